@@ -1,0 +1,690 @@
+"""The reference interpreter of the loop IR: slow, simple, obviously right.
+
+Every pass is checked against it: run a program before and after the pass on the same inputs and
+compare. ``run(func, args)`` executes a ``PrimFunc`` on numpy arrays in place; ``evaluate(expr)``
+computes one expression.
+
+Semantics:
+
+- **Arguments.** Positional in ``func.params`` order, or a mapping from parameter name to array.
+  Each must be a numpy array whose shape equals the parameter's shape (for a one-dimensional,
+  flattened parameter: any shape with that many elements, read in C order) and whose dtype equals
+  ``param.dtype.numpy`` (bfloat16 is stored as float32); otherwise ``InterpError`` names the
+  parameter, what was expected and what was given. A parameter the function stores to must be
+  writeable. Results are written into the given arrays (a non-C-contiguous array is worked on as a
+  contiguous copy that is written back when ``run`` returns or raises). Parameters count as fully
+  initialized. A bfloat16 parameter's float32 values are rounded to bfloat16 when loaded.
+- **Values** are Python ``int``, ``float`` and ``bool``. Integer Add/Sub/Mul/FloorDiv are exact on
+  Python ints, then wrapped to the dtype's width (``dtypes.wrap_int``), so overflow is numpy/C
+  two's complement. FloorDiv/FloorMod are Python's ``//`` and ``%`` (floor semantics, the
+  remainder has the sign of the divisor); a zero divisor raises ``InterpError``. Float arithmetic
+  is done on Python floats (IEEE double) and rounded to the dtype after every operation
+  (``dtypes.round_to``); Div is float-only and follows IEEE (x/0 is inf or nan). Min/Max return the
+  smaller/larger operand, and nan if either float operand is nan (like ``np.minimum``).
+- **Constants.** A FloatImm's value is rounded to its dtype; a bool IntImm is a Python bool.
+- **Cast.** int->int wraps; bool->int gives 0/1; int->float rounds the exact integer to nearest
+  even (one rounding, even for values beyond 2**24); float->float rounds; float->int truncates
+  toward zero and raises ``InterpError`` when the result does not fit the target or the value is
+  nan/inf; anything->bool is ``!= 0``.
+- **Logic.** Comparisons, And, Or and Not give Python bools. And, Or and Select evaluate all their
+  operands (an out-of-bounds load in an unused operand is still an error); the intrinsic
+  ``if_then_else(c, t, f)`` evaluates only the chosen branch.
+- **Memory.** Every Load/Store index is checked ``0 <= idx < shape[d]``; a violation raises
+  ``InterpError`` with the buffer, the index tuple, the shape and the values of the enclosing loop
+  variables, e.g. ``out-of-bounds load A[14, 3] (shape [14, 14]) at tid=3, i=2, j=3``. A Store
+  evaluates its indices, then its value. ``Allocate`` gives its body fresh storage (a new one on
+  every entry) in which every element starts uninitialized; loading an element never stored to
+  raises ``read of uninitialized element AL[3] (shape [16]) at ...``.
+- **Statements.** For loops of every kind (serial, parallel, unrolled, vectorized, thread-bound)
+  run serially, the variable increasing over ``[min, min + extent)``; min and extent are evaluated
+  once at loop entry. IfThenElse, Seq, Let (binds its variable for the body), Attr (runs the body;
+  key and value are metadata), Evaluate (evaluates its expression for its effect).
+- **Static faults** are reported before anything runs, so the arrays are untouched: a Var bound by
+  no enclosing For/Let (nor by ``evaluate``'s env), a buffer that is neither a parameter nor
+  allocated, a ``Reduce`` ("Reduce must be lowered before interpretation"), an unknown intrinsic
+  or one called with the wrong number of arguments.
+
+Implementation: a closure compiler. ``_Compiler`` turns each node, once, into a Python closure
+(``Expr`` -> ``env -> value``, ``Stmt`` -> ``env -> None``); ``env`` is a list with one slot per
+binding site (For/Let variable or Allocate storage), resolved at compile time. Parameter storage is
+a flat view of the caller's array; allocated storage is a flat Python list where ``None`` marks an
+uninitialized element.
+
+Non-Goals: speed beyond "usable in tests" (about a million simple statements per second), and
+modelling concurrency: parallel and thread-bound loops are not checked for races.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import struct
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from compiler.errors import InterpError
+from compiler.ir import dtypes
+from compiler.ir import nodes as n
+from compiler.ir.dtypes import DType
+from compiler.ir.functor import post_order_visit
+
+Value = int | float | bool
+Env = list
+ExprFn = Callable[[Env], Value]
+StmtFn = Callable[[Env], None]
+
+__all__ = ["evaluate", "run"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+
+
+def run(func: n.PrimFunc, args: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> None:
+    """Execute ``func`` on numpy arrays in place (outputs are written into the given arrays)."""
+    if not isinstance(func, n.PrimFunc):
+        raise InterpError(f"run: expected a PrimFunc, but got {type(func).__name__}")
+    arrays = _match_args(func, args)
+    stored = _stored_buffers(func.body)
+    storage: dict[n.Buffer, np.ndarray] = {}
+    write_back: list[tuple[np.ndarray, np.ndarray]] = []
+    for i, (param, array) in enumerate(zip(func.params, arrays, strict=True)):
+        what = f"argument {i}, '{param.name}' to {func.name}"
+        _check_array(what, param, array, writeable=param in stored)
+        if array.flags.c_contiguous:
+            storage[param] = array.reshape(-1)
+        else:
+            storage[param] = flat = np.ascontiguousarray(array).reshape(-1)
+            if param in stored:
+                write_back.append((array, flat))
+    compiler = _Compiler(storage)
+    body = compiler.stmt(func.body)
+    env: Env = [None] * compiler.nslots
+    try:
+        body(env)
+    finally:
+        for array, flat in write_back:
+            array[...] = flat.reshape(array.shape)
+
+
+def evaluate(
+    expr: n.Expr,
+    env: Mapping[n.Var, Value] | None = None,
+    buffers: Mapping[n.Buffer, np.ndarray] | None = None,
+) -> Value:
+    """Compute ``expr`` with the variables in ``env`` and the buffers in ``buffers`` (read-only)."""
+    if not isinstance(expr, n.Expr):
+        raise InterpError(f"evaluate: expected an Expr, but got {type(expr).__name__}")
+    storage: dict[n.Buffer, np.ndarray] = {}
+    for buffer, array in (buffers or {}).items():
+        _check_array(f"buffer '{buffer.name}'", buffer, array, writeable=False)
+        storage[buffer] = np.ascontiguousarray(array).reshape(-1)
+    compiler = _Compiler(storage)
+    slots = [(compiler.bind_var(var), _coerce(var, value)) for var, value in (env or {}).items()]
+    fn = compiler.expr(expr)
+    values: Env = [None] * compiler.nslots
+    for slot, value in slots:
+        values[slot] = value
+    return fn(values)
+
+
+# --------------------------------------------------------------------------------------------------
+# Arguments
+
+
+def _match_args(func: n.PrimFunc, args) -> list:
+    params = func.params
+    names = ", ".join(p.name for p in params)
+    if isinstance(args, Mapping):
+        if len({p.name for p in params}) != len(params):
+            raise InterpError(
+                f"{func.name}: parameter names ({names}) repeat; pass arguments by position"
+            )
+        unknown = sorted(set(args) - {p.name for p in params}, key=str)
+        if unknown:
+            raise InterpError(
+                f"{func.name}: expected arguments named ({names}), but got unknown {unknown}"
+            )
+        missing = [p.name for p in params if p.name not in args]
+        if missing:
+            raise InterpError(f"{func.name}: missing arguments {missing} (parameters: {names})")
+        return [args[p.name] for p in params]
+    if isinstance(args, np.ndarray) or not isinstance(args, Sequence):
+        raise InterpError(
+            f"{func.name}: expected a sequence or mapping of arrays, but got {type(args).__name__}"
+        )
+    if len(args) != len(params):
+        raise InterpError(
+            f"{func.name}: expected {len(params)} arguments ({names}), but got {len(args)}"
+        )
+    return list(args)
+
+
+def _check_array(what: str, buffer: n.Buffer, array, *, writeable: bool) -> None:
+    if not isinstance(array, np.ndarray):
+        raise InterpError(f"{what}: expected a numpy array, but got {type(array).__name__}")
+    flat_ok = len(buffer.shape) == 1 and array.size == buffer.shape[0]
+    if array.shape != buffer.shape and not flat_ok:
+        raise InterpError(
+            f"{what}: expected shape {list(buffer.shape)}, but got {list(array.shape)}"
+        )
+    expected = buffer.dtype.numpy
+    if array.dtype != expected:
+        storage = f" (storage of {buffer.dtype})" if buffer.dtype.kind == "bfloat" else ""
+        raise InterpError(f"{what}: expected dtype {expected}{storage}, but got {array.dtype}")
+    if writeable and not array.flags.writeable:
+        raise InterpError(f"{what}: expected a writeable array (the function stores to it)")
+
+
+def _stored_buffers(body: n.Stmt) -> set[n.Buffer]:
+    stored: set[n.Buffer] = set()
+
+    def visit(node: n.Node) -> None:
+        if isinstance(node, n.Store):
+            stored.add(node.buffer)
+
+    post_order_visit(body, visit)
+    return stored
+
+
+def _coerce(var: n.Var, value) -> Value:
+    """Convert an ``evaluate`` env value to the interpreter's representation of ``var.dtype``."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    dt = var.dtype
+    if dt.is_bool:
+        return bool(value)
+    if dt.is_float:
+        return _rounder(dt)(float(value))
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise InterpError(
+            f"variable '{var.name}': expected an {dt} value, but got {value!r}"
+        ) from None
+    if not dt.min_value <= value <= dt.max_value:
+        raise InterpError(f"variable '{var.name}': {value} does not fit in {dt}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------------
+# Scalar semantics
+
+
+_F32 = struct.Struct("=f")
+_F16 = struct.Struct("=e")
+_U32 = struct.Struct("=I")
+
+
+def _round_f32(x: float) -> float:
+    """``round_to(x, float32)``; struct's C cast rounds to nearest even and reports overflow."""
+    try:
+        return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:
+        return _round_overflow(x, dtypes.float32)
+
+
+def _round_f16(x: float) -> float:
+    """``round_to(x, float16)``; struct packs halves rounding to nearest even."""
+    try:
+        return _F16.unpack(_F16.pack(x))[0]
+    except OverflowError:
+        return _round_overflow(x, dtypes.float16)
+
+
+def _round_overflow(x: float, dt: DType) -> float:
+    """``round_to`` for values past the dtype's range (+-inf), without numpy's overflow warning."""
+    with np.errstate(over="ignore"):
+        return dtypes.round_to(x, dt)
+
+
+def _round_bf16(x: float) -> float:
+    """``round_to(x, bfloat16)``: round to float32, then ``dtypes.round_bfloat16`` on its bits."""
+    f = _round_f32(x)
+    if f != f:
+        return f
+    (bits,) = _U32.unpack(_F32.pack(f))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return _F32.unpack(_U32.pack(bits))[0]
+
+
+def _rounder(dt: DType) -> Callable[[float], float]:
+    if dt == dtypes.float32:
+        return _round_f32
+    if dt == dtypes.float16:
+        return _round_f16
+    if dt == dtypes.bfloat16:
+        return _round_bf16
+    return lambda x: dtypes.round_to(x, dt)
+
+
+#: Significand bits (with the implicit one) of each float dtype.
+_PRECISION = {dtypes.float32: 24, dtypes.float16: 11, dtypes.bfloat16: 8}
+
+
+def _int_to_float(value: int, dt: DType) -> float:
+    """The float of ``dt`` nearest to the integer ``value`` (ties to even), in one rounding."""
+    magnitude = abs(value)
+    extra = magnitude.bit_length() - _PRECISION[dt]
+    if extra > 0:
+        q, r = magnitude >> extra, magnitude & ((1 << extra) - 1)
+        half = 1 << (extra - 1)
+        if r > half or (r == half and q & 1):
+            q += 1
+        magnitude = q << extra  # at most PRECISION + 1 significant bits: exact as a double
+    result = float(-magnitude if value < 0 else magnitude)
+    return _round_overflow(result, dt)  # exact, or +-inf past the dtype's range
+
+
+def _ieee_div(a: float, b: float) -> float:
+    with np.errstate(all="ignore"):
+        return float(np.float64(a) / np.float64(b))
+
+
+def _fmin(a: float, b: float) -> float:
+    if a != a or b != b:
+        return math.nan
+    return b if b < a else a
+
+
+def _fmax(a: float, b: float) -> float:
+    if a != a or b != b:
+        return math.nan
+    return b if b > a else a
+
+
+def _imin(a: int, b: int) -> int:
+    return b if b < a else a
+
+
+def _imax(a: int, b: int) -> int:
+    return b if b > a else a
+
+
+_COMPARE = {
+    n.EQ: operator.eq,
+    n.NE: operator.ne,
+    n.LT: operator.lt,
+    n.LE: operator.le,
+    n.GT: operator.gt,
+    n.GE: operator.ge,
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# The closure compiler
+
+
+class _Compiler:
+    """Compiles IR nodes to closures over an env list; holds the compile-time scope."""
+
+    def __init__(self, params: dict[n.Buffer, np.ndarray]) -> None:
+        self.nslots = 0
+        self.vars: dict[n.Var, int] = {}  # variable in scope -> its env slot
+        self.params = params  # parameter -> flat view of its array
+        self.allocs: dict[n.Buffer, int] = {}  # allocated buffer in scope -> env slot of its list
+        self.loops: tuple[tuple[str, int], ...] = ()  # enclosing For loops: (name, slot)
+
+    # scope -----------------------------------------------------------------------------------
+    def _new_slot(self) -> int:
+        self.nslots += 1
+        return self.nslots - 1
+
+    def bind_var(self, var: n.Var) -> int:
+        slot = self.vars[var] = self._new_slot()
+        return slot
+
+    @contextmanager
+    def _scope(self, table: dict, key) -> Iterator[int]:
+        """Give ``key`` a new slot in ``table`` for the block (inner bindings shadow outer)."""
+        outer = table.get(key)
+        slot = table[key] = self._new_slot()
+        try:
+            yield slot
+        finally:
+            if outer is None:
+                del table[key]
+            else:
+                table[key] = outer
+
+    def _where(self) -> Callable[[Env], str]:
+        """env -> `` at i=2, j=3`` naming the enclosing loop variables' current values."""
+        loops = self.loops
+        if not loops:
+            return lambda env: ""
+        return lambda env: " at " + ", ".join(f"{name}={env[slot]}" for name, slot in loops)
+
+    # expressions -----------------------------------------------------------------------------
+    def expr(self, e: n.Expr) -> ExprFn:
+        method = getattr(self, "expr_" + type(e).__name__, None)
+        if method is None:
+            raise NotImplementedError(f"interp: no case for {type(e).__name__}")
+        return method(e)
+
+    def expr_Var(self, e: n.Var) -> ExprFn:
+        slot = self.vars.get(e)
+        if slot is None:
+            raise InterpError(f"variable '{e.name}' is not bound by an enclosing For or Let")
+        return operator.itemgetter(slot)
+
+    def expr_IntImm(self, e: n.IntImm) -> ExprFn:
+        value = bool(e.value) if e.type.is_bool else e.value
+        return lambda env: value
+
+    def expr_FloatImm(self, e: n.FloatImm) -> ExprFn:
+        value = _rounder(e.type)(float(e.value))
+        return lambda env: value
+
+    def _arith(self, e: n.BinaryOp, op: Callable[[Value, Value], Value]) -> ExprFn:
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        dt = e.dtype
+        if dt.is_float:
+            rnd = _rounder(dt)
+            return lambda env: rnd(op(fa(env), fb(env)))
+        lo, hi, wrap = dt.min_value, dt.max_value, dtypes.wrap_int
+
+        def int_op(env: Env) -> int:
+            v = op(fa(env), fb(env))
+            return v if lo <= v <= hi else wrap(v, dt)  # wrap_int is the identity in range
+
+        return int_op
+
+    def expr_Add(self, e: n.Add) -> ExprFn:
+        return self._arith(e, operator.add)
+
+    def expr_Sub(self, e: n.Sub) -> ExprFn:
+        return self._arith(e, operator.sub)
+
+    def expr_Mul(self, e: n.Mul) -> ExprFn:
+        return self._arith(e, operator.mul)
+
+    def expr_Div(self, e: n.Div) -> ExprFn:
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        rnd = _rounder(e.dtype)
+
+        def div(env: Env) -> float:
+            a, b = fa(env), fb(env)
+            return rnd(a / b if b != 0 else _ieee_div(a, b))
+
+        return div
+
+    def _floor_op(self, e: n.FloorDiv | n.FloorMod, op: Callable[[Value, Value], Value]) -> ExprFn:
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        dt, text, where = e.dtype, str(e), self._where()
+        fit = _rounder(dt) if dt.is_float else (lambda v: dtypes.wrap_int(v, dt))
+
+        def floor_op(env: Env) -> Value:
+            a, b = fa(env), fb(env)
+            if b == 0:
+                raise InterpError(f"division by zero in '{text}'{where(env)}")
+            return fit(op(a, b))
+
+        return floor_op
+
+    def expr_FloorDiv(self, e: n.FloorDiv) -> ExprFn:
+        return self._floor_op(e, operator.floordiv)
+
+    def expr_FloorMod(self, e: n.FloorMod) -> ExprFn:
+        return self._floor_op(e, operator.mod)
+
+    def expr_Min(self, e: n.Min) -> ExprFn:
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        op = _fmin if e.dtype.is_float else _imin
+        return lambda env: op(fa(env), fb(env))
+
+    def expr_Max(self, e: n.Max) -> ExprFn:
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        op = _fmax if e.dtype.is_float else _imax
+        return lambda env: op(fa(env), fb(env))
+
+    def _compare(self, e: n.CmpOp) -> ExprFn:
+        fa, fb, op = self.expr(e.a), self.expr(e.b), _COMPARE[type(e)]
+        return lambda env: op(fa(env), fb(env))
+
+    expr_EQ = expr_NE = expr_LT = expr_LE = expr_GT = expr_GE = _compare
+
+    def expr_And(self, e: n.And) -> ExprFn:
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        return lambda env: fa(env) & fb(env)  # both evaluated, like Select
+
+    def expr_Or(self, e: n.Or) -> ExprFn:
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        return lambda env: fa(env) | fb(env)
+
+    def expr_Not(self, e: n.Not) -> ExprFn:
+        fa = self.expr(e.a)
+        return lambda env: not fa(env)
+
+    def expr_Select(self, e: n.Select) -> ExprFn:
+        fc, ft, ff = self.expr(e.cond), self.expr(e.true_value), self.expr(e.false_value)
+
+        def select(env: Env) -> Value:
+            c, t, f = fc(env), ft(env), ff(env)
+            return t if c else f
+
+        return select
+
+    def expr_Call(self, e: n.Call) -> ExprFn:
+        if e.name not in n.INTRINSICS:
+            raise InterpError(f"unknown intrinsic '{e.name}' in '{e}'")
+        if len(e.args) != n.INTRINSICS[e.name]:
+            raise InterpError(
+                f"intrinsic '{e.name}': expected {n.INTRINSICS[e.name]} arguments, "
+                f"but got {len(e.args)} in '{e}'"
+            )
+        fc, ft, ff = (self.expr(a) for a in e.args)  # if_then_else, the only intrinsic
+        return lambda env: ft(env) if fc(env) else ff(env)
+
+    def expr_Cast(self, e: n.Cast) -> ExprFn:
+        fv, src, dst = self.expr(e.value), e.value.dtype, e.type
+        if src == dst:
+            return fv
+        if dst.is_bool:
+            return lambda env: fv(env) != 0
+        if dst.is_float:
+            if src.is_float:
+                rnd = _rounder(dst)
+                return lambda env: rnd(fv(env))
+            return lambda env: _int_to_float(int(fv(env)), dst)
+        lo, hi = dst.min_value, dst.max_value
+        if src.is_bool:
+            return lambda env: int(fv(env))
+        if src.is_int:
+            wrap = dtypes.wrap_int
+
+            def int_to_int(env: Env) -> int:
+                v = fv(env)
+                return v if lo <= v <= hi else wrap(v, dst)
+
+            return int_to_int
+        text, where = str(e), self._where()
+
+        def float_to_int(env: Env) -> int:
+            v = fv(env)
+            t = math.trunc(v) if math.isfinite(v) else None
+            if t is None or not lo <= t <= hi:
+                raise InterpError(
+                    f"cast of {v!r} to {dst} is out of range [{lo}, {hi}] in '{text}'{where(env)}"
+                )
+            return t
+
+        return float_to_int
+
+    def expr_Load(self, e: n.Load) -> ExprFn:
+        buffer = e.buffer
+        key = self._key("load", buffer, e.indices)
+        flat = self.params.get(buffer) if buffer not in self.allocs else None
+        if flat is not None:
+            get = flat.item
+            if buffer.dtype == dtypes.bfloat16:
+                return lambda env: _round_bf16(get(key(env)))
+            return lambda env: get(key(env))
+        slot = self._alloc_slot(buffer)
+        shape, where = buffer.shape, self._where()
+
+        def load(env: Env) -> Value:
+            k = key(env)
+            v = env[slot][k]
+            if v is None:
+                index = ", ".join(str(int(i)) for i in np.unravel_index(k, shape))
+                raise InterpError(
+                    f"read of uninitialized element {buffer.name}[{index}] "
+                    f"(shape {list(shape)}){where(env)}"
+                )
+            return v
+
+        return load
+
+    def expr_Reduce(self, e: n.Reduce) -> ExprFn:
+        raise InterpError(f"Reduce must be lowered before interpretation: '{e}'")
+
+    def _alloc_slot(self, buffer: n.Buffer) -> int:
+        slot = self.allocs.get(buffer)
+        if slot is None:
+            raise InterpError(f"buffer '{buffer.name}' is neither a parameter nor allocated")
+        return slot
+
+    def _key(self, kind: str, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> ExprFn:
+        """env -> row-major flat offset of ``buffer[indices]``, after checking every index."""
+        fs = [self.expr(i) for i in indices]
+        shape, where = buffer.shape, self._where()
+
+        def out_of_bounds(env: Env, index: Sequence[int]) -> InterpError:
+            text = ", ".join(str(i) for i in index)
+            return InterpError(
+                f"out-of-bounds {kind} {buffer.name}[{text}] (shape {list(shape)}){where(env)}"
+            )
+
+        if len(fs) == 1:
+            (f0,), (n0,) = fs, shape
+
+            def key1(env: Env) -> int:
+                i = f0(env)
+                if 0 <= i < n0:
+                    return i
+                raise out_of_bounds(env, (i,))
+
+            return key1
+        if len(fs) == 2:
+            (f0, f1), (n0, n1) = fs, shape
+
+            def key2(env: Env) -> int:
+                i, j = f0(env), f1(env)
+                if 0 <= i < n0 and 0 <= j < n1:
+                    return i * n1 + j
+                raise out_of_bounds(env, (i, j))
+
+            return key2
+
+        def key(env: Env) -> int:
+            index = [f(env) for f in fs]
+            flat = 0
+            for i, size in zip(index, shape, strict=True):
+                if not 0 <= i < size:
+                    raise out_of_bounds(env, index)
+                flat = flat * size + i
+            return flat
+
+        return key
+
+    # statements ------------------------------------------------------------------------------
+    def stmt(self, s: n.Stmt) -> StmtFn:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise NotImplementedError(f"interp: no case for {type(s).__name__}")
+        return method(s)
+
+    def stmt_Store(self, s: n.Store) -> StmtFn:
+        buffer = s.buffer
+        key = self._key("store", buffer, s.indices)
+        fv = self.expr(s.value)
+        flat = self.params.get(buffer) if buffer not in self.allocs else None
+        if flat is not None:
+            put = flat.__setitem__
+
+            def store_param(env: Env) -> None:
+                k = key(env)
+                put(k, fv(env))
+
+            return store_param
+        slot = self._alloc_slot(buffer)
+
+        def store(env: Env) -> None:
+            k = key(env)
+            env[slot][k] = fv(env)
+
+        return store
+
+    def stmt_For(self, s: n.For) -> StmtFn:
+        fmin, fext = self.expr(s.min), self.expr(s.extent)
+        with self._scope(self.vars, s.var) as slot:
+            outer, self.loops = self.loops, (*self.loops, (s.var.name, slot))
+            try:
+                body = self.stmt(s.body)
+            finally:
+                self.loops = outer
+
+        def loop(env: Env) -> None:
+            lo = fmin(env)
+            for v in range(lo, lo + fext(env)):
+                env[slot] = v
+                body(env)
+
+        return loop
+
+    def stmt_IfThenElse(self, s: n.IfThenElse) -> StmtFn:
+        fc, then = self.expr(s.cond), self.stmt(s.then_case)
+        other = self.stmt(s.else_case) if s.else_case is not None else None
+
+        def branch(env: Env) -> None:
+            if fc(env):
+                then(env)
+            elif other is not None:
+                other(env)
+
+        return branch
+
+    def stmt_Seq(self, s: n.Seq) -> StmtFn:
+        stmts = tuple(self.stmt(x) for x in s.stmts)
+
+        def sequence(env: Env) -> None:
+            for x in stmts:
+                x(env)
+
+        return sequence
+
+    def stmt_Allocate(self, s: n.Allocate) -> StmtFn:
+        size = s.buffer.size
+        with self._scope(self.allocs, s.buffer) as slot:
+            body = self.stmt(s.body)
+
+        def allocate(env: Env) -> None:
+            env[slot] = [None] * size  # None: not yet written
+            body(env)
+            env[slot] = None
+
+        return allocate
+
+    def stmt_Attr(self, s: n.Attr) -> StmtFn:
+        return self.stmt(s.body)
+
+    def stmt_Evaluate(self, s: n.Evaluate) -> StmtFn:
+        fv = self.expr(s.value)
+
+        def evaluate_(env: Env) -> None:
+            fv(env)
+
+        return evaluate_
+
+    def stmt_Let(self, s: n.Let) -> StmtFn:
+        fv = self.expr(s.value)
+        with self._scope(self.vars, s.var) as slot:
+            body = self.stmt(s.body)
+
+        def let(env: Env) -> None:
+            env[slot] = fv(env)
+            body(env)
+
+        return let

@@ -1,0 +1,185 @@
+"""A stable, readable text form of the loop IR (used by golden tests and ``--dump-passes``).
+
+The syntax is Python-like: ``for i in range(4):``, ``if tid*4 + i < 14:``, ``C[i, j] = A[i, j] + B[i, j]``,
+``with alloc(AL, f32[16], "nmem"):``. Multiplicative operators print tight (``tid*4``), additive and
+comparison operators spaced. Distinct variables that share a name are told apart as ``i``, ``i_1``, ...
+in order of first appearance, so the output depends only on the program's structure.
+"""
+
+from __future__ import annotations
+
+from compiler.ir import nodes as n
+
+INDENT = "  "
+
+_BINARY = {
+    n.Or: ("or", 1),
+    n.And: ("and", 2),
+    n.EQ: ("==", 4),
+    n.NE: ("!=", 4),
+    n.LT: ("<", 4),
+    n.LE: ("<=", 4),
+    n.GT: (">", 4),
+    n.GE: (">=", 4),
+    n.Add: ("+", 5),
+    n.Sub: ("-", 5),
+    n.Mul: ("*", 6),
+    n.Div: ("/", 6),
+    n.FloorDiv: ("//", 6),
+    n.FloorMod: ("%", 6),
+}
+_ATOM = 9
+
+
+class _Names:
+    """Assigns each Var/Buffer a unique printed name on first sight."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.taken: set[str] = set()
+        self.keep: list[object] = []  # keep objects alive so id() stays unique
+
+    def __call__(self, obj) -> str:
+        key = id(obj)
+        if key not in self.names:
+            base = obj.name or "v"
+            name, k = base, 0
+            while name in self.taken:
+                k += 1
+                name = f"{base}_{k}"
+            self.names[key] = name
+            self.taken.add(name)
+            self.keep.append(obj)
+        return self.names[key]
+
+
+class _Printer:
+    def __init__(self) -> None:
+        self.name = _Names()
+        self.lines: list[str] = []
+
+    # expressions -----------------------------------------------------------------------------
+    def expr(self, e: n.Expr, ctx: int = 0) -> str:
+        text, prec = self._expr(e)
+        return f"({text})" if prec < ctx else text
+
+    def _expr(self, e: n.Expr) -> tuple[str, int]:
+        t = type(e)
+        if t in _BINARY:
+            op, prec = _BINARY[t]
+            left = self.expr(e.a, prec)
+            right = self.expr(e.b, prec + 1)
+            if prec == 6:
+                return f"{left}{op}{right}", prec
+            return f"{left} {op} {right}", prec
+        if t is n.Var:
+            return self.name(e), _ATOM
+        if t is n.IntImm:
+            if e.type.is_bool:
+                return ("True" if e.value else "False"), _ATOM
+            if e.type == n.dtypes.int32:
+                return str(e.value), (_ATOM if e.value >= 0 else 5)
+            return f"{e.type.short}({e.value})", _ATOM
+        if t is n.FloatImm:
+            return f"{e.type.short}({e.value!r})", _ATOM
+        if t is n.Not:
+            return f"not {self.expr(e.a, 3)}", 3
+        if t is n.Min or t is n.Max:
+            return f"{t.__name__.lower()}({self.expr(e.a)}, {self.expr(e.b)})", _ATOM
+        if t is n.Select:
+            args = ", ".join(self.expr(x) for x in (e.cond, e.true_value, e.false_value))
+            return f"select({args})", _ATOM
+        if t is n.Cast:
+            return f"{e.type.short}({self.expr(e.value)})", _ATOM
+        if t is n.Load:
+            idx = ", ".join(self.expr(i) for i in e.indices)
+            return f"{self.name(e.buffer)}[{idx}]", _ATOM
+        if t is n.Call:
+            return f"{e.name}({', '.join(self.expr(a) for a in e.args)})", _ATOM
+        if t is n.Reduce:
+            axes = ", ".join(
+                f"{self.name(v)} in {_range(str(lo), lo, ext)}"
+                for v, (lo, ext) in zip(e.axis, e.ranges, strict=True)
+            )
+            return f"{e.combiner.value}({self.expr(e.source)}, axis=[{axes}])", _ATOM
+        raise NotImplementedError(f"printer: no case for {t.__name__}")
+
+    # statements ------------------------------------------------------------------------------
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append(INDENT * depth + text)
+
+    def stmt(self, s: n.Stmt, depth: int) -> None:
+        t = type(s)
+        if t is n.Seq:
+            for x in s.stmts:
+                self.stmt(x, depth)
+        elif t is n.For:
+            lo = self.expr(s.min)
+            ext = self.expr(s.extent)
+            if s.kind is n.ForKind.THREAD_BINDING:
+                head = f"bind({s.thread}, {_bounds(s, lo, ext)})"
+            else:
+                head = f"{s.kind.value}({_bounds(s, lo, ext)})"
+            self.emit(depth, f"for {self.name(s.var)} in {head}:")
+            self.stmt(s.body, depth + 1)
+        elif t is n.IfThenElse:
+            self.emit(depth, f"if {self.expr(s.cond)}:")
+            self.stmt(s.then_case, depth + 1)
+            if s.else_case is not None:
+                self.emit(depth, "else:")
+                self.stmt(s.else_case, depth + 1)
+        elif t is n.Store:
+            idx = ", ".join(self.expr(i) for i in s.indices)
+            self.emit(depth, f"{self.name(s.buffer)}[{idx}] = {self.expr(s.value)}")
+        elif t is n.Allocate:
+            self.emit(depth, f"with alloc({self.buffer_decl(s.buffer, sep=', ')}):")
+            self.stmt(s.body, depth + 1)
+        elif t is n.Attr:
+            value = self.expr(s.value) if isinstance(s.value, n.Expr) else repr(s.value)
+            self.emit(depth, f"with attr({s.key!r}, {value}):")
+            self.stmt(s.body, depth + 1)
+        elif t is n.Evaluate:
+            self.emit(depth, self.expr(s.value))
+        elif t is n.Let:
+            self.emit(depth, f"with let({self.name(s.var)}, {self.expr(s.value)}):")
+            self.stmt(s.body, depth + 1)
+        else:
+            raise NotImplementedError(f"printer: no case for {t.__name__}")
+
+    def buffer_decl(self, b: n.Buffer, sep: str = ": ") -> str:
+        shape = ", ".join(str(d) for d in b.shape)
+        scope = "" if b.scope == "global" else f', "{b.scope}"'
+        return f"{self.name(b)}{sep}{b.dtype.short}[{shape}]{scope}"
+
+    def func(self, f: n.PrimFunc) -> None:
+        params = ", ".join(self.buffer_decl(b) for b in f.params)
+        for key, value in f.attrs:
+            self.emit(0, f"@attr({key!r}, {value!r})")
+        self.emit(0, f"def {f.name}({params}):")
+        self.stmt(f.body, 1)
+
+
+def _range(lo_text: str, lo: int, ext: int) -> str:
+    return f"range({ext})" if lo == 0 else f"range({lo_text}, {lo + ext})"
+
+
+def _bounds(s: n.For, lo: str, ext: str) -> str:
+    if isinstance(s.min, n.IntImm) and s.min.value == 0:
+        return ext
+    if isinstance(s.min, n.IntImm) and isinstance(s.extent, n.IntImm):
+        return f"{lo}, {s.min.value + s.extent.value}"
+    return f"{lo}, {lo} + {ext}" if "+" not in ext else f"{lo}, {lo} + ({ext})"
+
+
+def format_node(node: n.Node) -> str:
+    """Print any node: an expression on one line, a statement or function as indented lines."""
+    p = _Printer()
+    if isinstance(node, n.Expr):
+        return p.expr(node)
+    if isinstance(node, n.PrimFunc):
+        p.func(node)
+    elif isinstance(node, n.Stmt):
+        p.stmt(node, 0)
+    else:
+        raise NotImplementedError(f"printer: no case for {type(node).__name__}")
+    return "\n".join(p.lines)

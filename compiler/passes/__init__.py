@@ -1,0 +1,9 @@
+"""Compiler passes: one module per pass, one public function named after the pass (STYLE rule 4).
+
+The order in which a target runs them is in ``compiler.pipeline``.
+"""
+
+from compiler.passes.flatten import flatten
+from compiler.passes.simplify import simplify
+
+__all__ = ["flatten", "simplify"]

@@ -1,0 +1,101 @@
+"""The table of contents: for each target, the passes that turn lowered loop IR into its final form.
+
+Read this file to find where a change belongs. ``compile_func`` runs a target's passes in order; after
+each one it runs the verifier for the stage the pass leaves the program in (on by default; set
+``TANDEM_VERIFY=0`` to skip) and hands the program to ``dump`` when one is given
+(``tandem compile ... --dump-passes``).
+
+Targets:
+- ``reference``: simplify, then flatten to one-dimensional buffers — what the interpreter and the
+  LLVM backend consume. The accelerator targets (``diannao``, ``vita``) and ``cpu`` extend this list
+  with their own passes (loop partitioning, tensorization, virtual threads, ...) as they land.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from compiler.errors import LoweringError
+from compiler.ir import nodes as ir
+from compiler.lower import lower
+from compiler.passes import flatten, simplify
+from compiler.schedule import Schedule
+from compiler.te import Tensor
+from compiler.verify import verify
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One step of a pipeline: ``fn`` maps a function to a function in verifier stage ``stage``."""
+
+    name: str
+    fn: Callable[[ir.PrimFunc], ir.PrimFunc]
+    stage: str
+
+    @property
+    def flag(self) -> str:
+        """The kebab-case name used on the command line."""
+        return self.name.replace("_", "-")
+
+
+PIPELINES: dict[str, tuple[Pass, ...]] = {
+    "reference": (
+        Pass("simplify", simplify, "loop-ir"),
+        Pass("flatten", flatten, "flat"),
+    ),
+}
+
+Dump = Callable[[str, ir.PrimFunc], None]
+
+
+def _verify_enabled(flag: bool | None) -> bool:
+    if flag is not None:
+        return flag
+    return os.environ.get("TANDEM_VERIFY", "1") != "0"
+
+
+def passes_for(target: str) -> tuple[Pass, ...]:
+    """The ordered passes of ``target``."""
+    try:
+        return PIPELINES[target]
+    except KeyError:
+        raise LoweringError(
+            f"unknown target {target!r}; expected one of {', '.join(sorted(PIPELINES))}"
+        ) from None
+
+
+def compile_func(
+    func: ir.PrimFunc,
+    target: str = "reference",
+    *,
+    verify_each: bool | None = None,
+    dump: Dump | None = None,
+) -> ir.PrimFunc:
+    """Run ``target``'s passes on a lowered function, verifying (and dumping) after each."""
+    check = _verify_enabled(verify_each)
+    if check:
+        verify(func, "loop-ir", after="lower")
+    if dump is not None:
+        dump("lower", func)
+    for p in passes_for(target):
+        func = p.fn(func)
+        if check:
+            verify(func, p.stage, after=p.name)
+        if dump is not None:
+            dump(p.name, func)
+    return func
+
+
+def build(
+    schedule: Schedule,
+    args: Sequence[Tensor],
+    name: str = "main",
+    target: str = "reference",
+    *,
+    verify_each: bool | None = None,
+    dump: Dump | None = None,
+) -> ir.PrimFunc:
+    """Lower ``schedule`` and run ``target``'s pipeline on it."""
+    return compile_func(lower(schedule, args, name), target, verify_each=verify_each, dump=dump)

@@ -1,0 +1,70 @@
+"""Tests of the ``tandem`` command line (tandem/cli.py)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+import tandem.demo
+from tandem.cli import app
+from tandem.demo import Check
+
+runner = CliRunner()
+
+
+def test_help_describes_tandem() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0, result.output
+    assert "Tandem" in result.output
+    assert "demo" in result.output and "version" in result.output
+
+
+def test_version_prints_tandem_and_runtime_versions() -> None:
+    result = runner.invoke(app, ["version"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"tandem {tandem.__version__}"
+    for name in ("python", "numpy", "simpy", "llvmlite"):
+        assert any(line.startswith(f"{name} ") for line in lines), result.output
+
+
+def test_demo_exits_nonzero_when_a_check_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = [
+        Check("good", True, "fine"),
+        Check("bad", False, "ValueError: expected [4], but got [5]"),
+    ]
+    monkeypatch.setattr(tandem.demo, "run_demo", lambda: checks)
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 1, result.output
+    assert "FAIL" in result.output and "PASS" in result.output
+    assert "expected [4], but got [5]" in result.output  # brackets are text, not rich markup
+    assert "1 of 2 checks failed" in result.output
+
+
+def test_demo_exits_zero_when_all_checks_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = [
+        Check("one", True, "fine", ir="for i in range(4):\n  C[i] = A[i]"),
+        Check("two", True, "ok"),
+    ]
+    monkeypatch.setattr(tandem.demo, "run_demo", lambda: checks)
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "FAIL" not in result.output
+    assert "all 2 checks passed" in result.output
+    assert "C[i] = A[i]" not in result.output
+    shown = runner.invoke(app, ["demo", "--show-ir"])
+    assert shown.exit_code == 0, shown.output
+    assert "C[i] = A[i]" in shown.output
+
+
+def test_demo_exits_nonzero_when_no_check_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tandem.demo, "run_demo", lambda: [])
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 1, result.output
+
+
+def test_real_demo_passes() -> None:
+    """The real demo against the compiler: every check passes (needs compiler/ to be in place)."""
+    result = runner.invoke(app, ["demo", "--show-ir"])
+    assert result.exit_code == 0, result.output
+    assert "FAIL" not in result.output
