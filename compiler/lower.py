@@ -31,6 +31,7 @@ from compiler import arith, te
 from compiler.arith import Interval
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
+from compiler.ir.equality import structural_equal as ir_equal
 from compiler.ir.functor import IRMutator, substitute
 from compiler.schedule import Schedule, Split, Stage
 from compiler.te import IterKind, IterVar, Tensor
@@ -45,6 +46,7 @@ class _Bounds:
     extent: dict[IterVar, int] = field(default_factory=dict)  # every iter var, leaves included
     loop_var: dict[IterVar, ir.Var] = field(default_factory=dict)  # leaf -> its loop variable
     value: dict[IterVar, ir.Expr] = field(default_factory=dict)  # root -> global index expression
+    local: dict[IterVar, ir.Expr] = field(default_factory=dict)  # any axis -> value from its loops
     ranges: dict[ir.Var, Interval] = field(default_factory=dict)  # this stage's loop variables
     buffer: ir.Buffer | None = None
     offset: tuple[ir.Expr, ...] = ()
@@ -186,6 +188,7 @@ class _Lowering:
                 local[rel.outer] = local[rel.fused] // inner
                 local[rel.inner] = local[rel.fused] % inner
         ctx = self._context(stage)
+        b.local = {iv: arith.simplify(e, ctx) for iv, e in local.items()}
         for iv in stage.root_iter_vars:
             b.value[iv] = arith.simplify(b.root_min[iv] + local[iv], ctx)
 
@@ -280,14 +283,17 @@ class _Lowering:
             # substitute first: region offsets mention loop variables that may be root variables
             return _simplify_indices(remap.mutate(substitute(expr, root_vars)), ctx)
 
-        guards = {iv: self._guard(iv, b.value[iv], ctx) for iv in stage.root_iter_vars}
+        guards = {iv: self._guard(stage, iv, ctx) for iv in stage.root_iter_vars}
+        for rel in stage.relations:  # a split axis that is itself split unevenly overshoots
+            if isinstance(rel, Split) and rel.parent not in guards:
+                guards[rel.parent] = self._split_guard(stage, rel.parent, ctx)
         leaves = stage.leaf_iter_vars
         if isinstance(body, ir.Reduce):
             target = ir.Load(b.buffer, out_index)
             update = _combine(body.combiner, target, rewrite(body.source))
             init = te.reduce_identity(body.combiner, body.dtype)
             first = next(k for k, leaf in enumerate(leaves) if leaf.kind is IterKind.REDUCE)
-            spatial_guards = [guards[iv] for iv in spatial]
+            spatial_guards = [g for iv, g in guards.items() if iv.kind is IterKind.SPATIAL]
             init_nest = self._nest(
                 stage,
                 [leaf for leaf in leaves[first:] if leaf.kind is IterKind.SPATIAL],
@@ -303,13 +309,30 @@ class _Lowering:
         store = ir.Store(b.buffer, out_index, rewrite(body))
         return self._nest(stage, leaves, _guarded(list(guards.values()), store))
 
-    def _guard(self, iv: IterVar, value: ir.Expr, ctx: dict[ir.Var, Interval]) -> list[ir.Expr]:
+    def _guard(self, stage: Stage, iv: IterVar, ctx: dict[ir.Var, Interval]) -> list[ir.Expr]:
+        """Conditions keeping root axis ``iv`` inside both its inferred region and its domain.
+
+        The loops may overshoot the region (a split that does not divide the region's extent), and
+        the region may overshoot the domain (the tail of a consumer's split), as in TVM's
+        ``MakeBoundCheck``. Conditions the prover shows always true are left out.
+        """
+        b = self.bounds[stage]
+        value, region_min, region_extent = b.value[iv], b.root_min[iv], b.root_extent[iv]
         lo, extent = iv.dom
-        conds = []
-        for cond in (value >= lo, value < lo + extent):
+        local = arith.simplify(value - region_min, ctx)
+        candidates = (local >= 0, local < region_extent, value >= lo, value < lo + extent)
+        conds: list[ir.Expr] = []
+        for cond in candidates:
             if arith.prove(cond, ctx) is not True:
-                conds.append(arith.simplify(cond, ctx))
+                cond = arith.simplify(cond, ctx)
+                if not any(ir_equal(cond, c) for c in conds):
+                    conds.append(cond)
         return conds
+
+    def _split_guard(self, stage: Stage, iv: IterVar, ctx: dict[ir.Var, Interval]) -> list[ir.Expr]:
+        """``iv`` (a split axis that was itself split) must stay below its extent."""
+        cond = self.bounds[stage].local[iv] < self.bounds[stage].extent[iv]
+        return [] if arith.prove(cond, ctx) is True else [arith.simplify(cond, ctx)]
 
     def _nest(self, stage: Stage, leaves: Sequence[IterVar], body: ir.Stmt, attach: bool = True) -> ir.Stmt:
         b = self.bounds[stage]

@@ -3,12 +3,14 @@
 Commands:
     version   print Tandem's version and the versions of the runtime it uses
     demo      compile a few small operators, run them in the reference interpreter, compare to numpy
+    compile   compile one operator (tandem/workloads.py) and print its IR, optionally run it
 """
 
 from __future__ import annotations
 
 import platform
 from importlib import metadata
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -92,6 +94,56 @@ def demo(
         console.print(f"[bold red]{len(failed)} of {len(checks)} checks failed[/bold red]")
         raise typer.Exit(code=1)
     console.print(f"[green]all {len(checks)} checks passed[/green]")
+
+
+@app.command("compile")
+def compile_(
+    op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, dense, gemm, conv2d.")],
+    shape: Annotated[
+        str | None, typer.Option(help="Shape like 14x14 (MxNxK for dense/gemm, NxCxHxW for conv2d).")
+    ] = None,
+    dtype: Annotated[str | None, typer.Option(help="Input dtype (default float32 or int8).")] = None,
+    params: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-p",
+            "--param",
+            help="KEY=VALUE: split=AXIS:FACTOR, nparts=AXIS:N, bind=AXIS:core, conv2d k/r/...",
+        ),
+    ] = None,
+    target: Annotated[str, typer.Option(help="Pipeline to run (compiler/pipeline.py).")] = "reference",
+    dump_passes: Annotated[
+        bool, typer.Option("--dump-passes", help="Print the IR after every pass.")
+    ] = False,
+    run: Annotated[
+        bool, typer.Option("--run", help="Interpret on seeded random inputs; compare with numpy.")
+    ] = False,
+) -> None:
+    """Compile one operator and print its loop IR (exit 2 on a bad input or a compiler error).
+
+    With --run, exits with status 1 if the result does not match numpy.
+    """
+    from compiler.errors import TandemError
+    from tandem.compile import check_on_random_inputs, compile_op
+    from tandem.workloads import WorkloadError
+
+    console = Console(highlight=False)
+    try:
+        compiled = compile_op(op, shape, dtype, params or (), target)
+        stages = compiled.stages if dump_passes else compiled.stages[-1:]
+        for name, text in stages:
+            if dump_passes:
+                console.print(Text(f"── after {name} ──", style="bold"))
+            console.print(text, markup=False, soft_wrap=True)
+        check = check_on_random_inputs(compiled) if run else None
+    except (WorkloadError, TandemError) as exc:
+        Console(stderr=True, highlight=False).print(Text(f"error: {exc}", style="bold red"), soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    if check is not None:
+        if not check.passed:
+            console.print(Text(f"MISMATCH: {check.detail}", style="bold red"))
+            raise typer.Exit(code=1)
+        console.print(Text(f"match: {check.detail}", style="green"))
 
 
 def main() -> None:

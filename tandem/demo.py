@@ -1,8 +1,9 @@
 """The ``tandem demo`` checks: compile a few small operators and compare them with numpy.
 
 Each check builds a tensor expression, schedules it (with splits that do not divide the extent, so
-the lowered loops carry guards), lowers it to loop IR and runs the reference interpreter on random
-inputs with a fixed seed. Integer results must be bit-exact with a numpy reference that accumulates
+the lowered loops carry guards), compiles it through the reference pipeline (lowering, then each
+pass with the verifier after it) and runs the reference interpreter on random inputs with a fixed
+seed. Integer results must be bit-exact with a numpy reference that accumulates
 in int32; float results must match within ``np.allclose``. A check that raises is reported as a
 failed check carrying the error message, never as a traceback, so ``tandem demo`` always shows every
 row.
@@ -57,7 +58,7 @@ def _check_add(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
     """14x14 float32 add, axis 0 split into 4 parts bound to the core axis (seed 001's example)."""
     from compiler import te
     from compiler.interp import run
-    from compiler.lower import lower
+    from compiler.pipeline import build
     from compiler.schedule import create_schedule
 
     a_t = te.placeholder((14, 14), "float32", name="A")
@@ -66,7 +67,7 @@ def _check_add(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
     s = create_schedule(c_t)
     xo, _xi = s[c_t].split(c_t.op.axis[0], nparts=4)
     s[c_t].bind(xo, te.thread_axis("core", name="tid"))
-    func = lower(s, [a_t, b_t, c_t], name="add")
+    func = build(s, [a_t, b_t, c_t], name="add")
 
     a, b = rng.standard_normal((2, 14, 14)).astype("float32")
     c = np.zeros((14, 14), "float32")
@@ -78,14 +79,14 @@ def _check_relu(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
     """float32 relu over 20 elements, split by a factor of 8 (20 = 8 + 8 + 4, so a guard)."""
     from compiler import ops, te
     from compiler.interp import run
-    from compiler.lower import lower
+    from compiler.pipeline import build
     from compiler.schedule import create_schedule
 
     a_t = te.placeholder((20,), "float32", name="A")
     r_t = ops.relu(a_t)
     s = create_schedule(r_t)
     s[r_t].split(r_t.op.axis[0], factor=8)
-    func = lower(s, [a_t, r_t], name="relu")
+    func = build(s, [a_t, r_t], name="relu")
 
     a = rng.standard_normal(20).astype("float32")
     r = np.zeros(20, "float32")
@@ -97,7 +98,7 @@ def _check_dense(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]
     """int8 dense (M, K) x (N, K) -> int32 (M, N), M=16 K=32 N=24; rows split by 5, reordered."""
     from compiler import ops, te
     from compiler.interp import run
-    from compiler.lower import lower
+    from compiler.pipeline import build
     from compiler.schedule import create_schedule
 
     m, k, n = 16, 32, 24
@@ -109,7 +110,7 @@ def _check_dense(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]
     (kk,) = d_t.op.reduce_axis
     io, ii = s[d_t].split(i, factor=5)
     s[d_t].reorder(io, j, ii, kk)
-    func = lower(s, [x_t, w_t, d_t], name="dense")
+    func = build(s, [x_t, w_t, d_t], name="dense")
 
     x = rng.integers(-128, 128, (m, k), dtype=np.int8)
     w = rng.integers(-128, 128, (n, k), dtype=np.int8)
@@ -143,7 +144,7 @@ def _check_conv2d(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str
     """int8 conv2d NCHW (1,4,8,8) x (8,4,3,3), stride 1, pad 1 -> int32; out channels split by 3."""
     from compiler import ops, te
     from compiler.interp import run
-    from compiler.lower import lower
+    from compiler.pipeline import build
     from compiler.schedule import create_schedule
 
     data_t = te.placeholder((1, 4, 8, 8), "int8", name="data")
@@ -151,7 +152,7 @@ def _check_conv2d(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str
     out_t = ops.conv2d_nchw(data_t, kernel_t, stride=1, padding=1, out_dtype="int32")
     s = create_schedule(out_t)
     s[out_t].split(out_t.op.axis[1], factor=3)
-    func = lower(s, [data_t, kernel_t, out_t], name="conv2d_nchw")
+    func = build(s, [data_t, kernel_t, out_t], name="conv2d_nchw")
 
     data = rng.integers(-128, 128, (1, 4, 8, 8), dtype=np.int8)
     kernel = rng.integers(-128, 128, (8, 4, 3, 3), dtype=np.int8)

@@ -1,6 +1,7 @@
 """Rewrite rules for FloorDiv and FloorMod by a positive constant, on linear forms.
 
-With ``e = D + R`` where every coefficient of ``D`` (and its constant) is a multiple of ``c``:
+With ``e = D + R`` where every coefficient of ``D`` is a multiple of ``c`` (``%`` also reduces
+the constant modulo ``c``; ``//`` keeps it inside, ``(x + 5)//4``):
 
     (D + R) // c  ->  D/c + R // c          (x*4 + y)//4 -> x + y//4, (x*8)//4 -> x*2
     (D + R) %  c  ->  R % c                 (x*4 + y) % 4 -> y % 4, (x*8) % 4 -> 0
@@ -32,12 +33,13 @@ def floordiv_lf(e: LinearForm, c: int, ranges: Ranges) -> LinearForm:
         return e
     if e.is_const:
         return LinearForm.constant(e.const // c, e.dtype)
-    q, r = divmod(e.const, c)
-    div = LinearForm({a: k // c for a, k in e.terms.items() if k % c == 0}, q, e.dtype)
-    rest = LinearForm({a: k for a, k in e.terms.items() if k % c != 0}, r, e.dtype)
-    if rest.is_const:  # 0 <= r < c
-        return div
-    g = math.gcd(c, r, *rest.terms.values())
+    div = LinearForm({a: k // c for a, k in e.terms.items() if k % c == 0}, 0, e.dtype)
+    rest = LinearForm({a: k for a, k in e.terms.items() if k % c != 0}, e.const, e.dtype)
+    if rest.is_const:
+        return div.shift(rest.const // c)
+    # the constant stays inside: (x + 5)//4, not (x + 1)//4 + 1, so that the digits x%c, x//c%d,
+    # x//(c*d) of one x keep the same inner x and merge_divmod can recombine them
+    g = math.gcd(c, rest.const, *rest.terms.values())
     if g > 1:
         rest, c = rest.exact_div(g), c // g
     b = bound_linear(rest, ranges)
@@ -114,17 +116,34 @@ def _merge_once(e: LinearForm, ranges: Ranges) -> LinearForm | None:
 
 
 def _lowers(e: LinearForm, atom: FloorDiv) -> list[tuple[LinearForm, int]]:
-    """``(x//a, C//a)`` for ``atom = x//C`` and each ``x//a`` in ``e`` (also inside ``% c``)."""
-    x, big = atom.a, atom.b.value
-    out = [(linearize(x), big)]
+    """``(y//a, c)`` with ``atom == (y//a)//c`` for ``y//a`` in ``e`` (also inside a ``% c``).
+
+    ``atom = x//C``; a ``y//a`` qualifies when ``y == g*x`` (g > 0, as the gcd rule may have divided
+    it out) and ``a*c == g*C``. The first candidate is ``x`` itself (``a = 1``).
+    """
+    x = linearize(atom.a)
+    big = atom.b.value
+    out = [(x, big)]
     for other in e.terms:
         inner = other.a if _div_by_const(other, FloorMod) else other
-        if inner is atom or not _div_by_const(inner, FloorDiv) or inner.a != x:
+        if inner is atom or not _div_by_const(inner, FloorDiv):
             continue
+        g = _ratio(linearize(inner.a), x)
         a = inner.b.value
-        if a < big and big % a == 0 and all(low.terms != {inner: 1} for low, _ in out):
-            out.append((LinearForm.atom(inner), big // a))
+        if g and a < g * big and (g * big) % a == 0:
+            cand = (LinearForm.atom(inner), g * big // a)
+            if cand not in out:
+                out.append(cand)
     return out
+
+
+def _ratio(y: LinearForm, x: LinearForm) -> int:
+    """``g > 0`` with ``y == g*x``, or 0 when there is none."""
+    if not x.terms or len(x.terms) != len(y.terms):
+        return 0
+    first, k = next(iter(x.terms.items()))
+    g, r = divmod(y.coef(first), k)
+    return g if g > 0 and r == 0 and y == x.scale(g) else 0
 
 
 def _div_by_const(e, node: type) -> bool:

@@ -74,9 +74,9 @@ class _Relaxer:
     def _relax_var(self, v: Var) -> tuple[LinearForm, int]:
         iv = self.relaxed[v]
         if not iv.is_bounded:
+            where = f"relax: cannot bound '{self.expr}'"
             raise LoweringError(
-                f"relax: cannot bound '{self.expr}': relaxed variable '{v.name}' has the "
-                f"unbounded range {iv}"
+                f"{where}: relaxed variable '{v.name}' has the unbounded range {iv}"
             )
         return LinearForm.constant(iv.lo, v.dtype), iv.hi - iv.lo + 1
 

@@ -121,7 +121,8 @@ class Simplifier:
         if is_index(e.dtype):
             lf = self.lin(e)
             b = bound_linear(lf, self.ranges)
-            return imm(b.lo, e.dtype) if b.is_const else lf.to_expr()
+            out = imm(b.lo, e.dtype) if b.is_const else lf.to_expr()
+            return e if out == e else out  # keep unchanged subtrees shared
         return self.visit_node(e)
 
     # index arithmetic ----------------------------------------------------------------------------
@@ -280,7 +281,7 @@ def _pick_branch(c: Expr, t: Expr, f: Expr) -> Expr | None:
 
 
 def _same(new: tuple, old: tuple) -> bool:
-    return all(a is b for a, b in zip(new, old, strict=True))
+    return all(a is b for a, b in zip(new, old, strict=True))  # visit returns unchanged nodes
 
 
 def _normalize_compare(op: type, la: LinearForm, diff: LinearForm) -> Expr:

@@ -127,6 +127,10 @@ def post_order_visit(node: n.Node, fn: Callable[[n.Node], None]) -> None:
     _Visit().visit(node)
 
 
+#: The fields a binder's variable is in scope in (For min/extent and Let value are evaluated outside).
+_SCOPED_FIELDS = {n.For: ("body",), n.Let: ("body",), n.Reduce: ("source",)}
+
+
 class _Substitute(IRMutator):
     def __init__(self, mapping: Mapping[n.Var, n.Expr]) -> None:
         self.mapping = mapping
@@ -134,9 +138,34 @@ class _Substitute(IRMutator):
     def mutate_Var(self, var: n.Var) -> n.Expr:
         return self.mapping.get(var, var)
 
+    def mutate_binder(self, var: n.Var) -> n.Var:
+        return var  # a binding site is never substituted
+
+    def generic_mutate(self, node):
+        binder = _BINDER_FIELDS.get(type(node))
+        bound = () if binder is None else getattr(node, binder)
+        bound = bound if isinstance(bound, tuple) else (bound,)
+        if not any(v in self.mapping for v in bound):
+            return super().generic_mutate(node)
+        # the node rebinds a mapped variable: inside its scope that variable is not free
+        inner = _Substitute({v: e for v, e in self.mapping.items() if v not in bound})
+        changes = {}
+        for name in fields_of(node):
+            value = getattr(node, name)
+            if name == binder or not isinstance(value, n.Node):
+                continue
+            new = (inner if name in _SCOPED_FIELDS[type(node)] else self).mutate(value)
+            if new is not value:
+                changes[name] = new
+        return dataclasses.replace(node, **changes) if changes else node
+
 
 def substitute(node, mapping: Mapping[n.Var, n.Expr]):
-    """Replace free occurrences of the mapped variables by expressions."""
+    """Replace free occurrences of the mapped variables by expressions.
+
+    Binding sites are left alone, and so are occurrences inside a For/Let/Reduce that binds the
+    variable again (they are not free there).
+    """
     if not mapping:
         return node
     return _Substitute(mapping).mutate(node)

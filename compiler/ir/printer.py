@@ -29,6 +29,7 @@ _BINARY = {
     n.FloorMod: ("%", 6),
 }
 _ATOM = 9
+_COMPARE = 4
 
 
 class _Names:
@@ -67,7 +68,8 @@ class _Printer:
         t = type(e)
         if t in _BINARY:
             op, prec = _BINARY[t]
-            left = self.expr(e.a, prec)
+            # comparisons do not associate: `(a < b) == c` must not print as the chain `a < b == c`
+            left = self.expr(e.a, prec + 1 if prec == _COMPARE else prec)
             right = self.expr(e.b, prec + 1)
             if prec == 6:
                 return f"{left}{op}{right}", prec
@@ -92,16 +94,18 @@ class _Printer:
         if t is n.Cast:
             return f"{e.type.short}({self.expr(e.value)})", _ATOM
         if t is n.Load:
+            name = self.name(e.buffer)  # names are numbered in textual order: the buffer first
             idx = ", ".join(self.expr(i) for i in e.indices)
-            return f"{self.name(e.buffer)}[{idx}]", _ATOM
+            return f"{name}[{idx}]", _ATOM
         if t is n.Call:
             return f"{e.name}({', '.join(self.expr(a) for a in e.args)})", _ATOM
         if t is n.Reduce:
+            source = self.expr(e.source)
             axes = ", ".join(
                 f"{self.name(v)} in {_range(str(lo), lo, ext)}"
                 for v, (lo, ext) in zip(e.axis, e.ranges, strict=True)
             )
-            return f"{e.combiner.value}({self.expr(e.source)}, axis=[{axes}])", _ATOM
+            return f"{e.combiner.value}({source}, axis=[{axes}])", _ATOM
         raise NotImplementedError(f"printer: no case for {t.__name__}")
 
     # statements ------------------------------------------------------------------------------
@@ -111,16 +115,19 @@ class _Printer:
     def stmt(self, s: n.Stmt, depth: int) -> None:
         t = type(s)
         if t is n.Seq:
+            if not s.stmts:
+                self.emit(depth, "pass")  # an empty body still shows as a body
             for x in s.stmts:
                 self.stmt(x, depth)
         elif t is n.For:
+            var = self.name(s.var)
             lo = self.expr(s.min)
             ext = self.expr(s.extent)
             if s.kind is n.ForKind.THREAD_BINDING:
                 head = f"bind({s.thread}, {_bounds(s, lo, ext)})"
             else:
                 head = f"{s.kind.value}({_bounds(s, lo, ext)})"
-            self.emit(depth, f"for {self.name(s.var)} in {head}:")
+            self.emit(depth, f"for {var} in {head}:")
             self.stmt(s.body, depth + 1)
         elif t is n.IfThenElse:
             self.emit(depth, f"if {self.expr(s.cond)}:")
@@ -129,8 +136,9 @@ class _Printer:
                 self.emit(depth, "else:")
                 self.stmt(s.else_case, depth + 1)
         elif t is n.Store:
+            name = self.name(s.buffer)
             idx = ", ".join(self.expr(i) for i in s.indices)
-            self.emit(depth, f"{self.name(s.buffer)}[{idx}] = {self.expr(s.value)}")
+            self.emit(depth, f"{name}[{idx}] = {self.expr(s.value)}")
         elif t is n.Allocate:
             self.emit(depth, f"with alloc({self.buffer_decl(s.buffer, sep=', ')}):")
             self.stmt(s.body, depth + 1)

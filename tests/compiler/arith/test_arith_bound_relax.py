@@ -2,9 +2,9 @@
 
 import pytest
 
-from compiler.arith import Interval, bound, relax
+from compiler.arith import Interval, bound, relax, simplify
 from compiler.errors import IRTypeError, LoweringError
-from compiler.ir import Buffer, Cast, Select, Var, dtypes, max_, min_
+from compiler.ir import Buffer, Cast, Reduce, ReduceCombiner, Select, Var, dtypes, max_, min_
 
 i, j, k, x, y = Var("i"), Var("j"), Var("k"), Var("x"), Var("y")
 fo, fi = Var("fo"), Var("fi")
@@ -149,3 +149,9 @@ def test_relax_unbounded_variable_in_atom():
 def test_relax_rejects_non_index():
     with pytest.raises(IRTypeError, match="relax: expected an int32/int64 index expression"):
         relax(i < 3, {i: R(0, 3)})
+
+
+def test_reduce_source_is_simplified_with_axis_ranges():
+    r = Var("r")
+    e = Reduce(ReduceCombiner.SUM, Cast(Q[(i * 4 + r) // 4], dtypes.int32), (r,), ((0, 4),))
+    assert str(simplify(e)) == "sum(i32(Q[i]), axis=[r in range(4)])"

@@ -219,3 +219,60 @@ def test_relax_is_exact_on_affine(e, ranges, relaxed_vars):
         values = [evaluate(e, env | inner) for inner in assignments(relaxed)]
         lo = evaluate(low, env)
         assert (min(values), max(values)) == (lo, lo + extent - 1), f"relax({e}) at {env}"
+
+
+@st.composite
+def fused_st(draw):
+    """``(base, e)``: e rebuilds base from its mixed-radix digits, like an index of fused loops.
+
+    With ``exact`` false the digit weights are perturbed, so e is no longer base.
+    """
+    base = draw(st.one_of(st.sampled_from(VARS), affine_st()))
+    digits, cur, stride = [], base, 1
+    for radix in draw(st.lists(st.integers(2, 4), min_size=1, max_size=3)):
+        digits.append((FloorMod(cur, const(radix)), stride))
+        cur, stride = FloorDiv(cur, const(radix)), stride * radix
+    digits.append((cur, stride))
+    exact = draw(st.booleans())
+    e = const(0)
+    for digit, weight in draw(st.permutations(digits)):
+        e = Add(e, Mul(digit, const(weight + (0 if exact else draw(st.integers(-1, 1))))))
+    return base, e, exact
+
+
+@EXAMPLES
+@given(fused_st(), ranges_st)
+def test_simplify_recombines_digits(case, ranges):
+    base, e, exact = case
+    s = simplify(e)
+    assert simplify(s) == s, f"{e} -> {s} -> {simplify(s)}"
+    if exact:
+        assert linear_form(s) == linear_form(base), f"{e} -> {s}, expected {simplify(base)}"
+    for env in assignments(ranges):
+        assert evaluate(s, env) == evaluate(e, env), f"{e} -> {s} at {env}"
+
+
+interval_st = st.tuples(st.integers(-6, 6), st.integers(0, 6)).map(
+    lambda p: Interval(p[0], p[0] + p[1])
+)
+
+
+@EXAMPLES
+@given(interval_st, interval_st)
+def test_interval_arithmetic_is_sound(a, b):
+    ops = {
+        "+": (a + b, lambda u, v: u + v),
+        "-": (a - b, lambda u, v: u - v),
+        "*": (a * b, lambda u, v: u * v),
+        "min": (a.min(b), min),
+        "max": (a.max(b), max),
+        "//": (a.floordiv(b), lambda u, v: u // v if v else None),
+        "%": (a.floormod(b), lambda u, v: u % v if v else None),
+    }
+    for name, (out, fn) in ops.items():
+        for u in range(a.lo, a.hi + 1):
+            for v in range(b.lo, b.hi + 1):
+                value = fn(u, v)
+                assert value is None or out.contains(value), (
+                    f"{a} {name} {b} = {out} misses {value}"
+                )

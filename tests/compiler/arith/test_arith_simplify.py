@@ -77,7 +77,8 @@ CASES = [
     ((x * 6 + 2) % 4, {}, "(x + 1)%2*2"),
     ((x * 5 + y) % 4, {}, "(x + y)%4"),
     ((x + 5) % 4, {}, "(x + 1)%4"),
-    ((x + 5) // 4, {}, "(x + 1)//4 + 1"),
+    ((x + 5) // 4, {}, "(x + 5)//4"),
+    ((x * 4 + y + 5) // 4, {}, "x + (y + 5)//4"),
     ((i * 8 + j * 4 + k) // 4, {k: R(0, 3)}, "i*2 + j"),
     (x // 4 * 4 + x % 4, {}, "x"),
     (x - x // 4 * 4, {}, "x%4"),
@@ -149,8 +150,9 @@ def test_simplify(expr, ranges, expected):
 
 
 def test_simplify_keeps_unchanged_nodes():
-    e = A[i] * f
+    e = A[i * 4 + j] * f
     assert simplify(e) is e
+    assert simplify(e + 0.0).a is e
 
 
 def test_int64_constants():

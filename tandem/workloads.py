@@ -1,0 +1,397 @@
+"""The operators ``tandem compile`` knows: tensor expression, default schedule, numpy reference, inputs.
+
+``build_op(op, shape, dtype, params)`` returns a ``Workload``. Shapes and defaults per operator:
+
+==========================  ===============  ===========  ==================================================
+op                          shape (default)  dtype        params (besides split/nparts/bind)
+==========================  ===============  ===========  ==================================================
+add, sub, mul, maximum      HxW... (14x14)   float32      (none)
+relu                        HxW... (14x14)   float32      (none)
+dense (X[M,K] * W[N,K]^T)   MxNxK (16x24x32) int8->int32  (none)
+gemm (A[M,K] * B[K,N])      MxNxK (16x24x32) int8->int32  (none)
+conv2d                      NxCxHxW          int8->int32  k (out channels, 8), r (kernel, 3), stride (1),
+                            (1x4x8x8)                     padding (1), layout (nchw | nhwc; HWIO kernel)
+==========================  ===============  ===========  ==================================================
+
+Integer operators of dense, gemm and conv2d accumulate in int32 (as does the numpy reference); float
+ones compute in their dtype. Schedule params act on the output stage's loops, in this order:
+``split=AXIS:FACTOR`` or ``nparts=AXIS:N`` splits a loop, then ``bind=AXIS:TAG`` binds one to a
+hardware axis (``core``). AXIS is a loop's position among the stage's current loops (0 is the
+outermost; after a split, 0 is the outer part) or its name.
+
+Bad input raises ``WorkloadError`` (a ``typer.BadParameter``) naming the option and the value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import typer
+
+from compiler import ops, te
+from compiler.errors import IRTypeError
+from compiler.ir import dtypes
+from compiler.schedule import Schedule, create_schedule
+
+OPS = frozenset({"add", "sub", "mul", "maximum", "relu", "dense", "gemm", "conv2d"})
+ELEMENTWISE = ("add", "sub", "mul", "maximum")
+SCHEDULE_KEYS = ("split", "nparts", "bind")
+OP_KEYS: dict[str, tuple[str, ...]] = {"conv2d": ("k", "r", "stride", "padding", "layout")}
+DEFAULT_SHAPE: dict[str, tuple[int, ...]] = {
+    **dict.fromkeys((*ELEMENTWISE, "relu"), (14, 14)),
+    "dense": (16, 24, 32),
+    "gemm": (16, 24, 32),
+    "conv2d": (1, 4, 8, 8),
+}
+SHAPE_LETTERS = {"dense": "MxNxK", "gemm": "MxNxK", "conv2d": "NxCxHxW"}
+CONV2D_DEFAULTS = {"k": "8", "r": "3", "stride": "1", "padding": "1", "layout": "nchw"}
+
+
+class WorkloadError(typer.BadParameter):
+    """A bad operator name, shape, dtype or param; ``str()`` is ``"<option>: <message>"``."""
+
+    def __init__(self, hint: str, message: str) -> None:
+        super().__init__(message, param_hint=hint)
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.hint}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One operator ready to compile: its tensors (inputs, then the output) and default schedule.
+
+    ``reference(inputs)`` computes the expected output with numpy; ``random_inputs(rng)`` draws inputs
+    of the right shapes and dtypes (bfloat16 as bfloat16-representable float32).
+    """
+
+    name: str
+    tensors: tuple[te.Tensor, ...]
+    schedule: Schedule
+    reference: Callable[[Sequence[np.ndarray]], np.ndarray]
+    random_inputs: Callable[[np.random.Generator], list[np.ndarray]]
+
+    @property
+    def output(self) -> te.Tensor:
+        return self.tensors[-1]
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing command-line text
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"14x14"`` -> ``(14, 14)``; raises ``WorkloadError`` for anything but positive ints joined by x."""
+    parts = text.strip().lower().split("x")
+    if not all(re.fullmatch(r"[0-9]+", p) for p in parts) or not all(int(p) > 0 for p in parts):
+        raise WorkloadError(
+            "--shape", f"expected positive integers joined by 'x', like 256x56x56, but got {text!r}"
+        )
+    return tuple(int(p) for p in parts)
+
+
+def parse_params(items: Sequence[str]) -> dict[str, str]:
+    """``["split=0:4", "k=16"]`` -> ``{"split": "0:4", "k": "16"}``; a key may appear once."""
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise WorkloadError("-p", f"expected KEY=VALUE, but got {item!r}")
+        if key in params:
+            raise WorkloadError(f"-p {key}", f"given twice ({params[key]!r} and {value!r})")
+        params[key] = value
+    return params
+
+
+def _int_param(key: str, value: str, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise WorkloadError(f"-p {key}", f"expected an integer, but got {value!r}") from None
+    if number < minimum:
+        raise WorkloadError(f"-p {key}", f"expected an integer >= {minimum}, but got {number}")
+    return number
+
+
+def _dtype(text: str | None, default: str) -> dtypes.DType:
+    try:
+        dt = dtypes.dtype(text or default)
+    except IRTypeError:  # say it on the option, and list only the dtypes an operator can take
+        names = ", ".join(d.name for d in dtypes.ALL if not d.is_bool)
+        raise WorkloadError("--dtype", f"expected one of {names}, but got {text!r}") from None
+    if dt.is_bool:
+        raise WorkloadError("--dtype", "expected a numeric dtype, but got bool")
+    return dt
+
+
+# --------------------------------------------------------------------------------------------------
+# Random inputs and numpy helpers
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dt: dtypes.DType) -> np.ndarray:
+    if dt.is_int:
+        lo, hi = max(int(dt.min_value), -128), min(int(dt.max_value), 127)
+        return rng.integers(lo, hi, shape, endpoint=True, dtype=dt.numpy)
+    values = rng.standard_normal(shape).astype(dt.numpy)
+    return dtypes.round_bfloat16(values) if dt.kind == "bfloat" else values
+
+
+def _in_dtype(values: np.ndarray, dt: dtypes.DType) -> np.ndarray:
+    """``values`` computed in a wider type, stored as ``dt`` (rounded to bfloat16 for bfloat16)."""
+    out = np.asarray(values).astype(dt.numpy)
+    return dtypes.round_bfloat16(out) if dt.kind == "bfloat" else out
+
+
+def _acc(dt: dtypes.DType) -> dtypes.DType:
+    """The accumulator (and output) dtype of dense, gemm and conv2d on ``dt`` inputs."""
+    return dtypes.int32 if dt.is_int else dt
+
+
+def _product(a: np.ndarray, b: np.ndarray, out: dtypes.DType) -> np.ndarray:
+    """``cast(a, out) * cast(b, out)`` rounded (or wrapped) to ``out``, as the compiled code does it."""
+    return _in_dtype(a.astype(out.numpy) * b.astype(out.numpy), out)
+
+
+def _accumulate(terms: Iterable[np.ndarray], shape: tuple[int, ...], out: dtypes.DType) -> np.ndarray:
+    """Sum ``terms`` in order, rounding (or wrapping) to ``out`` after every addition.
+
+    This is the order and precision of the lowered reduction loops, so float results are bit-exact
+    too (each float step is one correctly rounded operation on both sides).
+    """
+    acc = np.zeros(shape, out.numpy)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for term in terms:
+            acc = _in_dtype(acc + term, out)
+    return acc
+
+
+# --------------------------------------------------------------------------------------------------
+# Builders
+
+
+def _check_ndim(op: str, shape: tuple[int, ...], ndim: int | None) -> None:
+    if ndim is not None and len(shape) != ndim:
+        raise WorkloadError(
+            "--shape",
+            f"{op} expects {ndim} dims ({SHAPE_LETTERS[op]}), but got {len(shape)} "
+            f"({'x'.join(map(str, shape))})",
+        )
+
+
+_NUMPY_EWISE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "maximum": np.maximum,
+}
+
+
+def _elementwise(op: str, shape: tuple[int, ...], dt: dtypes.DType):
+    a = te.placeholder(shape, dt, name="A")
+    if op == "relu":
+        out = ops.relu(a, out_name="C")
+        tensors = (a, out)
+
+        def reference(x):
+            return np.maximum(x[0], np.zeros((), x[0].dtype))
+
+    else:
+        b = te.placeholder(shape, dt, name="B")
+        out = getattr(ops, op)(a, b, out_name="C")
+        tensors = (a, b, out)
+
+        def reference(x):
+            # numpy computes float16 in float32 and rounds once, as the interpreter does; bfloat16
+            # inputs are float32 arrays, so round the float32 result
+            with np.errstate(over="ignore"):
+                return _in_dtype(_NUMPY_EWISE[op](x[0], x[1]), dt)
+
+    def inputs(rng):
+        return [_random(rng, shape, dt) for _ in tensors[:-1]]
+
+    return tensors, reference, inputs
+
+
+def _matmul(op: str, shape: tuple[int, ...], dt: dtypes.DType):
+    m, n, k = shape
+    acc = _acc(dt)
+    if op == "dense":
+        x = te.placeholder((m, k), dt, name="X")
+        w = te.placeholder((n, k), dt, name="W")
+        out = ops.dense(x, w, out_dtype=acc.name)
+
+        def reference(arrays):
+            a, b = arrays
+            terms = (_product(a[:, kk, None], b[None, :, kk], acc) for kk in range(k))
+            return _accumulate(terms, (m, n), acc)
+
+    else:
+        x = te.placeholder((m, k), dt, name="A")
+        w = te.placeholder((k, n), dt, name="B")
+        out = ops.gemm(x, w, out_dtype=acc.name)
+
+        def reference(arrays):
+            a, b = arrays
+            terms = (_product(a[:, kk, None], b[None, kk, :], acc) for kk in range(k))
+            return _accumulate(terms, (m, n), acc)
+
+    def inputs(rng):
+        return [_random(rng, x.shape, dt), _random(rng, w.shape, dt)]
+
+    return (x, w, out), reference, inputs
+
+
+def conv2d_reference(
+    data: np.ndarray, kernel: np.ndarray, stride: int, padding: int, out: dtypes.DType, layout: str
+) -> np.ndarray:
+    """Direct 2-D convolution: NCHW data with a (K, C, R, S) kernel, or NHWC data with HWIO.
+
+    Accumulates over (c, r, s) for NCHW and (r, s, c) for NHWC, the order of the lowered loops.
+    """
+    if layout == "nchw":
+        n, c, h, w = data.shape
+        k, _, kr, ks = kernel.shape
+        spatial = ((0, 0), (0, 0), (padding, padding), (padding, padding))
+    else:
+        n, h, w, c = data.shape
+        kr, ks, _, k = kernel.shape
+        spatial = ((0, 0), (padding, padding), (padding, padding), (0, 0))
+    padded = np.pad(data, spatial)
+    oh, ow = (h + 2 * padding - kr) // stride + 1, (w + 2 * padding - ks) // stride + 1
+
+    def window(ci: int, r: int, s: int) -> np.ndarray:
+        rows, cols = slice(r, r + stride * oh, stride), slice(s, s + stride * ow, stride)
+        if layout == "nchw":
+            return padded[:, ci, rows, cols][:, None, :, :]
+        return padded[:, rows, cols, ci][:, :, :, None]
+
+    def weight(ci: int, r: int, s: int) -> np.ndarray:
+        if layout == "nchw":
+            return kernel[:, ci, r, s][None, :, None, None]
+        return kernel[r, s, ci, :][None, None, None, :]
+
+    if layout == "nchw":
+        order = ((ci, r, s) for ci in range(c) for r in range(kr) for s in range(ks))
+        shape = (n, k, oh, ow)
+    else:
+        order = ((ci, r, s) for r in range(kr) for s in range(ks) for ci in range(c))
+        shape = (n, oh, ow, k)
+    return _accumulate((_product(window(*p), weight(*p), out) for p in order), shape, out)
+
+
+def _conv2d(shape: tuple[int, ...], dt: dtypes.DType, params: Mapping[str, str]):
+    n, c, h, w = shape
+    p = {**CONV2D_DEFAULTS, **{k: v for k, v in params.items() if k in CONV2D_DEFAULTS}}
+    k = _int_param("k", p["k"], 1)
+    r = _int_param("r", p["r"], 1)
+    stride = _int_param("stride", p["stride"], 1)
+    padding = _int_param("padding", p["padding"], 0)
+    layout = p["layout"].lower()
+    if layout not in ("nchw", "nhwc"):
+        raise WorkloadError("-p layout", f"expected nchw or nhwc, but got {p['layout']!r}")
+    for size, what in ((h, "H"), (w, "W")):
+        if size + 2 * padding < r:
+            raise WorkloadError(
+                "-p r",
+                f"a {r}x{r} kernel does not fit input {what}={size} with padding {padding}",
+            )
+    acc = _acc(dt)
+    if layout == "nchw":
+        data = te.placeholder((n, c, h, w), dt, name="data")
+        kernel = te.placeholder((k, c, r, r), dt, name="kernel")
+        out = ops.conv2d_nchw(data, kernel, stride, padding, out_dtype=acc.name)
+
+        def reference(arrays):
+            return conv2d_reference(arrays[0], arrays[1], stride, padding, acc, layout)
+
+    else:
+        data = te.placeholder((n, h, w, c), dt, name="data")
+        kernel = te.placeholder((r, r, c, k), dt, name="kernel")  # HWIO
+        out = ops.conv2d_nhwc(data, kernel, stride, padding, out_dtype=acc.name)
+
+        def reference(arrays):
+            return conv2d_reference(arrays[0], arrays[1], stride, padding, acc, layout)
+
+    def inputs(rng):
+        return [_random(rng, data.shape, dt), _random(rng, kernel.shape, dt)]
+
+    return (data, kernel, out), reference, inputs
+
+
+# --------------------------------------------------------------------------------------------------
+# Schedule params
+
+
+def _axis_value(key: str, value: str) -> tuple[str, str]:
+    axis, sep, rest = value.partition(":")
+    if not sep or not axis.strip() or not rest.strip():
+        what = "TAG" if key == "bind" else ("N" if key == "nparts" else "FACTOR")
+        raise WorkloadError(f"-p {key}", f"expected AXIS:{what}, like {key}=0:4, but got {value!r}")
+    return axis.strip(), rest.strip()
+
+
+def _loop(key: str, stage, axis: str):
+    loops = stage.leaf_iter_vars
+    listing = ", ".join(f"{k}:{iv.name}" for k, iv in enumerate(loops))
+    if re.fullmatch(r"-?[0-9]+", axis):
+        k = int(axis)
+        if 0 <= k < len(loops):
+            return loops[k]
+    else:
+        for iv in loops:
+            if iv.name == axis:
+                return iv
+    raise WorkloadError(f"-p {key}", f"no loop {axis!r} in stage '{stage.name}'; its loops are {listing}")
+
+
+def _apply_schedule(sch: Schedule, out: te.Tensor, params: Mapping[str, str]) -> None:
+    stage = sch[out]
+    if "split" in params and "nparts" in params:
+        raise WorkloadError("-p split", "give one of split= and nparts=, not both")
+    for key in ("split", "nparts"):
+        if key in params:
+            axis, amount = _axis_value(key, params[key])
+            number = _int_param(key, amount, 1)
+            loop = _loop(key, stage, axis)
+            stage.split(loop, **{"factor" if key == "split" else "nparts": number})
+    if "bind" in params:
+        axis, tag = _axis_value("bind", params["bind"])
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", tag):
+            raise WorkloadError("-p bind", f"expected a hardware axis name like core, but got {tag!r}")
+        stage.bind(_loop("bind", stage, axis), te.thread_axis(tag))
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def build_op(
+    op: str, shape: tuple[int, ...] | None, dtype: str | None, params: Mapping[str, str]
+) -> Workload:
+    """The workload of operator ``op`` (see the module docstring for shapes, dtypes and params)."""
+    if op not in OPS:
+        raise WorkloadError("OP", f"expected one of {', '.join(sorted(OPS))}, but got {op!r}")
+    valid = SCHEDULE_KEYS + OP_KEYS.get(op, ())
+    for key in params:
+        if key not in valid:
+            raise WorkloadError(f"-p {key}", f"unknown param for {op}; valid keys are {', '.join(valid)}")
+    shape = tuple(shape) if shape is not None else DEFAULT_SHAPE[op]
+    if op in ("dense", "gemm"):
+        _check_ndim(op, shape, 3)
+        dt = _dtype(dtype, "int8")
+        tensors, reference, inputs = _matmul(op, shape, dt)
+    elif op == "conv2d":
+        _check_ndim(op, shape, 4)
+        dt = _dtype(dtype, "int8")
+        tensors, reference, inputs = _conv2d(shape, dt, params)
+    else:
+        dt = _dtype(dtype, "float32")
+        tensors, reference, inputs = _elementwise(op, shape, dt)
+    sch = create_schedule(tensors[-1])
+    _apply_schedule(sch, tensors[-1], params)
+    return Workload(op, tensors, sch, reference, inputs)

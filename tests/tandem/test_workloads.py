@@ -1,0 +1,103 @@
+"""Tests of the ``tandem compile`` operator registry (tandem/workloads.py) against the compiler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.interp import run
+from compiler.ir import dtypes
+from compiler.pipeline import build
+from tandem.workloads import OPS, WorkloadError, build_op, parse_params, parse_shape
+
+
+def run_workload(op: str, shape=None, dtype=None, params=None, seed: int = 0):
+    w = build_op(op, shape, dtype, params or {})
+    func = build(w.schedule, list(w.tensors), name=w.name)
+    inputs = w.random_inputs(np.random.default_rng(seed))
+    out = np.zeros(w.output.shape, w.output.dtype.numpy)
+    run(func, [*inputs, out])
+    return w, inputs, out, w.reference(inputs)
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_every_operator_with_its_defaults_matches_its_reference_bit_exactly(op: str) -> None:
+    w, inputs, got, want = run_workload(op)
+    assert w.name == op
+    assert [x.dtype for x in inputs] == [t.dtype.numpy for t in w.tensors[:-1]]
+    assert [x.shape for x in inputs] == [t.shape for t in w.tensors[:-1]]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("op", "dt", "out"),
+    [
+        ("add", None, dtypes.float32),
+        ("relu", "int8", dtypes.int8),
+        ("dense", None, dtypes.int32),
+        ("gemm", "float32", dtypes.float32),
+        ("conv2d", None, dtypes.int32),
+        ("conv2d", "float16", dtypes.float16),
+    ],
+)
+def test_default_and_output_dtypes(op: str, dt: str | None, out: dtypes.DType) -> None:
+    assert build_op(op, None, dt, {}).output.dtype == out
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "dtype", "params"),
+    [
+        ("dense", (3, 5, 7), "bfloat16", {}),
+        ("gemm", (4, 6, 33), "float16", {"split": "2:8"}),
+        ("conv2d", (1, 3, 6, 5), "float32", {"layout": "nhwc", "stride": "2", "k": "5", "r": "3"}),
+        ("conv2d", (2, 2, 5, 5), "bfloat16", {"padding": "0", "r": "2"}),
+        ("mul", (3, 4, 5), "float16", {"nparts": "1:3", "bind": "0:core"}),
+        ("sub", (17,), "int8", {"split": "0:4"}),
+    ],
+)
+def test_float_and_integer_variants_match_bit_exactly(op, shape, dtype, params) -> None:
+    """The references accumulate in the lowered loops' order and precision, so floats are exact too."""
+    _, _, got, want = run_workload(op, shape, dtype, params)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_tensors_are_inputs_then_output() -> None:
+    w = build_op("conv2d", (1, 4, 8, 8), None, {"layout": "nhwc", "k": "6", "r": "1", "padding": "0"})
+    assert [t.name for t in w.tensors] == ["data", "kernel", "conv2d"]
+    assert [t.shape for t in w.tensors] == [(1, 8, 8, 4), (1, 1, 4, 6), (1, 8, 8, 6)]
+    assert [x.shape for x in w.random_inputs(np.random.default_rng(0))] == [(1, 8, 8, 4), (1, 1, 4, 6)]
+
+
+def test_schedule_params_split_then_bind_the_output_loops() -> None:
+    w = build_op("add", (14, 14), None, {"nparts": "0:4", "bind": "0:core"})
+    stage = w.schedule[w.output]
+    assert [iv.name for iv in stage.leaf_iter_vars] == ["ax0.outer", "ax0.inner", "ax1"]
+    assert stage.attrs[stage.leaf_iter_vars[0]].thread.thread_tag == "core"
+    by_name = build_op("dense", None, None, {"split": "k:8"})
+    assert [iv.name for iv in by_name.schedule[by_name.output].leaf_iter_vars] == [
+        "m",
+        "n",
+        "k.outer",
+        "k.inner",
+    ]
+
+
+def test_parse_shape_and_params() -> None:
+    assert parse_shape("256x56x56") == (256, 56, 56)
+    assert parse_shape("7") == (7,)
+    assert parse_params(["split=0:4", " k = 3 "]) == {"split": "0:4", "k": "3"}
+    for bad in ("14x", "x14", "14x-1", "a", "", "1.5x2"):
+        with pytest.raises(WorkloadError, match="--shape: expected positive integers joined by 'x'"):
+            parse_shape(bad)
+
+
+def test_workload_error_is_a_bad_parameter_with_a_one_line_str() -> None:
+    import typer
+
+    with pytest.raises(typer.BadParameter) as info:
+        build_op("conv", None, None, {})
+    assert (
+        str(info.value)
+        == "OP: expected one of add, conv2d, dense, gemm, maximum, mul, relu, sub, but got 'conv'"
+    )
