@@ -18,14 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import interp, pipeline
-from compiler.ir import dtypes
 from compiler.ir import nodes as ir
+from tandem.validate import Comparison, compare
 from tandem.workloads import Workload, build_op, parse_params, parse_shape
 
 SEED = 0
-
-#: Relative and absolute tolerance of float comparisons, by dtype name.
-FLOAT_TOLERANCE = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 1e-2}
 
 
 @dataclass(frozen=True)
@@ -35,14 +32,6 @@ class Compiled:
     workload: Workload
     func: ir.PrimFunc
     stages: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class Check:
-    """The result of running a compiled function against numpy: whether it matched, and how."""
-
-    passed: bool
-    detail: str
 
 
 def compile_op(
@@ -65,32 +54,10 @@ def compile_op(
     return Compiled(workload, func, tuple(stages))
 
 
-def check_on_random_inputs(compiled: Compiled, seed: int = SEED) -> Check:
+def check_on_random_inputs(compiled: Compiled, seed: int = SEED) -> Comparison:
     """Interpret the compiled function on seeded random inputs and compare with the numpy reference."""
     w = compiled.workload
     inputs = w.random_inputs(np.random.default_rng(seed))
     out = np.zeros(w.output.shape, w.output.dtype.numpy)
     interp.run(compiled.func, [*inputs, out])
     return compare(out, w.reference(inputs), w.output.dtype)
-
-
-def compare(got: np.ndarray, want: np.ndarray, dt: dtypes.DType) -> Check:
-    """Bit-exact comparison for integers; ``allclose`` at ``FLOAT_TOLERANCE`` for floats."""
-    if got.shape != want.shape:
-        return Check(False, f"expected shape {want.shape}, but got {got.shape}")
-    n = want.size
-    if dt.is_int:
-        bad = np.argwhere(got != want)
-        if bad.size:
-            idx = tuple(int(v) for v in bad[0])
-            first = f"first at {idx}: expected {want[idx]}, but got {got[idx]}"
-            return Check(False, f"{len(bad)} of {n} elements differ; {first}")
-        return Check(True, f"bit-exact with numpy ({dt}, {n} elements)")
-    if np.array_equal(got, want, equal_nan=True):
-        return Check(True, f"bit-exact with numpy ({dt}, {n} elements)")
-    tol = FLOAT_TOLERANCE.get(dt.name, 1e-5)
-    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    if not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
-        idx = tuple(int(v) for v in np.unravel_index(int(np.nanargmax(err)), err.shape))
-        return Check(False, f"not allclose; worst at {idx}: expected {want[idx]}, but got {got[idx]}")
-    return Check(True, f"allclose to numpy ({dt}, {n} elements, max |err| {float(np.nanmax(err)):.3g})")

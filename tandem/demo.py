@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tandem.validate import compare
+
 SEED = 0
 
 
@@ -28,30 +30,6 @@ class Check:
     passed: bool
     detail: str
     ir: str = ""
-
-
-def _compare(got: np.ndarray, want: np.ndarray) -> tuple[bool, str]:
-    """Compare an interpreter result with its numpy reference: bit-exact for ints, allclose else."""
-    if got.shape != want.shape:
-        return False, f"expected shape {want.shape}, but got {got.shape}"
-    if np.issubdtype(want.dtype, np.integer):
-        if got.dtype != want.dtype:
-            return False, f"expected dtype {want.dtype}, but got {got.dtype}"
-        bad = np.argwhere(got != want)
-        if bad.size:
-            idx = tuple(int(v) for v in bad[0])
-            return False, (
-                f"{len(bad)} of {want.size} elements differ; first at {idx}: "
-                f"expected {want[idx]}, but got {got[idx]}"
-            )
-        return True, f"bit-exact with numpy ({want.dtype}, {want.size} elements)"
-    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    if not np.allclose(got, want):
-        idx = tuple(int(v) for v in np.unravel_index(int(np.argmax(err)), err.shape))
-        return False, (
-            f"not allclose to numpy; worst at {idx}: expected {want[idx]}, but got {got[idx]}"
-        )
-    return True, f"allclose to numpy ({want.dtype}, max |err| {float(err.max()):.3g})"
 
 
 def _check_add(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
@@ -119,9 +97,7 @@ def _check_dense(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]
     return d, x.astype(np.int32) @ w.astype(np.int32).T, str(func)
 
 
-def _conv2d_nchw_reference(
-    data: np.ndarray, kernel: np.ndarray, stride: int, pad: int
-) -> np.ndarray:
+def _conv2d_nchw_reference(data: np.ndarray, kernel: np.ndarray, stride: int, pad: int) -> np.ndarray:
     """Direct int32 NCHW convolution.
 
     ``out[n, o, y, x] = sum over c, r, q of in[n, c, y*stride + r, x*stride + q] * w[o, c, r, q]``
@@ -180,7 +156,8 @@ def run_demo() -> list[Check]:
         start = time.perf_counter()
         try:
             got, want, ir = fn(np.random.default_rng(SEED))
-            passed, detail = _compare(got, want)
+            result = compare(got, want)
+            passed, detail = result.passed, result.detail
         except Exception as exc:  # a demo row, not a traceback: report and go on
             results.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
             continue

@@ -172,20 +172,38 @@ def substitute(node, mapping: Mapping[n.Var, n.Expr]):
 
 
 def free_vars(node: n.Node) -> set[n.Var]:
-    """Variables used in ``node`` that no For/Let inside ``node`` binds."""
-    used: set[n.Var] = set()
-    bound: set[n.Var] = set()
+    """Variables used in ``node`` outside the scope of any For/Let/Reduce inside ``node`` that binds them."""
+    free: set[n.Var] = set()
 
-    def fn(x: n.Node) -> None:
-        if isinstance(x, n.Var):
-            used.add(x)
-        elif isinstance(x, n.For | n.Let):
-            bound.add(x.var)
-        elif isinstance(x, n.Reduce):
-            bound.update(x.axis)
+    class _Free(IRVisitor):
+        def __init__(self) -> None:
+            self.bound: list[n.Var] = []
 
-    post_order_visit(node, fn)
-    return used - bound
+        def visit_Var(self, v: n.Var) -> None:
+            if v not in self.bound:
+                free.add(v)
+
+        def _scoped(self, node, binders, scoped: tuple[str, ...]) -> None:
+            binder = _BINDER_FIELDS[type(node)]
+            for name in fields_of(node):
+                if name not in scoped and name != binder and isinstance(getattr(node, name), n.Node):
+                    self.visit(getattr(node, name))
+            self.bound.extend(binders)
+            for name in scoped:
+                self.visit(getattr(node, name))
+            del self.bound[len(self.bound) - len(binders) :]
+
+        def visit_For(self, s: n.For) -> None:
+            self._scoped(s, (s.var,), ("body",))
+
+        def visit_Let(self, s: n.Let) -> None:
+            self._scoped(s, (s.var,), ("body",))
+
+        def visit_Reduce(self, e: n.Reduce) -> None:
+            self._scoped(e, e.axis, ("source",))
+
+    _Free().visit(node)
+    return free
 
 
 def buffers_of(node: n.Node) -> list[n.Buffer]:

@@ -138,8 +138,8 @@ def as_expr(value, dt: DType | str | None = None) -> Expr:
         if target is not None and not target.is_float:
             raise IRTypeError(f"expected an integer constant of type {target}, but got {value!r}")
         return FloatImm(value, target or dtypes.float32)
-    if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy scalar
-        return as_expr(value.item(), dt)
+    if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy scalar keeps its dtype
+        return as_expr(value.item(), dt if dt is not None else dtypes.dtype(value.dtype))
     raise IRTypeError(f"expected an IR expression or a Python number, but got {value!r}")
 
 

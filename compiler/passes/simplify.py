@@ -11,12 +11,21 @@ Non-goals: common subexpression elimination, loop-invariant code motion.
 
 from __future__ import annotations
 
+import dataclasses
+
 from compiler import arith
 from compiler.arith import Interval
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, substitute
 
 _EMPTY = ir.Seq(())
+
+
+def _keep(old: ir.Node, **fields) -> ir.Node:
+    """``old`` itself when the new fields equal its own (unchanged subtrees stay shared), else a copy."""
+    if all(getattr(old, k) == v for k, v in fields.items()):
+        return old
+    return dataclasses.replace(old, **fields)
 
 
 def _is_empty(s: ir.Stmt) -> bool:
@@ -40,10 +49,10 @@ class _Simplify(IRMutator):
 
     def mutate_Store(self, s: ir.Store) -> ir.Stmt:
         indices = tuple(self._expr(i) for i in s.indices)
-        return ir.Store(s.buffer, indices, self._expr(s.value))
+        return _keep(s, indices=indices, value=self._expr(s.value))
 
     def mutate_Evaluate(self, s: ir.Evaluate) -> ir.Stmt:
-        return ir.Evaluate(self._expr(s.value))
+        return _keep(s, value=self._expr(s.value))
 
     def mutate_For(self, s: ir.For) -> ir.Stmt:
         lo, ext = self._expr(s.min), self._expr(s.extent)
@@ -78,7 +87,7 @@ class _Simplify(IRMutator):
             if else_case is None:
                 return _EMPTY
             return ir.IfThenElse(ir.Not(cond), else_case)
-        return ir.IfThenElse(cond, then_case, else_case)
+        return _keep(s, cond=cond, then_case=then_case, else_case=else_case)
 
     def mutate_Let(self, s: ir.Let) -> ir.Stmt:
         value = self._expr(s.value)
@@ -87,7 +96,7 @@ class _Simplify(IRMutator):
             self.ranges[s.var] = bnd
         body = self.mutate(s.body)
         self.ranges.pop(s.var, None)
-        return _EMPTY if _is_empty(body) else ir.Let(s.var, value, body)
+        return _EMPTY if _is_empty(body) else _keep(s, value=value, body=body)
 
     def mutate_Seq(self, s: ir.Seq) -> ir.Stmt:
         stmts = [self.mutate(x) for x in s.stmts]
@@ -98,11 +107,11 @@ class _Simplify(IRMutator):
 
     def mutate_Allocate(self, s: ir.Allocate) -> ir.Stmt:
         body = self.mutate(s.body)
-        return _EMPTY if _is_empty(body) else ir.Allocate(s.buffer, body)
+        return _EMPTY if _is_empty(body) else _keep(s, body=body)
 
     def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
         body = self.mutate(s.body)
-        return _EMPTY if _is_empty(body) else ir.Attr(s.key, s.value, body)
+        return _EMPTY if _is_empty(body) else _keep(s, body=body)
 
 
 def simplify(func: ir.PrimFunc) -> ir.PrimFunc:

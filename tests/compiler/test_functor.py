@@ -262,10 +262,22 @@ def test_free_vars_are_used_but_not_bound_inside() -> None:
     s = For(i, const(0), n, Let(k, i + j, Store(A, (k,), Reduce(ReduceCombiner.SUM, A[i], (i,), ((0, 8),)))))
     assert free_vars(s) == {n, j}
     assert free_vars(Store(A, (i,), j)) == {i, j}
-    assert free_vars(every_node_kind()) == {p}
+    assert free_vars(every_node_kind()) == {p, j}  # j is used in the Let value and after its scope
     assert free_vars(const(1)) == set()
 
 
 def test_buffers_of_lists_each_buffer_once_in_order_of_first_appearance() -> None:
     s = seq(Store(F, (i,), Cast(A[i], dtypes.float32)), Allocate(T, Store(A, (i,), T[i // 4])))
     assert buffers_of(s) == [F, A, T]
+
+
+def test_free_vars_respects_scopes():
+    """A variable used before the loop that rebinds it is free; inside that loop it is not."""
+    from compiler.ir import Buffer, For, Store, Var, const, dtypes, free_vars, seq
+
+    i, n = Var("i"), Var("n")
+    x = Buffer("X", (8,), dtypes.int32)
+    before = Store(x, (i,), i)
+    loop = For(i, const(0), n, Store(x, (i,), i))
+    assert free_vars(seq(before, loop)) == {i, n}
+    assert free_vars(loop) == {n}

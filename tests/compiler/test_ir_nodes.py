@@ -183,7 +183,7 @@ def test_a_seq_built_directly_is_not_flattened() -> None:
         (3, "float16", FloatImm(3.0, dtypes.float16)),
         (1.5, None, FloatImm(1.5, dtypes.float32)),
         (1.5, "bfloat16", FloatImm(1.5, dtypes.bfloat16)),
-        (np.int64(7), None, IntImm(7, dtypes.int32)),  # numpy scalars convert by value
+        (np.int64(7), None, IntImm(7, dtypes.int64)),  # numpy scalars keep their dtype
         (np.int8(7), "int8", IntImm(7, dtypes.int8)),
         (np.float32(0.5), None, FloatImm(0.5, dtypes.float32)),
     ],

@@ -198,3 +198,18 @@ def test_simplify_keeps_name_params_and_attrs() -> None:
         before, PrimFunc("g", (a, b), Store(b, (const(3),), a[const(0)]), attrs=(("target", "reference"),))
     )
     assert after.params == (a, b)
+
+
+def test_an_already_simple_function_comes_back_as_the_same_objects():
+    """STYLE rule 6: unchanged subtrees stay shared, so simplify of a simplified function is identity."""
+    from compiler import te
+    from compiler.lower import lower
+    from compiler.passes import simplify
+    from compiler.schedule import create_schedule
+
+    a = te.placeholder((14, 14), "float32", name="A")
+    c = te.compute((14, 14), lambda i, j: a[i, j] * 2.0, name="C")
+    s = create_schedule(c)
+    s[c].split(c.op.axis[0], factor=4)
+    once = simplify(lower(s, [a, c]))
+    assert simplify(once).body is once.body

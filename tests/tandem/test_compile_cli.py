@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import tandem.compile
 from compiler.errors import LoweringError
 from tandem.cli import app
-from tandem.compile import Check, compare
+from tandem.validate import Comparison, compare
 
 runner = CliRunner()
 
@@ -67,7 +67,7 @@ def test_run_matches_numpy_for_other_operators(args: list[str]) -> None:
 
 
 def test_run_exits_1_on_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tandem.compile, "compare", lambda got, want, dt: Check(False, "3 of 196 differ"))
+    monkeypatch.setattr(tandem.compile, "compare", lambda got, want, dt: Comparison(False, "3 of 196 differ"))
     result = invoke(*SEED_001, "--run")
     assert result.exit_code == 1, result.output
     assert "MISMATCH: 3 of 196 differ" in result.output

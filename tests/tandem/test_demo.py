@@ -29,26 +29,6 @@ def test_conv2d_reference_matches_naive_loops(stride: int, pad: int) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def test_compare_is_bit_exact_for_ints() -> None:
-    want = np.arange(6, dtype=np.int32).reshape(2, 3)
-    assert demo._compare(want.copy(), want)[0]
-    off = want.copy()
-    off[1, 2] += 1
-    ok, detail = demo._compare(off, want)
-    assert not ok and "(1, 2)" in detail and "expected 5, but got 6" in detail
-    ok, detail = demo._compare(want.astype(np.int64), want)
-    assert not ok and "dtype" in detail
-    ok, detail = demo._compare(want.reshape(3, 2), want)
-    assert not ok and "shape" in detail
-
-
-def test_compare_is_allclose_for_floats() -> None:
-    want = np.linspace(-1, 1, 8, dtype=np.float32)
-    assert demo._compare(want + np.float32(1e-9), want)[0]
-    ok, detail = demo._compare(want + np.float32(0.5), want)
-    assert not ok and "not allclose" in detail
-
-
 def test_run_demo_turns_exceptions_into_failed_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(rng: np.random.Generator):
         raise ValueError("expected a positive factor, but got 0")
