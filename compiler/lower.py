@@ -281,7 +281,7 @@ class _Lowering:
 
         def rewrite(expr: ir.Expr) -> ir.Expr:
             # substitute first: region offsets mention loop variables that may be root variables
-            return _simplify_indices(remap.mutate(substitute(expr, root_vars)), ctx)
+            return arith.simplify(_simplify_indices(remap.mutate(substitute(expr, root_vars)), ctx), ctx)
 
         guards = {iv: self._guard(stage, iv, ctx) for iv in stage.root_iter_vars}
         for rel in stage.relations:  # a split axis that is itself split unevenly overshoots

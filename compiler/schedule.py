@@ -138,6 +138,15 @@ class Stage:
             )
         return axis
 
+    def _not_attach_point(self, prim: str, axis: IterVar) -> None:
+        for st in self.schedule.stages:
+            if st.attach[0] == "at" and st.attach[1] is self and st.attach[2] is axis:
+                raise self._err(
+                    prim,
+                    f"stage '{st.name}' is computed at loop '{axis.name}'; transform the loop "
+                    f"before compute_at, or compute '{st.name}' at another loop",
+                )
+
     def _attr(self, iv: IterVar) -> IterAttr:
         return self.attrs.setdefault(iv, IterAttr())
 
@@ -175,6 +184,7 @@ class Stage:
             raise self._err("split", f"{what} must be a positive integer, but got {value!r}")
         if self.attrs.get(axis) is not None and self.attrs[axis].thread is not None:
             raise self._err("split", f"axis '{axis.name}' is bound to a thread axis; split first")
+        self._not_attach_point("split", axis)
         if names is not None and (
             not isinstance(names, tuple | list)
             or len(names) != 2
@@ -228,13 +238,15 @@ class Stage:
                 f"axes {_names(ivs)} are not adjacent loops in this order; the loops are "
                 f"{_names(self.leaf_iter_vars)}",
             )
+        for iv in ivs:
+            self._not_attach_point("fuse", iv)
         kinds = {iv.kind for iv in ivs}
         if len(kinds) > 1:
             raise self._err("fuse", f"cannot fuse spatial and reduce axes together ({_names(ivs)})")
         for iv in ivs:
             a = self.attrs.get(iv)
             if a is not None and (a.thread is not None or a.kind is not ir.ForKind.SERIAL):
-                raise self._err("fuse", f"axis '{iv.name}' is already {a.kind.value}; fuse first")
+                raise self._err("fuse", f"axis '{iv.name}' is already marked {a.kind.value}; fuse first")
         fused = ivs[0]
         for inner in ivs[1:]:
             extent = self.extent_of(fused) * self.extent_of(inner)
@@ -268,7 +280,7 @@ class Stage:
                 f"({current.thread.name})",
             )
         if current is not None and current.kind is not ir.ForKind.SERIAL:
-            raise self._err("bind", f"axis '{axis.name}' is already {current.kind.value}")
+            raise self._err("bind", f"axis '{axis.name}' is already marked {current.kind.value}")
         for other, attr in self.attrs.items():
             if attr.thread is thread:
                 raise self._err(
@@ -281,7 +293,7 @@ class Stage:
         axis = self._leaf(prim, axis)
         attr = self._attr(axis)
         if attr.kind is not ir.ForKind.SERIAL and attr.kind is not kind:
-            raise self._err(prim, f"axis '{axis.name}' is already {attr.kind.value}")
+            raise self._err(prim, f"axis '{axis.name}' is already marked {attr.kind.value}")
         if kind is ir.ForKind.PARALLEL and axis.kind is IterKind.REDUCE:
             raise self._err(prim, f"cannot run reduce axis '{axis.name}' in parallel (a race)")
         attr.kind = kind
@@ -321,8 +333,9 @@ class Stage:
     def compute_at(self, parent: Stage, axis: IterVar) -> None:
         """Compute this stage inside loop ``axis`` of ``parent``, only the region that loop needs.
 
-        Checks: this stage is a computed intermediate; ``parent`` reads it (directly, or through
-        stages computed inside ``parent``); ``axis`` is a loop of ``parent``; no cycle.
+        Checks: this stage is a computed intermediate; ``axis`` is a current loop of ``parent``; no
+        cycle. That ``parent`` reads this stage (directly, or through stages computed inside it) is
+        checked by ``lower``, which raises ``LoweringError`` naming the reader otherwise.
         Aliases: TVM compute_at; Halide compute_at.
         """
         if not isinstance(parent, Stage) or parent.schedule is not self.schedule:
@@ -333,6 +346,12 @@ class Stage:
             raise self._err("compute_at", "an output must be computed at the root")
         if parent is self:
             raise self._err("compute_at", "a stage cannot be computed at itself")
+        owner = self.schedule._owner.get(axis) if isinstance(axis, IterVar) else None
+        if owner is not None and owner is not parent:
+            raise self._err(
+                "compute_at",
+                f"axis '{axis.name}' is a loop of stage '{owner.name}', not of '{parent.name}'",
+            )
         axis = parent._leaf("compute_at", axis)
         node: Stage | None = parent
         while node is not None and node.attach[0] == "at":
