@@ -277,7 +277,7 @@ class _Lowering:
         out_index = tuple(
             arith.simplify(b.value[iv] - off, ctx) for iv, off in zip(spatial, b.offset, strict=True)
         )
-        remap = _RemapLoads({s: self.bounds[s] for s in self.live}, self.sch)
+        remap = _RemapLoads({s: self.bounds[s] for s in self.live})
 
         def rewrite(expr: ir.Expr) -> ir.Expr:
             # substitute first: region offsets mention loop variables that may be root variables
@@ -435,7 +435,7 @@ class _InlineLoads(IRMutator):
 class _RemapLoads(IRMutator):
     """Point loads of computed tensors at the buffers lowering gave them (shifted by region mins)."""
 
-    def __init__(self, bounds: dict[Stage, _Bounds], sch: Schedule) -> None:
+    def __init__(self, bounds: dict[Stage, _Bounds]) -> None:
         self.by_buffer = {st.output.buffer: bd for st, bd in bounds.items()}
 
     def mutate_Load(self, load: ir.Load) -> ir.Expr:

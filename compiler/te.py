@@ -13,7 +13,6 @@ Non-goals: symbolic shapes, multi-output operations, scans.
 
 from __future__ import annotations
 
-import builtins
 import enum
 import inspect
 import weakref
@@ -370,16 +369,6 @@ def reduce_identity(combiner: ir.ReduceCombiner, dt: dtypes.DType) -> ir.Expr:
     return ir.const(value, dt)
 
 
-def elementwise_max(a, b) -> ir.Expr:
-    """max(a, b) of two expressions (te.max is the reduction)."""
-    return ir.max_(a, b)
-
-
-def elementwise_min(a, b) -> ir.Expr:
-    """min(a, b) of two expressions (te.min is the reduction)."""
-    return ir.min_(a, b)
-
-
 __all__ = [
     "ComputeOp",
     "IterKind",
@@ -387,12 +376,9 @@ __all__ = [
     "Operation",
     "PlaceholderOp",
     "Tensor",
-    "builtins",
     "cast",
     "compute",
     "const",
-    "elementwise_max",
-    "elementwise_min",
     "if_then_else",
     "iter_var_of",
     "max",

@@ -446,7 +446,7 @@ class Load(Expr):
         return self.buffer.dtype
 
 
-#: Intrinsics known to the IR: name -> (number of args, whether arguments are evaluated lazily).
+#: Intrinsics known to the IR: name -> number of arguments.
 INTRINSICS = {
     "if_then_else": 3,  # lazy select: only the chosen branch is evaluated
 }
