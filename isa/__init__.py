@@ -1,9 +1,20 @@
-"""Instruction-set specifications shared by the compiler and the simulators.
+"""isa/ — one declarative ISA specification shared by the compiler and the simulators.
 
-An instruction set is data: loaded from a TOML file in ``isa/specs/`` or built in Python with the
-same dataclasses, never by executing code. Each instruction declares its operands, its semantics as
-a tiny parsed tensor program, its constraints (alignment, divisibility, memory spaces, layout,
-capacity), its timing (latency, initiation interval, unit) and its binary encoding. A compiled
-``Program`` is an ISA object with a binary encoding and a text assembly form; it is the only thing
-the compiler hands to a simulator. This layer imports nothing else of Tandem's.
+Imports nothing of ours. See isa/README.md for the spec file format and the expression language.
 """
+
+from isa.asm import assemble, disassemble
+from isa.binary import decode_insn, decode_program, encode_insn, encode_program
+from isa.errors import AsmError, EncodingError, ExecError, ISAError, ISASpecError, ParseError
+from isa.instance import Violation, check_constraints, execute, operand_shape, timing_of
+from isa.loader import builtin_specs, load_isa, load_spec_file, load_spec_text
+from isa.program import Program
+from isa.spec import ISA, Constraint, DataKind, Enum, Field, Format, Insn, Instruction, Operand, Space, Timing
+
+__all__ = [
+    "ISA", "AsmError", "Constraint", "DataKind", "EncodingError", "Enum", "ExecError", "Field", "Format",
+    "ISAError", "ISASpecError", "Insn", "Instruction", "Operand", "ParseError", "Program", "Space", "Timing",
+    "Violation", "assemble", "builtin_specs", "check_constraints", "decode_insn", "decode_program",
+    "disassemble", "encode_insn", "encode_program", "execute", "load_isa", "load_spec_file", "load_spec_text",
+    "operand_shape", "timing_of",
+]

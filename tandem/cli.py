@@ -4,6 +4,7 @@ Commands:
     version   print Tandem's version and the versions of the runtime it uses
     demo      compile a few small operators, run them in the reference interpreter, compare to numpy
     compile   compile one operator (tandem/workloads.py) and print its IR, optionally run it
+    isa       list, show and check ISA specs (tandem/isa_commands.py)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 import tandem
+from tandem.isa_commands import isa_app
 
 app = typer.Typer(
     name="tandem",
@@ -27,6 +29,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(isa_app, name="isa")
 
 RUNTIME_PACKAGES = ("numpy", "simpy", "llvmlite")
 

@@ -1,0 +1,157 @@
+"""Running and checking instruction instances: ``execute`` (the generic executor on numpy arrays) and
+``check_constraints`` (every violated rule, in words)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.dtypes import DTYPES
+from isa.errors import ExecError
+from isa.executor import run_semantics
+from isa.lang.scalar import evaluate
+from isa.lang.tree import Name, to_text, walk
+from isa.spec import ISA, Insn, Instruction
+
+
+def _resolve(spec: ISA, insn: Insn | str) -> tuple[Instruction, Insn]:
+    if isinstance(insn, str):
+        insn = spec.insn(insn)
+    return spec.instruction(insn.name), insn
+
+
+def operand_shape(spec: ISA, insn: Insn, name: str) -> tuple[int, ...]:
+    """The shape of operand ``name`` of ``insn`` (shape expressions evaluated on its fields)."""
+    instr = spec.instruction(insn.name)
+    env = spec.scalar_env(insn.values, spec.types_of(insn))
+    return tuple(int(evaluate(e, env)) for e in instr.operand(name).shape)
+
+
+def execute(spec: ISA, insn: Insn | str, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run ``insn``'s semantics on ``tensors`` (operand name -> array) and return the tensors it writes.
+
+    Each array must have the operand's shape (evaluated on the instance's fields) and the numpy dtype that
+    stores the operand's dtype (bf16 is stored as float32). An operand that is only written may be left out:
+    it starts as zeros. Inputs are not modified.
+    """
+    instr, insn = _resolve(spec, insn)
+    types = spec.types_of(insn)
+    sem = instr.typed_semantics(types)
+    env = spec.scalar_env(insn.values, types, tensors)
+    arrays = {}
+    needed = list(dict.fromkeys(sem.reads + sem.writes))
+    for name in needed:
+        op = instr.operand(name)
+        dt = DTYPES[instr.operand_dtype(op, types)]
+        shape = tuple(int(evaluate(e, env)) for e in op.shape)
+        if name not in tensors:
+            if name in sem.reads:
+                raise ExecError(f"{insn.name}: operand '{name}' is missing; it needs {', '.join(needed)}")
+            arrays[name] = np.zeros(shape, dt.numpy)  # only written: start from zeros
+            continue
+        arr = np.asarray(tensors[name])
+        if arr.dtype != dt.numpy:
+            raise ExecError(
+                f"{insn.name}: operand '{name}' is {dt.name}, stored as {dt.numpy}, but got an "
+                f"array of {arr.dtype}"
+            )
+        if arr.shape != shape:
+            raise ExecError(f"{insn.name}: operand '{name}' must have shape {shape}, but got {arr.shape}")
+        arrays[name] = arr
+    for name in tensors:
+        if name not in arrays and not any(op.name == name for op in instr.operands):
+            raise ExecError(
+                f"{insn.name}: no operand '{name}'; operands are "
+                f"{', '.join(op.name for op in instr.operands)}"
+            )
+    try:
+        return run_semantics(sem, arrays, env)
+    except ExecError as e:
+        raise ExecError(f"{insn.name}: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A rule an instance breaks: the constraint kind, the rule as written, the spec's message, the values."""
+
+    instruction: str
+    kind: str
+    rule: str
+    message: str
+    values: tuple[tuple[str, int], ...] = ()
+
+    def __str__(self) -> str:
+        vals = f" ({', '.join(f'{k} = {v}' for k, v in self.values)})" if self.values else ""
+        return f"{self.instruction}: {self.message}: violated '{self.rule}'{vals}"
+
+
+def check_constraints(
+    spec: ISA, insn: Insn | str, tensors: Mapping[str, np.ndarray] | None = None
+) -> list[Violation]:
+    """Every rule ``insn`` breaks (an empty list when it satisfies all): field ranges, allowed types, and the
+    instruction's constraints evaluated on its fields and the ISA's parameters."""
+    instr, insn = _resolve(spec, insn)
+    out: list[Violation] = []
+    for f in instr.fields:
+        v = insn.get(f.name, 0)
+        if not f.lo <= v <= f.hi:
+            out.append(
+                Violation(
+                    insn.name,
+                    "range",
+                    f"{f.lo} <= {f.name} <= {f.hi}",
+                    f"field '{f.name}' does not fit in {f.bits} bits",
+                    ((f.name, v),),
+                )
+            )
+        elif f.max is not None and v > f.max:
+            out.append(
+                Violation(
+                    insn.name,
+                    "range",
+                    f"{f.name} <= {f.max}",
+                    f"field '{f.name}' is above its largest meaningful value",
+                    ((f.name, v),),
+                )
+            )
+    types = spec.types_of(insn)
+    for tv, allowed in instr.types.items():
+        if types[tv] not in allowed:
+            out.append(
+                Violation(
+                    insn.name,
+                    "type",
+                    f"{tv} in {list(allowed)}",
+                    f"type {tv} = {types[tv]} is not supported",
+                    (),
+                )
+            )
+    if len(out) > 0 and any(v.kind == "type" for v in out):
+        return out  # rules over bytes(T) cannot be evaluated with an unsupported type
+    env = spec.scalar_env(insn.values, types, tensors or {})
+    for c in instr.constraints:
+        names = sorted({n.id for n in walk(c.rule) if isinstance(n, Name) and n.kind in ("field", "param")})
+        values = tuple((n, env.values[n]) for n in names if n in env.values)
+        try:
+            ok = evaluate(c.rule, env)
+        except ExecError as e:
+            out.append(Violation(insn.name, c.kind, c.text, f"{c.message} (cannot evaluate: {e})", values))
+            continue
+        if not ok:
+            out.append(Violation(insn.name, c.kind, c.text, c.message, values))
+    return out
+
+
+def timing_of(spec: ISA, insn: Insn) -> tuple[str | None, int | None, int | None]:
+    """(unit, latency, cycles) of ``insn`` from its spec's timing expressions (None where not given)."""
+    instr = spec.instruction(insn.name)
+    env = spec.scalar_env(insn.values, spec.types_of(insn))
+    t = instr.timing
+    lat = int(evaluate(t.latency, env)) if t.latency is not None else None
+    cyc = int(evaluate(t.cycles, env)) if t.cycles is not None else None
+    return t.unit, lat, cyc
+
+
+__all__ = ["Violation", "check_constraints", "execute", "operand_shape", "timing_of", "to_text"]

@@ -1,0 +1,142 @@
+"""Exact evaluation of scalar expressions (constraints, shapes, addresses, bit widths, timing) on Python
+ints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from isa.dtypes import canonical, dtype
+from isa.errors import ExecError
+from isa.lang.tree import Access, Binary, Call, Cast, Expr, Name, Num, Unary, to_text
+
+
+@dataclass(frozen=True)
+class ScalarEnv:
+    """Values a scalar expression may use: integer names, type variables, tensors (for ``regs[rs1]``)."""
+
+    values: Mapping[str, int]
+    types: Mapping[str, str] = field(default_factory=dict)
+    tensors: Mapping[str, object] = field(default_factory=dict)
+    capacity: Callable[[int], int] | None = None
+
+
+def _int(x, e: Expr) -> int:
+    if isinstance(x, bool):
+        return int(x)
+    if isinstance(x, int):
+        return x
+    raise ExecError(f"'{to_text(e)}': expected an integer, but got {x!r}")
+
+
+def evaluate(e: Expr, env: ScalarEnv) -> int | bool | float:
+    """Value of ``e`` under ``env`` (exact integers; ``//`` and ``%`` floor; comparisons give bool)."""
+    if isinstance(e, Num):
+        return e.value
+    if isinstance(e, Name):
+        try:
+            return env.values[e.id]
+        except KeyError:
+            raise ExecError(f"'{e.id}' has no value here") from None
+    if isinstance(e, Unary):
+        x = evaluate(e.operand, env)
+        if e.op == "not":
+            return not x
+        if e.op == "-":
+            return -x
+        return ~_int(x, e)
+    if isinstance(e, Binary):
+        return _binary(e, env)
+    if isinstance(e, Cast):
+        x = evaluate(e.value, env)
+        dt = dtype(e.dtype)
+        if dt.is_int:
+            x = int(x)
+            mod = 1 << dt.bits
+            x %= mod
+            return x - mod if dt.kind == "int" and x > dt.max() else x
+        return float(x)
+    if isinstance(e, Call):
+        return _call(e, env)
+    if isinstance(e, Access):
+        arr = env.tensors.get(e.tensor)
+        if arr is None:
+            raise ExecError(f"'{to_text(e)}': tensor '{e.tensor}' has no value here")
+        idx = tuple(_int(evaluate(i, env), i) for i in e.indices)
+        try:
+            return arr[idx].item()
+        except IndexError:
+            raise ExecError(f"'{to_text(e)}': index {idx} is out of range for shape {arr.shape}") from None
+    raise ExecError(f"cannot evaluate {type(e).__name__} as a scalar")
+
+
+def _binary(e: Binary, env: ScalarEnv):
+    if e.op == "and":
+        return bool(evaluate(e.lhs, env)) and bool(evaluate(e.rhs, env))
+    if e.op == "or":
+        return bool(evaluate(e.lhs, env)) or bool(evaluate(e.rhs, env))
+    a = evaluate(e.lhs, env)
+    b = evaluate(e.rhs, env)
+    op = e.op
+    if op in ("//", "%") and b == 0:
+        raise ExecError(f"'{to_text(e)}': division by zero")
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        if b == 0:
+            raise ExecError(f"'{to_text(e)}': division by zero")
+        return a / b
+    if op == "//":
+        return a // b
+    if op == "%":
+        return a % b
+    if op == "<<":
+        return _int(a, e) << max(0, _int(b, e))
+    if op == ">>":
+        return _int(a, e) >> max(0, _int(b, e))
+    if op == "&":
+        return _int(a, e) & _int(b, e)
+    if op == "|":
+        return _int(a, e) | _int(b, e)
+    if op == "^":
+        return _int(a, e) ^ _int(b, e)
+    return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def _call(e: Call, env: ScalarEnv):
+    f = e.func
+    if f == "select":
+        c, a, b = e.args
+        return evaluate(a, env) if evaluate(c, env) else evaluate(b, env)
+    if f == "bytes":
+        arg = e.args[0]
+        name = env.types.get(arg.id, arg.id) if isinstance(arg, Name) else None
+        if name is None or canonical(name) is None:
+            raise ExecError(f"'{to_text(e)}': bytes() needs a dtype or a bound type variable")
+        return dtype(name).bytes
+    xs = [evaluate(a, env) for a in e.args]
+    if f == "min":
+        return min(xs)
+    if f == "max":
+        return max(xs)
+    if f == "abs":
+        return abs(xs[0])
+    if f == "ceil_div":
+        a, b = (_int(x, e) for x in xs)
+        if b == 0:
+            raise ExecError(f"'{to_text(e)}': division by zero")
+        return -(-a // b)
+    if f == "log2":
+        x = _int(xs[0], e)
+        if x <= 0 or x & (x - 1):
+            raise ExecError(f"'{to_text(e)}': log2 needs a power of two, but got {x}")
+        return x.bit_length() - 1
+    if f == "capacity":
+        if env.capacity is None:
+            raise ExecError(f"'{to_text(e)}': no memory spaces are known here")
+        return env.capacity(_int(xs[0], e))
+    raise ExecError(f"'{to_text(e)}': {f}() cannot be evaluated on scalars")
