@@ -293,8 +293,8 @@ class _Checker:
         v = value.dtype
         ok = v == t or (v == WEAK_INT and _kind(t) != "bool") or (v == WEAK_FLOAT and _kind(t) == "float")
         if not ok:
-            raise self.error(s.value.pos, f"cannot assign a value of type {v} to '{target.tensor}' of type {t}; "
-                                          f"cast it, e.g. {t}(...)")
+            raise self.error(s.value.pos, f"cannot assign a value of type {v} to '{target.tensor}' of type "
+                                          f"{t}; cast it, e.g. {t}(...)")
         if s.op == "+=" and _kind(t) == "bool":
             raise self.error(s.pos, "'+=' needs a numeric target")
         return replace(s, target=target, value=value)
