@@ -1,4 +1,5 @@
-"""The ``tandem demo`` checks: compile a few small operators and compare them with numpy.
+"""The ``tandem demo`` checks: compile a few small operators and compare them with numpy; run ISA
+instructions from the shared specs through the generic executor.
 
 Each check builds a tensor expression, schedules it (with splits that do not divide the extent, so
 the lowered loops carry guards), compiles it through the reference pipeline (lowering, then each
@@ -137,11 +138,44 @@ def _check_conv2d(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str
     return out, _conv2d_nchw_reference(data, kernel, stride=1, pad=1), str(func)
 
 
+def _check_isa_vita_gemm(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
+    """VITA's GEMM micro-op run by the generic ISA executor from vita.toml, against an int32 numpy matmul."""
+    import isa
+
+    vita = isa.load_isa("vita")
+    inp = rng.integers(-128, 128, (1, 16), dtype=np.int8)
+    wgt = rng.integers(-128, 128, (16, 16), dtype=np.int8)
+    acc = rng.integers(-(2**20), 2**20, (1, 16), dtype=np.int32)
+    got = isa.execute(vita, "GEMM", {"acc": acc, "inp": inp, "wgt": wgt})["acc"]
+    want = acc + inp.astype(np.int32) @ wgt.astype(np.int32).T
+    return got, want, str(vita.instruction("GEMM").typed_semantics())
+
+
+def _check_isa_diannao_program(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
+    """A DianNao program through its text and binary forms, then its vadd.f32 run by the executor."""
+    import isa
+
+    dn = isa.load_isa("diannao")
+    vadd = dn.insn("vadd", T="f32", dst=0x400, a=0x0, b=0x200, n=128)
+    program = isa.Program(dn, [vadd, dn.insn("barrier", scope="ALL"), dn.insn("halt")])
+    text = isa.disassemble(program)
+    if isa.assemble(text) != program or isa.decode_program(isa.encode_program(program)) != program:
+        raise AssertionError("the program did not survive its text and binary round trips")
+    problems = isa.check_constraints(dn, vadd)
+    if problems:
+        raise AssertionError(f"a valid vadd broke rules: {'; '.join(map(str, problems))}")
+    a, b = rng.standard_normal((2, 128)).astype("float32")
+    got = isa.execute(dn, vadd, {"a": a, "b": b})["dst"]
+    return got, a + b, text
+
+
 CHECKS: list[tuple[str, Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray, str]]]] = [
     ("add 14x14 f32, split nparts=4, bind core", _check_add),
     ("relu 20 f32, split factor=8", _check_relu),
     ("dense 16x32x24 i8->i32, split 5 + reorder", _check_dense),
     ("conv2d_nchw 1x4x8x8 * 8x4x3x3 i8->i32, split 3", _check_conv2d),
+    ("isa vita: GEMM micro-op i8 x i8 -> i32", _check_isa_vita_gemm),
+    ("isa diannao: program round trip, vadd.f32 128", _check_isa_diannao_program),
 ]
 
 

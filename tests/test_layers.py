@@ -170,3 +170,32 @@ def test_scan_finds_violation_in_a_file_tree(tmp_path: Path) -> None:
         "(it may import only: isa, sim)",
         "sim/vita/run.py:3: relative import climbs above package 'sim'",
     ]
+
+
+def code_executing_calls(source: str, filename: str) -> list[str]:
+    """'file:line: ...' for every eval/exec/compile call and pickle/marshal/shelve import in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "eval", "exec", "compile", "__import__"):
+            found.append(f"{filename}:{node.lineno}: calls {node.func.id}()")
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        found += [f"{filename}:{node.lineno}: imports {n}" for n in names
+                  if n.split(".")[0] in ("pickle", "marshal", "shelve", "dill")]
+    return found
+
+
+def test_isa_never_executes_code_from_its_input():
+    """DESIGN.md: loading a spec never executes code (no eval, no exec, no pickle)."""
+    problems = []
+    for path in sorted((REPO / "isa").rglob("*.py")):
+        problems += code_executing_calls(path.read_text(), str(path.relative_to(REPO)))
+    assert problems == []
+
+
+def test_the_code_execution_check_can_fail():
+    bad = "import pickle\nfrom marshal import loads\nx = eval('1')\nexec('y = 2')\n"
+    assert code_executing_calls(bad, "bad.py") == [
+        "bad.py:1: imports pickle", "bad.py:2: imports marshal", "bad.py:3: calls eval()",
+        "bad.py:4: calls exec()"]
