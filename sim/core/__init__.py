@@ -1,0 +1,1 @@
+"""What both simulators share: typed errors and config loading helpers."""
