@@ -1,0 +1,206 @@
+"""Functional state and execution of VITA instructions: bit-exact, one numpy call per instruction.
+
+The on-chip buffers hold whole tiles (``inp[depth, BATCH*BLOCK_IN]`` int8, ``wgt[depth, BLOCK_OUT*BLOCK_IN]``
+int8, ``acc[depth, BATCH*BLOCK_OUT]`` int32, ``uop[depth]`` uint32); DRAM is a flat byte array. The
+instruction semantics are the ones of isa/specs/vita.toml: these are hand-written fast paths of them (a GEMM
+runs all the micro-ops of its two-level loop as one batched product), and tests/sim/vita/test_functional.py
+proves each equal to the generic executor running the spec's semantics micro-op by micro-op.
+
+Errors are ``VitaExecError`` naming the instruction and the broken rule: an SRAM index outside its buffer,
+a micro-op range outside the uop buffer, a DRAM access outside DRAM, padding on a store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import isa
+from sim.core.errors import SimError
+
+# micro-ops of one GEMM/ALU instruction are processed in batches of at most this many
+BATCH_UOPS = 1 << 15
+
+
+class VitaExecError(SimError):
+    """A VITA instruction cannot execute: names the instruction and the rule it breaks."""
+
+
+@dataclass(frozen=True, slots=True)
+class TileKind:
+    """Geometry of one memory type: elements per tile, numpy dtype, and the buffer depth in tiles."""
+
+    elems: int
+    dtype: np.dtype
+    depth: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.elems * self.dtype.itemsize
+
+
+class VitaState:
+    """DRAM and the four on-chip buffers of one VITA machine, for the ISA ``spec``."""
+
+    def __init__(self, spec: isa.ISA, dram: np.ndarray) -> None:
+        p = spec.params
+        self.spec = spec
+        self.kinds = {
+            "INP": TileKind(p["BATCH"] * p["BLOCK_IN"], np.dtype(np.int8), p["INP_BUFF_DEPTH"]),
+            "WGT": TileKind(p["BLOCK_OUT"] * p["BLOCK_IN"], np.dtype(np.int8), p["WGT_BUFF_DEPTH"]),
+            "ACC": TileKind(p["BATCH"] * p["BLOCK_OUT"], np.dtype(np.int32), p["ACC_BUFF_DEPTH"]),
+            "UOP": TileKind(1, np.dtype(np.uint32), p["UOP_BUFF_DEPTH"]),
+            "OUT": TileKind(p["BATCH"] * p["BLOCK_OUT"], np.dtype(np.int8), p["OUT_BUFF_DEPTH"]),
+        }
+        self.batch, self.block_in, self.block_out = p["BATCH"], p["BLOCK_IN"], p["BLOCK_OUT"]
+        if dram.dtype != np.uint8 or dram.ndim != 1:
+            raise VitaExecError(f"DRAM must be a 1-D uint8 array, but got {dram.dtype} with shape "
+                                f"{dram.shape}")
+        self.dram = dram
+        self.buffers = {name: np.zeros((k.depth, k.elems), k.dtype) for name, k in self.kinds.items()
+                        if name != "OUT"}
+        uop_fmt = spec.data["uop"].format
+        self.uop_fields = {f.name: (f.lsb, (1 << f.bits) - 1) for f in uop_fmt.fields}
+
+    # ------------------------------------------------------------------ loads and stores
+    def load(self, insn: isa.Insn, memory: str) -> None:
+        """LOAD_<memory>: a 2-D strided DRAM block into consecutive tiles, zero-padded on each side."""
+        kind = self.kinds[memory]
+        f = insn.values
+        ys, xs = f["y_pad_0"] + f["y_size"] + f["y_pad_1"], f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
+        base = f["sram_base"]
+        if base + ys * xs > kind.depth:
+            raise VitaExecError(f"{insn.name}: tiles {base}..{base + ys * xs - 1} are outside the {memory} "
+                                f"buffer (depth {kind.depth})")
+        block = self.buffers[memory][base:base + ys * xs].reshape(ys, xs, kind.elems)
+        block[...] = 0
+        if f["y_size"] and f["x_size"]:
+            rows = self._dram_block(insn, kind, f["dram_base"], f["y_size"], f["x_size"], f["x_stride"])
+            block[f["y_pad_0"]:f["y_pad_0"] + f["y_size"], f["x_pad_0"]:f["x_pad_0"] + f["x_size"]] = rows
+
+    def store(self, insn: isa.Insn) -> None:
+        """STORE_OUT: accumulator tiles truncated to int8, into a 2-D strided DRAM block."""
+        f = insn.values
+        if f["y_pad_0"] or f["y_pad_1"] or f["x_pad_0"] or f["x_pad_1"]:
+            raise VitaExecError(f"{insn.name}: a store cannot pad (fsim rejects padded stores)")
+        out = self.kinds["OUT"]
+        n = f["y_size"] * f["x_size"]
+        base = f["sram_base"]
+        if base + n > self.kinds["ACC"].depth:
+            raise VitaExecError(f"{insn.name}: tiles {base}..{base + n - 1} are outside the ACC buffer "
+                                f"(depth {self.kinds['ACC'].depth})")
+        if n == 0:
+            return
+        acc = self.buffers["ACC"][base:base + n]
+        tiles = acc.astype(np.int8).reshape(f["y_size"], f["x_size"], out.elems)
+        view = self._dram_block(insn, out, f["dram_base"], f["y_size"], f["x_size"], f["x_stride"])
+        view[...] = tiles
+
+    def _dram_block(self, insn: isa.Insn, kind: TileKind, base: int, ys: int, xs: int, stride: int
+                    ) -> np.ndarray:
+        """A writable (ys, xs, elems) view of DRAM: rows ``stride`` tiles apart, starting at tile ``base``."""
+        tile = kind.nbytes
+        end = (base + (ys - 1) * stride + xs) * tile
+        if end > self.dram.size:
+            raise VitaExecError(f"{insn.name}: DRAM bytes {base * tile}..{end - 1} are outside DRAM "
+                                f"({self.dram.size} bytes)")
+        if ys > 1 and xs > stride:
+            raise VitaExecError(f"{insn.name}: rows overlap (x_size {xs} > x_stride {stride})")
+        raw = self.dram[base * tile:end]
+        typed = raw.view(kind.dtype)
+        item = kind.dtype.itemsize
+        return np.lib.stride_tricks.as_strided(
+            typed, shape=(ys, xs, kind.elems), strides=(stride * tile, tile, item), writeable=True)
+
+    # ------------------------------------------------------------------ GEMM and ALU
+    def uop_indices(self, insn: isa.Insn) -> dict[str, np.ndarray]:
+        """dst/src/wgt tile index of every micro-op the instruction runs, in execution order."""
+        f = insn.values
+        bgn, end = f["uop_bgn"], f["uop_end"]
+        depth = self.kinds["UOP"].depth
+        if not bgn <= end <= depth:
+            raise VitaExecError(f"{insn.name}: micro-op range {bgn}..{end} is outside the uop buffer "
+                                f"(depth {depth})")
+        words = self.buffers["UOP"][bgn:end, 0]
+        i = np.arange(f["iter_out"]).reshape(-1, 1, 1)
+        j = np.arange(f["iter_in"]).reshape(1, -1, 1)
+        out = {}
+        for name, out_f, in_f in (("dst", "dst_factor_out", "dst_factor_in"),
+                                  ("src", "src_factor_out", "src_factor_in"),
+                                  ("wgt", "wgt_factor_out", "wgt_factor_in")):
+            if name == "wgt" and "wgt_factor_out" not in f:
+                continue
+            lsb, mask = self.uop_fields[f"{name}_idx"]
+            base = ((words.astype(np.int64) >> lsb) & mask).reshape(1, 1, -1)
+            out[name] = (base + i * f[out_f] + j * f[in_f]).reshape(-1)
+        return out
+
+    def _check(self, insn: isa.Insn, idx: np.ndarray, memory: str, what: str) -> None:
+        depth = self.kinds[memory].depth
+        if idx.size and (idx.max() >= depth):
+            k = int(np.argmax(idx >= depth))
+            raise VitaExecError(f"{insn.name}: micro-op {k} of the loop addresses {what} tile {int(idx[k])}, "
+                                f"outside the {memory} buffer (depth {depth})")
+
+    def gemm(self, insn: isa.Insn) -> None:
+        """GEMM: acc[dst] += inp[src] x wgt[wgt]^T for every micro-op of the two-level loop."""
+        idx = self.uop_indices(insn)
+        self._check(insn, idx["dst"], "ACC", "accumulator")
+        self._check(insn, idx["src"], "INP", "input")
+        self._check(insn, idx["wgt"], "WGT", "weight")
+        acc = self.buffers["ACC"]
+        b, bi, bo = self.batch, self.block_in, self.block_out
+        for lo in range(0, idx["dst"].size, BATCH_UOPS):
+            sl = slice(lo, lo + BATCH_UOPS)
+            inp = self.buffers["INP"][idx["src"][sl]].reshape(-1, b, bi).astype(np.int32)
+            wgt = self.buffers["WGT"][idx["wgt"][sl]].reshape(-1, bo, bi).astype(np.int32)
+            prod = np.einsum("nbk,nok->nbo", inp, wgt, dtype=np.int32).reshape(-1, b * bo)
+            # additions modulo 2**32 commute, so repeated destinations add up exactly as in sequence
+            np.add.at(acc, idx["dst"][sl], prod)
+
+    def gemm_reset(self, insn: isa.Insn) -> None:
+        """GEMM with reset_reg: zero every addressed accumulator tile."""
+        idx = self.uop_indices(insn)
+        self._check(insn, idx["dst"], "ACC", "accumulator")
+        self.buffers["ACC"][idx["dst"]] = 0
+
+    def alu(self, insn: isa.Insn, op: str) -> None:
+        """ALU_<op>: acc[dst] = op(acc[dst], imm or acc[src]) for every micro-op, in order."""
+        idx = self.uop_indices(insn)
+        dst, src = idx["dst"], idx["src"]
+        self._check(insn, dst, "ACC", "destination")
+        use_imm = insn["use_imm"]
+        if not use_imm:
+            self._check(insn, src, "ACC", "source")
+        acc = self.buffers["ACC"]
+        imm = np.int64(insn["imm"])
+        independent = np.unique(dst).size == dst.size and (
+            use_imm or not np.isin(src[src != dst], dst).any())
+        if independent:
+            y = imm if use_imm else acc[src].astype(np.int64)
+            acc[dst] = _alu(op, acc[dst].astype(np.int64), y)
+            return
+        for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # dependent micro-ops: in sequence
+            y = imm if use_imm else acc[s].astype(np.int64)
+            acc[d] = _alu(op, acc[d].astype(np.int64), y)
+
+
+def _alu(op: str, x: np.ndarray, y) -> np.ndarray:
+    """VTA's ALU on int64 copies of int32 values, wrapped back to int32 (shift amounts clamped to [0, 32])."""
+    y = np.broadcast_to(np.asarray(y, dtype=np.int64), x.shape)
+    if op == "MIN":
+        out = np.minimum(x, y)
+    elif op == "MAX":
+        out = np.maximum(x, y)
+    elif op == "ADD":
+        out = x + y
+    elif op == "MUL":
+        out = x * y
+    elif op == "SHR":
+        right = x >> np.clip(y, 0, 31)
+        left = np.where(-y >= 32, 0, x << np.clip(-y, 0, 31))
+        out = np.where(y >= 0, right, left)
+    else:
+        raise VitaExecError(f"unknown ALU operation {op!r}")
+    return out.astype(np.int32)
