@@ -1,0 +1,251 @@
+"""Timing simulation of VITA's decoupled access/execute pipeline (simpy), with functional execution.
+
+    result = simulate(program, dram, config="vta-default")
+
+Fetch reads the instruction stream in order and dispatches each instruction to a command queue, as VTA's
+fetch module does: INP/WGT loads to the load queue; UOP/ACC loads, GEMM, ALU and FINISH to the compute
+queue; stores to the store queue (fetch waits when a queue is full). The load, compute and store units each
+take their next command, pop the dependency tokens it asks for, execute it, then push the tokens it asks for.
+Tokens travel in four finite FIFOs: load->compute (l2g), compute->load (g2l), compute->store (g2s) and
+store->compute (s2g); "prev" is the unit before in load -> compute -> store, "next" the unit after.
+
+Time: a unit spends its own cycles (GEMM: pipeline fill + one cycle per micro-op; ALU: two per micro-op) in
+one simpy timeout; a DRAM transfer holds the one shared DRAM port for ceil(bytes / dram_bytes_per_cycle)
+cycles, then its data arrives dram_latency_cycles later. So the cost of simulating grows with instructions,
+not with cycles.
+
+A deadlock is found the moment no event is left while a unit still waits on a token FIFO: ``DeadlockError``
+says which unit waits on which queue at which instruction. The program must end with FINISH
+(``VitaExecError`` otherwise). The same program and DRAM image always give the same result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+import isa
+from sim.core.errors import SimError
+from sim.vita.config import VitaConfig, load_config
+from sim.vita.functional import VitaExecError, VitaState
+
+QUEUES = {"l2g": "load->compute", "g2l": "compute->load", "g2s": "compute->store", "s2g": "store->compute"}
+# (pop_prev, pop_next, push_prev, push_next) queues of each unit; None where the flag has no queue
+TOKEN_QUEUES = {
+    "load": (None, "g2l", None, "l2g"),
+    "compute": ("l2g", "s2g", "g2l", "g2s"),
+    "store": ("g2s", None, "s2g", None),
+}
+
+
+FSIM_COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
+                 "out_store_nbytes", "gemm_counter", "alu_counter")
+
+
+class DeadlockError(SimError):
+    """Every unit with work left waits on a token FIFO that nobody will fill (or drain)."""
+
+
+@dataclass
+class UnitStats:
+    """Cycles one unit spent executing, waiting on dependency tokens, and waiting on DRAM."""
+
+    busy: int = 0
+    stalled_on_dependency: int = 0
+    stalled_on_memory: int = 0
+    instructions: int = 0
+
+
+@dataclass
+class VitaResult:
+    """What a simulation measured; equal programs and DRAM images give equal results."""
+
+    cycles: int
+    units: dict[str, UnitStats]
+    gemm_busy_cycles: int
+    bytes_moved: dict[str, int]
+    counters: dict[str, int]  # VTA fsim's profiler counters (papers/anchors.md §1.5)
+    dram: np.ndarray = field(repr=False)
+    trace: list[tuple[str, str, int, int]] = field(default_factory=list, repr=False)
+
+    @property
+    def gemm_utilization(self) -> float:
+        """GEMM busy cycles / total cycles."""
+        return self.gemm_busy_cycles / self.cycles if self.cycles else 0.0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, VitaResult):
+            return NotImplemented
+        mine = (self.cycles, self.units, self.gemm_busy_cycles, self.bytes_moved, self.counters, self.trace)
+        theirs = (other.cycles, other.units, other.gemm_busy_cycles, other.bytes_moved, other.counters,
+                  other.trace)
+        return mine == theirs and np.array_equal(self.dram, other.dram)
+
+
+class _Machine:
+    def __init__(self, program: isa.Program, dram: np.ndarray, config: VitaConfig) -> None:
+        self.program = program
+        self.config = config
+        self.spec = program.isa
+        self.state = VitaState(self.spec, dram)
+        self.env = simpy.Environment()
+        self.cmd = {u: simpy.Store(self.env, capacity=config.cmd_queue_depth) for u in TOKEN_QUEUES}
+        self.tokens = {q: simpy.Store(self.env, capacity=config.dep_queue_depth) for q in QUEUES}
+        self.dram_port = simpy.Resource(self.env, capacity=1)
+        self.stats = {u: UnitStats() for u in ("fetch", *TOKEN_QUEUES)}
+        self.waiting: dict[str, tuple[str, str, int]] = {}  # unit -> (pop|push, queue, pc)
+        self.done: set[str] = set()
+        self.finish_cycle: int | None = None
+        self.error: Exception | None = None
+        self.gemm_busy = 0
+        self.bytes = {m: 0 for m in ("INP", "WGT", "ACC", "UOP", "OUT")}
+        self.counters = dict.fromkeys(FSIM_COUNTERS, 0)
+        self.trace: list[tuple[str, str, int, int]] = []
+
+    # ------------------------------------------------------------------ processes
+    def fetch(self):
+        for pc, insn in enumerate(self.program.insns):
+            yield self.env.timeout(self.config.fetch_cycles_per_insn)
+            unit = self.unit_of(insn)
+            yield self.cmd[unit].put((pc, insn))
+            self.stats["fetch"].instructions += 1
+        for unit in TOKEN_QUEUES:
+            yield self.cmd[unit].put(None)
+        self.done.add("fetch")
+
+    def unit_of(self, insn: isa.Insn) -> str:
+        if insn.name in ("LOAD_INP", "LOAD_WGT"):
+            return "load"
+        if insn.name == "STORE_OUT":
+            return "store"
+        return "compute"
+
+    def unit(self, name: str):
+        stats = self.stats[name]
+        pop_prev, pop_next, push_prev, push_next = TOKEN_QUEUES[name]
+        while True:
+            item = yield self.cmd[name].get()
+            if item is None:
+                self.done.add(name)
+                return
+            pc, insn = item
+            f = insn.values
+            start = self.env.now
+            for flag, queue in (("pop_prev_dep", pop_prev), ("pop_next_dep", pop_next)):
+                if f.get(flag) and queue is not None:
+                    self.waiting[name] = ("pop", queue, pc)
+                    yield self.tokens[queue].get()
+                    del self.waiting[name]
+            stats.stalled_on_dependency += self.env.now - start
+            begin = self.env.now
+            try:
+                yield from self.execute(name, pc, insn, stats)
+            except VitaExecError as e:
+                self.error = VitaExecError(f"instruction {pc} ({insn.name}) on the {name} unit: {e}")
+                return
+            self.trace.append((name, insn.name, begin, self.env.now))
+            stats.instructions += 1
+            start = self.env.now
+            for flag, queue in (("push_prev_dep", push_prev), ("push_next_dep", push_next)):
+                if f.get(flag) and queue is not None:
+                    self.waiting[name] = ("push", queue, pc)
+                    yield self.tokens[queue].put(True)
+                    del self.waiting[name]
+            stats.stalled_on_dependency += self.env.now - start
+            if insn.name == "FINISH":
+                self.finish_cycle = self.env.now
+                self.done.add(name)
+                return
+
+    def execute(self, unit: str, pc: int, insn: isa.Insn, stats: UnitStats):
+        name = insn.name
+        if name.startswith("LOAD_"):
+            memory = name[5:]
+            self.state.load(insn, memory)
+            f = insn.values
+            nbytes = f["y_size"] * f["x_size"] * self.state.kinds[memory].nbytes
+            if f["x_size"]:
+                self.counters[f"{memory.lower()}_load_nbytes"] += nbytes
+            self.bytes[memory] += nbytes
+            yield from self.dram_transfer(nbytes, stats)
+        elif name == "STORE_OUT":
+            self.state.store(insn)
+            f = insn.values
+            nbytes = f["y_size"] * f["x_size"] * self.state.kinds["OUT"].nbytes
+            self.counters["out_store_nbytes"] += nbytes
+            self.bytes["OUT"] += nbytes
+            yield from self.dram_transfer(nbytes, stats)
+        elif name in ("GEMM", "GEMM_RESET") or name.startswith("ALU_"):
+            f = insn.values
+            uops = f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
+            if name == "GEMM":
+                self.state.gemm(insn)
+                self.counters["gemm_counter"] += uops
+                cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
+                self.gemm_busy += uops * self.config.gemm_cycles_per_uop
+            elif name == "GEMM_RESET":
+                self.state.gemm_reset(insn)
+                cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
+            else:
+                self.state.alu(insn, name[4:])
+                self.counters["alu_counter"] += uops
+                cycles = self.config.alu_pipeline_cycles + uops * self.config.alu_cycles_per_uop
+            stats.busy += cycles
+            yield self.env.timeout(cycles)
+        elif name == "FINISH":
+            stats.busy += 1
+            yield self.env.timeout(1)
+        else:
+            raise VitaExecError(f"no unit executes '{name}'")
+
+    def dram_transfer(self, nbytes: int, stats: UnitStats):
+        """Hold the DRAM port for the transfer, then wait the access latency."""
+        asked = self.env.now
+        with self.dram_port.request() as req:
+            yield req
+            stats.stalled_on_memory += self.env.now - asked
+            transfer = -(-nbytes // self.config.dram_bytes_per_cycle)
+            yield self.env.timeout(transfer)
+        stats.busy += transfer
+        stats.stalled_on_memory += self.config.dram_latency_cycles
+        yield self.env.timeout(self.config.dram_latency_cycles)
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> VitaResult:
+        self.env.process(self.fetch())
+        for name in TOKEN_QUEUES:
+            self.env.process(self.unit(name))
+        self.env.run()
+        if self.error is not None:
+            raise self.error
+        if self.finish_cycle is None:
+            if self.waiting:
+                raise DeadlockError(self.describe_deadlock())
+            raise VitaExecError("the program ended without FINISH; the last instruction must be FINISH")
+        return VitaResult(self.finish_cycle, self.stats, self.gemm_busy, self.bytes, self.counters,
+                          self.state.dram, sorted(self.trace, key=lambda t: (t[2], t[0])))
+
+    def describe_deadlock(self) -> str:
+        parts = []
+        for unit, (kind, queue, pc) in sorted(self.waiting.items()):
+            insn = self.program.insns[pc].name
+            if kind == "pop":
+                parts.append(f"{unit} waits at instruction {pc} ({insn}) to pop a token from {queue} "
+                             f"({QUEUES[queue]}), which is empty and no unit will push to it")
+            else:
+                parts.append(f"{unit} waits at instruction {pc} ({insn}) to push a token to {queue} "
+                             f"({QUEUES[queue]}), which is full and no unit will pop from it")
+        return f"deadlock at cycle {self.env.now}: " + "; ".join(parts)
+
+
+def simulate(program: isa.Program, dram: np.ndarray, config: VitaConfig | str = "vta-default") -> VitaResult:
+    """Run ``program`` on a copy of the DRAM image ``dram`` (1-D uint8) and return what it measured."""
+    cfg = load_config(config) if isinstance(config, str) else config
+    if program.isa.name != "vita":
+        raise VitaExecError(f"the program is for ISA '{program.isa.name}', not 'vita'")
+    if dict(program.isa.params) != dict(cfg.spec().params):
+        raise VitaExecError(f"the program's ISA parameters differ from config '{cfg.name}': "
+                            f"{program.isa.overrides} vs {dict(cfg.isa_params)}")
+    return _Machine(program, np.array(dram, dtype=np.uint8, copy=True), cfg).run()
