@@ -68,7 +68,8 @@ class VitaResult:
     bytes_moved: dict[str, int]
     counters: dict[str, int]  # VTA fsim's profiler counters (papers/anchors.md §1.5)
     dram: np.ndarray = field(repr=False)
-    trace: list[tuple[str, str, int, int]] = field(default_factory=list, repr=False)
+    # (unit, what, first cycle, end cycle, "instruction" | "stall"), in time order
+    trace: list[tuple[str, str, int, int, str]] = field(default_factory=list, repr=False)
 
     @property
     def gemm_utilization(self) -> float:
@@ -102,7 +103,7 @@ class _Machine:
         self.gemm_busy = 0
         self.bytes = {m: 0 for m in ("INP", "WGT", "ACC", "UOP", "OUT")}
         self.counters = dict.fromkeys(FSIM_COUNTERS, 0)
-        self.trace: list[tuple[str, str, int, int]] = []
+        self.trace: list[tuple[str, str, int, int, str]] = []
 
     # ------------------------------------------------------------------ processes
     def fetch(self):
@@ -136,8 +137,10 @@ class _Machine:
             for flag, queue in (("pop_prev_dep", pop_prev), ("pop_next_dep", pop_next)):
                 if f.get(flag) and queue is not None:
                     self.waiting[name] = ("pop", queue, pc)
+                    asked = self.env.now
                     yield self.tokens[queue].get()
                     del self.waiting[name]
+                    self.stall(name, f"wait for a token on {queue}", asked)
             stats.stalled_on_dependency += self.env.now - start
             begin = self.env.now
             try:
@@ -145,14 +148,16 @@ class _Machine:
             except VitaExecError as e:
                 self.error = VitaExecError(f"instruction {pc} ({insn.name}) on the {name} unit: {e}")
                 return
-            self.trace.append((name, insn.name, begin, self.env.now))
+            self.trace.append((name, f"{pc}: {insn.name}", begin, self.env.now, "instruction"))
             stats.instructions += 1
             start = self.env.now
             for flag, queue in (("push_prev_dep", push_prev), ("push_next_dep", push_next)):
                 if f.get(flag) and queue is not None:
                     self.waiting[name] = ("push", queue, pc)
+                    asked = self.env.now
                     yield self.tokens[queue].put(True)
                     del self.waiting[name]
+                    self.stall(name, f"wait for room on {queue}", asked)
             stats.stalled_on_dependency += self.env.now - start
             if insn.name == "FINISH":
                 self.finish_cycle = self.env.now
@@ -169,14 +174,14 @@ class _Machine:
             if f["x_size"]:
                 self.counters[f"{memory.lower()}_load_nbytes"] += nbytes
             self.bytes[memory] += nbytes
-            yield from self.dram_transfer(nbytes, stats)
+            yield from self.dram_transfer(unit, nbytes, stats)
         elif name == "STORE_OUT":
             self.state.store(insn)
             f = insn.values
             nbytes = f["y_size"] * f["x_size"] * self.state.kinds["OUT"].nbytes
             self.counters["out_store_nbytes"] += nbytes
             self.bytes["OUT"] += nbytes
-            yield from self.dram_transfer(nbytes, stats)
+            yield from self.dram_transfer(unit, nbytes, stats)
         elif name in ("GEMM", "GEMM_RESET") or name.startswith("ALU_"):
             f = insn.values
             uops = f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
@@ -200,12 +205,18 @@ class _Machine:
         else:
             raise VitaExecError(f"no unit executes '{name}'")
 
-    def dram_transfer(self, nbytes: int, stats: UnitStats):
+    def stall(self, unit: str, what: str, since: int) -> None:
+        """Record a stall of ``unit`` from ``since`` until now in the trace (if it lasted at all)."""
+        if self.env.now > since:
+            self.trace.append((unit, what, since, self.env.now, "stall"))
+
+    def dram_transfer(self, unit: str, nbytes: int, stats: UnitStats):
         """Hold the DRAM port for the transfer, then wait the access latency."""
         asked = self.env.now
         with self.dram_port.request() as req:
             yield req
             stats.stalled_on_memory += self.env.now - asked
+            self.stall(unit, "wait for the DRAM port", asked)
             transfer = -(-nbytes // self.config.dram_bytes_per_cycle)
             yield self.env.timeout(transfer)
         stats.busy += transfer
@@ -225,7 +236,7 @@ class _Machine:
                 raise DeadlockError(self.describe_deadlock())
             raise VitaExecError("the program ended without FINISH; the last instruction must be FINISH")
         return VitaResult(self.finish_cycle, self.stats, self.gemm_busy, self.bytes, self.counters,
-                          self.state.dram, sorted(self.trace, key=lambda t: (t[2], t[0])))
+                          self.state.dram, sorted(self.trace, key=lambda t: (t[2], t[0], t[3])))
 
     def describe_deadlock(self) -> str:
         parts = []

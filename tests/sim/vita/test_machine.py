@@ -94,3 +94,26 @@ def test_a_program_without_finish_is_an_error():
     program = isa.Program(SPEC, [SPEC.insn("GEMM", uop_end=1, iter_out=1, iter_in=1)])
     with pytest.raises(VitaExecError, match="ended without FINISH"):
         simulate(program, np.zeros(1024, np.uint8), CFG)
+
+
+def test_the_trace_shows_each_instruction_and_each_stall_on_its_unit_track():
+    from sim.vita.trace import chrome_trace
+
+    program = isa.Program(SPEC, [
+        SPEC.insn("LOAD_INP", y_size=4, x_size=16, x_stride=16, push_next_dep=1),
+        SPEC.insn("FINISH", pop_prev_dep=1),
+    ])
+    result = simulate(program, np.zeros(4096, np.uint8), CFG)
+    loaded = 1 + 1024 // CFG.dram_bytes_per_cycle + CFG.dram_latency_cycles
+    assert result.trace == [
+        ("load", "0: LOAD_INP", 1, loaded, "instruction"),
+        ("compute", "wait for a token on l2g", 2, loaded, "stall"),
+        ("compute", "1: FINISH", loaded, loaded + 1, "instruction"),
+    ]
+    trace = chrome_trace(result, CFG.clock_mhz)
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert [(e["name"], e["tid"], e["ts"], e["dur"]) for e in slices] == [
+        ("0: LOAD_INP", 0, 1 / 100, (loaded - 1) / 100),
+        ("wait for a token on l2g", 1, 2 / 100, (loaded - 2) / 100),
+        ("1: FINISH", 1, loaded / 100, 1 / 100),
+    ]
