@@ -5,6 +5,7 @@ Commands:
     demo      compile a few small operators, run them in the reference interpreter, compare to numpy
     compile   compile one operator (tandem/workloads.py) and print its IR, optionally run it
     isa       list, show and check ISA specs (tandem/isa_commands.py)
+    sim       run a program on a simulator (tandem/sim_commands.py)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.text import Text
 
 import tandem
 from tandem.isa_commands import isa_app
+from tandem.sim_commands import sim_app
 
 app = typer.Typer(
     name="tandem",
@@ -30,6 +32,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(isa_app, name="isa")
+app.add_typer(sim_app, name="sim")
 
 RUNTIME_PACKAGES = ("numpy", "simpy", "llvmlite")
 

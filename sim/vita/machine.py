@@ -109,6 +109,7 @@ class _Machine:
     def fetch(self):
         for pc, insn in enumerate(self.program.insns):
             yield self.env.timeout(self.config.fetch_cycles_per_insn)
+            self.stats["fetch"].busy += self.config.fetch_cycles_per_insn
             unit = self.unit_of(insn)
             yield self.cmd[unit].put((pc, insn))
             self.stats["fetch"].instructions += 1
