@@ -179,10 +179,14 @@ class ComputeOp(Operation):
         self.reduce_axis = reduce_axis
         self.body = body
         self.output = Tensor(self, tuple(iv.extent for iv in axis), body.dtype, name)
+        # Hold the tensors the body reads: the IR keeps only their buffers, and the buffer -> tensor registry
+        # is weak, so an intermediate tensor nobody else holds (conv2d's pad) would otherwise vanish at the
+        # next garbage collection and drop out of every schedule built later.
+        self._inputs = tensors_read(body)
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
-        return tensors_read(self.body)
+        return self._inputs
 
     def __repr__(self) -> str:
         return f"compute({self.name})"

@@ -10,6 +10,7 @@ column for expression errors. The layout of a spec file is documented in isa/REA
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from collections.abc import Mapping
@@ -64,12 +65,25 @@ def builtin_specs() -> list[str]:
 
 
 def load_isa(name: str, params: Mapping[str, int] | None = None) -> ISA:
-    """The built-in spec ``name`` (see ``builtin_specs()``), with parameter overrides."""
+    """The built-in spec ``name`` (see ``builtin_specs()``), with parameter overrides.
+
+    ISAs are immutable, so each (name, parameters) pair is loaded once per process and then shared.
+    """
     path = SPECS_DIR / f"{name}.toml"
     if not path.is_file():
         raise ISASpecError(f"no built-in ISA '{name}'; built-in ones are {', '.join(builtin_specs())}",
                            file=f"{name}.toml")
-    return _Loader(path.read_text(), f"isa/specs/{name}.toml", params).load()
+    items = tuple(sorted((params or {}).items()))
+    try:
+        hash(items)
+    except TypeError:  # an unhashable override value: let the loader report it
+        return _Loader(path.read_text(), f"isa/specs/{name}.toml", params).load()
+    return _load_builtin(name, items)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_builtin(name: str, params: tuple[tuple[str, int], ...]) -> ISA:
+    return _Loader((SPECS_DIR / f"{name}.toml").read_text(), f"isa/specs/{name}.toml", dict(params)).load()
 
 
 def load_spec_file(path: str | Path, params: Mapping[str, int] | None = None) -> ISA:

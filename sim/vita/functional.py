@@ -64,10 +64,13 @@ class VitaState:
         self.uop_fields = {f.name: (f.lsb, (1 << f.bits) - 1) for f in uop_fmt.fields}
 
     # ------------------------------------------------------------------ loads and stores
-    def load(self, insn: isa.Insn, memory: str) -> None:
-        """LOAD_<memory>: a 2-D strided DRAM block into consecutive tiles, zero-padded on each side."""
+    def load(self, insn: isa.Insn, memory: str, f: dict[str, int] | None = None) -> None:
+        """LOAD_<memory>: a 2-D strided DRAM block into consecutive tiles, zero-padded on each side.
+
+        ``f`` is ``insn.values`` when the caller already has it (as for every method here).
+        """
         kind = self.kinds[memory]
-        f = insn.values
+        f = insn.values if f is None else f
         ys, xs = f["y_pad_0"] + f["y_size"] + f["y_pad_1"], f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
         base = f["sram_base"]
         if base + ys * xs > kind.depth:
@@ -79,9 +82,9 @@ class VitaState:
             rows = self._dram_block(insn, kind, f["dram_base"], f["y_size"], f["x_size"], f["x_stride"])
             block[f["y_pad_0"]:f["y_pad_0"] + f["y_size"], f["x_pad_0"]:f["x_pad_0"] + f["x_size"]] = rows
 
-    def store(self, insn: isa.Insn) -> None:
+    def store(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """STORE_OUT: accumulator tiles truncated to int8, into a 2-D strided DRAM block."""
-        f = insn.values
+        f = insn.values if f is None else f
         if f["y_pad_0"] or f["y_pad_1"] or f["x_pad_0"] or f["x_pad_1"]:
             raise VitaExecError(f"{insn.name}: a store cannot pad (fsim rejects padded stores)")
         out = self.kinds["OUT"]
@@ -114,9 +117,9 @@ class VitaState:
             typed, shape=(ys, xs, kind.elems), strides=(stride * tile, tile, item), writeable=True)
 
     # ------------------------------------------------------------------ GEMM and ALU
-    def uop_indices(self, insn: isa.Insn) -> dict[str, np.ndarray]:
+    def uop_indices(self, insn: isa.Insn, f: dict[str, int] | None = None) -> dict[str, np.ndarray]:
         """dst/src/wgt tile index of every micro-op the instruction runs, in execution order."""
-        f = insn.values
+        f = insn.values if f is None else f
         bgn, end = f["uop_bgn"], f["uop_end"]
         depth = self.kinds["UOP"].depth
         if not bgn <= end <= depth:
@@ -143,9 +146,9 @@ class VitaState:
             raise VitaExecError(f"{insn.name}: micro-op {k} of the loop addresses {what} tile {int(idx[k])}, "
                                 f"outside the {memory} buffer (depth {depth})")
 
-    def gemm(self, insn: isa.Insn) -> None:
+    def gemm(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """GEMM: acc[dst] += inp[src] x wgt[wgt]^T for every micro-op of the two-level loop."""
-        idx = self.uop_indices(insn)
+        idx = self.uop_indices(insn, f)
         self._check(insn, idx["dst"], "ACC", "accumulator")
         self._check(insn, idx["src"], "INP", "input")
         self._check(insn, idx["wgt"], "WGT", "weight")
@@ -159,22 +162,23 @@ class VitaState:
             # additions modulo 2**32 commute, so repeated destinations add up exactly as in sequence
             np.add.at(acc, idx["dst"][sl], prod)
 
-    def gemm_reset(self, insn: isa.Insn) -> None:
+    def gemm_reset(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """GEMM with reset_reg: zero every addressed accumulator tile."""
-        idx = self.uop_indices(insn)
+        idx = self.uop_indices(insn, f)
         self._check(insn, idx["dst"], "ACC", "accumulator")
         self.buffers["ACC"][idx["dst"]] = 0
 
-    def alu(self, insn: isa.Insn, op: str) -> None:
+    def alu(self, insn: isa.Insn, op: str, f: dict[str, int] | None = None) -> None:
         """ALU_<op>: acc[dst] = op(acc[dst], imm or acc[src]) for every micro-op, in order."""
-        idx = self.uop_indices(insn)
+        f = insn.values if f is None else f
+        idx = self.uop_indices(insn, f)
         dst, src = idx["dst"], idx["src"]
         self._check(insn, dst, "ACC", "destination")
-        use_imm = insn["use_imm"]
+        use_imm = f["use_imm"]
         if not use_imm:
             self._check(insn, src, "ACC", "source")
         acc = self.buffers["ACC"]
-        imm = np.int64(insn["imm"])
+        imm = np.int64(f["imm"])
         independent = np.unique(dst).size == dst.size and (
             use_imm or not np.isin(src[src != dst], dst).any())
         if independent:

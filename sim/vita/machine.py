@@ -21,6 +21,7 @@ says which unit waits on which queue at which instruction. The program must end 
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,46 @@ TOKEN_QUEUES = {
 
 FSIM_COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
                  "out_store_nbytes", "gemm_counter", "alu_counter")
+
+
+class _Fifo:
+    """A finite FIFO between one producer and one consumer that costs no simpy event unless someone blocks.
+
+    Items are tuples whose first element is the cycle they become available; an item that waited for room is
+    re-stamped with the cycle the room appeared.
+    """
+
+    def __init__(self, env: simpy.Environment, capacity: int) -> None:
+        self.env = env
+        self.capacity = capacity
+        self.items: deque[tuple] = deque()
+        self.getter: simpy.Event | None = None
+        self.putter: tuple[simpy.Event, tuple] | None = None
+
+    def put(self, item: tuple) -> simpy.Event | None:
+        """Append ``item`` now, or return the event that fires once it could be appended."""
+        if len(self.items) < self.capacity:
+            self.items.append(item)
+            if self.getter is not None:
+                event, self.getter = self.getter, None
+                event.succeed()
+            return None
+        event = self.env.event()
+        self.putter = (event, item)
+        return event
+
+    def get(self) -> tuple | simpy.Event:
+        """The oldest item, or the event that fires once there is one (then call ``get`` again)."""
+        if not self.items:
+            self.getter = self.env.event()
+            return self.getter
+        item = self.items.popleft()
+        if self.putter is not None:
+            event, waiting = self.putter
+            self.putter = None
+            self.items.append((max(waiting[0], self.env.now), *waiting[1:]))
+            event.succeed()
+        return item
 
 
 class DeadlockError(SimError):
@@ -92,9 +133,10 @@ class _Machine:
         self.spec = program.isa
         self.state = VitaState(self.spec, dram)
         self.env = simpy.Environment()
-        self.cmd = {u: simpy.Store(self.env, capacity=config.cmd_queue_depth) for u in TOKEN_QUEUES}
-        self.tokens = {q: simpy.Store(self.env, capacity=config.dep_queue_depth) for q in QUEUES}
-        self.dram_port = simpy.Resource(self.env, capacity=1)
+        self.cmd = {u: _Fifo(self.env, config.cmd_queue_depth) for u in TOKEN_QUEUES}
+        self.tokens = {q: _Fifo(self.env, config.dep_queue_depth) for q in QUEUES}
+        self.dram_free_at = 0  # the cycle the one DRAM port is free again
+        self.fields = [insn.values for insn in program.insns]
         self.stats = {u: UnitStats() for u in ("fetch", *TOKEN_QUEUES)}
         self.waiting: dict[str, tuple[str, str, int]] = {}  # unit -> (pop|push, queue, pc)
         self.done: set[str] = set()
@@ -107,14 +149,21 @@ class _Machine:
 
     # ------------------------------------------------------------------ processes
     def fetch(self):
+        """Dispatch in order, fetch_cycles_per_insn apart, ahead on its own clock until a queue fills."""
+        now = self.env.now
+        step = self.config.fetch_cycles_per_insn
         for pc, insn in enumerate(self.program.insns):
-            yield self.env.timeout(self.config.fetch_cycles_per_insn)
-            self.stats["fetch"].busy += self.config.fetch_cycles_per_insn
-            unit = self.unit_of(insn)
-            yield self.cmd[unit].put((pc, insn))
+            now += step
+            self.stats["fetch"].busy += step
+            blocked = self.cmd[self.unit_of(insn)].put((now, pc, insn))
+            if blocked is not None:
+                yield blocked
+                now = max(now, self.env.now)
             self.stats["fetch"].instructions += 1
         for unit in TOKEN_QUEUES:
-            yield self.cmd[unit].put(None)
+            blocked = self.cmd[unit].put((now, None, None))
+            if blocked is not None:
+                yield blocked
         self.done.add("fetch")
 
     def unit_of(self, insn: isa.Insn) -> str:
@@ -127,25 +176,34 @@ class _Machine:
     def unit(self, name: str):
         stats = self.stats[name]
         pop_prev, pop_next, push_prev, push_next = TOKEN_QUEUES[name]
+        cmd = self.cmd[name]
         while True:
-            item = yield self.cmd[name].get()
-            if item is None:
+            item = cmd.get()
+            if isinstance(item, simpy.Event):
+                yield item
+                item = cmd.get()
+            ready, pc, insn = item
+            if ready > self.env.now:
+                yield self.env.timeout(ready - self.env.now)
+            if insn is None:
                 self.done.add(name)
                 return
-            pc, insn = item
-            f = insn.values
+            f = self.fields[pc]
             start = self.env.now
             for flag, queue in (("pop_prev_dep", pop_prev), ("pop_next_dep", pop_next)):
                 if f.get(flag) and queue is not None:
-                    self.waiting[name] = ("pop", queue, pc)
-                    asked = self.env.now
-                    yield self.tokens[queue].get()
-                    del self.waiting[name]
-                    self.stall(name, f"wait for a token on {queue}", asked)
+                    token = self.tokens[queue].get()
+                    if isinstance(token, simpy.Event):
+                        self.waiting[name] = ("pop", queue, pc)
+                        asked = self.env.now
+                        yield token
+                        self.tokens[queue].get()
+                        del self.waiting[name]
+                        self.stall(name, f"wait for a token on {queue}", asked)
             stats.stalled_on_dependency += self.env.now - start
             begin = self.env.now
             try:
-                yield from self.execute(name, pc, insn, stats)
+                yield from self.execute(name, insn, f, stats)
             except VitaExecError as e:
                 self.error = VitaExecError(f"instruction {pc} ({insn.name}) on the {name} unit: {e}")
                 return
@@ -154,48 +212,47 @@ class _Machine:
             start = self.env.now
             for flag, queue in (("push_prev_dep", push_prev), ("push_next_dep", push_next)):
                 if f.get(flag) and queue is not None:
-                    self.waiting[name] = ("push", queue, pc)
-                    asked = self.env.now
-                    yield self.tokens[queue].put(True)
-                    del self.waiting[name]
-                    self.stall(name, f"wait for room on {queue}", asked)
+                    blocked = self.tokens[queue].put((self.env.now,))
+                    if blocked is not None:
+                        self.waiting[name] = ("push", queue, pc)
+                        asked = self.env.now
+                        yield blocked
+                        del self.waiting[name]
+                        self.stall(name, f"wait for room on {queue}", asked)
             stats.stalled_on_dependency += self.env.now - start
             if insn.name == "FINISH":
                 self.finish_cycle = self.env.now
                 self.done.add(name)
                 return
 
-    def execute(self, unit: str, pc: int, insn: isa.Insn, stats: UnitStats):
+    def execute(self, unit: str, insn: isa.Insn, f: dict[str, int], stats: UnitStats):
         name = insn.name
         if name.startswith("LOAD_"):
             memory = name[5:]
-            self.state.load(insn, memory)
-            f = insn.values
+            self.state.load(insn, memory, f)
             nbytes = f["y_size"] * f["x_size"] * self.state.kinds[memory].nbytes
             if f["x_size"]:
                 self.counters[f"{memory.lower()}_load_nbytes"] += nbytes
             self.bytes[memory] += nbytes
             yield from self.dram_transfer(unit, nbytes, stats)
         elif name == "STORE_OUT":
-            self.state.store(insn)
-            f = insn.values
+            self.state.store(insn, f)
             nbytes = f["y_size"] * f["x_size"] * self.state.kinds["OUT"].nbytes
             self.counters["out_store_nbytes"] += nbytes
             self.bytes["OUT"] += nbytes
             yield from self.dram_transfer(unit, nbytes, stats)
         elif name in ("GEMM", "GEMM_RESET") or name.startswith("ALU_"):
-            f = insn.values
             uops = f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
             if name == "GEMM":
-                self.state.gemm(insn)
+                self.state.gemm(insn, f)
                 self.counters["gemm_counter"] += uops
                 cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
                 self.gemm_busy += uops * self.config.gemm_cycles_per_uop
             elif name == "GEMM_RESET":
-                self.state.gemm_reset(insn)
+                self.state.gemm_reset(insn, f)
                 cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
             else:
-                self.state.alu(insn, name[4:])
+                self.state.alu(insn, name[4:], f)
                 self.counters["alu_counter"] += uops
                 cycles = self.config.alu_pipeline_cycles + uops * self.config.alu_cycles_per_uop
             stats.busy += cycles
@@ -212,17 +269,16 @@ class _Machine:
             self.trace.append((unit, what, since, self.env.now, "stall"))
 
     def dram_transfer(self, unit: str, nbytes: int, stats: UnitStats):
-        """Hold the DRAM port for the transfer, then wait the access latency."""
-        asked = self.env.now
-        with self.dram_port.request() as req:
-            yield req
-            stats.stalled_on_memory += self.env.now - asked
-            self.stall(unit, "wait for the DRAM port", asked)
-            transfer = -(-nbytes // self.config.dram_bytes_per_cycle)
-            yield self.env.timeout(transfer)
+        """Hold the one DRAM port for the transfer (first come, first served), then wait the latency."""
+        now = self.env.now
+        start = max(now, self.dram_free_at)
+        transfer = -(-nbytes // self.config.dram_bytes_per_cycle)
+        self.dram_free_at = start + transfer
+        if start > now:
+            self.trace.append((unit, "wait for the DRAM port", now, start, "stall"))
+        stats.stalled_on_memory += start - now + self.config.dram_latency_cycles
         stats.busy += transfer
-        stats.stalled_on_memory += self.config.dram_latency_cycles
-        yield self.env.timeout(self.config.dram_latency_cycles)
+        yield self.env.timeout(start + transfer + self.config.dram_latency_cycles - now)
 
     # ------------------------------------------------------------------ running
     def run(self) -> VitaResult:

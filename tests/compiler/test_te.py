@@ -256,3 +256,18 @@ def test_thread_axis() -> None:
     assert te.thread_axis("cluster").name == "cluster"
     with pytest.raises(IRTypeError, match="thread_axis: expected a non-empty tag string"):
         te.thread_axis("")
+
+
+def test_an_intermediate_tensor_nobody_holds_survives_garbage_collection():
+    """Regression: conv2d's pad tensor was held only weakly, so a garbage collection between building the
+    operator and scheduling it dropped the pad and data stages (a flaky 'not part of this schedule')."""
+    import gc
+
+    from compiler import ops
+
+    data = te.placeholder((1, 4, 8, 8), "int8", name="data")
+    kernel = te.placeholder((8, 4, 3, 3), "int8", name="kernel")
+    out = ops.conv2d_nchw(data, kernel, 1, 1, out_dtype="int32")
+    gc.collect()
+    stages = [stage.op.name for stage in create_schedule(out).stages]
+    assert stages == ["data", "conv2d.pad", "kernel", "conv2d"]
