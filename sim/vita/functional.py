@@ -60,6 +60,7 @@ class VitaState:
         self.dram = dram
         self.buffers = {name: np.zeros((k.depth, k.elems), k.dtype) for name, k in self.kinds.items()
                         if name != "OUT"}
+        self._uop_cache: dict[tuple, dict] = {}
         uop_fmt = spec.data["uop"].format
         self.uop_fields = {f.name: (f.lsb, (1 << f.bits) - 1) for f in uop_fmt.fields}
 
@@ -118,7 +119,11 @@ class VitaState:
 
     # ------------------------------------------------------------------ GEMM and ALU
     def uop_indices(self, insn: isa.Insn, f: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-        """dst/src/wgt tile index of every micro-op the instruction runs, in execution order."""
+        """dst/src/wgt tile index of every micro-op the instruction runs, in execution order.
+
+        Programs repeat the same micro-op loops, so the arrays are cached by the loop fields and the micro-op
+        words themselves (never stale, whoever writes the uop buffer); treat them as read-only.
+        """
         f = insn.values if f is None else f
         bgn, end = f["uop_bgn"], f["uop_end"]
         depth = self.kinds["UOP"].depth
@@ -126,6 +131,11 @@ class VitaState:
             raise VitaExecError(f"{insn.name}: micro-op range {bgn}..{end} is outside the uop buffer "
                                 f"(depth {depth})")
         words = self.buffers["UOP"][bgn:end, 0]
+        key = (words.tobytes(), f["iter_out"], f["iter_in"], f["dst_factor_out"], f["dst_factor_in"],
+               f["src_factor_out"], f["src_factor_in"], f.get("wgt_factor_out"), f.get("wgt_factor_in"))
+        cached = self._uop_cache.get(key)
+        if cached is not None:
+            return cached
         i = np.arange(f["iter_out"]).reshape(-1, 1, 1)
         j = np.arange(f["iter_in"]).reshape(1, -1, 1)
         out = {}
@@ -137,6 +147,14 @@ class VitaState:
             lsb, mask = self.uop_fields[f"{name}_idx"]
             base = ((words.astype(np.int64) >> lsb) & mask).reshape(1, 1, -1)
             out[name] = (base + i * f[out_f] + j * f[in_f]).reshape(-1)
+        dst, src = out["dst"], out["src"]
+        # ALU micro-ops may run as one vector operation when no destination repeats and (with a source
+        # operand) no source is another micro-op's destination
+        unique = np.unique(dst).size == dst.size
+        out["independent"] = (unique, unique and not np.isin(src[src != dst], dst).any())
+        if len(self._uop_cache) >= 4096:
+            self._uop_cache.clear()
+        self._uop_cache[key] = out
         return out
 
     def _check(self, insn: isa.Insn, idx: np.ndarray, memory: str, what: str) -> None:
@@ -178,33 +196,38 @@ class VitaState:
         if not use_imm:
             self._check(insn, src, "ACC", "source")
         acc = self.buffers["ACC"]
-        imm = np.int64(f["imm"])
-        independent = np.unique(dst).size == dst.size and (
-            use_imm or not np.isin(src[src != dst], dst).any())
+        imm = f["imm"]
+        independent = idx["independent"][0 if use_imm else 1]
         if independent:
-            y = imm if use_imm else acc[src].astype(np.int64)
-            acc[dst] = _alu(op, acc[dst].astype(np.int64), y)
+            acc[dst] = _alu(op, acc[dst], imm if use_imm else acc[src])
             return
         for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # dependent micro-ops: in sequence
-            y = imm if use_imm else acc[s].astype(np.int64)
-            acc[d] = _alu(op, acc[d].astype(np.int64), y)
+            acc[d] = _alu(op, acc[d], imm if use_imm else acc[s])
 
 
-def _alu(op: str, x: np.ndarray, y) -> np.ndarray:
-    """VTA's ALU on int64 copies of int32 values, wrapped back to int32 (shift amounts clamped to [0, 32])."""
-    y = np.broadcast_to(np.asarray(y, dtype=np.int64), x.shape)
+def _alu(op: str, x: np.ndarray, y: np.ndarray | int) -> np.ndarray:
+    """VTA's ALU on int32 tiles ``x`` with operand ``y`` (tiles or a scalar immediate), wrapping at 32 bits.
+
+    SHR shifts right by ``y`` when ``y >= 0`` and left by ``-y`` otherwise; amounts are clamped to [0, 32], as
+    the spec's semantics clamp them (C leaves larger shifts undefined).
+    """
     if op == "MIN":
-        out = np.minimum(x, y)
-    elif op == "MAX":
-        out = np.maximum(x, y)
-    elif op == "ADD":
-        out = x + y
-    elif op == "MUL":
-        out = x * y
-    elif op == "SHR":
-        right = x >> np.clip(y, 0, 31)
-        left = np.where(-y >= 32, 0, x << np.clip(-y, 0, 31))
-        out = np.where(y >= 0, right, left)
-    else:
+        return np.minimum(x, y)
+    if op == "MAX":
+        return np.maximum(x, y)
+    if op == "ADD":
+        return (x.view(np.uint32) + np.asarray(y).astype(np.int32).view(np.uint32)).view(np.int32)
+    if op == "MUL":
+        return (x.view(np.uint32) * np.asarray(y).astype(np.int32).view(np.uint32)).view(np.int32)
+    if op != "SHR":
         raise VitaExecError(f"unknown ALU operation {op!r}")
-    return out.astype(np.int32)
+    if np.ndim(y) == 0:  # an immediate: one direction for the whole tile
+        y = int(y)
+        if y >= 0:
+            return x >> min(y, 31)
+        return (x.view(np.uint32) << -y).view(np.int32) if -y < 32 else np.zeros_like(x)
+    y = np.asarray(y, dtype=np.int64)
+    right = x >> np.clip(y, 0, 31).astype(np.int32)
+    amount = np.clip(-y, 0, 31).astype(np.uint32)
+    left = np.where(-y >= 32, 0, (x.view(np.uint32) << amount).view(np.int32))
+    return np.where(y >= 0, right, left).astype(np.int32)
