@@ -173,103 +173,114 @@ class _Machine:
             return "store"
         return "compute"
 
+    def sync(self, local: int):
+        """Bring simulated time up to the unit's local clock before it touches anything shared."""
+        if local > self.env.now:
+            yield self.env.timeout(local - self.env.now)
+
     def unit(self, name: str):
+        """Run one unit's commands. Its own work (GEMM, ALU) only advances ``local``; the unit synchronizes
+        with simpy just before a token pop or push, a DRAM transfer, and when fetch waits for queue room."""
         stats = self.stats[name]
         pop_prev, pop_next, push_prev, push_next = TOKEN_QUEUES[name]
         cmd = self.cmd[name]
+        local = self.env.now
         while True:
+            if cmd.putter is not None:  # fetch waits for room: it must see the cycle this command leaves
+                yield from self.sync(local)
             item = cmd.get()
             if isinstance(item, simpy.Event):
+                yield from self.sync(local)
                 yield item
+                local = max(local, self.env.now)
                 item = cmd.get()
             ready, pc, insn = item
-            if ready > self.env.now:
-                yield self.env.timeout(ready - self.env.now)
+            local = max(local, ready)
             if insn is None:
                 self.done.add(name)
                 return
             f = self.fields[pc]
-            start = self.env.now
             for flag, queue in (("pop_prev_dep", pop_prev), ("pop_next_dep", pop_next)):
                 if f.get(flag) and queue is not None:
+                    yield from self.sync(local)
                     token = self.tokens[queue].get()
                     if isinstance(token, simpy.Event):
                         self.waiting[name] = ("pop", queue, pc)
-                        asked = self.env.now
                         yield token
                         self.tokens[queue].get()
                         del self.waiting[name]
-                        self.stall(name, f"wait for a token on {queue}", asked)
-            stats.stalled_on_dependency += self.env.now - start
-            begin = self.env.now
+                        self.stall(name, stats, f"wait for a token on {queue}", local)
+                        local = self.env.now
+            begin = local
             try:
-                yield from self.execute(name, insn, f, stats)
+                if insn.name in ("LOAD_INP", "LOAD_WGT", "LOAD_ACC", "LOAD_UOP", "STORE_OUT"):
+                    yield from self.sync(local)
+                    local = self.transfer(name, insn, f, stats)
+                else:
+                    local += self.compute(insn, f, stats)
             except VitaExecError as e:
                 self.error = VitaExecError(f"instruction {pc} ({insn.name}) on the {name} unit: {e}")
                 return
-            self.trace.append((name, f"{pc}: {insn.name}", begin, self.env.now, "instruction"))
+            self.trace.append((name, f"{pc}: {insn.name}", begin, local, "instruction"))
             stats.instructions += 1
-            start = self.env.now
             for flag, queue in (("push_prev_dep", push_prev), ("push_next_dep", push_next)):
                 if f.get(flag) and queue is not None:
-                    blocked = self.tokens[queue].put((self.env.now,))
+                    yield from self.sync(local)
+                    blocked = self.tokens[queue].put((local,))
                     if blocked is not None:
                         self.waiting[name] = ("push", queue, pc)
-                        asked = self.env.now
                         yield blocked
                         del self.waiting[name]
-                        self.stall(name, f"wait for room on {queue}", asked)
-            stats.stalled_on_dependency += self.env.now - start
+                        self.stall(name, stats, f"wait for room on {queue}", local)
+                        local = self.env.now
             if insn.name == "FINISH":
-                self.finish_cycle = self.env.now
+                yield from self.sync(local)
+                self.finish_cycle = local
                 self.done.add(name)
                 return
 
-    def execute(self, unit: str, insn: isa.Insn, f: dict[str, int], stats: UnitStats):
+    def compute(self, insn: isa.Insn, f: dict[str, int], stats: UnitStats) -> int:
+        """Execute a GEMM, ALU or FINISH instruction; return the cycles it keeps its unit busy."""
         name = insn.name
-        if name.startswith("LOAD_"):
-            memory = name[5:]
-            self.state.load(insn, memory, f)
-            nbytes = f["y_size"] * f["x_size"] * self.state.kinds[memory].nbytes
-            if f["x_size"]:
-                self.counters[f"{memory.lower()}_load_nbytes"] += nbytes
-            self.bytes[memory] += nbytes
-            yield from self.dram_transfer(unit, nbytes, stats)
-        elif name == "STORE_OUT":
-            self.state.store(insn, f)
-            nbytes = f["y_size"] * f["x_size"] * self.state.kinds["OUT"].nbytes
-            self.counters["out_store_nbytes"] += nbytes
-            self.bytes["OUT"] += nbytes
-            yield from self.dram_transfer(unit, nbytes, stats)
-        elif name in ("GEMM", "GEMM_RESET") or name.startswith("ALU_"):
-            uops = f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
-            if name == "GEMM":
-                self.state.gemm(insn, f)
-                self.counters["gemm_counter"] += uops
-                cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
-                self.gemm_busy += uops * self.config.gemm_cycles_per_uop
-            elif name == "GEMM_RESET":
-                self.state.gemm_reset(insn, f)
-                cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
-            else:
-                self.state.alu(insn, name[4:], f)
-                self.counters["alu_counter"] += uops
-                cycles = self.config.alu_pipeline_cycles + uops * self.config.alu_cycles_per_uop
-            stats.busy += cycles
-            yield self.env.timeout(cycles)
-        elif name == "FINISH":
+        if name == "FINISH":
             stats.busy += 1
-            yield self.env.timeout(1)
-        else:
+            return 1
+        if name not in ("GEMM", "GEMM_RESET") and not name.startswith("ALU_"):
             raise VitaExecError(f"no unit executes '{name}'")
+        uops = f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
+        if name == "GEMM":
+            self.state.gemm(insn, f)
+            self.counters["gemm_counter"] += uops
+            cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
+            self.gemm_busy += uops * self.config.gemm_cycles_per_uop
+        elif name == "GEMM_RESET":
+            self.state.gemm_reset(insn, f)
+            cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
+        else:
+            self.state.alu(insn, name[4:], f)
+            self.counters["alu_counter"] += uops
+            cycles = self.config.alu_pipeline_cycles + uops * self.config.alu_cycles_per_uop
+        stats.busy += cycles
+        return cycles
 
-    def stall(self, unit: str, what: str, since: int) -> None:
-        """Record a stall of ``unit`` from ``since`` until now in the trace (if it lasted at all)."""
-        if self.env.now > since:
-            self.trace.append((unit, what, since, self.env.now, "stall"))
+    def transfer(self, unit: str, insn: isa.Insn, f: dict[str, int], stats: UnitStats) -> int:
+        """Execute a load or store now; return the cycle its data has arrived.
 
-    def dram_transfer(self, unit: str, nbytes: int, stats: UnitStats):
-        """Hold the one DRAM port for the transfer (first come, first served), then wait the latency."""
+        The one DRAM port serves requests first come, first served (requests arrive in time order, since a
+        unit synchronizes before it asks): a transfer holds it ceil(bytes / dram_bytes_per_cycle) cycles, and
+        the data arrives dram_latency_cycles after the transfer.
+        """
+        if insn.name == "STORE_OUT":
+            self.state.store(insn, f)
+            memory, counter = "OUT", "out_store_nbytes"
+        else:
+            memory = insn.name[5:]
+            self.state.load(insn, memory, f)
+            counter = f"{memory.lower()}_load_nbytes"
+        nbytes = f["y_size"] * f["x_size"] * self.state.kinds[memory].nbytes
+        if f["x_size"]:  # fsim skips (and does not count) an empty transfer
+            self.counters[counter] += nbytes
+        self.bytes[memory] += nbytes
         now = self.env.now
         start = max(now, self.dram_free_at)
         transfer = -(-nbytes // self.config.dram_bytes_per_cycle)
@@ -278,7 +289,13 @@ class _Machine:
             self.trace.append((unit, "wait for the DRAM port", now, start, "stall"))
         stats.stalled_on_memory += start - now + self.config.dram_latency_cycles
         stats.busy += transfer
-        yield self.env.timeout(start + transfer + self.config.dram_latency_cycles - now)
+        return start + transfer + self.config.dram_latency_cycles
+
+    def stall(self, unit: str, stats: UnitStats, what: str, since: int) -> None:
+        """Count and trace a wait of ``unit`` on a token FIFO from cycle ``since`` until now."""
+        if self.env.now > since:
+            stats.stalled_on_dependency += self.env.now - since
+            self.trace.append((unit, what, since, self.env.now, "stall"))
 
     # ------------------------------------------------------------------ running
     def run(self) -> VitaResult:
@@ -308,9 +325,13 @@ class _Machine:
         return f"deadlock at cycle {self.env.now}: " + "; ".join(parts)
 
 
-def simulate(program: isa.Program, dram: np.ndarray, config: VitaConfig | str = "vta-default") -> VitaResult:
-    """Run ``program`` on a copy of the DRAM image ``dram`` (1-D uint8) and return what it measured."""
+def simulate(program: isa.Program | bytes, dram: np.ndarray, config: VitaConfig | str = "vta-default"
+             ) -> VitaResult:
+    """Run ``program`` (a Program, or its binary form from ``isa.encode_program``) on a copy of the DRAM image
+    ``dram`` (1-D uint8) and return what it measured."""
     cfg = load_config(config) if isinstance(config, str) else config
+    if isinstance(program, bytes | bytearray):
+        program = isa.decode_program(bytes(program), spec=cfg.spec())
     if program.isa.name != "vita":
         raise VitaExecError(f"the program is for ISA '{program.isa.name}', not 'vita'")
     if dict(program.isa.params) != dict(cfg.spec().params):

@@ -46,7 +46,7 @@ def test_a_deadlocked_program_exits_1_naming_the_unit_and_queue(tmp_path):
                                   " FINISH\n")
     result = RUNNER.invoke(app, ["sim", "vita", str(tmp_path / "d.s")])
     assert result.exit_code == 1
-    assert "error: deadlock at cycle 2: compute waits at instruction 0 (GEMM)" in result.output
+    assert "error: deadlock at cycle 1: compute waits at instruction 0 (GEMM)" in result.output
     assert "Traceback" not in result.output
 
 

@@ -117,3 +117,34 @@ def test_the_trace_shows_each_instruction_and_each_stall_on_its_unit_track():
         ("wait for a token on l2g", 1, 2 / 100, (loaded - 2) / 100),
         ("1: FINISH", 1, loaded / 100, 1 / 100),
     ]
+
+
+def test_the_binary_form_of_a_program_simulates_like_the_program():
+    dram, _, _ = gemm_dram(2)
+    program = isa.assemble(SINGLE_GEMM)
+    assert simulate(isa.encode_program(program), dram, CFG) == simulate(program, dram, CFG)
+
+
+@pytest.mark.parametrize(("insn", "message"), [
+    (SPEC.insn("LOAD_INP", sram_base=2047, y_size=1, x_size=2, x_stride=2),
+     r"instruction 0 \(LOAD_INP\) on the load unit: LOAD_INP: tiles 2047\.\.2048 are outside the INP buffer"),
+    (SPEC.insn("LOAD_WGT", dram_base=10, y_size=1, x_size=1, x_stride=1),
+     r"instruction 0 \(LOAD_WGT\) on the load unit: .* outside DRAM \(1024 bytes\)"),
+    (SPEC.insn("GEMM", uop_bgn=8000, uop_end=8193, iter_out=1, iter_in=1),
+     r"instruction 0 \(GEMM\) on the compute unit: .* micro-op range 8000\.\.8193 is outside the uop buffer"),
+    (SPEC.insn("STORE_OUT", y_size=1, x_size=1, x_stride=1, y_pad_1=1),
+     r"instruction 0 \(STORE_OUT\) on the store unit: .* a store cannot pad"),
+])
+def test_a_bad_instruction_is_reported_with_its_index_unit_and_rule(insn, message):
+    from sim.vita.functional import VitaExecError
+
+    with pytest.raises(VitaExecError, match=message):
+        simulate(isa.Program(SPEC, [insn, SPEC.insn("FINISH")]), np.zeros(1024, np.uint8), CFG)
+
+
+def test_an_unknown_opcode_in_a_program_file_names_the_instruction():
+    words = bytearray(isa.encode_program(isa.Program(SPEC, [SPEC.insn("FINISH")])))
+    at = words.index(bytes([3]), 20)  # FINISH's opcode (3) in the first byte of its word: make it 7
+    words[at] = 7
+    with pytest.raises(isa.EncodingError, match=r"instruction 0: word 0x0+7 decodes to no instruction"):
+        simulate(bytes(words), np.zeros(1024, np.uint8), CFG)
