@@ -113,6 +113,8 @@ class VitaState:
             raise VitaExecError(f"{insn.name}: rows overlap (x_size {xs} > x_stride {stride})")
         raw = self.dram[base * tile:end]
         typed = raw.view(kind.dtype)
+        if ys == 1 or stride == xs:  # contiguous rows: a plain reshape
+            return typed.reshape(ys, xs, kind.elems)
         item = kind.dtype.itemsize
         return np.lib.stride_tricks.as_strided(
             typed, shape=(ys, xs, kind.elems), strides=(stride * tile, tile, item), writeable=True)

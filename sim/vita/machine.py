@@ -46,42 +46,65 @@ FSIM_COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_l
 
 
 class _Fifo:
-    """A finite FIFO between one producer and one consumer that costs no simpy event unless someone blocks.
+    """A finite FIFO between one producer and one consumer, each on its own clock; no simpy event unless a
+    side must wait in wall-clock order.
 
-    Items are tuples whose first element is the cycle they become available; an item that waited for room is
-    re-stamped with the cycle the room appeared.
+    Items are tuples whose first element is the cycle they enter. The queue keeps the cycle of every pop, so a
+    put at cycle ``t`` sees exactly the occupancy at ``t`` even when the consumer already ran ahead: the
+    ``k``-th put (0-based) needs the ``(k - capacity)``-th pop to have happened, and enters at the later of
+    ``t`` and that pop's cycle.
     """
 
-    def __init__(self, env: simpy.Environment, capacity: int) -> None:
+    def __init__(self, env: simpy.Environment, capacity: int, on_pop=None) -> None:
         self.env = env
         self.capacity = capacity
+        self.on_pop = on_pop  # called after every pop (fetch refills the command queues this way)
         self.items: deque[tuple] = deque()
+        self.pushes = 0
+        self.pop_cycles: list[int] = []
         self.getter: simpy.Event | None = None
-        self.putter: tuple[simpy.Event, tuple] | None = None
+        self.putter: tuple[simpy.Event, tuple, int] | None = None  # (event, item, pop it needs)
 
-    def put(self, item: tuple) -> simpy.Event | None:
-        """Append ``item`` now, or return the event that fires once it could be appended."""
-        if len(self.items) < self.capacity:
-            self.items.append(item)
-            if self.getter is not None:
-                event, self.getter = self.getter, None
-                event.succeed()
-            return None
-        event = self.env.event()
-        self.putter = (event, item)
-        return event
+    def put(self, item: tuple, wait: bool = True) -> int | simpy.Event | None:
+        """Enter ``item`` and return the cycle it entered (later than ``item[0]`` if the queue was full then).
 
-    def get(self) -> tuple | simpy.Event:
-        """The oldest item, or the event that fires once there is one (then call ``get`` again)."""
+        If the pop it needs has not happened yet: with ``wait``, return the event that fires with that cycle
+        once it has; without, enter nothing and return None."""
+        need = self.pushes - self.capacity
+        if need >= len(self.pop_cycles):
+            if not wait:
+                return None
+            self.pushes += 1
+            event = self.env.event()
+            self.putter = (event, item, need)
+            return event
+        self.pushes += 1
+        entered = max(item[0], self.pop_cycles[need]) if need >= 0 else item[0]
+        self._enter((entered, *item[1:]))
+        return entered
+
+    def _enter(self, item: tuple) -> None:
+        self.items.append(item)
+        if self.getter is not None:
+            event, self.getter = self.getter, None
+            event.succeed()
+
+    def get(self, cycle: int) -> tuple | simpy.Event:
+        """The oldest item, taken at ``cycle`` (the consumer's clock), or the event that fires once there is
+        one (then call ``get`` again)."""
         if not self.items:
             self.getter = self.env.event()
             return self.getter
         item = self.items.popleft()
-        if self.putter is not None:
-            event, waiting = self.putter
+        self.pop_cycles.append(max(cycle, item[0]))
+        if self.putter is not None and self.putter[2] < len(self.pop_cycles):
+            event, waiting, need = self.putter
             self.putter = None
-            self.items.append((max(waiting[0], self.env.now), *waiting[1:]))
-            event.succeed()
+            entered = max(waiting[0], self.pop_cycles[need])
+            self._enter((entered, *waiting[1:]))
+            event.succeed(entered)
+        if self.on_pop is not None:
+            self.on_pop()
         return item
 
 
@@ -133,10 +156,29 @@ class _Machine:
         self.spec = program.isa
         self.state = VitaState(self.spec, dram)
         self.env = simpy.Environment()
-        self.cmd = {u: _Fifo(self.env, config.cmd_queue_depth) for u in TOKEN_QUEUES}
+        self.cmd = {u: _Fifo(self.env, config.cmd_queue_depth, self.fetch) for u in TOKEN_QUEUES}
+        self.fetch_pc = 0               # the next instruction fetch dispatches
+        self.fetch_cycle = 0            # fetch's own clock
+        self.fetch_blocked: str | None = None  # the unit whose full command queue fetch waits on
+        self.fetch_ended: set[str] = set()     # units told the program has ended
         self.tokens = {q: _Fifo(self.env, config.dep_queue_depth) for q in QUEUES}
         self.dram_free_at = 0  # the cycle the one DRAM port is free again
-        self.fields = [insn.values for insn in program.insns]
+        self.fields = [dict(insn.fields) for insn in program.insns]
+        # the token FIFOs each instruction pops and pushes, from its flags and the unit it runs on
+        self.pops: list[tuple[str, ...]] = []
+        self.pushes: list[tuple[str, ...]] = []
+        plans: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        for insn, f in zip(program.insns, self.fields, strict=True):
+            key = (self.unit_of(insn), f.get("pop_prev_dep"), f.get("pop_next_dep"), f.get("push_prev_dep"),
+                   f.get("push_next_dep"))
+            plan = plans.get(key)
+            if plan is None:
+                pop_prev, pop_next, push_prev, push_next = TOKEN_QUEUES[key[0]]
+                plan = plans[key] = (
+                    tuple(q for flag, q in ((key[1], pop_prev), (key[2], pop_next)) if flag and q),
+                    tuple(q for flag, q in ((key[3], push_prev), (key[4], push_next)) if flag and q))
+            self.pops.append(plan[0])
+            self.pushes.append(plan[1])
         self.stats = {u: UnitStats() for u in ("fetch", *TOKEN_QUEUES)}
         self.waiting: dict[str, tuple[str, str, int]] = {}  # unit -> (pop|push, queue, pc)
         self.done: set[str] = set()
@@ -148,22 +190,39 @@ class _Machine:
         self.trace: list[tuple[str, str, int, int, str]] = []
 
     # ------------------------------------------------------------------ processes
-    def fetch(self):
-        """Dispatch in order, fetch_cycles_per_insn apart, ahead on its own clock until a queue fills."""
-        now = self.env.now
+    def fetch(self) -> None:
+        """Dispatch instructions in order, fetch_cycles_per_insn apart, on fetch's own clock, until a command
+        queue is full at the cycle of the next dispatch; every pop from a command queue calls this again.
+
+        Fetch never waits on a simpy event: the queues know the cycle of every pop, so an instruction that
+        found its queue full enters it at the cycle the pop it needed happened."""
+        insns = self.program.insns
         step = self.config.fetch_cycles_per_insn
-        for pc, insn in enumerate(self.program.insns):
-            now += step
-            self.stats["fetch"].busy += step
-            blocked = self.cmd[self.unit_of(insn)].put((now, pc, insn))
-            if blocked is not None:
-                yield blocked
-                now = max(now, self.env.now)
-            self.stats["fetch"].instructions += 1
-        for unit in TOKEN_QUEUES:
-            blocked = self.cmd[unit].put((now, None, None))
-            if blocked is not None:
-                yield blocked
+        stats = self.stats["fetch"]
+        while self.fetch_pc < len(insns):
+            pc, now = self.fetch_pc, self.fetch_cycle
+            insn = insns[pc]
+            unit = self.unit_of(insn)
+            entered = self.cmd[unit].put((now + step, pc, insn), wait=False)
+            if entered is None:
+                self.fetch_blocked = unit
+                return
+            self.trace.append(("fetch", f"{pc}: {insn.name}", now, now + step, "instruction"))
+            stats.busy += step
+            stats.instructions += 1
+            if entered > now + step:
+                self.trace.append(("fetch", f"wait for room in the {unit} command queue", now + step, entered,
+                                   "stall"))
+                stats.stalled_on_dependency += entered - now - step
+            self.fetch_pc, self.fetch_cycle = pc + 1, entered
+        self.fetch_blocked = None
+        for unit in TOKEN_QUEUES:  # then the end of the program, into each queue once it has room
+            if unit in self.fetch_ended:
+                continue
+            if self.cmd[unit].put((self.fetch_cycle, None, None), wait=False) is None:
+                self.fetch_blocked = unit
+                return
+            self.fetch_ended.add(unit)
         self.done.add("fetch")
 
     def unit_of(self, insn: isa.Insn) -> str:
@@ -182,35 +241,30 @@ class _Machine:
         """Run one unit's commands. Its own work (GEMM, ALU) only advances ``local``; the unit synchronizes
         with simpy just before a token pop or push, a DRAM transfer, and when fetch waits for queue room."""
         stats = self.stats[name]
-        pop_prev, pop_next, push_prev, push_next = TOKEN_QUEUES[name]
         cmd = self.cmd[name]
         local = self.env.now
         while True:
-            if cmd.putter is not None:  # fetch waits for room: it must see the cycle this command leaves
-                yield from self.sync(local)
-            item = cmd.get()
+            item = cmd.get(local)
             if isinstance(item, simpy.Event):
-                yield from self.sync(local)
                 yield item
-                local = max(local, self.env.now)
-                item = cmd.get()
+                item = cmd.get(local)
             ready, pc, insn = item
             local = max(local, ready)
             if insn is None:
                 self.done.add(name)
                 return
             f = self.fields[pc]
-            for flag, queue in (("pop_prev_dep", pop_prev), ("pop_next_dep", pop_next)):
-                if f.get(flag) and queue is not None:
-                    yield from self.sync(local)
-                    token = self.tokens[queue].get()
-                    if isinstance(token, simpy.Event):
-                        self.waiting[name] = ("pop", queue, pc)
-                        yield token
-                        self.tokens[queue].get()
-                        del self.waiting[name]
-                        self.stall(name, stats, f"wait for a token on {queue}", local)
-                        local = self.env.now
+            for queue in self.pops[pc]:
+                yield from self.sync(local)
+                token = self.tokens[queue].get(local)
+                if isinstance(token, simpy.Event):
+                    self.waiting[name] = ("pop", queue, pc)
+                    yield token
+                    token = self.tokens[queue].get(local)
+                    del self.waiting[name]
+                if token[0] > local:
+                    self.stall(name, stats, f"wait for a token on {queue}", local, token[0])
+                    local = token[0]
             begin = local
             try:
                 if insn.name in ("LOAD_INP", "LOAD_WGT", "LOAD_ACC", "LOAD_UOP", "STORE_OUT"):
@@ -223,16 +277,16 @@ class _Machine:
                 return
             self.trace.append((name, f"{pc}: {insn.name}", begin, local, "instruction"))
             stats.instructions += 1
-            for flag, queue in (("push_prev_dep", push_prev), ("push_next_dep", push_next)):
-                if f.get(flag) and queue is not None:
-                    yield from self.sync(local)
-                    blocked = self.tokens[queue].put((local,))
-                    if blocked is not None:
-                        self.waiting[name] = ("push", queue, pc)
-                        yield blocked
-                        del self.waiting[name]
-                        self.stall(name, stats, f"wait for room on {queue}", local)
-                        local = self.env.now
+            for queue in self.pushes[pc]:
+                yield from self.sync(local)
+                entered = self.tokens[queue].put((local,))
+                if isinstance(entered, simpy.Event):
+                    self.waiting[name] = ("push", queue, pc)
+                    entered = yield entered
+                    del self.waiting[name]
+                if entered > local:
+                    self.stall(name, stats, f"wait for room on {queue}", local, entered)
+                    local = entered
             if insn.name == "FINISH":
                 yield from self.sync(local)
                 self.finish_cycle = local
@@ -291,15 +345,14 @@ class _Machine:
         stats.busy += transfer
         return start + transfer + self.config.dram_latency_cycles
 
-    def stall(self, unit: str, stats: UnitStats, what: str, since: int) -> None:
-        """Count and trace a wait of ``unit`` on a token FIFO from cycle ``since`` until now."""
-        if self.env.now > since:
-            stats.stalled_on_dependency += self.env.now - since
-            self.trace.append((unit, what, since, self.env.now, "stall"))
+    def stall(self, unit: str, stats: UnitStats, what: str, since: int, until: int) -> None:
+        """Count and trace a wait of ``unit`` on a token FIFO from cycle ``since`` to cycle ``until``."""
+        stats.stalled_on_dependency += until - since
+        self.trace.append((unit, what, since, until, "stall"))
 
     # ------------------------------------------------------------------ running
     def run(self) -> VitaResult:
-        self.env.process(self.fetch())
+        self.fetch()
         for name in TOKEN_QUEUES:
             self.env.process(self.unit(name))
         self.env.run()
@@ -322,6 +375,8 @@ class _Machine:
             else:
                 parts.append(f"{unit} waits at instruction {pc} ({insn}) to push a token to {queue} "
                              f"({QUEUES[queue]}), which is full and no unit will pop from it")
+        if self.fetch_blocked is not None:
+            parts.append(f"fetch waits for room in the {self.fetch_blocked} command queue")
         return f"deadlock at cycle {self.env.now}: " + "; ".join(parts)
 
 

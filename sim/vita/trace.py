@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sim.vita.machine import VitaResult
 
-UNITS = ("load", "compute", "store")
+UNITS = ("fetch", "load", "compute", "store")
 
 
 def chrome_trace(result: VitaResult, clock_mhz: float) -> dict:

@@ -37,7 +37,7 @@ def test_program_files_dram_images_traces_and_dram_out(tmp_path):
     assert result.exit_code == 0, result.output
     assert "2 instructions on vta-default" in result.output
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
-    assert [e["name"] for e in events if e["ph"] == "X"][0] == "0: LOAD_INP"
+    assert [(e["name"], e["tid"]) for e in events if e["ph"] == "X"][:1] == [("0: LOAD_INP", 0)]
     assert np.array_equal(np.fromfile(tmp_path / "out.bin", np.uint8), np.arange(64, dtype=np.uint8))
 
 

@@ -106,16 +106,20 @@ def test_the_trace_shows_each_instruction_and_each_stall_on_its_unit_track():
     result = simulate(program, np.zeros(4096, np.uint8), CFG)
     loaded = 1 + 1024 // CFG.dram_bytes_per_cycle + CFG.dram_latency_cycles
     assert result.trace == [
+        ("fetch", "0: LOAD_INP", 0, 1, "instruction"),
+        ("fetch", "1: FINISH", 1, 2, "instruction"),
         ("load", "0: LOAD_INP", 1, loaded, "instruction"),
         ("compute", "wait for a token on l2g", 2, loaded, "stall"),
         ("compute", "1: FINISH", loaded, loaded + 1, "instruction"),
     ]
     trace = chrome_trace(result, CFG.clock_mhz)
+    tracks = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e["ph"] == "M"}
+    assert tracks == {"fetch": 0, "load": 1, "compute": 2, "store": 3}
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
-    assert [(e["name"], e["tid"], e["ts"], e["dur"]) for e in slices] == [
-        ("0: LOAD_INP", 0, 1 / 100, (loaded - 1) / 100),
-        ("wait for a token on l2g", 1, 2 / 100, (loaded - 2) / 100),
-        ("1: FINISH", 1, loaded / 100, 1 / 100),
+    assert [(e["name"], e["tid"], e["ts"], e["dur"]) for e in slices][2:] == [
+        ("0: LOAD_INP", 1, 1 / 100, (loaded - 1) / 100),
+        ("wait for a token on l2g", 2, 2 / 100, (loaded - 2) / 100),
+        ("1: FINISH", 2, loaded / 100, 1 / 100),
     ]
 
 
@@ -148,3 +152,19 @@ def test_an_unknown_opcode_in_a_program_file_names_the_instruction():
     words[at] = 7
     with pytest.raises(isa.EncodingError, match=r"instruction 0: word 0x0+7 decodes to no instruction"):
         simulate(bytes(words), np.zeros(1024, np.uint8), CFG)
+
+
+def test_a_full_command_queue_stalls_fetch_but_not_the_busy_unit():
+    from dataclasses import replace
+
+    shallow = replace(CFG, cmd_queue_depth=1)
+    gemm = SPEC.insn("GEMM", uop_end=1, iter_out=100, iter_in=1)
+    program = isa.Program(SPEC, [gemm, gemm, gemm, SPEC.insn("FINISH")])
+    result = simulate(program, np.zeros(1024, np.uint8), shallow)
+    per_gemm = CFG.gemm_pipeline_cycles + 100
+    assert result.cycles == 1 + 3 * per_gemm + 1 == simulate(program, np.zeros(1024, np.uint8), CFG).cycles
+    stalls = [t for t in result.trace if t[0] == "fetch" and t[4] == "stall"]
+    # GEMM 2 waits until compute takes GEMM 1 (when GEMM 0 ends); FINISH until compute takes GEMM 2
+    assert stalls == [("fetch", "wait for room in the compute command queue", 3, 1 + per_gemm, "stall"),
+                      ("fetch", "wait for room in the compute command queue", 2 + per_gemm, 1 + 2 * per_gemm,
+                       "stall")]
