@@ -12,12 +12,12 @@ source or its reasoning in a comment.
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
 import isa
+from sim.core.config import parse_config, read_config_text
 from sim.core.errors import SimConfigError
 
 CONFIGS_DIR = Path(__file__).parent / "configs"
@@ -46,44 +46,12 @@ class VitaConfig:
     @classmethod
     def from_file(cls, path: str | Path) -> VitaConfig:
         """Load and validate the config at ``path``; ``SimConfigError`` names the file and key."""
-        p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise SimConfigError(f"cannot read the config: {e.strerror}", file=str(path)) from None
-        return cls.from_text(text, str(path))
+        return cls.from_text(read_config_text(path), str(path))
 
     @classmethod
     def from_text(cls, text: str, file: str = "<config>") -> VitaConfig:
         """Load and validate a config held in ``text`` (``file`` is the name errors use)."""
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise SimConfigError(f"not valid TOML: {e}", file=file) from None
-        known = {f.name for f in fields(cls)} - {"source"}
-        for key in doc:
-            if key not in known:
-                raise SimConfigError(f"unknown key; keys are {', '.join(sorted(known))}", file=file, key=key)
-        for key in ("name", "summary"):
-            if not isinstance(doc.get(key), str):
-                raise SimConfigError("a string is required", file=file, key=key)
-        params = doc.get("isa_params", {})
-        if not isinstance(params, dict):
-            raise SimConfigError("must be a table of ISA parameter = integer", file=file, key="isa_params")
-        values = {}
-        for f in fields(cls):
-            if f.name in ("name", "summary", "isa_params", "source") or f.name not in doc:
-                continue
-            v = doc[f.name]
-            want = float if f.name == "clock_mhz" else int
-            wrong_type = isinstance(v, bool) or not isinstance(v, want | int)
-            if wrong_type:
-                kind = "a number" if want is float else "an integer"
-                raise SimConfigError(f"expected {kind}, but got {v!r}", file=file, key=f.name)
-            if v <= 0:
-                raise SimConfigError(f"must be positive, but got {v!r}", file=file, key=f.name)
-            values[f.name] = want(v)
-        config = cls(doc["name"], doc["summary"], MappingProxyType(dict(params)), source=file, **values)
+        config = parse_config(cls, text, file)
         config.spec()  # the ISA parameters must give a loadable ISA
         return config
 

@@ -1,0 +1,57 @@
+"""Loading machine configs from TOML: one validating reader shared by every simulator's config dataclass.
+
+A config file has ``name`` and ``summary`` strings, an ``[isa_params]`` table (overrides passed to
+``isa.load_isa``), and positive numbers for every other field of the dataclass (float where the field's
+default is a float, integer otherwise). Errors are ``SimConfigError`` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import MISSING, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sim.core.errors import SimConfigError
+
+FIXED_KEYS = ("name", "summary", "isa_params", "source")
+
+
+def read_config_text(path: str | Path) -> str:
+    """The text of the config file at ``path`` (SimConfigError if it cannot be read)."""
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise SimConfigError(f"cannot read the config: {e.strerror}", file=str(path)) from None
+
+
+def parse_config(cls: type, text: str, file: str) -> Any:
+    """An instance of the config dataclass ``cls`` from TOML ``text``, every key validated."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SimConfigError(f"not valid TOML: {e}", file=file) from None
+    known = {f.name for f in fields(cls)} - {"source"}
+    for key in doc:
+        if key not in known:
+            raise SimConfigError(f"unknown key; keys are {', '.join(sorted(known))}", file=file, key=key)
+    for key in ("name", "summary"):
+        if not isinstance(doc.get(key), str):
+            raise SimConfigError("a string is required", file=file, key=key)
+    params = doc.get("isa_params", {})
+    if not isinstance(params, dict):
+        raise SimConfigError("must be a table of ISA parameter = integer", file=file, key="isa_params")
+    values = {}
+    for f in fields(cls):
+        if f.name in FIXED_KEYS or f.name not in doc:
+            continue
+        v = doc[f.name]
+        want = float if f.default is not MISSING and isinstance(f.default, float) else int
+        if isinstance(v, bool) or not isinstance(v, want | int):
+            kind = "a number" if want is float else "an integer"
+            raise SimConfigError(f"expected {kind}, but got {v!r}", file=file, key=f.name)
+        if v <= 0:
+            raise SimConfigError(f"must be positive, but got {v!r}", file=file, key=f.name)
+        values[f.name] = want(v)
+    return cls(doc["name"], doc["summary"], MappingProxyType(dict(params)), source=file, **values)
