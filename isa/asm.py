@@ -95,6 +95,7 @@ class _Assembler:
         self.source = source
         self.isa_name: str | None = None
         self.params: dict[str, int] = {}
+        self.data_lines: dict[str, int] = {}  # data kind -> line of its first .data directive
 
     def error(self, line: int, message: str) -> AsmError:
         return AsmError(message, line=line, source=self.source)
@@ -154,7 +155,6 @@ class _Assembler:
             if not rest:
                 raise self.error(no, ".data needs a data kind name")
             data.setdefault(rest, [])
-            self.data_lines = getattr(self, "data_lines", {})
             self.data_lines.setdefault(rest, no)
             return rest
         if word == ".text":

@@ -102,7 +102,7 @@ class _Run:
         return ", ".join(f"{lab}={self.ranges[lab][0] + int(p)}" for lab, p in zip(labels, pos, strict=True))
 
     # ------------------------------------------------------------------ expressions
-    def eval(self, e: Expr, mask: _LV | None) -> _LV:
+    def value_of(self, e: Expr, mask: _LV | None) -> _LV:
         if isinstance(e, Num):
             value = _int64(e.value) if isinstance(e.value, int) else e.value
             return _LV(np.asarray(value, dtype=_np_dtype(e.dtype)), ())
@@ -114,9 +114,9 @@ class _Run:
         if isinstance(e, Access):
             return self.load(e, mask)
         if isinstance(e, Cast):
-            return _to(self.eval(e.value, mask), e.dtype)
+            return _to(self.value_of(e.value, mask), e.dtype)
         if isinstance(e, Unary):
-            x = self.eval(e.operand, mask)
+            x = self.value_of(e.operand, mask)
             if e.op == "not":
                 return _LV(~(x.arr != 0), x.labels)
             x = _to(x, e.dtype)
@@ -137,14 +137,14 @@ class _Run:
         return _LV(round_bf16(lv.arr), lv.labels) if dtype_name == "bf16" else lv
 
     def binary(self, e: Binary, mask: _LV | None) -> _LV:
-        a = self.eval(e.lhs, mask)
+        a = self.value_of(e.lhs, mask)
         if e.op in ("and", "or"):  # like select: the right side's loads only where the left does not decide
             undecided = _LV(a.arr != 0 if e.op == "and" else a.arr == 0, a.labels)
-            b = self.eval(e.rhs, self.and_mask(mask, undecided))
+            b = self.value_of(e.rhs, self.and_mask(mask, undecided))
             labels = self.union(a.labels, b.labels)
             x, y = self.expand(a, labels) != 0, self.expand(b, labels) != 0
             return _LV(x & y if e.op == "and" else x | y, labels)
-        b = self.eval(e.rhs, mask)
+        b = self.value_of(e.rhs, mask)
         a, b = _to(a, e.arg_dtype), _to(b, e.arg_dtype)
         labels = self.union(a.labels, b.labels)
         x, y = self.expand(a, labels), self.expand(b, labels)
@@ -167,15 +167,15 @@ class _Run:
     def call(self, e: Call, mask: _LV | None) -> _LV:
         f = e.func
         if f == "select":
-            c = self.eval(e.args[0], mask)
+            c = self.value_of(e.args[0], mask)
             cond = _LV(c.arr != 0, c.labels)
-            a = _to(self.eval(e.args[1], self.and_mask(mask, cond)), e.dtype)
-            b = _to(self.eval(e.args[2], self.and_mask(mask, _LV(~cond.arr, cond.labels))), e.dtype)
+            a = _to(self.value_of(e.args[1], self.and_mask(mask, cond)), e.dtype)
+            b = _to(self.value_of(e.args[2], self.and_mask(mask, _LV(~cond.arr, cond.labels))), e.dtype)
             labels = self.union(cond.labels, a.labels, b.labels)
             out = np.where(self.expand(cond, labels), self.expand(a, labels), self.expand(b, labels))
             return _LV(out, labels)
         if f in ("min", "max"):
-            vals = [_to(self.eval(x, mask), e.dtype) for x in e.args]
+            vals = [_to(self.value_of(x, mask), e.dtype) for x in e.args]
             labels = self.union(*(v.labels for v in vals))
             fn = np.minimum if f == "min" else np.maximum
             out = self.expand(vals[0], labels)
@@ -183,7 +183,7 @@ class _Run:
                 out = fn(out, self.expand(v, labels))
             return _LV(np.asarray(out), labels)
         if f in ("abs", "exp", "tanh", "sqrt", "log"):
-            x = _to(self.eval(e.args[0], mask), e.dtype)
+            x = _to(self.value_of(e.args[0], mask), e.dtype)
             fn = {"abs": np.abs, "exp": np.exp, "tanh": np.tanh, "sqrt": np.sqrt, "log": np.log}[f]
             return self.rounded(_LV(np.asarray(fn(x.arr)), x.labels), e.dtype)
         # ceil_div, bytes, log2, capacity: scalar functions of fields and parameters
@@ -202,7 +202,7 @@ class _Run:
             body = e.body
             if _is_einsum(e):
                 return self.einsum(e, body, mask)
-            v = _to(self.eval(body, mask), e.dtype)
+            v = _to(self.value_of(body, mask), e.dtype)
             labels = self.union(v.labels, e.axes)
             arr = self.full(v, labels) if any(ax not in v.labels for ax in e.axes) else self.expand(v, labels)
             axes = tuple(labels.index(ax) for ax in e.axes)
@@ -221,8 +221,8 @@ class _Run:
                 del self.ranges[ax]
 
     def einsum(self, e: Reduce, body: Binary, mask: _LV | None) -> _LV:
-        a = _to(self.eval(body.lhs, mask), e.dtype)
-        b = _to(self.eval(body.rhs, mask), e.dtype)
+        a = _to(self.value_of(body.lhs, mask), e.dtype)
+        b = _to(self.value_of(body.rhs, mask), e.dtype)
         letters = {lab: chr(ord("a") + k) for k, lab in enumerate(self.order)}
         out_labels = self.union(*(tuple(lab for lab in v.labels if lab not in e.axes) for v in (a, b)))
         missing = [ax for ax in e.axes if ax not in a.labels and ax not in b.labels]
@@ -271,7 +271,7 @@ class _Run:
 
     def indices(self, e: Access, arr: np.ndarray, mask: _LV | None) -> tuple[tuple[np.ndarray, ...], tuple]:
         """Index arrays for ``e``, bounds-checked where ``mask`` holds (and clipped where it does not)."""
-        subs = [_to(self.eval(i, mask), "int") for i in e.indices]
+        subs = [_to(self.value_of(i, mask), "int") for i in e.indices]
         labels = self.union(*(s.labels for s in subs), mask.labels if mask is not None else ())
         shape = self.full_shape(labels)
         held = None if mask is None else np.broadcast_to(self.expand(mask, labels), shape)
@@ -321,7 +321,7 @@ class _Run:
         A ``+=`` through computed subscripts may hit one element several times (``d[i // 2] += a[i]``); its
         values are added when written (``accumulate``) so that every one counts."""
         dt = s.target.dtype
-        value = _to(self.eval(s.value, None), dt)
+        value = _to(self.value_of(s.value, None), dt)
         view = self.slice_view(s.target, target, None)
         if view is not None:
             names = [i.id for i in s.target.indices]

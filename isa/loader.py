@@ -38,6 +38,7 @@ from isa.spec import (
     Operand,
     Space,
     Timing,
+    type_bindings,
 )
 
 SPECS_DIR = Path(__file__).parent / "specs"
@@ -596,10 +597,7 @@ class _Loader:
         except ParseError as e:
             raise self.parse_error(e, "semantics") from None
         typed = {}
-        names = list(types)
-        bindings = [dict()] if not names else [
-            dict(zip(names, combo, strict=True)) for combo in _product(types.values())]
-        for binding in bindings:
+        for binding in type_bindings(types):
             sigs = {op.name: TensorSig(binding.get(op.dtype, op.dtype), op.shape) for op in operands}
             try:
                 sem = typecheck(text, statements, tensors=sigs, indices=indices, scalars=scalars,
@@ -673,11 +671,6 @@ class _Loader:
                 raise self.error(f"unknown format '{fname}'", "format")
             out[dname] = DataKind(dname, body.get("summary", ""), formats[fname])
         return out
-
-
-def _product(lists):
-    import itertools
-    return itertools.product(*lists)
 
 
 def _tuple(types) -> tuple:

@@ -19,6 +19,12 @@ OPERAND_KINDS = ("tensor", "register")
 CONSTRAINT_KINDS = ("align", "divisible", "space", "capacity", "layout", "range", "other")
 
 
+def type_bindings(types: Mapping[str, tuple[str, ...]]) -> list[dict[str, str]]:
+    """Every binding of type variables to one of their dtypes (one empty binding when there are none)."""
+    names = list(types)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*types.values())]
+
+
 @dataclass(frozen=True, slots=True)
 class Enum:
     """Named integer codes (``values`` keeps declaration order)."""
@@ -157,8 +163,7 @@ class Instruction:
 
     def bindings(self) -> list[dict[str, str]]:
         """Every binding of the type variables (one empty binding when there are none)."""
-        names = list(self.types)
-        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*self.types.values())]
+        return type_bindings(self.types)
 
     def typed_semantics(self, types: Mapping[str, str] | None = None) -> Semantics:
         """The typed semantics for ``types``, a binding of every type variable (omit it if there are none)."""

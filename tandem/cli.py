@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 import tandem
+from tandem.console import fail
 from tandem.isa_commands import isa_app
 from tandem.sim_commands import sim_app
 
@@ -143,8 +144,7 @@ def compile_(
             console.print(text, markup=False, soft_wrap=True)
         check = check_on_random_inputs(compiled) if run else None
     except (WorkloadError, TandemError) as exc:
-        Console(stderr=True, highlight=False).print(Text(f"error: {exc}", style="bold red"), soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        raise fail(str(exc), 2) from None
     if check is not None:
         if not check.passed:
             console.print(Text(f"MISMATCH: {check.detail}", style="bold red"))

@@ -22,6 +22,7 @@ from rich.text import Text
 
 import isa
 from isa.lang.tree import Expr, to_text
+from tandem.console import fail
 
 isa_app = typer.Typer(
     name="isa",
@@ -38,14 +39,6 @@ class _Usage(Exception):
 
 def _out() -> Console:
     return Console(highlight=False)
-
-
-def _fail(lines: list[str], code: int) -> typer.Exit:
-    """Print each line as ``error: ...`` on stderr and return the Exit to raise."""
-    err = Console(stderr=True, highlight=False)
-    for line in lines:
-        err.print(Text(f"error: {line}", style="bold red"), soft_wrap=True)
-    return typer.Exit(code=code)
 
 
 def _spec_errors(e: isa.ISASpecError) -> list[str]:
@@ -128,7 +121,7 @@ def list_() -> None:
         return
     _out().print(table)
     if broken:
-        raise _fail(broken, 1)
+        raise fail(broken, 1)
 
 
 def _encodings(spec: isa.ISA) -> str:
@@ -245,11 +238,11 @@ def show(
                              f"{', '.join(names) or 'none'}")
             names = [instruction]
     except _Usage as e:
-        raise _fail([str(e)], 2) from None
+        raise fail([str(e)], 2) from None
     except isa.ISASpecError as e:
-        raise _fail(_spec_errors(e), 2) from None
+        raise fail(_spec_errors(e), 2) from None
     except Exception as e:  # a bug in isa/: still no traceback, but say it is one
-        raise _fail([_internal(name, e)], 1) from None
+        raise fail([_internal(name, e)], 1) from None
     out = _out()
     for line in _header(spec):
         out.print(Text(line), soft_wrap=True)
@@ -277,9 +270,9 @@ def check(
         else:
             spec = isa.load_spec_file(path)
     except _Usage as e:
-        raise _fail([str(e)], 2) from None
+        raise fail([str(e)], 2) from None
     except isa.ISASpecError as e:
-        raise _fail(_spec_errors(e), 1) from None
+        raise fail(_spec_errors(e), 1) from None
     except Exception as e:  # a bug in isa/: still no traceback, but say it is one
-        raise _fail([_internal(file, e)], 1) from None
+        raise fail([_internal(file, e)], 1) from None
     _out().print(f"ok: {len(spec.instructions)} instructions")

@@ -18,20 +18,15 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 import isa
 from sim.core.errors import SimError
 from sim.vita.config import load_config
 from sim.vita.machine import simulate
 from sim.vita.trace import write_trace
+from tandem.console import fail
 
 sim_app = typer.Typer(help="Run programs on the simulators.", no_args_is_help=True)
-
-
-def _fail(message: str, code: int) -> typer.Exit:
-    Console(stderr=True, highlight=False).print(Text(f"error: {message}", style="bold red"), soft_wrap=True)
-    return typer.Exit(code=code)
 
 
 def read_program(path: Path, spec: isa.ISA) -> isa.Program:
@@ -64,11 +59,11 @@ def vita(
         prog = read_program(program, spec)
         image = np.fromfile(dram, dtype=np.uint8) if dram is not None else np.zeros(dram_size, np.uint8)
     except (OSError, SimError, isa.ISAError) as e:
-        raise _fail(str(e), 2) from None
+        raise fail(str(e), 2) from None
     try:
         result = simulate(prog, image, cfg)
     except (SimError, isa.ISAError) as e:
-        raise _fail(str(e), 1) from None
+        raise fail(str(e), 1) from None
     if trace is not None:
         write_trace(result, cfg.clock_mhz, trace)
     if dram_out is not None:

@@ -1,4 +1,4 @@
-"""Tokenizer and recursive-descent parser of the ISA expression language (no eval: text in, tree out).
+"""Tokenizer and recursive-descent parser of the ISA expression language: text in, tree out, nothing run.
 
     parse_expr("4*i + j")                                  -> Expr
     parse_statements("d[i] = c[i] + sum(j, a[4*i+j])")     -> tuple[Assign, ...]

@@ -13,9 +13,29 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import isa
 from sim.core.errors import SimConfigError
 
 FIXED_KEYS = ("name", "summary", "isa_params", "source")
+
+
+class TomlConfig:
+    """Base of the simulators' config dataclasses: loading and validation from TOML (subclasses define
+    ``spec()``, the ISA their ``isa_params`` give, which loading checks)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_file(cls, path: str | Path):
+        """Load and validate the config at ``path``; ``SimConfigError`` names the file and key."""
+        return cls.from_text(read_config_text(path), str(path))
+
+    @classmethod
+    def from_text(cls, text: str, file: str = "<config>"):
+        """Load and validate a config held in ``text`` (``file`` is the name errors use)."""
+        config = parse_config(cls, text, file)
+        config.spec()  # the ISA parameters must give a loadable ISA
+        return config
 
 
 def read_config_text(path: str | Path) -> str:
@@ -55,3 +75,28 @@ def parse_config(cls: type, text: str, file: str) -> Any:
             raise SimConfigError(f"must be positive, but got {v!r}", file=file, key=f.name)
         values[f.name] = want(v)
     return cls(doc["name"], doc["summary"], MappingProxyType(dict(params)), source=file, **values)
+
+
+def isa_for(isa_name: str, params, source: str) -> isa.ISA:
+    """The built-in ISA ``isa_name`` with a config's ``isa_params``; SimConfigError naming the key if bad."""
+    try:
+        return isa.load_isa(isa_name, params=dict(params))
+    except isa.ISASpecError as e:
+        raise SimConfigError(f"the ISA parameters do not give a valid {isa_name} ISA: {e}", file=source,
+                             key="isa_params") from None
+
+
+def config_names(directory: Path) -> list[str]:
+    """Names of the configs shipped in ``directory``."""
+    return sorted(p.stem for p in directory.glob("*.toml"))
+
+
+def load_named(cls: type, directory: Path, name_or_path: str | Path) -> Any:
+    """The config ``cls.from_file`` loads: a built-in name from ``directory``, or the file at a path."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        return cls.from_file(p)
+    if str(name_or_path) in config_names(directory):
+        return cls.from_file(directory / f"{name_or_path}.toml")
+    raise SimConfigError(f"no built-in config '{name_or_path}' and no such file; built-in configs are "
+                         f"{', '.join(config_names(directory))}", file=str(name_or_path))

@@ -17,14 +17,13 @@ from pathlib import Path
 from types import MappingProxyType
 
 import isa
-from sim.core.config import parse_config, read_config_text
-from sim.core.errors import SimConfigError
+from sim.core.config import TomlConfig, config_names, isa_for, load_named
 
 CONFIGS_DIR = Path(__file__).parent / "configs"
 
 
 @dataclass(frozen=True, slots=True)
-class DiannaoConfig:
+class DiannaoConfig(TomlConfig):
     """Everything the DianNao simulator needs to know about one card (units are in the names)."""
 
     name: str
@@ -36,25 +35,9 @@ class DiannaoConfig:
     instruction_budget: int = 100_000_000
     source: str = "<config>"
 
-    @classmethod
-    def from_file(cls, path: str | Path) -> DiannaoConfig:
-        """Load and validate the config at ``path``; ``SimConfigError`` names the file and key."""
-        return cls.from_text(read_config_text(path), str(path))
-
-    @classmethod
-    def from_text(cls, text: str, file: str = "<config>") -> DiannaoConfig:
-        """Load and validate a config held in ``text`` (``file`` is the name errors use)."""
-        config = parse_config(cls, text, file)
-        config.spec()  # the ISA parameters must give a loadable ISA
-        return config
-
     def spec(self) -> isa.ISA:
-        """The DianNao ISA for this card's parameters."""
-        try:
-            return isa.load_isa("diannao", params=dict(self.isa_params))
-        except isa.ISASpecError as e:
-            raise SimConfigError(f"the ISA parameters do not give a valid DianNao ISA: {e}", file=self.source,
-                                 key="isa_params") from None
+        """The DianNao ISA for this machine's parameters."""
+        return isa_for("diannao", self.isa_params, self.source)
 
     @property
     def cores(self) -> int:
@@ -65,15 +48,9 @@ class DiannaoConfig:
 
 def builtin_configs() -> list[str]:
     """Names of the configs shipped in sim/diannao/configs/."""
-    return sorted(p.stem for p in CONFIGS_DIR.glob("*.toml"))
+    return config_names(CONFIGS_DIR)
 
 
 def load_config(name_or_path: str | Path) -> DiannaoConfig:
     """A built-in config by name, or the config file at a path."""
-    p = Path(name_or_path)
-    if p.suffix == ".toml" or p.exists():
-        return DiannaoConfig.from_file(p)
-    if str(name_or_path) in builtin_configs():
-        return DiannaoConfig.from_file(CONFIGS_DIR / f"{name_or_path}.toml")
-    raise SimConfigError(f"no built-in config '{name_or_path}' and no such file; built-in configs are "
-                         f"{', '.join(builtin_configs())}", file=str(name_or_path))
+    return load_named(DiannaoConfig, CONFIGS_DIR, name_or_path)

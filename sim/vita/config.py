@@ -17,14 +17,13 @@ from pathlib import Path
 from types import MappingProxyType
 
 import isa
-from sim.core.config import parse_config, read_config_text
-from sim.core.errors import SimConfigError
+from sim.core.config import TomlConfig, config_names, isa_for, load_named
 
 CONFIGS_DIR = Path(__file__).parent / "configs"
 
 
 @dataclass(frozen=True, slots=True)
-class VitaConfig:
+class VitaConfig(TomlConfig):
     """Everything the VITA simulator needs to know about one machine (units are in the names)."""
 
     name: str
@@ -43,25 +42,9 @@ class VitaConfig:
     alu_cycles_per_uop: int = 2
     source: str = "<config>"
 
-    @classmethod
-    def from_file(cls, path: str | Path) -> VitaConfig:
-        """Load and validate the config at ``path``; ``SimConfigError`` names the file and key."""
-        return cls.from_text(read_config_text(path), str(path))
-
-    @classmethod
-    def from_text(cls, text: str, file: str = "<config>") -> VitaConfig:
-        """Load and validate a config held in ``text`` (``file`` is the name errors use)."""
-        config = parse_config(cls, text, file)
-        config.spec()  # the ISA parameters must give a loadable ISA
-        return config
-
     def spec(self) -> isa.ISA:
         """The VITA ISA for this machine's parameters."""
-        try:
-            return isa.load_isa("vita", params=dict(self.isa_params))
-        except isa.ISASpecError as e:
-            raise SimConfigError(f"the ISA parameters do not give a valid VITA ISA: {e}", file=self.source,
-                                 key="isa_params") from None
+        return isa_for("vita", self.isa_params, self.source)
 
     @property
     def peak_macs_per_cycle(self) -> int:
@@ -72,15 +55,9 @@ class VitaConfig:
 
 def builtin_configs() -> list[str]:
     """Names of the configs shipped in sim/vita/configs/."""
-    return sorted(p.stem for p in CONFIGS_DIR.glob("*.toml"))
+    return config_names(CONFIGS_DIR)
 
 
 def load_config(name_or_path: str | Path) -> VitaConfig:
     """A built-in config by name, or the config file at a path."""
-    p = Path(name_or_path)
-    if p.suffix == ".toml" or p.exists():
-        return VitaConfig.from_file(p)
-    if str(name_or_path) in builtin_configs():
-        return VitaConfig.from_file(CONFIGS_DIR / f"{name_or_path}.toml")
-    raise SimConfigError(f"no built-in config '{name_or_path}' and no such file; built-in configs are "
-                         f"{', '.join(builtin_configs())}", file=str(name_or_path))
+    return load_named(VitaConfig, CONFIGS_DIR, name_or_path)
