@@ -51,16 +51,22 @@ def disassemble(program: Program) -> str:
     for pc, insn in enumerate(program.insns):
         if pc in labels:
             lines.append(f"{labels[pc]}:")
-        instr = spec.instructions[insn.name]
-        suffix = "".join(f".{spec.types_of(insn)[tv]}" for tv in instr.types)
-        args = _args(spec, [f for f in instr.fields if f.kind != "type"], insn, labels)
-        lines.append(f"    {insn.name}{suffix} {args}".rstrip())
+        lines.append(f"    {format_insn(spec, insn, labels)}")
     if len(program.insns) in labels:
         lines.append(f"{labels[len(program.insns)]}:")
     return "\n".join(lines) + "\n"
 
 
-def _args(spec: ISA, fields, insn: Insn, labels: dict[int, str]) -> str:
+def format_insn(spec: ISA, insn: Insn, labels: dict[int, str] | None = None) -> str:
+    """One instruction as assembly text, e.g. ``vadd.f32 dst=0x0, a=0x100, b=0x200, n=64``; branch targets
+    print as ``labels[target]``, or as the bare instruction index without labels."""
+    instr = spec.instructions[insn.name]
+    suffix = "".join(f".{spec.types_of(insn)[tv]}" for tv in instr.types)
+    args = _args(spec, [f for f in instr.fields if f.kind != "type"], insn, labels)
+    return f"{insn.name}{suffix} {args}".rstrip()
+
+
+def _args(spec: ISA, fields, insn: Insn, labels: dict[int, str] | None) -> str:
     parts = []
     for f in fields:
         v = insn[f.name]
@@ -70,13 +76,13 @@ def _args(spec: ISA, fields, insn: Insn, labels: dict[int, str]) -> str:
     return ", ".join(parts)
 
 
-def _value(spec: ISA, f: Field, v: int, labels: dict[int, str]) -> str:
+def _value(spec: ISA, f: Field, v: int, labels: dict[int, str] | None) -> str:
     if f.kind == "addr":
         return hex(v)
     if f.kind == "reg":
         return f"r{v}"
     if f.kind == "target":
-        return labels[v]
+        return labels[v] if labels is not None else str(v)
     if f.enum is not None:
         name = spec.enums[f.enum].name_of(v)
         return name if name is not None else str(v)

@@ -12,8 +12,8 @@ from isa.dtypes import DTYPES
 from isa.errors import ExecError
 from isa.executor import run_semantics
 from isa.lang.scalar import evaluate
-from isa.lang.tree import Name, to_text, walk
-from isa.spec import ISA, Insn, Instruction
+from isa.lang.tree import Access, Name, to_text, walk
+from isa.spec import ISA, Constraint, Insn, Instruction
 
 
 def _resolve(spec: ISA, insn: Insn | str) -> tuple[Instruction, Insn]:
@@ -87,13 +87,27 @@ class Violation:
         return f"{self.instruction}: {self.message}: violated '{self.rule}'{vals}"
 
 
+def reads_operands(c: Constraint) -> bool:
+    """Whether rule ``c`` reads an operand (a register, say): it can only be checked when the instruction
+    runs, on the operand's value then; every other rule depends on the instance's fields alone."""
+    return any(isinstance(n, Access) for n in walk(c.rule))
+
+
 def check_constraints(
-    spec: ISA, insn: Insn | str, tensors: Mapping[str, np.ndarray] | None = None
+    spec: ISA, insn: Insn | str, tensors: Mapping[str, np.ndarray] | None = None, which: str = "all"
 ) -> list[Violation]:
     """Every rule ``insn`` breaks (an empty list when it satisfies all): field ranges, allowed types, and the
-    instruction's constraints evaluated on its fields and the ISA's parameters."""
+    instruction's constraints evaluated on its fields, the ISA's parameters and ``tensors``.
+
+    ``which`` = "static" checks what the fields alone decide (ranges, types, rules that read no operand);
+    "dynamic" only the rules that read operands (registers holding addresses, say), on ``tensors``."""
     instr, insn = _resolve(spec, insn)
     out: list[Violation] = []
+    if which not in ("all", "static", "dynamic"):
+        raise ValueError(f"which must be 'all', 'static' or 'dynamic', not {which!r}")
+    if which == "dynamic":
+        env = spec.scalar_env(insn.values, spec.types_of(insn), tensors or {})
+        return _check_rules(insn, [c for c in instr.constraints if reads_operands(c)], env)
     for f in instr.fields:
         v = insn.get(f.name, 0)
         if not f.lo <= v <= f.hi:
@@ -131,9 +145,21 @@ def check_constraints(
     if len(out) > 0 and any(v.kind == "type" for v in out):
         return out  # rules over bytes(T) cannot be evaluated with an unsupported type
     env = spec.scalar_env(insn.values, types, tensors or {})
-    for c in instr.constraints:
+    rules = [c for c in instr.constraints if which == "all" or not reads_operands(c)]
+    return out + _check_rules(insn, rules, env)
+
+
+def _check_rules(insn: Insn, rules: list[Constraint], env) -> list[Violation]:
+    out = []
+    for c in rules:
         names = sorted({n.id for n in walk(c.rule) if isinstance(n, Name) and n.kind in ("field", "param")})
         values = tuple((n, env.values[n]) for n in names if n in env.values)
+        for node in walk(c.rule):  # the operand values a rule read (registers holding addresses, say)
+            if isinstance(node, Access) and to_text(node) not in dict(values):
+                try:
+                    values += ((to_text(node), int(evaluate(node, env))),)
+                except (ExecError, KeyError, TypeError, ValueError):
+                    pass
         try:
             ok = evaluate(c.rule, env)
         except ExecError as e:
@@ -154,4 +180,5 @@ def timing_of(spec: ISA, insn: Insn) -> tuple[str | None, int | None, int | None
     return t.unit, lat, cyc
 
 
-__all__ = ["Violation", "check_constraints", "execute", "operand_shape", "timing_of", "to_text"]
+__all__ = ["Violation", "check_constraints", "execute", "operand_shape", "reads_operands", "timing_of",
+           "to_text"]

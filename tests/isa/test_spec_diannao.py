@@ -8,6 +8,10 @@ stated tolerance otherwise.
 
 from __future__ import annotations
 
+import itertools
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,7 +19,7 @@ from hypothesis import strategies as st
 
 import isa
 from isa.binary import decode_insn, encode_insn
-from isa.instance import check_constraints, execute, operand_shape, timing_of
+from isa.instance import check_constraints, execute, operand_shape, timing_of, to_text
 from isa.lang.scalar import evaluate
 
 SPEC = isa.load_isa("diannao")
@@ -105,6 +109,8 @@ def test_type_variables_allow_exactly_the_documented_dtypes():
     floats = {"T": ("f16", "f32")}
     expected |= {"sigmoid": floats, "tanh": floats, "conv": floats, "matmul": floats}
     expected["qconv"] = {"T": ("i8", "i16")}
+    expected |= {"lde": {"T": ("i8", "i16", "i32")}, "ste": {"T": ("i8", "i16", "i32")}, "fld": floats,
+                 "fst": floats}
     assert allowed == expected
 
 
@@ -481,11 +487,281 @@ def test_barrier_and_halt_have_no_data_effect(name, fields):
     assert timing_of(SPEC, SPEC.insn(name, **fields))[0] == "ctrl"
 
 
+# ---------------------------------------------------------------------------------- scalar float (F)
+# References in plain Python: f32 + - * computed in float64, then rounded to f32 (float64's 53 bits are more
+# than 2 * 24 + 2, so rounding twice gives the correctly rounded f32), RISC-V's FMAX.S/FMIN.S rules, and the
+# integer -> f32 and f32 -> f16 roundings written with exact fractions.
+
+FPU = ["fadd", "fsub", "fmul", "fmax", "fmin"]
+F32_MAX = float(np.finfo(np.float32).max)
+F32_EDGES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, F32_MAX, -F32_MAX,
+             2.0**-149, -(2.0**-149), 2.0**-126 - 2.0**-149, 2.0**-126, 65504.0, 65520.0, 1 / 3]
+
+
+def f32_of_bits(bits: int) -> float:
+    return float(np.array([bits], np.uint32).view(np.float32)[0])
+
+
+def bits_of_f32(x) -> int:
+    return int(np.array([x], np.float32).view(np.uint32)[0])
+
+
+def same_float(got, expected: float) -> bool:
+    """Equal including the sign of zero, or both NaN (NaN payloads are not specified)."""
+    if math.isnan(expected):
+        return math.isnan(got)
+    return float(got) == expected and math.copysign(1.0, got) == math.copysign(1.0, expected)
+
+
+def _f32_arith(op: str):
+    def ref(a: float, b: float) -> float:
+        x, y = np.float64(a), np.float64(b)
+        with np.errstate(all="ignore"):
+            return float(np.float32({"fadd": x + y, "fsub": x - y, "fmul": x * y}[op]))
+    return ref
+
+
+def ref_fmax(a: float, b: float) -> float:
+    """RISC-V FMAX.S: the larger value, -0.0 < +0.0; a NaN operand gives the other one (both NaN: NaN)."""
+    if math.isnan(a) or math.isnan(b):
+        return b if math.isnan(a) else a
+    if a == b:  # equal, or +0.0 and -0.0: the one with the positive sign
+        return a if math.copysign(1.0, a) > 0 else b
+    return a if a > b else b
+
+
+def ref_fmin(a: float, b: float) -> float:
+    """RISC-V FMIN.S: the smaller value, -0.0 < +0.0; a NaN operand gives the other one (both NaN: NaN)."""
+    if math.isnan(a) or math.isnan(b):
+        return b if math.isnan(a) else a
+    if a == b:
+        return a if math.copysign(1.0, a) < 0 else b
+    return a if a < b else b
+
+
+FPU_REF = {"fadd": _f32_arith("fadd"), "fsub": _f32_arith("fsub"), "fmul": _f32_arith("fmul"),
+           "fmax": ref_fmax, "fmin": ref_fmin}
+
+
+def ref_fcvt(x: int) -> float:
+    """The signed integer ``x`` rounded to 24 significant bits, ties to even."""
+    shift = max(abs(x).bit_length() - 24, 0)
+    return float(round(Fraction(x, 2**shift)) * 2**shift)
+
+
+def ref_f16_round(x: float) -> float:
+    """``x`` rounded to the nearest f16 value, ties to even; a result past 65504 is inf (keeps -0.0)."""
+    if math.isnan(x) or math.isinf(x) or x == 0:
+        return x
+    # the exponent of the leading bit; below 2**-14 (subnormals) the spacing stays 2**-24
+    exponent = max(math.frexp(abs(x))[1] - 1, -14)
+    spacing = Fraction(2) ** (exponent - 10)
+    r = round(Fraction(x) / spacing) * spacing
+    return math.copysign(math.inf if abs(r) > 65504 else float(r), x)
+
+
+def ref_f16_value(bits: int) -> float:
+    """The value of the f16 bit pattern ``bits``."""
+    sign = -1.0 if bits >> 15 else 1.0
+    exponent, fraction = (bits >> 10) & 0x1F, bits & 0x3FF
+    if exponent == 0x1F:
+        return math.nan if fraction else sign * math.inf
+    if exponent == 0:
+        return sign * fraction * 2.0**-24
+    return sign * (1024 + fraction) * 2.0 ** (exponent - 25)
+
+
+def float_registers(seed: int) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(32) * 100).astype(np.float32)
+
+
+def run_fpu(op: str, a: float, b: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(F after ``op`` rd=20, rs1=6, rs2=11 on a, b; F before)."""
+    regs = float_registers(seed)
+    regs[6], regs[11] = a, b
+    got = execute(SPEC, SPEC.insn(op, rd=20, rs1=6, rs2=11), {"F": regs})
+    assert set(got) == {"F"} and got["F"].dtype == np.float32
+    return got["F"], regs
+
+
+def test_float_instructions_use_a_second_register_file_of_num_regs_f32():
+    for name in [*FPU, "fcvt", "fld", "fst"]:
+        op = SPEC.instruction(name).operand("F")
+        assert (op.kind, op.dtype, [to_text(s) for s in op.shape]) == ("register", "f32", ["NUM_REGS"]), name
+    for name in ["fcvt", "lde", "ste", "fld", "fst"]:  # R holds the integer, or the address base
+        assert SPEC.instruction(name).operand("R").dtype == "i32", name
+
+
+@pytest.mark.parametrize("op", FPU)
+def test_fpu_ops_on_edge_values_follow_ieee_f32_and_risc_v_max_min(op):
+    for k, (a, b) in enumerate(itertools.product(F32_EDGES, repeat=2)):
+        got, before = run_fpu(op, a, b, seed=k % 4)
+        expected = FPU_REF[op](float(np.float32(a)), float(np.float32(b)))
+        assert same_float(got[20], expected), (op, a, b, float(got[20]), expected)
+        assert np.array_equal(np.delete(got, 20), np.delete(before, 20), equal_nan=True)
+
+
+@pytest.mark.parametrize("op", FPU)
+@settings(max_examples=60, deadline=None)
+@given(a=st.integers(0, 2**32 - 1), b=st.integers(0, 2**32 - 1))
+def test_fpu_ops_on_random_f32_bit_patterns_match_the_reference(op, a, b):
+    x, y = f32_of_bits(a), f32_of_bits(b)
+    got, _ = run_fpu(op, x, y)
+    assert same_float(got[20], FPU_REF[op](x, y)), (op, hex(a), hex(b), float(got[20]))
+
+
+def test_fadd_rounds_to_f32_after_each_operation():
+    got, _ = run_fpu("fadd", 1.0, 2.0**-24)      # exactly half an f32 ulp of 1.0: the tie goes to even (1.0)
+    assert got[20] == 1.0
+    got, _ = run_fpu("fadd", 1.0, 3 * 2.0**-24)  # 1.5 ulps: rounds up to 1 + 2 ulps
+    assert got[20] == 1.0 + 2.0**-22
+    got, _ = run_fpu("fmul", F32_MAX, 2.0)       # overflow gives inf, also where float64 would not overflow
+    assert got[20] == math.inf
+    got, _ = run_fpu("fmul", 2.0**-100, 2.0**-49)  # 2**-149, the smallest subnormal: not flushed to zero
+    assert got[20] == 2.0**-149
+
+
+@pytest.mark.parametrize("x", [INT_MIN, INT_MAX, -1, 0, 1, 2**24, 2**24 + 1, 2**24 + 3, -(2**24 + 1),
+                               2**25 + 6, 2**31 - 64, 2**31 - 65])
+def test_fcvt_rounds_an_integer_register_to_the_nearest_f32(x):
+    regs, fregs = registers(6), float_registers(6)
+    regs[13] = x
+    got = execute(SPEC, SPEC.insn("fcvt", rd=2, rs1=13), {"F": fregs, "R": regs})
+    assert set(got) == {"F"}
+    assert got["F"][2] == ref_fcvt(x), (x, float(got["F"][2]), ref_fcvt(x))
+    assert np.array_equal(np.delete(got["F"], 2), np.delete(fregs, 2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=st.integers(INT_MIN, INT_MAX))
+def test_fcvt_of_random_integers_matches_the_reference(x):
+    regs = np.zeros(32, np.int32)
+    regs[1] = x
+    got = execute(SPEC, SPEC.insn("fcvt", rd=31, rs1=1), {"F": np.zeros(32, np.float32), "R": regs})["F"]
+    assert got[31] == ref_fcvt(x)
+
+
+def typed_access(name: str, t: str, space: str, **fields):
+    """(instance, its R registers with R[1] = 4096) of a typed load or store at R[1] - 8."""
+    regs = registers(8)
+    regs[1] = 4096
+    return SPEC.insn(name, T=t, rs1=1, space=space, imm=-8, **fields), regs
+
+
+@pytest.mark.parametrize("name", ["lde", "ste", "fld", "fst"])
+def test_typed_loads_and_stores_address_one_element_of_t_at_register_plus_offset(name):
+    t = SPEC.instruction(name).types["T"][0]
+    insn, regs = typed_access(name, t, "SMEM")
+    op = SPEC.instruction(name).operand("m")
+    assert (op.space, op.space_is_field, op.dtype) == ("space", True, "T")
+    assert operand_shape(SPEC, insn, "m") == (1,)
+    assert evaluate(op.addr, SPEC.scalar_env(insn.values, SPEC.types_of(insn), {"R": regs})) == 4096 - 8
+
+
+INT_T_BITS = [*BITS.items()]
+
+
+@pytest.mark.parametrize(("t", "bits"), INT_T_BITS)
+def test_lde_sign_extends_the_element_it_loads(t, bits):
+    rng = np.random.default_rng(bits)
+    patterns = [2**(bits - 1), 2**(bits - 1) - 1, 2**bits - 1, 0, 1,
+                *rng.integers(0, 2**bits, 20, endpoint=False).tolist()]
+    for raw in patterns:  # min, max, -1, 0, 1, random
+        insn, regs = typed_access("lde", t, "NMEM", rd=7)
+        m = np.array([raw], f"u{bits // 8}").view(NP[t])
+        got = execute(SPEC, insn, {"R": regs, "m": m})
+        assert set(got) == {"R"}
+        expected = raw - 2**bits if raw >= 2**(bits - 1) else raw
+        assert got["R"][7] == expected, (t, hex(raw), int(got["R"][7]))
+        assert np.array_equal(np.delete(got["R"], 7), np.delete(regs, 7))
+
+
+@pytest.mark.parametrize(("t", "bits"), INT_T_BITS)
+def test_ste_stores_the_low_bits_of_the_register(t, bits):
+    rng = np.random.default_rng(bits + 1)
+    values = [INT_MIN, INT_MAX, -1, 0, 1, i32(2**(bits - 1)), i32(-(2**(bits - 1)) - 1),  # just past T
+              *rng.integers(INT_MIN, INT_MAX, 20, endpoint=True).tolist()]
+    for x in values:
+        insn, regs = typed_access("ste", t, "GMEM", rs2=9)
+        regs[9] = x
+        got = execute(SPEC, insn, {"R": regs, "m": np.zeros(1, NP[t])})
+        assert set(got) == {"m"} and got["m"].dtype == NP[t]
+        assert int(got["m"].view(f"u{bits // 8}")[0]) == x % 2**bits, (t, x, int(got["m"][0]))
+
+
+F16_EDGE_BITS = [0x0000, 0x8000, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x0001, 0x8001, 0x03FF, 0x0400,
+                 0x3C00, 0xBC00, 0x3555]  # ±0, ±65504, ±inf, NaN, ±2**-24, largest subnormal, 2**-14, ±1, 1/3
+
+
+@pytest.mark.parametrize("t", ["f16", "f32"])
+def test_fld_widens_the_element_it_loads_to_f32_exactly(t):
+    rng = np.random.default_rng(17)
+    if t == "f16":
+        patterns = [*F16_EDGE_BITS, *rng.integers(0, 2**16, 40, endpoint=False).tolist()]
+        values = [ref_f16_value(p) for p in patterns]
+    else:
+        patterns = [bits_of_f32(x) for x in F32_EDGES] + rng.integers(0, 2**32, 40, endpoint=False).tolist()
+        values = [f32_of_bits(p) for p in patterns]
+    for raw, value in zip(patterns, values, strict=True):
+        insn, regs = typed_access("fld", t, "WMEM", rd=5)
+        fregs = float_registers(raw % 7)
+        m = np.array([raw], f"u{NP[t]().itemsize}").view(NP[t])
+        got = execute(SPEC, insn, {"F": fregs, "R": regs, "m": m})
+        assert set(got) == {"F"}
+        assert same_float(got["F"][5], value), (t, hex(raw), float(got["F"][5]), value)
+        assert np.array_equal(np.delete(got["F"], 5), np.delete(fregs, 5))
+
+
+FST_EDGES = [*F32_EDGES, 65519.0, 65519.996, -65520.0, 1e6, 2.0**-24, 2.0**-25, 1.5 * 2.0**-25, 2.0**-26,
+             -(2.0**-26), 3 * 2.0**-25, 2.0**-14 - 2.0**-25, 1 + 2.0**-11, 1 + 3 * 2.0**-11]
+
+
+@pytest.mark.parametrize("t", ["f16", "f32"])
+def test_fst_rounds_the_register_to_t_with_ties_to_even_and_overflow_to_inf(t):
+    rng = np.random.default_rng(19)
+    finite16 = (rng.standard_normal(30) * 3000).tolist()  # values inside the f16 range, and random patterns
+    values = [*FST_EDGES, *finite16, *map(f32_of_bits, rng.integers(0, 2**32, 30, endpoint=False).tolist())]
+    for x in values:
+        x = float(np.float32(x))  # what an f32 register holds
+        insn, regs = typed_access("fst", t, "NMEM", rs2=3)
+        fregs = float_registers(4)
+        fregs[3] = x
+        got = execute(SPEC, insn, {"F": fregs, "R": regs, "m": np.zeros(1, NP[t])})
+        assert set(got) == {"m"} and got["m"].dtype == NP[t]
+        expected = ref_f16_round(x) if t == "f16" else x
+        assert same_float(got["m"][0], expected), (t, x, float(got["m"][0]), expected)
+
+
+def test_fst_f16_overflows_to_inf_exactly_at_half_an_ulp_past_65504():
+    for x, expected in [(65519.996, 65504.0), (65520.0, math.inf), (-65520.0, -math.inf), (1e30, math.inf)]:
+        insn, regs = typed_access("fst", "f16", "NMEM", rs2=3)
+        fregs = np.zeros(32, np.float32)
+        fregs[3] = x
+        assert execute(SPEC, insn, {"F": fregs, "R": regs, "m": np.zeros(1, np.float16)})["m"][0] == expected
+
+
+def test_an_f16_round_trip_through_f_registers_is_exact():
+    """fld.f16 then fst.f16 gives back the f16 bit pattern it loaded (a NaN stays a NaN)."""
+    patterns = np.arange(0, 2**16, 97, dtype=np.uint32).tolist() + F16_EDGE_BITS
+    for raw in patterns:
+        m = np.array([raw], np.uint16).view(np.float16)
+        insn, regs = typed_access("fld", "f16", "NMEM", rd=4)
+        fregs = execute(SPEC, insn, {"F": np.zeros(32, np.float32), "R": regs, "m": m})["F"]
+        insn, _ = typed_access("fst", "f16", "NMEM", rs2=4)
+        back = execute(SPEC, insn, {"F": fregs, "R": regs, "m": np.zeros(1, np.float16)})["m"]
+        if math.isnan(ref_f16_value(raw)):
+            assert math.isnan(back[0]), hex(raw)
+        else:
+            assert int(back.view(np.uint16)[0]) == raw, hex(raw)
+
+
 # -------------------------------------------------------------------------------------- constraints
 
 VALID = {
     "memcpy": dict(dst_space="NMEM", src_space="GMEM", dst=0, src=4096, len=256, count=4, dst_stride=256,
                    src_stride=1024),
+    "memcpyr": dict(dst_space="NMEM", src_space="GMEM", rd=1, rs1=2, dst_off=64, src_off=-64, len=256, count=4,
+                    dst_stride=256, src_stride=1024),
     "vzero": dict(dst_space="NMEM", dst=64, n=1024),
     **{op: dict(T="f32", dst=0, a=8192, b=16384, n=1024) for op in BINARY},
     "relu": dict(T="i8", dst=0, n=128),
@@ -498,12 +774,18 @@ VALID = {
 }
 
 
+# registers for the rules that read them (memcpyr's base addresses: R1 = 0 in NMEM, R2 = 4160 in GMEM)
+VALID_REGISTERS = np.array([0, 0, 4160] + [0] * (P["NUM_REGS"] - 3), np.int32)
+
+
 @pytest.mark.parametrize("name", list(SPEC.instructions))
 def test_a_valid_instance_of_every_instruction_breaks_no_rule(name):
-    fields = VALID.get(name, {})
-    if name not in VALID:  # scalar and control instructions have no rules beyond their field ranges
-        assert SPEC.instruction(name).constraints == ()
-    assert check_constraints(SPEC, SPEC.insn(name, **fields)) == []
+    instr = SPEC.instruction(name)
+    if name not in VALID:  # scalar and control instructions have no rules beyond their field ranges and types
+        assert instr.constraints == ()
+    for t in instr.types.get("T", [None]):
+        fields = VALID.get(name, {}) | ({"T": t} if t is not None else {})
+        assert check_constraints(SPEC, SPEC.insn(name, **fields), {"R": VALID_REGISTERS}) == [], (name, t)
 
 
 def violations(name: str, **changes) -> list:
@@ -625,6 +907,13 @@ def test_sigmoid_rejects_integer_types():
     assert [v.kind for v in vs] == ["type"] and "T = i8" in str(vs[0])
 
 
+@pytest.mark.parametrize(("name", "t"), [("lde", "f16"), ("ste", "f32"), ("fld", "i8"), ("fst", "i32")])
+def test_integer_loads_and_stores_reject_float_types_and_float_ones_integer_types(name, t):
+    vs = check_constraints(SPEC, SPEC.insn(name, T=t, rd=1, rs1=2, space="NMEM", imm=4)
+                           if name in ("lde", "fld") else SPEC.insn(name, T=t, rs1=2, rs2=1, space="NMEM"))
+    assert [v.kind for v in vs] == ["type"] and f"T = {t}" in str(vs[0])
+
+
 def test_conv_rejects_a_kernel_larger_than_its_input_and_a_zero_stride():
     assert "kh <= h" in str(only(violations("conv", kh=11, h=10, w=12), "range"))
     vs = violations("conv", s=0)
@@ -657,6 +946,25 @@ def test_conv_timing_is_256_16_bit_macs_per_cycle(name, dt, cycles):
     assert timing_of(SPEC, insn) == ("tfu", 16, cycles)
 
 
+@pytest.mark.parametrize(("name", "latency"), [("fadd", "FPU_LATENCY"), ("fsub", "FPU_LATENCY"),
+                                               ("fmul", "FPU_LATENCY"), ("fcvt", "FPU_LATENCY"),
+                                               ("fmax", "SCALAR_LATENCY"), ("fmin", "SCALAR_LATENCY")])
+def test_float_register_ops_issue_in_one_cycle_with_their_documented_latency(name, latency):
+    assert (P["FPU_LATENCY"], P["SCALAR_LATENCY"]) == (4, 2)
+    assert timing_of(SPEC, SPEC.insn(name)) == ("scalar", P[latency], 1)
+    fast = isa.load_isa("diannao", params={"FPU_LATENCY": 2, "SCALAR_LATENCY": 1})
+    assert timing_of(fast, fast.insn(name)) == ("scalar", {"FPU_LATENCY": 2, "SCALAR_LATENCY": 1}[latency], 1)
+
+
+@pytest.mark.parametrize("name", ["ld", "st", "lde", "ste", "fld", "fst"])
+@pytest.mark.parametrize(("space", "latency"), [("GMEM", "GMEM_LATENCY"), ("SMEM", "SMEM_LATENCY"),
+                                                ("NMEM", "LOCAL_LATENCY"), ("WMEM", "LOCAL_LATENCY")])
+def test_scalar_loads_and_stores_take_the_latency_of_the_level_they_access(name, space, latency):
+    instr = SPEC.instruction(name)
+    types = {"T": instr.types["T"][-1]} if instr.types else {}
+    assert timing_of(SPEC, SPEC.insn(name, space=space, **types)) == ("scalar", P[latency], 1)
+
+
 def test_matmul_and_scalar_timing():
     assert timing_of(SPEC, SPEC.insn("matmul", T="f32", m=64, n=64, k=64)) == ("tfu", 16, 2048)
     assert timing_of(SPEC, SPEC.insn("add", rd=1, rs1=2, rs2=3)) == ("scalar", 2, 1)
@@ -677,6 +985,28 @@ def test_vadd_and_memcpy_words_follow_the_documented_layouts():
     # | dst_stride at 96 | src_stride at 112
     assert word == (1 | 2 << 8 | 0 << 10 | 0x100 << 12 | 0x3FFFFFFF << 42 | 14 << 72 | 4 << 88
                     | 14 << 96 | 56 << 112)
+
+
+@pytest.mark.parametrize(("insn", "word"), [
+    # rrr: opcode | rd at 8 | rs1 at 13 | rs2 at 18
+    (SPEC.insn("fadd", rd=1, rs1=2, rs2=3), 74 | 1 << 8 | 2 << 13 | 3 << 18),
+    (SPEC.insn("fmin", rd=31, rs1=0, rs2=17), 78 | 31 << 8 | 0 << 13 | 17 << 18),
+    # rr: opcode | rd at 8 | rs1 at 13
+    (SPEC.insn("fcvt", rd=30, rs1=5), 79 | 30 << 8 | 5 << 13),
+    # loadt: opcode | T at 8 | rd at 11 | rs1 at 16 | space at 21 | imm (two's complement) at 23
+    (SPEC.insn("fld", T="f16", rd=3, rs1=1, space="NMEM", imm=-4),
+     93 | 3 << 8 | 3 << 11 | 1 << 16 | 2 << 21 | (2**32 - 4) << 23),
+    (SPEC.insn("lde", T="i16", rd=9, rs1=31, space="GMEM", imm=2**31 - 1),
+     91 | 1 << 8 | 9 << 11 | 31 << 16 | 0 << 21 | (2**31 - 1) << 23),
+    # storet: opcode | T at 8 | rs1 at 11 | rs2 at 16 | space at 21 | imm at 23
+    (SPEC.insn("fst", T="f32", rs1=4, rs2=6, space="WMEM", imm=64),
+     94 | 4 << 8 | 4 << 11 | 6 << 16 | 3 << 21 | 64 << 23),
+    (SPEC.insn("ste", T="i8", rs1=2, rs2=7, space="SMEM", imm=-(2**31)),
+     92 | 0 << 8 | 2 << 11 | 7 << 16 | 1 << 21 | 2**31 << 23),
+])
+def test_float_and_typed_memory_words_follow_the_documented_layouts(insn, word):
+    assert encode_insn(SPEC, insn) == word
+    assert decode_insn(SPEC, word) == insn
 
 
 def _field_value(data, instr, f):
@@ -730,3 +1060,35 @@ def test_a_smaller_nmem_moves_the_capacity_rules_with_it():
     # dst is above its max (NMEM_BYTES - 1) and the vector runs past the end
     assert sorted(v.kind for v in vs) == ["capacity", "range"]
     assert check_constraints(SPEC, SPEC.insn("vadd", T="f32", dst=300032, a=0, b=4096, n=64)) == []
+
+
+# ----------------------------------------------------------------------------------------- assembly
+
+def test_float_and_typed_memory_instructions_read_as_assembly_with_a_type_suffix():
+    program = isa.Program(SPEC, [
+        SPEC.insn("fld", T="f16", rd=3, rs1=1, space="NMEM", imm=-4),
+        SPEC.insn("fadd", rd=1, rs1=2, rs2=3),
+        SPEC.insn("fcvt", rd=2, rs1=9),
+        SPEC.insn("ste", T="i8", rs1=2, rs2=5, space="GMEM", imm=7),
+    ])
+    assert isa.disassemble(program).splitlines()[3:] == [
+        "    fld.f16 rd=r3, rs1=r1, space=NMEM, imm=-4",
+        "    fadd rd=r1, rs1=r2, rs2=r3",
+        "    fcvt rd=r2, rs1=r9",
+        "    ste.i8 rs1=r2, rs2=r5, space=GMEM, imm=7",
+    ]
+    assert isa.assemble(isa.disassemble(program)) == program
+
+
+NEW_SCALAR = ["fadd", "fsub", "fmul", "fmax", "fmin", "fcvt", "lde", "ste", "fld", "fst"]
+
+
+@pytest.mark.parametrize("name", NEW_SCALAR)
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_float_and_typed_memory_instructions_round_trip_through_assembly_text(name, data):
+    instr = SPEC.instruction(name)
+    insn = SPEC.insn(name, **{f.name: _field_value(data, instr, f) for f in instr.fields})
+    program = isa.Program(SPEC, [insn, SPEC.insn("halt")])
+    assert isa.assemble(isa.disassemble(program)) == program
+    assert isa.decode_program(isa.encode_program(program)) == program

@@ -1,0 +1,75 @@
+"""Typed errors of the DianNao simulator. Each names the core, the pc, the instruction (as assembly text) and
+the rule it broke, so that a message alone says what to fix:
+
+    core 5 (cluster 1, core 1), pc 12 (vadd.f32 dst=0x40, a=0x80, b=0x100, n=100): the element count must
+    be a multiple of VECTOR_ELEMS: violated 'n % VECTOR_ELEMS == 0' (VECTOR_ELEMS = 64, n = 100)
+
+A rule of the ISA spec that a tensor instruction breaks raises the subclass of ``ConstraintError`` for its
+constraint kind (``align``, ``divisible``, ``space``, ``capacity``; every other kind raises
+``ConstraintError`` itself).
+"""
+
+from __future__ import annotations
+
+from sim.core.errors import SimError
+
+
+class DiannaoError(SimError):
+    """An error of a DianNao simulation; ``core`` and ``pc`` are None when it concerns the whole launch."""
+
+    def __init__(self, message: str, *, core: int | None = None, pc: int | None = None,
+                 insn: str | None = None, rule: str | None = None) -> None:
+        self.core, self.pc, self.insn, self.rule = core, pc, insn, rule
+        self.detail = message
+        super().__init__(message)
+
+
+class LaunchError(DiannaoError):
+    """The launch itself is wrong: a core count the card cannot run, a program for another ISA or parameters,
+    host data that does not fit in GMEM."""
+
+
+class ConstraintError(DiannaoError):
+    """A tensor instruction breaks a rule of its ISA spec."""
+
+
+class MisalignedError(ConstraintError):
+    """An address is not aligned as the instruction requires (constraint kind ``align``)."""
+
+
+class ElementCountError(ConstraintError):
+    """An element or byte count is not a multiple the instruction requires (constraint kind ``divisible``)."""
+
+
+class MemorySpaceError(ConstraintError):
+    """An instruction names a memory space it cannot use (constraint kind ``space``)."""
+
+
+class ScratchpadOverflowError(ConstraintError):
+    """An operand reaches past the end of its memory (constraint kind ``capacity``)."""
+
+
+class OutOfBoundsError(DiannaoError):
+    """A scalar load or store addresses bytes outside its memory space (its address comes from a register,
+    so only the running simulator can check it)."""
+
+
+class ControlError(DiannaoError):
+    """Control left the program: a core ran past the last instruction without ``halt``."""
+
+
+class RunawayLoopError(DiannaoError):
+    """A core executed more instructions than the config's instruction budget allows."""
+
+
+class BarrierDeadlockError(DiannaoError):
+    """Cores wait at a barrier that can never complete: some core of its scope halted, or waits at another
+    barrier."""
+
+
+CONSTRAINT_ERRORS: dict[str, type[ConstraintError]] = {
+    "align": MisalignedError,
+    "divisible": ElementCountError,
+    "space": MemorySpaceError,
+    "capacity": ScratchpadOverflowError,
+}

@@ -1,0 +1,203 @@
+"""Functional state and execution of DianNao tensor instructions: the card's memories and one numpy call per
+instruction.
+
+Memories are flat uint8 arrays: one GMEM for the card, one SMEM per cluster, one NMEM and one WMEM per core.
+Operands are typed views into them at the byte address and strides the ISA spec gives. Two ways run an
+instruction, and tests/sim/diannao/test_functional.py proves them equal on random instances:
+
+- ``execute_generic``: the spec's semantics through ``isa.execute`` (the reference);
+- ``FAST_PATHS``: hand-written numpy for the instructions kernels run most (copies, vector ops, conv,
+  matmul), several times cheaper than the generic executor. An instruction without one runs generically.
+
+Neither checks the spec's constraints: the machine does that once per instruction before the first run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+import isa
+from isa.dtypes import DTYPES
+from isa.lang.scalar import evaluate
+
+
+class CardMemory:
+    """Every memory of one card, for the ISA ``spec`` (its spaces give the sizes and the space codes).
+
+    ``gmem`` may be an existing 1-D uint8 array (used in place, not copied). Memories of cores that are not
+    launched are never touched; numpy's zero-filled arrays only take real memory where written.
+    """
+
+    def __init__(self, spec: isa.ISA, gmem: np.ndarray | None = None) -> None:
+        p = spec.params
+        self.spec = spec
+        self.cores_per_cluster = p["CORES_PER_CLUSTER"]
+        cores = p["CLUSTERS"] * self.cores_per_cluster
+        sizes = {name: s.bytes for name, s in spec.spaces.items()}
+        if gmem is None:
+            gmem = np.zeros(sizes["GMEM"], np.uint8)
+        if gmem.dtype != np.uint8 or gmem.ndim != 1 or gmem.size != sizes["GMEM"]:
+            raise ValueError(f"GMEM must be a 1-D uint8 array of {sizes['GMEM']} bytes, but got {gmem.dtype} "
+                             f"with shape {gmem.shape}")
+        self.gmem = gmem
+        self.smem = [np.zeros(sizes["SMEM"], np.uint8) for _ in range(p["CLUSTERS"])]
+        self.nmem = [np.zeros(sizes["NMEM"], np.uint8) for _ in range(cores)]
+        self.wmem = [np.zeros(sizes["WMEM"], np.uint8) for _ in range(cores)]
+        self.codes = {name: s.id for name, s in spec.spaces.items()}
+        self.names = {s.id: name for name, s in spec.spaces.items()}
+
+    def space(self, code: int, core: int) -> np.ndarray:
+        """The memory that space ``code`` means for global core index ``core``."""
+        name = self.names[code]
+        if name == "GMEM":
+            return self.gmem
+        if name == "SMEM":
+            return self.smem[core // self.cores_per_cluster]
+        return self.nmem[core] if name == "NMEM" else self.wmem[core]
+
+
+def _space_code(spec: isa.ISA, op: isa.Operand, fields: dict[str, int]) -> int:
+    return fields[op.space] if op.space_is_field else spec.spaces[op.space].id
+
+
+def operand_views(spec: isa.ISA, insn: isa.Insn, memory: CardMemory, core: int,
+                  registers: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Typed views of ``insn``'s memory operands into ``memory`` (as core ``core`` sees it, with register
+    files ``registers`` for addresses that read them), at the address, shape and strides its spec gives.
+    Raises ``IndexError`` naming the operand if one reaches outside its memory."""
+    spec_instr = spec.instruction(insn.name)
+    types = spec.types_of(insn)
+    fields = insn.values
+    env = spec.scalar_env(fields, types, registers or {})
+    views = {}
+    for op in spec_instr.operands:
+        if op.kind != "tensor":
+            continue
+        dt = np.dtype(DTYPES[spec_instr.operand_dtype(op, types)].numpy)
+        shape = tuple(int(evaluate(e, env)) for e in op.shape)
+        if op.strides is not None:
+            elem_strides = [int(evaluate(e, env)) for e in op.strides]
+        else:
+            elem_strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+        addr = int(evaluate(op.addr, env))
+        mem = memory.space(_space_code(spec, op, fields), core)
+        last = addr + sum((n - 1) * s for n, s in zip(shape, elem_strides, strict=True)) * dt.itemsize
+        if min(shape, default=1) > 0 and (addr < 0 or last + dt.itemsize > mem.size):
+            raise IndexError(f"operand '{op.name}' ({shape} {dt} at byte {addr}) reaches outside its memory "
+                             f"of {mem.size} bytes")
+        views[op.name] = np.ndarray(shape, dt, buffer=mem, offset=addr if mem.size else 0,
+                                    strides=tuple(s * dt.itemsize for s in elem_strides))
+    return views
+
+
+def execute_generic(spec: isa.ISA, insn: isa.Insn, memory: CardMemory, core: int,
+                    registers: dict[str, np.ndarray] | None = None) -> None:
+    """Run ``insn`` on ``memory`` through the spec's semantics (``isa.execute``), as core ``core`` with
+    register files ``registers`` (needed where an operand's address reads a register)."""
+    views = operand_views(spec, insn, memory, core, registers)
+    for name, value in isa.execute(spec, insn, {**(registers or {}), **views}).items():
+        views[name][...] = value
+
+
+# ----------------------------------------------------------------------------------------------- fast paths
+# Each takes (memory, core, fields, dtype of T or None) and writes its results in place. For an instruction
+# whose operand addresses read registers (memcpyr), the machine passes fields where each such operand's name
+# maps to its address, as memcpy's own fields do.
+
+def _typed(mem: np.ndarray, addr: int, n: int, dt: np.dtype) -> np.ndarray:
+    return mem[addr:addr + n * dt.itemsize].view(dt)
+
+
+def _rows(mem: np.ndarray, addr: int, count: int, length: int, stride: int) -> np.ndarray:
+    return np.ndarray((count, length), np.uint8, buffer=mem, offset=addr, strides=(stride, 1))
+
+
+def _memcpy(memory: CardMemory, core: int, f: dict[str, int], dt) -> None:
+    dst = memory.space(f["dst_space"], core)
+    src = memory.space(f["src_space"], core)
+    count, length = f["count"], f["len"]
+    if count == 1 or (f["dst_stride"] == length and f["src_stride"] == length):
+        n = count * length
+        dst[f["dst"]:f["dst"] + n] = src[f["src"]:f["src"] + n]
+    else:
+        _rows(dst, f["dst"], count, length, f["dst_stride"])[...] = _rows(src, f["src"], count, length,
+                                                                         f["src_stride"])
+
+
+def _vzero(memory: CardMemory, core: int, f: dict[str, int], dt) -> None:
+    memory.space(f["dst_space"], core)[f["dst"]:f["dst"] + f["n"]] = 0
+
+
+def _binary(ufunc) -> Callable:
+    def run(memory: CardMemory, core: int, f: dict[str, int], dt: np.dtype) -> None:
+        mem, n = memory.nmem[core], f["n"]
+        ufunc(_typed(mem, f["a"], n, dt), _typed(mem, f["b"], n, dt), out=_typed(mem, f["dst"], n, dt))
+    return run
+
+
+def _relu(memory: CardMemory, core: int, f: dict[str, int], dt: np.dtype) -> None:
+    x = _typed(memory.nmem[core], f["dst"], f["n"], dt)
+    np.maximum(x, dt.type(0), out=x)
+
+
+def _vabs(memory: CardMemory, core: int, f: dict[str, int], dt: np.dtype) -> None:
+    x = _typed(memory.nmem[core], f["dst"], f["n"], dt)
+    np.abs(x, out=x)
+
+
+def _conv_parts(memory: CardMemory, core: int, f: dict[str, int], dt: np.dtype, acc: np.dtype):
+    """The input as sliding windows and the weights as a (kh, kw, cin, cout) matrix, both in ``acc``."""
+    h, w, cin, cout, kh, kw, s = (f[k] for k in ("h", "w", "cin", "cout", "kh", "kw", "s"))
+    inp = _typed(memory.nmem[core], f["inp"], h * w * cin, dt).reshape(h, w, cin)
+    block = _block_of(memory)
+    wgt = _typed(memory.wmem[core], f["wgt"], kh * kw * cin * cout, dt)
+    wgt = wgt.reshape(cout // block, kh, kw, cin, block)
+    wgt = wgt.transpose(1, 2, 3, 0, 4).reshape(kh, kw, cin, cout)
+    windows = np.lib.stride_tricks.sliding_window_view(inp, (kh, kw), axis=(0, 1))[::s, ::s]
+    # windows: (ho, wo, cin, kh, kw)
+    return windows.astype(acc), wgt.astype(acc), (windows.shape[0], windows.shape[1], cout)
+
+
+def _conv(memory: CardMemory, core: int, f: dict[str, int], dt: np.dtype) -> None:
+    windows, wgt, shape = _conv_parts(memory, core, f, dt, np.dtype(np.float32))
+    out = np.tensordot(windows, wgt.transpose(2, 0, 1, 3), axes=([2, 3, 4], [0, 1, 2]))
+    _typed(memory.nmem[core], f["out"], out.size, dt)[...] = out.astype(dt).reshape(-1)
+
+
+def _qconv(memory: CardMemory, core: int, f: dict[str, int], dt: np.dtype) -> None:
+    windows, wgt, shape = _conv_parts(memory, core, f, dt, np.dtype(np.int64))
+    out = np.tensordot(windows, wgt.transpose(2, 0, 1, 3), axes=([2, 3, 4], [0, 1, 2]))
+    # i32 products and sums wrap; a sum modulo 2**32 does not depend on the order: int64 then wrap is exact
+    _typed(memory.nmem[core], f["out"], out.size, np.dtype(np.int32))[...] = out.astype(np.int32).reshape(-1)
+
+
+def _matmul(memory: CardMemory, core: int, f: dict[str, int], dt: np.dtype) -> None:
+    m, k, n = f["m"], f["k"], f["n"]
+    a = _typed(memory.nmem[core], f["a"], m * k, dt).reshape(m, k).astype(np.float32)
+    b = _typed(memory.wmem[core], f["b"], k * n, dt)
+    block = _block_of(memory)
+    b = b.reshape(n // block, k, block).transpose(1, 0, 2).reshape(k, n).astype(np.float32)
+    _typed(memory.nmem[core], f["out"], m * n, dt)[...] = (a @ b).astype(dt).reshape(-1)
+
+
+def _block_of(memory: CardMemory) -> int:
+    return memory.spec.params["CONV_BLOCK"]
+
+
+FAST_PATHS: dict[str, Callable] = {
+    "memcpy": _memcpy,
+    "memcpyr": _memcpy,
+    "vzero": _vzero,
+    "vadd": _binary(np.add),
+    "vsub": _binary(np.subtract),
+    "vmul": _binary(np.multiply),
+    "vmax": _binary(np.maximum),
+    "vmin": _binary(np.minimum),
+    "relu": _relu,
+    "vabs": _vabs,
+    "conv": _conv,
+    "qconv": _qconv,
+    "matmul": _matmul,
+}

@@ -1,0 +1,756 @@
+"""Timing simulation of an SPMD kernel on a DianNao-style card (simpy), with functional execution.
+
+    card = Card("default")
+    x = card.to_gmem(np.arange(4096, dtype=np.float32))
+    result = card.launch(program, cores=16)          # DiannaoResult
+    y = card.from_gmem(x)
+
+Every launched core runs the same program from pc 0 with its own registers and ids (``rdid``), in order, one
+instruction at a time. An instruction occupies its core for ``latency + cycles - 1`` cycles of its spec's
+timing (the pipeline fills in ``latency`` cycles, then takes one more per extra cycle of work): scalar ops
+take their latency, a vector op ``VFU_LATENCY + ceil(bytes / VFU_BYTES_PER_CYCLE) - 1``, a copy its memory
+level's latency plus its rows at the DMA rate.
+
+Time: each core keeps a local clock and runs its core-local work (scalar code, vector and tensor ops, copies
+inside the core) without touching simpy. It synchronizes with simulated time only before it touches
+something shared: a copy or scalar access to GMEM or SMEM, a barrier, halt. So shared accesses happen in
+global time order (cores in id order on ties), which makes the functional result and the timing
+deterministic, and the cost of simulating grows with instructions, not cycles.
+
+Shared bandwidth: GMEM has one port for the whole card and each cluster's SMEM one port, serving requests
+first come, first served. A transfer holds every port it uses for ``ceil(bytes / port bytes per cycle)``
+cycles; it starts when all are free, and waiting for them counts as stalled. Its data arrive after the
+latency of the slowest level and its own transfer time (the per-core DMA rate of the spec, or the port's,
+whichever is slower).
+
+Errors (sim/diannao/errors.py) name the core, pc, instruction and rule: a broken spec constraint on a tensor
+instruction (checked on its first execution), a scalar access out of bounds, running past the end, more
+instructions than the budget, and barriers that can never complete (found the moment no event is left while
+some core still waits).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+import isa
+from isa.asm import format_insn
+from isa.dtypes import DTYPES
+from isa.instance import reads_operands
+from isa.lang.tree import Access, Binary, Name, to_text
+from sim.diannao.config import DiannaoConfig, load_config
+from sim.diannao.errors import (
+    CONSTRAINT_ERRORS,
+    BarrierDeadlockError,
+    ConstraintError,
+    ControlError,
+    DiannaoError,
+    LaunchError,
+    OutOfBoundsError,
+    RunawayLoopError,
+)
+from sim.diannao.functional import FAST_PATHS, CardMemory, execute_generic
+
+# ------------------------------------------------------------------------------- decoded instruction kinds
+# Each instruction decodes once into a tuple whose first element is its kind; the interpreter tests the kinds
+# in this order (most frequent first).
+(ADDI, BLT, BNE, BGE, BEQ, JMP, LOAD, STORE, FLOAD, FSTORE, FADD, FSUB, FMUL, FMAX, FMIN, FCVT, ADD, SUB, MUL,
+ AND, OR, XOR, SLL, SRA, SRL, SLT, LI, RDID, TENSOR, BARRIER, HALT) = range(31)
+
+RRR = {"add": ADD, "sub": SUB, "mul": MUL, "and": AND, "or": OR, "xor": XOR, "sll": SLL, "sra": SRA,
+       "srl": SRL, "slt": SLT, "fadd": FADD, "fsub": FSUB, "fmul": FMUL, "fmax": FMAX, "fmin": FMIN}
+BRANCHES = {"beq": BEQ, "bne": BNE, "blt": BLT, "bge": BGE}
+# scalar memory access: instruction -> (kind, struct format per element type, or one format)
+SCALAR_MEMORY = {"ld": LOAD, "lde": LOAD, "st": STORE, "ste": STORE, "fld": FLOAD, "fst": FSTORE}
+LOAD_FORMATS = {"i8": "<b", "i16": "<h", "i32": "<i", "f16": "<e", "f32": "<f"}
+STORE_FORMATS = {"i8": "<B", "i16": "<H", "i32": "<I", "f16": "<e", "f32": "<f"}
+STORE_MASKS = {"i8": 0xFF, "i16": 0xFFFF, "i32": 0xFFFFFFFF}
+TENSOR_GROUPS = ("dma", "vector", "unary", "tensor")
+
+_F32 = struct.Struct("<f")
+_F16 = struct.Struct("<e")
+
+
+def _f32(x: float) -> float:
+    """``x`` rounded to the nearest f32 (infinities where it overflows)."""
+    try:
+        return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _fmax(a: float, b: float) -> float:
+    """RISC-V FMAX.S, as the spec says: a NaN operand gives the other one, and -0.0 < +0.0."""
+    if a != a:
+        return b
+    if b != b or a > b:
+        return a
+    if a == b:
+        return a if math.copysign(1.0, a) > 0 else b
+    return b
+
+
+def _fmin(a: float, b: float) -> float:
+    """RISC-V FMIN.S, as the spec says: a NaN operand gives the other one, and -0.0 < +0.0."""
+    if a != a:
+        return b
+    if b != b or a < b:
+        return a
+    if a == b:
+        return a if math.copysign(1.0, a) < 0 else b
+    return b
+
+
+# ----------------------------------------------------------------------------------------------- results
+@dataclass
+class CoreStats:
+    """What one core did: cycles executing (busy), waiting for a shared port or a barrier (stalled), and
+    after its halt until the whole kernel ends (idle); instructions executed, by kind; unit busy cycles."""
+
+    core: int
+    cluster: int
+    busy: int = 0
+    stalled: int = 0
+    idle: int = 0
+    halted_at: int = 0
+    instructions: int = 0
+    tensor_instructions: int = 0
+    scalar_instructions: int = 0
+    unit_cycles: dict[str, int] = field(default_factory=dict)  # "vfu", "tfu", "dma", "scalar", "ctrl"
+
+
+@dataclass
+class DiannaoResult:
+    """What a launch measured; the same program, data and launch always give an equal result."""
+
+    cycles: int
+    cores: list[CoreStats]
+    instructions: dict[str, int]          # executed instructions by name, over all cores
+    tensor_instructions: int              # memcpy, vzero, vector, unary, conv and matmul instructions
+    scalar_instructions: int              # scalar ALU, scalar memory, branches, barriers, halt
+    bytes_moved: dict[str, int]           # "GMEM->NMEM": bytes; scalar accesses are "GMEM->REG", "REG->NMEM"
+    clock_mhz: float
+    # (track, what, first cycle, end cycle, "instruction" | "stall" | "scalar"), in time order
+    trace: list[tuple[str, str, int, int, str]] = field(default_factory=list, repr=False)
+
+    def utilization(self, unit: str) -> float:
+        """Mean over the launched cores of the fraction of all cycles ``unit`` ("vfu", "tfu", "dma") was
+        busy."""
+        if not self.cycles or not self.cores:
+            return 0.0
+        return sum(c.unit_cycles.get(unit, 0) for c in self.cores) / (self.cycles * len(self.cores))
+
+    @property
+    def microseconds(self) -> float:
+        return self.cycles / self.clock_mhz
+
+
+# ----------------------------------------------------------------------------------------------- decoding
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What the machine knows about one instruction before running it."""
+
+    kind: int
+    op: tuple                  # the decoded tuple the interpreter runs
+    unit: str                  # timing unit of the spec ("scalar", "vfu", "tfu", "dma", "ctrl")
+    cycles: int                # core cycles of one execution (without waiting)
+    work: int                  # cycles of the spec's "cycles" (throughput part), for unit utilization
+    tensor: bool
+    moves: tuple[tuple[str, int], ...] = ()   # ("GMEM->NMEM", bytes) per execution
+    ports: tuple[tuple[str, int], ...] = ()   # ("gmem" | "smem", cycles held) per execution
+
+
+class _Decoder:
+    def __init__(self, program: isa.Program, config: DiannaoConfig) -> None:
+        self.spec = program.isa
+        self.config = config
+        self.space_names = {s.id: name for name, s in self.spec.spaces.items()}
+
+    def plans(self, program: isa.Program) -> list[_Plan]:
+        return [self.plan(pc, insn) for pc, insn in enumerate(program.insns)]
+
+    def plan(self, pc: int, insn: isa.Insn) -> _Plan:
+        spec = self.spec
+        instr = spec.instruction(insn.name)
+        f = insn.values
+        unit, latency, cycles = isa.timing_of(spec, insn)
+        latency, cycles = latency or 1, max(cycles or 1, 1)
+        duration = latency + cycles - 1
+        name = insn.name
+        types = spec.types_of(insn)
+        tensor = instr.group in TENSOR_GROUPS
+        if name in RRR:
+            kind = RRR[name]
+            return _Plan(kind, (kind, f["rd"], f["rs1"], f["rs2"]), unit, duration, cycles, False)
+        if name == "fcvt":
+            return _Plan(FCVT, (FCVT, f["rd"], f["rs1"]), unit, duration, cycles, False)
+        if name == "addi":
+            return _Plan(ADDI, (ADDI, f["rd"], f["rs1"], f["imm"]), unit, duration, cycles, False)
+        if name == "li":
+            return _Plan(LI, (LI, f["rd"], f["imm"]), unit, duration, cycles, False)
+        if name == "rdid":
+            return _Plan(RDID, (RDID, f["rd"], f["which"]), unit, duration, cycles, False)
+        if name in BRANCHES:
+            kind = BRANCHES[name]
+            return _Plan(kind, (kind, f["rs1"], f["rs2"], f["target"]), unit, duration, cycles, False)
+        if name == "jmp":
+            return _Plan(JMP, (JMP, f["target"]), unit, duration, cycles, False)
+        if name in SCALAR_MEMORY:
+            return self.scalar_memory(insn, f, types, unit, duration, cycles)
+        if name == "barrier":
+            return _Plan(BARRIER, (BARRIER, f["scope"]), unit, latency, cycles, False)
+        if name == "halt":
+            return _Plan(HALT, (HALT,), unit, duration, cycles, False)
+        if not tensor:
+            raise LaunchError(f"pc {pc} ({format_insn(spec, insn)}): the DianNao simulator cannot run "
+                              f"'{name}' (group {instr.group!r})", pc=pc, insn=format_insn(spec, insn))
+        return self.tensor(insn, f, types, unit, latency, cycles)
+
+    def scalar_memory(self, insn, f, types, unit, duration, cycles) -> _Plan:
+        name = insn.name
+        kind = SCALAR_MEMORY[name]
+        dtype = types.get("T", "i32")
+        space = self.space_names[f["space"]]
+        load = kind in (LOAD, FLOAD)
+        fmt = struct.Struct(LOAD_FORMATS[dtype] if load else STORE_FORMATS[dtype])
+        reg = f["rd"] if load else f["rs2"]
+        mask = STORE_MASKS.get(dtype, 0)
+        shared = space in ("GMEM", "SMEM")
+        move = (f"{space}->REG" if load else f"REG->{space}", fmt.size)
+        ports = self.ports(space, space, fmt.size) if shared else ()
+        duration = duration - cycles + max([cycles] + [c for _, c in ports])
+        op = (kind, reg, f["rs1"], f["imm"], f["space"], fmt, mask, shared)
+        return _Plan(kind, op, unit, duration, cycles, False, (move,), ports)
+
+    def ports(self, a: str, b: str, nbytes: int) -> tuple[tuple[str, int], ...]:
+        out = []
+        if "GMEM" in (a, b):
+            out.append(("gmem", -(-nbytes // self.config.gmem_bytes_per_cycle)))
+        if "SMEM" in (a, b):
+            out.append(("smem", -(-nbytes // self.config.smem_bytes_per_cycle)))
+        return tuple(out)
+
+    def tensor(self, insn, f, types, unit, latency, cycles) -> _Plan:
+        instr = self.spec.instruction(insn.name)
+        dt = np.dtype(DTYPES[types["T"]].numpy) if "T" in types else None
+        moves: tuple[tuple[str, int], ...] = ()
+        ports: tuple[tuple[str, int], ...] = ()
+        if insn.name in ("memcpy", "memcpyr"):
+            src, dst = self.space_names[f["src_space"]], self.space_names[f["dst_space"]]
+            nbytes = f["count"] * f["len"]
+            moves = ((f"{src}->{dst}", nbytes),)
+            ports = self.ports(src, dst, nbytes)
+        duration = latency + max([cycles] + [c for _, c in ports]) - 1
+        addresses = tuple(_register_address(op, f) for op in instr.operands
+                          if op.kind == "tensor" and not isinstance(op.addr, Name))
+        dynamic = addresses or any(reads_operands(c) for c in instr.constraints)
+        op = (TENSOR, FAST_PATHS.get(insn.name), f, dt, bool(ports), addresses if dynamic else None)
+        return _Plan(TENSOR, op, unit, duration, cycles, True, moves, ports)
+
+
+def _register_address(op: isa.Operand, f: dict[str, int]) -> tuple[str, int, int]:
+    """(operand, register number, offset) of an address ``R[field]`` or ``R[field] + field``."""
+    e = op.addr
+    offset = 0
+    if isinstance(e, Binary) and e.op == "+" and isinstance(e.rhs, Name) and e.rhs.id in f:
+        e, offset = e.lhs, f[e.rhs.id]
+    if (isinstance(e, Access) and e.tensor == "R" and len(e.indices) == 1 and isinstance(e.indices[0], Name)
+            and e.indices[0].id in f):
+        return op.name, f[e.indices[0].id], offset
+    raise LaunchError(f"operand '{op.name}': the simulator supports addresses of the forms field, R[field] "
+                      f"and R[field] + field, not '{to_text(op.addr)}'")
+
+
+# ----------------------------------------------------------------------------------------------- machine
+class _Barrier:
+    def __init__(self, env: simpy.Environment, members: tuple[int, ...]) -> None:
+        self.env = env
+        self.members = members
+        self.arrived: dict[int, int] = {}  # core -> pc
+        self.event = env.event()
+
+
+class _Machine:
+    def __init__(self, program: isa.Program, memory: CardMemory, config: DiannaoConfig,
+                 cores: Sequence[int], args: Sequence[int], trace: bool, fast: bool) -> None:
+        self.program = program
+        self.spec = program.isa
+        self.config = config
+        self.memory = memory
+        self.launched = tuple(cores)
+        self.args = tuple(args)
+        self.tracing = trace
+        self.fast = fast
+        p = self.spec.params
+        self.cpc = p["CORES_PER_CLUSTER"]
+        self.num_regs = p["NUM_REGS"]
+        self.barrier_latency = p["BARRIER_LATENCY"]
+        self.plans = _Decoder(program, config).plans(program)
+        self.ops = [plan.op for plan in self.plans]
+        self.costs = [plan.cycles for plan in self.plans]
+        self.checked = [False] * len(self.plans)
+        self.env = simpy.Environment()
+        self.hits = {c: [0] * len(self.plans) for c in self.launched}
+        self.stalled = dict.fromkeys(self.launched, 0)
+        self.halted: dict[int, tuple[int, int]] = {}  # core -> (cycle, pc)
+        self.port_free = {"gmem": 0, **{f"smem{k}": 0 for k in range(p["CLUSTERS"])}}
+        clusters = sorted({c // self.cpc for c in self.launched})
+        self.core_dim = len([c for c in self.launched if c // self.cpc == clusters[0]])
+        self.cluster_dim = len(clusters)
+        self.barriers: dict[tuple, _Barrier] = {}
+        self.waiting: dict[int, tuple[tuple, int]] = {}  # core -> (barrier key, pc)
+        self.trace: list[tuple[str, str, int, int, str]] = []
+        self.last_event = dict.fromkeys(self.launched, 0)
+        self.spaces = {s.id: name for name, s in self.spec.spaces.items()}
+
+    # ------------------------------------------------------------------ helpers
+    def where(self, core: int, pc: int) -> str:
+        insn = self.program.insns[pc] if pc < len(self.program.insns) else None
+        text = f" ({format_insn(self.spec, insn)})" if insn is not None else ""
+        return f"core {core} (cluster {core // self.cpc}, core {core % self.cpc}), pc {pc}{text}"
+
+    def error(self, cls: type[DiannaoError], core: int, pc: int, message: str, rule: str | None = None):
+        insn = self.program.insns[pc] if pc < len(self.program.insns) else None
+        return cls(f"{self.where(core, pc)}: {message}", core=core, pc=pc,
+                   insn=format_insn(self.spec, insn) if insn is not None else None, rule=rule)
+
+    def check(self, core: int, pc: int) -> None:
+        """The spec's constraints of the tensor instruction at ``pc`` (once per pc: they depend only on its
+        fields)."""
+        violations = isa.check_constraints(self.spec, self.program.insns[pc], which="static")
+        if violations:
+            self.raise_violation(core, pc, violations)
+        self.checked[pc] = True
+
+    def raise_violation(self, core: int, pc: int, violations: list[isa.Violation]) -> None:
+        if violations:
+            v = violations[0]
+            more = f" (and {len(violations) - 1} more rule(s) broken)" if len(violations) > 1 else ""
+            vals = f" ({', '.join(f'{k} = {x}' for k, x in v.values)})" if v.values else ""
+            raise self.error(CONSTRAINT_ERRORS.get(v.kind, ConstraintError), core, pc,
+                             f"{v.message}: violated '{v.rule}'{vals}{more}", v.rule)
+
+    def reserve(self, core: int, ports: tuple[tuple[str, int], ...], now: int) -> int:
+        """Take every port of ``ports`` at the first cycle from ``now`` on when all are free; return it."""
+        names = [name if name == "gmem" else f"smem{core // self.cpc}" for name, _ in ports]
+        start = max([now] + [self.port_free[n] for n in names])
+        for n, (_, held) in zip(names, ports, strict=True):
+            self.port_free[n] = start + held
+        return start
+
+    def scalar_run(self, core: int, until: int) -> None:
+        if until > self.last_event[core]:
+            self.trace.append((f"core {core}", "scalar code", self.last_event[core], until, "scalar"))
+
+    # ------------------------------------------------------------------ one core
+    def core(self, core: int):
+        """Run the kernel on ``core``: a tight interpreter over the decoded instructions, leaving it only
+        for shared accesses, barriers and halt."""
+        env = self.env
+        ops, costs, hits = self.ops, self.costs, self.hits[core]
+        n = len(ops)
+        R = [0] * self.num_regs
+        R[:len(self.args)] = self.args
+        F = [0.0] * self.num_regs
+        cluster = core // self.cpc
+        ids = (core % self.cpc, cluster, self.core_dim, self.cluster_dim)
+        mems = {code: self.memory.space(code, core) for code in self.spaces}
+        f32 = _f32
+        left = self.config.instruction_budget
+        t = 0
+        pc = 0
+        while True:
+            if pc >= n:
+                raise self.error(ControlError, core, pc, f"ran past the last instruction ({n - 1}) without "
+                                 "halt; every path of a kernel must end with halt")
+            op = ops[pc]
+            k = op[0]
+            hits[pc] += 1
+            left -= 1
+            t += costs[pc]
+            if k == ADDI:
+                R[op[1]] = ((R[op[2]] + op[3] + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+                pc += 1
+            elif k <= JMP:  # branches
+                if k == BLT:
+                    taken = R[op[1]] < R[op[2]]
+                elif k == BNE:
+                    taken = R[op[1]] != R[op[2]]
+                elif k == BGE:
+                    taken = R[op[1]] >= R[op[2]]
+                elif k == BEQ:
+                    taken = R[op[1]] == R[op[2]]
+                else:
+                    taken = True
+                if taken:
+                    pc = op[-1]
+                    if left < 0:
+                        raise self.error(RunawayLoopError, core, pc, "executed more than the "
+                                         f"instruction budget of {self.config.instruction_budget} "
+                                         "instructions (a runaway loop?); raise instruction_budget in the "
+                                         "config if the kernel is meant to run longer")
+                else:
+                    pc += 1
+            elif k <= FSTORE:  # scalar memory
+                mem = mems[op[4]]
+                addr = R[op[2]] + op[3]
+                size = op[5].size
+                if addr < 0 or addr + size > mem.size:
+                    raise self.error(OutOfBoundsError, core, pc, f"address {addr} (R[{op[2]}] = {R[op[2]]} "
+                                     f"+ {op[3]}) is outside {self.spaces[op[4]]}: {size} bytes at {addr} "
+                                     f"must lie in [0, {mem.size})", "0 <= address <= capacity - size")
+                if op[7]:  # GMEM or SMEM: shared, in global time order
+                    t -= costs[pc]
+                    if t > env.now:
+                        yield env.timeout(t - env.now)
+                    start = self.reserve(core, self.plans[pc].ports, t)
+                    self.stalled[core] += start - t
+                    t = start + costs[pc]
+                if k == LOAD:
+                    R[op[1]] = op[5].unpack_from(mem, addr)[0]
+                elif k == STORE:
+                    op[5].pack_into(mem, addr, R[op[1]] & op[6])
+                elif k == FLOAD:
+                    F[op[1]] = op[5].unpack_from(mem, addr)[0]
+                else:
+                    try:
+                        op[5].pack_into(mem, addr, F[op[1]])
+                    except OverflowError:  # f16 overflow rounds to infinity
+                        op[5].pack_into(mem, addr, math.copysign(math.inf, F[op[1]]))
+                pc += 1
+            elif k <= FCVT:
+                if k == FADD:
+                    F[op[1]] = f32(F[op[2]] + F[op[3]])
+                elif k == FSUB:
+                    F[op[1]] = f32(F[op[2]] - F[op[3]])
+                elif k == FMUL:
+                    F[op[1]] = f32(F[op[2]] * F[op[3]])
+                elif k == FMAX:
+                    F[op[1]] = _fmax(F[op[2]], F[op[3]])
+                elif k == FMIN:
+                    F[op[1]] = _fmin(F[op[2]], F[op[3]])
+                else:
+                    F[op[1]] = f32(float(R[op[2]]))
+                pc += 1
+            elif k <= RDID:
+                R[op[1]] = self.alu(k, op, R, ids)
+                pc += 1
+            elif k == TENSOR:
+                t -= costs[pc]
+                if not self.checked[pc]:
+                    self.check(core, pc)
+                fields = op[2] if op[5] is None else self.resolve(core, pc, op, R)
+                if op[4]:  # touches GMEM or SMEM
+                    if t > env.now:
+                        yield env.timeout(t - env.now)
+                    start = self.reserve(core, self.plans[pc].ports, t)
+                else:
+                    start = t
+                self.run_tensor(core, pc, op, fields, R)
+                self.stalled[core] += start - t
+                end = start + costs[pc]
+                if self.tracing:
+                    self.trace_tensor(core, pc, t, start, end)
+                t = end
+                pc += 1
+            elif k == BARRIER:
+                t -= costs[pc]
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+                if self.tracing:
+                    self.scalar_run(core, t)
+                release = yield from self.barrier(core, pc, op[1], t)
+                self.stalled[core] += release - self.barrier_latency - t
+                if self.tracing:
+                    self.trace.append((f"core {core}", "barrier", t, release, "stall"))
+                    self.last_event[core] = release
+                t = release
+                pc += 1
+            else:  # HALT
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+                if self.tracing:
+                    self.scalar_run(core, t)
+                self.halted[core] = (t, pc)
+                return
+
+    @staticmethod
+    def alu(k: int, op: tuple, R: list[int], ids: tuple[int, ...]) -> int:
+        if k == LI:
+            return op[2]
+        if k == RDID:
+            return ids[op[2]]
+        a, b = R[op[2]], R[op[3]]
+        if k == ADD:
+            v = a + b
+        elif k == SUB:
+            v = a - b
+        elif k == MUL:
+            v = a * b
+        elif k == AND:
+            return a & b
+        elif k == OR:
+            return a | b
+        elif k == XOR:
+            return a ^ b
+        elif k == SLL:
+            v = a << min(max(b, 0), 32)
+        elif k == SRA:
+            return a >> min(max(b, 0), 32)
+        elif k == SRL:
+            v = (a & 0xFFFFFFFF) >> min(b & 0xFFFFFFFF, 32)
+        else:  # SLT
+            return 1 if a < b else 0
+        return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+    def resolve(self, core: int, pc: int, op: tuple, R: list[int]) -> dict[str, int]:
+        """The fields of a tensor instruction whose operand addresses read registers, each such operand's
+        name mapped to its address now; checks the rules that read registers."""
+        violations = isa.check_constraints(self.spec, self.program.insns[pc], {"R": np.array(R, np.int32)},
+                                           which="dynamic")
+        if violations:
+            self.raise_violation(core, pc, violations)
+        fields = dict(op[2])
+        for name, reg, offset in op[5]:
+            fields[name] = R[reg] + offset
+        return fields
+
+    def run_tensor(self, core: int, pc: int, op: tuple, fields: dict[str, int], R: list[int]) -> None:
+        fast = op[1]
+        try:
+            if fast is not None and self.fast:
+                fast(self.memory, core, fields, op[3])
+            else:
+                execute_generic(self.spec, self.program.insns[pc], self.memory, core,
+                                {"R": np.array(R, np.int32)})
+        except (IndexError, ValueError, isa.ExecError) as e:
+            raise self.error(OutOfBoundsError if isinstance(e, IndexError) else DiannaoError, core, pc,
+                             str(e)) from None
+
+    def trace_tensor(self, core: int, pc: int, t: int, start: int, end: int) -> None:
+        track = f"core {core}"
+        self.scalar_run(core, t)
+        if start > t:
+            self.trace.append((track, "wait for the memory port", t, start, "stall"))
+        what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
+        if self.plans[pc].unit == "dma":
+            self.trace.append((f"core {core} DMA", what, start, end, "instruction"))
+        self.trace.append((track, what, start, end, "instruction"))
+        self.last_event[core] = end
+
+    def barrier(self, core: int, pc: int, scope: int, now: int):
+        """Arrive at the barrier of ``scope`` (0 = this cluster, 1 = every launched core); return the cycle
+        it releases: BARRIER_LATENCY after the last core of the scope arrived."""
+        cluster_scope = self.spec.enums["scope"].name_of(scope) == "CLUSTER"
+        key = ("cluster", core // self.cpc) if cluster_scope else ("all",)
+        b = self.barriers.get(key)
+        if b is None:
+            members = tuple(c for c in self.launched if not cluster_scope or c // self.cpc == key[1])
+            b = self.barriers[key] = _Barrier(self.env, members)
+        b.arrived[core] = pc
+        if len(b.arrived) == len(b.members):
+            del self.barriers[key]
+            release = now + self.barrier_latency
+            b.event.succeed(release)
+            return release
+        self.waiting[core] = (key, pc)
+        release = yield b.event
+        del self.waiting[core]
+        return release
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> DiannaoResult:
+        for c in self.launched:
+            self.env.process(self.core(c))
+        try:
+            self.env.run()
+        except DiannaoError as e:
+            raise e.with_traceback(None) from None
+        if len(self.halted) < len(self.launched):
+            raise self.deadlock()
+        return self.result()
+
+    def deadlock(self) -> BarrierDeadlockError:
+        parts = []
+        by_barrier: dict[tuple, list[int]] = {}
+        for core, (key, _pc) in sorted(self.waiting.items()):
+            by_barrier.setdefault(key, []).append(core)
+        for key, cores in by_barrier.items():
+            b = self.barriers[key]
+            scope = f"cluster {key[1]}" if key[0] == "cluster" else "every core"
+            pcs = sorted({b.arrived[c] for c in cores})
+            missing = []
+            for m in b.members:
+                if m in b.arrived:
+                    continue
+                if m in self.halted:
+                    missing.append(f"core {m} halted at pc {self.halted[m][1]}")
+                elif m in self.waiting:
+                    other = self.waiting[m][0]
+                    what = f"cluster {other[1]}'s barrier" if other[0] == "cluster" else "the card barrier"
+                    missing.append(f"core {m} waits at {what} (pc {self.waiting[m][1]})")
+            parts.append(f"{_ranges(cores)} wait at the barrier of {scope} (pc {', '.join(map(str, pcs))}), "
+                         f"but {'; '.join(missing)}")
+        first = min(self.waiting)
+        return BarrierDeadlockError(f"barrier deadlock at cycle {self.env.now}: " + "; ".join(parts),
+                                    core=first, pc=self.waiting[first][1],
+                                    insn=format_insn(self.spec, self.program.insns[self.waiting[first][1]]),
+                                    rule="every core of a barrier's scope must arrive")
+
+    def result(self) -> DiannaoResult:
+        total = max(cycle for cycle, _ in self.halted.values()) if self.halted else 0
+        names = [insn.name for insn in self.program.insns]
+        counts: dict[str, int] = {}
+        moved: dict[str, int] = {}
+        stats = []
+        for c in self.launched:
+            hits = self.hits[c]
+            s = CoreStats(c, c // self.cpc)
+            s.halted_at = self.halted[c][0]
+            s.stalled = self.stalled[c]
+            s.busy = s.halted_at - s.stalled
+            s.idle = total - s.halted_at
+            for pc, h in enumerate(hits):
+                if not h:
+                    continue
+                plan = self.plans[pc]
+                counts[names[pc]] = counts.get(names[pc], 0) + h
+                s.instructions += h
+                if plan.tensor:
+                    s.tensor_instructions += h
+                else:
+                    s.scalar_instructions += h
+                work = plan.cycles if plan.unit == "dma" else plan.work
+                s.unit_cycles[plan.unit] = s.unit_cycles.get(plan.unit, 0) + h * work
+                for key, nbytes in plan.moves:
+                    moved[key] = moved.get(key, 0) + h * nbytes
+            stats.append(s)
+        trace = sorted(self.trace, key=lambda e: (e[2], e[0], e[3])) if self.tracing else []
+        return DiannaoResult(
+            cycles=total, cores=stats, instructions=dict(sorted(counts.items())),
+            tensor_instructions=sum(s.tensor_instructions for s in stats),
+            scalar_instructions=sum(s.scalar_instructions for s in stats),
+            bytes_moved=dict(sorted(moved.items())), clock_mhz=self.config.clock_mhz, trace=trace)
+
+
+def _ranges(cores: list[int]) -> str:
+    """'cores 0-3, 5' for [0, 1, 2, 3, 5]."""
+    spans: list[list[int]] = []
+    for c in cores:
+        if spans and spans[-1][1] == c - 1:
+            spans[-1][1] = c
+        else:
+            spans.append([c, c])
+    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+    return f"core{'s' if len(cores) > 1 else ''} {text}"
+
+
+# ----------------------------------------------------------------------------------------------- host side
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A tensor the host placed in GMEM: its byte address, shape and dtype."""
+
+    addr: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+class Card:
+    """One DianNao card: its memories persist across launches, as on real hardware.
+
+    The host places tensors in GMEM (``to_gmem``, ``alloc``), launches a kernel on some cores (``launch``) and
+    reads results back (``from_gmem``). Core counts: 1 to CORES_PER_CLUSTER cores of cluster 0, or whole
+    clusters (a multiple of CORES_PER_CLUSTER), as BANG C's Block and Union task types.
+    """
+
+    def __init__(self, config: DiannaoConfig | str = "default", gmem: np.ndarray | None = None) -> None:
+        self.config = load_config(config) if isinstance(config, str) else config
+        self.spec = self.config.spec()
+        self.align = self.spec.params["VECTOR_ALIGN"]
+        if gmem is not None:
+            size = self.spec.spaces["GMEM"].bytes
+            image = np.asarray(gmem, dtype=np.uint8).reshape(-1)
+            if image.size > size:
+                raise LaunchError(f"the GMEM image has {image.size} bytes, more than GMEM's {size}")
+            full = np.zeros(size, np.uint8)
+            full[:image.size] = image
+            gmem = full
+        self.memory = CardMemory(self.spec, gmem)
+        self.next_free = 0
+
+    def alloc(self, nbytes: int, align: int | None = None) -> int:
+        """Reserve ``nbytes`` of GMEM (aligned to VECTOR_ALIGN unless said otherwise); return the address."""
+        align = align or self.align
+        addr = -(-self.next_free // align) * align
+        if addr + nbytes > self.memory.gmem.size:
+            raise LaunchError(f"GMEM is full: {nbytes} bytes at {addr} do not fit in {self.memory.gmem.size}")
+        self.next_free = addr + nbytes
+        return addr
+
+    def to_gmem(self, array: np.ndarray, addr: int | None = None) -> Buffer:
+        """Copy ``array`` into GMEM (at ``addr``, or a fresh allocation) and return where it lies."""
+        array = np.ascontiguousarray(array)
+        if addr is None:
+            addr = self.alloc(array.nbytes)
+        elif addr < 0 or addr + array.nbytes > self.memory.gmem.size:
+            raise LaunchError(f"{array.nbytes} bytes at GMEM address {addr} do not fit in GMEM")
+        self.memory.gmem[addr:addr + array.nbytes] = array.reshape(-1).view(np.uint8)
+        return Buffer(addr, array.shape, array.dtype)
+
+    def from_gmem(self, buf: Buffer) -> np.ndarray:
+        """A copy of the tensor ``buf`` as it is now in GMEM."""
+        raw = self.memory.gmem[buf.addr:buf.addr + buf.nbytes]
+        return raw.view(buf.dtype).reshape(buf.shape).copy()
+
+    def cores_for(self, count: int | None) -> tuple[int, ...]:
+        """Global indices of the cores a launch on ``count`` cores uses."""
+        p = self.spec.params
+        cpc, total = p["CORES_PER_CLUSTER"], p["CLUSTERS"] * p["CORES_PER_CLUSTER"]
+        count = total if count is None else count
+        if not (1 <= count <= cpc or (count % cpc == 0 and cpc <= count <= total)):
+            raise LaunchError(f"cannot launch on {count} cores: use 1 to {cpc} cores of one cluster, or a "
+                              f"multiple of {cpc} up to {total} (whole clusters)")
+        return tuple(range(count))
+
+    def launch(self, program: isa.Program | bytes, cores: int | None = None, args: Sequence[int] = (),
+               trace: bool = False, fast: bool = True) -> DiannaoResult:
+        """Run ``program`` (a Program, or its binary form) on ``cores`` cores (default: all) and return what
+        the launch measured. ``args`` preload registers R0, R1, ... of every core (kernel arguments);
+        ``trace`` records a Perfetto trace; ``fast=False`` runs every tensor instruction through the spec's
+        generic executor instead of its numpy fast path."""
+        if isinstance(program, bytes | bytearray):
+            program = isa.decode_program(bytes(program), spec=self.spec)
+        if program.isa.name != "diannao":
+            raise LaunchError(f"the program is for ISA '{program.isa.name}', not 'diannao'")
+        if dict(program.isa.params) != dict(self.spec.params):
+            raise LaunchError(f"the program's ISA parameters differ from config '{self.config.name}': "
+                              f"{program.isa.overrides} vs {dict(self.config.isa_params)}")
+        if len(args) > self.spec.params["NUM_REGS"]:
+            raise LaunchError(f"{len(args)} kernel arguments do not fit in {self.spec.params['NUM_REGS']} "
+                              "registers")
+        for k, a in enumerate(args):
+            if not -(2**31) <= int(a) < 2**31:
+                raise LaunchError(f"kernel argument {k} = {a} does not fit in a 32-bit register")
+        machine = _Machine(program, self.memory, self.config, self.cores_for(cores),
+                           [int(a) for a in args], trace, fast)
+        return machine.run()
+
+
+def simulate(program: isa.Program | bytes, gmem: np.ndarray | bytes | None = None,
+             config: DiannaoConfig | str = "default", cores: int | None = None, args: Sequence[int] = (),
+             trace: bool = False) -> tuple[DiannaoResult, Card]:
+    """Launch ``program`` on a fresh card whose GMEM starts with the image ``gmem`` (bytes from address 0);
+    return the result and the card (read GMEM back from ``card.memory.gmem``)."""
+    image = np.frombuffer(bytes(gmem), np.uint8) if isinstance(gmem, bytes | bytearray) else gmem
+    card = Card(config, image)
+    return card.launch(program, cores=cores, args=args, trace=trace), card
