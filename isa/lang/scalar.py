@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from isa.dtypes import canonical, dtype
 from isa.errors import ExecError
-from isa.lang.tree import Access, Binary, Call, Cast, Expr, Name, Num, Unary, to_text
+from isa.lang.tree import Access, Binary, Call, Cast, Expr, Name, Num, Unary, to_text, walk
 
 
 @dataclass(frozen=True)
@@ -39,44 +39,52 @@ def evaluate(e: Expr, env: ScalarEnv) -> int | bool | float:
         except KeyError:
             raise ExecError(f"'{e.id}' has no value here") from None
     if isinstance(e, Unary):
-        x = evaluate(e.operand, env)
-        if e.op == "not":
-            return not x
-        if e.op == "-":
-            return -x
-        return ~_int(x, e)
+        return _unary(e, evaluate(e.operand, env))
     if isinstance(e, Binary):
-        return _binary(e, env)
+        if e.op == "and":
+            return bool(evaluate(e.lhs, env)) and bool(evaluate(e.rhs, env))
+        if e.op == "or":
+            return bool(evaluate(e.lhs, env)) or bool(evaluate(e.rhs, env))
+        return _binary(e, evaluate(e.lhs, env), evaluate(e.rhs, env))
     if isinstance(e, Cast):
-        x = evaluate(e.value, env)
-        dt = dtype(e.dtype)
-        if dt.is_int:
-            x = int(x)
-            mod = 1 << dt.bits
-            x %= mod
-            return x - mod if dt.kind == "int" and x > dt.max() else x
-        return float(x)
+        return _cast(e, evaluate(e.value, env))
     if isinstance(e, Call):
         return _call(e, env)
     if isinstance(e, Access):
-        arr = env.tensors.get(e.tensor)
-        if arr is None:
-            raise ExecError(f"'{to_text(e)}': tensor '{e.tensor}' has no value here")
-        idx = tuple(_int(evaluate(i, env), i) for i in e.indices)
-        try:
-            return arr[idx].item()
-        except IndexError:
-            raise ExecError(f"'{to_text(e)}': index {idx} is out of range for shape {arr.shape}") from None
+        return _element(e, env.tensors, tuple(_int(evaluate(i, env), i) for i in e.indices))
     raise ExecError(f"cannot evaluate {type(e).__name__} as a scalar")
 
 
-def _binary(e: Binary, env: ScalarEnv):
-    if e.op == "and":
-        return bool(evaluate(e.lhs, env)) and bool(evaluate(e.rhs, env))
-    if e.op == "or":
-        return bool(evaluate(e.lhs, env)) or bool(evaluate(e.rhs, env))
-    a = evaluate(e.lhs, env)
-    b = evaluate(e.rhs, env)
+def _unary(e: Unary, x):
+    if e.op == "not":
+        return not x
+    if e.op == "-":
+        return -x
+    return ~_int(x, e)
+
+
+def _cast(e: Cast, x):
+    dt = dtype(e.dtype)
+    if dt.is_int:
+        x = int(x)
+        mod = 1 << dt.bits
+        x %= mod
+        return x - mod if dt.kind == "int" and x > dt.max() else x
+    return float(x)
+
+
+def _element(e: Access, tensors: Mapping[str, object], idx: tuple[int, ...]):
+    arr = tensors.get(e.tensor)
+    if arr is None:
+        raise ExecError(f"'{to_text(e)}': tensor '{e.tensor}' has no value here")
+    try:
+        return arr[idx].item()
+    except IndexError:
+        raise ExecError(f"'{to_text(e)}': index {idx} is out of range for shape {arr.shape}") from None
+
+
+def _binary(e: Binary, a, b):
+    """``a op b`` for every operator but the short-circuit ``and``/``or``."""
     op = e.op
     if op in ("//", "%") and b == 0:
         raise ExecError(f"'{to_text(e)}': division by zero")
@@ -118,7 +126,12 @@ def _call(e: Call, env: ScalarEnv):
         if name is None or canonical(name) is None:
             raise ExecError(f"'{to_text(e)}': bytes() needs a dtype or a bound type variable")
         return dtype(name).bytes
-    xs = [evaluate(a, env) for a in e.args]
+    return _call_values(e, [evaluate(a, env) for a in e.args], env.capacity)
+
+
+def _call_values(e: Call, xs: list, capacity: Callable[[int], int] | None):
+    """A call of anything but the lazy ``select`` and the type query ``bytes``, on evaluated arguments."""
+    f = e.func
     if f == "min":
         return min(xs)
     if f == "max":
@@ -136,7 +149,47 @@ def _call(e: Call, env: ScalarEnv):
             raise ExecError(f"'{to_text(e)}': log2 needs a power of two, but got {x}")
         return x.bit_length() - 1
     if f == "capacity":
-        if env.capacity is None:
+        if capacity is None:
             raise ExecError(f"'{to_text(e)}': no memory spaces are known here")
-        return env.capacity(_int(xs[0], e))
+        return capacity(_int(xs[0], e))
     raise ExecError(f"'{to_text(e)}': {f}() cannot be evaluated on scalars")
+
+
+# ------------------------------------------------------------------------------------------------ compiling
+def compile_scalar(e: Expr, env: ScalarEnv) -> Callable[[Mapping[str, object]], int | bool | float]:
+    """``e`` as a function of the tensors alone, for evaluating it many times on changing register values:
+    ``compile_scalar(e, env)(tensors)`` equals ``evaluate(e, ScalarEnv(env.values, env.types, tensors,
+    env.capacity))``, errors included.
+
+    Every subtree that reads no tensor is evaluated once, now (where that fails, it fails again when the
+    function runs and reaches it, as ``evaluate`` would); the rest becomes nested closures over the same
+    value-level helpers ``evaluate`` uses."""
+    if not any(isinstance(n, Access) for n in walk(e)):
+        try:
+            value = evaluate(e, env)
+        except ExecError:
+            return lambda tensors: evaluate(e, ScalarEnv(env.values, env.types, tensors, env.capacity))
+        return lambda tensors: value
+    if isinstance(e, Access):
+        indices = [compile_scalar(i, env) for i in e.indices]
+        return lambda tensors: _element(e, tensors, tuple(_int(i(tensors), e) for i in indices))
+    if isinstance(e, Unary):
+        x = compile_scalar(e.operand, env)
+        return lambda tensors: _unary(e, x(tensors))
+    if isinstance(e, Cast):
+        x = compile_scalar(e.value, env)
+        return lambda tensors: _cast(e, x(tensors))
+    if isinstance(e, Binary):
+        a, b = compile_scalar(e.lhs, env), compile_scalar(e.rhs, env)
+        if e.op == "and":
+            return lambda tensors: bool(a(tensors)) and bool(b(tensors))
+        if e.op == "or":
+            return lambda tensors: bool(a(tensors)) or bool(b(tensors))
+        return lambda tensors: _binary(e, a(tensors), b(tensors))
+    if isinstance(e, Call) and e.func == "select":
+        c, a, b = (compile_scalar(x, env) for x in e.args)
+        return lambda tensors: a(tensors) if c(tensors) else b(tensors)
+    if isinstance(e, Call) and e.func != "bytes":
+        args = [compile_scalar(x, env) for x in e.args]
+        return lambda tensors: _call_values(e, [x(tensors) for x in args], env.capacity)
+    return lambda tensors: evaluate(e, ScalarEnv(env.values, env.types, tensors, env.capacity))

@@ -43,6 +43,7 @@ import isa
 from isa.asm import format_insn
 from isa.dtypes import DTYPES
 from isa.instance import reads_operands
+from isa.lang.scalar import compile_scalar
 from isa.lang.tree import Access, Binary, Name, to_text
 from sim.diannao.config import DiannaoConfig, load_config
 from sim.diannao.errors import (
@@ -249,8 +250,10 @@ class _Decoder:
         duration = latency + max([cycles] + [c for _, c in ports]) - 1
         addresses = tuple(_register_address(op, f) for op in instr.operands
                           if op.kind == "tensor" and not isinstance(op.addr, Name))
-        dynamic = addresses or any(reads_operands(c) for c in instr.constraints)
-        op = (TENSOR, FAST_PATHS.get(insn.name), f, dt, bool(ports), addresses if dynamic else None)
+        env = self.spec.scalar_env(f, types)
+        rules = tuple(compile_scalar(c.rule, env) for c in instr.constraints if reads_operands(c))
+        dynamic = (addresses, rules) if addresses or rules else None
+        op = (TENSOR, FAST_PATHS.get(insn.name), f, dt, bool(ports), dynamic)
         return _Plan(TENSOR, op, unit, duration, cycles, True, moves, ports)
 
 
@@ -512,12 +515,18 @@ class _Machine:
     def resolve(self, core: int, pc: int, op: tuple, R: list[int]) -> dict[str, int]:
         """The fields of a tensor instruction whose operand addresses read registers, each such operand's
         name mapped to its address now; checks the rules that read registers."""
-        violations = isa.check_constraints(self.spec, self.program.insns[pc], {"R": np.array(R, np.int32)},
-                                           which="dynamic")
-        if violations:
-            self.raise_violation(core, pc, violations)
+        addresses, rules = op[5]
+        tensors = {"R": np.array(R, np.int32)}
+        for rule in rules:
+            try:
+                ok = rule(tensors)
+            except isa.ExecError:
+                ok = False
+            if not ok:  # the slow path, for the message
+                broken = isa.check_constraints(self.spec, self.program.insns[pc], tensors, which="dynamic")
+                self.raise_violation(core, pc, broken)
         fields = dict(op[2])
-        for name, reg, offset in op[5]:
+        for name, reg, offset in addresses:
             fields[name] = R[reg] + offset
         return fields
 
@@ -571,7 +580,9 @@ class _Machine:
         try:
             self.env.run()
         except DiannaoError as e:
-            raise e.with_traceback(None) from None
+            # simpy re-raises a process's exception as a copy built from its args: take back the original
+            original = e.__cause__ if isinstance(e.__cause__, DiannaoError) else e
+            raise original.with_traceback(None) from None
         if len(self.halted) < len(self.launched):
             raise self.deadlock()
         return self.result()
