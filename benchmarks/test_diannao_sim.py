@@ -14,29 +14,26 @@ from sim.diannao.machine import Card
 from tandem.diannao_kernels import elementwise_program
 
 
-def launch(program, card: Card, cores: int):
-    return card.launch(program, cores=cores, args=[0, 16 << 20, 32 << 20])
+def measure(benchmark, program):
+    """Launch ``program`` on 16 cores three times; return the result and the median wall seconds."""
+    card = Card()
+    launch = {"cores": 16, "args": [0, 16 << 20, 32 << 20]}
+    result = benchmark.pedantic(card.launch, args=(program,), kwargs=launch, rounds=3, iterations=1)
+    benchmark.extra_info["scalar_instructions"] = result.scalar_instructions
+    benchmark.extra_info["tensor_instructions"] = result.tensor_instructions
+    return result, benchmark.stats.stats.median
 
 
 def test_simulate_over_a_million_scalar_instructions(benchmark):
     program = elementwise_program("vadd", "f32", 200_704 // 16, 12_544, scalar=True)
-    card = Card()
-    result = benchmark.pedantic(launch, args=(program, card, 16), rounds=3, iterations=1)
-    seconds = benchmark.stats.stats.median
+    result, seconds = measure(benchmark, program)
     assert result.scalar_instructions >= 1_000_000
-    benchmark.extra_info["scalar_instructions"] = result.scalar_instructions
-    benchmark.extra_info["tensor_instructions"] = result.tensor_instructions
     benchmark.extra_info["us_per_scalar_instruction"] = seconds / result.scalar_instructions * 1e6
 
 
 def test_simulate_over_ten_thousand_tensor_and_dma_instructions(benchmark):
-    program = elementwise_program("vadd", "f32", 802_816 // 16, 256)
-    card = Card()
-    result = benchmark.pedantic(launch, args=(program, card, 16), rounds=3, iterations=1)
-    seconds = benchmark.stats.stats.median
+    result, seconds = measure(benchmark, elementwise_program("vadd", "f32", 802_816 // 16, 256))
     assert result.tensor_instructions >= 10_000
-    benchmark.extra_info["tensor_instructions"] = result.tensor_instructions
-    benchmark.extra_info["scalar_instructions"] = result.scalar_instructions
     benchmark.extra_info["us_per_tensor_instruction"] = seconds / result.tensor_instructions * 1e6
     benchmark.extra_info["us_per_instruction"] = seconds / (result.tensor_instructions
                                                             + result.scalar_instructions) * 1e6
