@@ -59,7 +59,7 @@ def disassemble(program: Program) -> str:
 
 def format_insn(spec: ISA, insn: Insn, labels: dict[int, str] | None = None) -> str:
     """One instruction as assembly text, e.g. ``vadd.f32 dst=0x0, a=0x100, b=0x200, n=64``; branch targets
-    print as ``labels[target]``, or as the bare instruction index without labels."""
+    print as ``labels[target]``, or as the bare instruction index where ``labels`` has none."""
     instr = spec.instructions[insn.name]
     suffix = "".join(f".{spec.types_of(insn)[tv]}" for tv in instr.types)
     args = _args(spec, [f for f in instr.fields if f.kind != "type"], insn, labels)
@@ -82,7 +82,7 @@ def _value(spec: ISA, f: Field, v: int, labels: dict[int, str] | None) -> str:
     if f.kind == "reg":
         return f"r{v}"
     if f.kind == "target":
-        return labels[v] if labels is not None else str(v)
+        return labels.get(v, str(v)) if labels is not None else str(v)
     if f.enum is not None:
         name = spec.enums[f.enum].name_of(v)
         return name if name is not None else str(v)

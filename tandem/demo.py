@@ -1,5 +1,6 @@
 """The ``tandem demo`` checks: compile a few small operators and compare them with numpy; run ISA
-instructions from the shared specs through the generic executor.
+instructions from the shared specs through the generic executor; run hand-written kernels on the VITA and
+DianNao simulators.
 
 Each check builds a tensor expression, schedules it (with splits that do not divide the extent, so
 the lowered loops carry guards), compiles it through the reference pipeline (lowering, then each
@@ -7,7 +8,9 @@ pass with the verifier after it) and runs the reference interpreter on random in
 seed. Integer results must be bit-exact with a numpy reference that accumulates
 in int32; float results must match within ``np.allclose``. A check that raises is reported as a
 failed check carrying the error message, never as a traceback, so ``tandem demo`` always shows every
-row.
+row. Simulator checks also test what the timing must show (a bandwidth-bound kernel within reach of its
+bandwidth floor, more cores faster than one, vector code faster than scalar code) and put the cycles in the
+row's detail.
 """
 
 from __future__ import annotations
@@ -15,10 +18,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from tandem.validate import compare
+
+if TYPE_CHECKING:  # the checks import what they run late, so that a broken layer fails only its rows
+    from sim.diannao.machine import Card, DiannaoResult
+    from tandem.diannao_kernels import KernelRun
 
 SEED = 0
 
@@ -31,6 +39,16 @@ class Check:
     passed: bool
     detail: str
     ir: str = ""
+
+
+class Outcome(NamedTuple):
+    """What a check function returns: its result, numpy's, the text ``--show-ir`` prints, and a note that
+    opens the row's detail (cycles, speedups). A check may return a plain 3-tuple (no note)."""
+
+    got: np.ndarray
+    want: np.ndarray
+    ir: str
+    note: str = ""
 
 
 def _check_add(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
@@ -184,7 +202,121 @@ def _check_vita_double_buffered_gemm(rng: np.random.Generator) -> tuple[np.ndarr
     return vita_gemm.output(result.dram), vita_gemm.reference(a, w), summary + isa.disassemble(program)
 
 
-CHECKS: list[tuple[str, Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray, str]]]] = [
+# ------------------------------------------------------------------------------------ DianNao simulator
+DIANNAO_ADD_SHAPE = (256, 56, 56)  # seed 001's largest tensor
+DIANNAO_GMEM_BOUND_SLACK = 1.10  # a GMEM-bound launch takes at most 10% more than its bandwidth floor
+
+
+def _seed(rng: np.random.Generator) -> int:
+    """A kernel seed drawn from the check's generator (the kernels make their own inputs)."""
+    return int(rng.integers(1 << 31))
+
+
+def _gmem_floor(result: DiannaoResult, card: Card) -> int:
+    """Cycles no launch can beat: every byte crossing GMEM goes through its one shared port."""
+    crossing = sum(n for way, n in result.bytes_moved.items() if "GMEM" in way)
+    return -(-crossing // card.config.gmem_bytes_per_cycle)
+
+
+def _program_text(run: KernelRun, title: str) -> str:
+    """What ``--show-ir`` prints for a kernel run: a summary line, then the program."""
+    import isa
+
+    r = run.result
+    cores = f"{len(r.cores)} core{'s' if len(r.cores) > 1 else ''}"
+    return (f"# {title} on {cores}: {len(run.program)} instructions, "
+            f"{r.tensor_instructions + r.scalar_instructions} executed, {r.cycles} cycles\n"
+            + isa.disassemble(run.program))
+
+
+def _check_diannao_add_16_cores(rng: np.random.Generator) -> Outcome:
+    """C = A + B, (256,56,56) f32, over all 16 cores: right, and bound by GMEM bandwidth (all cores share its
+    port, so the launch takes about as long as its bytes need at gmem_bytes_per_cycle)."""
+    from sim.diannao.machine import Card
+    from tandem.diannao_kernels import run_elementwise
+
+    card = Card("default")
+    run = run_elementwise("vadd", DIANNAO_ADD_SHAPE, "f32", cores=16, seed=_seed(rng), card=card)
+    r, floor = run.result, _gmem_floor(run.result, card)
+    if not floor <= r.cycles <= DIANNAO_GMEM_BOUND_SLACK * floor:
+        raise AssertionError(f"expected the 16-core add to be GMEM-bound, {floor} to "
+                             f"{int(DIANNAO_GMEM_BOUND_SLACK * floor)} cycles, but it took {r.cycles}")
+    note = (f"{r.cycles} cycles ({r.microseconds:.1f} us), GMEM floor {floor} at "
+            f"{card.config.gmem_bytes_per_cycle} B/cycle")
+    return Outcome(run.output, run.reference, _program_text(run, "vadd"), note)
+
+
+def _check_diannao_add_1_core(rng: np.random.Generator) -> Outcome:
+    """The same add on 1 core: right, never faster than the GMEM floor, and slower than on 16 cores."""
+    from sim.diannao.machine import Card
+    from tandem.diannao_kernels import run_elementwise
+
+    seed, card = _seed(rng), Card("default")
+    one = run_elementwise("vadd", DIANNAO_ADD_SHAPE, "f32", cores=1, seed=seed, card=card)
+    sixteen = run_elementwise("vadd", DIANNAO_ADD_SHAPE, "f32", cores=16, seed=seed)
+    c1, c16 = one.result.cycles, sixteen.result.cycles
+    if c1 < _gmem_floor(one.result, card):
+        raise AssertionError(f"1 core beat the GMEM floor: {c1} < {_gmem_floor(one.result, card)} cycles")
+    if c1 <= c16:
+        raise AssertionError(f"expected 16 cores to be faster than 1, but 1 core took {c1} cycles and 16 "
+                             f"took {c16}")
+    note = f"{c1} cycles ({one.result.microseconds:.1f} us); 16 cores {c16}: speedup {c1 / c16:.2f}x"
+    got = np.stack([one.output, sixteen.output])
+    return Outcome(got, np.stack([one.reference, sixteen.reference]), _program_text(one, "vadd"), note)
+
+
+def _check_diannao_scalar_vs_vector(rng: np.random.Generator) -> Outcome:
+    """A (16,64) f32 add on 1 core as a scalar loop (two loads, fadd, store per element) and as one vadd:
+    both right, the loop runs one fadd per element and takes more cycles than the vector code."""
+    from tandem.diannao_kernels import run_elementwise
+
+    seed, shape = _seed(rng), (16, 64)
+    scalar = run_elementwise("vadd", shape, "f32", cores=1, scalar=True, seed=seed)
+    vector = run_elementwise("vadd", shape, "f32", cores=1, seed=seed)
+    s, v = scalar.result, vector.result
+    elements = int(np.prod(shape))
+    if s.instructions.get("fadd", 0) != elements or "vadd" in s.instructions:
+        raise AssertionError(f"expected the scalar loop to run {elements} fadd and no vadd, but it ran "
+                             f"{s.instructions}")
+    if s.cycles <= v.cycles:
+        raise AssertionError(f"expected the scalar loop to be slower than vadd, but it took {s.cycles} "
+                             f"cycles and vadd {v.cycles}")
+    note = (f"scalar {s.cycles} cycles ({s.scalar_instructions} scalar insns), vector {v.cycles}: "
+            f"{s.cycles / v.cycles:.1f}x")
+    got, want = np.stack([scalar.output, vector.output]), np.stack([scalar.reference, vector.reference])
+    text = _program_text(scalar, "scalar loop") + "\n" + _program_text(vector, "vadd")
+    return Outcome(got, want, text, note)
+
+
+def _check_diannao_relu(rng: np.random.Generator) -> Outcome:
+    """relu in place over a (16,64,64) f32 tensor on 16 cores, against numpy."""
+    from tandem.diannao_kernels import run_elementwise
+
+    run = run_elementwise("relu", (16, 64, 64), "f32", cores=16, seed=_seed(rng))
+    return Outcome(run.output, run.reference, _program_text(run, "relu"), f"{run.result.cycles} cycles")
+
+
+def _check_diannao_matmul(rng: np.random.Generator) -> Outcome:
+    """A 64x64x64 f16 matmul, the rows of A split over 16 cores, against numpy (f32 accumulation)."""
+    from tandem.diannao_kernels import run_matmul
+
+    run = run_matmul(64, 64, 64, "f16", cores=16, seed=_seed(rng))
+    note = f"{run.result.cycles} cycles, TFU utilization {run.result.utilization('tfu'):.1%}"
+    return Outcome(run.output, run.reference, _program_text(run, "matmul"), note)
+
+
+def _check_diannao_conv(rng: np.random.Generator) -> Outcome:
+    """A 3x3 valid f16 convolution, (18,18,16) -> (16,16,16), the output rows split over 16 cores."""
+    from tandem.diannao_kernels import run_conv
+
+    run = run_conv(18, 18, 16, 16, k=3, dtype="f16", cores=16, seed=_seed(rng))
+    note = f"{run.result.cycles} cycles, TFU utilization {run.result.utilization('tfu'):.1%}"
+    return Outcome(run.output, run.reference, _program_text(run, "conv"), note)
+
+
+CheckFn = Callable[[np.random.Generator], "Outcome | tuple[np.ndarray, np.ndarray, str]"]
+
+CHECKS: list[tuple[str, CheckFn]] = [
     ("add 14x14 f32, split nparts=4, bind core", _check_add),
     ("relu 20 f32, split factor=8", _check_relu),
     ("dense 16x32x24 i8->i32, split 5 + reorder", _check_dense),
@@ -192,6 +324,12 @@ CHECKS: list[tuple[str, Callable[[np.random.Generator], tuple[np.ndarray, np.nda
     ("isa vita: GEMM micro-op i8 x i8 -> i32", _check_isa_vita_gemm),
     ("isa diannao: program round trip, vadd.f32 128", _check_isa_diannao_program),
     ("sim vita: double-buffered 256^3 GEMM, shift+clip", _check_vita_double_buffered_gemm),
+    ("sim diannao: add (256,56,56) f32, 16 cores", _check_diannao_add_16_cores),
+    ("sim diannao: add (256,56,56) f32, 1 core", _check_diannao_add_1_core),
+    ("sim diannao: add (16,64) f32, scalar loop vs vadd", _check_diannao_scalar_vs_vector),
+    ("sim diannao: relu (16,64,64) f32, 16 cores", _check_diannao_relu),
+    ("sim diannao: matmul 64x64x64 f16, 16 cores", _check_diannao_matmul),
+    ("sim diannao: conv 3x3 (18,18,16)->16 f16, 16 cores", _check_diannao_conv),
 ]
 
 
@@ -205,12 +343,12 @@ def run_demo() -> list[Check]:
     for name, fn in CHECKS:
         start = time.perf_counter()
         try:
-            got, want, ir = fn(np.random.default_rng(SEED))
+            got, want, ir, note = Outcome(*fn(np.random.default_rng(SEED)))
             result = compare(got, want)
             passed, detail = result.passed, result.detail
         except Exception as exc:  # a demo row, not a traceback: report and go on
             results.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
             continue
         elapsed = time.perf_counter() - start
-        results.append(Check(name, passed, f"{detail}; {elapsed:.2f} s", ir))
+        results.append(Check(name, passed, f"{note + '; ' if note else ''}{detail}; {elapsed:.2f} s", ir))
     return results

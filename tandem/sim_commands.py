@@ -1,16 +1,25 @@
 """``tandem sim``: run a saved or hand-written program on a simulator and report what it measured.
 
     tandem sim vita PROGRAM [--dram IMAGE] [--config NAME|FILE] [--trace out.json] [--json] [--dram-out FILE]
+    tandem sim diannao PROGRAM [--gmem IMAGE] [--gmem-size N] [--cores N] [--arg INT]... [--config NAME|FILE]
+                               [--trace out.json] [--json] [--gmem-out FILE]
 
 PROGRAM is assembly text (``isa.assemble``) or a program file (``isa.encode_program``, starting with b"TNDM").
-IMAGE is the raw DRAM contents; without it DRAM starts as ``--dram-size`` zero bytes.
-Exit status: 0 on success, 1 when the simulation fails (deadlock, out-of-bounds access, no FINISH), 2 on bad
-arguments.
+
+vita: IMAGE is the raw DRAM contents; without it DRAM starts as ``--dram-size`` zero bytes. Exit status: 0 on
+success, 1 when the simulation fails (deadlock, out-of-bounds access, no FINISH), 2 on bad arguments.
+
+diannao: IMAGE is placed at GMEM address 0 (the rest of GMEM is zero); ``--gmem-out`` writes GMEM[0:N)
+back, N being ``--gmem-size`` or the image's size. Each ``--arg`` preloads the next register R0, R1, ... of
+every core (decimal or 0x hex: usually GMEM addresses). Exit status: 0 on success, 1 on any error (an
+unreadable file, a bad program, config or launch, or a failing simulation: a broken instruction rule, an
+out-of-bounds access, a barrier deadlock), reported as one ``error: ...`` line.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +30,11 @@ from rich.table import Table
 
 import isa
 from sim.core.errors import SimError
+from sim.diannao.config import DiannaoConfig
+from sim.diannao.config import load_config as load_diannao_config
+from sim.diannao.machine import DiannaoResult
+from sim.diannao.machine import simulate as simulate_diannao
+from sim.diannao.trace import write_trace as write_diannao_trace
 from sim.vita.config import load_config
 from sim.vita.machine import simulate
 from sim.vita.trace import write_trace
@@ -88,3 +102,108 @@ def vita(
     out.print(table)
     out.print("bytes moved: " + ", ".join(f"{k} {v}" for k, v in result.bytes_moved.items()))
     out.print("fsim counters: " + ", ".join(f"{k} {v}" for k, v in result.counters.items()))
+
+
+DIANNAO_UNITS = ("vfu", "tfu", "dma")
+TOP_INSTRUCTIONS = 8  # instruction names the human report lists, most executed first
+
+
+class OptionError(Exception):
+    """A command-line value that is wrong on its own (before any file is read or anything runs)."""
+
+
+def parse_int(option: str, value: str) -> int:
+    """The integer ``value`` of ``option``, decimal or 0x hex (addresses and sizes read better in hex)."""
+    try:
+        return int(value, 0)
+    except ValueError:
+        raise OptionError(f"{option}: expected an integer (decimal or 0x hex), but got {value!r}") from None
+
+
+def gmem_out_size(gmem_size: int | None, image: np.ndarray | None, cfg: DiannaoConfig) -> int:
+    """Bytes of GMEM that ``--gmem-out`` writes: ``--gmem-size``, else the size of the ``--gmem`` image."""
+    capacity = cfg.spec().spaces["GMEM"].bytes
+    if gmem_size is None:
+        if image is None:
+            raise OptionError("--gmem-out needs --gmem-size or a --gmem image to know how many bytes to "
+                              "write")
+        return image.size
+    if not 0 < gmem_size <= capacity:
+        raise OptionError(f"--gmem-size: expected 1 to {capacity} bytes (GMEM of '{cfg.name}'), but got "
+                          f"{gmem_size}")
+    return gmem_size
+
+
+def diannao_summary(result: DiannaoResult, cfg: DiannaoConfig, program_length: int) -> dict:
+    """What ``tandem sim diannao --json`` prints: the result of a launch as plain JSON values."""
+    return {
+        "config": cfg.name, "program_instructions": program_length, "cycles": result.cycles,
+        "microseconds": result.microseconds, "clock_mhz": result.clock_mhz,
+        "cores": [asdict(c) for c in result.cores], "instructions": result.instructions,
+        "tensor_instructions": result.tensor_instructions, "scalar_instructions": result.scalar_instructions,
+        "bytes_moved": result.bytes_moved, "utilization": {u: result.utilization(u) for u in DIANNAO_UNITS},
+    }
+
+
+def print_diannao_report(out: Console, result: DiannaoResult, cfg: DiannaoConfig,
+                         program_length: int) -> None:
+    """The human report of a launch: totals, a row per core, instruction mix, bytes and unit utilization
+    (each line but the table one line of text, however narrow the terminal)."""
+    out.print(f"{program_length} instructions on {len(result.cores)} cores of {cfg.name}: {result.cycles} "
+              f"cycles ({result.microseconds:.1f} us at {result.clock_mhz:g} MHz)", soft_wrap=True)
+    table = Table("core", "cluster", "busy", "stalled", "idle", "tensor insns", "scalar insns",
+                  title="cycles and instructions per core")
+    for c in result.cores:
+        table.add_row(*map(str, (c.core, c.cluster, c.busy, c.stalled, c.idle, c.tensor_instructions,
+                                 c.scalar_instructions)))
+    out.print(table)
+    executed = result.tensor_instructions + result.scalar_instructions
+    top = sorted(result.instructions.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_INSTRUCTIONS]
+    for line in (
+        f"executed {executed} instructions: {result.tensor_instructions} tensor, "
+        f"{result.scalar_instructions} scalar",
+        "most executed: " + ", ".join(f"{name} {n}" for name, n in top),
+        "bytes moved: " + (", ".join(f"{k} {v}" for k, v in result.bytes_moved.items()) or "none"),
+        "utilization: " + ", ".join(f"{u.upper()} {result.utilization(u):.1%}" for u in DIANNAO_UNITS),
+    ):
+        out.print(line, soft_wrap=True)
+
+
+@sim_app.command()
+def diannao(
+    program: Annotated[Path, typer.Argument(help="Assembly text or a program file.")],
+    gmem: Annotated[Path | None, typer.Option(help="Raw bytes placed at GMEM address 0.")] = None,
+    gmem_size: Annotated[str | None, typer.Option(metavar="INT",
+        help="Bytes of GMEM that --gmem-out writes (default: the --gmem image's size).")] = None,
+    cores: Annotated[int | None, typer.Option(
+        help="Cores to launch: 1 to a cluster's cores, or whole clusters (default: every core).")] = None,
+    arg: Annotated[list[str] | None, typer.Option(
+        "--arg", metavar="INT", help="Kernel argument for R0, R1, ... (repeatable; 0x hex allowed).")] = None,
+    config: Annotated[str, typer.Option(help="default, or a config file.")] = "default",
+    trace: Annotated[Path | None, typer.Option(help="Write a Chrome/Perfetto trace here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    gmem_out: Annotated[Path | None, typer.Option(help="Write GMEM[0:size) here after the run.")] = None,
+) -> None:
+    """Simulate an SPMD kernel on a DianNao card: cycles, per-core busy/stalled/idle, instruction mix, bytes
+    moved, VFU/TFU/DMA utilization."""
+    try:
+        args = [parse_int(f"--arg number {k + 1}", v) for k, v in enumerate(arg or [])]
+        size = parse_int("--gmem-size", gmem_size) if gmem_size is not None else None
+        cfg = load_diannao_config(config)
+        prog = read_program(program, cfg.spec())
+        image = np.fromfile(gmem, dtype=np.uint8) if gmem is not None else None
+        out_size = gmem_out_size(size, image, cfg) if gmem_out is not None else 0
+        result, card = simulate_diannao(prog, image, cfg, cores=cores, args=args, trace=trace is not None)
+        if trace is not None:
+            write_diannao_trace(result, trace)
+        if gmem_out is not None:
+            card.memory.gmem[:out_size].tofile(gmem_out)
+    except OSError as e:
+        raise fail(f"{e.filename}: {e.strerror}" if e.filename else str(e), 1) from None
+    except (OptionError, SimError, isa.ISAError) as e:
+        raise fail(str(e), 1) from None
+    out = Console(highlight=False)
+    if as_json:
+        out.print_json(json.dumps(diannao_summary(result, cfg, len(prog))))
+    else:
+        print_diannao_report(out, result, cfg, len(prog))

@@ -97,7 +97,9 @@ def execute_generic(spec: isa.ISA, insn: isa.Insn, memory: CardMemory, core: int
     """Run ``insn`` on ``memory`` through the spec's semantics (``isa.execute``), as core ``core`` with
     register files ``registers`` (needed where an operand's address reads a register)."""
     views = operand_views(spec, insn, memory, core, registers)
-    for name, value in isa.execute(spec, insn, {**(registers or {}), **views}).items():
+    declared = {op.name for op in spec.instruction(insn.name).operands}
+    files = {name: regs for name, regs in (registers or {}).items() if name in declared}
+    for name, value in isa.execute(spec, insn, {**files, **views}).items():
         views[name][...] = value
 
 

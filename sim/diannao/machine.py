@@ -413,6 +413,10 @@ class _Machine:
                     if t > env.now:
                         yield env.timeout(t - env.now)
                     start = self.reserve(core, self.plans[pc].ports, t)
+                    if self.tracing and start > t:
+                        self.scalar_run(core, t)
+                        self.trace.append((f"core {core}", "wait for the memory port", t, start, "stall"))
+                        self.last_event[core] = start
                     self.stalled[core] += start - t
                     t = start + costs[pc]
                 if k == LOAD:
@@ -469,9 +473,15 @@ class _Machine:
                 if self.tracing:
                     self.scalar_run(core, t)
                 release = yield from self.barrier(core, pc, op[1], t)
-                self.stalled[core] += release - self.barrier_latency - t
+                last_arrival = release - self.barrier_latency
+                self.stalled[core] += last_arrival - t
                 if self.tracing:
-                    self.trace.append((f"core {core}", "barrier", t, release, "stall"))
+                    track = f"core {core}"
+                    if last_arrival > t:
+                        self.trace.append((track, "wait for the other cores at the barrier", t, last_arrival,
+                                           "stall"))
+                    what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
+                    self.trace.append((track, what, last_arrival, release, "instruction"))
                     self.last_event[core] = release
                 t = release
                 pc += 1
@@ -578,7 +588,8 @@ class _Machine:
         for c in self.launched:
             self.env.process(self.core(c))
         try:
-            self.env.run()
+            with np.errstate(all="ignore"):  # integer wrap-around and float overflow are the semantics
+                self.env.run()
         except DiannaoError as e:
             # simpy re-raises a process's exception as a copy built from its args: take back the original
             original = e.__cause__ if isinstance(e.__cause__, DiannaoError) else e

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import isa
-from isa.asm import assemble, disassemble
+from isa.asm import assemble, disassemble, format_insn
 from isa.binary import (
     decode_insn,
     decode_program,
@@ -117,6 +117,17 @@ def test_disassembly_is_readable_and_labels_branch_targets(toy):
         "L4:\n"
         "    halt cond=LT, rs=r0, target=L0\n"
     )
+
+
+def test_format_insn_leaves_out_fields_at_their_default_and_prints_unnamed_enum_codes_as_numbers(toy):
+    assert format_insn(toy, toy.insn("op", T="i8", rd=1, rs=2, flag=0, imm=-1, addr=0xABC)) == (
+        "op.i8 rd=r1, rs=r2, imm=-1, addr=0xabc")                  # flag = 0 is its default
+    assert format_insn(toy, toy.insn("op", T="i8", flag=1, imm=-32768)) == (
+        "op.i8 rd=r0, rs=r0, flag=1, imm=-32768, addr=0x0")
+    unnamed = toy.insn("br", cond=3, rs=15, target=0)             # enum cmp names 0, 1 and 2 only
+    assert format_insn(toy, unnamed) == "br cond=3, rs=r15, target=0"
+    assert format_insn(toy, unnamed, {0: "top"}) == "br cond=3, rs=r15, target=top"
+    assert assemble(f"top: {format_insn(toy, unnamed, {0: 'top'})}", isa=toy).insns == (unnamed,)
 
 
 def test_text_and_binary_forms_round_trip(toy):

@@ -254,6 +254,87 @@ def test_memcpy_operands_live_in_the_spaces_its_fields_name():
     assert operand_shape(SPEC, insn, "dst") == operand_shape(SPEC, insn, "src") == (3, 10)
 
 
+# memcpyr: memcpy's copy at R[rd] + dst_off and R[rs1] + src_off. Every direction memcpy allows: two different
+# spaces, or NMEM->NMEM.
+COPY_DIRECTIONS = [(d, s) for d in ["GMEM", "SMEM", "NMEM", "WMEM"] for s in ["GMEM", "SMEM", "NMEM", "WMEM"]
+                   if d != s or d == "NMEM"]
+TEST_MEMORY_BYTES = 4096  # each flat memory below; a copy touches at most 4 * 88 + 48 = 400 bytes of it
+
+
+def row_bytes(addr: int, count: int, length: int, stride: int) -> np.ndarray:
+    """The addresses of ``count`` rows of ``length`` bytes from ``addr``, ``stride`` apart: [count, len]."""
+    return addr + stride * np.arange(count)[:, None] + np.arange(length)[None, :]
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_memcpyr_copies_strided_rows_like_memcpy_at_register_plus_offset_addresses(data):
+    dsp, ssp = data.draw(st.sampled_from(COPY_DIRECTIONS), label="direction")
+    length = data.draw(st.integers(1, 48), label="len")
+    count = data.draw(st.integers(1, 5), label="count")
+    # rows must not overlap when there are several; one row may have any stride
+    stride = st.integers(length, length + 40) if count > 1 else st.integers(0, 100)
+    dstr, sstr = data.draw(stride, label="dst_stride"), data.draw(stride, label="src_stride")
+    d_extent, s_extent = (count - 1) * dstr + length, (count - 1) * sstr + length
+    half = TEST_MEMORY_BYTES // 2
+    if dsp == ssp:  # one memory: the source in its low half, the destination in its high half (no overlap)
+        dst_at = data.draw(st.integers(half, TEST_MEMORY_BYTES - d_extent), label="dst address")
+        src_at = data.draw(st.integers(0, half - s_extent), label="src address")
+    else:
+        dst_at = data.draw(st.integers(0, TEST_MEMORY_BYTES - d_extent), label="dst address")
+        src_at = data.draw(st.integers(0, TEST_MEMORY_BYTES - s_extent), label="src address")
+    # the addresses split into a register and a signed offset, either of them negative
+    rd, rs1 = data.draw(st.integers(0, 31), label="rd"), data.draw(st.integers(0, 31), label="rs1")
+    regs = registers(data.draw(st.integers(0, 1000), label="register seed"))
+    dst_off = data.draw(st.integers(-(2**23), 2**23), label="dst_off")
+    regs[rd] = dst_at - dst_off
+    if rs1 == rd:  # one base register for both: the offsets alone tell the addresses apart
+        src_off = src_at - int(regs[rs1])
+    else:
+        src_off = data.draw(st.integers(-(2**23), 2**23), label="src_off")
+        regs[rs1] = src_at - src_off
+    insn = SPEC.insn("memcpyr", dst_space=dsp, src_space=ssp, rd=rd, rs1=rs1, dst_off=dst_off,
+                     src_off=src_off, len=length, count=count, dst_stride=dstr, src_stride=sstr)
+    assert check_constraints(SPEC, insn, {"R": regs}) == []
+
+    rng = np.random.default_rng(dst_at * 7919 + src_at)
+    dst_mem = rng.integers(0, 256, TEST_MEMORY_BYTES, endpoint=False).astype(np.uint8)
+    src_mem = rng.integers(0, 256, TEST_MEMORY_BYTES, endpoint=False).astype(np.uint8)
+    if dsp == ssp:  # one memory: the source rows and the destination rows are parts of the same array
+        src_mem = dst_mem
+    dst_addr, src_addr = int(regs[rd]) + dst_off, int(regs[rs1]) + src_off  # what the copy reads and writes
+    dst_idx, src_idx = row_bytes(dst_addr, count, length, dstr), row_bytes(src_addr, count, length, sstr)
+    # the spec's operand addresses are these: R[rd] + dst_off and R[rs1] + src_off, rows stride apart
+    assert np.array_equal(byte_offsets(insn, "dst", {"R": regs}), dst_idx)
+    assert np.array_equal(byte_offsets(insn, "src", {"R": regs}), src_idx)
+
+    before = regs.copy()
+    got = execute(SPEC, insn, {"R": regs, "src": src_mem[src_idx], "dst": dst_mem[dst_idx]})
+    assert set(got) == {"dst"} and np.array_equal(regs, before)  # the registers are read, never written
+    after = dst_mem.copy()
+    after[dst_idx] = got["dst"]
+    expected = strided_copy_ref(dst_mem, src_mem, dst_addr, src_addr, length, count, dstr, sstr)
+    assert np.array_equal(after, expected), (dsp, ssp, dst_addr, src_addr, length, count, dstr, sstr)
+    # the same copy as memcpy at the computed addresses gives the same bytes
+    plain = SPEC.insn("memcpy", dst_space=dsp, src_space=ssp, dst=dst_addr, src=src_addr, len=length,
+                      count=count, dst_stride=dstr, src_stride=sstr)
+    assert np.array_equal(execute(SPEC, plain, {"src": src_mem[src_idx], "dst": dst_mem[dst_idx]})["dst"],
+                          got["dst"])
+
+
+def test_memcpyr_operands_are_the_registers_and_rows_at_register_plus_offset():
+    instr = SPEC.instruction("memcpyr")
+    assert [(o.name, o.kind, o.space, o.space_is_field, o.dtype) for o in instr.operands] == [
+        ("R", "register", None, False, "i32"), ("dst", "tensor", "dst_space", True, "u8"),
+        ("src", "tensor", "src_space", True, "u8")]
+    assert [to_text(s) for s in instr.operand("R").shape] == ["NUM_REGS"]
+    assert to_text(instr.operand("dst").addr) == "R[rd] + dst_off"
+    assert to_text(instr.operand("src").addr) == "R[rs1] + src_off"
+    insn = SPEC.insn("memcpyr", dst_space="NMEM", src_space="GMEM", rd=1, rs1=2, dst_off=-8, src_off=8,
+                     len=10, count=3, dst_stride=10, src_stride=20)
+    assert operand_shape(SPEC, insn, "dst") == operand_shape(SPEC, insn, "src") == (3, 10)
+
+
 # -------------------------------------------------------------------------------------- tensor unit
 
 def dense_conv_weights(wgt: np.ndarray) -> np.ndarray:
@@ -760,8 +841,8 @@ def test_an_f16_round_trip_through_f_registers_is_exact():
 VALID = {
     "memcpy": dict(dst_space="NMEM", src_space="GMEM", dst=0, src=4096, len=256, count=4, dst_stride=256,
                    src_stride=1024),
-    "memcpyr": dict(dst_space="NMEM", src_space="GMEM", rd=1, rs1=2, dst_off=64, src_off=-64, len=256, count=4,
-                    dst_stride=256, src_stride=1024),
+    "memcpyr": dict(dst_space="NMEM", src_space="GMEM", rd=1, rs1=2, dst_off=64, src_off=-64, len=256,
+                    count=4, dst_stride=256, src_stride=1024),
     "vzero": dict(dst_space="NMEM", dst=64, n=1024),
     **{op: dict(T="f32", dst=0, a=8192, b=16384, n=1024) for op in BINARY},
     "relu": dict(T="i8", dst=0, n=128),
@@ -890,6 +971,151 @@ def test_nmem_to_nmem_memcpy_must_not_overlap_its_source():
     assert "must not overlap" in str(only(violations("memcpy", dst=0, src=64, **base), "other"))
 
 
+# memcpyr has memcpy's rules with its addresses at R[rd] + dst_off and R[rs1] + src_off
+CAPACITY = {"GMEM": 1 << 30, "SMEM": 2 << 20, "NMEM": 512 << 10, "WMEM": 1 << 20}  # the documented defaults
+# each memcpyr rule, in declaration order: its kind and a piece of its text that no other rule has
+MEMCPYR_RULES = [("space", "dst_space != src_space or dst_space == NMEM"),
+                 ("range", "len >= 1 and count >= 1"),
+                 ("layout", "dst_stride >= len"), ("layout", "src_stride >= len"),
+                 ("capacity", "R[rd] + dst_off >= 0"), ("capacity", "R[rs1] + src_off >= 0"),
+                 ("other", "<= R[rs1] + src_off")]
+
+
+def memcpyr_rules_broken(f: dict, regs: np.ndarray) -> list[int]:
+    """Indices into MEMCPYR_RULES of the rules instance ``f`` (of at least one byte) breaks with registers
+    ``regs``, by their documented meaning: memcpy's directions, rows that do not overlap each other, rows
+    inside their space from a non-negative address, and within one space disjoint ranges (first row start to
+    last row end)."""
+    d_at, s_at = int(regs[f["rd"]]) + f["dst_off"], int(regs[f["rs1"]]) + f["src_off"]
+    d_end = d_at + (f["count"] - 1) * f["dst_stride"] + f["len"]
+    s_end = s_at + (f["count"] - 1) * f["src_stride"] + f["len"]
+    same = f["dst_space"] == f["src_space"]
+    ok = [not same or f["dst_space"] == "NMEM",
+          f["len"] >= 1 and f["count"] >= 1,
+          f["count"] <= 1 or f["dst_stride"] >= f["len"],
+          f["count"] <= 1 or f["src_stride"] >= f["len"],
+          d_at >= 0 and d_end <= CAPACITY[f["dst_space"]],
+          s_at >= 0 and s_end <= CAPACITY[f["src_space"]],
+          not same or d_end <= s_at or s_end <= d_at]
+    return [k for k, good in enumerate(ok) if not good]
+
+
+def memcpyr_rule_of(v) -> int | str:
+    """The index in MEMCPYR_RULES of the rule violation ``v`` names (its text if none matches)."""
+    matches = [k for k, (kind, key) in enumerate(MEMCPYR_RULES) if v.kind == kind and key in v.rule]
+    return matches[0] if matches else v.rule
+
+
+def memcpyr_violations(regs: dict[int, int], **changes) -> list:
+    """check_constraints of VALID["memcpyr"] with ``changes``, the registers zero except ``regs``."""
+    r = np.zeros(P["NUM_REGS"], np.int32)
+    for k, value in regs.items():
+        r[k] = value
+    return check_constraints(SPEC, SPEC.insn("memcpyr", **{**VALID["memcpyr"], **changes}), {"R": r})
+
+
+def around(x: int) -> st.SearchStrategy[int]:
+    """Integers at most 300 from ``x``, often within 2 of it."""
+    return st.one_of(st.integers(-2, 2), st.integers(-300, 300)).map(lambda e: x + e)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_memcpyr_breaks_exactly_the_rules_a_reference_finds(data):
+    f = dict(dst_space=data.draw(st.sampled_from(SPACES)), src_space=data.draw(st.sampled_from(SPACES)),
+             rd=data.draw(st.integers(0, 31)), rs1=data.draw(st.integers(0, 31)),
+             len=data.draw(st.one_of(st.integers(1, 300), st.integers(65000, 65535)), label="len"),
+             count=data.draw(st.one_of(st.integers(1, 4), st.integers(250, 255)), label="count"))
+    for side in ("dst", "src"):  # strides around len (rows that just touch or just overlap), or any
+        near = st.integers(max(f["len"] - 2, 0), min(f["len"] + 2, 65535))
+        f[f"{side}_stride"] = data.draw(st.one_of(near, st.integers(0, 65535)), label=f"{side}_stride")
+    d_extent = (f["count"] - 1) * f["dst_stride"] + f["len"]
+    s_extent = (f["count"] - 1) * f["src_stride"] + f["len"]
+    # addresses around 0, rows ending around the end of their space, a source range around either end of the
+    # destination range
+    d_at = data.draw(st.one_of(around(0), around(CAPACITY[f["dst_space"]] - d_extent)), label="dst address")
+    s_at = data.draw(st.one_of(around(0), around(CAPACITY[f["src_space"]] - s_extent),
+                               around(d_at + d_extent), around(d_at - s_extent)), label="src address")
+    regs = np.zeros(32, np.int32)
+    f["dst_off"] = data.draw(st.integers(-(2**24), 2**24 - 1), label="dst_off")
+    f["src_off"] = data.draw(st.integers(-(2**24), 2**24 - 1), label="src_off")
+    regs[f["rd"]] = d_at - f["dst_off"]
+    if f["rs1"] != f["rd"]:  # (one base register for both: the source address follows from src_off)
+        regs[f["rs1"]] = s_at - f["src_off"]
+    got = check_constraints(SPEC, SPEC.insn("memcpyr", **f), {"R": regs})
+    assert [memcpyr_rule_of(v) for v in got] == memcpyr_rules_broken(f, regs), [str(v) for v in got]
+
+
+@pytest.mark.parametrize("dst_space", SPACES)
+@pytest.mark.parametrize("src_space", SPACES)
+def test_memcpyr_allows_the_directions_memcpy_allows_whatever_the_registers_hold(dst_space, src_space):
+    insn = SPEC.insn("memcpyr", **{**VALID["memcpyr"], "dst_space": dst_space, "src_space": src_space})
+    allowed = (dst_space, src_space) in ALLOWED_DIRECTIONS or (src_space, dst_space) in ALLOWED_DIRECTIONS
+    vs = check_constraints(SPEC, insn, which="static")  # no registers needed to decide the direction
+    if allowed:
+        assert vs == []
+    else:
+        v = only(vs, "space")
+        assert "dst_space != src_space or dst_space == NMEM" in str(v)
+        assert f"{dst_space}->{dst_space}" in str(v)
+    assert check_constraints(SPEC, insn, {"R": VALID_REGISTERS}) == vs
+
+
+def test_memcpyr_copies_at_least_one_byte_in_rows_that_do_not_overlap():
+    regs = {1: 0, 2: 4160}
+    assert "len >= 1 and count >= 1" in str(only(memcpyr_violations(regs, len=0), "range"))
+    assert "len >= 1 and count >= 1" in str(only(memcpyr_violations(regs, count=0), "range"))
+    assert "dst_stride >= len" in str(only(memcpyr_violations(regs, dst_stride=255), "layout"))
+    assert "src_stride >= len" in str(only(memcpyr_violations(regs, src_stride=255), "layout"))
+    assert memcpyr_violations(regs, count=1, dst_stride=0, src_stride=0) == []
+
+
+@pytest.mark.parametrize(("base", "off", "fits"), [
+    (64, -64, True),                            # address 0
+    (0, -64, False),                            # address -64: a negative address is outside the space
+    (-(2**20), 2**20, True),                    # a negative register plus a positive offset
+    ((512 << 10) - 1024 - 64, 64, True),        # the last row ends exactly at the end of NMEM
+    ((512 << 10) - 1024 - 63, 64, False),       # one byte past it
+    (-(2**31), -1, False),                      # wrapped to 32 bits this would be 2**31 - 1 and "fit" below
+    (2**31 - 1, 1, False),                      # wrapped to 32 bits this would be -2**31
+    (2**31 - 1, -(2**24), False),
+])
+def test_memcpyr_destination_rows_must_lie_inside_the_destination_space(base, off, fits):
+    # 4 rows of 256 bytes, 256 apart: 1024 bytes from the address into NMEM
+    vs = memcpyr_violations({1: base, 2: 4160}, dst_off=off)
+    if fits:
+        assert vs == []
+    else:
+        v = only(vs, "capacity")
+        assert "capacity(dst_space)" in v.rule and "the destination rows must lie inside dst_space" in str(v)
+        assert ("R[rd]", base) in v.values and ("dst_off", off) in v.values
+        assert f"R[rd] = {base}" in str(v)
+
+
+def test_memcpyr_source_rows_must_lie_inside_the_source_space():
+    # 4 rows of 256 bytes, 1024 apart: 3328 bytes from the address into GMEM
+    assert memcpyr_violations({1: 0, 2: (1 << 30) - 3328 + 64}, src_off=-64) == []
+    v = only(memcpyr_violations({1: 0, 2: (1 << 30) - 3328 + 65}, src_off=-64), "capacity")
+    assert "capacity(src_space)" in v.rule and ("R[rs1]", (1 << 30) - 3328 + 65) in v.values
+    v = only(memcpyr_violations({1: 0, 2: 63}, src_off=-64), "capacity")
+    assert "R[rs1] + src_off >= 0" in v.rule and ("R[rs1]", 63) in v.values
+
+
+def test_nmem_to_nmem_memcpyr_must_not_overlap_its_source():
+    base = dict(dst_space="NMEM", src_space="NMEM", len=64, count=2, dst_stride=64, src_stride=64)
+    # destination [R1 + 0, R1 + 128), source [R2 + 0, R2 + 128)
+    assert memcpyr_violations({1: 1000, 2: 1128}, dst_off=0, src_off=0, **base) == []   # touching: fine
+    assert memcpyr_violations({1: 1128, 2: 1000}, dst_off=0, src_off=0, **base) == []
+    v = only(memcpyr_violations({1: 1000, 2: 1127}, dst_off=0, src_off=0, **base), "other")
+    assert "must not overlap" in str(v)
+    reads = [(k, x) for k, x in v.values if k.startswith("R[")]
+    assert reads == [("R[rd]", 1000), ("R[rs1]", 1127)]  # each register once, though the rule reads it twice
+    # one base register for both: the offsets alone decide
+    assert memcpyr_violations({5: 4096}, rd=5, rs1=5, dst_off=128, src_off=0, **base) == []
+    v = only(memcpyr_violations({5: 4096}, rd=5, rs1=5, dst_off=127, src_off=0, **base), "other")
+    assert [(k, x) for k, x in v.values if k.startswith("R[")] == [("R[rd]", 4096), ("R[rs1]", 4096)]
+
+
 def test_vector_ops_may_work_in_place_but_not_on_partly_overlapping_operands():
     assert violations("vadd", dst=8192) == []                      # dst == a
     v = only(violations("vadd", dst=8192 + 64), "other")           # dst starts inside a
@@ -936,6 +1162,27 @@ def test_dma_timing_follows_the_slowest_level_it_touches(dsp, ssp, latency, per_
                      src_stride=1000)
     # ceil(1000 / 64) = 16 cycles a row from or to GMEM, ceil(1000 / 128) = 8 elsewhere
     assert timing_of(SPEC, insn) == ("dma", latency, 3 * per_row)
+
+
+def dma_timing_ref(dsp: str, ssp: str, length: int, count: int) -> tuple[str, int, int]:
+    """(unit, latency, cycles) of a copy: the latency and bandwidth of the slowest level touched (GMEM, then
+    SMEM, then the core's own memories), and whole cycles per row."""
+    level = "GMEM" if "GMEM" in (dsp, ssp) else "SMEM" if "SMEM" in (dsp, ssp) else "LOCAL"
+    bytes_per_cycle = P[f"DMA_{level}_BYTES_PER_CYCLE"]
+    return "dma", P[f"{level}_LATENCY"], count * -(-length // bytes_per_cycle)
+
+
+@pytest.mark.parametrize(("dsp", "ssp"), COPY_DIRECTIONS)
+@pytest.mark.parametrize(("length", "count"), [(1, 1), (64, 3), (1000, 7), (65535, 255)])
+def test_memcpyr_takes_as_long_as_memcpy_whatever_its_registers_and_offsets(dsp, ssp, length, count):
+    expected = dma_timing_ref(dsp, ssp, length, count)
+    strides = dict(len=length, count=count, dst_stride=length, src_stride=length)
+    for rd, rs1, dst_off, src_off in [(1, 2, 0, 0), (31, 31, -(2**24), 2**24 - 1)]:
+        insn = SPEC.insn("memcpyr", dst_space=dsp, src_space=ssp, rd=rd, rs1=rs1, dst_off=dst_off,
+                         src_off=src_off, **strides)
+        assert timing_of(SPEC, insn) == expected
+    memcpy = SPEC.insn("memcpy", dst_space=dsp, src_space=ssp, dst=0, src=0, **strides)
+    assert timing_of(SPEC, memcpy) == expected
 
 
 @pytest.mark.parametrize(("name", "dt", "cycles"), [("conv", "f16", 1152), ("conv", "f32", 2304),
@@ -985,6 +1232,33 @@ def test_vadd_and_memcpy_words_follow_the_documented_layouts():
     # | dst_stride at 96 | src_stride at 112
     assert word == (1 | 2 << 8 | 0 << 10 | 0x100 << 12 | 0x3FFFFFFF << 42 | 14 << 72 | 4 << 88
                     | 14 << 96 | 56 << 112)
+
+
+@pytest.mark.parametrize(("fields", "word"), [
+    # opcode 3 | dst_space at 8 | src_space at 10 | rd at 12 | rs1 at 17 | dst_off at 22 (25 bits, two's
+    # complement) | src_off at 47 | len at 72 | count at 88 | dst_stride at 96 | src_stride at 112
+    (dict(dst_space="NMEM", src_space="GMEM", rd=1, rs1=2, dst_off=64, src_off=-64, len=256, count=4,
+          dst_stride=256, src_stride=1024),
+     3 | 2 << 8 | 0 << 10 | 1 << 12 | 2 << 17 | 64 << 22 | (2**25 - 64) << 47 | 256 << 72 | 4 << 88
+     | 256 << 96 | 1024 << 112),
+    (dict(dst_space="WMEM", src_space="SMEM", rd=31, rs1=0, dst_off=-(2**24), src_off=2**24 - 1, len=65535,
+          count=255, dst_stride=65535, src_stride=0),
+     3 | 3 << 8 | 1 << 10 | 31 << 12 | 0 << 17 | (2**25 - 2**24) << 22 | (2**24 - 1) << 47 | 65535 << 72
+     | 255 << 88 | 65535 << 96 | 0 << 112),
+    (dict(dst_space="NMEM", src_space="NMEM", rd=7, rs1=7, dst_off=-1, src_off=-1, len=1, count=1),
+     3 | 2 << 8 | 2 << 10 | 7 << 12 | 7 << 17 | (2**25 - 1) << 22 | (2**25 - 1) << 47 | 1 << 72 | 1 << 88),
+])
+def test_memcpyr_words_follow_the_dmar_layout_and_decode_back(fields, word):
+    insn = SPEC.insn("memcpyr", **fields)
+    assert encode_insn(SPEC, insn) == word
+    assert decode_insn(SPEC, word) == insn
+    assert decode_insn(SPEC, word)["dst_off"] == fields["dst_off"]  # the sign comes back
+
+
+@pytest.mark.parametrize(("field", "value"), [("dst_off", 2**24), ("src_off", -(2**24) - 1)])
+def test_a_memcpyr_offset_outside_25_signed_bits_is_an_encoding_error(field, value):
+    with pytest.raises(isa.EncodingError, match=rf"field '{field}' = {value} does not fit in 25 signed bits"):
+        SPEC.insn("memcpyr", **{**VALID["memcpyr"], field: value})
 
 
 @pytest.mark.parametrize(("insn", "word"), [
@@ -1090,5 +1364,30 @@ def test_float_and_typed_memory_instructions_round_trip_through_assembly_text(na
     instr = SPEC.instruction(name)
     insn = SPEC.insn(name, **{f.name: _field_value(data, instr, f) for f in instr.fields})
     program = isa.Program(SPEC, [insn, SPEC.insn("halt")])
+    assert isa.assemble(isa.disassemble(program)) == program
+    assert isa.decode_program(isa.encode_program(program)) == program
+
+
+def test_memcpyr_reads_as_assembly_with_register_bases_and_signed_offsets():
+    insn = SPEC.insn("memcpyr", dst_space="NMEM", src_space="GMEM", rd=1, rs1=2, dst_off=-64,
+                     src_off=-(2**24), len=256, count=4, dst_stride=256, src_stride=1024)
+    program = isa.Program(SPEC, [insn, SPEC.insn("halt")])
+    assert isa.disassemble(program).splitlines()[3] == (
+        "    memcpyr dst_space=NMEM, src_space=GMEM, rd=r1, rs1=r2, dst_off=-64, src_off=-16777216, len=256, "
+        "count=4, dst_stride=256, src_stride=1024")
+    assert isa.assemble(isa.disassemble(program)) == program
+    positional = ".isa diannao\n.text\nmemcpyr NMEM, GMEM, r1, r2, -64, -0x1000000, 256, 4, 256, 1024\n"
+    assert isa.assemble(positional).insns == (insn,)  # positional, a hexadecimal negative offset
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_memcpyr_round_trips_through_assembly_text_and_binary(data):
+    instr = SPEC.instruction("memcpyr")
+    values = {f.name: _field_value(data, instr, f) for f in instr.fields}
+    for name in ("dst_off", "src_off"):  # the ends of the signed range, and small negative offsets
+        values[name] = data.draw(st.one_of(st.sampled_from([-(2**24), 2**24 - 1, -1]), st.integers(-4096, 0),
+                                           st.integers(-(2**24), 2**24 - 1)))
+    program = isa.Program(SPEC, [SPEC.insn("memcpyr", **values), SPEC.insn("halt")])
     assert isa.assemble(isa.disassemble(program)) == program
     assert isa.decode_program(isa.encode_program(program)) == program

@@ -87,3 +87,22 @@ def test_a_matmul_matches_numpy(dtype):
     scale = np.abs(run.reference.astype(np.float64)).max()
     assert np.abs(run.output.astype(np.float64) - run.reference.astype(np.float64)).max() <= tol * scale
     assert run.result.instructions["matmul"] == 16
+
+
+@pytest.mark.parametrize(("op", "ref"), [("sigmoid", lambda x: 1 / (1 + np.exp(-x))), ("tanh", np.tanh)])
+def test_activations_without_a_fast_path_run_through_the_spec(op, ref):
+    """sigmoid and tanh have no numpy fast path: the machine runs them with the generic executor."""
+    import isa
+    from sim.diannao.machine import Card
+
+    card = Card()
+    x = np.linspace(-6, 6, 1024, dtype=np.float32)
+    buf = card.to_gmem(x)
+    program = isa.assemble("\n".join([
+        ".isa diannao", ".text",
+        f"memcpy dst_space=NMEM, src_space=GMEM, dst=0, src={buf.addr}, len=4096, count=1",
+        f"{op}.f32 dst=0, n=1024",
+        f"memcpy dst_space=GMEM, src_space=NMEM, dst={buf.addr}, src=0, len=4096, count=1", "halt"]) + "\n")
+    result = card.launch(program, cores=1)
+    assert np.allclose(card.from_gmem(buf), ref(x.astype(np.float64)), rtol=1e-6, atol=1e-6)
+    assert result.instructions[op] == 1
