@@ -20,7 +20,8 @@ Semantics:
   remainder has the sign of the divisor); a zero divisor raises ``InterpError``. Float arithmetic
   is done on Python floats (IEEE double) and rounded to the dtype after every operation
   (``dtypes.round_to``); Div is float-only and follows IEEE (x/0 is inf or nan). Min/Max return the
-  smaller/larger operand, and nan if either float operand is nan (like ``np.minimum``).
+  smaller/larger operand, the second of two equal ones (so max(-0.0, 0.0) is 0.0), and a nan operand
+  if there is one, exactly as ``np.minimum``/``np.maximum`` and the ISA specs' ``min``/``max``.
 - **Constants.** A FloatImm's value is rounded to its dtype; a bool IntImm is a Python bool.
 - **Cast.** int->int wraps; bool->int gives 0/1; int->float rounds the exact integer to nearest
   even (one rounding, even for values beyond 2**24); float->float rounds; float->int truncates
@@ -39,10 +40,28 @@ Semantics:
   run serially, the variable increasing over ``[min, min + extent)``; min and extent are evaluated
   once at loop entry. IfThenElse, Seq, Let (binds its variable for the body), Attr (runs the body;
   key and value are metadata), Evaluate (evaluates its expression for its effect).
+- **Tensor instructions.** ``TensorInsn`` runs one instruction of a built-in ISA spec with the spec's
+  own semantics (``isa.execute``). Its fields are evaluated (ints); fields it leaves out (address
+  fields, say: the regions say where the operands are) take the spec's defaults. A type variable
+  (``T``) is not a field of the IR: it is the dtype of the buffers of the regions whose operands have
+  that type, which must agree. Operand ``x`` covers the elements ``offset + sum(i_d * stride_d)`` of
+  its region's buffer (flat, row-major), for every index of the operand's shape; strides are the
+  spec's (row-major when it gives none), in elements of the operand's dtype, which must be the
+  buffer's, except that a ``u8`` operand (memcpy) views any other buffer as its bytes, from byte
+  ``offset * itemsize`` on. The operands the semantics reads are gathered (an element outside the
+  buffer, or an uninitialized one, is an ``InterpError``), the instruction runs, and the operands it
+  writes are written back in full (an operand that is only written starts as zeros, as
+  ``isa.execute`` has it, so elements its semantics leaves alone become 0). A byte write that
+  leaves part of an uninitialized element unwritten is an error. Numerics are the spec's: integers
+  wrap, float results round to the dtype once per operation, as in the scalar IR (an f16 or f32 add,
+  subtract, multiply or divide computed in float32 or double and rounded once gives the same bits).
+  Errors name the instruction as printed: ``diannao.vadd(n=64, dst=C[0], a=A[0], b=B[0]): dtype
+  mismatch: the operands of type T are dst=C (f32), a=A (i8), b=B (f32)``.
 - **Static faults** are reported before anything runs, so the arrays are untouched: a Var bound by
   no enclosing For/Let (nor by ``evaluate``'s env), a buffer that is neither a parameter nor
   allocated, a ``Reduce`` ("Reduce must be lowered before interpretation"), an unknown intrinsic
-  or one called with the wrong number of arguments.
+  or one called with the wrong number of arguments, and for a ``TensorInsn`` an unknown ISA,
+  instruction, field or operand, a type field set in the IR, a missing region, or a dtype mismatch.
 
 Implementation: a closure compiler. ``_Compiler`` turns each node, once, into a Python closure
 (``Expr`` -> ``env -> value``, ``Stmt`` -> ``env -> None``); ``env`` is a list with one slot per
@@ -64,11 +83,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
+import isa
 from compiler.errors import InterpError
 from compiler.ir import dtypes
 from compiler.ir import nodes as n
 from compiler.ir.dtypes import DType
 from compiler.ir.functor import post_order_visit
+from isa.lang.scalar import evaluate as evaluate_scalar
 
 Value = int | float | bool
 Env = list
@@ -184,6 +205,9 @@ def _stored_buffers(body: n.Stmt) -> set[n.Buffer]:
     def visit(node: n.Node) -> None:
         if isinstance(node, n.Store):
             stored.add(node.buffer)
+        elif isinstance(node, n.TensorInsn):
+            written = _written_operands(node)
+            stored.update(r.buffer for r in node.regions if r.operand in written)
 
     post_order_visit(body, visit)
     return stored
@@ -284,15 +308,21 @@ def _ieee_div(a: float, b: float) -> float:
 
 
 def _fmin(a: float, b: float) -> float:
-    if a != a or b != b:
-        return math.nan
-    return b if b < a else a
+    """np.minimum: a NaN operand is the result (the first if both are); of two equal values, the second."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a < b else b
 
 
 def _fmax(a: float, b: float) -> float:
-    if a != a or b != b:
-        return math.nan
-    return b if b > a else a
+    """np.maximum: a NaN operand is the result (the first if both are); of two equal values, the second."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a > b else b
 
 
 def _imin(a: int, b: int) -> int:
@@ -678,6 +708,63 @@ class _Compiler:
 
         return evaluate_
 
+    def stmt_TensorInsn(self, s: n.TensorInsn) -> StmtFn:
+        text, where = str(s), self._where()
+        spec, instr = _instruction(s, text)
+        types = _bind_types(s, instr, text)
+        sem = instr.typed_semantics(types)
+        settable = {f.name: f for f in instr.fields}
+        for f in s.fields:
+            if f.name not in settable:
+                known = ", ".join(settable) or "none"
+                raise InterpError(f"{text}: unknown field '{f.name}'; fields are {known}")
+            if settable[f.name].kind == "type":
+                raise InterpError(f"{text}: type field '{f.name}' is set, but it follows the region dtypes")
+        regions = {r.operand: r for r in s.regions}
+        missing = [op for op in dict.fromkeys(sem.reads + sem.writes) if op not in regions]
+        if missing:
+            raise InterpError(f"{text}: no region for operand(s) {', '.join(missing)}")
+        fields = [(f.name, self.expr(f.value)) for f in s.fields]
+        io = {
+            r.operand: self._region_io(r, instr.operand(r.operand), types, text, where)
+            for r in s.regions
+            if r.operand in sem.reads or r.operand in sem.writes
+        }
+        reads = sem.reads
+
+        def tensor_insn(env: Env) -> None:
+            try:
+                insn = spec.insn(s.name, **{name: f(env) for name, f in fields}, **types)
+            except isa.EncodingError as e:
+                raise InterpError(f"{text}: {e}{where(env)}") from None
+            scalars = spec.scalar_env(insn.values, types)
+            at = {name: x.positions(env, scalars) for name, x in io.items()}
+            tensors = {name: io[name].gather(env, at[name]) for name in reads}
+            try:
+                out = isa.execute(spec, insn, tensors)
+            except isa.ExecError as e:
+                raise InterpError(f"{text}: {e}{where(env)}") from None
+            for name, values in out.items():
+                io[name].scatter(env, at[name], values)
+
+        return tensor_insn
+
+    def _region_io(self, r: n.Region, op: isa.Operand, types: dict, text: str, where) -> _RegionIO:
+        dt = op.dtype if op.dtype not in types else types[op.dtype]
+        have = r.buffer.dtype
+        bytewise = dt == "u8" and have != dtypes.uint8
+        if bytewise and (have.is_bool or have.kind == "bfloat"):
+            raise InterpError(f"{text}: operand '{op.name}' views buffer {r.buffer.name} as bytes, "
+                              f"which a {have} buffer cannot be")
+        if not bytewise and dt != have.short:
+            raise InterpError(
+                f"{text}: operand '{op.name}' is {dt}, but buffer {r.buffer.name} holds {have.short}"
+            )
+        flat = self.params.get(r.buffer) if r.buffer not in self.allocs else None
+        slot = None if flat is not None else self._alloc_slot(r.buffer)
+        offset = self.expr(r.offset)
+        return _RegionIO(r, op, bytewise, flat, slot, offset, f"{text}: operand '{op.name}'", where)
+
     def stmt_Let(self, s: n.Let) -> StmtFn:
         fv = self.expr(s.value)
         with self._scope(self.vars, s.var) as slot:
@@ -688,3 +775,132 @@ class _Compiler:
             body(env)
 
         return let
+
+
+# --------------------------------------------------------------------------------------------------
+# Tensor instructions
+
+
+def _instruction(s: n.TensorInsn, text: str) -> tuple[isa.ISA, isa.Instruction]:
+    """The spec (``isa.load_isa`` loads each once per process) and the instruction ``s`` runs."""
+    try:
+        spec = isa.load_isa(s.isa)
+    except isa.ISAError as e:
+        raise InterpError(f"{text}: unknown ISA '{s.isa}': {e}") from None
+    try:
+        return spec, spec.instruction(s.name)
+    except KeyError as e:
+        raise InterpError(f"{text}: {e.args[0]}") from None
+
+
+def _written_operands(s: n.TensorInsn) -> tuple[str, ...]:
+    """The operands ``s`` writes; none when its instruction is unknown (compiling it reports that)."""
+    try:
+        _, instr = _instruction(s, "")
+    except InterpError:
+        return ()
+    return tuple({op for sem in instr.typed.values() for op in sem.writes})
+
+
+def _bind_types(s: n.TensorInsn, instr: isa.Instruction, text: str) -> dict[str, str]:
+    """Each type variable bound to the dtype of the buffers of the regions whose operands have that type."""
+    names = {op.name: op for op in instr.operands}
+    for r in s.regions:
+        if r.operand not in names:
+            known = ", ".join(names) or "none"
+            raise InterpError(f"{text}: unknown operand '{r.operand}'; operands are {known}")
+    types = {}
+    for tv, allowed in instr.types.items():
+        typed = [r for r in s.regions if names[r.operand].dtype == tv]
+        found = {r.buffer.dtype.short for r in typed}
+        if not found:
+            raise InterpError(f"{text}: no region of an operand of type {tv} gives its dtype")
+        if len(found) > 1:
+            which = ", ".join(f"{r.operand}={r.buffer.name} ({r.buffer.dtype.short})" for r in typed)
+            raise InterpError(f"{text}: dtype mismatch: the operands of type {tv} are {which}")
+        (dt,) = found
+        if dt not in allowed:
+            raise InterpError(f"{text}: expected {tv} in {list(allowed)}, but the buffers hold {dt}")
+        types[tv] = dt
+    return types
+
+
+class _RegionIO:
+    """Finds, reads and writes the elements of one operand in a parameter array or an allocation.
+
+    The operand's element at index ``(i0, ..., ik)`` is at ``offset + sum(i_d * stride_d)`` in units of
+    the operand's dtype (strides from the spec, row-major when it gives none); a ``bytewise`` region (a
+    u8 operand on a wider buffer) counts in bytes from ``offset * itemsize`` instead.
+    """
+
+    def __init__(
+        self, r: n.Region, op: isa.Operand, bytewise: bool, flat, slot, offset: ExprFn, text: str, where
+    ) -> None:
+        self.buffer, self.op, self.slot, self.offset = r.buffer, op, slot, offset
+        self.text, self.where, self.bytewise = text, where, bytewise
+        self.numpy = r.buffer.dtype.numpy  # how an allocation's Python values become array elements
+        self.item = self.numpy.itemsize if bytewise else 1
+        self.flat = flat.view(np.uint8) if bytewise and flat is not None else flat
+
+    def positions(self, env: Env, scalars) -> np.ndarray:
+        """Flat positions (in units of the operand's dtype) of every element, shaped like the operand."""
+        shape = tuple(int(evaluate_scalar(e, scalars)) for e in self.op.shape)
+        if self.op.strides is None:
+            strides = [int(np.prod(shape[d + 1 :])) for d in range(len(shape))]
+        else:
+            strides = [int(evaluate_scalar(e, scalars)) for e in self.op.strides]
+        pos = np.full(shape, self.offset(env) * self.item, dtype=np.int64)
+        for d, (size, stride) in enumerate(zip(shape, strides, strict=True)):
+            pos += np.arange(size, dtype=np.int64).reshape((size,) + (1,) * (len(shape) - d - 1)) * stride
+        limit = self.buffer.size * self.item
+        if pos.size and (pos.min() < 0 or pos.max() >= limit):
+            unit = "bytes" if self.bytewise else "elements"
+            raise InterpError(
+                f"{self.text} covers {unit} [{pos.min()}, {pos.max()}] of {self.buffer.name}, outside its "
+                f"{limit} {unit}{self.where(env)}"
+            )
+        return pos
+
+    def element(self, k: int) -> str:
+        """``AL[1, 2] (shape [4, 4])``: the buffer element at flat index ``k``."""
+        index = ", ".join(str(int(i)) for i in np.unravel_index(k, self.buffer.shape))
+        return f"{self.buffer.name}[{index}] (shape {list(self.buffer.shape)})"
+
+    def gather(self, env: Env, pos: np.ndarray) -> np.ndarray:
+        if self.flat is not None:
+            values = self.flat[pos]
+            return dtypes.round_bfloat16(values) if self.buffer.dtype == dtypes.bfloat16 else values
+        elems = pos.reshape(-1) // self.item
+        storage = env[self.slot]
+        values = [storage[e] for e in elems.tolist()]
+        if None in values:
+            element = self.element(int(elems[values.index(None)]))
+            raise InterpError(f"{self.text} reads uninitialized element {element}{self.where(env)}")
+        array = np.array(values, dtype=self.numpy)
+        if self.bytewise:
+            array = array.view(np.uint8).reshape(-1, self.item)
+            array = array[np.arange(pos.size), pos.reshape(-1) % self.item]
+        return array.reshape(pos.shape)
+
+    def scatter(self, env: Env, pos: np.ndarray, values: np.ndarray) -> None:
+        if self.flat is not None:
+            self.flat[pos] = values
+            return
+        storage = env[self.slot]
+        if not self.bytewise:
+            for k, v in zip(pos.reshape(-1).tolist(), values.reshape(-1).tolist(), strict=True):
+                storage[k] = v
+            return
+        written = np.unique(pos)
+        elems, inverse = np.unique(pos.reshape(-1) // self.item, return_inverse=True)
+        old = [storage[e] for e in elems.tolist()]
+        full = np.bincount(written // self.item)[elems] == self.item
+        for e, v, covered in zip(elems.tolist(), old, full.tolist(), strict=True):
+            if v is None and not covered:
+                what = f"part of uninitialized element {self.element(e)}"
+                raise InterpError(f"{self.text} writes {what}{self.where(env)}")
+        block = np.array([0 if v is None else v for v in old], dtype=self.numpy)
+        block = block.view(np.uint8).reshape(-1, self.item)
+        block[inverse, pos.reshape(-1) % self.item] = values.reshape(-1)
+        for e, v in zip(elems.tolist(), block.view(self.numpy).reshape(-1).tolist(), strict=True):
+            storage[e] = v

@@ -6,7 +6,7 @@ Stages:
 - ``"loop-ir"``: after lowering. Every variable is bound by an enclosing For/Let (no shadowing); every
   accessed buffer is a parameter or allocated by an enclosing ``Allocate``; no ``Reduce`` is left;
   loop bounds are integer expressions; bound loops name their hardware axis; constant indices are in
-  range.
+  range; every tensor instruction operand's region lies on such a buffer (a constant offset in range).
 - ``"flat"``: as ``loop-ir``, and every buffer is one-dimensional.
 """
 
@@ -85,6 +85,19 @@ class _Verifier(IRVisitor):
     def visit_Store(self, s: ir.Store) -> None:
         self._access("store", s.buffer, s.indices)
         self.generic_visit(s)
+
+    def visit_Region(self, r: ir.Region) -> None:
+        b = r.buffer
+        if b not in self.buffers:
+            self.errors.append(
+                f"operand '{r.operand}' on buffer {b.name}, which is neither a parameter nor allocated here"
+            )
+        if isinstance(r.offset, ir.IntImm) and not 0 <= r.offset.value < b.size:
+            self.errors.append(
+                f"operand '{r.operand}' on {b.name}: constant offset {r.offset.value} is outside "
+                f"[0, {b.size})"
+            )
+        self.visit(r.offset)
 
 
 def verify(func: ir.PrimFunc, stage: str = "loop-ir", after: str = "") -> None:

@@ -647,6 +647,72 @@ class Let(Stmt):
             raise IRTypeError(f"Let {self.var.name}: value dtype {self.value.dtype} != {self.var.dtype}")
 
 
+def _text(x) -> str:
+    return str(x) if isinstance(x, Expr) else repr(x)
+
+
+@dataclass(frozen=True, slots=True)
+class InsnField(Node):
+    """Field ``name`` of a tensor instruction set to the integer expression ``value``."""
+
+    name: str
+    value: Expr
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, Expr) or not self.value.dtype.is_int:
+            raise IRTypeError(
+                f"InsnField {self.name}: expected an integer expression, but got {_text(self.value)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Region(Node):
+    """Operand ``operand`` of a tensor instruction: ``buffer`` from flat row-major element ``offset`` on.
+
+    Which elements from ``offset`` on the operand covers (its shape and strides) is up to the instruction.
+    """
+
+    operand: str
+    buffer: Buffer
+    offset: Expr
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.buffer, Buffer):
+            raise IRTypeError(f"Region {self.operand}: expected a Buffer, but got {self.buffer!r}")
+        if not isinstance(self.offset, Expr) or not self.offset.dtype.is_int:
+            raise IRTypeError(
+                f"Region {self.operand} of {self.buffer.name}: expected an integer offset, "
+                f"but got {_text(self.offset)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInsn(Stmt):
+    """Run instruction ``name`` of ISA ``isa`` once, with ``fields`` set, on operands laid out as ``regions``.
+
+    Fields not given take the spec's defaults; type fields are not given: they follow the dtypes of the
+    buffers of the regions whose operands have that type (see ``compiler.interp``).
+    """
+
+    isa: str
+    name: str
+    fields: tuple[InsnField, ...]
+    regions: tuple[Region, ...]
+
+    def __post_init__(self) -> None:
+        where = f"TensorInsn {self.isa}.{self.name}"
+        for kind, items, cls, key in (
+            ("field", self.fields, InsnField, "name"),
+            ("region", self.regions, Region, "operand"),
+        ):
+            if not isinstance(items, tuple) or not all(isinstance(x, cls) for x in items):
+                raise IRTypeError(f"{where}: expected a tuple of {cls.__name__}, but got {items!r}")
+            names = [getattr(x, key) for x in items]
+            repeated = sorted({x for x in names if names.count(x) > 1})
+            if repeated:
+                raise IRTypeError(f"{where}: {kind} names must be unique, but {repeated} repeat")
+
+
 @dataclass(frozen=True, slots=True)
 class PrimFunc(Node):
     """A function over buffer parameters; ``attrs`` holds (key, value) pairs such as the target."""

@@ -1,9 +1,11 @@
 """A stable, readable text form of the loop IR (used by golden tests and ``--dump-passes``).
 
 The syntax is Python-like: ``for i in range(4):``, ``if tid*4 + i < 14:``, ``C[i, j] = A[i, j] + B[i, j]``,
-``with alloc(AL, f32[16], "nmem"):``. Multiplicative operators print tight (``tid*4``), additive and
-comparison operators spaced. Distinct variables that share a name are told apart as ``i``, ``i_1``, ...
-in order of first appearance, so the output depends only on the program's structure.
+``with alloc(AL, f32[16], "nmem"):``, and a tensor instruction as one call with its fields, then its operands'
+regions (buffer and flat offset): ``diannao.vadd(n=64, dst=C[tid*64], a=A[tid*64], b=B[tid*64])``.
+Multiplicative operators print tight (``tid*4``), additive and comparison operators spaced. Distinct
+variables that share a name are told apart as ``i``, ``i_1``, ... in order of first appearance, so the
+output depends only on the program's structure.
 """
 
 from __future__ import annotations
@@ -151,8 +153,20 @@ class _Printer:
         elif t is n.Let:
             self.emit(depth, f"with let({self.name(s.var)}, {self.expr(s.value)}):")
             self.stmt(s.body, depth + 1)
+        elif t is n.TensorInsn:
+            self.emit(depth, self.tensor_insn(s))
         else:
             raise NotImplementedError(f"printer: no case for {t.__name__}")
+
+    def tensor_insn(self, s: n.TensorInsn) -> str:
+        """``isa.name(field=value, ..., operand=buffer[offset], ...)``: fields first, then regions."""
+        args = [self.insn_part(x) for x in (*s.fields, *s.regions)]
+        return f"{s.isa}.{s.name}({', '.join(args)})"
+
+    def insn_part(self, x: n.InsnField | n.Region) -> str:
+        if isinstance(x, n.InsnField):
+            return f"{x.name}={self.expr(x.value)}"
+        return f"{x.operand}={self.name(x.buffer)}[{self.expr(x.offset)}]"
 
     def buffer_decl(self, b: n.Buffer, sep: str = ": ") -> str:
         shape = ", ".join(str(d) for d in b.shape)
@@ -188,6 +202,8 @@ def format_node(node: n.Node) -> str:
         p.func(node)
     elif isinstance(node, n.Stmt):
         p.stmt(node, 0)
+    elif isinstance(node, n.InsnField | n.Region):
+        return p.insn_part(node)
     else:
         raise NotImplementedError(f"printer: no case for {type(node).__name__}")
     return "\n".join(p.lines)

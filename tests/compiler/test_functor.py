@@ -25,6 +25,7 @@ from compiler.ir import (
     FloatImm,
     For,
     IfThenElse,
+    InsnField,
     IntImm,
     IRMutator,
     IRVisitor,
@@ -37,9 +38,11 @@ from compiler.ir import (
     PrimFunc,
     Reduce,
     ReduceCombiner,
+    Region,
     Select,
     Seq,
     Store,
+    TensorInsn,
     Var,
     buffers_of,
     const,
@@ -79,6 +82,7 @@ def every_node_kind() -> PrimFunc:
                     Let(x, floats, Store(F, (i,), x)),
                     Evaluate(Call("if_then_else", (p, i, j), dtypes.int32)),
                     Evaluate(Reduce(ReduceCombiner.SUM, A[k], (k,), ((0, 8),))),
+                    TensorInsn("diannao", "relu", (InsnField("n", i),), (Region("dst", T, i),)),
                 ),
             ),
         ),
@@ -123,8 +127,9 @@ def test_visitor_visits_every_node_and_every_buffer_reference() -> None:
     seen: list[str] = []
     post_order_visit(func, lambda x: seen.append(type(x).__name__))
     assert sorted(names) == sorted(seen)  # both walks see the same nodes, as many times
-    # params, Allocate, the Store to T, the Load of A in a Let value, the Store to F, the Load in Reduce
-    assert buffers == ["A", "F", "T", "T", "A", "F", "A"]
+    # params, Allocate, the Store to T, the Load of A in a Let value, the Store to F, the Load in Reduce,
+    # the TensorInsn's region on T
+    assert buffers == ["A", "F", "T", "T", "A", "F", "A", "T"]
 
 
 def test_visit_methods_replace_the_generic_walk() -> None:
