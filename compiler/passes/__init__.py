@@ -4,6 +4,7 @@ The order in which a target runs them is in ``compiler.pipeline``.
 """
 
 from compiler.passes.flatten import flatten
+from compiler.passes.loop_partition import loop_partition
 from compiler.passes.simplify import simplify
 
-__all__ = ["flatten", "simplify"]
+__all__ = ["flatten", "loop_partition", "simplify"]
