@@ -30,21 +30,25 @@ class KernelRun:
     program: isa.Program
 
 
-def _prologue(slice_bytes: int) -> list[str]:
-    """R6 = global core index; R10, R11, R12 = R0, R1, R2 + R6 * slice_bytes; R31 = 0."""
-    return [
+def _prologue(in_bytes: int, out_bytes: int | None = None) -> list[str]:
+    """R6 = global core index; R10, R11 = R0, R1 + R6 * in_bytes; R12 = R2 + R6 * out_bytes (in_bytes when
+    not given: the output slice is as large as the inputs'); R31 = 0."""
+    lines = [
         "    rdid r3, CORE_ID",
         "    rdid r4, CLUSTER_ID",
         "    rdid r5, CORE_DIM",
         "    mul r6, r4, r5",
         "    add r6, r6, r3",
-        f"    li r7, {slice_bytes}",
+        f"    li r7, {in_bytes}",
         "    mul r8, r6, r7",
         "    add r10, r0, r8",
         "    add r11, r1, r8",
-        "    add r12, r2, r8",
-        "    li r31, 0",
     ]
+    if out_bytes is None:
+        lines.append("    add r12, r2, r8")
+    else:
+        lines += [f"    li r9, {out_bytes}", "    mul r9, r6, r9", "    add r12, r2, r9"]
+    return [*lines, "    li r31, 0"]
 
 
 def _copy(dst_space: str, dst_reg: str, dst_off: int, src_space: str, src_reg: str, src_off: int,
@@ -173,20 +177,13 @@ def matmul_program(m_per_core: int, k: int, n: int, dtype: str) -> isa.Program:
     size = np.dtype(NP_DTYPES[dtype]).itemsize
     a_bytes, b_bytes, out_bytes = m_per_core * k * size, k * n * size, m_per_core * n * size
     buf_a, buf_out = 0, _align(a_bytes)
-    lines = [".isa diannao", ".text", *_prologue_rows(a_bytes, out_bytes),
+    lines = [".isa diannao", ".text", *_prologue(a_bytes, out_bytes),
              _copy("NMEM", "r31", buf_a, "GMEM", "r10", 0, a_bytes),
              _copy("WMEM", "r31", 0, "GMEM", "r1", 0, b_bytes),
              f"    matmul.{dtype} out={buf_out}, a={buf_a}, b=0, m={m_per_core}, k={k}, n={n}",
              _copy("GMEM", "r12", 0, "NMEM", "r31", buf_out, out_bytes),
              "    halt"]
     return isa.assemble("\n".join(lines) + "\n")
-
-
-def _prologue_rows(in_bytes: int, out_bytes: int) -> list[str]:
-    """R10 = R0 + index * in_bytes, R12 = R2 + index * out_bytes (different slice sizes in and out)."""
-    lines = _prologue(in_bytes)[:-4]
-    return lines + [f"    li r9, {out_bytes}", "    mul r9, r6, r9", "    add r10, r0, r8",
-                    "    add r12, r2, r9", "    li r31, 0"]
 
 
 def run_matmul(m: int, k: int, n: int, dtype: str = "f16", cores: int = 16, seed: int = 0,
@@ -215,7 +212,7 @@ def conv_program(rows_per_core: int, h: int, w: int, cin: int, cout: int, kh: in
     row_in, row_out = w * cin * size, wo * cout * size
     inp_bytes, out_bytes, wgt_bytes = in_rows * row_in, rows_per_core * row_out, kh * kw * cin * cout * size
     buf_in, buf_out = 0, _align(inp_bytes)
-    lines = [".isa diannao", ".text", *_prologue_rows(rows_per_core * row_in, out_bytes),
+    lines = [".isa diannao", ".text", *_prologue(rows_per_core * row_in, out_bytes),
              _copy("NMEM", "r31", buf_in, "GMEM", "r10", 0, inp_bytes),
              _copy("WMEM", "r31", 0, "GMEM", "r1", 0, wgt_bytes),
              f"    conv.{dtype} out={buf_out}, inp={buf_in}, wgt=0, h={in_rows}, w={w}, cin={cin}, "

@@ -100,3 +100,20 @@ def load_named(cls: type, directory: Path, name_or_path: str | Path) -> Any:
         return cls.from_file(directory / f"{name_or_path}.toml")
     raise SimConfigError(f"no built-in config '{name_or_path}' and no such file; built-in configs are "
                          f"{', '.join(config_names(directory))}", file=str(name_or_path))
+
+
+def uncommented_values(path: Path) -> list[str]:
+    """The value lines of the config at ``path`` that state no source or assumption: neither a comment of
+    their own nor one in the block of lines (up to a blank line) above them. ``name`` and ``summary`` need
+    none. Every shipped config must give an empty list."""
+    missing, block_has_comment = [], False
+    for line in Path(path).read_text().splitlines():
+        stripped = line.strip()
+        if not stripped:
+            block_has_comment = False
+        elif stripped.startswith("#"):
+            block_has_comment = True
+        elif "=" in stripped and stripped.split("=")[0].strip() not in ("name", "summary"):
+            if not (block_has_comment or "#" in stripped):
+                missing.append(stripped)
+    return missing

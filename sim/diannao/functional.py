@@ -45,8 +45,7 @@ class CardMemory:
         self.smem = [np.zeros(sizes["SMEM"], np.uint8) for _ in range(p["CLUSTERS"])]
         self.nmem = [np.zeros(sizes["NMEM"], np.uint8) for _ in range(cores)]
         self.wmem = [np.zeros(sizes["WMEM"], np.uint8) for _ in range(cores)]
-        self.codes = {name: s.id for name, s in spec.spaces.items()}
-        self.names = {s.id: name for name, s in spec.spaces.items()}
+        self.names = {s.id: name for name, s in spec.spaces.items()}  # space code -> "GMEM", ...
 
     def space(self, code: int, core: int) -> np.ndarray:
         """The memory that space ``code`` means for global core index ``core``."""

@@ -44,7 +44,7 @@ from isa.asm import format_insn
 from isa.dtypes import DTYPES
 from isa.instance import reads_operands
 from isa.lang.scalar import compile_scalar
-from isa.lang.tree import Access, Binary, Name, to_text
+from isa.lang.tree import Name
 from sim.diannao.config import DiannaoConfig, load_config
 from sim.diannao.errors import (
     CONSTRAINT_ERRORS,
@@ -157,21 +157,23 @@ class DiannaoResult:
 class _Plan:
     """What the machine knows about one instruction before running it."""
 
-    kind: int
-    op: tuple                  # the decoded tuple the interpreter runs
+    op: tuple                  # the decoded tuple the interpreter runs; op[0] is its kind
     unit: str                  # timing unit of the spec ("scalar", "vfu", "tfu", "dma", "ctrl")
     cycles: int                # core cycles of one execution (without waiting)
     work: int                  # cycles of the spec's "cycles" (throughput part), for unit utilization
-    tensor: bool
     moves: tuple[tuple[str, int], ...] = ()   # ("GMEM->NMEM", bytes) per execution
     ports: tuple[tuple[str, int], ...] = ()   # ("gmem" | "smem", cycles held) per execution
 
+    @property
+    def tensor(self) -> bool:
+        return self.op[0] == TENSOR
+
 
 class _Decoder:
-    def __init__(self, program: isa.Program, config: DiannaoConfig) -> None:
+    def __init__(self, program: isa.Program, config: DiannaoConfig, space_names: dict[int, str]) -> None:
         self.spec = program.isa
         self.config = config
-        self.space_names = {s.id: name for name, s in self.spec.spaces.items()}
+        self.space_names = space_names
 
     def plans(self, program: isa.Program) -> list[_Plan]:
         return [self.plan(pc, insn) for pc, insn in enumerate(program.insns)]
@@ -185,30 +187,29 @@ class _Decoder:
         duration = latency + cycles - 1
         name = insn.name
         types = spec.types_of(insn)
-        tensor = instr.group in TENSOR_GROUPS
         if name in RRR:
             kind = RRR[name]
-            return _Plan(kind, (kind, f["rd"], f["rs1"], f["rs2"]), unit, duration, cycles, False)
+            return _Plan((kind, f["rd"], f["rs1"], f["rs2"]), unit, duration, cycles)
         if name == "fcvt":
-            return _Plan(FCVT, (FCVT, f["rd"], f["rs1"]), unit, duration, cycles, False)
+            return _Plan((FCVT, f["rd"], f["rs1"]), unit, duration, cycles)
         if name == "addi":
-            return _Plan(ADDI, (ADDI, f["rd"], f["rs1"], f["imm"]), unit, duration, cycles, False)
+            return _Plan((ADDI, f["rd"], f["rs1"], f["imm"]), unit, duration, cycles)
         if name == "li":
-            return _Plan(LI, (LI, f["rd"], f["imm"]), unit, duration, cycles, False)
+            return _Plan((LI, f["rd"], f["imm"]), unit, duration, cycles)
         if name == "rdid":
-            return _Plan(RDID, (RDID, f["rd"], f["which"]), unit, duration, cycles, False)
+            return _Plan((RDID, f["rd"], f["which"]), unit, duration, cycles)
         if name in BRANCHES:
             kind = BRANCHES[name]
-            return _Plan(kind, (kind, f["rs1"], f["rs2"], f["target"]), unit, duration, cycles, False)
+            return _Plan((kind, f["rs1"], f["rs2"], f["target"]), unit, duration, cycles)
         if name == "jmp":
-            return _Plan(JMP, (JMP, f["target"]), unit, duration, cycles, False)
+            return _Plan((JMP, f["target"]), unit, duration, cycles)
         if name in SCALAR_MEMORY:
             return self.scalar_memory(insn, f, types, unit, duration, cycles)
         if name == "barrier":
-            return _Plan(BARRIER, (BARRIER, f["scope"]), unit, latency, cycles, False)
+            return _Plan((BARRIER, f["scope"]), unit, latency, cycles)
         if name == "halt":
-            return _Plan(HALT, (HALT,), unit, duration, cycles, False)
-        if not tensor:
+            return _Plan((HALT,), unit, duration, cycles)
+        if instr.group not in TENSOR_GROUPS:
             raise LaunchError(f"pc {pc} ({format_insn(spec, insn)}): the DianNao simulator cannot run "
                               f"'{name}' (group {instr.group!r})", pc=pc, insn=format_insn(spec, insn))
         return self.tensor(insn, f, types, unit, latency, cycles)
@@ -227,7 +228,7 @@ class _Decoder:
         ports = self.ports(space, space, fmt.size) if shared else ()
         duration = duration - cycles + max([cycles] + [c for _, c in ports])
         op = (kind, reg, f["rs1"], f["imm"], f["space"], fmt, mask, shared)
-        return _Plan(kind, op, unit, duration, cycles, False, (move,), ports)
+        return _Plan(op, unit, duration, cycles, (move,), ports)
 
     def ports(self, a: str, b: str, nbytes: int) -> tuple[tuple[str, int], ...]:
         out = []
@@ -248,32 +249,18 @@ class _Decoder:
             moves = ((f"{src}->{dst}", nbytes),)
             ports = self.ports(src, dst, nbytes)
         duration = latency + max([cycles] + [c for _, c in ports]) - 1
-        addresses = tuple(_register_address(op, f) for op in instr.operands
-                          if op.kind == "tensor" and not isinstance(op.addr, Name))
         env = self.spec.scalar_env(f, types)
+        addresses = tuple((op.name, compile_scalar(op.addr, env)) for op in instr.operands
+                          if op.kind == "tensor" and not isinstance(op.addr, Name))
         rules = tuple(compile_scalar(c.rule, env) for c in instr.constraints if reads_operands(c))
         dynamic = (addresses, rules) if addresses or rules else None
         op = (TENSOR, FAST_PATHS.get(insn.name), f, dt, bool(ports), dynamic)
-        return _Plan(TENSOR, op, unit, duration, cycles, True, moves, ports)
-
-
-def _register_address(op: isa.Operand, f: dict[str, int]) -> tuple[str, int, int]:
-    """(operand, register number, offset) of an address ``R[field]`` or ``R[field] + field``."""
-    e = op.addr
-    offset = 0
-    if isinstance(e, Binary) and e.op == "+" and isinstance(e.rhs, Name) and e.rhs.id in f:
-        e, offset = e.lhs, f[e.rhs.id]
-    if (isinstance(e, Access) and e.tensor == "R" and len(e.indices) == 1 and isinstance(e.indices[0], Name)
-            and e.indices[0].id in f):
-        return op.name, f[e.indices[0].id], offset
-    raise LaunchError(f"operand '{op.name}': the simulator supports addresses of the forms field, R[field] "
-                      f"and R[field] + field, not '{to_text(op.addr)}'")
+        return _Plan(op, unit, duration, cycles, moves, ports)
 
 
 # ----------------------------------------------------------------------------------------------- machine
 class _Barrier:
     def __init__(self, env: simpy.Environment, members: tuple[int, ...]) -> None:
-        self.env = env
         self.members = members
         self.arrived: dict[int, int] = {}  # core -> pc
         self.event = env.event()
@@ -294,7 +281,8 @@ class _Machine:
         self.cpc = p["CORES_PER_CLUSTER"]
         self.num_regs = p["NUM_REGS"]
         self.barrier_latency = p["BARRIER_LATENCY"]
-        self.plans = _Decoder(program, config).plans(program)
+        self.spaces = memory.names
+        self.plans = _Decoder(program, config, self.spaces).plans(program)
         self.ops = [plan.op for plan in self.plans]
         self.costs = [plan.cycles for plan in self.plans]
         self.checked = [False] * len(self.plans)
@@ -310,7 +298,6 @@ class _Machine:
         self.waiting: dict[int, tuple[tuple, int]] = {}  # core -> (barrier key, pc)
         self.trace: list[tuple[str, str, int, int, str]] = []
         self.last_event = dict.fromkeys(self.launched, 0)
-        self.spaces = {s.id: name for name, s in self.spec.spaces.items()}
 
     # ------------------------------------------------------------------ helpers
     def where(self, core: int, pc: int) -> str:
@@ -332,12 +319,12 @@ class _Machine:
         self.checked[pc] = True
 
     def raise_violation(self, core: int, pc: int, violations: list[isa.Violation]) -> None:
-        if violations:
-            v = violations[0]
-            more = f" (and {len(violations) - 1} more rule(s) broken)" if len(violations) > 1 else ""
-            vals = f" ({', '.join(f'{k} = {x}' for k, x in v.values)})" if v.values else ""
-            raise self.error(CONSTRAINT_ERRORS.get(v.kind, ConstraintError), core, pc,
-                             f"{v.message}: violated '{v.rule}'{vals}{more}", v.rule)
+        """Raise the error of the first broken rule (the class of its constraint kind)."""
+        v = violations[0]
+        more = f" (and {len(violations) - 1} more rule(s) broken)" if len(violations) > 1 else ""
+        vals = f" ({', '.join(f'{k} = {x}' for k, x in v.values)})" if v.values else ""
+        raise self.error(CONSTRAINT_ERRORS.get(v.kind, ConstraintError), core, pc,
+                         f"{v.message}: violated '{v.rule}'{vals}{more}", v.rule)
 
     def reserve(self, core: int, ports: tuple[tuple[str, int], ...], now: int) -> int:
         """Take every port of ``ports`` at the first cycle from ``now`` on when all are free; return it."""
@@ -536,8 +523,8 @@ class _Machine:
                 broken = isa.check_constraints(self.spec, self.program.insns[pc], tensors, which="dynamic")
                 self.raise_violation(core, pc, broken)
         fields = dict(op[2])
-        for name, reg, offset in addresses:
-            fields[name] = R[reg] + offset
+        for name, address in addresses:
+            fields[name] = int(address(tensors))
         return fields
 
     def run_tensor(self, core: int, pc: int, op: tuple, fields: dict[str, int], R: list[int]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sim.core.config import uncommented_values
 from sim.core.errors import SimConfigError
 from sim.vita.config import CONFIGS_DIR, VitaConfig, builtin_configs, load_config
 
@@ -49,15 +50,7 @@ def test_tvm_paper_machine_has_32_kib_buffers_and_a_128_kib_register_file_at_200
 
 @pytest.mark.parametrize("name", ["tvm-paper", "vta-default"])
 def test_every_shipped_value_states_its_source_or_reasoning_in_a_comment(name):
-    block_has_comment = False
-    for line in (CONFIGS_DIR / f"{name}.toml").read_text().splitlines():
-        stripped = line.strip()
-        if not stripped:
-            block_has_comment = False
-        elif stripped.startswith("#"):
-            block_has_comment = True
-        elif "=" in stripped and stripped.split("=")[0].strip() not in ("name", "summary"):
-            assert block_has_comment or "#" in stripped, f"{name}.toml: no comment for {stripped!r}"
+    assert uncommented_values(CONFIGS_DIR / f"{name}.toml") == []
 
 
 def test_a_config_of_ones_own_loads_from_text_and_file(tmp_path):
