@@ -7,20 +7,24 @@ each one it runs the verifier for the stage the pass leaves the program in (on b
 
 Targets:
 - ``reference``: simplify, then flatten to one-dimensional buffers — what the interpreter and the
-  LLVM backend consume. The accelerator targets (``diannao``, ``vita``) and ``cpu`` extend this list
-  with their own passes (loop partitioning, tensorization, virtual threads, ...) as they land.
+  LLVM backend consume.
+- ``diannao``: seed 001's flow: flatten, partition loops to remove guards (Alg. 2), simplify, preprocess
+  marked statements against instruction constraints (Alg. 1), select tensor instructions (Sec. IV-D).
+  ``compiler.backend.diannao`` turns the result into an SPMD program. ``skip`` drops passes by name
+  (``loop_partition``, ``preprocess``) to measure what each one buys.
+- ``vita`` and ``cpu`` extend this table as they land.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
-from compiler.passes import flatten, simplify
+from compiler.passes import flatten, loop_partition, preprocess, simplify, tensorize
 from compiler.schedule import Schedule
 from compiler.te import Tensor
 from compiler.verify import verify
@@ -45,7 +49,16 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("simplify", simplify, "loop-ir"),
         Pass("flatten", flatten, "flat"),
     ),
+    "diannao": (
+        Pass("simplify", simplify, "loop-ir"),
+        Pass("flatten", flatten, "flat"),
+        Pass("loop_partition", loop_partition, "flat"),
+        Pass("simplify_partitioned", simplify, "flat"),
+        Pass("preprocess", preprocess, "flat"),
+        Pass("tensorize", tensorize, "flat"),
+    ),
 }
+OPTIONAL = frozenset({"loop_partition", "preprocess"})
 
 Dump = Callable[[str, ir.PrimFunc], None]
 
@@ -56,14 +69,20 @@ def _verify_enabled(flag: bool | None) -> bool:
     return os.environ.get("TANDEM_VERIFY", "1") != "0"
 
 
-def passes_for(target: str) -> tuple[Pass, ...]:
-    """The ordered passes of ``target``."""
+def passes_for(target: str, skip: Collection[str] = ()) -> tuple[Pass, ...]:
+    """The ordered passes of ``target``, without those named in ``skip`` (only OPTIONAL ones may go)."""
     try:
-        return PIPELINES[target]
+        passes = PIPELINES[target]
     except KeyError:
         raise LoweringError(
             f"unknown target {target!r}; expected one of {', '.join(sorted(PIPELINES))}"
         ) from None
+    names = {p.name for p in passes}
+    for name in skip:
+        if name not in OPTIONAL or name not in names:
+            can = ", ".join(sorted(OPTIONAL & names)) or "none"
+            raise LoweringError(f"target {target!r} cannot skip pass {name!r}; optional passes: {can}")
+    return tuple(p for p in passes if p.name not in skip)
 
 
 def compile_func(
@@ -72,14 +91,15 @@ def compile_func(
     *,
     verify_each: bool | None = None,
     dump: Dump | None = None,
+    skip: Collection[str] = (),
 ) -> ir.PrimFunc:
-    """Run ``target``'s passes on a lowered function, verifying (and dumping) after each."""
+    """Run ``target``'s passes (less ``skip``) on a lowered function, verifying (and dumping) after each."""
     check = _verify_enabled(verify_each)
     if check:
         verify(func, "loop-ir", after="lower")
     if dump is not None:
         dump("lower", func)
-    for p in passes_for(target):
+    for p in passes_for(target, skip):
         func = p.fn(func)
         if check:
             verify(func, p.stage, after=p.name)
@@ -96,6 +116,7 @@ def build(
     *,
     verify_each: bool | None = None,
     dump: Dump | None = None,
+    skip: Collection[str] = (),
 ) -> ir.PrimFunc:
-    """Lower ``schedule`` and run ``target``'s pipeline on it."""
-    return compile_func(lower(schedule, args, name), target, verify_each=verify_each, dump=dump)
+    """Lower ``schedule`` and run ``target``'s pipeline (less ``skip``) on it."""
+    return compile_func(lower(schedule, args, name), target, verify_each=verify_each, dump=dump, skip=skip)

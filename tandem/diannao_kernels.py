@@ -18,6 +18,7 @@ from sim.diannao.machine import Card, DiannaoResult
 
 NP_DTYPES = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "f16": np.float16, "f32": np.float32}
 MAX_ROW = 65535  # bytes in one memcpy row (the dma format's len field)
+MAX_COUNT = 255  # rows in one memcpy (the dma format's count field)
 
 
 @dataclass
@@ -34,11 +35,7 @@ def _prologue(in_bytes: int, out_bytes: int | None = None) -> list[str]:
     """R6 = global core index; R10, R11 = R0, R1 + R6 * in_bytes; R12 = R2 + R6 * out_bytes (in_bytes when
     not given: the output slice is as large as the inputs'); R31 = 0."""
     lines = [
-        "    rdid r3, CORE_ID",
-        "    rdid r4, CLUSTER_ID",
-        "    rdid r5, CORE_DIM",
-        "    mul r6, r4, r5",
-        "    add r6, r6, r3",
+        *_core_index("r6", "r5"),
         f"    li r7, {in_bytes}",
         "    mul r8, r6, r7",
         "    add r10, r0, r8",
@@ -51,16 +48,28 @@ def _prologue(in_bytes: int, out_bytes: int | None = None) -> list[str]:
     return [*lines, "    li r31, 0"]
 
 
+def _core_index(rd: str, tmp: str) -> list[str]:
+    """``rd`` = this core's global index, CLUSTER_ID * CORE_DIM + CORE_ID (``tmp`` is clobbered)."""
+    return [f"    rdid {rd}, CLUSTER_ID", f"    rdid {tmp}, CORE_DIM", f"    mul {rd}, {rd}, {tmp}",
+            f"    rdid {tmp}, CORE_ID", f"    add {rd}, {rd}, {tmp}"]
+
+
 def _copy(dst_space: str, dst_reg: str, dst_off: int, src_space: str, src_reg: str, src_off: int,
           nbytes: int) -> str:
-    """A contiguous copy of ``nbytes`` (as rows of at most MAX_ROW bytes; ``nbytes`` must split evenly)."""
-    rows = 1
-    while nbytes // rows > MAX_ROW or nbytes % rows:
-        rows += 1
-    row = nbytes // rows
-    return (f"    memcpyr dst_space={dst_space}, src_space={src_space}, rd={dst_reg}, rs1={src_reg}, "
-            f"dst_off={dst_off}, src_off={src_off}, len={row}, count={rows}, dst_stride={row}, "
-            f"src_stride={row}")
+    """A contiguous copy of ``nbytes``: one memcpyr of equal rows of at most MAX_ROW bytes where ``nbytes``
+    splits into at most MAX_COUNT such rows, else rows of MAX_ROW bytes (in memcpyrs of at most MAX_COUNT
+    rows) and one last shorter row. Several instructions come back as lines of one string."""
+    rows = next((r for r in range(1, MAX_COUNT + 1) if nbytes % r == 0 and nbytes // r <= MAX_ROW), None)
+    if rows is not None:
+        pieces = [(0, nbytes // rows, rows)]
+    else:
+        full, last = divmod(nbytes, MAX_ROW)
+        pieces = [(k * MAX_ROW, MAX_ROW, min(MAX_COUNT, full - k)) for k in range(0, full, MAX_COUNT)]
+        pieces += [(full * MAX_ROW, last, 1)] if last else []
+    return "\n".join(
+        f"    memcpyr dst_space={dst_space}, src_space={src_space}, rd={dst_reg}, rs1={src_reg}, "
+        f"dst_off={dst_off + at}, src_off={src_off + at}, len={row}, count={count}, dst_stride={row}, "
+        f"src_stride={row}" for at, row, count in pieces)
 
 
 def elementwise_program(op: str, dtype: str, elems_per_core: int, tile: int, scalar: bool = False,

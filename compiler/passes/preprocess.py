@@ -1,0 +1,261 @@
+"""preprocess: seed 001's Algorithm 1, instruction preprocessing before tensor instruction selection.
+
+A tensor instruction carries constraints the tensor expression cannot state. For every statement marked
+for an instruction that ``tensorize`` would reject, the constraint that fails (its ``kind`` in the isa/
+spec, not a table here) picks a rewrite that keeps the function's result and removes the reason:
+
+- ``divisible`` (COM + ALIGN: AddExtraCompute, ExpandAllocation): an extent such as ``n`` must be a
+  multiple of ``VECTOR_ELEMS``. The loop is extended to the next extent the rule accepts, so the
+  instruction computes a few harmless extra elements. The buffers it touches must be on-chip allocations;
+  each grows (ExpandAllocation) when the extra elements would fall outside it, and the extra elements it
+  reads are zero-filled at the start of the allocation's scope (a fill statement, itself marked for
+  tensorization), so no value computed is ever undefined. No extra element is copied out.
+- in-place instructions (LAYOUT: InstructionReplace): an instruction whose semantics read the operand they
+  write (``dst[i] = max(dst[i], 0)``) cannot compute ``D[i] = max(S[i], 0)``. The statement becomes two
+  semantically equal ones with fewer constraints: a copy ``D[i] = S[i]`` and the in-place ``D[i] =
+  max(D[i], 0)``. When ``S`` is in global memory the copy is the DMA load the tile needs anyway.
+- everything else is left unchanged (tensorize reports it).
+
+Padding folded into copies (zero-fill + strided copy, the other LAYOUT rewrite) is done by the conv
+schedules of the DianNao target, which stage padded inputs through a zero-filled buffer.
+"""
+
+from __future__ import annotations
+
+import isa
+from compiler.arith import linear_form
+from compiler.ir import nodes as ir
+from compiler.ir.functor import IRMutator
+from compiler.passes.tensorize import MARKS, Match, NoMatch, select
+from isa.lang import tree as t
+from isa.lang.scalar import evaluate as evaluate_scalar
+
+# how far an extent may grow to satisfy a divisibility rule (a tile of extra compute at most)
+MAX_EXTRA = 4096
+
+
+def preprocess(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
+    """Rewrite marked statements whose instruction constraints fail into equal statements that meet them.
+
+    Contract: the function computes the same after the pass (checked by interpreting before and after);
+    every statement it adds is marked, so ``tensorize`` turns it into an instruction where it can.
+    Implements seed 001 Algorithm 1 (Sec. IV-B): COM and ALIGN for divisibility rules, LAYOUT for
+    in-place instructions.
+    """
+    spec = isa.load_isa(isa_name)
+    return ir.PrimFunc(func.name, func.params, _Preprocess(spec).mutate(func.body), func.attrs)
+
+
+class _Preprocess(IRMutator):
+    def __init__(self, spec: isa.ISA) -> None:
+        self.spec = spec
+        self.allocs: list[ir.Buffer] = []  # on-chip allocations in scope, innermost last
+        self.grow: dict[ir.Buffer, int] = {}  # buffer -> elements it must hold
+        self.fills: dict[ir.Buffer, list[tuple[int, int]]] = {}  # buffer -> element ranges to zero
+
+    def mutate_Allocate(self, s: ir.Allocate) -> ir.Stmt:
+        self.allocs.append(s.buffer)
+        body = self.mutate(s.body)
+        self.allocs.pop()
+        buf = s.buffer
+        size = self.grow.pop(buf, buf.size)
+        fills = self.fills.pop(buf, [])
+        if size > buf.size:
+            bigger = ir.Buffer(buf.name, (size,), buf.dtype, buf.scope)
+            body = _Rebuffer(buf, bigger).mutate(body)
+            buf = bigger
+        zero = [self._fill(buf, lo, hi) for lo, hi in _merge(fills)]
+        return ir.Allocate(buf, ir.seq(*zero, body))
+
+    def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
+        if s.key not in MARKS:
+            return super().mutate_Attr(s)
+        body = self.mutate(s.body)
+        marked = []
+        for stmt in body.stmts if isinstance(body, ir.Seq) else (body,):
+            marked.extend(self._rewrite(stmt, str(s.value)))
+        if len(marked) == 1 and marked[0][1] is body:
+            return s if body is s.body else ir.Attr(s.key, s.value, body)
+        return ir.seq(*(ir.Attr(s.key, hint, stmt) for hint, stmt in marked))
+
+    # ---- one marked statement
+
+    def _rewrite(self, stmt: ir.Stmt, hint: str) -> list[tuple[str, ir.Stmt]]:
+        """The marked statements (hint, statement) that replace ``stmt``."""
+        if isinstance(stmt, ir.TensorInsn | ir.Attr):
+            return [(hint, stmt)]
+        split = self._in_place(stmt, hint)
+        if split is not None:
+            copy, compute = split
+            return [*self._rewrite(copy, "copy"), *self._rewrite(compute, hint)]
+        result = select(stmt, self.spec, hint)
+        failed = result.constraint if isinstance(result, NoMatch) else None
+        if failed is not None and failed.kind == "divisible":
+            if isinstance(stmt, ir.Store):  # one element, its loop simplified away: give it back a loop
+                stmt = _one_element_loop(stmt)
+                result = select(stmt, self.spec, hint)
+            stmt = self._extend(stmt, result) if isinstance(result, NoMatch) else stmt
+        return [(hint, stmt)]
+
+    def _in_place(self, stmt: ir.Stmt, hint: str) -> tuple[ir.Stmt, ir.Stmt] | None:
+        """LAYOUT: ``D[i] = f(S[j])`` for an in-place instruction -> ``D[i] = S[j]``; ``D[i] = f(D[i])``."""
+        instr = {n.lower(): i for n, i in self.spec.instructions.items()}.get(hint.lower())
+        if instr is None or not any(s.writes[0] in s.reads for s in instr.typed.values() if s.writes):
+            return None
+        loops, store = _nest(stmt)
+        if store is None:
+            return None
+        loads = _loads(store.value)
+        if len(loads) != 1 or loads[0].buffer is store.buffer:
+            return None
+        (src,) = loads
+        if src.buffer.dtype != store.buffer.dtype:
+            return None
+        copy = ir.Store(store.buffer, store.indices, src)
+        compute = ir.Store(store.buffer, store.indices, _ReplaceLoad(src, store.buffer[store.indices]).mutate(
+            store.value))
+        return _wrap(loops, copy), _wrap(loops, compute)
+
+    def _extend(self, stmt: ir.Stmt, why: NoMatch) -> ir.Stmt:
+        """COM + ALIGN: grow the loop that sets the rule's field until the rule holds."""
+        loops, store = _nest(stmt)
+        stepping = [x for x in why.loops if x.extent > 1]
+        if store is not None and len(stepping) == 1 and all(c == 1 for c in stepping[0].coefs.values()):
+            loop = stepping[0]
+            target = next((s for s in loops if s.var is loop.var), None)
+        elif store is not None and not stepping and len(loops) == 1 and loops[0].extent.value == 1:
+            loop, target = why.loops[0], loops[0]  # one element
+        else:
+            return stmt  # only contiguous one-dimensional statements are extended
+        names = t.names_in(why.constraint.rule) & set(why.fields)
+        scaled = [n for n in names if why.field_loops.get(n) is loop]
+        if target is None or target.extent.value != loop.extent or len(scaled) != 1:
+            return stmt  # the loop counts bytes of a wider element, or several fields depend on it
+        (name,) = scaled
+        per_iter = why.fields[name] // loop.extent
+        new_extent = self._satisfying(why, name, per_iter, loop.extent)
+        if new_extent is None:
+            return stmt
+        instr = self.spec.instruction(why.instruction)
+        reads = {r for s in instr.typed.values() for r in s.reads}
+        plans = []
+        for operand, (buf, offset) in why.regions.items():
+            lf = linear_form(offset)
+            if buf not in self.allocs or lf is None or not lf.is_const:
+                return stmt  # only on-chip buffers at constant offsets can take extra elements
+            start = lf.const  # the statement covers [start, start + extent) of buf
+            plans.append((operand in reads, buf, start + loop.extent, start + new_extent))
+        for is_read, buf, lo, hi in plans:
+            self.grow[buf] = max(self.grow.get(buf, buf.size), hi)
+            if is_read:
+                self.fills.setdefault(buf, []).append((lo, hi))
+        return _ExtendLoop(target, new_extent).mutate(stmt)
+
+    def _satisfying(self, why: NoMatch, name: str, per_iter: int, extent: int) -> int | None:
+        types = {}
+        for e in range(extent + 1, extent + MAX_EXTRA + 1):
+            env = self.spec.scalar_env({**why.fields, name: e * per_iter}, types)
+            try:
+                if evaluate_scalar(why.constraint.rule, env):
+                    return e
+            except isa.ExecError:
+                return None
+        return None
+
+    def _fill(self, buf: ir.Buffer, lo: int, hi: int) -> ir.Stmt:
+        """A marked zero-fill of ``buf[lo:hi]``, widened to the coarsest granularity an instruction accepts
+        (the fill runs before anything else in the allocation's scope, so widening it is harmless)."""
+        for grain in (1024, 512, 256, 128, 64, 32, 16, 8, 4, 2):
+            a, b = lo // grain * grain, -(-hi // grain) * grain
+            if b > buf.size:
+                continue
+            stmt = _zero_loop(buf, a, b)
+            if isinstance(select(stmt, self.spec, "zero"), Match):
+                return ir.Attr("pragma_intrin", "zero", stmt)
+        return ir.Attr("pragma_intrin", "zero", _zero_loop(buf, lo, hi))
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _nest(stmt: ir.Stmt) -> tuple[list[ir.For], ir.Store | None]:
+    loops = []
+    while isinstance(stmt, ir.For) and stmt.kind is not ir.ForKind.THREAD_BINDING:
+        loops.append(stmt)
+        stmt = stmt.body
+    return loops, stmt if isinstance(stmt, ir.Store) else None
+
+
+def _wrap(loops: list[ir.For], body: ir.Stmt) -> ir.Stmt:
+    for s in reversed(loops):
+        body = ir.For(s.var, s.min, s.extent, body, s.kind, s.thread)
+    return body
+
+
+def _one_element_loop(store: ir.Store) -> ir.For:
+    """``for e in range(1)`` around ``store``, every index of it (and of its loads) plus ``e``."""
+    e = ir.Var("e")
+
+    class _Shift(IRMutator):
+        def mutate_Load(self, load: ir.Load) -> ir.Load:
+            return ir.Load(load.buffer, (*load.indices[:-1], load.indices[-1] + e))
+
+    value = _Shift().mutate(store.value)
+    return ir.For(e, ir.const(0), ir.const(1),
+                  ir.Store(store.buffer, (*store.indices[:-1], store.indices[-1] + e), value))
+
+
+def _loads(e: ir.Expr) -> list[ir.Load]:
+    found: list[ir.Load] = []
+
+    class _Collect(IRMutator):
+        def mutate_Load(self, load: ir.Load) -> ir.Load:
+            found.append(load)
+            return load
+
+    _Collect().mutate(e)
+    return found
+
+
+def _zero_loop(buf: ir.Buffer, lo: int, hi: int) -> ir.Stmt:
+    i = ir.Var("i")
+    zero = ir.const(0, buf.dtype)
+    return ir.For(i, ir.const(lo), ir.const(hi - lo), ir.Store(buf, (i,), zero))
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+class _ReplaceLoad(IRMutator):
+    def __init__(self, old: ir.Load, new: ir.Load) -> None:
+        self.old, self.new = old, new
+
+    def mutate_Load(self, load: ir.Load) -> ir.Expr:
+        return self.new if load is self.old else load
+
+
+class _ExtendLoop(IRMutator):
+    def __init__(self, target: ir.For, extent: int) -> None:
+        self.target, self.extent = target, extent
+
+    def mutate_For(self, s: ir.For) -> ir.Stmt:
+        if s is self.target:
+            return ir.For(s.var, s.min, ir.const(self.extent), s.body, s.kind, s.thread)
+        return self.generic_mutate(s)
+
+
+class _Rebuffer(IRMutator):
+    def __init__(self, old: ir.Buffer, new: ir.Buffer) -> None:
+        self.old, self.new = old, new
+
+    def mutate_buffer(self, buffer: ir.Buffer) -> ir.Buffer:
+        return self.new if buffer is self.old else buffer
+

@@ -1,0 +1,499 @@
+"""tensorize: tensor instruction selection by tree-pattern matching with parameter extraction.
+
+Seed 001 Sec. IV-D: each tensor instruction is a tree pattern plus rules that extract its parameters; a
+statement marked for tensorization is (1) matched against the pattern, (2) the loop extents, strides and
+offsets met while matching give the instruction's fields, and (3) the statement is rewritten into the
+instruction when both succeed, or left as it is (scalar code) otherwise.
+
+Here the patterns are not written per instruction: they are derived from the isa/ spec. An instruction's
+semantics ``dst[r, c] = src[r, c]`` or ``dst[i] = max(a[i], b[i])`` is the tree; its operands' shapes and
+strides (``shape = ["count", "len"], strides = ["dst_stride", 1]``) are the parameter-extraction rules;
+its constraints decide whether the match may be used. Adding an element-wise instruction to a spec file is
+enough for this pass to start selecting it.
+
+What a marked statement must look like to match (the form loop partitioning leaves behind):
+- a perfect nest of serial loops with constant bounds around one ``Store`` (no guard inside: a guard is
+  the reason the paper partitions loops first);
+- the stored value has the tree of the instruction's semantics (``+ - *``, ``max``/``min``, casts,
+  constants; ``+ * max min`` commute); every operand access is affine in the nest's loop variables;
+- after merging loops that walk memory contiguously for every operand, at most as many loops remain as
+  the instruction has dimensions; each extent and stride then fixes a field (or must equal what the spec
+  computes from fields already fixed);
+- the operands' buffers are in the spaces the spec names (a space field is set from the buffer's scope);
+- the constraints that do not depend on addresses hold (``n % VECTOR_ELEMS == 0``, ``len >= 1`` ...);
+  alignment rules ``addr % K == 0`` hold for every value of the offset, assuming buffers start aligned
+  (the DianNao backend aligns every allocation). Capacity and overlap rules are the backend's.
+
+Non-Goals: reduction instructions (conv, matmul) and operands indexed other than the destination are not
+matched yet; they report so and stay scalar.
+
+``tensorize(func)`` rewrites every statement under ``Attr("pragma_intrin" | "tensorize", name)`` that
+matches: the instruction the mark names first (case-insensitive), else any instruction of the ISA that
+has no register operand. ``unmatched(func)`` lists, for each marked statement left scalar, why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import isa
+from compiler.arith import linear_form, simplify
+from compiler.arith.linear import LinearForm
+from compiler.ir import nodes as ir
+from compiler.ir.functor import IRMutator, IRVisitor, free_vars
+from isa.lang import tree as t
+from isa.lang.scalar import evaluate as evaluate_scalar
+
+MARKS = ("pragma_intrin", "tensorize")
+
+# buffer scope -> memory space name of the DianNao spec ("global" memory is its GMEM)
+SCOPE_SPACES = {"global": "GMEM", "smem": "SMEM", "nmem": "NMEM", "wmem": "WMEM"}
+
+_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
+_CALLS = {"max": ir.Max, "min": ir.Min}
+_COMMUTATIVE = {"+", "*", "max", "min"}
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop of the matched nest, in the units of its operands: ``coefs[operand]`` per iteration."""
+
+    var: ir.Var | None
+    extent: int
+    coefs: dict[str, int]
+
+
+@dataclass(frozen=True)
+class NoMatch:
+    """Why a statement is not an instruction; ``constraint`` is set when only a constraint failed, with the
+    fields the match found and the loop whose extent set each field (what preprocessing may change)."""
+
+    instruction: str
+    reason: str
+    constraint: isa.Constraint | None = None
+    fields: dict[str, int] = field(default_factory=dict)
+    field_loops: dict[str, Loop] = field(default_factory=dict)
+    loops: tuple[Loop, ...] = ()
+    regions: dict[str, tuple[ir.Buffer, ir.Expr]] = field(default_factory=dict)
+    stage: int = 0  # how far matching got: 0 the nest, 1 the tree, 2 dtypes, 3 loops, 4 fields, 5 constraints
+
+    def __str__(self) -> str:
+        return f"{self.instruction}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Match:
+    """A statement matched as ``instruction`` with ``fields`` and operand ``regions`` (buffer, offset)."""
+
+    instruction: str
+    fields: dict[str, int]
+    regions: dict[str, tuple[ir.Buffer, ir.Expr]]
+    isa: str = "diannao"
+
+    def to_insn(self) -> ir.TensorInsn:
+        fields = tuple(ir.InsnField(k, ir.const(v)) for k, v in self.fields.items())
+        regions = tuple(ir.Region(op, buf, off) for op, (buf, off) in self.regions.items())
+        return ir.TensorInsn(self.isa, self.instruction, fields, regions)
+
+
+class _Fail(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------------------------------
+# The pass
+
+
+def tensorize(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
+    """Replace each marked statement that matches an instruction of ``isa_name`` by a ``TensorInsn``.
+
+    Contract: the function computes the same after the pass (the reference interpreter runs a
+    ``TensorInsn`` through the spec's semantics, so tests interpret before and after); marks stay in
+    place around what they marked, so a backend can tell marked scalar code (a fallback) from the rest.
+    Statements that do not match are left unchanged; ``unmatched`` says why.
+    """
+    spec = isa.load_isa(isa_name)
+    return ir.PrimFunc(func.name, func.params, _Tensorizer(spec).mutate(func.body), func.attrs)
+
+
+def unmatched(func: ir.PrimFunc, isa_name: str = "diannao") -> list[NoMatch]:
+    """For every marked statement that is not a TensorInsn, the reason it does not match."""
+    spec = isa.load_isa(isa_name)
+    found: list[NoMatch] = []
+
+    class _Collect(IRVisitor):
+        def visit_Attr(self, s: ir.Attr) -> None:
+            if s.key in MARKS:
+                for stmt in _statements(s.body):
+                    if not isinstance(stmt, ir.TensorInsn):
+                        result = select(stmt, spec, str(s.value))
+                        if isinstance(result, NoMatch):
+                            found.append(result)
+            self.visit(s.body)
+
+    _Collect().visit(func.body)
+    return found
+
+
+def select(stmt: ir.Stmt, spec: isa.ISA, hint: str) -> Match | NoMatch:
+    """The instruction ``hint`` names (case-insensitive) if it matches ``stmt``; else the first tensor
+    instruction of ``spec`` (every operand a memory region) that does; else the reason of the attempt that
+    got furthest."""
+    tensor_ops = [i for i in spec.instructions.values() if i.operands and all(op.space for op in i.operands)]
+    named = [i for i in tensor_ops if i.name.lower() == hint.lower()]
+    failures: list[NoMatch] = []
+    for instr in [*named, *(i for i in tensor_ops if i not in named)]:
+        result = match(stmt, spec, instr)
+        if isinstance(result, Match):
+            return result
+        failures.append(result)
+    if named:
+        return failures[0]
+    if not failures:
+        return NoMatch(hint, f"{spec.name} has no tensor instructions")
+    best = max(failures, key=lambda f: f.stage)
+    if best.stage == 0:  # the statement's shape, whatever the instruction
+        return NoMatch(hint, best.reason)
+    return dataclasses.replace(best, reason=f"{best.reason} (the closest match to mark {hint!r})")
+
+
+def _statements(s: ir.Stmt) -> tuple[ir.Stmt, ...]:
+    return s.stmts if isinstance(s, ir.Seq) else (s,)
+
+
+class _Tensorizer(IRMutator):
+    def __init__(self, spec: isa.ISA) -> None:
+        self.spec = spec
+
+    def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
+        if s.key not in MARKS:
+            return super().mutate_Attr(s)
+        out = []
+        for stmt in _statements(s.body):
+            result = select(stmt, self.spec, str(s.value)) if not isinstance(stmt, ir.TensorInsn) else None
+            out.append(result.to_insn() if isinstance(result, Match) else stmt)
+        return ir.Attr(s.key, s.value, ir.seq(*out))
+
+
+# --------------------------------------------------------------------------------------------------
+# Matching one statement against one instruction
+
+
+def match(stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction) -> Match | NoMatch:
+    """Match ``stmt`` against ``instr`` for every binding of its type variables; the first that fits."""
+    failures: list[NoMatch] = []
+    for types in instr.bindings():
+        try:
+            return _Matcher(stmt, spec, instr, types).run()
+        except _Fail as e:
+            failures.append(e.args[0])
+    best = max(f.stage for f in failures)
+    furthest = [f for f in failures if f.stage == best]
+    reasons = list(dict.fromkeys(f.reason for f in furthest))
+    if len(reasons) == 1:
+        return furthest[0]
+    return NoMatch(instr.name, "; ".join(reasons), stage=best)
+
+
+class _Matcher:
+    def __init__(self, stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction, types: dict[str, str]) -> None:
+        self.stmt, self.spec, self.instr, self.types = stmt, spec, instr, types
+        self.operands: dict[str, tuple[ir.Buffer, ir.Expr]] = {}  # operand -> (buffer, flat index)
+        self.stage = 0
+
+    def fail(self, reason: str) -> _Fail:
+        return _Fail(NoMatch(self.instr.name, reason, stage=self.stage))
+
+    def run(self) -> Match:
+        loops, store = self._nest()
+        self.stage = 1
+        sem = self.instr.typed_semantics(self.types)
+        if len(sem.statements) != 1 or sem.statements[0].op != "=":
+            raise self.fail("only single-assignment semantics are matched (no reductions yet)")
+        (assign,) = sem.statements
+        dims = [i.id if isinstance(i, t.Name) else None for i in assign.target.indices]
+        if None in dims:
+            raise self.fail("the destination is indexed by expressions, not index variables")
+        self._bind(assign.target, store.buffer, _flat_index(store.buffer, store.indices))
+        self._tree(assign.value, store.value)
+        for access in (a for a in t.walk(assign.value) if isinstance(a, t.Access)):
+            if [i.id if isinstance(i, t.Name) else None for i in access.indices] != dims:
+                raise self.fail(f"operand {access.tensor} is indexed unlike the destination")
+        self.stage = 2
+        bytewise = self._check_dtypes()
+        self.stage = 3
+        nest = self._analyse(loops, bytewise)
+        self.stage = 4
+        return self._solve(nest, len(dims), bytewise)
+
+    # ---- the statement's shape
+
+    def _nest(self) -> tuple[list[ir.For], ir.Store]:
+        loops, s = [], self.stmt
+        while isinstance(s, ir.For):
+            if s.kind is ir.ForKind.THREAD_BINDING:
+                raise self.fail(f"loop {s.var.name} is bound to {s.thread}")
+            if not isinstance(s.min, ir.IntImm) or not isinstance(s.extent, ir.IntImm):
+                raise self.fail(f"loop {s.var.name} has non-constant bounds")
+            loops.append(s)
+            s = s.body
+        if isinstance(s, ir.IfThenElse):
+            raise self.fail(f"the statement is guarded by `if {s.cond}`")
+        if isinstance(s, ir.Seq):
+            raise self.fail(f"the loop body holds {len(s.stmts)} statements")
+        if not isinstance(s, ir.Store):
+            raise self.fail(f"the loop body is a {type(s).__name__}, not a store")
+        return loops, s
+
+    # ---- the value tree
+
+    def _bind(self, access: t.Access, buffer: ir.Buffer, index: ir.Expr) -> None:
+        if access.tensor in self.operands:
+            have, at = self.operands[access.tensor]
+            if have is not buffer or not _same_index(at, index):
+                raise self.fail(
+                    f"operand {access.tensor} is both {have.name}[{at}] and {buffer.name}[{index}]"
+                )
+            return
+        self.operands[access.tensor] = (buffer, index)
+
+    def _tree(self, pat: t.Expr, e: ir.Expr) -> None:
+        if isinstance(pat, t.Access):
+            if not isinstance(e, ir.Load):
+                raise self.fail(f"expected a load for operand {pat.tensor}, found {e}")
+            self._bind(pat, e.buffer, _flat_index(e.buffer, e.indices))
+        elif isinstance(pat, t.Num):
+            value = e.value if isinstance(e, ir.IntImm | ir.FloatImm) else None
+            same_sign = value is not None and math.copysign(1.0, value) == math.copysign(1.0, pat.value)
+            if value is None or value != pat.value or not same_sign:
+                raise self.fail(f"expected the constant {pat.value}, found {e}")
+        elif isinstance(pat, t.Cast):
+            if isinstance(e, ir.Cast) and e.type.short == self.types.get(pat.dtype, pat.dtype):
+                self._tree(pat.value, e.value)
+            elif e.dtype.short == self.types.get(pat.dtype, pat.dtype):
+                self._tree(pat.value, e)  # a cast to the type a value already has is no cast
+            else:
+                raise self.fail(f"expected a cast to {pat.dtype}, found {e}")
+        elif isinstance(pat, t.Binary | t.Call):
+            op = pat.op if isinstance(pat, t.Binary) else pat.func
+            args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
+            node = _BINARY.get(op) if isinstance(pat, t.Binary) else _CALLS.get(op)
+            if node is None or len(args) != 2 or type(e) is not node:
+                raise self.fail(f"expected {op} at {e}")
+            self._pair(op, args, (e.a, e.b))
+        else:
+            raise self.fail(f"the semantics use {t.to_text(pat)}, which has no loop-IR counterpart here")
+
+    def _pair(self, op: str, pats, exprs) -> None:
+        saved = dict(self.operands)
+        try:
+            self._tree(pats[0], exprs[0])
+            self._tree(pats[1], exprs[1])
+        except _Fail as first:
+            if op not in _COMMUTATIVE:
+                raise
+            self.operands = saved
+            try:
+                self._tree(pats[0], exprs[1])
+                self._tree(pats[1], exprs[0])
+            except _Fail:
+                raise first from None
+
+    def _check_dtypes(self) -> int:
+        """The item size of the buffers u8 operands view as bytes (1 when none does)."""
+        sizes = set()
+        for name, (buf, _) in self.operands.items():
+            want = self.instr.operand_dtype(self.instr.operand(name), self.types)
+            if want == "u8" and buf.dtype.short != "u8":
+                if buf.dtype.is_bool:
+                    raise self.fail(f"operand {name}: a bool buffer {buf.name} has no byte view")
+                sizes.add(buf.dtype.bits // 8)
+            elif want != buf.dtype.short:
+                raise self.fail(f"operand {name} is {want}, but {buf.name} holds {buf.dtype.short}")
+        if len(sizes) > 1:
+            raise self.fail("the byte-viewed operands have different element sizes")
+        return sizes.pop() if sizes else 1
+
+    # ---- the loop nest
+
+    def _analyse(self, loops: list[ir.For], item: int) -> tuple[list[Loop], dict[str, ir.Expr]]:
+        """Merged loops (outermost first) and each operand's offset (the part not in the loops)."""
+        loop_vars = {s.var for s in loops}
+        coefs: dict[str, dict[ir.Var, int]] = {}
+        offsets: dict[str, ir.Expr] = {}
+        for name, (buf, index) in self.operands.items():
+            lf = linear_form(index)
+            if lf is None:
+                raise self.fail(f"the index of {buf.name} is not an integer expression")
+            inner = {a: c for a, c in lf.terms.items() if a in loop_vars}
+            rest = {a: c for a, c in lf.terms.items() if a not in loop_vars}
+            if any(_mentions(a, loop_vars) for a in rest):
+                raise self.fail(f"the index of {buf.name}, {index}, is not affine in the loop variables")
+            const = lf.const + sum(c * s.min.value for s in loops for a, c in inner.items() if a is s.var)
+            offsets[name] = simplify(_rebuild(rest, const, lf.dtype))
+            coefs[name] = inner
+        merged: list[Loop] = []
+        for s in loops:
+            if s.extent.value == 0:
+                raise self.fail(f"loop {s.var.name} runs zero times")
+            if s.extent.value == 1:
+                continue
+            here = Loop(s.var, s.extent.value, {n: coefs[n].get(s.var, 0) for n in self.operands})
+            if all(c == 0 for c in here.coefs.values()):
+                raise self.fail(f"no operand depends on loop {s.var.name}")
+            outer = merged[-1] if merged else None
+            if outer and all(outer.coefs[n] == here.coefs[n] * here.extent for n in self.operands):
+                merged[-1] = Loop(outer.var, outer.extent * here.extent, here.coefs)
+            else:
+                merged.append(here)
+        if item > 1:  # byte view: the innermost dimension counts bytes and must be contiguous
+            if merged and any(c != 1 for c in merged[-1].coefs.values()):
+                raise self.fail("a byte-wise operand is not contiguous in the innermost loop")
+            if not merged:
+                merged.append(Loop(None, 1, {n: 1 for n in self.operands}))
+            *outer, last = merged
+            merged = [Loop(x.var, x.extent, {n: c * item for n, c in x.coefs.items()}) for x in outer]
+            merged.append(Loop(last.var, last.extent * item, dict(last.coefs)))
+        return merged, offsets
+
+    # ---- fields from extents and strides
+
+    def _solve(self, nest, ndims: int, item: int) -> Match:
+        loops, offsets = nest
+        if len(loops) > ndims:
+            raise self.fail(
+                f"{len(loops)} loops remain after merging contiguous ones; {self.instr.name} has {ndims}"
+            )
+        loops = [Loop(None, 1, {n: 0 for n in self.operands})] * (ndims - len(loops)) + loops
+        fields: dict[str, int] = {}
+        field_loops: dict[str, Loop] = {}
+        checks: list[tuple[t.Expr, int, str]] = []
+
+        def equate(expr: t.Expr, value: int, what: str, loop: Loop | None) -> None:
+            if isinstance(expr, t.Name) and expr.kind == "field":
+                if fields.setdefault(expr.id, value) != value:
+                    raise self.fail(f"{what}: field {expr.id} would be both {fields[expr.id]} and {value}")
+                if loop is not None:
+                    field_loops.setdefault(expr.id, loop)
+            else:
+                checks.append((expr, value, what))
+
+        for name in self.operands:
+            op = self.instr.operand(name)
+            for d, loop in enumerate(loops):
+                equate(op.shape[d], loop.extent, f"dimension {d} of {name}", loop)
+            if op.strides is None:
+                for d, loop in enumerate(loops):
+                    want = math.prod(x.extent for x in loops[d + 1 :])
+                    if loop.extent > 1 and loop.coefs[name] != want:
+                        raise self.fail(
+                            f"{name} is not row-major: stride {loop.coefs[name]}, expected {want}"
+                        )
+        for name in self.operands:  # explicit strides, after every shape field is known
+            op = self.instr.operand(name)
+            for d, loop in enumerate(loops if op.strides is not None else ()):
+                stride = loop.coefs[name] if loop.extent > 1 else _contiguous(op, d, fields, self)
+                equate(op.strides[d], stride, f"stride {d} of {name}", None)
+        self._spaces(fields)
+        env = self.spec.scalar_env(fields, self.types)
+        for expr, value, what in checks:
+            try:
+                got = evaluate_scalar(expr, env)
+            except isa.ExecError as e:
+                raise self.fail(f"{what}: {e}") from None
+            if got != value:
+                raise self.fail(f"{what}: the spec gives {t.to_text(expr)} = {got}, the loops {value}")
+        self.stage = 5
+        self._constraints(fields, field_loops, loops, offsets)
+        settable = {f.name for f in self.instr.fields if f.kind != "type"}
+        addresses = {op.addr.id for op in self.instr.operands if isinstance(op.addr, t.Name)}
+        missing = sorted(settable - addresses - set(fields))
+        if missing:
+            raise self.fail(f"no loop or operand fixes field(s) {', '.join(missing)}")
+        regions = {n: (buf, offsets[n]) for n, (buf, _) in self.operands.items()}
+        ordered = {f.name: fields[f.name] for f in self.instr.fields if f.name in set(fields) & settable}
+        return Match(self.instr.name, ordered, regions, self.spec.name)
+
+    def _spaces(self, fields: dict[str, int]) -> None:
+        codes = self.spec.enum_values()
+        for name, (buf, _) in self.operands.items():
+            op = self.instr.operand(name)
+            space = SCOPE_SPACES.get(buf.scope, buf.scope.upper())
+            if op.space is None:
+                continue
+            if op.space_is_field:
+                if space not in self.spec.spaces:
+                    raise self.fail(
+                        f"{buf.name} is in scope {buf.scope!r}, which is no space of {self.spec.name}"
+                    )
+                fields[op.space] = codes[space]
+            elif op.space != space:
+                raise self.fail(f"operand {name} must be in {op.space}, but {buf.name} is in {space}")
+
+    def _constraints(self, fields, field_loops, loops, offsets) -> None:
+        addresses = {op.addr.id: op.name for op in self.instr.operands if isinstance(op.addr, t.Name)}
+        env = self.spec.scalar_env(fields, self.types)
+        for c in self.instr.constraints:
+            names = t.names_in(c.rule)
+            used = names & set(addresses)
+            if used:
+                if c.kind == "align":
+                    self._alignment(c, addresses, offsets, env)
+                continue
+            if any(n not in env.values for n in names):
+                continue  # a rule on registers or fields no loop fixes: the backend's
+            try:
+                ok = evaluate_scalar(c.rule, env)
+            except isa.ExecError:
+                continue
+            if not ok:
+                values = ", ".join(f"{n} = {env.values[n]}" for n in sorted(names) if n in fields)
+                regions = {n: (buf, offsets[n]) for n, (buf, _) in self.operands.items()}
+                raise _Fail(NoMatch(self.instr.name, f"{c.kind} constraint `{c.text}` fails ({values}): "
+                                    f"{c.message}", c, dict(fields), dict(field_loops), tuple(loops), regions,
+                                    self.stage))
+
+    def _alignment(self, c: isa.Constraint, addresses, offsets, env) -> None:
+        """``addr % K == 0`` for an operand whose offset is affine: every term and the constant align."""
+        rule = c.rule
+        if not (isinstance(rule, t.Binary) and rule.op == "==" and isinstance(rule.lhs, t.Binary)
+                and rule.lhs.op == "%" and isinstance(rule.lhs.lhs, t.Name) and rule.lhs.lhs.id in addresses):
+            return
+        name = addresses[rule.lhs.lhs.id]
+        k = evaluate_scalar(rule.lhs.rhs, env)
+        buf, _ = self.operands[name]
+        lf = linear_form(offsets[name])
+        size = max(buf.dtype.bits // 8, 1)
+        if lf is None or any((v * size) % k for v in (lf.const, *lf.terms.values())):
+            raise _Fail(NoMatch(self.instr.name, f"align constraint `{c.text}` may fail: {name} starts at "
+                                f"{buf.name}[{offsets[name]}]; {c.message}", c, stage=self.stage))
+
+
+def _contiguous(op: isa.Operand, d: int, fields: dict[str, int], m: _Matcher) -> int:
+    """A stride for a dimension of extent 1 (never stepped): the size of the rows inside it."""
+    env = m.spec.scalar_env(fields, m.types)
+    return math.prod(int(evaluate_scalar(x, env)) for x in op.shape[d + 1 :])
+
+
+def _flat_index(buf: ir.Buffer, indices: tuple[ir.Expr, ...]) -> ir.Expr:
+    """The row-major element offset of ``buf[indices]``."""
+    flat: ir.Expr = indices[0]
+    for size, i in zip(buf.shape[1:], indices[1:], strict=True):
+        flat = flat * size + i
+    return simplify(flat)
+
+
+def _same_index(a: ir.Expr, b: ir.Expr) -> bool:
+    la, lb = linear_form(a), linear_form(b)
+    return la is not None and lb is not None and la.const == lb.const and la.terms == lb.terms
+
+
+def _mentions(e: ir.Expr, names: set[ir.Var]) -> bool:
+    return bool(free_vars(e) & names)
+
+
+def _rebuild(terms: dict, const: int, dt) -> ir.Expr:
+    return LinearForm(dict(terms), const, dt).to_expr()
+
