@@ -711,7 +711,7 @@ class _Compiler:
     def stmt_TensorInsn(self, s: n.TensorInsn) -> StmtFn:
         text, where = str(s), self._where()
         spec, instr = _instruction(s, text)
-        types = _bind_types(s, instr, text)
+        types = bind_types(s, instr, text)
         sem = instr.typed_semantics(types)
         settable = {f.name: f for f in instr.fields}
         for f in s.fields:
@@ -802,7 +802,7 @@ def _written_operands(s: n.TensorInsn) -> tuple[str, ...]:
     return tuple({op for sem in instr.typed.values() for op in sem.writes})
 
 
-def _bind_types(s: n.TensorInsn, instr: isa.Instruction, text: str) -> dict[str, str]:
+def bind_types(s: n.TensorInsn, instr: isa.Instruction, text: str) -> dict[str, str]:
     """Each type variable bound to the dtype of the buffers of the regions whose operands have that type."""
     names = {op.name: op for op in instr.operands}
     for r in s.regions:

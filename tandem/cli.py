@@ -6,6 +6,7 @@ Commands:
     compile   compile one operator (tandem/workloads.py) and print its IR, optionally run it
     isa       list, show and check ISA specs (tandem/isa_commands.py)
     sim       run a program on a simulator (tandem/sim_commands.py)
+    run       compile an operator for a target, simulate it, validate it (tandem/run_command.py)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.text import Text
 import tandem
 from tandem.console import fail
 from tandem.isa_commands import isa_app
+from tandem.run_command import run_command
 from tandem.sim_commands import sim_app
 
 app = typer.Typer(
@@ -34,6 +36,7 @@ app = typer.Typer(
 )
 app.add_typer(isa_app, name="isa")
 app.add_typer(sim_app, name="sim")
+app.command("run")(run_command)
 
 RUNTIME_PACKAGES = ("numpy", "simpy", "llvmlite")
 

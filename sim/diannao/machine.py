@@ -136,6 +136,9 @@ class DiannaoResult:
     tensor_instructions: int              # memcpy, vzero, vector, unary, conv and matmul instructions
     scalar_instructions: int              # scalar ALU, scalar memory, branches, barriers, halt
     bytes_moved: dict[str, int]           # "GMEM->NMEM": bytes; scalar accesses are "GMEM->REG", "REG->NMEM"
+    # per pc, how many times it executed, summed over the launched cores (keyword-only: constructors that
+    # leave it out keep working)
+    executed: tuple[int, ...] = field(default=(), repr=False, kw_only=True)
     clock_mhz: float
     # (track, what, first cycle, end cycle, "instruction" | "stall" | "scalar"), in time order
     trace: list[tuple[str, str, int, int, str]] = field(default_factory=list, repr=False)
@@ -645,7 +648,8 @@ class _Machine:
             cycles=total, cores=stats, instructions=dict(sorted(counts.items())),
             tensor_instructions=sum(s.tensor_instructions for s in stats),
             scalar_instructions=sum(s.scalar_instructions for s in stats),
-            bytes_moved=dict(sorted(moved.items())), clock_mhz=self.config.clock_mhz, trace=trace)
+            bytes_moved=dict(sorted(moved.items())), clock_mhz=self.config.clock_mhz, trace=trace,
+            executed=tuple(map(sum, zip(*(self.hits[c] for c in self.launched), strict=True))))
 
 
 def _ranges(cores: list[int]) -> str:

@@ -1,0 +1,542 @@
+"""The DianNao backend: flat loop IR -> one SPMD ``isa.Program`` that every launched core of the DianNao card
+(sim/diannao) runs.
+
+    kernel = codegen(func)                       # DiannaoKernel
+    result, outputs = tandem.diannao_run.run_kernel(kernel, arrays)
+
+Calling convention (as tandem/diannao_kernels.py's hand-written kernels): at launch R0, R1, ... hold the GMEM
+byte addresses of ``func.params`` in order; the last register (R31) is set to 0 in the prologue and stays 0
+(the base of every fixed on-chip address); everything else (the core index, loop counters, Let values,
+temporaries) is allocated from the remaining R registers, floats from the F registers.
+
+Accepted IR (anything else raises ``LoweringError`` naming the node):
+
+- a flat function (every buffer one-dimensional) whose parameters are in scope "global" (GMEM);
+- at most one ``For`` bound to thread "core", min 0, extent C: its variable is the global core index
+  CLUSTER_ID * CORE_DIM + CORE_ID and C is the launch size (``DiannaoKernel.cores``), which must be one the
+  card can launch (1 to CORES_PER_CLUSTER, or a multiple of it up to NUM_CORES). Statements outside it run on
+  every launched core: keep them free of effects that must happen once (allocations and Attrs are fine);
+- serial and unrolled ``For`` loops (counted scalar loops; extent 0 emits nothing, extent 1 runs the body once
+  with the variable bound to min), ``IfThenElse``, ``Seq``, ``Let``, ``Attr``, ``Evaluate`` of a constant;
+- ``Allocate`` in scope "nmem", "wmem" or "smem" with a static size: bump allocation per space, aligned to
+  VECTOR_ALIGN (WMEM_ALIGN in WMEM) and released at the end of the Allocate. NMEM and WMEM are per core. SMEM
+  is shared by a cluster's cores, so each core gets its own slice of SMEM_BYTES / CORES_PER_CLUSTER bytes
+  (at CORE_ID times that) and an "smem" buffer lies in the running core's slice;
+- scalar ``Store``/``Load`` and expressions: see compiler/backend/diannao_scalar.py;
+- ``TensorInsn(isa="diannao")``: ``memcpy`` becomes ``memcpyr`` with its addresses in registers (region
+  offsets may depend on loop variables and the core index), split into rows or several instructions where the
+  spec's field widths require it (``split_copy``); every other instruction has immediate addresses, so its
+  region offsets must simplify to constants. Type fields follow the regions' buffer dtypes as in
+  compiler/interp.py, and operands must lie in the spaces the spec gives them.
+
+Marked regions: an ``Attr`` whose key starts with "pragma_" marks code meant to become tensor instructions.
+Every scalar instruction emitted inside one (loop control, address arithmetic, loads, ops, stores) is a
+*fallback* pc (``DiannaoKernel.fallback_pcs``); tensor instructions and the address setup of a copy are not,
+nor is the prologue, which loads the float constants of all scalar code into F registers once.
+``DiannaoKernel.fallback_count(result.executed)`` counts how many fallback instructions a launch ran.
+
+The output is deterministic: the same IR gives the same program text.
+
+Non-Goals: register spilling (running out of registers is a LoweringError), instruction scheduling,
+strength reduction of addresses, barriers (no IR node asks for one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import isa
+from compiler.arith import Interval, simplify
+from compiler.backend.diannao_emit import TENSOR_GROUPS, Code, Label, Late, RegisterFile
+from compiler.backend.diannao_scalar import Binding, Place, Scalar, Val, float_bits
+from compiler.errors import InterpError, LoweringError, VerifyError
+from compiler.interp import bind_types
+from compiler.ir import nodes as ir
+from compiler.ir.functor import IRVisitor, post_order_visit
+from compiler.verify import verify
+from isa.lang.tree import Name
+
+_SCRATCH = Late("scratch")
+#: F registers kept free for expressions when float constants are hoisted into the others
+_F_RESERVE = 8
+
+
+@dataclass(frozen=True)
+class DiannaoKernel:
+    """A compiled kernel: its program, launch size, parameters (R0, R1, ... hold their GMEM addresses), the
+    pcs of scalar code emitted inside marked regions, and the peak bytes allocated per on-chip space (SMEM:
+    per core slice; NMEM includes the float scratch word when the kernel needs one)."""
+
+    program: isa.Program
+    cores: int
+    params: tuple[ir.Buffer, ...]
+    fallback_pcs: frozenset[int]
+    onchip_bytes: dict[str, int]
+
+    def fallback_count(self, executed: Sequence[int]) -> int:
+        """How many fallback instructions ran, from per-pc execution counts (``DiannaoResult.executed``)."""
+        if len(executed) != len(self.program):
+            raise ValueError(f"expected execution counts for the {len(self.program)} pcs of the program, but "
+                             f"got {len(executed)}")
+        return sum(executed[pc] for pc in self.fallback_pcs)
+
+
+def codegen(func: ir.PrimFunc, spec: isa.ISA | None = None) -> DiannaoKernel:
+    """Compile the flat function ``func`` for the DianNao card described by ``spec`` (the built-in spec by
+    default)."""
+    spec = spec if spec is not None else isa.load_isa("diannao")
+    if spec.name != "diannao":
+        raise LoweringError(f"codegen: expected the 'diannao' ISA, but got '{spec.name}'")
+    if not isinstance(func, ir.PrimFunc):
+        raise LoweringError(f"codegen: expected a PrimFunc, but got {type(func).__name__}")
+    return _Codegen(func, spec).run()
+
+
+# --------------------------------------------------------------------------------------------------
+# copies
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One ``memcpyr``: ``count`` rows of ``length`` bytes, ``dst``/``src`` bytes past the copy's start."""
+
+    dst: int
+    src: int
+    length: int
+    count: int
+    dst_stride: int
+    src_stride: int
+
+
+def split_copy(length: int, count: int, dst_stride: int, src_stride: int, max_len: int, max_count: int,
+               max_stride: int) -> list[Piece] | None:
+    """The instructions of a copy of ``count`` rows of ``length`` bytes whose fields hold at most ``max_len``,
+    ``max_count`` rows and strides of ``max_stride``; None when it cannot be split.
+
+    Rows that fit are issued ``max_count`` at a time. A contiguous copy (one row, or strides equal to the row)
+    that is too long is re-split into equal rows when some row count up to ``max_count`` divides it, else into
+    rows of the largest length plus one shorter row. A strided copy whose rows or strides do not fit is None.
+    """
+    if count == 1:
+        dst_stride = src_stride = length
+    if length <= max_len and dst_stride <= max_stride and src_stride <= max_stride:
+        return [Piece(k * dst_stride, k * src_stride, length, min(max_count, count - k), dst_stride,
+                      src_stride) for k in range(0, count, max_count)]
+    if dst_stride != length or src_stride != length:
+        return None
+    total = length * count
+    row = min(max_len, max_stride)
+    for rows in range(-(-total // row), max_count + 1):
+        if total % rows == 0:
+            return [Piece(0, 0, total // rows, rows, total // rows, total // rows)]
+    full, rest = divmod(total, row)
+    pieces = [Piece(k * row, k * row, row, min(max_count, full - k), row, row)
+              for k in range(0, full, max_count)]
+    if rest:
+        pieces.append(Piece(full * row, full * row, rest, 1, rest, rest))
+    return pieces
+
+
+# --------------------------------------------------------------------------------------------------
+# the code generator
+
+
+class _Prescan(IRVisitor):
+    """What the prologue needs: the float constants of scalar code and whether SMEM is allocated."""
+
+    def __init__(self) -> None:
+        self.floats: dict[tuple[int, int], None] = {}
+        self.smem = False
+
+    def visit_FloatImm(self, e: ir.FloatImm) -> None:
+        self.floats[float_bits(e)] = None
+
+    def visit_Allocate(self, s: ir.Allocate) -> None:
+        self.smem |= s.buffer.scope == "smem"
+        self.generic_visit(s)
+
+
+def _first_line(node: ir.Node) -> str:
+    line = str(node).strip().splitlines()[0]
+    return f"'{line[:100]}...'" if len(line) > 100 else f"'{line}'"
+
+
+class _Codegen:
+    def __init__(self, func: ir.PrimFunc, spec: isa.ISA) -> None:
+        self.func, self.spec = func, spec
+        p = spec.params
+        nregs = p["NUM_REGS"]
+        self.zero = nregs - 1
+        if len(func.params) > nregs - 1:
+            raise LoweringError(f"{func.name}: {len(func.params)} parameters do not fit in the {nregs - 1} "
+                                "argument registers")
+        self.code = Code(spec)
+        self.s = Scalar(self.code, self.zero, RegisterFile("R", range(len(func.params), nregs - 1)),
+                        RegisterFile("F", range(nregs)), _SCRATCH)
+        self.cpc = p["CORES_PER_CLUSTER"]
+        self.onchip = [name for name in spec.spaces if name != "GMEM"]
+        self.capacity = {name: spec.spaces[name].bytes // (self.cpc if name == "SMEM" else 1)
+                         for name in self.onchip}
+        self.top = dict.fromkeys(self.onchip, 0)
+        self.peak = dict.fromkeys(self.onchip, 0)
+        self.cores: int | None = None
+        self.smem_reg: int | None = None
+
+    def run(self) -> DiannaoKernel:
+        func = self.func
+        self._check_flat()
+        try:
+            verify(func, "flat")
+        except VerifyError as e:
+            raise LoweringError(f"codegen: {e}") from None
+        for i, param in enumerate(func.params):
+            self.s.places[param] = Place("GMEM", i, 0)
+        self._prologue()
+        self.stmt(func.body)
+        self.code.emit("halt")
+        late = {}
+        if any(v == _SCRATCH for _, fields in self.code.items for v in fields.values()):
+            self.top["NMEM"] = self.peak["NMEM"]  # above every allocation, live or not
+            align = self.spec.params["VECTOR_ALIGN"]
+            late["scratch"] = self._reserve("NMEM", 4, "the float scratch word", align)
+        return DiannaoKernel(self.code.program(late), self.cores or 1, func.params, self.code.fallback_pcs,
+                             dict(self.peak))
+
+    def _check_flat(self) -> None:
+        func = self.func
+        for b in func.params:
+            if b.scope != "global":
+                raise LoweringError(f"{func.name}: parameter {b.name} is in scope '{b.scope}'; kernel "
+                                    "parameters live in GMEM (scope 'global')")
+        buffers = list(func.params)
+
+        def collect(node: ir.Node) -> None:
+            if isinstance(node, ir.Allocate):
+                buffers.append(node.buffer)
+
+        post_order_visit(func.body, collect)
+        for b in buffers:
+            if len(b.shape) != 1:
+                raise LoweringError(f"{func.name}: buffer {b.name}{list(b.shape)} is not flat; run the "
+                                    "'reference' pipeline (flatten) before codegen")
+
+    def _prologue(self) -> None:
+        scan = _Prescan()
+        scan.visit(self.func.body)
+        self.code.emit("li", rd=self.zero, imm=0)
+        if scan.smem:
+            self.smem_reg = self.s.take()
+            slice_bytes = self.s.const(self.capacity["SMEM"])
+            self.code.emit("rdid", rd=self.smem_reg, which="CORE_ID")
+            self.code.emit("mul", rd=self.smem_reg, rs1=self.smem_reg, rs2=slice_bytes.reg)
+            self.s.free(slice_bytes)
+        hoist = max(0, self.spec.params["NUM_REGS"] - _F_RESERVE)
+        for key in list(scan.floats)[:hoist]:
+            reg = self.s.take(True)
+            self.s.load_float(reg, key)
+            self.s.fconsts[key] = reg
+
+    @contextmanager
+    def _at(self, s: ir.Stmt) -> Iterator[None]:
+        outer, self.s.where = self.s.where, _first_line(s)
+        try:
+            yield
+        finally:
+            self.s.where = outer
+
+    def _reserve(self, space: str, nbytes: int, what: str, align: int) -> int:
+        base = -(-self.top[space] // align) * align
+        if base + nbytes > self.capacity[space]:
+            per = " per core" if space == "SMEM" else ""
+            raise LoweringError(f"{what} ({nbytes} bytes) does not fit in {space}: {base} bytes are in use "
+                                f"of its {self.capacity[space]}{per}")
+        self.top[space] = base + nbytes
+        self.peak[space] = max(self.peak[space], self.top[space])
+        return base
+
+    # statements ----------------------------------------------------------------------------------
+    def stmt(self, s: ir.Stmt) -> None:
+        method = getattr(self, "_" + type(s).__name__, None)
+        if method is None:
+            raise LoweringError(f"the DianNao backend cannot compile a {type(s).__name__}: {_first_line(s)}")
+        with self._at(s):
+            method(s)
+
+    def _Seq(self, s: ir.Seq) -> None:
+        for x in s.stmts:
+            self.stmt(x)
+
+    def _Attr(self, s: ir.Attr) -> None:
+        with self.code.marking(s.key.startswith("pragma_")):
+            self.stmt(s.body)
+
+    def _Evaluate(self, s: ir.Evaluate) -> None:
+        if not isinstance(s.value, ir.IntImm | ir.FloatImm):
+            raise LoweringError(f"the DianNao backend cannot evaluate {_first_line(s)} for its effect")
+
+    def _Store(self, s: ir.Store) -> None:
+        self.s.store(s)
+
+    def _Let(self, s: ir.Let) -> None:
+        value = simplify(s.value, self.s.ranges) if s.value.dtype.is_int else s.value
+        if isinstance(value, ir.IntImm):
+            self._bound(s.var, Binding(None, value.value), None, s.body)
+            return
+        v = self.s.value(value)
+        reg = v.reg if v.temp else self.s.take(v.is_float)
+        self.s.move(reg, v)
+        self._bound(s.var, Binding(reg, 0, v.is_float, v.exact), None, s.body)
+        self.s.free(Val(reg, v.is_float, True))
+
+    def _bound(self, var: ir.Var, binding: Binding, interval: Interval | None, body: ir.Stmt) -> None:
+        """Compile ``body`` with ``var`` bound (and ranging over ``interval`` when given)."""
+        self.s.vars[var] = binding
+        if interval is not None:
+            self.s.ranges[var] = interval
+        try:
+            self.stmt(body)
+        finally:
+            del self.s.vars[var]
+            self.s.ranges.pop(var, None)
+
+    def _IfThenElse(self, s: ir.IfThenElse) -> None:
+        cond = simplify(s.cond, self.s.ranges)
+        if isinstance(cond, ir.IntImm):
+            chosen = s.then_case if cond.value else s.else_case
+            if chosen is not None:
+                self.stmt(chosen)
+            return
+        other = Label()
+        self.s.branch(cond, other, False)
+        self.stmt(s.then_case)
+        if s.else_case is None:
+            self.code.place(other)
+            return
+        done = Label()
+        self.code.emit("jmp", target=done)
+        self.code.place(other)
+        self.stmt(s.else_case)
+        self.code.place(done)
+
+    def _For(self, s: ir.For) -> None:
+        if s.kind is ir.ForKind.THREAD_BINDING:
+            self._core_loop(s)
+            return
+        if s.kind not in (ir.ForKind.SERIAL, ir.ForKind.UNROLLED):
+            raise LoweringError(f"a {s.kind.name.lower()} loop has no meaning on one DianNao core (bind it "
+                                f"to the 'core' axis or make it serial): {_first_line(s)}")
+        lo, extent = simplify(s.min, self.s.ranges), simplify(s.extent, self.s.ranges)
+        if not (isinstance(lo, ir.IntImm) and isinstance(extent, ir.IntImm)):
+            self._dynamic_loop(s, lo, extent)
+            return
+        lo, extent = lo.value, extent.value
+        if extent <= 0:
+            return
+        interval = Interval.from_extent(lo, extent)
+        if extent == 1:
+            self._bound(s.var, Binding(None, lo), interval, s.body)
+            return
+        counter, end = self.s.take(), self.s.take()
+        self.code.emit("li", rd=counter, imm=lo)
+        self.code.emit("li", rd=end, imm=lo + extent)
+        top = Label()
+        self.code.place(top)
+        self._bound(s.var, Binding(counter), interval, s.body)
+        self.code.emit("addi", rd=counter, rs1=counter, imm=1)
+        self.code.emit("blt", rs1=counter, rs2=end, target=top)
+        self.s.free(Val(counter, temp=True), Val(end, temp=True))
+
+    def _dynamic_loop(self, s: ir.For, lo: ir.Expr, extent: ir.Expr) -> None:
+        """A loop whose bounds are computed at run time: it may run zero times."""
+        counter, end = self.s.take(), self.s.take()
+        v = self.s.value(lo)
+        self.s.move(counter, v)
+        self.s.free(v)
+        n = self.s.value(extent)
+        self.code.emit("add", rd=end, rs1=counter, rs2=n.reg)
+        self.s.free(n)
+        top, done = Label(), Label()
+        self.code.emit("bge", rs1=counter, rs2=end, target=done)
+        self.code.place(top)
+        self._bound(s.var, Binding(counter), None, s.body)
+        self.code.emit("addi", rd=counter, rs1=counter, imm=1)
+        self.code.emit("blt", rs1=counter, rs2=end, target=top)
+        self.code.place(done)
+        self.s.free(Val(counter, temp=True), Val(end, temp=True))
+
+    def _core_loop(self, s: ir.For) -> None:
+        name = s.var.name
+        if s.thread != "core":
+            raise LoweringError(f"bound loop {name}: the DianNao backend binds loops to the 'core' axis "
+                                f"only, not '{s.thread}'")
+        if self.cores is not None:
+            raise LoweringError(f"bound loop {name}: a kernel has at most one core-bound loop, and loop(s) "
+                                f"over {self.cores} cores came first")
+        lo, extent = simplify(s.min), simplify(s.extent)
+        if not (isinstance(lo, ir.IntImm) and lo.value == 0 and isinstance(extent, ir.IntImm)):
+            raise LoweringError(f"bound loop {name}: expected min 0 and a constant extent, but got min "
+                                f"'{lo}' and extent '{extent}'")
+        cores, total = extent.value, self.spec.params["NUM_CORES"]
+        if not (1 <= cores <= self.cpc or (cores % self.cpc == 0 and self.cpc <= cores <= total)):
+            raise LoweringError(f"bound loop {name}: cannot launch {cores} cores: use 1 to {self.cpc} cores "
+                                f"of one cluster, or a multiple of {self.cpc} up to {total} (whole clusters)")
+        self.cores = cores
+        reg = self.s.take()
+        self.code.emit("rdid", rd=reg, which="CORE_ID")
+        if cores > self.cpc:  # several clusters: add CLUSTER_ID * CORE_DIM
+            cluster, dim = self.s.take(), self.s.take()
+            self.code.emit("rdid", rd=cluster, which="CLUSTER_ID")
+            self.code.emit("rdid", rd=dim, which="CORE_DIM")
+            self.code.emit("mul", rd=cluster, rs1=cluster, rs2=dim)
+            self.code.emit("add", rd=reg, rs1=reg, rs2=cluster)
+            self.s.free(Val(cluster, temp=True), Val(dim, temp=True))
+        self._bound(s.var, Binding(reg), Interval(0, cores - 1), s.body)
+        self.s.free(Val(reg, temp=True))
+
+    def _space(self, scope: str, what: str) -> str:
+        space = "GMEM" if scope == "global" else scope.upper()
+        if space not in self.spec.spaces:
+            raise LoweringError(f"{what}: scope '{scope}' is no memory space of the DianNao card "
+                                f"(spaces: {', '.join(s.lower() for s in self.spec.spaces)})")
+        return space
+
+    def _Allocate(self, s: ir.Allocate) -> None:
+        b = s.buffer
+        space = self._space(b.scope, f"allocation {b.name}")
+        if space == "GMEM":
+            raise LoweringError(f"allocation {b.name}: a kernel cannot allocate GMEM; pass it as a parameter")
+        if b.dtype.is_bool or b.dtype.bits % 8:
+            raise LoweringError(f"allocation {b.name}: {b.dtype} elements have no byte layout")
+        p = self.spec.params
+        align = p["WMEM_ALIGN"] if space == "WMEM" else p["VECTOR_ALIGN"]
+        outer = self.top[space]
+        base = self._reserve(space, b.size * b.dtype.bits // 8, f"allocation {b.name}", align)
+        reg = self.smem_reg if space == "SMEM" else self.zero
+        self.s.places[b] = Place(space, reg, base)
+        try:
+            self.stmt(s.body)
+        finally:
+            del self.s.places[b]
+            self.top[space] = outer
+
+    # tensor instructions -------------------------------------------------------------------------
+    def _TensorInsn(self, s: ir.TensorInsn) -> None:
+        text, spec = str(s), self.spec
+        if s.isa != spec.name:
+            raise LoweringError(f"{text}: the DianNao backend compiles '{spec.name}' instructions, not "
+                                f"'{s.isa}'")
+        try:
+            instr = spec.instruction(s.name)
+        except KeyError as e:
+            raise LoweringError(f"{text}: {e.args[0]}") from None
+        if instr.group not in TENSOR_GROUPS or s.name == "memcpyr":
+            raise LoweringError(f"{text}: '{s.name}' is not a tensor instruction of the IR (memcpyr is what "
+                                "memcpy becomes)")
+        try:
+            types = bind_types(s, instr, text)
+        except InterpError as e:
+            raise LoweringError(str(e)) from None
+        regions = {r.operand: r for r in s.regions}
+        operands = [op for op in instr.operands if op.kind == "tensor"]
+        missing = [op.name for op in operands if op.name not in regions]
+        if missing:
+            raise LoweringError(f"{text}: no region for operand(s) {', '.join(missing)}")
+        fields = self._fields(s, instr, text, {op.addr.id for op in operands if isinstance(op.addr, Name)})
+        for op in operands:  # dtypes as the interpreter checks them; spaces fixed by the spec or a field
+            r = regions[op.name]
+            have = r.buffer.dtype
+            if have.is_bool or have.kind == "bfloat" or (op.dtype not in types and op.dtype not in ("u8",
+                                                                                                    have.short)):
+                raise LoweringError(f"{text}: operand '{op.name}' is {op.dtype}, but buffer {r.buffer.name} "
+                                    f"holds {have}")
+            space = self._space(r.buffer.scope, f"{text}: operand '{op.name}'")
+            code = spec.spaces[space].id
+            if op.space_is_field and op.space not in fields:
+                fields[op.space] = code
+                continue
+            given = spec.space_by_id(fields[op.space]) if op.space_is_field else spec.spaces[op.space]
+            if given is None:
+                raise LoweringError(f"{text}: field '{op.space}' = {fields[op.space]} is no space code")
+            expected = given.name
+            if expected != space:
+                raise LoweringError(f"{text}: operand '{op.name}' must be in {expected}, but buffer "
+                                    f"{r.buffer.name} is in {space}")
+        if s.name == "memcpy":
+            self._memcpy(text, instr, fields, regions["dst"], regions["src"])
+            return
+        for op in operands:
+            r = regions[op.name]
+            offset = simplify(r.offset, self.s.ranges)
+            if not isinstance(offset, ir.IntImm):
+                raise LoweringError(f"{text}: operand '{op.name}' has the non-constant offset '{offset}', "
+                                    f"but the addresses of {s.name} are immediates")
+            place = self.s.places[r.buffer]
+            if place.reg != self.zero:
+                raise LoweringError(f"{text}: operand '{op.name}' on {r.buffer.name} has no fixed address "
+                                    f"({place.space} is addressed through a register)")
+            fields[op.addr.id] = place.base + offset.value * (r.buffer.dtype.bits // 8)
+        self._check(text, s.name, {**fields, **types})
+        self.code.emit(s.name, **fields, **types)
+
+    def _fields(self, s: ir.TensorInsn, instr: isa.Instruction, text: str, addresses: set[str]) -> dict:
+        """The constant fields the IR sets (none of them a type or an address)."""
+        settable = {f.name: f for f in instr.fields}
+        out = {}
+        for f in s.fields:
+            if f.name not in settable:
+                raise LoweringError(f"{text}: unknown field '{f.name}'; fields are {', '.join(settable)}")
+            if settable[f.name].kind == "type" or f.name in addresses:
+                what = "type" if settable[f.name].kind == "type" else "address"
+                raise LoweringError(f"{text}: {what} field '{f.name}' is set, but it comes from the regions")
+            v = simplify(f.value, self.s.ranges)
+            if not isinstance(v, ir.IntImm):
+                raise LoweringError(f"{text}: field '{f.name}' must be a constant, but is '{v}'")
+            out[f.name] = v.value
+        return out
+
+    def _check(self, text: str, name: str, fields: dict) -> None:
+        """Raise unless ``name`` with ``fields`` encodes and satisfies every rule its fields decide."""
+        try:
+            insn = self.spec.insn(name, **fields)
+        except isa.EncodingError as e:
+            raise LoweringError(f"{text}: {e}") from None
+        broken = isa.check_constraints(self.spec, insn, which="static")
+        if broken:
+            raise LoweringError(f"{text}: " + "; ".join(str(v) for v in broken))
+
+    def _memcpy(self, text: str, instr: isa.Instruction, fields: dict, dst: ir.Region,
+                src: ir.Region) -> None:
+        """A copy as ``memcpyr`` instructions at register + offset addresses (``split_copy`` pieces)."""
+        value = {f.name: fields.get(f.name, f.default or 0) for f in instr.fields}
+        length, count = value["len"], value["count"]
+        if length == 0 or count == 0:
+            return  # copies nothing, as the interpreter has it
+        fmt = self.spec.instruction("memcpyr")
+        max_len, max_count = fmt.field("len").hi, fmt.field("count").hi
+        max_stride = min(fmt.field("dst_stride").hi, fmt.field("src_stride").hi)
+        pieces = split_copy(length, count, value["dst_stride"], value["src_stride"], max_len, max_count,
+                            max_stride)
+        if pieces is None:
+            raise LoweringError(f"{text}: cannot split a strided copy of {count} rows of {length} bytes with "
+                                f"strides {value['dst_stride']}/{value['src_stride']}: memcpyr holds rows of "
+                                f"at most {max_len} bytes and strides of at most {max_stride}")
+        with self.code.setting_up():
+            d = self._copy_base(dst, max(p.dst for p in pieces), fmt.field("dst_off"))
+            r = self._copy_base(src, max(p.src for p in pieces), fmt.field("src_off"))
+            for p in pieces:
+                f = {"dst_space": value["dst_space"], "src_space": value["src_space"], "rd": d[0],
+                     "rs1": r[0], "dst_off": d[1] + p.dst, "src_off": r[1] + p.src, "len": p.length,
+                     "count": p.count, "dst_stride": p.dst_stride, "src_stride": p.src_stride}
+                self._check(text, "memcpyr", f)
+                self.code.emit("memcpyr", **f)
+            self.s.free(d[2], r[2])
+
+    def _copy_base(self, region: ir.Region, span: int, field: isa.Field) -> tuple[int, int, Val | None]:
+        """(register, offset, temporary) for a copy operand, the offset fitting ``field`` up to ``span``."""
+        reg, off, temp = self.s.address(region.buffer, region.offset)
+        if field.lo <= off and off + span <= field.hi:
+            return reg, off, temp
+        v = self.s.plus(temp if temp is not None else Val(reg), off)
+        return v.reg, 0, v

@@ -1,0 +1,96 @@
+"""``tandem run OP --target diannao``: compile, simulate, validate; the JSON contract of the DianNao compiler
+issue; the switches that drop seed 001's passes; exit statuses 0 (validated), 2 (bad input)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from sim.diannao.config import load_config
+from tandem.cli import app
+from tandem.run import roofline_cycles, run_diannao
+
+RUNNER = CliRunner()
+CONTRACT = {"op", "target", "params", "validated", "max_abs_err", "cycles", "instructions", "scalar_fallback",
+            "utilization", "wall_s"}
+
+
+def run_json(*args: str) -> dict:
+    result = RUNNER.invoke(app, ["run", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "maximum", "relu"])
+def test_awkward_shape_on_sixteen_cores_validates_with_no_scalar_fallback(op: str) -> None:
+    """(15, 5, 11) = 825 elements: 52 per core (not a multiple of the 64-element vector count), the last
+    core's share shorter still."""
+    report = run_json(op, "--shape", "15x5x11")
+    assert CONTRACT <= set(report)
+    assert report["op"] == op and report["target"] == "diannao"
+    assert report["params"]["shape"] == [15, 5, 11] and report["params"]["cores"] == 16
+    assert report["validated"] is True and report["max_abs_err"] == 0.0
+    assert report["scalar_fallback"] == 0 and report["unmatched"] == []
+    assert report["instructions"]["memcpyr"] >= 16 * (2 if op == "relu" else 3)
+    assert report["cycles"] >= report["roofline_cycles"] > 0
+
+
+@pytest.mark.parametrize("dtype", ["f16", "i8", "i16", "i32"])
+def test_every_vector_dtype_is_bit_exact(dtype: str) -> None:
+    report = run_json("add", "--shape", "7x33", "--dtype", dtype, "-p", "cores=4")
+    assert report["validated"] and report["scalar_fallback"] == 0
+
+
+def test_without_the_passes_guarded_and_misfit_statements_run_as_scalar_code() -> None:
+    full = run_json("add", "--shape", "15x5x11", "-p", "cores=4")
+    bare = run_json("add", "--shape", "15x5x11", "-p", "cores=4", "--no-partition", "--no-preprocess")
+    assert bare["validated"] is True
+    assert bare["params"]["skip"] == ["loop_partition", "preprocess"]
+    assert bare["scalar_fallback"] > 0 and bare["unmatched"]
+    assert bare["cycles"] > full["cycles"]
+    no_pre = run_json("relu", "--shape", "256", "-p", "cores=4", "--no-preprocess")
+    assert no_pre["validated"] and no_pre["scalar_fallback"] > 0
+    assert any("operand dst is both" in r for r in no_pre["unmatched"])
+
+
+def test_table_output_names_what_was_measured() -> None:
+    result = RUNNER.invoke(app, ["run", "add", "--shape", "100", "-p", "cores=2"])
+    assert result.exit_code == 0, result.output
+    for word in ("validated", "cycles", "roofline", "scalar fallback", "bit-exact"):
+        assert word in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["conv9", "--shape", "8"], "no schedule for operator 'conv9'"),
+        (["add", "--shape", "8", "--dtype", "f64"], "unsupported dtype 'f64'"),
+        (["add", "--shape", "8", "-p", "cores=0"], "expected a positive integer"),
+        (["add", "--shape", "8", "-p", "cores=17"], "17 cores requested"),
+        (["add", "--shape", "8", "-p", "lanes=4"], "unknown parameter"),
+        (["add", "--shape", "8", "--target", "gpu"], "unknown target 'gpu'"),
+        (["add", "--shape", "8", "--config", "no-such-card"], "no-such-card"),
+    ],
+)
+def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) -> None:
+    result = RUNNER.invoke(app, ["run", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_roofline_is_gmem_traffic_at_the_card_bandwidth() -> None:
+    cfg = load_config("default")
+    n = 256 * 56 * 56
+    assert roofline_cycles("add", n, "float32", 16, cfg) == 3 * n * 4 // cfg.gmem_bytes_per_cycle
+    assert roofline_cycles("relu", n, "float32", 16, cfg) == 2 * n * 4 // cfg.gmem_bytes_per_cycle
+
+
+def test_runs_are_deterministic() -> None:
+    first = run_diannao("sub", (9, 70), "float32", cores=3)
+    second = run_diannao("sub", (9, 70), "float32", cores=3)
+    assert (first.cycles, first.instructions) == (second.cycles, second.instructions)
+    assert np.isfinite(first.max_abs_err)
