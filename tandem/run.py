@@ -65,9 +65,16 @@ class RunReport:
     simulate_s: float
     wall_s: float
     detail: str = field(default="", repr=False)
+    # what was compared and run, for callers that show it (not part of the JSON object)
+    output: np.ndarray | None = field(default=None, repr=False, compare=False)
+    reference: np.ndarray | None = field(default=None, repr=False, compare=False)
+    program: str = field(default="", repr=False, compare=False)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        report = asdict(self)
+        for key in ("output", "reference", "program"):
+            del report[key]
+        return report
 
 
 def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
@@ -120,6 +127,7 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
         compile_s=round(compiled - start, 4), simulate_s=round(simulated - compiled, 4),
         wall_s=round(time.perf_counter() - start, 4),
         detail="bit-exact with numpy" if validated else f"max |err| {err:.3g} against numpy",
+        output=got, reference=want, program=str(kernel.program),
     )
 
 
