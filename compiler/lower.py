@@ -32,7 +32,7 @@ from compiler.arith import Interval
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.equality import structural_equal as ir_equal
-from compiler.ir.functor import IRMutator, substitute
+from compiler.ir.functor import IRMutator, loads_in, substitute
 from compiler.schedule import Schedule, Split, Stage
 from compiler.te import IterKind, IterVar, Tensor
 
@@ -398,23 +398,11 @@ def _union(stage: Stage, dim: int, regions: list[tuple[ir.Expr, int]]) -> tuple[
 
 
 def _loaded(expr: ir.Expr) -> set[ir.Buffer]:
-    return {load.buffer for load in _all_loads(expr)}
-
-
-def _all_loads(expr: ir.Expr) -> list[ir.Load]:
-    found: list[ir.Load] = []
-
-    class _Collect(IRMutator):
-        def mutate_Load(self, load: ir.Load) -> ir.Load:
-            found.append(load)
-            return self.generic_mutate(load)
-
-    _Collect().mutate(expr)
-    return found
+    return {load.buffer for load in loads_in(expr)}
 
 
 def _loads_of(expr: ir.Expr, buffer: ir.Buffer) -> list[ir.Load]:
-    return [load for load in _all_loads(expr) if load.buffer is buffer]
+    return [load for load in loads_in(expr) if load.buffer is buffer]
 
 
 class _InlineLoads(IRMutator):

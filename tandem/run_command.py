@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tandem.console import fail
-from tandem.workloads import WorkloadError, parse_params, parse_shape
+from tandem.workloads import WorkloadError, int_param, parse_params, parse_shape
 
 TARGETS = ("diannao",)
 DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8"}
@@ -50,7 +50,7 @@ def run_command(
         unknown = sorted(set(values) - {"cores", "tile", "seed"})
         if unknown:
             raise WorkloadError(f"-p {unknown[0]}", "unknown parameter; expected cores, tile or seed")
-        ints = {k: _positive(k, v) for k, v in values.items()}
+        ints = {k: int_param(k, v, 0 if k == "seed" else 1) for k, v in values.items()}
         dropped = (("loop_partition", no_partition), ("preprocess", no_preprocess))
         skip = [name for name, off in dropped if off]
         report = run_diannao(op, parse_shape(shape), DTYPE_NAMES.get(dtype, dtype), ints.get("cores", 16),
@@ -63,16 +63,6 @@ def run_command(
         _print(report)
     if not report.validated:
         raise typer.Exit(code=1)
-
-
-def _positive(key: str, value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise WorkloadError(f"-p {key}", f"expected an integer, but got {value!r}") from None
-    if number < (0 if key == "seed" else 1):
-        raise WorkloadError(f"-p {key}", f"expected a positive integer, but got {number}")
-    return number
 
 
 def _print(r) -> None:

@@ -108,7 +108,7 @@ def parse_params(items: Sequence[str]) -> dict[str, str]:
     return params
 
 
-def _int_param(key: str, value: str, minimum: int) -> int:
+def int_param(key: str, value: str, minimum: int) -> int:
     try:
         number = int(value)
     except ValueError:
@@ -287,10 +287,10 @@ def conv2d_reference(
 def _conv2d(shape: tuple[int, ...], dt: dtypes.DType, params: Mapping[str, str]):
     n, c, h, w = shape
     p = {**CONV2D_DEFAULTS, **{k: v for k, v in params.items() if k in CONV2D_DEFAULTS}}
-    k = _int_param("k", p["k"], 1)
-    r = _int_param("r", p["r"], 1)
-    stride = _int_param("stride", p["stride"], 1)
-    padding = _int_param("padding", p["padding"], 0)
+    k = int_param("k", p["k"], 1)
+    r = int_param("r", p["r"], 1)
+    stride = int_param("stride", p["stride"], 1)
+    padding = int_param("padding", p["padding"], 0)
     layout = p["layout"].lower()
     if layout not in ("nchw", "nhwc"):
         raise WorkloadError("-p layout", f"expected nchw or nhwc, but got {p['layout']!r}")
@@ -356,7 +356,7 @@ def _apply_schedule(sch: Schedule, out: te.Tensor, params: Mapping[str, str]) ->
     for key in ("split", "nparts"):
         if key in params:
             axis, amount = _axis_value(key, params[key])
-            number = _int_param(key, amount, 1)
+            number = int_param(key, amount, 1)
             loop = _loop(key, stage, axis)
             stage.split(loop, **{"factor" if key == "split" else "nparts": number})
     if "bind" in params:

@@ -55,6 +55,7 @@ from compiler.errors import InterpError, LoweringError, VerifyError
 from compiler.interp import bind_types
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor, post_order_visit
+from compiler.passes.tensorize import space_of
 from compiler.verify import verify
 from isa.lang.tree import Name
 
@@ -396,7 +397,7 @@ class _Codegen:
         self.s.free(Val(reg, temp=True))
 
     def _space(self, scope: str, what: str) -> str:
-        space = "GMEM" if scope == "global" else scope.upper()
+        space = space_of(scope)
         if space not in self.spec.spaces:
             raise LoweringError(f"{what}: scope '{scope}' is no memory space of the DianNao card "
                                 f"(spaces: {', '.join(s.lower() for s in self.spec.spaces)})")

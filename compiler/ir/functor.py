@@ -116,6 +116,19 @@ class IRMutator:
         return dataclasses.replace(node, **changes)
 
 
+def loads_in(node: n.Node) -> list[n.Load]:
+    """Every ``Load`` in ``node``, outer loads before the loads in their indices."""
+    found: list[n.Load] = []
+
+    class _Collect(IRMutator):
+        def mutate_Load(self, load: n.Load) -> n.Load:
+            found.append(load)
+            return self.generic_mutate(load)
+
+    _Collect().mutate(node)
+    return found
+
+
 def post_order_visit(node: n.Node, fn: Callable[[n.Node], None]) -> None:
     """Call ``fn`` on every node below and including ``node``, children first."""
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import isa
 from compiler.arith import linear_form
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator
+from compiler.ir.functor import IRMutator, loads_in
 from compiler.passes.tensorize import MARKS, Match, NoMatch, select
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -105,7 +105,7 @@ class _Preprocess(IRMutator):
         loops, store = _nest(stmt)
         if store is None:
             return None
-        loads = _loads(store.value)
+        loads = loads_in(store.value)
         if len(loads) != 1 or loads[0].buffer is store.buffer:
             return None
         (src,) = loads
@@ -152,9 +152,8 @@ class _Preprocess(IRMutator):
         return _ExtendLoop(target, new_extent).mutate(stmt)
 
     def _satisfying(self, why: NoMatch, name: str, per_iter: int, extent: int) -> int | None:
-        types = {}
         for e in range(extent + 1, extent + MAX_EXTRA + 1):
-            env = self.spec.scalar_env({**why.fields, name: e * per_iter}, types)
+            env = self.spec.scalar_env({**why.fields, name: e * per_iter})
             try:
                 if evaluate_scalar(why.constraint.rule, env):
                     return e
@@ -204,18 +203,6 @@ def _one_element_loop(store: ir.Store) -> ir.For:
     value = _Shift().mutate(store.value)
     return ir.For(e, ir.const(0), ir.const(1),
                   ir.Store(store.buffer, (*store.indices[:-1], store.indices[-1] + e), value))
-
-
-def _loads(e: ir.Expr) -> list[ir.Load]:
-    found: list[ir.Load] = []
-
-    class _Collect(IRMutator):
-        def mutate_Load(self, load: ir.Load) -> ir.Load:
-            found.append(load)
-            return load
-
-    _Collect().mutate(e)
-    return found
 
 
 def _zero_loop(buf: ir.Buffer, lo: int, hi: int) -> ir.Stmt:

@@ -48,8 +48,11 @@ from isa.lang.scalar import evaluate as evaluate_scalar
 
 MARKS = ("pragma_intrin", "tensorize")
 
-# buffer scope -> memory space name of the DianNao spec ("global" memory is its GMEM)
-SCOPE_SPACES = {"global": "GMEM", "smem": "SMEM", "nmem": "NMEM", "wmem": "WMEM"}
+
+def space_of(scope: str) -> str:
+    """The memory space of a buffer scope: "global" memory is GMEM, any other scope its upper-case name."""
+    return "GMEM" if scope == "global" else scope.upper()
+
 
 _BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
 _CALLS = {"max": ir.Max, "min": ir.Min}
@@ -420,7 +423,7 @@ class _Matcher:
         codes = self.spec.enum_values()
         for name, (buf, _) in self.operands.items():
             op = self.instr.operand(name)
-            space = SCOPE_SPACES.get(buf.scope, buf.scope.upper())
+            space = space_of(buf.scope)
             if op.space is None:
                 continue
             if op.space_is_field:

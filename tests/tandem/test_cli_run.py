@@ -68,7 +68,7 @@ def test_table_output_names_what_was_measured() -> None:
     [
         (["conv9", "--shape", "8"], "no schedule for operator 'conv9'"),
         (["add", "--shape", "8", "--dtype", "f64"], "unsupported dtype 'f64'"),
-        (["add", "--shape", "8", "-p", "cores=0"], "expected a positive integer"),
+        (["add", "--shape", "8", "-p", "cores=0"], "expected an integer >= 1"),
         (["add", "--shape", "8", "-p", "cores=17"], "17 cores requested"),
         (["add", "--shape", "8", "-p", "lanes=4"], "unknown parameter"),
         (["add", "--shape", "8", "--target", "gpu"], "unknown target 'gpu'"),
