@@ -9,7 +9,8 @@ Targets:
 - ``reference``: simplify, then flatten to one-dimensional buffers — what the interpreter and the
   LLVM backend consume.
 - ``diannao``: seed 001's flow: flatten, partition loops to remove guards (Alg. 2), simplify, preprocess
-  marked statements against instruction constraints (Alg. 1), select tensor instructions (Sec. IV-D).
+  marked statements against instruction constraints (Alg. 1), partition again (preprocessing turns a
+  padded copy into a guarded one), select tensor instructions (Sec. IV-D).
   ``compiler.backend.diannao`` turns the result into an SPMD program. ``skip`` drops passes by name
   (``loop_partition``, ``preprocess``) to measure what each one buys.
 - ``vita`` and ``cpu`` extend this table as they land.
@@ -37,6 +38,11 @@ class Pass:
     name: str
     fn: Callable[[ir.PrimFunc], ir.PrimFunc]
     stage: str
+    group: str = ""  # the name ``skip`` knows it by, when it repeats a pass (default: its own name)
+
+    @property
+    def skip_name(self) -> str:
+        return self.group or self.name
 
     @property
     def flag(self) -> str:
@@ -55,6 +61,8 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("loop_partition", loop_partition, "flat"),
         Pass("simplify_partitioned", simplify, "flat"),
         Pass("preprocess", preprocess, "flat"),
+        Pass("loop_partition_preprocessed", loop_partition, "flat", group="loop_partition"),
+        Pass("simplify_preprocessed", simplify, "flat"),
         Pass("tensorize", tensorize, "flat"),
     ),
 }
@@ -77,12 +85,12 @@ def passes_for(target: str, skip: Collection[str] = ()) -> tuple[Pass, ...]:
         raise LoweringError(
             f"unknown target {target!r}; expected one of {', '.join(sorted(PIPELINES))}"
         ) from None
-    names = {p.name for p in passes}
+    names = {p.skip_name for p in passes}
     for name in skip:
         if name not in OPTIONAL or name not in names:
             can = ", ".join(sorted(OPTIONAL & names)) or "none"
             raise LoweringError(f"target {target!r} cannot skip pass {name!r}; optional passes: {can}")
-    return tuple(p for p in passes if p.name not in skip)
+    return tuple(p for p in passes if p.skip_name not in skip)
 
 
 def compile_func(

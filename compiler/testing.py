@@ -23,11 +23,14 @@ def random_args(func: ir.PrimFunc, rng: np.random.Generator) -> list[np.ndarray]
     return args
 
 
-def assert_same_results(before: ir.PrimFunc, after: ir.PrimFunc, what: str, seeds: int = 3) -> None:
+def assert_same_results(before: ir.PrimFunc, after: ir.PrimFunc, what: str, seeds: int = 3,
+                        rtol: float = 0.0) -> None:
     """Interpret ``before`` and ``after`` on the same random inputs; every parameter must end equal.
 
     ``after`` may have flattened parameters (same element count). Raises AssertionError naming the
-    parameter, the seed and ``what`` changed it.
+    parameter, the seed and ``what`` changed it. ``rtol`` > 0 allows float parameters that relative
+    difference (a pass that reorders a float sum, as replacing a loop by a conv instruction does);
+    integers are always compared exactly.
     """
     for seed in range(seeds):
         want = random_args(before, np.random.default_rng(seed))
@@ -35,4 +38,8 @@ def assert_same_results(before: ir.PrimFunc, after: ir.PrimFunc, what: str, seed
         run(before, want)
         run(after, got)
         for b, x, y in zip(before.params, want, got, strict=True):
-            np.testing.assert_array_equal(y, x, err_msg=f"{what} changed {b.name} (seed {seed})")
+            if rtol and not b.dtype.is_int:
+                np.testing.assert_allclose(y, x, rtol=rtol, atol=rtol,
+                                           err_msg=f"{what} changed {b.name} (seed {seed})")
+            else:
+                np.testing.assert_array_equal(y, x, err_msg=f"{what} changed {b.name} (seed {seed})")

@@ -21,11 +21,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 
 import numpy as np
 
 from compiler.backend.diannao import codegen
+from compiler.errors import ScheduleError
 from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.passes.tensorize import unmatched
@@ -80,20 +81,24 @@ class RunReport:
 def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
                 tile: int | None = None, config: str | DiannaoConfig = "default",
                 skip: Collection[str] = (), seed: int = SEED,
-                inputs: Sequence[np.ndarray] | None = None) -> RunReport:
+                inputs: Sequence[np.ndarray] | None = None, conv: ConvParams | None = None) -> RunReport:
     """Compile ``op`` on ``shape`` for the DianNao card, simulate it and compare with numpy.
 
-    ``inputs`` are the operator's input arrays (A, B for a binary op; A for relu), each of ``prod(shape)``
-    elements (any shape) and of ``dtype``; without them, random arrays drawn from ``seed``."""
+    Element-wise ops: ``inputs`` are A, B (binary) or A (relu), each of ``prod(shape)`` elements of
+    ``dtype``. ``conv2d``: ``shape`` is the input's (H, W, Cin) and ``inputs`` (optional) are the HWC input
+    and the (Cout, K, K, Cin) weights; ``conv`` gives Cout, K, stride and padding when no weights are given.
+    Without ``inputs``, random arrays drawn from ``seed``."""
     start = time.perf_counter()
     cfg = config if isinstance(config, DiannaoConfig) else load_config(config)
-    if op not in ELEMENTWISE and op != "relu":
+    if op not in ELEMENTWISE and op not in ("relu", "conv2d"):
         raise RunError(f"DianNao: no schedule for operator {op!r}; expected one of "
-                       f"{', '.join([*ELEMENTWISE, 'relu'])}")
+                       f"{', '.join([*ELEMENTWISE, 'relu', 'conv2d'])}")
     if dtype not in NUMPY_DTYPES:
         raise RunError(f"DianNao: unsupported dtype {dtype!r}; expected one of {', '.join(NUMPY_DTYPES)}")
     if cores > cfg.cores:
         raise RunError(f"DianNao: {cores} cores requested, but config {cfg.name!r} has {cfg.cores}")
+    if op == "conv2d":
+        return _run_conv(tuple(shape), dtype, cores, cfg, skip, seed, inputs, conv, start)
     sched = dops.elementwise(op, shape, dtype, cores, tile)
     func = compile_func(lower(sched.schedule, list(sched.args), op), "diannao", skip=tuple(skip))
     kernel = codegen(func, cfg.spec())
@@ -129,6 +134,125 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
         detail="bit-exact with numpy" if validated else f"max |err| {err:.3g} against numpy",
         output=got, reference=want, program=str(kernel.program),
     )
+
+
+@dataclass(frozen=True)
+class ConvParams:
+    """A conv2d layer's parameters besides its input shape: output channels, kernel size, stride, padding."""
+
+    cout: int = 16
+    k: int = 3
+    stride: int = 1
+    pad: int = 1
+
+
+CONV_DTYPES = {"float32": "float32", "int8": "int32", "int16": "int32"}  # input dtype -> output dtype
+
+
+def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig, skip: Collection[str],
+              seed: int, inputs: Sequence[np.ndarray] | None, conv: ConvParams | None,
+              start: float) -> RunReport:
+    if len(shape) != 3:
+        raise RunError(f"DianNao conv2d: expected the input shape H x W x Cin, but got {list(shape)}")
+    if dtype not in CONV_DTYPES:
+        raise RunError(f"DianNao conv2d: dtype {dtype} is not compiled: the conv instruction sums f16 inputs "
+                       f"in f32 and rounds once, which a one-stage tensor expression cannot state; expected "
+                       f"one of {', '.join(CONV_DTYPES)}")
+    h, w, cin = shape
+    rng = np.random.default_rng(seed)
+    np_dt = NUMPY_DTYPES[dtype]
+    if inputs is not None:
+        if len(inputs) != 2:
+            raise RunError(f"DianNao conv2d: expected 2 input arrays (input, weights), but got {len(inputs)}")
+        x, wt = (np.asarray(a) for a in inputs)
+        if x.shape != shape or wt.ndim != 4 or wt.shape[1] != wt.shape[2] or wt.shape[3] != cin \
+                or x.dtype != np_dt or wt.dtype != np_dt:
+            raise RunError(f"DianNao conv2d: expected an input {list(shape)} and weights (Cout, K, K, {cin}) "
+                           f"of {dtype}, but got {list(x.shape)} {x.dtype} and {list(wt.shape)} {wt.dtype}")
+        conv = ConvParams(wt.shape[0], wt.shape[1], *(astuple(conv)[2:] if conv else (1, 1)))
+    else:
+        conv = conv or ConvParams()
+        x = _random(rng, h * w * cin, dtype).reshape(shape)
+        wt = _random(rng, conv.cout * conv.k * conv.k * cin, dtype).reshape(conv.cout, conv.k, conv.k, cin)
+    try:
+        sched = dops.conv2d(h, w, cin, conv.cout, conv.k, conv.stride, conv.pad, dtype, cores)
+    except ScheduleError as e:
+        raise RunError(str(e)) from None
+    func = compile_func(lower(sched.schedule, list(sched.args), "conv2d"), "diannao", skip=tuple(skip))
+    kernel = codegen(func, cfg.spec())
+    compiled = time.perf_counter()
+
+    block = cfg.spec().params["CONV_BLOCK"]
+    hwio = wt.transpose(1, 2, 3, 0).reshape(conv.k, conv.k, cin, conv.cout // block, block)
+    blocked = np.ascontiguousarray(hwio.transpose(3, 0, 1, 2, 4))   # (cout/16, k, k, cin, 16)
+    out_shape = tuple(sched.args[-1].shape)
+    out_dt = NUMPY_DTYPES[CONV_DTYPES[dtype]]
+    result, arrays = run_kernel(kernel, [x, blocked, np.zeros(out_shape, out_dt)], config=cfg)
+    simulated = time.perf_counter()
+
+    got = arrays[-1].reshape(out_shape)
+    exact = conv2d_reference(x, wt, conv.stride, conv.pad)
+    if np.dtype(out_dt).kind == "i":
+        want = exact.astype(np.int64).astype(out_dt)   # i32 sums wrap like the card's
+        validated = bool(np.array_equal(got, want))
+    else:
+        want = exact.astype(out_dt)
+        validated = conv2d_within_bound(got, x, wt, conv.stride, conv.pad)
+    err = float(np.max(np.abs(got.astype(np.float64) - exact))) if got.size else 0.0
+    roof = conv2d_roofline(h, w, cin, conv, dtype, cores, cfg)
+    return RunReport(
+        op="conv2d", target="diannao",
+        params={"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
+                "skip": sorted(skip), "H": h, "W": w, "IC": cin, "OC": conv.cout, "K": conv.k,
+                "S": conv.stride, "P": conv.pad},
+        validated=validated, max_abs_err=err, cycles=result.cycles, instructions=result.instructions,
+        tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
+        scalar_fallback=kernel.fallback_count(result.executed),
+        unmatched=sorted({str(u) for u in unmatched(func)}),
+        utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
+        roofline_cycles=roof, roofline_pct=round(100.0 * roof / result.cycles, 2) if result.cycles else 0.0,
+        compile_s=round(compiled - start, 4), simulate_s=round(simulated - compiled, 4),
+        wall_s=round(time.perf_counter() - start, 4),
+        detail=("bit-exact with numpy" if np.dtype(out_dt).kind == "i" else "within the f32 summation bound")
+        if validated else f"max |err| {err:.3g} against numpy",
+        output=got, reference=want, program=str(kernel.program),
+    )
+
+
+def conv2d_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """The exact conv of HWC ``x`` and (cout, k, k, cin) ``wt``: float64 for floats, int64 for integers."""
+    acc = np.int64 if x.dtype.kind == "i" else np.float64
+    k = wt.shape[1]
+    xp = np.pad(x.astype(acc), ((pad, pad), (pad, pad), (0, 0)))
+    cols = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(0, 1))[::stride, ::stride]
+    return np.einsum("yxcij,oijc->yxo", cols, wt.astype(acc))
+
+
+def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:
+    """Whether the float conv ``out`` is within the error of summing n = k*k*cin products in f32 in any order
+    and rounding once to out's dtype: |out - exact| <= (n + 2) 2**-24 sum|x w| + u |exact| + tiny, with
+    u = 2**-11 for f16 outputs and 0 for f32."""
+    exact = conv2d_reference(x, wt, stride, pad)
+    magnitude = conv2d_reference(np.abs(x), np.abs(wt), stride, pad)
+    n = wt.shape[1] * wt.shape[2] * wt.shape[3]
+    u, tiny = (2.0**-11, 2.0**-25) if out.dtype == np.float16 else (0.0, 2.0**-150)
+    bound = (n + 2) * 2.0**-24 * magnitude * (1 + u) + u * np.abs(exact) + tiny
+    return out.shape == exact.shape and bool((np.abs(out.astype(np.float64) - exact) <= bound).all())
+
+
+def conv2d_roofline(h: int, w: int, cin: int, conv: ConvParams, dtype: str, cores: int,
+                    config: DiannaoConfig) -> int:
+    """The fewest cycles the card could take for a conv layer: the tensor units of all cores share the MACs
+    evenly, and the input, weights and output cross GMEM once."""
+    params = config.spec().params
+    size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
+    oh = (h + 2 * conv.pad - conv.k) // conv.stride + 1
+    ow = (w + 2 * conv.pad - conv.k) // conv.stride + 1
+    macs = oh * ow * conv.cout * conv.k * conv.k * cin
+    tfu = math.ceil(macs * size / (2 * params["TFU_MACS_PER_CYCLE"]) / cores)
+    out_size = np.dtype(NUMPY_DTYPES[CONV_DTYPES[dtype]]).itemsize
+    traffic = (h * w * cin + conv.cout * conv.k * conv.k * cin) * size + oh * ow * conv.cout * out_size
+    return max(tfu, math.ceil(traffic / config.gmem_bytes_per_cycle))
 
 
 def roofline_cycles(op: str, elements: int, dtype: str, cores: int, config: DiannaoConfig) -> int:

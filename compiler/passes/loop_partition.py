@@ -36,7 +36,9 @@ Limits (no blowup):
   piece. So the pass never adds ``IfThenElse`` guards, and marked selects are copied only along
   with guards that are removed.
 - Loops with non-constant bounds are not split (their bodies are processed).
-- A leaf in which ``v`` is not a plain linear term (``v // 4 < 3``) gives no cut points.
+- A leaf in which ``v`` is neither a linear term nor ``c * (v // d)`` for a constant ``d > 0`` (``v % 4 <
+  3``) gives no cut points. ``v // d`` changes only where ``v`` crosses a multiple of ``d``, so its cut
+  points are those of the term in ``v // d``, times ``d`` (cores grouped by ``tid // d``).
 - A guard whose boundary depends on two loops of which no interval of the outer one decides it
   (``o + a < 10`` with ``a`` in ``[0, 3]``, a cache region wider than its loop's step) stays in the
   boundary piece of the inner loop.
@@ -376,20 +378,29 @@ def _cut_points(leaf: ir.Expr, var: ir.Var, known: _Known) -> list[int]:
     """Values of ``var`` where the leaf's verdict may change (where a new interval starts).
 
     For ``op(c*var + r, 0)`` with ``r`` in ``[rlo, rhi]`` the verdict is constant on each side of
-    ``-rlo/c`` and ``-rhi/c``; the integers just above and at those points start new intervals.
+    ``-rlo/c`` and ``-rhi/c``; the integers just above and at those points start new intervals. For
+    ``c*(var // d)`` the same points in ``var // d``, times ``d``.
     """
     lf = _difference(leaf)
-    c = 0 if lf is None else lf.coef(var)
-    if c == 0:
+    if lf is None:
         return []
-    rest = lf - LinearForm({var: c}, 0, lf.dtype)
-    if any(var in free_vars(atom) for atom in rest.terms):
-        return []  # var also inside an atom (v // 4): not linear in v
+    own = [(atom, c) for atom, c in lf.terms.items() if var in free_vars(atom)]
+    if len(own) != 1:
+        return []  # var in no term, or in several
+    (atom, c), = own
+    if atom is var:
+        scale = 1
+    elif (isinstance(atom, ir.FloorDiv) and atom.a is var and isinstance(atom.b, ir.IntImm)
+          and atom.b.value > 0):
+        scale = atom.b.value  # u = var // d steps where var crosses a multiple of d
+    else:
+        return []  # var inside another atom (v % 4): no cut points
+    rest = lf - LinearForm({atom: c}, 0, lf.dtype)
     r = known.bound(rest)
     points = []
     for x in (r.lo, r.hi):
         if x is not None:
-            points += [_ceil_div(-x, c), -x // c + 1]
+            points += [_ceil_div(-x, c) * scale, (-x // c + 1) * scale]
     return points
 
 

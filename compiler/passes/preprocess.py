@@ -14,18 +14,22 @@ spec, not a table here) picks a rewrite that keeps the function's result and rem
   write (``dst[i] = max(dst[i], 0)``) cannot compute ``D[i] = max(S[i], 0)``. The statement becomes two
   semantically equal ones with fewer constraints: a copy ``D[i] = S[i]`` and the in-place ``D[i] =
   max(D[i], 0)``. When ``S`` is in global memory the copy is the DMA load the tile needs anyway.
+- padding (LAYOUT: zero-fill + strided copy): a copy into an on-chip buffer of ``if_then_else(in
+  bounds, x, 0)`` (a padded input staged for a conv) becomes a zero-fill of the whole tile plus a copy
+  guarded by the in-bounds condition, which loop partitioning (run again after this pass) turns into
+  a strided copy of the interior.
+- guards around on-chip computation (COM): a marked statement that only touches on-chip buffers, within
+  their bounds, loses its guards; the extra iterations compute elements nothing reads (the rows past the
+  end of a core's share in its last conv tile).
 - everything else is left unchanged (tensorize reports it).
-
-Padding folded into copies (zero-fill + strided copy, the other LAYOUT rewrite) is done by the conv
-schedules of the DianNao target, which stage padded inputs through a zero-filled buffer.
 """
 
 from __future__ import annotations
 
 import isa
-from compiler.arith import linear_form
+from compiler.arith import Interval, bound, linear_form
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, loads_in
+from compiler.ir.functor import IRMutator, IRVisitor, loads_in, post_order_visit
 from compiler.passes.tensorize import MARKS, Match, NoMatch, select
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -84,6 +88,13 @@ class _Preprocess(IRMutator):
         """The marked statements (hint, statement) that replace ``stmt``."""
         if isinstance(stmt, ir.TensorInsn | ir.Attr):
             return [(hint, stmt)]
+        padded = self._padding(stmt)
+        if padded is not None:
+            zero, copy = padded
+            return [("zero", zero.body), (hint, copy)]
+        unguarded = self._unguard(stmt)
+        if unguarded is not None:
+            return self._rewrite(unguarded, hint)
         split = self._in_place(stmt, hint)
         if split is not None:
             copy, compute = split
@@ -96,6 +107,68 @@ class _Preprocess(IRMutator):
                 result = select(stmt, self.spec, hint)
             stmt = self._extend(stmt, result) if isinstance(result, NoMatch) else stmt
         return [(hint, stmt)]
+
+    def _padding(self, stmt: ir.Stmt) -> tuple[ir.Stmt, ir.Stmt] | None:
+        """LAYOUT for padding: ``D[i] = if_then_else(c, S[j], 0)`` (perhaps under a guard ``g``) into an
+        on-chip ``D`` -> a zero-fill of the span of ``D`` the nest writes, then ``if g and c: D[i] =
+        S[j]``, whose guard loop partitioning turns into the strided copy of the interior. Zeroing the
+        elements ``g`` excludes is harmless: they lie outside the staged tensor's region, which nothing
+        reads."""
+        loops, inner = _loops(stmt)
+        guard = None
+        if isinstance(inner, ir.IfThenElse) and inner.else_case is None:
+            guard, inner = inner.cond, inner.then_case
+        if not isinstance(inner, ir.Store) or inner.buffer not in self.allocs:
+            return None
+        v = inner.value
+        if not (isinstance(v, ir.Call) and v.name == "if_then_else"):
+            return None
+        cond, value, other = v.args
+        if not isinstance(other, ir.IntImm | ir.FloatImm) or other.value != 0:
+            return None
+        ranges = {x.var: Interval.from_extent(x.min.value, x.extent.value) for x in loops
+                  if isinstance(x.min, ir.IntImm) and isinstance(x.extent, ir.IntImm) and x.extent.value > 0}
+        span = bound(inner.indices[0], ranges) if len(inner.indices) == 1 else None
+        if span is None or span.lo is None or span.hi is None or span.lo < 0 or span.hi >= inner.buffer.size:
+            return None
+        zero = self._fill(inner.buffer, span.lo, span.hi + 1, may_grow=True)  # the span the nest writes
+        keep = cond if guard is None else ir.And(guard, cond)
+        copy = _wrap(loops, ir.IfThenElse(keep, ir.Store(inner.buffer, inner.indices, value), None))
+        return zero, copy
+
+    def _unguard(self, stmt: ir.Stmt) -> ir.Stmt | None:
+        """COM (AddExtraCompute): a guarded statement that only reads and writes on-chip buffers, at
+        indices that stay inside them over the whole nest, loses its guards. The extra iterations compute
+        elements outside the tensor's region (that is what a bound guard excludes), which nothing reads:
+        a conv tile at the end of a core's rows computes a few more rows that are never copied out."""
+        if not _has_guard(stmt):
+            return None
+        body = _StripGuards().mutate(stmt)
+        ranges: dict[ir.Var, Interval] = {}
+        accesses: list[ir.Load | ir.Store] = []
+
+        class _Collect(IRVisitor):
+            def visit_For(self, f: ir.For) -> None:
+                if isinstance(f.min, ir.IntImm) and isinstance(f.extent, ir.IntImm) and f.extent.value > 0:
+                    ranges[f.var] = Interval.from_extent(f.min.value, f.extent.value)
+                self.generic_visit(f)
+
+            def visit_Store(self, st: ir.Store) -> None:
+                accesses.append(st)
+                self.generic_visit(st)
+
+            def visit_Load(self, ld: ir.Load) -> None:
+                accesses.append(ld)
+                self.generic_visit(ld)
+
+        _Collect().visit(body)
+        for a in accesses:
+            if a.buffer not in self.allocs or len(a.indices) != 1:
+                return None
+            b = bound(a.indices[0], ranges)
+            if b.lo is None or b.hi is None or b.lo < 0 or b.hi >= a.buffer.size:
+                return None
+        return body
 
     def _in_place(self, stmt: ir.Stmt, hint: str) -> tuple[ir.Stmt, ir.Stmt] | None:
         """LAYOUT: ``D[i] = f(S[j])`` for an in-place instruction -> ``D[i] = S[j]``; ``D[i] = f(D[i])``."""
@@ -161,16 +234,21 @@ class _Preprocess(IRMutator):
                 return None
         return None
 
-    def _fill(self, buf: ir.Buffer, lo: int, hi: int) -> ir.Stmt:
+    def _fill(self, buf: ir.Buffer, lo: int, hi: int, may_grow: bool = False) -> ir.Attr:
         """A marked zero-fill of ``buf[lo:hi]``, widened to the coarsest granularity an instruction accepts
-        (the fill runs before anything else in the allocation's scope, so widening it is harmless)."""
-        for grain in (1024, 512, 256, 128, 64, 32, 16, 8, 4, 2):
-            a, b = lo // grain * grain, -(-hi // grain) * grain
-            if b > buf.size:
-                continue
-            stmt = _zero_loop(buf, a, b)
-            if isinstance(select(stmt, self.spec, "zero"), Match):
-                return ir.Attr("pragma_intrin", "zero", stmt)
+        (the fill runs before anything else that reads the elements it adds, so widening it is harmless);
+        with ``may_grow``, the allocation grows when no widening inside it is accepted (ALIGN)."""
+        grains = (1024, 512, 256, 128, 64, 32, 16, 8, 4, 2)
+        for grow in (False, True) if may_grow else (False,):
+            for grain in grains if not grow else reversed(grains):
+                a, b = lo // grain * grain, -(-hi // grain) * grain
+                if b > max(buf.size, self.grow.get(buf, 0)) and not grow:
+                    continue
+                stmt = _zero_loop(buf, a, b)
+                if isinstance(select(stmt, self.spec, "zero"), Match):
+                    if b > buf.size:
+                        self.grow[buf] = max(self.grow.get(buf, buf.size), b)
+                    return ir.Attr("pragma_intrin", "zero", stmt)
         return ir.Attr("pragma_intrin", "zero", _zero_loop(buf, lo, hi))
 
 
@@ -178,12 +256,30 @@ class _Preprocess(IRMutator):
 # helpers
 
 
-def _nest(stmt: ir.Stmt) -> tuple[list[ir.For], ir.Store | None]:
+def _loops(stmt: ir.Stmt) -> tuple[list[ir.For], ir.Stmt]:
     loops = []
     while isinstance(stmt, ir.For) and stmt.kind is not ir.ForKind.THREAD_BINDING:
         loops.append(stmt)
         stmt = stmt.body
+    return loops, stmt
+
+
+def _nest(stmt: ir.Stmt) -> tuple[list[ir.For], ir.Store | None]:
+    loops, stmt = _loops(stmt)
     return loops, stmt if isinstance(stmt, ir.Store) else None
+
+
+def _has_guard(stmt: ir.Stmt) -> bool:
+    found = []
+    post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, ir.IfThenElse) else None)
+    return bool(found)
+
+
+class _StripGuards(IRMutator):
+    def mutate_IfThenElse(self, s: ir.IfThenElse) -> ir.Stmt:
+        if s.else_case is not None:
+            return self.generic_mutate(s)
+        return self.mutate(s.then_case)
 
 
 def _wrap(loops: list[ir.For], body: ir.Stmt) -> ir.Stmt:

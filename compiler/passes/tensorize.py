@@ -35,6 +35,7 @@ has no register operand. ``unmatched(func)`` lists, for each marked statement le
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -43,6 +44,7 @@ from compiler.arith import linear_form, simplify
 from compiler.arith.linear import LinearForm
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, IRVisitor, free_vars
+from compiler.passes import index_fit
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
 
@@ -130,6 +132,11 @@ def unmatched(func: ir.PrimFunc, isa_name: str = "diannao") -> list[NoMatch]:
         def visit_Attr(self, s: ir.Attr) -> None:
             if s.key in MARKS:
                 for stmt in _statements(s.body):
+                    if isinstance(stmt, ir.IfThenElse):
+                        for case in (stmt.then_case, stmt.else_case):
+                            if case is not None:
+                                self.visit(ir.Attr(s.key, s.value, case))
+                        continue
                     if not isinstance(stmt, ir.TensorInsn):
                         result = select(stmt, spec, str(s.value))
                         if isinstance(result, NoMatch):
@@ -175,9 +182,14 @@ class _Tensorizer(IRMutator):
             return super().mutate_Attr(s)
         out = []
         for stmt in _statements(s.body):
+            if isinstance(stmt, ir.IfThenElse):  # a guard outside the nest is control around the marks
+                then_case = self.mutate_Attr(ir.Attr(s.key, s.value, stmt.then_case))
+                else_case = stmt.else_case and self.mutate_Attr(ir.Attr(s.key, s.value, stmt.else_case))
+                out.append(ir.IfThenElse(stmt.cond, then_case, else_case))
+                continue
             result = select(stmt, self.spec, str(s.value)) if not isinstance(stmt, ir.TensorInsn) else None
-            out.append(result.to_insn() if isinstance(result, Match) else stmt)
-        return ir.Attr(s.key, s.value, ir.seq(*out))
+            out.append(ir.Attr(s.key, s.value, result.to_insn() if isinstance(result, Match) else stmt))
+        return ir.seq(*out)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -210,12 +222,14 @@ class _Matcher:
         return _Fail(NoMatch(self.instr.name, reason, stage=self.stage))
 
     def run(self) -> Match:
-        loops, store = self._nest()
-        self.stage = 1
         sem = self.instr.typed_semantics(self.types)
         if len(sem.statements) != 1 or sem.statements[0].op != "=":
-            raise self.fail("only single-assignment semantics are matched (no reductions yet)")
+            raise self.fail("only single-assignment semantics are matched")
         (assign,) = sem.statements
+        if _reduction(assign.value) is not None:
+            return self._run_reduction(assign)
+        loops, store = self._nest()
+        self.stage = 1
         dims = [i.id if isinstance(i, t.Name) else None for i in assign.target.indices]
         if None in dims:
             raise self.fail("the destination is indexed by expressions, not index variables")
@@ -233,15 +247,21 @@ class _Matcher:
 
     # ---- the statement's shape
 
-    def _nest(self) -> tuple[list[ir.For], ir.Store]:
-        loops, s = [], self.stmt
+    def _loops(self, s: ir.Stmt) -> tuple[list[ir.For], ir.Stmt]:
+        loops = []
         while isinstance(s, ir.For):
             if s.kind is ir.ForKind.THREAD_BINDING:
                 raise self.fail(f"loop {s.var.name} is bound to {s.thread}")
             if not isinstance(s.min, ir.IntImm) or not isinstance(s.extent, ir.IntImm):
                 raise self.fail(f"loop {s.var.name} has non-constant bounds")
+            if s.extent.value == 0:
+                raise self.fail(f"loop {s.var.name} runs zero times")
             loops.append(s)
             s = s.body
+        return loops, s
+
+    def _nest(self) -> tuple[list[ir.For], ir.Store]:
+        loops, s = self._loops(self.stmt)
         if isinstance(s, ir.IfThenElse):
             raise self.fail(f"the statement is guarded by `if {s.cond}`")
         if isinstance(s, ir.Seq):
@@ -249,6 +269,125 @@ class _Matcher:
         if not isinstance(s, ir.Store):
             raise self.fail(f"the loop body is a {type(s).__name__}, not a store")
         return loops, s
+
+    # ---- reductions (conv, qconv, matmul): ``out[...] = T(sum(axes, body))``
+
+    def _run_reduction(self, assign: t.Assign) -> Match:
+        cast_to, red = _reduction(assign.value)
+        spatial, init, reduce_loops, update = self._reduction_nest()
+        self.stage = 1
+        if red.op != "sum":
+            raise self.fail(f"only sum reductions are matched, not {red.op}")
+        acc = update.buffer
+        sums_in = self.types.get(red.dtype, red.dtype)
+        rounds_to = self.types.get(cast_to, cast_to) if cast_to else sums_in
+        if acc.dtype.short != sums_in or rounds_to != sums_in:
+            raise self.fail(f"{self.instr.name} sums in {sums_in} and rounds to {rounds_to} once; the nest "
+                            f"accumulates in {acc.dtype.short}")
+        if init.buffer is not acc or not _same_index(_flat_index(acc, init.indices),
+                                                    _flat_index(acc, update.indices)):
+            raise self.fail(f"the init store {init.buffer.name}[...] is not the accumulator {acc.name}")
+        if not isinstance(init.value, ir.IntImm | ir.FloatImm) or init.value.value != 0:
+            raise self.fail(f"the accumulator starts at {init.value}, not 0")
+        source = _accumulated(update)
+        if source is None:
+            raise self.fail(f"the update of {acc.name} is not {acc.name} + (...)")
+        self._bind(assign.target, acc, _flat_index(acc, update.indices))
+        self._tree(red.body, source)
+        self.stage = 2
+        if self._check_dtypes() != 1:
+            raise self.fail("a reduction's operands cannot be byte views")
+        self.stage = 3
+        fields, field_loops, offsets = self._fit(assign, red, spatial, reduce_loops)
+        self.stage = 4
+        self._spaces(fields)
+        self.stage = 5
+        loops = tuple(Loop(s.var, s.extent.value, {}) for s in (*spatial, *reduce_loops))
+        self._constraints(fields, field_loops, loops, offsets)
+        return self._match(fields, offsets)
+
+    def _reduction_nest(self) -> tuple[list[ir.For], ir.Store, list[ir.For], ir.Store]:
+        """spatial loops { acc[i] = 0; reduce loops { acc[i] = acc[i] + ... } }"""
+        spatial, s = self._loops(self.stmt)
+        if isinstance(s, ir.IfThenElse):
+            raise self.fail(f"the statement is guarded by `if {s.cond}`")
+        if not isinstance(s, ir.Seq) or len(s.stmts) != 2 or not isinstance(s.stmts[0], ir.Store):
+            raise self.fail("a reduction needs an init store followed by the reduction loops")
+        init, rest = s.stmts
+        reduce_loops, update = self._loops(rest)
+        if isinstance(update, ir.IfThenElse):
+            raise self.fail(f"the update is guarded by `if {update.cond}`")
+        if not isinstance(update, ir.Store):
+            raise self.fail(f"the reduction loops hold a {type(update).__name__}, not an update store")
+        return spatial, init, reduce_loops, update
+
+    def _fit(self, assign: t.Assign, red: t.Reduce, spatial: list[ir.For], reduce_loops: list[ir.For]):
+        """Fields, the loop that fixed each extent field, and operand offsets, for the first assignment of
+        loops to index variables (in order; loops of extent 1 are gone after simplify) that fits."""
+        dims = [i.id if isinstance(i, t.Name) else None for i in assign.target.indices]
+        if None in dims:
+            raise self.fail("the destination is indexed by expressions, not index variables")
+        accesses = [assign.target, *(a for a in t.walk(red.body) if isinstance(a, t.Access))]
+        shapes = {op.name: op.shape for op in self.instr.operands}
+        try:
+            ranges = index_fit.index_ranges(shapes, accesses, [*dims, *red.axes])
+        except index_fit.FitError as e:
+            raise self.fail(str(e)) from None
+        sp = [x for x in spatial if x.extent.value != 1]
+        rd = [x for x in reduce_loops if x.extent.value != 1]
+        if len(sp) > len(dims) or len(rd) > len(red.axes):
+            raise self.fail(f"{len(sp)} spatial and {len(rd)} reduction loops; {self.instr.name} has "
+                            f"{len(dims)} and {len(red.axes)}")
+        failures = []
+        for sdims in itertools.combinations(dims, len(sp)):
+            for rdims in itertools.combinations(red.axes, len(rd)):
+                mapping = {**dict(zip(sdims, sp, strict=True)), **dict(zip(rdims, rd, strict=True))}
+                try:
+                    return self._fit_mapping(mapping, ranges, accesses, shapes, [*dims, *red.axes])
+                except index_fit.FitError as e:
+                    failures.append(str(e))
+        raise self.fail(failures[0])
+
+    def _fit_mapping(self, mapping: dict[str, ir.For], ranges, accesses, shapes, names):
+        addresses = {op.addr.id for op in self.instr.operands if isinstance(op.addr, t.Name)}
+        unknown = {f.name: f.bits for f in self.instr.fields
+                   if f.kind not in ("type", "enum", "reg") and f.name not in addresses}
+        equations, field_loops = [], {}
+        for v in names:
+            loop = mapping.get(v)
+            extent = loop.extent.value if loop else 1
+            equations.append(index_fit.Equation(ranges[v], extent, f"the range of {v}"))
+            if loop is not None and isinstance(ranges[v], t.Name):
+                field_loops[ranges[v].id] = Loop(loop.var, loop.extent.value, {})
+        for access in accesses:  # strides: the coefficient of each loop in each affine operand index
+            buf, index = self.operands[access.tensor]
+            lf = linear_form(index)
+            for v, loop in mapping.items():
+                coef = _coefficient(access, shapes[access.tensor], v)
+                if coef is not None and lf is not None and loop.var in lf.terms:
+                    equations.append(index_fit.Equation(coef, lf.coef(loop.var),
+                                                        f"the stride of {v} in {access.tensor}"))
+        fields = index_fit.solve(equations, {}, unknown, lambda f: self.spec.scalar_env(f, self.types))
+        env = self.spec.scalar_env(fields, self.types)
+        loops = {v: (x.var, x.extent.value) for v, x in mapping.items()}
+        offsets = {}
+        for access in accesses:
+            if access.tensor in offsets:
+                continue
+            flat = index_fit.spec_flat(access, shapes[access.tensor], env)
+            index = self.operands[access.tensor][1]
+            offsets[access.tensor] = index_fit.fit_access(access.tensor, index, flat, loops, names)
+        return fields, field_loops, offsets
+
+    def _match(self, fields: dict[str, int], offsets: dict[str, ir.Expr]) -> Match:
+        settable = {f.name for f in self.instr.fields if f.kind != "type"}
+        addresses = {op.addr.id for op in self.instr.operands if isinstance(op.addr, t.Name)}
+        missing = sorted(settable - addresses - set(fields))
+        if missing:
+            raise self.fail(f"no loop or operand fixes field(s) {', '.join(missing)}")
+        regions = {n: (buf, offsets[n]) for n, (buf, _) in self.operands.items()}
+        ordered = {f.name: fields[f.name] for f in self.instr.fields if f.name in set(fields) & settable}
+        return Match(self.instr.name, ordered, regions, self.spec.name)
 
     # ---- the value tree
 
@@ -410,14 +549,7 @@ class _Matcher:
                 raise self.fail(f"{what}: the spec gives {t.to_text(expr)} = {got}, the loops {value}")
         self.stage = 5
         self._constraints(fields, field_loops, loops, offsets)
-        settable = {f.name for f in self.instr.fields if f.kind != "type"}
-        addresses = {op.addr.id for op in self.instr.operands if isinstance(op.addr, t.Name)}
-        missing = sorted(settable - addresses - set(fields))
-        if missing:
-            raise self.fail(f"no loop or operand fixes field(s) {', '.join(missing)}")
-        regions = {n: (buf, offsets[n]) for n, (buf, _) in self.operands.items()}
-        ordered = {f.name: fields[f.name] for f in self.instr.fields if f.name in set(fields) & settable}
-        return Match(self.instr.name, ordered, regions, self.spec.name)
+        return self._match(fields, offsets)
 
     def _spaces(self, fields: dict[str, int]) -> None:
         codes = self.spec.enum_values()
@@ -478,6 +610,63 @@ def _contiguous(op: isa.Operand, d: int, fields: dict[str, int], m: _Matcher) ->
     """A stride for a dimension of extent 1 (never stepped): the size of the rows inside it."""
     env = m.spec.scalar_env(fields, m.types)
     return math.prod(int(evaluate_scalar(x, env)) for x in op.shape[d + 1 :])
+
+
+def _reduction(value: t.Expr) -> tuple[str | None, t.Reduce] | None:
+    """``(cast, reduce)`` when an assignment's value is ``reduce`` or ``cast(reduce)``, else None."""
+    cast = None
+    if isinstance(value, t.Cast):
+        cast, value = value.dtype, value.value
+    return (cast, value) if isinstance(value, t.Reduce) else None
+
+
+def _accumulated(update: ir.Store) -> ir.Expr | None:
+    """``x`` when ``update`` is ``acc[i] = acc[i] + x`` (either order), else None."""
+    v = update.value
+    if not isinstance(v, ir.Add):
+        return None
+    flat = _flat_index(update.buffer, update.indices)
+    for mine, other in ((v.a, v.b), (v.b, v.a)):
+        if (isinstance(mine, ir.Load) and mine.buffer is update.buffer
+                and _same_index(_flat_index(mine.buffer, mine.indices), flat)):
+            return other
+    return None
+
+
+def _coefficient(access: t.Access, shape, var: str) -> t.Expr | None:
+    """The coefficient of ``var`` in ``access``'s row-major flat index, as an expression of fields; None
+    when the index is not affine in ``var``."""
+    total: t.Expr = t.Num(0)
+    for d, index in enumerate(access.indices):
+        c = _derivative(index, var)
+        if c is None:
+            return None
+        if isinstance(c, t.Num) and c.value == 0:
+            continue
+        stride: t.Expr = t.Num(1)
+        for size in shape[d + 1 :]:
+            stride = t.Binary("*", stride, size)
+        total = t.Binary("+", total, t.Binary("*", c, stride))
+    return total
+
+
+def _derivative(e: t.Expr, var: str) -> t.Expr | None:
+    """d e / d var for an expression affine in ``var`` (``y*s + ky``), else None."""
+    if var not in t.names_in(e):
+        return t.Num(0)
+    if isinstance(e, t.Name):
+        return t.Num(1)
+    if isinstance(e, t.Binary) and e.op in ("+", "-"):
+        a, b = _derivative(e.lhs, var), _derivative(e.rhs, var)
+        return None if a is None or b is None else t.Binary(e.op, a, b)
+    if isinstance(e, t.Binary) and e.op == "*":
+        if var not in t.names_in(e.lhs):
+            d = _derivative(e.rhs, var)
+            return None if d is None else t.Binary("*", e.lhs, d)
+        if var not in t.names_in(e.rhs):
+            d = _derivative(e.lhs, var)
+            return None if d is None else t.Binary("*", d, e.rhs)
+    return None
 
 
 def _flat_index(buf: ir.Buffer, indices: tuple[ir.Expr, ...]) -> ir.Expr:

@@ -1,0 +1,134 @@
+"""Conv on the DianNao target: the schedule (compiler/ops/diannao.py ``conv2d``), the reduction matching of
+tensorize (conv/qconv from their isa/ semantics), padding folded into copies and guards removed around
+on-chip compute by preprocess (seed 001 Alg. 1 LAYOUT and COM), and partitioning on ``tid // d``.
+
+Every pass is interpreted before and after on random inputs; with all passes every marked statement
+becomes an instruction."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+import isa
+from compiler.ir import PrimFunc, dtypes
+from compiler.ir import nodes as ir
+from compiler.lower import lower
+from compiler.ops import diannao as dops
+from compiler.passes.tensorize import Match, NoMatch, select, unmatched
+from compiler.pipeline import compile_func
+from compiler.testing import assert_same_results
+
+SPEC = isa.load_isa("diannao")
+
+
+def stages(h, w, cin, cout, k=3, stride=1, pad=1, dtype="float32", cores=4, skip=()):
+    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, cores)
+    out: list[tuple[str, PrimFunc]] = []
+    compile_func(lower(d.schedule, list(d.args), "conv"), "diannao", dump=lambda n, f: out.append((n, f)),
+                 skip=skip)
+    return out
+
+
+def insns(func: PrimFunc) -> list[ir.TensorInsn]:
+    found: list[ir.TensorInsn] = []
+
+    def visit(node) -> None:
+        if isinstance(node, ir.TensorInsn):
+            found.append(node)
+    from compiler.ir.functor import post_order_visit
+    post_order_visit(func.body, visit)
+    return found
+
+
+def test_a_small_layer_becomes_vzero_memcpy_and_conv_only() -> None:
+    funcs = stages(6, 5, 4, 32, cores=4)
+    final = funcs[-1][1]
+    assert unmatched(final) == []
+    names = sorted({i.name for i in insns(final)})
+    assert names == ["conv", "memcpy", "vzero"]
+    convs = {str(i) for i in insns(final) if i.name == "conv"}
+    # 2 row groups x 2 channel groups: each core one tile of 3 output rows (5 padded input rows, 7 wide)
+    assert convs == {"diannao.conv(h=5, w=7, cin=4, cout=16, kh=3, kw=3, s=1, "
+                     "out=Y.nmem[0], inp=Xp.nmem[0], wgt=Wb.wmem[0])"}
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    hw=st.tuples(st.integers(3, 9), st.integers(3, 9)),
+    cin=st.sampled_from([1, 3, 4, 8]),
+    cout=st.sampled_from([16, 32, 64]),
+    k=st.sampled_from([1, 3]),
+    stride=st.sampled_from([1, 2]),
+    pad=st.sampled_from([0, 1]),
+    cores=st.sampled_from([1, 2, 4]),
+    dtype=st.sampled_from(["float32", "int8"]),
+)
+def test_every_pass_keeps_the_result(hw, cin, cout, k, stride, pad, cores, dtype) -> None:
+    funcs = stages(*hw, cin, cout, k, stride, pad, dtype, cores)
+    note(str(funcs[-1][1]))
+    for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
+        # tensorize replaces the loop's f32 sum by the instruction's, in another order: 1e-5 relative
+        assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+
+
+@pytest.mark.parametrize("case", [
+    (6, 5, 4, 32, 3, 1, 1, "float32", 4),
+    (9, 7, 3, 16, 3, 2, 1, "float32", 2),
+    (8, 8, 8, 64, 1, 1, 0, "int8", 4),
+    (7, 6, 4, 32, 3, 1, 0, "int8", 2),
+])
+def test_marked_statements_all_become_instructions(case) -> None:
+    *layer, dtype, cores = case
+    final = stages(*layer, dtype=dtype, cores=cores)[-1][1]
+    assert unmatched(final) == []
+    want = "qconv" if dtype == "int8" else "conv"
+    assert want in {i.name for i in insns(final)}
+
+
+def test_without_preprocessing_padding_and_tails_stay_scalar() -> None:
+    final = stages(6, 5, 4, 32, cores=4, skip=("preprocess",))[-1][1]
+    reasons = [str(x) for x in unmatched(final)]
+    assert any("expected a load for operand src, found if_then_else" in r for r in reasons)
+
+
+# ---- the matcher on hand-written nests
+
+def _conv_nest(acc_dtype: str, src_dtype: str, guard: bool = False) -> ir.Stmt:
+    inp = ir.Buffer("I", (5 * 6 * 2,), dtypes.dtype(src_dtype), "nmem")
+    wgt = ir.Buffer("K", (3 * 3 * 2 * 16,), dtypes.dtype(src_dtype), "wmem")
+    out = ir.Buffer("O", (3 * 4 * 16,), dtypes.dtype(acc_dtype), "nmem")
+    y, x, co, ky, kx, ci = (ir.Var(n) for n in ("y", "x", "co", "ky", "kx", "ci"))
+    at = y * 64 + x * 16 + co
+    a = ir.cast(inp[(y + ky) * 12 + (x + kx) * 2 + ci], acc_dtype)
+    b = ir.cast(wgt[ky * 96 + kx * 32 + ci * 16 + co], acc_dtype)
+    update = ir.Store(out, (at,), out[at] + a * b)
+    if guard:
+        update = ir.IfThenElse(y < 2, update, None)
+    body = ir.seq(ir.Store(out, (at,), ir.const(0, acc_dtype)), _loops([(ky, 3), (kx, 3), (ci, 2)], update))
+    return _loops([(y, 3), (x, 4), (co, 16)], body)
+
+
+def _loops(vs, body):
+    for v, n in reversed(vs):
+        body = ir.For(v, ir.const(0), ir.const(n), body)
+    return body
+
+
+def test_the_fields_come_from_extents_and_strides() -> None:
+    got = select(_conv_nest("float32", "float32"), SPEC, "conv")
+    assert isinstance(got, Match)
+    assert got.fields == {"h": 5, "w": 6, "cin": 2, "cout": 16, "kh": 3, "kw": 3, "s": 1}
+    assert isinstance(select(_conv_nest("int32", "int8"), SPEC, "conv"), Match)  # qconv, found by semantics
+
+
+def test_a_narrow_accumulator_is_not_the_instruction() -> None:
+    got = select(_conv_nest("float16", "float16"), SPEC, "conv")
+    assert isinstance(got, NoMatch)
+    assert "conv sums in f32 and rounds to f16 once; the nest accumulates in f16" in got.reason
+
+
+def test_a_guarded_update_is_reported() -> None:
+    got = select(_conv_nest("float32", "float32", guard=True), SPEC, "conv")
+    assert isinstance(got, NoMatch) and "the update is guarded by `if y < 2`" in got.reason
