@@ -8,7 +8,8 @@ each one it runs the verifier for the stage the pass leaves the program in (on b
 Targets:
 - ``reference``: simplify, then flatten to one-dimensional buffers — what the interpreter and the
   LLVM backend consume.
-- ``diannao``: seed 001's flow: flatten, partition loops to remove guards (Alg. 2), simplify, preprocess
+- ``diannao``: seed 001's flow: flatten, fold padding into zero-fill + copy (Alg. 1's padding case, before
+  partitioning cuts the padded copy apart), partition loops to remove guards (Alg. 2), simplify, preprocess
   marked statements against instruction constraints (Alg. 1), partition again (preprocessing turns a
   padded copy into a guarded one), select tensor instructions (Sec. IV-D).
   ``compiler.backend.diannao`` turns the result into an SPMD program. ``skip`` drops passes by name
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
-from compiler.passes import flatten, loop_partition, preprocess, simplify, tensorize
+from compiler.passes import flatten, fold_padding, loop_partition, preprocess, simplify, tensorize
 from compiler.schedule import Schedule
 from compiler.te import Tensor
 from compiler.verify import verify
@@ -58,6 +59,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     "diannao": (
         Pass("simplify", simplify, "loop-ir"),
         Pass("flatten", flatten, "flat"),
+        Pass("fold_padding", fold_padding, "flat", group="preprocess"),
         Pass("loop_partition", loop_partition, "flat"),
         Pass("simplify_partitioned", simplify, "flat"),
         Pass("preprocess", preprocess, "flat"),

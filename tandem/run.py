@@ -27,6 +27,7 @@ import numpy as np
 
 from compiler.backend.diannao import codegen
 from compiler.errors import ScheduleError
+from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.passes.tensorize import unmatched
@@ -174,11 +175,7 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig
         conv = conv or ConvParams()
         x = _random(rng, h * w * cin, dtype).reshape(shape)
         wt = _random(rng, conv.cout * conv.k * conv.k * cin, dtype).reshape(conv.cout, conv.k, conv.k, cin)
-    try:
-        sched = dops.conv2d(h, w, cin, conv.cout, conv.k, conv.stride, conv.pad, dtype, cores)
-    except ScheduleError as e:
-        raise RunError(str(e)) from None
-    func = compile_func(lower(sched.schedule, list(sched.args), "conv2d"), "diannao", skip=tuple(skip))
+    sched, func = compile_conv2d(shape, dtype, cores, conv, skip)
     kernel = codegen(func, cfg.spec())
     compiled = time.perf_counter()
 
@@ -203,8 +200,8 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig
     return RunReport(
         op="conv2d", target="diannao",
         params={"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
-                "skip": sorted(skip), "H": h, "W": w, "IC": cin, "OC": conv.cout, "K": conv.k,
-                "S": conv.stride, "P": conv.pad},
+                "skip": sorted(skip), "cores_used": sched.cores, "H": h, "W": w, "IC": cin, "OC": conv.cout,
+                "K": conv.k, "S": conv.stride, "P": conv.pad},
         validated=validated, max_abs_err=err, cycles=result.cycles, instructions=result.instructions,
         tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
         scalar_fallback=kernel.fallback_count(result.executed),
@@ -217,6 +214,18 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig
         if validated else f"max |err| {err:.3g} against numpy",
         output=got, reference=want, program=str(kernel.program),
     )
+
+
+def compile_conv2d(shape: tuple[int, int, int], dtype: str, cores: int, conv: ConvParams,
+                   skip: Collection[str] = ()) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
+    """The conv2d schedule for the DianNao card and the ``diannao`` pipeline's output (less ``skip``); use
+    ``compiler.passes.tensorize.unmatched`` on the function to see what stayed scalar without simulating."""
+    h, w, cin = shape
+    try:
+        sched = dops.conv2d(h, w, cin, conv.cout, conv.k, conv.stride, conv.pad, dtype, cores)
+    except ScheduleError as e:
+        raise RunError(str(e)) from None
+    return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), "diannao", skip=tuple(skip))
 
 
 def conv2d_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> np.ndarray:

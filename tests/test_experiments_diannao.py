@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tandem.run import RunError, run_diannao
+from tandem.run import RunError, conv2d_within_bound, run_diannao
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "diannao_loop_partition.py"
 
@@ -98,6 +98,9 @@ def test_quick_variants_that_ran_validated_and_their_speedups_are_cycle_ratios(q
     _, rows = read_csv(quick / "diannao_loop_partition.csv")
     for r in rows:
         for v in "abc":
+            if v == "b" and r["class"] == "conv":   # compiled only: why it stays scalar
+                assert r["status_b"] == "skipped" and r["unmatched_b"] and r["cycles_b"] == "", r
+                continue
             assert r[f"status_{v}"] == "ok" or r[f"status_{v}"].startswith("error: "), r
             if r[f"status_{v}"] == "ok":
                 assert r[f"validated_{v}"] == "True", (v, r)
@@ -111,6 +114,8 @@ def test_quick_variants_that_ran_validated_and_their_speedups_are_cycle_ratios(q
                 assert r[key] == ""
     elementwise = [r for r in rows if r["class"] != "conv"]
     assert elementwise and all(r[f"status_{v}"] == "ok" for r in elementwise for v in "abc")
+    conv = [r for r in rows if r["class"] == "conv"]
+    assert conv and all(r["status_a"] == r["status_c"] == "ok" for r in conv)
 
 
 def test_quick_a_never_falls_back_to_scalar_code_and_b_does_when_cores_do_not_divide(quick: Path):
@@ -202,10 +207,10 @@ def test_conv_bound_accepts_an_f16_rounded_conv_and_rejects_a_perturbed_one():
             for co in range(16):
                 exact[y, z, co] = np.sum(xp[y:y + 3, z:z + 3, :] * wt[co].astype(np.float64))
     out = exact.astype(np.float16)
-    assert exp.conv_within_bound(out, x, wt, pad=1)
+    assert conv2d_within_bound(out, x, wt, 1, 1)
     bad = out.copy()
     bad[2, 3, 7] += np.float16(0.25)
-    assert not exp.conv_within_bound(bad, x, wt, pad=1)
+    assert not conv2d_within_bound(bad, x, wt, 1, 1)
 
 
 def test_run_diannao_takes_explicit_inputs_of_any_shape_with_as_many_elements():

@@ -106,7 +106,10 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
               spec: isa.ISA | None = None) -> ConvPlan:
     """The cut with the fewest estimated cycles: per core, the tensor unit's cycles for its share plus the
     card's GMEM traffic (each row group reads its channel groups' weights, each channel group its row
-    groups' input rows with their halo) at one DMA stream's rate. ScheduleError names what cannot fit."""
+    groups' input rows with their halo) at one DMA stream's rate. Cuts use at most ``cores`` cores, a
+    number the card can launch (up to a cluster, or whole clusters), and leave no row group empty (an
+    empty group's guards would depend on the core in ways loop partitioning cannot split in three
+    pieces). ScheduleError names what cannot fit."""
     spec = spec or isa.load_isa("diannao")
     p = spec.params
     block = p["CONV_BLOCK"]
@@ -120,8 +123,12 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
         raise ScheduleError(f"DianNao conv: a {k}x{k} kernel does not fit the padded {hp}x{wp} input")
     oh, ow = (hp - k) // stride + 1, (wp - k) // stride + 1
     best: ConvPlan | None = None
-    for cg in (g for g in range(1, cores + 1) if cores % g == 0 and (cout // block) % g == 0):
-        rg = cores // cg
+    per_cluster = p["CORES_PER_CLUSTER"]
+    splits = [(rg, cg) for cg in range(1, cout // block + 1) if (cout // block) % cg == 0
+              for rg in range(1, oh + 1)
+              if (rg * cg <= min(cores, per_cluster) or (rg * cg <= cores and rg * cg % per_cluster == 0))
+              and math.ceil(oh / rg) * (rg - 1) < oh]   # a launchable core count, no row group empty
+    for rg, cg in splits:
         co = cout // cg
         if k * k * cin * co * itemsize > p["WMEM_BYTES"]:
             continue
@@ -130,8 +137,8 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
         if tile is None:
             continue
         weights = k * k * cin * cout * itemsize
-        halo_rows = oh * stride + rg * max(k - stride, 0)
-        traffic = rg * weights + cg * halo_rows * w * cin * itemsize + oh * ow * cout * itemsize
+        input_rows = rg * math.ceil(share / tile) * ((tile - 1) * stride + k)   # each tile with its halo
+        traffic = rg * weights + cg * input_rows * w * cin * itemsize + oh * ow * cout * itemsize
         macs = share * ow * co * k * k * cin
         estimate = math.ceil(macs * itemsize / (2 * p["TFU_MACS_PER_CYCLE"])) + \
             math.ceil(traffic / p["DMA_GMEM_BYTES_PER_CYCLE"])
@@ -209,4 +216,4 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
         s[t].pragma(s[t].op.axis[0], "intrin", "copy")
     s[local].pragma(s[local].op.axis[0], "intrin", "conv")
     s[out].pragma(yi, "intrin", "copy")
-    return DiannaoSchedule(s, (x, wb, out), cores, plan.tile_rows)
+    return DiannaoSchedule(s, (x, wb, out), plan.row_groups * plan.cout_groups, plan.tile_rows)

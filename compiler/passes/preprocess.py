@@ -50,9 +50,23 @@ def preprocess(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
     return ir.PrimFunc(func.name, func.params, _Preprocess(spec).mutate(func.body), func.attrs)
 
 
+def fold_padding(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
+    """Only the padding rewrite of ``preprocess`` (LAYOUT: zero-fill + guarded copy), for pipelines that
+    run it before loop partitioning: partitioning a padded copy first would cut it into per-column
+    zero stores and copies that no instruction matches.
+
+    Contract: the function computes the same after the pass; the statements it adds are marked.
+    Implements the padding case of seed 001 Algorithm 1 (Sec. IV-B, InstructionReplace).
+    """
+    spec = isa.load_isa(isa_name)
+    return ir.PrimFunc(func.name, func.params, _Preprocess(spec, padding_only=True).mutate(func.body),
+                       func.attrs)
+
+
 class _Preprocess(IRMutator):
-    def __init__(self, spec: isa.ISA) -> None:
+    def __init__(self, spec: isa.ISA, padding_only: bool = False) -> None:
         self.spec = spec
+        self.padding_only = padding_only
         self.allocs: list[ir.Buffer] = []  # on-chip allocations in scope, innermost last
         self.grow: dict[ir.Buffer, int] = {}  # buffer -> elements it must hold
         self.fills: dict[ir.Buffer, list[tuple[int, int]]] = {}  # buffer -> element ranges to zero
@@ -92,6 +106,8 @@ class _Preprocess(IRMutator):
         if padded is not None:
             zero, copy = padded
             return [("zero", zero.body), (hint, copy)]
+        if self.padding_only:
+            return [(hint, stmt)]
         unguarded = self._unguard(stmt)
         if unguarded is not None:
             return self._rewrite(unguarded, hint)
