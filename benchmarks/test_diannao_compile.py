@@ -1,11 +1,13 @@
-"""Cost of compiling seed 001's element-wise suite for DianNao: schedule, the ``diannao`` pipeline (with its
-verifier, on by default) and codegen, no simulation, for all 64 element-wise cases of Table II (16 shapes for
-each of add, sub and mul, and 16 for relu; float32, 16 cores), one round.
+"""Cost of compiling seed 001's suite for DianNao: schedule, the ``diannao`` pipeline (with its verifier, on
+by default) and codegen, no simulation, one round each:
+
+- the 64 element-wise cases of Table II (16 shapes for each of add, sub and mul, and 16 for relu; float32);
+- the 16 conv layers of Table II (3x3, stride 1, pad 1, float32);
+- the whole suite (80 compilations: the 48 Table II cases with add, sub and mul compiled separately).
+
+All on 16 cores. The case table is the one of experiments/diannao_loop_partition.py.
 
     pytest benchmarks/test_diannao_compile.py --benchmark-only
-
-Conv is not in the suite yet: compiler/ops/diannao.py has no conv schedule. The case table is the one of
-experiments/diannao_loop_partition.py.
 """
 
 from __future__ import annotations
@@ -36,19 +38,34 @@ def compile_suite(cases, spec) -> list:
     """Compile every case (schedule + pipeline + codegen); return the (function, kernel) pairs."""
     out = []
     for case in cases:
-        sched = dops.elementwise(case.op, case.shape, "float32", 16)
+        if case.cls == "conv":
+            h, w, cin = case.shape
+            sched = dops.conv2d(h, w, cin, case.weights[0], case.weights[1], 1, 1, "float32", 16)
+        else:
+            sched = dops.elementwise(case.op, case.shape, "float32", 16)
         func = compile_func(lower(sched.schedule, list(sched.args), case.op), "diannao")
         out.append((func, codegen(func, spec)))
     return out
 
 
-def test_compile_the_element_wise_cases_of_table_ii(benchmark):
-    exp = _experiment()
-    cases = exp.table_ii_cases(["binary", "relu"])
-    assert len(cases) == 64
+def _bench(benchmark, classes: list[str], count: int) -> None:
+    cases = _experiment().table_ii_cases(classes)
+    assert len(cases) == count
     spec = load_config("default").spec()
     compiled = benchmark.pedantic(compile_suite, args=(cases, spec), rounds=1, iterations=1)
-    assert len(compiled) == 64
+    assert len(compiled) == count
     assert all(not unmatched(func) for func, _ in compiled)   # every marked statement became an instruction
     benchmark.extra_info["cases"] = len(compiled)
     benchmark.extra_info["ms_per_case"] = benchmark.stats.stats.mean / len(compiled) * 1e3
+
+
+def test_compile_the_element_wise_cases_of_table_ii(benchmark):
+    _bench(benchmark, ["binary", "relu"], 64)
+
+
+def test_compile_the_conv_layers_of_table_ii(benchmark):
+    _bench(benchmark, ["conv"], 16)
+
+
+def test_compile_the_whole_table_ii_suite(benchmark):
+    _bench(benchmark, ["binary", "relu", "conv"], 80)

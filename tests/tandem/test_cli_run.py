@@ -94,3 +94,35 @@ def test_runs_are_deterministic() -> None:
     second = run_diannao("sub", (9, 70), "float32", cores=3)
     assert (first.cycles, first.instructions) == (second.cycles, second.instructions)
     assert np.isfinite(first.max_abs_err)
+
+
+# ---- conv2d: the CLI contract's parameters H, W, IC, OC, K, S, P
+
+def test_conv2d_from_params_validates_with_conv_instructions_and_no_fallback() -> None:
+    report = run_json("conv2d", "-p", "H=14", "-p", "W=13", "-p", "IC=8", "-p", "OC=32", "-p", "K=3",
+                      "-p", "S=1", "-p", "P=1")
+    assert CONTRACT <= set(report)
+    p = report["params"]
+    assert (p["H"], p["W"], p["IC"], p["OC"], p["K"], p["S"], p["P"]) == (14, 13, 8, 32, 3, 1, 1)
+    assert report["validated"] is True and report["scalar_fallback"] == 0 and report["unmatched"] == []
+    assert report["instructions"]["conv"] >= 1 and report["instructions"]["vzero"] >= 1
+    assert report["cycles"] >= report["roofline_cycles"] > 0
+
+
+def test_conv2d_int8_is_bit_exact_through_qconv() -> None:
+    report = run_json("conv2d", "--shape", "8x8x8", "-p", "OC=16", "-p", "K=1", "-p", "P=0", "--dtype", "i8")
+    assert report["validated"] is True and report["max_abs_err"] == 0.0
+    assert report["instructions"].get("qconv", 0) >= 1 and report["scalar_fallback"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-p", "OC=40"], "cout = 40 is not a multiple of CONV_BLOCK = 16"),
+    (["--shape", "8x8x4", "-p", "H=8"], "either as --shape HxWxIC or as -p H= W= IC="),
+    (["-p", "H=8", "-p", "W=8"], "conv2d needs all of H, W and IC"),
+    (["--dtype", "f16"], "dtype float16 is not compiled"),
+    (["-p", "Q=1"], "unknown parameter"),
+])
+def test_conv2d_bad_parameters_exit_2_naming_the_problem(args, message) -> None:
+    result = RUNNER.invoke(app, ["run", "conv2d", *args, "--json"])
+    assert result.exit_code == 2
+    assert message in result.output
