@@ -38,6 +38,7 @@ from compiler.ir import (
     Attr,
     Buffer,
     Call,
+    FloorDiv,
     For,
     ForKind,
     IfThenElse,
@@ -600,3 +601,17 @@ def test_cores_that_do_not_divide_the_work(width: int, cores: int) -> None:
     b = np.zeros_like(a)
     run(after, [a, b])
     np.testing.assert_array_equal(b, a + 1)
+
+
+def test_cores_grouped_by_tid_floordiv_are_cut_at_a_group_boundary() -> None:
+    """Rows of a conv over 2 row groups of 2 cores each (tid // 2): ``tid//2*3 + r < 5`` holds for every r
+    in [0, 3) in group 0 and only for r < 2 in group 1, so the bound loop is cut at tid = 2 and the
+    guard disappears from both pieces."""
+    a = Buffer("A", (4, 3), dtypes.int32)
+    tid, r = Var("tid"), Var("r")
+    store = Store(a, (tid, r), const(1))
+    cond = FloorDiv(tid, const(2)) * 3 + r < 5
+    before = PrimFunc("f", (a,), bound_loop(tid, 4, loop(r, 3, IfThenElse(cond, store))))
+    after = partitioned(before)
+    assert guards(after) == 0
+    assert "if tid < 2:" in str(after)
