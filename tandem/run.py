@@ -120,10 +120,21 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
     validated = bool(np.array_equal(got, want, equal_nan=True))
     err = float(np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if n else 0.0
     roof = roofline_cycles(op, n, dtype, cores, cfg)
+    params = {"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
+              "skip": sorted(skip)}
+    detail = "bit-exact with numpy" if validated else f"max |err| {err:.3g} against numpy"
+    return _report(op, params, func, kernel, result, (validated, err, detail), roof,
+                   (start, compiled, simulated), got, want)
+
+
+def _report(op: str, params: dict, func, kernel, result, check: tuple[bool, float, str], roof: int,
+            times: tuple[float, float, float], got: np.ndarray, want: np.ndarray) -> RunReport:
+    """The RunReport of a simulated kernel: ``check`` is (validated, max_abs_err, detail), ``times`` the
+    perf_counter at start, after compiling and after simulating."""
+    validated, err, detail = check
+    start, compiled, simulated = times
     return RunReport(
-        op=op, target="diannao",
-        params={"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
-                "skip": sorted(skip)},
+        op=op, target="diannao", params=params,
         validated=validated, max_abs_err=err, cycles=result.cycles, instructions=result.instructions,
         tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
         scalar_fallback=kernel.fallback_count(result.executed),
@@ -131,8 +142,7 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
         utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
         roofline_cycles=roof, roofline_pct=round(100.0 * roof / result.cycles, 2) if result.cycles else 0.0,
         compile_s=round(compiled - start, 4), simulate_s=round(simulated - compiled, 4),
-        wall_s=round(time.perf_counter() - start, 4),
-        detail="bit-exact with numpy" if validated else f"max |err| {err:.3g} against numpy",
+        wall_s=round(time.perf_counter() - start, 4), detail=detail,
         output=got, reference=want, program=str(kernel.program),
     )
 
@@ -197,23 +207,13 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig
         validated = conv2d_within_bound(got, x, wt, conv.stride, conv.pad)
     err = float(np.max(np.abs(got.astype(np.float64) - exact))) if got.size else 0.0
     roof = conv2d_roofline(h, w, cin, conv, dtype, cores, cfg)
-    return RunReport(
-        op="conv2d", target="diannao",
-        params={"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
-                "skip": sorted(skip), "cores_used": sched.cores, "H": h, "W": w, "IC": cin, "OC": conv.cout,
-                "K": conv.k, "S": conv.stride, "P": conv.pad},
-        validated=validated, max_abs_err=err, cycles=result.cycles, instructions=result.instructions,
-        tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
-        scalar_fallback=kernel.fallback_count(result.executed),
-        unmatched=sorted({str(u) for u in unmatched(func)}),
-        utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
-        roofline_cycles=roof, roofline_pct=round(100.0 * roof / result.cycles, 2) if result.cycles else 0.0,
-        compile_s=round(compiled - start, 4), simulate_s=round(simulated - compiled, 4),
-        wall_s=round(time.perf_counter() - start, 4),
-        detail=("bit-exact with numpy" if np.dtype(out_dt).kind == "i" else "within the f32 summation bound")
-        if validated else f"max |err| {err:.3g} against numpy",
-        output=got, reference=want, program=str(kernel.program),
-    )
+    params = {"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
+              "skip": sorted(skip), "cores_used": sched.cores, "H": h, "W": w, "IC": cin, "OC": conv.cout,
+              "K": conv.k, "S": conv.stride, "P": conv.pad}
+    exactly = "bit-exact with numpy" if np.dtype(out_dt).kind == "i" else "within the f32 summation bound"
+    detail = exactly if validated else f"max |err| {err:.3g} against numpy"
+    return _report("conv2d", params, func, kernel, result, (validated, err, detail), roof,
+                   (start, compiled, simulated), got, want)
 
 
 def compile_conv2d(shape: tuple[int, int, int], dtype: str, cores: int, conv: ConvParams,
