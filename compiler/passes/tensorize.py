@@ -24,8 +24,15 @@ What a marked statement must look like to match (the form loop partitioning leav
   alignment rules ``addr % K == 0`` hold for every value of the offset, assuming buffers start aligned
   (the DianNao backend aligns every allocation). Capacity and overlap rules are the backend's.
 
-Non-Goals: reduction instructions (conv, matmul) and operands indexed other than the destination are not
-matched yet; they report so and stay scalar.
+Reductions (conv, qconv, matmul: ``out[y, x, co] = T(sum(ky, kx, ci, ...))``) match a nest of spatial loops
+around ``acc = 0`` and the reduction loops around ``acc = acc + body``, accumulating in the instruction's
+type. Each loop stands for one index variable; the fields come from extents and strides, and every
+operand's accesses are proven equal to the instruction's (``compiler/passes/index_fit.py``).
+
+A guard whose condition no loop of the marked statement changes is control around the instruction: it
+stays, outside the mark.
+
+Non-Goals: element-wise operands indexed other than the destination (a transpose) are not matched.
 
 ``tensorize(func)`` rewrites every statement under ``Attr("pragma_intrin" | "tensorize", name)`` that
 matches: the instruction the mark names first (case-insensitive), else any instruction of the ISA that
