@@ -173,6 +173,16 @@ def run_elementwise(op: str, shape: tuple[int, ...], dtype: str = "f32", cores: 
     return KernelRun(result, out, ref.astype(np_dt), program)
 
 
+def conv2d_reference(x: np.ndarray, wt: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
+    """The exact conv of HWC ``x`` and (cout, k, k, cin) ``wt`` with zero padding ``pad``: float64 for float
+    inputs, int64 for integers (round or wrap to the kernel's output type to compare)."""
+    acc = np.int64 if x.dtype.kind == "i" else np.float64
+    k = wt.shape[1]
+    xp = np.pad(x.astype(acc), ((pad, pad), (pad, pad), (0, 0)))
+    cols = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(0, 1))[::stride, ::stride]
+    return np.einsum("yxcij,oijc->yxo", cols, wt.astype(acc))
+
+
 def block_weights(w: np.ndarray, block: int = 16) -> np.ndarray:
     """Conv weights (KH, KW, CI, CO) or matmul weights (K, N) in DianNao's WMEM layout: blocks of ``block``
     output channels, [CO // block, KH, KW, CI, block] or [N // block, K, block]."""

@@ -33,6 +33,7 @@ from compiler.ops import diannao as dops
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from sim.diannao.config import DiannaoConfig, load_config
+from tandem.diannao_kernels import block_weights, conv2d_reference
 from tandem.diannao_run import run_kernel
 
 ELEMENTWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum}
@@ -190,8 +191,7 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig
     compiled = time.perf_counter()
 
     block = cfg.spec().params["CONV_BLOCK"]
-    hwio = wt.transpose(1, 2, 3, 0).reshape(conv.k, conv.k, cin, conv.cout // block, block)
-    blocked = np.ascontiguousarray(hwio.transpose(3, 0, 1, 2, 4))   # (cout/16, k, k, cin, 16)
+    blocked = block_weights(np.transpose(wt, (1, 2, 3, 0)), block)   # (cout/16, k, k, cin, 16)
     out_shape = tuple(sched.args[-1].shape)
     out_dt = NUMPY_DTYPES[CONV_DTYPES[dtype]]
     result, arrays = run_kernel(kernel, [x, blocked, np.zeros(out_shape, out_dt)], config=cfg)
@@ -226,15 +226,6 @@ def compile_conv2d(shape: tuple[int, int, int], dtype: str, cores: int, conv: Co
     except ScheduleError as e:
         raise RunError(str(e)) from None
     return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), "diannao", skip=tuple(skip))
-
-
-def conv2d_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> np.ndarray:
-    """The exact conv of HWC ``x`` and (cout, k, k, cin) ``wt``: float64 for floats, int64 for integers."""
-    acc = np.int64 if x.dtype.kind == "i" else np.float64
-    k = wt.shape[1]
-    xp = np.pad(x.astype(acc), ((pad, pad), (pad, pad), (0, 0)))
-    cols = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(0, 1))[::stride, ::stride]
-    return np.einsum("yxcij,oijc->yxo", cols, wt.astype(acc))
 
 
 def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:

@@ -98,8 +98,7 @@ class ConvPlan:
     row_groups: int
     cout_groups: int
     tile_rows: int
-    gmem_bytes: int
-    estimate: int
+    estimate: int  # cycles: the tensor unit's for one core's share plus the GMEM traffic's
 
 
 def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
@@ -124,6 +123,7 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
     oh, ow = (hp - k) // stride + 1, (wp - k) // stride + 1
     best: ConvPlan | None = None
     per_cluster = p["CORES_PER_CLUSTER"]
+    max_rows = (1 << spec.instruction("conv").field("h").bits) - 1   # input rows one conv can take
     splits = [(rg, cg) for cg in range(1, cout // block + 1) if (cout // block) % cg == 0
               for rg in range(1, oh + 1)
               if (rg * cg <= min(cores, per_cluster) or (rg * cg <= cores and rg * cg % per_cluster == 0))
@@ -133,7 +133,7 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
         if k * k * cin * co * itemsize > p["WMEM_BYTES"]:
             continue
         share = math.ceil(oh / rg)
-        tile = _conv_tile_rows(share, stride, k, wp, cin, ow, co, itemsize, p)
+        tile = _conv_tile_rows(share, stride, k, wp, cin, ow, co, itemsize, p, max_rows)
         if tile is None:
             continue
         weights = k * k * cin * cout * itemsize
@@ -143,7 +143,7 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
         estimate = math.ceil(macs * itemsize / (2 * p["TFU_MACS_PER_CYCLE"])) + \
             math.ceil(traffic / p["DMA_GMEM_BYTES_PER_CYCLE"])
         if best is None or estimate < best.estimate:
-            best = ConvPlan(oh, ow, rg, cg, tile, traffic, estimate)
+            best = ConvPlan(oh, ow, rg, cg, tile, estimate)
     if best is None:
         raise ScheduleError(f"DianNao conv: no split of {cores} cores fits the weights "
                             f"({k}x{k}x{cin}x{cout}) in WMEM and a tile of output rows in NMEM")
@@ -151,14 +151,14 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
 
 
 def _conv_tile_rows(share: int, stride: int, k: int, wp: int, cin: int, ow: int, co: int, itemsize: int,
-                    p) -> int | None:
+                    p, max_rows: int) -> int | None:
     """The most output rows (balanced over the tiles of a core's share) whose input rows and output fit NMEM
     (each buffer aligned, with a VECTOR_ELEMS grain of slack for zero-fill rounding)."""
     slack = p["VECTOR_ELEMS"] * itemsize + p["VECTOR_ALIGN"]
 
     def fits(rows: int) -> bool:
         in_rows = (rows - 1) * stride + k
-        return in_rows < 1024 and in_rows * wp * cin * itemsize + rows * ow * co * itemsize + 2 * slack \
+        return in_rows <= max_rows and in_rows * wp * cin * itemsize + rows * ow * co * itemsize + 2 * slack \
             <= p["NMEM_BYTES"]
 
     if not fits(1):

@@ -155,6 +155,10 @@ def fit_access(name: str, ir_index: ir.Expr, flat: Callable[[Mapping[str, int]],
     return simplify(at_zero - spec0)
 
 
+_INT_OPS = {ir.Add: lambda a, b: a + b, ir.Sub: lambda a, b: a - b, ir.Mul: lambda a, b: a * b,
+            ir.FloorDiv: lambda a, b: a // b, ir.FloorMod: lambda a, b: a % b, ir.Min: min, ir.Max: max}
+
+
 def _eval_int(e: ir.Expr, env: Mapping[ir.Var, int]) -> int:
     """The value of an integer expression of loop variables (``+ - * // %`` and constants)."""
     if isinstance(e, ir.IntImm):
@@ -163,10 +167,7 @@ def _eval_int(e: ir.Expr, env: Mapping[ir.Var, int]) -> int:
         return env[e]
     if isinstance(e, ir.Cast):
         return _eval_int(e.value, env)
-    ops = {ir.Add: lambda a, b: a + b, ir.Sub: lambda a, b: a - b, ir.Mul: lambda a, b: a * b,
-           ir.FloorDiv: lambda a, b: a // b, ir.FloorMod: lambda a, b: a % b,
-           ir.Min: min, ir.Max: max}
-    fn = ops.get(type(e))
+    fn = _INT_OPS.get(type(e))
     if fn is None:
         raise FitError(f"cannot evaluate {e} as an index")
     return fn(_eval_int(e.a, env), _eval_int(e.b, env))

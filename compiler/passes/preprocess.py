@@ -29,7 +29,7 @@ from __future__ import annotations
 import isa
 from compiler.arith import Interval, bound, linear_form
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, IRVisitor, loads_in, post_order_visit
+from compiler.ir.functor import IRMutator, loads_in, post_order_visit
 from compiler.passes.tensorize import MARKS, Match, NoMatch, select
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -142,10 +142,8 @@ class _Preprocess(IRMutator):
         cond, value, other = v.args
         if not isinstance(other, ir.IntImm | ir.FloatImm) or other.value != 0:
             return None
-        ranges = {x.var: Interval.from_extent(x.min.value, x.extent.value) for x in loops
-                  if isinstance(x.min, ir.IntImm) and isinstance(x.extent, ir.IntImm) and x.extent.value > 0}
-        span = bound(inner.indices[0], ranges) if len(inner.indices) == 1 else None
-        if span is None or span.lo is None or span.hi is None or span.lo < 0 or span.hi >= inner.buffer.size:
+        span = _span(inner, _loop_ranges(stmt))
+        if span is None:
             return None
         zero = self._fill(inner.buffer, span.lo, span.hi + 1, may_grow=True)  # the span the nest writes
         keep = cond if guard is None else ir.And(guard, cond)
@@ -160,30 +158,11 @@ class _Preprocess(IRMutator):
         if not _has_guard(stmt):
             return None
         body = _StripGuards().mutate(stmt)
-        ranges: dict[ir.Var, Interval] = {}
+        ranges = _loop_ranges(body)
         accesses: list[ir.Load | ir.Store] = []
-
-        class _Collect(IRVisitor):
-            def visit_For(self, f: ir.For) -> None:
-                if isinstance(f.min, ir.IntImm) and isinstance(f.extent, ir.IntImm) and f.extent.value > 0:
-                    ranges[f.var] = Interval.from_extent(f.min.value, f.extent.value)
-                self.generic_visit(f)
-
-            def visit_Store(self, st: ir.Store) -> None:
-                accesses.append(st)
-                self.generic_visit(st)
-
-            def visit_Load(self, ld: ir.Load) -> None:
-                accesses.append(ld)
-                self.generic_visit(ld)
-
-        _Collect().visit(body)
-        for a in accesses:
-            if a.buffer not in self.allocs or len(a.indices) != 1:
-                return None
-            b = bound(a.indices[0], ranges)
-            if b.lo is None or b.hi is None or b.lo < 0 or b.hi >= a.buffer.size:
-                return None
+        post_order_visit(body, lambda n: accesses.append(n) if isinstance(n, ir.Load | ir.Store) else None)
+        if any(a.buffer not in self.allocs or _span(a, ranges) is None for a in accesses):
+            return None
         return body
 
     def _in_place(self, stmt: ir.Stmt, hint: str) -> tuple[ir.Stmt, ir.Stmt] | None:
@@ -283,6 +262,29 @@ def _loops(stmt: ir.Stmt) -> tuple[list[ir.For], ir.Stmt]:
 def _nest(stmt: ir.Stmt) -> tuple[list[ir.For], ir.Store | None]:
     loops, stmt = _loops(stmt)
     return loops, stmt if isinstance(stmt, ir.Store) else None
+
+
+def _loop_ranges(stmt: ir.Stmt) -> dict[ir.Var, Interval]:
+    """The range of every loop in ``stmt`` with constant bounds."""
+    ranges: dict[ir.Var, Interval] = {}
+
+    def visit(n) -> None:
+        if isinstance(n, ir.For) and isinstance(n.min, ir.IntImm) and isinstance(n.extent, ir.IntImm) \
+                and n.extent.value > 0:
+            ranges[n.var] = Interval.from_extent(n.min.value, n.extent.value)
+
+    post_order_visit(stmt, visit)
+    return ranges
+
+
+def _span(access: ir.Load | ir.Store, ranges: dict[ir.Var, Interval]) -> Interval | None:
+    """The elements a flat ``access`` touches over ``ranges``, or None unless all lie inside its buffer."""
+    if len(access.indices) != 1:
+        return None
+    b = bound(access.indices[0], ranges)
+    if b.lo is None or b.hi is None or b.lo < 0 or b.hi >= access.buffer.size:
+        return None
+    return b
 
 
 def _has_guard(stmt: ir.Stmt) -> bool:

@@ -367,8 +367,7 @@ class _Matcher:
             if loop is not None and isinstance(ranges[v], t.Name):
                 field_loops[ranges[v].id] = Loop(loop.var, loop.extent.value, {})
         for access in accesses:  # strides: the coefficient of each loop in each affine operand index
-            buf, index = self.operands[access.tensor]
-            lf = linear_form(index)
+            lf = linear_form(self.operands[access.tensor][1])
             for v, loop in mapping.items():
                 coef = _coefficient(access, shapes[access.tensor], v)
                 if coef is not None and lf is not None and loop.var in lf.terms:
