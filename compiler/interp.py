@@ -108,7 +108,7 @@ def run(func: n.PrimFunc, args: Sequence[np.ndarray] | Mapping[str, np.ndarray])
     if not isinstance(func, n.PrimFunc):
         raise InterpError(f"run: expected a PrimFunc, but got {type(func).__name__}")
     arrays = _match_args(func, args)
-    stored = _stored_buffers(func.body)
+    stored = stored_buffers(func.body)
     storage: dict[n.Buffer, np.ndarray] = {}
     write_back: list[tuple[np.ndarray, np.ndarray]] = []
     for i, (param, array) in enumerate(zip(func.params, arrays, strict=True)):
@@ -199,7 +199,8 @@ def _check_array(what: str, buffer: n.Buffer, array, *, writeable: bool) -> None
         raise InterpError(f"{what}: expected a writeable array (the function stores to it)")
 
 
-def _stored_buffers(body: n.Stmt) -> set[n.Buffer]:
+def stored_buffers(body: n.Stmt) -> set[n.Buffer]:
+    """The buffers ``body`` stores to or passes to a tensor instruction as an operand it writes."""
     stored: set[n.Buffer] = set()
 
     def visit(node: n.Node) -> None:
@@ -795,11 +796,20 @@ def _instruction(s: n.TensorInsn, text: str) -> tuple[isa.ISA, isa.Instruction]:
 
 def _written_operands(s: n.TensorInsn) -> tuple[str, ...]:
     """The operands ``s`` writes; none when its instruction is unknown (compiling it reports that)."""
+    return _operands(s, "writes")
+
+
+def read_operands(s: n.TensorInsn) -> tuple[str, ...]:
+    """The operands ``s`` reads (a ``+=`` target included); none when its instruction is unknown."""
+    return _operands(s, "reads")
+
+
+def _operands(s: n.TensorInsn, role: str) -> tuple[str, ...]:
     try:
         _, instr = _instruction(s, "")
     except InterpError:
         return ()
-    return tuple({op for sem in instr.typed.values() for op in sem.writes})
+    return tuple(dict.fromkeys(op for sem in instr.typed.values() for op in getattr(sem, role)))
 
 
 def bind_types(s: n.TensorInsn, instr: isa.Instruction, text: str) -> dict[str, str]:

@@ -7,6 +7,10 @@ The algorithm follows TVM's ``schedule.InferBound`` + ``ScheduleOps`` in four st
    loop ``x`` of stage ``P`` covers the *region* its readers touch in one iteration of ``x``: every
    index of every read is relaxed over the loops inside ``x`` (``arith.relax``), giving a symbolic
    minimum in the loops outside ``x`` and a constant extent. Extents of split and fused loops follow.
+   A buffer in a scope that several hardware threads share (``SHARED_SCOPES``: DianNao's cluster SMEM is
+   shared by the cores of a cluster) is also relaxed over the loops bound to those threads, as TVM relaxes
+   ``threadIdx`` for "shared" buffers: each thread's copy then holds the region of the whole group, and
+   ``compiler.passes.share_smem`` can let one thread fill it for all.
 3. **Build loop nests**, one loop per leaf axis, outermost first; each root axis is recomputed from
    the loops (``x = xo*f + xi``, ``y = fused // e``, ``z = fused % e``). Where a root value is not
    provably inside the axis's original domain (a split that does not divide, the tail of a region),
@@ -50,6 +54,10 @@ class _Bounds:
     ranges: dict[ir.Var, Interval] = field(default_factory=dict)  # this stage's loop variables
     buffer: ir.Buffer | None = None
     offset: tuple[ir.Expr, ...] = ()
+
+
+# scope -> the hardware axes (thread tags) whose threads share one buffer of that scope
+SHARED_SCOPES: dict[str, frozenset[str]] = {"smem": frozenset({"core"})}
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -247,6 +255,15 @@ class _Lowering:
             node = host
         pb = self.bounds[parent]
         relax.update(pb.loop_var[leaf] for leaf in parent.leaf_iter_vars[pos + 1 :])
+        shared = SHARED_SCOPES.get(stage.scope, frozenset())
+        node = parent
+        while shared and node is not None:   # the threads that share the buffer, outside the attach loop
+            nb = self.bounds[node]
+            for leaf in node.leaf_iter_vars:
+                attr = node.attrs.get(leaf)
+                if attr is not None and attr.thread is not None and attr.thread.thread_tag in shared:
+                    relax.add(nb.loop_var[leaf])
+            node = node.attach[1] if node.attach[0] == "at" else None
         return relax
 
     # ------------------------------------------------------------------------------------------

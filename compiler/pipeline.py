@@ -11,7 +11,8 @@ Targets:
 - ``diannao``: seed 001's flow: flatten, fold padding into zero-fill + copy (Alg. 1's padding case, before
   partitioning cuts the padded copy apart), partition loops to remove guards (Alg. 2), simplify, preprocess
   marked statements against instruction constraints (Alg. 1), partition again (preprocessing turns a
-  padded copy into a guarded one), select tensor instructions (Sec. IV-D).
+  padded copy into a guarded one), select tensor instructions (Sec. IV-D), and let one core per cluster
+  fill the SMEM tiles its cluster shares (the two-level tiling of Sec. V).
   ``compiler.backend.diannao`` turns the result into an SPMD program. ``skip`` drops passes by name
   (``loop_partition``, ``preprocess``) to measure what each one buys.
 - ``vita`` and ``cpu`` extend this table as they land.
@@ -26,7 +27,15 @@ from dataclasses import dataclass
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
-from compiler.passes import flatten, fold_padding, loop_partition, preprocess, simplify, tensorize
+from compiler.passes import (
+    flatten,
+    fold_padding,
+    loop_partition,
+    preprocess,
+    share_smem,
+    simplify,
+    tensorize,
+)
 from compiler.schedule import Schedule
 from compiler.te import Tensor
 from compiler.verify import verify
@@ -66,6 +75,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("loop_partition_preprocessed", loop_partition, "flat", group="loop_partition"),
         Pass("simplify_preprocessed", simplify, "flat"),
         Pass("tensorize", tensorize, "flat"),
+        Pass("share_smem", share_smem, "flat"),
     ),
 }
 OPTIONAL = frozenset({"loop_partition", "preprocess"})

@@ -12,16 +12,26 @@ temporaries) is allocated from the remaining R registers, floats from the F regi
 Accepted IR (anything else raises ``LoweringError`` naming the node):
 
 - a flat function (every buffer one-dimensional) whose parameters are in scope "global" (GMEM);
-- at most one ``For`` bound to thread "core", min 0, extent C: its variable is the global core index
-  CLUSTER_ID * CORE_DIM + CORE_ID and C is the launch size (``DiannaoKernel.cores``), which must be one the
-  card can launch (1 to CORES_PER_CLUSTER, or a multiple of it up to NUM_CORES). Statements outside it run on
-  every launched core: keep them free of effects that must happen once (allocations and Attrs are fine);
+- on each path through the function, at most one ``For`` bound to thread "core", min 0, constant extent C:
+  its variable is the global core index CLUSTER_ID * CORE_DIM + CORE_ID and C is the launch size
+  (``DiannaoKernel.cores``), which must be one the card can launch (1 to CORES_PER_CLUSTER, or a multiple of
+  it up to NUM_CORES). Inside a ``For`` bound to thread "cluster" (min 0, extent K up to CLUSTERS, its
+  variable CLUSTER_ID), the core loop's variable is CORE_ID, its extent is CORES_PER_CLUSTER (or up to that
+  when K = 1) and the launch size is K times that. Several bound loops must lie in different branches (a
+  partitioned cluster loop has one core loop per piece) and agree on the launch size. Statements outside
+  them run on every launched core: keep them free of effects that must happen once (allocations and Attrs
+  are fine);
 - serial and unrolled ``For`` loops (counted scalar loops; extent 0 emits nothing, extent 1 runs the body once
   with the variable bound to min), ``IfThenElse``, ``Seq``, ``Let``, ``Attr``, ``Evaluate`` of a constant;
 - ``Allocate`` in scope "nmem", "wmem" or "smem" with a static size: bump allocation per space, aligned to
   VECTOR_ALIGN (WMEM_ALIGN in WMEM) and released at the end of the Allocate. NMEM and WMEM are per core. SMEM
-  is shared by a cluster's cores, so each core gets its own slice of SMEM_BYTES / CORES_PER_CLUSTER bytes
-  (at CORE_ID times that) and an "smem" buffer lies in the running core's slice;
+  is shared by a cluster's cores: an allocation marked ``Attr("cluster_shared")`` (``share_smem``) lies at
+  the same addresses for all of them, at the bottom of SMEM (its addresses are reused after it ends: the
+  barrier that starts the next fill waits for every core to be done with it); every other "smem" buffer
+  lies in the running core's private slice of the rest, (SMEM_BYTES - shared peak) / CORES_PER_CLUSTER
+  bytes at CORE_ID times that;
+- ``Attr("cluster_fill")``: a cluster barrier, the body on the cluster's first core only (CORE_ID 0), and
+  a second barrier (``share_smem`` states when that computes what every core filling its own copy would);
 - scalar ``Store``/``Load`` and expressions: see compiler/backend/diannao_scalar.py;
 - ``TensorInsn(isa="diannao")``: ``memcpy`` becomes ``memcpyr`` with its addresses in registers (region
   offsets may depend on loop variables and the core index), split into rows or several instructions where the
@@ -38,7 +48,7 @@ nor is the prologue, which loads the float constants of all scalar code into F r
 The output is deterministic: the same IR gives the same program text.
 
 Non-Goals: register spilling (running out of registers is a LoweringError), instruction scheduling,
-strength reduction of addresses, barriers (no IR node asks for one).
+strength reduction of addresses, barriers other than those of a cluster fill.
 """
 
 from __future__ import annotations
@@ -54,7 +64,8 @@ from compiler.backend.diannao_scalar import Binding, Place, Scalar, Val, float_b
 from compiler.errors import InterpError, LoweringError, VerifyError
 from compiler.interp import bind_types
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRVisitor, post_order_visit
+from compiler.ir.functor import IRVisitor, fields_of, post_order_visit
+from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 from compiler.passes.tensorize import space_of
 from compiler.verify import verify
 from isa.lang.tree import Name
@@ -62,13 +73,15 @@ from isa.lang.tree import Name
 _SCRATCH = Late("scratch")
 #: F registers kept free for expressions when float constants are hoisted into the others
 _F_RESERVE = 8
+_SHARED = "SMEM_CLUSTER"  # the pool of cluster-shared SMEM buffers (at the bottom of SMEM)
 
 
 @dataclass(frozen=True)
 class DiannaoKernel:
     """A compiled kernel: its program, launch size, parameters (R0, R1, ... hold their GMEM addresses), the
     pcs of scalar code emitted inside marked regions, and the peak bytes allocated per on-chip space (SMEM:
-    per core slice; NMEM includes the float scratch word when the kernel needs one)."""
+    per core slice, SMEM_CLUSTER: the cluster-shared buffers; NMEM includes the float scratch word when the
+    kernel needs one)."""
 
     program: isa.Program
     cores: int
@@ -145,18 +158,54 @@ def split_copy(length: int, count: int, dst_stride: int, src_stride: int, max_le
 
 
 class _Prescan(IRVisitor):
-    """What the prologue needs: the float constants of scalar code and whether SMEM is allocated."""
+    """What the prologue needs: the float constants of scalar code, whether private SMEM is allocated, and
+    whether cluster-shared SMEM buffers are (``_shared_peak`` sizes them)."""
 
     def __init__(self) -> None:
         self.floats: dict[tuple[int, int], None] = {}
         self.smem = False
+        self.shared = False
 
     def visit_FloatImm(self, e: ir.FloatImm) -> None:
         self.floats[float_bits(e)] = None
 
+    def visit_Attr(self, s: ir.Attr) -> None:
+        if s.key == CLUSTER_SHARED:
+            if not (isinstance(s.body, ir.Allocate) and s.body.buffer.scope == "smem"):
+                raise LoweringError(f"a '{CLUSTER_SHARED}' mark must enclose an allocation in scope 'smem': "
+                                    f"{_first_line(s)}")
+            self.shared = True
+            self.visit(s.body.body)
+            return
+        self.generic_visit(s)
+
     def visit_Allocate(self, s: ir.Allocate) -> None:
         self.smem |= s.buffer.scope == "smem"
         self.generic_visit(s)
+
+
+def _shared_peak(node: ir.Node, align: int) -> int:
+    """The most bytes of cluster-shared SMEM live at once in ``node`` (allocations aligned to ``align``)."""
+    if isinstance(node, ir.Attr) and node.key == CLUSTER_SHARED and isinstance(node.body, ir.Allocate):
+        b = node.body.buffer
+        return -(-b.size * b.dtype.bits // 8 // align) * align + _shared_peak(node.body.body, align)
+    if isinstance(node, ir.Stmt):
+        return max((_shared_peak(getattr(node, f), align) for f in fields_of(node)
+                    if isinstance(getattr(node, f), ir.Stmt | tuple)), default=0)
+    if isinstance(node, tuple):
+        return max((_shared_peak(x, align) for x in node), default=0)
+    return 0
+
+
+def _has_bound_loop(node: ir.Node) -> bool:
+    found = False
+
+    def visit(x: ir.Node) -> None:
+        nonlocal found
+        found |= isinstance(x, ir.For) and x.kind is ir.ForKind.THREAD_BINDING
+
+    post_order_visit(node, visit)
+    return found
 
 
 def _first_line(node: ir.Node) -> str:
@@ -177,12 +226,13 @@ class _Codegen:
         self.s = Scalar(self.code, self.zero, RegisterFile("R", range(len(func.params), nregs - 1)),
                         RegisterFile("F", range(nregs)), _SCRATCH)
         self.cpc = p["CORES_PER_CLUSTER"]
-        self.onchip = [name for name in spec.spaces if name != "GMEM"]
-        self.capacity = {name: spec.spaces[name].bytes // (self.cpc if name == "SMEM" else 1)
-                         for name in self.onchip}
+        self.onchip = [name for name in spec.spaces if name != "GMEM"] + [_SHARED]
+        self.capacity = {name: spec.spaces[name].bytes for name in self.onchip if name != _SHARED}
         self.top = dict.fromkeys(self.onchip, 0)
         self.peak = dict.fromkeys(self.onchip, 0)
-        self.cores: int | None = None
+        self.cores: int | None = None   # the launch size all bound loops agree on
+        self.open: list[str] = []       # the threads of the bound loops around the statement compiled now
+        self.clusters = 0               # the extent of the enclosing cluster-bound loop (0: none)
         self.smem_reg: int | None = None
 
     def run(self) -> DiannaoKernel:
@@ -227,12 +277,18 @@ class _Codegen:
         scan = _Prescan()
         scan.visit(self.func.body)
         self.code.emit("li", rd=self.zero, imm=0)
+        align = self.spec.params["VECTOR_ALIGN"]
+        shared = _shared_peak(self.func.body, align) if scan.shared else 0
+        self.capacity[_SHARED] = shared
+        self.capacity["SMEM"] = (self.capacity["SMEM"] - shared) // self.cpc // align * align
         if scan.smem:
             self.smem_reg = self.s.take()
             slice_bytes = self.s.const(self.capacity["SMEM"])
             self.code.emit("rdid", rd=self.smem_reg, which="CORE_ID")
             self.code.emit("mul", rd=self.smem_reg, rs1=self.smem_reg, rs2=slice_bytes.reg)
             self.s.free(slice_bytes)
+            if shared:
+                self.code.emit("addi", rd=self.smem_reg, rs1=self.smem_reg, imm=shared)
         hoist = max(0, self.spec.params["NUM_REGS"] - _F_RESERVE)
         for key in list(scan.floats)[:hoist]:
             reg = self.s.take(True)
@@ -250,7 +306,7 @@ class _Codegen:
     def _reserve(self, space: str, nbytes: int, what: str, align: int) -> int:
         base = -(-self.top[space] // align) * align
         if base + nbytes > self.capacity[space]:
-            per = " per core" if space == "SMEM" else ""
+            per = {"SMEM": " per core", _SHARED: " for the cluster-shared buffers"}.get(space, "")
             raise LoweringError(f"{what} ({nbytes} bytes) does not fit in {space}: {base} bytes are in use "
                                 f"of its {self.capacity[space]}{per}")
         self.top[space] = base + nbytes
@@ -266,12 +322,35 @@ class _Codegen:
             method(s)
 
     def _Seq(self, s: ir.Seq) -> None:
+        bound = [x for x in s.stmts if _has_bound_loop(x)]
+        if len(bound) > 1:
+            raise LoweringError(f"{_first_line(bound[1])}: bound loops run one after another, but the cores "
+                                "do not wait for each other between them (no barrier); use one bound loop")
         for x in s.stmts:
             self.stmt(x)
 
     def _Attr(self, s: ir.Attr) -> None:
+        if s.key == CLUSTER_SHARED:
+            self._Allocate(s.body, shared=True)
+            return
+        if s.key == CLUSTER_FILL:
+            self._cluster_fill(s)
+            return
         with self.code.marking(s.key.startswith("pragma_")):
             self.stmt(s.body)
+
+    def _cluster_fill(self, s: ir.Attr) -> None:
+        """Barrier; the fill on the cluster's first core; barrier."""
+        if "core" not in self.open:
+            raise LoweringError(f"{_first_line(s)}: a cluster fill must be inside the core-bound loop")
+        self.code.emit("barrier", scope="CLUSTER")
+        core, skip = self.s.take(), Label()
+        self.code.emit("rdid", rd=core, which="CORE_ID")
+        self.code.emit("bne", rs1=core, rs2=self.zero, target=skip)
+        self.s.free(Val(core, temp=True))
+        self.stmt(s.body)
+        self.code.place(skip)
+        self.code.emit("barrier", scope="CLUSTER")
 
     def _Evaluate(self, s: ir.Evaluate) -> None:
         if not isinstance(s.value, ir.IntImm | ir.FloatImm):
@@ -323,7 +402,7 @@ class _Codegen:
 
     def _For(self, s: ir.For) -> None:
         if s.kind is ir.ForKind.THREAD_BINDING:
-            self._core_loop(s)
+            self._bound_loop(s)
             return
         if s.kind not in (ir.ForKind.SERIAL, ir.ForKind.UNROLLED):
             raise LoweringError(f"a {s.kind.name.lower()} loop has no meaning on one DianNao core (bind it "
@@ -367,34 +446,70 @@ class _Codegen:
         self.code.place(done)
         self.s.free(Val(counter, temp=True), Val(end, temp=True))
 
-    def _core_loop(self, s: ir.For) -> None:
+    def _bound_loop(self, s: ir.For) -> None:
         name = s.var.name
-        if s.thread != "core":
-            raise LoweringError(f"bound loop {name}: the DianNao backend binds loops to the 'core' axis "
-                                f"only, not '{s.thread}'")
-        if self.cores is not None:
-            raise LoweringError(f"bound loop {name}: a kernel has at most one core-bound loop, and loop(s) "
-                                f"over {self.cores} cores came first")
+        if s.thread not in ("core", "cluster"):
+            raise LoweringError(f"bound loop {name}: the DianNao backend binds loops to the 'core' and "
+                                f"'cluster' axes only, not '{s.thread}'")
+        if "core" in self.open or s.thread in self.open:
+            raise LoweringError(f"bound loop {name}: a kernel has at most one core-bound loop on each path, "
+                                f"and at most one cluster-bound loop around it; this '{s.thread}' loop is "
+                                f"inside a '{self.open[-1]}' loop")
         lo, extent = simplify(s.min), simplify(s.extent)
         if not (isinstance(lo, ir.IntImm) and lo.value == 0 and isinstance(extent, ir.IntImm)):
             raise LoweringError(f"bound loop {name}: expected min 0 and a constant extent, but got min "
                                 f"'{lo}' and extent '{extent}'")
-        cores, total = extent.value, self.spec.params["NUM_CORES"]
-        if not (1 <= cores <= self.cpc or (cores % self.cpc == 0 and self.cpc <= cores <= total)):
-            raise LoweringError(f"bound loop {name}: cannot launch {cores} cores: use 1 to {self.cpc} cores "
-                                f"of one cluster, or a multiple of {self.cpc} up to {total} (whole clusters)")
-        self.cores = cores
-        reg = self.s.take()
-        self.code.emit("rdid", rd=reg, which="CORE_ID")
-        if cores > self.cpc:  # several clusters: add CLUSTER_ID * CORE_DIM
-            cluster, dim = self.s.take(), self.s.take()
-            self.code.emit("rdid", rd=cluster, which="CLUSTER_ID")
-            self.code.emit("rdid", rd=dim, which="CORE_DIM")
-            self.code.emit("mul", rd=cluster, rs1=cluster, rs2=dim)
-            self.code.emit("add", rd=reg, rs1=reg, rs2=cluster)
-            self.s.free(Val(cluster, temp=True), Val(dim, temp=True))
-        self._bound(s.var, Binding(reg), Interval(0, cores - 1), s.body)
+        n, p = extent.value, self.spec.params
+        if s.thread == "cluster":
+            if not 1 <= n <= p["CLUSTERS"]:
+                raise LoweringError(f"bound loop {name}: the card has {p['CLUSTERS']} clusters, not {n}")
+            reg = self.s.take()
+            self.code.emit("rdid", rd=reg, which="CLUSTER_ID")
+            self.clusters = n
+            try:
+                self._open("cluster", s.var, Binding(reg), Interval(0, n - 1), s.body)
+            finally:
+                self.clusters = 0
+            self.s.free(Val(reg, temp=True))
+            return
+        if self.clusters:
+            if not (n == self.cpc or (self.clusters == 1 and 1 <= n <= self.cpc)):
+                raise LoweringError(f"bound loop {name}: inside a loop over {self.clusters} clusters, a "
+                                    f"core loop runs over the {self.cpc} cores of each (or up to "
+                                    f"{self.cpc} of one cluster), not {n}")
+            self._launch(name, n * self.clusters)
+            reg = self.s.take()
+            self.code.emit("rdid", rd=reg, which="CORE_ID")
+        else:
+            if not (1 <= n <= self.cpc or (n % self.cpc == 0 and self.cpc <= n <= p["NUM_CORES"])):
+                raise LoweringError(f"bound loop {name}: cannot launch {n} cores: use 1 to {self.cpc} cores "
+                                    f"of one cluster, or a multiple of {self.cpc} up to {p['NUM_CORES']} "
+                                    "(whole clusters)")
+            self._launch(name, n)
+            reg = self.s.take()
+            self.code.emit("rdid", rd=reg, which="CORE_ID")
+            if n > self.cpc:  # several clusters: add CLUSTER_ID * CORE_DIM
+                cluster, dim = self.s.take(), self.s.take()
+                self.code.emit("rdid", rd=cluster, which="CLUSTER_ID")
+                self.code.emit("rdid", rd=dim, which="CORE_DIM")
+                self.code.emit("mul", rd=cluster, rs1=cluster, rs2=dim)
+                self.code.emit("add", rd=reg, rs1=reg, rs2=cluster)
+                self.s.free(Val(cluster, temp=True), Val(dim, temp=True))
+        self._open("core", s.var, Binding(reg), Interval(0, n - 1), s.body)
         self.s.free(Val(reg, temp=True))
+
+    def _launch(self, name: str, cores: int) -> None:
+        if self.cores is not None and self.cores != cores:
+            raise LoweringError(f"bound loop {name}: it runs on {cores} cores, but another bound loop of the "
+                                f"kernel runs on {self.cores}; all must agree on the launch size")
+        self.cores = cores
+
+    def _open(self, thread: str, var: ir.Var, binding: Binding, interval: Interval, body: ir.Stmt) -> None:
+        self.open.append(thread)
+        try:
+            self._bound(var, binding, interval, body)
+        finally:
+            self.open.pop()
 
     def _space(self, scope: str, what: str) -> str:
         space = space_of(scope)
@@ -403,7 +518,7 @@ class _Codegen:
                                 f"(spaces: {', '.join(s.lower() for s in self.spec.spaces)})")
         return space
 
-    def _Allocate(self, s: ir.Allocate) -> None:
+    def _Allocate(self, s: ir.Allocate, shared: bool = False) -> None:
         b = s.buffer
         space = self._space(b.scope, f"allocation {b.name}")
         if space == "GMEM":
@@ -412,15 +527,16 @@ class _Codegen:
             raise LoweringError(f"allocation {b.name}: {b.dtype} elements have no byte layout")
         p = self.spec.params
         align = p["WMEM_ALIGN"] if space == "WMEM" else p["VECTOR_ALIGN"]
-        outer = self.top[space]
-        base = self._reserve(space, b.size * b.dtype.bits // 8, f"allocation {b.name}", align)
-        reg = self.smem_reg if space == "SMEM" else self.zero
+        pool = _SHARED if shared else space
+        outer = self.top[pool]
+        base = self._reserve(pool, b.size * b.dtype.bits // 8, f"allocation {b.name}", align)
+        reg = self.smem_reg if pool == "SMEM" else self.zero
         self.s.places[b] = Place(space, reg, base)
         try:
             self.stmt(s.body)
         finally:
             del self.s.places[b]
-            self.top[space] = outer
+            self.top[pool] = outer
 
     # tensor instructions -------------------------------------------------------------------------
     def _TensorInsn(self, s: ir.TensorInsn) -> None:

@@ -90,25 +90,44 @@ def elementwise(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
 # ------------------------------------------------------------------------------------------------ conv
 @dataclass(frozen=True)
 class ConvPlan:
-    """How a conv layer is cut: ``row_groups`` x ``cout_groups`` cores (a core computes the output rows of its
-    row group for the output channels of its channel group), ``tile_rows`` output rows per NMEM tile."""
+    """How a conv layer is cut over the card, in one of two forms.
+
+    Private (``sub_rows == 0``): ``row_groups`` x ``cout_groups`` cores on one flat core axis; a core computes
+    the output rows of its row group for the output channels of its channel group, staging ``tile_rows``
+    output rows' worth of input at a time from GMEM into its NMEM.
+
+    Cluster-shared (``sub_rows > 0``, the two-level tiling of seed 001 Sec. V): ``row_groups`` clusters take
+    one row group each; a cluster's cores split its rows ``sub_rows`` ways and its channels ``cout_groups``
+    ways (``sub_rows * cout_groups`` = a cluster's cores). The cluster stages ``smem_rows`` output rows' worth
+    of input in SMEM once, one core filling it for all, and each core copies its ``tile_rows`` at a time from
+    SMEM into NMEM.
+    """
 
     oh: int
     ow: int
     row_groups: int
     cout_groups: int
     tile_rows: int
-    estimate: int  # cycles: the tensor unit's for one core's share plus the GMEM traffic's
+    estimate: int  # cycles: the tensor unit's for one core's share plus the GMEM (and SMEM) port time
+    sub_rows: int = 0
+    smem_rows: int = 0
+
+    @property
+    def cores(self) -> int:
+        """The cores the plan launches."""
+        return self.row_groups * self.cout_groups * max(self.sub_rows, 1)
 
 
 def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
               spec: isa.ISA | None = None) -> ConvPlan:
-    """The cut with the fewest estimated cycles: per core, the tensor unit's cycles for its share plus the
-    card's GMEM traffic (each row group reads its channel groups' weights, each channel group its row
-    groups' input rows with their halo) at one DMA stream's rate. Cuts use at most ``cores`` cores, a
-    number the card can launch (up to a cluster, or whole clusters), and leave no row group empty (an
-    empty group's guards would depend on the core in ways loop partitioning cannot split in three
-    pieces). ScheduleError names what cannot fit."""
+    """The cut with the fewest estimated cycles, of either form (``ConvPlan``).
+
+    The estimate is the tensor unit's cycles for one core's share plus the time the card's GMEM port and a
+    cluster's SMEM port are busy (each row group reads its channel groups' weights, each channel group its
+    row groups' input rows with the halo of every tile): on this card a core waits for its own copies, so the
+    ports' time adds to the compute's. Cuts use at most ``cores`` cores, a number the card can launch (up to
+    a cluster, or whole clusters), and leave no row group empty (an empty group's guards would depend on the
+    core in ways loop partitioning cannot split in three pieces). ScheduleError names what cannot fit."""
     spec = spec or isa.load_isa("diannao")
     p = spec.params
     block = p["CONV_BLOCK"]
@@ -120,47 +139,80 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
     hp, wp = h + 2 * pad, w + 2 * pad
     if k > min(hp, wp):
         raise ScheduleError(f"DianNao conv: a {k}x{k} kernel does not fit the padded {hp}x{wp} input")
-    oh, ow = (hp - k) // stride + 1, (wp - k) // stride + 1
-    best: ConvPlan | None = None
-    per_cluster = p["CORES_PER_CLUSTER"]
-    max_rows = (1 << spec.instruction("conv").field("h").bits) - 1   # input rows one conv can take
-    splits = [(rg, cg) for cg in range(1, cout // block + 1) if (cout // block) % cg == 0
-              for rg in range(1, oh + 1)
-              if (rg * cg <= min(cores, per_cluster) or (rg * cg <= cores and rg * cg % per_cluster == 0))
-              and math.ceil(oh / rg) * (rg - 1) < oh]   # a launchable core count, no row group empty
-    for rg, cg in splits:
-        co = cout // cg
-        if k * k * cin * co * itemsize > p["WMEM_BYTES"]:
-            continue
-        share = math.ceil(oh / rg)
-        tile = _conv_tile_rows(share, stride, k, wp, cin, ow, co, itemsize, p, max_rows)
-        if tile is None:
-            continue
-        weights = k * k * cin * cout * itemsize
-        input_rows = rg * math.ceil(share / tile) * ((tile - 1) * stride + k)   # each tile with its halo
-        traffic = rg * weights + cg * input_rows * w * cin * itemsize + oh * ow * cout * itemsize
-        macs = share * ow * co * k * k * cin
-        estimate = math.ceil(macs * itemsize / (2 * p["TFU_MACS_PER_CYCLE"])) + \
-            math.ceil(traffic / p["DMA_GMEM_BYTES_PER_CYCLE"])
-        if best is None or estimate < best.estimate:
-            best = ConvPlan(oh, ow, rg, cg, tile, estimate)
-    if best is None:
+    layer = _Layer(h, w, cin, cout, k, stride, pad, itemsize, p,
+                   max_rows=(1 << spec.instruction("conv").field("h").bits) - 1)
+    plans = [*_private_plans(layer, cores), *_shared_plans(layer, cores)]
+    if not plans:
         raise ScheduleError(f"DianNao conv: no split of {cores} cores fits the weights "
                             f"({k}x{k}x{cin}x{cout}) in WMEM and a tile of output rows in NMEM")
-    return best
+    return min(plans, key=lambda plan: plan.estimate)
 
 
-def _conv_tile_rows(share: int, stride: int, k: int, wp: int, cin: int, ow: int, co: int, itemsize: int,
-                    p, max_rows: int) -> int | None:
-    """The most output rows (balanced over the tiles of a core's share) whose input rows and output fit NMEM
-    (each buffer aligned, with a VECTOR_ELEMS grain of slack for zero-fill rounding)."""
-    slack = p["VECTOR_ELEMS"] * itemsize + p["VECTOR_ALIGN"]
+@dataclass(frozen=True)
+class _Layer:
+    """A conv layer's sizes, and the cost of pieces of it on the card described by ``p``."""
 
-    def fits(rows: int) -> bool:
-        in_rows = (rows - 1) * stride + k
-        return in_rows <= max_rows and in_rows * wp * cin * itemsize + rows * ow * co * itemsize + 2 * slack \
-            <= p["NMEM_BYTES"]
+    h: int
+    w: int
+    cin: int
+    cout: int
+    k: int
+    stride: int
+    pad: int
+    itemsize: int
+    p: dict
+    max_rows: int  # input rows one conv instruction can take (its h field)
 
+    @property
+    def oh(self) -> int:
+        return (self.h + 2 * self.pad - self.k) // self.stride + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + 2 * self.pad - self.k) // self.stride + 1
+
+    @property
+    def row_bytes(self) -> int:
+        """One padded input row."""
+        return (self.w + 2 * self.pad) * self.cin * self.itemsize
+
+    def in_rows(self, rows: int) -> int:
+        """Input rows that ``rows`` output rows read."""
+        return (rows - 1) * self.stride + self.k
+
+    def weights(self, groups: int) -> int | None:
+        """Bytes of one of ``groups`` channel groups' weights, or None when they do not fit WMEM."""
+        nbytes = self.k * self.k * self.cin * self.cout // groups * self.itemsize
+        return nbytes if nbytes <= self.p["WMEM_BYTES"] else None
+
+    def tensor_cycles(self, rows: int, groups: int) -> int:
+        """The tensor unit's cycles for ``rows`` output rows of one of ``groups`` channel groups."""
+        macs = rows * self.ow * self.cout // groups * self.k * self.k * self.cin
+        return math.ceil(macs * self.itemsize / (2 * self.p["TFU_MACS_PER_CYCLE"]))
+
+    def tile_rows(self, share: int, groups: int) -> int | None:
+        """The most output rows (balanced over the tiles of a core's ``share``) whose input rows and output
+        fit NMEM (each buffer aligned, with a VECTOR_ELEMS grain of slack for zero-fill rounding)."""
+        out_row = self.ow * self.cout // groups * self.itemsize
+        return _balanced(share, lambda rows: self.in_rows(rows) <= self.max_rows and self.in_rows(rows) *
+                         self.row_bytes + rows * out_row + 2 * self._slack <= self.p["NMEM_BYTES"])
+
+    def smem_rows(self, share: int) -> int | None:
+        """The most output rows (balanced over a cluster's ``share``) whose input rows fit SMEM."""
+        return _balanced(share, lambda rows: self.in_rows(rows) * self.row_bytes + self._slack
+                         <= self.p["SMEM_BYTES"])
+
+    @property
+    def _slack(self) -> int:
+        return self.p["VECTOR_ELEMS"] * self.itemsize + self.p["VECTOR_ALIGN"]
+
+    def port_cycles(self, gmem: int, smem: int = 0) -> int:
+        return math.ceil(gmem / self.p["DMA_GMEM_BYTES_PER_CYCLE"]) + \
+            math.ceil(smem / self.p["DMA_SMEM_BYTES_PER_CYCLE"])
+
+
+def _balanced(share: int, fits) -> int | None:
+    """The largest tile of at most ``share`` rows that ``fits``, then evened out over the tiles it needs."""
     if not fits(1):
         return None
     most = 1
@@ -170,15 +222,70 @@ def _conv_tile_rows(share: int, stride: int, k: int, wp: int, cin: int, ow: int,
     return math.ceil(share / tiles)
 
 
+def _no_empty_group(n: int, groups: int) -> bool:
+    return math.ceil(n / groups) * (groups - 1) < n
+
+
+def _private_plans(layer: _Layer, cores: int):
+    p, blocks = layer.p, layer.cout // layer.p["CONV_BLOCK"]
+    per_cluster = p["CORES_PER_CLUSTER"]
+    for cg in (g for g in range(1, blocks + 1) if blocks % g == 0):
+        weights = layer.weights(cg)
+        for rg in range(1, layer.oh + 1):
+            used = rg * cg
+            if not (used <= min(cores, per_cluster) or (used <= cores and used % per_cluster == 0)):
+                continue
+            share = math.ceil(layer.oh / rg)
+            tile = layer.tile_rows(share, cg)
+            if weights is None or tile is None or not _no_empty_group(layer.oh, rg):
+                continue
+            input_rows = rg * math.ceil(share / tile) * layer.in_rows(tile)   # each tile with its halo
+            traffic = rg * cg * weights + cg * input_rows * layer.w * layer.cin * layer.itemsize
+            estimate = layer.tensor_cycles(share, cg) + layer.port_cycles(traffic + _output_bytes(layer))
+            yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate)
+
+
+def _shared_plans(layer: _Layer, cores: int):
+    p, blocks = layer.p, layer.cout // layer.p["CONV_BLOCK"]
+    per_cluster = p["CORES_PER_CLUSTER"]
+    for clusters in range(1, min(cores // per_cluster, p["CLUSTERS"]) + 1):
+        share = math.ceil(layer.oh / clusters)   # output rows per cluster
+        smem_rows = layer.smem_rows(share)
+        if smem_rows is None or not _no_empty_group(layer.oh, clusters):
+            continue
+        smem_tiles = math.ceil(share / smem_rows)
+        for cg in (g for g in range(1, per_cluster + 1) if blocks % g == 0 and per_cluster % g == 0):
+            rs = per_cluster // cg
+            rows = math.ceil(smem_rows / rs)   # a core's rows of one SMEM tile
+            weights, tile = layer.weights(cg), layer.tile_rows(rows, cg)
+            if weights is None or tile is None or not _no_empty_group(smem_rows, rs):
+                continue
+            fill = smem_tiles * layer.in_rows(smem_rows)   # input rows a cluster reads from GMEM
+            traffic = clusters * (per_cluster * weights + fill * layer.w * layer.cin * layer.itemsize)
+            copies = per_cluster * smem_tiles * math.ceil(rows / tile) * layer.in_rows(tile)
+            smem = (fill + copies) * layer.row_bytes   # one cluster's SMEM port
+            estimate = layer.tensor_cycles(smem_tiles * rows, cg) + \
+                layer.port_cycles(traffic + _output_bytes(layer), smem)
+            yield ConvPlan(layer.oh, layer.ow, clusters, cg, tile, estimate, rs, smem_rows)
+
+
+def _output_bytes(layer: _Layer) -> int:
+    return layer.oh * layer.ow * layer.cout * layer.itemsize
+
+
 def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad: int = 1,
            dtype: str = "float32", cores: int = 16, plan: ConvPlan | None = None) -> DiannaoSchedule:
     """2-D convolution, input (h, w, cin) HWC, weights blocked (cout/CONV_BLOCK, k, k, cin, CONV_BLOCK) as the
     conv instruction reads them, output (oh, ow, cout) HWC.
 
-    Each core (``conv_plan``) keeps its channel group's weights in WMEM, and walks its row group in tiles:
-    the tile's input rows with their halo are staged in NMEM through the padding expression (preprocessing
-    turns that copy into a zero-fill plus a strided copy of the interior), one conv computes the tile, and
-    its rows are copied out. Sizes that do not divide leave guards for loop partitioning and preprocessing.
+    Each core (``conv_plan``) keeps its channel group's weights in WMEM, and walks its rows in tiles: the
+    tile's input rows with their halo are staged in NMEM, one conv computes the tile, and its rows are
+    copied out. In the private form the NMEM tile is filled from GMEM through the padding expression
+    (preprocessing turns that copy into a zero-fill plus a strided copy of the interior). In the
+    cluster-shared form the padded copy fills an SMEM tile of the cluster's rows instead (its region is the
+    cluster's, as bound inference relaxes "smem" buffers over the core axis; ``share_smem`` lets one core
+    fill it for all), and the NMEM tiles are copied from it. Sizes that do not divide leave guards for loop
+    partitioning and preprocessing.
     """
     spec = isa.load_isa("diannao")
     block = spec.params["CONV_BLOCK"]
@@ -197,7 +304,8 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     out = te.compute((plan.oh, plan.ow, cout),
                      lambda y, xx, co: te.sum(product(y, xx, co), axis=[ky, kx, ci]), name="Y")
     s = create_schedule(out)
-    xn = s.cache_read(xp, "nmem", [out])
+    xs = s.cache_read(xp, "smem", [out]) if plan.sub_rows else None
+    xn = s.cache_read(xs if xs is not None else xp, "nmem", [out])
     wn = s.cache_read(wb, "wmem", [out])
     if pad:
         s[xp].compute_inline()
@@ -205,15 +313,24 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     y, xx, co = out.op.axis
     rg, yin = s[out].split(y, nparts=plan.row_groups, names=("rg", "yin"))
     cg, coin = s[out].split(co, nparts=plan.cout_groups, names=("cg", "coin"))
-    yt, yi = s[out].split(yin, factor=plan.tile_rows, names=("yt", "yi"))
-    s[out].reorder(rg, cg, yt, yi, xx, coin)
-    core = s[out].fuse(rg, cg)
+    if xs is None:
+        yt, yi = s[out].split(yin, factor=plan.tile_rows, names=("yt", "yi"))
+        s[out].reorder(rg, cg, yt, yi, xx, coin)
+        core = s[out].fuse(rg, cg)
+    else:
+        ys, ysi = s[out].split(yin, factor=plan.smem_rows, names=("ys", "ysi"))
+        sub, yr = s[out].split(ysi, nparts=plan.sub_rows, names=("sub", "yr"))
+        yt, yi = s[out].split(yr, factor=plan.tile_rows, names=("yt", "yi"))
+        s[out].reorder(rg, sub, cg, ys, yt, yi, xx, coin)
+        core = s[out].fuse(sub, cg)
+        s[out].bind(rg, te.thread_axis("cluster", name="cl"))
+        s[xs].compute_at(s[out], ys)
     s[out].bind(core, te.thread_axis("core", name="tid"))
     s[wn].compute_at(s[out], core)
     s[xn].compute_at(s[out], yt)
     s[local].compute_at(s[out], yt)
-    for t in (xn, wn):
+    for t in (xn, wn) if xs is None else (xs, xn, wn):
         s[t].pragma(s[t].op.axis[0], "intrin", "copy")
     s[local].pragma(s[local].op.axis[0], "intrin", "conv")
     s[out].pragma(yi, "intrin", "copy")
-    return DiannaoSchedule(s, (x, wb, out), plan.row_groups * plan.cout_groups, plan.tile_rows)
+    return DiannaoSchedule(s, (x, wb, out), plan.cores, plan.tile_rows)

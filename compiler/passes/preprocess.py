@@ -70,6 +70,16 @@ class _Preprocess(IRMutator):
         self.allocs: list[ir.Buffer] = []  # on-chip allocations in scope, innermost last
         self.grow: dict[ir.Buffer, int] = {}  # buffer -> elements it must hold
         self.fills: dict[ir.Buffer, list[tuple[int, int]]] = {}  # buffer -> element ranges to zero
+        self.outer: dict[ir.Var, Interval] = {}  # ranges of the enclosing loops with constant bounds
+
+    def mutate_For(self, s: ir.For) -> ir.Stmt:
+        inner = _loop_ranges(ir.For(s.var, s.min, s.extent, ir.Evaluate(ir.const(0))))
+        self.outer.update(inner)
+        try:
+            return self.generic_mutate(s)
+        finally:
+            for var in inner:
+                del self.outer[var]
 
     def mutate_Allocate(self, s: ir.Allocate) -> ir.Stmt:
         self.allocs.append(s.buffer)
@@ -154,11 +164,12 @@ class _Preprocess(IRMutator):
         """COM (AddExtraCompute): a guarded statement that only reads and writes on-chip buffers, at
         indices that stay inside them over the whole nest, loses its guards. The extra iterations compute
         elements outside the tensor's region (that is what a bound guard excludes), which nothing reads:
-        a conv tile at the end of a core's rows computes a few more rows that are never copied out."""
+        a conv tile at the end of a core's rows computes a few more rows that are never copied out, from
+        input rows copied from an on-chip tile that the copy's guard no longer leaves out."""
         if not _has_guard(stmt):
             return None
         body = _StripGuards().mutate(stmt)
-        ranges = _loop_ranges(body)
+        ranges = {**self.outer, **_loop_ranges(body)}
         accesses: list[ir.Load | ir.Store] = []
         post_order_visit(body, lambda n: accesses.append(n) if isinstance(n, ir.Load | ir.Store) else None)
         if any(a.buffer not in self.allocs or _span(a, ranges) is None for a in accesses):

@@ -606,7 +606,7 @@ def test_onchip_bytes_is_the_peak_of_nested_and_sequential_allocations() -> None
                Allocate(W, zero(W)))
     kernel = codegen(PrimFunc("alloc", (), body))
     nested = -(-100 // align) * align + 300
-    assert kernel.onchip_bytes == {"SMEM": 0, "NMEM": max(nested, 100), "WMEM": 20}
+    assert kernel.onchip_bytes == {"SMEM": 0, "NMEM": max(nested, 100), "WMEM": 20, "SMEM_CLUSTER": 0}
 
 
 def test_the_same_function_gives_the_same_program_text() -> None:
@@ -784,7 +784,7 @@ def test_only_serial_unrolled_and_core_bound_loops_compile() -> None:
     with pytest.raises(LoweringError, match="a parallel loop has no meaning on one DianNao core"):
         codegen(PrimFunc("f", (A,), parallel))
     vthread = For(i, const(0), const(2), Store(A, (i,), i), ForKind.THREAD_BINDING, "vthread")
-    with pytest.raises(LoweringError, match="binds loops to the 'core' axis only, not 'vthread'"):
+    with pytest.raises(LoweringError, match="'core' and 'cluster' axes only, not 'vthread'"):
         codegen(PrimFunc("f", (A,), vthread))
     unrolled = For(i, const(0), const(8), Store(A, (i,), i * 3), ForKind.UNROLLED)
     compile_and_compare(PrimFunc("f", (A,), unrolled), [np.zeros(8, np.int32)])

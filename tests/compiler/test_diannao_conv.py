@@ -8,7 +8,7 @@ becomes an instruction."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 
 import isa
@@ -72,6 +72,43 @@ def test_every_pass_keeps_the_result(hw, cin, cout, k, stride, pad, cores, dtype
     for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
         # tensorize replaces the loop's f32 sum by the instruction's, in another order: 1e-5 relative
         assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+
+
+@st.composite
+def shared_plans(draw):
+    """A layer and a cluster-shared cut of it (``ConvPlan.sub_rows > 0``) that leaves no group empty."""
+    h, w = draw(st.integers(3, 12)), draw(st.integers(3, 8))
+    cin, cout = draw(st.sampled_from([1, 3, 4])), draw(st.sampled_from([16, 32, 64]))
+    k, stride = draw(st.sampled_from([1, 3])), draw(st.sampled_from([1, 2]))
+    pad = draw(st.sampled_from([0, 1]))
+    assume(k <= min(h, w) + 2 * pad)
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    clusters = draw(st.integers(1, min(4, oh)))
+    assume(-(-oh // clusters) * (clusters - 1) < oh)
+    cg = draw(st.sampled_from([g for g in (1, 2, 4) if (cout // 16) % g == 0]))
+    rs = 4 // cg
+    smem_rows = draw(st.integers(1, -(-oh // clusters)))
+    assume(-(-smem_rows // rs) * (rs - 1) < smem_rows)
+    tile = draw(st.integers(1, -(-smem_rows // rs)))
+    plan = dops.ConvPlan(oh, ow, clusters, cg, tile, 0, rs, smem_rows)
+    return (h, w, cin, cout, k, stride, pad), plan, draw(st.sampled_from(["float32", "int8"]))
+
+
+@settings(max_examples=10, deadline=None)
+@given(shared_plans())
+def test_cluster_shared_cuts_keep_the_result_and_share_their_tile(case) -> None:
+    """Every pass keeps the result of a cluster-shared cut, every marked statement becomes an instruction,
+    and one core per cluster fills the SMEM tile."""
+    (h, w, cin, cout, k, stride, pad), plan, dtype = case
+    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, plan=plan)
+    funcs: list[tuple[str, PrimFunc]] = []
+    compile_func(lower(d.schedule, list(d.args), "conv"), "diannao", dump=lambda n, f: funcs.append((n, f)))
+    final = funcs[-1][1]
+    note(str(final))
+    for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
+        assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+    assert unmatched(final) == []
+    assert "cluster_fill" in str(final)
 
 
 @pytest.mark.parametrize("case", [
