@@ -258,7 +258,7 @@ def _shared_plans(layer: _Layer, cores: int):
             rs = per_cluster // cg
             rows = math.ceil(smem_rows / rs)   # a core's rows of one SMEM tile
             weights, tile = layer.weights(cg), layer.tile_rows(rows, cg)
-            if weights is None or tile is None or not _no_empty_group(smem_rows, rs):
+            if weights is None or tile is None or not _sub_rows_fit(layer.oh, clusters, smem_rows, rs):
                 continue
             fill = smem_tiles * layer.in_rows(smem_rows)   # input rows a cluster reads from GMEM
             traffic = clusters * (per_cluster * weights + fill * layer.w * layer.cin * layer.itemsize)
@@ -267,6 +267,25 @@ def _shared_plans(layer: _Layer, cores: int):
             estimate = layer.tensor_cycles(smem_tiles * rows, cg) + \
                 layer.port_cycles(traffic + _output_bytes(layer), smem)
             yield ConvPlan(layer.oh, layer.ow, clusters, cg, tile, estimate, rs, smem_rows)
+
+
+def _sub_rows_fit(oh: int, clusters: int, smem_rows: int, sub_rows: int) -> bool:
+    """Whether every SMEM tile of every cluster either has rows for all ``sub_rows`` cores of a channel group
+    or for none: a core with nothing to do in a tile its cluster's other cores compute would part from them
+    in a way that leaves the cluster filling the tile a different number of times per core."""
+    share, per_core = math.ceil(oh / clusters), math.ceil(smem_rows / sub_rows)
+    for q in range(clusters):
+        for ys in range(math.ceil(share / smem_rows)):
+            rows = min(smem_rows, share - ys * smem_rows, oh - q * share - ys * smem_rows)
+            if 0 < rows <= (sub_rows - 1) * per_core:
+                return False
+    return True
+
+
+def _rows_covered(plan: ConvPlan) -> int:
+    """Output rows the loops of the cluster-shared form cover: whole SMEM tiles in every cluster."""
+    share = math.ceil(plan.oh / plan.row_groups)
+    return (plan.row_groups - 1) * share + math.ceil(share / plan.smem_rows) * plan.smem_rows
 
 
 def _output_bytes(layer: _Layer) -> int:
@@ -293,7 +312,10 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     plan = plan or conv_plan(h, w, cin, cout, k, stride, pad, itemsize, cores, spec)
     x = te.placeholder((h, w, cin), dtype, name="X")
     wb = te.placeholder((cout // block, k, k, cin, block), dtype, name="Wb")
-    xp = nn.pad(x, (pad, pad, 0), name="Xp") if pad else x
+    # the cluster-shared form's last SMEM tiles may cover rows past the layer's: pad below with zeros to the
+    # last row they read, so that a tile is filled in full and a core may read all of it
+    below = pad + max(0, _rows_covered(plan) * stride + k - 1 - (h + 2 * pad) + 1) if plan.sub_rows else pad
+    xp = nn.pad(x, (pad, pad, 0), (below, pad, 0), name="Xp") if pad or below else x
     ky, kx, ci = te.reduce_axis(k, name="ky"), te.reduce_axis(k, name="kx"), te.reduce_axis(cin, name="ci")
     acc = "int32" if np.dtype(dtype).kind == "i" else dtype  # qconv: i8/i16 products summed in i32
 
@@ -307,7 +329,7 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     xs = s.cache_read(xp, "smem", [out]) if plan.sub_rows else None
     xn = s.cache_read(xs if xs is not None else xp, "nmem", [out])
     wn = s.cache_read(wb, "wmem", [out])
-    if pad:
+    if xp is not x:
         s[xp].compute_inline()
     local = s.cache_write(out, "nmem")
     y, xx, co = out.op.axis

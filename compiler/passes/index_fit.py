@@ -17,7 +17,7 @@ per-variable parts agree on that variable's range. Affine parts compare by coeff
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from compiler.arith import linear_form, simplify
@@ -47,35 +47,54 @@ class Equation:
 def solve(equations: Sequence[Equation], fields: dict[str, int], unknown: Mapping[str, int],
           env: Callable[[dict[str, int]], ScalarEnv]) -> dict[str, int]:
     """Fields satisfying every equation, extending ``fields``; ``unknown`` maps each free field to its bit
-    width. Each round solves the equations with exactly one unknown (the smallest value that fits); raises
-    FitError when an equation fails or unknowns remain that no equation fixes alone."""
-    fields = dict(fields)
-    pending = list(equations)
-    while pending:
-        progress = False
-        for eq in list(pending):
-            free = sorted(n for n in t.names_in(eq.expr) if n in unknown and n not in fields)
-            if len(free) > 1:
-                continue
-            pending.remove(eq)
-            progress = True
-            if not free:
-                got = _value(eq.expr, env(fields))
-                if got != eq.value:
-                    raise FitError(f"{eq.what}: the spec gives {t.to_text(eq.expr)} = {got}, "
-                                   f"the loops {eq.value}")
-                continue
-            (name,) = free
-            fields[name] = _solve_one(eq, name, fields, unknown[name], env)
-        if not progress:
-            names = sorted({n for eq in pending for n in t.names_in(eq.expr)
-                            if n in unknown and n not in fields})
-            raise FitError(f"the loops do not determine field(s) {', '.join(names)}")
-    return fields
+    width. Equations are taken in order of fewest unknowns: one with none is checked, one with a single
+    unknown fixes it to each value that fits, smallest first, and the rest is solved under that value (a
+    degenerate equation such as ``(w - kw) // s + 1 = 1`` with ``w = kw`` fits every stride, and only a later
+    one tells them apart). Raises FitError, naming the first equation that failed, when no values fit or
+    unknowns remain that no equation fixes alone."""
+    failures: list[str] = []
+    found = _search(list(equations), dict(fields), unknown, env, failures)
+    if found is None:
+        raise FitError(failures[0])
+    return found
 
 
-def _solve_one(eq: Equation, name: str, fields: dict[str, int], bits: int,
-               env: Callable[[dict[str, int]], ScalarEnv]) -> int:
+def _search(pending: list[Equation], fields: dict[str, int], unknown: Mapping[str, int],
+            env: Callable[[dict[str, int]], ScalarEnv], failures: list[str]) -> dict[str, int] | None:
+    if not pending:
+        return fields
+
+    def free(eq: Equation) -> list[str]:
+        return sorted(n for n in t.names_in(eq.expr) if n in unknown and n not in fields)
+
+    eq = min(pending, key=lambda e: len(free(e)))
+    names = free(eq)
+    rest = [e for e in pending if e is not eq]
+    if not names:
+        got = _value(eq.expr, env(fields))
+        if got == eq.value:
+            return _search(rest, fields, unknown, env, failures)
+        failures.append(f"{eq.what}: the spec gives {t.to_text(eq.expr)} = {got}, the loops {eq.value}")
+        return None
+    if len(names) > 1:
+        left = sorted({n for e in pending for n in free(e)})
+        failures.append(f"the loops do not determine field(s) {', '.join(left)}")
+        return None
+    (name,) = names
+    tried = False
+    for v in _solutions(eq, name, fields, unknown[name], env):
+        tried = True
+        found = _search(rest, {**fields, name: v}, unknown, env, failures)
+        if found is not None:
+            return found
+    if not tried:
+        failures.append(f"{eq.what}: no value of field {name} gives {t.to_text(eq.expr)} = {eq.value}")
+    return None
+
+
+def _solutions(eq: Equation, name: str, fields: dict[str, int], bits: int,
+               env: Callable[[dict[str, int]], ScalarEnv]) -> Iterator[int]:
+    """The values of field ``name`` (of ``bits`` bits) for which ``eq`` holds, smallest first."""
     if isinstance(eq.expr, t.Name):
         candidates: Sequence[int] = (eq.value,)
     else:
@@ -83,10 +102,9 @@ def _solve_one(eq: Equation, name: str, fields: dict[str, int], bits: int,
     for v in candidates:
         try:
             if _value(eq.expr, env({**fields, name: v})) == eq.value:
-                return v
+                yield v
         except ExecError:
             continue
-    raise FitError(f"{eq.what}: no value of field {name} gives {t.to_text(eq.expr)} = {eq.value}")
 
 
 def _value(e: t.Expr, env: ScalarEnv) -> int:
