@@ -158,54 +158,61 @@ def split_copy(length: int, count: int, dst_stride: int, src_stride: int, max_le
 
 
 class _Prescan(IRVisitor):
-    """What the prologue needs: the float constants of scalar code, whether private SMEM is allocated, and
-    whether cluster-shared SMEM buffers are (``_shared_peak`` sizes them)."""
+    """What the prologue needs: the float constants of scalar code and whether private SMEM is allocated."""
 
     def __init__(self) -> None:
         self.floats: dict[tuple[int, int], None] = {}
         self.smem = False
-        self.shared = False
 
     def visit_FloatImm(self, e: ir.FloatImm) -> None:
         self.floats[float_bits(e)] = None
 
     def visit_Attr(self, s: ir.Attr) -> None:
-        if s.key == CLUSTER_SHARED:
-            if not (isinstance(s.body, ir.Allocate) and s.body.buffer.scope == "smem"):
-                raise LoweringError(f"a '{CLUSTER_SHARED}' mark must enclose an allocation in scope 'smem': "
-                                    f"{_first_line(s)}")
-            self.shared = True
-            self.visit(s.body.body)
-            return
-        self.generic_visit(s)
+        self.visit(s.body.body if _shared_allocation(s) else s.body)
 
     def visit_Allocate(self, s: ir.Allocate) -> None:
         self.smem |= s.buffer.scope == "smem"
         self.generic_visit(s)
 
 
-def _shared_peak(node: ir.Node, align: int) -> int:
+def _shared_allocation(s: ir.Attr) -> bool:
+    """Whether ``s`` is a ``cluster_shared`` mark (which must enclose an "smem" allocation)."""
+    if s.key != CLUSTER_SHARED:
+        return False
+    if not (isinstance(s.body, ir.Allocate) and s.body.buffer.scope == "smem"):
+        raise LoweringError(f"a '{CLUSTER_SHARED}' mark must enclose an allocation in scope 'smem': "
+                            f"{_first_line(s)}")
+    return True
+
+
+def _statements(node: ir.Stmt) -> Iterator[ir.Stmt]:
+    """The statements directly inside ``node``."""
+    for f in fields_of(node):
+        value = getattr(node, f)
+        for x in value if isinstance(value, tuple) else (value,):
+            if isinstance(x, ir.Stmt):
+                yield x
+
+
+def _shared_peak(node: ir.Stmt, align: int) -> int:
     """The most bytes of cluster-shared SMEM live at once in ``node`` (allocations aligned to ``align``)."""
-    if isinstance(node, ir.Attr) and node.key == CLUSTER_SHARED and isinstance(node.body, ir.Allocate):
+    own = 0
+    if isinstance(node, ir.Attr) and _shared_allocation(node):
         b = node.body.buffer
-        return -(-b.size * b.dtype.bits // 8 // align) * align + _shared_peak(node.body.body, align)
-    if isinstance(node, ir.Stmt):
-        return max((_shared_peak(getattr(node, f), align) for f in fields_of(node)
-                    if isinstance(getattr(node, f), ir.Stmt | tuple)), default=0)
-    if isinstance(node, tuple):
-        return max((_shared_peak(x, align) for x in node), default=0)
-    return 0
+        own = -(-b.size * b.dtype.bits // 8 // align) * align
+    return own + max((_shared_peak(x, align) for x in _statements(node)), default=0)
 
 
-def _has_bound_loop(node: ir.Node) -> bool:
-    found = False
-
-    def visit(x: ir.Node) -> None:
-        nonlocal found
-        found |= isinstance(x, ir.For) and x.kind is ir.ForKind.THREAD_BINDING
-
-    post_order_visit(node, visit)
-    return found
+def _check_bound_loops(node: ir.Stmt) -> bool:
+    """Whether ``node`` holds a bound loop; raises LoweringError where two run one after another."""
+    if isinstance(node, ir.For) and node.kind is ir.ForKind.THREAD_BINDING:
+        _check_bound_loops(node.body)
+        return True
+    holding = [x for x in _statements(node) if _check_bound_loops(x)]
+    if isinstance(node, ir.Seq) and len(holding) > 1:
+        raise LoweringError(f"{_first_line(holding[1])}: bound loops run one after another, but the cores do "
+                            "not wait for each other between them (no barrier); use one bound loop")
+    return bool(holding)
 
 
 def _first_line(node: ir.Node) -> str:
@@ -244,6 +251,7 @@ class _Codegen:
             raise LoweringError(f"codegen: {e}") from None
         for i, param in enumerate(func.params):
             self.s.places[param] = Place("GMEM", i, 0)
+        _check_bound_loops(func.body)
         self._prologue()
         self.stmt(func.body)
         self.code.emit("halt")
@@ -278,7 +286,7 @@ class _Codegen:
         scan.visit(self.func.body)
         self.code.emit("li", rd=self.zero, imm=0)
         align = self.spec.params["VECTOR_ALIGN"]
-        shared = _shared_peak(self.func.body, align) if scan.shared else 0
+        shared = _shared_peak(self.func.body, align)
         self.capacity[_SHARED] = shared
         self.capacity["SMEM"] = (self.capacity["SMEM"] - shared) // self.cpc // align * align
         if scan.smem:
@@ -322,15 +330,11 @@ class _Codegen:
             method(s)
 
     def _Seq(self, s: ir.Seq) -> None:
-        bound = [x for x in s.stmts if _has_bound_loop(x)]
-        if len(bound) > 1:
-            raise LoweringError(f"{_first_line(bound[1])}: bound loops run one after another, but the cores "
-                                "do not wait for each other between them (no barrier); use one bound loop")
         for x in s.stmts:
             self.stmt(x)
 
     def _Attr(self, s: ir.Attr) -> None:
-        if s.key == CLUSTER_SHARED:
+        if _shared_allocation(s):
             self._Allocate(s.body, shared=True)
             return
         if s.key == CLUSTER_FILL:
@@ -478,23 +482,21 @@ class _Codegen:
                                     f"core loop runs over the {self.cpc} cores of each (or up to "
                                     f"{self.cpc} of one cluster), not {n}")
             self._launch(name, n * self.clusters)
-            reg = self.s.take()
-            self.code.emit("rdid", rd=reg, which="CORE_ID")
+        elif not (1 <= n <= self.cpc or (n % self.cpc == 0 and self.cpc <= n <= p["NUM_CORES"])):
+            raise LoweringError(f"bound loop {name}: cannot launch {n} cores: use 1 to {self.cpc} cores of "
+                                f"one cluster, or a multiple of {self.cpc} up to {p['NUM_CORES']} (whole "
+                                "clusters)")
         else:
-            if not (1 <= n <= self.cpc or (n % self.cpc == 0 and self.cpc <= n <= p["NUM_CORES"])):
-                raise LoweringError(f"bound loop {name}: cannot launch {n} cores: use 1 to {self.cpc} cores "
-                                    f"of one cluster, or a multiple of {self.cpc} up to {p['NUM_CORES']} "
-                                    "(whole clusters)")
             self._launch(name, n)
-            reg = self.s.take()
-            self.code.emit("rdid", rd=reg, which="CORE_ID")
-            if n > self.cpc:  # several clusters: add CLUSTER_ID * CORE_DIM
-                cluster, dim = self.s.take(), self.s.take()
-                self.code.emit("rdid", rd=cluster, which="CLUSTER_ID")
-                self.code.emit("rdid", rd=dim, which="CORE_DIM")
-                self.code.emit("mul", rd=cluster, rs1=cluster, rs2=dim)
-                self.code.emit("add", rd=reg, rs1=reg, rs2=cluster)
-                self.s.free(Val(cluster, temp=True), Val(dim, temp=True))
+        reg = self.s.take()
+        self.code.emit("rdid", rd=reg, which="CORE_ID")
+        if not self.clusters and n > self.cpc:  # several clusters: add CLUSTER_ID * CORE_DIM
+            cluster, dim = self.s.take(), self.s.take()
+            self.code.emit("rdid", rd=cluster, which="CLUSTER_ID")
+            self.code.emit("rdid", rd=dim, which="CORE_DIM")
+            self.code.emit("mul", rd=cluster, rs1=cluster, rs2=dim)
+            self.code.emit("add", rd=reg, rs1=reg, rs2=cluster)
+            self.s.free(Val(cluster, temp=True), Val(dim, temp=True))
         self._open("core", s.var, Binding(reg), Interval(0, n - 1), s.body)
         self.s.free(Val(reg, temp=True))
 

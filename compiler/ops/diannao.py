@@ -314,7 +314,7 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     wb = te.placeholder((cout // block, k, k, cin, block), dtype, name="Wb")
     # the cluster-shared form's last SMEM tiles may cover rows past the layer's: pad below with zeros to the
     # last row they read, so that a tile is filled in full and a core may read all of it
-    below = pad + max(0, _rows_covered(plan) * stride + k - 1 - (h + 2 * pad) + 1) if plan.sub_rows else pad
+    below = pad + max(0, (_rows_covered(plan) - 1) * stride + k - (h + 2 * pad)) if plan.sub_rows else pad
     xp = nn.pad(x, (pad, pad, 0), (below, pad, 0), name="Xp") if pad or below else x
     ky, kx, ci = te.reduce_axis(k, name="ky"), te.reduce_axis(k, name="kx"), te.reduce_axis(cin, name="ci")
     acc = "int32" if np.dtype(dtype).kind == "i" else dtype  # qconv: i8/i16 products summed in i32

@@ -73,13 +73,13 @@ class _Preprocess(IRMutator):
         self.outer: dict[ir.Var, Interval] = {}  # ranges of the enclosing loops with constant bounds
 
     def mutate_For(self, s: ir.For) -> ir.Stmt:
-        inner = _loop_ranges(ir.For(s.var, s.min, s.extent, ir.Evaluate(ir.const(0))))
-        self.outer.update(inner)
+        rng = _range_of(s)
+        if rng is not None:
+            self.outer[s.var] = rng
         try:
             return self.generic_mutate(s)
         finally:
-            for var in inner:
-                del self.outer[var]
+            self.outer.pop(s.var, None)
 
     def mutate_Allocate(self, s: ir.Allocate) -> ir.Stmt:
         self.allocs.append(s.buffer)
@@ -280,12 +280,19 @@ def _loop_ranges(stmt: ir.Stmt) -> dict[ir.Var, Interval]:
     ranges: dict[ir.Var, Interval] = {}
 
     def visit(n) -> None:
-        if isinstance(n, ir.For) and isinstance(n.min, ir.IntImm) and isinstance(n.extent, ir.IntImm) \
-                and n.extent.value > 0:
-            ranges[n.var] = Interval.from_extent(n.min.value, n.extent.value)
+        rng = _range_of(n) if isinstance(n, ir.For) else None
+        if rng is not None:
+            ranges[n.var] = rng
 
     post_order_visit(stmt, visit)
     return ranges
+
+
+def _range_of(loop: ir.For) -> Interval | None:
+    """The range of ``loop``'s variable when its bounds are constant and it runs at least once."""
+    if isinstance(loop.min, ir.IntImm) and isinstance(loop.extent, ir.IntImm) and loop.extent.value > 0:
+        return Interval.from_extent(loop.min.value, loop.extent.value)
+    return None
 
 
 def _span(access: ir.Load | ir.Store, ranges: dict[ir.Var, Interval]) -> Interval | None:
