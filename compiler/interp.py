@@ -39,7 +39,8 @@ Semantics:
 - **Statements.** For loops of every kind (serial, parallel, unrolled, vectorized, thread-bound)
   run serially, the variable increasing over ``[min, min + extent)``; min and extent are evaluated
   once at loop entry. IfThenElse, Seq, Let (binds its variable for the body), Attr (runs the body;
-  key and value are metadata), Evaluate (evaluates its expression for its effect).
+  key and value are metadata), Evaluate (evaluates its expression for its effect), DepToken (a no-op:
+  sequential execution needs no tokens).
 - **Tensor instructions.** ``TensorInsn`` runs one instruction of a built-in ISA spec with the spec's
   own semantics (``isa.execute``). Its fields are evaluated (ints); fields it leaves out (address
   fields, say: the regions say where the operands are) take the spec's defaults. A type variable
@@ -708,6 +709,11 @@ class _Compiler:
             fv(env)
 
         return evaluate_
+
+    def stmt_DepToken(self, s: n.DepToken) -> StmtFn:
+        for x in s.label:  # compiled for its static checks (bound variables); tokens order nothing here
+            self.expr(x)
+        return lambda env: None
 
     def stmt_TensorInsn(self, s: n.TensorInsn) -> StmtFn:
         text, where = str(s), self._where()

@@ -35,6 +35,8 @@ Writes ``<out>/diannao_loop_partition.csv``, ``<out>/summary.json`` (the means),
 
     python experiments/diannao_loop_partition.py [--quick] [--no-b] [--jobs N] [--classes binary,relu,conv]
 
+``--classes`` also takes one binary op alone (add, sub or mul).
+
 ``--quick`` runs a few small cases that are NOT Table II's (scaled-down shapes of the same character: one
 that divides over 16 cores, one that does not; one small conv layer) in a few seconds; the tests run it.
 Variant (b) of a full run is slow (the scalar fallback of a 255x55x55 add simulates ~70M instructions, ~30 s;
@@ -132,12 +134,11 @@ def quick_cases(classes: Iterable[str] = CLASSES) -> list[Case]:
 def _cases(classes: Iterable[str], shapes: Sequence[tuple[int, ...]], binary_ops: Sequence[str],
            layers: Sequence[tuple[tuple[int, int, int], tuple[int, ...]]]) -> list[Case]:
     classes = list(classes)
-    unknown = [c for c in classes if c not in CLASSES]
+    unknown = [c for c in classes if c not in CLASSES + BINARY_OPS]
     if unknown:
-        raise ValueError(f"unknown class {unknown[0]!r}; expected some of {', '.join(CLASSES)}")
-    out: list[Case] = []
-    if "binary" in classes:
-        out += [Case("binary", op, k, s) for op in binary_ops for k, s in enumerate(shapes, 1)]
+        raise ValueError(f"unknown class {unknown[0]!r}; expected some of {', '.join(CLASSES + BINARY_OPS)}")
+    ops = binary_ops if "binary" in classes else [op for op in binary_ops if op in classes]
+    out: list[Case] = [Case("binary", op, k, s) for op in ops for k, s in enumerate(shapes, 1)]
     if "relu" in classes:
         out += [Case("relu", "relu", k, s) for k, s in enumerate(shapes, 1)]
     if "conv" in classes:
@@ -439,7 +440,8 @@ def write_outputs(rows: Sequence[dict], out: Path) -> list[dict]:
 DEFAULT_OUT = Path("experiments/out/diannao_loop_partition")
 OutOption = Annotated[Path, typer.Option(help="Output folder.")]
 QuickOption = Annotated[bool, typer.Option("--quick", help="A few small cases (not Table II's).")]
-ClassesOption = Annotated[str, typer.Option(help="Comma-separated classes: binary, relu, conv.")]
+ClassesOption = Annotated[str, typer.Option(
+    help="Comma-separated classes: binary, relu, conv; or one binary op alone: add, sub, mul.")]
 NoBOption = Annotated[bool, typer.Option("--no-b", help="Skip variant (b), the slow scalar fallback.")]
 JobsOption = Annotated[int, typer.Option(min=1, help="Processes over the cases (rows do not depend on it).")]
 

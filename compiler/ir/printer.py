@@ -155,6 +155,9 @@ class _Printer:
             self.stmt(s.body, depth + 1)
         elif t is n.TensorInsn:
             self.emit(depth, self.tensor_insn(s))
+        elif t is n.DepToken:
+            label = ", ".join(self.expr(x) for x in s.label)
+            self.emit(depth, f"{s.action}_dep({s.src} -> {s.dst}, {s.token!r}, [{label}])")
         else:
             raise NotImplementedError(f"printer: no case for {t.__name__}")
 

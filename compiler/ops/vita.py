@@ -1,0 +1,312 @@
+"""Default schedules for the VITA target (TVM Sec. 3.4-3.5 and 5.3): int8 conv2d and dense in VTA's packed
+layouts, tiled into the INP/WGT/ACC buffers, with the GEMM micro-op marked for tensorization, a shift+clip
+epilogue in the accumulators and an optional virtual-thread binding.
+
+Layouts (BATCH = 1, BLOCK = BLOCK_IN = BLOCK_OUT of the ISA, 16 by default):
+
+    conv2d  data   (1, IC/BLOCK, H, W, 1, BLOCK)               NCHW1n{BLOCK}c
+            kernel (OC/BLOCK, IC/BLOCK, K, K, BLOCK, BLOCK)    OIHW{BLOCK}o{BLOCK}i
+            out    (1, OC/BLOCK, OH, OW, 1, BLOCK)  int8
+    dense   data   (M, K/BLOCK, 1, BLOCK)
+            weight (N/BLOCK, K/BLOCK, BLOCK, BLOCK)
+            out    (M, N/BLOCK, 1, BLOCK)           int8
+
+Both compute ``clip(sum(i32(data) * i32(weight)) >> shift, lo, 127)`` with ``lo = 0`` for relu, else
+-128 (the shift is written ``floordiv(x, 2**shift)``, which is an arithmetic right shift). Stages:
+
+- ``res`` (scope "acc"): the convolution, computed per output tile; for each chunk of ``ic_block`` input
+  channel blocks the padded input rows are staged in "inp" and the kernel chunk in "wgt" (marked
+  ``dma_copy``), then the GEMM nest runs over the tile (marked ``tensorize = "gemm"``);
+- ``shr``, ``lo``, ``hi`` (scope "acc"): the epilogue, one ALU operation each (marked ``alu``);
+- ``out``: the tile copied to DRAM as int8 (marked ``dma_copy``).
+
+``vthreads = n > 1`` splits the output channel blocks (or the output rows, ``vthread_axis="h"``) into n
+parts bound to "vthread": ``inject_virtual_thread`` gives each part its own buffers and interleaves them,
+so that the loads of one overlap the GEMM of the other (Sec. 3.5's latency hiding).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import isa
+from compiler import te
+from compiler.errors import ScheduleError
+from compiler.ir import nodes as ir
+from compiler.ops import nn
+from compiler.schedule import Schedule, create_schedule
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A conv2d layer: input h x w x ic, oc output channels, a k x k kernel, stride s, padding p."""
+
+    h: int
+    w: int
+    ic: int
+    oc: int
+    k: int = 3
+    s: int = 1
+    p: int = 1
+
+    @property
+    def oh(self) -> int:
+        return nn.conv2d_output_size(self.h, self.k, self.s, self.p)
+
+    @property
+    def ow(self) -> int:
+        return nn.conv2d_output_size(self.w, self.k, self.s, self.p)
+
+    @property
+    def macs(self) -> int:
+        return self.oh * self.ow * self.oc * self.ic * self.k * self.k
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How one output tile is cut: ``rows`` output rows (all columns), ``oc_block`` output channel blocks,
+    and chunks of ``ic_block`` input channel blocks staged at a time; ``vthreads`` virtual threads over
+    ``vthread_axis`` ("oc" or "h"), 0 or 1 for none."""
+
+    rows: int
+    oc_block: int
+    ic_block: int
+    vthreads: int = 0
+    vthread_axis: str = "oc"
+
+    @property
+    def threads(self) -> int:
+        return max(self.vthreads, 1)
+
+
+@dataclass(frozen=True)
+class VitaSchedule:
+    """A schedule with its argument tensors (inputs, then the output) and the tiling it uses."""
+
+    schedule: Schedule
+    args: tuple[te.Tensor, ...]
+    tiling: Tiling
+
+
+def _spec(spec: isa.ISA | None) -> isa.ISA:
+    return spec or isa.load_isa("vita")
+
+
+def block_of(spec: isa.ISA) -> int:
+    p = spec.params
+    if p["BATCH"] != 1 or p["BLOCK_IN"] != p["BLOCK_OUT"]:
+        raise ScheduleError(f"VITA schedules need BATCH = 1 and BLOCK_IN = BLOCK_OUT, but the ISA has "
+                            f"BATCH={p['BATCH']}, BLOCK_IN={p['BLOCK_IN']}, BLOCK_OUT={p['BLOCK_OUT']}")
+    return p["BLOCK_IN"]
+
+
+def _check_blocks(what: str, **channels: int) -> None:
+    for name, (value, block) in channels.items():
+        if value % block:
+            raise ScheduleError(f"VITA {what}: {name} = {value} is not a multiple of the GEMM block {block}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Tiling choice
+
+
+def tile_fits(layer: ConvShape, t: Tiling, spec: isa.ISA) -> str | None:
+    """Why tiling ``t`` does not fit the buffers of ``spec`` (each virtual thread has its own), or None."""
+    p, block = spec.params, block_of(spec)
+    n = t.threads
+    in_rows = (t.rows - 1) * layer.s + layer.k
+    in_cols = layer.w + 2 * layer.p
+    need = {
+        "INP": t.ic_block * in_rows * in_cols,
+        "WGT": t.oc_block * t.ic_block * layer.k * layer.k,
+        "ACC": t.oc_block * t.rows * layer.ow,
+    }
+    depth = {"INP": p["INP_BUFF_DEPTH"], "WGT": p["WGT_BUFF_DEPTH"], "ACC": p["ACC_BUFF_DEPTH"]}
+    for space, tiles in need.items():
+        if tiles * n > depth[space]:
+            return f"{space} needs {tiles} x {n} tiles, has {depth[space]}"
+    if in_rows > layer.h + 2 * layer.p + layer.s:
+        return "more input rows than the layer has"
+    del block
+    return None
+
+
+def _uneven(layer: ConvShape, t: Tiling) -> str | None:
+    """Why ``t`` does not cut ``layer`` into whole tiles (a partial tile would need guards, which VITA
+    cannot run), or None."""
+    if layer.oh % t.rows:
+        return f"{t.rows} rows do not divide the {layer.oh} output rows"
+    if t.vthread_axis == "h" and layer.oh // t.rows % t.threads:
+        return f"{layer.oh // t.rows} row tiles do not split over {t.threads} virtual threads"
+    return None
+
+
+def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, dram_bytes_per_cycle: int = 8) -> int:
+    """A first-order cost: GEMM cycles, DRAM cycles, and, without virtual threads, their sum (nothing
+    overlaps); with them, the larger of the two plus one tile's worth of the other."""
+    block = block_of(spec)
+    oc_b, ic_b = layer.oc // block, layer.ic // block
+    tiles = math.ceil(layer.oh / t.rows) * math.ceil(oc_b / t.oc_block)
+    chunks = math.ceil(ic_b / t.ic_block)
+    in_rows = (t.rows - 1) * layer.s + layer.k
+    inp = chunks * t.ic_block * in_rows * (layer.w + 2 * layer.p) * block
+    wgt = chunks * t.oc_block * t.ic_block * layer.k * layer.k * block * block
+    out = t.oc_block * t.rows * layer.ow * block
+    dram = tiles * math.ceil((inp + wgt + out) / dram_bytes_per_cycle)
+    gemm = tiles * t.oc_block * t.rows * layer.ow * ic_b * layer.k * layer.k
+    if t.threads == 1:
+        return dram + gemm
+    return max(dram, gemm) + min(dram, gemm) // tiles
+
+
+def choose_tiling(layer: ConvShape, vthreads: int = 0, spec: isa.ISA | None = None) -> Tiling:
+    """The tiling of ``layer`` with the lowest ``estimate_cycles`` that fits the buffers, ``vthreads``
+    virtual threads over output channels (or rows, when the channel blocks do not split)."""
+    spec = _spec(spec)
+    block = block_of(spec)
+    oc_b, ic_b = layer.oc // block, layer.ic // block
+    n = max(vthreads, 1)
+    axes = ["oc"] if oc_b % n == 0 and oc_b >= n else []
+    axes += ["h"] if layer.oh >= n else []
+    best: tuple[int, Tiling] | None = None
+    for axis in axes:
+        oc_share = oc_b // n if axis == "oc" else oc_b
+        row_share = math.ceil(layer.oh / n) if axis == "h" else layer.oh
+        for ob in (d for d in range(1, oc_share + 1) if oc_share % d == 0):
+            for ib in (d for d in range(1, ic_b + 1) if ic_b % d == 0):
+                for rows in range(1, row_share + 1):
+                    t = Tiling(rows, ob, ib, vthreads, axis)
+                    if tile_fits(layer, t, spec) is not None:
+                        break  # more rows only need more
+                    if _uneven(layer, t):
+                        continue
+                    cost = (estimate_cycles(layer, t, spec), -rows, -ob, -ib)
+                    if best is None or cost < best[0]:
+                        best = (cost, t)
+    if best is None:
+        raise ScheduleError(f"VITA conv2d {layer}: no tiling with {n} virtual thread(s) fits the buffers")
+    return best[1]
+
+
+# --------------------------------------------------------------------------------------------------
+# Operators
+
+
+def _epilogue(res: te.Tensor, shift: int, relu: bool) -> tuple[te.Tensor, ...]:
+    if not 0 <= shift < 31:
+        raise ScheduleError(f"VITA: shift must be in [0, 31), but got {shift}")
+    shr = te.compute(res.shape, lambda *i: ir.FloorDiv(res[i], ir.const(1 << shift)), name="shr")
+    lo = te.compute(res.shape, lambda *i: ir.Max(shr[i], ir.const(0 if relu else -128)), name="lo")
+    hi = te.compute(res.shape, lambda *i: ir.Min(lo[i], ir.const(127)), name="hi")
+    out = te.compute(res.shape, lambda *i: ir.cast(hi[i], "int8"), name="out")
+    return shr, lo, hi, out
+
+
+def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
+           vthreads: int = 0, spec: isa.ISA | None = None) -> VitaSchedule:
+    """int8 conv2d of ``layer`` in the packed layouts above, tiled by ``tiling`` (default
+    ``choose_tiling(layer, vthreads)``)."""
+    spec = _spec(spec)
+    block = block_of(spec)
+    _check_blocks("conv2d", IC=(layer.ic, block), OC=(layer.oc, block))
+    t = tiling or choose_tiling(layer, vthreads, spec)
+    reason = tile_fits(layer, t, spec)
+    if reason is not None:
+        raise ScheduleError(f"VITA conv2d {layer}: tiling {t} does not fit: {reason}")
+    ic_b, oc_b = layer.ic // block, layer.oc // block
+    uneven = _uneven(layer, t)
+    if uneven:
+        raise ScheduleError(f"VITA conv2d {layer}: tiling {t}: {uneven}")
+    if ic_b % t.ic_block or oc_b % (t.oc_block * t.threads if t.vthread_axis == "oc" else t.oc_block):
+        raise ScheduleError(f"VITA conv2d {layer}: tiling {t} does not divide the channel blocks "
+                            f"(IC/{block} = {ic_b}, OC/{block} = {oc_b})")
+    data = te.placeholder((1, ic_b, layer.h, layer.w, 1, block), "int8", name="data")
+    kernel = te.placeholder((oc_b, ic_b, layer.k, layer.k, block, block), "int8", name="kernel")
+    padded = nn.pad(data, (0, 0, layer.p, layer.p, 0, 0), name="pad") if layer.p else data
+    ico, kh, kw, ici = (te.reduce_axis(ic_b, name="ic_o"), te.reduce_axis(layer.k, name="kh"),
+                        te.reduce_axis(layer.k, name="kw"), te.reduce_axis(block, name="ic_i"))
+    s_ = layer.s
+
+    def product(n, co, y, x, bi, ci):
+        a = ir.cast(padded[n, ico, y * s_ + kh, x * s_ + kw, bi, ici], "int32")
+        return a * ir.cast(kernel[co, ico, kh, kw, ci, ici], "int32")
+
+    res = te.compute((1, oc_b, layer.oh, layer.ow, 1, block),
+                     lambda *i: te.sum(product(*i), axis=[ico, kh, kw, ici]), name="res")
+    shr, lo, hi, out = _epilogue(res, shift, relu)
+    s = create_schedule(out)
+    if padded is not data:
+        s[padded].compute_inline()
+    _schedule_tiles(s, res, (shr, lo, hi), out, t, padded, kernel, spatial=(2, 3))
+    return VitaSchedule(s, (data, kernel, out), t)
+
+
+def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
+          vthreads: int = 0, spec: isa.ISA | None = None) -> VitaSchedule:
+    """int8 dense ``out[m, n] = clip(sum_k data[m, k] * weight[n, k] >> shift)`` in the packed layouts
+    above: the conv2d of an m x 1 input with 1 x 1 kernels, tiled the same way."""
+    spec = _spec(spec)
+    block = block_of(spec)
+    _check_blocks("dense", K=(k, block), N=(n, block))
+    layer = ConvShape(m, 1, k, n, 1, 1, 0)
+    t = tiling or choose_tiling(layer, vthreads, spec)
+    reason = tile_fits(layer, t, spec)
+    if reason is not None:
+        raise ScheduleError(f"VITA dense {m}x{n}x{k}: tiling {t} does not fit: {reason}")
+    kb, nb = k // block, n // block
+    uneven = _uneven(layer, t)
+    if uneven or kb % t.ic_block or nb % (t.oc_block * t.threads if t.vthread_axis == "oc" else t.oc_block):
+        raise ScheduleError(f"VITA dense {m}x{n}x{k}: tiling {t} does not divide the work: "
+                            f"{uneven or 'channel blocks'}")
+    data = te.placeholder((m, kb, 1, block), "int8", name="data")
+    weight = te.placeholder((nb, kb, block, block), "int8", name="weight")
+    ko, ki = te.reduce_axis(kb, name="k_o"), te.reduce_axis(block, name="k_i")
+    res = te.compute((m, nb, 1, block), lambda i, j, b, o: te.sum(
+        ir.cast(data[i, ko, b, ki], "int32") * ir.cast(weight[j, ko, o, ki], "int32"), axis=[ko, ki]),
+        name="res")
+    shr, lo, hi, out = _epilogue(res, shift, relu)
+    s = create_schedule(out)
+    _schedule_tiles(s, res, (shr, lo, hi), out, t, data, weight, spatial=(0,))
+    return VitaSchedule(s, (data, weight, out), t)
+
+
+def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...], out: te.Tensor,
+                    t: Tiling, data: te.Tensor, weight: te.Tensor, spatial: tuple[int, ...]) -> None:
+    """Tile ``out`` by rows (its axis ``spatial[0]``) and channel blocks (axis 1), compute ``res`` and the
+    epilogue per tile in "acc", stage ``data`` and ``weight`` per input-channel chunk."""
+    for stage in (res, *epilogue):
+        s[stage].set_scope("acc")
+    inp = s.cache_read(data, "inp", [res])
+    wgt = s.cache_read(weight, "wgt", [res])
+    axes = list(out.op.axis)
+    rows, co = axes[spatial[0]], axes[1]
+    co_o, co_i = s[out].split(co, factor=t.oc_block, names=("co.o", "co.i"))
+    y_o, y_i = s[out].split(rows, factor=t.rows, names=("y.o", "y.i"))
+    threaded = co_o if t.vthread_axis == "oc" else y_o
+    tiles = [y_o, co_o]
+    if t.threads > 1:
+        vt, rest = s[out].split(threaded, nparts=t.threads, names=("vt", f"{threaded.name}.t"))
+        tiles = [vt, *(rest if a is threaded else a for a in tiles)]
+        s[out].bind(vt, te.thread_axis("vthread", name="vt"))
+    batch = [axes[0]] if spatial[0] != 0 else []   # conv's batch axis (extent 1) goes outermost
+    others = [a for i, a in enumerate(axes) if i not in (0, 1, spatial[0])]
+    inner = [co_i, y_i, *others]
+    s[out].reorder(*batch, *tiles, *inner)
+    at = tiles[-1]
+    for stage in (res, *epilogue):
+        s[stage].compute_at(s[out], at)
+    raxes = list(res.op.reduce_axis)
+    r_o, r_i = s[res].split(raxes[0], factor=t.ic_block, names=("ic.c", "ic.b"))
+    sp = list(res.op.axis)
+    # chunk loop outermost, then the tile's spatial loops, the rest of the reduction, the GEMM tile last
+    tile_sp = sp[:-2]
+    s[res].reorder(r_o, *tile_sp, r_i, *raxes[1:-1], sp[-2], sp[-1], raxes[-1])
+    s[inp].compute_at(s[res], r_o)
+    s[wgt].compute_at(s[res], r_o)
+    for stage in (inp, wgt):
+        s[stage].pragma(s[stage].op.axis[0], "dma_copy")
+    s[res].tensorize(tile_sp[0], "gemm")
+    for stage in epilogue:
+        s[stage].pragma(s[stage].op.axis[0], "alu")
+    s[out].pragma(inner[0], "dma_copy")

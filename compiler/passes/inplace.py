@@ -1,0 +1,104 @@
+"""inplace: compute an element-wise stage into the buffer it reads, when that buffer dies there.
+
+An accelerator's ALU (VITA's, VTA's) updates its register file in place: ``dst = op(dst, imm)``. A tensor
+expression instead names every stage's result: ``shr = res >> 8; lo = max(shr, -128); ...``, each in its
+own "acc" buffer. This pass is the storage rewrite between the two (TVM's StorageRewrite does the same
+for VTA's epilogues): a buffer ``B`` allocated in a scope, whose only writer is a nest
+``B[i] = f(A[i])`` that reads one other buffer ``A`` of the same scope, dtype and size at the same
+index, becomes ``A`` when no statement after that nest reads ``A``. ``B``'s allocation goes away and the
+nest becomes ``A[i] = f(A[i])``.
+
+Contract: flat IR in, flat IR out, computing the same (each element of ``A`` is read once, by the
+statement that overwrites it, before it is overwritten). Statements are only renamed, never moved.
+"""
+
+from __future__ import annotations
+
+from compiler.interp import read_operands, stored_buffers
+from compiler.ir import nodes as ir
+from compiler.ir.functor import IRMutator, buffers_of, loads_in
+
+
+def inplace(func: ir.PrimFunc) -> ir.PrimFunc:
+    """Fold every element-wise stage into the dead buffer it reads (see the module docstring)."""
+    return ir.PrimFunc(func.name, func.params, _Inplace().mutate(func.body), func.attrs)
+
+
+class _Rename(IRMutator):
+    def __init__(self, old: ir.Buffer, new: ir.Buffer) -> None:
+        self.old, self.new = old, new
+
+    def mutate_buffer(self, buffer: ir.Buffer) -> ir.Buffer:
+        return self.new if buffer is self.old else buffer
+
+
+class _Inplace(IRMutator):
+    """Outer allocations first, so that a chain ``shr <- res``, ``lo <- shr`` folds one by one."""
+
+    def __init__(self) -> None:
+        self.enclosing: list[ir.Buffer] = []
+
+    def mutate_Allocate(self, s: ir.Allocate) -> ir.Stmt:
+        _, inner = _allocations(s.body)
+        stmts = list(inner.stmts) if isinstance(inner, ir.Seq) else [inner]
+        source = _fold_source(s.buffer, stmts, set(self.enclosing))
+        if source is not None:
+            return self.mutate(_Rename(s.buffer, source).mutate(s.body))
+        self.enclosing.append(s.buffer)
+        body = self.mutate(s.body)
+        self.enclosing.pop()
+        return s if body is s.body else ir.Allocate(s.buffer, body)
+
+
+def _allocations(s: ir.Stmt) -> tuple[list[ir.Buffer], ir.Stmt]:
+    """The buffers of a chain of directly nested Allocates, and the statement inside them."""
+    chain = []
+    while isinstance(s, ir.Allocate):
+        chain.append(s.buffer)
+        s = s.body
+    return chain, s
+
+
+def _fold_source(b: ir.Buffer, stmts: list[ir.Stmt], enclosing: set[ir.Buffer]) -> ir.Buffer | None:
+    """The buffer ``b`` may become, or None: see the module docstring for the conditions."""
+    writers = [k for k, st in enumerate(stmts) if b in stored_buffers(st)]
+    if len(writers) != 1:
+        return None
+    k = writers[0]
+    if any(b in buffers_of(st) for st in stmts[:k]):
+        return None
+    store = _element_store(stmts[k])
+    if store is None or store.buffer is not b:
+        return None
+    loads = loads_in(store.value)
+    sources = {ld.buffer for ld in loads}
+    if len(sources) != 1:
+        return None
+    (a,) = sources
+    if a is b or a not in enclosing or (a.scope, a.dtype, a.size) != (b.scope, b.dtype, b.size):
+        return None
+    if any(ld.indices != store.indices for ld in loads):
+        return None
+    if any(a in {ld.buffer for ld in loads_in(st)} or _reads_region(st, a) for st in stmts[k + 1:]):
+        return None
+    return a
+
+
+def _element_store(s: ir.Stmt) -> ir.Store | None:
+    """The store of a perfect nest (under marks), or None."""
+    while isinstance(s, ir.Attr | ir.For):
+        s = s.body
+    return s if isinstance(s, ir.Store) else None
+
+
+def _reads_region(s: ir.Stmt, buffer: ir.Buffer) -> bool:
+    found = []
+
+    class _Find(IRMutator):
+        def mutate_TensorInsn(self, t: ir.TensorInsn) -> ir.Stmt:
+            reads = read_operands(t)
+            found.extend(r for r in t.regions if r.operand in reads and r.buffer is buffer)
+            return t
+
+    _Find().mutate(s)
+    return bool(found)

@@ -1,0 +1,280 @@
+"""tensorize_tiles: select tile instructions (VITA's GEMM and ALU micro-ops) for marked nests.
+
+TVM Sec. 3.4: a hardware intrinsic is declared by its behaviour; ``tensorize`` replaces the unit of
+computation that matches it. VITA's GEMM and ALU instructions describe one micro-op on one tile each
+(``acc[b, o] += i32(inp[b, k]) * i32(wgt[o, k])``, ``dst[b, o] = min(dst[b, o], select(use_imm != 0,
+i32(imm), src[b, o]))``); the instruction runs its micro-ops over loops. So this pass cuts a marked nest
+(``Attr("tensorize", ...)`` or ``Attr("pragma_alu", ...)``) in two: the innermost loops become one tile
+instruction, a ``TensorInsn`` with its operands' tile offsets, and the outer loops stay around it (the
+VITA backend turns them into micro-op loops).
+
+How a nest matches instruction ``I`` (all from the spec):
+
+- the store's value has ``I``'s tree: operators, casts and dtypes; ``+=`` is ``acc = acc + ...``; a
+  ``select`` on fields matches the branch whose condition the bound fields make true; a field such as
+  ``imm`` matches a constant (which sets it); a sum over reduce indices matches one term of it, under
+  ``+=``; ``x >> n`` matches ``floordiv(x, 2**n)`` (the IR writes
+  an arithmetic right shift as a floor division by a power of two);
+- the innermost loops walk ``I``'s index variables: for every operand, the flat index steps by the
+  row-major stride of the operand's shape in each index variable (index variables of extent 1 have no
+  loop);
+- the fields the tree did not set keep the spec's defaults (``use_imm`` is set when ``imm`` is).
+
+Contract: flat IR in, flat IR out, computing the same; a marked nest that matches no instruction raises
+``LoweringError`` with the reason of each attempt (VITA has no scalar fallback).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import isa
+from compiler.arith import linear_form, simplify
+from compiler.errors import LoweringError
+from compiler.ir import nodes as ir
+from compiler.ir.functor import IRMutator, substitute
+from compiler.passes.tensorize import space_of
+from isa.lang import tree as t
+from isa.lang.scalar import ScalarEnv
+from isa.lang.scalar import evaluate as evaluate_scalar
+
+MARKS = ("tensorize", "pragma_alu")
+GROUPS = ("gemm", "alu")
+_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
+_CALLS = {"min": ir.Min, "max": ir.Max}
+_COMMUTATIVE = {"+", "*", "min", "max"}
+
+
+def tensorize_tiles(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
+    """Replace the tile of each marked nest by a tile instruction of ``isa_name`` (module docstring)."""
+    spec = isa.load_isa(isa_name)
+    return ir.PrimFunc(func.name, func.params, _Select(spec).mutate(func.body), func.attrs)
+
+
+class _NoMatch(Exception):
+    pass
+
+
+class _Select(IRMutator):
+    def __init__(self, spec: isa.ISA) -> None:
+        self.spec = spec
+        self.candidates = [i for i in spec.instructions.values() if i.group in GROUPS]
+
+    def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
+        if s.key not in MARKS:
+            return self.generic_mutate(s)
+        stmts = s.body.stmts if isinstance(s.body, ir.Seq) else (s.body,)
+        return ir.Attr(s.key, s.value, ir.seq(*(self._one(x) for x in stmts)))
+
+    def _one(self, stmt: ir.Stmt) -> ir.Stmt:
+        reasons = []
+        for instr in self.candidates:
+            try:
+                return _Match(stmt, self.spec, instr).run()
+            except _NoMatch as e:
+                reasons.append(f"{instr.name}: {e}")
+        last = str(stmt).strip().splitlines()[-1].strip()
+        raise LoweringError(f"tensorize_tiles: `{last}` matches no {self.spec.name} tile instruction:\n  " +
+                            "\n  ".join(reasons))
+
+
+class _Match:
+    def __init__(self, stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction) -> None:
+        self.stmt, self.spec, self.instr = stmt, spec, instr
+        self.operands: dict[str, tuple[ir.Buffer, ir.Expr]] = {}
+        self.fields: dict[str, int] = {}
+        self.field_names = {f.name for f in instr.fields}
+        self.accumulates = False
+
+    def run(self) -> ir.Stmt:
+        sem = self.instr.typed_semantics()
+        if len(sem.statements) != 1:
+            raise _NoMatch("only single-statement semantics are matched")
+        (assign,) = sem.statements
+        loops, store = self._nest()
+        self._operand(assign.target, store.buffer, store.indices[0])
+        if assign.op == "+=":
+            acc = ir.Load(store.buffer, store.indices)
+            if not isinstance(store.value, ir.Add) or store.value.a != acc:
+                raise _NoMatch(f"the update is not {store.buffer.name} = {store.buffer.name} + ...")
+            self.accumulates = True
+            self._tree(assign.value, store.value.b)
+        elif assign.op == "=":
+            self._tree(assign.value, store.value)
+        else:
+            raise _NoMatch(f"the semantics assign with {assign.op}")
+        self._check_dtypes()
+        outer, inner = self._tile_loops(loops, sem)
+        return self._build(outer, inner)
+
+    # ---- nest and tree
+
+    def _nest(self) -> tuple[list[ir.For], ir.Store]:
+        loops, s = [], self.stmt
+        while isinstance(s, ir.For):
+            if not isinstance(s.extent, ir.IntImm) or not isinstance(s.min, ir.IntImm) or s.min.value != 0:
+                raise _NoMatch(f"loop {s.var.name} does not run from 0 a constant number of times")
+            loops.append(s)
+            s = s.body
+        if not isinstance(s, ir.Store):
+            raise _NoMatch(f"the nest holds a {type(s).__name__}, not a store")
+        return loops, s
+
+    def _operand(self, access: t.Access, buffer: ir.Buffer, index: ir.Expr) -> None:
+        bound = self.operands.get(access.tensor)
+        if bound is not None:
+            if bound[0] is not buffer or simplify(bound[1] - index) != ir.const(0, index.dtype):
+                raise _NoMatch(f"operand {access.tensor} is both {bound[0].name}[{bound[1]}] and "
+                               f"{buffer.name}[{index}]")
+            return
+        space = self.instr.operand(access.tensor).space
+        if space_of(buffer.scope) != space:
+            raise _NoMatch(f"operand {access.tensor} lives in {space}, not in {buffer.name}'s scope "
+                           f"{buffer.scope!r}")
+        self.operands[access.tensor] = (buffer, index)
+
+    def _field(self, name: str, value: int) -> None:
+        if self.fields.setdefault(name, value) != value:
+            raise _NoMatch(f"field {name} would be both {self.fields[name]} and {value}")
+
+    def _tree(self, pat: t.Expr, e: ir.Expr) -> None:
+        if isinstance(pat, t.Access):
+            if not isinstance(e, ir.Load):
+                raise _NoMatch(f"expected a load for operand {pat.tensor}, found {e}")
+            self._operand(pat, e.buffer, e.indices[0])
+        elif isinstance(pat, t.Name) and pat.id in self.field_names:
+            if not isinstance(e, ir.IntImm):
+                raise _NoMatch(f"field {pat.id} needs a constant, found {e}")
+            self._field(pat.id, e.value)
+        elif isinstance(pat, t.Num):
+            if not isinstance(e, ir.IntImm) or e.value != pat.value:
+                raise _NoMatch(f"expected the constant {pat.value}, found {e}")
+        elif isinstance(pat, t.Cast):
+            if isinstance(e, ir.Cast) and e.type.short == pat.dtype:
+                self._tree(pat.value, e.value)
+            elif isinstance(e, ir.IntImm) and e.dtype.short == pat.dtype:
+                self._tree(pat.value, e)   # a constant of the type the cast gives
+            else:
+                raise _NoMatch(f"expected a cast to {pat.dtype}, found {e}")
+        elif isinstance(pat, t.Reduce) and pat.op == "sum" and self.accumulates:
+            self._tree(pat.body, e)   # the nest's loops walk the reduce indices, one product per store
+        elif isinstance(pat, t.Call) and pat.func == "select":
+            self._select(pat, e)
+        elif isinstance(pat, t.Binary) and pat.op == ">>":
+            if not isinstance(e, ir.FloorDiv) or not isinstance(e.b, ir.IntImm) or e.b.value <= 0 \
+                    or e.b.value & (e.b.value - 1):
+                raise _NoMatch(f"expected a shift (a floor division by a power of two), found {e}")
+            self._tree(pat.lhs, e.a)
+            self._tree(pat.rhs, ir.const(e.b.value.bit_length() - 1, e.b.dtype))
+        elif isinstance(pat, t.Binary | t.Call):
+            op = pat.op if isinstance(pat, t.Binary) else pat.func
+            args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
+            node = _BINARY.get(op) if isinstance(pat, t.Binary) else _CALLS.get(op)
+            if node is None or len(args) != 2 or type(e) is not node:
+                raise _NoMatch(f"expected {op} at {e}")
+            self._pair(op, args, (e.a, e.b))
+        else:
+            raise _NoMatch(f"the semantics use {t.to_text(pat)}, which has no loop-IR counterpart")
+
+    def _pair(self, op: str, pats, exprs) -> None:
+        saved = (dict(self.operands), dict(self.fields))
+        try:
+            self._tree(pats[0], exprs[0])
+            self._tree(pats[1], exprs[1])
+        except _NoMatch:
+            if op not in _COMMUTATIVE:
+                raise
+            self.operands, self.fields = dict(saved[0]), dict(saved[1])
+            self._tree(pats[0], exprs[1])
+            self._tree(pats[1], exprs[0])
+
+    def _select(self, pat: t.Call, e: ir.Expr) -> None:
+        """``select(c, a, b)`` on fields: the branch that matches and whose condition agrees."""
+        cond, branches = pat.args[0], pat.args[1:]
+        failures = []
+        for want, branch in zip((True, False), branches, strict=True):
+            saved = (dict(self.operands), dict(self.fields))
+            try:
+                self._condition(cond, want)
+                self._tree(branch, e)
+                if self._value(cond) != want:
+                    raise _NoMatch(f"{t.to_text(cond)} is not {want}")
+                return
+            except _NoMatch as err:
+                failures.append(str(err))
+                self.operands, self.fields = saved
+        raise _NoMatch("; ".join(failures))
+
+    def _condition(self, cond: t.Expr, want: bool) -> None:
+        """Set a flag field a condition ``flag != 0`` needs (``use_imm``: the immediate form)."""
+        if isinstance(cond, t.Binary) and cond.op == "!=" and isinstance(cond.lhs, t.Name) and \
+                isinstance(cond.rhs, t.Num) and cond.rhs.value == 0 and cond.lhs.id in self.field_names:
+            self._field(cond.lhs.id, 1 if want else 0)
+
+    def _value(self, cond: t.Expr) -> bool:
+        values = {**{f.name: f.default for f in self.instr.fields if f.default is not None},
+                  **self.spec.params, **self.fields}
+        try:
+            return bool(evaluate_scalar(cond, ScalarEnv(values)))
+        except Exception as err:   # a field the tree did not set: the condition is undecided
+            raise _NoMatch(f"cannot decide {t.to_text(cond)}: {err}") from None
+
+    def _check_dtypes(self) -> None:
+        for name, (buf, _) in self.operands.items():
+            want = self.instr.operand(name).dtype
+            if buf.dtype.short != want:
+                raise _NoMatch(f"operand {name} is {want}, but {buf.name} holds {buf.dtype.short}")
+
+    # ---- the tile's loops
+
+    def _tile_loops(self, loops: list[ir.For], sem) -> tuple[list[ir.For], list[ir.For]]:
+        """Split the nest into the loops that stay and those the tile covers (its index variables)."""
+        params = ScalarEnv(self.spec.params)
+        extents = {iv.name: int(evaluate_scalar(iv.extent, params)) for iv in sem.indices}
+        names = [n for n, ext in extents.items() if ext > 1]
+        strides = {}   # (operand, index variable) -> row-major stride in that operand
+        for op in self.instr.operands:
+            dims = [int(evaluate_scalar(d, params)) for d in op.shape]
+            access = self._access_of(sem, op.name)
+            if access is None:
+                continue
+            for k, idx in enumerate(access.indices):
+                if isinstance(idx, t.Name):
+                    stride = 1
+                    for d in dims[k + 1:]:
+                        stride *= d
+                    strides[(op.name, idx.id)] = stride
+        if len(loops) < len(names):
+            raise _NoMatch(f"{len(loops)} loops for {len(names)} index variables")
+        inner = loops[len(loops) - len(names):]
+        forms = {name: linear_form(index) for name, (_, index) in self.operands.items()}
+        for perm in itertools.permutations(names):
+            if all(lp.extent.value == extents[v] for lp, v in zip(inner, perm, strict=True)) and all(
+                    forms[op].coef(lp.var) == strides.get((op, v), 0)
+                    for lp, v in zip(inner, perm, strict=True) for op in self.operands):
+                return loops[:len(loops) - len(names)], inner
+        raise _NoMatch(f"the innermost loops {', '.join(lp.var.name for lp in inner)} do not walk the "
+                       f"tile of {', '.join(names)}")
+
+    @staticmethod
+    def _access_of(sem, operand: str) -> t.Access | None:
+        (assign,) = sem.statements
+        if assign.target.tensor == operand:
+            return assign.target
+        accesses = (a for a in t.walk(assign.value) if isinstance(a, t.Access) and a.tensor == operand)
+        return next(accesses, None)
+
+    def _build(self, outer: list[ir.For], inner: list[ir.For]) -> ir.Stmt:
+        zero = {lp.var: ir.const(0) for lp in inner}
+        regions = [ir.Region(name, buf, simplify(substitute(index, zero)))
+                   for name, (buf, index) in self.operands.items()]
+        for op in self.instr.operands:   # an operand only a field-decided branch reads: give it dst's tile
+            if op.name not in self.operands:
+                buf, index = next((b, i) for n, (b, i) in self.operands.items()
+                                  if self.instr.operand(n).space == op.space)
+                regions.append(ir.Region(op.name, buf, simplify(substitute(index, zero))))
+        fields = tuple(ir.InsnField(k, ir.const(v)) for k, v in sorted(self.fields.items()))
+        out: ir.Stmt = ir.TensorInsn(self.spec.name, self.instr.name, fields, tuple(regions))
+        for lp in reversed(outer):
+            out = ir.For(lp.var, lp.min, lp.extent, out, lp.kind, lp.thread)
+        return out
