@@ -15,7 +15,12 @@ Targets:
   fill the SMEM tiles its cluster shares (the two-level tiling of Sec. V).
   ``compiler.backend.diannao`` turns the result into an SPMD program. ``skip`` drops passes by name
   (``loop_partition``, ``preprocess``) to measure what each one buys.
-- ``vita`` and ``cpu`` extend this table as they land.
+- ``vita``: TVM Sec. 3.4-3.5's flow for VITA: flatten, fold the epilogue stages into the accumulator
+  (``inplace``), turn marked copies into 2-D DMA loads and stores with padding (``inject_dma``), select
+  GEMM/ALU tile instructions (``tensorize_tiles``) and add the dependency tokens between the load,
+  compute and store units (``inject_sync``). ``compiler.backend.vita`` emits the program. Virtual-thread
+  loops still run one thread after the other (no interleaving yet).
+- ``cpu`` extends this table when it lands.
 """
 
 from __future__ import annotations
@@ -30,11 +35,15 @@ from compiler.lower import lower
 from compiler.passes import (
     flatten,
     fold_padding,
+    inject_dma,
+    inject_sync,
+    inplace,
     loop_partition,
     preprocess,
     share_smem,
     simplify,
     tensorize,
+    tensorize_tiles,
 )
 from compiler.schedule import Schedule
 from compiler.te import Tensor
@@ -76,6 +85,14 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("simplify_preprocessed", simplify, "flat"),
         Pass("tensorize", tensorize, "flat"),
         Pass("share_smem", share_smem, "flat"),
+    ),
+    "vita": (
+        Pass("simplify", simplify, "loop-ir"),
+        Pass("flatten", flatten, "flat"),
+        Pass("inplace", inplace, "flat"),
+        Pass("inject_dma", inject_dma, "flat"),
+        Pass("tensorize_tiles", tensorize_tiles, "flat"),
+        Pass("inject_sync", inject_sync, "flat"),
     ),
 }
 OPTIONAL = frozenset({"loop_partition", "preprocess"})

@@ -1,0 +1,184 @@
+"""inject_sync: dependency tokens between the load, compute and store units of a decoupled access/execute
+machine (TVM Sec. 3.5, VTA's CoProcSync).
+
+Each tensor instruction runs on the unit its spec names (``timing.unit``: LOAD_INP on "load", GEMM on
+"compute", STORE_OUT on "store"); the units run ahead of each other unless a token stops them. Two
+statements on different units conflict when they touch a common on-chip buffer and one of them writes
+it. For every statement list (a loop body, or the function body) this pass adds:
+
+- forward tokens: when ``S_i`` and a later ``S_j`` conflict, ``push_dep(u_i -> u_j)`` right after
+  ``S_i`` and ``pop_dep`` right before ``S_j``, unless a token already placed between them covers it (a
+  push after ``S_i`` or later, popped before ``S_j`` or earlier);
+- loop-carried tokens: when ``S_i`` of one iteration conflicts with ``S_j`` of the next (the load of the
+  next chunk overwrites the input the GEMM of this one reads), one token per unit pair and iteration:
+  pushed after the last such ``S_i``, popped before the first such ``S_j``; a push before the loop
+  stands for iteration -1 and a pop after it drains the last iteration's token, so pushes and pops
+  balance. Carried dependencies a forward token of the next iteration already orders need none.
+
+Labels: a token's label is its loop's iteration (and those of the enclosing loops), so that a push and
+the pop meant for it carry equal labels: what ``check_token_order`` compares.
+
+Tokens exist only between adjacent units (load <-> compute <-> store); a conflict between load and store
+raises ``LoweringError``. Global (DRAM) buffers are not tracked: a kernel must not read what it writes.
+
+Contract: the IR computes the same (tokens are no-ops when executed in order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import isa
+from compiler.errors import LoweringError
+from compiler.interp import read_operands, stored_buffers
+from compiler.ir import nodes as ir
+from compiler.ir.functor import post_order_visit
+
+
+def inject_sync(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
+    """Add the dependency tokens the units need (see the module docstring)."""
+    spec = isa.load_isa(isa_name)
+    return ir.PrimFunc(func.name, func.params, _Sync(spec).stmt(func.body, ()), func.attrs)
+
+
+@dataclass(frozen=True)
+class _Access:
+    unit: str
+    buffer: ir.Buffer
+    writes: bool
+
+
+class _Sync:
+    def __init__(self, spec: isa.ISA) -> None:
+        self.spec = spec
+        self.count = 0
+
+    def unit_of(self, insn: ir.TensorInsn) -> str:
+        unit = self.spec.instruction(insn.name).timing.unit
+        if unit not in ir.DAE_UNITS:
+            raise LoweringError(f"inject_sync: {insn.name} runs on unit {unit!r}, not one of {ir.DAE_UNITS}")
+        return unit
+
+    def accesses(self, s: ir.Stmt) -> list[_Access]:
+        found: list[_Access] = []
+
+        def visit(node) -> None:
+            if isinstance(node, ir.TensorInsn):
+                unit, reads = self.unit_of(node), read_operands(node)
+                for r in node.regions:
+                    if r.buffer.scope != "global":
+                        found.append(_Access(unit, r.buffer, r.operand not in reads or _writes(node, r)))
+                        if r.operand in reads and _writes(node, r):
+                            found.append(_Access(unit, r.buffer, False))
+
+        post_order_visit(s, visit)
+        return found
+
+    # ---- structure: descend through wrappers to statement lists
+
+    def stmt(self, s: ir.Stmt, loops: tuple[ir.For, ...]) -> ir.Stmt:
+        if isinstance(s, ir.Allocate | ir.Attr):
+            body = self.stmt(s.body, loops)
+            return s if body is s.body else _rewrap([s], body)
+        if isinstance(s, ir.For):
+            return self.loop(s, loops)
+        if isinstance(s, ir.Seq):
+            return ir.seq(*self.items(list(s.stmts), loops, None)[0])
+        return s
+
+    def loop(self, s: ir.For, loops: tuple[ir.For, ...]) -> ir.Stmt:
+        units = {a.unit for a in self.accesses(s)}
+        if len(units) <= 1:
+            return s   # one unit runs the whole loop in order: a micro-op nest or a run of DMAs
+        inner = (*loops, s)
+        wrappers, body = _unwrap(s.body)
+        new_body, carried = self.items(body, inner, s)
+        loop = ir.For(s.var, s.min, s.extent, _rewrap(wrappers, ir.seq(*new_body)), s.kind, s.thread)
+        before = [self.token("push", u, v, name, loops, s, 0) for u, v, name in carried]
+        after = [self.token("pop", u, v, name, loops, s, s.extent) for u, v, name in carried]
+        return ir.seq(*before, loop, *after)
+
+    def token(self, action: str, src: str, dst: str, name: str, loops: tuple[ir.For, ...],
+              carried: ir.For | None = None, at: ir.Expr | int | None = None) -> ir.DepToken:
+        label = tuple(lp.var for lp in loops)
+        if carried is not None:
+            label = (*label, ir.as_expr(at) if not isinstance(at, ir.Expr) else at)
+        return ir.DepToken(action, src, dst, name, label)
+
+    # ---- one statement list
+
+    def items(self, stmts: list[ir.Stmt], loops: tuple[ir.For, ...], loop: ir.For | None
+              ) -> tuple[list[ir.Stmt], list[tuple[str, str, str]]]:
+        """The statements with their tokens, and (for the body of ``loop``) the carried token pairs whose
+        first push and last pop go around the loop."""
+        stmts = [self.stmt(x, loops) for x in stmts]
+        acc = [self.accesses(x) for x in stmts]
+        pushes: dict[int, list[ir.DepToken]] = {}
+        pops: dict[int, list[ir.DepToken]] = {}
+        placed: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        for j in range(len(stmts)):
+            for i in range(j - 1, -1, -1):
+                for u, v in _conflicts(acc[i], acc[j]):
+                    pairs = placed.setdefault((u, v), [])
+                    if any(k >= i and pos <= j for k, pos in pairs):
+                        continue
+                    self.count += 1
+                    name = f"{u}->{v}#{self.count}"
+                    pushes.setdefault(i, []).append(self.token("push", u, v, name, loops))
+                    pops.setdefault(j, []).append(self.token("pop", u, v, name, loops))
+                    pairs.append((i, j))
+        carried: list[tuple[str, str, str]] = []
+        if loop is not None:
+            wanted: dict[tuple[str, str], tuple[int, int]] = {}
+            for i in range(len(stmts)):
+                for j in range(len(stmts)):
+                    for u, v in _conflicts(acc[i], acc[j]):
+                        if any(pos <= j for _, pos in placed.get((u, v), [])):
+                            continue   # the next iteration's forward token orders it
+                        last, first = wanted.get((u, v), (-1, len(stmts)))
+                        wanted[(u, v)] = (max(last, i), min(first, j))
+            for (u, v), (i, j) in wanted.items():
+                self.count += 1
+                name = f"{u}->{v}#{self.count} (next {loop.var.name})"
+                outer = loops[:-1]
+                nxt = ir.Add(loop.var, ir.const(1, loop.var.dtype))
+                pushes.setdefault(i, []).append(self.token("push", u, v, name, outer, loop, nxt))
+                pops.setdefault(j, []).append(self.token("pop", u, v, name, outer, loop, loop.var))
+                carried.append((u, v, name))
+        out: list[ir.Stmt] = []
+        for k, x in enumerate(stmts):
+            out += [*pops.get(k, []), x, *pushes.get(k, [])]
+        return out, carried
+
+
+def _writes(insn: ir.TensorInsn, region: ir.Region) -> bool:
+    return region.buffer in stored_buffers(insn)
+
+
+def _conflicts(first: list[_Access], second: list[_Access]) -> set[tuple[str, str]]:
+    """Unit pairs (u, v), u != v, where an access of ``first`` on u and one of ``second`` on v touch a
+    buffer and one of them writes it."""
+    out = set()
+    for a in first:
+        for b in second:
+            if a.unit != b.unit and a.buffer is b.buffer and (a.writes or b.writes):
+                if abs(ir.DAE_UNITS.index(a.unit) - ir.DAE_UNITS.index(b.unit)) != 1:
+                    raise LoweringError(f"inject_sync: {a.unit} and {b.unit} both use {a.buffer.name}, but "
+                                        f"no token queue joins them")
+                out.add((a.unit, b.unit))
+    return out
+
+
+def _unwrap(s: ir.Stmt) -> tuple[list[ir.Allocate | ir.Attr], list[ir.Stmt]]:
+    """The Allocate/Attr wrappers around a loop body's statement list, and the list."""
+    wrappers = []
+    while isinstance(s, ir.Allocate | ir.Attr):
+        wrappers.append(s)
+        s = s.body
+    return wrappers, list(s.stmts) if isinstance(s, ir.Seq) else [s]
+
+
+def _rewrap(wrappers: list[ir.Allocate | ir.Attr], body: ir.Stmt) -> ir.Stmt:
+    for w in reversed(wrappers):
+        body = ir.Allocate(w.buffer, body) if isinstance(w, ir.Allocate) else ir.Attr(w.key, w.value, body)
+    return body
