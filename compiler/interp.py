@@ -208,7 +208,7 @@ def stored_buffers(body: n.Stmt) -> set[n.Buffer]:
         if isinstance(node, n.Store):
             stored.add(node.buffer)
         elif isinstance(node, n.TensorInsn):
-            written = _written_operands(node)
+            written = written_operands(node)
             stored.update(r.buffer for r in node.regions if r.operand in written)
 
     post_order_visit(body, visit)
@@ -800,7 +800,7 @@ def _instruction(s: n.TensorInsn, text: str) -> tuple[isa.ISA, isa.Instruction]:
         raise InterpError(f"{text}: {e.args[0]}") from None
 
 
-def _written_operands(s: n.TensorInsn) -> tuple[str, ...]:
+def written_operands(s: n.TensorInsn) -> tuple[str, ...]:
     """The operands ``s`` writes; none when its instruction is unknown (compiling it reports that)."""
     return _operands(s, "writes")
 

@@ -106,9 +106,8 @@ class _Emitter:
         self.top = {space: 0 for space in _TILE_SPACES}
         align = max(self.p[k] for k in _TILE_SPACES.values())
         self.addresses: dict[str, int] = {}
-        at = 0
-        self.uop_area = at
-        at = align * math.ceil(max(at, 4 * self.p["UOP_BUFF_DEPTH"]) / align)
+        self.uop_area = 0   # the micro-ops first, as many as the UOP buffer holds
+        at = align * math.ceil(self.p["UOP_BUFF_DEPTH"] * self.p["UOP_ELEM_BYTES"] / align)
         for b in func.params:
             self.addresses[b.name] = at
             at += align * math.ceil(b.size * b.dtype.bits // 8 / align)
@@ -300,4 +299,5 @@ class _Emitter:
 
 
 def _zero_sized(name: str) -> dict[str, int]:
-    return {"y_size": 0, "x_size": 0} if name != "FINISH" else {}
+    """The fields of a no-op ``name``: a DMA that moves nothing."""
+    return {"y_size": 0, "x_size": 0}

@@ -29,8 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import isa
+from compiler.arith import simplify
 from compiler.errors import LoweringError
-from compiler.interp import read_operands, stored_buffers
+from compiler.interp import read_operands, written_operands
 from compiler.ir import nodes as ir
 from compiler.ir.functor import post_order_visit
 
@@ -51,7 +52,7 @@ class _Access:
 class _Sync:
     def __init__(self, spec: isa.ISA) -> None:
         self.spec = spec
-        self.count = 0
+        self.count = 0   # numbers the tokens, so that each has its own name
 
     def unit_of(self, insn: ir.TensorInsn) -> str:
         unit = self.spec.instruction(insn.name).timing.unit
@@ -64,12 +65,14 @@ class _Sync:
 
         def visit(node) -> None:
             if isinstance(node, ir.TensorInsn):
-                unit, reads = self.unit_of(node), read_operands(node)
+                unit, reads, writes = self.unit_of(node), read_operands(node), written_operands(node)
                 for r in node.regions:
-                    if r.buffer.scope != "global":
-                        found.append(_Access(unit, r.buffer, r.operand not in reads or _writes(node, r)))
-                        if r.operand in reads and _writes(node, r):
-                            found.append(_Access(unit, r.buffer, False))
+                    if r.buffer.scope == "global":
+                        continue
+                    if r.operand in writes:
+                        found.append(_Access(unit, r.buffer, True))
+                    if r.operand in reads:
+                        found.append(_Access(unit, r.buffer, False))
 
         post_order_visit(s, visit)
         return found
@@ -94,15 +97,16 @@ class _Sync:
         wrappers, body = _unwrap(s.body)
         new_body, carried = self.items(body, inner, s)
         loop = ir.For(s.var, s.min, s.extent, _rewrap(wrappers, ir.seq(*new_body)), s.kind, s.thread)
-        before = [self.token("push", u, v, name, loops, s, 0) for u, v, name in carried]
-        after = [self.token("pop", u, v, name, loops, s, s.extent) for u, v, name in carried]
+        first, past = s.min, simplify(s.min + s.extent)
+        before = [self.token("push", u, v, name, loops, first) for u, v, name in carried]
+        after = [self.token("pop", u, v, name, loops, past) for u, v, name in carried]
         return ir.seq(*before, loop, *after)
 
-    def token(self, action: str, src: str, dst: str, name: str, loops: tuple[ir.For, ...],
-              carried: ir.For | None = None, at: ir.Expr | int | None = None) -> ir.DepToken:
-        label = tuple(lp.var for lp in loops)
-        if carried is not None:
-            label = (*label, ir.as_expr(at) if not isinstance(at, ir.Expr) else at)
+    @staticmethod
+    def token(action: str, src: str, dst: str, name: str, loops: tuple[ir.For, ...],
+              iteration: ir.Expr | None = None) -> ir.DepToken:
+        """A token labelled by the iterations of ``loops`` (and, for a carried one, of its own loop)."""
+        label = tuple(lp.var for lp in loops) + ((iteration,) if iteration is not None else ())
         return ir.DepToken(action, src, dst, name, label)
 
     # ---- one statement list
@@ -142,17 +146,13 @@ class _Sync:
                 name = f"{u}->{v}#{self.count} (next {loop.var.name})"
                 outer = loops[:-1]
                 nxt = ir.Add(loop.var, ir.const(1, loop.var.dtype))
-                pushes.setdefault(i, []).append(self.token("push", u, v, name, outer, loop, nxt))
-                pops.setdefault(j, []).append(self.token("pop", u, v, name, outer, loop, loop.var))
+                pushes.setdefault(i, []).append(self.token("push", u, v, name, outer, nxt))
+                pops.setdefault(j, []).append(self.token("pop", u, v, name, outer, loop.var))
                 carried.append((u, v, name))
         out: list[ir.Stmt] = []
         for k, x in enumerate(stmts):
             out += [*pops.get(k, []), x, *pushes.get(k, [])]
         return out, carried
-
-
-def _writes(insn: ir.TensorInsn, region: ir.Region) -> bool:
-    return region.buffer in stored_buffers(insn)
 
 
 def _conflicts(first: list[_Access], second: list[_Access]) -> set[tuple[str, str]]:

@@ -63,9 +63,10 @@ def space_of(scope: str) -> str:
     return "GMEM" if scope == "global" else scope.upper()
 
 
-_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
-_CALLS = {"max": ir.Max, "min": ir.Min}
-_COMMUTATIVE = {"+", "*", "max", "min"}
+#: The loop-IR node of each operator and call of the ISA expression language, and which of them commute.
+IR_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
+IR_CALLS = {"max": ir.Max, "min": ir.Min}
+COMMUTATIVE = {"+", "*", "max", "min"}
 
 
 @dataclass(frozen=True)
@@ -427,7 +428,7 @@ class _Matcher:
         elif isinstance(pat, t.Binary | t.Call):
             op = pat.op if isinstance(pat, t.Binary) else pat.func
             args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
-            node = _BINARY.get(op) if isinstance(pat, t.Binary) else _CALLS.get(op)
+            node = IR_BINARY.get(op) if isinstance(pat, t.Binary) else IR_CALLS.get(op)
             if node is None or len(args) != 2 or type(e) is not node:
                 raise self.fail(f"expected {op} at {e}")
             self._pair(op, args, (e.a, e.b))
@@ -440,7 +441,7 @@ class _Matcher:
             self._tree(pats[0], exprs[0])
             self._tree(pats[1], exprs[1])
         except _Fail as first:
-            if op not in _COMMUTATIVE:
+            if op not in COMMUTATIVE:
                 raise
             self.operands = saved
             try:

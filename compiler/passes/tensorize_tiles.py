@@ -33,16 +33,13 @@ from compiler.arith import linear_form, simplify
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, substitute
-from compiler.passes.tensorize import space_of
+from compiler.passes.tensorize import COMMUTATIVE, IR_BINARY, IR_CALLS, space_of
 from isa.lang import tree as t
 from isa.lang.scalar import ScalarEnv
 from isa.lang.scalar import evaluate as evaluate_scalar
 
 MARKS = ("tensorize", "pragma_alu")
 GROUPS = ("gemm", "alu")
-_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
-_CALLS = {"min": ir.Min, "max": ir.Max}
-_COMMUTATIVE = {"+", "*", "min", "max"}
 
 
 def tensorize_tiles(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
@@ -169,7 +166,7 @@ class _Match:
         elif isinstance(pat, t.Binary | t.Call):
             op = pat.op if isinstance(pat, t.Binary) else pat.func
             args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
-            node = _BINARY.get(op) if isinstance(pat, t.Binary) else _CALLS.get(op)
+            node = IR_BINARY.get(op) if isinstance(pat, t.Binary) else IR_CALLS.get(op)
             if node is None or len(args) != 2 or type(e) is not node:
                 raise _NoMatch(f"expected {op} at {e}")
             self._pair(op, args, (e.a, e.b))
@@ -182,7 +179,7 @@ class _Match:
             self._tree(pats[0], exprs[0])
             self._tree(pats[1], exprs[1])
         except _NoMatch:
-            if op not in _COMMUTATIVE:
+            if op not in COMMUTATIVE:
                 raise
             self.operands, self.fields = dict(saved[0]), dict(saved[1])
             self._tree(pats[0], exprs[1])
