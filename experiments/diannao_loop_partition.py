@@ -24,16 +24,21 @@ Assumptions (the paper does not say, or says ambiguously):
 - conv: input (H, W, Cin) HWC, weights (Cout, 3, 3, Cin) with Cin taken from the input (Table II prints 256
   as the weights' last dimension even where Cin is 128 or 64), stride 1, pad 1, float32 (the compiler does
   not state f16 inputs summed in f32 in one stage; (c) runs f32 too, so both pay the TFU's f32 rate).
-  (a) and (c) are validated against a float64 reference within the f32 summation error bound. (b) is not
-  simulated for conv: without the passes the padded copies and tails stay scalar, and the simulator's
-  instruction budget stops such a run long before it ends; its row gives why tensorization failed
-  (``unmatched_b``, from compiling only) and status ``skipped``.
+  (a) and (c) are validated against a float64 reference within the f32 summation error bound.
+- conv (b): without the passes the whole layer stays scalar code (the reduction is not in the form the
+  conv instruction matches), about 65 simulated instructions per MAC; a Table II layer (up to 924M MACs)
+  would take hours of simulation each. So (b) runs on the layer's *twin*: the same H, W, Cout, kernel,
+  stride and padding with Cin divided by ``--conv-b-scale`` (8 by default: 8x fewer MACs, the same core
+  split, tails and output blocks; Cout stays a multiple of the conv unit's 16), and (a) runs again on the
+  twin. A conv row's a/b is ``cycles_b / cycles_a_on_b``, both on the twin (``shape_b`` names it); why the
+  full layer stays scalar (``unmatched_b``) comes from compiling the full layer without the passes.
 
 Writes ``<out>/diannao_loop_partition.csv``, ``<out>/summary.json`` (the means), ``<out>/speedup_<class>.png``
 (per-case speedups of a over c and, on a log axis, of a over b: the paper's Figs. 5-8) and
 ``<out>/summary.png`` (the geometric means next to the paper's: conv 1.94x, binary 1.25x, relu 1.18x).
 
     python experiments/diannao_loop_partition.py [--quick] [--no-b] [--jobs N] [--classes binary,relu,conv]
+                                                 [--conv-b-scale 8]
 
 ``--classes`` also takes one binary op alone (add, sub or mul).
 
@@ -98,10 +103,12 @@ LIBRARY_DTYPES = {"float32": "f32", "float16": "f16"}
 CORES = 16
 SEED = 0
 SKIP_B = ("loop_partition", "preprocess")
+CONV_B_SCALE = 8   # conv variant (b) runs on the layer with Cin divided by this (module docstring)
 
 COLUMNS = (
     "class", "op", "case", "shape", "weights", "dtype",
-    "status_a", "status_b", "status_c", "cycles_a", "cycles_b", "cycles_c", "speedup_ab", "speedup_ac",
+    "status_a", "status_b", "status_c", "cycles_a", "cycles_b", "cycles_c", "shape_b", "cycles_a_on_b",
+    "speedup_ab", "speedup_ac",
     "tensor_insns_a", "scalar_insns_a", "tensor_insns_b", "scalar_insns_b",
     "scalar_fallback_a", "scalar_fallback_b", "roofline_cycles_a", "roofline_pct_a",
     "validated_a", "validated_b", "validated_c", "unmatched_b",
@@ -147,9 +154,10 @@ def _cases(classes: Iterable[str], shapes: Sequence[tuple[int, ...]], binary_ops
 
 
 # ----------------------------------------------------------------------------------------- running
-def run_case(case: Case, with_b: bool = True) -> dict:
+def run_case(case: Case, with_b: bool = True, conv_b_scale: int = CONV_B_SCALE) -> dict:
     """Run variants (a), (b) (unless ``with_b`` is false) and (c) of ``case`` on the same inputs; return its
-    CSV row (COLUMNS; None where a variant failed or was skipped) plus ``wall_s`` (not written to the CSV)."""
+    CSV row (COLUMNS; None where a variant failed or was skipped) plus ``wall_s`` (not written to the CSV).
+    Conv's (b) runs on the twin ``conv_twin(case, conv_b_scale)``, next to (a) on that twin."""
     start = time.perf_counter()
     dtype = CONV_DTYPE if case.cls == "conv" else ELEMENTWISE_DTYPE
     inputs = _inputs(case, dtype)
@@ -164,30 +172,55 @@ def run_case(case: Case, with_b: bool = True) -> dict:
                    scalar_insns_a=r.scalar_instructions, scalar_fallback_a=r.scalar_fallback,
                    roofline_cycles_a=r.roofline_cycles,
                    roofline_pct_a=r.roofline_pct, validated_a=r.validated)
-    if with_b and case.cls == "conv":   # compiled only: see the module docstring
-        reasons = _attempt(lambda: _conv_unmatched(case, dtype))
-        row["status_b"] = "skipped" if reasons[1] is not None else reasons[0]
-        row["unmatched_b"] = _short(reasons[1][0]) if reasons[1] else ""
-    elif with_b:
-        b = _attempt(lambda: _compiled(case, dtype, inputs, SKIP_B))
-        row["status_b"] = b[0]
-        if b[1] is not None:
-            r = b[1]
-            row.update(cycles_b=r.cycles, tensor_insns_b=r.tensor_instructions,
-                       scalar_insns_b=r.scalar_instructions, scalar_fallback_b=r.scalar_fallback,
-                       validated_b=r.validated, unmatched_b=_short(r.unmatched[0]) if r.unmatched else "")
+    if with_b:
+        _run_b(case, dtype, inputs, conv_b_scale, row)
     else:
         row["status_b"] = "skipped"
     c = _attempt(lambda: _library(case, dtype, inputs))
     row["status_c"] = c[0]
     if c[1] is not None:
         row.update(cycles_c=c[1][0], validated_c=c[1][1])
-    if row["cycles_a"] and row["cycles_b"]:
-        row["speedup_ab"] = round(row["cycles_b"] / row["cycles_a"], 4)
+    if row["cycles_a_on_b"] and row["cycles_b"]:
+        row["speedup_ab"] = round(row["cycles_b"] / row["cycles_a_on_b"], 4)
     if row["cycles_a"] and row["cycles_c"]:
         row["speedup_ac"] = round(row["cycles_c"] / row["cycles_a"], 4)
     row["wall_s"] = time.perf_counter() - start
     return row
+
+
+def conv_twin(case: Case, scale: int) -> Case:
+    """The conv layer ``case`` with Cin divided by ``scale`` (same H, W, Cout, kernel, stride, padding):
+    where conv variant (b) runs (see the module docstring)."""
+    (h, w, cin), (cout, kh, kw, _) = case.shape, case.weights
+    if scale < 1 or cin % scale:
+        raise ValueError(f"--conv-b-scale {scale} must divide the layer's Cin {cin}")
+    return Case(case.cls, case.op, case.index, (h, w, cin // scale), (cout, kh, kw, cin // scale))
+
+
+def _run_b(case: Case, dtype: str, inputs: list[np.ndarray], conv_b_scale: int, row: dict) -> None:
+    """Variant (b) into ``row``: on the case itself, or, for conv, on its twin next to (a) on the twin."""
+    on, on_inputs = case, inputs
+    if case.cls == "conv":
+        reasons = _attempt(lambda: _conv_unmatched(case, dtype))
+        row["unmatched_b"] = _short(reasons[1][0]) if reasons[1] else reasons[0]
+        on = conv_twin(case, conv_b_scale)
+        on_inputs = _inputs(on, dtype)
+        a_twin = _attempt(lambda: _compiled(on, dtype, on_inputs, ()))
+        if a_twin[1] is None or not a_twin[1].validated:
+            row["status_b"] = f"error: (a) on the twin: {a_twin[0] if a_twin[1] is None else 'not validated'}"
+            return
+        row["cycles_a_on_b"] = a_twin[1].cycles
+    row["shape_b"] = _dims(on.shape) + (f" * {_dims(on.weights)}" if on.weights else "")
+    b = _attempt(lambda: _compiled(on, dtype, on_inputs, SKIP_B))
+    row["status_b"] = b[0]
+    if b[1] is not None:
+        r = b[1]
+        row.update(cycles_b=r.cycles, tensor_insns_b=r.tensor_instructions,
+                   scalar_insns_b=r.scalar_instructions, scalar_fallback_b=r.scalar_fallback,
+                   validated_b=r.validated)
+        if case.cls != "conv":
+            row.update(cycles_a_on_b=row["cycles_a"],
+                       unmatched_b=_short(r.unmatched[0]) if r.unmatched else "")
 
 
 def _inputs(case: Case, dtype: str) -> list[np.ndarray]:
@@ -243,8 +276,8 @@ def _dims(shape: Sequence[int]) -> str:
     return "x".join(str(d) for d in shape)
 
 
-def run_cases(cases: Sequence[Case], with_b: bool = True, jobs: int = 1, console: Console | None = None
-              ) -> list[dict]:
+def run_cases(cases: Sequence[Case], with_b: bool = True, jobs: int = 1, console: Console | None = None,
+              conv_b_scale: int = CONV_B_SCALE) -> list[dict]:
     """Run every case (over ``jobs`` processes; the rows do not depend on it), printing one line per case
     and a warning per failed or unvalidated variant; return the rows in the order of ``cases``."""
     if jobs < 1:
@@ -252,13 +285,14 @@ def run_cases(cases: Sequence[Case], with_b: bool = True, jobs: int = 1, console
     console = console or Console(highlight=False, soft_wrap=True)
     rows: list[dict] = []
     if jobs == 1:
-        results = (run_case(c, with_b) for c in cases)
+        results = (run_case(c, with_b, conv_b_scale) for c in cases)
         for k, row in enumerate(results, 1):
             _report(console, k, len(cases), row)
             rows.append(row)
         return rows
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for k, row in enumerate(pool.map(run_case, cases, [with_b] * len(cases)), 1):
+        results = pool.map(run_case, cases, [with_b] * len(cases), [conv_b_scale] * len(cases))
+        for k, row in enumerate(results, 1):
             _report(console, k, len(cases), row)
             rows.append(row)
     return rows
@@ -308,7 +342,7 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
             groups.setdefault(f"binary:{row['op']}", []).append(row)
     out = []
     for name, members in groups.items():
-        ab = [r["cycles_b"] / r["cycles_a"] for r in members if _usable(r, "a") and _usable(r, "b")]
+        ab = [r["cycles_b"] / r["cycles_a_on_b"] for r in members if _usable(r, "b") and r["cycles_a_on_b"]]
         ac = [r["cycles_c"] / r["cycles_a"] for r in members if _usable(r, "a") and _usable(r, "c")]
         roof = [r["roofline_pct_a"] for r in members if _usable(r, "a")]
         out.append({"group": name, "cases": len(members), "cases_ac": len(ac), "cases_ab": len(ab),
@@ -345,6 +379,9 @@ def print_summary(summary: Sequence[dict], console: Console) -> None:
                       "-" if s["roofline_pct_a"] is None else f"{s['roofline_pct_a']:.1f}",
                       "-" if s["paper_ac"] is None else f"{s['paper_ac']:.4f}")
     console.print(table)
+    if any(s["group"] == "conv" and s["cases_ab"] for s in summary):
+        console.print("conv a/b: (a) and (b) both on the layers' twins with Cin / --conv-b-scale "
+                      "(column shape_b)", markup=False)
 
 
 def plot_class(rows: Sequence[dict], cls: str, path: Path) -> None:
@@ -370,7 +407,8 @@ def plot_class(rows: Sequence[dict], cls: str, path: Path) -> None:
             ax.bar(xs, list(got.values()), width, label=op)
             plotted += len(got)
         ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_title(f"{cls}: speedup of {title}")
+        twin = " (both on the Cin-scaled twin)" if cls == "conv" and key == "speedup_ab" else ""
+        ax.set_title(f"{cls}: speedup of {title}{twin}")
         ax.set_ylabel("speedup (cycles)")
         if key == "speedup_ab":
             ax.set_yscale("log")
@@ -444,11 +482,14 @@ ClassesOption = Annotated[str, typer.Option(
     help="Comma-separated classes: binary, relu, conv; or one binary op alone: add, sub, mul.")]
 NoBOption = Annotated[bool, typer.Option("--no-b", help="Skip variant (b), the slow scalar fallback.")]
 JobsOption = Annotated[int, typer.Option(min=1, help="Processes over the cases (rows do not depend on it).")]
+ConvBScaleOption = Annotated[int, typer.Option(
+    min=1, help="Conv variant (b) runs on the layer with Cin divided by this (a/b on that twin).")]
 
 
 def main(out: OutOption = DEFAULT_OUT, quick: QuickOption = False,
          classes: ClassesOption = "binary,relu,conv",
-         no_b: NoBOption = False, jobs: JobsOption = 1) -> None:
+         no_b: NoBOption = False, jobs: JobsOption = 1,
+         conv_b_scale: ConvBScaleOption = CONV_B_SCALE) -> None:
     """Run seed 001's experiment (Table II) on the simulated DianNao card; write CSV, JSON and PNGs."""
     console = Console(highlight=False, soft_wrap=True)
     try:
@@ -458,7 +499,7 @@ def main(out: OutOption = DEFAULT_OUT, quick: QuickOption = False,
         console.print(f"error: --classes: {exc}", markup=False)
         raise typer.Exit(code=2) from None
     start = time.perf_counter()
-    rows = run_cases(cases, with_b=not no_b, jobs=jobs, console=console)
+    rows = run_cases(cases, with_b=not no_b, jobs=jobs, console=console, conv_b_scale=conv_b_scale)
     summary = write_outputs(rows, out)
     print_summary(summary, console)
     console.print(f"{len(rows)} cases in {time.perf_counter() - start:.1f} s; wrote {out}", markup=False)

@@ -98,24 +98,41 @@ def test_quick_variants_that_ran_validated_and_their_speedups_are_cycle_ratios(q
     _, rows = read_csv(quick / "diannao_loop_partition.csv")
     for r in rows:
         for v in "abc":
-            if v == "b" and r["class"] == "conv":   # compiled only: why it stays scalar
-                assert r["status_b"] == "skipped" and r["unmatched_b"] and r["cycles_b"] == "", r
-                continue
             assert r[f"status_{v}"] == "ok" or r[f"status_{v}"].startswith("error: "), r
             if r[f"status_{v}"] == "ok":
                 assert r[f"validated_{v}"] == "True", (v, r)
                 assert int(r[f"cycles_{v}"]) > 0
             else:
                 assert r[f"cycles_{v}"] == "" and r[f"validated_{v}"] == ""
-        for key, slow in (("speedup_ab", "cycles_b"), ("speedup_ac", "cycles_c")):
-            if r["cycles_a"] and r[slow]:
-                assert float(r[key]) == pytest.approx(int(r[slow]) / int(r["cycles_a"]), abs=1e-4)
+        ratios = (("speedup_ab", "cycles_b", "cycles_a_on_b"), ("speedup_ac", "cycles_c", "cycles_a"))
+        for key, slow, fast in ratios:
+            if r[fast] and r[slow]:
+                assert float(r[key]) == pytest.approx(int(r[slow]) / int(r[fast]), abs=1e-4)
             else:
                 assert r[key] == ""
     elementwise = [r for r in rows if r["class"] != "conv"]
     assert elementwise and all(r[f"status_{v}"] == "ok" for r in elementwise for v in "abc")
     conv = [r for r in rows if r["class"] == "conv"]
-    assert conv and all(r["status_a"] == r["status_c"] == "ok" for r in conv)
+    assert conv and all(r[f"status_{v}"] == "ok" for r in conv for v in "abc")
+
+
+def test_quick_conv_b_runs_on_the_cin_scaled_twin_and_stays_scalar(quick: Path):
+    _, rows = read_csv(quick / "diannao_loop_partition.csv")
+    for r in (r for r in rows if r["class"] == "conv"):
+        (h, w, cin), (cout, kh, kw, _) = (tuple(map(int, d.split("x"))) for d in (r["shape"], r["weights"]))
+        s = exp.CONV_B_SCALE
+        assert r["shape_b"] == f"{h}x{w}x{cin // s} * {cout}x{kh}x{kw}x{cin // s}"
+        assert r["cycles_a_on_b"] != r["cycles_a"] and int(r["cycles_a_on_b"]) > 0
+        assert int(r["scalar_fallback_b"]) > 0 and r["unmatched_b"]
+        assert float(r["speedup_ab"]) > 1
+
+
+def test_conv_twin_refuses_a_scale_that_does_not_divide_the_channels():
+    layer = exp.table_ii_cases(["conv"])[0]
+    twin = exp.conv_twin(layer, 8)
+    assert (twin.shape, twin.weights) == ((56, 56, 32), (128, 3, 3, 32))
+    with pytest.raises(ValueError, match="must divide the layer's Cin 256"):
+        exp.conv_twin(layer, 3)
 
 
 def test_quick_a_never_falls_back_to_scalar_code_and_b_does_when_cores_do_not_divide(quick: Path):
@@ -168,6 +185,7 @@ def synthetic_row(cls: str, op: str, cycles: tuple[int | None, int, int], roof: 
     row = dict.fromkeys(exp.COLUMNS)
     row.update({"class": cls, "op": op, "status_a": status_a, "status_b": "ok", "status_c": "ok",
                 "cycles_a": cycles[0], "cycles_b": cycles[1], "cycles_c": cycles[2], "roofline_pct_a": roof,
+                "cycles_a_on_b": cycles[0],
                 "validated_a": status_a == "ok", "validated_b": True, "validated_c": validated_c})
     return row
 
