@@ -21,6 +21,10 @@ class LoweringError(TandemError):
     """A schedule could not be lowered to loop IR."""
 
 
+class TokenOrderError(LoweringError):
+    """A program pops a dependency token other than the one it means to (TVM Theorem 3.1 broken)."""
+
+
 class VerifyError(TandemError):
     """A program broke an invariant of its pipeline stage (see ``compiler.verify``)."""
 

@@ -18,8 +18,9 @@ Targets:
 - ``vita``: TVM Sec. 3.4-3.5's flow for VITA: flatten, fold the epilogue stages into the accumulator
   (``inplace``), turn marked copies into 2-D DMA loads and stores with padding (``inject_dma``), select
   GEMM/ALU tile instructions (``tensorize_tiles``) and add the dependency tokens between the load,
-  compute and store units (``inject_sync``). ``compiler.backend.vita`` emits the program. Virtual-thread
-  loops still run one thread after the other (no interleaving yet).
+  compute and store units (``inject_sync``, per virtual thread), then give each virtual thread its own
+  buffers and interleave the threads into one stream (``inject_virtual_thread``), and simplify the
+  addresses the threads' numbers made constant. ``compiler.backend.vita`` emits the program.
 - ``cpu`` extends this table when it lands.
 """
 
@@ -37,6 +38,7 @@ from compiler.passes import (
     fold_padding,
     inject_dma,
     inject_sync,
+    inject_virtual_thread,
     inplace,
     loop_partition,
     preprocess,
@@ -93,6 +95,8 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("inject_dma", inject_dma, "flat"),
         Pass("tensorize_tiles", tensorize_tiles, "flat"),
         Pass("inject_sync", inject_sync, "flat"),
+        Pass("inject_virtual_thread", inject_virtual_thread, "flat"),
+        Pass("simplify_threads", simplify, "flat", group="simplify"),
     ),
 }
 OPTIONAL = frozenset({"loop_partition", "preprocess"})

@@ -28,10 +28,11 @@ Assumptions (the paper does not say, or says ambiguously):
 - conv (b): without the passes the whole layer stays scalar code (the reduction is not in the form the
   conv instruction matches), about 65 simulated instructions per MAC; a Table II layer (up to 924M MACs)
   would take hours of simulation each. So (b) runs on the layer's *twin*: the same H, W, Cout, kernel,
-  stride and padding with Cin divided by ``--conv-b-scale`` (8 by default: 8x fewer MACs, the same core
+  stride and padding with Cin divided by ``--conv-b-scale`` (32 by default: 32x fewer MACs, the same core
   split, tails and output blocks; Cout stays a multiple of the conv unit's 16), and (a) runs again on the
-  twin. A conv row's a/b is ``cycles_b / cycles_a_on_b``, both on the twin (``shape_b`` names it); why the
-  full layer stays scalar (``unmatched_b``) comes from compiling the full layer without the passes.
+  twin. (b) runs with an instruction budget of ``B_INSTRUCTION_BUDGET`` per core. A conv row's a/b is
+  ``cycles_b / cycles_a_on_b``, both on the twin (``shape_b`` names it); why the full layer stays scalar
+  (``unmatched_b``) comes from compiling the full layer without the passes.
 
 Writes ``<out>/diannao_loop_partition.csv``, ``<out>/summary.json`` (the means), ``<out>/speedup_<class>.png``
 (per-case speedups of a over c and, on a log axis, of a over b: the paper's Figs. 5-8) and
@@ -45,12 +46,13 @@ Writes ``<out>/diannao_loop_partition.csv``, ``<out>/summary.json`` (the means),
 ``--quick`` runs a few small cases that are NOT Table II's (scaled-down shapes of the same character: one
 that divides over 16 cores, one that does not; one small conv layer) in a few seconds; the tests run it.
 Variant (b) of a full run is slow (the scalar fallback of a 255x55x55 add simulates ~70M instructions, ~30 s;
-the 4-tuple shapes are 15x larger): ``--no-b`` leaves it out.
+the 4-tuple shapes are 15x larger; a 55x55 conv twin runs ~10^9): ``--no-b`` leaves it out.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import textwrap
@@ -67,6 +69,7 @@ from rich.console import Console
 from rich.table import Table
 
 from compiler.passes.tensorize import unmatched
+from sim.diannao.config import load_config
 from tandem import diannao_library as library
 from tandem.run import ConvParams, compile_conv2d, conv2d_within_bound, run_diannao
 
@@ -103,7 +106,10 @@ LIBRARY_DTYPES = {"float32": "f32", "float16": "f16"}
 CORES = 16
 SEED = 0
 SKIP_B = ("loop_partition", "preprocess")
-CONV_B_SCALE = 8   # conv variant (b) runs on the layer with Cin divided by this (module docstring)
+CONV_B_SCALE = 32   # conv variant (b) runs on the layer with Cin divided by this (module docstring)
+#: Instructions a core may run in variant (b): scalar conv code runs billions (the default config's budget,
+#: a guard against runaway loops, is 10^8).
+B_INSTRUCTION_BUDGET = 20_000_000_000
 
 COLUMNS = (
     "class", "op", "case", "shape", "weights", "dtype",
@@ -211,7 +217,7 @@ def _run_b(case: Case, dtype: str, inputs: list[np.ndarray], conv_b_scale: int, 
             return
         row["cycles_a_on_b"] = a_twin[1].cycles
     row["shape_b"] = _dims(on.shape) + (f" * {_dims(on.weights)}" if on.weights else "")
-    b = _attempt(lambda: _compiled(on, dtype, on_inputs, SKIP_B))
+    b = _attempt(lambda: _compiled(on, dtype, on_inputs, SKIP_B, B_INSTRUCTION_BUDGET))
     row["status_b"] = b[0]
     if b[1] is not None:
         r = b[1]
@@ -234,10 +240,16 @@ def _inputs(case: Case, dtype: str) -> list[np.ndarray]:
     return [rng.standard_normal(s).astype(np_dt) for s in shapes]
 
 
-def _compiled(case: Case, dtype: str, inputs: list[np.ndarray], skip: tuple[str, ...]):
-    """Variant (a) (``skip`` empty) or (b) of ``case``: Tandem's compiled kernel, a ``RunReport``."""
+def _compiled(case: Case, dtype: str, inputs: list[np.ndarray], skip: tuple[str, ...],
+              budget: int | None = None):
+    """Variant (a) (``skip`` empty) or (b) of ``case``: Tandem's compiled kernel, a ``RunReport``;
+    ``budget`` replaces the config's instruction budget per core."""
     conv = ConvParams(case.weights[0], case.weights[1], 1, 1) if case.cls == "conv" else None
-    return run_diannao(case.op, case.shape, dtype, cores=CORES, skip=skip, inputs=inputs, conv=conv)
+    config = load_config("default")
+    if budget is not None:
+        config = dataclasses.replace(config, instruction_budget=budget)
+    return run_diannao(case.op, case.shape, dtype, cores=CORES, skip=skip, inputs=inputs, conv=conv,
+                       config=config)
 
 
 def _conv_unmatched(case: Case, dtype: str) -> list[str]:

@@ -129,8 +129,8 @@ def test_quick_conv_b_runs_on_the_cin_scaled_twin_and_stays_scalar(quick: Path):
 
 def test_conv_twin_refuses_a_scale_that_does_not_divide_the_channels():
     layer = exp.table_ii_cases(["conv"])[0]
-    twin = exp.conv_twin(layer, 8)
-    assert (twin.shape, twin.weights) == ((56, 56, 32), (128, 3, 3, 32))
+    twin = exp.conv_twin(layer, 32)
+    assert (twin.shape, twin.weights) == ((56, 56, 8), (128, 3, 3, 8))
     with pytest.raises(ValueError, match="must divide the layer's Cin 256"):
         exp.conv_twin(layer, 3)
 

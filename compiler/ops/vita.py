@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 import isa
 from compiler import te
 from compiler.errors import ScheduleError
@@ -266,6 +268,33 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     s = create_schedule(out)
     _schedule_tiles(s, res, (shr, lo, hi), out, t, data, weight, spatial=(0,))
     return VitaSchedule(s, (data, weight, out), t)
+
+
+def conv2d_reference(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, shift: int = 8,
+                     relu: bool = False) -> np.ndarray:
+    """What ``conv2d`` computes, in numpy on the packed layouts: unpack to NCHW / OIHW, convolve in int32,
+    shift right arithmetically, clip to int8, repack."""
+    x = data.transpose(0, 4, 1, 5, 2, 3).reshape(1, layer.ic, layer.h, layer.w).astype(np.int32)
+    w = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(layer.oc, layer.ic, layer.k, layer.k).astype(np.int32)
+    xp = np.pad(x, ((0, 0), (0, 0), (layer.p, layer.p), (layer.p, layer.p)))
+    out = np.zeros((1, layer.oc, layer.oh, layer.ow), np.int32)
+    for kh in range(layer.k):
+        for kw in range(layer.k):
+            patch = xp[:, :, kh:kh + layer.s * layer.oh:layer.s, kw:kw + layer.s * layer.ow:layer.s]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, kh, kw])
+    out = np.clip(out >> shift, 0 if relu else -128, 127).astype(np.int8)
+    b = data.shape[-1]
+    return out.reshape(1, layer.oc // b, b, layer.oh, layer.ow).transpose(0, 1, 3, 4, 2)[..., None, :]
+
+
+def dense_reference(data: np.ndarray, weight: np.ndarray, shift: int = 8, relu: bool = False) -> np.ndarray:
+    """What ``dense`` computes, in numpy on the packed layouts (int32 products, shift, clip to int8)."""
+    m, kb, _, b = data.shape
+    nb = weight.shape[0]
+    a = data.reshape(m, kb * b).astype(np.int32)
+    w = weight.transpose(0, 2, 1, 3).reshape(nb * b, kb * b).astype(np.int32)
+    out = np.clip((a @ w.T) >> shift, 0 if relu else -128, 127).astype(np.int8)
+    return out.reshape(m, nb, 1, b)
 
 
 def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...], out: te.Tensor,

@@ -3,9 +3,11 @@
 The order in which a target runs them is in ``compiler.pipeline``.
 """
 
+from compiler.passes.check_token_order import check_token_order
 from compiler.passes.flatten import flatten
 from compiler.passes.inject_dma import inject_dma
 from compiler.passes.inject_sync import inject_sync
+from compiler.passes.inject_virtual_thread import inject_virtual_thread
 from compiler.passes.inplace import inplace
 from compiler.passes.loop_partition import loop_partition
 from compiler.passes.preprocess import fold_padding, preprocess
@@ -14,5 +16,6 @@ from compiler.passes.simplify import simplify
 from compiler.passes.tensorize import tensorize
 from compiler.passes.tensorize_tiles import tensorize_tiles
 
-__all__ = ["flatten", "fold_padding", "inject_dma", "inject_sync", "inplace", "loop_partition", "preprocess",
-           "share_smem", "simplify", "tensorize", "tensorize_tiles"]
+__all__ = ["check_token_order", "flatten", "fold_padding", "inject_dma", "inject_sync",
+           "inject_virtual_thread", "inplace", "loop_partition", "preprocess", "share_smem", "simplify",
+           "tensorize", "tensorize_tiles"]

@@ -15,6 +15,16 @@ it. For every statement list (a loop body, or the function body) this pass adds:
   stands for iteration -1 and a pop after it drains the last iteration's token, so pushes and pops
   balance. Carried dependencies a forward token of the next iteration already orders need none.
 
+A dependency needs no token of its own when tokens inside the statements already order it: when ``S_i``
+pushes (u -> v) after its last access on u (``tail``), when ``S_j`` pops (u -> v) before its first access
+on v (``head``), or when a statement between them pops (u -> v) at all (every token inside a statement is
+pushed and popped inside it, so the pop waits for a push that u makes after ``S_i``). This is what keeps
+an outer loop from repeating, as carried tokens of its own, the ordering its inner loops already give.
+
+A loop bound to ``vthread`` is a virtual thread: its body is synchronized as one thread's program, with
+no token between threads (``inject_virtual_thread`` then gives each thread its own buffers and interleaves
+them). Labels include the thread variable, so that each thread's tokens stay apart.
+
 Labels: a token's label is its loop's iteration (and those of the enclosing loops), so that a push and
 the pop meant for it carry equal labels: what ``check_token_order`` compares.
 
@@ -42,6 +52,14 @@ def inject_sync(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
     return ir.PrimFunc(func.name, func.params, _Sync(spec).stmt(func.body, ()), func.attrs)
 
 
+def insn_unit(spec: isa.ISA, insn: ir.TensorInsn) -> str:
+    """The unit of the decoupled machine that runs ``insn`` (its spec's ``timing.unit``)."""
+    unit = spec.instruction(insn.name).timing.unit
+    if unit not in ir.DAE_UNITS:
+        raise LoweringError(f"{insn.name} runs on unit {unit!r}, not one of {ir.DAE_UNITS}")
+    return unit
+
+
 @dataclass(frozen=True)
 class _Access:
     unit: str
@@ -55,10 +73,7 @@ class _Sync:
         self.count = 0   # numbers the tokens, so that each has its own name
 
     def unit_of(self, insn: ir.TensorInsn) -> str:
-        unit = self.spec.instruction(insn.name).timing.unit
-        if unit not in ir.DAE_UNITS:
-            raise LoweringError(f"inject_sync: {insn.name} runs on unit {unit!r}, not one of {ir.DAE_UNITS}")
-        return unit
+        return insn_unit(self.spec, insn)
 
     def accesses(self, s: ir.Stmt) -> list[_Access]:
         found: list[_Access] = []
@@ -95,6 +110,9 @@ class _Sync:
             return s   # one unit runs the whole loop in order: a micro-op nest or a run of DMAs
         inner = (*loops, s)
         wrappers, body = _unwrap(s.body)
+        if s.thread == "vthread":   # one thread's program; threads do not wait for each other
+            new_body = self.items(body, inner, None)[0]
+            return ir.For(s.var, s.min, s.extent, _rewrap(wrappers, ir.seq(*new_body)), s.kind, s.thread)
         new_body, carried = self.items(body, inner, s)
         loop = ir.For(s.var, s.min, s.extent, _rewrap(wrappers, ir.seq(*new_body)), s.kind, s.thread)
         first, past = s.min, simplify(s.min + s.extent)
@@ -117,14 +135,21 @@ class _Sync:
         first push and last pop go around the loop."""
         stmts = [self.stmt(x, loops) for x in stmts]
         acc = [self.accesses(x) for x in stmts]
+        inside = [_Ordering.of(x, self.unit_of) for x in stmts]
         pushes: dict[int, list[ir.DepToken]] = {}
         pops: dict[int, list[ir.DepToken]] = {}
         placed: dict[tuple[str, str], list[tuple[int, int]]] = {}
+
+        def ordered(i: int, j: int, pair: tuple[str, str], between: range) -> bool:
+            """Whether tokens inside the statements order S_i's accesses on u before S_j's on v."""
+            return (pair in inside[i].tail or pair in inside[j].head
+                    or any(pair in inside[k].pops for k in between))
+
         for j in range(len(stmts)):
             for i in range(j - 1, -1, -1):
                 for u, v in _conflicts(acc[i], acc[j]):
                     pairs = placed.setdefault((u, v), [])
-                    if any(k >= i and pos <= j for k, pos in pairs):
+                    if any(k >= i and pos <= j for k, pos in pairs) or ordered(i, j, (u, v), range(i + 1, j)):
                         continue
                     self.count += 1
                     name = f"{u}->{v}#{self.count}"
@@ -137,8 +162,12 @@ class _Sync:
             for i in range(len(stmts)):
                 for j in range(len(stmts)):
                     for u, v in _conflicts(acc[i], acc[j]):
-                        if any(pos <= j for _, pos in placed.get((u, v), [])):
-                            continue   # the next iteration's forward token orders it
+                        # a token pushed after S_i (this iteration) or popped before S_j (the next)
+                        if any(k >= i or pos <= j for k, pos in placed.get((u, v), [])):
+                            continue
+                        rest = [*range(i + 1, len(stmts)), *range(j)]
+                        if ordered(i, j, (u, v), rest):
+                            continue
                         last, first = wanted.get((u, v), (-1, len(stmts)))
                         wanted[(u, v)] = (max(last, i), min(first, j))
             for (u, v), (i, j) in wanted.items():
@@ -153,6 +182,44 @@ class _Sync:
         for k, x in enumerate(stmts):
             out += [*pops.get(k, []), x, *pushes.get(k, [])]
         return out, carried
+
+
+@dataclass(frozen=True)
+class _Ordering:
+    """What the tokens inside a statement order, per unit pair (u, v): ``head``, a pop (u -> v) comes
+    before its first access on v; ``tail``, a push (u -> v) comes after its last access on u; ``pops``,
+    it pops (u -> v) somewhere. Loop bodies are read once, in program order (first and last iteration
+    alike)."""
+
+    head: frozenset[tuple[str, str]]
+    tail: frozenset[tuple[str, str]]
+    pops: frozenset[tuple[str, str]]
+
+    @staticmethod
+    def of(s: ir.Stmt, unit_of) -> _Ordering:
+        events: list[tuple[str, str, str]] = []   # ("access", unit, "") or (action, src, dst)
+
+        def visit(node) -> None:   # leaves come in program order
+            if isinstance(node, ir.DepToken):
+                events.append((node.action, node.src, node.dst))
+            elif isinstance(node, ir.TensorInsn):
+                events.append(("access", unit_of(node), ""))
+
+        post_order_visit(s, visit)
+        return _Ordering(_before_first(events, "pop"), _before_first(events[::-1], "push"),
+                         frozenset((a, b) for kind, a, b in events if kind == "pop"))
+
+
+def _before_first(events: list[tuple[str, str, str]], action: str) -> frozenset[tuple[str, str]]:
+    """Pairs (u, v) with an ``action`` event before the first access on the unit that runs it (v for a
+    pop, u for a push)."""
+    out, seen = set(), set()
+    for kind, a, b in events:
+        if kind == "access":
+            seen.add(a)
+        elif kind == action and (b if action == "pop" else a) not in seen:
+            out.add((a, b))
+    return frozenset(out)
 
 
 def _conflicts(first: list[_Access], second: list[_Access]) -> set[tuple[str, str]]:

@@ -54,6 +54,15 @@ class _Simplify(IRMutator):
     def mutate_Evaluate(self, s: ir.Evaluate) -> ir.Stmt:
         return _keep(s, value=self._expr(s.value))
 
+    def mutate_InsnField(self, f: ir.InsnField) -> ir.InsnField:
+        return _keep(f, value=self._expr(f.value))
+
+    def mutate_Region(self, r: ir.Region) -> ir.Region:
+        return _keep(r, offset=self._expr(r.offset))
+
+    def mutate_DepToken(self, s: ir.DepToken) -> ir.Stmt:
+        return _keep(s, label=tuple(self._expr(e) for e in s.label))
+
     def mutate_For(self, s: ir.For) -> ir.Stmt:
         lo, ext = self._expr(s.min), self._expr(s.extent)
         if isinstance(ext, ir.IntImm) and ext.value <= 0:

@@ -10,21 +10,6 @@ from compiler.pipeline import build
 from sim.vita.machine import simulate
 
 
-def conv_reference(data, kernel, layer: vita.ConvShape, shift: int, relu: bool) -> np.ndarray:
-    """numpy conv2d on the packed layouts: unpack to NCHW / OIHW, convolve in int32, shift, clip, repack."""
-    x = data.transpose(0, 4, 1, 5, 2, 3).reshape(1, layer.ic, layer.h, layer.w).astype(np.int32)
-    w = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(layer.oc, layer.ic, layer.k, layer.k).astype(np.int32)
-    xp = np.pad(x, ((0, 0), (0, 0), (layer.p, layer.p), (layer.p, layer.p)))
-    out = np.zeros((1, layer.oc, layer.oh, layer.ow), np.int32)
-    for kh in range(layer.k):
-        for kw in range(layer.k):
-            patch = xp[:, :, kh:kh + layer.s * layer.oh:layer.s, kw:kw + layer.s * layer.ow:layer.s]
-            out += np.einsum("nchw,oc->nohw", patch, w[:, :, kh, kw])
-    out = np.clip(out >> shift, 0 if relu else -128, 127).astype(np.int8)
-    b = data.shape[-1]
-    return out.reshape(1, layer.oc // b, b, layer.oh, layer.ow).transpose(0, 1, 3, 4, 2)[..., None, :]
-
-
 def _run(vs, inputs, config="vta-default"):
     func = build(vs.schedule, vs.args, target="vita")
     kernel = build_vita(func)
@@ -49,7 +34,7 @@ def test_conv2d_on_the_simulator_equals_numpy(layer, tiling, relu, vthreads):
     data = rng.integers(-128, 128, vs.args[0].shape, dtype=np.int8)
     kernel = rng.integers(-128, 128, vs.args[1].shape, dtype=np.int8)
     got, result = _run(vs, [data, kernel])
-    np.testing.assert_array_equal(got, conv_reference(data, kernel, layer, 8, relu))
+    np.testing.assert_array_equal(got, vita.conv2d_reference(data, kernel, layer, 8, relu))
     assert result.counters["gemm_counter"] > 0
 
 
@@ -60,10 +45,7 @@ def test_dense_on_the_simulator_equals_numpy():
     data = rng.integers(-128, 128, vs.args[0].shape, dtype=np.int8)
     weight = rng.integers(-128, 128, vs.args[1].shape, dtype=np.int8)
     got, _ = _run(vs, [data, weight])
-    a = data.reshape(m, k).astype(np.int32)
-    w = weight.transpose(0, 2, 1, 3).reshape(n, k).astype(np.int32)
-    want = np.clip((a @ w.T) >> 8, -128, 127).astype(np.int8)
-    np.testing.assert_array_equal(got.reshape(m, n), want)
+    np.testing.assert_array_equal(got, vita.dense_reference(data, weight))
 
 
 def test_same_program_same_cycles():

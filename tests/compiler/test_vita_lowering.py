@@ -10,6 +10,8 @@ from compiler.ir.functor import post_order_visit
 from compiler.lower import lower
 from compiler.ops import vita
 from compiler.passes.inject_dma import inject_dma
+from compiler.passes.inject_sync import inject_sync
+from compiler.passes.inject_virtual_thread import inject_virtual_thread
 from compiler.passes.inplace import inplace
 from compiler.passes.tensorize_tiles import tensorize_tiles
 from compiler.pipeline import compile_func
@@ -37,7 +39,7 @@ def _instructions(func: ir.PrimFunc) -> list[str]:
 def test_each_pass_keeps_the_result(case, vthreads):
     vs = CASES[case](vthreads)
     func = compile_func(lower(vs.schedule, vs.args), "reference")
-    for step in (inplace, inject_dma, tensorize_tiles):
+    for step in (inplace, inject_dma, tensorize_tiles, inject_sync, inject_virtual_thread):
         before, func = func, step(func)
         assert_same_results(before, func, step.__name__, seeds=1)
     names = set(_instructions(func))
