@@ -1,4 +1,5 @@
-"""``tandem run OP --target TARGET``: compile, simulate and validate one operator (tandem/run.py).
+"""``tandem run OP --target TARGET``: compile, simulate and validate one operator (tandem/run.py for the
+DianNao card, tandem/vita_run.py for VITA).
 
 Prints a table (or, with ``--json``, one JSON object: the contract in tandem/run.py). Exit status: 0 when
 the simulated output equals numpy's, 1 when it does not, 2 for bad input or a compiler error.
@@ -16,23 +17,36 @@ from rich.table import Table
 from tandem.console import fail
 from tandem.workloads import WorkloadError, int_param, parse_params, parse_shape
 
-TARGETS = ("diannao",)
+TARGETS = ("diannao", "vita")
 CONV_PARAMS = ("H", "W", "IC", "OC", "K", "S", "P")
+GEMM_PARAMS = ("M", "N", "K")
+DEFAULT_CONFIGS = {"diannao": "default", "vita": "vta-default"}
+VITA_OPS = ("conv2d", "gemm")
 DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8"}
 
 
 def run_command(
-    op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d.")],
-    target: Annotated[str, typer.Option(help="Target: diannao.")] = "diannao",
+    op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
+                                           "conv2d, gemm (vita).")],
+    target: Annotated[str, typer.Option(help="Target: diannao or vita.")] = "diannao",
     shape: Annotated[str | None, typer.Option(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,
     params: Annotated[
         list[str] | None,
-        typer.Option("-p", "--param", help="KEY=VALUE: cores=N (default 16), tile=ELEMENTS, seed=N; conv2d "
-                                           "also H, W, IC, OC (default 16), K (3), S (1), P (1)."),
+        typer.Option("-p", "--param", help="KEY=VALUE: seed=N; diannao: cores=N (default 16), "
+                                           "tile=ELEMENTS; conv2d: H, W, IC, OC (default 16), K (3), S (1), "
+                                           "P (1); gemm (vita): M, N, K."),
     ] = None,
     dtype: Annotated[str, typer.Option(help="Element type: f32, f16, i32, i16, i8.")] = "f32",
-    config: Annotated[str, typer.Option(help="Simulator config: built-in name or TOML file.")] = "default",
+    config: Annotated[str | None, typer.Option(
+        help="Simulator config: built-in name (diannao: default; vita: vta-default, tvm-paper) or TOML "
+             "file.")] = None,
+    vthreads: Annotated[int, typer.Option(
+        min=0, help="vita: virtual threads (0 = none), interleaved to hide load latency.")] = 0,
+    tune: Annotated[int, typer.Option(
+        min=0, help="vita: simulate this many of the cost model's best tilings and keep the fastest "
+                    "(0 = the model's first choice).")] = 0,
+    relu: Annotated[bool, typer.Option("--relu", help="vita: clip at 0 instead of -128.")] = False,
     no_partition: Annotated[
         bool, typer.Option("--no-partition", help="Compile without loop partitioning (seed 001 Alg. 2).")
     ] = False,
@@ -48,6 +62,10 @@ def run_command(
 
     if target not in TARGETS:
         raise fail(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}", 2)
+    config = config or DEFAULT_CONFIGS[target]
+    if target == "vita":
+        _run_vita(op, shape, params, config, vthreads, tune, relu, as_json)
+        return
     shape_given = shape is not None
     shape = shape or "256x56x56"
     try:
@@ -72,6 +90,63 @@ def run_command(
         _print(report)
     if not report.validated:
         raise typer.Exit(code=1)
+
+
+def _run_vita(op: str, shape: str | None, params: list[str] | None, config: str, vthreads: int, tune: int,
+              relu: bool, as_json: bool) -> None:
+    from compiler.errors import TandemError
+    from sim.core.errors import SimError
+    from tandem.run import RunError
+    from tandem.vita_run import VitaLayer, run_vita
+
+    try:
+        if op not in VITA_OPS:
+            raise RunError(f"VITA: no schedule for operator {op!r}; expected one of {', '.join(VITA_OPS)}")
+        values = parse_params(params or ())
+        known = {"seed", *(CONV_PARAMS if op == "conv2d" else GEMM_PARAMS)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise WorkloadError(f"-p {unknown[0]}", f"unknown parameter for {op} on vita; expected "
+                                                    f"{', '.join(sorted(known))}")
+        ints = {k: int_param(k, v, 0 if k in ("seed", "P") else 1) for k, v in values.items()}
+        if op == "gemm":
+            if shape is not None:
+                raise WorkloadError("--shape", "gemm on vita takes -p M= N= K=, not --shape")
+            layer = VitaLayer.gemm(ints.get("M", 16), ints.get("N", 16), ints.get("K", 16))
+        else:
+            dims, conv = _conv_layer(parse_shape(shape) if shape else (56, 56, 64), ints, shape is not None)
+            layer = VitaLayer.conv2d(*dims, conv.cout, conv.k, conv.stride, conv.pad)
+        report = run_vita(layer, vthreads, config, tune=tune, relu=relu, seed=ints.get("seed", 0))
+    except (WorkloadError, RunError, TandemError, SimError, OSError) as exc:
+        raise fail(str(exc), 2) from None
+    if as_json:
+        typer.echo(json.dumps(report.to_json()))
+    else:
+        _print_vita(report)
+    if not report.validated:
+        raise typer.Exit(code=1)
+
+
+def _print_vita(r) -> None:
+    p = r.params
+    layer = " ".join(f"{k}={p[k]}" for k in ("H", "W", "IC", "OC", "K", "S", "P", "M", "N") if k in p)
+    t = p["tiling"]
+    table = Table(title=f"{r.op} {layer} int8 on vita ({p['config']}, {p['vthreads']} virtual threads)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("validated", ("[green]yes[/green] " if r.validated else "[red]NO[/red] ") + r.detail),
+        ("cycles", f"{r.cycles:,}"),
+        ("roofline", f"{r.roofline_cycles:,} cycles ({r.roofline_pct:.1f}% reached)"),
+        ("tiling", f"{t['rows']} rows x {t['oc_block']} oc blocks x {t['ic_block']} ic blocks"
+                   + (f", threads over {t['vthread_axis']}" if p["vthreads"] > 1 else "")),
+        ("instructions", ", ".join(f"{k} {v}" for k, v in sorted(r.instructions.items()))),
+        ("utilization", ", ".join(f"{k} {v:.1%}" for k, v in r.utilization.items())),
+        ("compile / simulate", f"{r.compile_s:.2f} s / {r.simulate_s:.2f} s"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    Console(highlight=False).print(table)
 
 
 def _conv_layer(dims: tuple[int, ...], ints: dict[str, int], shape_given: bool):

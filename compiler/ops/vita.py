@@ -141,34 +141,59 @@ def _uneven(layer: ConvShape, t: Tiling) -> str | None:
     return None
 
 
-def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, dram_bytes_per_cycle: int = 8) -> int:
-    """A first-order cost: GEMM cycles, DRAM cycles, and, without virtual threads, their sum (nothing
-    overlaps); with them, the larger of the two plus one tile's worth of the other."""
+@dataclass(frozen=True)
+class MachineCosts:
+    """What ``estimate_cycles`` knows of the machine's timing (sim/vita's config holds the real numbers;
+    the defaults are the tvm-paper config's)."""
+
+    dram_bytes_per_cycle: int = 8
+    dram_latency: int = 40
+    pipeline_fill: int = 4     # GEMM and ALU, per instruction
+    alu_cycles_per_uop: int = 2
+
+
+def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCosts = MachineCosts()) -> int:
+    """A first-order cost of ``layer`` under tiling ``t``, per unit and per chunk of input channels.
+
+    Per tile: each chunk loads its input rows and weights (``load``) and runs its GEMMs (``gemm``); then
+    the epilogue (three ALU operations) and the store. One thread cannot load a chunk while its GEMMs
+    read the previous one, so without virtual threads a chunk costs ``load + gemm``. With n threads the
+    units overlap: a round of n chunks costs the most of n GEMMs, n loads, and one load plus one GEMM
+    (a thread's next load still waits for its own GEMM). The first load and the last epilogue and store
+    stick out either way."""
     block = block_of(spec)
+    c = costs
     oc_b, ic_b = layer.oc // block, layer.ic // block
     tiles = math.ceil(layer.oh / t.rows) * math.ceil(oc_b / t.oc_block)
     chunks = math.ceil(ic_b / t.ic_block)
     in_rows = (t.rows - 1) * layer.s + layer.k
-    inp = chunks * t.ic_block * in_rows * (layer.w + 2 * layer.p) * block
-    wgt = chunks * t.oc_block * t.ic_block * layer.k * layer.k * block * block
-    out = t.oc_block * t.rows * layer.ow * block
-    dram = tiles * math.ceil((inp + wgt + out) / dram_bytes_per_cycle)
-    gemm = tiles * t.oc_block * t.rows * layer.ow * ic_b * layer.k * layer.k
-    if t.threads == 1:
-        return dram + gemm
-    return max(dram, gemm) + min(dram, gemm) // tiles
+    vectors = t.oc_block * t.rows * layer.ow   # accumulator rows of one tile
+    inp = t.ic_block * in_rows * (layer.w + 2 * layer.p) * block
+    wgt = t.oc_block * t.ic_block * layer.k * layer.k * block * block
+    load = math.ceil((inp + wgt) / c.dram_bytes_per_cycle) + 2 * c.dram_latency
+    gemm = vectors * t.ic_block * layer.k * layer.k + c.pipeline_fill
+    epilogue = vectors + 3 * (c.alu_cycles_per_uop * vectors + c.pipeline_fill)   # reset and 3 ALU ops
+    store = math.ceil(vectors * block / c.dram_bytes_per_cycle) + c.dram_latency
+    n = t.threads
+    if n == 1:
+        per_tile = chunks * (load + gemm) + epilogue + store - min(load, epilogue + store)
+        return tiles * per_tile + min(load, epilogue + store)
+    round_ = max(n * gemm, n * load, load + gemm)
+    return math.ceil(tiles / n) * (chunks * round_ + n * epilogue) + load + store
 
 
-def choose_tiling(layer: ConvShape, vthreads: int = 0, spec: isa.ISA | None = None) -> Tiling:
-    """The tiling of ``layer`` with the lowest ``estimate_cycles`` that fits the buffers, ``vthreads``
-    virtual threads over output channels (or rows, when the channel blocks do not split)."""
+def rank_tilings(layer: ConvShape, vthreads: int = 0, spec: isa.ISA | None = None,
+                 costs: MachineCosts = MachineCosts()) -> list[Tiling]:
+    """Every tiling of ``layer`` that fits the buffers and cuts it into whole tiles, for ``vthreads``
+    virtual threads over output channels or rows, cheapest ``estimate_cycles`` first (ties: bigger tiles
+    first). ScheduleError when there is none."""
     spec = _spec(spec)
     block = block_of(spec)
     oc_b, ic_b = layer.oc // block, layer.ic // block
     n = max(vthreads, 1)
     axes = ["oc"] if oc_b % n == 0 and oc_b >= n else []
     axes += ["h"] if layer.oh >= n else []
-    best: tuple[int, Tiling] | None = None
+    ranked: list[tuple[tuple[int, ...], Tiling]] = []
     for axis in axes:
         oc_share = oc_b // n if axis == "oc" else oc_b
         row_share = math.ceil(layer.oh / n) if axis == "h" else layer.oh
@@ -180,12 +205,18 @@ def choose_tiling(layer: ConvShape, vthreads: int = 0, spec: isa.ISA | None = No
                         break  # more rows only need more
                     if _uneven(layer, t):
                         continue
-                    cost = (estimate_cycles(layer, t, spec), -rows, -ob, -ib)
-                    if best is None or cost < best[0]:
-                        best = (cost, t)
-    if best is None:
-        raise ScheduleError(f"VITA conv2d {layer}: no tiling with {n} virtual thread(s) fits the buffers")
-    return best[1]
+                    cost = estimate_cycles(layer, t, spec, costs)
+                    ranked.append(((cost, -rows, -ob, -ib, axis != "oc"), t))
+    if not ranked:
+        raise ScheduleError(f"VITA conv2d {layer}: no tiling with {n} virtual thread(s) fits the buffers "
+                            f"and cuts the layer into whole tiles")
+    return [t for _, t in sorted(ranked, key=lambda x: x[0])]
+
+
+def choose_tiling(layer: ConvShape, vthreads: int = 0, spec: isa.ISA | None = None,
+                  costs: MachineCosts = MachineCosts()) -> Tiling:
+    """The first of ``rank_tilings``: the tiling with the lowest ``estimate_cycles``."""
+    return rank_tilings(layer, vthreads, spec, costs)[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -317,7 +348,9 @@ def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...]
         s[out].bind(vt, te.thread_axis("vthread", name="vt"))
     batch = [axes[0]] if spatial[0] != 0 else []   # conv's batch axis (extent 1) goes outermost
     others = [a for i, a in enumerate(axes) if i not in (0, 1, spatial[0])]
-    inner = [co_i, y_i, *others]
+    # the output tile's loops in DRAM order, so the store is one 2-D DMA: conv's rows are inside a channel
+    # block (NCHWc), dense's channel blocks inside a row
+    inner = [co_i, y_i, *others] if spatial[0] != 0 else [y_i, co_i, *others]
     s[out].reorder(*batch, *tiles, *inner)
     at = tiles[-1]
     for stage in (res, *epilogue):
