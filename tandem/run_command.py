@@ -84,10 +84,15 @@ def run_command(
                              ints.get("tile"), config, skip, ints.get("seed", 0), conv=conv)
     except (WorkloadError, RunError, TandemError, SimError, OSError) as exc:
         raise fail(str(exc), 2) from None
+    _report(report, as_json, _print)
+
+
+def _report(report, as_json: bool, show) -> None:
+    """Print ``report`` (one JSON object, or ``show``'s table); exit 1 when it did not validate."""
     if as_json:
         typer.echo(json.dumps(report.to_json()))
     else:
-        _print(report)
+        show(report)
     if not report.validated:
         raise typer.Exit(code=1)
 
@@ -119,12 +124,7 @@ def _run_vita(op: str, shape: str | None, params: list[str] | None, config: str,
         report = run_vita(layer, vthreads, config, tune=tune, relu=relu, seed=ints.get("seed", 0))
     except (WorkloadError, RunError, TandemError, SimError, OSError) as exc:
         raise fail(str(exc), 2) from None
-    if as_json:
-        typer.echo(json.dumps(report.to_json()))
-    else:
-        _print_vita(report)
-    if not report.validated:
-        raise typer.Exit(code=1)
+    _report(report, as_json, _print_vita)
 
 
 def _print_vita(r) -> None:
