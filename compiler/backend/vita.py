@@ -151,6 +151,11 @@ class _Emitter:
             lo, ext = self.value(s.min, env), self.value(s.extent, env)
             for v in range(lo, lo + ext):
                 self.walk(s.body, {**env, s.var: v})
+        elif isinstance(s, ir.IfThenElse):   # a guard on host loop variables: decided now
+            if self.value(s.cond, env):
+                self.walk(s.then_case, env)
+            elif s.else_case is not None:
+                self.walk(s.else_case, env)
         elif isinstance(s, ir.DepToken):
             label = tuple(self.value(x, env) for x in s.label)
             tok = Token(len(self.insns), s.action, s.src, s.dst, s.token, label)

@@ -11,9 +11,11 @@ it. For every statement list (a loop body, or the function body) this pass adds:
   push after ``S_i`` or later, popped before ``S_j`` or earlier);
 - loop-carried tokens: when ``S_i`` of one iteration conflicts with ``S_j`` of the next (the load of the
   next chunk overwrites the input the GEMM of this one reads), one token per unit pair and iteration:
-  pushed after the last such ``S_i``, popped before the first such ``S_j``; a push before the loop
-  stands for iteration -1 and a pop after it drains the last iteration's token, so pushes and pops
-  balance. Carried dependencies a forward token of the next iteration already orders need none.
+  pushed after the last such ``S_i``, popped before the first such ``S_j`` in every iteration but the
+  first (``if v > min: pop_dep``), and a pop after the loop drains the last iteration's token, so pushes
+  and pops balance. (A push before the loop for "iteration -1" would balance them too, but it would sit
+  in u's stream after everything u does before the loop, and hold v's first iteration until then.)
+  Carried dependencies a forward token of the next iteration already orders need none.
 
 A dependency needs no token of its own when tokens inside the statements already order it: when ``S_i``
 pushes (u -> v) after its last access on u (``tail``), when ``S_j`` pops (u -> v) before its first access
@@ -115,10 +117,9 @@ class _Sync:
             return ir.For(s.var, s.min, s.extent, _rewrap(wrappers, ir.seq(*new_body)), s.kind, s.thread)
         new_body, carried = self.items(body, inner, s)
         loop = ir.For(s.var, s.min, s.extent, _rewrap(wrappers, ir.seq(*new_body)), s.kind, s.thread)
-        first, past = s.min, simplify(s.min + s.extent)
-        before = [self.token("push", u, v, name, loops, first) for u, v, name in carried]
+        past = simplify(s.min + s.extent)
         after = [self.token("pop", u, v, name, loops, past) for u, v, name in carried]
-        return ir.seq(*before, loop, *after)
+        return ir.seq(loop, *after)
 
     @staticmethod
     def token(action: str, src: str, dst: str, name: str, loops: tuple[ir.For, ...],
@@ -140,16 +141,18 @@ class _Sync:
         pops: dict[int, list[ir.DepToken]] = {}
         placed: dict[tuple[str, str], list[tuple[int, int]]] = {}
 
-        def ordered(i: int, j: int, pair: tuple[str, str], between: range) -> bool:
-            """Whether tokens inside the statements order S_i's accesses on u before S_j's on v."""
-            return (pair in inside[i].tail or pair in inside[j].head
-                    or any(pair in inside[k].pops for k in between))
+        def ordered(i: int, j: int, conflict: tuple[str, str, ir.Buffer], between) -> bool:
+            """Whether tokens inside the statements order S_i's accesses to the buffer on u before S_j's
+            on v."""
+            return (conflict in inside[i].tail or conflict in inside[j].head
+                    or any(conflict[:2] in inside[k].pops for k in between))
 
         for j in range(len(stmts)):
             for i in range(j - 1, -1, -1):
-                for u, v in _conflicts(acc[i], acc[j]):
+                for u, v, b in _conflicts(acc[i], acc[j]):
                     pairs = placed.setdefault((u, v), [])
-                    if any(k >= i and pos <= j for k, pos in pairs) or ordered(i, j, (u, v), range(i + 1, j)):
+                    if any(k >= i and pos <= j for k, pos in pairs) or \
+                            ordered(i, j, (u, v, b), range(i + 1, j)):
                         continue
                     self.count += 1
                     name = f"{u}->{v}#{self.count}"
@@ -161,12 +164,12 @@ class _Sync:
             wanted: dict[tuple[str, str], tuple[int, int]] = {}
             for i in range(len(stmts)):
                 for j in range(len(stmts)):
-                    for u, v in _conflicts(acc[i], acc[j]):
+                    for u, v, b in _conflicts(acc[i], acc[j]):
                         # a token pushed after S_i (this iteration) or popped before S_j (the next)
                         if any(k >= i or pos <= j for k, pos in placed.get((u, v), [])):
                             continue
                         rest = [*range(i + 1, len(stmts)), *range(j)]
-                        if ordered(i, j, (u, v), rest):
+                        if ordered(i, j, (u, v, b), rest):
                             continue
                         last, first = wanted.get((u, v), (-1, len(stmts)))
                         wanted[(u, v)] = (max(last, i), min(first, j))
@@ -176,7 +179,8 @@ class _Sync:
                 outer = loops[:-1]
                 nxt = ir.Add(loop.var, ir.const(1, loop.var.dtype))
                 pushes.setdefault(i, []).append(self.token("push", u, v, name, outer, nxt))
-                pops.setdefault(j, []).append(self.token("pop", u, v, name, outer, loop.var))
+                pop = self.token("pop", u, v, name, outer, loop.var)
+                pops.setdefault(j, []).append(ir.IfThenElse(ir.LT(loop.min, loop.var), pop))
                 carried.append((u, v, name))
         out: list[ir.Stmt] = []
         for k, x in enumerate(stmts):
@@ -186,44 +190,73 @@ class _Sync:
 
 @dataclass(frozen=True)
 class _Ordering:
-    """What the tokens inside a statement order, per unit pair (u, v): ``head``, a pop (u -> v) comes
-    before its first access on v; ``tail``, a push (u -> v) comes after its last access on u; ``pops``,
-    it pops (u -> v) somewhere. Loop bodies are read once, in program order (first and last iteration
-    alike)."""
+    """What the tokens inside a statement order, per unit pair (u, v) and on-chip buffer: ``head``, a pop
+    (u -> v) comes before v's first access to the buffer; ``tail``, a push (u -> v) comes after u's last
+    access to it; ``pops``, the statement pops (u -> v) somewhere (per pair). Loop bodies are read once,
+    in program order (first and last iteration alike); a pop guarded to skip a loop's first iteration
+    counts for none of them."""
 
-    head: frozenset[tuple[str, str]]
-    tail: frozenset[tuple[str, str]]
+    head: frozenset[tuple[str, str, ir.Buffer]]
+    tail: frozenset[tuple[str, str, ir.Buffer]]
     pops: frozenset[tuple[str, str]]
 
     @staticmethod
     def of(s: ir.Stmt, unit_of) -> _Ordering:
-        events: list[tuple[str, str, str]] = []   # ("access", unit, "") or (action, src, dst)
+        events: list[tuple] = []   # ("access", unit, buffer) or (action, src, dst)
+
+        guarded: set[int] = set()   # pops skipped in a loop's first iteration order nothing there
 
         def visit(node) -> None:   # leaves come in program order
-            if isinstance(node, ir.DepToken):
+            if isinstance(node, ir.IfThenElse) and isinstance(node.then_case, ir.DepToken):
+                guarded.add(id(node.then_case))
+            elif isinstance(node, ir.DepToken) and id(node) not in guarded:
                 events.append((node.action, node.src, node.dst))
             elif isinstance(node, ir.TensorInsn):
-                events.append(("access", unit_of(node), ""))
+                unit = unit_of(node)
+                events.extend(("access", unit, r.buffer) for r in node.regions if r.buffer.scope != "global")
 
-        post_order_visit(s, visit)
+        _pre_order(s, visit)
         return _Ordering(_before_first(events, "pop"), _before_first(events[::-1], "push"),
                          frozenset((a, b) for kind, a, b in events if kind == "pop"))
 
 
-def _before_first(events: list[tuple[str, str, str]], action: str) -> frozenset[tuple[str, str]]:
-    """Pairs (u, v) with an ``action`` event before the first access on the unit that runs it (v for a
-    pop, u for a push)."""
-    out, seen = set(), set()
+def _pre_order(s: ir.Stmt, fn) -> None:
+    """Call ``fn`` on every statement of ``s``, parents before children, in program order."""
+    fn(s)
+    if isinstance(s, ir.Seq):
+        for x in s.stmts:
+            _pre_order(x, fn)
+    elif isinstance(s, ir.For | ir.Allocate | ir.Attr | ir.Let):
+        _pre_order(s.body, fn)
+    elif isinstance(s, ir.IfThenElse):
+        _pre_order(s.then_case, fn)
+        if s.else_case is not None:
+            _pre_order(s.else_case, fn)
+
+
+def is_pop(s: ir.Stmt) -> bool:
+    """Whether ``s`` is a ``pop_dep``, or one guarded to skip a loop's first iteration."""
+    if isinstance(s, ir.IfThenElse) and s.else_case is None:
+        s = s.then_case
+    return isinstance(s, ir.DepToken) and s.action == "pop"
+
+
+def _before_first(events: list[tuple], action: str) -> frozenset[tuple[str, str, ir.Buffer]]:
+    """Triples (u, v, buffer): an ``action`` (u -> v) event comes before the first access to the buffer by
+    the unit that runs the action (v for a pop, u for a push)."""
+    out, seen, tokens = set(), set(), set()
     for kind, a, b in events:
         if kind == "access":
-            seen.add(a)
-        elif kind == action and (b if action == "pop" else a) not in seen:
-            out.add((a, b))
+            if (a, b) not in seen:
+                out |= {(u, v, b) for u, v in tokens if (v if action == "pop" else u) == a}
+                seen.add((a, b))
+        elif kind == action:
+            tokens.add((a, b))
     return frozenset(out)
 
 
-def _conflicts(first: list[_Access], second: list[_Access]) -> set[tuple[str, str]]:
-    """Unit pairs (u, v), u != v, where an access of ``first`` on u and one of ``second`` on v touch a
+def _conflicts(first: list[_Access], second: list[_Access]) -> set[tuple[str, str, ir.Buffer]]:
+    """(u, v, buffer), u != v, where an access of ``first`` on u and one of ``second`` on v touch the
     buffer and one of them writes it."""
     out = set()
     for a in first:
@@ -232,7 +265,7 @@ def _conflicts(first: list[_Access], second: list[_Access]) -> set[tuple[str, st
                 if abs(ir.DAE_UNITS.index(a.unit) - ir.DAE_UNITS.index(b.unit)) != 1:
                     raise LoweringError(f"inject_sync: {a.unit} and {b.unit} both use {a.buffer.name}, but "
                                         f"no token queue joins them")
-                out.add((a.unit, b.unit))
+                out.add((a.unit, b.unit, a.buffer))
     return out
 
 

@@ -32,7 +32,7 @@ import isa
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, free_vars, post_order_visit, substitute
-from compiler.passes.inject_sync import insn_unit
+from compiler.passes.inject_sync import insn_unit, is_pop
 
 
 def inject_virtual_thread(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
@@ -115,7 +115,7 @@ def _units(stmts: list[ir.Stmt], units_of) -> list[list[ir.Stmt]]:
         runs.extend([None] * len(new))
 
     for s in stmts:
-        if isinstance(s, ir.DepToken) and s.action == "pop":
+        if is_pop(s):
             pending.append(s)
         elif isinstance(s, ir.DepToken):   # a push ends the unit of the statement before it
             if pending or not units or _is_host(units[-1][-1]):
