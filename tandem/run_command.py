@@ -131,22 +131,31 @@ def _print_vita(r) -> None:
     p = r.params
     layer = " ".join(f"{k}={p[k]}" for k in ("H", "W", "IC", "OC", "K", "S", "P", "M", "N") if k in p)
     t = p["tiling"]
-    table = Table(title=f"{r.op} {layer} int8 on vita ({p['config']}, {p['vthreads']} virtual threads)")
+    _show_table(f"{r.op} {layer} int8 on vita ({p['config']}, {p['vthreads']} virtual threads)", r, [
+        ("tiling", f"{t['rows']} rows x {t['oc_block']} oc blocks x {t['ic_block']} ic blocks"
+                   + (f", threads over {t['vthread_axis']}" if p["vthreads"] > 1 else "")),
+        ("instructions", ", ".join(f"{k} {v}" for k, v in sorted(r.instructions.items()))),
+    ])
+
+
+def _show_table(title: str, r, rows: list[tuple[str, str]]) -> Console:
+    """The report's table: validation, cycles and roofline, then ``rows``, utilization and timings."""
+    table = Table(title=title)
     table.add_column("measure")
     table.add_column("value", justify="right")
     rows = [
         ("validated", ("[green]yes[/green] " if r.validated else "[red]NO[/red] ") + r.detail),
         ("cycles", f"{r.cycles:,}"),
         ("roofline", f"{r.roofline_cycles:,} cycles ({r.roofline_pct:.1f}% reached)"),
-        ("tiling", f"{t['rows']} rows x {t['oc_block']} oc blocks x {t['ic_block']} ic blocks"
-                   + (f", threads over {t['vthread_axis']}" if p["vthreads"] > 1 else "")),
-        ("instructions", ", ".join(f"{k} {v}" for k, v in sorted(r.instructions.items()))),
+        *rows,
         ("utilization", ", ".join(f"{k} {v:.1%}" for k, v in r.utilization.items())),
         ("compile / simulate", f"{r.compile_s:.2f} s / {r.simulate_s:.2f} s"),
     ]
     for k, v in rows:
         table.add_row(k, v)
-    Console(highlight=False).print(table)
+    console = Console(highlight=False)
+    console.print(table)
+    return console
 
 
 def _conv_layer(dims: tuple[int, ...], ints: dict[str, int], shape_given: bool):
@@ -170,23 +179,12 @@ def _conv_layer(dims: tuple[int, ...], ints: dict[str, int], shape_given: bool):
 
 
 def _print(r) -> None:
-    console = Console(highlight=False)
-    table = Table(title=f"{r.op} {'x'.join(map(str, r.params['shape']))} {r.params['dtype']} on {r.target} "
-                  f"({r.params.get('cores_used', r.params['cores'])} cores, tile {r.params['tile']})")
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    rows = [
-        ("validated", ("[green]yes[/green] " if r.validated else "[red]NO[/red] ") + r.detail),
-        ("cycles", f"{r.cycles:,}"),
-        ("roofline", f"{r.roofline_cycles:,} cycles ({r.roofline_pct:.1f}% reached)"),
-        ("tensor / scalar instructions", f"{r.tensor_instructions:,} / {r.scalar_instructions:,}"),
-        ("scalar fallback", f"{r.scalar_fallback:,}"),
-        ("utilization", ", ".join(f"{k} {v:.1%}" for k, v in r.utilization.items())),
-        ("passes skipped", ", ".join(r.params["skip"]) or "none"),
-        ("compile / simulate", f"{r.compile_s:.2f} s / {r.simulate_s:.2f} s"),
-    ]
-    for k, v in rows:
-        table.add_row(k, v)
-    console.print(table)
+    console = _show_table(
+        f"{r.op} {'x'.join(map(str, r.params['shape']))} {r.params['dtype']} on {r.target} "
+        f"({r.params.get('cores_used', r.params['cores'])} cores, tile {r.params['tile']})", r, [
+            ("tensor / scalar instructions", f"{r.tensor_instructions:,} / {r.scalar_instructions:,}"),
+            ("scalar fallback", f"{r.scalar_fallback:,}"),
+            ("passes skipped", ", ".join(r.params["skip"]) or "none"),
+        ])
     for reason in r.unmatched:
         console.print(f"  not tensorized: {reason}", markup=False)
