@@ -96,3 +96,25 @@ def golden(request: pytest.FixtureRequest) -> Golden:
     """``golden.check(text)`` against ``tests/golden/<test_file_stem>/<test_name>.txt``."""
     path = GOLDEN_DIR / request.path.stem / f"{_sanitize(request.node.name)}.txt"
     return Golden(path, update=request.config.getoption("--update-golden"))
+
+
+@pytest.fixture
+def seed_001_memcpy():
+    """Seed 001's MEMCPY example (Sec. IV-C), lowered: a (4, 14) int32 copy split over 4 cores bound to
+    ``tid``, each core staging its 4 columns of A in NMEM with a MEMCPY mark, so the last core's copy is
+    guarded by ``tid*4 + j < 14``."""
+    from compiler import te
+    from compiler.pipeline import build
+    from compiler.schedule import create_schedule
+
+    A = te.placeholder((4, 14), "int32", name="A")
+    B = te.compute((4, 14), lambda i, j: A[i, j], name="B")
+    s = create_schedule(B)
+    AL = s.cache_read(A, "nmem", [B])
+    i, w = B.op.axis
+    wo, j = s[B].split(w, nparts=4, names=("wo", "j"))
+    s[B].reorder(wo, i, j)
+    s[B].bind(wo, te.thread_axis("core", name="tid"))
+    s[AL].compute_at(s[B], wo)
+    s[AL].pragma(s[AL].op.axis[0], "intrin", "MEMCPY")
+    return build(s, [A, B], "memcpy")

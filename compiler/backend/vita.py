@@ -35,6 +35,7 @@ from compiler.errors import LoweringError
 from compiler.interp import evaluate
 from compiler.ir import nodes as ir
 from compiler.ir.functor import substitute
+from compiler.passes.check_token_order import Token
 from compiler.passes.tensorize import space_of
 
 #: (unit, other unit) -> the flag name suffix: "prev" is the unit before in load -> compute -> store.
@@ -43,18 +44,6 @@ _SIDE = {("load", "compute"): "next", ("compute", "load"): "prev", ("compute", "
 _TILE_SPACES = {"INP": "INP_ELEM_BYTES", "WGT": "WGT_ELEM_BYTES", "ACC": "ACC_ELEM_BYTES"}
 _UOP_OPERANDS = {"acc": "dst_idx", "dst": "dst_idx", "inp": "src_idx", "src": "src_idx", "wgt": "wgt_idx"}
 _NOOP = {"load": "LOAD_INP", "compute": "LOAD_UOP", "store": "STORE_OUT"}
-
-
-@dataclass(frozen=True)
-class Token:
-    """One push or pop in the emitted program: instruction index, action, queue (src, dst), token, label."""
-
-    pc: int
-    action: str
-    src: str
-    dst: str
-    token: str
-    label: tuple[int, ...]
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,15 @@ it). Each unit runs its instructions in program order, so ordering by ``pc`` giv
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from dataclasses import dataclass
 
 from compiler.errors import TokenOrderError
 
 
-class TokenRecord(Protocol):
+@dataclass(frozen=True)
+class Token:
+    """One push or pop in an emitted program: instruction index, action, queue (src, dst), token, label."""
+
     pc: int
     action: str
     src: str
@@ -31,12 +34,12 @@ class TokenRecord(Protocol):
     label: tuple[int, ...]
 
 
-def check_token_order(tokens: Iterable[TokenRecord]) -> None:
+def check_token_order(tokens: Iterable[Token]) -> None:
     """Raise ``TokenOrderError`` naming the first push/pop pair that breaks Theorem 3.1: the earliest pop
     in the program that takes a token other than its own (on its queue, the k-th pop and the k-th push
     name different tokens or labels), or, failing that, a queue with more pops than pushes (a pop that
     waits forever) or more pushes than pops (a token nobody takes)."""
-    queues: dict[tuple[str, str], dict[str, list[TokenRecord]]] = {}
+    queues: dict[tuple[str, str], dict[str, list[Token]]] = {}
     for t in tokens:
         if t.action not in ("push", "pop"):
             raise TokenOrderError(f"token {t.token!r} at instruction {t.pc}: action {t.action!r} is neither "
@@ -67,5 +70,5 @@ def check_token_order(tokens: Iterable[TokenRecord]) -> None:
         raise TokenOrderError(unbalanced[0])
 
 
-def _name(t: TokenRecord) -> str:
+def _name(t: Token) -> str:
     return f"{t.token!r} {list(t.label)}"

@@ -184,19 +184,9 @@ def memcpy(A: i32[56], B: i32[56]):
             B[i*14 + tid*4 + j] = A.nmem[i*4 + j]"""
 
 
-def test_seed_001_memcpy_becomes_two_guard_free_pieces() -> None:
+def test_seed_001_memcpy_becomes_two_guard_free_pieces(seed_001_memcpy) -> None:
     """Sec. IV-C: split on tid (tid < 3 vs tid = 3), then on j in the last piece (j >= 2 is dropped)."""
-    A = te.placeholder((4, 14), "int32", name="A")
-    B = te.compute((4, 14), lambda i, j: A[i, j], name="B")
-    s = create_schedule(B)
-    AL = s.cache_read(A, "nmem", [B])
-    i, w = B.op.axis
-    wo, wi = s[B].split(w, nparts=4, names=("wo", "j"))
-    s[B].reorder(wo, i, wi)
-    s[B].bind(wo, te.thread_axis("core", name="tid"))
-    s[AL].compute_at(s[B], wo)
-    s[AL].pragma(s[AL].op.axis[0], "intrin", "MEMCPY")
-    before = build(s, [A, B], "memcpy")
+    before = seed_001_memcpy
     # the paper's input: a 16-element local buffer per core and the guard tid*4 + j < 14
     assert "if tid*4 + ax1 < 14:" in str(before)
     assert 'alloc(A.nmem, i32[16], "nmem")' in str(before)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler import te
 from compiler.interp import run
 from compiler.ir import (
     Allocate,
@@ -35,8 +34,6 @@ from compiler.ir import (
 from compiler.ir.functor import post_order_visit
 from compiler.passes import loop_partition, tensorize
 from compiler.passes.tensorize import unmatched
-from compiler.pipeline import build
-from compiler.schedule import create_schedule
 from compiler.testing import assert_same_results
 
 
@@ -86,21 +83,11 @@ dst=A.nmem[0], src=A[tid*4])
             B[i*14 + tid*4 + j] = A.nmem[i*4 + j]"""
 
 
-def test_seed_001_memcpy_example_becomes_the_papers_two_memcpys() -> None:
+def test_seed_001_memcpy_example_becomes_the_papers_two_memcpys(seed_001_memcpy) -> None:
     """Sec. IV-C: ``memcpy(AL, A+tid*4, 14, 4, 4)`` for tid < 3 and ``memcpy(AL, A+tid*4, 14, 2, 4)`` for the
     last core. The paper counts elements; the spec's memcpy counts bytes (i32: 4 bytes an element), so the
     source stride 14 is 56 bytes, the row lengths 4 and 2 are 16 and 8 bytes, and the count is 4 rows."""
-    A = te.placeholder((4, 14), "int32", name="A")
-    B = te.compute((4, 14), lambda i, j: A[i, j], name="B")
-    s = create_schedule(B)
-    AL = s.cache_read(A, "nmem", [B])
-    i, w = B.op.axis
-    wo, wi = s[B].split(w, nparts=4, names=("wo", "j"))
-    s[B].reorder(wo, i, wi)
-    s[B].bind(wo, te.thread_axis("core", name="tid"))
-    s[AL].compute_at(s[B], wo)
-    s[AL].pragma(s[AL].op.axis[0], "intrin", "MEMCPY")
-    before = build(s, [A, B], "memcpy")
+    before = seed_001_memcpy
     guarded = "memcpy: the statement is guarded by `if tid*4 + ax1 < 14`"
     assert [str(x) for x in unmatched(before)] == [guarded]
     after = tensorized(loop_partition(before))
