@@ -35,3 +35,11 @@ class InterpError(TandemError):
 
 class InternalError(TandemError):
     """A compiler invariant broke: a bug in Tandem, not in the user's program."""
+
+
+class CodegenError(TandemError):
+    """A backend cannot generate code for a program; the message names the node and why."""
+
+
+class CpuRuntimeError(TandemError):
+    """JIT-compiled code hit a run-time fault (out-of-bounds access, division by zero, bad argument)."""

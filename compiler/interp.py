@@ -41,23 +41,24 @@ Semantics:
   once at loop entry. IfThenElse, Seq, Let (binds its variable for the body), Attr (runs the body;
   key and value are metadata), Evaluate (evaluates its expression for its effect), DepToken (a no-op:
   sequential execution needs no tokens).
-- **Tensor instructions.** ``TensorInsn`` runs one instruction of a built-in ISA spec with the spec's
-  own semantics (``isa.execute``). Its fields are evaluated (ints); fields it leaves out (address
-  fields, say: the regions say where the operands are) take the spec's defaults. A type variable
-  (``T``) is not a field of the IR: it is the dtype of the buffers of the regions whose operands have
-  that type, which must agree. Operand ``x`` covers the elements ``offset + sum(i_d * stride_d)`` of
-  its region's buffer (flat, row-major), for every index of the operand's shape; strides are the
-  spec's (row-major when it gives none), in elements of the operand's dtype, which must be the
-  buffer's, except that a ``u8`` operand (memcpy) views any other buffer as its bytes, from byte
-  ``offset * itemsize`` on. The operands the semantics reads are gathered (an element outside the
-  buffer, or an uninitialized one, is an ``InterpError``), the instruction runs, and the operands it
-  writes are written back in full (an operand that is only written starts as zeros, as
-  ``isa.execute`` has it, so elements its semantics leaves alone become 0). A byte write that
-  leaves part of an uninitialized element unwritten is an error. Numerics are the spec's: integers
-  wrap, float results round to the dtype once per operation, as in the scalar IR (an f16 or f32 add,
-  subtract, multiply or divide computed in float32 or double and rounded once gives the same bits).
-  Errors name the instruction as printed: ``diannao.vadd(n=64, dst=C[0], a=A[0], b=B[0]): dtype
-  mismatch: the operands of type T are dst=C (f32), a=A (i8), b=B (f32)``.
+- **Tensor instructions.** ``TensorInsn`` runs one instruction of a built-in ISA spec with the spec's own
+  semantics (``isa.execute``). Its fields are evaluated (ints); fields it leaves out (address fields, say:
+  the regions say where the operands are) take the spec's defaults. A type variable (``T``) is not a field
+  of the IR: it is the dtype of the buffers of the regions whose operands have that type, which must
+  agree. Operand ``x`` covers the elements ``offset + sum(i_d * stride_d)`` of its region's buffer (flat,
+  row-major), for every index of the operand's shape; strides are the region's own when it gives a view
+  (``Region.shape``/``strides``: the operand's elements in row-major order laid over that shape), else the
+  spec's (row-major when it gives none), in elements of the operand's dtype, which must be the buffer's,
+  except that a ``u8`` operand (memcpy) views any other buffer as its bytes, from byte ``offset *
+  itemsize`` on. The operands the semantics reads are gathered (an element outside the buffer, or an
+  uninitialized one, is an ``InterpError``), the instruction runs, and the operands it writes are written
+  back in full (an operand that is only written starts as zeros, as ``isa.execute`` has it, so elements
+  its semantics leaves alone become 0). A byte write that leaves part of an uninitialized element
+  unwritten is an error. Numerics are the spec's: integers wrap, float results round to the dtype once per
+  operation, as in the scalar IR (an f16 or f32 add, subtract, multiply or divide computed in float32 or
+  double and rounded once gives the same bits). Errors name the instruction as printed:
+  ``diannao.vadd(n=64, dst=C[0], a=A[0], b=B[0]): dtype mismatch: the operands of type T are dst=C (f32),
+  a=A (i8), b=B (f32)``.
 - **Static faults** are reported before anything runs, so the arrays are untouched: a Var bound by
   no enclosing For/Let (nor by ``evaluate``'s env), a buffer that is neither a parameter nor
   allocated, a ``Reduce`` ("Reduce must be lowered before interpretation"), an unknown intrinsic
@@ -108,13 +109,13 @@ def run(func: n.PrimFunc, args: Sequence[np.ndarray] | Mapping[str, np.ndarray])
     """Execute ``func`` on numpy arrays in place (outputs are written into the given arrays)."""
     if not isinstance(func, n.PrimFunc):
         raise InterpError(f"run: expected a PrimFunc, but got {type(func).__name__}")
-    arrays = _match_args(func, args)
+    arrays = match_args(func, args)
     stored = stored_buffers(func.body)
     storage: dict[n.Buffer, np.ndarray] = {}
     write_back: list[tuple[np.ndarray, np.ndarray]] = []
     for i, (param, array) in enumerate(zip(func.params, arrays, strict=True)):
         what = f"argument {i}, '{param.name}' to {func.name}"
-        _check_array(what, param, array, writeable=param in stored)
+        check_array(what, param, array, writeable=param in stored)
         if array.flags.c_contiguous:
             storage[param] = array.reshape(-1)
         else:
@@ -141,7 +142,7 @@ def evaluate(
         raise InterpError(f"evaluate: expected an Expr, but got {type(expr).__name__}")
     storage: dict[n.Buffer, np.ndarray] = {}
     for buffer, array in (buffers or {}).items():
-        _check_array(f"buffer '{buffer.name}'", buffer, array, writeable=False)
+        check_array(f"buffer '{buffer.name}'", buffer, array, writeable=False)
         storage[buffer] = np.ascontiguousarray(array).reshape(-1)
     compiler = _Compiler(storage)
     slots = [(compiler.bind_var(var), _coerce(var, value)) for var, value in (env or {}).items()]
@@ -156,48 +157,51 @@ def evaluate(
 # Arguments
 
 
-def _match_args(func: n.PrimFunc, args) -> list:
+def match_args(func: n.PrimFunc, args, error: type[Exception] = InterpError) -> list:
+    """The arrays of ``args`` (positional, or a mapping by parameter name) in ``func.params`` order."""
     params = func.params
     names = ", ".join(p.name for p in params)
     if isinstance(args, Mapping):
         if len({p.name for p in params}) != len(params):
-            raise InterpError(
+            raise error(
                 f"{func.name}: parameter names ({names}) repeat; pass arguments by position"
             )
         unknown = sorted(set(args) - {p.name for p in params}, key=str)
         if unknown:
-            raise InterpError(
+            raise error(
                 f"{func.name}: expected arguments named ({names}), but got unknown {unknown}"
             )
         missing = [p.name for p in params if p.name not in args]
         if missing:
-            raise InterpError(f"{func.name}: missing arguments {missing} (parameters: {names})")
+            raise error(f"{func.name}: missing arguments {missing} (parameters: {names})")
         return [args[p.name] for p in params]
     if isinstance(args, np.ndarray) or not isinstance(args, Sequence):
-        raise InterpError(
+        raise error(
             f"{func.name}: expected a sequence or mapping of arrays, but got {type(args).__name__}"
         )
     if len(args) != len(params):
-        raise InterpError(
+        raise error(
             f"{func.name}: expected {len(params)} arguments ({names}), but got {len(args)}"
         )
     return list(args)
 
 
-def _check_array(what: str, buffer: n.Buffer, array, *, writeable: bool) -> None:
+def check_array(what: str, buffer: n.Buffer, array, *, writeable: bool,
+                error: type[Exception] = InterpError) -> None:
+    """Check one argument: a numpy array of ``buffer``'s shape (or its size, for a 1-D buffer) and dtype."""
     if not isinstance(array, np.ndarray):
-        raise InterpError(f"{what}: expected a numpy array, but got {type(array).__name__}")
+        raise error(f"{what}: expected a numpy array, but got {type(array).__name__}")
     flat_ok = len(buffer.shape) == 1 and array.size == buffer.shape[0]
     if array.shape != buffer.shape and not flat_ok:
-        raise InterpError(
+        raise error(
             f"{what}: expected shape {list(buffer.shape)}, but got {list(array.shape)}"
         )
     expected = buffer.dtype.numpy
     if array.dtype != expected:
         storage = f" (storage of {buffer.dtype})" if buffer.dtype.kind == "bfloat" else ""
-        raise InterpError(f"{what}: expected dtype {expected}{storage}, but got {array.dtype}")
+        raise error(f"{what}: expected dtype {expected}{storage}, but got {array.dtype}")
     if writeable and not array.flags.writeable:
-        raise InterpError(f"{what}: expected a writeable array (the function stores to it)")
+        raise error(f"{what}: expected a writeable array (the function stores to it)")
 
 
 def stored_buffers(body: n.Stmt) -> set[n.Buffer]:
@@ -770,7 +774,8 @@ class _Compiler:
         flat = self.params.get(r.buffer) if r.buffer not in self.allocs else None
         slot = None if flat is not None else self._alloc_slot(r.buffer)
         offset = self.expr(r.offset)
-        return _RegionIO(r, op, bytewise, flat, slot, offset, f"{text}: operand '{op.name}'", where)
+        strides = tuple(self.expr(e) for e in r.strides)
+        return _RegionIO(r, op, bytewise, flat, slot, offset, strides, f"{text}: operand '{op.name}'", where)
 
     def stmt_Let(self, s: n.Let) -> StmtFn:
         fv = self.expr(s.value)
@@ -850,9 +855,11 @@ class _RegionIO:
     """
 
     def __init__(
-        self, r: n.Region, op: isa.Operand, bytewise: bool, flat, slot, offset: ExprFn, text: str, where
+        self, r: n.Region, op: isa.Operand, bytewise: bool, flat, slot, offset: ExprFn,
+        strides: tuple[ExprFn, ...], text: str, where
     ) -> None:
         self.buffer, self.op, self.slot, self.offset = r.buffer, op, slot, offset
+        self.view, self.strides = r.shape, strides
         self.text, self.where, self.bytewise = text, where, bytewise
         self.numpy = r.buffer.dtype.numpy  # how an allocation's Python values become array elements
         self.item = self.numpy.itemsize if bytewise else 1
@@ -860,14 +867,20 @@ class _RegionIO:
 
     def positions(self, env: Env, scalars) -> np.ndarray:
         """Flat positions (in units of the operand's dtype) of every element, shaped like the operand."""
-        shape = tuple(int(evaluate_scalar(e, scalars)) for e in self.op.shape)
-        if self.op.strides is None:
+        op_shape = shape = tuple(int(evaluate_scalar(e, scalars)) for e in self.op.shape)
+        if self.strides:
+            shape, strides = self.view, [f(env) for f in self.strides]
+            if math.prod(shape) != math.prod(op_shape):
+                raise InterpError(f"{self.text}: a view of shape {list(shape)} does not hold the operand's "
+                                  f"{math.prod(op_shape)} elements (shape {list(op_shape)}){self.where(env)}")
+        elif self.op.strides is None:
             strides = [int(np.prod(shape[d + 1 :])) for d in range(len(shape))]
         else:
             strides = [int(evaluate_scalar(e, scalars)) for e in self.op.strides]
         pos = np.full(shape, self.offset(env) * self.item, dtype=np.int64)
         for d, (size, stride) in enumerate(zip(shape, strides, strict=True)):
             pos += np.arange(size, dtype=np.int64).reshape((size,) + (1,) * (len(shape) - d - 1)) * stride
+        pos = pos.reshape(op_shape)
         limit = self.buffer.size * self.item
         if pos.size and (pos.min() < 0 or pos.max() >= limit):
             unit = "bytes" if self.bytewise else "elements"

@@ -707,12 +707,18 @@ class InsnField(Node):
 class Region(Node):
     """Operand ``operand`` of a tensor instruction: ``buffer`` from flat row-major element ``offset`` on.
 
-    Which elements from ``offset`` on the operand covers (its shape and strides) is up to the instruction.
+    Which elements from ``offset`` on the operand covers is up to the instruction (its shape and strides),
+    unless the region gives its own view: then the operand's elements, in row-major order of the operand's
+    shape, are viewed as an array of ``shape`` whose element ``(i0, ..., ik)`` is at
+    ``offset + sum(i_d * strides_d)``. A register operand fed from memory uses it (UNIT Sec. III.C's operand
+    preparation: a stride of 0 broadcasts, a stride of 1 is a vector load, others gather).
     """
 
     operand: str
     buffer: Buffer
     offset: Expr
+    shape: tuple[int, ...] = ()
+    strides: tuple[Expr, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.buffer, Buffer):
@@ -722,6 +728,13 @@ class Region(Node):
                 f"Region {self.operand} of {self.buffer.name}: expected an integer offset, "
                 f"but got {_text(self.offset)}"
             )
+        if len(self.shape) != len(self.strides) or not all(isinstance(d, int) and d > 0 for d in self.shape):
+            raise IRTypeError(f"Region {self.operand} of {self.buffer.name}: a view needs one positive int "
+                              f"dimension per stride, but got shape {self.shape} and {len(self.strides)} "
+                              "strides")
+        if not all(isinstance(x, Expr) and x.dtype.is_int for x in self.strides):
+            raise IRTypeError(f"Region {self.operand} of {self.buffer.name}: strides must be integer "
+                              "expressions")
 
 
 @dataclass(frozen=True, slots=True)

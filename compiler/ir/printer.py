@@ -169,7 +169,12 @@ class _Printer:
     def insn_part(self, x: n.InsnField | n.Region) -> str:
         if isinstance(x, n.InsnField):
             return f"{x.name}={self.expr(x.value)}"
-        return f"{x.operand}={self.name(x.buffer)}[{self.expr(x.offset)}]"
+        view = ""
+        if x.strides:
+            shape = ", ".join(str(d) for d in x.shape)
+            strides = ", ".join(self.expr(e) for e in x.strides)
+            view = f", shape=({shape}), strides=({strides})"
+        return f"{x.operand}={self.name(x.buffer)}[{self.expr(x.offset)}{view}]"
 
     def buffer_decl(self, b: n.Buffer, sep: str = ": ") -> str:
         shape = ", ".join(str(d) for d in b.shape)

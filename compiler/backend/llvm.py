@@ -1,0 +1,272 @@
+"""The CPU backend: loop IR -> LLVM IR (llvmlite) -> machine code for this CPU, called on numpy arrays.
+
+``build(func)`` compiles a lowered ``PrimFunc`` (any pipeline stage: multi-dimensional or flat buffers,
+tensor instructions of the x86 spec included) and returns a ``CpuKernel``; ``kernel(*arrays)`` runs it in
+place on the arrays, as ``compiler.interp.run`` does, with the same argument rules and the same results.
+
+How the function is cut up (``plan``):
+- allocations at the top of the function (not inside a loop) are *workspaces*: numpy allocates them per
+  call and they are passed in like parameters;
+- what remains is a sequence of top-level statements, each compiled to one LLVM function over the buffers
+  it touches (``compiler.backend.llvm_emit``). A parallel loop at the top level is a *parallel segment*:
+  its iterations are cut into one contiguous slice per thread, each slice runs on its own thread (ctypes
+  releases the GIL during the call), and the call waits for all of them before the next segment starts;
+  parallel loops deeper down run serially within their thread. The threads are libgomp's, forked from the
+  compiled code (``compiler.backend.llvm_parallel``), or Python threads where libgomp is missing.
+
+The code is generated for the host CPU (``llvmlite.binding.get_host_cpu_name()`` and its features, so
+AVX-512 VNNI where the CPU has it) and optimized with LLVM's O3 pipeline. ``CpuKernel.llvm_ir`` and
+``CpuKernel.assembly()`` show what was built.
+
+Faults found at run time (an out-of-bounds index that could not be proven in bounds at compile time, a
+division by zero, a float cast out of range) stop the call with ``CpuRuntimeError`` naming the statement;
+arrays may then be partly written.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir as ll
+
+from compiler.backend.llvm_emit import ErrorTable, FunctionEmitter
+from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
+from compiler.backend.llvm_parallel import emit_fork, openmp_available
+from compiler.errors import CodegenError, CpuRuntimeError
+from compiler.interp import check_array, match_args, stored_buffers
+from compiler.ir import nodes as n
+from compiler.ir.functor import IRVisitor
+
+__all__ = ["CpuKernel", "Segment", "build", "cpu_unsupported", "host_cpu", "plan"]
+
+
+def _target_machine() -> llvm.TargetMachine:
+    """A new target machine for the host (an MCJIT engine takes ownership of the one it is given)."""
+    _initialize()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                        features=llvm.get_host_cpu_features().flatten(), opt=3,
+                                        jit=True)
+
+
+@cache
+def _initialize() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+def host_cpu() -> dict[str, object]:
+    """The CPU code is generated for: LLVM's name for it, whether it has AVX-512 VNNI, how many cores."""
+    features = set(llvm.get_host_cpu_features().flatten().split(","))
+    return {"cpu": llvm.get_host_cpu_name(), "avx512vnni": "+avx512vnni" in features,
+            "avxvnni": "+avxvnni" in features, "cores": default_threads()}
+
+
+def default_threads() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One top-level statement compiled to one LLVM function ``name`` over ``buffers``."""
+
+    name: str
+    stmt: n.Stmt
+    buffers: tuple[n.Buffer, ...]
+    parallel: n.For | None  # the loop whose iterations are shared between threads
+
+    @property
+    def iterations(self) -> int:
+        return int(self.parallel.extent.value) if self.parallel is not None else 1
+
+
+def plan(func: n.PrimFunc) -> tuple[tuple[n.Buffer, ...], tuple[Segment, ...]]:
+    """The workspaces (top-level allocations) and the segments of ``func``, in execution order."""
+    workspaces: list[n.Buffer] = []
+    items: list[n.Stmt] = []
+
+    def walk(s: n.Stmt) -> None:
+        if isinstance(s, n.Allocate):
+            workspaces.append(s.buffer)
+            walk(s.body)
+        elif isinstance(s, n.Seq):
+            for x in s.stmts:
+                walk(x)
+        elif isinstance(s, n.Attr):
+            walk(s.body)
+        else:
+            items.append(s)
+
+    walk(func.body)
+    segments = []
+    for k, s in enumerate(items):
+        loop = s if isinstance(s, n.For) and s.kind is n.ForKind.PARALLEL and \
+            isinstance(s.min, n.IntImm) and isinstance(s.extent, n.IntImm) else None
+        segments.append(Segment(f"{func.name}_{k}", s, _buffers_of(s), loop))
+    return tuple(workspaces), tuple(segments)
+
+
+def _buffers_of(s: n.Stmt) -> tuple[n.Buffer, ...]:
+    """The buffers ``s`` uses that it does not allocate itself, in order of first use."""
+    found: dict[n.Buffer, None] = {}
+    inner: set[n.Buffer] = set()
+
+    class _Collect(IRVisitor):
+        def visit_Allocate(self, a: n.Allocate) -> None:
+            inner.add(a.buffer)
+            self.generic_visit(a)
+
+        def visit_buffer(self, buffer: n.Buffer) -> None:
+            found.setdefault(buffer)
+
+    _Collect().visit(s)
+    return tuple(b for b in found if b not in inner)
+
+
+class CpuKernel:
+    """A compiled function: call it with numpy arrays (positional or by parameter name)."""
+
+    def __init__(self, func: n.PrimFunc, threads: int | None = None) -> None:
+        self.func = func
+        self.threads = threads or default_threads()
+        self.workspaces, self.segments = plan(func)
+        self.errors = ErrorTable()
+        module = ll.Module(name=func.name)
+        tm = _target_machine()
+        module.triple = llvm.get_process_triple()
+        module.data_layout = str(tm.target_data)
+        self._native_threads = openmp_available()
+        forks = {}
+        for seg in self.segments:
+            emitter = FunctionEmitter(module, seg.name, list(seg.buffers), self.errors, emit_tensor_insn)
+            fn = emitter.emit(seg.stmt, seg.parallel)
+            if seg.parallel is not None and self._native_threads:
+                forks[seg.name] = emit_fork(module, fn, len(seg.buffers))
+        try:
+            parsed = llvm.parse_assembly(str(module))
+            parsed.verify()
+        except RuntimeError as e:
+            raise CodegenError(f"llvm: the generated IR of {func.name} does not verify: {e}") from None
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(parsed, pb)
+        self.llvm_ir = str(parsed)
+        self._engine = llvm.create_mcjit_compiler(parsed, tm)  # owns tm and the module from here on
+        self._tm = tm
+        self._engine.finalize_object()
+        self._module = parsed
+        self._fns, self._forks = [], []
+        for seg in self.segments:
+            pointers = [ctypes.c_void_p] * len(seg.buffers)
+            proto = ctypes.CFUNCTYPE(ctypes.c_int32, *pointers, ctypes.c_int64, ctypes.c_int64)
+            self._fns.append(proto(self._engine.get_function_address(seg.name)))
+            fork = forks.get(seg.name)
+            fork_proto = ctypes.CFUNCTYPE(ctypes.c_int32, *pointers, ctypes.c_int64, ctypes.c_int32)
+            self._forks.append(fork_proto(self._engine.get_function_address(fork)) if fork else None)
+        self._stored = stored_buffers(func.body)
+        self._params = [(p.shape, p.dtype.numpy, p.size) for p in func.params]
+        self._index = {b: k for k, b in enumerate((*func.params, *self.workspaces))}
+
+    def assembly(self) -> str:
+        """The machine code, as assembly text."""
+        return self._tm.emit_assembly(self._module)
+
+    def __call__(self, *args, threads: int | None = None, **named) -> None:
+        """Run in place on ``args`` (or on arrays named by parameter); ``threads`` overrides the default."""
+        if not named and self._plain(args):  # the common case, checked cheaply: calls can be microseconds
+            _check_overlap(self.func, args)
+            workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]  # alive until done
+            self._run([a.ctypes.data for a in (*args, *workspaces)], threads or self.threads)
+            return
+        arrays = match_args(self.func, named if named and not args else list(args), CpuRuntimeError)
+        storage: dict[n.Buffer, np.ndarray] = {}
+        write_back: list[tuple[np.ndarray, np.ndarray]] = []
+        for i, (param, array) in enumerate(zip(self.func.params, arrays, strict=True)):
+            what = f"argument {i}, '{param.name}' to {self.func.name}"
+            check_array(what, param, array, writeable=param in self._stored, error=CpuRuntimeError)
+            if array.flags.c_contiguous:
+                storage[param] = array
+            else:
+                storage[param] = np.ascontiguousarray(array)
+                if param in self._stored:
+                    write_back.append((array, storage[param]))
+        _check_overlap(self.func, arrays)
+        for w in self.workspaces:
+            storage[w] = np.empty(w.size, dtype=w.dtype.numpy)
+        try:
+            pointers = [storage[b].ctypes.data for b in (*self.func.params, *self.workspaces)]
+            self._run(pointers, threads or self.threads)
+        finally:
+            for array, copy in write_back:
+                array[...] = copy
+
+    def _plain(self, args: tuple) -> bool:
+        """Every argument an exactly matching, C-contiguous, writeable numpy array."""
+        if len(args) != len(self._params):
+            return False
+        for a, (shape, dtype, size) in zip(args, self._params, strict=True):
+            if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
+                return False
+            if not a.flags.writeable or (a.shape != shape and not (len(shape) == 1 and a.size == size)):
+                return False
+        return True
+
+    def _run(self, pointers: list[int], threads: int) -> None:
+        for seg, fn, fork in zip(self.segments, self._fns, self._forks, strict=True):
+            ptrs = [pointers[self._index[b]] for b in seg.buffers]
+            total = seg.iterations
+            parts = min(threads, total) if seg.parallel is not None else 1
+            if parts <= 1:
+                codes = [fn(*ptrs, 0, total)]
+            elif fork is not None:
+                codes = [fork(*ptrs, total, parts)]
+            else:
+                cuts = [total * k // parts for k in range(parts + 1)]
+                futures = [_pool().submit(fn, *ptrs, cuts[k], cuts[k + 1]) for k in range(1, parts)]
+                codes = [fn(*ptrs, cuts[0], cuts[1])] + [f.result() for f in futures]
+            for code in codes:
+                if code:
+                    raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
+
+
+def _check_overlap(func: n.PrimFunc, arrays: list[np.ndarray]) -> None:
+    for i in range(len(arrays)):
+        for j in range(i + 1, len(arrays)):
+            if np.may_share_memory(arrays[i], arrays[j]):
+                raise CpuRuntimeError(
+                    f"{func.name}: arguments '{func.params[i].name}' and '{func.params[j].name}' share "
+                    "memory; compiled code assumes every buffer is distinct"
+                )
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=max(1, default_threads() - 1), thread_name_prefix="tandem-cpu")
+
+
+def cpu_unsupported(func: n.PrimFunc) -> str | None:
+    """Why ``func`` cannot run on this CPU (a tensor instruction of an accelerator), or None if it can."""
+    found: list[str] = []
+
+    class _Find(IRVisitor):
+        def visit_TensorInsn(self, s: n.TensorInsn) -> None:
+            if not found and not runs_on_cpu(s):
+                found.append(f"{s.isa}.{s.name} is not an instruction of this CPU")
+
+    _Find().visit(func.body)
+    return found[0] if found else None
+
+
+def build(func: n.PrimFunc, threads: int | None = None) -> CpuKernel:
+    """Compile ``func`` for this CPU; parallel loops use ``threads`` threads (default: every core)."""
+    if not isinstance(func, n.PrimFunc):
+        raise CodegenError(f"llvm.build: expected a PrimFunc, but got {type(func).__name__}")
+    return CpuKernel(func, threads)

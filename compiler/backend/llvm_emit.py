@@ -1,0 +1,771 @@
+"""Loop IR -> LLVM IR: the code generator of the CPU backend (``compiler.backend.llvm`` drives it).
+
+One ``FunctionEmitter`` turns one statement into one LLVM function ``i32 f(ptr noalias %buf..., i64 %begin,
+i64 %end)``: the buffers it touches are its pointer arguments (row-major, elements of the buffer's dtype),
+and when the statement is a parallel loop, ``[begin, end)`` is the slice of its iterations this call runs.
+It returns 0, or the 1-based number of the run-time fault it hit in its ``errors`` table.
+
+Semantics are the reference interpreter's (``compiler.interp``), bit for bit:
+- integers wrap; FloorDiv/FloorMod round toward minus infinity; a zero divisor is a fault, and
+  ``INT_MIN // -1`` wraps instead of trapping;
+- f32 and f16 arithmetic is LLVM's (one rounding per operation, no contraction into FMAs);
+  bfloat16 values live in ``float`` registers and are rounded to bfloat16 (nearest even) after every
+  operation and when a bfloat16 parameter is loaded;
+- Min/Max follow ``np.minimum``/``np.maximum`` (a NaN operand wins; of two equal values, the second);
+- casts: float -> int truncates, and a value out of the target's range (or NaN/inf) is a fault;
+  int -> bfloat16 rounds once (through an exact double);
+- ``if_then_else`` and ``IfThenElse`` evaluate only the chosen branch; Select evaluates both;
+- every Load/Store index that interval analysis cannot prove in bounds is checked at run time.
+
+Loops: serial loops become counted loops; unrolled loops with a constant extent of at most
+``MAX_UNROLL`` are emitted once per iteration with the variable a constant (so that the indices of small
+local buffers fold and LLVM keeps them in registers); a vectorized loop with a constant extent whose body
+is straight-line code (Stores, Lets, guards that do not depend on the lane) becomes vector IR, one lane per
+iteration: loads and stores contiguous in the loop variable are vector loads and stores, lane-invariant ones
+stay scalar, any other is gathered or scattered lane by lane. A vectorized loop that cannot be (a nested
+loop, a lane-dependent guard, a buffer both loaded and stored at different indices) runs as a serial loop.
+Parallel and thread-bound loops below the top level run serially inside their thread.
+
+Allocations become stack memory (``alloca`` in the entry block) up to ``STACK_LIMIT`` bytes per function,
+heap memory (malloc/free) beyond. Tensor instructions of a real ISA (``TensorInsn(isa="x86")``) become
+their LLVM intrinsic; their register operands are prepared from the regions' views
+(``compiler.backend.llvm_operands``).
+
+Non-Goals: tracking uninitialized memory (the interpreter does); FloorDiv/FloorMod on floats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from llvmlite import ir as ll
+
+from compiler.arith import Interval, bound, linear_form
+from compiler.errors import CodegenError
+from compiler.ir import dtypes
+from compiler.ir import nodes as n
+from compiler.ir.dtypes import DType
+from compiler.ir.functor import IRVisitor, free_vars
+
+MAX_UNROLL = 64
+STACK_LIMIT = 512 * 1024
+
+I1, I8, I16, I32, I64 = (ll.IntType(b) for b in (1, 8, 16, 32, 64))
+HALF, FLOAT, DOUBLE = ll.HalfType(), ll.FloatType(), ll.DoubleType()
+PTR = ll.PointerType()
+
+
+def value_type(dt: DType) -> ll.Type:
+    """The LLVM type of a value of ``dt`` in registers (bool is i1; bfloat16 lives in a float)."""
+    if dt.is_bool:
+        return I1
+    if dt.is_int:
+        return ll.IntType(dt.bits)
+    if dt == dtypes.float16:
+        return HALF
+    return FLOAT  # float32, and bfloat16 values held in float32
+
+
+def memory_type(dt: DType) -> ll.Type:
+    """The LLVM type of an element of ``dt`` in memory (numpy's storage: bool is a byte)."""
+    return I8 if dt.is_bool else value_type(dt)
+
+
+@dataclass
+class ErrorTable:
+    """The run-time faults generated code can report; a function returns ``index + 1`` of its fault."""
+
+    messages: list[str] = field(default_factory=list)
+
+    def code(self, message: str) -> int:
+        if message not in self.messages:
+            self.messages.append(message)
+        return self.messages.index(message) + 1
+
+
+@dataclass(frozen=True)
+class VectorLoop:
+    """The loop being vectorized: its variable, the scalar value of lane 0 and the number of lanes."""
+
+    var: n.Var
+    base: ll.Value
+    lanes: int
+
+
+class FunctionEmitter:
+    """Emits one statement as one LLVM function over the buffers it touches."""
+
+    def __init__(self, module: ll.Module, name: str, buffers: list[n.Buffer], errors: ErrorTable,
+                 rules: Callable | None = None) -> None:
+        self.module, self.errors, self.rules = module, errors, rules
+        fnty = ll.FunctionType(I32, [PTR] * len(buffers) + [I64, I64])
+        self.fn = ll.Function(module, fnty, name)
+        for arg in self.fn.args[: len(buffers)]:
+            arg.add_attribute("noalias")
+        self.ptrs: dict[n.Buffer, ll.Value] = dict(zip(buffers, self.fn.args, strict=False))
+        self.begin, self.end = self.fn.args[-2], self.fn.args[-1]
+        self.entry = self.fn.append_basic_block("entry")
+        self.builder = ll.IRBuilder(self.fn.append_basic_block("body"))
+        self.allocas = ll.IRBuilder(self.entry)
+        self.vars: dict[n.Var, ll.Value] = {}
+        self.ranges: dict[n.Var, Interval] = {}
+        self.varying: set[n.Var] = set()  # variables whose value differs between lanes
+        self.vector: VectorLoop | None = None
+        self.stack_bytes = 0
+        self.heap: list[ll.Value] = []  # malloc'ed buffers live at this point (freed on a fault)
+
+    # ---------------------------------------------------------------------------------------- driver
+    def emit(self, stmt: n.Stmt, parallel: n.For | None = None) -> ll.Function:
+        """Emit ``stmt``; when ``parallel`` is the statement, run only its iterations [begin, end)."""
+        if parallel is not None:
+            ty = value_type(parallel.var.dtype)
+            lo = self.expr(parallel.min)
+            start = self.builder.add(lo, self.builder.trunc(self.begin, ty) if ty != I64 else self.begin)
+            stop = self.builder.add(lo, self.builder.trunc(self.end, ty) if ty != I64 else self.end)
+            self._counted(parallel, start, stop, lambda: self.stmt(parallel.body))
+        else:
+            self.stmt(stmt)
+        self.builder.ret(ll.Constant(I32, 0))
+        self.allocas.branch(self.fn.blocks[1])
+        return self.fn
+
+    def fail(self, ok: ll.Value, message: str) -> None:
+        """Continue where ``ok`` holds; otherwise free the heap buffers and return the fault's code."""
+        bad = self.fn.append_basic_block("fault")
+        good = self.fn.append_basic_block("ok")
+        self.builder.cbranch(ok, good, bad)
+        self.builder.position_at_end(bad)
+        for p in self.heap:
+            self.builder.call(self._libc("free", ll.VoidType(), [PTR]), [p])
+        self.builder.ret(ll.Constant(I32, self.errors.code(message)))
+        self.builder.position_at_end(good)
+
+    def _libc(self, name: str, ret: ll.Type, args: list[ll.Type]) -> ll.Function:
+        return self._declare(name, ll.FunctionType(ret, args))
+
+    def _declare(self, name: str, fnty: ll.FunctionType) -> ll.Function:
+        try:
+            return self.module.get_global(name)
+        except KeyError:
+            return ll.Function(self.module, fnty, name)
+
+    # ---------------------------------------------------------------------------------------- statements
+    def stmt(self, s: n.Stmt) -> None:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise CodegenError(f"llvm: no code generation for {type(s).__name__}: {s}")
+        method(s)
+
+    def stmt_Seq(self, s: n.Seq) -> None:
+        for x in s.stmts:
+            self.stmt(x)
+
+    def stmt_Attr(self, s: n.Attr) -> None:
+        self.stmt(s.body)
+
+    def stmt_DepToken(self, s: n.DepToken) -> None:
+        """Tokens order the units of a decoupled machine; sequential code needs none."""
+
+    def stmt_Evaluate(self, s: n.Evaluate) -> None:
+        self.expr(s.value)
+
+    def stmt_Let(self, s: n.Let) -> None:
+        value = self.expr(s.value)
+        self._bind(s.var, value, s.value)
+        self.stmt(s.body)
+        self._unbind(s.var)
+
+    def stmt_Store(self, s: n.Store) -> None:
+        value = self.expr(s.value)
+        self.store(s.buffer, s.indices, value, str(s).strip())
+
+    def stmt_IfThenElse(self, s: n.IfThenElse) -> None:
+        cond = self.expr(s.cond)
+        if isinstance(cond.type, ll.VectorType):
+            raise CodegenError(f"llvm: a guard that differs between vector lanes: {s.cond}")
+        then_block = self.fn.append_basic_block("then")
+        merge = self.fn.append_basic_block("endif")
+        else_block = self.fn.append_basic_block("else") if s.else_case is not None else merge
+        self.builder.cbranch(cond, then_block, else_block)
+        self.builder.position_at_end(then_block)
+        self.stmt(s.then_case)
+        self.builder.branch(merge)
+        if s.else_case is not None:
+            self.builder.position_at_end(else_block)
+            self.stmt(s.else_case)
+            self.builder.branch(merge)
+        self.builder.position_at_end(merge)
+
+    def stmt_Allocate(self, s: n.Allocate) -> None:
+        b = s.buffer
+        ty = memory_type(b.dtype)
+        nbytes = b.size * max(1, ty.width // 8 if isinstance(ty, ll.IntType) else _float_bytes(ty))
+        heap = self.stack_bytes + nbytes > STACK_LIMIT
+        if heap:
+            ptr = self.builder.call(self._libc("malloc", PTR, [I64]), [ll.Constant(I64, nbytes)])
+            null = self.builder.icmp_unsigned("!=", ptr, ll.Constant(PTR, None))
+            self.fail(null, f"out of memory allocating {b.name} ({nbytes} bytes)")
+            self.heap.append(ptr)
+        else:
+            self.stack_bytes += nbytes
+            ptr = self.allocas.alloca(ll.ArrayType(ty, b.size), name=b.name)
+            ptr.align = 64
+            ptr.type = PTR  # llvmlite types an alloca as a typed pointer; LLVM 22 has only opaque ones
+        self.ptrs[b] = ptr
+        self.stmt(s.body)
+        del self.ptrs[b]
+        if heap:
+            self.heap.remove(ptr)
+            self.builder.call(self._libc("free", ll.VoidType(), [PTR]), [ptr])
+
+    def stmt_For(self, s: n.For) -> None:
+        extent = _const_int(s.extent)
+        if s.kind is n.ForKind.UNROLLED and extent is not None and extent <= MAX_UNROLL \
+                and _const_int(s.min) is not None:
+            lo = _const_int(s.min)
+            for v in range(lo, lo + extent):
+                self._bind(s.var, ll.Constant(value_type(s.var.dtype), v), n.const(v, s.var.dtype))
+                self.stmt(s.body)
+                self._unbind(s.var)
+            return
+        if s.kind is n.ForKind.VECTORIZED and self.vector is None and vectorizable(s):
+            self._vectorized(s)
+            return
+        lo = self.expr(s.min)
+        hi = self.builder.add(lo, self.expr(s.extent))
+        self._counted(s, lo, hi, lambda: self.stmt(s.body))
+
+    def _counted(self, s: n.For, lo: ll.Value, hi: ll.Value, body: Callable[[], None]) -> None:
+        """``for var in [lo, hi)``: a loop with a phi for the variable."""
+        before = self.builder.block
+        header = self.fn.append_basic_block(f"{s.var.name}.head")
+        loop = self.fn.append_basic_block(f"{s.var.name}.body")
+        exit_ = self.fn.append_basic_block(f"{s.var.name}.exit")
+        self.builder.branch(header)
+        self.builder.position_at_end(header)
+        var = self.builder.phi(lo.type, name=s.var.name)
+        var.add_incoming(lo, before)
+        self.builder.cbranch(self.builder.icmp_signed("<", var, hi), loop, exit_)
+        self.builder.position_at_end(loop)
+        self.vars[s.var] = var
+        self.ranges[s.var] = self._loop_range(s)
+        body()
+        del self.vars[s.var], self.ranges[s.var]
+        var.add_incoming(self.builder.add(var, ll.Constant(var.type, 1)), self.builder.block)
+        self.builder.branch(header)
+        self.builder.position_at_end(exit_)
+
+    def _loop_range(self, s: n.For) -> Interval:
+        lo = bound(s.min, self.ranges)
+        if s.min.dtype != s.extent.dtype:
+            return Interval(lo.lo, None)
+        last = bound(s.min + s.extent - 1, self.ranges)
+        if lo.lo is not None and last.hi is not None and last.hi < lo.lo:  # the loop never runs
+            return Interval.point(lo.lo)
+        return Interval(lo.lo, last.hi)
+
+    def _vectorized(self, s: n.For) -> None:
+        lanes = _const_int(s.extent)
+        base = self.expr(s.min)
+        ty = value_type(s.var.dtype)
+        offsets = ll.Constant(ll.VectorType(ty, lanes), list(range(lanes)))
+        self.vector = VectorLoop(s.var, base, lanes)
+        self.vars[s.var] = self.builder.add(self.splat(base), offsets)
+        self.ranges[s.var] = self._loop_range(s)
+        self.varying.add(s.var)
+        try:
+            self.stmt(s.body)
+        finally:
+            self.vector = None
+            self.varying.discard(s.var)
+            del self.vars[s.var], self.ranges[s.var]
+
+    def stmt_TensorInsn(self, s: n.TensorInsn) -> None:
+        if self.rules is None:
+            raise CodegenError(f"llvm: no CPU instruction rules for {s}")
+        self.rules(self, s)
+
+    # ---------------------------------------------------------------------------------------- bindings
+    def _bind(self, var: n.Var, value: ll.Value, expr: n.Expr) -> None:
+        self.vars[var] = value
+        if var.dtype.is_int:
+            self.ranges[var] = bound(expr, self.ranges)
+        if isinstance(value.type, ll.VectorType):
+            self.varying.add(var)
+
+    def _unbind(self, var: n.Var) -> None:
+        self.vars.pop(var)
+        self.ranges.pop(var, None)
+        self.varying.discard(var)
+
+    # ---------------------------------------------------------------------------------------- memory
+    def _flat_index(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], text: str) -> ll.Value:
+        """The row-major element offset (i64) of ``buffer[indices]``, checked unless provably in bounds."""
+        flat = None
+        for index, size in zip(indices, buffer.shape, strict=True):
+            v = self._as_i64(self.expr(index), index.dtype)
+            within = bound(index, self.ranges)
+            if within.lo is None or within.hi is None or within.lo < 0 or within.hi >= size:
+                self._check_index(v, size, text)
+            if flat is not None:
+                v = self.builder.add(self.builder.mul(flat, self._like(v, I64, size)), v)
+            flat = v
+        return flat
+
+    def _check_index(self, v: ll.Value, size: int, text: str) -> None:
+        ok = self.builder.icmp_unsigned("<", v, self._like(v, I64, size))
+        if isinstance(ok.type, ll.VectorType):
+            ok = self._all_lanes(ok)
+        self.fail(ok, f"out-of-bounds access in '{text}' (dimension of size {size})")
+
+    def _all_lanes(self, mask: ll.Value) -> ll.Value:
+        lanes = mask.type.count
+        bits = self.builder.bitcast(mask, ll.IntType(lanes))
+        return self.builder.icmp_unsigned("==", bits, ll.Constant(ll.IntType(lanes), (1 << lanes) - 1))
+
+    def _as_i64(self, v: ll.Value, dt: DType) -> ll.Value:
+        target = self._like(v, I64)
+        if v.type == target:
+            return v
+        return self.builder.sext(v, target) if dt.kind == "int" else self.builder.zext(v, target)
+
+    def element_ptr(self, buffer: n.Buffer, flat: ll.Value) -> ll.Value:
+        ptr = self.ptrs.get(buffer)
+        if ptr is None:
+            raise CodegenError(f"llvm: buffer {buffer.name} is neither a parameter nor allocated here")
+        return self.builder.gep(ptr, [flat], source_etype=memory_type(buffer.dtype))
+
+    def load(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], text: str) -> ll.Value:
+        mode = self._vector_access(buffer, indices)
+        ety = memory_type(buffer.dtype)
+        if mode == "contiguous":
+            flat = self._lane0_index(buffer, indices, text)
+            vty = ll.VectorType(ety, self.vector.lanes)
+            raw = self.builder.load(self.element_ptr(buffer, flat), typ=vty, align=_align(ety))
+        elif mode == "gather":
+            flat = self._flat_index(buffer, indices, text)
+            raw = ll.Constant(ll.VectorType(ety, flat.type.count), None)
+            for k in range(flat.type.count):
+                lane = self.builder.extract_element(flat, ll.Constant(I32, k))
+                item = self.builder.load(self.element_ptr(buffer, lane), typ=ety)
+                raw = self.builder.insert_element(raw, item, ll.Constant(I32, k))
+        else:
+            flat = self._flat_index(buffer, indices, text)
+            raw = self.builder.load(self.element_ptr(buffer, flat), typ=ety)
+        if buffer.dtype.is_bool:
+            return self.builder.icmp_unsigned("!=", raw, self._like(raw, I8, 0))
+        if buffer.dtype == dtypes.bfloat16 and buffer not in self._allocated():
+            return self.round_bf16(raw)
+        return raw
+
+    def store(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], value: ll.Value, text: str) -> None:
+        if buffer.dtype.is_bool:
+            value = self.builder.zext(value, self._like(value, I8))
+        mode = self._vector_access(buffer, indices)
+        ety = memory_type(buffer.dtype)
+        if mode == "contiguous":
+            flat = self._lane0_index(buffer, indices, text)
+            self.builder.store(self.splat(value), self.element_ptr(buffer, flat), align=_align(ety))
+            return
+        flat = self._flat_index(buffer, indices, text)
+        vec_index = isinstance(flat.type, ll.VectorType)
+        if not vec_index and isinstance(value.type, ll.VectorType):
+            value = self.builder.extract_element(value, ll.Constant(I32, value.type.count - 1))  # last wins
+        if not vec_index:
+            self.builder.store(value, self.element_ptr(buffer, flat))
+            return
+        value = self.splat(value)
+        for k in range(flat.type.count):  # scatter in lane order: a later lane's write wins, as serially
+            lane = self.builder.extract_element(flat, ll.Constant(I32, k))
+            item = self.builder.extract_element(value, ll.Constant(I32, k))
+            self.builder.store(item, self.element_ptr(buffer, lane))
+
+    def _allocated(self) -> set[n.Buffer]:
+        return {b for b, p in self.ptrs.items() if p not in self.fn.args}
+
+    def _vector_access(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> str:
+        """"scalar" (same address in every lane), "contiguous" (lane k at lane 0's + k) or "gather"."""
+        if self.vector is None or not any(v in self.varying for i in indices for v in free_vars(i)):
+            return "scalar"
+        lf = linear_form(_flat_expr(buffer, indices))
+        var = self.vector.var
+        if lf is not None and lf.terms.get(var) == 1 and not any(
+            atom is not var and any(v in self.varying for v in free_vars(atom)) for atom in lf.terms
+        ):
+            return "contiguous"
+        return "gather"
+
+    def _lane0_index(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], text: str) -> ll.Value:
+        """The flat index of lane 0 of a contiguous access, with the whole vector's range checked."""
+        vl = self.vector
+        vec_value = self.vars[vl.var]
+        self.vars[vl.var], self.varying = vl.base, self.varying - {vl.var}
+        try:
+            flat_expr = _flat_expr(buffer, indices)
+            flat = self._as_i64(self.expr(flat_expr), flat_expr.dtype)
+            within = bound(flat_expr, self.ranges)  # the variable's range covers every lane
+            if within.lo is None or within.hi is None or within.lo < 0 or within.hi >= buffer.size:
+                last = self.builder.add(flat, ll.Constant(I64, vl.lanes - 1))
+                ok = self.builder.and_(self.builder.icmp_signed(">=", flat, ll.Constant(I64, 0)),
+                                       self.builder.icmp_signed("<", last, ll.Constant(I64, buffer.size)))
+                self.fail(ok, f"out-of-bounds access in '{text}' (buffer of {buffer.size} elements)")
+            return flat
+        finally:
+            self.vars[vl.var] = vec_value
+            self.varying = self.varying | {vl.var}
+
+    # ---------------------------------------------------------------------------------------- values
+    def splat(self, v: ll.Value) -> ll.Value:
+        """``v`` as a vector of the current loop's lanes (a vector stays as it is)."""
+        if self.vector is None or isinstance(v.type, ll.VectorType):
+            return v
+        lanes = self.vector.lanes
+        if isinstance(v, ll.Constant):
+            return ll.Constant(ll.VectorType(v.type, lanes), [v.constant] * lanes)
+        vty = ll.VectorType(v.type, lanes)
+        one = self.builder.insert_element(ll.Constant(vty, None), v, ll.Constant(I32, 0))
+        zeros = ll.Constant(ll.VectorType(I32, lanes), None)
+        return self.builder.shuffle_vector(one, ll.Constant(vty, None), zeros)
+
+    def _like(self, v: ll.Value, ty: ll.Type, value=None):
+        """Type ``ty`` shaped like ``v`` (scalar or vector); with ``value``, that constant."""
+        t = ll.VectorType(ty, v.type.count) if isinstance(v.type, ll.VectorType) else ty
+        if value is None:
+            return t
+        if isinstance(t, ll.VectorType):
+            return ll.Constant(t, [ll.Constant(ty, value).constant] * t.count)
+        return ll.Constant(t, value)
+
+    def _pair(self, a: ll.Value, b: ll.Value) -> tuple[ll.Value, ll.Value]:
+        if isinstance(a.type, ll.VectorType) or isinstance(b.type, ll.VectorType):
+            return self.splat(a), self.splat(b)
+        return a, b
+
+    def round_bf16(self, v: ll.Value) -> ll.Value:
+        """Round float values to bfloat16 (nearest even); NaN stays as it is (``dtypes.round_bfloat16``)."""
+        b = self.builder
+        bits = b.bitcast(v, self._like(v, I32))
+        keep = b.and_(b.lshr(bits, self._like(bits, I32, 16)), self._like(bits, I32, 1))
+        rounded = b.add(b.add(bits, self._like(bits, I32, 0x7FFF)), keep)
+        rounded = b.and_(rounded, self._like(bits, I32, 0xFFFF0000))
+        nan = b.fcmp_unordered("uno", v, v)
+        return b.select(nan, v, b.bitcast(rounded, v.type))
+
+    def expr(self, e: n.Expr) -> ll.Value:
+        method = getattr(self, "expr_" + type(e).__name__, None)
+        if method is None:
+            raise CodegenError(f"llvm: no code generation for {type(e).__name__}: {e}")
+        return method(e)
+
+    def expr_Var(self, e: n.Var) -> ll.Value:
+        try:
+            return self.vars[e]
+        except KeyError:
+            raise CodegenError(f"llvm: variable '{e.name}' is not bound here") from None
+
+    def expr_IntImm(self, e: n.IntImm) -> ll.Value:
+        return ll.Constant(value_type(e.dtype), int(e.value))
+
+    def expr_FloatImm(self, e: n.FloatImm) -> ll.Value:
+        return ll.Constant(value_type(e.dtype), dtypes.round_to(float(e.value), e.dtype))
+
+    def _arith(self, e: n.BinaryOp, int_op: str, float_op: str) -> ll.Value:
+        a, b = self._pair(self.expr(e.a), self.expr(e.b))
+        if e.dtype.is_float:
+            out = getattr(self.builder, float_op)(a, b)
+            return self.round_bf16(out) if e.dtype == dtypes.bfloat16 else out
+        return getattr(self.builder, int_op)(a, b)
+
+    def expr_Add(self, e: n.Add) -> ll.Value:
+        return self._arith(e, "add", "fadd")
+
+    def expr_Sub(self, e: n.Sub) -> ll.Value:
+        return self._arith(e, "sub", "fsub")
+
+    def expr_Mul(self, e: n.Mul) -> ll.Value:
+        return self._arith(e, "mul", "fmul")
+
+    def expr_Div(self, e: n.Div) -> ll.Value:
+        if not e.dtype.is_float:
+            raise CodegenError(f"llvm: Div is float-only, but '{e}' is {e.dtype}")
+        return self._arith(e, "fdiv", "fdiv")
+
+    def _divmod(self, e: n.FloorDiv | n.FloorMod) -> ll.Value:
+        if e.dtype.is_float:
+            raise CodegenError(f"llvm: FloorDiv/FloorMod on floats is not supported: '{e}'")
+        b_ = self.builder
+        a, d = self._pair(self.expr(e.a), self.expr(e.b))
+        zero = self._like(a, _scalar(a.type), 0)
+        divisor = _const_int(e.b)
+        if divisor is None:
+            nonzero = b_.icmp_signed("!=", d, zero)
+            self.fail(self._all_lanes(nonzero) if isinstance(nonzero.type, ll.VectorType) else nonzero,
+                      f"division by zero in '{e}'")
+        elif divisor == 0:
+            self.fail(ll.Constant(I1, 0), f"division by zero in '{e}'")
+        is_div = isinstance(e, n.FloorDiv)
+        if e.dtype.kind == "uint":
+            return b_.udiv(a, d) if is_div else b_.urem(a, d)
+        ety = a.type.element if isinstance(a.type, ll.VectorType) else a.type
+        one = self._like(a, ety, 1)
+        if divisor is None or divisor == -1:  # INT_MIN / -1 traps on x86: divide by 1 and negate instead
+            minus_one = b_.icmp_signed("==", d, self._like(a, ety, -1))
+            d = b_.select(minus_one, one, d)
+        q, r = b_.sdiv(a, d), b_.srem(a, d)
+        # floor: when the remainder is nonzero and its sign differs from the divisor's, step down
+        adjust = b_.and_(b_.icmp_signed("!=", r, zero),
+                         b_.icmp_signed("!=", b_.icmp_signed("<", r, zero), b_.icmp_signed("<", d, zero)))
+        if is_div:
+            out = b_.sub(q, b_.zext(adjust, q.type))
+            if divisor is None or divisor == -1:
+                out = b_.select(minus_one, b_.sub(zero, a), out)
+            return out
+        out = b_.add(r, b_.select(adjust, d, zero))
+        if divisor is None or divisor == -1:
+            out = b_.select(minus_one, zero, out)
+        return out
+
+    def expr_FloorDiv(self, e: n.FloorDiv) -> ll.Value:
+        return self._divmod(e)
+
+    def expr_FloorMod(self, e: n.FloorMod) -> ll.Value:
+        return self._divmod(e)
+
+    def _minmax(self, e: n.Min | n.Max, less: bool) -> ll.Value:
+        a, b = self._pair(self.expr(e.a), self.expr(e.b))
+        bld = self.builder
+        if e.dtype.is_float:
+            pick_b = bld.fcmp_ordered("<" if less else ">", b, a)
+            plain = bld.select(pick_b, b, a)
+            # np.minimum/np.maximum: b when equal (the ordered compare is false, so pick b explicitly)
+            plain = bld.select(bld.fcmp_ordered("==", a, b), b, plain)
+            out = bld.select(bld.fcmp_unordered("uno", b, b), b, plain)
+            return bld.select(bld.fcmp_unordered("uno", a, a), a, out)
+        cmp = bld.icmp_signed if e.dtype.kind == "int" else bld.icmp_unsigned
+        return bld.select(cmp("<" if less else ">", b, a), b, a)
+
+    def expr_Min(self, e: n.Min) -> ll.Value:
+        return self._minmax(e, less=True)
+
+    def expr_Max(self, e: n.Max) -> ll.Value:
+        return self._minmax(e, less=False)
+
+    _OPS = {n.EQ: "==", n.NE: "!=", n.LT: "<", n.LE: "<=", n.GT: ">", n.GE: ">="}
+
+    def _compare(self, e: n.CmpOp) -> ll.Value:
+        a, b = self._pair(self.expr(e.a), self.expr(e.b))
+        op = self._OPS[type(e)]
+        dt = e.a.dtype
+        if dt.is_float:
+            compare = self.builder.fcmp_unordered if op == "!=" else self.builder.fcmp_ordered
+            return compare(op, a, b)
+        if dt.kind == "int":
+            return self.builder.icmp_signed(op, a, b)
+        return self.builder.icmp_unsigned(op, a, b)
+
+    expr_EQ = expr_NE = expr_LT = expr_LE = expr_GT = expr_GE = _compare
+
+    def expr_And(self, e: n.And) -> ll.Value:
+        return self.builder.and_(*self._pair(self.expr(e.a), self.expr(e.b)))
+
+    def expr_Or(self, e: n.Or) -> ll.Value:
+        return self.builder.or_(*self._pair(self.expr(e.a), self.expr(e.b)))
+
+    def expr_Not(self, e: n.Not) -> ll.Value:
+        a = self.expr(e.a)
+        return self.builder.xor(a, self._like(a, I1, 1))
+
+    def expr_Select(self, e: n.Select) -> ll.Value:
+        c, t, f = self.expr(e.cond), self.expr(e.true_value), self.expr(e.false_value)
+        if isinstance(c.type, ll.VectorType) or isinstance(t.type, ll.VectorType) or \
+                isinstance(f.type, ll.VectorType):
+            c, t, f = self.splat(c), self.splat(t), self.splat(f)
+        return self.builder.select(c, t, f)
+
+    def expr_Call(self, e: n.Call) -> ll.Value:
+        if e.name != "if_then_else" or len(e.args) != 3:
+            raise CodegenError(f"llvm: unknown intrinsic call '{e}'")
+        cond = self.expr(e.args[0])
+        if isinstance(cond.type, ll.VectorType):
+            raise CodegenError(f"llvm: if_then_else whose condition differs between lanes: '{e}'")
+        then_block = self.fn.append_basic_block("ite.then")
+        else_block = self.fn.append_basic_block("ite.else")
+        merge = self.fn.append_basic_block("ite.end")
+        self.builder.cbranch(cond, then_block, else_block)
+        self.builder.position_at_end(then_block)
+        t = self.expr(e.args[1])
+        t_end = self.builder.block
+        self.builder.position_at_end(else_block)
+        f = self.expr(e.args[2])
+        f_end = self.builder.block
+        if t.type != f.type:  # one side varies between lanes, the other does not
+            self.builder.position_at_end(t_end)
+            t = self.splat(t)
+            self.builder.position_at_end(f_end)
+            f = self.splat(f)
+        self.builder.position_at_end(t_end)
+        self.builder.branch(merge)
+        self.builder.position_at_end(f_end)
+        self.builder.branch(merge)
+        self.builder.position_at_end(merge)
+        phi = self.builder.phi(t.type)
+        phi.add_incoming(t, t_end)
+        phi.add_incoming(f, f_end)
+        return phi
+
+    def expr_Load(self, e: n.Load) -> ll.Value:
+        return self.load(e.buffer, e.indices, str(e))
+
+    def expr_Reduce(self, e: n.Reduce) -> ll.Value:
+        raise CodegenError(f"llvm: Reduce must be lowered before code generation: '{e}'")
+
+    def expr_Cast(self, e: n.Cast) -> ll.Value:
+        v, src, dst = self.expr(e.value), e.value.dtype, e.type
+        b = self.builder
+        if src == dst:
+            return v
+        if dst.is_bool:
+            if src.is_float:
+                return b.fcmp_unordered("!=", v, self._like(v, v.type.element if _is_vec(v) else v.type, 0.0))
+            return b.icmp_unsigned("!=", v, self._like(v, _scalar(v.type), 0))
+        target = self._like(v, value_type(dst))
+        if dst.is_float:
+            if src.is_float:
+                out = _resize_float(b, v, target)
+                return self.round_bf16(out) if dst == dtypes.bfloat16 else out
+            signed = src.kind == "int"
+            if dst == dtypes.bfloat16:  # exact in double (<= 32-bit ints), then one rounding to bf16
+                wide = (b.sitofp if signed else b.uitofp)(v, self._like(v, DOUBLE))
+                return self._double_to_bf16(wide)
+            return (b.sitofp if signed else b.uitofp)(v, target)
+        if src.is_bool:
+            return b.zext(v, target)
+        if src.is_int:
+            width, to = src.bits, dst.bits
+            if to < width:
+                return b.trunc(v, target)
+            if to == width:
+                return v
+            return b.sext(v, target) if src.kind == "int" else b.zext(v, target)
+        # float -> int: truncate toward zero; out of range (or nan/inf) is a fault
+        wide = _resize_float(b, v, self._like(v, DOUBLE))
+        lo, hi = float(dst.min_value) - 1.0, float(dst.max_value) + 1.0
+        ok = b.and_(b.fcmp_ordered(">", wide, self._like(wide, DOUBLE, lo)),
+                    b.fcmp_ordered("<", wide, self._like(wide, DOUBLE, hi)))
+        self.fail(self._all_lanes(ok) if _is_vec(ok) else ok, f"cast out of range of {dst} in '{e}'")
+        return (b.fptosi if dst.kind == "int" else b.fptoui)(wide, target)
+
+    def _double_to_bf16(self, v: ll.Value) -> ll.Value:
+        b = self.builder
+        bits = b.bitcast(v, self._like(v, I64))
+        keep = b.and_(b.lshr(bits, self._like(bits, I64, 45)), self._like(bits, I64, 1))
+        rounded = b.add(b.add(bits, self._like(bits, I64, (1 << 44) - 1)), keep)
+        rounded = b.and_(rounded, self._like(bits, I64, ~((1 << 45) - 1) & (2**64 - 1)))
+        return b.fptrunc(b.bitcast(rounded, v.type), self._like(v, FLOAT))
+
+
+# -------------------------------------------------------------------------------------------- helpers
+
+
+def _is_vec(v: ll.Value) -> bool:
+    return isinstance(v.type, ll.VectorType)
+
+
+def _scalar(t: ll.Type) -> ll.Type:
+    return t.element if isinstance(t, ll.VectorType) else t
+
+
+def _float_bytes(t: ll.Type) -> int:
+    return {HALF: 2, FLOAT: 4, DOUBLE: 8}[t]
+
+
+def _align(t: ll.Type) -> int:
+    return t.width // 8 if isinstance(t, ll.IntType) and t.width >= 8 else _float_bytes(t) if t != I8 else 1
+
+
+def _resize_float(b: ll.IRBuilder, v: ll.Value, target: ll.Type) -> ll.Value:
+    have, want = _float_bytes(_scalar(v.type)), _float_bytes(_scalar(target))
+    if have == want:
+        return v
+    return b.fpext(v, target) if want > have else b.fptrunc(v, target)
+
+
+def _const_int(e: n.Expr) -> int | None:
+    return int(e.value) if isinstance(e, n.IntImm) else None
+
+
+def _flat_expr(buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> n.Expr:
+    """The row-major flat index of ``buffer[indices]`` as an IR expression (in the indices' dtype when
+    they share one and the buffer's size fits it, else int64)."""
+    dts = {i.dtype for i in indices}
+    dt = dts.pop() if len(dts) == 1 and buffer.size <= next(iter({i.dtype for i in indices})).max_value \
+        else dtypes.int64
+    flat: n.Expr | None = None
+    for index, size in zip(indices, buffer.shape, strict=True):
+        i = n.cast(index, dt)
+        flat = i if flat is None else flat * size + i
+    return flat
+
+
+def vectorizable(loop: n.For) -> bool:
+    """Whether a vectorized loop can be vector IR: straight-line code, lanes independent."""
+    if _const_int(loop.extent) is None or _const_int(loop.extent) < 2:
+        return False
+    checker = _Straight(loop.var)
+    checker.visit(loop.body)
+    if not checker.ok:
+        return False
+    for buffer, stored in checker.stores.items():  # a lane must not read what another lane writes
+        loaded = checker.loads.get(buffer, set())
+        if any(idx not in stored for idx in loaded) or len(stored) > 1:
+            return False
+    return True
+
+
+class _Straight(IRVisitor):
+    """Straight-line code whose guards do not depend on the lane; collects each buffer's accesses."""
+
+    def __init__(self, var: n.Var) -> None:
+        self.varying, self.ok = {var}, True
+        self.loads: dict[n.Buffer, set[tuple]] = {}
+        self.stores: dict[n.Buffer, set[tuple]] = {}
+
+    def _lane_dependent(self, e: n.Expr) -> bool:
+        return any(v in self.varying for v in free_vars(e))
+
+    def visit_For(self, s: n.For) -> None:
+        self.ok = False
+
+    def visit_TensorInsn(self, s: n.TensorInsn) -> None:
+        self.ok = False
+
+    def visit_Allocate(self, s: n.Allocate) -> None:
+        self.ok = False
+
+    def visit_IfThenElse(self, s: n.IfThenElse) -> None:
+        if self._lane_dependent(s.cond):
+            self.ok = False
+        self.generic_visit(s)
+
+    def visit_Call(self, e: n.Call) -> None:
+        if e.args and self._lane_dependent(e.args[0]):
+            self.ok = False
+        self.generic_visit(e)
+
+    def visit_Let(self, s: n.Let) -> None:
+        if self._lane_dependent(s.value):
+            self.varying.add(s.var)
+        self.generic_visit(s)
+
+    def visit_Load(self, e: n.Load) -> None:
+        self.loads.setdefault(e.buffer, set()).add(tuple(map(_key, e.indices)))
+        self.generic_visit(e)
+
+    def visit_Store(self, s: n.Store) -> None:
+        self.stores.setdefault(s.buffer, set()).add(tuple(map(_key, s.indices)))
+        self.generic_visit(s)
+
+
+def _key(e: n.Expr) -> str:
+    return str(e)
