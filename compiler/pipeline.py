@@ -21,7 +21,10 @@ Targets:
   compute and store units (``inject_sync``, per virtual thread), then give each virtual thread its own
   buffers and interleave the threads into one stream (``inject_virtual_thread``), and simplify the
   addresses the threads' numbers made constant. ``compiler.backend.vita`` emits the program.
-- ``cpu`` extends this table when it lands.
+- ``cpu``: UNIT's flow for x86 (Sec. III.C): the schedule (``compiler.ops.cpu``) already tiled and marked
+  the loops the Inspector mapped; simplify, replace each marked nest by its instruction with its operands'
+  views (``tensorize`` on the x86 spec), simplify the offsets. ``compiler.backend.llvm`` compiles the
+  result for this CPU.
 """
 
 from __future__ import annotations
@@ -50,6 +53,11 @@ from compiler.passes import (
 from compiler.schedule import Schedule
 from compiler.te import Tensor
 from compiler.verify import verify
+
+
+def tensorize_x86(func: ir.PrimFunc) -> ir.PrimFunc:
+    """``tensorize`` against the x86 spec (register operands: UNIT's rewriter)."""
+    return tensorize(func, "x86")
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,11 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("inject_sync", inject_sync, "flat"),
         Pass("inject_virtual_thread", inject_virtual_thread, "flat"),
         Pass("simplify_threads", simplify, "flat", group="simplify"),
+    ),
+    "cpu": (
+        Pass("simplify", simplify, "loop-ir"),
+        Pass("tensorize", tensorize_x86, "loop-ir"),
+        Pass("simplify_tensorized", simplify, "loop-ir", group="simplify"),
     ),
 }
 OPTIONAL = frozenset({"loop_partition", "preprocess"})

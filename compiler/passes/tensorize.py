@@ -34,6 +34,10 @@ stays, outside the mark.
 
 Non-Goals: element-wise operands indexed other than the destination (a transpose) are not matched.
 
+Real CPUs (an ISA whose operands are registers, such as x86) take UNIT's path instead: the schedule has
+already tiled and marked the loops the Inspector mapped, and ``compiler.passes.tensorize_registers``
+replaces each marked nest by the instruction with its operands' views.
+
 ``tensorize(func)`` rewrites every statement under ``Attr("pragma_intrin" | "tensorize", name)`` that
 matches: the instruction the mark names first (case-insensitive), else any instruction of the ISA that
 has no register operand. ``unmatched(func)`` lists, for each marked statement left scalar, why.
@@ -52,6 +56,7 @@ from compiler.arith.linear import LinearForm
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, IRVisitor, free_vars
 from compiler.passes import index_fit
+from compiler.passes.tensorize_registers import flat_index, is_register_isa, tensorize_registers, why_not
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
 
@@ -128,12 +133,15 @@ def tensorize(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
     Statements that do not match are left unchanged; ``unmatched`` says why.
     """
     spec = isa.load_isa(isa_name)
+    if is_register_isa(spec):  # a real CPU: UNIT's rewriter (compiler/passes/tensorize_registers.py)
+        return ir.PrimFunc(func.name, func.params, tensorize_registers(func.body, spec), func.attrs)
     return ir.PrimFunc(func.name, func.params, _Tensorizer(spec).mutate(func.body), func.attrs)
 
 
 def unmatched(func: ir.PrimFunc, isa_name: str = "diannao") -> list[NoMatch]:
     """For every marked statement that is not a TensorInsn, the reason it does not match."""
     spec = isa.load_isa(isa_name)
+    register = is_register_isa(spec)
     found: list[NoMatch] = []
 
     class _Collect(IRVisitor):
@@ -145,7 +153,11 @@ def unmatched(func: ir.PrimFunc, isa_name: str = "diannao") -> list[NoMatch]:
                             if case is not None:
                                 self.visit(ir.Attr(s.key, s.value, case))
                         continue
-                    if not isinstance(stmt, ir.TensorInsn):
+                    if register and not isinstance(stmt, ir.TensorInsn):
+                        reason = why_not(stmt, spec, str(s.value))
+                        if reason is not None:
+                            found.append(NoMatch(str(s.value), reason))
+                    elif not isinstance(stmt, ir.TensorInsn):
                         result = select(stmt, spec, str(s.value))
                         if isinstance(result, NoMatch):
                             found.append(result)
@@ -241,7 +253,7 @@ class _Matcher:
         dims = [i.id if isinstance(i, t.Name) else None for i in assign.target.indices]
         if None in dims:
             raise self.fail("the destination is indexed by expressions, not index variables")
-        self._bind(assign.target, store.buffer, _flat_index(store.buffer, store.indices))
+        self._bind(assign.target, store.buffer, flat_index(store.buffer, store.indices))
         self._tree(assign.value, store.value)
         for access in (a for a in t.walk(assign.value) if isinstance(a, t.Access)):
             if [i.id if isinstance(i, t.Name) else None for i in access.indices] != dims:
@@ -292,15 +304,15 @@ class _Matcher:
         if acc.dtype.short != sums_in or rounds_to != sums_in:
             raise self.fail(f"{self.instr.name} sums in {sums_in} and rounds to {rounds_to} once; the nest "
                             f"accumulates in {acc.dtype.short}")
-        if init.buffer is not acc or not _same_index(_flat_index(acc, init.indices),
-                                                    _flat_index(acc, update.indices)):
+        if init.buffer is not acc or not _same_index(flat_index(acc, init.indices),
+                                                    flat_index(acc, update.indices)):
             raise self.fail(f"the init store {init.buffer.name}[...] is not the accumulator {acc.name}")
         if not isinstance(init.value, ir.IntImm | ir.FloatImm) or init.value.value != 0:
             raise self.fail(f"the accumulator starts at {init.value}, not 0")
         source = _accumulated(update)
         if source is None:
             raise self.fail(f"the update of {acc.name} is not {acc.name} + (...)")
-        self._bind(assign.target, acc, _flat_index(acc, update.indices))
+        self._bind(assign.target, acc, flat_index(acc, update.indices))
         self._tree(red.body, source)
         self.stage = 2
         if self._check_dtypes() != 1:
@@ -412,7 +424,7 @@ class _Matcher:
         if isinstance(pat, t.Access):
             if not isinstance(e, ir.Load):
                 raise self.fail(f"expected a load for operand {pat.tensor}, found {e}")
-            self._bind(pat, e.buffer, _flat_index(e.buffer, e.indices))
+            self._bind(pat, e.buffer, flat_index(e.buffer, e.indices))
         elif isinstance(pat, t.Num):
             value = e.value if isinstance(e, ir.IntImm | ir.FloatImm) else None
             same_sign = value is not None and math.copysign(1.0, value) == math.copysign(1.0, pat.value)
@@ -632,10 +644,10 @@ def _accumulated(update: ir.Store) -> ir.Expr | None:
     v = update.value
     if not isinstance(v, ir.Add):
         return None
-    flat = _flat_index(update.buffer, update.indices)
+    flat = flat_index(update.buffer, update.indices)
     for mine, other in ((v.a, v.b), (v.b, v.a)):
         if (isinstance(mine, ir.Load) and mine.buffer is update.buffer
-                and _same_index(_flat_index(mine.buffer, mine.indices), flat)):
+                and _same_index(flat_index(mine.buffer, mine.indices), flat)):
             return other
     return None
 
@@ -674,14 +686,6 @@ def _derivative(e: t.Expr, var: str) -> t.Expr | None:
             d = _derivative(e.lhs, var)
             return None if d is None else t.Binary("*", d, e.rhs)
     return None
-
-
-def _flat_index(buf: ir.Buffer, indices: tuple[ir.Expr, ...]) -> ir.Expr:
-    """The row-major element offset of ``buf[indices]``."""
-    flat: ir.Expr = indices[0]
-    for size, i in zip(buf.shape[1:], indices[1:], strict=True):
-        flat = flat * size + i
-    return simplify(flat)
 
 
 def _same_index(a: ir.Expr, b: ir.Expr) -> bool:

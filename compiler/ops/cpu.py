@@ -1,0 +1,233 @@
+"""int8 conv2d and GEMM for the CPU, scheduled the way UNIT schedules a tensorized instruction (Sec. III.C).
+
+Operators (u8 activations x s8 weights -> s32, batch 1), in the layouts UNIT uses (Sec. VI: data NCHW[x]c,
+kernel KCRS[y]k[x]c, with x the instruction's reduction width and y its output lanes: 4 and 16 for VNNI):
+- ``conv2d``: data ``[1, C/4, H + 2p, W + 2p, 4]`` (already padded, as UNIT's graph-level padding leaves it;
+  Table I's input sizes include the padding), kernel ``[K/16, C/4, R, S, 16, 4]``, output
+  ``[1, K/16, OH, OW, 16]``; channels are padded with zeros to multiples of 4 and 16 by ``pack_conv``;
+- ``gemm``: ``A[M, K]`` x ``B[N, K]``ᵀ with B packed ``[N/16, K/4, 16, 4]``, output ``[M, N/16, 16]``.
+``pack_*`` / ``unpack_*`` convert from and to NCHW / row-major numpy arrays.
+
+The schedule is UNIT's rewriter: the Inspector's mapping (``compiler.passes.inspector``) says which loops
+the instruction computes; those are tiled by its extents, moved innermost and marked ``tensorize``; the other
+data-parallel loops are organized by two breaking points (``CpuTuning``, Fig. 7): loops before the first
+are fused and parallel, loops between run serially, and the innermost ones are moved below the reduction
+loops and unrolled, so that several independent instructions follow each other. ``isa`` picks the
+instruction: ``x86-vnni`` (vpdpbusd on 512-bit registers), ``x86-avx512`` (no tensorized instruction: the
+16 output lanes are a vectorized loop of 32-bit multiply-adds), ``none`` (scalar loops; LLVM may still
+vectorize them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.errors import ScheduleError
+from compiler.ir import nodes as ir
+from compiler.ops.vita import ConvShape
+from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
+from compiler.schedule import Schedule, create_schedule
+
+LANES, GROUP = 16, 4  # vpdpbusd: 16 int32 lanes, each a sum of 4 byte products
+ISAS = {"x86-vnni": "vpdpbusd_512", "x86-avx512": None, "none": None}
+
+
+@dataclass(frozen=True)
+class CpuTuning:
+    """UNIT's two breaking points (Fig. 7) over the data-parallel loops ``[oc blocks, rows, columns]``.
+
+    The data-parallel loops outside the unrolled tile are, outermost first, conv's ``[batch, oc blocks, rows,
+    column tiles]`` or gemm's ``[oc blocks, row tiles]``. ``parallel`` (the first breaking point): how many
+    of them, from the outermost, are fused into the one parallel loop; the others run serially.
+    ``unroll_oc`` x ``unroll_x`` (the second): the output-channel blocks and columns (gemm: rows) moved
+    below the reduction loops and unrolled, each pair one instruction with its own accumulator register.
+    """
+
+    parallel: int = 3
+    unroll_oc: int = 2
+    unroll_x: int = 7
+
+    def __str__(self) -> str:
+        return f"parallel={self.parallel} unroll_oc={self.unroll_oc} unroll_x={self.unroll_x}"
+
+    @staticmethod
+    def parse(text: str) -> CpuTuning:
+        """The tuning ``str`` printed: ``parallel=3 unroll_oc=2 unroll_x=7``."""
+        try:
+            fields = dict(part.split("=") for part in text.split())
+            return CpuTuning(int(fields["parallel"]), int(fields["unroll_oc"]), int(fields["unroll_x"]))
+        except (ValueError, KeyError):
+            raise ScheduleError(f"cpu: expected a tuning like 'parallel=3 unroll_oc=2 unroll_x=7', but got "
+                                f"{text!r}") from None
+
+
+@dataclass(frozen=True)
+class CpuSchedule:
+    """A scheduled operator: the schedule, its arguments, the tuning and the Inspector's verdict."""
+
+    schedule: Schedule
+    args: tuple[te.Tensor, ...]
+    tuning: CpuTuning
+    isa: str
+    mapping: Mapping | NotApplicable | None
+
+
+def _blocks(n: int, size: int) -> int:
+    return -(-n // size)
+
+
+def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = None) -> CpuSchedule:
+    """The conv2d of ``layer`` on packed, padded data, scheduled by UNIT's rewriter for ``isa``."""
+    _check_isa(isa)
+    c4, k16 = _blocks(layer.ic, GROUP), _blocks(layer.oc, LANES)
+    hp, wp = layer.h + 2 * layer.p, layer.w + 2 * layer.p
+    data = te.placeholder((1, c4, hp, wp, GROUP), "uint8", name="data")
+    kernel = te.placeholder((k16, c4, layer.k, layer.k, LANES, GROUP), "int8", name="kernel")
+    co, r, s, ci = (
+        te.reduce_axis(c4, "co"),
+        te.reduce_axis(layer.k, "r"),
+        te.reduce_axis(layer.k, "s"),
+        te.reduce_axis(GROUP, "ci"),
+    )
+    st = layer.s
+
+    def product(n, ko, y, x, ki):
+        row, col = (y * st, x * st) if st != 1 else (y, x)
+        a = ir.cast(data[n, co, row + r, col + s, ci], "int32")
+        return te.sum(a * ir.cast(kernel[ko, co, r, s, ki, ci], "int32"), axis=[co, r, s, ci])
+
+    out = te.compute((1, k16, layer.oh, layer.ow, LANES), product, name="conv")
+    return _unit_schedule(
+        out, (data, kernel, out), isa, tuning or CpuTuning(), outer=(0, 1, 2), columns=3, oc=1
+    )
+
+
+def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None) -> CpuSchedule:
+    """``C[m, n] = sum_k A[m, k] * B[n, k]`` with B packed, scheduled by UNIT's rewriter for ``isa``."""
+    _check_isa(isa)
+    for name, value in (("M", m), ("N", n), ("K", k)):
+        if not isinstance(value, int) or value < 1:
+            raise ScheduleError(f"gemm: {name} must be a positive int, but got {value!r}")
+    k4, n16 = _blocks(k, GROUP), _blocks(n, LANES)
+    a = te.placeholder((m, k4 * GROUP), "uint8", name="A")
+    b = te.placeholder((n16, k4, LANES, GROUP), "int8", name="B")
+    ko, kk = te.reduce_axis(k4, "ko"), te.reduce_axis(GROUP, "kk")
+    out = te.compute(
+        (m, n16, LANES),
+        lambda i, no, ni: te.sum(
+            ir.cast(a[i, ko * GROUP + kk], "int32") * ir.cast(b[no, ko, ni, kk], "int32"), axis=[ko, kk]
+        ),
+        name="gemm",
+    )
+    return _unit_schedule(out, (a, b, out), isa, tuning or CpuTuning(), outer=(1,), columns=0, oc=1)
+
+
+def _check_isa(isa: str) -> None:
+    if isa not in ISAS:
+        raise ScheduleError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
+
+
+def _unit_schedule(
+    out: te.Tensor, args, isa: str, tuning: CpuTuning, outer: tuple[int, ...], columns: int, oc: int
+) -> CpuSchedule:
+    """UNIT's rewriter: tile the mapped loops innermost and mark them, then place the others (Fig. 7).
+
+    ``outer``: the positions of the output's data-parallel loops outside the unrolled ones, outermost first;
+    ``columns`` and ``oc`` the loops whose inner parts are unrolled below the reduction. The reduction runs
+    into a local accumulator tile (``cache_write``), one tile per iteration of the serial loops, so that
+    LLVM keeps the tile's instructions' accumulators in registers; the tile is then copied out.
+    """
+    if tuning.parallel < 1 or tuning.unroll_oc < 1 or tuning.unroll_x < 1:
+        raise ScheduleError(f"cpu: bad tuning {tuning}: every field must be positive")
+    sch = create_schedule(out)
+    acc = sch.cache_write(out, "local")
+    instruction = ISAS[isa]
+    mapping = inspect_op(acc.op, "x86", instruction) if instruction else None
+    if isinstance(mapping, NotApplicable):
+        raise ScheduleError(f"cpu: {mapping}")
+    lanes, group = acc.op.axis[-1], acc.op.reduce_axis[-1]
+    if mapping is not None and (
+        mapping.loops["i"].var is not lanes.var or mapping.loops["j"].var is not group.var
+    ):
+        raise ScheduleError(f"cpu: the Inspector mapped {mapping}, not the packed lane and group loops")
+    stage, axes = sch[out], out.op.axis
+    oc_o, oc_i = stage.split(axes[oc], min(tuning.unroll_oc, axes[oc].extent))
+    x_o, x_i = stage.split(axes[columns], min(tuning.unroll_x, axes[columns].extent))
+    loops = [oc_o if k == oc else x_o if k == columns else axes[k] for k in (*outer, columns)]
+    stage.reorder(*loops, oc_i, x_i, axes[-1])
+    parallel = min(tuning.parallel, len(loops))
+    fused = stage.fuse(*loops[:parallel]) if parallel > 1 else loops[0]
+    stage.parallel(fused)
+    stage.vectorize(axes[-1])
+    tile = loops[-1] if parallel < len(loops) else fused
+    sch[acc].compute_at(stage, tile)
+    inner = sch[acc]
+    a_axes = acc.op.axis
+    rest = [a for k, a in enumerate(a_axes[:-1]) if k not in (oc, columns)]
+    inner.reorder(*rest, *acc.op.reduce_axis[:-1], a_axes[oc], a_axes[columns], lanes, group)
+    inner.unroll(a_axes[oc])
+    inner.unroll(a_axes[columns])
+    if instruction:
+        inner.tensorize(lanes, instruction)
+    elif isa == "x86-avx512":
+        inner.unroll(group)
+        inner.vectorize(lanes)
+    return CpuSchedule(sch, tuple(args), tuning, isa, mapping)
+
+
+# -------------------------------------------------------------------------------------------- numpy side
+
+
+def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape) -> tuple[np.ndarray, np.ndarray]:
+    """NCHW u8 data and OIHW s8 kernel -> padded NCHW[4]c data and KCRS[16]k[4]c kernel (zeros fill)."""
+    c4, k16 = _blocks(layer.ic, GROUP), _blocks(layer.oc, LANES)
+    p = layer.p
+    d = np.zeros((1, c4 * GROUP, layer.h + 2 * p, layer.w + 2 * p), np.uint8)
+    d[:, : layer.ic, p : p + layer.h, p : p + layer.w] = data
+    packed_data = np.ascontiguousarray(d.reshape(1, c4, GROUP, *d.shape[2:]).transpose(0, 1, 3, 4, 2))
+    w = np.zeros((k16 * LANES, c4 * GROUP, layer.k, layer.k), np.int8)
+    w[: layer.oc, : layer.ic] = kernel
+    packed = w.reshape(k16, LANES, c4, GROUP, layer.k, layer.k).transpose(0, 2, 4, 5, 1, 3)
+    return packed_data, np.ascontiguousarray(packed)
+
+
+def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
+    """``[1, K/16, OH, OW, 16]`` -> NCHW ``[1, K, OH, OW]`` (padding channels dropped)."""
+    k16 = out.shape[1]
+    return out.transpose(0, 1, 4, 2, 3).reshape(1, k16 * LANES, layer.oh, layer.ow)[:, : layer.oc]
+
+
+def pack_gemm(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``A[M, K]`` u8 and ``B[N, K]`` s8 -> A with K padded to 4 and B as ``[N/16, K/4, 16, 4]``."""
+    (m, k), n = a.shape, b.shape[0]
+    k4, n16 = _blocks(k, GROUP), _blocks(n, LANES)
+    pa = np.zeros((m, k4 * GROUP), np.uint8)
+    pa[:, :k] = a
+    pb = np.zeros((n16 * LANES, k4 * GROUP), np.int8)
+    pb[:n, :k] = b
+    return pa, np.ascontiguousarray(pb.reshape(n16, LANES, k4, GROUP).transpose(0, 2, 1, 3))
+
+
+def unpack_gemm(out: np.ndarray, n: int) -> np.ndarray:
+    """``[M, N/16, 16]`` -> ``[M, N]``."""
+    return out.reshape(out.shape[0], -1)[:, :n]
+
+
+def conv2d_reference(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
+    """Exact int32 conv2d of NCHW ``data`` (batch 1) with OIHW ``kernel``: im2col and an int64 matmul."""
+    _, c, h, w = data.shape
+    k, _, r, s = kernel.shape
+    x = np.pad(data.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    windows = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(2, 3))[:, :, ::stride, ::stride]
+    oh, ow = windows.shape[2], windows.shape[3]
+    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(oh * ow, c * r * s)
+    out = cols @ kernel.reshape(k, c * r * s).astype(np.int64).T
+    return out.T.reshape(1, k, oh, ow).astype(np.int32)
+
+
+def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact int32 ``a @ b.T`` of u8 ``a[M, K]`` and s8 ``b[N, K]``."""
+    return (a.astype(np.int64) @ b.astype(np.int64).T).astype(np.int32)

@@ -1,0 +1,352 @@
+"""UNIT's Inspector (Weng et al., CGO 2021, Sec. III.B / IV.A): can a tensorized instruction compute part of
+an operation, and with which loops?
+
+The instruction comes from isa/ (its semantics is a tiny tensor program, e.g. x86's
+``d[i] = c[i] + sum(j, i32(a[4 * i + j]) * i32(b[4 * i + j]))``); the operation is a reduction
+``out[...] = sum(axes, body)``, either a tensor expression (``inspect_op``) or a marked loop nest of the
+loop IR (``inspect_nest``, what the tensorize pass sees after the rewriter tiled it). Two checks:
+
+1. **Compute isomorphism** (Algorithm 1): the instruction's reduction body and the operation's are the same
+   tree: same opcodes, same dtype at every node, casts matched as one-operand nodes. Each leaf of the
+   instruction (a register) binds to one access of the operation; a register bound to two different accesses
+   fails. The accumulator ``c`` and the result ``d`` bind to the operation's output. Extension: ``+ * max
+   min`` also match with their operands swapped.
+2. **Array-access isomorphism**: a mapping ``f`` from the operation's loops to the instruction's, spatial to
+   spatial and reduce to reduce, is feasible when for every operand pair (operation access ``u``,
+   instruction access ``v``) ``S'(u) ⊆ S(v)``. Beyond the paper, which leaves these to the operand rule, a
+   feasible mapping here also needs each mapped loop's extent to be a multiple of the instruction's (tiles
+   without tails; the operators pad channels to make them so), each access affine in the mapped loops (so
+   an operand is a strided view), and each instruction operand's index a row-major walk of its loops.
+   Mappings are tried from the innermost loop outward and the first feasible one is returned, as UNIT's
+   implementation does.
+
+The result is a ``Mapping`` (which operation loop feeds each instruction loop, and each operand's access) or a
+``NotApplicable`` that says why, naming the check that failed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import isa
+from compiler import te
+from compiler.arith import linear_form
+from compiler.ir import nodes as ir
+from compiler.ir.functor import free_vars
+from isa.lang import tree as t
+
+SWAPPABLE = {"+", "*", "max", "min"}
+_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
+_CALLS = {"max": ir.Max, "min": ir.Min}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A loop of the operation: its variable, extent and kind ("spatial" or "reduce")."""
+
+    var: ir.Var
+    extent: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class Access:
+    """An operand's access in the operation: ``buffer[indices]``."""
+
+    buffer: ir.Buffer
+    indices: tuple[ir.Expr, ...]
+
+    def __str__(self) -> str:
+        return f"{self.buffer.name}[{', '.join(str(i) for i in self.indices)}]"
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """A feasible mapping: ``loops[index]`` is the operation loop that instruction index runs over."""
+
+    isa: str
+    instruction: str
+    loops: dict[str, Axis]
+    extents: dict[str, int]
+    operands: dict[str, Access]
+    lanes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operand -> its indices, outer first
+
+    def __str__(self) -> str:
+        loops = ", ".join(
+            f"{i} -> {a.var.name} ({self.extents[i]} of {a.extent})" for i, a in self.loops.items()
+        )
+        ops = ", ".join(f"{name} = {acc}" for name, acc in self.operands.items())
+        return f"{self.isa}.{self.instruction}: {loops}; {ops}"
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """Why the instruction cannot compute the operation: ``check`` is "compute" or "access"."""
+
+    instruction: str
+    check: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.instruction} is not applicable ({self.check}): {self.reason}"
+
+
+class _Fail(Exception):
+    pass
+
+
+def inspect_op(op: te.ComputeOp, isa_name: str, instruction: str) -> Mapping | NotApplicable:
+    """Inspect a tensor expression ``out[axes] = sum(reduce axes, body)`` against an instruction."""
+    axes = [Axis(iv.var, iv.extent, "spatial") for iv in op.axis] + [
+        Axis(iv.var, iv.extent, "reduce") for iv in op.reduce_axis
+    ]
+    out = Access(op.output.buffer, tuple(iv.var for iv in op.axis))
+    return inspect(axes, out, op.body, isa_name, instruction)
+
+
+def inspect_nest(
+    loops: Sequence[ir.For], update: ir.Store, isa_name: str, instruction: str
+) -> Mapping | NotApplicable:
+    """Inspect a loop nest ``for ...: out[idx] = out[idx] + body`` (the loops the instruction replaces)."""
+    out = Access(update.buffer, update.indices)
+    value = update.value
+    if (
+        not isinstance(value, ir.Add)
+        or not isinstance(value.a, ir.Load)
+        or value.a.buffer is not update.buffer
+        or tuple(map(str, value.a.indices)) != tuple(map(str, update.indices))
+    ):
+        return NotApplicable(
+            instruction, "compute", f"'{str(update).strip()}' does not accumulate into {update.buffer.name}"
+        )
+    index_vars = {v for i in update.indices for v in free_vars(i)}
+    axes = []
+    for loop in loops:
+        if (
+            not isinstance(loop.min, ir.IntImm)
+            or loop.min.value != 0
+            or not isinstance(loop.extent, ir.IntImm)
+        ):
+            return NotApplicable(
+                instruction, "access", f"loop {loop.var.name} is not canonical (0 to a constant)"
+            )
+        axes.append(Axis(loop.var, loop.extent.value, "spatial" if loop.var in index_vars else "reduce"))
+    body = ir.Reduce(
+        ir.ReduceCombiner.SUM,
+        value.b,
+        tuple(a.var for a in axes if a.kind == "reduce"),
+        tuple((0, a.extent) for a in axes if a.kind == "reduce"),
+    )
+    return inspect(axes, out, body, isa_name, instruction)
+
+
+def inspect(
+    axes: Sequence[Axis], out: Access, value: ir.Expr, isa_name: str, instruction: str
+) -> Mapping | NotApplicable:
+    """The first feasible mapping of ``out = value`` (a sum over the reduce axes) onto the instruction."""
+    spec = isa.load_isa(isa_name)
+    instr = spec.instruction(instruction)
+    try:
+        acc, result, red = _accumulation(instr)
+        if not isinstance(value, ir.Reduce):
+            raise _Fail(
+                f"the operation is not a reduction ({value}); the instruction sums over {', '.join(red.axes)}"
+            )
+        if value.combiner is not ir.ReduceCombiner.SUM:
+            raise _Fail(f"the operation reduces with {value.combiner.value}, the instruction with {red.op}")
+        if value.dtype.short != red.dtype:
+            raise _Fail(f"the operation accumulates in {value.dtype.short}, the instruction in {red.dtype}")
+        binding: dict[str, Access] = {}
+        _match(red.body, value.source, binding)
+        for name in dict.fromkeys((acc, result)):
+            want = instr.operand(name).dtype
+            if out.buffer.dtype.short != want:
+                raise _Fail(f"operand {name} is {want}, but {out.buffer.name} holds {out.buffer.dtype.short}")
+            binding[name] = out
+    except _Fail as e:
+        return NotApplicable(instruction, "compute", str(e))
+    return _find_mapping(spec, instr, axes, binding)
+
+
+def _accumulation(instr: isa.Instruction) -> tuple[str, str, t.Reduce]:
+    """(accumulator operand, result operand, the reduction) of ``d = c + sum(...)`` or ``c += sum(...)``."""
+    sem = instr.typed_semantics()
+    if len(sem.statements) == 1:
+        (stmt,) = sem.statements
+        v = stmt.value
+        if stmt.op == "+=" and isinstance(v, t.Reduce):
+            return stmt.target.tensor, stmt.target.tensor, v
+        if (
+            stmt.op == "="
+            and isinstance(v, t.Binary)
+            and v.op == "+"
+            and isinstance(v.lhs, t.Access)
+            and isinstance(v.rhs, t.Reduce)
+        ):
+            return v.lhs.tensor, stmt.target.tensor, v.rhs
+    raise _Fail(f"the instruction is not a sum accumulated into a register: {sem}")
+
+
+def _match(pat: t.Expr, e: ir.Expr, binding: dict[str, Access]) -> None:
+    """Algorithm 1: same dtype at every node, same opcode at every operator; leaves bind registers."""
+    if pat.dtype is not None and e.dtype.short != pat.dtype:
+        raise _Fail(
+            f"dtype mismatch: the instruction has {pat.dtype} at {t.to_text(pat)}, the operation "
+            f"{e.dtype.short} at {e}"
+        )
+    if isinstance(pat, t.Access):
+        if not isinstance(e, ir.Load):
+            raise _Fail(f"register {pat.tensor} would hold '{e}', which is not a load")
+        access = Access(e.buffer, e.indices)
+        have = binding.get(pat.tensor)
+        if have is not None and (have.buffer is not e.buffer or str(have) != str(access)):
+            raise _Fail(f"register {pat.tensor} would hold both {have} and {access}")
+        binding[pat.tensor] = access
+    elif isinstance(pat, t.Cast):
+        if not isinstance(e, ir.Cast):
+            raise _Fail(f"expected a cast to {pat.dtype} at {e}")
+        _match(pat.value, e.value, binding)
+    elif isinstance(pat, t.Binary | t.Call):
+        op = pat.op if isinstance(pat, t.Binary) else pat.func
+        args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
+        node = _BINARY.get(op) if isinstance(pat, t.Binary) else _CALLS.get(op)
+        if node is None or type(e) is not node:
+            raise _Fail(
+                f"opcode mismatch: the instruction has {op}, the operation {type(e).__name__} in '{e}'"
+            )
+        saved = dict(binding)
+        try:
+            _match(args[0], e.a, binding)
+            _match(args[1], e.b, binding)
+        except _Fail:
+            if op not in SWAPPABLE:
+                raise
+            binding.clear()
+            binding.update(saved)
+            _match(args[0], e.b, binding)
+            _match(args[1], e.a, binding)
+    else:
+        raise _Fail(f"the instruction's {t.to_text(pat)} has no counterpart in the operation")
+
+
+def _find_mapping(
+    spec: isa.ISA, instr: isa.Instruction, axes: Sequence[Axis], binding: dict[str, Access]
+) -> Mapping | NotApplicable:
+    sem = instr.typed_semantics()
+    indices = [(iv.name, iv.kind, int(str(iv.extent))) for iv in sem.indices]
+    candidates = []
+    for name, kind, extent in indices:
+        fits = [a for a in reversed(axes) if a.kind == kind and a.extent % extent == 0]
+        if not fits:
+            have = ", ".join(f"{a.var.name}({a.extent})" for a in axes if a.kind == kind) or "none"
+            return NotApplicable(
+                instr.name,
+                "access",
+                f"no {kind} loop whose extent is a multiple of "
+                f"{extent} for index {name} ({kind} loops: {have})",
+            )
+        candidates.append(fits)
+    accesses = _instruction_accesses(sem)
+    reasons = []
+    for choice in itertools.product(*candidates):  # innermost operation loops first
+        if len({a.var for a in choice}) < len(choice):
+            continue
+        f = {a.var: name for a, (name, _, _) in zip(choice, indices, strict=True)}
+        try:
+            lanes = _check_accesses(f, binding, accesses, {n: e for n, _, e in indices})
+        except _Fail as e:
+            reasons.append(str(e))
+            continue
+        return Mapping(
+            spec.name,
+            instr.name,
+            {name: a for a, (name, _, _) in zip(choice, indices, strict=True)},
+            {name: e for name, _, e in indices},
+            dict(binding),
+            lanes,
+        )
+    return NotApplicable(instr.name, "access", reasons[0] if reasons else "no injective mapping of the loops")
+
+
+def _instruction_accesses(sem) -> dict[str, t.Access]:
+    found: dict[str, t.Access] = {}
+    for stmt in sem.statements:
+        for node in (stmt.target, *t.walk(stmt.value)):
+            if isinstance(node, t.Access):
+                found.setdefault(node.tensor, node)
+    return found
+
+
+def _check_accesses(
+    f: dict[ir.Var, str], binding: dict[str, Access], accesses: dict[str, t.Access], extents: dict[str, int]
+) -> dict[str, tuple[str, ...]]:
+    """S'(u) ⊆ S(v) for every operand, each access affine in the mapped loops; each operand's lane order."""
+    lanes = {}
+    for name, access in binding.items():
+        v = accesses[name]
+        s_v = {x.id for i in v.indices for x in t.walk(i) if isinstance(x, t.Name)}
+        used = {x for i in access.indices for x in free_vars(i)} & set(f)
+        s_prime = {f[x] for x in used}
+        if not s_prime <= s_v:
+            raise _Fail(
+                f"S'({access}) = {sorted(s_prime)} is not a subset of S({t.to_text(v)}) = {sorted(s_v)}"
+            )
+        for index in access.indices:
+            lf = linear_form(index)
+            mapped = [x for x in free_vars(index) if x in f]
+            if mapped and (
+                lf is None
+                or any(x not in lf.terms for x in mapped)
+                or any(atom not in f and any(x in f for x in free_vars(atom)) for atom in lf.terms)
+            ):
+                raise _Fail(
+                    f"the index {index} of {access.buffer.name} is not affine in "
+                    f"{', '.join(x.name for x in mapped)}"
+                )
+        lanes[name] = _lane_order(v, extents)
+    return lanes
+
+
+def _lane_order(v: t.Access, extents: dict[str, int]) -> tuple[str, ...]:
+    """The instruction indices of operand access ``v``, outermost first, when its elements are a row-major
+    walk of them (``a[4 * i + j]`` with j < 4: (i, j)); anything else is not an operand layout handled."""
+    coefs: dict[str, int] = {}
+    for index in v.indices[-1:]:
+        for term in _terms(index):
+            coefs[term[0]] = coefs.get(term[0], 0) + term[1]
+    if len(v.indices) > 1:  # a multi-dimensional register: row-major over its dimensions
+        raise _Fail(
+            f"operand {v.tensor} is indexed in {len(v.indices)} dimensions; registers fed here are 1-D"
+        )
+    order = tuple(sorted(coefs, key=lambda x: -coefs[x]))
+    stride = 1
+    for name in reversed(order):
+        if coefs[name] != stride:
+            raise _Fail(f"operand {t.to_text(v)} is not a row-major walk of {', '.join(order)}")
+        stride *= extents[name]
+    return order
+
+
+def _terms(e: t.Expr) -> list[tuple[str, int]]:
+    if isinstance(e, t.Name):
+        return [(e.id, 1)]
+    if isinstance(e, t.Binary) and e.op == "+":
+        return _terms(e.lhs) + _terms(e.rhs)
+    if isinstance(e, t.Binary) and e.op == "*":
+        num, other = (e.lhs, e.rhs) if isinstance(e.lhs, t.Num) else (e.rhs, e.lhs)
+        if isinstance(num, t.Num):
+            return [(name, c * int(num.value)) for name, c in _terms(other)]
+    raise _Fail(f"the instruction index {t.to_text(e)} is not a sum of index variables times constants")
+
+
+def operand_view(mapping: Mapping, name: str) -> tuple[tuple[int, ...], tuple[ir.Var, ...]]:
+    """The shape of operand ``name``'s view and the operation loop each dimension walks (outer first)."""
+    order = mapping.lanes[name]
+    return tuple(mapping.extents[i] for i in order), tuple(mapping.loops[i].var for i in order)
+
+
+def lanes_of(mapping: Mapping, name: str) -> int:
+    return math.prod(mapping.extents[i] for i in mapping.lanes[name])

@@ -1,0 +1,126 @@
+"""int8 conv2d and GEMM for the CPU (compiler/ops/cpu.py) through the ``cpu`` pipeline and the LLVM backend.
+
+Every compiled kernel must equal numpy bit for bit, for the three ``isa`` choices, for tilings that do and do
+not divide the layer, and for channel counts that are not multiples of the instruction's 4 x 16 (the packing
+pads them with zeros). Every pass of the pipeline is checked by running the IR before and after it, in the
+interpreter and as compiled code (``compiler.testing.assert_same_results``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compiler.backend.llvm import build, host_cpu
+from compiler.ir import TensorInsn
+from compiler.ir.functor import post_order_visit
+from compiler.lower import lower
+from compiler.ops.cpu import (
+    CpuTuning,
+    conv2d,
+    conv2d_reference,
+    gemm,
+    gemm_reference,
+    pack_conv,
+    pack_gemm,
+    unpack_conv,
+    unpack_gemm,
+)
+from compiler.ops.vita import ConvShape
+from compiler.passes.tensorize import unmatched
+from compiler.pipeline import passes_for
+from compiler.testing import assert_same_results
+
+VNNI = host_cpu()["avx512vnni"]
+pytestmark = pytest.mark.skipif(not VNNI, reason="this CPU has no AVX-512 VNNI (the tests compile vpdpbusd)")
+
+
+def compiled(sched):
+    func = lower(sched.schedule, sched.args)
+    for p in passes_for("cpu"):
+        func = p.fn(func)
+    return func
+
+
+def instructions(func) -> int:
+    found = []
+    post_order_visit(func.body, lambda n: found.append(n) if isinstance(n, TensorInsn) else None)
+    return len(found)
+
+
+def run_conv(layer: ConvShape, isa: str, tuning: CpuTuning | None = None, seed: int = 0) -> None:
+    sched = conv2d(layer, isa, tuning)
+    func = compiled(sched)
+    if isa == "x86-vnni":
+        assert instructions(func) >= 1 and not unmatched(func, "x86")
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, (1, layer.ic, layer.h, layer.w)).astype(np.uint8)
+    kernel = rng.integers(-128, 128, (layer.oc, layer.ic, layer.k, layer.k)).astype(np.int8)
+    out = np.zeros(sched.args[2].shape, np.int32)
+    build(func)(*pack_conv(data, kernel, layer), out)
+    np.testing.assert_array_equal(unpack_conv(out, layer), conv2d_reference(data, kernel, layer.s, layer.p))
+
+
+LAYERS = [
+    ConvShape(14, 14, 64, 32, 3, 1, 1),
+    ConvShape(9, 9, 16, 16, 3, 2, 0),
+    ConvShape(7, 7, 64, 48, 1, 1, 0),
+    ConvShape(8, 6, 3, 5, 3, 1, 1),  # channels that are not multiples of 4 and 16
+]
+
+
+@pytest.mark.parametrize("isa", ["x86-vnni", "x86-avx512", "none"])
+@pytest.mark.parametrize("layer", LAYERS, ids=str)
+def test_conv2d_equals_numpy(layer: ConvShape, isa: str) -> None:
+    run_conv(layer, isa)
+
+
+@pytest.mark.parametrize("tuning", [CpuTuning(1, 1, 1), CpuTuning(2, 2, 5), CpuTuning(4, 3, 4)], ids=str)
+def test_conv2d_tilings_that_do_not_divide_the_layer(tuning: CpuTuning) -> None:
+    run_conv(ConvShape(11, 13, 20, 40, 3, 1, 1), "x86-vnni", tuning)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    h=st.integers(3, 12),
+    w=st.integers(3, 12),
+    ic=st.integers(1, 40),
+    oc=st.integers(1, 40),
+    k=st.sampled_from([1, 3]),
+    stride=st.sampled_from([1, 2]),
+    pad=st.integers(0, 1),
+    unroll_oc=st.integers(1, 3),
+    unroll_x=st.integers(1, 8),
+    parallel=st.integers(1, 4),
+)
+def test_conv2d_property_compiled_equals_numpy(
+    h, w, ic, oc, k, stride, pad, unroll_oc, unroll_x, parallel
+) -> None:
+    if h + 2 * pad < k or w + 2 * pad < k:
+        return
+    run_conv(ConvShape(h, w, ic, oc, k, stride, pad), "x86-vnni", CpuTuning(parallel, unroll_oc, unroll_x))
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(32, 48, 64), (5, 20, 13), (1, 16, 4)])
+@pytest.mark.parametrize("isa", ["x86-vnni", "x86-avx512"])
+def test_gemm_equals_numpy(m: int, n: int, k: int, isa: str) -> None:
+    sched = gemm(m, n, k, isa, CpuTuning(2, 2, 4))
+    func = compiled(sched)
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    b = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    out = np.zeros(sched.args[2].shape, np.int32)
+    build(func)(*pack_gemm(a, b), out)
+    np.testing.assert_array_equal(unpack_gemm(out, n), gemm_reference(a, b))
+
+
+def test_every_pass_of_the_cpu_pipeline_keeps_the_result_interpreted_and_compiled() -> None:
+    sched = conv2d(ConvShape(6, 7, 8, 32, 3, 1, 1), "x86-vnni", CpuTuning(3, 2, 3))
+    func = lower(sched.schedule, sched.args)
+    for p in passes_for("cpu"):
+        after = p.fn(func)
+        assert_same_results(func, after, p.name, seeds=2)
+        func = after
+    assert instructions(func) == 1  # in the unrolled (oc block, column) loops: 2 x 3 copies in machine code
