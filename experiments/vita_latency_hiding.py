@@ -42,15 +42,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.vita.config import VitaConfig, load_config
+from tandem.layers import RESNET18
 from tandem.vita_run import VitaLayer, run_vita
 
-# ResNet-18's conv layers C2-C12 (TVM Table 1 / papers/tvm-vita.md): (H = W, IC, OC, K, S).
-RESNET18 = {
-    "C2": (56, 64, 64, 3, 1), "C3": (56, 64, 64, 1, 1), "C4": (56, 64, 128, 3, 2), "C5": (56, 64, 128, 1, 2),
-    "C6": (28, 128, 128, 3, 1), "C7": (28, 128, 256, 3, 2), "C8": (28, 128, 256, 1, 2),
-    "C9": (14, 256, 256, 3, 1), "C10": (14, 256, 512, 3, 2), "C11": (14, 256, 512, 1, 2),
-    "C12": (7, 512, 512, 3, 1),
-}
 QUICK = {"q1": (14, 32, 32, 3, 1), "q2": (14, 32, 64, 1, 2), "q3": (7, 64, 64, 3, 1)}
 PAPER = "latency reduction 7%-54% per layer; GEMM utilization at best 52% without, up to 74% with"
 SEED = 0

@@ -1,5 +1,5 @@
 """``tandem run OP --target TARGET``: compile, simulate and validate one operator (tandem/run.py for the
-DianNao card, tandem/vita_run.py for VITA).
+DianNao card, tandem/vita_run.py for VITA, tandem/cpu_run.py for this CPU, where the code runs for real).
 
 Prints a table (or, with ``--json``, one JSON object: the contract in tandem/run.py). Exit status: 0 when
 the simulated output equals numpy's, 1 when it does not, 2 for bad input or a compiler error.
@@ -17,18 +17,18 @@ from rich.table import Table
 from tandem.console import fail
 from tandem.workloads import WorkloadError, int_param, parse_params, parse_shape
 
-TARGETS = ("diannao", "vita")
+TARGETS = ("diannao", "vita", "cpu")
 CONV_PARAMS = ("H", "W", "IC", "OC", "K", "S", "P")
 GEMM_PARAMS = ("M", "N", "K")
-DEFAULT_CONFIGS = {"diannao": "default", "vita": "vta-default"}
+DEFAULT_CONFIGS = {"diannao": "default", "vita": "vta-default", "cpu": ""}
 VITA_OPS = ("conv2d", "gemm")
 DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8"}
 
 
 def run_command(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
-                                           "conv2d, gemm (vita).")],
-    target: Annotated[str, typer.Option(help="Target: diannao or vita.")] = "diannao",
+                                           "conv2d, gemm (vita, cpu).")],
+    target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",
     shape: Annotated[str | None, typer.Option(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,
     params: Annotated[
@@ -45,7 +45,12 @@ def run_command(
         min=0, help="vita: virtual threads (0 = none), interleaved to hide load latency.")] = 0,
     tune: Annotated[int, typer.Option(
         min=0, help="vita: simulate this many of the cost model's best tilings and keep the fastest "
-                    "(0 = the model's first choice).")] = 0,
+                    "(0 = the model's first choice); cpu: time this many of UNIT's tunings.")] = 0,
+    isa: Annotated[str, typer.Option(
+        help="cpu: x86-vnni (vpdpbusd, UNIT's tensorization), x86-avx512 (vectorized, no tensorized "
+             "instruction) or none.")] = "x86-vnni",
+    threads: Annotated[int, typer.Option(
+        min=0, help="cpu: threads for parallel loops (0 = every core).")] = 0,
     relu: Annotated[bool, typer.Option("--relu", help="vita: clip at 0 instead of -128.")] = False,
     no_partition: Annotated[
         bool, typer.Option("--no-partition", help="Compile without loop partitioning (seed 001 Alg. 2).")
@@ -65,6 +70,9 @@ def run_command(
     config = config or DEFAULT_CONFIGS[target]
     if target == "vita":
         _run_vita(op, shape, params, config, vthreads, tune, relu, as_json)
+        return
+    if target == "cpu":
+        _run_cpu(op, shape, params, isa, threads, tune, as_json)
         return
     shape_given = shape is not None
     shape = shape or "256x56x56"
@@ -125,6 +133,65 @@ def _run_vita(op: str, shape: str | None, params: list[str] | None, config: str,
     except (WorkloadError, RunError, TandemError, SimError, OSError) as exc:
         raise fail(str(exc), 2) from None
     _report(report, as_json, _print_vita)
+
+
+def _layer_from(op: str, shape: str | None, params: list[str] | None, target: str):
+    """The operator's layer from ``--shape``/``-p`` (conv2d: H W IC OC K S P; gemm: M N K), and the seed."""
+    values = parse_params(params or ())
+    known = {"seed", *(CONV_PARAMS if op == "conv2d" else GEMM_PARAMS)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise WorkloadError(f"-p {unknown[0]}", f"unknown parameter for {op} on {target}; expected "
+                                                f"{', '.join(sorted(known))}")
+    ints = {k: int_param(k, v, 0 if k in ("seed", "P") else 1) for k, v in values.items()}
+    if op == "gemm":
+        if shape is not None:
+            raise WorkloadError("--shape", f"gemm on {target} takes -p M= N= K=, not --shape")
+        return ("gemm", (ints.get("M", 16), ints.get("N", 16), ints.get("K", 16))), ints.get("seed", 0)
+    dims, conv = _conv_layer(parse_shape(shape) if shape else (56, 56, 64), ints, shape is not None)
+    return ("conv2d", (*dims, conv.cout, conv.k, conv.stride, conv.pad)), ints.get("seed", 0)
+
+
+def _run_cpu(op: str, shape: str | None, params: list[str] | None, isa: str, threads: int, tune: int,
+             as_json: bool) -> None:
+    from compiler.errors import TandemError
+    from tandem.cpu_run import CpuLayer, run_cpu
+    from tandem.run import RunError
+
+    try:
+        if op not in VITA_OPS:
+            raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(VITA_OPS)}")
+        (kind, dims), seed = _layer_from(op, shape, params, "cpu")
+        layer = CpuLayer.gemm(*dims) if kind == "gemm" else CpuLayer.conv2d(*dims)
+        report = run_cpu(layer, isa, threads or None, tune=tune, seed=seed)
+    except (WorkloadError, RunError, TandemError, OSError) as exc:
+        raise fail(str(exc), 2) from None
+    _report(report, as_json, _print_cpu)
+
+
+def _print_cpu(r) -> None:
+    p = r.params
+    layer = " ".join(f"{k}={p[k]}" for k in ("H", "W", "IC", "OC", "K", "S", "P", "M", "N") if k in p)
+    table = Table(title=f"{r.op} {layer} {p['dtype']} on this CPU ({p['cpu']}, {p['isa']}, "
+                        f"{p['threads']} threads)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("validated", ("[green]yes[/green] " if r.validated else "[red]NO[/red] ") + r.detail),
+        ("time", f"{r.seconds * 1e3:.3f} ms ({r.cycles:,} TSC ticks)"),
+        ("GOPS", f"{r.gops:.1f} of a measured vpdpbusd peak of {r.peak_gops:.1f} "
+                 f"({r.utilization['vpdpbusd']:.1%})"),
+        ("tuning", p["tuning"] + (f" (best of {len(p['tuned'])})" if len(p["tuned"]) > 1 else "")),
+        ("instructions", ", ".join(f"{k} {v:,}" for k, v in sorted(r.instructions.items())) or "none"),
+        ("scalar fallback", f"{r.scalar_fallback} marked statements"),
+        ("compile / run", f"{r.compile_s:.2f} s / {r.simulate_s:.2f} s"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console = Console(highlight=False)
+    console.print(table)
+    for reason in r.unmatched:
+        console.print(f"  not tensorized: {reason}", markup=False)
 
 
 def _print_vita(r) -> None:

@@ -1,0 +1,365 @@
+"""The ``tandem run --target cpu`` flow: schedule an int8 conv2d or GEMM with UNIT's rewriter, compile it with
+the LLVM backend for this CPU, run it for real, compare with numpy bit for bit and time it.
+
+``run_cpu`` returns a ``CpuRunReport``: the ``RunReport`` of the accelerator targets (the ``--json`` contract
+of tandem/run.py) plus ``gops``, ``seconds`` and ``peak_gops``. On a real CPU:
+
+- ``cycles`` are time-stamp-counter ticks of one call (median), read with LLVM's ``readcyclecounter``;
+- ``instructions`` counts the tensor instructions the loop nest issues (the product of the loop extents
+  around each, so an upper bound where a tile's tail is guarded); ``scalar_instructions`` is null (not
+  counted on a real CPU); ``scalar_fallback`` is the number of marked statements left scalar, with
+  ``unmatched`` saying why;
+- ``utilization["vpdpbusd"]`` is ``gops`` over ``peak_gops``, this CPU's vpdpbusd peak on the same number
+  of threads, measured by ``measure_peak`` (independent accumulators, no memory traffic);
+- ``roofline_cycles`` is the operator's ops at that peak, in TSC ticks.
+
+``tune`` > 0 measures the first ``tune`` candidates of ``tuning_space`` (UNIT's two breaking points: the
+first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll) and keeps the fastest;
+``params["tuned"]`` lists what was measured.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir as ll
+
+from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
+from compiler.ir import nodes as ir
+from compiler.lower import lower
+from compiler.ops import cpu
+from compiler.ops.vita import ConvShape
+from compiler.passes.tensorize import unmatched
+from compiler.pipeline import compile_func
+from tandem.cpu_peers import time_callable
+from tandem.run import RunError, RunReport
+
+ISAS = tuple(cpu.ISAS)
+
+
+@dataclass(frozen=True)
+class CpuLayer:
+    """What ``run_cpu`` runs: a conv2d layer, or a GEMM ``A[m, k] x B[n, k]ᵀ``."""
+
+    op: str
+    conv: ConvShape | None = None
+    mnk: tuple[int, int, int] | None = None
+
+    @staticmethod
+    def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1) -> CpuLayer:
+        return CpuLayer("conv2d", conv=ConvShape(h, w, ic, oc, k, s, p))
+
+    @staticmethod
+    def gemm(m: int, n: int, k: int) -> CpuLayer:
+        return CpuLayer("gemm", mnk=(m, n, k))
+
+    @property
+    def macs(self) -> int:
+        return self.conv.macs if self.conv is not None else math.prod(self.mnk)
+
+    @property
+    def params(self) -> dict[str, int]:
+        if self.conv is not None:
+            c = self.conv
+            return {"H": c.h, "W": c.w, "IC": c.ic, "OC": c.oc, "K": c.k, "S": c.s, "P": c.p}
+        m, n, k = self.mnk
+        return {"M": m, "N": n, "K": k}
+
+    def schedule(self, isa: str, tuning: cpu.CpuTuning) -> cpu.CpuSchedule:
+        if self.conv is not None:
+            return cpu.conv2d(self.conv, isa, tuning)
+        return cpu.gemm(*self.mnk, isa, tuning)
+
+    def inputs(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Seeded u8 data and s8 weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K])."""
+        rng = np.random.default_rng(seed)
+        if self.conv is not None:
+            c = self.conv
+            return (
+                rng.integers(0, 256, (1, c.ic, c.h, c.w)).astype(np.uint8),
+                rng.integers(-128, 128, (c.oc, c.ic, c.k, c.k)).astype(np.int8),
+            )
+        m, n, k = self.mnk
+        return rng.integers(0, 256, (m, k)).astype(np.uint8), rng.integers(-128, 128, (n, k)).astype(np.int8)
+
+    def pack(self, data: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            cpu.pack_conv(data, weight, self.conv) if self.conv is not None else cpu.pack_gemm(data, weight)
+        )
+
+    def unpack(self, out: np.ndarray) -> np.ndarray:
+        return cpu.unpack_conv(out, self.conv) if self.conv is not None else cpu.unpack_gemm(out, self.mnk[1])
+
+    def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        if self.conv is not None:
+            return cpu.conv2d_reference(data, weight, self.conv.s, self.conv.p)
+        return cpu.gemm_reference(data, weight)
+
+    def fused_extents(self) -> tuple[int, ...]:
+        """Extents of the data-parallel loops outside the unrolled tile (before tiling)."""
+        if self.conv is not None:
+            c = self.conv
+            return (1, -(-c.oc // cpu.LANES), c.oh, c.ow)
+        m, n, _ = self.mnk
+        return (-(-n // cpu.LANES), m)
+
+
+def tuning_space(layer: CpuLayer) -> list[cpu.CpuTuning]:
+    """Candidate breaking points, UNIT's default first: the tile of (oc blocks x columns) instructions
+    unrolled below the reduction uses at most 28 accumulator registers, and the parallel loop fuses as many
+    outer loops as keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" reaches the
+    optimum for more than half of the layers)."""
+    outer = layer.fused_extents()
+    columns = outer[-1]
+    tiles = []
+    for oc in (1, 2, 3, 4):
+        for x in (14, 7, 8, 6, 4, 16, 5, 12):
+            if oc * x <= 28 and x <= columns and (oc, x) not in tiles:
+                tiles.append((oc, x))
+    tiles.sort(key=lambda t: (-(t[0] * t[1]) if t[0] * t[1] <= 16 else 100 - t[0] * t[1], -t[1]))
+    space = []
+    for oc, x in tiles:
+        extents = [*outer[:-1], -(-columns // x)]
+        extents[-2 if len(extents) > 1 else 0] = (
+            -(-extents[-2 if len(extents) > 1 else 0] // oc) if layer.conv is None else extents[-2]
+        )
+        if layer.conv is not None:
+            extents[1] = -(-extents[1] // oc)
+        for parallel in range(len(extents), 0, -1):
+            if math.prod(extents[:parallel]) < 3000 or parallel == 1:
+                break
+        space.append(cpu.CpuTuning(parallel, oc, x))
+        if parallel > 1:
+            space.append(cpu.CpuTuning(parallel - 1, oc, x))
+    return list(dict.fromkeys(space))
+
+
+@dataclass
+class CpuRunReport(RunReport):
+    """``RunReport`` plus what a real run measures: GOPS, seconds per call, and the peak it is held to."""
+
+    gops: float = 0.0
+    seconds: float = 0.0
+    peak_gops: float = 0.0
+
+
+def compile_layer(
+    layer: CpuLayer, isa: str, tuning: cpu.CpuTuning, threads: int
+) -> tuple[ir.PrimFunc, CpuKernel]:
+    """Schedule, run the ``cpu`` pipeline and build with LLVM."""
+    sched = layer.schedule(isa, tuning)
+    func = compile_func(lower(sched.schedule, sched.args), "cpu")
+    return func, build(func, threads=threads)
+
+
+def run_cpu(
+    layer: CpuLayer,
+    isa: str = "x86-vnni",
+    threads: int | None = None,
+    tune: int = 0,
+    seed: int = 0,
+    tuning: cpu.CpuTuning | None = None,
+    min_time: float = 0.2,
+) -> CpuRunReport:
+    """Compile ``layer`` for this CPU, run it on seeded inputs, compare with numpy and time it."""
+    if isa not in ISAS:
+        raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
+    if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
+        raise RunError("cpu: this CPU has no AVX-512 VNNI; use --isa x86-avx512 or none")
+    threads = threads or default_threads()
+    start = time.perf_counter()
+    data, weight = layer.inputs(seed)
+    packed = layer.pack(data, weight)
+    want = layer.reference(data, weight)
+    candidates = [tuning] if tuning is not None else tuning_space(layer)[: max(1, tune)]
+    tuned, best = [], None
+    compile_s = 0.0
+    for t in candidates:
+        t0 = time.perf_counter()
+        func, kernel = compile_layer(layer, isa, t, threads)
+        compile_s += time.perf_counter() - t0
+        out = np.zeros(layer.schedule(isa, t).args[2].shape, np.int32)
+        seconds = time_callable(
+            lambda k=kernel, o=out: k(*packed, o),
+            min_time=(min_time if len(candidates) == 1 else min_time / 2) / 5,
+        )
+        tuned.append({"tuning": str(t), "seconds": seconds})
+        if best is None or seconds < best[0]:
+            best = (seconds, t, func, kernel, out)
+    seconds, t, func, kernel, out = best
+    t0 = time.perf_counter()
+    kernel(*packed, out)
+    got = layer.unpack(out)
+    validated = bool(np.array_equal(got, want))
+    cycles = int(statistics.median(tsc_ticks(lambda: kernel(*packed, out)) for _ in range(5)))
+    run_s = time.perf_counter() - t0
+    ops = 2 * layer.macs
+    gops = ops / seconds / 1e9
+    peak = measure_peak(threads)
+    counts = issued_instructions(func)
+    left = unmatched(func, "x86")
+    roofline = int(ops / (peak * 1e9) * tsc_hz())
+    return CpuRunReport(
+        op=layer.op,
+        target="cpu",
+        params={
+            **layer.params,
+            "isa": isa,
+            "threads": threads,
+            "tuning": str(t),
+            "tuned": tuned,
+            "cpu": host_cpu()["cpu"],
+            "dtype": "u8 x s8 -> s32",
+        },
+        validated=validated,
+        max_abs_err=float(np.max(np.abs(got.astype(np.int64) - want))) if got.size else 0.0,
+        cycles=cycles,
+        instructions=counts,
+        tensor_instructions=sum(counts.values()),
+        scalar_instructions=None,
+        scalar_fallback=len(left),
+        unmatched=[str(x) for x in left],
+        utilization={"vpdpbusd": gops / peak},
+        roofline_cycles=roofline,
+        roofline_pct=100.0 * roofline / cycles if cycles else 0.0,
+        compile_s=compile_s,
+        simulate_s=run_s,
+        wall_s=time.perf_counter() - start,
+        detail="bit-exact" if validated else "differs from numpy",
+        output=got,
+        reference=want,
+        program=kernel.llvm_ir,
+        gops=gops,
+        seconds=seconds,
+        peak_gops=peak,
+    )
+
+
+def issued_instructions(func: ir.PrimFunc) -> dict[str, int]:
+    """How many times each tensor instruction is issued: the product of the constant extents around it."""
+    counts: dict[str, int] = {}
+
+    def walk(s: ir.Stmt, times: int) -> None:
+        if isinstance(s, ir.TensorInsn):
+            counts[s.name] = counts.get(s.name, 0) + times
+        elif isinstance(s, ir.For):
+            walk(s.body, times * (s.extent.value if isinstance(s.extent, ir.IntImm) else 1))
+        elif isinstance(s, ir.Seq):
+            for x in s.stmts:
+                walk(x, times)
+        elif isinstance(s, ir.IfThenElse):
+            walk(s.then_case, times)
+            if s.else_case is not None:
+                walk(s.else_case, times)
+        elif isinstance(s, ir.Allocate | ir.Attr | ir.Let):
+            walk(s.body, times)
+
+    walk(func.body, 1)
+    return counts
+
+
+# ------------------------------------------------------------------------------------------- the machine
+
+
+@cache
+def _native() -> dict[str, object]:
+    """JIT helpers: the time-stamp counter and a vpdpbusd throughput loop (kept alive with their engine)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = ll.Module("tandem_cpu_probe")
+    i32, i64 = ll.IntType(32), ll.IntType(64)
+    tsc = ll.Function(module, ll.FunctionType(i64, []), "tandem_tsc")
+    b = ll.IRBuilder(tsc.append_basic_block())
+    b.ret(b.call(ll.Function(module, ll.FunctionType(i64, []), "llvm.readcyclecounter"), []))
+    v16, v64 = ll.VectorType(i32, 16), ll.VectorType(ll.IntType(8), 64)
+    dot = ll.Function(module, ll.FunctionType(v16, [v16, v64, v64]), "llvm.x86.avx512.vpdpbusd.512")
+    peak = ll.Function(module, ll.FunctionType(i32, [i64, i32]), "tandem_vnni_loop")
+    n, seed = peak.args
+    entry, loop, done = (peak.append_basic_block(x) for x in ("entry", "loop", "done"))
+    b = ll.IRBuilder(entry)
+    a = b.bitcast(b.insert_element(ll.Constant(v16, None), seed, ll.Constant(i32, 0)), v64)
+    w = b.bitcast(
+        b.insert_element(ll.Constant(v16, None), b.add(seed, ll.Constant(i32, 1)), ll.Constant(i32, 0)), v64
+    )
+    b.branch(loop)
+    b = ll.IRBuilder(loop)
+    k = b.phi(i64)
+    k.add_incoming(ll.Constant(i64, 0), entry)
+    accs = []
+    for _ in range(ACCUMULATORS):
+        phi = b.phi(v16)
+        phi.add_incoming(ll.Constant(v16, None), entry)
+        accs.append(phi)
+    nxt = [b.call(dot, [acc, a, w]) for acc in accs]
+    for phi, value in zip(accs, nxt, strict=True):
+        phi.add_incoming(value, loop)
+    k2 = b.add(k, ll.Constant(i64, 1))
+    k.add_incoming(k2, loop)
+    b.cbranch(b.icmp_signed("<", k2, n), loop, done)
+    b = ll.IRBuilder(done)
+    total = nxt[0]
+    for value in nxt[1:]:
+        total = b.add(total, value)
+    b.ret(b.extract_element(total, ll.Constant(i32, 0)))
+    parsed = llvm.parse_assembly(str(module))
+    tm = llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3, jit=True
+    )
+    engine = llvm.create_mcjit_compiler(parsed, tm)
+    engine.finalize_object()
+    return {
+        "engine": engine,
+        "tsc": ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address("tandem_tsc")),
+        "vnni": ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)(
+            engine.get_function_address("tandem_vnni_loop")
+        ),
+    }
+
+
+ACCUMULATORS = 12  # independent vpdpbusd chains: enough to cover its latency at two issues per cycle
+
+
+def tsc_ticks(fn: Callable[[], object]) -> int:
+    """Time-stamp-counter ticks one call of ``fn`` takes."""
+    tsc = _native()["tsc"]
+    t0 = tsc()
+    fn()
+    return tsc() - t0
+
+
+@cache
+def tsc_hz() -> float:
+    """Ticks of the time-stamp counter per second, measured against ``time.perf_counter`` over 50 ms."""
+    tsc = _native()["tsc"]
+    t0, c0 = time.perf_counter(), tsc()
+    while time.perf_counter() - t0 < 0.05:
+        pass
+    return (tsc() - c0) / (time.perf_counter() - t0)
+
+
+@cache
+def measure_peak(threads: int = 1) -> float:
+    """This CPU's vpdpbusd peak in GOPS (2 ops per multiply-add) on ``threads`` threads: each runs
+    ``ACCUMULATORS`` independent instruction chains on registers; the best of 5 runs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not host_cpu()["avx512vnni"]:
+        raise RunError("cpu: this CPU has no AVX-512 VNNI to measure")
+    loop = _native()["vnni"]
+    iterations = 2_000_000
+    ops = iterations * ACCUMULATORS * 64 * 2
+    best = 0.0
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for _ in range(5):
+            t0 = time.perf_counter()
+            list(pool.map(lambda s: loop(iterations, s), range(threads)))
+            best = max(best, threads * ops / (time.perf_counter() - t0) / 1e9)
+    return best

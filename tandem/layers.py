@@ -1,0 +1,30 @@
+"""Layer tables the experiments reproduce (batch 1, square inputs and kernels).
+
+- ``RESNET18``: ResNet-18's conv layers C2-C12 (TVM Table 1, papers/tvm-vita.md): name -> (H = W, IC, OC, K,
+  S); a 3x3 kernel pads by 1, a 1x1 by 0 (``padding``).
+- ``UNIT_TABLE1``: the 16 convolution layers of UNIT's ablation (Table I, papers/unit.md): name -> (C, IHW,
+  K, R = S, stride); the input sizes already include the padding, so these layers pad by 0.
+"""
+
+from __future__ import annotations
+
+RESNET18 = {
+    "C2": (56, 64, 64, 3, 1), "C3": (56, 64, 64, 1, 1), "C4": (56, 64, 128, 3, 2), "C5": (56, 64, 128, 1, 2),
+    "C6": (28, 128, 128, 3, 1), "C7": (28, 128, 256, 3, 2), "C8": (28, 128, 256, 1, 2),
+    "C9": (14, 256, 256, 3, 1), "C10": (14, 256, 512, 3, 2), "C11": (14, 256, 512, 1, 2),
+    "C12": (7, 512, 512, 3, 1),
+}
+
+UNIT_TABLE1 = {
+    "#1": (288, 35, 384, 3, 2), "#2": (160, 9, 224, 3, 1), "#3": (1056, 7, 192, 1, 1),
+    "#4": (80, 73, 192, 3, 1), "#5": (128, 16, 128, 3, 1), "#6": (192, 16, 192, 3, 1),
+    "#7": (256, 16, 256, 3, 1), "#8": (1024, 14, 512, 1, 1), "#9": (128, 16, 160, 3, 1),
+    "#10": (576, 14, 192, 1, 1), "#11": (96, 16, 128, 3, 1), "#12": (1024, 14, 256, 1, 1),
+    "#13": (576, 14, 128, 1, 1), "#14": (64, 29, 96, 3, 1), "#15": (64, 56, 128, 1, 2),
+    "#16": (608, 14, 192, 1, 1),
+}
+
+
+def padding(kernel: int) -> int:
+    """ResNet-18's padding: 1 for a 3x3 kernel, 0 for a 1x1."""
+    return kernel // 2

@@ -1,0 +1,214 @@
+"""cpu_peers: specs validate, references are exact, every exact peer is bit-exact with them, timing works.
+
+Peers whose package is missing (onnxruntime, tvm are optional) are skipped with ``available()``'s reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tandem.cpu_peers import (
+    ALL_PEERS,
+    PEERS,
+    QLINEAR_PEER,
+    ConvSpec,
+    GemmSpec,
+    OnnxRuntimePeer,
+    Peer,
+    TvmPeer,
+    conv_inputs,
+    conv_reference,
+    gemm_inputs,
+    gemm_reference,
+    qlinear_shift,
+    requantize,
+    time_callable,
+)
+
+CONVS = [
+    ConvSpec(c=3, h=9, w=9, k=5, r=3, stride=2, pad=1),    # channels not a multiple of 4 or 16
+    ConvSpec(c=16, h=6, w=8, k=32, r=3, stride=1, pad=1),
+    ConvSpec(c=8, h=7, w=7, k=4, r=1),                     # 1x1, no padding
+]
+GEMMS = [GemmSpec(m=7, n=11, k=19), GemmSpec(m=32, n=48, k=64)]
+EXACT = [p for p in ALL_PEERS if p.exact]
+TWO = min(2, os.cpu_count() or 1)     # "two threads", where there are two cpus
+
+
+def ready(peer: Peer) -> Peer:
+    reason = peer.available()
+    if reason is not None:
+        pytest.skip(reason)
+    return peer
+
+
+def direct_conv(data: np.ndarray, kernel: np.ndarray, spec: ConvSpec) -> np.ndarray:
+    """The convolution by its definition, one output pixel at a time (an oracle independent of im2col)."""
+    p, s, r = spec.pad, spec.stride, spec.r
+    x = np.pad(data[0].astype(np.int64), ((0, 0), (p, p), (p, p)))
+    w = kernel.astype(np.int64)
+    out = np.zeros((1, spec.k, spec.oh, spec.ow), np.int64)
+    for i in range(spec.oh):
+        for j in range(spec.ow):
+            out[0, :, i, j] = np.tensordot(w, x[:, i * s:i * s + r, j * s:j * s + r], axes=3)
+    return out.astype(np.int32)
+
+
+def test_conv_spec_derives_output_size_and_op_count() -> None:
+    spec = ConvSpec(c=64, h=56, w=56, k=64, r=3, stride=1, pad=1)
+    assert (spec.oh, spec.ow) == (56, 56)
+    assert spec.macs == 64 * 64 * 9 * 56 * 56 and spec.ops == 2 * spec.macs
+    strided = ConvSpec(c=3, h=10, w=9, k=5, r=3, stride=2, pad=1)
+    assert (strided.oh, strided.ow) == (5, 5)
+    assert GemmSpec(m=2, n=3, k=4).ops == 48
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    (dict(c=0), "c"), (dict(h=-1), "h"), (dict(w=0), "w"), (dict(k=0), "k"), (dict(r=0), "r"),
+    (dict(stride=0), "stride"), (dict(pad=-1), "pad"), (dict(r=5, h=2, pad=1), "r"),
+])
+def test_conv_spec_rejects_bad_sizes_naming_the_field(kwargs: dict[str, int], field: str) -> None:
+    base = dict(c=4, h=8, w=8, k=4, r=3, stride=1, pad=0)
+    with pytest.raises(ValueError, match=f"argument '{field}' to ConvSpec: expected"):
+        ConvSpec(**{**base, **kwargs})
+
+
+def test_gemm_spec_rejects_non_positive_sizes() -> None:
+    with pytest.raises(ValueError, match="argument 'n' to GemmSpec: expected a positive integer, but got 0"):
+        GemmSpec(m=1, n=0, k=1)
+
+
+def test_inputs_are_seeded_and_span_the_int8_ranges() -> None:
+    spec = ConvSpec(c=16, h=16, w=16, k=16, r=3)
+    data, kernel = conv_inputs(spec, seed=3)
+    assert data.dtype == np.uint8 and data.shape == (1, 16, 16, 16)
+    assert kernel.dtype == np.int8 and kernel.shape == (16, 16, 3, 3)
+    assert data.min() == 0 and data.max() == 255 and kernel.min() == -128 and kernel.max() == 127
+    assert np.array_equal(conv_inputs(spec, seed=3)[0], data)
+    assert not np.array_equal(conv_inputs(spec, seed=4)[0], data)
+    a, b = gemm_inputs(GemmSpec(m=3, n=5, k=7))
+    assert (a.dtype, a.shape, b.dtype, b.shape) == (np.uint8, (3, 7), np.int8, (5, 7))
+
+
+@pytest.mark.parametrize("spec", CONVS, ids=str)
+def test_conv_reference_matches_the_definition(spec: ConvSpec) -> None:
+    data, kernel = conv_inputs(spec)
+    got = conv_reference(data, kernel, spec)
+    assert got.dtype == np.int32 and np.array_equal(got, direct_conv(data, kernel, spec))
+
+
+def test_gemm_reference_is_exact() -> None:
+    a, b = gemm_inputs(GemmSpec(m=4, n=3, k=300))
+    want = [[sum(int(x) * int(y) for x, y in zip(row, col, strict=True)) for col in b] for row in a]
+    got = gemm_reference(a, b)
+    assert got.dtype == np.int32 and got.tolist() == want
+
+
+def test_peers_are_numpy_onnxruntime_tvm_then_the_timing_only_qlinear_peer() -> None:
+    assert [p.name for p in PEERS] == ["numpy", "onnxruntime", "tvm"]
+    assert all(p.exact for p in PEERS) and not QLINEAR_PEER.exact
+    assert ALL_PEERS == (*PEERS, QLINEAR_PEER) and QLINEAR_PEER.name == "onnxruntime-qlinear"
+
+
+@pytest.mark.parametrize("peer", EXACT, ids=lambda p: p.name)
+@pytest.mark.parametrize("spec", CONVS, ids=str)
+def test_exact_peers_conv_is_bit_exact(peer: Peer, spec: ConvSpec) -> None:
+    data, kernel = conv_inputs(spec, seed=1)
+    got = ready(peer).prepare_conv(spec, data, kernel, threads=1)()
+    assert got.dtype == np.int32 and np.array_equal(got, conv_reference(data, kernel, spec)), (peer, spec)
+
+
+@pytest.mark.parametrize("peer", EXACT, ids=lambda p: p.name)
+@pytest.mark.parametrize("spec", GEMMS, ids=str)
+def test_exact_peers_gemm_is_bit_exact(peer: Peer, spec: GemmSpec) -> None:
+    a, b = gemm_inputs(spec, seed=2)
+    got = ready(peer).prepare_gemm(spec, a, b, threads=TWO)()
+    assert got.dtype == np.int32 and np.array_equal(got, gemm_reference(a, b)), (peer, spec)
+
+
+@pytest.mark.parametrize("peer", EXACT, ids=lambda p: p.name)
+def test_exact_peers_are_bit_exact_on_two_threads_and_repeat_calls(peer: Peer) -> None:
+    spec = CONVS[1]
+    data, kernel = conv_inputs(spec, seed=5)
+    run = ready(peer).prepare_conv(spec, data, kernel, threads=TWO)
+    want = conv_reference(data, kernel, spec)
+    assert np.array_equal(run(), want) and np.array_equal(run(), want)
+
+
+def test_qlinear_peer_requantizes_the_reference() -> None:
+    """QLinearConv / QLinearMatMul: clip(round-half-even(acc / 2**shift), 0, 255), within 1."""
+    ready(QLINEAR_PEER)
+    spec = CONVS[0]
+    data, kernel = conv_inputs(spec)
+    got = QLINEAR_PEER.prepare_conv(spec, data, kernel, threads=1)()
+    want = requantize(conv_reference(data, kernel, spec), qlinear_shift(spec.c * spec.r * spec.r))
+    assert got.dtype == np.uint8 and got.shape == want.shape
+    assert np.abs(got.astype(np.int32) - want).max() <= 1 and 0 < np.count_nonzero(want) < want.size
+    gemm = GEMMS[1]
+    a, b = gemm_inputs(gemm)
+    got = QLINEAR_PEER.prepare_gemm(gemm, a, b, threads=1)()
+    want = requantize(gemm_reference(a, b), qlinear_shift(gemm.k))
+    assert got.dtype == np.uint8 and np.abs(got.astype(np.int32) - want).max() <= 1
+
+
+def test_requantize_rounds_half_to_even_and_saturates() -> None:
+    acc = np.array([-300, 24, 40, 56, 16 * 255 + 8, 10**6], np.int32)
+    assert requantize(acc, 4).tolist() == [0, 2, 2, 4, 255, 255]
+
+
+def test_tvm_peer_honours_the_thread_count() -> None:
+    ready(PEERS[2])
+    if int(os.environ["TVM_NUM_THREADS"]) < 2:
+        pytest.skip(f"needs two tvm threads, but TVM_NUM_THREADS={os.environ['TVM_NUM_THREADS']}")
+    import tvm
+
+    spec = GemmSpec(m=16, n=16, k=16)
+    a, b = gemm_inputs(spec)
+    num_threads = tvm.get_global_func("runtime.NumThreads")
+    for threads in (2, 1, 2):
+        PEERS[2].prepare_gemm(spec, a, b, threads)()
+        assert num_threads() == threads
+
+
+@pytest.mark.parametrize(("arg", "bad", "message"), [
+    ("data", "dtype", "expected uint8 (1, 3, 9, 9), but got int8 (1, 3, 9, 9)"),
+    ("kernel", "shape", "expected int8 (5, 3, 3, 3), but got int8 (5, 2, 3, 3)"),
+    ("threads", "zero", "expected a positive integer, but got 0"),
+])
+def test_prepare_checks_inputs_against_the_spec(arg: str, bad: str, message: str) -> None:
+    spec = CONVS[0]
+    data, kernel = conv_inputs(spec)
+    args = dict(data=data, kernel=kernel, threads=1)
+    args[arg] = {"dtype": data.view(np.int8), "shape": kernel[:, :2], "zero": 0}[bad]
+    with pytest.raises(ValueError, match=re.escape(f"argument '{arg}' to numpy.prepare_conv: {message}")):
+        PEERS[0].prepare_conv(spec, **args)
+
+
+@pytest.mark.parametrize(("peer", "module", "package"), [
+    (OnnxRuntimePeer(), "onnxruntime", "onnxruntime"), (TvmPeer(), "tvm", "apache-tvm"),
+])
+def test_available_names_the_missing_package(peer: Peer, module: str, package: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, module, None)     # makes `import module` raise ImportError
+    reason = peer.available()
+    assert reason is not None and reason.startswith(f"{package} is not installed")
+
+
+def test_time_callable_reports_the_median_seconds_per_call() -> None:
+    calls = []
+
+    def nap() -> None:
+        calls.append(1)
+        time.sleep(0.002)
+
+    seconds = time_callable(nap, repeats=3, min_time=0.01)
+    assert 0.002 <= seconds < 0.05
+    assert len(calls) >= 1 + 3 * 2                        # warm-up, then >= 10 ms of 2 ms naps per sample
+    with pytest.raises(ValueError, match="argument 'repeats' to time_callable"):
+        time_callable(nap, repeats=0)

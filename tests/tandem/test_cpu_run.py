@@ -1,0 +1,76 @@
+"""``tandem run --target cpu`` (tandem/cpu_run.py): compile, run for real on this CPU, validate, time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from compiler.backend.llvm import host_cpu
+from compiler.ops.cpu import CpuTuning
+from tandem.cli import app
+from tandem.cpu_run import (
+    CpuLayer,
+    compile_layer,
+    issued_instructions,
+    measure_peak,
+    run_cpu,
+    tsc_hz,
+    tuning_space,
+)
+
+pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("layer", [CpuLayer.conv2d(14, 14, 32, 32), CpuLayer.conv2d(9, 9, 5, 20, 3, 2, 0),
+                                   CpuLayer.gemm(20, 40, 36)], ids=lambda x: x.op)
+@pytest.mark.parametrize("isa", ["x86-vnni", "x86-avx512", "none"])
+def test_run_cpu_validates_bit_exact_and_reports_gops(layer: CpuLayer, isa: str) -> None:
+    r = run_cpu(layer, isa, threads=2, min_time=0.005)
+    assert r.validated and r.max_abs_err == 0 and r.detail == "bit-exact"
+    assert r.gops > 0 and r.seconds > 0 and r.cycles > 0
+    assert r.gops == pytest.approx(2 * layer.macs / r.seconds / 1e9)
+    assert r.utilization["vpdpbusd"] == pytest.approx(r.gops / r.peak_gops)
+    assert (r.tensor_instructions > 0) == (isa == "x86-vnni") and r.scalar_fallback == 0
+
+
+def test_vnni_issues_one_instruction_per_64_padded_multiply_adds() -> None:
+    layer = CpuLayer.conv2d(14, 14, 32, 32, 3, 1, 1)
+    r = run_cpu(layer, "x86-vnni", threads=1, tuning=CpuTuning(3, 2, 7), min_time=0.005)
+    assert r.instructions == {"vpdpbusd_512": layer.macs // 64}
+
+
+def test_tuning_measures_candidates_and_keeps_the_fastest() -> None:
+    layer = CpuLayer.conv2d(14, 14, 32, 32)
+    space = tuning_space(layer)
+    assert space[0].unroll_oc * space[0].unroll_x <= 28 and len(space) >= 8
+    r = run_cpu(layer, threads=1, tune=3, min_time=0.005)
+    assert [t["tuning"] for t in r.params["tuned"]] == [str(t) for t in space[:3]]
+    assert r.seconds == min(t["seconds"] for t in r.params["tuned"])
+
+
+def test_the_peak_and_the_clock_are_measured() -> None:
+    assert measure_peak(1) > 10 and tsc_hz() > 1e8
+
+
+def test_cli_json_contract_and_errors() -> None:
+    result = runner.invoke(app, ["run", "gemm", "--target", "cpu", "-p", "M=8", "-p", "N=16", "-p", "K=8",
+                                 "--json", "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    for key in ("validated", "cycles", "instructions", "utilization", "roofline_cycles", "gops", "seconds",
+                "peak_gops", "params", "unmatched", "scalar_fallback"):
+        assert key in report
+    assert report["validated"] and report["params"]["isa"] == "x86-vnni"
+    bad = runner.invoke(app, ["run", "conv2d", "--target", "cpu", "--isa", "avx9"])
+    assert bad.exit_code == 2 and "unknown isa 'avx9'" in bad.output
+    bad = runner.invoke(app, ["run", "conv2d", "--target", "cpu", "-p", "Q=3"])
+    assert bad.exit_code == 2 and "unknown parameter" in bad.output
+
+
+def test_issued_instructions_multiplies_the_loop_extents() -> None:
+    layer = CpuLayer.gemm(32, 32, 64)
+    func, _ = compile_layer(layer, "x86-vnni", CpuTuning(2, 1, 4), threads=1)
+    assert issued_instructions(func) == {"vpdpbusd_512": 32 * 2 * 16}  # rows x column blocks x K/4
