@@ -22,8 +22,10 @@ Targets:
   buffers and interleave the threads into one stream (``inject_virtual_thread``), and simplify the
   addresses the threads' numbers made constant. ``compiler.backend.vita`` emits the program.
 - ``cpu``: UNIT's flow for x86 (Sec. III.C): the schedule (``compiler.ops.cpu``) already tiled and marked
-  the loops the Inspector mapped; simplify, replace each marked nest by its instruction with its operands'
-  views (``tensorize`` on the x86 spec), simplify the offsets. ``compiler.backend.llvm`` compiles the
+  the loops the Inspector mapped; simplify, partition the loops whose tiles do not divide the layer (seed
+  001's Alg. 2: the tail becomes its own guard-free copy, where UNIT leaves a ``likely`` guard around every
+  instruction), replace each marked nest by its instruction with its operands' views (``tensorize`` on the
+  x86 spec), simplify the offsets. ``compiler.backend.llvm`` compiles the
   result for this CPU.
 """
 
@@ -108,6 +110,8 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     ),
     "cpu": (
         Pass("simplify", simplify, "loop-ir"),
+        Pass("loop_partition", loop_partition, "loop-ir"),
+        Pass("simplify_partitioned", simplify, "loop-ir", group="simplify"),
         Pass("tensorize", tensorize_x86, "loop-ir"),
         Pass("simplify_tensorized", simplify, "loop-ir", group="simplify"),
     ),

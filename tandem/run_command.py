@@ -115,21 +115,9 @@ def _run_vita(op: str, shape: str | None, params: list[str] | None, config: str,
     try:
         if op not in VITA_OPS:
             raise RunError(f"VITA: no schedule for operator {op!r}; expected one of {', '.join(VITA_OPS)}")
-        values = parse_params(params or ())
-        known = {"seed", *(CONV_PARAMS if op == "conv2d" else GEMM_PARAMS)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise WorkloadError(f"-p {unknown[0]}", f"unknown parameter for {op} on vita; expected "
-                                                    f"{', '.join(sorted(known))}")
-        ints = {k: int_param(k, v, 0 if k in ("seed", "P") else 1) for k, v in values.items()}
-        if op == "gemm":
-            if shape is not None:
-                raise WorkloadError("--shape", "gemm on vita takes -p M= N= K=, not --shape")
-            layer = VitaLayer.gemm(ints.get("M", 16), ints.get("N", 16), ints.get("K", 16))
-        else:
-            dims, conv = _conv_layer(parse_shape(shape) if shape else (56, 56, 64), ints, shape is not None)
-            layer = VitaLayer.conv2d(*dims, conv.cout, conv.k, conv.stride, conv.pad)
-        report = run_vita(layer, vthreads, config, tune=tune, relu=relu, seed=ints.get("seed", 0))
+        (kind, dims), seed = _layer_from(op, shape, params, "vita")
+        layer = VitaLayer.gemm(*dims) if kind == "gemm" else VitaLayer.conv2d(*dims)
+        report = run_vita(layer, vthreads, config, tune=tune, relu=relu, seed=seed)
     except (WorkloadError, RunError, TandemError, SimError, OSError) as exc:
         raise fail(str(exc), 2) from None
     _report(report, as_json, _print_vita)

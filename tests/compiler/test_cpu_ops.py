@@ -123,4 +123,38 @@ def test_every_pass_of_the_cpu_pipeline_keeps_the_result_interpreted_and_compile
         after = p.fn(func)
         assert_same_results(func, after, p.name, seeds=2)
         func = after
-    assert instructions(func) == 1  # in the unrolled (oc block, column) loops: 2 x 3 copies in machine code
+    # 7 columns in tiles of 3: the loop partitioning splits off the last column, so two instruction
+    # statements remain, each in unrolled (oc block, column) loops (2 x 3 and 2 x 1 copies in machine code)
+    assert instructions(func) == 2
+    assert "if " not in str(func)  # no guard left
+
+
+def test_small_conv_after_each_pass_of_the_cpu_pipeline(golden) -> None:
+    """UNIT's rewrite of a small conv (8 x 8 x 8 -> 32, 3x3, two oc blocks x three columns unrolled):
+    printed after lowering and after every pass of the ``cpu`` pipeline; the last shows vpdpbusd with its
+    operands' views (a: 4 bytes broadcast to 16 lanes, b: 64 contiguous bytes, c/d: 16 int32 lanes)."""
+    from compiler.pipeline import build as build_func
+
+    sched = conv2d(ConvShape(8, 8, 8, 32, 3, 1, 1), "x86-vnni", CpuTuning(3, 2, 3))
+    printed: list[str] = []
+    build_func(
+        sched.schedule,
+        sched.args,
+        target="cpu",
+        dump=lambda name, f: printed.append(f"# ---- after {name}\n{f}\n"),
+    )
+    golden.check("".join(printed))
+
+
+@pytest.mark.parametrize("source", ["resnet18", "table1"])
+def test_every_resnet18_and_unit_table1_layer_is_bit_exact(source: str) -> None:
+    """The experiment's 27 layers at full size, UNIT's default tuning, one run each."""
+    from tandem.cpu_run import CpuLayer, tuning_space
+    from tandem.layers import RESNET18, UNIT_TABLE1, padding
+
+    if source == "resnet18":
+        layers = [CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k)) for hw, ic, oc, k, s in RESNET18.values()]
+    else:
+        layers = [CpuLayer.conv2d(ihw, ihw, c, k, r, s, 0) for c, ihw, k, r, s in UNIT_TABLE1.values()]
+    for layer in layers:
+        run_conv(layer.conv, "x86-vnni", tuning_space(layer)[0])
