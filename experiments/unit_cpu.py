@@ -5,12 +5,14 @@ padded by 1) runs, batch 1, u8 x s8 -> s32, on the same seeded inputs, as:
 
 - ``tandem_vnni``: Tandem's UNIT flow (the Inspector maps vpdpbusd onto the packed channel loops, the rewriter
   tiles and marks them, LLVM compiles), tuned over the first ``--tune`` candidates of UNIT's two breaking
-  points, on 1 thread and on 2 (``tandem_vnni_2t``);
+  points, on 1 thread and, tuned again, on 2 (``tandem_vnni_2t``);
 - ``tandem_avx512``: the same schedule without the tensorized instruction (16 int32 lanes vectorized);
-- ``tvm``: apache-tvm 0.27's int8 conv2d (not tensorized: its VNNI path needs ``Schedule.tensorize``, which
-  crashes in this wheel), ``onnxruntime`` (``ConvInteger``, exact) and ``onnxruntime_qlinear``
+- ``tvm``: apache-tvm 0.27's int8 conv2d, not tensorized; ``tvm_vnni``: the same tensorized with vpdpbusd by
+  ``Schedule.tensorize``, only where a subprocess probe finds that path working (with apache-tvm-ffi
+  0.1.15.post2 ``tensorize`` segfaults); ``onnxruntime`` (``ConvInteger``, exact) and ``onnxruntime_qlinear``
   (``QLinearConv``, the requantizing kernel, for time only), ``numpy`` (im2col + matmul): see
-  tandem/cpu_peers.py. A peer that is not installed is left out (its column empty) and said so.
+  tandem/cpu_peers.py. A peer that is not installed or not available is left out (its column empty) and said
+  so.
 
 Tandem's results and every exact peer's are compared with numpy bit for bit. Times are medians; inputs are
 in each implementation's own layout (packing is not timed), as UNIT's graph-level layout leaves them.
@@ -39,7 +41,6 @@ from rich.console import Console
 from rich.table import Table
 
 from compiler.backend.llvm import host_cpu
-from compiler.ops.cpu import CpuTuning
 from tandem.cpu_peers import ALL_PEERS, ConvSpec, time_callable
 from tandem.cpu_run import CpuLayer, measure_peak, run_cpu
 from tandem.layers import RESNET18, UNIT_TABLE1, padding
@@ -50,11 +51,12 @@ IMPLEMENTATIONS = (
     "tandem_vnni_2t",
     "tandem_avx512",
     "tvm",
+    "tvm_vnni",
     "onnxruntime",
     "onnxruntime_qlinear",
     "numpy",
 )
-PEERS = ("tvm", "onnxruntime", "onnxruntime_qlinear", "numpy")
+PEERS = ("tvm", "tvm_vnni", "onnxruntime", "onnxruntime_qlinear", "numpy")
 SEED = 0
 
 
@@ -95,15 +97,7 @@ def run_layer(name: str, source: str, layer: CpuLayer, tune: int, min_time: floa
     }
     validated = True
     one = run_cpu(layer, "x86-vnni", threads=1, tune=tune, seed=SEED, min_time=min_time)
-    two = run_cpu(
-        layer,
-        "x86-vnni",
-        threads=2,
-        tune=0,
-        seed=SEED,
-        min_time=min_time,
-        tuning=CpuTuning.parse(one.params["tuning"]),
-    )
+    two = run_cpu(layer, "x86-vnni", threads=2, tune=tune, seed=SEED, min_time=min_time)
     plain = run_cpu(layer, "x86-avx512", threads=1, tune=0, seed=SEED, min_time=min_time)
     for key, r in (("tandem_vnni", one), ("tandem_vnni_2t", two), ("tandem_avx512", plain)):
         row[f"{key}_gops"] = r.gops
@@ -199,7 +193,7 @@ def write_outputs(rows: list[dict], summary: dict, out: Path) -> None:
 
 def print_summary(rows: list[dict], summary: dict, console: Console) -> None:
     table = Table(title=f"UNIT int8 conv on {summary['cpu']} (GOPS, 1 thread unless noted)")
-    for name in ("layer", "vnni", "vnni 2t", "avx512", "tvm", "ort", "ort qlinear", "numpy"):
+    for name in ("layer", "vnni", "vnni 2t", "avx512", "tvm", "tvm vnni", "ort", "ort qlinear", "numpy"):
         table.add_column(name, justify="left" if name == "layer" else "right")
     for r in rows:
         table.add_row(

@@ -53,16 +53,6 @@ class CpuTuning:
     def __str__(self) -> str:
         return f"parallel={self.parallel} unroll_oc={self.unroll_oc} unroll_x={self.unroll_x}"
 
-    @staticmethod
-    def parse(text: str) -> CpuTuning:
-        """The tuning ``str`` printed: ``parallel=3 unroll_oc=2 unroll_x=7``."""
-        try:
-            fields = dict(part.split("=") for part in text.split())
-            return CpuTuning(int(fields["parallel"]), int(fields["unroll_oc"]), int(fields["unroll_x"]))
-        except (ValueError, KeyError):
-            raise ScheduleError(f"cpu: expected a tuning like 'parallel=3 unroll_oc=2 unroll_x=7', but got "
-                                f"{text!r}") from None
-
 
 @dataclass(frozen=True)
 class CpuSchedule:

@@ -1,6 +1,8 @@
 """cpu_peers: specs validate, references are exact, every exact peer is bit-exact with them, timing works.
 
-Peers whose package is missing (onnxruntime, tvm are optional) are skipped with ``available()``'s reason.
+Peers whose package is missing (onnxruntime, tvm are optional) are skipped with ``available()``'s reason, and
+so is ``tvm-vnni`` where its probe (a subprocess: ``Schedule.tensorize`` may crash it) finds TVM's VNNI path
+broken.
 """
 
 from __future__ import annotations
@@ -17,11 +19,18 @@ from tandem.cpu_peers import (
     ALL_PEERS,
     PEERS,
     QLINEAR_PEER,
+    TVM_VNNI_PEER,
+    VNNI_INTRIN,
+    VNNI_INTRIN_I8,
     ConvSpec,
     GemmSpec,
     OnnxRuntimePeer,
     Peer,
     TvmPeer,
+    TvmVnniPeer,
+    VnniProbe,
+    _first_line,
+    _run_tvm_vnni_probe,
     conv_inputs,
     conv_reference,
     gemm_inputs,
@@ -29,6 +38,7 @@ from tandem.cpu_peers import (
     qlinear_shift,
     requantize,
     time_callable,
+    tvm_vnni_probe,
 )
 
 CONVS = [
@@ -110,10 +120,11 @@ def test_gemm_reference_is_exact() -> None:
     assert got.dtype == np.int32 and got.tolist() == want
 
 
-def test_peers_are_numpy_onnxruntime_tvm_then_the_timing_only_qlinear_peer() -> None:
+def test_peers_are_numpy_onnxruntime_tvm_then_tvm_vnni_and_the_timing_only_qlinear_peer() -> None:
     assert [p.name for p in PEERS] == ["numpy", "onnxruntime", "tvm"]
     assert all(p.exact for p in PEERS) and not QLINEAR_PEER.exact
-    assert ALL_PEERS == (*PEERS, QLINEAR_PEER) and QLINEAR_PEER.name == "onnxruntime-qlinear"
+    assert ALL_PEERS == (*PEERS, TVM_VNNI_PEER, QLINEAR_PEER) and QLINEAR_PEER.name == "onnxruntime-qlinear"
+    assert isinstance(TVM_VNNI_PEER, TvmVnniPeer) and TVM_VNNI_PEER.name == "tvm-vnni" and TVM_VNNI_PEER.exact
 
 
 @pytest.mark.parametrize("peer", EXACT, ids=lambda p: p.name)
@@ -212,3 +223,50 @@ def test_time_callable_reports_the_median_seconds_per_call() -> None:
     assert len(calls) >= 1 + 3 * 2                        # warm-up, then >= 10 ms of 2 ms naps per sample
     with pytest.raises(ValueError, match="argument 'repeats' to time_callable"):
         time_callable(nap, repeats=0)
+
+
+def test_tvm_vnni_probe_finds_a_working_intrinsic_or_a_reason_without_crashing_pytest() -> None:
+    """The probe runs once per process, in a subprocess: a tensorize crash there is a reason, not a crash."""
+    probe = tvm_vnni_probe()
+    assert tvm_vnni_probe() is probe and TVM_VNNI_PEER.available() == probe.reason
+    if probe.reason is None:
+        assert probe.intrinsic in (VNNI_INTRIN, VNNI_INTRIN_I8) and TVM_VNNI_PEER.intrinsic == probe.intrinsic
+    else:
+        assert isinstance(probe.reason, str) and probe.reason.strip() and probe.intrinsic is None
+
+
+def test_tvm_vnni_peer_is_bit_exact_with_vpdpbusd_where_available() -> None:
+    peer = ready(TVM_VNNI_PEER)
+    spec = ConvSpec(c=8, h=10, w=12, k=20, r=3, stride=1, pad=1)     # channels padded to 4s and 16s
+    data, kernel = conv_inputs(spec, seed=7)
+    got = peer.prepare_conv(spec, data, kernel, threads=1)()
+    assert got.dtype == np.int32 and np.array_equal(got, conv_reference(data, kernel, spec))
+
+
+SAY = "import os, signal, sys; say = lambda *p: print(*p, sep='\\t', flush=True); "
+STAGE = "say('version', '9.9', '1.2'); say('stage', 'Schedule.tensorize with dot_16x4_vnni'); "
+
+
+@pytest.mark.parametrize(("code", "want"), [
+    (STAGE + "os.kill(os.getpid(), signal.SIGSEGV)",
+     VnniProbe("TVM 9.9's Schedule.tensorize with dot_16x4_vnni crashed (signal 11, SIGSEGV) "
+               "with apache-tvm-ffi 1.2")),
+    (STAGE + "say('stage', 'tvm.compile of it'); say('stock-error', 'InternalError: bad call'); "
+             "say('error', 'TVMError: boom')",
+     VnniProbe("TVM 9.9's tvm.compile of it raised TVMError: boom; TVM's own impl: InternalError: bad call")),
+    (STAGE + "say('stock-error', 'InternalError: bad call'); say('ok', 'tandem_dot_16x4_vnni_i8')",
+     VnniProbe(None, "tandem_dot_16x4_vnni_i8", "InternalError: bad call")),
+    ("import sys; sys.exit('no tvm')", VnniProbe("TVM's VNNI probe failed (exit status 1): no tvm")),
+    ("import time; time.sleep(30)", VnniProbe("TVM's VNNI probe did not finish in 0.5 s")),
+], ids=["segfault", "exception", "fallback-intrinsic", "exit", "timeout"])
+@pytest.mark.skipif(sys.platform == "win32", reason="signals are POSIX")
+def test_tvm_vnni_probe_turns_crashes_errors_and_timeouts_into_reasons(code: str, want: VnniProbe) -> None:
+    assert _run_tvm_vnni_probe(SAY + code, timeout=0.5 if "sleep" in code else 30) == want
+
+
+def test_probe_errors_keep_the_line_after_a_trailing_colon() -> None:
+    e = RuntimeError("LLVM module verification failed with the following errors: \n"
+                     "Call parameter type does not match function signature!\n  %68 = shufflevector ...")
+    assert _first_line(e) == ("RuntimeError: LLVM module verification failed with the following errors: "
+                              "Call parameter type does not match function signature!")
+    assert _first_line(ValueError("one\ntwo")) == "ValueError: one" and _first_line(KeyError()) == "KeyError"
