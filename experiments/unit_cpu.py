@@ -21,7 +21,7 @@ Writes ``<out>/unit_cpu.csv`` (GOPS per implementation and Tandem's ratio to eac
 (geometric means over ResNet-18 C2-C12 and over Table I, ratios, the measured vpdpbusd peak and the issue's
 targets) and ``<out>/unit_cpu.png``.
 
-    python experiments/unit_cpu.py [--quick] [--tune 4] [--out DIR]
+    python experiments/unit_cpu.py [--quick] [--tune 6] [--out DIR]
 
 ``--quick`` runs two small layers with short timings (the tests run it).
 """
@@ -224,7 +224,7 @@ DEFAULT_OUT = Path("experiments/out/unit_cpu")
 def main(
     out: Annotated[Path, typer.Option(help="Output folder.")] = DEFAULT_OUT,
     quick: Annotated[bool, typer.Option("--quick", help="Two small layers, short timings.")] = False,
-    tune: Annotated[int, typer.Option(min=0, help="Time this many tuning candidates per layer.")] = 4,
+    tune: Annotated[int, typer.Option(min=0, help="Time this many tuning candidates per layer.")] = 6,
 ) -> None:
     """Run every layer with Tandem (VNNI, 1 and 2 threads; no VNNI) and the peers; write CSV, JSON, PNG."""
     console = Console(highlight=False, soft_wrap=True)

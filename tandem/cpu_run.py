@@ -113,29 +113,28 @@ class CpuLayer:
 
 
 def tuning_space(layer: CpuLayer) -> list[cpu.CpuTuning]:
-    """Candidate breaking points, UNIT's default first: the tile of (oc blocks x columns) instructions
-    unrolled below the reduction uses at most 28 accumulator registers, and the parallel loop fuses as many
-    outer loops as keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" reaches the
-    optimum for more than half of the layers)."""
-    outer = layer.fused_extents()
-    columns = outer[-1]
-    tiles = []
-    for oc in (1, 2, 3, 4):
-        for x in (14, 7, 8, 6, 4, 16, 5, 12):
-            if oc * x <= 28 and x <= columns and (oc, x) not in tiles:
-                tiles.append((oc, x))
-    tiles.sort(key=lambda t: (-(t[0] * t[1]) if t[0] * t[1] <= 16 else 100 - t[0] * t[1], -t[1]))
+    """Candidate breaking points (UNIT Sec. IV.B), the likeliest first.
+
+    The unrolled tile (oc blocks x columns, one accumulator register each) holds at most 24 instructions, so
+    that the accumulators, a weight vector per oc block and the broadcasts fit in AVX-512's 32 registers;
+    tiles that divide the layer come first (no tail), then those of at least 16 instructions (enough to hide
+    vpdpbusd's latency at its throughput), then the widest. The parallel loop fuses as many outer loops as
+    keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" is the optimum for more than
+    half of UNIT's layers), but never the column-tile loop of a tile with a tail: that loop stays serial so
+    that loop partitioning can split the tail off; each tile is tried with one fused loop fewer as well.
+    """
+    outer = list(layer.fused_extents())
+    oc_axis, columns = (1 if layer.conv is not None else 0), outer[-1]
+    blocks = outer[oc_axis]
+    tiles = [(oc, x) for oc in (1, 2, 3, 4) for x in (16, 14, 12, 8, 7, 6, 5, 4)
+             if oc * x <= 24 and x <= columns and oc <= blocks]
+    tiles.sort(key=lambda t: (columns % t[1] != 0 or blocks % t[0] != 0, -min(t[0] * t[1], 16), -t[1]))
     space = []
     for oc, x in tiles:
-        extents = [*outer[:-1], -(-columns // x)]
-        extents[-2 if len(extents) > 1 else 0] = (
-            -(-extents[-2 if len(extents) > 1 else 0] // oc) if layer.conv is None else extents[-2]
-        )
-        if layer.conv is not None:
-            extents[1] = -(-extents[1] // oc)
-        for parallel in range(len(extents), 0, -1):
-            if math.prod(extents[:parallel]) < 3000 or parallel == 1:
-                break
+        extents = list(outer)
+        extents[oc_axis], extents[-1] = -(-blocks // oc), -(-columns // x)
+        limit = len(extents) if columns % x == 0 else len(extents) - 1
+        parallel = max([1] + [p for p in range(1, limit + 1) if math.prod(extents[:p]) < 3000])
         space.append(cpu.CpuTuning(parallel, oc, x))
         if parallel > 1:
             space.append(cpu.CpuTuning(parallel - 1, oc, x))
