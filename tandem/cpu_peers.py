@@ -314,7 +314,7 @@ class OnnxRuntimePeer(Peer):
         self.name = "onnxruntime-qlinear" if qlinear else "onnxruntime"
 
     def available(self) -> str | None:
-        return _import_reason("onnx", "onnx") or _import_reason("onnxruntime", "onnxruntime")
+        return _import_reason("onnxruntime", "onnxruntime") or _import_reason("onnx", "onnx")
 
     def _session(self, node: Any, feed: np.ndarray, inits: list[np.ndarray], threads: int) -> Runner:
         import onnxruntime as ort
