@@ -347,17 +347,18 @@ def tsc_hz() -> float:
 @cache
 def measure_peak(threads: int = 1) -> float:
     """This CPU's vpdpbusd peak in GOPS (2 ops per multiply-add) on ``threads`` threads: each runs
-    ``ACCUMULATORS`` independent instruction chains on registers; the best of 5 runs."""
+    ``ACCUMULATORS`` independent instruction chains on registers; the best of 10 runs of about 15 ms (the
+    best, because other work on the machine only ever slows a run down)."""
     from concurrent.futures import ThreadPoolExecutor
 
     if not host_cpu()["avx512vnni"]:
         raise RunError("cpu: this CPU has no AVX-512 VNNI to measure")
     loop = _native()["vnni"]
-    iterations = 2_000_000
+    iterations = 4_000_000
     ops = iterations * ACCUMULATORS * 64 * 2
     best = 0.0
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        for _ in range(5):
+        for _ in range(10):
             t0 = time.perf_counter()
             list(pool.map(lambda s: loop(iterations, s), range(threads)))
             best = max(best, threads * ops / (time.perf_counter() - t0) / 1e9)
