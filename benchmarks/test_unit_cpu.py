@@ -27,10 +27,10 @@ LAYERS = {name: CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k))
 @pytest.mark.parametrize("name", list(LAYERS))
 def test_resnet18_layer(benchmark, name: str, threads: int) -> None:
     layer = LAYERS[name]
-    _, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer)[0], threads)
+    func, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer)[0], threads)
     data, weight = layer.inputs(0)
     packed = layer.pack(data, weight)
-    out = np.zeros(layer.schedule("x86-vnni", tuning_space(layer)[0]).args[2].shape, np.int32)
+    out = np.zeros(func.params[-1].shape, np.int32)
     benchmark(kernel, *packed, out)
     np.testing.assert_array_equal(layer.unpack(out), layer.reference(data, weight))
     gops = 2 * layer.macs / benchmark.stats.stats.median / 1e9

@@ -185,7 +185,7 @@ def run_cpu(
         t0 = time.perf_counter()
         func, kernel = compile_layer(layer, isa, t, threads)
         compile_s += time.perf_counter() - t0
-        out = np.zeros(layer.schedule(isa, t).args[2].shape, np.int32)
+        out = np.zeros(func.params[-1].shape, np.int32)
         seconds = time_callable(
             lambda k=kernel, o=out: k(*packed, o),
             min_time=(min_time if len(candidates) == 1 else min_time / 2) / 5,

@@ -194,6 +194,18 @@ def test_vectorized_loops_become_vector_loads_and_parallel_loops_threads() -> No
         same_as_interpreter(func, a, b, np.zeros(32 * 48, np.float32), threads=threads)
 
 
+def test_without_libgomp_parallel_loops_run_on_python_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compiler.backend.llvm as backend
+
+    monkeypatch.setattr(backend, "openmp_available", lambda: False)
+    func = _vector_add(ForKind.VECTORIZED)
+    kernel = build(func)
+    assert kernel._forks == [None] and "GOMP_parallel" not in kernel.llvm_ir
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((2, 32 * 48)).astype(np.float32)
+    same_as_interpreter(func, a, b, np.zeros(32 * 48, np.float32), threads=2)
+
+
 def test_vectorized_gathers_and_lane_dependent_bodies_stay_correct() -> None:
     a, o = Buffer("A", (64,), dtypes.int32), Buffer("O", (64,), dtypes.int32)
     i, j = Var("i"), Var("j")
