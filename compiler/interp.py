@@ -109,27 +109,11 @@ def run(func: n.PrimFunc, args: Sequence[np.ndarray] | Mapping[str, np.ndarray])
     """Execute ``func`` on numpy arrays in place (outputs are written into the given arrays)."""
     if not isinstance(func, n.PrimFunc):
         raise InterpError(f"run: expected a PrimFunc, but got {type(func).__name__}")
-    arrays = match_args(func, args)
-    stored = stored_buffers(func.body)
-    storage: dict[n.Buffer, np.ndarray] = {}
-    write_back: list[tuple[np.ndarray, np.ndarray]] = []
-    for i, (param, array) in enumerate(zip(func.params, arrays, strict=True)):
-        what = f"argument {i}, '{param.name}' to {func.name}"
-        check_array(what, param, array, writeable=param in stored)
-        if array.flags.c_contiguous:
-            storage[param] = array.reshape(-1)
-        else:
-            storage[param] = flat = np.ascontiguousarray(array).reshape(-1)
-            if param in stored:
-                write_back.append((array, flat))
-    compiler = _Compiler(storage)
-    body = compiler.stmt(func.body)
-    env: Env = [None] * compiler.nslots
-    try:
+    with contiguous_args(func, args, stored_buffers(func.body)) as arrays:
+        compiler = _Compiler({p: a.reshape(-1) for p, a in zip(func.params, arrays, strict=True)})
+        body = compiler.stmt(func.body)
+        env: Env = [None] * compiler.nslots
         body(env)
-    finally:
-        for array, flat in write_back:
-            array[...] = flat.reshape(array.shape)
 
 
 def evaluate(
@@ -184,6 +168,29 @@ def match_args(func: n.PrimFunc, args, error: type[Exception] = InterpError) -> 
             f"{func.name}: expected {len(params)} arguments ({names}), but got {len(args)}"
         )
     return list(args)
+
+
+@contextmanager
+def contiguous_args(func: n.PrimFunc, args, stored: set[n.Buffer],
+                    error: type[Exception] = InterpError) -> Iterator[list[np.ndarray]]:
+    """The checked arguments of ``func`` as C-contiguous arrays in parameter order; a non-contiguous one is
+    worked on as a copy that is written back on exit (also when the body raises) if ``func`` stores to it."""
+    arrays = match_args(func, args, error)
+    contiguous, write_back = [], []
+    for i, (param, array) in enumerate(zip(func.params, arrays, strict=True)):
+        check_array(f"argument {i}, '{param.name}' to {func.name}", param, array, writeable=param in stored,
+                    error=error)
+        if array.flags.c_contiguous:
+            contiguous.append(array)
+        else:
+            contiguous.append(np.ascontiguousarray(array))
+            if param in stored:
+                write_back.append((array, contiguous[-1]))
+    try:
+        yield contiguous
+    finally:
+        for array, copy in write_back:
+            array[...] = copy
 
 
 def check_array(what: str, buffer: n.Buffer, array, *, writeable: bool,

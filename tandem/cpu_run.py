@@ -11,7 +11,9 @@ of tandem/run.py) plus ``gops``, ``seconds`` and ``peak_gops``. On a real CPU:
   ``unmatched`` saying why;
 - ``utilization["vpdpbusd"]`` is ``gops`` over ``peak_gops``, this CPU's vpdpbusd peak on the same number
   of threads, measured by ``measure_peak`` (independent accumulators, no memory traffic);
-- ``roofline_cycles`` is the operator's ops at that peak, in TSC ticks.
+- ``roofline_cycles`` is the operator's ops at that peak, in TSC ticks. On a CPU without AVX-512 VNNI (the
+  ``x86-avx512`` and ``none`` isas still run) there is no such peak: ``peak_gops``, ``roofline_cycles`` and
+  ``roofline_pct`` are null and ``utilization`` is empty.
 
 ``tune`` > 0 measures the first ``tune`` candidates of ``tuning_space`` (UNIT's two breaking points: the
 first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll) and keeps the fastest;
@@ -32,7 +34,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir as ll
 
-from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
+from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu, target_machine
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu
@@ -147,7 +149,7 @@ class CpuRunReport(RunReport):
 
     gops: float = 0.0
     seconds: float = 0.0
-    peak_gops: float = 0.0
+    peak_gops: float | None = None
 
 
 def compile_layer(
@@ -202,10 +204,10 @@ def run_cpu(
     run_s = time.perf_counter() - t0
     ops = 2 * layer.macs
     gops = ops / seconds / 1e9
-    peak = measure_peak(threads)
+    peak = measure_peak(threads) if host_cpu()["avx512vnni"] else None  # no vpdpbusd, no peak to hold to
     counts = issued_instructions(func)
     left = unmatched(func, "x86")
-    roofline = int(ops / (peak * 1e9) * tsc_hz())
+    roofline = int(ops / (peak * 1e9) * tsc_hz()) if peak else None
     return CpuRunReport(
         op=layer.op,
         target="cpu",
@@ -226,9 +228,9 @@ def run_cpu(
         scalar_instructions=None,
         scalar_fallback=len(left),
         unmatched=[str(x) for x in left],
-        utilization={"vpdpbusd": gops / peak},
+        utilization={"vpdpbusd": gops / peak} if peak else {},
         roofline_cycles=roofline,
-        roofline_pct=100.0 * roofline / cycles if cycles else 0.0,
+        roofline_pct=100.0 * roofline / cycles if roofline and cycles else None,
         compile_s=compile_s,
         simulate_s=run_s,
         wall_s=time.perf_counter() - start,
@@ -271,8 +273,6 @@ def issued_instructions(func: ir.PrimFunc) -> dict[str, int]:
 @cache
 def _native() -> dict[str, object]:
     """JIT helpers: the time-stamp counter and a vpdpbusd throughput loop (kept alive with their engine)."""
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
     module = ll.Module("tandem_cpu_probe")
     i32, i64 = ll.IntType(32), ll.IntType(64)
     tsc = ll.Function(module, ll.FunctionType(i64, []), "tandem_tsc")
@@ -308,11 +308,8 @@ def _native() -> dict[str, object]:
     for value in nxt[1:]:
         total = b.add(total, value)
     b.ret(b.extract_element(total, ll.Constant(i32, 0)))
-    parsed = llvm.parse_assembly(str(module))
-    tm = llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3, jit=True
-    )
-    engine = llvm.create_mcjit_compiler(parsed, tm)
+    tm = target_machine()  # initializes LLVM's native target before the parse
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), tm)
     engine.finalize_object()
     return {
         "engine": engine,

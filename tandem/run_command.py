@@ -168,7 +168,7 @@ def _print_cpu(r) -> None:
         ("validated", ("[green]yes[/green] " if r.validated else "[red]NO[/red] ") + r.detail),
         ("time", f"{r.seconds * 1e3:.3f} ms ({r.cycles:,} TSC ticks)"),
         ("GOPS", f"{r.gops:.1f} of a measured vpdpbusd peak of {r.peak_gops:.1f} "
-                 f"({r.utilization['vpdpbusd']:.1%})"),
+                 f"({r.utilization['vpdpbusd']:.1%})" if r.peak_gops else f"{r.gops:.1f} (no vpdpbusd here)"),
         ("tuning", p["tuning"] + (f" (best of {len(p['tuned'])})" if len(p["tuned"]) > 1 else "")),
         ("instructions", ", ".join(f"{k} {v:,}" for k, v in sorted(r.instructions.items())) or "none"),
         ("scalar fallback", f"{r.scalar_fallback} marked statements"),

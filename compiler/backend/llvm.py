@@ -39,14 +39,14 @@ from compiler.backend.llvm_emit import ErrorTable, FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
 from compiler.backend.llvm_parallel import emit_fork, openmp_available
 from compiler.errors import CodegenError, CpuRuntimeError
-from compiler.interp import check_array, match_args, stored_buffers
+from compiler.interp import contiguous_args, match_args, stored_buffers
 from compiler.ir import nodes as n
 from compiler.ir.functor import IRVisitor
 
-__all__ = ["CpuKernel", "Segment", "build", "cpu_unsupported", "host_cpu", "plan"]
+__all__ = ["CpuKernel", "Segment", "build", "cpu_unsupported", "host_cpu", "plan", "target_machine"]
 
 
-def _target_machine() -> llvm.TargetMachine:
+def target_machine() -> llvm.TargetMachine:
     """A new target machine for the host (an MCJIT engine takes ownership of the one it is given)."""
     _initialize()
     target = llvm.Target.from_default_triple()
@@ -139,7 +139,7 @@ class CpuKernel:
         self.workspaces, self.segments = plan(func)
         self.errors = ErrorTable()
         module = ll.Module(name=func.name)
-        tm = _target_machine()
+        tm = target_machine()
         module.triple = llvm.get_process_triple()
         module.data_layout = str(tm.target_data)
         self._native_threads = openmp_available()
@@ -173,7 +173,8 @@ class CpuKernel:
             self._forks.append(fork_proto(self._engine.get_function_address(fork)) if fork else None)
         self._stored = stored_buffers(func.body)
         self._params = [(p.shape, p.dtype.numpy, p.size) for p in func.params]
-        self._index = {b: k for k, b in enumerate((*func.params, *self.workspaces))}
+        index = {b: k for k, b in enumerate((*func.params, *self.workspaces))}
+        self._slots = [[index[b] for b in seg.buffers] for seg in self.segments]  # each segment's pointers
 
     def assembly(self) -> str:
         """The machine code, as assembly text."""
@@ -186,27 +187,11 @@ class CpuKernel:
             workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]  # alive until done
             self._run([a.ctypes.data for a in (*args, *workspaces)], threads or self.threads)
             return
-        arrays = match_args(self.func, named if named and not args else list(args), CpuRuntimeError)
-        storage: dict[n.Buffer, np.ndarray] = {}
-        write_back: list[tuple[np.ndarray, np.ndarray]] = []
-        for i, (param, array) in enumerate(zip(self.func.params, arrays, strict=True)):
-            what = f"argument {i}, '{param.name}' to {self.func.name}"
-            check_array(what, param, array, writeable=param in self._stored, error=CpuRuntimeError)
-            if array.flags.c_contiguous:
-                storage[param] = array
-            else:
-                storage[param] = np.ascontiguousarray(array)
-                if param in self._stored:
-                    write_back.append((array, storage[param]))
-        _check_overlap(self.func, arrays)
-        for w in self.workspaces:
-            storage[w] = np.empty(w.size, dtype=w.dtype.numpy)
-        try:
-            pointers = [storage[b].ctypes.data for b in (*self.func.params, *self.workspaces)]
-            self._run(pointers, threads or self.threads)
-        finally:
-            for array, copy in write_back:
-                array[...] = copy
+        given = named if named and not args else list(args)
+        with contiguous_args(self.func, given, self._stored, CpuRuntimeError) as arrays:
+            _check_overlap(self.func, match_args(self.func, given, CpuRuntimeError))
+            workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]
+            self._run([a.ctypes.data for a in (*arrays, *workspaces)], threads or self.threads)
 
     def _plain(self, args: tuple) -> bool:
         """Every argument an exactly matching, C-contiguous, writeable numpy array."""
@@ -220,8 +205,8 @@ class CpuKernel:
         return True
 
     def _run(self, pointers: list[int], threads: int) -> None:
-        for seg, fn, fork in zip(self.segments, self._fns, self._forks, strict=True):
-            ptrs = [pointers[self._index[b]] for b in seg.buffers]
+        for seg, fn, fork, slots in zip(self.segments, self._fns, self._forks, self._slots, strict=True):
+            ptrs = [pointers[k] for k in slots]
             total = seg.iterations
             parts = min(threads, total) if seg.parallel is not None else 1
             if parts <= 1:

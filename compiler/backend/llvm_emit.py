@@ -104,6 +104,7 @@ class FunctionEmitter:
         for arg in self.fn.args[: len(buffers)]:
             arg.add_attribute("noalias")
         self.ptrs: dict[n.Buffer, ll.Value] = dict(zip(buffers, self.fn.args, strict=False))
+        self.params = frozenset(buffers)  # the buffers passed in (an Allocate adds to ``ptrs`` only)
         self.begin, self.end = self.fn.args[-2], self.fn.args[-1]
         self.entry = self.fn.append_basic_block("entry")
         self.builder = ll.IRBuilder(self.fn.append_basic_block("body"))
@@ -142,13 +143,7 @@ class FunctionEmitter:
         self.builder.position_at_end(good)
 
     def _libc(self, name: str, ret: ll.Type, args: list[ll.Type]) -> ll.Function:
-        return self._declare(name, ll.FunctionType(ret, args))
-
-    def _declare(self, name: str, fnty: ll.FunctionType) -> ll.Function:
-        try:
-            return self.module.get_global(name)
-        except KeyError:
-            return ll.Function(self.module, fnty, name)
+        return declare(self.module, name, ll.FunctionType(ret, args))
 
     # ---------------------------------------------------------------------------------------- statements
     def stmt(self, s: n.Stmt) -> None:
@@ -200,7 +195,7 @@ class FunctionEmitter:
     def stmt_Allocate(self, s: n.Allocate) -> None:
         b = s.buffer
         ty = memory_type(b.dtype)
-        nbytes = b.size * max(1, ty.width // 8 if isinstance(ty, ll.IntType) else _float_bytes(ty))
+        nbytes = b.size * _bytes(ty)
         heap = self.stack_bytes + nbytes > STACK_LIMIT
         if heap:
             ptr = self.builder.call(self._libc("malloc", PTR, [I64]), [ll.Constant(I64, nbytes)])
@@ -304,16 +299,17 @@ class FunctionEmitter:
         """The row-major element offset (i64) of ``buffer[indices]``, checked unless provably in bounds."""
         flat = None
         for index, size in zip(indices, buffer.shape, strict=True):
-            v = self._as_i64(self.expr(index), index.dtype)
+            v = self.as_i64(self.expr(index), index.dtype)
             within = bound(index, self.ranges)
             if within.lo is None or within.hi is None or within.lo < 0 or within.hi >= size:
-                self._check_index(v, size, text)
+                self.check_index(v, size, text)
             if flat is not None:
                 v = self.builder.add(self.builder.mul(flat, self._like(v, I64, size)), v)
             flat = v
         return flat
 
-    def _check_index(self, v: ll.Value, size: int, text: str) -> None:
+    def check_index(self, v: ll.Value, size: int, text: str) -> None:
+        """Fault unless ``0 <= v < size`` (in every lane of a vector)."""
         ok = self.builder.icmp_unsigned("<", v, self._like(v, I64, size))
         if isinstance(ok.type, ll.VectorType):
             ok = self._all_lanes(ok)
@@ -324,7 +320,8 @@ class FunctionEmitter:
         bits = self.builder.bitcast(mask, ll.IntType(lanes))
         return self.builder.icmp_unsigned("==", bits, ll.Constant(ll.IntType(lanes), (1 << lanes) - 1))
 
-    def _as_i64(self, v: ll.Value, dt: DType) -> ll.Value:
+    def as_i64(self, v: ll.Value, dt: DType) -> ll.Value:
+        """An integer value of ``dt`` widened to i64 (sign- or zero-extended by its signedness)."""
         target = self._like(v, I64)
         if v.type == target:
             return v
@@ -342,7 +339,7 @@ class FunctionEmitter:
         if mode == "contiguous":
             flat = self._lane0_index(buffer, indices, text)
             vty = ll.VectorType(ety, self.vector.lanes)
-            raw = self.builder.load(self.element_ptr(buffer, flat), typ=vty, align=_align(ety))
+            raw = self.builder.load(self.element_ptr(buffer, flat), typ=vty, align=_bytes(ety))
         elif mode == "gather":
             flat = self._flat_index(buffer, indices, text)
             raw = ll.Constant(ll.VectorType(ety, flat.type.count), None)
@@ -355,7 +352,7 @@ class FunctionEmitter:
             raw = self.builder.load(self.element_ptr(buffer, flat), typ=ety)
         if buffer.dtype.is_bool:
             return self.builder.icmp_unsigned("!=", raw, self._like(raw, I8, 0))
-        if buffer.dtype == dtypes.bfloat16 and buffer not in self._allocated():
+        if buffer.dtype == dtypes.bfloat16 and buffer in self.params:  # allocations hold rounded values
             return self.round_bf16(raw)
         return raw
 
@@ -366,7 +363,7 @@ class FunctionEmitter:
         ety = memory_type(buffer.dtype)
         if mode == "contiguous":
             flat = self._lane0_index(buffer, indices, text)
-            self.builder.store(self.splat(value), self.element_ptr(buffer, flat), align=_align(ety))
+            self.builder.store(self.splat(value), self.element_ptr(buffer, flat), align=_bytes(ety))
             return
         flat = self._flat_index(buffer, indices, text)
         vec_index = isinstance(flat.type, ll.VectorType)
@@ -380,9 +377,6 @@ class FunctionEmitter:
             lane = self.builder.extract_element(flat, ll.Constant(I32, k))
             item = self.builder.extract_element(value, ll.Constant(I32, k))
             self.builder.store(item, self.element_ptr(buffer, lane))
-
-    def _allocated(self) -> set[n.Buffer]:
-        return {b for b, p in self.ptrs.items() if p not in self.fn.args}
 
     def _vector_access(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> str:
         """"scalar" (same address in every lane), "contiguous" (lane k at lane 0's + k) or "gather"."""
@@ -403,7 +397,7 @@ class FunctionEmitter:
         self.vars[vl.var], self.varying = vl.base, self.varying - {vl.var}
         try:
             flat_expr = _flat_expr(buffer, indices)
-            flat = self._as_i64(self.expr(flat_expr), flat_expr.dtype)
+            flat = self.as_i64(self.expr(flat_expr), flat_expr.dtype)
             within = bound(flat_expr, self.ranges)  # the variable's range covers every lane
             if within.lo is None or within.hi is None or within.lo < 0 or within.hi >= buffer.size:
                 last = self.builder.add(flat, ll.Constant(I64, vl.lanes - 1))
@@ -680,8 +674,17 @@ def _float_bytes(t: ll.Type) -> int:
     return {HALF: 2, FLOAT: 4, DOUBLE: 8}[t]
 
 
-def _align(t: ll.Type) -> int:
-    return t.width // 8 if isinstance(t, ll.IntType) and t.width >= 8 else _float_bytes(t) if t != I8 else 1
+def _bytes(t: ll.Type) -> int:
+    """The size of an element of memory type ``t`` (also its natural alignment)."""
+    return t.width // 8 if isinstance(t, ll.IntType) else _float_bytes(t)
+
+
+def declare(module: ll.Module, name: str, fnty: ll.FunctionType) -> ll.Function:
+    """Function ``name`` of ``module``, declared with ``fnty`` on first use."""
+    try:
+        return module.get_global(name)
+    except KeyError:
+        return ll.Function(module, fnty, name)
 
 
 def _resize_float(b: ll.IRBuilder, v: ll.Value, target: ll.Type) -> ll.Value:
@@ -699,8 +702,9 @@ def _flat_expr(buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> n.Expr:
     """The row-major flat index of ``buffer[indices]`` as an IR expression (in the indices' dtype when
     they share one and the buffer's size fits it, else int64)."""
     dts = {i.dtype for i in indices}
-    dt = dts.pop() if len(dts) == 1 and buffer.size <= next(iter({i.dtype for i in indices})).max_value \
-        else dtypes.int64
+    dt = dts.pop() if len(dts) == 1 else dtypes.int64
+    if buffer.size > dt.max_value:
+        dt = dtypes.int64
     flat: n.Expr | None = None
     for index, size in zip(indices, buffer.shape, strict=True):
         i = n.cast(index, dt)

@@ -26,7 +26,7 @@ from llvmlite import ir as ll
 
 import isa
 from compiler.arith import bound
-from compiler.backend.llvm_emit import I32, I64, FunctionEmitter, memory_type
+from compiler.backend.llvm_emit import I32, I64, FunctionEmitter, declare, memory_type
 from compiler.errors import CodegenError
 from compiler.ir import nodes as n
 from isa.instance import operand_shape
@@ -95,7 +95,7 @@ def emit_tensor_insn(em: FunctionEmitter, s: n.TensorInsn) -> None:
     _check_dtype(text, instr.operand(out), regions[out])
     count = math.prod(operand_shape(spec, insn, out))
     ret = ll.VectorType(memory_type(regions[out].buffer.dtype), count)
-    fn = em._declare(instr.intrinsic, ll.FunctionType(ret, [v.type for v in values]))
+    fn = declare(em.module, instr.intrinsic, ll.FunctionType(ret, [v.type for v in values]))
     _write(em, regions[out], em.builder.call(fn, values), text)
 
 
@@ -121,7 +121,7 @@ def _positions(r: n.Region, count: int, text: str) -> list[int] | None:
 
 def _base(em: FunctionEmitter, r: n.Region, pos: list[int] | None, text: str) -> ll.Value:
     """The region's offset (i64), checked so that every position stays inside the buffer."""
-    offset = em._as_i64(em.expr(r.offset), r.offset.dtype)
+    offset = em.as_i64(em.expr(r.offset), r.offset.dtype)
     lo, hi = (min(pos), max(pos)) if pos is not None else (None, None)
     within = bound(r.offset, em.ranges)
     if pos is not None and within.lo is not None and within.hi is not None and \
@@ -137,13 +137,13 @@ def _base(em: FunctionEmitter, r: n.Region, pos: list[int] | None, text: str) ->
 
 
 def _dynamic_positions(em: FunctionEmitter, r: n.Region, offset: ll.Value, text: str) -> list[ll.Value]:
-    strides = [em._as_i64(em.expr(x), x.dtype) for x in r.strides]
+    strides = [em.as_i64(em.expr(x), x.dtype) for x in r.strides]
     addrs = [offset]
     for size, stride in zip(r.shape, strides, strict=True):
         steps = [em.builder.mul(stride, ll.Constant(I64, k)) for k in range(size)]
         addrs = [em.builder.add(a, step) for a in addrs for step in steps]
     for a in addrs:
-        em._check_index(a, r.buffer.size, text)
+        em.check_index(a, r.buffer.size, text)
     return addrs
 
 

@@ -18,7 +18,8 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir as ll
 
-I32, I64, PTR = ll.IntType(32), ll.IntType(64), ll.PointerType()
+from compiler.backend.llvm_emit import I32, I64, PTR, declare
+
 LIBRARY = "libgomp.so.1"
 
 
@@ -36,21 +37,14 @@ def openmp_available() -> bool:
     return False
 
 
-def _declare(module: ll.Module, name: str, fnty: ll.FunctionType) -> ll.Function:
-    try:
-        return module.get_global(name)
-    except KeyError:
-        return ll.Function(module, fnty, name)
-
-
 def emit_fork(module: ll.Module, segment: ll.Function, buffers: int) -> str:
     """Emit ``<segment>.fork``; returns its name."""
     ctx_type = ll.LiteralStructType([ll.ArrayType(PTR, buffers), I64, PTR])
     worker = ll.Function(module, ll.FunctionType(ll.VoidType(), [PTR]), f"{segment.name}.worker")
     worker.linkage = "internal"
     b = ll.IRBuilder(worker.append_basic_block("entry"))
-    thread = b.call(_declare(module, "omp_get_thread_num", ll.FunctionType(I32, [])), [])
-    count = b.call(_declare(module, "omp_get_num_threads", ll.FunctionType(I32, [])), [])
+    thread = b.call(declare(module, "omp_get_thread_num", ll.FunctionType(I32, [])), [])
+    count = b.call(declare(module, "omp_get_num_threads", ll.FunctionType(I32, [])), [])
     ctx = worker.args[0]
     zero = ll.Constant(I32, 0)
     total = b.load(b.gep(ctx, [zero, ll.Constant(I32, 1)], source_etype=ctx_type), typ=I64)
@@ -75,12 +69,12 @@ def emit_fork(module: ll.Module, segment: ll.Function, buffers: int) -> str:
     b.store(fork.args[buffers], b.gep(ctx, [zero, ll.Constant(I32, 1)], source_etype=ctx_type))
     codes = b.alloca(I32, size=threads)
     codes.type = PTR
-    memset = _declare(module, "llvm.memset.p0.i64", ll.FunctionType(ll.VoidType(), [PTR, ll.IntType(8), I64,
+    memset = declare(module, "llvm.memset.p0.i64", ll.FunctionType(ll.VoidType(), [PTR, ll.IntType(8), I64,
                                                                                      ll.IntType(1)]))
     b.call(memset, [codes, ll.Constant(ll.IntType(8), 0), b.mul(b.sext(threads, I64), ll.Constant(I64, 4)),
                     ll.Constant(ll.IntType(1), 0)])
     b.store(codes, b.gep(ctx, [zero, ll.Constant(I32, 2)], source_etype=ctx_type))
-    gomp = _declare(module, "GOMP_parallel", ll.FunctionType(ll.VoidType(), [PTR, PTR, I32, I32]))
+    gomp = declare(module, "GOMP_parallel", ll.FunctionType(ll.VoidType(), [PTR, PTR, I32, I32]))
     b.call(gomp, [worker, ctx, threads, zero])
     b.branch(loop)
     b = ll.IRBuilder(loop)

@@ -27,7 +27,6 @@ The result is a ``Mapping`` (which operation loop feeds each instruction loop, a
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -38,9 +37,11 @@ from compiler.ir import nodes as ir
 from compiler.ir.functor import free_vars
 from isa.lang import tree as t
 
-SWAPPABLE = {"+", "*", "max", "min"}
-_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
-_CALLS = {"max": ir.Max, "min": ir.Min}
+#: The loop-IR node of each operator and call of the ISA expression language, and which of them commute
+#: (shared with the tree matchers of ``tensorize`` and ``tensorize_tiles``).
+IR_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
+IR_CALLS = {"max": ir.Max, "min": ir.Min}
+COMMUTATIVE = {"+", "*", "max", "min"}
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ def _match(pat: t.Expr, e: ir.Expr, binding: dict[str, Access]) -> None:
     elif isinstance(pat, t.Binary | t.Call):
         op = pat.op if isinstance(pat, t.Binary) else pat.func
         args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
-        node = _BINARY.get(op) if isinstance(pat, t.Binary) else _CALLS.get(op)
+        node = IR_BINARY.get(op) if isinstance(pat, t.Binary) else IR_CALLS.get(op)
         if node is None or type(e) is not node:
             raise _Fail(
                 f"opcode mismatch: the instruction has {op}, the operation {type(e).__name__} in '{e}'"
@@ -222,7 +223,7 @@ def _match(pat: t.Expr, e: ir.Expr, binding: dict[str, Access]) -> None:
             _match(args[0], e.a, binding)
             _match(args[1], e.b, binding)
         except _Fail:
-            if op not in SWAPPABLE:
+            if op not in COMMUTATIVE:
                 raise
             binding.clear()
             binding.update(saved)
@@ -346,7 +347,3 @@ def operand_view(mapping: Mapping, name: str) -> tuple[tuple[int, ...], tuple[ir
     """The shape of operand ``name``'s view and the operation loop each dimension walks (outer first)."""
     order = mapping.lanes[name]
     return tuple(mapping.extents[i] for i in order), tuple(mapping.loops[i].var for i in order)
-
-
-def lanes_of(mapping: Mapping, name: str) -> int:
-    return math.prod(mapping.extents[i] for i in mapping.lanes[name])

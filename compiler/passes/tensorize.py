@@ -56,6 +56,7 @@ from compiler.arith.linear import LinearForm
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, IRVisitor, free_vars
 from compiler.passes import index_fit
+from compiler.passes.inspector import COMMUTATIVE, IR_BINARY, IR_CALLS
 from compiler.passes.tensorize_registers import flat_index, is_register_isa, tensorize_registers, why_not
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -68,10 +69,6 @@ def space_of(scope: str) -> str:
     return "GMEM" if scope == "global" else scope.upper()
 
 
-#: The loop-IR node of each operator and call of the ISA expression language, and which of them commute.
-IR_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
-IR_CALLS = {"max": ir.Max, "min": ir.Min}
-COMMUTATIVE = {"+", "*", "max", "min"}
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ from compiler.arith import linear_form, simplify
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, substitute
-from compiler.passes.tensorize import COMMUTATIVE, IR_BINARY, IR_CALLS, space_of
+from compiler.passes.inspector import COMMUTATIVE, IR_BINARY, IR_CALLS
+from compiler.passes.tensorize import space_of
 from isa.lang import tree as t
 from isa.lang.scalar import ScalarEnv
 from isa.lang.scalar import evaluate as evaluate_scalar

@@ -262,7 +262,6 @@ def test_vpdpbusd_with_broadcast_and_gathered_operands_matches_the_spec() -> Non
     """UNIT's conv operands: a broadcast 4 bytes, b 16 rows of 4 bytes at a row stride, c/d 16 int32 lanes."""
     data = Buffer("data", (32,), dtypes.uint8)
     wgt = Buffer("wgt", (16 * 8,), dtypes.int8)
-    out = Buffer("out", (2, 16), dtypes.int32)
     flat_out = Buffer("out", (32,), dtypes.int32)
     k = Var("k")
     insn = TensorInsn("x86", "vpdpbusd_512", (), (
@@ -274,7 +273,11 @@ def test_vpdpbusd_with_broadcast_and_gathered_operands_matches_the_spec() -> Non
     kernel = build(func)
     assert "llvm.x86.avx512.vpdpbusd.512" in kernel.llvm_ir
     rng = np.random.default_rng(7)
-    got = same_as_interpreter(func, rng.integers(0, 256, 32).astype(np.uint8),
-                              rng.integers(-128, 128, 128).astype(np.int8),
-                              rng.integers(-1000, 1000, 32).astype(np.int32))
-    assert got[2].shape == (32,) and out.shape == (2, 16)
+    data_v = rng.integers(0, 256, 32).astype(np.uint8)
+    wgt_v = rng.integers(-128, 128, 128).astype(np.int8)
+    acc = rng.integers(-1000, 1000, 32).astype(np.int32)
+    got = same_as_interpreter(func, data_v, wgt_v, acc)[2]
+    # lane i of tile k: acc + sum_j data[4k + j] * wgt[4k + 8i + j], computed here without the spec
+    want = [acc[16 * k + i] + sum(int(data_v[4 * k + j]) * int(wgt_v[4 * k + 8 * i + j]) for j in range(4))
+            for k in range(2) for i in range(16)]
+    assert got.tolist() == want
