@@ -21,7 +21,7 @@ from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
-from sim.diannao.config import load_config
+from tandem.targets import load_target
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "diannao_loop_partition.py"
 
@@ -34,27 +34,29 @@ def _experiment():
     return module
 
 
-def compile_suite(cases, spec) -> list:
+def compile_suite(cases, target) -> list:
     """Compile every case (schedule + pipeline + codegen); return the (function, kernel) pairs."""
     out = []
     for case in cases:
         if case.cls == "conv":
             h, w, cin = case.shape
-            sched = dops.conv2d(h, w, cin, case.weights[0], case.weights[1], 1, 1, "float32", 16)
+            sched = dops.conv2d(h, w, cin, case.weights[0], case.weights[1], 1, 1, "float32", 16,
+                                spec=target.spec)
         else:
-            sched = dops.elementwise(case.op, case.shape, "float32", 16)
-        func = compile_func(lower(sched.schedule, list(sched.args), case.op), "diannao")
-        out.append((func, codegen(func, spec)))
+            sched = dops.elementwise(case.op, case.shape, "float32", 16, spec=target.spec)
+        func = compile_func(lower(sched.schedule, list(sched.args), case.op), target)
+        out.append((func, codegen(func, target.spec)))
     return out
 
 
 def _bench(benchmark, classes: list[str], count: int) -> None:
     cases = _experiment().table_ii_cases(classes)
     assert len(cases) == count
-    spec = load_config("default").spec()
-    compiled = benchmark.pedantic(compile_suite, args=(cases, spec), rounds=1, iterations=1)
+    target = load_target("diannao")
+    compiled = benchmark.pedantic(compile_suite, args=(cases, target), rounds=1, iterations=1)
     assert len(compiled) == count
-    assert all(not unmatched(func) for func, _ in compiled)   # every marked statement became an instruction
+    # every marked statement became an instruction
+    assert all(not unmatched(func, target.spec) for func, _ in compiled)
     benchmark.extra_info["cases"] = len(compiled)
     benchmark.extra_info["ms_per_case"] = benchmark.stats.stats.mean / len(compiled) * 1e3
 

@@ -10,13 +10,13 @@ vector ops, plus the scalar loop control around them, which is counted against t
 
 from __future__ import annotations
 
-from sim.diannao.machine import Card
 from tandem.diannao_kernels import elementwise_program
+from tandem.targets import default_card
 
 
 def measure(benchmark, program):
     """Launch ``program`` on 16 cores three times; return the result and the median wall seconds."""
-    card = Card()
+    card = default_card()
     launch = {"cores": 16, "args": [0, 16 << 20, 32 << 20]}
     result = benchmark.pedantic(card.launch, args=(program,), kwargs=launch, rounds=3, iterations=1)
     benchmark.extra_info["scalar_instructions"] = result.scalar_instructions

@@ -29,10 +29,10 @@ def _experiment():
 
 def run_set(vthreads: int = 2) -> list:
     """Compile, simulate and validate every layer; the reports, all bit-exact."""
-    from sim.vita.config import load_config
+    from tandem.targets import load_target
     from tandem.vita_run import run_vita
 
-    config = load_config("tvm-paper")
+    config = load_target("vita", "tvm-paper")
     reports = [run_vita(layer.vita, vthreads, config) for layer in _experiment().layers()]
     assert all(r.validated for r in reports), [r.detail for r in reports]
     return reports

@@ -801,11 +801,8 @@ class _Compiler:
 
 
 def _instruction(s: n.TensorInsn, text: str) -> tuple[isa.ISA, isa.Instruction]:
-    """The spec (``isa.load_isa`` loads each once per process) and the instruction ``s`` runs."""
-    try:
-        spec = isa.load_isa(s.isa)
-    except isa.ISAError as e:
-        raise InterpError(f"{text}: unknown ISA '{s.isa}': {e}") from None
+    """The spec and the instruction ``s`` runs."""
+    spec = s.isa
     try:
         return spec, spec.instruction(s.name)
     except KeyError as e:

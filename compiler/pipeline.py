@@ -1,6 +1,8 @@
 """The table of contents: for each target, the passes that turn lowered loop IR into its final form.
 
-Read this file to find where a change belongs. ``compile_func`` runs a target's passes in order; after
+Read this file to find where a change belongs. ``compile_func`` runs a target's passes in order, handing the
+passes that select or place instructions the target's ISA spec (``compiler.target.Target``: the spec is a
+value with the machine's parameters applied, never looked up by name); after
 each one it runs the verifier for the stage the pass leaves the program in (on by default; set
 ``TANDEM_VERIFY=0`` to skip) and hands the program to ``dump`` when one is given
 (``tandem compile ... --dump-passes``).
@@ -53,23 +55,24 @@ from compiler.passes import (
     tensorize_tiles,
 )
 from compiler.schedule import Schedule
+from compiler.target import Target
 from compiler.te import Tensor
 from compiler.verify import verify
 
 
-def tensorize_x86(func: ir.PrimFunc) -> ir.PrimFunc:
-    """``tensorize`` against the x86 spec (register operands: UNIT's rewriter)."""
-    return tensorize(func, "x86")
-
-
 @dataclass(frozen=True)
 class Pass:
-    """One step of a pipeline: ``fn`` maps a function to a function in verifier stage ``stage``."""
+    """One step of a pipeline: ``fn`` maps a function to a function in verifier stage ``stage``; a pass
+    with ``spec`` set is called as ``fn(func, spec)`` with the target's ISA spec."""
 
     name: str
-    fn: Callable[[ir.PrimFunc], ir.PrimFunc]
+    fn: Callable[..., ir.PrimFunc]
     stage: str
     group: str = ""  # the name ``skip`` knows it by, when it repeats a pass (default: its own name)
+    spec: bool = False
+
+    def __call__(self, func: ir.PrimFunc, target: Target) -> ir.PrimFunc:
+        return self.fn(func, target.spec) if self.spec else self.fn(func)
 
     @property
     def skip_name(self) -> str:
@@ -89,30 +92,30 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     "diannao": (
         Pass("simplify", simplify, "loop-ir"),
         Pass("flatten", flatten, "flat"),
-        Pass("fold_padding", fold_padding, "flat", group="preprocess"),
+        Pass("fold_padding", fold_padding, "flat", group="preprocess", spec=True),
         Pass("loop_partition", loop_partition, "flat"),
         Pass("simplify_partitioned", simplify, "flat"),
-        Pass("preprocess", preprocess, "flat"),
+        Pass("preprocess", preprocess, "flat", spec=True),
         Pass("loop_partition_preprocessed", loop_partition, "flat", group="loop_partition"),
         Pass("simplify_preprocessed", simplify, "flat"),
-        Pass("tensorize", tensorize, "flat"),
+        Pass("tensorize", tensorize, "flat", spec=True),
         Pass("share_smem", share_smem, "flat"),
     ),
     "vita": (
         Pass("simplify", simplify, "loop-ir"),
         Pass("flatten", flatten, "flat"),
         Pass("inplace", inplace, "flat"),
-        Pass("inject_dma", inject_dma, "flat"),
-        Pass("tensorize_tiles", tensorize_tiles, "flat"),
-        Pass("inject_sync", inject_sync, "flat"),
-        Pass("inject_virtual_thread", inject_virtual_thread, "flat"),
+        Pass("inject_dma", inject_dma, "flat", spec=True),
+        Pass("tensorize_tiles", tensorize_tiles, "flat", spec=True),
+        Pass("inject_sync", inject_sync, "flat", spec=True),
+        Pass("inject_virtual_thread", inject_virtual_thread, "flat", spec=True),
         Pass("simplify_threads", simplify, "flat", group="simplify"),
     ),
     "cpu": (
         Pass("simplify", simplify, "loop-ir"),
         Pass("loop_partition", loop_partition, "loop-ir"),
         Pass("simplify_partitioned", simplify, "loop-ir", group="simplify"),
-        Pass("tensorize", tensorize_x86, "loop-ir"),
+        Pass("tensorize", tensorize, "loop-ir", spec=True),
         Pass("simplify_tensorized", simplify, "loop-ir", group="simplify"),
     ),
 }
@@ -128,7 +131,8 @@ def _verify_enabled(flag: bool | None) -> bool:
 
 
 def passes_for(target: str, skip: Collection[str] = ()) -> tuple[Pass, ...]:
-    """The ordered passes of ``target``, without those named in ``skip`` (only OPTIONAL ones may go)."""
+    """The ordered passes of target kind ``target``, without those named in ``skip`` (only OPTIONAL ones
+    may go)."""
     try:
         passes = PIPELINES[target]
     except KeyError:
@@ -145,20 +149,25 @@ def passes_for(target: str, skip: Collection[str] = ()) -> tuple[Pass, ...]:
 
 def compile_func(
     func: ir.PrimFunc,
-    target: str = "reference",
+    target: Target | str = "reference",
     *,
     verify_each: bool | None = None,
     dump: Dump | None = None,
     skip: Collection[str] = (),
 ) -> ir.PrimFunc:
-    """Run ``target``'s passes (less ``skip``) on a lowered function, verifying (and dumping) after each."""
+    """Run ``target``'s passes (less ``skip``) on a lowered function, verifying (and dumping) after each.
+
+    ``target`` is a ``Target``; a name is accepted only for the ``reference`` pipeline, which needs no spec.
+    """
+    if isinstance(target, str):
+        target = Target(target)
     check = _verify_enabled(verify_each)
     if check:
         verify(func, "loop-ir", after="lower")
     if dump is not None:
         dump("lower", func)
-    for p in passes_for(target, skip):
-        func = p.fn(func)
+    for p in passes_for(target.kind, skip):
+        func = p(func, target)
         if check:
             verify(func, p.stage, after=p.name)
         if dump is not None:
@@ -170,7 +179,7 @@ def build(
     schedule: Schedule,
     args: Sequence[Tensor],
     name: str = "main",
-    target: str = "reference",
+    target: Target | str = "reference",
     *,
     verify_each: bool | None = None,
     dump: Dump | None = None,

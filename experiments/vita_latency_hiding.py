@@ -41,8 +41,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.vita.config import VitaConfig, load_config
+from compiler.target import Target
+from sim.vita.config import peak_macs_per_cycle
 from tandem.layers import RESNET18
+from tandem.targets import load_target
 from tandem.vita_run import VitaLayer, run_vita
 
 QUICK = {"q1": (14, 32, 32, 3, 1), "q2": (14, 32, 64, 1, 2), "q3": (7, 64, 64, 3, 1)}
@@ -78,21 +80,23 @@ def layers(quick: bool = False) -> list[Layer]:
     return [Layer(name, *shape) for name, shape in (QUICK if quick else RESNET18).items()]
 
 
-def compute_unit_cycles(layer: VitaLayer, config: VitaConfig) -> int:
+def compute_unit_cycles(layer: VitaLayer, target: Target) -> int:
     """What the compute unit must spend at least: every GEMM micro-op at one per cycle and the epilogue's
     ALU operations at the ALU's initiation interval, one per output vector each."""
     c = layer.conv
-    vectors = c.oh * c.ow * c.oc // config.spec().params["BLOCK_OUT"]
-    return math.ceil(c.macs / config.peak_macs_per_cycle) + ALU_OPS * config.alu_cycles_per_uop * vectors
+    vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
+    return (math.ceil(c.macs / peak_macs_per_cycle(target.spec))
+            + ALU_OPS * target.config.alu_cycles_per_uop * vectors)
 
 
-def run_layer(layer: Layer, vthreads: int, tune: int, config: VitaConfig) -> dict:
+def run_layer(layer: Layer, vthreads: int, tune: int, target: Target) -> dict:
     """Both schedules of ``layer`` on the same inputs; its CSV row plus ``wall_s``."""
     start = time.perf_counter()
     v, c = layer.vita, layer.vita.conv
-    serial = run_vita(v, 0, config, tune=tune, seed=SEED)   # one seed: both see the same inputs
-    threaded = run_vita(v, vthreads, config, tune=tune, seed=SEED)
-    peak = config.peak_macs_per_cycle
+    serial = run_vita(v, 0, target, tune=tune, seed=SEED)   # one seed: both see the same inputs
+    threaded = run_vita(v, vthreads, target, tune=tune, seed=SEED)
+    config = target.config
+    peak = peak_macs_per_cycle(target.spec)
     intensity = c.macs / v.dram_bytes()
     ridge = peak / config.dram_bytes_per_cycle
     row = {
@@ -107,7 +111,7 @@ def run_layer(layer: Layer, vthreads: int, tune: int, config: VitaConfig) -> dic
         "macs_per_cycle_serial": round(c.macs / serial.cycles, 2),
         "macs_per_cycle_threaded": round(c.macs / threaded.cycles, 2),
         "peak_macs_per_cycle": peak, "roofline_cycles": threaded.roofline_cycles,
-        "roofline_pct_threaded": threaded.roofline_pct, "compute_unit_cycles": compute_unit_cycles(v, config),
+        "roofline_pct_threaded": threaded.roofline_pct, "compute_unit_cycles": compute_unit_cycles(v, target),
         "validated_serial": serial.validated, "validated_threaded": threaded.validated,
     }
     row["wall_s"] = time.perf_counter() - start
@@ -142,7 +146,7 @@ def summarize(rows: Sequence[dict]) -> dict:
     }
 
 
-def plot_roofline(rows: Sequence[dict], config: VitaConfig, path: Path) -> None:
+def plot_roofline(rows: Sequence[dict], target: Target, path: Path) -> None:
     """Fig. 19: achieved MACs per cycle against arithmetic intensity, serial (hollow) and threaded (filled)
     per layer, under the memory and compute roofs."""
     import matplotlib
@@ -150,7 +154,8 @@ def plot_roofline(rows: Sequence[dict], config: VitaConfig, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    peak, bw = config.peak_macs_per_cycle, config.dram_bytes_per_cycle
+    config = target.config
+    peak, bw = peak_macs_per_cycle(target.spec), config.dram_bytes_per_cycle
     xs = [r["intensity"] for r in rows]
     lo, hi = min(xs + [peak / bw]) / 2, max(xs + [peak / bw]) * 2
     grid = np.geomspace(lo, hi, 200)
@@ -179,7 +184,7 @@ def plot_roofline(rows: Sequence[dict], config: VitaConfig, path: Path) -> None:
     plt.close(fig)
 
 
-def write_outputs(rows: Sequence[dict], config: VitaConfig, out: Path) -> dict:
+def write_outputs(rows: Sequence[dict], target: Target, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     with (out / "vita_latency_hiding.csv").open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
@@ -187,7 +192,7 @@ def write_outputs(rows: Sequence[dict], config: VitaConfig, out: Path) -> dict:
         writer.writerows(rows)
     summary = summarize(rows)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    plot_roofline(rows, config, out / "roofline.png")
+    plot_roofline(rows, target, out / "roofline.png")
     return summary
 
 
@@ -218,10 +223,12 @@ def main(out: Annotated[Path, typer.Option(help="Output folder.")] = DEFAULT_OUT
              min=0, help="Simulate this many of the cost model's best tilings per schedule (0: its first)."
          )] = 4,
          config: Annotated[str, typer.Option(help="VITA config: built-in name or TOML file.")] = "tvm-paper",
+         spec: Annotated[Path | None, typer.Option(
+             help="A VITA spec file instead of the built-in one.")] = None,
          ) -> None:
     """Run the latency-hiding experiment on the simulated VITA; write CSV, JSON and the roofline PNG."""
     console = Console(highlight=False, soft_wrap=True)
-    cfg = load_config(config)
+    cfg = load_target("vita", config, spec)
     start = time.perf_counter()
     rows = []
     chosen = layers(quick)

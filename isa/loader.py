@@ -98,8 +98,19 @@ def load_spec_file(path: str | Path, params: Mapping[str, int] | None = None) ->
 
 
 def load_spec_text(text: str, file: str = "<text>", params: Mapping[str, int] | None = None) -> ISA:
-    """The spec in the TOML ``text`` (``file`` is the name errors use)."""
-    return _Loader(text, file, params).load()
+    """The spec in the TOML ``text`` (``file`` is the name errors use); each distinct (text, file,
+    parameters) is loaded once per process and then shared, like the built-in specs."""
+    items = tuple(sorted((params or {}).items()))
+    try:
+        hash(items)
+    except TypeError:  # an unhashable override value: let the loader report it
+        return _Loader(text, file, params).load()
+    return _load_text(text, file, items)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_text(text: str, file: str, params: tuple[tuple[str, int], ...]) -> ISA:
+    return _Loader(text, file, dict(params)).load()
 
 
 class _Loader:
@@ -238,7 +249,7 @@ class _Loader:
         data = self.load_data(doc.get("data", {}), formats)
         return ISA(name, summary, insn_bits, MappingProxyType(dict(self.params)), MappingProxyType(enums),
                    MappingProxyType(spaces), MappingProxyType(formats), MappingProxyType(instructions),
-                   MappingProxyType(data), self.file, MappingProxyType(defaults))
+                   MappingProxyType(data), self.file, MappingProxyType(defaults), self.text)
 
     def load_params(self, raw: object) -> dict[str, int]:
         self.where = "table [params]"

@@ -232,6 +232,25 @@ class ISA:
     data: Mapping[str, DataKind]
     source: str = "<spec>"
     defaults: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    text: str = field(default="", repr=False)  # the TOML it was loaded from ("" when built in Python)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.source, self.text, tuple(sorted(self.params.items()))))
+
+    def with_params(self, params: Mapping[str, int]) -> ISA:
+        """This spec with parameter overrides ``params`` applied on top of its own (derived values follow).
+
+        The spec is reloaded from the text it was loaded from (once per distinct text and parameters), so a
+        machine config can apply its parameters to any spec value, built-in or a user's file, without
+        looking a spec up by name.
+        """
+        if not params or all(self.params.get(k) == v for k, v in params.items()):
+            return self
+        if not self.text:
+            raise ValueError(f"ISA '{self.name}' was built in Python and cannot be reloaded with parameters")
+        from isa.loader import load_spec_text
+
+        return load_spec_text(self.text, self.source, {**self.overrides, **params})
 
     def instruction(self, name: str) -> Instruction:
         try:

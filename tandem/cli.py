@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import platform
 from importlib import metadata
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -121,7 +122,13 @@ def compile_(
             help="KEY=VALUE: split=AXIS:FACTOR, nparts=AXIS:N, bind=AXIS:core, conv2d k/r/...",
         ),
     ] = None,
-    target: Annotated[str, typer.Option(help="Pipeline to run (compiler/pipeline.py).")] = "reference",
+    target: Annotated[str, typer.Option(
+        help="Pipeline to run (compiler/pipeline.py): reference, diannao, vita or cpu.")] = "reference",
+    config: Annotated[str | None, typer.Option(
+        help="diannao/vita: the machine config (built-in name or TOML file) whose ISA parameters the "
+             "passes see.")] = None,
+    spec: Annotated[Path | None, typer.Option(
+        help="A spec file of the target's ISA family to compile for instead of the built-in spec.")] = None,
     dump_passes: Annotated[
         bool, typer.Option("--dump-passes", help="Print the IR after every pass.")
     ] = False,
@@ -133,13 +140,20 @@ def compile_(
 
     With --run, exits with status 1 if the result does not match numpy.
     """
+    import isa
     from compiler.errors import TandemError
+    from sim.core.errors import SimError
     from tandem.compile import check_on_random_inputs, compile_op
+    from tandem.targets import TargetError, load_target
     from tandem.workloads import WorkloadError
 
     console = Console(highlight=False)
     try:
-        compiled = compile_op(op, shape, dtype, params or (), target)
+        resolved = load_target(target, config, spec)
+    except (TargetError, TandemError, SimError, isa.ISAError) as exc:
+        raise fail(str(exc), 2) from None
+    try:
+        compiled = compile_op(op, shape, dtype, params or (), resolved)
         stages = compiled.stages if dump_passes else compiled.stages[-1:]
         for name, text in stages:
             if dump_passes:

@@ -19,6 +19,7 @@ import numpy as np
 
 from compiler import interp, pipeline
 from compiler.ir import nodes as ir
+from compiler.target import Target
 from tandem.validate import Comparison, compare
 from tandem.workloads import Workload, build_op, parse_params, parse_shape
 
@@ -39,9 +40,10 @@ def compile_op(
     shape: str | None = None,
     dtype: str | None = None,
     params: Sequence[str] = (),
-    target: str = "reference",
+    target: Target | str = "reference",
 ) -> Compiled:
-    """Build operator ``op`` from command-line text and compile it for ``target``."""
+    """Build operator ``op`` from command-line text and compile it for ``target`` (a Target, or the name
+    ``reference``)."""
     workload = build_op(op, parse_shape(shape) if shape is not None else None, dtype, parse_params(params))
     stages: list[tuple[str, str]] = []
     func = pipeline.build(

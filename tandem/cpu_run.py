@@ -41,8 +41,10 @@ from compiler.ops import cpu
 from compiler.ops.vita import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
+from compiler.target import Target
 from tandem.cpu_peers import time_callable
 from tandem.run import RunError, RunReport
+from tandem.targets import load_target
 
 ISAS = tuple(cpu.ISAS)
 
@@ -75,10 +77,10 @@ class CpuLayer:
         m, n, k = self.mnk
         return {"M": m, "N": n, "K": k}
 
-    def schedule(self, isa: str, tuning: cpu.CpuTuning) -> cpu.CpuSchedule:
+    def schedule(self, isa: str, tuning: cpu.CpuTuning, target: Target) -> cpu.CpuSchedule:
         if self.conv is not None:
-            return cpu.conv2d(self.conv, isa, tuning)
-        return cpu.gemm(*self.mnk, isa, tuning)
+            return cpu.conv2d(self.conv, isa, tuning, spec=target.spec)
+        return cpu.gemm(*self.mnk, isa, tuning, spec=target.spec)
 
     def inputs(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Seeded u8 data and s8 weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K])."""
@@ -153,11 +155,11 @@ class CpuRunReport(RunReport):
 
 
 def compile_layer(
-    layer: CpuLayer, isa: str, tuning: cpu.CpuTuning, threads: int
+    layer: CpuLayer, isa: str, tuning: cpu.CpuTuning, threads: int, target: Target
 ) -> tuple[ir.PrimFunc, CpuKernel]:
-    """Schedule, run the ``cpu`` pipeline and build with LLVM."""
-    sched = layer.schedule(isa, tuning)
-    func = compile_func(lower(sched.schedule, sched.args), "cpu")
+    """Schedule, run the ``cpu`` pipeline for ``target`` (its x86 spec) and build with LLVM."""
+    sched = layer.schedule(isa, tuning, target)
+    func = compile_func(lower(sched.schedule, sched.args), target)
     return func, build(func, threads=threads)
 
 
@@ -169,8 +171,12 @@ def run_cpu(
     seed: int = 0,
     tuning: cpu.CpuTuning | None = None,
     min_time: float = 0.2,
+    target: Target | None = None,
 ) -> CpuRunReport:
-    """Compile ``layer`` for this CPU, run it on seeded inputs, compare with numpy and time it."""
+    """Compile ``layer`` for this CPU, run it on seeded inputs, compare with numpy and time it.
+
+    ``target`` is the cpu target (its x86 spec); by default the built-in spec."""
+    target = target or load_target("cpu")
     if isa not in ISAS:
         raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
     if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
@@ -185,7 +191,7 @@ def run_cpu(
     compile_s = 0.0
     for t in candidates:
         t0 = time.perf_counter()
-        func, kernel = compile_layer(layer, isa, t, threads)
+        func, kernel = compile_layer(layer, isa, t, threads, target)
         compile_s += time.perf_counter() - t0
         out = np.zeros(func.params[-1].shape, np.int32)
         seconds = time_callable(
@@ -206,7 +212,7 @@ def run_cpu(
     gops = ops / seconds / 1e9
     peak = measure_peak(threads) if host_cpu()["avx512vnni"] else None  # no vpdpbusd, no peak to hold to
     counts = issued_instructions(func)
-    left = unmatched(func, "x86")
+    left = unmatched(func, target.spec)
     roofline = int(ops / (peak * 1e9) * tsc_hz()) if peak else None
     return CpuRunReport(
         op=layer.op,

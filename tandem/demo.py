@@ -232,10 +232,10 @@ def _program_text(run: KernelRun, title: str) -> str:
 def _check_diannao_add_16_cores(rng: np.random.Generator) -> Outcome:
     """C = A + B, (256,56,56) f32, over all 16 cores: right, and bound by GMEM bandwidth (all cores share its
     port, so the launch takes about as long as its bytes need at gmem_bytes_per_cycle)."""
-    from sim.diannao.machine import Card
     from tandem.diannao_kernels import run_elementwise
+    from tandem.targets import default_card
 
-    card = Card("default")
+    card = default_card()
     run = run_elementwise("vadd", DIANNAO_ADD_SHAPE, "f32", cores=16, seed=_seed(rng), card=card)
     r, floor = run.result, _gmem_floor(run.result, card)
     if not floor <= r.cycles <= DIANNAO_GMEM_BOUND_SLACK * floor:
@@ -248,10 +248,10 @@ def _check_diannao_add_16_cores(rng: np.random.Generator) -> Outcome:
 
 def _check_diannao_add_1_core(rng: np.random.Generator) -> Outcome:
     """The same add on 1 core: right, never faster than the GMEM floor, and slower than on 16 cores."""
-    from sim.diannao.machine import Card
     from tandem.diannao_kernels import run_elementwise
+    from tandem.targets import default_card
 
-    seed, card = _seed(rng), Card("default")
+    seed, card = _seed(rng), default_card()
     one = run_elementwise("vadd", DIANNAO_ADD_SHAPE, "f32", cores=1, seed=seed, card=card)
     sixteen = run_elementwise("vadd", DIANNAO_ADD_SHAPE, "f32", cores=16, seed=seed)
     c1, c16 = one.result.cycles, sixteen.result.cycles

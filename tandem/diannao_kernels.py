@@ -15,6 +15,7 @@ import numpy as np
 
 import isa
 from sim.diannao.machine import Card, DiannaoResult
+from tandem.targets import default_card
 
 NP_DTYPES = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "f16": np.float16, "f32": np.float32}
 MAX_ROW = 65535  # bytes in one memcpy row (the dma format's len field)
@@ -145,7 +146,7 @@ def run_elementwise(op: str, shape: tuple[int, ...], dtype: str = "f32", cores: 
                     tile: int | None = None, scalar: bool = False, seed: int = 0,
                     card: Card | None = None) -> KernelRun:
     """Run ``op`` (vadd, vsub, vmul, vmax, vmin, relu) on random tensors of ``shape`` split over ``cores``."""
-    card = card or Card()
+    card = card or default_card()
     np_dt = NP_DTYPES[dtype]
     rng = np.random.default_rng(seed)
     total = int(np.prod(shape))
@@ -207,7 +208,7 @@ def matmul_program(m_per_core: int, k: int, n: int, dtype: str) -> isa.Program:
 
 def run_matmul(m: int, k: int, n: int, dtype: str = "f16", cores: int = 16, seed: int = 0,
                card: Card | None = None) -> KernelRun:
-    card = card or Card()
+    card = card or default_card()
     np_dt = NP_DTYPES[dtype]
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k)).astype(np_dt)
@@ -244,7 +245,7 @@ def conv_program(rows_per_core: int, h: int, w: int, cin: int, cout: int, kh: in
 def run_conv(h: int, w: int, cin: int, cout: int, k: int = 3, dtype: str = "f16", cores: int = 16,
              seed: int = 0, card: Card | None = None) -> KernelRun:
     """A k x k valid convolution of a random (h, w, cin) input with (k, k, cin, cout) weights."""
-    card = card or Card()
+    card = card or default_card()
     np_dt = NP_DTYPES[dtype]
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((h, w, cin)).astype(np_dt)

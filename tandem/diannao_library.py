@@ -65,6 +65,7 @@ from tandem.diannao_kernels import (
     block_weights,
     conv2d_reference,
 )
+from tandem.targets import default_card
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul"}   # library op -> vector instruction
 SCALAR_FLOAT = {"add": "fadd", "sub": "fsub", "mul": "fmul"}
@@ -258,7 +259,7 @@ def elementwise(op: str, shape: tuple[int, ...], dtype: str = "f32", cores: int 
     total = int(np.prod(shape, dtype=np.int64))
     if total < 1:
         raise ValueError(f"expected a shape of at least one element, but got {shape}")
-    card = card or Card()
+    card = card or default_card()
     np_dt = NP_DTYPES[dtype]
     rng = np.random.default_rng(seed)
 
@@ -411,7 +412,7 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     ho = (h + 2 pad - k) // stride + 1 (wo likewise). ``inputs`` are (input, weights) of ``dtype``; without
     them, seeded standard normal tensors. The reference is computed in float64 and rounded to ``dtype``."""
     _check("conv", dtype, ("conv",), CONV_DTYPES, "operator")
-    card = card or Card()
+    card = card or default_card()
     np_dt = NP_DTYPES[dtype]
     rng = np.random.default_rng(seed)
     program = conv_program(h, w, cin, cout, k, stride, pad, dtype, cores, card.config.isa_params)

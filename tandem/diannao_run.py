@@ -1,7 +1,7 @@
 """Run a kernel compiled by the DianNao backend on the simulated card (sim/diannao).
 
-    kernel = compiler.backend.diannao.codegen(func)
-    result, (a, b, c) = run_kernel(kernel, [a, b, c])
+    kernel = compiler.backend.diannao.codegen(func, target.spec)
+    result, (a, b, c) = run_kernel(kernel, [a, b, c], target.config)
 
 ``run_kernel`` places each parameter's array in GMEM (64-byte aligned, in parameter order), launches the
 kernel on ``kernel.cores`` cores with the arrays' addresses as its arguments (R0, R1, ...), and reads every
@@ -15,9 +15,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler.backend.diannao import DiannaoKernel
+from compiler.target import Target
 from sim.diannao.config import DiannaoConfig
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
+from tandem.targets import as_target
 
 GMEM_ALIGN = 64  # bytes: each array starts on a GDRAM access granule (isa/specs/diannao.toml, VECTOR_ALIGN)
 
@@ -43,12 +45,15 @@ def check_arrays(kernel: DiannaoKernel, arrays: Sequence[np.ndarray]) -> None:
                               f"{list(array.shape)}")
 
 
-def run_kernel(kernel: DiannaoKernel, arrays: Sequence[np.ndarray], config: DiannaoConfig | str = "default",
+def run_kernel(kernel: DiannaoKernel, arrays: Sequence[np.ndarray],
+               config: Target | DiannaoConfig | str = "default",
                trace: bool = False) -> tuple[DiannaoResult, list[np.ndarray]]:
-    """Launch ``kernel`` on a fresh card of ``config`` with ``arrays`` in GMEM; return what the launch
-    measured and every array as it is in GMEM afterwards (same dtypes and shapes as given)."""
+    """Launch ``kernel`` on a fresh card of ``config`` (a Target, or a machine config with its spec) with
+    ``arrays`` in GMEM; return what the launch measured and every array as it is in GMEM afterwards (same
+    dtypes and shapes as given). A kernel compiled for another spec is refused."""
     check_arrays(kernel, arrays)
-    card = Card(config)
+    target = as_target("diannao", config)
+    card = Card(target.config, spec=target.spec)
     buffers = [card.to_gmem(a, card.alloc(a.nbytes, GMEM_ALIGN)) for a in arrays]
     result = card.launch(kernel.program, cores=kernel.cores, args=[b.addr for b in buffers], trace=trace)
     return result, [card.from_gmem(b) for b in buffers]

@@ -32,9 +32,11 @@ from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
-from sim.diannao.config import DiannaoConfig, load_config
+from compiler.target import Target
+from sim.diannao.config import DiannaoConfig, card_cores
 from tandem.diannao_kernels import block_weights, conv2d_reference
 from tandem.diannao_run import run_kernel
+from tandem.targets import as_target
 
 ELEMENTWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum}
 NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16,
@@ -81,7 +83,7 @@ class RunReport:
 
 
 def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
-                tile: int | None = None, config: str | DiannaoConfig = "default",
+                tile: int | None = None, config: str | DiannaoConfig | Target = "default",
                 skip: Collection[str] = (), seed: int = SEED,
                 inputs: Sequence[np.ndarray] | None = None, conv: ConvParams | None = None) -> RunReport:
     """Compile ``op`` on ``shape`` for the DianNao card, simulate it and compare with numpy.
@@ -89,21 +91,24 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
     Element-wise ops: ``inputs`` are A, B (binary) or A (relu), each of ``prod(shape)`` elements of
     ``dtype``. ``conv2d``: ``shape`` is the input's (H, W, Cin) and ``inputs`` (optional) are the HWC input
     and the (Cout, K, K, Cin) weights; ``conv`` gives Cout, K, stride and padding when no weights are given.
-    Without ``inputs``, random arrays drawn from ``seed``."""
+    Without ``inputs``, random arrays drawn from ``seed``. ``config`` is the target (its spec and machine
+    config), or a machine config (object, name or file) to run with its spec."""
     start = time.perf_counter()
-    cfg = config if isinstance(config, DiannaoConfig) else load_config(config)
+    target = as_target("diannao", config)
+    cfg = target.config
     if op not in ELEMENTWISE and op not in ("relu", "conv2d"):
         raise RunError(f"DianNao: no schedule for operator {op!r}; expected one of "
                        f"{', '.join([*ELEMENTWISE, 'relu', 'conv2d'])}")
     if dtype not in NUMPY_DTYPES:
         raise RunError(f"DianNao: unsupported dtype {dtype!r}; expected one of {', '.join(NUMPY_DTYPES)}")
-    if cores > cfg.cores:
-        raise RunError(f"DianNao: {cores} cores requested, but config {cfg.name!r} has {cfg.cores}")
+    if cores > card_cores(target.spec):
+        raise RunError(f"DianNao: {cores} cores requested, but config {cfg.name!r} has "
+                       f"{card_cores(target.spec)}")
     if op == "conv2d":
-        return _run_conv(tuple(shape), dtype, cores, cfg, skip, seed, inputs, conv, start)
-    sched = dops.elementwise(op, shape, dtype, cores, tile)
-    func = compile_func(lower(sched.schedule, list(sched.args), op), "diannao", skip=tuple(skip))
-    kernel = codegen(func, cfg.spec())
+        return _run_conv(tuple(shape), dtype, cores, target, skip, seed, inputs, conv, start)
+    sched = dops.elementwise(op, shape, dtype, cores, tile, spec=target.spec)
+    func = compile_func(lower(sched.schedule, list(sched.args), op), target, skip=tuple(skip))
+    kernel = codegen(func, target.spec)
     compiled = time.perf_counter()
 
     n = math.prod(shape)
@@ -112,7 +117,7 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
         inputs = [_random(rng, n, dtype) for _ in sched.args[:-1]]
     else:
         inputs = _given_inputs(op, inputs, len(sched.args) - 1, n, dtype)
-    result, arrays = run_kernel(kernel, [*inputs, np.zeros(n, NUMPY_DTYPES[dtype])], config=cfg)
+    result, arrays = run_kernel(kernel, [*inputs, np.zeros(n, NUMPY_DTYPES[dtype])], config=target)
     simulated = time.perf_counter()
 
     got = arrays[-1]
@@ -120,7 +125,7 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
         want = np.maximum(inputs[0], 0).astype(got.dtype) if op == "relu" else ELEMENTWISE[op](*inputs)
     validated = bool(np.array_equal(got, want, equal_nan=True))
     err = float(np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if n else 0.0
-    roof = roofline_cycles(op, n, dtype, cores, cfg)
+    roof = roofline_cycles(op, n, dtype, cores, target)
     params = {"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
               "skip": sorted(skip)}
     detail = "bit-exact with numpy" if validated else f"max |err| {err:.3g} against numpy"
@@ -139,7 +144,7 @@ def _report(op: str, params: dict, func, kernel, result, check: tuple[bool, floa
         validated=validated, max_abs_err=err, cycles=result.cycles, instructions=result.instructions,
         tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
         scalar_fallback=kernel.fallback_count(result.executed),
-        unmatched=sorted({str(x) for x in unmatched(func)}),
+        unmatched=sorted({str(x) for x in unmatched(func, kernel.program.isa)}),
         utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
         roofline_cycles=roof, roofline_pct=round(100.0 * roof / result.cycles, 2) if result.cycles else 0.0,
         compile_s=round(compiled - start, 4), simulate_s=round(simulated - compiled, 4),
@@ -161,7 +166,7 @@ class ConvParams:
 CONV_DTYPES = {"float32": "float32", "int8": "int32", "int16": "int32"}  # input dtype -> output dtype
 
 
-def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig, skip: Collection[str],
+def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, target: Target, skip: Collection[str],
               seed: int, inputs: Sequence[np.ndarray] | None, conv: ConvParams | None,
               start: float) -> RunReport:
     if len(shape) != 3:
@@ -186,15 +191,16 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig
         conv = conv or ConvParams()
         x = _random(rng, h * w * cin, dtype).reshape(shape)
         wt = _random(rng, conv.cout * conv.k * conv.k * cin, dtype).reshape(conv.cout, conv.k, conv.k, cin)
-    sched, func = compile_conv2d(shape, dtype, cores, conv, skip)
-    kernel = codegen(func, cfg.spec())
+    sched, func = compile_conv2d(shape, dtype, cores, conv, target, skip)
+    kernel = codegen(func, target.spec)
     compiled = time.perf_counter()
 
-    block = cfg.spec().params["CONV_BLOCK"]
+    cfg = target.config
+    block = target.spec.params["CONV_BLOCK"]
     blocked = block_weights(np.transpose(wt, (1, 2, 3, 0)), block)   # (cout/16, k, k, cin, 16)
     out_shape = tuple(sched.args[-1].shape)
     out_dt = NUMPY_DTYPES[CONV_DTYPES[dtype]]
-    result, arrays = run_kernel(kernel, [x, blocked, np.zeros(out_shape, out_dt)], config=cfg)
+    result, arrays = run_kernel(kernel, [x, blocked, np.zeros(out_shape, out_dt)], config=target)
     simulated = time.perf_counter()
 
     got = arrays[-1].reshape(out_shape)
@@ -202,7 +208,7 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig
     want = exact.astype(np.int64).astype(out_dt) if np.dtype(out_dt).kind == "i" else exact.astype(out_dt)
     validated = conv2d_matches(got, x, wt, conv.stride, conv.pad)
     err = float(np.max(np.abs(got.astype(np.float64) - exact))) if got.size else 0.0
-    roof = conv2d_roofline(h, w, cin, conv, dtype, cores, cfg)
+    roof = conv2d_roofline(h, w, cin, conv, dtype, cores, target)
     params = {"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
               "skip": sorted(skip), "cores_used": sched.cores, "H": h, "W": w, "IC": cin, "OC": conv.cout,
               "K": conv.k, "S": conv.stride, "P": conv.pad}
@@ -212,16 +218,17 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, cfg: DiannaoConfig
                    (start, compiled, simulated), got, want)
 
 
-def compile_conv2d(shape: tuple[int, int, int], dtype: str, cores: int, conv: ConvParams,
+def compile_conv2d(shape: tuple[int, int, int], dtype: str, cores: int, conv: ConvParams, target: Target,
                    skip: Collection[str] = ()) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
     """The conv2d schedule for the DianNao card and the ``diannao`` pipeline's output (less ``skip``); use
     ``compiler.passes.tensorize.unmatched`` on the function to see what stayed scalar without simulating."""
     h, w, cin = shape
     try:
-        sched = dops.conv2d(h, w, cin, conv.cout, conv.k, conv.stride, conv.pad, dtype, cores)
+        sched = dops.conv2d(h, w, cin, conv.cout, conv.k, conv.stride, conv.pad, dtype, cores,
+                            spec=target.spec)
     except ScheduleError as e:
         raise RunError(str(e)) from None
-    return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), "diannao", skip=tuple(skip))
+    return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), target, skip=tuple(skip))
 
 
 def conv2d_matches(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:
@@ -246,10 +253,10 @@ def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: 
 
 
 def conv2d_roofline(h: int, w: int, cin: int, conv: ConvParams, dtype: str, cores: int,
-                    config: DiannaoConfig) -> int:
+                    target: Target) -> int:
     """The fewest cycles the card could take for a conv layer: the tensor units of all cores share the MACs
     evenly, and the input, weights and output cross GMEM once."""
-    params = config.spec().params
+    params, config = target.spec.params, target.config
     size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
     oh = (h + 2 * conv.pad - conv.k) // conv.stride + 1
     ow = (w + 2 * conv.pad - conv.k) // conv.stride + 1
@@ -260,10 +267,10 @@ def conv2d_roofline(h: int, w: int, cin: int, conv: ConvParams, dtype: str, core
     return max(tfu, math.ceil(traffic / config.gmem_bytes_per_cycle))
 
 
-def roofline_cycles(op: str, elements: int, dtype: str, cores: int, config: DiannaoConfig) -> int:
+def roofline_cycles(op: str, elements: int, dtype: str, cores: int, target: Target) -> int:
     """The fewest cycles the card could take: every operand crosses GMEM once (its port is shared by all
     cores), and each core's vector unit handles its share at VFU_BYTES_PER_CYCLE."""
-    params = config.spec().params
+    params, config = target.spec.params, target.config
     size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
     operands = 2 if op == "relu" else 3
     gmem = math.ceil(operands * elements * size / config.gmem_bytes_per_cycle)

@@ -8,6 +8,7 @@ the simulated output equals numpy's, 1 when it does not, 2 for bad input or a co
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -20,7 +21,6 @@ from tandem.workloads import WorkloadError, int_param, parse_params, parse_shape
 TARGETS = ("diannao", "vita", "cpu")
 CONV_PARAMS = ("H", "W", "IC", "OC", "K", "S", "P")
 GEMM_PARAMS = ("M", "N", "K")
-DEFAULT_CONFIGS = {"diannao": "default", "vita": "vta-default", "cpu": ""}
 VITA_OPS = ("conv2d", "gemm")
 DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8"}
 
@@ -41,6 +41,9 @@ def run_command(
     config: Annotated[str | None, typer.Option(
         help="Simulator config: built-in name (diannao: default; vita: vta-default, tvm-paper) or TOML "
              "file.")] = None,
+    spec: Annotated[Path | None, typer.Option(
+        help="A spec file of the target's ISA family (e.g. a copy of isa/specs/vita.toml with a timing "
+             "changed) for the compiler and the simulator alike, instead of the built-in spec.")] = None,
     vthreads: Annotated[int, typer.Option(
         min=0, help="vita: virtual threads (0 = none), interleaved to hide load latency.")] = 0,
     tune: Annotated[int, typer.Option(
@@ -64,15 +67,19 @@ def run_command(
     from compiler.errors import TandemError
     from sim.core.errors import SimError
     from tandem.run import RunError, run_diannao
+    from tandem.targets import TargetError, load_target
 
     if target not in TARGETS:
         raise fail(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}", 2)
-    config = config or DEFAULT_CONFIGS[target]
+    try:
+        resolved = load_target(target, config, spec)
+    except (TargetError, TandemError, SimError, isa_errors()) as exc:
+        raise fail(str(exc), 2) from None
     if target == "vita":
-        _run_vita(op, shape, params, config, vthreads, tune, relu, as_json)
+        _run_vita(op, shape, params, resolved, vthreads, tune, relu, as_json)
         return
     if target == "cpu":
-        _run_cpu(op, shape, params, isa, threads, tune, as_json)
+        _run_cpu(op, shape, params, isa, threads, tune, as_json, resolved)
         return
     shape_given = shape is not None
     shape = shape or "256x56x56"
@@ -89,7 +96,7 @@ def run_command(
         if op == "conv2d":
             dims, conv = _conv_layer(dims, ints, shape_given)
         report = run_diannao(op, dims, DTYPE_NAMES.get(dtype, dtype), ints.get("cores", 16),
-                             ints.get("tile"), config, skip, ints.get("seed", 0), conv=conv)
+                             ints.get("tile"), resolved, skip, ints.get("seed", 0), conv=conv)
     except (WorkloadError, RunError, TandemError, SimError, OSError) as exc:
         raise fail(str(exc), 2) from None
     _report(report, as_json, _print)
@@ -105,7 +112,13 @@ def _report(report, as_json: bool, show) -> None:
         raise typer.Exit(code=1)
 
 
-def _run_vita(op: str, shape: str | None, params: list[str] | None, config: str, vthreads: int, tune: int,
+def isa_errors() -> type[Exception]:
+    import isa
+
+    return isa.ISAError
+
+
+def _run_vita(op: str, shape: str | None, params: list[str] | None, config, vthreads: int, tune: int,
               relu: bool, as_json: bool) -> None:
     from compiler.errors import TandemError
     from sim.core.errors import SimError
@@ -141,7 +154,7 @@ def _layer_from(op: str, shape: str | None, params: list[str] | None, target: st
 
 
 def _run_cpu(op: str, shape: str | None, params: list[str] | None, isa: str, threads: int, tune: int,
-             as_json: bool) -> None:
+             as_json: bool, target) -> None:
     from compiler.errors import TandemError
     from tandem.cpu_run import CpuLayer, run_cpu
     from tandem.run import RunError
@@ -151,7 +164,7 @@ def _run_cpu(op: str, shape: str | None, params: list[str] | None, isa: str, thr
             raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(VITA_OPS)}")
         (kind, dims), seed = _layer_from(op, shape, params, "cpu")
         layer = CpuLayer.gemm(*dims) if kind == "gemm" else CpuLayer.conv2d(*dims)
-        report = run_cpu(layer, isa, threads or None, tune=tune, seed=seed)
+        report = run_cpu(layer, isa, threads or None, tune=tune, seed=seed, target=target)
     except (WorkloadError, RunError, TandemError, OSError) as exc:
         raise fail(str(exc), 2) from None
     _report(report, as_json, _print_cpu)

@@ -1,8 +1,13 @@
 """``tandem sim``: run a saved or hand-written program on a simulator and report what it measured.
 
-    tandem sim vita PROGRAM [--dram IMAGE] [--config NAME|FILE] [--trace out.json] [--json] [--dram-out FILE]
+    tandem sim vita PROGRAM [--dram IMAGE] [--config NAME|FILE] [--spec FILE] [--trace out.json] [--json]
+                            [--dram-out FILE]
     tandem sim diannao PROGRAM [--gmem IMAGE] [--gmem-size N] [--cores N] [--arg INT]... [--config NAME|FILE]
-                               [--trace out.json] [--json] [--gmem-out FILE]
+                               [--spec FILE] [--trace out.json] [--json] [--gmem-out FILE]
+
+``--spec FILE`` runs the machine with a spec of your own (a copy of the built-in one with an instruction
+added or a timing changed) in place of the built-in spec or the one the config names; the config's
+``isa_params`` still apply to it.
 
 PROGRAM is assembly text (``isa.assemble``) or a program file (``isa.encode_program``, starting with b"TNDM").
 
@@ -31,14 +36,15 @@ from rich.table import Table
 import isa
 from sim.core.errors import SimError
 from sim.diannao.config import DiannaoConfig
-from sim.diannao.config import load_config as load_diannao_config
 from sim.diannao.machine import DiannaoResult
 from sim.diannao.machine import simulate as simulate_diannao
 from sim.diannao.trace import write_trace as write_diannao_trace
-from sim.vita.config import load_config
 from sim.vita.machine import simulate
 from sim.vita.trace import write_trace
 from tandem.console import fail
+from tandem.targets import TargetError, load_target
+
+SPEC_HELP = "A spec file of the same ISA family to use instead of the built-in one."
 
 sim_app = typer.Typer(help="Run programs on the simulators.", no_args_is_help=True)
 
@@ -62,17 +68,18 @@ def vita(
     dram: Annotated[Path | None, typer.Option(help="Raw DRAM image (bytes).")] = None,
     dram_size: Annotated[int, typer.Option(help="DRAM bytes when no image is given.")] = 1 << 20,
     config: Annotated[str, typer.Option(help="vta-default, tvm-paper, or a config file.")] = "vta-default",
+    spec: Annotated[Path | None, typer.Option(help=SPEC_HELP)] = None,
     trace: Annotated[Path | None, typer.Option(help="Write a Chrome/Perfetto trace here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     dram_out: Annotated[Path | None, typer.Option(help="Write the final DRAM image here.")] = None,
 ) -> None:
     """Simulate a VITA program: cycles, per-unit busy and stall cycles, GEMM utilization, bytes, counters."""
     try:
-        cfg = load_config(config)
-        spec = cfg.spec()
-        prog = read_program(program, spec)
+        target = load_target("vita", config, spec)
+        cfg = target.config
+        prog = read_program(program, target.spec)
         image = np.fromfile(dram, dtype=np.uint8) if dram is not None else np.zeros(dram_size, np.uint8)
-    except (OSError, SimError, isa.ISAError) as e:
+    except (OSError, SimError, isa.ISAError, TargetError) as e:
         raise fail(str(e), 2) from None
     try:
         result = simulate(prog, image, cfg)
@@ -120,9 +127,9 @@ def parse_int(option: str, value: str) -> int:
         raise OptionError(f"{option}: expected an integer (decimal or 0x hex), but got {value!r}") from None
 
 
-def gmem_out_size(gmem_size: int | None, image: np.ndarray | None, cfg: DiannaoConfig) -> int:
+def gmem_out_size(gmem_size: int | None, image: np.ndarray | None, cfg: DiannaoConfig, spec: isa.ISA) -> int:
     """Bytes of GMEM that ``--gmem-out`` writes: ``--gmem-size``, else the size of the ``--gmem`` image."""
-    capacity = cfg.spec().spaces["GMEM"].bytes
+    capacity = spec.spaces["GMEM"].bytes
     if gmem_size is None:
         if image is None:
             raise OptionError("--gmem-out needs --gmem-size or a --gmem image to know how many bytes to "
@@ -180,6 +187,7 @@ def diannao(
     arg: Annotated[list[str] | None, typer.Option(
         "--arg", metavar="INT", help="Kernel argument for R0, R1, ... (repeatable; 0x hex allowed).")] = None,
     config: Annotated[str, typer.Option(help="default, or a config file.")] = "default",
+    spec: Annotated[Path | None, typer.Option(help=SPEC_HELP)] = None,
     trace: Annotated[Path | None, typer.Option(help="Write a Chrome/Perfetto trace here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     gmem_out: Annotated[Path | None, typer.Option(help="Write GMEM[0:size) here after the run.")] = None,
@@ -189,10 +197,11 @@ def diannao(
     try:
         args = [parse_int(f"--arg number {k + 1}", v) for k, v in enumerate(arg or [])]
         size = parse_int("--gmem-size", gmem_size) if gmem_size is not None else None
-        cfg = load_diannao_config(config)
-        prog = read_program(program, cfg.spec())
+        target = load_target("diannao", config, spec)
+        cfg = target.config
+        prog = read_program(program, target.spec)
         image = np.fromfile(gmem, dtype=np.uint8) if gmem is not None else None
-        out_size = gmem_out_size(size, image, cfg) if gmem_out is not None else 0
+        out_size = gmem_out_size(size, image, cfg, target.spec) if gmem_out is not None else 0
         result, card = simulate_diannao(prog, image, cfg, cores=cores, args=args, trace=trace is not None)
         if trace is not None:
             write_diannao_trace(result, trace)
@@ -200,7 +209,7 @@ def diannao(
             card.memory.gmem[:out_size].tofile(gmem_out)
     except OSError as e:
         raise fail(f"{e.filename}: {e.strerror}" if e.filename else str(e), 1) from None
-    except (OptionError, SimError, isa.ISAError) as e:
+    except (OptionError, SimError, isa.ISAError, TargetError) as e:
         raise fail(str(e), 1) from None
     out = Console(highlight=False)
     if as_json:

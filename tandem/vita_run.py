@@ -32,9 +32,11 @@ from compiler.errors import ScheduleError
 from compiler.ops import vita
 from compiler.passes import check_token_order
 from compiler.pipeline import build
-from sim.vita.config import VitaConfig, load_config
+from compiler.target import Target
+from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
 from tandem.run import RunError, RunReport
+from tandem.targets import as_target
 
 DEFAULT_CONFIG = "vta-default"
 
@@ -64,8 +66,8 @@ class VitaLayer:
     def schedule(self, tiling: vita.Tiling, spec, relu: bool = False, shift: int = 8) -> vita.VitaSchedule:
         c = self.conv
         if self.op == "gemm":
-            return vita.dense(c.h, c.oc, c.ic, shift, relu, tiling, tiling.vthreads, spec)
-        return vita.conv2d(c, shift, relu, tiling, tiling.vthreads, spec)
+            return vita.dense(c.h, c.oc, c.ic, shift, relu, tiling, tiling.vthreads, spec=spec)
+        return vita.conv2d(c, shift, relu, tiling, tiling.vthreads, spec=spec)
 
     def reference(self, inputs: list[np.ndarray], relu: bool = False, shift: int = 8) -> np.ndarray:
         if self.op == "gemm":
@@ -85,56 +87,58 @@ def machine_costs(config: VitaConfig) -> vita.MachineCosts:
                              config.alu_cycles_per_uop)
 
 
-def roofline_cycles(layer: VitaLayer, config: VitaConfig) -> int:
+def roofline_cycles(layer: VitaLayer, target: Target) -> int:
     """The larger of the layer's MACs at the GEMM core's peak and its compulsory traffic at DRAM speed."""
-    return max(math.ceil(layer.conv.macs / config.peak_macs_per_cycle),
-               math.ceil(layer.dram_bytes() / config.dram_bytes_per_cycle))
+    return max(math.ceil(layer.conv.macs / peak_macs_per_cycle(target.spec)),
+               math.ceil(layer.dram_bytes() / target.config.dram_bytes_per_cycle))
 
 
-def compile_layer(layer: VitaLayer, tiling: vita.Tiling, config: VitaConfig, relu: bool = False
+def compile_layer(layer: VitaLayer, tiling: vita.Tiling, target: Target, relu: bool = False
                   ) -> tuple[vita.VitaSchedule, VitaKernel]:
     """Schedule ``layer`` with ``tiling``, run the ``vita`` pipeline and emit the program; its tokens are
     checked against Theorem 3.1 (``check_token_order``)."""
-    spec = config.spec()
-    vs = layer.schedule(tiling, spec, relu)
-    kernel = build_vita(build(vs.schedule, vs.args, target="vita"), spec)
+    vs = layer.schedule(tiling, target.spec, relu)
+    kernel = build_vita(build(vs.schedule, vs.args, target=target), target.spec)
     check_token_order(kernel.tokens)
     return vs, kernel
 
 
-def tune_tiling(layer: VitaLayer, vthreads: int, config: VitaConfig, top: int = 4
+def tune_tiling(layer: VitaLayer, vthreads: int, target: Target, top: int = 4
                 ) -> tuple[vita.Tiling, list[tuple[vita.Tiling, int]]]:
     """The fastest of the ``top`` tilings the cost model ranks first, by simulated cycles, and every
     candidate measured (tiling, cycles) in rank order."""
-    ranked = vita.rank_tilings(layer.conv, vthreads, config.spec(), machine_costs(config))[:max(top, 1)]
+    ranked = vita.rank_tilings(layer.conv, vthreads, spec=target.spec,
+                               costs=machine_costs(target.config))[:max(top, 1)]
     measured = []
     for t in ranked:
-        vs, kernel = compile_layer(layer, t, config)
+        vs, kernel = compile_layer(layer, t, target)
         zeros = [np.zeros(a.shape, np.int8) for a in vs.args[:2]]
-        measured.append((t, simulate(kernel.program, kernel.dram_image(zeros), config).cycles))
+        measured.append((t, simulate(kernel.program, kernel.dram_image(zeros), target.config).cycles))
     best = min(measured, key=lambda m: m[1])[0]
     return best, measured
 
 
-def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig = DEFAULT_CONFIG,
+def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig | Target = DEFAULT_CONFIG,
              tiling: vita.Tiling | None = None, tune: int = 0, relu: bool = False, seed: int = 0,
              inputs: list[np.ndarray] | None = None) -> RunReport:
     """Compile ``layer`` for VITA with ``vthreads`` virtual threads (0: none), simulate it on ``config`` and
     compare with numpy. The tiling is ``tiling``, else the best of ``tune`` measured candidates when
-    ``tune`` > 0, else the cost model's first choice."""
+    ``tune`` > 0, else the cost model's first choice. ``config`` is the target (its spec and machine
+    config), or a machine config (object, name or file) to run with its spec."""
     start = time.perf_counter()
-    cfg = config if isinstance(config, VitaConfig) else load_config(config)
+    target = as_target("vita", config)
+    cfg = target.config
     if vthreads < 0:
         raise RunError(f"VITA: vthreads must be >= 0, but got {vthreads}")
     tuned: list[tuple[vita.Tiling, int]] = []
     try:
         if tiling is None and tune > 0:
-            tiling, tuned = tune_tiling(layer, vthreads, cfg, tune)
+            tiling, tuned = tune_tiling(layer, vthreads, target, tune)
         elif tiling is None:
-            tiling = vita.choose_tiling(layer.conv, vthreads, cfg.spec(), machine_costs(cfg))
+            tiling = vita.choose_tiling(layer.conv, vthreads, spec=target.spec, costs=machine_costs(cfg))
     except ScheduleError as exc:
         raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
-    vs, kernel = compile_layer(layer, tiling, cfg, relu)
+    vs, kernel = compile_layer(layer, tiling, target, relu)
     compiled = time.perf_counter()
     if inputs is None:
         rng = np.random.default_rng(seed)
@@ -144,7 +148,7 @@ def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig = DEF
     out = kernel.read(result.dram, vs.args[-1].name).reshape(vs.args[-1].shape)
     want = layer.reference(inputs, relu)
     diff = int(np.max(np.abs(out.astype(np.int32) - want.astype(np.int32)))) if out.size else 0
-    roof = roofline_cycles(layer, cfg)
+    roof = roofline_cycles(layer, target)
     return RunReport(
         op=layer.op, target="vita",
         params={**layer.params, "vthreads": vthreads, "tiling": asdict(tiling), "config": cfg.name,

@@ -97,10 +97,9 @@ class DiannaoKernel:
         return sum(executed[pc] for pc in self.fallback_pcs)
 
 
-def codegen(func: ir.PrimFunc, spec: isa.ISA | None = None) -> DiannaoKernel:
+def codegen(func: ir.PrimFunc, spec: isa.ISA) -> DiannaoKernel:
     """Compile the flat function ``func`` for the DianNao card described by ``spec`` (the built-in spec by
     default)."""
-    spec = spec if spec is not None else isa.load_isa("diannao")
     if spec.name != "diannao":
         raise LoweringError(f"codegen: expected the 'diannao' ISA, but got '{spec.name}'")
     if not isinstance(func, ir.PrimFunc):
@@ -543,9 +542,9 @@ class _Codegen:
     # tensor instructions -------------------------------------------------------------------------
     def _TensorInsn(self, s: ir.TensorInsn) -> None:
         text, spec = str(s), self.spec
-        if s.isa != spec.name:
-            raise LoweringError(f"{text}: the DianNao backend compiles '{spec.name}' instructions, not "
-                                f"'{s.isa}'")
+        if s.isa != spec:
+            raise LoweringError(f"{text}: the DianNao backend compiles instructions of its spec "
+                                f"('{spec.name}', {spec.source}), not of '{s.isa.name}' ({s.isa.source})")
         try:
             instr = spec.instruction(s.name)
         except KeyError as e:

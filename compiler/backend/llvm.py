@@ -244,7 +244,7 @@ def cpu_unsupported(func: n.PrimFunc) -> str | None:
     class _Find(IRVisitor):
         def visit_TensorInsn(self, s: n.TensorInsn) -> None:
             if not found and not runs_on_cpu(s):
-                found.append(f"{s.isa}.{s.name} is not an instruction of this CPU")
+                found.append(f"{s.isa.name}.{s.name} is not an instruction of this CPU")
 
     _Find().visit(func.body)
     return found[0] if found else None

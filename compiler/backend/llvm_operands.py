@@ -48,8 +48,8 @@ INTRINSIC_FEATURES: dict[str, tuple[tuple[str, ...], ...]] = {
 def runs_on_cpu(s: n.TensorInsn) -> bool:
     """Whether ``s`` is an instruction whose LLVM intrinsic this backend calls and this CPU executes."""
     try:
-        instr = isa.load_isa(s.isa).instruction(s.name)
-    except (isa.ISAError, KeyError):
+        instr = s.isa.instruction(s.name)
+    except KeyError:
         return False
     needs = INTRINSIC_FEATURES.get(instr.intrinsic or "")
     return needs is not None and any(set(option) <= host_features() for option in needs)
@@ -65,13 +65,13 @@ def emit_tensor_insn(em: FunctionEmitter, s: n.TensorInsn) -> None:
     """Emit ``s`` as its instruction's intrinsic: operands loaded, the call, the result stored."""
     text = str(s).strip()
     try:
-        spec = isa.load_isa(s.isa)
+        spec = s.isa
         instr = spec.instruction(s.name)
-    except (isa.ISAError, KeyError) as e:
+    except KeyError as e:
         raise CodegenError(f"llvm: {text}: {e}") from None
     args = INTRINSIC_ARGS.get(instr.intrinsic or "")
     if args is None:
-        raise CodegenError(f"llvm: {text}: {s.isa}.{s.name} has no LLVM intrinsic the CPU backend knows "
+        raise CodegenError(f"llvm: {text}: {s.isa.name}.{s.name} has no LLVM intrinsic the CPU backend knows "
                            f"(intrinsic {instr.intrinsic!r}); only real-machine ISAs such as x86 run on "
                            "the CPU")
     if not runs_on_cpu(s):

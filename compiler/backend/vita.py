@@ -77,9 +77,9 @@ class VitaKernel:
         return dram[start:start + nbytes].view(b.dtype.numpy).reshape(b.shape)
 
 
-def build_vita(func: ir.PrimFunc, spec: isa.ISA | None = None) -> VitaKernel:
+def build_vita(func: ir.PrimFunc, spec: isa.ISA) -> VitaKernel:
     """Emit the VITA program of ``func`` (see the module docstring)."""
-    return _Emitter(func, spec or isa.load_isa("vita")).run()
+    return _Emitter(func, spec).run()
 
 
 class _Emitter:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 
+import isa
 from compiler.ir import nodes as n
 from compiler.ir.functor import fields_of
 
@@ -45,7 +46,7 @@ class _Equal:
             if not isinstance(b, tuple) or len(a) != len(b):
                 return False
             return all(self.eq(x, y) for x, y in zip(a, b, strict=True))
-        if isinstance(a, float | int | str | enum.Enum | n.dtypes.DType) or a is None:
+        if isinstance(a, float | int | str | enum.Enum | n.dtypes.DType | isa.ISA) or a is None:
             return type(a) is type(b) and a == b
         raise NotImplementedError(f"structural_equal: no case for {type(a).__name__}")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+import isa as isa_spec
 from compiler.errors import IRTypeError
 from compiler.ir import dtypes
 from compiler.ir.dtypes import DType
@@ -739,19 +740,22 @@ class Region(Node):
 
 @dataclass(frozen=True, slots=True)
 class TensorInsn(Stmt):
-    """Run instruction ``name`` of ISA ``isa`` once, with ``fields`` set, on operands laid out as ``regions``.
+    """Run instruction ``name`` of the ISA spec ``isa`` (the value the compiler was given, machine parameters
+    applied) once, with ``fields`` set, on operands laid out as ``regions``.
 
     Fields not given take the spec's defaults; type fields are not given: they follow the dtypes of the
     buffers of the regions whose operands have that type (see ``compiler.interp``).
     """
 
-    isa: str
+    isa: isa_spec.ISA
     name: str
     fields: tuple[InsnField, ...]
     regions: tuple[Region, ...]
 
     def __post_init__(self) -> None:
-        where = f"TensorInsn {self.isa}.{self.name}"
+        if not isinstance(self.isa, isa_spec.ISA):
+            raise IRTypeError(f"TensorInsn {self.name}: expected an isa.ISA spec, but got {self.isa!r}")
+        where = f"TensorInsn {self.isa.name}.{self.name}"
         for kind, items, cls, key in (
             ("field", self.fields, InsnField, "name"),
             ("region", self.regions, Region, "operand"),

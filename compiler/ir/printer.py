@@ -164,7 +164,7 @@ class _Printer:
     def tensor_insn(self, s: n.TensorInsn) -> str:
         """``isa.name(field=value, ..., operand=buffer[offset], ...)``: fields first, then regions."""
         args = [self.insn_part(x) for x in (*s.fields, *s.regions)]
-        return f"{s.isa}.{s.name}({', '.join(args)})"
+        return f"{s.isa.name}.{s.name}({', '.join(args)})"
 
     def insn_part(self, x: n.InsnField | n.Region) -> str:
         if isinstance(x, n.InsnField):

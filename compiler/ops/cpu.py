@@ -30,6 +30,7 @@ from compiler.ir import nodes as ir
 from compiler.ops.vita import ConvShape
 from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
 from compiler.schedule import Schedule, create_schedule
+from isa import ISA
 
 LANES, GROUP = 16, 4  # vpdpbusd: 16 int32 lanes, each a sum of 4 byte products
 ISAS = {"x86-vnni": "vpdpbusd_512", "x86-avx512": None, "none": None}
@@ -69,7 +70,8 @@ def _blocks(n: int, size: int) -> int:
     return -(-n // size)
 
 
-def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = None) -> CpuSchedule:
+def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
+           spec: ISA) -> CpuSchedule:
     """The conv2d of ``layer`` on packed, padded data, scheduled by UNIT's rewriter for ``isa``."""
     _check_isa(isa)
     c4, k16 = _blocks(layer.ic, GROUP), _blocks(layer.oc, LANES)
@@ -91,11 +93,12 @@ def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = N
 
     out = te.compute((1, k16, layer.oh, layer.ow, LANES), product, name="conv")
     return _unit_schedule(
-        out, (data, kernel, out), isa, tuning or CpuTuning(), outer=(0, 1, 2), columns=3, oc=1
+        out, (data, kernel, out), isa, tuning or CpuTuning(), spec, outer=(0, 1, 2), columns=3, oc=1
     )
 
 
-def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None) -> CpuSchedule:
+def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
+         spec: ISA) -> CpuSchedule:
     """``C[m, n] = sum_k A[m, k] * B[n, k]`` with B packed, scheduled by UNIT's rewriter for ``isa``."""
     _check_isa(isa)
     for name, value in (("M", m), ("N", n), ("K", k)):
@@ -112,7 +115,7 @@ def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None
         ),
         name="gemm",
     )
-    return _unit_schedule(out, (a, b, out), isa, tuning or CpuTuning(), outer=(1,), columns=0, oc=1)
+    return _unit_schedule(out, (a, b, out), isa, tuning or CpuTuning(), spec, outer=(1,), columns=0, oc=1)
 
 
 def _check_isa(isa: str) -> None:
@@ -121,7 +124,8 @@ def _check_isa(isa: str) -> None:
 
 
 def _unit_schedule(
-    out: te.Tensor, args, isa: str, tuning: CpuTuning, outer: tuple[int, ...], columns: int, oc: int
+    out: te.Tensor, args, isa: str, tuning: CpuTuning, spec: ISA, outer: tuple[int, ...], columns: int,
+    oc: int
 ) -> CpuSchedule:
     """UNIT's rewriter: tile the mapped loops innermost and mark them, then place the others (Fig. 7).
 
@@ -135,7 +139,7 @@ def _unit_schedule(
     sch = create_schedule(out)
     acc = sch.cache_write(out, "local")
     instruction = ISAS[isa]
-    mapping = inspect_op(acc.op, "x86", instruction) if instruction else None
+    mapping = inspect_op(acc.op, spec, instruction) if instruction else None
     if isinstance(mapping, NotApplicable):
         raise ScheduleError(f"cpu: {mapping}")
     lanes, group = acc.op.axis[-1], acc.op.reduce_axis[-1]

@@ -39,10 +39,9 @@ class DiannaoSchedule:
     tile: int
 
 
-def tile_elements(elements_per_core: int, buffers: int, itemsize: int, spec: isa.ISA | None = None) -> int:
+def tile_elements(elements_per_core: int, buffers: int, itemsize: int, spec: isa.ISA) -> int:
     """The tile (elements) that fits ``buffers`` NMEM buffers, balanced over the tiles of a core's share and
     rounded up to the vector unit's element multiple (VECTOR_ELEMS) unless that would exceed the share."""
-    spec = spec or isa.load_isa("diannao")
     vec = spec.params["VECTOR_ELEMS"]
     align = spec.params["VECTOR_ALIGN"]
     per_buffer = spec.params["NMEM_BYTES"] // buffers // align * align
@@ -55,7 +54,7 @@ def tile_elements(elements_per_core: int, buffers: int, itemsize: int, spec: isa
 
 
 def elementwise(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
-                tile: int | None = None) -> DiannaoSchedule:
+                tile: int | None = None, *, spec: isa.ISA) -> DiannaoSchedule:
     """``op`` (add, sub, mul, maximum, relu) over ``shape``: per core, tiles copied GMEM -> NMEM, one vector
     instruction per tile, and the result copied back; relu computes in place in its output tile.
 
@@ -72,7 +71,7 @@ def elementwise(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
     itemsize = out.dtype.bits // 8
     share = math.ceil(n / cores)
     buffers = len(inputs) + 1 if op in BINARY else 1
-    tile = min(tile, share) if tile else tile_elements(share, buffers, itemsize)
+    tile = min(tile, share) if tile else tile_elements(share, buffers, itemsize, spec)
     staged = [s.cache_read(x, "nmem", [out]) for x in inputs] if op in BINARY else []
     local = s.cache_write(out, "nmem")
     core, rest = s[out].split(out.op.axis[0], nparts=cores, names=("core", "rest"))
@@ -119,7 +118,7 @@ class ConvPlan:
 
 
 def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
-              spec: isa.ISA | None = None) -> ConvPlan:
+              spec: isa.ISA) -> ConvPlan:
     """The cut with the fewest estimated cycles, of either form (``ConvPlan``).
 
     The estimate is the tensor unit's cycles for one core's share plus the time the card's GMEM port and a
@@ -128,7 +127,6 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
     ports' time adds to the compute's. Cuts use at most ``cores`` cores, a number the card can launch (up to
     a cluster, or whole clusters), and leave no row group empty (an empty group's guards would depend on the
     core in ways loop partitioning cannot split in three pieces). ScheduleError names what cannot fit."""
-    spec = spec or isa.load_isa("diannao")
     p = spec.params
     block = p["CONV_BLOCK"]
     if min(h, w, cin, cout, k, stride, cores) < 1 or pad < 0:
@@ -293,7 +291,8 @@ def _output_bytes(layer: _Layer) -> int:
 
 
 def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad: int = 1,
-           dtype: str = "float32", cores: int = 16, plan: ConvPlan | None = None) -> DiannaoSchedule:
+           dtype: str = "float32", cores: int = 16, plan: ConvPlan | None = None, *,
+           spec: isa.ISA) -> DiannaoSchedule:
     """2-D convolution, input (h, w, cin) HWC, weights blocked (cout/CONV_BLOCK, k, k, cin, CONV_BLOCK) as the
     conv instruction reads them, output (oh, ow, cout) HWC.
 
@@ -306,7 +305,6 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     fill it for all), and the NMEM tiles are copied from it. Sizes that do not divide leave guards for loop
     partitioning and preprocessing.
     """
-    spec = isa.load_isa("diannao")
     block = spec.params["CONV_BLOCK"]
     itemsize = np.dtype(dtype).itemsize
     plan = plan or conv_plan(h, w, cin, cout, k, stride, pad, itemsize, cores, spec)

@@ -91,10 +91,6 @@ class VitaSchedule:
     tiling: Tiling
 
 
-def _spec(spec: isa.ISA | None) -> isa.ISA:
-    return spec or isa.load_isa("vita")
-
-
 def block_of(spec: isa.ISA) -> int:
     p = spec.params
     if p["BATCH"] != 1 or p["BLOCK_IN"] != p["BLOCK_OUT"]:
@@ -182,12 +178,11 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     return math.ceil(tiles / n) * (chunks * round_ + n * epilogue) + load + store
 
 
-def rank_tilings(layer: ConvShape, vthreads: int = 0, spec: isa.ISA | None = None,
+def rank_tilings(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
                  costs: MachineCosts = MachineCosts()) -> list[Tiling]:
     """Every tiling of ``layer`` that fits the buffers and cuts it into whole tiles, for ``vthreads``
     virtual threads over output channels or rows, cheapest ``estimate_cycles`` first (ties: bigger tiles
     first). ScheduleError when there is none."""
-    spec = _spec(spec)
     block = block_of(spec)
     oc_b, ic_b = layer.oc // block, layer.ic // block
     n = max(vthreads, 1)
@@ -213,10 +208,10 @@ def rank_tilings(layer: ConvShape, vthreads: int = 0, spec: isa.ISA | None = Non
     return [t for _, t in sorted(ranked, key=lambda x: x[0])]
 
 
-def choose_tiling(layer: ConvShape, vthreads: int = 0, spec: isa.ISA | None = None,
+def choose_tiling(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
                   costs: MachineCosts = MachineCosts()) -> Tiling:
     """The first of ``rank_tilings``: the tiling with the lowest ``estimate_cycles``."""
-    return rank_tilings(layer, vthreads, spec, costs)[0]
+    return rank_tilings(layer, vthreads, spec=spec, costs=costs)[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,13 +229,12 @@ def _epilogue(res: te.Tensor, shift: int, relu: bool) -> tuple[te.Tensor, ...]:
 
 
 def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
-           vthreads: int = 0, spec: isa.ISA | None = None) -> VitaSchedule:
+           vthreads: int = 0, *, spec: isa.ISA) -> VitaSchedule:
     """int8 conv2d of ``layer`` in the packed layouts above, tiled by ``tiling`` (default
-    ``choose_tiling(layer, vthreads)``)."""
-    spec = _spec(spec)
+    ``choose_tiling(layer, vthreads)``) for the VITA machine that ``spec`` describes."""
     block = block_of(spec)
     _check_blocks("conv2d", IC=(layer.ic, block), OC=(layer.oc, block))
-    t = tiling or choose_tiling(layer, vthreads, spec)
+    t = tiling or choose_tiling(layer, vthreads, spec=spec)
     reason = tile_fits(layer, t, spec)
     if reason is not None:
         raise ScheduleError(f"VITA conv2d {layer}: tiling {t} does not fit: {reason}")
@@ -273,14 +267,13 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
 
 
 def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
-          vthreads: int = 0, spec: isa.ISA | None = None) -> VitaSchedule:
+          vthreads: int = 0, *, spec: isa.ISA) -> VitaSchedule:
     """int8 dense ``out[m, n] = clip(sum_k data[m, k] * weight[n, k] >> shift)`` in the packed layouts
     above: the conv2d of an m x 1 input with 1 x 1 kernels, tiled the same way."""
-    spec = _spec(spec)
     block = block_of(spec)
     _check_blocks("dense", K=(k, block), N=(n, block))
     layer = ConvShape(m, 1, k, n, 1, 1, 0)
-    t = tiling or choose_tiling(layer, vthreads, spec)
+    t = tiling or choose_tiling(layer, vthreads, spec=spec)
     reason = tile_fits(layer, t, spec)
     if reason is not None:
         raise ScheduleError(f"VITA dense {m}x{n}x{k}: tiling {t} does not fit: {reason}")

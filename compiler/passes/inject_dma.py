@@ -40,10 +40,9 @@ from isa.lang.scalar import evaluate as evaluate_scalar
 MARK = "pragma_dma_copy"
 
 
-def inject_dma(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
-    """Replace each ``pragma_dma_copy`` nest by a DMA ``TensorInsn`` of ``isa_name`` (see the module
+def inject_dma(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
+    """Replace each ``pragma_dma_copy`` nest by a DMA ``TensorInsn`` of ``spec`` (see the module
     docstring)."""
-    spec = isa.load_isa(isa_name)
     return ir.PrimFunc(func.name, func.params, _Inject(spec).mutate(func.body), func.attrs)
 
 
@@ -219,7 +218,7 @@ class _Copy:
         regions = (ir.Region("sram", sram, simplify(substitute(sram_index, chip_origin))),
                    ir.Region("dram", dram, simplify(substitute(dram_index, origin))))
         known = {f.name for f in instr.fields}
-        out: ir.Stmt = ir.TensorInsn(self.spec.name, instr.name,
+        out: ir.Stmt = ir.TensorInsn(self.spec, instr.name,
                                      tuple(ir.InsnField(k, v) for k, v in fields.items() if k in known),
                                      regions)
         for lp in reversed(outer):

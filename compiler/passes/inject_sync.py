@@ -48,9 +48,8 @@ from compiler.ir import nodes as ir
 from compiler.ir.functor import post_order_visit
 
 
-def inject_sync(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
+def inject_sync(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Add the dependency tokens the units need (see the module docstring)."""
-    spec = isa.load_isa(isa_name)
     return ir.PrimFunc(func.name, func.params, _Sync(spec).stmt(func.body, ()), func.attrs)
 
 

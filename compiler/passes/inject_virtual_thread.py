@@ -35,9 +35,8 @@ from compiler.ir.functor import IRMutator, free_vars, post_order_visit, substitu
 from compiler.passes.inject_sync import insn_unit, is_pop
 
 
-def inject_virtual_thread(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
+def inject_virtual_thread(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Replace every loop bound to "vthread" by its threads, interleaved (see the module docstring)."""
-    spec = isa.load_isa(isa_name)
 
     def units_of(s: ir.Stmt) -> frozenset[str]:
         found: set[str] = set()

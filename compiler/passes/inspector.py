@@ -99,17 +99,17 @@ class _Fail(Exception):
     pass
 
 
-def inspect_op(op: te.ComputeOp, isa_name: str, instruction: str) -> Mapping | NotApplicable:
+def inspect_op(op: te.ComputeOp, spec: isa.ISA, instruction: str) -> Mapping | NotApplicable:
     """Inspect a tensor expression ``out[axes] = sum(reduce axes, body)`` against an instruction."""
     axes = [Axis(iv.var, iv.extent, "spatial") for iv in op.axis] + [
         Axis(iv.var, iv.extent, "reduce") for iv in op.reduce_axis
     ]
     out = Access(op.output.buffer, tuple(iv.var for iv in op.axis))
-    return inspect(axes, out, op.body, isa_name, instruction)
+    return inspect(axes, out, op.body, spec, instruction)
 
 
 def inspect_nest(
-    loops: Sequence[ir.For], update: ir.Store, isa_name: str, instruction: str
+    loops: Sequence[ir.For], update: ir.Store, spec: isa.ISA, instruction: str
 ) -> Mapping | NotApplicable:
     """Inspect a loop nest ``for ...: out[idx] = out[idx] + body`` (the loops the instruction replaces)."""
     out = Access(update.buffer, update.indices)
@@ -141,14 +141,13 @@ def inspect_nest(
         tuple(a.var for a in axes if a.kind == "reduce"),
         tuple((0, a.extent) for a in axes if a.kind == "reduce"),
     )
-    return inspect(axes, out, body, isa_name, instruction)
+    return inspect(axes, out, body, spec, instruction)
 
 
 def inspect(
-    axes: Sequence[Axis], out: Access, value: ir.Expr, isa_name: str, instruction: str
+    axes: Sequence[Axis], out: Access, value: ir.Expr, spec: isa.ISA, instruction: str
 ) -> Mapping | NotApplicable:
     """The first feasible mapping of ``out = value`` (a sum over the reduce axes) onto the instruction."""
-    spec = isa.load_isa(isa_name)
     instr = spec.instruction(instruction)
     try:
         acc, result, red = _accumulation(instr)

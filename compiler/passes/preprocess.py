@@ -38,7 +38,7 @@ from isa.lang.scalar import evaluate as evaluate_scalar
 MAX_EXTRA = 4096
 
 
-def preprocess(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
+def preprocess(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Rewrite marked statements whose instruction constraints fail into equal statements that meet them.
 
     Contract: the function computes the same after the pass (checked by interpreting before and after);
@@ -46,11 +46,10 @@ def preprocess(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
     Implements seed 001 Algorithm 1 (Sec. IV-B): COM and ALIGN for divisibility rules, LAYOUT for
     in-place instructions.
     """
-    spec = isa.load_isa(isa_name)
     return ir.PrimFunc(func.name, func.params, _Preprocess(spec).mutate(func.body), func.attrs)
 
 
-def fold_padding(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
+def fold_padding(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Only the padding rewrite of ``preprocess`` (LAYOUT: zero-fill + guarded copy), for pipelines that
     run it before loop partitioning: partitioning a padded copy first would cut it into per-column
     zero stores and copies that no instruction matches.
@@ -58,7 +57,6 @@ def fold_padding(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
     Contract: the function computes the same after the pass; the statements it adds are marked.
     Implements the padding case of seed 001 Algorithm 1 (Sec. IV-B, InstructionReplace).
     """
-    spec = isa.load_isa(isa_name)
     return ir.PrimFunc(func.name, func.params, _Preprocess(spec, padding_only=True).mutate(func.body),
                        func.attrs)
 

@@ -105,7 +105,7 @@ class Match:
     instruction: str
     fields: dict[str, int]
     regions: dict[str, tuple[ir.Buffer, ir.Expr]]
-    isa: str = "diannao"
+    isa: isa.ISA
 
     def to_insn(self) -> ir.TensorInsn:
         fields = tuple(ir.InsnField(k, ir.const(v)) for k, v in self.fields.items())
@@ -121,23 +121,21 @@ class _Fail(Exception):
 # The pass
 
 
-def tensorize(func: ir.PrimFunc, isa_name: str = "diannao") -> ir.PrimFunc:
-    """Replace each marked statement that matches an instruction of ``isa_name`` by a ``TensorInsn``.
+def tensorize(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
+    """Replace each marked statement that matches an instruction of ``spec`` by a ``TensorInsn``.
 
     Contract: the function computes the same after the pass (the reference interpreter runs a
     ``TensorInsn`` through the spec's semantics, so tests interpret before and after); marks stay in
     place around what they marked, so a backend can tell marked scalar code (a fallback) from the rest.
     Statements that do not match are left unchanged; ``unmatched`` says why.
     """
-    spec = isa.load_isa(isa_name)
     if is_register_isa(spec):  # a real CPU: UNIT's rewriter (compiler/passes/tensorize_registers.py)
         return ir.PrimFunc(func.name, func.params, tensorize_registers(func.body, spec), func.attrs)
     return ir.PrimFunc(func.name, func.params, _Tensorizer(spec).mutate(func.body), func.attrs)
 
 
-def unmatched(func: ir.PrimFunc, isa_name: str = "diannao") -> list[NoMatch]:
+def unmatched(func: ir.PrimFunc, spec: isa.ISA) -> list[NoMatch]:
     """For every marked statement that is not a TensorInsn, the reason it does not match."""
-    spec = isa.load_isa(isa_name)
     register = is_register_isa(spec)
     found: list[NoMatch] = []
 
@@ -403,7 +401,7 @@ class _Matcher:
             raise self.fail(f"no loop or operand fixes field(s) {', '.join(missing)}")
         regions = {n: (buf, offsets[n]) for n, (buf, _) in self.operands.items()}
         ordered = {f.name: fields[f.name] for f in self.instr.fields if f.name in set(fields) & settable}
-        return Match(self.instr.name, ordered, regions, self.spec.name)
+        return Match(self.instr.name, ordered, regions, self.spec)
 
     # ---- the value tree
 

@@ -89,7 +89,7 @@ def _rewrite(stmt: ir.Stmt, spec: isa.ISA, name: str) -> ir.Stmt | str:
     if not any(isinstance(x, ir.Load) and x.buffer is store.buffer for x in loads_in(store.value)):
         init = _vectorized_init(loops, store)
         return init if isinstance(init, str) else _guarded(guards, init)
-    mapping = inspector.inspect_nest(loops, store, spec.name, name)
+    mapping = inspector.inspect_nest(loops, store, spec, name)
     if isinstance(mapping, inspector.NotApplicable):
         return str(mapping)
     for index, axis in mapping.loops.items():
@@ -104,7 +104,7 @@ def _rewrite(stmt: ir.Stmt, spec: isa.ISA, name: str) -> ir.Stmt | str:
         ]
         return f"loops {', '.join(unmapped)} inside the mark are not the instruction's"
     regions = tuple(_region(mapping, operand) for operand in sorted(mapping.operands))
-    return _guarded(guards, ir.TensorInsn(spec.name, name, (), regions))
+    return _guarded(guards, ir.TensorInsn(spec, name, (), regions))
 
 
 def _vectorized_init(loops: list[ir.For], store: ir.Store) -> ir.Stmt | str:

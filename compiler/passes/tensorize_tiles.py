@@ -43,9 +43,8 @@ MARKS = ("tensorize", "pragma_alu")
 GROUPS = ("gemm", "alu")
 
 
-def tensorize_tiles(func: ir.PrimFunc, isa_name: str = "vita") -> ir.PrimFunc:
-    """Replace the tile of each marked nest by a tile instruction of ``isa_name`` (module docstring)."""
-    spec = isa.load_isa(isa_name)
+def tensorize_tiles(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
+    """Replace the tile of each marked nest by a tile instruction of ``spec`` (module docstring)."""
     return ir.PrimFunc(func.name, func.params, _Select(spec).mutate(func.body), func.attrs)
 
 
@@ -272,7 +271,7 @@ class _Match:
                                   if self.instr.operand(n).space == op.space)
                 regions.append(ir.Region(op.name, buf, simplify(substitute(index, zero))))
         fields = tuple(ir.InsnField(k, ir.const(v)) for k, v in sorted(self.fields.items()))
-        out: ir.Stmt = ir.TensorInsn(self.spec.name, self.instr.name, fields, tuple(regions))
+        out: ir.Stmt = ir.TensorInsn(self.spec, self.instr.name, fields, tuple(regions))
         for lp in reversed(outer):
             out = ir.For(lp.var, lp.min, lp.extent, out, lp.kind, lp.thread)
         return out

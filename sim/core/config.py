@@ -1,8 +1,13 @@
 """Loading machine configs from TOML: one validating reader shared by every simulator's config dataclass.
 
-A config file has ``name`` and ``summary`` strings, an ``[isa_params]`` table (overrides passed to
-``isa.load_isa``), and positive numbers for every other field of the dataclass (float where the field's
-default is a float, integer otherwise). Errors are ``SimConfigError`` naming the file and the key.
+A config file has ``name`` and ``summary`` strings, an ``[isa_params]`` table (parameter overrides the
+machine applies to its ISA spec), optionally ``spec``, the path of the spec file the machine uses (relative to
+the config file; without it the driver uses the built-in spec of the simulator's family), and positive
+numbers for every other field of the dataclass (float where the field's default is a float, integer
+otherwise). Errors are ``SimConfigError`` naming the file and the key.
+
+A config never loads a spec itself: the edge (``tandem.targets``) resolves the spec value and applies the
+config's parameters with ``spec_for``, so the compiler and the simulator receive the same spec object.
 """
 
 from __future__ import annotations
@@ -16,14 +21,16 @@ from typing import Any
 import isa
 from sim.core.errors import SimConfigError
 
-FIXED_KEYS = ("name", "summary", "isa_params", "source")
+FIXED_KEYS = ("name", "summary", "isa_params", "spec", "source")
 
 
 class TomlConfig:
-    """Base of the simulators' config dataclasses: loading and validation from TOML (subclasses define
-    ``spec()``, the ISA their ``isa_params`` give, which loading checks)."""
+    """Base of the simulators' config dataclasses: loading and validation from TOML, and applying the
+    machine's ``isa_params`` to a spec value (subclasses set ``FAMILY``, the ISA family their machine
+    runs)."""
 
     __slots__ = ()
+    FAMILY = ""
 
     @classmethod
     def from_file(cls, path: str | Path):
@@ -33,9 +40,54 @@ class TomlConfig:
     @classmethod
     def from_text(cls, text: str, file: str = "<config>"):
         """Load and validate a config held in ``text`` (``file`` is the name errors use)."""
-        config = parse_config(cls, text, file)
-        config.spec()  # the ISA parameters must give a loadable ISA
-        return config
+        return parse_config(cls, text, file)
+
+    def spec_for(self, base: isa.ISA) -> isa.ISA:
+        """``base`` (a spec of this machine's ISA family) with this machine's ``isa_params`` applied;
+        ``SimConfigError`` naming the key when the spec is of another family or the parameters break it."""
+        if base.name != self.FAMILY:
+            raise SimConfigError(f"the machine runs the '{self.FAMILY}' ISA, but the spec {base.source} is "
+                                 f"'{base.name}'", file=self.source, key="spec")
+        try:
+            return base.with_params(dict(self.isa_params))
+        except isa.ISASpecError as e:
+            raise SimConfigError(f"the ISA parameters do not give a valid {self.FAMILY} ISA: {e}",
+                                 file=self.source, key="isa_params") from None
+
+    def check_spec(self, spec: isa.ISA, what: str = "the program") -> str | None:
+        """Why ``spec`` (the spec ``what`` was built for) cannot run on this machine, or None: it must be of
+        the machine's family and agree with every one of the machine's ``isa_params``."""
+        if spec.name != self.FAMILY:
+            return f"{what} is for ISA '{spec.name}', not '{self.FAMILY}'"
+        differ = {k: (spec.params.get(k), v) for k, v in self.isa_params.items() if spec.params.get(k) != v}
+        if differ:
+            shown = ", ".join(f"{k} = {a} in the spec, {b} in the config" for k, (a, b) in differ.items())
+            return f"{what}'s ISA parameters differ from config '{self.name}': {shown}"
+        return None
+
+    @property
+    def spec_path(self) -> Path | None:
+        """The spec file the config names (``spec = "..."``), resolved against the config's folder."""
+        if not self.spec:
+            return None
+        p = Path(self.spec)
+        return p if p.is_absolute() else Path(self.source).parent / p
+
+
+def spec_difference(program: isa.ISA, machine: isa.ISA) -> str | None:
+    """Why a program built for the spec ``program`` cannot run on a machine of spec ``machine``, or None."""
+    if program is machine or program == machine:
+        return None
+    if program.name != machine.name:
+        return f"the program is for ISA '{program.name}', not '{machine.name}'"
+    differ = sorted(k for k in set(program.params) | set(machine.params)
+                    if program.params.get(k) != machine.params.get(k))
+    if differ:
+        shown = ", ".join(f"{k} = {program.params.get(k)} in the program, {machine.params.get(k)} on the "
+                          "machine" for k in differ[:4])
+        return f"the program's ISA parameters differ from the machine's: {shown}"
+    return (f"the program was built for the spec {program.source}, but the machine runs {machine.source} "
+            "(same parameters, other instructions)")
 
 
 def read_config_text(path: str | Path) -> str:
@@ -62,6 +114,12 @@ def parse_config(cls: type, text: str, file: str) -> Any:
     params = doc.get("isa_params", {})
     if not isinstance(params, dict):
         raise SimConfigError("must be a table of ISA parameter = integer", file=file, key="isa_params")
+    for key, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise SimConfigError(f"expected an integer, but got {v!r}", file=file, key=f"isa_params.{key}")
+    spec = doc.get("spec", "")
+    if not isinstance(spec, str) or ("spec" in doc and not spec):
+        raise SimConfigError("expected the path of a spec file", file=file, key="spec")
     values = {}
     for f in fields(cls):
         if f.name in FIXED_KEYS or f.name not in doc:
@@ -74,16 +132,7 @@ def parse_config(cls: type, text: str, file: str) -> Any:
         if v <= 0:
             raise SimConfigError(f"must be positive, but got {v!r}", file=file, key=f.name)
         values[f.name] = want(v)
-    return cls(doc["name"], doc["summary"], MappingProxyType(dict(params)), source=file, **values)
-
-
-def isa_for(isa_name: str, params, source: str) -> isa.ISA:
-    """The built-in ISA ``isa_name`` with a config's ``isa_params``; SimConfigError naming the key if bad."""
-    try:
-        return isa.load_isa(isa_name, params=dict(params))
-    except isa.ISASpecError as e:
-        raise SimConfigError(f"the ISA parameters do not give a valid {isa_name} ISA: {e}", file=source,
-                             key="isa_params") from None
+    return cls(doc["name"], doc["summary"], MappingProxyType(dict(params)), spec=spec, source=file, **values)
 
 
 def config_names(directory: Path) -> list[str]:

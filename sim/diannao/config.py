@@ -3,8 +3,9 @@
     load_config("default")        # a built-in config from sim/diannao/configs/
     load_config("mine.toml")      # a config of your own
 
-The ISA spec (isa/specs/diannao.toml) already fixes the card's shape, capacities, tensor-unit throughput
-and the latencies of each instruction; ``isa_params`` overrides them. This dataclass adds what only the
+The ISA spec (isa/specs/diannao.toml, or the file the config names in ``spec``) already fixes the card's
+shape, capacities, tensor-unit throughput and the latencies of each instruction; ``isa_params`` overrides
+them (``spec_for`` applies them to a spec value). This dataclass adds what only the
 machine knows: its clock, the bandwidth shared by all cores (GMEM) and by a cluster's cores (SMEM), and the
 instruction budget that turns a runaway loop into an error. Every value in the shipped files states its
 source or assumption.
@@ -17,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import isa
-from sim.core.config import TomlConfig, config_names, isa_for, load_named
+from sim.core.config import TomlConfig, config_names, load_named
 
 CONFIGS_DIR = Path(__file__).parent / "configs"
 
@@ -29,21 +30,19 @@ class DiannaoConfig(TomlConfig):
     name: str
     summary: str
     isa_params: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    spec: str = ""  # the spec file the card uses, relative to this file ("": the built-in one)
     clock_mhz: float = 1000.0
     gmem_bytes_per_cycle: int = 64
     smem_bytes_per_cycle: int = 128
     instruction_budget: int = 100_000_000
     source: str = "<config>"
+    FAMILY = "diannao"
 
-    def spec(self) -> isa.ISA:
-        """The DianNao ISA for this machine's parameters."""
-        return isa_for("diannao", self.isa_params, self.source)
 
-    @property
-    def cores(self) -> int:
-        """Cores on the card (clusters x cores per cluster)."""
-        p = self.spec().params
-        return p["CLUSTERS"] * p["CORES_PER_CLUSTER"]
+def card_cores(spec: isa.ISA) -> int:
+    """Cores on the card ``spec`` describes (clusters x cores per cluster)."""
+    p = spec.params
+    return p["CLUSTERS"] * p["CORES_PER_CLUSTER"]
 
 
 def builtin_configs() -> list[str]:

@@ -45,6 +45,7 @@ from isa.dtypes import DTYPES
 from isa.instance import reads_operands
 from isa.lang.scalar import compile_scalar
 from isa.lang.tree import Name
+from sim.core.config import spec_difference
 from sim.diannao.config import DiannaoConfig, load_config
 from sim.diannao.errors import (
     CONSTRAINT_ERRORS,
@@ -686,9 +687,13 @@ class Card:
     clusters (a multiple of CORES_PER_CLUSTER), as BANG C's Block and Union task types.
     """
 
-    def __init__(self, config: DiannaoConfig | str = "default", gmem: np.ndarray | None = None) -> None:
+    def __init__(self, config: DiannaoConfig | str = "default", gmem: np.ndarray | None = None, *,
+                 spec: isa.ISA) -> None:
         self.config = load_config(config) if isinstance(config, str) else config
-        self.spec = self.config.spec()
+        problem = self.config.check_spec(spec, "the spec")
+        if problem is not None:
+            raise LaunchError(problem)
+        self.spec = spec
         self.align = self.spec.params["VECTOR_ALIGN"]
         if gmem is not None:
             size = self.spec.spaces["GMEM"].bytes
@@ -743,11 +748,9 @@ class Card:
         generic executor instead of its numpy fast path."""
         if isinstance(program, bytes | bytearray):
             program = isa.decode_program(bytes(program), spec=self.spec)
-        if program.isa.name != "diannao":
-            raise LaunchError(f"the program is for ISA '{program.isa.name}', not 'diannao'")
-        if dict(program.isa.params) != dict(self.spec.params):
-            raise LaunchError(f"the program's ISA parameters differ from config '{self.config.name}': "
-                              f"{program.isa.overrides} vs {dict(self.config.isa_params)}")
+        problem = spec_difference(program.isa, self.spec)
+        if problem is not None:
+            raise LaunchError(problem)
         if len(args) > self.spec.params["NUM_REGS"]:
             raise LaunchError(f"{len(args)} kernel arguments do not fit in {self.spec.params['NUM_REGS']} "
                               "registers")
@@ -761,9 +764,14 @@ class Card:
 
 def simulate(program: isa.Program | bytes, gmem: np.ndarray | bytes | None = None,
              config: DiannaoConfig | str = "default", cores: int | None = None, args: Sequence[int] = (),
-             trace: bool = False) -> tuple[DiannaoResult, Card]:
+             trace: bool = False, spec: isa.ISA | None = None) -> tuple[DiannaoResult, Card]:
     """Launch ``program`` on a fresh card whose GMEM starts with the image ``gmem`` (bytes from address 0);
-    return the result and the card (read GMEM back from ``card.memory.gmem``)."""
+    return the result and the card (read GMEM back from ``card.memory.gmem``). The card runs the spec the
+    Program carries; a binary program needs ``spec`` to decode it."""
     image = np.frombuffer(bytes(gmem), np.uint8) if isinstance(gmem, bytes | bytearray) else gmem
-    card = Card(config, image)
+    if spec is None:
+        if isinstance(program, bytes | bytearray):
+            raise LaunchError("a binary program needs the spec that decodes it (spec=...)")
+        spec = program.isa
+    card = Card(config, image, spec=spec)
     return card.launch(program, cores=cores, args=args, trace=trace), card

@@ -4,8 +4,8 @@
     load_config("path/to/mine.toml")  # a config of your own
     VitaConfig.from_file(path)
 
-A config names the ISA parameters (buffer sizes and GEMM shape, passed to
-``isa.load_isa("vita", params=...)``) and the timing parameters the ISA leaves to the machine: clock, DRAM
+A config names the ISA parameters (buffer sizes and GEMM shape, applied to the spec with ``spec_for``),
+optionally its spec file, and the timing parameters the ISA leaves to the machine: clock, DRAM
 latency and bandwidth, queue depths and pipeline depths. Every default in the shipped files states its
 source or its reasoning in a comment.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import isa
-from sim.core.config import TomlConfig, config_names, isa_for, load_named
+from sim.core.config import TomlConfig, config_names, load_named
 
 CONFIGS_DIR = Path(__file__).parent / "configs"
 
@@ -29,6 +29,7 @@ class VitaConfig(TomlConfig):
     name: str
     summary: str
     isa_params: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    spec: str = ""  # the spec file the machine uses, relative to this file ("": the built-in one)
     clock_mhz: float = 100.0
     dram_latency_cycles: int = 64
     dram_bytes_per_cycle: int = 8
@@ -41,16 +42,13 @@ class VitaConfig(TomlConfig):
     alu_pipeline_cycles: int = 4
     alu_cycles_per_uop: int = 2
     source: str = "<config>"
+    FAMILY = "vita"
 
-    def spec(self) -> isa.ISA:
-        """The VITA ISA for this machine's parameters."""
-        return isa_for("vita", self.isa_params, self.source)
 
-    @property
-    def peak_macs_per_cycle(self) -> int:
-        """BATCH x BLOCK_IN x BLOCK_OUT: the GEMM core's multiply-accumulates per cycle."""
-        p = self.spec().params
-        return p["BATCH"] * p["BLOCK_IN"] * p["BLOCK_OUT"]
+def peak_macs_per_cycle(spec: isa.ISA) -> int:
+    """BATCH x BLOCK_IN x BLOCK_OUT: the GEMM core's multiply-accumulates per cycle."""
+    p = spec.params
+    return p["BATCH"] * p["BLOCK_IN"] * p["BLOCK_OUT"]
 
 
 def builtin_configs() -> list[str]:

@@ -380,16 +380,22 @@ class _Machine:
         return f"deadlock at cycle {self.env.now}: " + "; ".join(parts)
 
 
-def simulate(program: isa.Program | bytes, dram: np.ndarray, config: VitaConfig | str = "vta-default"
-             ) -> VitaResult:
-    """Run ``program`` (a Program, or its binary form from ``isa.encode_program``) on a copy of the DRAM image
-    ``dram`` (1-D uint8) and return what it measured."""
+def simulate(program: isa.Program | bytes, dram: np.ndarray, config: VitaConfig | str = "vta-default",
+             spec: isa.ISA | None = None) -> VitaResult:
+    """Run ``program`` on a copy of the DRAM image ``dram`` (1-D uint8) and return what it measured.
+
+    ``program`` is a Program (which carries the spec it was built for) or its binary form from
+    ``isa.encode_program``, which ``spec`` decodes. The spec must agree with the config's ``isa_params``.
+    """
     cfg = load_config(config) if isinstance(config, str) else config
     if isinstance(program, bytes | bytearray):
-        program = isa.decode_program(bytes(program), spec=cfg.spec())
-    if program.isa.name != "vita":
-        raise VitaExecError(f"the program is for ISA '{program.isa.name}', not 'vita'")
-    if dict(program.isa.params) != dict(cfg.spec().params):
-        raise VitaExecError(f"the program's ISA parameters differ from config '{cfg.name}': "
-                            f"{program.isa.overrides} vs {dict(cfg.isa_params)}")
+        if spec is None:
+            raise VitaExecError("a binary program needs the spec that decodes it (spec=...)")
+        program = isa.decode_program(bytes(program), spec=spec)
+    elif spec is not None and program.isa != spec:
+        raise VitaExecError(f"the program was built for the spec {program.isa.source}, not the one given "
+                            f"({spec.source})")
+    problem = cfg.check_spec(program.isa)
+    if problem is not None:
+        raise VitaExecError(problem)
     return _Machine(program, np.array(dram, dtype=np.uint8, copy=True), cfg).run()

@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 import isa
 from compiler import te
-from compiler.backend.diannao import DiannaoKernel, Piece, codegen, split_copy
+from compiler.backend import diannao as backend
+from compiler.backend.diannao import DiannaoKernel, Piece, split_copy
 from compiler.errors import LoweringError
 from compiler.interp import run
 from compiler.ir import (
@@ -72,6 +73,11 @@ from tandem.diannao_run import run_kernel
 RNG_SEED = 2024
 SPEC = isa.load_isa("diannao")
 SPACE = {name: s.id for name, s in SPEC.spaces.items()}
+
+
+def codegen(func: PrimFunc, spec: isa.ISA = SPEC) -> DiannaoKernel:
+    """The backend's codegen, for the built-in spec unless told otherwise."""
+    return backend.codegen(func, spec)
 SCOPE_SPACE = {"global": "GMEM", "nmem": "NMEM", "wmem": "WMEM", "smem": "SMEM"}
 
 
@@ -92,9 +98,9 @@ def vec(name: str, n: int, dt: str, scope: str = "global") -> Buffer:
 
 
 def insn(name: str, fields: dict, regions: dict) -> TensorInsn:
-    """TensorInsn("diannao", name) from {field: int or Expr} and {operand: (buffer, offset int or Expr)}."""
+    """TensorInsn(SPEC, name) from {field: int or Expr} and {operand: (buffer, offset int or Expr)}."""
     return TensorInsn(
-        "diannao",
+        SPEC,
         name,
         tuple(InsnField(k, const(v) if isinstance(v, int) else v) for k, v in fields.items()),
         tuple(Region(op, b, const(off) if isinstance(off, int) else off) for op, (b, off) in regions.items()),
@@ -623,7 +629,7 @@ def test_a_kernel_for_a_smaller_card_uses_that_cards_capacities() -> None:
     assert codegen(func).onchip_bytes["NMEM"] == 4 * 51200
     small = DiannaoConfig(name="small", summary="", isa_params=MappingProxyType({"NMEM_BYTES": 131072}))
     with pytest.raises(LoweringError, match=r"allocation L \(204800 bytes\) does not fit in NMEM: .* 131072"):
-        codegen(func, small.spec())
+        codegen(func, small.spec_for(SPEC))
 
 
 def test_a_vector_operand_offset_must_be_a_constant() -> None:
@@ -704,8 +710,9 @@ def _refused() -> dict[str, tuple[PrimFunc, str]]:
                             "buffer T[2, 2] is not flat"),
         "parameter not in GMEM": (f(Evaluate(const(0)), L), "kernel parameters live in GMEM"),
         "effect of a load": (f(Evaluate(A[const(0)])), "cannot evaluate"),
-        "another ISA": (f(Allocate(L, TensorInsn("vita", "relu", (), (Region("dst", L, const(0)),)))),
-                        "compiles 'diannao' instructions, not 'vita'"),
+        "another ISA": (f(Allocate(L, TensorInsn(isa.load_isa("vita"), "relu", (),
+                                                 (Region("dst", L, const(0)),)))),
+                        "not of 'vita' (isa/specs/vita.toml)"),
         "unknown instruction": (f(Allocate(L, insn("vfoo", {"n": 64}, relu))), "has no instruction 'vfoo'"),
         "memcpyr in the IR": (f(Allocate(L, insn("memcpyr", {"len": 4, "count": 1}, {"dst": (L, 0),
                                                                                       "src": (A, 0)}))),

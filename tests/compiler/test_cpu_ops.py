@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import isa
 from compiler.backend.llvm import build, host_cpu
 from compiler.ir import TensorInsn
 from compiler.ir.functor import post_order_visit
@@ -31,7 +32,11 @@ from compiler.ops.cpu import (
 from compiler.ops.vita import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import passes_for
+from compiler.target import Target
 from compiler.testing import assert_same_results
+
+X86 = isa.load_isa("x86")
+TARGET = Target("cpu", X86)
 
 VNNI = host_cpu()["avx512vnni"]
 pytestmark = pytest.mark.skipif(not VNNI, reason="this CPU has no AVX-512 VNNI (the tests compile vpdpbusd)")
@@ -40,7 +45,7 @@ pytestmark = pytest.mark.skipif(not VNNI, reason="this CPU has no AVX-512 VNNI (
 def compiled(sched):
     func = lower(sched.schedule, sched.args)
     for p in passes_for("cpu"):
-        func = p.fn(func)
+        func = p(func, TARGET)
     return func
 
 
@@ -51,10 +56,10 @@ def instructions(func) -> int:
 
 
 def run_conv(layer: ConvShape, isa: str, tuning: CpuTuning | None = None, seed: int = 0) -> None:
-    sched = conv2d(layer, isa, tuning)
+    sched = conv2d(layer, isa, tuning, spec=X86)
     func = compiled(sched)
     if isa == "x86-vnni":
-        assert instructions(func) >= 1 and not unmatched(func, "x86")
+        assert instructions(func) >= 1 and not unmatched(func, X86)
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, (1, layer.ic, layer.h, layer.w)).astype(np.uint8)
     kernel = rng.integers(-128, 128, (layer.oc, layer.ic, layer.k, layer.k)).astype(np.int8)
@@ -106,7 +111,7 @@ def test_conv2d_property_compiled_equals_numpy(
 @pytest.mark.parametrize(("m", "n", "k"), [(32, 48, 64), (5, 20, 13), (1, 16, 4)])
 @pytest.mark.parametrize("isa", ["x86-vnni", "x86-avx512"])
 def test_gemm_equals_numpy(m: int, n: int, k: int, isa: str) -> None:
-    sched = gemm(m, n, k, isa, CpuTuning(2, 2, 4))
+    sched = gemm(m, n, k, isa, CpuTuning(2, 2, 4), spec=X86)
     func = compiled(sched)
     rng = np.random.default_rng(1)
     a = rng.integers(0, 256, (m, k)).astype(np.uint8)
@@ -117,10 +122,10 @@ def test_gemm_equals_numpy(m: int, n: int, k: int, isa: str) -> None:
 
 
 def test_every_pass_of_the_cpu_pipeline_keeps_the_result_interpreted_and_compiled() -> None:
-    sched = conv2d(ConvShape(6, 7, 8, 32, 3, 1, 1), "x86-vnni", CpuTuning(3, 2, 3))
+    sched = conv2d(ConvShape(6, 7, 8, 32, 3, 1, 1), "x86-vnni", CpuTuning(3, 2, 3), spec=X86)
     func = lower(sched.schedule, sched.args)
     for p in passes_for("cpu"):
-        after = p.fn(func)
+        after = p(func, TARGET)
         assert_same_results(func, after, p.name, seeds=2)
         func = after
     # 7 columns in tiles of 3: the loop partitioning splits off the last column, so two instruction
@@ -135,12 +140,12 @@ def test_small_conv_after_each_pass_of_the_cpu_pipeline(golden) -> None:
     operands' views (a: 4 bytes broadcast to 16 lanes, b: 64 contiguous bytes, c/d: 16 int32 lanes)."""
     from compiler.pipeline import build as build_func
 
-    sched = conv2d(ConvShape(8, 8, 8, 32, 3, 1, 1), "x86-vnni", CpuTuning(3, 2, 3))
+    sched = conv2d(ConvShape(8, 8, 8, 32, 3, 1, 1), "x86-vnni", CpuTuning(3, 2, 3), spec=X86)
     printed: list[str] = []
     build_func(
         sched.schedule,
         sched.args,
-        target="cpu",
+        target=TARGET,
         dump=lambda name, f: printed.append(f"# ---- after {name}\n{f}\n"),
     )
     golden.check("".join(printed))

@@ -20,18 +20,20 @@ from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.passes.tensorize import Match, NoMatch, select, unmatched
 from compiler.pipeline import compile_func
+from compiler.target import Target
 from compiler.testing import assert_same_results
 from tandem.diannao_kernels import block_weights
 from tandem.diannao_run import run_kernel
 from tandem.run import conv2d_matches
 
 SPEC = isa.load_isa("diannao")
+TARGET = Target("diannao", SPEC)
 
 
 def stages(h, w, cin, cout, k=3, stride=1, pad=1, dtype="float32", cores=4, skip=()):
-    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, cores)
+    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, cores, spec=SPEC)
     out: list[tuple[str, PrimFunc]] = []
-    compile_func(lower(d.schedule, list(d.args), "conv"), "diannao", dump=lambda n, f: out.append((n, f)),
+    compile_func(lower(d.schedule, list(d.args), "conv"), TARGET, dump=lambda n, f: out.append((n, f)),
                  skip=skip)
     return out
 
@@ -50,7 +52,7 @@ def insns(func: PrimFunc) -> list[ir.TensorInsn]:
 def test_a_small_layer_becomes_vzero_memcpy_and_conv_only() -> None:
     funcs = stages(6, 5, 4, 32, cores=4)
     final = funcs[-1][1]
-    assert unmatched(final) == []
+    assert unmatched(final, SPEC) == []
     names = sorted({i.name for i in insns(final)})
     assert names == ["conv", "memcpy", "vzero"]
     convs = {str(i) for i in insns(final) if i.name == "conv"}
@@ -105,14 +107,14 @@ def test_cluster_shared_cuts_keep_the_result_and_share_their_tile(case) -> None:
     """Every pass keeps the result of a cluster-shared cut, every marked statement becomes an instruction,
     and one core per cluster fills the SMEM tile."""
     (h, w, cin, cout, k, stride, pad), plan, dtype = case
-    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, plan=plan)
+    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, plan=plan, spec=SPEC)
     funcs: list[tuple[str, PrimFunc]] = []
-    compile_func(lower(d.schedule, list(d.args), "conv"), "diannao", dump=lambda n, f: funcs.append((n, f)))
+    compile_func(lower(d.schedule, list(d.args), "conv"), TARGET, dump=lambda n, f: funcs.append((n, f)))
     final = funcs[-1][1]
     note(str(final))
     for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
         assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
-    assert unmatched(final) == []
+    assert unmatched(final, SPEC) == []
     assert "cluster_fill" in str(final)
     # on the card, where one core per cluster fills the tile: bit-exact for int8, within f32's bound
     rng = np.random.default_rng(0)
@@ -123,7 +125,7 @@ def test_cluster_shared_cuts_keep_the_result_and_share_their_tile(case) -> None:
         x = rng.standard_normal((h, w, cin)).astype(np.float32)
         wt = rng.standard_normal((cout, k, k, cin)).astype(np.float32)
     y = np.zeros((plan.oh, plan.ow, cout), np.int32 if dtype == "int8" else np.float32)
-    _, outs = run_kernel(codegen(final), [x, block_weights(wt.transpose(1, 2, 3, 0)), y])
+    _, outs = run_kernel(codegen(final, SPEC), [x, block_weights(wt.transpose(1, 2, 3, 0)), y])
     assert conv2d_matches(outs[-1], x, wt, stride, pad)
 
 
@@ -136,7 +138,7 @@ def test_cluster_shared_cuts_keep_the_result_and_share_their_tile(case) -> None:
 def test_marked_statements_all_become_instructions(case) -> None:
     *layer, dtype, cores = case
     final = stages(*layer, dtype=dtype, cores=cores)[-1][1]
-    assert unmatched(final) == []
+    assert unmatched(final, SPEC) == []
     want = "qconv" if dtype == "int8" else "conv"
     assert want in {i.name for i in insns(final)}
 
@@ -145,7 +147,7 @@ def test_without_preprocessing_the_padded_copy_stays_scalar() -> None:
     """Loop partitioning alone cuts the padded copy into a zero column, the interior and a zero column per
     row, and the border rows into zero stores that miss vzero's size and alignment rules."""
     final = stages(6, 5, 4, 32, cores=4, skip=("preprocess",))[-1][1]
-    reasons = [str(x) for x in unmatched(final)]
+    reasons = [str(x) for x in unmatched(final, SPEC)]
     assert "copy: the loop body holds 3 statements" in reasons
     assert any("vzero: divisible constraint" in r for r in reasons)
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
+import isa
 from compiler.errors import LoweringError
 from compiler.interp import run
 from compiler.ir import PrimFunc
@@ -17,13 +18,17 @@ from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func, passes_for
+from compiler.target import Target
 from compiler.testing import assert_same_results, random_args
+
+DIANNAO = isa.load_isa("diannao")
+TARGET = Target("diannao", DIANNAO)
 
 
 def stages(op: str, shape, dtype: str, cores: int, tile: int | None, skip=()) -> list[tuple[str, PrimFunc]]:
-    d = dops.elementwise(op, shape, dtype, cores, tile)
+    d = dops.elementwise(op, shape, dtype, cores, tile, spec=DIANNAO)
     out: list[tuple[str, PrimFunc]] = []
-    compile_func(lower(d.schedule, list(d.args), op), "diannao", dump=lambda n, f: out.append((n, f)),
+    compile_func(lower(d.schedule, list(d.args), op), TARGET, dump=lambda n, f: out.append((n, f)),
                  skip=skip)
     return out
 
@@ -45,26 +50,26 @@ def test_every_pass_keeps_the_result_and_all_marks_become_instructions(op, dims,
     funcs = stages(op, tuple(dims), dtype, cores, tile)
     note(str(funcs[-1][1]))
     check_each_pass(funcs)
-    assert unmatched(funcs[-1][1]) == []
+    assert unmatched(funcs[-1][1], DIANNAO) == []
 
 
 def test_without_partitioning_guarded_tiles_stay_scalar_with_a_reason() -> None:
     funcs = stages("add", (255, 3), "float32", 16, 64, skip=("loop_partition",))
     check_each_pass(funcs)
-    reasons = [str(x) for x in unmatched(funcs[-1][1])]
+    reasons = [str(x) for x in unmatched(funcs[-1][1], DIANNAO)]
     assert reasons and all("guarded by" in r for r in reasons)
 
 
 def test_without_preprocessing_tails_and_in_place_ops_stay_scalar() -> None:
-    add = unmatched(stages("add", (255, 3), "float32", 16, 64, skip=("preprocess",))[-1][1])
+    add = unmatched(stages("add", (255, 3), "float32", 16, 64, skip=("preprocess",))[-1][1], DIANNAO)
     assert {x.constraint.kind for x in add if x.constraint} == {"divisible"}
-    relu = unmatched(stages("relu", (4096,), "float32", 16, None, skip=("preprocess",))[-1][1])
+    relu = unmatched(stages("relu", (4096,), "float32", 16, None, skip=("preprocess",))[-1][1], DIANNAO)
     assert relu and all("operand dst is both" in str(x) for x in relu)
 
 
 def test_dividing_shapes_need_neither_pass() -> None:
     funcs = stages("add", (16 * 128,), "float32", 16, 64, skip=("loop_partition", "preprocess"))
-    assert unmatched(funcs[-1][1]) == []
+    assert unmatched(funcs[-1][1], DIANNAO) == []
 
 
 def test_only_optional_passes_may_be_skipped() -> None:

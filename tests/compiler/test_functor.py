@@ -7,6 +7,7 @@ import inspect
 
 import pytest
 
+import isa
 from compiler.ir import (
     EQ,
     GE,
@@ -83,7 +84,7 @@ def every_node_kind() -> PrimFunc:
                     Let(x, floats, Store(F, (i,), x)),
                     Evaluate(Call("if_then_else", (p, i, j), dtypes.int32)),
                     Evaluate(Reduce(ReduceCombiner.SUM, A[k], (k,), ((0, 8),))),
-                    TensorInsn("diannao", "relu", (InsnField("n", i),), (Region("dst", T, i),)),
+                    TensorInsn(isa.load_isa("diannao"), "relu", (InsnField("n", i),), (Region("dst", T, i),)),
                     DepToken("push", "load", "compute", "ready", (i,)),
                 ),
             ),

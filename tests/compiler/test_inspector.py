@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import pytest
 
+import isa
 from compiler import te
 from compiler.ir import cast
 from compiler.ops.cpu import conv2d, gemm
 from compiler.ops.vita import ConvShape
 from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
 
+X86 = isa.load_isa("x86")
+
 
 def vnni(op) -> Mapping | NotApplicable:
-    return inspect_op(op, "x86", "vpdpbusd_512")
+    return inspect_op(op, X86, "vpdpbusd_512")
 
 
 def test_conv2d_maps_lanes_to_output_channels_and_the_group_to_input_channels() -> None:
-    sched = conv2d(ConvShape(14, 14, 64, 32, 3, 1, 1))
+    sched = conv2d(ConvShape(14, 14, 64, 32, 3, 1, 1), spec=X86)
     mapping = sched.mapping
     assert isinstance(mapping, Mapping)
     assert str(mapping) == (
@@ -34,7 +37,7 @@ def test_conv2d_maps_lanes_to_output_channels_and_the_group_to_input_channels() 
 
 
 def test_gemm_maps_lanes_to_packed_columns_and_the_group_to_k() -> None:
-    mapping = gemm(32, 48, 64).mapping
+    mapping = gemm(32, 48, 64, spec=X86).mapping
     assert str(mapping) == (
         "x86.vpdpbusd_512: i -> ni (16 of 16), j -> kk (4 of 4); "
         "a = A[i, ko*4 + kk], b = B[no, ko, ni, kk], c = gemm.local[i, no, ni], d = gemm.local[i, no, ni]"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import isa
 from compiler import interp, te
 from compiler.backend.llvm import build, cpu_unsupported, plan
 from compiler.backend.llvm_operands import runs_on_cpu
@@ -245,15 +246,15 @@ def test_bad_arguments_are_typed_errors() -> None:
 
 def test_accelerator_instructions_cannot_run_on_the_cpu() -> None:
     x = Buffer("X", (64,), dtypes.float32)
-    insn = TensorInsn("diannao", "vadd", (), (Region("dst", x, const(0)), Region("a", x, const(0)),
-                                               Region("b", x, const(0))))
+    insn = TensorInsn(isa.load_isa("diannao"), "vadd", (),
+                      (Region("dst", x, const(0)), Region("a", x, const(0)), Region("b", x, const(0))))
     func = PrimFunc("f", (x,), insn)
     assert "not an instruction of this CPU" in cpu_unsupported(func)
     with pytest.raises(CodegenError, match="diannao.vadd"):
         build(func)
 
 
-needs_vnni = pytest.mark.skipif(not runs_on_cpu(TensorInsn("x86", "vpdpbusd_512", (), ())),
+needs_vnni = pytest.mark.skipif(not runs_on_cpu(TensorInsn(isa.load_isa("x86"), "vpdpbusd_512", (), ())),
                                 reason="this CPU has no AVX-512 VNNI")
 
 
@@ -264,7 +265,7 @@ def test_vpdpbusd_with_broadcast_and_gathered_operands_matches_the_spec() -> Non
     wgt = Buffer("wgt", (16 * 8,), dtypes.int8)
     flat_out = Buffer("out", (32,), dtypes.int32)
     k = Var("k")
-    insn = TensorInsn("x86", "vpdpbusd_512", (), (
+    insn = TensorInsn(isa.load_isa("x86"), "vpdpbusd_512", (), (
         Region("d", flat_out, k * 16), Region("c", flat_out, k * 16),
         Region("a", data, k * 4, (16, 4), (const(0), const(1))),
         Region("b", wgt, k * 4, (16, 4), (const(8), const(1))),

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
+import isa
 from compiler.interp import run
 from compiler.ir import Allocate, Attr, Buffer, For, PrimFunc, Store, Var, const, dtypes, max_, seq
 from compiler.passes import preprocess, tensorize
 from compiler.passes.tensorize import unmatched
 from compiler.testing import assert_same_results
+
+DIANNAO = isa.load_isa("diannao")
 
 
 def loop(var: Var, extent: int, body) -> For:
@@ -25,7 +28,7 @@ def loop(var: Var, extent: int, body) -> For:
 
 
 def preprocessed(before: PrimFunc) -> PrimFunc:
-    after = preprocess(before)
+    after = preprocess(before, DIANNAO)
     assert_same_results(before, after, "preprocess")
     return after
 
@@ -71,12 +74,12 @@ def tail(X: f32[14], Y: f32[14], Z: f32[14]):
 
 def test_com_extends_the_count_and_zero_fills_what_it_reads() -> None:
     before = tail_add(64, 14)
-    (why,) = [u for u in unmatched(before) if u.constraint is not None]
+    (why,) = [u for u in unmatched(before, DIANNAO) if u.constraint is not None]
     assert why.instruction == "vadd" and "n = 14" in why.reason
     after = preprocessed(before)
     assert str(after) == TAIL_ADD_14
-    final = tensorize(after)
-    assert unmatched(final) == []
+    final = tensorize(after, DIANNAO)
+    assert unmatched(final, DIANNAO) == []
     assert "diannao.vzero(dst_space=2, n=256, dst=a[0])" in str(final)
     assert "diannao.vadd(n=64, dst=c[0], a=a[0], b=b[0])" in str(final)
 
@@ -85,11 +88,11 @@ def test_align_grows_an_allocation_too_small_for_the_extra_compute() -> None:
     before = tail_add(14, 14)
     after = preprocessed(before)
     assert str(after).count('f32[64], "nmem"') == 3
-    assert unmatched(tensorize(after)) == []
+    assert unmatched(tensorize(after, DIANNAO), DIANNAO) == []
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal(14).astype(np.float32), rng.standard_normal(14).astype(np.float32)
     z = np.zeros(14, np.float32)
-    run(tensorize(after), [x, y, z])
+    run(tensorize(after, DIANNAO), [x, y, z])
     np.testing.assert_array_equal(z, x + y)
 
 
@@ -103,8 +106,8 @@ def test_layout_splits_an_out_of_place_relu_into_copy_and_in_place_relu() -> Non
     )
     before = PrimFunc("relu", (x, z), Allocate(r, body))
     after = preprocessed(before)
-    final = tensorize(after)
-    assert unmatched(final) == []
+    final = tensorize(after, DIANNAO)
+    assert unmatched(final, DIANNAO) == []
     assert [line.strip() for line in str(final).splitlines() if "diannao." in line] == [
         "diannao.memcpy(dst_space=2, src_space=0, len=512, count=1, dst_stride=512, src_stride=512, "
         "dst=r[0], src=X[0])",
@@ -123,4 +126,4 @@ def test_guards_and_global_operands_are_left_alone() -> None:
     glob = loop(i, 14, Store(z, (i,), x[i] + x[i]))
     for stmt in (guarded, glob):
         before = PrimFunc("f", (x, z), Attr("pragma_intrin", "add", stmt))
-        assert str(preprocess(before)) == str(before)
+        assert str(preprocess(before, DIANNAO)) == str(before)

@@ -38,6 +38,7 @@ from compiler.passes import share_smem
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
+from compiler.target import Target
 from tandem.diannao_kernels import block_weights
 from tandem.diannao_run import run_kernel
 from tandem.run import conv2d_matches
@@ -55,7 +56,7 @@ def copy(dst: Buffer, dst_off, src: Buffer, src_off) -> TensorInsn:
     spaces = {"global": "GMEM", "smem": "SMEM", "nmem": "NMEM"}
     fields = {"dst_space": SPACE[spaces[dst.scope]], "src_space": SPACE[spaces[src.scope]], "len": 4 * N,
               "count": 1, "dst_stride": 0, "src_stride": 0}
-    return TensorInsn("diannao", "memcpy", tuple(InsnField(k, const(v)) for k, v in fields.items()),
+    return TensorInsn(SPEC, "memcpy", tuple(InsnField(k, const(v)) for k, v in fields.items()),
                       (Region("dst", dst, _expr(dst_off)), Region("src", src, _expr(src_off))))
 
 
@@ -100,7 +101,7 @@ def test_lowering_gives_an_smem_stage_the_region_of_the_whole_cluster() -> None:
     """In the cluster-shared conv schedule, the SMEM tile's fill depends on the cluster, not the core."""
     plan = dops.ConvPlan(oh=8, ow=6, row_groups=2, cout_groups=2, tile_rows=2, estimate=0, sub_rows=2,
                          smem_rows=4)
-    d = dops.conv2d(8, 6, 4, 32, 3, 1, 1, "float32", plan=plan)
+    d = dops.conv2d(8, 6, 4, 32, 3, 1, 1, "float32", plan=plan, spec=SPEC)
     func = lower(d.schedule, list(d.args), "conv")
     text = str(func)
     fill = next(line for line in text.splitlines() if line.strip().startswith("Xp.smem["))
@@ -115,7 +116,7 @@ def test_one_core_fills_a_tile_for_its_cluster() -> None:
     want = [a, np.zeros(B.size, np.int32)]
     run(func, want)
     assert np.array_equal(want[1], expected(a))
-    kernel = codegen(func)
+    kernel = codegen(func, SPEC)
     assert [i.name for i in kernel.program.insns].count("barrier") == 2
     result, (_, b) = run_kernel(kernel, [a, np.zeros(B.size, np.int32)])
     assert np.array_equal(b, expected(a))
@@ -151,9 +152,9 @@ def test_a_shared_conv_layer_runs_like_numpy(dtype) -> None:
     fill alike."""
     plan = dops.ConvPlan(oh=14, ow=9, row_groups=4, cout_groups=2, tile_rows=1, estimate=0, sub_rows=2,
                          smem_rows=2)
-    d = dops.conv2d(14, 9, 8, 32, 3, 1, 1, dtype, plan=plan)
-    func = compile_func(lower(d.schedule, list(d.args), "conv"), "diannao")
-    assert (CLUSTER_FILL, "Xp.smem") in marks(func) and unmatched(func) == []
+    d = dops.conv2d(14, 9, 8, 32, 3, 1, 1, dtype, plan=plan, spec=SPEC)
+    func = compile_func(lower(d.schedule, list(d.args), "conv"), Target("diannao", SPEC))
+    assert (CLUSTER_FILL, "Xp.smem") in marks(func) and unmatched(func, SPEC) == []
     rng = np.random.default_rng(5)
     if dtype == "int8":
         x = rng.integers(-128, 128, (14, 9, 8), dtype=np.int8)
@@ -163,7 +164,7 @@ def test_a_shared_conv_layer_runs_like_numpy(dtype) -> None:
         x = rng.standard_normal((14, 9, 8)).astype(np.float32)
         wt = rng.standard_normal((32, 3, 3, 8)).astype(np.float32)
         y = np.zeros((14, 9, 32), np.float32)
-    _, outs = run_kernel(codegen(func), [x, block_weights(wt.transpose(1, 2, 3, 0)), y])
+    _, outs = run_kernel(codegen(func, SPEC), [x, block_weights(wt.transpose(1, 2, 3, 0)), y])
     assert conv2d_matches(outs[-1], x, wt, 1, 1)
 
 
@@ -172,16 +173,16 @@ def test_a_shared_conv_layer_runs_like_numpy(dtype) -> None:
 def test_bound_loops_one_after_another_are_refused() -> None:
     body = seq(bound(tid, 4, "core", copy(B, tid * N, A, 0)), bound(Var("u"), 4, "core", copy(B, 0, A, 0)))
     with pytest.raises(LoweringError, match="bound loops run one after another"):
-        codegen(PrimFunc("f", (A, B), body))
+        codegen(PrimFunc("f", (A, B), body), SPEC)
 
 
 def test_a_core_loop_in_a_cluster_loop_covers_whole_clusters() -> None:
     body = bound(cl, 2, "cluster", bound(tid, 2, "core", copy(B, tid * N, A, 0)))
     with pytest.raises(LoweringError, match="runs over the 4 cores of each"):
-        codegen(PrimFunc("f", (A, B), body))
+        codegen(PrimFunc("f", (A, B), body), SPEC)
 
 
 def test_a_fill_outside_the_core_loop_is_refused() -> None:
     body = Allocate(S, Attr(CLUSTER_FILL, "S", copy(S, 0, A, 0)))
     with pytest.raises(LoweringError, match="a cluster fill must be inside the core-bound loop"):
-        codegen(PrimFunc("f", (A,), body))
+        codegen(PrimFunc("f", (A,), body), SPEC)

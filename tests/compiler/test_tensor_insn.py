@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import isa
 from compiler.errors import InterpError, IRTypeError, VerifyError
 from compiler.interp import run
 from compiler.ir import (
@@ -43,10 +44,11 @@ def loop(var: Var, extent, body) -> For:
     return For(var, const(0), extent if not isinstance(extent, int) else const(extent), body)
 
 
-def insn(name: str, fields: dict, regions: dict, isa: str = "diannao") -> TensorInsn:
-    """TensorInsn(isa, name) from {field: int or Expr} and {operand: (buffer, offset int or Expr)}."""
+def insn(name: str, fields: dict, regions: dict, spec: str = "diannao") -> TensorInsn:
+    """TensorInsn of the built-in ``spec``'s ``name`` from {field: int or Expr} and {operand: (buffer, offset
+    int or Expr)}."""
     return TensorInsn(
-        isa,
+        isa.load_isa(spec),
         name,
         tuple(InsnField(k, const(v) if isinstance(v, int) else v) for k, v in fields.items()),
         tuple(
@@ -289,12 +291,13 @@ def test_verify_checks_the_regions_buffers() -> None:
     ("build", "message"),
     [
         (
-            lambda: TensorInsn("diannao", "vadd", (InsnField("n", const(1)),) * 2, ()),
+            lambda: TensorInsn(isa.load_isa("diannao"), "vadd", (InsnField("n", const(1)),) * 2, ()),
             "field names must be unique",
         ),
         (
             lambda: TensorInsn(
-                "diannao", "relu", (), (Region("dst", Buffer("A", (4,), dtypes.int8), const(0)),) * 2
+                isa.load_isa("diannao"), "relu", (),
+                (Region("dst", Buffer("A", (4,), dtypes.int8), const(0)),) * 2
             ),
             "region names must be unique, but ['dst'] repeat",
         ),
@@ -304,7 +307,8 @@ def test_verify_checks_the_regions_buffers() -> None:
             lambda: Region("a", Buffer("A", (4,), dtypes.int8), const(True, "bool")),
             "Region a of A: expected an integer offset, but got True",
         ),
-        (lambda: TensorInsn("diannao", "vadd", [], ()), "expected a tuple of InsnField"),
+        (lambda: TensorInsn(isa.load_isa("diannao"), "vadd", [], ()), "expected a tuple of InsnField"),
+        (lambda: TensorInsn("diannao", "vadd", (), ()), "expected an isa.ISA spec, but got 'diannao'"),
     ],
 )
 def test_malformed_nodes_are_rejected(build, message: str) -> None:
@@ -316,12 +320,12 @@ def test_malformed_nodes_are_rejected(build, message: str) -> None:
 # errors name the instruction as printed and the problem
 
 
-def vadd_func(dt_a="float32", dt_b="float32", *, isa="diannao", name="vadd", fields=None, regions=None):
+def vadd_func(dt_a="float32", dt_b="float32", *, spec="diannao", name="vadd", fields=None, regions=None):
     a = Buffer("A", (8,), dtypes.dtype(dt_a))
     b = Buffer("B", (8,), dtypes.dtype(dt_b))
     c = Buffer("C", (8,), dtypes.dtype(dt_a))
     regions = regions or {"dst": (c, 0), "a": (a, 0), "b": (b, 0)}
-    return PrimFunc("f", (a, b, c), insn(name, fields or {"n": 8}, regions, isa=isa)), (a, b, c)
+    return PrimFunc("f", (a, b, c), insn(name, fields or {"n": 8}, regions, spec=spec)), (a, b, c)
 
 
 def arrays_for(func: PrimFunc) -> list[np.ndarray]:
@@ -331,7 +335,6 @@ def arrays_for(func: PrimFunc) -> list[np.ndarray]:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"isa": "nosuch"}, "nosuch.vadd(n=8, dst=C[0], a=A[0], b=B[0]): unknown ISA 'nosuch'"),
         (
             {"name": "vfoo"},
             "diannao.vfoo(n=8, dst=C[0], a=A[0], b=B[0]): ISA 'diannao' has no instruction 'vfoo'",

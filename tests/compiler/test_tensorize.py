@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import isa
 from compiler.interp import run
 from compiler.ir import (
     Allocate,
@@ -36,6 +37,8 @@ from compiler.passes import loop_partition, tensorize
 from compiler.passes.tensorize import unmatched
 from compiler.testing import assert_same_results
 
+DIANNAO = isa.load_isa("diannao")
+
 
 def insns(func: PrimFunc) -> list[TensorInsn]:
     found: list[TensorInsn] = []
@@ -44,8 +47,8 @@ def insns(func: PrimFunc) -> list[TensorInsn]:
 
 
 def tensorized(before: PrimFunc) -> PrimFunc:
-    """tensorize(before), checked to compute what ``before`` computes."""
-    after = tensorize(before)
+    """tensorize(before, DIANNAO), checked to compute what ``before`` computes."""
+    after = tensorize(before, DIANNAO)
     assert_same_results(before, after, "tensorize")
     return after
 
@@ -89,10 +92,10 @@ def test_seed_001_memcpy_example_becomes_the_papers_two_memcpys(seed_001_memcpy)
     source stride 14 is 56 bytes, the row lengths 4 and 2 are 16 and 8 bytes, and the count is 4 rows."""
     before = seed_001_memcpy
     guarded = "memcpy: the statement is guarded by `if tid*4 + ax1 < 14`"
-    assert [str(x) for x in unmatched(before)] == [guarded]
+    assert [str(x) for x in unmatched(before, DIANNAO)] == [guarded]
     after = tensorized(loop_partition(before))
     assert str(after) == MEMCPY_TENSORIZED
-    assert unmatched(after) == []
+    assert unmatched(after, DIANNAO) == []
     a = np.arange(56, dtype=np.int32).reshape(4, 14)
     b = np.zeros((4, 14), np.int32)
     run(after, [a, b])
@@ -133,7 +136,7 @@ def test_relu_is_in_place_and_commutes() -> None:
     i = Var("i")
     for value in (max_(a[i], 0.0), max_(const(0.0, "float32"), a[i])):
         func = marked("relu", (a,), loop(i, 64, Store(a, (i,), value)), "relu")
-        (found,) = insns(tensorize(func))
+        (found,) = insns(tensorize(func, DIANNAO))
         assert str(found) == "diannao.relu(n=64, dst=a[0])"
 
 
@@ -143,7 +146,7 @@ def test_contiguous_nests_merge_into_one_dimension() -> None:
     i, j, k = Var("i"), Var("j"), Var("k")
     body = loop(i, 5, loop(j, 7, loop(k, 9, Store(dst, (i * 63 + j * 9 + k,), src[i, j, k]))))
     func = PrimFunc("f", (src,), _alloc(dst, Attr("pragma_intrin", "copy", body)))
-    found = insns(tensorize(func))
+    found = insns(tensorize(func, DIANNAO))
     assert [str(x) for x in found] == [
         "diannao.memcpy(dst_space=2, src_space=0, len=1260, count=1, dst_stride=1260, src_stride=1260, "
         "dst=L[0], src=A[0])"
@@ -183,9 +186,9 @@ def test_vector_count_that_breaks_a_divisibility_rule_stays_scalar() -> None:
     a = Buffer("a", (64,), dtypes.float32, "nmem")
     i = Var("i")
     func = marked("relu", (a,), loop(i, 14, Store(a, (i,), max_(a[i], 0.0))), "relu")
-    after = tensorize(func)
+    after = tensorize(func, DIANNAO)
     assert insns(after) == []
-    (why,) = unmatched(after)
+    (why,) = unmatched(after, DIANNAO)
     assert why.instruction == "relu"
     assert why.constraint is not None and why.constraint.kind == "divisible"
     assert "n % VECTOR_ELEMS == 0" in why.reason and "n = 14" in why.reason
@@ -197,7 +200,7 @@ def test_a_byte_copy_must_be_contiguous_innermost() -> None:
     i = Var("i")
     func = PrimFunc("f", (src,), _alloc(dst, Attr("pragma_intrin", "memcpy",
                                                    loop(i, 32, Store(dst, (i,), src[i * 2])))))
-    (why,) = unmatched(tensorize(func))
+    (why,) = unmatched(tensorize(func, DIANNAO), DIANNAO)
     assert "not contiguous" in why.reason
 
 
@@ -205,7 +208,7 @@ def test_vector_operands_must_be_in_nmem() -> None:
     x, y, z = (Buffer(n, (64,), dtypes.float32) for n in "XYZ")
     i = Var("i")
     func = marked("add", (x, y, z), loop(i, 64, Store(z, (i,), x[i] + y[i])), "vadd")
-    (why,) = unmatched(tensorize(func))
+    (why,) = unmatched(tensorize(func, DIANNAO), DIANNAO)
     assert why.reason == "operand dst must be in NMEM, but Z is in GMEM"
 
 
@@ -213,5 +216,5 @@ def test_unknown_marks_report_the_closest_instruction() -> None:
     a = Buffer("a", (64,), dtypes.float32, "nmem")
     i = Var("i")
     func = marked("f", (a,), loop(i, 64, Store(a, (i,), a[i] * 2.0)), "scale")
-    (why,) = unmatched(tensorize(func))
+    (why,) = unmatched(tensorize(func, DIANNAO), DIANNAO)
     assert why.instruction != "scale" and "(the closest match to mark 'scale')" in why.reason

@@ -1,18 +1,27 @@
 """VITA end to end: schedule -> vita pipeline -> program -> sim/vita, bit-exact with a numpy int8 conv2d /
 dense (int32 accumulate, arithmetic shift, clip), whatever the tiling."""
 
+import functools
+
 import numpy as np
 import pytest
 
+import isa
 from compiler.backend.vita import build_vita
 from compiler.ops import vita
 from compiler.pipeline import build
+from compiler.target import Target
 from sim.vita.machine import simulate
+
+VITA = isa.load_isa("vita")
+TARGET = Target("vita", VITA)
+vconv2d = functools.partial(vita.conv2d, spec=VITA)
+vdense = functools.partial(vita.dense, spec=VITA)
 
 
 def _run(vs, inputs, config="vta-default"):
-    func = build(vs.schedule, vs.args, target="vita")
-    kernel = build_vita(func)
+    func = build(vs.schedule, vs.args, target=TARGET)
+    kernel = build_vita(func, VITA)
     result = simulate(kernel.program, kernel.dram_image(inputs), config)
     return kernel.read(result.dram, vs.args[-1].name).reshape(vs.args[-1].shape), result
 
@@ -29,7 +38,7 @@ LAYERS = [
 @pytest.mark.parametrize("layer,tiling,relu", LAYERS)
 def test_conv2d_on_the_simulator_equals_numpy(layer, tiling, relu, vthreads):
     # with virtual threads the schedule chooses the tiling (and the axis the threads split)
-    vs = vita.conv2d(layer, relu=relu, tiling=None if vthreads else tiling, vthreads=vthreads)
+    vs = vconv2d(layer, relu=relu, tiling=None if vthreads else tiling, vthreads=vthreads)
     rng = np.random.default_rng(3)
     data = rng.integers(-128, 128, vs.args[0].shape, dtype=np.int8)
     kernel = rng.integers(-128, 128, vs.args[1].shape, dtype=np.int8)
@@ -40,7 +49,7 @@ def test_conv2d_on_the_simulator_equals_numpy(layer, tiling, relu, vthreads):
 
 def test_dense_on_the_simulator_equals_numpy():
     m, n, k = 8, 48, 64
-    vs = vita.dense(m, n, k, tiling=vita.Tiling(4, 1, 2))
+    vs = vdense(m, n, k, tiling=vita.Tiling(4, 1, 2))
     rng = np.random.default_rng(4)
     data = rng.integers(-128, 128, vs.args[0].shape, dtype=np.int8)
     weight = rng.integers(-128, 128, vs.args[1].shape, dtype=np.int8)
@@ -49,7 +58,7 @@ def test_dense_on_the_simulator_equals_numpy():
 
 
 def test_same_program_same_cycles():
-    vs = vita.conv2d(vita.ConvShape(8, 8, 32, 32, 3, 1, 1), tiling=vita.Tiling(4, 1, 1))
+    vs = vconv2d(vita.ConvShape(8, 8, 32, 32, 3, 1, 1), tiling=vita.Tiling(4, 1, 1))
     rng = np.random.default_rng(5)
     inputs = [rng.integers(-128, 128, a.shape, dtype=np.int8) for a in vs.args[:2]]
     first, second = _run(vs, inputs)[1], _run(vs, inputs)[1]

@@ -1,8 +1,11 @@
 """VITA lowering passes (inplace, inject_dma, tensorize_tiles): each one keeps what the IR computes, and
 leaves the instructions TVM Sec. 3.4-3.5 describe: 2-D DMA with padding, GEMM and ALU tile instructions."""
 
+import functools
+
 import pytest
 
+import isa
 from compiler.errors import LoweringError, ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
@@ -10,21 +13,24 @@ from compiler.ir.functor import post_order_visit
 from compiler.lower import lower
 from compiler.ops import vita
 from compiler.passes.inject_dma import inject_dma
-from compiler.passes.inject_sync import inject_sync
-from compiler.passes.inject_virtual_thread import inject_virtual_thread
 from compiler.passes.inplace import inplace
-from compiler.passes.tensorize_tiles import tensorize_tiles
-from compiler.pipeline import compile_func
+from compiler.pipeline import compile_func, passes_for
+from compiler.target import Target
 from compiler.testing import assert_same_results
 
+VITA = isa.load_isa("vita")
+TARGET = Target("vita", VITA)
+vconv2d = functools.partial(vita.conv2d, spec=VITA)
+vdense = functools.partial(vita.dense, spec=VITA)
+
 CASES = {
-    "conv 6x6 pad 1": lambda vt: vita.conv2d(vita.ConvShape(6, 6, 32, 32, 3, 1, 1),
+    "conv 6x6 pad 1": lambda vt: vconv2d(vita.ConvShape(6, 6, 32, 32, 3, 1, 1),
                                              tiling=vita.Tiling(3, 1, 1, vt)),
-    "conv 9x9 stride 2": lambda vt: vita.conv2d(vita.ConvShape(9, 9, 32, 32, 3, 2, 1),
+    "conv 9x9 stride 2": lambda vt: vconv2d(vita.ConvShape(9, 9, 32, 32, 3, 2, 1),
                                                 tiling=vita.Tiling(5, 1, 1, vt)),
-    "conv 1x1 relu": lambda vt: vita.conv2d(vita.ConvShape(6, 6, 48, 32, 1, 1, 0), relu=True,
+    "conv 1x1 relu": lambda vt: vconv2d(vita.ConvShape(6, 6, 48, 32, 1, 1, 0), relu=True,
                                             tiling=vita.Tiling(3, 1, 3, vt)),
-    "dense 4x32x64": lambda vt: vita.dense(4, 32, 64, tiling=vita.Tiling(2, 1, 2, vt)),
+    "dense 4x32x64": lambda vt: vdense(4, 32, 64, tiling=vita.Tiling(2, 1, 2, vt)),
 }
 
 
@@ -39,9 +45,10 @@ def _instructions(func: ir.PrimFunc) -> list[str]:
 def test_each_pass_keeps_the_result(case, vthreads):
     vs = CASES[case](vthreads)
     func = compile_func(lower(vs.schedule, vs.args), "reference")
-    for step in (inplace, inject_dma, tensorize_tiles, inject_sync, inject_virtual_thread):
-        before, func = func, step(func)
-        assert_same_results(before, func, step.__name__, seeds=1)
+    steps = ("inplace", "inject_dma", "tensorize_tiles", "inject_sync", "inject_virtual_thread")
+    for step in (p for p in passes_for("vita") if p.name in steps):
+        before, func = func, step(func, TARGET)
+        assert_same_results(before, func, step.name, seeds=1)
     names = set(_instructions(func))
     assert {"LOAD_INP", "LOAD_WGT", "GEMM", "GEMM_RESET", "ALU_SHR", "ALU_MAX", "ALU_MIN",
             "STORE_OUT"} <= names
@@ -49,7 +56,7 @@ def test_each_pass_keeps_the_result(case, vthreads):
 
 def test_padding_becomes_load_fields():
     vs = CASES["conv 6x6 pad 1"](0)
-    func = inject_dma(inplace(compile_func(lower(vs.schedule, vs.args), "reference")))
+    func = inject_dma(inplace(compile_func(lower(vs.schedule, vs.args), "reference")), VITA)
     loads = []
     post_order_visit(func.body, lambda n: loads.append(n) if isinstance(n, ir.TensorInsn) and
                      n.name == "LOAD_INP" else None)
@@ -67,9 +74,9 @@ def test_a_copy_that_is_no_dma_is_refused():
                    ir.Store(y, (i,), ir.Load(x, (i * 2 % 64,)))))
     func = ir.PrimFunc("f", (x,), ir.Allocate(y, body))
     with pytest.raises(LoweringError, match="inject_dma"):
-        inject_dma(func)
+        inject_dma(func, VITA)
 
 
 def test_tilings_that_leave_partial_tiles_are_refused():
     with pytest.raises(ScheduleError, match="do not divide"):
-        vita.conv2d(vita.ConvShape(9, 9, 32, 32, 3, 2, 1), tiling=vita.Tiling(2, 1, 1))
+        vconv2d(vita.ConvShape(9, 9, 32, 32, 3, 2, 1), tiling=vita.Tiling(2, 1, 1))

@@ -3,6 +3,7 @@
 Any tiling and any number of threads must give a program whose token queues line up (check_token_order)
 and that runs to the end on the simulator, bit-exact with numpy; a wrong interleaving must be caught."""
 
+import functools
 import sys
 
 import numpy as np
@@ -18,7 +19,13 @@ from compiler.ir.functor import IRMutator, post_order_visit
 from compiler.ops import vita
 from compiler.passes import check_token_order
 from compiler.pipeline import build
+from compiler.target import Target
 from sim.vita.machine import DeadlockError, simulate
+
+VITA = isa.load_isa("vita")
+TARGET = Target("vita", VITA)
+vconv2d = functools.partial(vita.conv2d, spec=VITA)
+vdense = functools.partial(vita.dense, spec=VITA)
 
 # the pass module, for its unit cutting (compiler.passes.inject_virtual_thread names the function)
 interleave = sys.modules["compiler.passes.inject_virtual_thread"]
@@ -36,7 +43,7 @@ def _inputs(vs: vita.VitaSchedule, seed: int = 0) -> list[np.ndarray]:
 
 
 def _simulate(func: ir.PrimFunc, vs: vita.VitaSchedule, inputs, config: str = "vta-default"):
-    kernel = build_vita(func)
+    kernel = build_vita(func, VITA)
     result = simulate(kernel.program, kernel.dram_image(inputs), config)
     out = kernel.read(result.dram, vs.args[-1].name).reshape(vs.args[-1].shape)
     return kernel, result, out
@@ -46,8 +53,8 @@ LAYER = vita.ConvShape(8, 8, 32, 64, 3, 1, 1)
 
 
 def test_outer_loops_add_no_token_that_inner_tokens_already_give():
-    vs = vita.conv2d(LAYER, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
-    func = build(vs.schedule, vs.args, target="vita")
+    vs = vconv2d(LAYER, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
+    func = build(vs.schedule, vs.args, target=TARGET)
     names = sorted({t.token.split("#")[0] + ("" if "next" not in t.token else " carried")
                     for t in _tokens(func)})
     # one forward token per unit pair of the chunk and the tile, and the two carried ones that matter:
@@ -56,8 +63,8 @@ def test_outer_loops_add_no_token_that_inner_tokens_already_give():
 
 
 def test_each_thread_gets_its_own_buffers_and_no_vthread_loop_is_left():
-    vs = vita.conv2d(LAYER, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
-    func = build(vs.schedule, vs.args, target="vita")
+    vs = vconv2d(LAYER, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
+    func = build(vs.schedule, vs.args, target=TARGET)
     loops, allocs = [], []
     post_order_visit(func.body, lambda n: loops.append(n) if isinstance(n, ir.For) else
                      allocs.append(n.buffer.name) if isinstance(n, ir.Allocate) else None)
@@ -67,9 +74,9 @@ def test_each_thread_gets_its_own_buffers_and_no_vthread_loop_is_left():
 
 
 def test_a_threads_loads_stay_together_so_its_gemm_can_start():
-    vs = vita.conv2d(LAYER, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
-    func = build(vs.schedule, vs.args, target="vita")
-    kernel = build_vita(func)
+    vs = vconv2d(LAYER, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
+    func = build(vs.schedule, vs.args, target=TARGET)
+    kernel = build_vita(func, VITA)
     loads = [i.name for i in kernel.program.insns if i.name in ("LOAD_INP", "LOAD_WGT") and i["x_size"]]
     # thread 0's input and weights, then thread 1's: not both inputs first
     assert loads[:4] == ["LOAD_INP", "LOAD_WGT", "LOAD_INP", "LOAD_WGT"]
@@ -77,12 +84,12 @@ def test_a_threads_loads_stay_together_so_its_gemm_can_start():
 
 def test_latency_hiding_shortens_a_load_bound_layer():
     layer = vita.ConvShape(14, 14, 64, 64, 3, 1, 1)
-    serial = vita.conv2d(layer, tiling=vita.Tiling(7, 1, 2, 0))
-    threaded = vita.conv2d(layer, tiling=vita.Tiling(7, 1, 2, 2, "oc"))
+    serial = vconv2d(layer, tiling=vita.Tiling(7, 1, 2, 0))
+    threaded = vconv2d(layer, tiling=vita.Tiling(7, 1, 2, 2, "oc"))
     inputs = _inputs(serial)
     cycles = []
     for vs in (serial, threaded):
-        _, result, out = _simulate(build(vs.schedule, vs.args, target="vita"), vs, inputs)
+        _, result, out = _simulate(build(vs.schedule, vs.args, target=TARGET), vs, inputs)
         np.testing.assert_array_equal(out, vita.conv2d_reference(*inputs, layer))
         cycles.append(result.cycles)
     assert cycles[1] < 0.9 * cycles[0], cycles
@@ -112,8 +119,8 @@ def test_any_tiling_and_thread_count_lines_up_its_tokens_and_computes_the_conv(c
     layer, tiling = case
     assert layer.oh == tiling.rows * (layer.oh // tiling.rows)
     assume(vita.tile_fits(layer, tiling, isa.load_isa("vita")) is None)   # each thread's tiles fit
-    vs = vita.conv2d(layer, tiling=tiling)
-    func = build(vs.schedule, vs.args, target="vita")
+    vs = vconv2d(layer, tiling=tiling)
+    func = build(vs.schedule, vs.args, target=TARGET)
     inputs = _inputs(vs, seed=layer.h)
     kernel, _, out = _simulate(func, vs, inputs)
     check_token_order(kernel.tokens)
@@ -150,12 +157,12 @@ def _has_gemm(s: ir.Stmt) -> bool:
 
 
 def test_a_misordered_interleaving_is_caught_by_the_checker_and_the_simulator():
-    vs = vita.conv2d(LAYER, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
-    func = build(vs.schedule, vs.args, target="vita")
+    vs = vconv2d(LAYER, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
+    func = build(vs.schedule, vs.args, target=TARGET)
     swap = _SwapThreads()
     bad = ir.PrimFunc(func.name, func.params, swap.mutate(func.body), func.attrs)
     assert swap.done
-    kernel = build_vita(bad)
+    kernel = build_vita(bad, VITA)
     with pytest.raises(TokenOrderError, match=r"queue load -> compute: pop #0 .* is for 'load->compute#\d+' "
                                               r"\[1, 0, 0, 0\], but push #0, the token it takes, is "
                                               r"'load->compute#\d+' \[0, "):
@@ -170,8 +177,8 @@ def test_a_misordered_interleaving_is_caught_by_the_checker_and_the_simulator():
 
 
 def test_the_checker_names_a_pop_without_push_and_a_push_nobody_pops():
-    vs = vita.conv2d(LAYER, tiling=vita.Tiling(4, 1, 1))
-    tokens = build_vita(build(vs.schedule, vs.args, target="vita")).tokens
+    vs = vconv2d(LAYER, tiling=vita.Tiling(4, 1, 1))
+    tokens = build_vita(build(vs.schedule, vs.args, target=TARGET), VITA).tokens
     check_token_order(tokens)
     no_pushes = [t for t in tokens if not (t.action == "push" and t.src == "load")]
     with pytest.raises(TokenOrderError, match=r"queue load -> compute: pop #0 at instruction \d+ .* has no "
@@ -189,10 +196,10 @@ def test_double_buffered_gemm_after_each_pass_and_its_assembly(golden):
     pipeline, and as VITA assembly."""
     from isa.asm import disassemble
 
-    vs = vita.dense(8, 32, 32, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
+    vs = vdense(8, 32, 32, tiling=vita.Tiling(4, 1, 1, 2, "oc"))
     printed: list[str] = []
-    func = build(vs.schedule, vs.args, target="vita",
+    func = build(vs.schedule, vs.args, target=TARGET,
                  dump=lambda name, f: printed.append(f"# ---- after {name}\n{f}\n"))
-    kernel = build_vita(func)
+    kernel = build_vita(func, VITA)
     check_token_order(kernel.tokens)
     golden.check("".join(printed) + "# ---- VITA assembly\n" + disassemble(kernel.program))

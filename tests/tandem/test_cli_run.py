@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sim.diannao.config import load_config
 from tandem.cli import app
 from tandem.run import roofline_cycles, run_diannao
+from tandem.targets import load_target
 
 RUNNER = CliRunner()
 CONTRACT = {"op", "target", "params", "validated", "max_abs_err", "cycles", "instructions", "scalar_fallback",
@@ -83,10 +83,11 @@ def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) ->
 
 
 def test_roofline_is_gmem_traffic_at_the_card_bandwidth() -> None:
-    cfg = load_config("default")
+    target = load_target("diannao")
+    cfg = target.config
     n = 256 * 56 * 56
-    assert roofline_cycles("add", n, "float32", 16, cfg) == 3 * n * 4 // cfg.gmem_bytes_per_cycle
-    assert roofline_cycles("relu", n, "float32", 16, cfg) == 2 * n * 4 // cfg.gmem_bytes_per_cycle
+    assert roofline_cycles("add", n, "float32", 16, target) == 3 * n * 4 // cfg.gmem_bytes_per_cycle
+    assert roofline_cycles("relu", n, "float32", 16, target) == 2 * n * 4 // cfg.gmem_bytes_per_cycle
 
 
 def test_runs_are_deterministic() -> None:

@@ -8,8 +8,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from sim.vita.config import load_config
 from tandem.cli import app
+from tandem.targets import load_target
 from tandem.vita_run import VitaLayer, roofline_cycles, run_vita
 
 RUNNER = CliRunner()
@@ -54,12 +54,12 @@ def test_tuning_measures_candidates_and_keeps_the_fastest() -> None:
 
 
 def test_roofline_is_the_larger_of_peak_compute_and_compulsory_traffic() -> None:
-    cfg = load_config("tvm-paper")
+    target = load_target("vita", "tvm-paper")
     conv = VitaLayer.conv2d(56, 56, 64, 64, 1, 1, 0)   # 1x1: memory-bound on this machine
     traffic = 56 * 56 * 64 * 2 + 64 * 64
-    assert roofline_cycles(conv, cfg) == -(-traffic // cfg.dram_bytes_per_cycle)
+    assert roofline_cycles(conv, target) == -(-traffic // target.config.dram_bytes_per_cycle)
     gemm = VitaLayer.gemm(256, 256, 256)
-    assert roofline_cycles(gemm, cfg) == 256 ** 3 // 256
+    assert roofline_cycles(gemm, target) == 256 ** 3 // 256
 
 
 def test_runs_are_deterministic() -> None:

@@ -60,7 +60,8 @@ def test_json_reports_what_a_direct_launch_of_the_same_program_measures(tmp_path
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
 
-    want = Card("default", inputs()[2]).launch(vadd_program(), cores=CORES, args=[A_ADDR, B_ADDR, C_ADDR])
+    want = Card("default", inputs()[2], spec=isa.load_isa("diannao")).launch(
+        vadd_program(), cores=CORES, args=[A_ADDR, B_ADDR, C_ADDR])
     assert report["cycles"] == want.cycles
     assert report["microseconds"] == pytest.approx(want.cycles / want.clock_mhz)
     assert report["cores"] == [asdict(c) for c in want.cores]
@@ -94,7 +95,8 @@ def test_the_human_report_gives_cycles_cores_instruction_mix_bytes_and_utilizati
     kernel, gmem = write_kernel(tmp_path, binary=False)
     result = sim(kernel, "--gmem", gmem, "--cores", CORES, *ARGS)
     assert result.exit_code == 0, result.output
-    want = Card("default", inputs()[2]).launch(vadd_program(), cores=CORES, args=[A_ADDR, B_ADDR, C_ADDR])
+    want = Card("default", inputs()[2], spec=isa.load_isa("diannao")).launch(
+        vadd_program(), cores=CORES, args=[A_ADDR, B_ADDR, C_ADDR])
     text = result.output
     assert (f"{len(vadd_program())} instructions on {CORES} cores of default: {want.cycles} cycles "
             f"({want.cycles / 1000:.1f} us at 1000 MHz)") in text

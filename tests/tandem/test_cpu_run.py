@@ -19,6 +19,7 @@ from tandem.cpu_run import (
     tsc_hz,
     tuning_space,
 )
+from tandem.targets import load_target
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
 runner = CliRunner()
@@ -72,5 +73,5 @@ def test_cli_json_contract_and_errors() -> None:
 
 def test_issued_instructions_multiplies_the_loop_extents() -> None:
     layer = CpuLayer.gemm(32, 32, 64)
-    func, _ = compile_layer(layer, "x86-vnni", CpuTuning(2, 1, 4), threads=1)
+    func, _ = compile_layer(layer, "x86-vnni", CpuTuning(2, 1, 4), threads=1, target=load_target("cpu"))
     assert issued_instructions(func) == {"vpdpbusd_512": 32 * 2 * 16}  # rows x column blocks x K/4

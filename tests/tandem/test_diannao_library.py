@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import isa
 from sim.diannao.config import DiannaoConfig
 from sim.diannao.machine import Card
 from tandem.diannao_kernels import _copy
@@ -45,7 +46,8 @@ def shares(total: int, cores: int) -> list[int]:
 def small_card(**isa_params: int) -> Card:
     """A card with ISA parameter overrides (small memories make every tiling path run on small data)."""
     params = "\n".join(f"{k} = {v}" for k, v in isa_params.items())
-    return Card(DiannaoConfig.from_text(f'name = "small"\nsummary = "test card"\n[isa_params]\n{params}\n'))
+    config = DiannaoConfig.from_text(f'name = "small"\nsummary = "test card"\n[isa_params]\n{params}\n')
+    return Card(config, spec=config.spec_for(isa.load_isa("diannao")))
 
 
 # ----------------------------------------------------------------------------------------------- element-wise
@@ -260,7 +262,7 @@ def test_a_copy_whose_size_has_no_even_split_into_255_rows_copies_every_byte():
     import isa
 
     nbytes = 2 * 65537
-    card = Card()
+    card = Card(spec=isa.load_isa("diannao"))
     data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
     src, dst = card.to_gmem(data), card.to_gmem(np.zeros(nbytes, np.uint8))
     text = "\n".join([".isa diannao", ".text", _copy("NMEM", "r31", 0, "GMEM", "r0", 0, nbytes),

@@ -8,6 +8,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
+import isa
 from compiler.backend.diannao import DiannaoKernel, codegen
 from compiler.ir import Buffer, For, ForKind, PrimFunc, Store, Var, const, dtypes
 from sim.diannao.config import DiannaoConfig
@@ -17,7 +18,10 @@ from tandem.diannao_run import run_kernel
 CORES, PER_CORE = 3, 4
 
 
-def triple_kernel(spec=None) -> DiannaoKernel:
+DIANNAO = isa.load_isa("diannao")
+
+
+def triple_kernel(spec: isa.ISA = DIANNAO) -> DiannaoKernel:
     """B = A * 3 (int16), four elements per core on three cores."""
     a, b = Buffer("A", (CORES * PER_CORE,), dtypes.int16), Buffer("B", (CORES * PER_CORE,), dtypes.int16)
     tid, i = Var("tid"), Var("i")
@@ -66,7 +70,7 @@ def test_run_kernel_checks_the_arrays_against_the_parameters(arrays, message: st
 def test_a_kernel_compiled_for_another_card_runs_on_that_card_only() -> None:
     small = DiannaoConfig(name="small", summary="half the NMEM",
                           isa_params=MappingProxyType({"NMEM_BYTES": 262144}))
-    kernel = triple_kernel(small.spec())
+    kernel = triple_kernel(small.spec_for(isa.load_isa("diannao")))
     a = np.arange(12, dtype=np.int16)
     _, (_, b) = run_kernel(kernel, [a, np.zeros_like(a)], config=small)
     assert np.array_equal(b, a * 3)

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import pytest
 
+import isa
 from sim.core.config import uncommented_values
 from sim.core.errors import SimConfigError
-from sim.diannao.config import CONFIGS_DIR, DiannaoConfig, builtin_configs, load_config
+from sim.diannao.config import CONFIGS_DIR, DiannaoConfig, builtin_configs, card_cores, load_config
+
+DIANNAO = isa.load_isa("diannao")
 
 
 def test_the_default_card_is_seed_001s_4x4_card():
     c = load_config("default")
     assert builtin_configs() == ["default"]
     assert (c.clock_mhz, c.gmem_bytes_per_cycle, c.smem_bytes_per_cycle) == (1000.0, 64, 128)
-    assert c.cores == 16
-    spec = c.spec()
+    spec = c.spec_for(DIANNAO)
+    assert card_cores(spec) == 16
     assert spec.spaces["SMEM"].bytes == 2 << 20 and spec.spaces["NMEM"].bytes == 512 << 10
     assert spec.spaces["WMEM"].bytes == 1 << 20
 
@@ -25,9 +28,9 @@ def test_every_shipped_value_states_its_source_or_reasoning_in_a_comment():
 
 def test_isa_params_override_the_card_and_bad_ones_name_the_key():
     text = 'name = "big"\nsummary = "8 clusters"\n[isa_params]\nCLUSTERS = 8\n'
-    assert DiannaoConfig.from_text(text, "big.toml").cores == 32
+    assert card_cores(DiannaoConfig.from_text(text, "big.toml").spec_for(DIANNAO)) == 32
     with pytest.raises(SimConfigError, match="cannot override unknown parameter") as err:
-        DiannaoConfig.from_text(text.replace("CLUSTERS", "CLUSTER"), "big.toml")
+        DiannaoConfig.from_text(text.replace("CLUSTERS", "CLUSTER"), "big.toml").spec_for(DIANNAO)
     assert (err.value.file, err.value.key) == ("big.toml", "isa_params")
 
 

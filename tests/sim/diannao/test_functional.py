@@ -492,7 +492,7 @@ def launch_elementwise(op: str, dtype: str, cores: int, fast: bool) -> tuple[Car
     core) on a fresh default card, on inputs rich in edge values."""
     rng = np.random.default_rng(KERNELS.index((op, dtype, cores)))
     n, dt = cores * 256, NUMPY[dtype]
-    card = Card("default")
+    card = Card("default", spec=isa.load_isa("diannao"))
     bufs = [card.to_gmem(edgy(rng, n, dt)), card.to_gmem(edgy(rng, n, dt)), card.to_gmem(np.zeros(n, dt))]
     program = elementwise_program(op, dtype, 256, 128)
     with np.errstate(all="ignore"):  # the fast paths' IEEE warnings (overflow, invalid) are not under test

@@ -61,7 +61,7 @@ registers = st.integers(0, 29)  # r30, r31: the kernels' own base registers
 @pytest.fixture(scope="module")
 def card() -> Card:
     """One card for the whole module: every test writes only where it allocated, and reads what it wrote."""
-    return Card("default")
+    return Card("default", spec=isa.load_isa("diannao"))
 
 
 def kernel(*lines: str) -> isa.Program:

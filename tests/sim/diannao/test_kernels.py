@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import isa
 from tandem.diannao_kernels import run_conv, run_elementwise, run_matmul
 
 SHAPE = (256, 56, 56)
@@ -92,10 +93,9 @@ def test_a_matmul_matches_numpy(dtype):
 @pytest.mark.parametrize(("op", "ref"), [("sigmoid", lambda x: 1 / (1 + np.exp(-x))), ("tanh", np.tanh)])
 def test_activations_without_a_fast_path_run_through_the_spec(op, ref):
     """sigmoid and tanh have no numpy fast path: the machine runs them with the generic executor."""
-    import isa
     from sim.diannao.machine import Card
 
-    card = Card()
+    card = Card(spec=isa.load_isa("diannao"))
     x = np.linspace(-6, 6, 1024, dtype=np.float32)
     buf = card.to_gmem(x)
     program = isa.assemble("\n".join([

@@ -29,8 +29,13 @@ from sim.diannao.errors import (
 from sim.diannao.machine import Card
 
 CONFIG = load_config("default")
-SPEC = CONFIG.spec()
+SPEC = CONFIG.spec_for(isa.load_isa("diannao"))
 P = SPEC.params
+
+
+def new_card(config=CONFIG) -> Card:
+    """A fresh card of ``config`` running the built-in spec with the config's parameters."""
+    return Card(config, spec=config.spec_for(SPEC))
 
 
 def kernel(*lines: str) -> isa.Program:
@@ -38,7 +43,7 @@ def kernel(*lines: str) -> isa.Program:
 
 
 def cycles(*lines: str, cores: int = 1, args=(), config=CONFIG) -> int:
-    return Card(config).launch(kernel(*lines), cores=cores, args=args).cycles
+    return new_card(config).launch(kernel(*lines), cores=cores, args=args).cycles
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -100,7 +105,7 @@ def test_a_compute_only_kernel_follows_the_tensor_unit_throughput():
     macs = (h - k + 1) * (w - k + 1) * cout * k * k * cin
     per_conv = P["TFU_LATENCY"] + ceil_div(macs * 2, 2 * P["TFU_MACS_PER_CYCLE"]) - 1
     reps = 10
-    result = Card().launch(kernel(f"li r2, {reps}", "top:", conv, "addi r1, r1, 1", "blt r1, r2, top",
+    result = new_card().launch(kernel(f"li r2, {reps}", "top:", conv, "addi r1, r1, 1", "blt r1, r2, top",
                                   "halt"))
     overhead = P["SCALAR_LATENCY"] + reps * (P["SCALAR_LATENCY"] + P["BRANCH_LATENCY"]) + 1
     assert result.cycles == reps * per_conv + overhead
@@ -122,8 +127,8 @@ def test_cores_streaming_from_gmem_at_once_share_its_bandwidth():
     nbytes = 256 * 1024
     port = nbytes // CONFIG.gmem_bytes_per_cycle
     own = (nbytes // 32768) * ceil_div(32768, P["DMA_GMEM_BYTES_PER_CYCLE"])
-    alone = Card().launch(kernel(*stream_from_gmem(nbytes)), cores=1)
-    card16 = Card().launch(kernel(*stream_from_gmem(nbytes)), cores=16)
+    alone = new_card().launch(kernel(*stream_from_gmem(nbytes)), cores=1)
+    card16 = new_card().launch(kernel(*stream_from_gmem(nbytes)), cores=16)
     prologue = alone.cycles - (P["GMEM_LATENCY"] + max(own, port) - 1) - 1
     # first come, first served: the k-th core's transfer starts when the k - 1 before it left the port
     assert card16.cycles == prologue + 15 * port + P["GMEM_LATENCY"] + max(own, port) - 1 + 1
@@ -138,9 +143,9 @@ def test_smem_bandwidth_is_shared_per_cluster_not_across_clusters():
     copy = [*GLOBAL_ID, "li r31, 0", "li r8, 0",
             f"memcpyr dst_space=NMEM, src_space=SMEM, rd=r31, rs1=r8, len=32768, count={nbytes // 32768}, "
             "dst_stride=32768, src_stride=32768", "halt"]
-    one_cluster = Card().launch(kernel(*copy), cores=P["CORES_PER_CLUSTER"]).cycles
-    four_clusters = Card().launch(kernel(*copy), cores=16).cycles
-    alone = Card().launch(kernel(*copy), cores=1).cycles
+    one_cluster = new_card().launch(kernel(*copy), cores=P["CORES_PER_CLUSTER"]).cycles
+    four_clusters = new_card().launch(kernel(*copy), cores=16).cycles
+    alone = new_card().launch(kernel(*copy), cores=1).cycles
     assert four_clusters == one_cluster > alone
     port = nbytes // CONFIG.smem_bytes_per_cycle
     assert one_cluster - alone == (P["CORES_PER_CLUSTER"] - 1) * port
@@ -165,7 +170,7 @@ def producer_consumer(scope: str, with_barrier: bool) -> list[str]:
 
 @pytest.mark.parametrize("scope", ["CLUSTER", "ALL"])
 def test_a_barrier_orders_a_write_before_the_reads_of_every_core_of_its_scope(scope):
-    card = Card()
+    card = new_card()
     result = card.launch(kernel(*producer_consumer(scope, True)), cores=16)
     seen = card.memory.gmem[4096:4096 + 64].view(np.int32)
     assert seen.tolist() == [42] * 16
@@ -175,7 +180,7 @@ def test_a_barrier_orders_a_write_before_the_reads_of_every_core_of_its_scope(sc
 
 
 def test_without_the_barrier_the_readers_run_ahead_and_see_the_old_value():
-    card = Card()
+    card = new_card()
     card.launch(kernel(*producer_consumer("CLUSTER", False)), cores=16)
     seen = card.memory.gmem[4096:4096 + 64].view(np.int32).reshape(4, 4)
     assert (seen[:, 1:] == 0).all() and (seen[:, 0] == 42).all()
@@ -183,7 +188,7 @@ def test_without_the_barrier_the_readers_run_ahead_and_see_the_old_value():
 
 def test_barriers_can_be_passed_many_times():
     lines = ["li r2, 50", "top:", "barrier ALL", "addi r1, r1, 1", "blt r1, r2, top", "halt"]
-    result = Card().launch(kernel(*lines), cores=16)
+    result = new_card().launch(kernel(*lines), cores=16)
     assert result.instructions["barrier"] == 16 * 50
     assert result.cycles == (P["SCALAR_LATENCY"] + 50 * (P["BARRIER_LATENCY"] + P["SCALAR_LATENCY"]
                                                          + P["BRANCH_LATENCY"]) + 1)
@@ -191,7 +196,7 @@ def test_barriers_can_be_passed_many_times():
 
 # ------------------------------------------------------------------------------------------------- results
 def test_results_count_instructions_bytes_and_core_time():
-    card = Card()
+    card = new_card()
     program = kernel(*GLOBAL_ID, "li r7, 4096", "mul r8, r6, r7", "li r31, 0",
                      "memcpyr dst_space=NMEM, src_space=GMEM, rd=r31, rs1=r8, len=4096, count=1",
                      "vadd.f32 dst=0, a=0, b=0, n=1024",
@@ -217,14 +222,14 @@ def test_the_same_launch_gives_the_same_result_every_time():
         again = run_elementwise("vadd", (64, 32, 32), "f16", cores=16)
         assert again.result == first.result
         assert np.array_equal(again.output, first.output)
-    traced = [Card().launch(first.program, cores=16, args=[0, 0, 0], trace=True) for _ in range(2)]
+    traced = [new_card().launch(first.program, cores=16, args=[0, 0, 0], trace=True) for _ in range(2)]
     assert traced[0] == traced[1] and traced[0].trace
 
 
 # -------------------------------------------------------------------------------------------------- errors
 def error_of(*lines: str, cores: int = 1, config=CONFIG, args=()) -> Exception:
     with pytest.raises(Exception) as info:
-        Card(config).launch(kernel(*lines), cores=cores, args=args)
+        new_card(config).launch(kernel(*lines), cores=cores, args=args)
     return info.value
 
 
@@ -303,17 +308,17 @@ def test_running_off_the_end_of_the_program_is_a_control_error():
 @pytest.mark.parametrize("count", [0, 5, 6, 17])
 def test_a_launch_on_a_core_count_the_card_cannot_run_is_refused(count):
     with pytest.raises(LaunchError, match=f"cannot launch on {count} cores"):
-        Card().launch(kernel("halt"), cores=count)
+        new_card().launch(kernel("halt"), cores=count)
 
 
 def test_a_program_for_other_parameters_is_refused():
     other = isa.assemble(".isa diannao\n.param NUM_REGS = 16\n.text\nhalt\n")
     with pytest.raises(LaunchError, match="parameters differ"):
-        Card().launch(other)
+        new_card().launch(other)
 
 
 def test_launch_arguments_preload_registers():
-    card = Card()
+    card = new_card()
     card.launch(kernel("st r0, r1, GMEM, 0", "halt"), args=[64, -7])
     assert card.memory.gmem[64:68].view(np.int32)[0] == -7
     with pytest.raises(LaunchError, match="does not fit in a 32-bit register"):

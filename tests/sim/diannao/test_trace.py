@@ -48,7 +48,7 @@ def launch_elementwise(cores: int, vectors_per_core: int, tile_vectors: int, tra
                        ) -> tuple[DiannaoResult, dict[int, int]]:
     """C = A + B (f32) on ``cores`` cores of the 800 MHz card; also the memcpys each core must run: two in and
     one out per tile (the last tile may be short)."""
-    card = Card(SLOW)
+    card = Card(SLOW, spec=isa.load_isa("diannao"))
     per_core, tile = vectors_per_core * VECTOR, tile_vectors * VECTOR
     total = cores * per_core
     rng = np.random.default_rng(cores * 1000 + per_core + tile)
@@ -63,7 +63,7 @@ def launch_elementwise(cores: int, vectors_per_core: int, tile_vectors: int, tra
 
 def launch_barrier_kernel() -> tuple[DiannaoResult, dict[int, int]]:
     """BARRIER_KERNEL on two clusters (8 cores); core 0 of each cluster runs two memcpys, the others none."""
-    card = Card(SLOW)
+    card = Card(SLOW, spec=isa.load_isa("diannao"))
     card.to_gmem(np.arange(4, dtype=np.int32) * 10, addr=0)
     result = card.launch(isa.assemble(BARRIER_KERNEL), cores=8, args=[0], trace=True)
     np.testing.assert_array_equal(card.memory.gmem[4096:4112].view(np.int32), np.arange(4) * 10 + 1)
@@ -72,7 +72,7 @@ def launch_barrier_kernel() -> tuple[DiannaoResult, dict[int, int]]:
 
 def launch_matmul() -> tuple[DiannaoResult, dict[int, int]]:
     """out = a @ b (f16, 64x32x32) with the rows split over 4 cores: three copies per core."""
-    card = Card(SLOW)
+    card = Card(SLOW, spec=isa.load_isa("diannao"))
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((64, 32)).astype(np.float16), rng.standard_normal((32, 32)).astype(np.float16)
     bufs = [card.to_gmem(a), card.to_gmem(block_weights(b)), card.to_gmem(np.zeros((64, 32), np.float16))]
@@ -200,7 +200,7 @@ def test_stall_slices_add_up_to_each_cores_stalled_cycles():
         "memcpy dst_space=NMEM, src_space=GMEM, dst=0, src=0, len=4096, count=1",  # so do the copies
         "bne r3, r0, wait", "li r7, 200", "spin:", "addi r8, r8, 1", "blt r8, r7, spin",
         "wait:", "barrier CLUSTER", "halt"]) + "\n")
-    result = Card().launch(program, cores=4, trace=True)
+    result = Card(spec=isa.load_isa("diannao")).launch(program, cores=4, trace=True)
     stalls = defaultdict(int)
     for track, _what, begin, end, kind in result.trace:
         if kind == "stall":

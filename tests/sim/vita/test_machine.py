@@ -126,7 +126,7 @@ def test_the_trace_shows_each_instruction_and_each_stall_on_its_unit_track():
 def test_the_binary_form_of_a_program_simulates_like_the_program():
     dram, _, _ = gemm_dram(2)
     program = isa.assemble(SINGLE_GEMM)
-    assert simulate(isa.encode_program(program), dram, CFG) == simulate(program, dram, CFG)
+    assert simulate(isa.encode_program(program), dram, CFG, spec=program.isa) == simulate(program, dram, CFG)
 
 
 @pytest.mark.parametrize(("insn", "message"), [
@@ -151,7 +151,7 @@ def test_an_unknown_opcode_in_a_program_file_names_the_instruction():
     at = words.index(bytes([3]), 20)  # FINISH's opcode (3) in the first byte of its word: make it 7
     words[at] = 7
     with pytest.raises(isa.EncodingError, match=r"instruction 0: word 0x0+7 decodes to no instruction"):
-        simulate(bytes(words), np.zeros(1024, np.uint8), CFG)
+        simulate(bytes(words), np.zeros(1024, np.uint8), CFG, spec=SPEC)
 
 
 def test_a_full_command_queue_stalls_fetch_but_not_the_busy_unit():
