@@ -45,7 +45,7 @@ from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
 from tandem.layers import RESNET18
 from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, run_vita
+from tandem.vita_run import VitaLayer, dram_bytes_per_cycle, machine_costs, run_vita
 
 QUICK = {"q1": (14, 32, 32, 3, 1), "q2": (14, 32, 64, 1, 2), "q3": (7, 64, 64, 3, 1)}
 PAPER = "latency reduction 7%-54% per layer; GEMM utilization at best 52% without, up to 74% with"
@@ -86,7 +86,7 @@ def compute_unit_cycles(layer: VitaLayer, target: Target) -> int:
     c = layer.conv
     vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
     return (math.ceil(c.macs / peak_macs_per_cycle(target.spec))
-            + ALU_OPS * target.config.alu_cycles_per_uop * vectors)
+            + ALU_OPS * machine_costs(target).alu_cycles_per_uop * vectors)
 
 
 def run_layer(layer: Layer, vthreads: int, tune: int, target: Target) -> dict:
@@ -95,10 +95,9 @@ def run_layer(layer: Layer, vthreads: int, tune: int, target: Target) -> dict:
     v, c = layer.vita, layer.vita.conv
     serial = run_vita(v, 0, target, tune=tune, seed=SEED)   # one seed: both see the same inputs
     threaded = run_vita(v, vthreads, target, tune=tune, seed=SEED)
-    config = target.config
     peak = peak_macs_per_cycle(target.spec)
     intensity = c.macs / v.dram_bytes()
-    ridge = peak / config.dram_bytes_per_cycle
+    ridge = peak / dram_bytes_per_cycle(target)
     row = {
         "layer": layer.name, **v.params, "macs": c.macs, "dram_bytes": v.dram_bytes(),
         "intensity": round(intensity, 2), "ridge": ridge,
@@ -155,7 +154,7 @@ def plot_roofline(rows: Sequence[dict], target: Target, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     config = target.config
-    peak, bw = peak_macs_per_cycle(target.spec), config.dram_bytes_per_cycle
+    peak, bw = peak_macs_per_cycle(target.spec), dram_bytes_per_cycle(target)
     xs = [r["intensity"] for r in rows]
     lo, hi = min(xs + [peak / bw]) / 2, max(xs + [peak / bw]) * 2
     grid = np.geomspace(lo, hi, 200)

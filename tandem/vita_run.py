@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+import isa
 from compiler.backend.vita import VitaKernel, build_vita
 from compiler.errors import ScheduleError
 from compiler.ops import vita
@@ -80,17 +81,30 @@ class VitaLayer:
         return c.h * c.w * c.ic + c.oc * c.ic * c.k * c.k + c.oh * c.ow * c.oc
 
 
-def machine_costs(config: VitaConfig) -> vita.MachineCosts:
-    """The numbers of ``config`` that the schedule's cost model uses."""
-    return vita.MachineCosts(config.dram_bytes_per_cycle, config.dram_latency_cycles,
-                             max(config.gemm_pipeline_cycles, config.alu_pipeline_cycles),
-                             config.alu_cycles_per_uop)
+def _one_uop_timing(spec: isa.ISA, name: str) -> tuple[int, int]:
+    """(latency, cycles) of instruction ``name`` of ``spec`` with one micro-op, from its timing."""
+    _, latency, cycles = isa.timing_of(spec, spec.insn(name, uop_end=1, iter_out=1, iter_in=1))
+    return latency or 0, cycles or 0
+
+
+def machine_costs(target: Target) -> vita.MachineCosts:
+    """The numbers the schedule's cost model uses: the spec's timing (DRAM bandwidth, the GEMM and ALU
+    instructions' pipeline fill and the ALU's cycles per micro-op) and the config's DRAM latency."""
+    gemm_fill, _ = _one_uop_timing(target.spec, "GEMM")
+    alu_fill, alu_per_uop = _one_uop_timing(target.spec, "ALU_MAX")
+    return vita.MachineCosts(dram_bytes_per_cycle(target), target.config.dram_latency_cycles,
+                             max(gemm_fill, alu_fill), alu_per_uop)
+
+
+def dram_bytes_per_cycle(target: Target) -> int:
+    """The DRAM bandwidth of the target's machine (a spec parameter, which a config may override)."""
+    return target.spec.params["DRAM_BYTES_PER_CYCLE"]
 
 
 def roofline_cycles(layer: VitaLayer, target: Target) -> int:
     """The larger of the layer's MACs at the GEMM core's peak and its compulsory traffic at DRAM speed."""
     return max(math.ceil(layer.conv.macs / peak_macs_per_cycle(target.spec)),
-               math.ceil(layer.dram_bytes() / target.config.dram_bytes_per_cycle))
+               math.ceil(layer.dram_bytes() / dram_bytes_per_cycle(target)))
 
 
 def compile_layer(layer: VitaLayer, tiling: vita.Tiling, target: Target, relu: bool = False
@@ -108,7 +122,7 @@ def tune_tiling(layer: VitaLayer, vthreads: int, target: Target, top: int = 4
     """The fastest of the ``top`` tilings the cost model ranks first, by simulated cycles, and every
     candidate measured (tiling, cycles) in rank order."""
     ranked = vita.rank_tilings(layer.conv, vthreads, spec=target.spec,
-                               costs=machine_costs(target.config))[:max(top, 1)]
+                               costs=machine_costs(target))[:max(top, 1)]
     measured = []
     for t in ranked:
         vs, kernel = compile_layer(layer, t, target)
@@ -135,7 +149,7 @@ def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig | Tar
         if tiling is None and tune > 0:
             tiling, tuned = tune_tiling(layer, vthreads, target, tune)
         elif tiling is None:
-            tiling = vita.choose_tiling(layer.conv, vthreads, spec=target.spec, costs=machine_costs(cfg))
+            tiling = vita.choose_tiling(layer.conv, vthreads, spec=target.spec, costs=machine_costs(target))
     except ScheduleError as exc:
         raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
     vs, kernel = compile_layer(layer, tiling, target, relu)

@@ -106,6 +106,9 @@ def parse_config(cls: type, text: str, file: str) -> Any:
         raise SimConfigError(f"not valid TOML: {e}", file=file) from None
     known = {f.name for f in fields(cls)} - {"source"}
     for key in doc:
+        if key in getattr(cls, "MOVED", {}):
+            raise SimConfigError(f"this value now lives in the spec: set {cls.MOVED[key]} instead", file=file,
+                                 key=key)
         if key not in known:
             raise SimConfigError(f"unknown key; keys are {', '.join(sorted(known))}", file=file, key=key)
     for key in ("name", "summary"):

@@ -16,3 +16,18 @@ class SimConfigError(SimError):
         self.detail = message
         where = f"{file}: key '{key}'" if key else file
         super().__init__(f"{where}: {message}")
+
+
+class ConstraintError(SimError):
+    """An instruction breaks a rule of its ISA spec; both simulators raise it (or a subclass of it).
+
+    ``pc`` is the instruction's index in the program, ``unit`` what runs it (a VITA unit such as "load",
+    a DianNao core such as "core 5"), ``insn`` the instruction as assembly text and ``rule`` the rule as the
+    spec writes it.
+    """
+
+    def __init__(self, message: str, *, pc: int | None = None, unit: str | None = None,
+                 insn: str | None = None, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.pc, self.unit, self.insn, self.rule = pc, unit, insn, rule
+        self.detail = message

@@ -11,6 +11,7 @@ constraint kind (``align``, ``divisible``, ``space``, ``capacity``; every other 
 
 from __future__ import annotations
 
+from sim.core import errors as core_errors
 from sim.core.errors import SimError
 
 
@@ -19,9 +20,10 @@ class DiannaoError(SimError):
 
     def __init__(self, message: str, *, core: int | None = None, pc: int | None = None,
                  insn: str | None = None, rule: str | None = None) -> None:
-        self.core, self.pc, self.insn, self.rule = core, pc, insn, rule
-        self.detail = message
         super().__init__(message)
+        self.core, self.pc, self.insn, self.rule = core, pc, insn, rule
+        self.unit = f"core {core}" if core is not None else None
+        self.detail = message
 
 
 class LaunchError(DiannaoError):
@@ -29,8 +31,8 @@ class LaunchError(DiannaoError):
     host data that does not fit in GMEM."""
 
 
-class ConstraintError(DiannaoError):
-    """A tensor instruction breaks a rule of its ISA spec."""
+class ConstraintError(DiannaoError, core_errors.ConstraintError):
+    """A tensor instruction breaks a rule of its ISA spec (the error both simulators share, with the core)."""
 
 
 class MisalignedError(ConstraintError):

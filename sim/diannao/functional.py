@@ -7,7 +7,9 @@ instruction, and tests/sim/diannao/test_functional.py proves them equal on rando
 
 - ``execute_generic``: the spec's semantics through ``isa.execute`` (the reference);
 - ``FAST_PATHS``: hand-written numpy for the instructions kernels run most (copies, vector ops, conv,
-  matmul), several times cheaper than the generic executor. An instruction without one runs generically.
+  matmul), several times cheaper than the generic executor, each keyed by the contract it implements
+  (``fast_path(instr)``: by semantics and operands, never by mnemonic). Any other instruction, or one whose
+  spec changed what it computes, runs generically.
 
 Neither checks the spec's constraints: the machine does that once per instruction before the first run.
 """
@@ -21,6 +23,7 @@ import numpy as np
 import isa
 from isa.dtypes import DTYPES
 from isa.lang.scalar import evaluate
+from sim.core.contract import fast_path_for
 
 
 class CardMemory:
@@ -187,18 +190,56 @@ def _block_of(memory: CardMemory) -> int:
     return memory.spec.params["CONV_BLOCK"]
 
 
+# ---------------------------------------------------------------------------- the fast paths' contracts
+# A fast path runs an instruction only when the instruction's contract (sim/core/contract.py: semantics,
+# indices, types, operands with spaces, dtypes, shapes, strides and addresses) is the one below, whatever the
+# instruction is called; tests/sim/diannao/test_functional.py proves each path equal to the generic executor.
+
+_VECTOR_TYPES = "type T in i8, i16, i32, f16, f32"
+
+
+def _vector(statement: str, operands: str) -> str:
+    """The contract of an element-wise NMEM instruction over ``n`` elements of T."""
+    return "\n".join([statement, "indices i spatial", _VECTOR_TYPES,
+                      *(f"{op}: NMEM T shape [n] strides - at {op}" for op in operands.split())])
+
+
+def _copy(registers: bool) -> str:
+    dst, src = ("R[rd] + dst_off", "R[rs1] + src_off") if registers else ("dst", "src")
+    return "\n".join(["dst[r, c] = src[r, c]", "indices r spatial, c spatial",
+                      *(["R: register i32"] if registers else []),
+                      f"dst: dst_space u8 shape [count, len] strides [dst_stride, 1] at {dst}",
+                      f"src: src_space u8 shape [count, len] strides [src_stride, 1] at {src}"])
+
+
+_CONV_WINDOW = "inp[y * s + ky, x * s + kx, ci]) * {t}(wgt[co // CONV_BLOCK, ky, kx, ci, co % CONV_BLOCK])"
+_CONV_OPERANDS = ["inp: NMEM T shape [h, w, cin] strides - at inp",
+                  "wgt: WMEM T shape [cout // CONV_BLOCK, kh, kw, cin, CONV_BLOCK] strides - at wgt"]
+_CONV_INDICES = "indices y spatial, x spatial, co spatial, ky reduce, kx reduce, ci reduce"
+_CONV_OUT = "out: NMEM {t} shape [(h - kh) // s + 1, (w - kw) // s + 1, cout] strides - at out"
+
 FAST_PATHS: dict[str, Callable] = {
-    "memcpy": _memcpy,
-    "memcpyr": _memcpy,
-    "vzero": _vzero,
-    "vadd": _binary(np.add),
-    "vsub": _binary(np.subtract),
-    "vmul": _binary(np.multiply),
-    "vmax": _binary(np.maximum),
-    "vmin": _binary(np.minimum),
-    "relu": _relu,
-    "vabs": _vabs,
-    "conv": _conv,
-    "qconv": _qconv,
-    "matmul": _matmul,
+    _copy(False): _memcpy,
+    _copy(True): _memcpy,
+    "\n".join(["dst[i] = 0", "indices i spatial", "dst: dst_space u8 shape [n] strides - at dst"]): _vzero,
+    _vector("dst[i] = a[i] + b[i]", "dst a b"): _binary(np.add),
+    _vector("dst[i] = a[i] - b[i]", "dst a b"): _binary(np.subtract),
+    _vector("dst[i] = a[i] * b[i]", "dst a b"): _binary(np.multiply),
+    _vector("dst[i] = max(a[i], b[i])", "dst a b"): _binary(np.maximum),
+    _vector("dst[i] = min(a[i], b[i])", "dst a b"): _binary(np.minimum),
+    _vector("dst[i] = max(dst[i], 0)", "dst"): _relu,
+    _vector("dst[i] = abs(dst[i])", "dst"): _vabs,
+    "\n".join([f"out[y, x, co] = T(sum(ky, kx, ci, f32({_CONV_WINDOW.format(t='f32')}))", _CONV_INDICES,
+               "type T in f16, f32", _CONV_OUT.format(t="T"), *_CONV_OPERANDS]): _conv,
+    "\n".join([f"out[y, x, co] = sum(ky, kx, ci, i32({_CONV_WINDOW.format(t='i32')})", _CONV_INDICES,
+               "type T in i8, i16", _CONV_OUT.format(t="i32"), *_CONV_OPERANDS]): _qconv,
+    "\n".join(["out[i, j] = T(sum(r, f32(a[i, r]) * f32(b[j // CONV_BLOCK, r, j % CONV_BLOCK])))",
+               "indices i spatial, j spatial, r reduce", "type T in f16, f32",
+               "out: NMEM T shape [m, n] strides - at out", "a: NMEM T shape [m, k] strides - at a",
+               "b: WMEM T shape [n // CONV_BLOCK, k, CONV_BLOCK] strides - at b"]): _matmul,
 }
+
+
+def fast_path(instr: isa.Instruction) -> Callable | None:
+    """The fast path whose contract ``instr`` has, or None: the generic executor runs it."""
+    return fast_path_for(instr, FAST_PATHS)

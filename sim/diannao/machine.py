@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +57,7 @@ from sim.diannao.errors import (
     OutOfBoundsError,
     RunawayLoopError,
 )
-from sim.diannao.functional import FAST_PATHS, CardMemory, execute_generic
+from sim.diannao.functional import CardMemory, execute_generic, fast_path
 
 # ------------------------------------------------------------------------------- decoded instruction kinds
 # Each instruction decodes once into a tuple whose first element is its kind; the interpreter tests the kinds
@@ -178,6 +178,13 @@ class _Decoder:
         self.spec = program.isa
         self.config = config
         self.space_names = space_names
+        self.fast_paths: dict[str, Callable | None] = {}
+
+    def fast_path(self, name: str) -> Callable | None:
+        """The fast path of instruction ``name`` of this spec (by its contract, not its name), or None."""
+        if name not in self.fast_paths:
+            self.fast_paths[name] = fast_path(self.spec.instruction(name))
+        return self.fast_paths[name]
 
     def plans(self, program: isa.Program) -> list[_Plan]:
         return [self.plan(pc, insn) for pc, insn in enumerate(program.insns)]
@@ -258,7 +265,7 @@ class _Decoder:
                           if op.kind == "tensor" and not isinstance(op.addr, Name))
         rules = tuple(compile_scalar(c.rule, env) for c in instr.constraints if reads_operands(c))
         dynamic = (addresses, rules) if addresses or rules else None
-        op = (TENSOR, FAST_PATHS.get(insn.name), f, dt, bool(ports), dynamic)
+        op = (TENSOR, self.fast_path(insn.name), f, dt, bool(ports), dynamic)
         return _Plan(op, unit, duration, cycles, moves, ports)
 
 

@@ -4,10 +4,11 @@
     load_config("path/to/mine.toml")  # a config of your own
     VitaConfig.from_file(path)
 
-A config names the ISA parameters (buffer sizes and GEMM shape, applied to the spec with ``spec_for``),
-optionally its spec file, and the timing parameters the ISA leaves to the machine: clock, DRAM
-latency and bandwidth, queue depths and pipeline depths. Every default in the shipped files states its
-source or its reasoning in a comment.
+A config names the ISA parameters (buffer sizes, GEMM shape, DRAM bandwidth, pipeline fills: applied to the
+spec with ``spec_for``), optionally its spec file, and what the spec does not describe: the clock, the DRAM
+latency, the queue depths and fetch's rate. Each value lives in one place: what an instruction costs is the
+spec's timing, never a config field. Every default in the shipped files states its source or its reasoning
+in a comment.
 """
 
 from __future__ import annotations
@@ -32,17 +33,20 @@ class VitaConfig(TomlConfig):
     spec: str = ""  # the spec file the machine uses, relative to this file ("": the built-in one)
     clock_mhz: float = 100.0
     dram_latency_cycles: int = 64
-    dram_bytes_per_cycle: int = 8
     insn_queue_depth: int = 512
     cmd_queue_depth: int = 512
     dep_queue_depth: int = 8
     fetch_cycles_per_insn: int = 1
-    gemm_pipeline_cycles: int = 4
-    gemm_cycles_per_uop: int = 1
-    alu_pipeline_cycles: int = 4
-    alu_cycles_per_uop: int = 2
     source: str = "<config>"
     FAMILY = "vita"
+    # keys of earlier configs whose values now live in the spec, and where
+    MOVED = {
+        "dram_bytes_per_cycle": "[isa_params] DRAM_BYTES_PER_CYCLE",
+        "gemm_pipeline_cycles": "[isa_params] GEMM_PIPELINE_CYCLES",
+        "alu_pipeline_cycles": "[isa_params] ALU_PIPELINE_CYCLES",
+        "gemm_cycles_per_uop": "the GEMM instructions' timing in the spec",
+        "alu_cycles_per_uop": "the ALU instructions' timing in the spec",
+    }
 
 
 def peak_macs_per_cycle(spec: isa.ISA) -> int:

@@ -2,9 +2,11 @@
 
 The on-chip buffers hold whole tiles (``inp[depth, BATCH*BLOCK_IN]`` int8, ``wgt[depth, BLOCK_OUT*BLOCK_IN]``
 int8, ``acc[depth, BATCH*BLOCK_OUT]`` int32, ``uop[depth]`` uint32); DRAM is a flat byte array. The
-instruction semantics are the ones of isa/specs/vita.toml: these are hand-written fast paths of them (a GEMM
-runs all the micro-ops of its two-level loop as one batched product), and tests/sim/vita/test_functional.py
-proves each equal to the generic executor running the spec's semantics micro-op by micro-op.
+instruction semantics are the spec's: the methods here are hand-written fast paths of them (a GEMM runs all
+the micro-ops of its two-level loop as one batched product), each used only for instructions whose contract
+(``FAST_PATHS``) is the one it implements, and tests/sim/vita/test_functional.py proves each equal to the
+generic executor running the spec's semantics micro-op by micro-op. Any other micro-op instruction on ACC
+tiles (a new ALU operation, a changed one) runs through ``execute_generic``.
 
 Errors are ``VitaExecError`` naming the instruction and the broken rule: an SRAM index outside its buffer,
 a micro-op range outside the uop buffer, a DRAM access outside DRAM, padding on a store.
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import isa
-from sim.core.errors import SimError
+from sim.core.contract import fast_path_for
+from sim.core.errors import ConstraintError, SimError
 
 # micro-ops of one GEMM/ALU instruction are processed in batches of at most this many
 BATCH_UOPS = 1 << 15
@@ -25,6 +28,10 @@ BATCH_UOPS = 1 << 15
 
 class VitaExecError(SimError):
     """A VITA instruction cannot execute: names the instruction and the rule it breaks."""
+
+
+class VitaConstraintError(VitaExecError, ConstraintError):
+    """A VITA instruction breaks a rule of its spec: names its index, unit, the instruction and the rule."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +212,88 @@ class VitaState:
             return
         for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # dependent micro-ops: in sequence
             acc[d] = _alu(op, acc[d], imm if use_imm else acc[s])
+
+
+def execute_generic(state: VitaState, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
+    """A micro-op instruction whose semantics no fast path implements, through the spec's generic executor:
+    for every micro-op of its two-level loop, in order, each operand is the ACC tile its micro-op field
+    (``dst_idx``, ``src_idx``) and the loop factors address, and the written operands are stored back."""
+    f = insn.values if f is None else f
+    instr = state.spec.instruction(insn.name)
+    idx = state.uop_indices(insn, f)
+    names = [op.name for op in instr.operands if op.kind == "tensor"]
+    for name in names:
+        state._check(insn, idx[name], "ACC", name)
+    acc = state.buffers["ACC"]
+    shape = (state.batch, state.block_out)
+    for k in range(idx["dst"].size):
+        tiles = {name: acc[idx[name][k]].reshape(shape) for name in names}
+        for name, value in isa.execute(state.spec, insn, tiles).items():
+            acc[idx[name][k]] = np.asarray(value).reshape(-1)
+
+
+# ---------------------------------------------------------------------------- the fast paths' contracts
+# An instruction runs on a fast path only when its contract (sim/core/contract.py: semantics, indices, types
+# and operands with spaces, dtypes, shapes, strides and addresses) is the one below, whatever it is called;
+# tests/sim/vita/test_functional.py proves each fast path equal to the generic executor.
+
+_PADDED = ("sram[y, x, e] = select(y >= y_pad_0 and y < y_pad_0 + y_size and x >= x_pad_0 and x < x_pad_0 + "
+           "x_size, dram[y - y_pad_0, x - x_pad_0, e], 0)")
+_YXE = "indices y spatial, x spatial, e spatial"
+
+
+def _load(space: str, dtype: str, tile: str) -> str:
+    """The contract of a 2-D padded load of ``tile``-element tiles of ``dtype`` into ``space``."""
+    strides, at = (f"[x_stride * {tile}, {tile}, 1]", f"dram_base * {tile}") if tile != "1" else \
+        ("[x_stride, 1, 1]", "dram_base")
+    return "\n".join([_PADDED, _YXE,
+                      f"sram: {space} {dtype} shape [y_pad_0 + y_size + y_pad_1, x_pad_0 + x_size + x_pad_1, "
+                      f"{tile}] strides - at sram_base",
+                      f"dram: DRAM {dtype} shape [y_size, x_size, {tile}] strides {strides} at {at}"])
+
+
+def _tiles(statement: str, indices: str, *operands: str) -> str:
+    """The contract of a micro-op instruction: ``operands`` as 'name SPACE dtype ROWS COLS' tiles."""
+    lines = [statement, f"indices {indices}"]
+    for op in operands:
+        name, space, dtype, rows, cols = op.split()
+        lines.append(f"{name}: {space} {dtype} shape [{rows}, {cols}] strides - at {name}")
+    return "\n".join(lines)
+
+
+def _alu_op(statement: str) -> str:
+    return _tiles(statement, "b spatial, o spatial", "dst ACC i32 BATCH BLOCK_OUT",
+                  "src ACC i32 BATCH BLOCK_OUT")
+
+
+_Y = "select(use_imm != 0, i32(imm), src[b, o])"
+#: contract -> (action, argument) of the VITA machine (sim/vita/plan.py)
+FAST_PATHS: dict[str, tuple[str, str | None]] = {
+    _load("INP", "i8", "INP_TILE"): ("load", "INP"),
+    _load("WGT", "i8", "WGT_TILE"): ("load", "WGT"),
+    _load("ACC", "i32", "ACC_TILE"): ("load", "ACC"),
+    _load("UOP", "u32", "1"): ("load", "UOP"),
+    "\n".join(["dram[y, x, e] = i8(sram[y, x, e])", _YXE,
+               "sram: ACC i32 shape [y_size, x_size, ACC_TILE] strides - at sram_base",
+               "dram: DRAM i8 shape [y_size, x_size, OUT_TILE] strides [x_stride * OUT_TILE, OUT_TILE, 1] at "
+               "dram_base * OUT_TILE"]): ("store", None),
+    _tiles("acc[b, o] += i32(inp[b, k]) * i32(wgt[o, k])", "b spatial, o spatial, k reduce",
+           "acc ACC i32 BATCH BLOCK_OUT", "inp INP i8 BATCH BLOCK_IN",
+           "wgt WGT i8 BLOCK_OUT BLOCK_IN"): ("gemm", None),
+    _tiles("acc[b, o] = 0", "b spatial, o spatial", "acc ACC i32 BATCH BLOCK_OUT"): ("reset", None),
+    _alu_op(f"dst[b, o] = min(dst[b, o], {_Y})"): ("alu", "MIN"),
+    _alu_op(f"dst[b, o] = max(dst[b, o], {_Y})"): ("alu", "MAX"),
+    _alu_op(f"dst[b, o] = dst[b, o] + {_Y}"): ("alu", "ADD"),
+    _alu_op(f"dst[b, o] = dst[b, o] * {_Y}"): ("alu", "MUL"),
+    _alu_op("dst[b, o] = select(use_imm != 0, select(imm >= 0, dst[b, o] >> imm, i32(i64(dst[b, o]) << "
+            "-i64(imm))), select(src[b, o] >= 0, dst[b, o] >> src[b, o], i32(i64(dst[b, o]) << "
+            "-i64(src[b, o]))))"): ("alu", "SHR"),
+}
+
+
+def fast_path(instr: isa.Instruction) -> tuple[str, str | None] | None:
+    """The (action, argument) of the fast path whose contract ``instr`` has, or None."""
+    return fast_path_for(instr, FAST_PATHS)
 
 
 def _alu(op: str, x: np.ndarray, y: np.ndarray | int) -> np.ndarray:

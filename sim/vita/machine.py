@@ -2,16 +2,21 @@
 
     result = simulate(program, dram, config="vta-default")
 
-Fetch reads the instruction stream in order and dispatches each instruction to a command queue, as VTA's
-fetch module does: INP/WGT loads to the load queue; UOP/ACC loads, GEMM, ALU and FINISH to the compute
-queue; stores to the store queue (fetch waits when a queue is full). The load, compute and store units each
+Fetch reads the instruction stream in order and dispatches each instruction to the command queue of the unit
+its spec's timing names, as VTA's fetch module does by opcode: INP/WGT loads to the load queue; UOP/ACC
+loads, GEMM, ALU and FINISH to the compute queue; stores to the store queue (fetch waits when a queue is
+full). Everything about an instruction comes from the program's spec (sim/vita/plan.py): its unit, its
+cycles, what it does (a fast path chosen by its semantics, or the spec's generic executor), and the rules
+every instance is checked against before the program starts (``VitaConstraintError`` names the instruction's
+index, its unit and the rule). The load, compute and store units each
 take their next command, pop the dependency tokens it asks for, execute it, then push the tokens it asks for.
 Tokens travel in four finite FIFOs: load->compute (l2g), compute->load (g2l), compute->store (g2s) and
 store->compute (s2g); "prev" is the unit before in load -> compute -> store, "next" the unit after.
 
-Time: a unit spends its own cycles (GEMM: pipeline fill + one cycle per micro-op; ALU: two per micro-op) in
-one simpy timeout; a DRAM transfer holds the one shared DRAM port for ceil(bytes / dram_bytes_per_cycle)
-cycles, then its data arrives dram_latency_cycles later. So the cost of simulating grows with instructions,
+Time: a unit spends its own cycles (the spec's latency + cycles: for GEMM the pipeline fill plus one cycle
+per micro-op, for the ALU two per micro-op) in one simpy timeout; a DRAM transfer holds the one shared DRAM
+port for the spec's cycles of the instruction (its bytes at DRAM_BYTES_PER_CYCLE), then its data arrives
+dram_latency_cycles (the config's) later. So the cost of simulating grows with instructions,
 not with cycles.
 
 A deadlock is found the moment no event is left while a unit still waits on a token FIFO: ``DeadlockError``
@@ -30,7 +35,8 @@ import simpy
 import isa
 from sim.core.errors import SimError
 from sim.vita.config import VitaConfig, load_config
-from sim.vita.functional import VitaExecError, VitaState
+from sim.vita.functional import VitaConstraintError, VitaExecError, VitaState, execute_generic
+from sim.vita.plan import InsnPlan, plan_spec
 
 QUEUES = {"l2g": "load->compute", "g2l": "compute->load", "g2s": "compute->store", "s2g": "store->compute"}
 # (pop_prev, pop_next, push_prev, push_next) queues of each unit; None where the flag has no queue
@@ -164,12 +170,15 @@ class _Machine:
         self.tokens = {q: _Fifo(self.env, config.dep_queue_depth) for q in QUEUES}
         self.dram_free_at = 0  # the cycle the one DRAM port is free again
         self.fields = [dict(insn.fields) for insn in program.insns]
+        plans = plan_spec(self.spec)
+        self.plans: list[InsnPlan] = [plans[insn.name] for insn in program.insns]
+        self.check_program()
         # the token FIFOs each instruction pops and pushes, from its flags and the unit it runs on
         self.pops: list[tuple[str, ...]] = []
         self.pushes: list[tuple[str, ...]] = []
         plans: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-        for insn, f in zip(program.insns, self.fields, strict=True):
-            key = (self.unit_of(insn), f.get("pop_prev_dep"), f.get("pop_next_dep"), f.get("push_prev_dep"),
+        for plan_of, f in zip(self.plans, self.fields, strict=True):
+            key = (plan_of.unit, f.get("pop_prev_dep"), f.get("pop_next_dep"), f.get("push_prev_dep"),
                    f.get("push_next_dep"))
             plan = plans.get(key)
             if plan is None:
@@ -189,6 +198,45 @@ class _Machine:
         self.counters = dict.fromkeys(FSIM_COUNTERS, 0)
         self.trace: list[tuple[str, str, int, int, str]] = []
 
+    def check_program(self) -> None:
+        """Every instruction can run on this machine and satisfies its spec's rules, before cycle 0; its
+        timing (the spec's latency and cycles) is evaluated then too."""
+        params = self.spec.params
+        timing: dict[isa.Insn, tuple[int, int]] = {}   # programs repeat instructions: each distinct one once
+        self.timing: list[tuple[int, int]] = []        # (latency, cycles) of each instruction, from the spec
+        for pc, (insn, plan, f) in enumerate(zip(self.program.insns, self.plans, self.fields, strict=True)):
+            known = timing.get(insn)
+            if known is not None:
+                self.timing.append(known)
+                continue
+            if plan.action is None:
+                raise VitaExecError(f"{self.where(pc)}: the VITA machine cannot run '{insn.name}': "
+                                    f"{plan.reason}")
+            for rule in plan.rules:
+                try:
+                    ok = rule.check(f)
+                except isa.ExecError as e:
+                    ok, why = False, f" (cannot evaluate: {e})"
+                else:
+                    why = ""
+                if not ok:
+                    values = ", ".join(f"{n} = {f[n] if n in f else params[n]}" for n in rule.names
+                                       if n in f or n in params)
+                    shown = f" ({values})" if values else ""
+                    raise VitaConstraintError(
+                        f"{self.where(pc)} on the {plan.unit} unit: {rule.message}{why}: "
+                        f"violated '{rule.text}'{shown}",
+                        pc=pc, unit=plan.unit, insn=isa.format_insn(self.spec, insn), rule=rule.text)
+            try:
+                known = timing[insn] = (int(plan.latency(f)), int(plan.cycles(f)))
+            except isa.ExecError as e:
+                raise VitaExecError(f"{self.where(pc)}: its timing cannot be evaluated: {e}") from None
+            self.timing.append(known)
+
+    def where(self, pc: int) -> str:
+        """Instruction ``pc`` as errors name it: its index and its assembly text."""
+        return f"instruction {pc} ({isa.format_insn(self.spec, self.program.insns[pc])})"
+
     # ------------------------------------------------------------------ processes
     def fetch(self) -> None:
         """Dispatch instructions in order, fetch_cycles_per_insn apart, on fetch's own clock, until a command
@@ -202,7 +250,7 @@ class _Machine:
         while self.fetch_pc < len(insns):
             pc, now = self.fetch_pc, self.fetch_cycle
             insn = insns[pc]
-            unit = self.unit_of(insn)
+            unit = self.plans[pc].unit
             entered = self.cmd[unit].put((now + step, pc, insn), wait=False)
             if entered is None:
                 self.fetch_blocked = unit
@@ -225,13 +273,6 @@ class _Machine:
             self.fetch_ended.add(unit)
         self.done.add("fetch")
 
-    def unit_of(self, insn: isa.Insn) -> str:
-        if insn.name in ("LOAD_INP", "LOAD_WGT"):
-            return "load"
-        if insn.name == "STORE_OUT":
-            return "store"
-        return "compute"
-
     def sync(self, local: int):
         """Bring simulated time up to the unit's local clock before it touches anything shared."""
         if local > self.env.now:
@@ -253,7 +294,7 @@ class _Machine:
             if insn is None:
                 self.done.add(name)
                 return
-            f = self.fields[pc]
+            f, plan = self.fields[pc], self.plans[pc]
             for queue in self.pops[pc]:
                 yield from self.sync(local)
                 token = self.tokens[queue].get(local)
@@ -267,11 +308,11 @@ class _Machine:
                     local = token[0]
             begin = local
             try:
-                if insn.name in ("LOAD_INP", "LOAD_WGT", "LOAD_ACC", "LOAD_UOP", "STORE_OUT"):
+                if plan.transfer:
                     yield from self.sync(local)
-                    local = self.transfer(name, insn, f, stats)
+                    local = self.transfer(name, insn, plan, f, self.timing[pc][1], stats)
                 else:
-                    local += self.compute(insn, f, stats)
+                    local += self.compute(insn, plan, f, self.timing[pc], stats)
             except VitaExecError as e:
                 self.error = VitaExecError(f"instruction {pc} ({insn.name}) on the {name} unit: {e}")
                 return
@@ -287,48 +328,49 @@ class _Machine:
                 if entered > local:
                     self.stall(name, stats, f"wait for room on {queue}", local, entered)
                     local = entered
-            if insn.name == "FINISH":
+            if plan.action == "finish":
                 yield from self.sync(local)
                 self.finish_cycle = local
                 self.done.add(name)
                 return
 
-    def compute(self, insn: isa.Insn, f: dict[str, int], stats: UnitStats) -> int:
-        """Execute a GEMM, ALU or FINISH instruction; return the cycles it keeps its unit busy."""
-        name = insn.name
-        if name == "FINISH":
-            stats.busy += 1
-            return 1
-        if name not in ("GEMM", "GEMM_RESET") and not name.startswith("ALU_"):
-            raise VitaExecError(f"no unit executes '{name}'")
-        uops = f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
-        if name == "GEMM":
-            self.state.gemm(insn, f)
-            self.counters["gemm_counter"] += uops
-            cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
-            self.gemm_busy += uops * self.config.gemm_cycles_per_uop
-        elif name == "GEMM_RESET":
-            self.state.gemm_reset(insn, f)
-            cycles = self.config.gemm_pipeline_cycles + uops * self.config.gemm_cycles_per_uop
-        else:
-            self.state.alu(insn, name[4:], f)
-            self.counters["alu_counter"] += uops
-            cycles = self.config.alu_pipeline_cycles + uops * self.config.alu_cycles_per_uop
+    def compute(self, insn: isa.Insn, plan: InsnPlan, f: dict[str, int], timing: tuple[int, int],
+                stats: UnitStats) -> int:
+        """Execute a compute-unit instruction (GEMM, ALU, FINISH or any other the spec gives that unit);
+        return the cycles it keeps its unit busy: the spec's latency + cycles (``timing``)."""
+        latency, work = timing
+        cycles = latency + work
+        action = plan.action
+        if action != "finish":
+            uops = f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
+            if action == "gemm":
+                self.state.gemm(insn, f)
+                self.counters["gemm_counter"] += uops
+                self.gemm_busy += work
+            elif action == "reset":
+                self.state.gemm_reset(insn, f)
+            elif action == "alu":
+                self.state.alu(insn, plan.arg, f)
+                self.counters["alu_counter"] += uops
+            else:  # "generic": the spec's semantics, micro-op by micro-op
+                execute_generic(self.state, insn, f)
+                self.counters["alu_counter"] += uops
         stats.busy += cycles
         return cycles
 
-    def transfer(self, unit: str, insn: isa.Insn, f: dict[str, int], stats: UnitStats) -> int:
+    def transfer(self, unit: str, insn: isa.Insn, plan: InsnPlan, f: dict[str, int], transfer: int,
+                 stats: UnitStats) -> int:
         """Execute a load or store now; return the cycle its data has arrived.
 
         The one DRAM port serves requests first come, first served (requests arrive in time order, since a
-        unit synchronizes before it asks): a transfer holds it ceil(bytes / dram_bytes_per_cycle) cycles, and
-        the data arrives dram_latency_cycles after the transfer.
+        unit synchronizes before it asks): a transfer holds it for the spec's cycles of the instruction, and
+        the data arrives dram_latency_cycles after the transfer (``transfer``: the spec's cycles).
         """
-        if insn.name == "STORE_OUT":
+        if plan.action == "store":
             self.state.store(insn, f)
             memory, counter = "OUT", "out_store_nbytes"
         else:
-            memory = insn.name[5:]
+            memory = plan.arg
             self.state.load(insn, memory, f)
             counter = f"{memory.lower()}_load_nbytes"
         nbytes = f["y_size"] * f["x_size"] * self.state.kinds[memory].nbytes
@@ -337,7 +379,6 @@ class _Machine:
         self.bytes[memory] += nbytes
         now = self.env.now
         start = max(now, self.dram_free_at)
-        transfer = -(-nbytes // self.config.dram_bytes_per_cycle)
         self.dram_free_at = start + transfer
         if start > now:
             self.trace.append((unit, "wait for the DRAM port", now, start, "stall"))

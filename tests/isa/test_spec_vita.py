@@ -487,9 +487,11 @@ def test_timing_units_and_cycles():
     spec = vita()
     loop = dict(uop_bgn=2, uop_end=6, iter_out=3, iter_in=5)
     mem = dict(y_size=4, x_size=6, x_stride=6)
-    assert timing_of(spec, spec.insn("GEMM", **loop)) == ("compute", None, 3 * 5 * 4)
+    # GEMM and ALU instructions first fill their pipeline (latency), then take 1 or 2 cycles per micro-op
+    assert timing_of(spec, spec.insn("GEMM", **loop)) == ("compute", 4, 3 * 5 * 4)
     assert timing_of(spec, spec.insn("GEMM_RESET", **loop))[2] == 3 * 5 * 4
-    assert timing_of(spec, spec.insn("ALU_ADD", **loop)) == ("compute", None, 2 * 3 * 5 * 4)
+    assert timing_of(spec, spec.insn("ALU_ADD", **loop)) == ("compute", 4, 2 * 3 * 5 * 4)
+    assert timing_of(vita(GEMM_PIPELINE_CYCLES=9), spec.insn("GEMM", **loop))[1] == 9
     assert timing_of(spec, spec.insn("LOAD_INP", **mem)) == ("load", None, 4 * 6 * 16 // 8)
     assert timing_of(spec, spec.insn("LOAD_WGT", **mem)) == ("load", None, 4 * 6 * 256 // 8)
     assert timing_of(spec, spec.insn("LOAD_ACC", **mem)) == ("compute", None, 4 * 6 * 64 // 8)

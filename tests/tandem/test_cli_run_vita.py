@@ -57,7 +57,7 @@ def test_roofline_is_the_larger_of_peak_compute_and_compulsory_traffic() -> None
     target = load_target("vita", "tvm-paper")
     conv = VitaLayer.conv2d(56, 56, 64, 64, 1, 1, 0)   # 1x1: memory-bound on this machine
     traffic = 56 * 56 * 64 * 2 + 64 * 64
-    assert roofline_cycles(conv, target) == -(-traffic // target.config.dram_bytes_per_cycle)
+    assert roofline_cycles(conv, target) == -(-traffic // target.spec.params["DRAM_BYTES_PER_CYCLE"])
     gemm = VitaLayer.gemm(256, 256, 256)
     assert roofline_cycles(gemm, target) == 256 ** 3 // 256
 

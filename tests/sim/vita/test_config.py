@@ -31,7 +31,7 @@ def test_the_shipped_configs_are_vta_default_and_the_tvm_paper_machine():
 def test_vta_default_is_vta_config_json_on_a_100_mhz_pynq():
     c = load_config("vta-default")
     spec = c.spec_for(VITA)
-    assert c.clock_mhz == 100.0 and c.dram_bytes_per_cycle == 8
+    assert c.clock_mhz == 100.0 and spec.params["DRAM_BYTES_PER_CYCLE"] == 8
     assert (spec.params["BATCH"], spec.params["BLOCK_IN"], spec.params["BLOCK_OUT"]) == (1, 16, 16)
     # depths in tiles: 32 KiB / 16 B inputs, 256 KiB / 256 B weights, 128 KiB / 64 B accumulators,
     # 32 KiB / 4 B micro-ops

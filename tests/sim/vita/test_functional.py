@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import isa
-from sim.vita.functional import VitaExecError, VitaState
+from sim.vita.functional import FAST_PATHS, VitaExecError, VitaState, execute_generic, fast_path
 
 SPEC = isa.load_isa("vita")
 ALU_OPS = ("MIN", "MAX", "ADD", "SHR", "MUL")
@@ -93,8 +93,23 @@ def test_alu_equals_the_spec_micro_op_by_micro_op(op, use_imm, dependent):
     for d, s, _ in loop(insn, uops):
         tiles = {"dst": want[d].reshape(1, 16), "src": want[s].reshape(1, 16)}
         want[d] = isa.execute(SPEC, insn, tiles)["dst"].reshape(-1)
+    generic = VitaState(SPEC, state.dram.copy())
+    generic.buffers = {name: buf.copy() for name, buf in state.buffers.items()}
     state.alu(insn, op)
     assert np.array_equal(state.buffers["ACC"], want)
+    execute_generic(generic, insn)   # what the machine runs for an ALU instruction no fast path implements
+    assert np.array_equal(generic.buffers["ACC"], want)
+
+
+def test_each_built_in_instruction_has_the_fast_path_its_contract_names():
+    """Fast paths are chosen by contract (semantics and operands), not by name: the built-in spec's loads,
+    store, GEMMs and ALU operations each find theirs; FINISH has none (it ends the program)."""
+    found = {name: fast_path(instr) for name, instr in SPEC.instructions.items()}
+    assert found == {
+        "LOAD_INP": ("load", "INP"), "LOAD_WGT": ("load", "WGT"), "LOAD_ACC": ("load", "ACC"),
+        "LOAD_UOP": ("load", "UOP"), "STORE_OUT": ("store", None), "GEMM": ("gemm", None),
+        "GEMM_RESET": ("reset", None), **{f"ALU_{op}": ("alu", op) for op in ALU_OPS}, "FINISH": None}
+    assert len(FAST_PATHS) == len(found) - 1
 
 
 @pytest.mark.parametrize("memory", ["INP", "WGT", "ACC", "UOP"])

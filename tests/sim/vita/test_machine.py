@@ -7,11 +7,14 @@ import numpy as np
 import pytest
 
 import isa
+from sim.core.errors import ConstraintError
 from sim.vita.config import load_config
 from sim.vita.machine import DeadlockError, simulate
 
 SPEC = isa.load_isa("vita")
 CFG = load_config("vta-default")
+P = SPEC.params
+GEMM_FILL, DRAM_BW = P["GEMM_PIPELINE_CYCLES"], P["DRAM_BYTES_PER_CYCLE"]   # the spec's timing parameters
 
 SINGLE_GEMM = """
 .isa vita
@@ -62,8 +65,8 @@ def test_a_gemm_only_program_takes_fetch_plus_pipeline_plus_one_cycle_per_micro_
     program = isa.Program(SPEC, [SPEC.insn("GEMM", uop_end=1, iter_out=n, iter_in=1), SPEC.insn("FINISH")])
     result = simulate(program, np.zeros(1024, np.uint8), CFG)
     # GEMM fetched at cycle 1, runs fill + n cycles; FINISH (fetched meanwhile) then takes one cycle
-    fill = CFG.gemm_pipeline_cycles
-    assert result.cycles == CFG.fetch_cycles_per_insn + fill + n * CFG.gemm_cycles_per_uop + 1
+    # the spec's GEMM timing: latency GEMM_PIPELINE_CYCLES, then one cycle per micro-op
+    assert result.cycles == CFG.fetch_cycles_per_insn + GEMM_FILL + n + 1
     assert result.gemm_busy_cycles == n
 
 
@@ -74,7 +77,7 @@ def test_a_load_only_program_takes_latency_plus_bytes_over_bandwidth():
     ])
     result = simulate(program, np.zeros(4096, np.uint8), CFG)
     nbytes = 4 * 16 * 16
-    transfer = -(-nbytes // CFG.dram_bytes_per_cycle)
+    transfer = -(-nbytes // DRAM_BW)
     assert result.cycles == CFG.fetch_cycles_per_insn + transfer + CFG.dram_latency_cycles + 1
     assert result.units["load"].busy == transfer
     assert result.units["compute"].stalled_on_dependency == transfer + CFG.dram_latency_cycles - 1
@@ -104,7 +107,7 @@ def test_the_trace_shows_each_instruction_and_each_stall_on_its_unit_track():
         SPEC.insn("FINISH", pop_prev_dep=1),
     ])
     result = simulate(program, np.zeros(4096, np.uint8), CFG)
-    loaded = 1 + 1024 // CFG.dram_bytes_per_cycle + CFG.dram_latency_cycles
+    loaded = 1 + 1024 // DRAM_BW + CFG.dram_latency_cycles
     assert result.trace == [
         ("fetch", "0: LOAD_INP", 0, 1, "instruction"),
         ("fetch", "1: FINISH", 1, 2, "instruction"),
@@ -131,19 +134,38 @@ def test_the_binary_form_of_a_program_simulates_like_the_program():
 
 @pytest.mark.parametrize(("insn", "message"), [
     (SPEC.insn("LOAD_INP", sram_base=2047, y_size=1, x_size=2, x_stride=2),
-     r"instruction 0 \(LOAD_INP\) on the load unit: LOAD_INP: tiles 2047\.\.2048 are outside the INP buffer"),
+     r"instruction 0 \(LOAD_INP sram_base=0x7ff, .*\) on the load unit: the padded block must fit in the "
+     r"INP buffer \(INP_BUFF_DEPTH tiles\): violated 'sram_base \+ .* <= INP_BUFF_DEPTH' "
+     r"\(INP_BUFF_DEPTH = 2048, sram_base = 2047"),
     (SPEC.insn("LOAD_WGT", dram_base=10, y_size=1, x_size=1, x_stride=1),
      r"instruction 0 \(LOAD_WGT\) on the load unit: .* outside DRAM \(1024 bytes\)"),
     (SPEC.insn("GEMM", uop_bgn=8000, uop_end=8193, iter_out=1, iter_in=1),
-     r"instruction 0 \(GEMM\) on the compute unit: .* micro-op range 8000\.\.8193 is outside the uop buffer"),
+     r"instruction 0 \(GEMM .*\) on the compute unit: the micro-ops must lie inside the UOP buffer .*: "
+     r"violated 'uop_end <= UOP_BUFF_DEPTH' \(UOP_BUFF_DEPTH = 8192, uop_end = 8193\)"),
     (SPEC.insn("STORE_OUT", y_size=1, x_size=1, x_stride=1, y_pad_1=1),
-     r"instruction 0 \(STORE_OUT\) on the store unit: .* a store cannot pad"),
+     r"instruction 0 \(STORE_OUT .*\) on the store unit: a store cannot pad .*: violated 'y_pad_0 == 0 and"),
 ])
 def test_a_bad_instruction_is_reported_with_its_index_unit_and_rule(insn, message):
     from sim.vita.functional import VitaExecError
 
-    with pytest.raises(VitaExecError, match=message):
+    with pytest.raises(VitaExecError, match=message) as info:
         simulate(isa.Program(SPEC, [insn, SPEC.insn("FINISH")]), np.zeros(1024, np.uint8), CFG)
+    if isinstance(info.value, ConstraintError):   # a rule of the spec: the error both simulators share
+        assert info.value.pc == 0 and info.value.unit in ("load", "compute", "store") and info.value.rule
+
+
+def test_a_spec_invalid_instruction_is_rejected_before_the_first_cycle_with_a_typed_error():
+    """A GEMM whose loop leaves the accumulator breaks a rule the spec states: refused up front, naming the
+    instruction's index, its unit and the rule, even behind other instructions."""
+    bad = SPEC.insn("GEMM", uop_bgn=0, uop_end=1, iter_out=3000, iter_in=1, dst_factor_out=1)
+    first = SPEC.insn("GEMM", uop_end=1, iter_out=1, iter_in=1)
+    program = isa.Program(SPEC, [first, bad, SPEC.insn("FINISH")])
+    with pytest.raises(ConstraintError) as info:
+        simulate(program, np.zeros(1024, np.uint8), CFG)
+    e = info.value
+    assert (e.pc, e.unit) == (1, "compute")
+    assert e.rule == "(iter_out - 1) * dst_factor_out + (iter_in - 1) * dst_factor_in < ACC_BUFF_DEPTH"
+    assert str(e).startswith("instruction 1 (GEMM ")
 
 
 def test_an_unknown_opcode_in_a_program_file_names_the_instruction():
@@ -161,7 +183,7 @@ def test_a_full_command_queue_stalls_fetch_but_not_the_busy_unit():
     gemm = SPEC.insn("GEMM", uop_end=1, iter_out=100, iter_in=1)
     program = isa.Program(SPEC, [gemm, gemm, gemm, SPEC.insn("FINISH")])
     result = simulate(program, np.zeros(1024, np.uint8), shallow)
-    per_gemm = CFG.gemm_pipeline_cycles + 100
+    per_gemm = GEMM_FILL + 100
     assert result.cycles == 1 + 3 * per_gemm + 1 == simulate(program, np.zeros(1024, np.uint8), CFG).cycles
     stalls = [t for t in result.trace if t[0] == "fetch" and t[4] == "stall"]
     # GEMM 2 waits until compute takes GEMM 1 (when GEMM 0 ends); FINISH until compute takes GEMM 2
