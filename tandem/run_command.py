@@ -35,7 +35,7 @@ def run_command(
         list[str] | None,
         typer.Option("-p", "--param", help="KEY=VALUE: seed=N; diannao: cores=N (default 16), "
                                            "tile=ELEMENTS; conv2d: H, W, IC, OC (default 16), K (3), S (1), "
-                                           "P (1); gemm (vita): M, N, K."),
+                                           "P (1), N (vita: images, default 1); gemm (vita): M, N, K."),
     ] = None,
     dtype: Annotated[str, typer.Option(help="Element type: f32, f16, i32, i16, i8.")] = "f32",
     config: Annotated[str | None, typer.Option(
@@ -140,6 +140,8 @@ def _layer_from(op: str, shape: str | None, params: list[str] | None, target: st
     """The operator's layer from ``--shape``/``-p`` (conv2d: H W IC OC K S P; gemm: M N K), and the seed."""
     values = parse_params(params or ())
     known = {"seed", *(CONV_PARAMS if op == "conv2d" else GEMM_PARAMS)}
+    if op == "conv2d" and target == "vita":
+        known.add("N")   # images in the batch: the GEMM core multiplies BATCH of them at once
     unknown = sorted(set(values) - known)
     if unknown:
         raise WorkloadError(f"-p {unknown[0]}", f"unknown parameter for {op} on {target}; expected "
@@ -150,7 +152,8 @@ def _layer_from(op: str, shape: str | None, params: list[str] | None, target: st
             raise WorkloadError("--shape", f"gemm on {target} takes -p M= N= K=, not --shape")
         return ("gemm", (ints.get("M", 16), ints.get("N", 16), ints.get("K", 16))), ints.get("seed", 0)
     dims, conv = _conv_layer(parse_shape(shape) if shape else (56, 56, 64), ints, shape is not None)
-    return ("conv2d", (*dims, conv.cout, conv.k, conv.stride, conv.pad)), ints.get("seed", 0)
+    images = (ints["N"],) if "N" in ints else ()
+    return ("conv2d", (*dims, conv.cout, conv.k, conv.stride, conv.pad, *images)), ints.get("seed", 0)
 
 
 def _run_cpu(op: str, shape: str | None, params: list[str] | None, isa: str, threads: int, tune: int,

@@ -50,8 +50,8 @@ class VitaLayer:
     conv: vita.ConvShape
 
     @staticmethod
-    def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1) -> VitaLayer:
-        return VitaLayer("conv2d", vita.ConvShape(h, w, ic, oc, k, s, p))
+    def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1, n: int = 1) -> VitaLayer:
+        return VitaLayer("conv2d", vita.ConvShape(h, w, ic, oc, k, s, p, n))
 
     @staticmethod
     def gemm(m: int, n: int, k: int) -> VitaLayer:
@@ -62,7 +62,13 @@ class VitaLayer:
         c = self.conv
         if self.op == "gemm":
             return {"M": c.h, "N": c.oc, "K": c.ic}
-        return {"H": c.h, "W": c.w, "IC": c.ic, "OC": c.oc, "K": c.k, "S": c.s, "P": c.p}
+        images = {"N": c.n} if c.n != 1 else {}
+        return {**images, "H": c.h, "W": c.w, "IC": c.ic, "OC": c.oc, "K": c.k, "S": c.s, "P": c.p}
+
+    def tiled(self, spec: isa.ISA) -> vita.ConvShape:
+        """The layer the schedule tiles on ``spec``'s machine (a GEMM's rows come in batch blocks)."""
+        c = self.conv
+        return vita.dense_shape(c.h, c.oc, c.ic, spec) if self.op == "gemm" else c
 
     def schedule(self, tiling: vita.Tiling, spec, relu: bool = False, shift: int = 8) -> vita.VitaSchedule:
         c = self.conv
@@ -78,7 +84,7 @@ class VitaLayer:
     def dram_bytes(self) -> int:
         """Compulsory DRAM traffic in bytes: int8 input, weights and output, each once."""
         c = self.conv
-        return c.h * c.w * c.ic + c.oc * c.ic * c.k * c.k + c.oh * c.ow * c.oc
+        return c.n * c.h * c.w * c.ic + c.oc * c.ic * c.k * c.k + c.n * c.oh * c.ow * c.oc
 
 
 def _one_uop_timing(spec: isa.ISA, name: str) -> tuple[int, int]:
@@ -121,7 +127,7 @@ def tune_tiling(layer: VitaLayer, vthreads: int, target: Target, top: int = 4
                 ) -> tuple[vita.Tiling, list[tuple[vita.Tiling, int]]]:
     """The fastest of the ``top`` tilings the cost model ranks first, by simulated cycles, and every
     candidate measured (tiling, cycles) in rank order."""
-    ranked = vita.rank_tilings(layer.conv, vthreads, spec=target.spec,
+    ranked = vita.rank_tilings(layer.tiled(target.spec), vthreads, spec=target.spec,
                                costs=machine_costs(target))[:max(top, 1)]
     measured = []
     for t in ranked:
@@ -149,7 +155,8 @@ def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig | Tar
         if tiling is None and tune > 0:
             tiling, tuned = tune_tiling(layer, vthreads, target, tune)
         elif tiling is None:
-            tiling = vita.choose_tiling(layer.conv, vthreads, spec=target.spec, costs=machine_costs(target))
+            tiling = vita.choose_tiling(layer.tiled(target.spec), vthreads, spec=target.spec,
+                                        costs=machine_costs(target))
     except ScheduleError as exc:
         raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
     vs, kernel = compile_layer(layer, tiling, target, relu)

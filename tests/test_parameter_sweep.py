@@ -24,48 +24,55 @@ from tandem.targets import load_target
 from tandem.vita_run import VitaLayer, run_vita
 
 KIB = 1024
-VITA_LAYERS = {"conv": VitaLayer.conv2d(6, 6, 64, 64, 3, 1, 1), "gemm": VitaLayer.gemm(16, 64, 128)}
 BANDWIDTHS = (4, 8, 16, 32, 64)
 
 
-def vita_target(log_block: int, buffer_kib: int, bandwidth: int = 8):
-    """tvm-paper with a 2^log_block GEMM core, every buffer of ``buffer_kib`` KiB and the DRAM bandwidth."""
+def vita_layers(batch: int) -> dict[str, VitaLayer]:
+    """A conv of a batch of BATCH images (the GEMM core multiplies BATCH rows at once) and a GEMM."""
+    return {"conv": VitaLayer.conv2d(6, 6, 64, 64, 3, 1, 1, n=batch), "gemm": VitaLayer.gemm(16, 64, 128)}
+
+
+def vita_target(log_block: int, buffer_kib: int, bandwidth: int = 8, log_batch: int = 0):
+    """tvm-paper with a 2^log_batch x 2^log_block x 2^log_block GEMM core, every buffer of ``buffer_kib``
+    KiB and the DRAM bandwidth."""
     log = (buffer_kib * KIB).bit_length() - 1
-    params = {"LOG_BLOCK": log_block, "LOG_INP_BUFF_SIZE": log, "LOG_WGT_BUFF_SIZE": log,
-              "LOG_ACC_BUFF_SIZE": log, "DRAM_BYTES_PER_CYCLE": bandwidth}
+    params = {"LOG_BATCH": log_batch, "LOG_BLOCK": log_block, "LOG_INP_BUFF_SIZE": log,
+              "LOG_WGT_BUFF_SIZE": log, "LOG_ACC_BUFF_SIZE": log, "DRAM_BYTES_PER_CYCLE": bandwidth}
     config = load_config("tvm-paper")
     return load_target("vita", dataclasses.replace(config, isa_params={**config.isa_params, **params}))
 
 
 def test_vita_sweep_compiles_simulates_and_validates_at_every_point_and_bandwidth_only_helps():
     ran = skipped = 0
-    for log_block, buffer_kib in itertools.product((3, 4, 5), (16, 64, 256)):
+    for log_block, log_batch, buffer_kib in itertools.product((3, 4, 5), (0, 1), (16, 64, 256)):
         try:
-            targets = [vita_target(log_block, buffer_kib, bw) for bw in BANDWIDTHS]
+            targets = [vita_target(log_block, buffer_kib, bw, log_batch) for bw in BANDWIDTHS]
         except SimConfigError as e:   # the encoding cannot address these buffers with this core
             assert "beyond the 128-bit word" in str(e) or "does not fit" in str(e), str(e)
             skipped += 1
             continue
-        for name, layer in VITA_LAYERS.items():
+        for name, layer in vita_layers(1 << log_batch).items():
             first = run_vita(layer, 0, targets[0])
             tiling = Tiling(**first.params["tiling"])
             cycles = [first.cycles] + [run_vita(layer, 0, t, tiling=tiling).cycles for t in targets[1:]]
-            where = f"{name} LOG_BLOCK={log_block} buffers={buffer_kib} KiB"
+            where = f"{name} LOG_BLOCK={log_block} LOG_BATCH={log_batch} buffers={buffer_kib} KiB"
             assert first.validated, where
             assert cycles == sorted(cycles, reverse=True), f"{where}: more bandwidth was slower: {cycles}"
             assert cycles[0] > cycles[-1], f"{where}: bandwidth changed nothing: {cycles}"
             ran += 1
-    assert ran >= 10 and skipped <= 3, (ran, skipped)
+    assert ran >= 20 and skipped <= 6, (ran, skipped)
 
 
 def test_a_bigger_gemm_core_is_faster_on_a_compute_bound_layer():
     layer = VitaLayer.gemm(64, 128, 256)
     cycles = {}
-    for log_block in (3, 4, 5):
-        report = run_vita(layer, 0, vita_target(log_block, 64 if log_block > 3 else 16, bandwidth=64))
+    for log_batch, log_block in ((0, 3), (0, 4), (0, 5), (1, 4)):
+        target = vita_target(log_block, 64 if log_block > 3 else 16, bandwidth=64, log_batch=log_batch)
+        report = run_vita(layer, 0, target)
         assert report.validated
-        cycles[log_block] = report.cycles
-    assert cycles[3] > cycles[4] > cycles[5], cycles
+        cycles[log_batch, log_block] = report.cycles
+    assert cycles[0, 3] > cycles[0, 4] > cycles[0, 5], cycles
+    assert cycles[0, 4] > cycles[1, 4], cycles      # two rows per GEMM micro-op
 
 
 DIANNAO_OPS = {"add": ((8, 64, 64), None), "relu": ((8, 64, 64), None),

@@ -2,14 +2,14 @@
 layouts, tiled into the INP/WGT/ACC buffers, with the GEMM micro-op marked for tensorization, a shift+clip
 epilogue in the accumulators and an optional virtual-thread binding.
 
-Layouts (BATCH = 1, BLOCK = BLOCK_IN = BLOCK_OUT of the ISA, 16 by default):
+Layouts (BATCH and BLOCK = BLOCK_IN = BLOCK_OUT of the ISA, 1 and 16 by default):
 
-    conv2d  data   (1, IC/BLOCK, H, W, 1, BLOCK)               NCHW1n{BLOCK}c
+    conv2d  data   (1, IC/BLOCK, H, W, BATCH, BLOCK)           NCHW{BATCH}n{BLOCK}c: a batch of BATCH images
             kernel (OC/BLOCK, IC/BLOCK, K, K, BLOCK, BLOCK)    OIHW{BLOCK}o{BLOCK}i
-            out    (1, OC/BLOCK, OH, OW, 1, BLOCK)  int8
-    dense   data   (M, K/BLOCK, 1, BLOCK)
+            out    (1, OC/BLOCK, OH, OW, BATCH, BLOCK)  int8
+    dense   data   (M/BATCH, K/BLOCK, BATCH, BLOCK)
             weight (N/BLOCK, K/BLOCK, BLOCK, BLOCK)
-            out    (M, N/BLOCK, 1, BLOCK)           int8
+            out    (M/BATCH, N/BLOCK, BATCH, BLOCK)     int8
 
 Both compute ``clip(sum(i32(data) * i32(weight)) >> shift, lo, 127)`` with ``lo = 0`` for relu, else
 -128 (the shift is written ``floordiv(x, 2**shift)``, which is an arithmetic right shift). Stages:
@@ -42,7 +42,7 @@ from compiler.schedule import Schedule, create_schedule
 
 @dataclass(frozen=True)
 class ConvShape:
-    """A conv2d layer: input h x w x ic, oc output channels, a k x k kernel, stride s, padding p."""
+    """A conv2d layer: ``n`` images of h x w x ic, oc output channels, a k x k kernel, stride s, padding p."""
 
     h: int
     w: int
@@ -51,6 +51,7 @@ class ConvShape:
     k: int = 3
     s: int = 1
     p: int = 1
+    n: int = 1
 
     @property
     def oh(self) -> int:
@@ -62,7 +63,7 @@ class ConvShape:
 
     @property
     def macs(self) -> int:
-        return self.oh * self.ow * self.oc * self.ic * self.k * self.k
+        return self.n * self.oh * self.ow * self.oc * self.ic * self.k * self.k
 
 
 @dataclass(frozen=True)
@@ -93,10 +94,15 @@ class VitaSchedule:
 
 def block_of(spec: isa.ISA) -> int:
     p = spec.params
-    if p["BATCH"] != 1 or p["BLOCK_IN"] != p["BLOCK_OUT"]:
-        raise ScheduleError(f"VITA schedules need BATCH = 1 and BLOCK_IN = BLOCK_OUT, but the ISA has "
-                            f"BATCH={p['BATCH']}, BLOCK_IN={p['BLOCK_IN']}, BLOCK_OUT={p['BLOCK_OUT']}")
+    if p["BLOCK_IN"] != p["BLOCK_OUT"]:
+        raise ScheduleError(f"VITA schedules need BLOCK_IN = BLOCK_OUT, but the ISA has "
+                            f"BLOCK_IN={p['BLOCK_IN']}, BLOCK_OUT={p['BLOCK_OUT']}")
     return p["BLOCK_IN"]
+
+
+def batch_of(spec: isa.ISA) -> int:
+    """BATCH: the input rows one GEMM micro-op multiplies at once (the packed layouts' batch block)."""
+    return spec.params["BATCH"]
 
 
 def _check_blocks(what: str, **channels: int) -> None:
@@ -228,12 +234,21 @@ def _epilogue(res: te.Tensor, shift: int, relu: bool) -> tuple[te.Tensor, ...]:
     return shr, lo, hi, out
 
 
+def dense_shape(m: int, n: int, k: int, spec: isa.ISA) -> ConvShape:
+    """The conv2d layer ``dense`` tiles: m / BATCH rows (each a batch block of BATCH data rows) of one pixel,
+    k input and n output channels, a 1 x 1 kernel. Tilings of a dense are ranked on this shape."""
+    return ConvShape(m // batch_of(spec), 1, k, n, 1, 1, 0)
+
+
 def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
            vthreads: int = 0, *, spec: isa.ISA) -> VitaSchedule:
     """int8 conv2d of ``layer`` in the packed layouts above, tiled by ``tiling`` (default
     ``choose_tiling(layer, vthreads)``) for the VITA machine that ``spec`` describes."""
-    block = block_of(spec)
+    block, batch = block_of(spec), batch_of(spec)
     _check_blocks("conv2d", IC=(layer.ic, block), OC=(layer.oc, block))
+    if layer.n != batch:
+        raise ScheduleError(f"VITA conv2d {layer}: the GEMM core multiplies BATCH = {batch} images at once; "
+                            f"give a batch of n = {batch} images, not {layer.n}")
     t = tiling or choose_tiling(layer, vthreads, spec=spec)
     reason = tile_fits(layer, t, spec)
     if reason is not None:
@@ -245,7 +260,7 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
     if ic_b % t.ic_block or oc_b % (t.oc_block * t.threads if t.vthread_axis == "oc" else t.oc_block):
         raise ScheduleError(f"VITA conv2d {layer}: tiling {t} does not divide the channel blocks "
                             f"(IC/{block} = {ic_b}, OC/{block} = {oc_b})")
-    data = te.placeholder((1, ic_b, layer.h, layer.w, 1, block), "int8", name="data")
+    data = te.placeholder((1, ic_b, layer.h, layer.w, batch, block), "int8", name="data")
     kernel = te.placeholder((oc_b, ic_b, layer.k, layer.k, block, block), "int8", name="kernel")
     padded = nn.pad(data, (0, 0, layer.p, layer.p, 0, 0), name="pad") if layer.p else data
     ico, kh, kw, ici = (te.reduce_axis(ic_b, name="ic_o"), te.reduce_axis(layer.k, name="kh"),
@@ -256,7 +271,7 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
         a = ir.cast(padded[n, ico, y * s_ + kh, x * s_ + kw, bi, ici], "int32")
         return a * ir.cast(kernel[co, ico, kh, kw, ci, ici], "int32")
 
-    res = te.compute((1, oc_b, layer.oh, layer.ow, 1, block),
+    res = te.compute((1, oc_b, layer.oh, layer.ow, batch, block),
                      lambda *i: te.sum(product(*i), axis=[ico, kh, kw, ici]), name="res")
     shr, lo, hi, out = _epilogue(res, shift, relu)
     s = create_schedule(out)
@@ -270,9 +285,9 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
           vthreads: int = 0, *, spec: isa.ISA) -> VitaSchedule:
     """int8 dense ``out[m, n] = clip(sum_k data[m, k] * weight[n, k] >> shift)`` in the packed layouts
     above: the conv2d of an m x 1 input with 1 x 1 kernels, tiled the same way."""
-    block = block_of(spec)
-    _check_blocks("dense", K=(k, block), N=(n, block))
-    layer = ConvShape(m, 1, k, n, 1, 1, 0)
+    block, batch = block_of(spec), batch_of(spec)
+    _check_blocks("dense", K=(k, block), N=(n, block), M=(m, batch))
+    layer = dense_shape(m, n, k, spec)
     t = tiling or choose_tiling(layer, vthreads, spec=spec)
     reason = tile_fits(layer, t, spec)
     if reason is not None:
@@ -282,10 +297,10 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     if uneven or kb % t.ic_block or nb % (t.oc_block * t.threads if t.vthread_axis == "oc" else t.oc_block):
         raise ScheduleError(f"VITA dense {m}x{n}x{k}: tiling {t} does not divide the work: "
                             f"{uneven or 'channel blocks'}")
-    data = te.placeholder((m, kb, 1, block), "int8", name="data")
+    data = te.placeholder((m // batch, kb, batch, block), "int8", name="data")
     weight = te.placeholder((nb, kb, block, block), "int8", name="weight")
     ko, ki = te.reduce_axis(kb, name="k_o"), te.reduce_axis(block, name="k_i")
-    res = te.compute((m, nb, 1, block), lambda i, j, b, o: te.sum(
+    res = te.compute((m // batch, nb, batch, block), lambda i, j, b, o: te.sum(
         ir.cast(data[i, ko, b, ki], "int32") * ir.cast(weight[j, ko, o, ki], "int32"), axis=[ko, ki]),
         name="res")
     shr, lo, hi, out = _epilogue(res, shift, relu)
@@ -298,27 +313,28 @@ def conv2d_reference(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, shi
                      relu: bool = False) -> np.ndarray:
     """What ``conv2d`` computes, in numpy on the packed layouts: unpack to NCHW / OIHW, convolve in int32,
     shift right arithmetically, clip to int8, repack."""
-    x = data.transpose(0, 4, 1, 5, 2, 3).reshape(1, layer.ic, layer.h, layer.w).astype(np.int32)
+    n = layer.n
+    x = data.transpose(0, 4, 1, 5, 2, 3).reshape(n, layer.ic, layer.h, layer.w).astype(np.int32)
     w = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(layer.oc, layer.ic, layer.k, layer.k).astype(np.int32)
     xp = np.pad(x, ((0, 0), (0, 0), (layer.p, layer.p), (layer.p, layer.p)))
-    out = np.zeros((1, layer.oc, layer.oh, layer.ow), np.int32)
+    out = np.zeros((n, layer.oc, layer.oh, layer.ow), np.int32)
     for kh in range(layer.k):
         for kw in range(layer.k):
             patch = xp[:, :, kh:kh + layer.s * layer.oh:layer.s, kw:kw + layer.s * layer.ow:layer.s]
             out += np.einsum("nchw,oc->nohw", patch, w[:, :, kh, kw])
     out = np.clip(out >> shift, 0 if relu else -128, 127).astype(np.int8)
     b = data.shape[-1]
-    return out.reshape(1, layer.oc // b, b, layer.oh, layer.ow).transpose(0, 1, 3, 4, 2)[..., None, :]
+    return out.reshape(n, layer.oc // b, b, layer.oh, layer.ow).transpose(1, 3, 4, 0, 2)[None]
 
 
 def dense_reference(data: np.ndarray, weight: np.ndarray, shift: int = 8, relu: bool = False) -> np.ndarray:
     """What ``dense`` computes, in numpy on the packed layouts (int32 products, shift, clip to int8)."""
-    m, kb, _, b = data.shape
+    mb, kb, batch, b = data.shape
     nb = weight.shape[0]
-    a = data.reshape(m, kb * b).astype(np.int32)
+    a = data.transpose(0, 2, 1, 3).reshape(mb * batch, kb * b).astype(np.int32)
     w = weight.transpose(0, 2, 1, 3).reshape(nb * b, kb * b).astype(np.int32)
     out = np.clip((a @ w.T) >> shift, 0 if relu else -128, 127).astype(np.int8)
-    return out.reshape(m, nb, 1, b)
+    return out.reshape(mb, batch, nb, b).transpose(0, 2, 1, 3)
 
 
 def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...], out: te.Tensor,
