@@ -35,13 +35,8 @@ from compiler import te
 from compiler.arith import linear_form
 from compiler.ir import nodes as ir
 from compiler.ir.functor import free_vars
+from compiler.passes.match import NoTreeMatch, TreeMatch
 from isa.lang import tree as t
-
-#: The loop-IR node of each operator and call of the ISA expression language, and which of them commute
-#: (shared with the tree matchers of ``tensorize`` and ``tensorize_tiles``).
-IR_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
-IR_CALLS = {"max": ir.Max, "min": ir.Min}
-COMMUTATIVE = {"+", "*", "max", "min"}
 
 
 @dataclass(frozen=True)
@@ -159,8 +154,12 @@ def inspect(
             raise _Fail(f"the operation reduces with {value.combiner.value}, the instruction with {red.op}")
         if value.dtype.short != red.dtype:
             raise _Fail(f"the operation accumulates in {value.dtype.short}, the instruction in {red.dtype}")
-        binding: dict[str, Access] = {}
-        _match(red.body, value.source, binding)
+        tree = TreeMatch(check_dtypes=True, index=lambda load: tuple(load.indices))
+        try:
+            tree.match(red.body, value.source)   # Algorithm 1, by the one matcher (compiler/passes/match.py)
+        except NoTreeMatch as e:
+            raise _Fail(str(e)) from None
+        binding = {name: Access(buf, index) for name, (buf, index) in tree.operands.items()}
         for name in dict.fromkeys((acc, result)):
             want = instr.operand(name).dtype
             if out.buffer.dtype.short != want:
@@ -188,48 +187,6 @@ def _accumulation(instr: isa.Instruction) -> tuple[str, str, t.Reduce]:
         ):
             return v.lhs.tensor, stmt.target.tensor, v.rhs
     raise _Fail(f"the instruction is not a sum accumulated into a register: {sem}")
-
-
-def _match(pat: t.Expr, e: ir.Expr, binding: dict[str, Access]) -> None:
-    """Algorithm 1: same dtype at every node, same opcode at every operator; leaves bind registers."""
-    if pat.dtype is not None and e.dtype.short != pat.dtype:
-        raise _Fail(
-            f"dtype mismatch: the instruction has {pat.dtype} at {t.to_text(pat)}, the operation "
-            f"{e.dtype.short} at {e}"
-        )
-    if isinstance(pat, t.Access):
-        if not isinstance(e, ir.Load):
-            raise _Fail(f"register {pat.tensor} would hold '{e}', which is not a load")
-        access = Access(e.buffer, e.indices)
-        have = binding.get(pat.tensor)
-        if have is not None and (have.buffer is not e.buffer or str(have) != str(access)):
-            raise _Fail(f"register {pat.tensor} would hold both {have} and {access}")
-        binding[pat.tensor] = access
-    elif isinstance(pat, t.Cast):
-        if not isinstance(e, ir.Cast):
-            raise _Fail(f"expected a cast to {pat.dtype} at {e}")
-        _match(pat.value, e.value, binding)
-    elif isinstance(pat, t.Binary | t.Call):
-        op = pat.op if isinstance(pat, t.Binary) else pat.func
-        args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
-        node = IR_BINARY.get(op) if isinstance(pat, t.Binary) else IR_CALLS.get(op)
-        if node is None or type(e) is not node:
-            raise _Fail(
-                f"opcode mismatch: the instruction has {op}, the operation {type(e).__name__} in '{e}'"
-            )
-        saved = dict(binding)
-        try:
-            _match(args[0], e.a, binding)
-            _match(args[1], e.b, binding)
-        except _Fail:
-            if op not in COMMUTATIVE:
-                raise
-            binding.clear()
-            binding.update(saved)
-            _match(args[0], e.b, binding)
-            _match(args[1], e.a, binding)
-    else:
-        raise _Fail(f"the instruction's {t.to_text(pat)} has no counterpart in the operation")
 
 
 def _find_mapping(

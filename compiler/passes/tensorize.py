@@ -56,7 +56,7 @@ from compiler.arith.linear import LinearForm
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, IRVisitor, free_vars
 from compiler.passes import index_fit
-from compiler.passes.inspector import COMMUTATIVE, IR_BINARY, IR_CALLS
+from compiler.passes.match import NoTreeMatch, TreeMatch, same_index
 from compiler.passes.tensorize_registers import flat_index, is_register_isa, tensorize_registers, why_not
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -230,8 +230,13 @@ def match(stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction) -> Match | NoMat
 class _Matcher:
     def __init__(self, stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction, types: dict[str, str]) -> None:
         self.stmt, self.spec, self.instr, self.types = stmt, spec, instr, types
-        self.operands: dict[str, tuple[ir.Buffer, ir.Expr]] = {}  # operand -> (buffer, flat index)
+        self.tree = TreeMatch(types, index=lambda load: flat_index(load.buffer, load.indices))
         self.stage = 0
+
+    @property
+    def operands(self) -> dict[str, tuple[ir.Buffer, ir.Expr]]:
+        """operand -> (buffer, flat index), as the tree bound them."""
+        return self.tree.operands
 
     def fail(self, reason: str) -> _Fail:
         return _Fail(NoMatch(self.instr.name, reason, stage=self.stage))
@@ -299,7 +304,7 @@ class _Matcher:
         if acc.dtype.short != sums_in or rounds_to != sums_in:
             raise self.fail(f"{self.instr.name} sums in {sums_in} and rounds to {rounds_to} once; the nest "
                             f"accumulates in {acc.dtype.short}")
-        if init.buffer is not acc or not _same_index(flat_index(acc, init.indices),
+        if init.buffer is not acc or not same_index(flat_index(acc, init.indices),
                                                     flat_index(acc, update.indices)):
             raise self.fail(f"the init store {init.buffer.name}[...] is not the accumulator {acc.name}")
         if not isinstance(init.value, ir.IntImm | ir.FloatImm) or init.value.value != 0:
@@ -403,59 +408,19 @@ class _Matcher:
         ordered = {f.name: fields[f.name] for f in self.instr.fields if f.name in set(fields) & settable}
         return Match(self.instr.name, ordered, regions, self.spec)
 
-    # ---- the value tree
+    # ---- the value tree: the one matcher (compiler/passes/match.py)
 
     def _bind(self, access: t.Access, buffer: ir.Buffer, index: ir.Expr) -> None:
-        if access.tensor in self.operands:
-            have, at = self.operands[access.tensor]
-            if have is not buffer or not _same_index(at, index):
-                raise self.fail(
-                    f"operand {access.tensor} is both {have.name}[{at}] and {buffer.name}[{index}]"
-                )
-            return
-        self.operands[access.tensor] = (buffer, index)
+        try:
+            self.tree.bind(access.tensor, buffer, index)
+        except NoTreeMatch as e:
+            raise self.fail(str(e)) from None
 
     def _tree(self, pat: t.Expr, e: ir.Expr) -> None:
-        if isinstance(pat, t.Access):
-            if not isinstance(e, ir.Load):
-                raise self.fail(f"expected a load for operand {pat.tensor}, found {e}")
-            self._bind(pat, e.buffer, flat_index(e.buffer, e.indices))
-        elif isinstance(pat, t.Num):
-            value = e.value if isinstance(e, ir.IntImm | ir.FloatImm) else None
-            same_sign = value is not None and math.copysign(1.0, value) == math.copysign(1.0, pat.value)
-            if value is None or value != pat.value or not same_sign:
-                raise self.fail(f"expected the constant {pat.value}, found {e}")
-        elif isinstance(pat, t.Cast):
-            if isinstance(e, ir.Cast) and e.type.short == self.types.get(pat.dtype, pat.dtype):
-                self._tree(pat.value, e.value)
-            elif e.dtype.short == self.types.get(pat.dtype, pat.dtype):
-                self._tree(pat.value, e)  # a cast to the type a value already has is no cast
-            else:
-                raise self.fail(f"expected a cast to {pat.dtype}, found {e}")
-        elif isinstance(pat, t.Binary | t.Call):
-            op = pat.op if isinstance(pat, t.Binary) else pat.func
-            args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
-            node = IR_BINARY.get(op) if isinstance(pat, t.Binary) else IR_CALLS.get(op)
-            if node is None or len(args) != 2 or type(e) is not node:
-                raise self.fail(f"expected {op} at {e}")
-            self._pair(op, args, (e.a, e.b))
-        else:
-            raise self.fail(f"the semantics use {t.to_text(pat)}, which has no loop-IR counterpart here")
-
-    def _pair(self, op: str, pats, exprs) -> None:
-        saved = dict(self.operands)
         try:
-            self._tree(pats[0], exprs[0])
-            self._tree(pats[1], exprs[1])
-        except _Fail as first:
-            if op not in COMMUTATIVE:
-                raise
-            self.operands = saved
-            try:
-                self._tree(pats[0], exprs[1])
-                self._tree(pats[1], exprs[0])
-            except _Fail:
-                raise first from None
+            self.tree.match(pat, e)
+        except NoTreeMatch as e:
+            raise self.fail(str(e)) from None
 
     def _check_dtypes(self) -> int:
         """The item size of the buffers u8 operands view as bytes (1 when none does)."""
@@ -642,7 +607,7 @@ def _accumulated(update: ir.Store) -> ir.Expr | None:
     flat = flat_index(update.buffer, update.indices)
     for mine, other in ((v.a, v.b), (v.b, v.a)):
         if (isinstance(mine, ir.Load) and mine.buffer is update.buffer
-                and _same_index(flat_index(mine.buffer, mine.indices), flat)):
+                and same_index(flat_index(mine.buffer, mine.indices), flat)):
             return other
     return None
 
@@ -681,11 +646,6 @@ def _derivative(e: t.Expr, var: str) -> t.Expr | None:
             d = _derivative(e.lhs, var)
             return None if d is None else t.Binary("*", d, e.rhs)
     return None
-
-
-def _same_index(a: ir.Expr, b: ir.Expr) -> bool:
-    la, lb = linear_form(a), linear_form(b)
-    return la is not None and lb is not None and la.const == lb.const and la.terms == lb.terms
 
 
 def _mentions(e: ir.Expr, names: set[ir.Var]) -> bool:

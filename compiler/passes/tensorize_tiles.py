@@ -33,7 +33,7 @@ from compiler.arith import linear_form, simplify
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, substitute
-from compiler.passes.inspector import COMMUTATIVE, IR_BINARY, IR_CALLS
+from compiler.passes.match import NoTreeMatch, TreeMatch
 from compiler.passes.tensorize import space_of
 from isa.lang import tree as t
 from isa.lang.scalar import ScalarEnv
@@ -78,10 +78,26 @@ class _Select(IRMutator):
 class _Match:
     def __init__(self, stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction) -> None:
         self.stmt, self.spec, self.instr = stmt, spec, instr
-        self.operands: dict[str, tuple[ir.Buffer, ir.Expr]] = {}
-        self.fields: dict[str, int] = {}
-        self.field_names = {f.name for f in instr.fields}
-        self.accumulates = False
+        defaults = {f.name: f.default for f in instr.fields if f.default is not None}
+        self.tree = TreeMatch(fields=frozenset(f.name for f in instr.fields),
+                              field_defaults={**defaults, **spec.params}, shifts=True,
+                              admit=self._admit)
+
+    @property
+    def operands(self) -> dict[str, tuple[ir.Buffer, ir.Expr]]:
+        """operand -> (buffer, flat index), as the tree bound them."""
+        return self.tree.operands
+
+    @property
+    def fields(self) -> dict[str, int]:
+        """The fields the tree set (``imm``, ``use_imm``)."""
+        return self.tree.values
+
+    def _admit(self, name: str, buffer: ir.Buffer) -> str | None:
+        space = self.instr.operand(name).space
+        if space_of(buffer.scope) != space:
+            return f"operand {name} lives in {space}, not in {buffer.name}'s scope {buffer.scope!r}"
+        return None
 
     def run(self) -> ir.Stmt:
         sem = self.instr.typed_semantics()
@@ -89,17 +105,20 @@ class _Match:
             raise _NoMatch("only single-statement semantics are matched")
         (assign,) = sem.statements
         loops, store = self._nest()
-        self._operand(assign.target, store.buffer, store.indices[0])
-        if assign.op == "+=":
-            acc = ir.Load(store.buffer, store.indices)
-            if not isinstance(store.value, ir.Add) or store.value.a != acc:
-                raise _NoMatch(f"the update is not {store.buffer.name} = {store.buffer.name} + ...")
-            self.accumulates = True
-            self._tree(assign.value, store.value.b)
-        elif assign.op == "=":
-            self._tree(assign.value, store.value)
-        else:
-            raise _NoMatch(f"the semantics assign with {assign.op}")
+        try:
+            self.tree.bind(assign.target.tensor, store.buffer, store.indices[0])
+            if assign.op == "+=":
+                acc = ir.Load(store.buffer, store.indices)
+                if not isinstance(store.value, ir.Add) or store.value.a != acc:
+                    raise _NoMatch(f"the update is not {store.buffer.name} = {store.buffer.name} + ...")
+                self.tree.sums = True   # the nest's loops walk the reduce indices, one product per store
+                self.tree.match(assign.value, store.value.b)
+            elif assign.op == "=":
+                self.tree.match(assign.value, store.value)
+            else:
+                raise _NoMatch(f"the semantics assign with {assign.op}")
+        except NoTreeMatch as e:
+            raise _NoMatch(str(e)) from None
         self._check_dtypes()
         outer, inner = self._tile_loops(loops, sem)
         return self._build(outer, inner)
@@ -116,105 +135,6 @@ class _Match:
         if not isinstance(s, ir.Store):
             raise _NoMatch(f"the nest holds a {type(s).__name__}, not a store")
         return loops, s
-
-    def _operand(self, access: t.Access, buffer: ir.Buffer, index: ir.Expr) -> None:
-        bound = self.operands.get(access.tensor)
-        if bound is not None:
-            if bound[0] is not buffer or simplify(bound[1] - index) != ir.const(0, index.dtype):
-                raise _NoMatch(f"operand {access.tensor} is both {bound[0].name}[{bound[1]}] and "
-                               f"{buffer.name}[{index}]")
-            return
-        space = self.instr.operand(access.tensor).space
-        if space_of(buffer.scope) != space:
-            raise _NoMatch(f"operand {access.tensor} lives in {space}, not in {buffer.name}'s scope "
-                           f"{buffer.scope!r}")
-        self.operands[access.tensor] = (buffer, index)
-
-    def _field(self, name: str, value: int) -> None:
-        if self.fields.setdefault(name, value) != value:
-            raise _NoMatch(f"field {name} would be both {self.fields[name]} and {value}")
-
-    def _tree(self, pat: t.Expr, e: ir.Expr) -> None:
-        if isinstance(pat, t.Access):
-            if not isinstance(e, ir.Load):
-                raise _NoMatch(f"expected a load for operand {pat.tensor}, found {e}")
-            self._operand(pat, e.buffer, e.indices[0])
-        elif isinstance(pat, t.Name) and pat.id in self.field_names:
-            if not isinstance(e, ir.IntImm):
-                raise _NoMatch(f"field {pat.id} needs a constant, found {e}")
-            self._field(pat.id, e.value)
-        elif isinstance(pat, t.Num):
-            if not isinstance(e, ir.IntImm) or e.value != pat.value:
-                raise _NoMatch(f"expected the constant {pat.value}, found {e}")
-        elif isinstance(pat, t.Cast):
-            if isinstance(e, ir.Cast) and e.type.short == pat.dtype:
-                self._tree(pat.value, e.value)
-            elif isinstance(e, ir.IntImm) and e.dtype.short == pat.dtype:
-                self._tree(pat.value, e)   # a constant of the type the cast gives
-            else:
-                raise _NoMatch(f"expected a cast to {pat.dtype}, found {e}")
-        elif isinstance(pat, t.Reduce) and pat.op == "sum" and self.accumulates:
-            self._tree(pat.body, e)   # the nest's loops walk the reduce indices, one product per store
-        elif isinstance(pat, t.Call) and pat.func == "select":
-            self._select(pat, e)
-        elif isinstance(pat, t.Binary) and pat.op == ">>":
-            if not isinstance(e, ir.FloorDiv) or not isinstance(e.b, ir.IntImm) or e.b.value <= 0 \
-                    or e.b.value & (e.b.value - 1):
-                raise _NoMatch(f"expected a shift (a floor division by a power of two), found {e}")
-            self._tree(pat.lhs, e.a)
-            self._tree(pat.rhs, ir.const(e.b.value.bit_length() - 1, e.b.dtype))
-        elif isinstance(pat, t.Binary | t.Call):
-            op = pat.op if isinstance(pat, t.Binary) else pat.func
-            args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
-            node = IR_BINARY.get(op) if isinstance(pat, t.Binary) else IR_CALLS.get(op)
-            if node is None or len(args) != 2 or type(e) is not node:
-                raise _NoMatch(f"expected {op} at {e}")
-            self._pair(op, args, (e.a, e.b))
-        else:
-            raise _NoMatch(f"the semantics use {t.to_text(pat)}, which has no loop-IR counterpart")
-
-    def _pair(self, op: str, pats, exprs) -> None:
-        saved = (dict(self.operands), dict(self.fields))
-        try:
-            self._tree(pats[0], exprs[0])
-            self._tree(pats[1], exprs[1])
-        except _NoMatch:
-            if op not in COMMUTATIVE:
-                raise
-            self.operands, self.fields = dict(saved[0]), dict(saved[1])
-            self._tree(pats[0], exprs[1])
-            self._tree(pats[1], exprs[0])
-
-    def _select(self, pat: t.Call, e: ir.Expr) -> None:
-        """``select(c, a, b)`` on fields: the branch that matches and whose condition agrees."""
-        cond, branches = pat.args[0], pat.args[1:]
-        failures = []
-        for want, branch in zip((True, False), branches, strict=True):
-            saved = (dict(self.operands), dict(self.fields))
-            try:
-                self._condition(cond, want)
-                self._tree(branch, e)
-                if self._value(cond) != want:
-                    raise _NoMatch(f"{t.to_text(cond)} is not {want}")
-                return
-            except _NoMatch as err:
-                failures.append(str(err))
-                self.operands, self.fields = saved
-        raise _NoMatch("; ".join(failures))
-
-    def _condition(self, cond: t.Expr, want: bool) -> None:
-        """Set a flag field a condition ``flag != 0`` needs (``use_imm``: the immediate form)."""
-        if isinstance(cond, t.Binary) and cond.op == "!=" and isinstance(cond.lhs, t.Name) and \
-                isinstance(cond.rhs, t.Num) and cond.rhs.value == 0 and cond.lhs.id in self.field_names:
-            self._field(cond.lhs.id, 1 if want else 0)
-
-    def _value(self, cond: t.Expr) -> bool:
-        values = {**{f.name: f.default for f in self.instr.fields if f.default is not None},
-                  **self.spec.params, **self.fields}
-        try:
-            return bool(evaluate_scalar(cond, ScalarEnv(values)))
-        except Exception as err:   # a field the tree did not set: the condition is undecided
-            raise _NoMatch(f"cannot decide {t.to_text(cond)}: {err}") from None
 
     def _check_dtypes(self) -> None:
         for name, (buf, _) in self.operands.items():
