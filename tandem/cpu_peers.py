@@ -88,6 +88,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from compiler.ops import cpu as cpu_ops
+from compiler.ops import reference
 from compiler.ops.vita import ConvShape
 
 Runner = Callable[[], np.ndarray]
@@ -182,13 +183,13 @@ def _im2col(data: np.ndarray, spec: ConvSpec, dtype: type[np.integer]) -> np.nda
 
 
 def conv_reference(data: np.ndarray, kernel: np.ndarray, spec: ConvSpec) -> np.ndarray:
-    """The exact int32 convolution [1, k, oh, ow] (``compiler.ops.cpu.conv2d_reference``)."""
-    return cpu_ops.conv2d_reference(data, kernel, spec.stride, spec.pad)
+    """The exact int32 convolution [1, k, oh, ow] (``compiler.ops.reference.conv2d``)."""
+    return reference.conv2d(data, kernel, spec.stride, spec.pad).astype(np.int32)
 
 
 def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The exact int32 GEMM a @ b.T [m, n] (``compiler.ops.cpu.gemm_reference``)."""
-    return cpu_ops.gemm_reference(a, b)
+    """The exact int32 GEMM a @ b.T [m, n] (``compiler.ops.reference.dense``)."""
+    return reference.dense(a, b).astype(np.int32)
 
 
 def requantize(acc: np.ndarray, shift: int) -> np.ndarray:

@@ -37,7 +37,7 @@ from llvmlite import ir as ll
 from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu, target_machine
 from compiler.ir import nodes as ir
 from compiler.lower import lower
-from compiler.ops import cpu
+from compiler.ops import cpu, reference
 from compiler.ops.vita import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
@@ -104,8 +104,8 @@ class CpuLayer:
 
     def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
         if self.conv is not None:
-            return cpu.conv2d_reference(data, weight, self.conv.s, self.conv.p)
-        return cpu.gemm_reference(data, weight)
+            return reference.conv2d(data, weight, self.conv.s, self.conv.p).astype(np.int32)
+        return reference.dense(data, weight).astype(np.int32)
 
     def fused_extents(self) -> tuple[int, ...]:
         """Extents of the data-parallel loops outside the unrolled tile (before tiling)."""

@@ -116,25 +116,6 @@ def _check_dense(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]
     return d, x.astype(np.int32) @ w.astype(np.int32).T, str(func)
 
 
-def _conv2d_nchw_reference(data: np.ndarray, kernel: np.ndarray, stride: int, pad: int) -> np.ndarray:
-    """Direct int32 NCHW convolution.
-
-    ``out[n, o, y, x] = sum over c, r, q of in[n, c, y*stride + r, x*stride + q] * w[o, c, r, q]``
-    with ``in`` zero-padded by ``pad`` on both spatial sides.
-    """
-    n, _c, h, w = data.shape
-    o, _, kh, kw = kernel.shape
-    padded = np.pad(data.astype(np.int32), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
-    out = np.zeros((n, o, oh, ow), np.int32)
-    wgt = kernel.astype(np.int32)
-    for r in range(kh):
-        for q in range(kw):
-            win = padded[:, :, r : r + stride * oh : stride, q : q + stride * ow : stride]
-            out += np.einsum("nchw,oc->nohw", win, wgt[:, :, r, q], dtype=np.int32)
-    return out
-
-
 def _check_conv2d(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
     """int8 conv2d NCHW (1,4,8,8) x (8,4,3,3), stride 1, pad 1 -> int32; out channels split by 3."""
     from compiler import ops, te
@@ -153,7 +134,9 @@ def _check_conv2d(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str
     kernel = rng.integers(-128, 128, (8, 4, 3, 3), dtype=np.int8)
     out = np.zeros((1, 8, 8, 8), "int32")
     run(func, [data, kernel, out])
-    return out, _conv2d_nchw_reference(data, kernel, stride=1, pad=1), str(func)
+    from compiler.ops import reference
+
+    return out, reference.conv2d(data, kernel, stride=1, pad=1).astype(np.int32), str(func)
 
 
 def _check_isa_vita_gemm(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import isa
+from compiler.ops.diannao import block_weights
 from sim.diannao.machine import Card, DiannaoResult
 from tandem.targets import default_card
 
@@ -172,23 +173,6 @@ def run_elementwise(op: str, shape: tuple[int, ...], dtype: str = "f32", cores: 
     with np.errstate(over="ignore"):
         ref = np.maximum(a, np_dt(0)) if op == "relu" else ufunc[op](a, b)
     return KernelRun(result, out, ref.astype(np_dt), program)
-
-
-def conv2d_reference(x: np.ndarray, wt: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
-    """The exact conv of HWC ``x`` and (cout, k, k, cin) ``wt`` with zero padding ``pad``: float64 for float
-    inputs, int64 for integers (round or wrap to the kernel's output type to compare)."""
-    acc = np.int64 if x.dtype.kind == "i" else np.float64
-    k = wt.shape[1]
-    xp = np.pad(x.astype(acc), ((pad, pad), (pad, pad), (0, 0)))
-    cols = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(0, 1))[::stride, ::stride]
-    return np.einsum("yxcij,oijc->yxo", cols, wt.astype(acc))
-
-
-def block_weights(w: np.ndarray, block: int = 16) -> np.ndarray:
-    """Conv weights (KH, KW, CI, CO) or matmul weights (K, N) in DianNao's WMEM layout: blocks of ``block``
-    output channels, [CO // block, KH, KW, CI, block] or [N // block, K, block]."""
-    co = w.shape[-1]
-    return np.ascontiguousarray(np.moveaxis(w.reshape(*w.shape[:-1], co // block, block), -2, 0))
 
 
 def matmul_program(m_per_core: int, k: int, n: int, dtype: str) -> isa.Program:

@@ -55,6 +55,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import isa
+from compiler.ops import reference
+from compiler.ops.diannao import block_weights
 from sim.diannao.machine import Card, DiannaoResult
 from tandem.diannao_kernels import (
     MAX_COUNT,
@@ -62,8 +64,6 @@ from tandem.diannao_kernels import (
     _align,
     _copy,
     _core_index,
-    block_weights,
-    conv2d_reference,
 )
 from tandem.targets import default_card
 
@@ -424,5 +424,5 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     gw = card.to_gmem(block_weights(np.transpose(wt, (1, 2, 3, 0)), card.spec.params["CONV_BLOCK"]))
     gout = card.to_gmem(np.zeros((plan.ho, plan.wo, cout), np_dt))
     result = card.launch(program, cores=cores, args=[gx.addr, gw.addr, gout.addr])
-    ref = conv2d_reference(x, wt, stride, pad)
+    ref = reference.conv2d(x, wt, stride, pad, layout="HWC")
     return LibraryRun(result, card.from_gmem(gout), ref.astype(np_dt), program, padded.nbytes if pad else 0)

@@ -30,11 +30,11 @@ from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import diannao as dops
+from compiler.ops import reference
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from sim.diannao.config import DiannaoConfig, card_cores
-from tandem.diannao_kernels import block_weights, conv2d_reference
 from tandem.diannao_run import run_kernel
 from tandem.targets import as_target
 
@@ -197,14 +197,14 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, target: Target, sk
 
     cfg = target.config
     block = target.spec.params["CONV_BLOCK"]
-    blocked = block_weights(np.transpose(wt, (1, 2, 3, 0)), block)   # (cout/16, k, k, cin, 16)
+    blocked = dops.block_weights(np.transpose(wt, (1, 2, 3, 0)), block)   # (cout/16, k, k, cin, 16)
     out_shape = tuple(sched.args[-1].shape)
     out_dt = NUMPY_DTYPES[CONV_DTYPES[dtype]]
     result, arrays = run_kernel(kernel, [x, blocked, np.zeros(out_shape, out_dt)], config=target)
     simulated = time.perf_counter()
 
     got = arrays[-1].reshape(out_shape)
-    exact = conv2d_reference(x, wt, conv.stride, conv.pad)
+    exact = reference.conv2d(x, wt, conv.stride, conv.pad, layout="HWC")
     want = exact.astype(np.int64).astype(out_dt) if np.dtype(out_dt).kind == "i" else exact.astype(out_dt)
     validated = conv2d_matches(got, x, wt, conv.stride, conv.pad)
     err = float(np.max(np.abs(got.astype(np.float64) - exact))) if got.size else 0.0
@@ -235,7 +235,7 @@ def conv2d_matches(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, 
     """Whether the card's conv ``out`` is numpy's: bit-exact for an integer output (i32 sums wrap like the
     card's), within ``conv2d_within_bound`` for a float one."""
     if out.dtype.kind == "i":
-        want = conv2d_reference(x, wt, stride, pad).astype(np.int64).astype(out.dtype)
+        want = reference.conv2d(x, wt, stride, pad, layout="HWC").astype(out.dtype)
         return out.shape == want.shape and bool(np.array_equal(out, want))
     return conv2d_within_bound(out, x, wt, stride, pad)
 
@@ -244,8 +244,8 @@ def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: 
     """Whether the float conv ``out`` is within the error of summing n = k*k*cin products in f32 in any order
     and rounding once to out's dtype: |out - exact| <= (n + 2) 2**-24 sum|x w| + u |exact| + tiny, with
     u = 2**-11 for f16 outputs and 0 for f32."""
-    exact = conv2d_reference(x, wt, stride, pad)
-    magnitude = conv2d_reference(np.abs(x), np.abs(wt), stride, pad)
+    exact = reference.conv2d(x, wt, stride, pad, layout="HWC")
+    magnitude = reference.conv2d(np.abs(x), np.abs(wt), stride, pad, layout="HWC")
     n = wt.shape[1] * wt.shape[2] * wt.shape[3]
     u, tiny = (2.0**-11, 2.0**-25) if out.dtype == np.float16 else (0.0, 2.0**-150)
     bound = (n + 2) * 2.0**-24 * magnitude * (1 + u) + u * np.abs(exact) + tiny

@@ -208,20 +208,3 @@ def pack_gemm(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def unpack_gemm(out: np.ndarray, n: int) -> np.ndarray:
     """``[M, N/16, 16]`` -> ``[M, N]``."""
     return out.reshape(out.shape[0], -1)[:, :n]
-
-
-def conv2d_reference(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
-    """Exact int32 conv2d of NCHW ``data`` (batch 1) with OIHW ``kernel``: im2col and an int64 matmul."""
-    _, c, h, w = data.shape
-    k, _, r, s = kernel.shape
-    x = np.pad(data.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    windows = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(2, 3))[:, :, ::stride, ::stride]
-    oh, ow = windows.shape[2], windows.shape[3]
-    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(oh * ow, c * r * s)
-    out = cols @ kernel.reshape(k, c * r * s).astype(np.int64).T
-    return out.T.reshape(1, k, oh, ow).astype(np.int32)
-
-
-def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Exact int32 ``a @ b.T`` of u8 ``a[M, K]`` and s8 ``b[N, K]``."""
-    return (a.astype(np.int64) @ b.astype(np.int64).T).astype(np.int32)

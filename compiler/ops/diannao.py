@@ -354,3 +354,11 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     s[local].pragma(s[local].op.axis[0], "intrin", "conv")
     s[out].pragma(yi, "intrin", "copy")
     return DiannaoSchedule(s, (x, wb, out), plan.cores, plan.tile_rows)
+
+
+def block_weights(w: np.ndarray, block: int = 16) -> np.ndarray:
+    """Conv weights (KH, KW, CI, CO) or matmul weights (K, N) in the layout the conv and matmul instructions
+    read from WMEM: blocks of ``block`` (CONV_BLOCK) output channels, [CO // block, KH, KW, CI, block] or
+    [N // block, K, block]."""
+    co = w.shape[-1]
+    return np.ascontiguousarray(np.moveaxis(w.reshape(*w.shape[:-1], co // block, block), -2, 0))

@@ -36,7 +36,7 @@ import isa
 from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
-from compiler.ops import nn
+from compiler.ops import nn, reference
 from compiler.schedule import Schedule, create_schedule
 
 
@@ -311,29 +311,24 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
 
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, shift: int = 8,
                      relu: bool = False) -> np.ndarray:
-    """What ``conv2d`` computes, in numpy on the packed layouts: unpack to NCHW / OIHW, convolve in int32,
-    shift right arithmetically, clip to int8, repack."""
+    """What ``conv2d`` computes, on the packed layouts: ``reference.conv2d`` of the unpacked NCHW / OIHW
+    arrays, wrapped to int32 as the accumulators are, then the shift-and-clip epilogue, repacked."""
     n = layer.n
-    x = data.transpose(0, 4, 1, 5, 2, 3).reshape(n, layer.ic, layer.h, layer.w).astype(np.int32)
-    w = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(layer.oc, layer.ic, layer.k, layer.k).astype(np.int32)
-    xp = np.pad(x, ((0, 0), (0, 0), (layer.p, layer.p), (layer.p, layer.p)))
-    out = np.zeros((n, layer.oc, layer.oh, layer.ow), np.int32)
-    for kh in range(layer.k):
-        for kw in range(layer.k):
-            patch = xp[:, :, kh:kh + layer.s * layer.oh:layer.s, kw:kw + layer.s * layer.ow:layer.s]
-            out += np.einsum("nchw,oc->nohw", patch, w[:, :, kh, kw])
-    out = np.clip(out >> shift, 0 if relu else -128, 127).astype(np.int8)
+    x = data.transpose(0, 4, 1, 5, 2, 3).reshape(n, layer.ic, layer.h, layer.w)
+    w = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(layer.oc, layer.ic, layer.k, layer.k)
+    out = reference.shift_clip(reference.conv2d(x, w, layer.s, layer.p).astype(np.int32), shift, relu)
     b = data.shape[-1]
     return out.reshape(n, layer.oc // b, b, layer.oh, layer.ow).transpose(1, 3, 4, 0, 2)[None]
 
 
 def dense_reference(data: np.ndarray, weight: np.ndarray, shift: int = 8, relu: bool = False) -> np.ndarray:
-    """What ``dense`` computes, in numpy on the packed layouts (int32 products, shift, clip to int8)."""
+    """What ``dense`` computes, on the packed layouts: ``reference.dense`` wrapped to int32, shifted and
+    clipped to int8."""
     mb, kb, batch, b = data.shape
     nb = weight.shape[0]
-    a = data.transpose(0, 2, 1, 3).reshape(mb * batch, kb * b).astype(np.int32)
-    w = weight.transpose(0, 2, 1, 3).reshape(nb * b, kb * b).astype(np.int32)
-    out = np.clip((a @ w.T) >> shift, 0 if relu else -128, 127).astype(np.int8)
+    a = data.transpose(0, 2, 1, 3).reshape(mb * batch, kb * b)
+    w = weight.transpose(0, 2, 1, 3).reshape(nb * b, kb * b)
+    out = reference.shift_clip(reference.dense(a, w).astype(np.int32), shift, relu)
     return out.reshape(mb, batch, nb, b).transpose(0, 2, 1, 3)
 
 

@@ -18,11 +18,11 @@ from compiler.ir import PrimFunc, dtypes
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import diannao as dops
+from compiler.ops.diannao import block_weights
 from compiler.passes.tensorize import Match, NoMatch, select, unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from compiler.testing import assert_same_results
-from tandem.diannao_kernels import block_weights
 from tandem.diannao_run import run_kernel
 from tandem.run import conv2d_matches
 

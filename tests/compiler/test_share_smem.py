@@ -34,12 +34,12 @@ from compiler.ir import (
 from compiler.ir.functor import post_order_visit
 from compiler.lower import lower
 from compiler.ops import diannao as dops
+from compiler.ops.diannao import block_weights
 from compiler.passes import share_smem
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
-from tandem.diannao_kernels import block_weights
 from tandem.diannao_run import run_kernel
 from tandem.run import conv2d_matches
 

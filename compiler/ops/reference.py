@@ -1,0 +1,54 @@
+"""The numpy reference of each operator: one function per operator, exact, in the operator's plain layout.
+
+Every check of a compiled kernel (the run flows, the tests, the experiments, the baselines) compares with
+these; a target's packed layout is converted around them by that target's ops module, never by a reference
+of its own. Results are exact: int64 for integer inputs, float64 for float ones. Cast an integer result to
+the kernel's output type to compare (integer sums wrap the same in any order); compare a float result within
+the summation bound of the kernel's precision.
+
+Non-goal: reproducing a kernel's float rounding order (``tandem.workloads`` keeps the loop-order sums the
+reference interpreter is checked against bit for bit).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LAYOUTS = ("NCHW", "HWC")
+
+
+def _exact(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.int64 if np.asarray(x).dtype.kind in "iub" else np.float64)
+
+
+def conv2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0, layout: str = "NCHW"
+           ) -> np.ndarray:
+    """2-D convolution with zero padding ``pad`` on both spatial sides.
+
+    ``layout`` "NCHW": ``data`` [N, C, H, W], ``kernel`` [O, C, KH, KW], result [N, O, OH, OW];
+    "HWC": ``data`` [H, W, C], ``kernel`` [O, KH, KW, C], result [OH, OW, O].
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"conv2d reference: layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    if layout == "HWC":
+        out = conv2d(data.transpose(2, 0, 1)[None], kernel.transpose(0, 3, 1, 2), stride, pad)
+        return out[0].transpose(1, 2, 0)
+    n, c = data.shape[:2]
+    o, _, kh, kw = kernel.shape
+    x = np.pad(_exact(data), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+    oh, ow = windows.shape[2], windows.shape[3]
+    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
+    out = cols @ _exact(kernel).reshape(o, c * kh * kw).T
+    return out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+
+
+def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b.T`` of ``a`` [M, K] and ``b`` [N, K]: [M, N]."""
+    return _exact(a) @ _exact(b).T
+
+
+def shift_clip(acc: np.ndarray, shift: int, relu: bool = False) -> np.ndarray:
+    """VTA's int8 epilogue: an arithmetic right shift by ``shift``, then a clip to [0 if relu else -128,
+    127]."""
+    return np.clip(np.asarray(acc, np.int64) >> shift, 0 if relu else -128, 127).astype(np.int8)

@@ -1,0 +1,54 @@
+"""The one numpy reference per operator (compiler/ops/reference.py) against its definition, as loops."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from compiler.ops import reference
+
+
+def naive_conv(data: np.ndarray, kernel: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """``out[n, o, y, x] = sum over c, r, q of in[n, c, y*stride + r, x*stride + q] * w[o, c, r, q]``."""
+    padded = np.pad(data.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, _, h, w = padded.shape
+    o, _, kh, kw = kernel.shape
+    oh, ow = (h - kh) // stride + 1, (w - kw) // stride + 1
+    want = np.zeros((n, o, oh, ow), np.int64)
+    for b, f, y, x in itertools.product(range(n), range(o), range(oh), range(ow)):
+        win = padded[b, :, y * stride : y * stride + kh, x * stride : x * stride + kw]
+        want[b, f, y, x] = int((win * kernel[f].astype(np.int64)).sum())
+    return want
+
+
+@pytest.mark.parametrize(("stride", "pad"), [(1, 1), (2, 0), (2, 1)])
+def test_conv2d_is_the_definition_in_both_layouts(stride: int, pad: int) -> None:
+    rng = np.random.default_rng(1)
+    data = rng.integers(-128, 128, (2, 3, 6, 5), dtype=np.int8)
+    kernel = rng.integers(-128, 128, (4, 3, 3, 2), dtype=np.int8)
+    want = naive_conv(data, kernel, stride, pad)
+    got = reference.conv2d(data, kernel, stride, pad)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+    hwc = reference.conv2d(data[0].transpose(1, 2, 0), kernel.transpose(0, 2, 3, 1), stride, pad,
+                           layout="HWC")
+    np.testing.assert_array_equal(hwc, want[0].transpose(1, 2, 0))
+
+
+def test_float_inputs_sum_in_float64_and_an_unknown_layout_is_refused() -> None:
+    x = np.full((1, 1, 3, 3), 0.1, np.float32)
+    got = reference.conv2d(x, np.ones((1, 1, 3, 3), np.float32))
+    assert got.dtype == np.float64 and got[0, 0, 0, 0] == pytest.approx(9 * float(np.float32(0.1)), abs=0)
+    with pytest.raises(ValueError, match="layout must be one of NCHW, HWC"):
+        reference.conv2d(x, x, layout="NHWC")
+
+
+def test_dense_and_the_shift_clip_epilogue() -> None:
+    a = np.array([[1, 2], [3, 4]], np.int8)
+    b = np.array([[5, 6], [7, 8], [-1, 0]], np.int8)
+    np.testing.assert_array_equal(reference.dense(a, b), [[17, 23, -1], [39, 53, -3]])
+    acc = np.array([-(2**20), -3, 0, 2**11, 2**20])
+    np.testing.assert_array_equal(reference.shift_clip(acc, 4), [-128, -1, 0, 127, 127])
+    np.testing.assert_array_equal(reference.shift_clip(acc, 4, relu=True), [0, 0, 0, 127, 127])
