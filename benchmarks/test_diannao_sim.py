@@ -10,8 +10,7 @@ vector ops, plus the scalar loop control around them, which is counted against t
 
 from __future__ import annotations
 
-from tandem.diannao_kernels import elementwise_program
-from tandem.targets import default_card
+from baselines.diannao_kernels import default_card, elementwise_program
 
 
 def measure(benchmark, program):

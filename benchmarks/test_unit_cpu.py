@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from compiler.backend.llvm import host_cpu
-from tandem.cpu_run import CpuLayer, compile_layer, measure_peak, tuning_space
+from compiler.backend.llvm_probe import measure_peak
+from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
 from tandem.layers import RESNET18, padding
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")

@@ -7,7 +7,7 @@ variants run on the simulated card (sim/diannao, 16 cores, the ``default`` confi
 - (a) Tandem with every pass: ``tandem.run.run_diannao(op, shape)``;
 - (b) the same without seed 001's passes: ``skip=("loop_partition", "preprocess")``, so guarded or misfit
   statements stay scalar code;
-- (c) the vendor's hand-written library (``tandem.diannao_library``), the paper's baseline.
+- (c) the vendor's hand-written library (``baselines.diannao_library``), the paper's baseline.
 
 All three see the same input arrays (seed 0, standard normal). Each case records cycles of a, b and c, the
 speedups a/b = cycles_b / cycles_a and a/c = cycles_c / cycles_a (the paper's S = T_baseline / T_generated),
@@ -68,9 +68,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from baselines import diannao_library as library
 from compiler.passes.tensorize import unmatched
 from sim.diannao.config import load_config
-from tandem import diannao_library as library
 from tandem.run import ConvParams, compile_conv2d, conv2d_within_bound, run_diannao
 from tandem.targets import load_target
 

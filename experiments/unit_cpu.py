@@ -11,8 +11,8 @@ padded by 1) runs, batch 1, u8 x s8 -> s32, on the same seeded inputs, as:
   ``Schedule.tensorize``, only where a subprocess probe finds that path working (with apache-tvm-ffi
   0.1.15.post2 ``tensorize`` segfaults); ``onnxruntime`` (``ConvInteger``, exact) and ``onnxruntime_qlinear``
   (``QLinearConv``, the requantizing kernel, for time only), ``numpy`` (im2col + matmul): see
-  tandem/cpu_peers.py. A peer that is not installed or not available is left out (its column empty) and said
-  so.
+  baselines/cpu_peers.py. A peer that is not installed or not available is left out (its column empty) and
+  said so.
 
 Tandem's results and every exact peer's are compared with numpy bit for bit. Times are medians; inputs are
 in each implementation's own layout (packing is not timed), as UNIT's graph-level layout leaves them.
@@ -40,9 +40,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from baselines.cpu_peers import ALL_PEERS, ConvSpec, time_callable
 from compiler.backend.llvm import host_cpu
-from tandem.cpu_peers import ALL_PEERS, ConvSpec, time_callable
-from tandem.cpu_run import CpuLayer, measure_peak, run_cpu
+from compiler.backend.llvm_probe import measure_peak
+from tandem.cpu_run import CpuLayer, run_cpu
 from tandem.layers import RESNET18, UNIT_TABLE1, padding
 
 QUICK = {"q1": ("resnet18", (14, 32, 32, 3, 1)), "q2": ("table1", (16, 20, 24, 3, 2))}

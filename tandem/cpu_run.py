@@ -22,19 +22,16 @@ first is UNIT's default pair, a fused parallel extent under 3000 and a small unr
 
 from __future__ import annotations
 
-import ctypes
 import math
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
-import llvmlite.binding as llvm
 import numpy as np
-from llvmlite import ir as ll
 
-from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu, target_machine
+from baselines.cpu_peers import time_callable
+from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
+from compiler.backend.llvm_probe import measure_peak, tsc_hz, tsc_ticks
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu, reference
@@ -42,7 +39,6 @@ from compiler.ops.vita import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
-from tandem.cpu_peers import time_callable
 from tandem.run import RunError, RunReport
 from tandem.targets import load_target
 
@@ -271,98 +267,3 @@ def issued_instructions(func: ir.PrimFunc) -> dict[str, int]:
 
     walk(func.body, 1)
     return counts
-
-
-# ------------------------------------------------------------------------------------------- the machine
-
-
-@cache
-def _native() -> dict[str, object]:
-    """JIT helpers: the time-stamp counter and a vpdpbusd throughput loop (kept alive with their engine)."""
-    module = ll.Module("tandem_cpu_probe")
-    i32, i64 = ll.IntType(32), ll.IntType(64)
-    tsc = ll.Function(module, ll.FunctionType(i64, []), "tandem_tsc")
-    b = ll.IRBuilder(tsc.append_basic_block())
-    b.ret(b.call(ll.Function(module, ll.FunctionType(i64, []), "llvm.readcyclecounter"), []))
-    v16, v64 = ll.VectorType(i32, 16), ll.VectorType(ll.IntType(8), 64)
-    dot = ll.Function(module, ll.FunctionType(v16, [v16, v64, v64]), "llvm.x86.avx512.vpdpbusd.512")
-    peak = ll.Function(module, ll.FunctionType(i32, [i64, i32]), "tandem_vnni_loop")
-    n, seed = peak.args
-    entry, loop, done = (peak.append_basic_block(x) for x in ("entry", "loop", "done"))
-    b = ll.IRBuilder(entry)
-    a = b.bitcast(b.insert_element(ll.Constant(v16, None), seed, ll.Constant(i32, 0)), v64)
-    w = b.bitcast(
-        b.insert_element(ll.Constant(v16, None), b.add(seed, ll.Constant(i32, 1)), ll.Constant(i32, 0)), v64
-    )
-    b.branch(loop)
-    b = ll.IRBuilder(loop)
-    k = b.phi(i64)
-    k.add_incoming(ll.Constant(i64, 0), entry)
-    accs = []
-    for _ in range(ACCUMULATORS):
-        phi = b.phi(v16)
-        phi.add_incoming(ll.Constant(v16, None), entry)
-        accs.append(phi)
-    nxt = [b.call(dot, [acc, a, w]) for acc in accs]
-    for phi, value in zip(accs, nxt, strict=True):
-        phi.add_incoming(value, loop)
-    k2 = b.add(k, ll.Constant(i64, 1))
-    k.add_incoming(k2, loop)
-    b.cbranch(b.icmp_signed("<", k2, n), loop, done)
-    b = ll.IRBuilder(done)
-    total = nxt[0]
-    for value in nxt[1:]:
-        total = b.add(total, value)
-    b.ret(b.extract_element(total, ll.Constant(i32, 0)))
-    tm = target_machine()  # initializes LLVM's native target before the parse
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), tm)
-    engine.finalize_object()
-    return {
-        "engine": engine,
-        "tsc": ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address("tandem_tsc")),
-        "vnni": ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)(
-            engine.get_function_address("tandem_vnni_loop")
-        ),
-    }
-
-
-ACCUMULATORS = 12  # independent vpdpbusd chains: enough to cover its latency at two issues per cycle
-
-
-def tsc_ticks(fn: Callable[[], object]) -> int:
-    """Time-stamp-counter ticks one call of ``fn`` takes."""
-    tsc = _native()["tsc"]
-    t0 = tsc()
-    fn()
-    return tsc() - t0
-
-
-@cache
-def tsc_hz() -> float:
-    """Ticks of the time-stamp counter per second, measured against ``time.perf_counter`` over 50 ms."""
-    tsc = _native()["tsc"]
-    t0, c0 = time.perf_counter(), tsc()
-    while time.perf_counter() - t0 < 0.05:
-        pass
-    return (tsc() - c0) / (time.perf_counter() - t0)
-
-
-@cache
-def measure_peak(threads: int = 1) -> float:
-    """This CPU's vpdpbusd peak in GOPS (2 ops per multiply-add) on ``threads`` threads: each runs
-    ``ACCUMULATORS`` independent instruction chains on registers; the best of 10 runs of about 15 ms (the
-    best, because other work on the machine only ever slows a run down)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    if not host_cpu()["avx512vnni"]:
-        raise RunError("cpu: this CPU has no AVX-512 VNNI to measure")
-    loop = _native()["vnni"]
-    iterations = 4_000_000
-    ops = iterations * ACCUMULATORS * 64 * 2
-    best = 0.0
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for _ in range(10):
-            t0 = time.perf_counter()
-            list(pool.map(lambda s: loop(iterations, s), range(threads)))
-            best = max(best, threads * ops / (time.perf_counter() - t0) / 1e9)
-    return best

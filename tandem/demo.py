@@ -25,8 +25,8 @@ import numpy as np
 from tandem.validate import compare
 
 if TYPE_CHECKING:  # the checks import what they run late, so that a broken layer fails only its rows
+    from baselines.diannao_kernels import KernelRun
     from sim.diannao.machine import Card, DiannaoResult
-    from tandem.diannao_kernels import KernelRun
 
 SEED = 0
 
@@ -173,8 +173,8 @@ def _check_isa_diannao_program(rng: np.random.Generator) -> tuple[np.ndarray, np
 def _check_vita_double_buffered_gemm(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
     """The hand-assembled double-buffered 256^3 GEMM on the VITA simulator (vta-default), against numpy."""
     import isa
+    from baselines import vita_gemm
     from sim.vita.machine import simulate
-    from tandem import vita_gemm
 
     a = rng.integers(-128, 128, (vita_gemm.M, vita_gemm.K), dtype=np.int8)
     w = rng.integers(-128, 128, (vita_gemm.N, vita_gemm.K), dtype=np.int8)
@@ -215,8 +215,7 @@ def _program_text(run: KernelRun, title: str) -> str:
 def _check_diannao_add_16_cores(rng: np.random.Generator) -> Outcome:
     """C = A + B, (256,56,56) f32, over all 16 cores: right, and bound by GMEM bandwidth (all cores share its
     port, so the launch takes about as long as its bytes need at gmem_bytes_per_cycle)."""
-    from tandem.diannao_kernels import run_elementwise
-    from tandem.targets import default_card
+    from baselines.diannao_kernels import default_card, run_elementwise
 
     card = default_card()
     run = run_elementwise("vadd", DIANNAO_ADD_SHAPE, "f32", cores=16, seed=_seed(rng), card=card)
@@ -231,8 +230,7 @@ def _check_diannao_add_16_cores(rng: np.random.Generator) -> Outcome:
 
 def _check_diannao_add_1_core(rng: np.random.Generator) -> Outcome:
     """The same add on 1 core: right, never faster than the GMEM floor, and slower than on 16 cores."""
-    from tandem.diannao_kernels import run_elementwise
-    from tandem.targets import default_card
+    from baselines.diannao_kernels import default_card, run_elementwise
 
     seed, card = _seed(rng), default_card()
     one = run_elementwise("vadd", DIANNAO_ADD_SHAPE, "f32", cores=1, seed=seed, card=card)
@@ -251,7 +249,7 @@ def _check_diannao_add_1_core(rng: np.random.Generator) -> Outcome:
 def _check_diannao_scalar_vs_vector(rng: np.random.Generator) -> Outcome:
     """A (16,64) f32 add on 1 core as a scalar loop (two loads, fadd, store per element) and as one vadd:
     both right, the loop runs one fadd per element and takes more cycles than the vector code."""
-    from tandem.diannao_kernels import run_elementwise
+    from baselines.diannao_kernels import run_elementwise
 
     seed, shape = _seed(rng), (16, 64)
     scalar = run_elementwise("vadd", shape, "f32", cores=1, scalar=True, seed=seed)
@@ -273,7 +271,7 @@ def _check_diannao_scalar_vs_vector(rng: np.random.Generator) -> Outcome:
 
 def _check_diannao_relu(rng: np.random.Generator) -> Outcome:
     """relu in place over a (16,64,64) f32 tensor on 16 cores, against numpy."""
-    from tandem.diannao_kernels import run_elementwise
+    from baselines.diannao_kernels import run_elementwise
 
     run = run_elementwise("relu", (16, 64, 64), "f32", cores=16, seed=_seed(rng))
     return Outcome(run.output, run.reference, _program_text(run, "relu"), f"{run.result.cycles} cycles")
@@ -281,7 +279,7 @@ def _check_diannao_relu(rng: np.random.Generator) -> Outcome:
 
 def _check_diannao_matmul(rng: np.random.Generator) -> Outcome:
     """A 64x64x64 f16 matmul, the rows of A split over 16 cores, against numpy (f32 accumulation)."""
-    from tandem.diannao_kernels import run_matmul
+    from baselines.diannao_kernels import run_matmul
 
     run = run_matmul(64, 64, 64, "f16", cores=16, seed=_seed(rng))
     note = f"{run.result.cycles} cycles, TFU utilization {run.result.utilization('tfu'):.1%}"
@@ -290,7 +288,7 @@ def _check_diannao_matmul(rng: np.random.Generator) -> Outcome:
 
 def _check_diannao_conv(rng: np.random.Generator) -> Outcome:
     """A 3x3 valid f16 convolution, (18,18,16) -> (16,16,16), the output rows split over 16 cores."""
-    from tandem.diannao_kernels import run_conv
+    from baselines.diannao_kernels import run_conv
 
     run = run_conv(18, 18, 16, 16, k=3, dtype="f16", cores=16, seed=_seed(rng))
     note = f"{run.result.cycles} cycles, TFU utilization {run.result.utilization('tfu'):.1%}"
@@ -300,8 +298,8 @@ def _check_diannao_conv(rng: np.random.Generator) -> Outcome:
 def _check_compiled_diannao_add(rng: np.random.Generator) -> Outcome:
     """Seed 001's flow: add (255,55,55) f32 compiled for the DianNao card (loop partitioning, preprocessing,
     tensorization), simulated on 16 cores: right, every marked statement a tensor instruction, and at least as
-    fast as the shape-agnostic library kernel (tandem/diannao_library.py) on the same inputs."""
-    from tandem import diannao_library
+    fast as the shape-agnostic library kernel (baselines/diannao_library.py) on the same inputs."""
+    from baselines import diannao_library
     from tandem.run import run_diannao
 
     shape = (255, 55, 55)

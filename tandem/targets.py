@@ -85,10 +85,3 @@ def as_target(kind: str, given: Target | str | Path | Any | None = None) -> Targ
         return given
     return load_target(kind, config=given)
 
-
-def default_card():
-    """A fresh DianNao card of the default config with the built-in spec (for the hand-written kernels)."""
-    from sim.diannao.machine import Card
-
-    target = load_target("diannao")
-    return Card(target.config, spec=target.spec)

@@ -1,7 +1,8 @@
 """Enforce the one rule between layers (DESIGN.md, "Layers and the one rule between them").
 
 isa/ imports nothing of ours; compiler/ imports isa/ only; sim/ imports isa/ only and never
-compiler/; tandem/ may import all three. Every ``.py`` file under those folders is parsed with
+compiler/; baselines/ (what kernels are compared with) imports isa/, compiler/ and sim/; tandem/ may import
+all of them. Every ``.py`` file under those folders is parsed with
 ``ast``; ``import``, ``from ... import`` (relative ones resolved against the file's package) and
 ``importlib.import_module("...")`` / ``__import__("...")`` with a literal name are checked.
 """
@@ -14,11 +15,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-LAYERS = ("isa", "compiler", "sim", "tandem")
+LAYERS = ("isa", "compiler", "sim", "baselines", "tandem")
 ALLOWED: dict[str, frozenset[str]] = {
     "isa": frozenset({"isa"}),
     "compiler": frozenset({"compiler", "isa"}),
     "sim": frozenset({"sim", "isa"}),
+    "baselines": frozenset({"baselines", "isa", "compiler", "sim"}),
     "tandem": frozenset(LAYERS),
 }
 

@@ -4,9 +4,9 @@
     kernel = codegen(func)                       # DiannaoKernel
     result, outputs = tandem.diannao_run.run_kernel(kernel, arrays)
 
-Calling convention (as tandem/diannao_kernels.py's hand-written kernels): at launch R0, R1, ... hold the GMEM
-byte addresses of ``func.params`` in order; the last register (R31) is set to 0 in the prologue and stays 0
-(the base of every fixed on-chip address); everything else (the core index, loop counters, Let values,
+Calling convention (as baselines/diannao_kernels.py's hand-written kernels): at launch R0, R1, ... hold the
+GMEM byte addresses of ``func.params`` in order; the last register (R31) is set to 0 in the prologue and stays
+0 (the base of every fixed on-chip address); everything else (the core index, loop counters, Let values,
 temporaries) is allocated from the remaining R registers, floats from the F registers.
 
 Accepted IR (anything else raises ``LoweringError`` naming the node):

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 import isa
+from baselines.diannao_kernels import elementwise_program
 from sim.diannao.machine import Card
 from tandem.cli import app
-from tandem.diannao_kernels import elementwise_program
 
 RUNNER = CliRunner()
 CORES = 4
@@ -25,7 +25,7 @@ ARGS = ["--arg", str(A_ADDR), "--arg", hex(B_ADDR), "--arg", str(C_ADDR)]
 
 
 def vadd_program() -> isa.Program:
-    """C = A + B over N f32 elements on CORES cores (tandem/diannao_kernels.py)."""
+    """C = A + B over N f32 elements on CORES cores (baselines/diannao_kernels.py)."""
     return elementwise_program("vadd", "f32", PER_CORE, TILE)
 
 

@@ -8,15 +8,14 @@ import pytest
 from typer.testing import CliRunner
 
 from compiler.backend.llvm import host_cpu
+from compiler.backend.llvm_probe import measure_peak, tsc_hz
 from compiler.ops.cpu import CpuTuning
 from tandem.cli import app
 from tandem.cpu_run import (
     CpuLayer,
     compile_layer,
     issued_instructions,
-    measure_peak,
     run_cpu,
-    tsc_hz,
     tuning_space,
 )
 from tandem.targets import load_target

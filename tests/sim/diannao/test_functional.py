@@ -27,10 +27,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import isa
+from baselines.diannao_kernels import elementwise_program
 from isa.asm import format_insn
 from sim.diannao.functional import FAST_PATHS, CardMemory, execute_generic, fast_path
 from sim.diannao.machine import Card, DiannaoResult
-from tandem.diannao_kernels import elementwise_program
 
 SMALL = {"GMEM_BYTES": 1 << 16, "SMEM_BYTES": 1 << 14, "NMEM_BYTES": 1 << 14, "WMEM_BYTES": 1 << 14}
 SPEC = isa.load_isa("diannao", params=SMALL)

@@ -1,4 +1,4 @@
-"""Hand-written SPMD kernels (tandem/diannao_kernels.py) on the simulated card equal numpy: the acceptance
+"""Hand-written SPMD kernels (baselines/diannao_kernels.py) on the simulated card equal numpy: the acceptance
 kernels of the DianNao simulator — element-wise add of a (256, 56, 56) tensor over 16 cores, relu, a 3x3 conv,
 a matmul — and the same add written as scalar loops."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import isa
-from tandem.diannao_kernels import run_conv, run_elementwise, run_matmul
+from baselines.diannao_kernels import run_conv, run_elementwise, run_matmul
 
 SHAPE = (256, 56, 56)
 

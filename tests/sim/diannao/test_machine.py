@@ -215,7 +215,7 @@ def test_results_count_instructions_bytes_and_core_time():
 
 
 def test_the_same_launch_gives_the_same_result_every_time():
-    from tandem.diannao_kernels import run_elementwise
+    from baselines.diannao_kernels import run_elementwise
 
     first = run_elementwise("vadd", (64, 32, 32), "f16", cores=16)
     for _ in range(2):

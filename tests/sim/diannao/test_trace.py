@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import isa
+from baselines.diannao_kernels import elementwise_program, matmul_program
 from compiler.ops.diannao import block_weights
 from sim.diannao.config import DiannaoConfig
 from sim.diannao.machine import Card, DiannaoResult
 from sim.diannao.trace import chrome_trace, write_trace
-from tandem.diannao_kernels import elementwise_program, matmul_program
 
 # A card like the default one at another clock, so that "cycles / clock_mhz" is not "cycles / 1000".
 SLOW = DiannaoConfig.from_text('name = "slow"\nsummary = "the default card at 800 MHz"\nclock_mhz = 800.0\n')

@@ -1,4 +1,4 @@
-"""The double-buffered 256x256x256 GEMM (tandem/vita_gemm.py) on the VITA simulator: bit-exact with numpy,
+"""The double-buffered 256x256x256 GEMM (baselines/vita_gemm.py) on the VITA simulator: bit-exact with numpy,
 and its cycles sit between the memory/compute bound and the serialized sum."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 import isa
+from baselines.vita_gemm import BLOCKS, KB, TM, K, M, N, dram_image, output, program, reference
 from sim.vita.config import load_config
 from sim.vita.machine import simulate
-from tandem.vita_gemm import BLOCKS, KB, TM, K, M, N, dram_image, output, program, reference
 
 CFG = load_config("vta-default")
 P = isa.load_isa("vita").params

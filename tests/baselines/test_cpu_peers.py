@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from tandem.cpu_peers import (
+from baselines.cpu_peers import (
     ALL_PEERS,
     PEERS,
     QLINEAR_PEER,

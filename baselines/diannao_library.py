@@ -55,17 +55,17 @@ from dataclasses import dataclass
 import numpy as np
 
 import isa
-from compiler.ops import reference
-from compiler.ops.diannao import block_weights
-from sim.diannao.machine import Card, DiannaoResult
-from tandem.diannao_kernels import (
+from baselines.diannao_kernels import (
     MAX_COUNT,
     NP_DTYPES,
     _align,
     _copy,
     _core_index,
+    default_card,
 )
-from tandem.targets import default_card
+from compiler.ops import reference
+from compiler.ops.diannao import block_weights
+from sim.diannao.machine import Card, DiannaoResult
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul"}   # library op -> vector instruction
 SCALAR_FLOAT = {"add": "fadd", "sub": "fsub", "mul": "fmul"}

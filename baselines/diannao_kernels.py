@@ -15,13 +15,19 @@ import numpy as np
 
 import isa
 from compiler.ops.diannao import block_weights
+from sim.diannao.config import load_config
 from sim.diannao.machine import Card, DiannaoResult
-from tandem.targets import default_card
 
 NP_DTYPES = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "f16": np.float16, "f32": np.float32}
 MAX_ROW = 65535  # bytes in one memcpy row (the dma format's len field)
 MAX_COUNT = 255  # rows in one memcpy (the dma format's count field)
 
+
+
+
+def default_card() -> Card:
+    """A fresh card of the default config running the built-in DianNao spec (these kernels' machine)."""
+    return Card(load_config("default"), spec=isa.load_isa("diannao"))
 
 @dataclass
 class KernelRun:

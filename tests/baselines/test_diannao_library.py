@@ -1,7 +1,7 @@
-"""The vendor-library kernels (tandem/diannao_library.py), baseline (c) of seed 001's experiment: one program
-per element-wise op and dtype runs every shape bit-exactly, with the tails of seed 001's Table II shapes taken
-by run-time control flow; the conv pads on the host, uses no SMEM and matches a float64 reference within the
-rounding bound of an f32 accumulation."""
+"""The vendor-library kernels (baselines/diannao_library.py), baseline (c) of seed 001's experiment: one
+program per element-wise op and dtype runs every shape bit-exactly, with the tails of seed 001's Table II
+shapes taken by run-time control flow; the conv pads on the host, uses no SMEM and matches a float64
+reference within the rounding bound of an f32 accumulation."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import isa
+from baselines.diannao_kernels import _copy
+from baselines.diannao_library import conv2d, conv_program, elementwise, library_program
 from sim.diannao.config import DiannaoConfig
 from sim.diannao.machine import Card
-from tandem.diannao_kernels import _copy
-from tandem.diannao_library import conv2d, conv_program, elementwise, library_program
 
 NP = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "f16": np.float16, "f32": np.float32}
 VECTOR_ELEMS = 64

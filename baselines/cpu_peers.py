@@ -475,7 +475,7 @@ class TvmPeer(Peer):
 VNNI_INTRIN = "dot_16x4_vnni"
 VNNI_INTRIN_I8 = "tandem_dot_16x4_vnni_i8"
 _PROBE_TIMEOUT = 120.0
-_PROBE_CODE = "from tandem.cpu_peers import _tvm_vnni_probe; _tvm_vnni_probe()"
+_PROBE_CODE = "from baselines.cpu_peers import _tvm_vnni_probe; _tvm_vnni_probe()"
 
 
 @cache
