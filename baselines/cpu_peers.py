@@ -89,7 +89,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from compiler.ops import cpu as cpu_ops
 from compiler.ops import reference
-from compiler.ops.vita import ConvShape
+from compiler.ops.nn import ConvShape
 
 Runner = Callable[[], np.ndarray]
 

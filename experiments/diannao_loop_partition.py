@@ -69,9 +69,10 @@ from rich.console import Console
 from rich.table import Table
 
 from baselines import diannao_library as library
+from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from sim.diannao.config import load_config
-from tandem.run import ConvParams, compile_conv2d, conv2d_within_bound, run_diannao
+from tandem.run import compile_conv2d, conv2d_within_bound, run_diannao
 from tandem.targets import load_target
 
 # ----------------------------------------------------------------------------------------- Table II
@@ -245,7 +246,7 @@ def _compiled(case: Case, dtype: str, inputs: list[np.ndarray], skip: tuple[str,
               budget: int | None = None):
     """Variant (a) (``skip`` empty) or (b) of ``case``: Tandem's compiled kernel, a ``RunReport``;
     ``budget`` replaces the config's instruction budget per core."""
-    conv = ConvParams(case.weights[0], case.weights[1], 1, 1) if case.cls == "conv" else None
+    conv = ConvShape(*case.shape, case.weights[0], case.weights[1], 1, 1) if case.cls == "conv" else None
     config = load_config("default")
     if budget is not None:
         config = dataclasses.replace(config, instruction_budget=budget)
@@ -256,8 +257,8 @@ def _compiled(case: Case, dtype: str, inputs: list[np.ndarray], skip: tuple[str,
 def _conv_unmatched(case: Case, dtype: str) -> list[str]:
     """Why conv variant (b) keeps statements scalar, from compiling it without the passes."""
     target = load_target("diannao")
-    _, func = compile_conv2d(case.shape, dtype, CORES, ConvParams(case.weights[0], case.weights[1], 1, 1),
-                             target, SKIP_B)
+    layer = ConvShape(*case.shape, case.weights[0], case.weights[1], 1, 1)
+    _, func = compile_conv2d(layer, dtype, CORES, target, SKIP_B)
     return sorted({str(x) for x in unmatched(func, target.spec)}) or ["(nothing: every statement matched)"]
 
 

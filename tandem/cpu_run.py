@@ -35,7 +35,7 @@ from compiler.backend.llvm_probe import measure_peak, tsc_hz, tsc_ticks
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu, reference
-from compiler.ops.vita import ConvShape
+from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, astuple, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.ops import reference
+from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
@@ -85,12 +86,13 @@ class RunReport:
 def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
                 tile: int | None = None, config: str | DiannaoConfig | Target = "default",
                 skip: Collection[str] = (), seed: int = SEED,
-                inputs: Sequence[np.ndarray] | None = None, conv: ConvParams | None = None) -> RunReport:
+                inputs: Sequence[np.ndarray] | None = None, conv: ConvShape | None = None) -> RunReport:
     """Compile ``op`` on ``shape`` for the DianNao card, simulate it and compare with numpy.
 
     Element-wise ops: ``inputs`` are A, B (binary) or A (relu), each of ``prod(shape)`` elements of
     ``dtype``. ``conv2d``: ``shape`` is the input's (H, W, Cin) and ``inputs`` (optional) are the HWC input
-    and the (Cout, K, K, Cin) weights; ``conv`` gives Cout, K, stride and padding when no weights are given.
+    and the (Cout, K, K, Cin) weights; ``conv`` is the layer (its h, w, ic those of ``shape``; by default 16
+    output channels, a 3 x 3 kernel, stride 1, padding 1), its oc and k taken from the weights when given.
     Without ``inputs``, random arrays drawn from ``seed``. ``config`` is the target (its spec and machine
     config), or a machine config (object, name or file) to run with its spec."""
     start = time.perf_counter()
@@ -153,21 +155,11 @@ def _report(op: str, params: dict, func, kernel, result, check: tuple[bool, floa
     )
 
 
-@dataclass(frozen=True)
-class ConvParams:
-    """A conv2d layer's parameters besides its input shape: output channels, kernel size, stride, padding."""
-
-    cout: int = 16
-    k: int = 3
-    stride: int = 1
-    pad: int = 1
-
-
 CONV_DTYPES = {"float32": "float32", "int8": "int32", "int16": "int32"}  # input dtype -> output dtype
 
 
 def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, target: Target, skip: Collection[str],
-              seed: int, inputs: Sequence[np.ndarray] | None, conv: ConvParams | None,
+              seed: int, inputs: Sequence[np.ndarray] | None, conv: ConvShape | None,
               start: float) -> RunReport:
     if len(shape) != 3:
         raise RunError(f"DianNao conv2d: expected the input shape H x W x Cin, but got {list(shape)}")
@@ -176,6 +168,9 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, target: Target, sk
                        f"in f32 and rounds once, which a one-stage tensor expression cannot state; expected "
                        f"one of {', '.join(CONV_DTYPES)}")
     h, w, cin = shape
+    conv = conv or ConvShape(h, w, cin, 16, 3, 1, 1)
+    if (conv.h, conv.w, conv.ic) != (h, w, cin):
+        raise RunError(f"DianNao conv2d: the layer {conv} does not take the input shape {list(shape)}")
     rng = np.random.default_rng(seed)
     np_dt = NUMPY_DTYPES[dtype]
     if inputs is not None:
@@ -186,12 +181,11 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, target: Target, sk
                 or x.dtype != np_dt or wt.dtype != np_dt:
             raise RunError(f"DianNao conv2d: expected an input {list(shape)} and weights (Cout, K, K, {cin}) "
                            f"of {dtype}, but got {list(x.shape)} {x.dtype} and {list(wt.shape)} {wt.dtype}")
-        conv = ConvParams(wt.shape[0], wt.shape[1], *(astuple(conv)[2:] if conv else (1, 1)))
+        conv = replace(conv, oc=wt.shape[0], k=wt.shape[1])
     else:
-        conv = conv or ConvParams()
         x = _random(rng, h * w * cin, dtype).reshape(shape)
-        wt = _random(rng, conv.cout * conv.k * conv.k * cin, dtype).reshape(conv.cout, conv.k, conv.k, cin)
-    sched, func = compile_conv2d(shape, dtype, cores, conv, target, skip)
+        wt = _random(rng, conv.oc * conv.k * conv.k * cin, dtype).reshape(conv.oc, conv.k, conv.k, cin)
+    sched, func = compile_conv2d(conv, dtype, cores, target, skip)
     kernel = codegen(func, target.spec)
     compiled = time.perf_counter()
 
@@ -204,27 +198,26 @@ def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, target: Target, sk
     simulated = time.perf_counter()
 
     got = arrays[-1].reshape(out_shape)
-    exact = reference.conv2d(x, wt, conv.stride, conv.pad, layout="HWC")
+    exact = reference.conv2d(x, wt, conv.s, conv.p, layout="HWC")
     want = exact.astype(np.int64).astype(out_dt) if np.dtype(out_dt).kind == "i" else exact.astype(out_dt)
-    validated = conv2d_matches(got, x, wt, conv.stride, conv.pad)
+    validated = conv2d_matches(got, x, wt, conv.s, conv.p)
     err = float(np.max(np.abs(got.astype(np.float64) - exact))) if got.size else 0.0
-    roof = conv2d_roofline(h, w, cin, conv, dtype, cores, target)
+    roof = conv2d_roofline(conv, dtype, cores, target)
     params = {"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
-              "skip": sorted(skip), "cores_used": sched.cores, "H": h, "W": w, "IC": cin, "OC": conv.cout,
-              "K": conv.k, "S": conv.stride, "P": conv.pad}
+              "skip": sorted(skip), "cores_used": sched.cores, "H": h, "W": w, "IC": cin, "OC": conv.oc,
+              "K": conv.k, "S": conv.s, "P": conv.p}
     exactly = "bit-exact with numpy" if np.dtype(out_dt).kind == "i" else "within the f32 summation bound"
     detail = exactly if validated else f"max |err| {err:.3g} against numpy"
     return _report("conv2d", params, func, kernel, result, (validated, err, detail), roof,
                    (start, compiled, simulated), got, want)
 
 
-def compile_conv2d(shape: tuple[int, int, int], dtype: str, cores: int, conv: ConvParams, target: Target,
+def compile_conv2d(conv: ConvShape, dtype: str, cores: int, target: Target,
                    skip: Collection[str] = ()) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
     """The conv2d schedule for the DianNao card and the ``diannao`` pipeline's output (less ``skip``); use
     ``compiler.passes.tensorize.unmatched`` on the function to see what stayed scalar without simulating."""
-    h, w, cin = shape
     try:
-        sched = dops.conv2d(h, w, cin, conv.cout, conv.k, conv.stride, conv.pad, dtype, cores,
+        sched = dops.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype, cores,
                             spec=target.spec)
     except ScheduleError as e:
         raise RunError(str(e)) from None
@@ -252,18 +245,15 @@ def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: 
     return out.shape == exact.shape and bool((np.abs(out.astype(np.float64) - exact) <= bound).all())
 
 
-def conv2d_roofline(h: int, w: int, cin: int, conv: ConvParams, dtype: str, cores: int,
-                    target: Target) -> int:
+def conv2d_roofline(conv: ConvShape, dtype: str, cores: int, target: Target) -> int:
     """The fewest cycles the card could take for a conv layer: the tensor units of all cores share the MACs
     evenly, and the input, weights and output cross GMEM once."""
     params, config = target.spec.params, target.config
     size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
-    oh = (h + 2 * conv.pad - conv.k) // conv.stride + 1
-    ow = (w + 2 * conv.pad - conv.k) // conv.stride + 1
-    macs = oh * ow * conv.cout * conv.k * conv.k * cin
-    tfu = math.ceil(macs * size / (2 * params["TFU_MACS_PER_CYCLE"]) / cores)
+    tfu = math.ceil(conv.macs * size / (2 * params["TFU_MACS_PER_CYCLE"]) / cores)
     out_size = np.dtype(NUMPY_DTYPES[CONV_DTYPES[dtype]]).itemsize
-    traffic = (h * w * cin + conv.cout * conv.k * conv.k * cin) * size + oh * ow * conv.cout * out_size
+    traffic = ((conv.h * conv.w * conv.ic + conv.oc * conv.k * conv.k * conv.ic) * size
+               + conv.oh * conv.ow * conv.oc * out_size)
     return max(tfu, math.ceil(traffic / config.gmem_bytes_per_cycle))
 
 

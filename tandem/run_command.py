@@ -153,7 +153,7 @@ def _layer_from(op: str, shape: str | None, params: list[str] | None, target: st
         return ("gemm", (ints.get("M", 16), ints.get("N", 16), ints.get("K", 16))), ints.get("seed", 0)
     dims, conv = _conv_layer(parse_shape(shape) if shape else (56, 56, 64), ints, shape is not None)
     images = (ints["N"],) if "N" in ints else ()
-    return ("conv2d", (*dims, conv.cout, conv.k, conv.stride, conv.pad, *images)), ints.get("seed", 0)
+    return ("conv2d", (*dims, conv.oc, conv.k, conv.s, conv.p, *images)), ints.get("seed", 0)
 
 
 def _run_cpu(op: str, shape: str | None, params: list[str] | None, isa: str, threads: int, tune: int,
@@ -230,8 +230,9 @@ def _show_table(title: str, r, rows: list[tuple[str, str]]) -> Console:
 
 
 def _conv_layer(dims: tuple[int, ...], ints: dict[str, int], shape_given: bool):
-    """The conv2d input shape (H, W, IC) and ConvParams from ``--shape`` and ``-p H= W= IC= OC= K= S= P=``."""
-    from tandem.run import ConvParams
+    """The conv2d input shape (H, W, IC) and the layer (ConvShape) from ``--shape`` and ``-p H= W= IC= OC= K=
+    S= P=``."""
+    from compiler.ops.nn import ConvShape
 
     hw = {k: ints[k] for k in ("H", "W", "IC") if k in ints}
     if shape_given and hw:
@@ -246,7 +247,7 @@ def _conv_layer(dims: tuple[int, ...], ints: dict[str, int], shape_given: bool):
         dims = (56, 56, 64)
     if len(dims) != 3:
         raise WorkloadError("--shape", f"conv2d takes the input shape HxWxIC, but got {len(dims)} dimensions")
-    return dims, ConvParams(ints.get("OC", 16), ints.get("K", 3), ints.get("S", 1), ints.get("P", 1))
+    return dims, ConvShape(*dims, ints.get("OC", 16), ints.get("K", 3), ints.get("S", 1), ints.get("P", 1))
 
 
 def _print(r) -> None:

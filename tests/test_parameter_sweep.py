@@ -15,11 +15,12 @@ import itertools
 import pytest
 
 import isa
+from compiler.ops.nn import ConvShape
 from compiler.ops.vita import Tiling
 from sim.core.errors import SimConfigError
 from sim.diannao.config import DiannaoConfig
 from sim.vita.config import load_config
-from tandem.run import ConvParams, run_diannao
+from tandem.run import run_diannao
 from tandem.targets import load_target
 from tandem.vita_run import VitaLayer, run_vita
 
@@ -76,7 +77,7 @@ def test_a_bigger_gemm_core_is_faster_on_a_compute_bound_layer():
 
 
 DIANNAO_OPS = {"add": ((8, 64, 64), None), "relu": ((8, 64, 64), None),
-               "conv2d": ((10, 10, 16), ConvParams(16, 3, 1, 1))}
+               "conv2d": ((10, 10, 16), ConvShape(10, 10, 16, 16, 3, 1, 1))}
 
 
 @pytest.mark.parametrize("vector_elems", [32, 64, 128])

@@ -27,7 +27,7 @@ import numpy as np
 from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
-from compiler.ops.vita import ConvShape
+from compiler.ops.nn import ConvShape
 from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
 from compiler.schedule import Schedule, create_schedule
 from isa import ISA

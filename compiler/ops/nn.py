@@ -6,6 +6,8 @@ before the multiply, as VTA and VNNI compute); float variants compute in ``out_d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from compiler import te
 from compiler.errors import IRTypeError
 from compiler.ir import dtypes
@@ -187,3 +189,32 @@ def conv2d_nhwc(
         ),
         name=name,
     )
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A conv2d layer: ``n`` images of h x w x ic, oc output channels, a k x k kernel, stride s, padding p.
+
+    The one conv shape of Tandem: every target's schedules, the run flows and the experiments take it
+    (``k`` is always the kernel size, ``oc`` the output channels)."""
+
+    h: int
+    w: int
+    ic: int
+    oc: int
+    k: int = 3
+    s: int = 1
+    p: int = 1
+    n: int = 1
+
+    @property
+    def oh(self) -> int:
+        return conv2d_output_size(self.h, self.k, self.s, self.p)
+
+    @property
+    def ow(self) -> int:
+        return conv2d_output_size(self.w, self.k, self.s, self.p)
+
+    @property
+    def macs(self) -> int:
+        return self.n * self.oh * self.ow * self.oc * self.ic * self.k * self.k

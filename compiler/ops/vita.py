@@ -37,33 +37,8 @@ from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops import nn, reference
+from compiler.ops.nn import ConvShape
 from compiler.schedule import Schedule, create_schedule
-
-
-@dataclass(frozen=True)
-class ConvShape:
-    """A conv2d layer: ``n`` images of h x w x ic, oc output channels, a k x k kernel, stride s, padding p."""
-
-    h: int
-    w: int
-    ic: int
-    oc: int
-    k: int = 3
-    s: int = 1
-    p: int = 1
-    n: int = 1
-
-    @property
-    def oh(self) -> int:
-        return nn.conv2d_output_size(self.h, self.k, self.s, self.p)
-
-    @property
-    def ow(self) -> int:
-        return nn.conv2d_output_size(self.w, self.k, self.s, self.p)
-
-    @property
-    def macs(self) -> int:
-        return self.n * self.oh * self.ow * self.oc * self.ic * self.k * self.k
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from compiler.ops.cpu import (
     unpack_conv,
     unpack_gemm,
 )
-from compiler.ops.vita import ConvShape
+from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import passes_for
 from compiler.target import Target

@@ -14,7 +14,7 @@ import isa
 from compiler import te
 from compiler.ir import cast
 from compiler.ops.cpu import conv2d, gemm
-from compiler.ops.vita import ConvShape
+from compiler.ops.nn import ConvShape
 from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
 
 X86 = isa.load_isa("x86")
