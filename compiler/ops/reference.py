@@ -21,6 +21,16 @@ def _exact(x: np.ndarray) -> np.ndarray:
     return x.astype(np.int64 if np.asarray(x).dtype.kind in "iub" else np.float64)
 
 
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` of exact arrays. Integer products whose sums stay below 2**53 in magnitude go through float64
+    (BLAS, and still exact); larger ones through int64."""
+    if a.dtype.kind == "i" and a.size and b.size:
+        bound = int(np.abs(a).max()) * int(np.abs(b).max()) * a.shape[-1]
+        if bound < 2**53:
+            return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
+    return a @ b
+
+
 def conv2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0, layout: str = "NCHW"
            ) -> np.ndarray:
     """2-D convolution with zero padding ``pad`` on both spatial sides.
@@ -39,13 +49,13 @@ def conv2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0, 
     windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
     oh, ow = windows.shape[2], windows.shape[3]
     cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
-    out = cols @ _exact(kernel).reshape(o, c * kh * kw).T
+    out = _matmul(cols, _exact(kernel).reshape(o, c * kh * kw).T)
     return out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
 
 
 def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b.T`` of ``a`` [M, K] and ``b`` [N, K]: [M, N]."""
-    return _exact(a) @ _exact(b).T
+    return _matmul(_exact(a), _exact(b).T)
 
 
 def shift_clip(acc: np.ndarray, shift: int, relu: bool = False) -> np.ndarray:

@@ -52,3 +52,10 @@ def test_dense_and_the_shift_clip_epilogue() -> None:
     acc = np.array([-(2**20), -3, 0, 2**11, 2**20])
     np.testing.assert_array_equal(reference.shift_clip(acc, 4), [-128, -1, 0, 127, 127])
     np.testing.assert_array_equal(reference.shift_clip(acc, 4, relu=True), [0, 0, 0, 127, 127])
+
+
+def test_integer_sums_are_exact_beyond_float64s_mantissa() -> None:
+    """Sums that float64 cannot hold exactly take the int64 path: still the exact result."""
+    a = np.full((1, 4), 2**30 + 1, np.int64)
+    b = np.full((1, 4), 2**30 + 1, np.int64)
+    assert int(reference.dense(a, b)[0, 0]) == 4 * (2**30 + 1) ** 2     # 2**62 + 2**33 + 4: not a float64
