@@ -65,6 +65,7 @@ from baselines.diannao_kernels import (
 )
 from compiler.ops import reference
 from compiler.ops.diannao import block_weights
+from compiler.ops.nn import ConvShape
 from sim.diannao.machine import Card, DiannaoResult
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul"}   # library op -> vector instruction
@@ -308,14 +309,12 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
     p = _spec_params(_params(params))
     size = np.dtype(NP_DTYPES[dtype]).itemsize
     cb_unit = p["CONV_BLOCK"]
-    if min(h, w, cin, cout, k, stride) < 1 or pad < 0:
-        raise ValueError(f"expected positive sizes and pad >= 0, but got h={h}, w={w}, cin={cin}, "
-                         f"cout={cout}, k={k}, stride={stride}, pad={pad}")
+    invalid = ConvShape(h, w, cin, cout, k, stride, pad).invalid()
+    if invalid:
+        raise ValueError(invalid)
     if cout % cb_unit:
         raise ValueError(f"expected cout a multiple of CONV_BLOCK = {cb_unit}, but got cout = {cout}")
     hp, wp = h + 2 * pad, w + 2 * pad
-    if k > min(hp, wp):
-        raise ValueError(f"the {k}x{k} kernel does not fit the padded {hp}x{wp} input")
     ho, wo = (hp - k) // stride + 1, (wp - k) // stride + 1
     per_block = k * k * cin * cb_unit * size
     block = min(cout, p["WMEM_BYTES"] // per_block * cb_unit)

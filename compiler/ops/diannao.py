@@ -129,14 +129,11 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
     core in ways loop partitioning cannot split in three pieces). ScheduleError names what cannot fit."""
     p = spec.params
     block = p["CONV_BLOCK"]
-    if min(h, w, cin, cout, k, stride, cores) < 1 or pad < 0:
-        raise ScheduleError(f"DianNao conv: expected positive sizes and pad >= 0, but got h={h}, w={w}, "
-                            f"cin={cin}, cout={cout}, k={k}, stride={stride}, pad={pad}, cores={cores}")
+    invalid = nn.ConvShape(h, w, cin, cout, k, stride, pad).invalid()
+    if invalid or cores < 1:
+        raise ScheduleError(f"DianNao conv: {invalid or f'expected at least one core, but got {cores}'}")
     if cout % block:
         raise ScheduleError(f"DianNao conv: cout = {cout} is not a multiple of CONV_BLOCK = {block}")
-    hp, wp = h + 2 * pad, w + 2 * pad
-    if k > min(hp, wp):
-        raise ScheduleError(f"DianNao conv: a {k}x{k} kernel does not fit the padded {hp}x{wp} input")
     layer = _Layer(h, w, cin, cout, k, stride, pad, itemsize, p,
                    max_rows=(1 << spec.instruction("conv").field("h").bits) - 1)
     plans = [*_private_plans(layer, cores), *_shared_plans(layer, cores)]

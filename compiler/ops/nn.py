@@ -218,3 +218,14 @@ class ConvShape:
     @property
     def macs(self) -> int:
         return self.n * self.oh * self.ow * self.oc * self.ic * self.k * self.k
+
+    def invalid(self) -> str | None:
+        """Why this is no conv layer (a size below 1, a negative padding, a kernel larger than the padded
+        input), or None."""
+        if min(self.h, self.w, self.ic, self.oc, self.k, self.s, self.n) < 1 or self.p < 0:
+            return (f"expected positive sizes and pad >= 0, but got h={self.h}, w={self.w}, cin={self.ic}, "
+                    f"cout={self.oc}, k={self.k}, stride={self.s}, pad={self.p}")
+        hp, wp = self.h + 2 * self.p, self.w + 2 * self.p
+        if self.k > min(hp, wp):
+            return f"a {self.k}x{self.k} kernel does not fit the padded {hp}x{wp} input"
+        return None
