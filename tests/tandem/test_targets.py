@@ -127,3 +127,23 @@ def test_sim_takes_a_spec_file(tmp_path):
                                    "--json"])
     assert fast_run.exit_code == 0 and slow_run.exit_code == 0, slow_run.output
     assert json.loads(slow_run.output)["cycles"] > json.loads(fast_run.output)["cycles"]
+
+
+def test_a_config_key_that_moved_into_the_spec_says_where_it_lives_now(tmp_path):
+    from sim.core.errors import SimConfigError
+    from sim.vita.config import VitaConfig
+
+    text = 'name = "old"\nsummary = "an earlier config"\ndram_bytes_per_cycle = 16\n'
+    moved = r"now lives in the spec: set \[isa_params\] DRAM_BYTES_PER_CYCLE"
+    with pytest.raises(SimConfigError, match=moved):
+        VitaConfig.from_text(text, "old.toml")
+    path = tmp_path / "old.toml"
+    path.write_text(text)
+    done = runner.invoke(app, ["run", "gemm", "--target", "vita", "--config", str(path)])
+    assert done.exit_code == 2 and "DRAM_BYTES_PER_CYCLE" in done.output and "Traceback" not in done.output
+
+
+def test_a_config_naming_a_missing_spec_file_is_one_error_line(tmp_path):
+    (tmp_path / "card.toml").write_text('name = "c"\nsummary = "s"\nspec = "nowhere.toml"\n')
+    done = runner.invoke(app, ["run", "add", "--target", "diannao", "--config", str(tmp_path / "card.toml")])
+    assert done.exit_code == 2 and "nowhere.toml" in done.output and "Traceback" not in done.output
