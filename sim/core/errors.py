@@ -31,3 +31,21 @@ class ConstraintError(SimError):
         super().__init__(message)
         self.pc, self.unit, self.insn, self.rule = pc, unit, insn, rule
         self.detail = message
+
+
+class DeadlockError(SimError):
+    """Units wait on each other and no event can wake them; both simulators raise it (or a subclass).
+
+    ``cycle`` is when the machine stopped, ``waiting`` maps each waiting unit ("load", "core 3") to what it
+    waits for, as the message says it.
+    """
+
+    def __init__(self, message: str, *, cycle: int | None = None, waiting: dict[str, str] | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.cycle, self.waiting = cycle, dict(waiting or {})
+
+
+def deadlock_message(cycle: int, waits: dict[str, str], what: str = "deadlock") -> str:
+    """The one wording of a deadlock report: ``<what> at cycle C: <unit> <waits for>; ...``."""
+    return f"{what} at cycle {cycle}: " + "; ".join(f"{unit} {why}" for unit, why in waits.items())

@@ -64,7 +64,7 @@ class RunawayLoopError(DiannaoError):
     """A core executed more instructions than the config's instruction budget allows."""
 
 
-class BarrierDeadlockError(DiannaoError):
+class BarrierDeadlockError(DiannaoError, core_errors.DeadlockError):
     """Cores wait at a barrier that can never complete: some core of its scope halted, or waits at another
     barrier."""
 

@@ -46,6 +46,8 @@ from isa.instance import reads_operands
 from isa.lang.scalar import compile_scalar
 from isa.lang.tree import Name
 from sim.core.config import spec_difference
+from sim.core.errors import deadlock_message
+from sim.core.ports import Ports
 from sim.diannao.config import DiannaoConfig, load_config
 from sim.diannao.errors import (
     CONSTRAINT_ERRORS,
@@ -301,7 +303,7 @@ class _Machine:
         self.hits = {c: [0] * len(self.plans) for c in self.launched}
         self.stalled = dict.fromkeys(self.launched, 0)
         self.halted: dict[int, tuple[int, int]] = {}  # core -> (cycle, pc)
-        self.port_free = {"gmem": 0, **{f"smem{k}": 0 for k in range(p["CLUSTERS"])}}
+        self.ports = Ports(["gmem", *(f"smem{k}" for k in range(p["CLUSTERS"]))])
         clusters = sorted({c // self.cpc for c in self.launched})
         self.core_dim = len([c for c in self.launched if c // self.cpc == clusters[0]])
         self.cluster_dim = len(clusters)
@@ -338,12 +340,10 @@ class _Machine:
                          f"{v.message}: violated '{v.rule}'{vals}{more}", v.rule)
 
     def reserve(self, core: int, ports: tuple[tuple[str, int], ...], now: int) -> int:
-        """Take every port of ``ports`` at the first cycle from ``now`` on when all are free; return it."""
-        names = [name if name == "gmem" else f"smem{core // self.cpc}" for name, _ in ports]
-        start = max([now] + [self.port_free[n] for n in names])
-        for n, (_, held) in zip(names, ports, strict=True):
-            self.port_free[n] = start + held
-        return start
+        """Take every port of ``ports`` (the card's GMEM port, this core's cluster's SMEM port) at the first
+        cycle from ``now`` on when all are free (sim/core/ports.py); return it."""
+        held = [(name if name == "gmem" else f"smem{core // self.cpc}", cycles) for name, cycles in ports]
+        return self.ports.reserve(held, now)
 
     def scalar_run(self, core: int, until: int) -> None:
         if until > self.last_event[core]:
@@ -597,7 +597,7 @@ class _Machine:
         return self.result()
 
     def deadlock(self) -> BarrierDeadlockError:
-        parts = []
+        parts: dict[str, str] = {}
         by_barrier: dict[tuple, list[int]] = {}
         for core, (key, _pc) in sorted(self.waiting.items()):
             by_barrier.setdefault(key, []).append(core)
@@ -615,13 +615,15 @@ class _Machine:
                     other = self.waiting[m][0]
                     what = f"cluster {other[1]}'s barrier" if other[0] == "cluster" else "the card barrier"
                     missing.append(f"core {m} waits at {what} (pc {self.waiting[m][1]})")
-            parts.append(f"{_ranges(cores)} wait at the barrier of {scope} (pc {', '.join(map(str, pcs))}), "
-                         f"but {'; '.join(missing)}")
+            parts[_ranges(cores)] = (f"wait at the barrier of {scope} (pc {', '.join(map(str, pcs))}), but "
+                                     f"{'; '.join(missing)}")
         first = min(self.waiting)
-        return BarrierDeadlockError(f"barrier deadlock at cycle {self.env.now}: " + "; ".join(parts),
-                                    core=first, pc=self.waiting[first][1],
-                                    insn=format_insn(self.spec, self.program.insns[self.waiting[first][1]]),
-                                    rule="every core of a barrier's scope must arrive")
+        error = BarrierDeadlockError(deadlock_message(self.env.now, parts, "barrier deadlock"),
+                                     core=first, pc=self.waiting[first][1],
+                                     insn=format_insn(self.spec, self.program.insns[self.waiting[first][1]]),
+                                     rule="every core of a barrier's scope must arrive")
+        error.cycle, error.waiting = self.env.now, parts
+        return error
 
     def result(self) -> DiannaoResult:
         total = max(cycle for cycle, _ in self.halted.values()) if self.halted else 0

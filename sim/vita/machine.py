@@ -33,7 +33,8 @@ import numpy as np
 import simpy
 
 import isa
-from sim.core.errors import SimError
+from sim.core.errors import DeadlockError, deadlock_message
+from sim.core.ports import Ports
 from sim.vita.config import VitaConfig, load_config
 from sim.vita.functional import VitaConstraintError, VitaExecError, VitaState, execute_generic
 from sim.vita.plan import InsnPlan, plan_spec
@@ -114,10 +115,6 @@ class _Fifo:
         return item
 
 
-class DeadlockError(SimError):
-    """Every unit with work left waits on a token FIFO that nobody will fill (or drain)."""
-
-
 @dataclass
 class UnitStats:
     """Cycles one unit spent executing, waiting on dependency tokens, and waiting on DRAM."""
@@ -168,7 +165,7 @@ class _Machine:
         self.fetch_blocked: str | None = None  # the unit whose full command queue fetch waits on
         self.fetch_ended: set[str] = set()     # units told the program has ended
         self.tokens = {q: _Fifo(self.env, config.dep_queue_depth) for q in QUEUES}
-        self.dram_free_at = 0  # the cycle the one DRAM port is free again
+        self.ports = Ports(["dram"])  # the one DRAM port, shared by the load, compute and store units
         self.fields = [dict(insn.fields) for insn in program.insns]
         plans = plan_spec(self.spec)
         self.plans: list[InsnPlan] = [plans[insn.name] for insn in program.insns]
@@ -378,8 +375,7 @@ class _Machine:
             self.counters[counter] += nbytes
         self.bytes[memory] += nbytes
         now = self.env.now
-        start = max(now, self.dram_free_at)
-        self.dram_free_at = start + transfer
+        start = self.ports.take("dram", transfer, now)
         if start > now:
             self.trace.append((unit, "wait for the DRAM port", now, start, "stall"))
         stats.stalled_on_memory += start - now + self.config.dram_latency_cycles
@@ -401,24 +397,27 @@ class _Machine:
             raise self.error
         if self.finish_cycle is None:
             if self.waiting:
-                raise DeadlockError(self.describe_deadlock())
+                waits = self.deadlock_waits()
+                raise DeadlockError(deadlock_message(self.env.now, waits), cycle=self.env.now, waiting=waits)
             raise VitaExecError("the program ended without FINISH; the last instruction must be FINISH")
         return VitaResult(self.finish_cycle, self.stats, self.gemm_busy, self.bytes, self.counters,
                           self.state.dram, sorted(self.trace, key=lambda t: (t[2], t[0], t[3])))
 
-    def describe_deadlock(self) -> str:
-        parts = []
+    def deadlock_waits(self) -> dict[str, str]:
+        """What each unit left waiting waits for: every unit with work left waits on a token FIFO that
+        nobody will fill (or drain)."""
+        waits = {}
         for unit, (kind, queue, pc) in sorted(self.waiting.items()):
             insn = self.program.insns[pc].name
             if kind == "pop":
-                parts.append(f"{unit} waits at instruction {pc} ({insn}) to pop a token from {queue} "
-                             f"({QUEUES[queue]}), which is empty and no unit will push to it")
+                waits[unit] = (f"waits at instruction {pc} ({insn}) to pop a token from {queue} "
+                               f"({QUEUES[queue]}), which is empty and no unit will push to it")
             else:
-                parts.append(f"{unit} waits at instruction {pc} ({insn}) to push a token to {queue} "
-                             f"({QUEUES[queue]}), which is full and no unit will pop from it")
+                waits[unit] = (f"waits at instruction {pc} ({insn}) to push a token to {queue} "
+                               f"({QUEUES[queue]}), which is full and no unit will pop from it")
         if self.fetch_blocked is not None:
-            parts.append(f"fetch waits for room in the {self.fetch_blocked} command queue")
-        return f"deadlock at cycle {self.env.now}: " + "; ".join(parts)
+            waits["fetch"] = f"waits for room in the {self.fetch_blocked} command queue"
+        return waits
 
 
 def simulate(program: isa.Program | bytes, dram: np.ndarray, config: VitaConfig | str = "vta-default",

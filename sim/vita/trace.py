@@ -1,13 +1,11 @@
-"""Chrome/Perfetto trace of a VITA simulation: one track per unit, one slice per instruction and per stall.
-
-Open the JSON in ui.perfetto.dev or chrome://tracing. Times are microseconds at the config's clock.
-"""
+"""Chrome/Perfetto trace of a VITA simulation: one track per unit, one slice per instruction and per stall
+(sim/core/trace.py writes it). Times are microseconds at the config's clock."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from sim.core import trace as core_trace
 from sim.vita.machine import VitaResult
 
 UNITS = ("fetch", "load", "compute", "store")
@@ -15,16 +13,9 @@ UNITS = ("fetch", "load", "compute", "store")
 
 def chrome_trace(result: VitaResult, clock_mhz: float) -> dict:
     """The trace as a Chrome trace-event dict (``traceEvents`` with complete "X" events)."""
-    events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": k, "args": {"name": unit}}
-              for k, unit in enumerate(UNITS)]
-    for unit, what, begin, end, kind in result.trace:
-        events.append({"name": what, "cat": kind, "ph": "X", "pid": 0, "tid": UNITS.index(unit),
-                       "ts": begin / clock_mhz, "dur": (end - begin) / clock_mhz,
-                       "args": {"first_cycle": begin, "cycles": end - begin}})
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"cycles": result.cycles, "clock_mhz": clock_mhz}}
+    return core_trace.chrome_trace(result.trace, UNITS, clock_mhz, result.cycles)
 
 
 def write_trace(result: VitaResult, clock_mhz: float, path: str | Path) -> None:
     """Write the trace of ``result`` to ``path`` as JSON."""
-    Path(path).write_text(json.dumps(chrome_trace(result, clock_mhz), indent=None))
+    core_trace.write_json(chrome_trace(result, clock_mhz), path)

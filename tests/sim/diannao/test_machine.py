@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import isa
+from sim.core import errors as core_errors
 from sim.diannao.config import load_config
 from sim.diannao.errors import (
     BarrierDeadlockError,
@@ -285,6 +286,7 @@ def test_a_barrier_some_core_never_reaches_is_a_deadlock_naming_the_missing_core
     assert isinstance(e, BarrierDeadlockError)
     assert "cores 0-4, 6-15 wait at the barrier of every core (pc 7)" in str(e)
     assert "core 5 halted at pc 8" in str(e)
+    assert isinstance(e, core_errors.DeadlockError) and list(e.waiting) == ["cores 0-4, 6-15"]
 
 
 def test_cores_waiting_at_different_barriers_deadlock():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import isa
+from sim.core import errors as core_errors
 from sim.core.errors import ConstraintError
 from sim.vita.config import load_config
 from sim.vita.machine import DeadlockError, simulate
@@ -87,8 +88,10 @@ def test_a_pop_nobody_pushes_is_a_deadlock_naming_the_unit_and_the_queue():
     program = isa.Program(SPEC, [SPEC.insn("GEMM", pop_prev_dep=1, uop_end=1, iter_out=1, iter_in=1),
                                  SPEC.insn("FINISH")])
     want = r"compute waits at instruction 0 \(GEMM\) to pop a token from l2g \(load->compute\)"
-    with pytest.raises(DeadlockError, match=want):
+    with pytest.raises(DeadlockError, match=want) as info:
         simulate(program, np.zeros(1024, np.uint8), CFG)
+    assert isinstance(info.value, core_errors.DeadlockError)   # the deadlock both simulators report
+    assert list(info.value.waiting) == ["compute"] and info.value.cycle is not None
 
 
 def test_a_program_without_finish_is_an_error():
@@ -116,7 +119,7 @@ def test_the_trace_shows_each_instruction_and_each_stall_on_its_unit_track():
         ("compute", "1: FINISH", loaded, loaded + 1, "instruction"),
     ]
     trace = chrome_trace(result, CFG.clock_mhz)
-    tracks = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e["ph"] == "M"}
+    tracks = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert tracks == {"fetch": 0, "load": 1, "compute": 2, "store": 3}
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert [(e["name"], e["tid"], e["ts"], e["dur"]) for e in slices][2:] == [

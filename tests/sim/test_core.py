@@ -1,0 +1,31 @@
+"""What both simulators share (sim/core): the port model, the trace writer (and the contract, the constraint
+and deadlock errors, tested where each simulator raises them)."""
+
+from __future__ import annotations
+
+from sim.core.ports import Ports
+from sim.core.trace import chrome_trace
+
+
+def test_a_port_serves_requests_first_come_first_served_and_a_request_waits_for_all_its_ports():
+    ports = Ports(["gmem", "smem0"])
+    assert ports.reserve([("gmem", 10)], now=0) == 0
+    assert ports.reserve([("gmem", 5)], now=3) == 10          # queued behind the first transfer
+    assert ports.reserve([("smem0", 4)], now=3) == 3          # another port is free
+    assert ports.reserve([("gmem", 1), ("smem0", 1)], now=0) == 15
+    assert ports.free_at == {"gmem": 16, "smem0": 16}
+
+
+def test_a_trace_has_the_named_tracks_in_order_and_one_slice_per_record():
+    trace = chrome_trace([("b", "x", 0, 4, "instruction"), ("c", "y", 2, 3, "stall")], ["a", "b"], 100.0, 4)
+    names = [e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"]
+    assert names == ["a", "b", "c"]
+    slices = [(e["name"], e["tid"], e["ts"], e["dur"]) for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert slices == [("x", 1, 0.0, 0.04), ("y", 2, 0.02, 0.01)]
+    assert trace["otherData"] == {"cycles": 4, "clock_mhz": 100.0}
+
+
+def test_taking_one_port_is_reserving_it_alone():
+    one, many = Ports(["dram"]), Ports(["dram"])
+    for now, cycles in ((0, 8), (3, 2), (20, 1), (20, 4)):
+        assert one.take("dram", cycles, now) == many.reserve([("dram", cycles)], now)
