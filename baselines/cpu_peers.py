@@ -122,16 +122,21 @@ class ConvSpec:
                              f"{hp}x{wp}, but got r={self.r}")
 
     @property
+    def shape(self) -> ConvShape:
+        """The layer as Tandem's one conv shape (UNIT's k output channels are its oc, r its kernel k)."""
+        return ConvShape(self.h, self.w, self.c, self.k, self.r, self.stride, self.pad)
+
+    @property
     def oh(self) -> int:
-        return (self.h + 2 * self.pad - self.r) // self.stride + 1
+        return self.shape.oh
 
     @property
     def ow(self) -> int:
-        return (self.w + 2 * self.pad - self.r) // self.stride + 1
+        return self.shape.ow
 
     @property
     def macs(self) -> int:
-        return self.k * self.c * self.r * self.r * self.oh * self.ow
+        return self.shape.macs
 
     @property
     def ops(self) -> int:
@@ -560,7 +565,7 @@ def _tvm_vnni_probe() -> None:
     say("version", tvm.__version__, ffi)
     spec, gemm = ConvSpec(c=16, h=8, w=8, k=16, r=3), GemmSpec(m=8, n=16, k=16)
     data, kernel = conv_inputs(spec)
-    packed = cpu_ops.pack_conv(data, kernel, _conv_shape(spec))
+    packed = cpu_ops.pack_conv(data, kernel, spec.shape)
     try:
         for intrinsic in (VNNI_INTRIN, VNNI_INTRIN_I8):
             if intrinsic == VNNI_INTRIN_I8:
@@ -643,10 +648,6 @@ def tvm_vnni_probe() -> VnniProbe:
     if not host_cpu()["avx512vnni"]:
         return VnniProbe(f"this CPU ({host_cpu()['cpu']}) has no AVX-512 VNNI")
     return _run_tvm_vnni_probe()
-
-
-def _conv_shape(spec: ConvSpec) -> ConvShape:
-    return ConvShape(spec.h, spec.w, spec.c, spec.k, spec.r, spec.stride, spec.pad)
 
 
 def _vnni_conv_schedule(spec: ConvSpec, data_shape: tuple[int, ...], kernel_shape: tuple[int, ...],
@@ -736,7 +737,7 @@ class TvmVnniPeer(TvmPeer):
 
     def _conv(self, spec: ConvSpec, data: np.ndarray, kernel: np.ndarray, threads: int) -> Runner:
         intrinsic = self._ready_intrinsic()
-        layer = _conv_shape(spec)
+        layer = spec.shape
         packed_data, packed_kernel = cpu_ops.pack_conv(data, kernel, layer)
         sch = _vnni_conv_schedule(spec, packed_data.shape, packed_kernel.shape, intrinsic)
         shape = (1, packed_kernel.shape[0], spec.oh, spec.ow, 16)

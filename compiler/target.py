@@ -46,16 +46,8 @@ class Target:
             raise LoweringError(f"target {self.kind!r} compiles for the '{family}' ISA family, but the spec "
                                 f"{self.spec.source} is '{self.spec.name}'")
 
-    @property
-    def params(self) -> dict[str, int]:
-        """The spec's parameters (machine parameters applied); empty for the reference target."""
-        return dict(self.spec.params) if self.spec is not None else {}
-
     def __str__(self) -> str:
         if self.spec is None:
             return self.kind
         extra = ", ".join(f"{k}={v}" for k, v in sorted(self.spec.overrides.items()))
         return f"{self.kind} ({self.spec.source}{'; ' + extra if extra else ''})"
-
-
-REFERENCE = Target("reference")

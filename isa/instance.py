@@ -82,9 +82,14 @@ class Violation:
     message: str
     values: tuple[tuple[str, int], ...] = ()
 
-    def __str__(self) -> str:
+    @property
+    def detail(self) -> str:
+        """The rule's message, the rule and the values it read: what every report of a violation says."""
         vals = f" ({', '.join(f'{k} = {v}' for k, v in self.values)})" if self.values else ""
-        return f"{self.instruction}: {self.message}: violated '{self.rule}'{vals}"
+        return f"{self.message}: violated '{self.rule}'{vals}"
+
+    def __str__(self) -> str:
+        return f"{self.instruction}: {self.detail}"
 
 
 def reads_operands(c: Constraint) -> bool:

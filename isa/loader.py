@@ -74,17 +74,12 @@ def load_isa(name: str, params: Mapping[str, int] | None = None) -> ISA:
     if not path.is_file():
         raise ISASpecError(f"no built-in ISA '{name}'; built-in ones are {', '.join(builtin_specs())}",
                            file=f"{name}.toml")
-    items = tuple(sorted((params or {}).items()))
-    try:
-        hash(items)
-    except TypeError:  # an unhashable override value: let the loader report it
-        return _Loader(path.read_text(), f"isa/specs/{name}.toml", params).load()
-    return _load_builtin(name, items)
+    return load_spec_text(_builtin_text(name), f"isa/specs/{name}.toml", params)
 
 
-@functools.lru_cache(maxsize=64)
-def _load_builtin(name: str, params: tuple[tuple[str, int], ...]) -> ISA:
-    return _Loader((SPECS_DIR / f"{name}.toml").read_text(), f"isa/specs/{name}.toml", dict(params)).load()
+@functools.cache
+def _builtin_text(name: str) -> str:
+    return (SPECS_DIR / f"{name}.toml").read_text()
 
 
 def load_spec_file(path: str | Path, params: Mapping[str, int] | None = None) -> ISA:
@@ -94,12 +89,13 @@ def load_spec_file(path: str | Path, params: Mapping[str, int] | None = None) ->
         text = p.read_text()
     except OSError as e:
         raise ISASpecError(f"cannot read the spec file: {e.strerror}", file=str(path)) from None
-    return _Loader(text, str(path), params).load()
+    return load_spec_text(text, str(path), params)
 
 
 def load_spec_text(text: str, file: str = "<text>", params: Mapping[str, int] | None = None) -> ISA:
-    """The spec in the TOML ``text`` (``file`` is the name errors use); each distinct (text, file,
-    parameters) is loaded once per process and then shared, like the built-in specs."""
+    """The spec in the TOML ``text`` (``file`` is the name errors use). ISAs are immutable, so each distinct
+    (text, file, parameters) is loaded once per process and then shared, whether it came from a built-in
+    name, a file or a string."""
     items = tuple(sorted((params or {}).items()))
     try:
         hash(items)

@@ -65,6 +65,7 @@ def run_command(
 ) -> None:
     """Compile OP for TARGET, simulate it on seeded random inputs and compare with numpy."""
     from compiler.errors import TandemError
+    from isa.errors import ISAError
     from sim.core.errors import SimError
     from tandem.run import RunError, run_diannao
     from tandem.targets import TargetError, load_target
@@ -73,7 +74,7 @@ def run_command(
         raise fail(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}", 2)
     try:
         resolved = load_target(target, config, spec)
-    except (TargetError, TandemError, SimError, isa_errors()) as exc:
+    except (TargetError, TandemError, SimError, ISAError) as exc:
         raise fail(str(exc), 2) from None
     if target == "vita":
         _run_vita(op, shape, params, resolved, vthreads, tune, relu, as_json)
@@ -110,12 +111,6 @@ def _report(report, as_json: bool, show) -> None:
         show(report)
     if not report.validated:
         raise typer.Exit(code=1)
-
-
-def isa_errors() -> type[Exception]:
-    import isa
-
-    return isa.ISAError
 
 
 def _run_vita(op: str, shape: str | None, params: list[str] | None, config, vthreads: int, tune: int,

@@ -28,11 +28,6 @@ class TargetError(ValueError):
     """A target, config or spec that cannot be resolved (the message names the file or the name)."""
 
 
-def default_config(kind: str) -> str:
-    """The name of the built-in config ``kind`` runs on by default."""
-    return _MACHINES[kind][1]
-
-
 def load_config(kind: str, config: str | Path | Any | None = None) -> Any:
     """The machine config of a simulated target: a config object as given, a built-in name, or a file."""
     module, default = _MACHINES[kind]

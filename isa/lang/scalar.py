@@ -3,8 +3,7 @@ ints."""
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from isa.dtypes import canonical, dtype
@@ -195,49 +194,3 @@ def compile_scalar(e: Expr, env: ScalarEnv) -> Callable[[Mapping[str, object]], 
         return lambda tensors: _call_values(e, [x(tensors) for x in args], env.capacity)
     return lambda tensors: evaluate(e, ScalarEnv(env.values, env.types, tensors, env.capacity))
 
-
-def compile_fields(e: Expr, env: ScalarEnv, fields: Collection[str]) -> Callable[[Mapping[str, int]], object]:
-    """``e`` as a function of an instruction's field values: ``compile_fields(e, env, fields)(values)`` equals
-    ``evaluate(e, ScalarEnv({**env.values, **values}, env.types, env.tensors, env.capacity))`` for ``values``
-    holding every name of ``fields``, errors included.
-
-    For simulators that evaluate a spec's timing and constraints once per instruction: every subtree that
-    names no field is evaluated once, now; the rest becomes nested closures (no environment is built per
-    call)."""
-    fields = frozenset(fields)
-    if not any(isinstance(n, Name) and n.id in fields for n in walk(e)):
-        try:
-            value = evaluate(e, env)
-        except ExecError:
-            return lambda values: evaluate(e, env)
-        return lambda values: value
-
-    def slow(values: Mapping[str, int]):
-        return evaluate(e, ScalarEnv({**env.values, **values}, env.types, env.tensors, env.capacity))
-
-    if isinstance(e, Name):
-        key = e.id
-        return lambda values: values[key]
-    if isinstance(e, Unary):
-        x = compile_fields(e.operand, env, fields)
-        return lambda values: _unary(e, x(values))
-    if isinstance(e, Cast):
-        x = compile_fields(e.value, env, fields)
-        return lambda values: _cast(e, x(values))
-    if isinstance(e, Binary):
-        a, b = compile_fields(e.lhs, env, fields), compile_fields(e.rhs, env, fields)
-        if e.op == "and":
-            return lambda values: bool(a(values)) and bool(b(values))
-        if e.op == "or":
-            return lambda values: bool(a(values)) or bool(b(values))
-        if e.op in ("+", "-", "*"):  # the hot operators of timing expressions, without the dispatch
-            op = {"+": operator.add, "-": operator.sub, "*": operator.mul}[e.op]
-            return lambda values: op(a(values), b(values))
-        return lambda values: _binary(e, a(values), b(values))
-    if isinstance(e, Call) and e.func == "select":
-        c, a, b = (compile_fields(x, env, fields) for x in e.args)
-        return lambda values: a(values) if c(values) else b(values)
-    if isinstance(e, Call) and e.func != "bytes":
-        args = [compile_fields(x, env, fields) for x in e.args]
-        return lambda values: _call_values(e, [x(values) for x in args], env.capacity)
-    return slow

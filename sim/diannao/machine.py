@@ -335,9 +335,8 @@ class _Machine:
         """Raise the error of the first broken rule (the class of its constraint kind)."""
         v = violations[0]
         more = f" (and {len(violations) - 1} more rule(s) broken)" if len(violations) > 1 else ""
-        vals = f" ({', '.join(f'{k} = {x}' for k, x in v.values)})" if v.values else ""
-        raise self.error(CONSTRAINT_ERRORS.get(v.kind, ConstraintError), core, pc,
-                         f"{v.message}: violated '{v.rule}'{vals}{more}", v.rule)
+        raise self.error(CONSTRAINT_ERRORS.get(v.kind, ConstraintError), core, pc, f"{v.detail}{more}",
+                         v.rule)
 
     def reserve(self, core: int, ports: tuple[tuple[str, int], ...], now: int) -> int:
         """Take every port of ``ports`` (the card's GMEM port, this core's cluster's SMEM port) at the first

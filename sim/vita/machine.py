@@ -196,38 +196,28 @@ class _Machine:
         self.trace: list[tuple[str, str, int, int, str]] = []
 
     def check_program(self) -> None:
-        """Every instruction can run on this machine and satisfies its spec's rules, before cycle 0; its
-        timing (the spec's latency and cycles) is evaluated then too."""
-        params = self.spec.params
+        """Every instruction can run on this machine and satisfies its spec's rules
+        (``isa.check_constraints``), before cycle 0; its timing (the spec's latency and cycles,
+        ``isa.timing_of``) is evaluated then too."""
         timing: dict[isa.Insn, tuple[int, int]] = {}   # programs repeat instructions: each distinct one once
         self.timing: list[tuple[int, int]] = []        # (latency, cycles) of each instruction, from the spec
-        for pc, (insn, plan, f) in enumerate(zip(self.program.insns, self.plans, self.fields, strict=True)):
+        for pc, (insn, plan) in enumerate(zip(self.program.insns, self.plans, strict=True)):
             known = timing.get(insn)
-            if known is not None:
-                self.timing.append(known)
-                continue
-            if plan.action is None:
-                raise VitaExecError(f"{self.where(pc)}: the VITA machine cannot run '{insn.name}': "
-                                    f"{plan.reason}")
-            for rule in plan.rules:
+            if known is None:
+                if plan.action is None:
+                    raise VitaExecError(f"{self.where(pc)}: the VITA machine cannot run '{insn.name}': "
+                                        f"{plan.reason}")
+                violations = isa.check_constraints(self.spec, insn, which="static")
+                if violations:
+                    v = violations[0]
+                    raise VitaConstraintError(f"{self.where(pc)} on the {plan.unit} unit: {v.detail}",
+                                              pc=pc, unit=plan.unit, insn=isa.format_insn(self.spec, insn),
+                                              rule=v.rule)
                 try:
-                    ok = rule.check(f)
+                    _, latency, cycles = isa.timing_of(self.spec, insn)
                 except isa.ExecError as e:
-                    ok, why = False, f" (cannot evaluate: {e})"
-                else:
-                    why = ""
-                if not ok:
-                    values = ", ".join(f"{n} = {f[n] if n in f else params[n]}" for n in rule.names
-                                       if n in f or n in params)
-                    shown = f" ({values})" if values else ""
-                    raise VitaConstraintError(
-                        f"{self.where(pc)} on the {plan.unit} unit: {rule.message}{why}: "
-                        f"violated '{rule.text}'{shown}",
-                        pc=pc, unit=plan.unit, insn=isa.format_insn(self.spec, insn), rule=rule.text)
-            try:
-                known = timing[insn] = (int(plan.latency(f)), int(plan.cycles(f)))
-            except isa.ExecError as e:
-                raise VitaExecError(f"{self.where(pc)}: its timing cannot be evaluated: {e}") from None
+                    raise VitaExecError(f"{self.where(pc)}: its timing cannot be evaluated: {e}") from None
+                known = timing[insn] = (latency or 0, cycles if cycles is not None else 1)
             self.timing.append(known)
 
     def where(self, pc: int) -> str:

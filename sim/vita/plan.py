@@ -1,49 +1,36 @@
 """What the VITA machine knows about each instruction of its spec before running any: all of it from the spec.
 
     plans = plan_spec(spec)        # {instruction name: InsnPlan}, once per spec
-    plans["GEMM"].cycles(fields)   # the spec's timing expression, evaluated on the instance's fields
+    plans["GEMM"].action           # "gemm": the fast path whose contract GEMM has
 
 For every instruction the spec defines:
 - ``unit``: the module that runs it, the spec's ``timing.unit`` (load, compute or store); fetch dispatches
   by it, as VTA's fetch does by opcode;
-- ``latency`` and ``cycles``: the spec's timing expressions, compiled once (``compile_fields``). A transfer
-  holds the DRAM port for ``cycles``; a compute instruction keeps its unit busy ``latency + cycles``;
 - ``action``: what it does to the machine's state. ``load``/``store``/``gemm``/``reset``/``alu`` are the
   fast paths of sim/vita/functional.py, chosen by the instruction's contract (semantics and operands), not by
   its name; ``generic`` runs a micro-op instruction on ACC tiles through the spec's semantics (a new or
   changed ALU operation); ``finish`` ends the program (group ``finish``); ``None`` with ``reason`` set when
-  the machine cannot run it (reported when a program uses it);
-- ``rules``: the spec's constraints, compiled, that every instance must satisfy before it runs.
+  the machine cannot run it (reported when a program uses it).
+
+Each instance's timing and rules are the spec's too: the machine evaluates them with ``isa.timing_of`` and
+``isa.check_constraints`` once per distinct instruction before the program starts.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 import isa
-from isa.lang.scalar import compile_fields
-from isa.lang.tree import names_in, to_text
+from isa.lang.tree import to_text
 from sim.vita.functional import fast_path
 
 UNITS = ("load", "compute", "store")
 # the fields of VTA's micro-op loop, which a generic micro-op instruction's format must have
 UOP_LOOP = ("uop_bgn", "uop_end", "iter_out", "iter_in")
 TRANSFERS = ("load", "store")
-
-Fn = Callable[[Mapping[str, int]], object]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A constraint of the spec, compiled: ``check(fields)`` is true when the instance satisfies it."""
-
-    text: str
-    message: str
-    check: Fn
-    names: tuple[str, ...]  # the fields and parameters it reads, shown when it fails
 
 
 @dataclass(frozen=True)
@@ -54,9 +41,6 @@ class InsnPlan:
     unit: str | None
     action: str | None
     arg: str | None
-    latency: Fn
-    cycles: Fn
-    rules: tuple[Rule, ...]
     reason: str = ""
 
     @property
@@ -71,20 +55,12 @@ def plan_spec(spec: isa.ISA) -> Mapping[str, InsnPlan]:
 
 
 def _plan(spec: isa.ISA, instr: isa.Instruction) -> InsnPlan:
-    fields = {f.name for f in instr.fields}
-    env = spec.scalar_env(dict(instr.fixed))
-    t = instr.timing
-    latency = compile_fields(t.latency, env, fields) if t.latency is not None else (lambda f: 0)
-    cycles = compile_fields(t.cycles, env, fields) if t.cycles is not None else (lambda f: 1)
-    rules = tuple(Rule(c.text, c.message, compile_fields(c.rule, env, fields),
-                       tuple(sorted(names_in(c.rule))))
-                  for c in instr.constraints if not isa.reads_operands(c))
-    action, arg, reason = _action(spec, instr, fields)
-    unit = t.unit
+    action, arg, reason = _action(spec, instr, {f.name for f in instr.fields})
+    unit = instr.timing.unit
     if unit not in UNITS:
         action, reason = None, (f"its timing unit is {unit!r}; the VITA machine has the units "
                                 f"{', '.join(UNITS)}")
-    return InsnPlan(instr.name, unit, action, arg, latency, cycles, rules, reason)
+    return InsnPlan(instr.name, unit, action, arg, reason)
 
 
 def _action(spec: isa.ISA, instr: isa.Instruction, fields: set[str]) -> tuple[str | None, str | None, str]:
