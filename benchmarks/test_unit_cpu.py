@@ -18,6 +18,7 @@ from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
 from tandem.layers import RESNET18, padding
+from tandem.targets import load_target
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
 LAYERS = {name: CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k))
@@ -28,7 +29,7 @@ LAYERS = {name: CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k))
 @pytest.mark.parametrize("name", list(LAYERS))
 def test_resnet18_layer(benchmark, name: str, threads: int) -> None:
     layer = LAYERS[name]
-    func, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer)[0], threads)
+    func, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer)[0], threads, load_target("cpu"))
     data, weight = layer.inputs(0)
     packed = layer.pack(data, weight)
     out = np.zeros(func.params[-1].shape, np.int32)

@@ -72,7 +72,7 @@ from baselines import diannao_library as library
 from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from sim.diannao.config import load_config
-from tandem.run import compile_conv2d, conv2d_within_bound, run_diannao
+from tandem.diannao_run import compile_conv2d, conv2d_within_bound, run_diannao
 from tandem.targets import load_target
 
 # ----------------------------------------------------------------------------------------- Table II

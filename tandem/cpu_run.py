@@ -1,31 +1,33 @@
-"""The ``tandem run --target cpu`` flow: schedule an int8 conv2d or GEMM with UNIT's rewriter, compile it with
-the LLVM backend for this CPU, run it for real, compare with numpy bit for bit and time it.
+"""The CPU's part of the one ``tandem run`` flow (tandem/run.py): an int8 conv2d or GEMM scheduled with
+UNIT's rewriter, compiled with the LLVM backend for this CPU, run for real, compared with numpy bit for bit
+and timed.
 
-``run_cpu`` returns a ``CpuRunReport``: the ``RunReport`` of the accelerator targets (the ``--json`` contract
-of tandem/run.py) plus ``gops``, ``seconds`` and ``peak_gops``. On a real CPU:
+Parameters besides the layer (conv2d: ``H W IC OC K S P``; gemm: ``M N K``): ``isa`` (x86-vnni, the default,
+x86-avx512 or none), ``threads`` (default: every core), ``tuning`` (a ``compiler.ops.cpu.CpuTuning``),
+``tune`` (> 0: time the first ``tune`` candidates of ``tuning_space``, UNIT's two breaking points, and keep
+the fastest; the first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll) and
+``min_time`` (seconds of timing per measurement, default 0.2). On a real CPU the report's
 
 - ``cycles`` are time-stamp-counter ticks of one call (median), read with LLVM's ``readcyclecounter``;
 - ``instructions`` counts the tensor instructions the loop nest issues (the product of the loop extents
   around each, so an upper bound where a tile's tail is guarded); ``scalar_instructions`` is null (not
   counted on a real CPU); ``scalar_fallback`` is the number of marked statements left scalar, with
   ``unmatched`` saying why;
-- ``utilization["vpdpbusd"]`` is ``gops`` over ``peak_gops``, this CPU's vpdpbusd peak on the same number
-  of threads, measured by ``measure_peak`` (independent accumulators, no memory traffic);
-- ``roofline_cycles`` is the operator's ops at that peak, in TSC ticks. On a CPU without AVX-512 VNNI (the
-  ``x86-avx512`` and ``none`` isas still run) there is no such peak: ``peak_gops``, ``roofline_cycles`` and
-  ``roofline_pct`` are null and ``utilization`` is empty.
-
-``tune`` > 0 measures the first ``tune`` candidates of ``tuning_space`` (UNIT's two breaking points: the
-first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll) and keeps the fastest;
-``params["tuned"]`` lists what was measured.
+- ``gops``, ``seconds`` (per call) and ``peak_gops`` (this CPU's vpdpbusd peak on the same number of
+  threads, measured by ``measure_peak``: independent accumulators, no memory traffic) are top-level keys;
+- ``utilization["vpdpbusd"]`` is ``gops`` over ``peak_gops`` and ``roofline_cycles`` the operator's ops at
+  that peak, in TSC ticks. On a CPU without AVX-512 VNNI (the ``x86-avx512`` and ``none`` isas still run)
+  there is no such peak: ``peak_gops``, ``roofline_cycles`` and ``roofline_pct`` are null and
+  ``utilization`` is empty.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,10 +41,24 @@ from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
-from tandem.run import RunError, RunReport
+from tandem.run import (
+    CONV_KEYS,
+    GEMM_KEYS,
+    Execution,
+    RunError,
+    RunReport,
+    TargetFlow,
+    reject_unknown,
+    run,
+    take_conv,
+    take_gemm,
+    take_int,
+)
 from tandem.targets import load_target
 
 ISAS = tuple(cpu.ISAS)
+OPS = ("conv2d", "gemm")
+OPTIONS = ("isa", "threads", "tune", "tuning", "min_time")
 
 
 @dataclass(frozen=True)
@@ -78,7 +94,7 @@ class CpuLayer:
             return cpu.conv2d(self.conv, isa, tuning, spec=target.spec)
         return cpu.gemm(*self.mnk, isa, tuning, spec=target.spec)
 
-    def inputs(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    def inputs(self, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Seeded u8 data and s8 weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K])."""
         rng = np.random.default_rng(seed)
         if self.conv is not None:
@@ -141,13 +157,104 @@ def tuning_space(layer: CpuLayer) -> list[cpu.CpuTuning]:
     return list(dict.fromkeys(space))
 
 
-@dataclass
-class CpuRunReport(RunReport):
-    """``RunReport`` plus what a real run measures: GOPS, seconds per call, and the peak it is held to."""
+@dataclass(frozen=True)
+class CpuJob:
+    layer: CpuLayer
+    isa: str
+    threads: int
+    min_time: float
+    candidates: tuple[cpu.CpuTuning, ...]
 
-    gops: float = 0.0
-    seconds: float = 0.0
-    peak_gops: float | None = None
+
+class CpuFlow(TargetFlow):
+    kind = "cpu"
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuJob:
+        if op not in OPS:
+            raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
+        where = f"cpu {op}"
+        if op == "gemm":
+            layer, keys = CpuLayer.gemm(*take_gemm(params, where)), GEMM_KEYS
+        else:
+            c = take_conv(params, where)
+            layer, keys = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p), (*CONV_KEYS, "shape")
+        isa = params.pop("isa", "x86-vnni")
+        if isa not in ISAS:
+            raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
+        if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
+            raise RunError("cpu: this CPU has no AVX-512 VNNI; use --isa x86-avx512 or none")
+        threads = take_int(params, "threads", None, 1, where) or default_threads()
+        tune = take_int(params, "tune", 0, 0, where)
+        tuning = params.pop("tuning", None)
+        if tuning is not None and not isinstance(tuning, cpu.CpuTuning):
+            raise RunError(f"{where}: tuning must be a compiler.ops.cpu.CpuTuning, but got {tuning!r}")
+        min_time = params.pop("min_time", 0.2)
+        if not isinstance(min_time, int | float) or not min_time > 0:
+            raise RunError(f"{where}: min_time must be a number of seconds > 0, but got {min_time!r}")
+        reject_unknown(params, (*keys, *OPTIONS), where)
+        candidates = [tuning] if tuning is not None else tuning_space(layer)[: max(1, tune)]
+        return CpuJob(layer, isa, threads, float(min_time), tuple(candidates))
+
+    def inputs(self, job: CpuJob, rng: np.random.Generator) -> list[np.ndarray]:
+        return list(job.layer.inputs(rng))
+
+    def check_inputs(self, job: CpuJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        arrays = [np.asarray(a) for a in given]
+        want = [(a.shape, a.dtype) for a in job.layer.inputs(0)]
+        if [(a.shape, a.dtype) for a in arrays] != want:
+            got = [(list(a.shape), str(a.dtype)) for a in arrays]
+            raise RunError(f"cpu {job.layer.op}: expected u8 data and s8 weights of shapes "
+                           f"{[list(s) for s, _ in want]}, but got {got}")
+        return arrays
+
+    def compile(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> tuple[ir.PrimFunc, CpuKernel]:
+        return compile_layer(job.layer, job.isa, candidate, job.threads, target)
+
+    def cost(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
+             target: Target) -> float:
+        """Seconds per call (measured for half the time of the final measurement)."""
+        return self._seconds(job, compiled, job.layer.pack(*inputs), job.min_time / 2)
+
+    def execute(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
+                target: Target) -> Execution:
+        func, kernel = compiled
+        packed = job.layer.pack(*inputs)
+        seconds = self._seconds(job, compiled, packed, job.min_time)
+        out = np.zeros(func.params[-1].shape, np.int32)
+        kernel(*packed, out)
+        cycles = int(statistics.median(tsc_ticks(lambda: kernel(*packed, out)) for _ in range(5)))
+        gops = 2 * job.layer.macs / seconds / 1e9
+        peak = measure_peak(job.threads) if host_cpu()["avx512vnni"] else None  # no vpdpbusd, no peak
+        counts = issued_instructions(func)
+        left = unmatched(func, target.spec)
+        return Execution(
+            output=job.layer.unpack(out), cycles=cycles, instructions=counts,
+            tensor_instructions=sum(counts.values()), scalar_instructions=None, scalar_fallback=len(left),
+            unmatched=[str(x) for x in left], utilization={"vpdpbusd": gops / peak} if peak else {},
+            program=kernel.llvm_ir, measured={"gops": gops, "seconds": seconds, "peak_gops": peak})
+
+    @staticmethod
+    def _seconds(job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], packed, min_time: float) -> float:
+        func, kernel = compiled
+        out = np.zeros(func.params[-1].shape, np.int32)
+        return time_callable(lambda: kernel(*packed, out), min_time=min_time / 5)
+
+    def reference(self, job: CpuJob, inputs: list[np.ndarray]) -> np.ndarray:
+        return job.layer.reference(*inputs)
+
+    def roofline(self, job: CpuJob, target: Target, execution: Execution) -> int | None:
+        peak = execution.measured["peak_gops"]
+        return int(2 * job.layer.macs / (peak * 1e9) * tsc_hz()) if peak else None
+
+    def params(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
+        return {**job.layer.params, "isa": job.isa, "threads": job.threads, "tuning": str(candidate),
+                "cpu": host_cpu()["cpu"], "dtype": "u8 x s8 -> s32"}
+
+    def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
+        return {"tuning": str(candidate), "seconds": cost}
+
+
+FLOW = CpuFlow()
 
 
 def compile_layer(
@@ -168,82 +275,12 @@ def run_cpu(
     tuning: cpu.CpuTuning | None = None,
     min_time: float = 0.2,
     target: Target | None = None,
-) -> CpuRunReport:
-    """Compile ``layer`` for this CPU, run it on seeded inputs, compare with numpy and time it.
-
+) -> RunReport:
+    """``run`` for this CPU: compile ``layer``, run it on seeded inputs, compare with numpy and time it.
     ``target`` is the cpu target (its x86 spec); by default the built-in spec."""
-    target = target or load_target("cpu")
-    if isa not in ISAS:
-        raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
-    if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
-        raise RunError("cpu: this CPU has no AVX-512 VNNI; use --isa x86-avx512 or none")
-    threads = threads or default_threads()
-    start = time.perf_counter()
-    data, weight = layer.inputs(seed)
-    packed = layer.pack(data, weight)
-    want = layer.reference(data, weight)
-    candidates = [tuning] if tuning is not None else tuning_space(layer)[: max(1, tune)]
-    tuned, best = [], None
-    compile_s = 0.0
-    for t in candidates:
-        t0 = time.perf_counter()
-        func, kernel = compile_layer(layer, isa, t, threads, target)
-        compile_s += time.perf_counter() - t0
-        out = np.zeros(func.params[-1].shape, np.int32)
-        seconds = time_callable(
-            lambda k=kernel, o=out: k(*packed, o),
-            min_time=(min_time if len(candidates) == 1 else min_time / 2) / 5,
-        )
-        tuned.append({"tuning": str(t), "seconds": seconds})
-        if best is None or seconds < best[0]:
-            best = (seconds, t, func, kernel, out)
-    seconds, t, func, kernel, out = best
-    t0 = time.perf_counter()
-    kernel(*packed, out)
-    got = layer.unpack(out)
-    validated = bool(np.array_equal(got, want))
-    cycles = int(statistics.median(tsc_ticks(lambda: kernel(*packed, out)) for _ in range(5)))
-    run_s = time.perf_counter() - t0
-    ops = 2 * layer.macs
-    gops = ops / seconds / 1e9
-    peak = measure_peak(threads) if host_cpu()["avx512vnni"] else None  # no vpdpbusd, no peak to hold to
-    counts = issued_instructions(func)
-    left = unmatched(func, target.spec)
-    roofline = int(ops / (peak * 1e9) * tsc_hz()) if peak else None
-    return CpuRunReport(
-        op=layer.op,
-        target="cpu",
-        params={
-            **layer.params,
-            "isa": isa,
-            "threads": threads,
-            "tuning": str(t),
-            "tuned": tuned,
-            "cpu": host_cpu()["cpu"],
-            "dtype": "u8 x s8 -> s32",
-        },
-        validated=validated,
-        max_abs_err=float(np.max(np.abs(got.astype(np.int64) - want))) if got.size else 0.0,
-        cycles=cycles,
-        instructions=counts,
-        tensor_instructions=sum(counts.values()),
-        scalar_instructions=None,
-        scalar_fallback=len(left),
-        unmatched=[str(x) for x in left],
-        utilization={"vpdpbusd": gops / peak} if peak else {},
-        roofline_cycles=roofline,
-        roofline_pct=100.0 * roofline / cycles if roofline and cycles else None,
-        compile_s=compile_s,
-        simulate_s=run_s,
-        wall_s=time.perf_counter() - start,
-        detail="bit-exact" if validated else "differs from numpy",
-        output=got,
-        reference=want,
-        program=kernel.llvm_ir,
-        gops=gops,
-        seconds=seconds,
-        peak_gops=peak,
-    )
+    params = {**layer.params, "isa": isa, "threads": threads, "tune": tune, "seed": seed, "tuning": tuning,
+              "min_time": min_time}
+    return run(layer.op, target or load_target("cpu"), params)
 
 
 def issued_instructions(func: ir.PrimFunc) -> dict[str, int]:

@@ -300,7 +300,7 @@ def _check_compiled_diannao_add(rng: np.random.Generator) -> Outcome:
     tensorization), simulated on 16 cores: right, every marked statement a tensor instruction, and at least as
     fast as the shape-agnostic library kernel (baselines/diannao_library.py) on the same inputs."""
     from baselines import diannao_library
-    from tandem.run import run_diannao
+    from tandem.diannao_run import run_diannao
 
     shape = (255, 55, 55)
     n = int(np.prod(shape))
@@ -348,10 +348,12 @@ def _check_compiled_cpu_conv(rng: np.random.Generator) -> Outcome:
     seed = _seed(rng)
     plain = run_cpu(layer, "x86-avx512", threads=1, seed=seed, min_time=0.05)
     if not host_cpu()["avx512vnni"]:
-        return Outcome(plain.output, plain.reference, plain.program, f"{plain.gops:.1f} GOPS (no VNNI here)")
+        note = f"{plain.measured['gops']:.1f} GOPS (no VNNI here)"
+        return Outcome(plain.output, plain.reference, plain.program, note)
     vnni = run_cpu(layer, "x86-vnni", threads=1, seed=seed, min_time=0.05)
-    note = (f"{vnni.gops:.0f} GOPS on 1 thread, {vnni.utilization['vpdpbusd']:.0%} of this CPU's vpdpbusd "
-            f"peak, {vnni.gops / plain.gops:.1f}x the schedule without VNNI")
+    gops, plain_gops = vnni.measured["gops"], plain.measured["gops"]
+    note = (f"{gops:.0f} GOPS on 1 thread, {vnni.utilization['vpdpbusd']:.0%} of this CPU's vpdpbusd "
+            f"peak, {gops / plain_gops:.1f}x the schedule without VNNI")
     return Outcome(vnni.output, vnni.reference, "", note)
 
 

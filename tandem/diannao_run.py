@@ -1,24 +1,57 @@
-"""Run a kernel compiled by the DianNao backend on the simulated card (sim/diannao).
+"""DianNao's part of the one ``tandem run`` flow (tandem/run.py), and the launcher of DianNao kernels.
+
+``FLOW`` schedules an element-wise operator (add, sub, mul, maximum, relu) or a conv2d for the card
+(compiler/ops/diannao.py), runs the ``diannao`` pipeline (optionally without seed 001's loop partitioning or
+preprocessing: ``skip``), generates the SPMD program (compiler/backend/diannao.py) and runs it on
+sim/diannao. Its parameters besides the layer: ``dtype`` (default float32), ``cores`` (16), ``tile``
+(elements per core's tile; the schedule's choice by default) and ``skip`` (pass names). Element-wise
+outputs are bit-exact with numpy; integer convolutions too, float ones within the bound of summing in f32
+(``conv2d_within_bound``). ``utilization`` is per unit (vfu, tfu, dma); ``roofline_cycles`` is GMEM traffic
+at its bandwidth, or the vector/tensor units at their throughput.
+
+``run_kernel`` launches a compiled kernel on a fresh card:
 
     kernel = compiler.backend.diannao.codegen(func, target.spec)
-    result, (a, b, c) = run_kernel(kernel, [a, b, c], target.config)
+    result, (a, b, c) = run_kernel(kernel, [a, b, c], target)
 
-``run_kernel`` places each parameter's array in GMEM (64-byte aligned, in parameter order), launches the
-kernel on ``kernel.cores`` cores with the arrays' addresses as its arguments (R0, R1, ...), and reads every
-array back, so outputs come back beside the inputs.
+It places each parameter's array in GMEM (64-byte aligned, in parameter order), launches the kernel on
+``kernel.cores`` cores with the arrays' addresses as its arguments (R0, R1, ...), and reads every array
+back, so outputs come back beside the inputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from compiler.backend.diannao import DiannaoKernel
+from compiler.backend.diannao import DiannaoKernel, codegen
+from compiler.errors import ScheduleError
+from compiler.ir import nodes as ir
+from compiler.lower import lower
+from compiler.ops import diannao as dops
+from compiler.ops import reference
+from compiler.ops.nn import ConvShape
+from compiler.passes.tensorize import unmatched
+from compiler.pipeline import compile_func
 from compiler.target import Target
-from sim.diannao.config import DiannaoConfig
+from sim.diannao.config import DiannaoConfig, card_cores
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
+from tandem.run import (
+    Check,
+    Execution,
+    RunError,
+    RunReport,
+    TargetFlow,
+    reject_unknown,
+    run,
+    take_conv,
+    take_int,
+)
 from tandem.targets import as_target
 
 GMEM_ALIGN = 64  # bytes: each array starts on a GDRAM access granule (isa/specs/diannao.toml, VECTOR_ALIGN)
@@ -57,3 +90,253 @@ def run_kernel(kernel: DiannaoKernel, arrays: Sequence[np.ndarray],
     buffers = [card.to_gmem(a, card.alloc(a.nbytes, GMEM_ALIGN)) for a in arrays]
     result = card.launch(kernel.program, cores=kernel.cores, args=[b.addr for b in buffers], trace=trace)
     return result, [card.from_gmem(b) for b in buffers]
+
+
+# ---- the DianNao flow
+
+ELEMENTWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum}
+OPS = (*ELEMENTWISE, "relu", "conv2d")
+NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16,
+                "int8": np.int8}
+CONV_DTYPES = {"float32": "float32", "int8": "int32", "int16": "int32"}  # input dtype -> output dtype
+DEFAULT_SHAPE = (256, 56, 56)
+OPTIONS = ("dtype", "cores", "tile", "skip")
+
+
+@dataclass(frozen=True)
+class DiannaoJob:
+    """One operator for the card: element-wise over ``shape``, or the conv2d layer ``conv`` (HWC input,
+    (Cout, K, K, Cin) weights)."""
+
+    op: str
+    dtype: str
+    cores: int
+    tile: int | None
+    skip: tuple[str, ...]
+    shape: tuple[int, ...]
+    conv: ConvShape | None = None
+    candidates: tuple = (None,)   # one schedule: the card's tiles follow from its capacities
+
+    @property
+    def where(self) -> str:
+        return f"DianNao {self.op}"
+
+
+@dataclass(frozen=True)
+class DiannaoCompiled:
+    sched: dops.DiannaoSchedule
+    func: ir.PrimFunc
+    kernel: DiannaoKernel
+
+
+class DiannaoFlow(TargetFlow):
+    kind = "diannao"
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
+        if op not in OPS:
+            raise RunError(f"DianNao: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
+        where = f"DianNao {op}"
+        dtype = params.pop("dtype", "float32")
+        if dtype not in NUMPY_DTYPES:
+            raise RunError(f"DianNao: unsupported dtype {dtype!r}; expected one of {', '.join(NUMPY_DTYPES)}")
+        cores = take_int(params, "cores", 16, 1, where)
+        if cores > card_cores(target.spec):
+            raise RunError(f"DianNao: {cores} cores requested, but config {target.config.name!r} has "
+                           f"{card_cores(target.spec)}")
+        tile = take_int(params, "tile", None, 1, where)
+        skip = tuple(sorted(params.pop("skip", ())))
+        conv = None
+        if op == "conv2d":
+            if dtype not in CONV_DTYPES:
+                raise RunError(f"DianNao conv2d: dtype {dtype} is not compiled: the conv instruction sums "
+                               f"f16 inputs in f32 and rounds once, which a one-stage tensor expression "
+                               f"cannot state; expected one of {', '.join(CONV_DTYPES)}")
+            conv = take_conv(params, where)
+            shape = (conv.h, conv.w, conv.ic)
+        else:
+            shape = tuple(params.pop("shape", DEFAULT_SHAPE))
+        reject_unknown(params, ("shape", *OPTIONS, *(("H", "W", "IC", "OC", "K", "S", "P") if conv else ())),
+                       where)
+        return DiannaoJob(op, dtype, cores, tile, skip, shape, conv)
+
+    def inputs(self, job: DiannaoJob, rng: np.random.Generator) -> list[np.ndarray]:
+        if job.conv is None:
+            n = math.prod(job.shape)
+            return [_random(rng, n, job.dtype) for _ in range(1 if job.op == "relu" else 2)]
+        c = job.conv
+        return [_random(rng, c.h * c.w * c.ic, job.dtype).reshape(job.shape),
+                _random(rng, c.oc * c.k * c.k * c.ic, job.dtype).reshape(c.oc, c.k, c.k, c.ic)]
+
+    def check_inputs(self, job: DiannaoJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        np_dt = NUMPY_DTYPES[job.dtype]
+        if job.conv is not None:
+            c = job.conv
+            if len(given) != 2:
+                raise RunError(f"{job.where}: expected 2 input arrays (input, weights), but got {len(given)}")
+            x, wt = (np.asarray(a) for a in given)
+            want = [(c.h, c.w, c.ic), (c.oc, c.k, c.k, c.ic)]
+            if [x.shape, wt.shape] != want or x.dtype != np_dt or wt.dtype != np_dt:
+                raise RunError(f"{job.where}: expected an input {list(want[0])} and weights "
+                               f"{list(want[1])} of {job.dtype}, but got {list(x.shape)} {x.dtype} and "
+                               f"{list(wt.shape)} {wt.dtype}")
+            return [x, wt]
+        count, n = 1 if job.op == "relu" else 2, math.prod(job.shape)
+        if len(given) != count:
+            raise RunError(f"{job.where}: expected {count} input array(s), but got {len(given)}")
+        flat = []
+        for k, x in enumerate(given):
+            x = np.asarray(x)
+            if x.size != n or x.dtype != np_dt:
+                raise RunError(f"{job.where}: input {k}: expected {n} elements of {job.dtype}, but got "
+                               f"{x.size} elements of {x.dtype}")
+            flat.append(x.reshape(-1))
+        return flat
+
+    def compile(self, job: DiannaoJob, candidate: None, target: Target) -> DiannaoCompiled:
+        if job.conv is not None:
+            sched, func = compile_conv2d(job.conv, job.dtype, job.cores, target, job.skip)
+        else:
+            sched = dops.elementwise(job.op, job.shape, job.dtype, job.cores, job.tile, spec=target.spec)
+            func = compile_func(lower(sched.schedule, list(sched.args), job.op), target, skip=job.skip)
+        return DiannaoCompiled(sched, func, codegen(func, target.spec))
+
+    def execute(self, job: DiannaoJob, compiled: DiannaoCompiled, inputs: list[np.ndarray],
+                target: Target) -> Execution:
+        kernel = compiled.kernel
+        out_shape = tuple(compiled.sched.args[-1].shape)
+        if job.conv is None:
+            arrays = [*inputs, np.zeros(math.prod(job.shape), NUMPY_DTYPES[job.dtype])]
+        else:   # the weights go in the conv instruction's blocks: (cout/16, k, k, cin, 16)
+            block = target.spec.params["CONV_BLOCK"]
+            blocked = dops.block_weights(np.transpose(inputs[1], (1, 2, 3, 0)), block)
+            arrays = [inputs[0], blocked, np.zeros(out_shape, NUMPY_DTYPES[CONV_DTYPES[job.dtype]])]
+        result, after = run_kernel(kernel, arrays, config=target)
+        return Execution(
+            output=after[-1] if job.conv is None else after[-1].reshape(out_shape),
+            cycles=result.cycles, instructions=result.instructions,
+            tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
+            scalar_fallback=kernel.fallback_count(result.executed),
+            unmatched=sorted({str(x) for x in unmatched(compiled.func, kernel.program.isa)}),
+            utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
+            program=str(kernel.program), chosen={"tile": compiled.sched.tile,
+                    **({"cores_used": compiled.sched.cores} if job.conv is not None else {})})
+
+    def reference(self, job: DiannaoJob, inputs: list[np.ndarray]) -> np.ndarray:
+        if job.conv is not None:
+            x, wt = inputs
+            exact = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC")
+            out_dt = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]])
+            return exact.astype(np.int64).astype(out_dt) if out_dt.kind == "i" else exact.astype(out_dt)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if job.op == "relu":
+                return np.maximum(inputs[0], 0).astype(NUMPY_DTYPES[job.dtype])
+            return ELEMENTWISE[job.op](*inputs)
+
+    def validate(self, job: DiannaoJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
+        if job.conv is None or got.dtype.kind == "i":
+            return super().validate(job, inputs, got, want)
+        x, wt = inputs
+        exact = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC")
+        err = float(np.max(np.abs(got.astype(np.float64) - exact))) if got.size else 0.0
+        ok = conv2d_within_bound(got, x, wt, job.conv.s, job.conv.p)
+        detail = "within the f32 summation bound" if ok else f"max |err| {err:.3g} against numpy"
+        return Check(ok, err, detail)
+
+    def roofline(self, job: DiannaoJob, target: Target, execution: Execution) -> int:
+        if job.conv is not None:
+            return conv2d_roofline(job.conv, job.dtype, job.cores, target)
+        return roofline_cycles(job.op, math.prod(job.shape), job.dtype, job.cores, target)
+
+    def params(self, job: DiannaoJob, candidate: None, target: Target) -> dict[str, Any]:
+        out = {"shape": list(job.shape), "dtype": job.dtype, "cores": job.cores, "config": target.config.name,
+               "skip": list(job.skip)}
+        if job.conv is not None:
+            c = job.conv
+            out.update(H=c.h, W=c.w, IC=c.ic, OC=c.oc, K=c.k, S=c.s, P=c.p)
+        return out
+
+
+FLOW = DiannaoFlow()
+
+
+def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
+                tile: int | None = None, config: str | DiannaoConfig | Target = "default",
+                skip: Collection[str] = (), seed: int = 0,
+                inputs: Sequence[np.ndarray] | None = None, conv: ConvShape | None = None) -> RunReport:
+    """``run`` for the DianNao card: ``op`` on ``shape`` (conv2d: the input's (H, W, Cin), and ``conv`` the
+    layer, by default 16 output channels, a 3 x 3 kernel, stride 1, padding 1). ``inputs``: A, B (binary) or
+    A (relu) of ``prod(shape)`` elements, or the HWC input and (Cout, K, K, Cin) weights of a conv2d; by
+    default random arrays drawn from ``seed``. ``config`` is the target, or a machine config (object, name
+    or file) to run with its spec."""
+    params: dict[str, Any] = {"dtype": dtype, "cores": cores, "tile": tile, "skip": tuple(skip), "seed": seed}
+    if op == "conv2d" and conv is not None:
+        if (conv.h, conv.w, conv.ic) != tuple(shape):
+            raise RunError(f"DianNao conv2d: the layer {conv} does not take the input shape {list(shape)}")
+        params.update(H=conv.h, W=conv.w, IC=conv.ic, OC=conv.oc, K=conv.k, S=conv.s, P=conv.p)
+    else:
+        params["shape"] = tuple(shape)
+    return run(op, as_target("diannao", config), params, inputs=inputs)
+
+
+def compile_conv2d(conv: ConvShape, dtype: str, cores: int, target: Target,
+                   skip: Collection[str] = ()) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
+    """The conv2d schedule for the DianNao card and the ``diannao`` pipeline's output (less ``skip``); use
+    ``compiler.passes.tensorize.unmatched`` on the function to see what stayed scalar without simulating."""
+    try:
+        sched = dops.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype, cores,
+                            spec=target.spec)
+    except ScheduleError as e:
+        raise RunError(str(e)) from None
+    return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), target, skip=tuple(skip))
+
+
+def conv2d_matches(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:
+    """Whether the card's conv ``out`` is numpy's: bit-exact for an integer output (i32 sums wrap like the
+    card's), within ``conv2d_within_bound`` for a float one."""
+    if out.dtype.kind == "i":
+        want = reference.conv2d(x, wt, stride, pad, layout="HWC").astype(out.dtype)
+        return out.shape == want.shape and bool(np.array_equal(out, want))
+    return conv2d_within_bound(out, x, wt, stride, pad)
+
+
+def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:
+    """Whether the float conv ``out`` is within the error of summing n = k*k*cin products in f32 in any order
+    and rounding once to out's dtype: |out - exact| <= (n + 2) 2**-24 sum|x w| + u |exact| + tiny, with
+    u = 2**-11 for f16 outputs and 0 for f32."""
+    exact = reference.conv2d(x, wt, stride, pad, layout="HWC")
+    magnitude = reference.conv2d(np.abs(x), np.abs(wt), stride, pad, layout="HWC")
+    n = wt.shape[1] * wt.shape[2] * wt.shape[3]
+    u, tiny = (2.0**-11, 2.0**-25) if out.dtype == np.float16 else (0.0, 2.0**-150)
+    bound = (n + 2) * 2.0**-24 * magnitude * (1 + u) + u * np.abs(exact) + tiny
+    return out.shape == exact.shape and bool((np.abs(out.astype(np.float64) - exact) <= bound).all())
+
+
+def conv2d_roofline(conv: ConvShape, dtype: str, cores: int, target: Target) -> int:
+    """The fewest cycles the card could take for a conv layer: the tensor units of all cores share the MACs
+    evenly, and the input, weights and output cross GMEM once."""
+    params, config = target.spec.params, target.config
+    size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
+    tfu = math.ceil(conv.macs * size / (2 * params["TFU_MACS_PER_CYCLE"]) / cores)
+    out_size = np.dtype(NUMPY_DTYPES[CONV_DTYPES[dtype]]).itemsize
+    traffic = ((conv.h * conv.w * conv.ic + conv.oc * conv.k * conv.k * conv.ic) * size
+               + conv.oh * conv.ow * conv.oc * out_size)
+    return max(tfu, math.ceil(traffic / config.gmem_bytes_per_cycle))
+
+
+def roofline_cycles(op: str, elements: int, dtype: str, cores: int, target: Target) -> int:
+    """The fewest cycles the card could take: every operand crosses GMEM once (its port is shared by all
+    cores), and each core's vector unit handles its share at VFU_BYTES_PER_CYCLE."""
+    params, config = target.spec.params, target.config
+    size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
+    operands = 2 if op == "relu" else 3
+    gmem = math.ceil(operands * elements * size / config.gmem_bytes_per_cycle)
+    vector = math.ceil(math.ceil(elements / cores) * size / params["VFU_BYTES_PER_CYCLE"])
+    return max(gmem, vector)
+
+
+def _random(rng: np.random.Generator, n: int, dtype: str) -> np.ndarray:
+    dt = np.dtype(NUMPY_DTYPES[dtype])
+    if dt.kind == "i":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dt)
+    return rng.standard_normal(n).astype(dt)

@@ -1,57 +1,65 @@
-"""The ``tandem run`` flow: compile an operator for a target, simulate it, validate it against numpy.
+"""The one ``tandem run`` flow: compile an operator for a target, execute it, validate it, report.
 
-``run_diannao`` schedules the operator for the DianNao card (compiler/ops/diannao.py), runs the ``diannao``
-pipeline (optionally without seed 001's loop partitioning or preprocessing), generates the SPMD program
-(compiler/backend/diannao.py), runs it on sim/diannao on seeded random inputs and compares the output with
-numpy. The report is the JSON contract of ``tandem run --json``:
+    report = run("conv2d", load_target("vita", "tvm-paper"), {"H": 14, "W": 14, "IC": 256, "OC": 256})
 
-- ``op``, ``target``, ``params`` (shape, dtype, cores, tile, config, the passes skipped);
-- ``validated`` (the simulated output equals numpy: bit-exact for element-wise operators) and
-  ``max_abs_err``;
-- ``cycles``, ``instructions`` (executed, by opcode), ``tensor_instructions``, ``scalar_instructions``;
+``run`` takes the same steps for every target; a target contributes only what differs, as a ``TargetFlow``
+(tandem/diannao_run.py, tandem/vita_run.py, tandem/cpu_run.py): its schedules and data layouts, its
+executor (a simulator, or this CPU) and its roofline. The steps:
+
+1. ``plan``: check the operator and every parameter before any work (``RunError`` naming the parameter),
+   and list the schedule candidates: one, or the tuning candidates the target ranks likeliest first;
+2. ``inputs``: seeded random arrays in the layout the kernel takes (or the caller's arrays, checked);
+3. ``compile``: schedule, pass pipeline and emitter, for each candidate; with several, each one's ``cost``
+   is measured (simulated cycles, or seconds on this CPU) and the cheapest kept;
+4. ``execute``: simulate the program (DianNao, VITA) or run the kernel on this CPU;
+5. ``reference`` and ``validate``: the result of compiler/ops/reference on the same inputs, compared bit for
+   bit (integers and element-wise floats) or within a stated bound (float convolutions);
+6. ``roofline``: the machine's bound for the operator.
+
+Parameters: ``seed`` (default 0) for every target, the layer (conv2d: ``H W IC OC K S P``, with ``N`` images
+on VITA, or ``shape`` = (H, W, IC); gemm: ``M N K``; element-wise: ``shape``) and each target's own options
+(documented on its flow). The report is the JSON contract of ``tandem run --json``:
+
+- ``op``, ``target``, ``params`` (the layer, the options, the ``seed``, the schedule used and the ``tuned``
+  candidates measured, each with its cost);
+- ``validated`` and ``max_abs_err`` against the numpy reference, and ``detail`` saying how they compared;
+- ``cycles`` (simulated, or time-stamp-counter ticks of one call on the CPU), ``instructions`` by name,
+  ``tensor_instructions`` and ``scalar_instructions`` (null where not counted);
 - ``scalar_fallback``: scalar instructions executed in statements marked for tensorization (0 when every
   marked statement became a tensor instruction), with ``unmatched``, why each such statement stayed scalar;
-- ``utilization`` per unit (vfu, tfu, dma), ``roofline_cycles`` (the simulated machine's bound: GMEM
-  traffic at its bandwidth, or the vector units at their throughput) and ``roofline_pct``;
-- ``compile_s``, ``simulate_s`` and ``wall_s``.
+- ``utilization`` per unit, ``roofline_cycles`` and ``roofline_pct`` (null where the machine has no bound);
+- ``compile_s`` (every candidate compiled), ``simulate_s`` (the final execution) and ``wall_s``;
+- a target's own measures at the top level (the CPU's ``gops``, ``seconds`` and ``peak_gops``).
 """
 
 from __future__ import annotations
 
-import math
+import importlib
 import time
-from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
-from compiler.backend.diannao import codegen
-from compiler.errors import ScheduleError
-from compiler.ir import nodes as ir
-from compiler.lower import lower
-from compiler.ops import diannao as dops
-from compiler.ops import reference
 from compiler.ops.nn import ConvShape
-from compiler.passes.tensorize import unmatched
-from compiler.pipeline import compile_func
 from compiler.target import Target
-from sim.diannao.config import DiannaoConfig, card_cores
-from tandem.diannao_run import run_kernel
-from tandem.targets import as_target
 
-ELEMENTWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum}
-NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16,
-                "int8": np.int8}
-SEED = 0
+#: Where each target kind's flow lives (imported when first used: the CPU's needs LLVM).
+FLOWS = {"diannao": "tandem.diannao_run", "vita": "tandem.vita_run", "cpu": "tandem.cpu_run"}
+CONV_KEYS = ("H", "W", "IC", "OC", "K", "S", "P")
+GEMM_KEYS = ("M", "N", "K")
+CONV_DEFAULTS = {"H": 56, "W": 56, "IC": 64, "OC": 16, "K": 3, "S": 1, "P": 1, "N": 1}
 
 
 class RunError(ValueError):
-    """A request ``tandem run`` cannot serve: an unknown operator, dtype or parameter."""
+    """A request ``run`` cannot serve: an unknown operator, dtype or parameter, or a layer nothing fits."""
 
 
 @dataclass
 class RunReport:
-    """What one compile + simulate + validate run measured (the ``--json`` object)."""
+    """What one compile + execute + validate run measured (the ``--json`` object)."""
 
     op: str
     target: str
@@ -61,16 +69,18 @@ class RunReport:
     cycles: int
     instructions: dict[str, int]
     tensor_instructions: int
-    scalar_instructions: int
+    scalar_instructions: int | None
     scalar_fallback: int
     unmatched: list[str]
     utilization: dict[str, float]
-    roofline_cycles: int
-    roofline_pct: float
+    roofline_cycles: int | None
+    roofline_pct: float | None
     compile_s: float
     simulate_s: float
     wall_s: float
-    detail: str = field(default="", repr=False)
+    detail: str = ""
+    #: a target's own measures (the CPU's gops, seconds, peak_gops), top-level keys of the JSON object
+    measured: dict[str, Any] = field(default_factory=dict)
     # what was compared and run, for callers that show it (not part of the JSON object)
     output: np.ndarray | None = field(default=None, repr=False, compare=False)
     reference: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -78,213 +88,207 @@ class RunReport:
 
     def to_json(self) -> dict:
         report = asdict(self)
-        for key in ("output", "reference", "program"):
+        for key in ("output", "reference", "program", "measured"):
             del report[key]
-        return report
+        return {**report, **self.measured}
 
 
-def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
-                tile: int | None = None, config: str | DiannaoConfig | Target = "default",
-                skip: Collection[str] = (), seed: int = SEED,
-                inputs: Sequence[np.ndarray] | None = None, conv: ConvShape | None = None) -> RunReport:
-    """Compile ``op`` on ``shape`` for the DianNao card, simulate it and compare with numpy.
+@dataclass
+class Execution:
+    """What a target's executor measured running one compiled kernel on the inputs."""
 
-    Element-wise ops: ``inputs`` are A, B (binary) or A (relu), each of ``prod(shape)`` elements of
-    ``dtype``. ``conv2d``: ``shape`` is the input's (H, W, Cin) and ``inputs`` (optional) are the HWC input
-    and the (Cout, K, K, Cin) weights; ``conv`` is the layer (its h, w, ic those of ``shape``; by default 16
-    output channels, a 3 x 3 kernel, stride 1, padding 1), its oc and k taken from the weights when given.
-    Without ``inputs``, random arrays drawn from ``seed``. ``config`` is the target (its spec and machine
-    config), or a machine config (object, name or file) to run with its spec."""
+    output: np.ndarray
+    cycles: int
+    instructions: dict[str, int]
+    tensor_instructions: int
+    scalar_instructions: int | None
+    scalar_fallback: int
+    unmatched: list[str]
+    utilization: dict[str, float]
+    program: str = ""
+    #: what the schedule chose that the request did not say (DianNao's tile), added to the report's params
+    chosen: dict[str, Any] = field(default_factory=dict)
+    #: a target's own measures, top-level keys of the report's JSON object
+    measured: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Check:
+    """How the output compared with the reference."""
+
+    validated: bool
+    max_abs_err: float
+    detail: str
+
+
+class TargetFlow(ABC):
+    """What a target contributes to ``run``. ``plan`` returns a job: any object with ``candidates``, the
+    schedules to compile (more than one: each is measured with ``cost`` and the cheapest kept)."""
+
+    kind: str
+
+    @abstractmethod
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> Any:
+        """The job for ``op``: ``params`` checked (RunError naming the first bad one), keys consumed."""
+
+    @abstractmethod
+    def inputs(self, job: Any, rng: np.random.Generator) -> list[np.ndarray]:
+        """Random input arrays for ``job``, in the layout its kernel takes."""
+
+    @abstractmethod
+    def check_inputs(self, job: Any, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The caller's arrays, after checking their number, shapes and dtypes (RunError if not)."""
+
+    @abstractmethod
+    def compile(self, job: Any, candidate: Any, target: Target) -> Any:
+        """Schedule ``job`` with ``candidate``, run the target's pass pipeline and emit the kernel."""
+
+    @abstractmethod
+    def execute(self, job: Any, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
+        """Run ``compiled`` on ``inputs``: on the simulator, or on this CPU."""
+
+    @abstractmethod
+    def reference(self, job: Any, inputs: list[np.ndarray]) -> np.ndarray:
+        """What the operator computes on ``inputs`` (compiler/ops/reference), in the output's layout."""
+
+    @abstractmethod
+    def roofline(self, job: Any, target: Target, execution: Execution) -> int | None:
+        """The fewest cycles the machine could take for ``job`` (None where it has no such bound)."""
+
+    @abstractmethod
+    def params(self, job: Any, candidate: Any, target: Target) -> dict[str, Any]:
+        """The report's ``params``: the layer, the options and the schedule ``candidate`` used."""
+
+    def cost(self, job: Any, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
+        """What tuning minimizes for one candidate (default: executed cycles)."""
+        return self.execute(job, compiled, inputs, target).cycles
+
+    def tuned_entry(self, candidate: Any, cost: float) -> dict[str, Any]:
+        """One measured candidate as ``params["tuned"]`` lists it."""
+        return {"candidate": str(candidate), "cost": cost}
+
+    def validate(self, job: Any, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
+        """Compare the output with the reference (default: bit for bit)."""
+        return exact(got, want)
+
+
+def flow_for(kind: str) -> TargetFlow:
+    """The flow of target ``kind`` (RunError for a kind nothing runs)."""
+    if kind not in FLOWS:
+        raise RunError(f"unknown target {kind!r}; expected one of {', '.join(FLOWS)}")
+    return importlib.import_module(FLOWS[kind]).FLOW
+
+
+def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
+        inputs: Sequence[np.ndarray] | None = None) -> RunReport:
+    """Compile ``op`` for ``target``, execute it on ``inputs`` (default: seeded random arrays), compare the
+    output with numpy and report what was measured (see the module docstring for the steps and parameters).
+    Bad parameters raise RunError before anything is compiled."""
     start = time.perf_counter()
-    target = as_target("diannao", config)
-    cfg = target.config
-    if op not in ELEMENTWISE and op not in ("relu", "conv2d"):
-        raise RunError(f"DianNao: no schedule for operator {op!r}; expected one of "
-                       f"{', '.join([*ELEMENTWISE, 'relu', 'conv2d'])}")
-    if dtype not in NUMPY_DTYPES:
-        raise RunError(f"DianNao: unsupported dtype {dtype!r}; expected one of {', '.join(NUMPY_DTYPES)}")
-    if cores > card_cores(target.spec):
-        raise RunError(f"DianNao: {cores} cores requested, but config {cfg.name!r} has "
-                       f"{card_cores(target.spec)}")
-    if op == "conv2d":
-        return _run_conv(tuple(shape), dtype, cores, target, skip, seed, inputs, conv, start)
-    sched = dops.elementwise(op, shape, dtype, cores, tile, spec=target.spec)
-    func = compile_func(lower(sched.schedule, list(sched.args), op), target, skip=tuple(skip))
-    kernel = codegen(func, target.spec)
-    compiled = time.perf_counter()
+    flow = flow_for(target.kind)
+    rest = dict(params or {})
+    seed = rest.pop("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise RunError(f"{target.kind} {op}: seed must be an integer >= 0, but got {seed!r}")
+    job = flow.plan(op, rest, target)
+    data = (flow.inputs(job, np.random.default_rng(seed)) if inputs is None
+            else flow.check_inputs(job, inputs))
 
-    n = math.prod(shape)
-    if inputs is None:
-        rng = np.random.default_rng(seed)
-        inputs = [_random(rng, n, dtype) for _ in sched.args[:-1]]
-    else:
-        inputs = _given_inputs(op, inputs, len(sched.args) - 1, n, dtype)
-    result, arrays = run_kernel(kernel, [*inputs, np.zeros(n, NUMPY_DTYPES[dtype])], config=target)
-    simulated = time.perf_counter()
+    compile_s, tuned, best = 0.0, [], None
+    for candidate in job.candidates:
+        t0 = time.perf_counter()
+        compiled = flow.compile(job, candidate, target)
+        compile_s += time.perf_counter() - t0
+        if len(job.candidates) == 1:
+            best = (0.0, candidate, compiled)
+            break
+        cost = flow.cost(job, compiled, data, target)
+        tuned.append(flow.tuned_entry(candidate, cost))
+        if best is None or cost < best[0]:
+            best = (cost, candidate, compiled)
+    _, winner, compiled = best
 
-    got = arrays[-1]
-    with np.errstate(over="ignore", invalid="ignore"):
-        want = np.maximum(inputs[0], 0).astype(got.dtype) if op == "relu" else ELEMENTWISE[op](*inputs)
-    validated = bool(np.array_equal(got, want, equal_nan=True))
-    err = float(np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if n else 0.0
-    roof = roofline_cycles(op, n, dtype, cores, target)
-    params = {"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
-              "skip": sorted(skip)}
-    detail = "bit-exact with numpy" if validated else f"max |err| {err:.3g} against numpy"
-    return _report(op, params, func, kernel, result, (validated, err, detail), roof,
-                   (start, compiled, simulated), got, want)
-
-
-def _report(op: str, params: dict, func, kernel, result, check: tuple[bool, float, str], roof: int,
-            times: tuple[float, float, float], got: np.ndarray, want: np.ndarray) -> RunReport:
-    """The RunReport of a simulated kernel: ``check`` is (validated, max_abs_err, detail), ``times`` the
-    perf_counter at start, after compiling and after simulating."""
-    validated, err, detail = check
-    start, compiled, simulated = times
+    t0 = time.perf_counter()
+    execution = flow.execute(job, compiled, data, target)
+    simulate_s = time.perf_counter() - t0
+    want = flow.reference(job, data)
+    check = flow.validate(job, data, execution.output, want)
+    roof = flow.roofline(job, target, execution)
     return RunReport(
-        op=op, target="diannao", params=params,
-        validated=validated, max_abs_err=err, cycles=result.cycles, instructions=result.instructions,
-        tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
-        scalar_fallback=kernel.fallback_count(result.executed),
-        unmatched=sorted({str(x) for x in unmatched(func, kernel.program.isa)}),
-        utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
-        roofline_cycles=roof, roofline_pct=round(100.0 * roof / result.cycles, 2) if result.cycles else 0.0,
-        compile_s=round(compiled - start, 4), simulate_s=round(simulated - compiled, 4),
-        wall_s=round(time.perf_counter() - start, 4), detail=detail,
-        output=got, reference=want, program=str(kernel.program),
+        op=op, target=target.kind,
+        params={**flow.params(job, winner, target), **execution.chosen, "seed": seed, "tuned": tuned},
+        validated=check.validated, max_abs_err=check.max_abs_err, cycles=execution.cycles,
+        instructions=execution.instructions, tensor_instructions=execution.tensor_instructions,
+        scalar_instructions=execution.scalar_instructions, scalar_fallback=execution.scalar_fallback,
+        unmatched=execution.unmatched, utilization=execution.utilization, roofline_cycles=roof,
+        roofline_pct=round(100.0 * roof / execution.cycles, 2) if roof and execution.cycles else
+        (None if roof is None else 0.0),
+        compile_s=round(compile_s, 4), simulate_s=round(simulate_s, 4),
+        wall_s=round(time.perf_counter() - start, 4), detail=check.detail, measured=execution.measured,
+        output=execution.output, reference=want, program=execution.program,
     )
 
 
-CONV_DTYPES = {"float32": "float32", "int8": "int32", "int16": "int32"}  # input dtype -> output dtype
+def exact(got: np.ndarray, want: np.ndarray) -> Check:
+    """Bit-for-bit equality (NaN equals NaN), with the largest difference where they differ."""
+    if got.shape != want.shape:
+        return Check(False, float("inf"), f"output shape {list(got.shape)}, numpy's {list(want.shape)}")
+    equal = got == want
+    if got.dtype.kind == "f" and want.dtype.kind == "f":
+        equal |= np.isnan(got) & np.isnan(want)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    err = float(np.nanmax(diff)) if diff.size and not np.isnan(diff).all() else 0.0
+    if equal.all():
+        return Check(True, err, "bit-exact with numpy")
+    return Check(False, err, f"{int(np.count_nonzero(~equal))} of {got.size} outputs differ from numpy "
+                             f"(max |err| {err:.3g})")
 
 
-def _run_conv(shape: tuple[int, ...], dtype: str, cores: int, target: Target, skip: Collection[str],
-              seed: int, inputs: Sequence[np.ndarray] | None, conv: ConvShape | None,
-              start: float) -> RunReport:
-    if len(shape) != 3:
-        raise RunError(f"DianNao conv2d: expected the input shape H x W x Cin, but got {list(shape)}")
-    if dtype not in CONV_DTYPES:
-        raise RunError(f"DianNao conv2d: dtype {dtype} is not compiled: the conv instruction sums f16 inputs "
-                       f"in f32 and rounds once, which a one-stage tensor expression cannot state; expected "
-                       f"one of {', '.join(CONV_DTYPES)}")
-    h, w, cin = shape
-    conv = conv or ConvShape(h, w, cin, 16, 3, 1, 1)
-    if (conv.h, conv.w, conv.ic) != (h, w, cin):
-        raise RunError(f"DianNao conv2d: the layer {conv} does not take the input shape {list(shape)}")
-    rng = np.random.default_rng(seed)
-    np_dt = NUMPY_DTYPES[dtype]
-    if inputs is not None:
-        if len(inputs) != 2:
-            raise RunError(f"DianNao conv2d: expected 2 input arrays (input, weights), but got {len(inputs)}")
-        x, wt = (np.asarray(a) for a in inputs)
-        if x.shape != shape or wt.ndim != 4 or wt.shape[1] != wt.shape[2] or wt.shape[3] != cin \
-                or x.dtype != np_dt or wt.dtype != np_dt:
-            raise RunError(f"DianNao conv2d: expected an input {list(shape)} and weights (Cout, K, K, {cin}) "
-                           f"of {dtype}, but got {list(x.shape)} {x.dtype} and {list(wt.shape)} {wt.dtype}")
-        conv = replace(conv, oc=wt.shape[0], k=wt.shape[1])
-    else:
-        x = _random(rng, h * w * cin, dtype).reshape(shape)
-        wt = _random(rng, conv.oc * conv.k * conv.k * cin, dtype).reshape(conv.oc, conv.k, conv.k, cin)
-    sched, func = compile_conv2d(conv, dtype, cores, target, skip)
-    kernel = codegen(func, target.spec)
-    compiled = time.perf_counter()
+# ---- parameters shared by the flows
 
-    cfg = target.config
-    block = target.spec.params["CONV_BLOCK"]
-    blocked = dops.block_weights(np.transpose(wt, (1, 2, 3, 0)), block)   # (cout/16, k, k, cin, 16)
-    out_shape = tuple(sched.args[-1].shape)
-    out_dt = NUMPY_DTYPES[CONV_DTYPES[dtype]]
-    result, arrays = run_kernel(kernel, [x, blocked, np.zeros(out_shape, out_dt)], config=target)
-    simulated = time.perf_counter()
-
-    got = arrays[-1].reshape(out_shape)
-    exact = reference.conv2d(x, wt, conv.s, conv.p, layout="HWC")
-    want = exact.astype(np.int64).astype(out_dt) if np.dtype(out_dt).kind == "i" else exact.astype(out_dt)
-    validated = conv2d_matches(got, x, wt, conv.s, conv.p)
-    err = float(np.max(np.abs(got.astype(np.float64) - exact))) if got.size else 0.0
-    roof = conv2d_roofline(conv, dtype, cores, target)
-    params = {"shape": list(shape), "dtype": dtype, "cores": cores, "tile": sched.tile, "config": cfg.name,
-              "skip": sorted(skip), "cores_used": sched.cores, "H": h, "W": w, "IC": cin, "OC": conv.oc,
-              "K": conv.k, "S": conv.s, "P": conv.p}
-    exactly = "bit-exact with numpy" if np.dtype(out_dt).kind == "i" else "within the f32 summation bound"
-    detail = exactly if validated else f"max |err| {err:.3g} against numpy"
-    return _report("conv2d", params, func, kernel, result, (validated, err, detail), roof,
-                   (start, compiled, simulated), got, want)
+def take_int(params: dict[str, Any], key: str, default: int | None, minimum: int, where: str) -> int | None:
+    """Pop integer ``key`` from ``params`` (``default`` when absent); RunError unless it is >= ``minimum``."""
+    value = params.pop(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < minimum:
+        raise RunError(f"{where}: {key} must be an integer >= {minimum}, but got {value!r}")
+    return int(value)
 
 
-def compile_conv2d(conv: ConvShape, dtype: str, cores: int, target: Target,
-                   skip: Collection[str] = ()) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
-    """The conv2d schedule for the DianNao card and the ``diannao`` pipeline's output (less ``skip``); use
-    ``compiler.passes.tensorize.unmatched`` on the function to see what stayed scalar without simulating."""
-    try:
-        sched = dops.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype, cores,
-                            spec=target.spec)
-    except ScheduleError as e:
-        raise RunError(str(e)) from None
-    return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), target, skip=tuple(skip))
+def take_conv(params: dict[str, Any], where: str, images: bool = False) -> ConvShape:
+    """Pop a conv2d layer from ``params``: ``H W IC`` (or ``shape`` = (H, W, IC)), ``OC K S P`` and, with
+    ``images``, ``N``; the defaults are a 56 x 56 x 64 input, 16 output channels, a 3 x 3 kernel, stride 1,
+    padding 1 and one image."""
+    shape = params.pop("shape", None)
+    given = [k for k in ("H", "W", "IC") if k in params]
+    if shape is not None and given:
+        raise RunError(f"{where}: give the conv2d input either as --shape HxWxIC or as -p H= W= IC=, "
+                       f"not both")
+    if given and len(given) < 3:
+        missing = [k for k in ("H", "W", "IC") if k not in params]
+        raise RunError(f"{where}: conv2d needs all of H, W and IC (missing {', '.join(missing)})")
+    if shape is not None:
+        shape = tuple(shape)
+        if len(shape) != 3:
+            raise RunError(f"{where}: conv2d takes the input shape HxWxIC, but got {len(shape)} dimensions")
+        params.update(zip(("H", "W", "IC"), shape, strict=True))
+    dims = {k: take_int(params, k, CONV_DEFAULTS[k], 0 if k == "P" else 1, where) for k in CONV_KEYS}
+    n = take_int(params, "N", 1, 1, where) if images else 1
+    return ConvShape(dims["H"], dims["W"], dims["IC"], dims["OC"], dims["K"], dims["S"], dims["P"], n)
 
 
-def conv2d_matches(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:
-    """Whether the card's conv ``out`` is numpy's: bit-exact for an integer output (i32 sums wrap like the
-    card's), within ``conv2d_within_bound`` for a float one."""
-    if out.dtype.kind == "i":
-        want = reference.conv2d(x, wt, stride, pad, layout="HWC").astype(out.dtype)
-        return out.shape == want.shape and bool(np.array_equal(out, want))
-    return conv2d_within_bound(out, x, wt, stride, pad)
+def take_gemm(params: dict[str, Any], where: str) -> tuple[int, int, int]:
+    """Pop a GEMM's ``M N K`` from ``params`` (each 16 by default); --shape is refused."""
+    if "shape" in params:
+        raise RunError(f"{where}: gemm takes -p M= N= K=, not --shape")
+    m, n, k = (take_int(params, key, 16, 1, where) for key in GEMM_KEYS)
+    return m, n, k
 
 
-def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:
-    """Whether the float conv ``out`` is within the error of summing n = k*k*cin products in f32 in any order
-    and rounding once to out's dtype: |out - exact| <= (n + 2) 2**-24 sum|x w| + u |exact| + tiny, with
-    u = 2**-11 for f16 outputs and 0 for f32."""
-    exact = reference.conv2d(x, wt, stride, pad, layout="HWC")
-    magnitude = reference.conv2d(np.abs(x), np.abs(wt), stride, pad, layout="HWC")
-    n = wt.shape[1] * wt.shape[2] * wt.shape[3]
-    u, tiny = (2.0**-11, 2.0**-25) if out.dtype == np.float16 else (0.0, 2.0**-150)
-    bound = (n + 2) * 2.0**-24 * magnitude * (1 + u) + u * np.abs(exact) + tiny
-    return out.shape == exact.shape and bool((np.abs(out.astype(np.float64) - exact) <= bound).all())
-
-
-def conv2d_roofline(conv: ConvShape, dtype: str, cores: int, target: Target) -> int:
-    """The fewest cycles the card could take for a conv layer: the tensor units of all cores share the MACs
-    evenly, and the input, weights and output cross GMEM once."""
-    params, config = target.spec.params, target.config
-    size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
-    tfu = math.ceil(conv.macs * size / (2 * params["TFU_MACS_PER_CYCLE"]) / cores)
-    out_size = np.dtype(NUMPY_DTYPES[CONV_DTYPES[dtype]]).itemsize
-    traffic = ((conv.h * conv.w * conv.ic + conv.oc * conv.k * conv.k * conv.ic) * size
-               + conv.oh * conv.ow * conv.oc * out_size)
-    return max(tfu, math.ceil(traffic / config.gmem_bytes_per_cycle))
-
-
-def roofline_cycles(op: str, elements: int, dtype: str, cores: int, target: Target) -> int:
-    """The fewest cycles the card could take: every operand crosses GMEM once (its port is shared by all
-    cores), and each core's vector unit handles its share at VFU_BYTES_PER_CYCLE."""
-    params, config = target.spec.params, target.config
-    size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
-    operands = 2 if op == "relu" else 3
-    gmem = math.ceil(operands * elements * size / config.gmem_bytes_per_cycle)
-    vector = math.ceil(math.ceil(elements / cores) * size / params["VFU_BYTES_PER_CYCLE"])
-    return max(gmem, vector)
-
-
-def _given_inputs(op: str, inputs: Sequence[np.ndarray], count: int, n: int, dtype: str) -> list[np.ndarray]:
-    """The caller's ``inputs``, flattened, after checking their number, sizes and dtype (RunError if not)."""
-    if len(inputs) != count:
-        raise RunError(f"DianNao {op}: expected {count} input array(s), but got {len(inputs)}")
-    flat = []
-    for k, x in enumerate(inputs):
-        x = np.asarray(x)
-        if x.size != n or x.dtype != NUMPY_DTYPES[dtype]:
-            raise RunError(f"DianNao {op}: input {k}: expected {n} elements of {dtype}, but got {x.size} "
-                           f"elements of {x.dtype}")
-        flat.append(x.reshape(-1))
-    return flat
-
-
-def _random(rng: np.random.Generator, n: int, dtype: str) -> np.ndarray:
-    dt = np.dtype(NUMPY_DTYPES[dtype])
-    if dt.kind == "i":
-        info = np.iinfo(dt)
-        return rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dt)
-    return rng.standard_normal(n).astype(dt)
+def reject_unknown(params: dict[str, Any], known: Sequence[str], where: str) -> None:
+    """RunError naming the first parameter no step consumed, and the ones ``where`` takes."""
+    if params:
+        key = sorted(params)[0]
+        raise RunError(f"{where}: unknown parameter {key!r}; expected {', '.join(sorted({*known, 'seed'}))}")

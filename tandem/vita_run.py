@@ -1,29 +1,29 @@
-"""The ``tandem run --target vita`` flow: schedule an int8 conv2d or GEMM for VITA, compile it, simulate it
-on sim/vita and compare with numpy bit for bit.
+"""VITA's part of the one ``tandem run`` flow (tandem/run.py): an int8 conv2d or GEMM scheduled for VITA,
+compiled, simulated on sim/vita and compared with numpy bit for bit.
 
-``run_vita`` returns the same ``RunReport`` as the DianNao target (the ``--json`` contract of tandem/run.py);
-for VITA:
+Parameters besides the layer (conv2d: ``H W IC OC K S P`` and ``N`` images; gemm: ``M N K``):
+``vthreads`` (virtual threads, 0 = none), ``relu`` (clip at 0 instead of -128), ``tiling`` (a
+``compiler.ops.vita.Tiling``, else the cost model's choice) and ``tune`` (> 0: compile and simulate the
+``tune`` tilings that ``compiler.ops.vita.estimate_cycles`` ranks first and keep the fastest; timing does not
+depend on the data). In the report:
 
-- ``params``: the layer (H, W, IC, OC, K, S, P, or M, N, K for gemm), ``vthreads``, the ``tiling`` used
-  (rows, oc_block, ic_block, vthreads, vthread_axis), the config and the ``tuned`` candidates measured;
+- ``params``: the layer, ``vthreads``, the ``tiling`` used (rows, oc_block, ic_block, vthreads,
+  vthread_axis), the config, and the ``tuned`` candidates measured (tiling, cycles);
 - ``instructions`` counts the emitted instructions by name (each runs once: VITA has no branches), and
   ``scalar_fallback`` is 0 (VITA cannot run scalar code; a statement the passes cannot map is a compile
   error instead);
 - ``utilization``: the GEMM core's busy cycles over all cycles ("gemm") and each unit's busy share;
-- ``roofline_cycles``: the simulated machine's bound for the layer, the larger of its multiply-adds at the
-  GEMM core's peak and its compulsory DRAM traffic (input, weights, output once) at the DRAM bandwidth.
-
-``tune_tiling`` compiles and simulates the ``top`` tilings that ``compiler.ops.vita.estimate_cycles`` ranks
-first and keeps the fastest: a measured search over the model's short list (timing does not depend on the
-data, so candidates run on zeros).
+- ``roofline_cycles``: the larger of the layer's multiply-adds at the GEMM core's peak and its compulsory
+  DRAM traffic (input, weights, output once) at the DRAM bandwidth.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,10 +36,24 @@ from compiler.pipeline import build
 from compiler.target import Target
 from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
-from tandem.run import RunError, RunReport
+from tandem.run import (
+    CONV_KEYS,
+    GEMM_KEYS,
+    Execution,
+    RunError,
+    RunReport,
+    TargetFlow,
+    reject_unknown,
+    run,
+    take_conv,
+    take_gemm,
+    take_int,
+)
 from tandem.targets import as_target
 
 DEFAULT_CONFIG = "vta-default"
+OPS = ("conv2d", "gemm")
+OPTIONS = ("vthreads", "tune", "relu", "tiling")
 
 
 @dataclass(frozen=True)
@@ -123,66 +137,101 @@ def compile_layer(layer: VitaLayer, tiling: vita.Tiling, target: Target, relu: b
     return vs, kernel
 
 
-def tune_tiling(layer: VitaLayer, vthreads: int, target: Target, top: int = 4
-                ) -> tuple[vita.Tiling, list[tuple[vita.Tiling, int]]]:
-    """The fastest of the ``top`` tilings the cost model ranks first, by simulated cycles, and every
-    candidate measured (tiling, cycles) in rank order."""
-    ranked = vita.rank_tilings(layer.tiled(target.spec), vthreads, spec=target.spec,
-                               costs=machine_costs(target))[:max(top, 1)]
-    measured = []
-    for t in ranked:
-        vs, kernel = compile_layer(layer, t, target)
-        zeros = [np.zeros(a.shape, np.int8) for a in vs.args[:2]]
-        measured.append((t, simulate(kernel.program, kernel.dram_image(zeros), target.config).cycles))
-    best = min(measured, key=lambda m: m[1])[0]
-    return best, measured
+@dataclass(frozen=True)
+class VitaJob:
+    layer: VitaLayer
+    vthreads: int
+    relu: bool
+    candidates: tuple[vita.Tiling, ...]
+    input_shapes: tuple[tuple[int, ...], ...]   # data and weights, packed as the schedule takes them
+
+
+class VitaFlow(TargetFlow):
+    kind = "vita"
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> VitaJob:
+        if op not in OPS:
+            raise RunError(f"VITA: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
+        where = f"vita {op}"
+        if op == "gemm":
+            layer, keys = VitaLayer.gemm(*take_gemm(params, where)), GEMM_KEYS
+        else:
+            c = take_conv(params, where, images=True)
+            layer, keys = VitaLayer("conv2d", c), (*CONV_KEYS, "N", "shape")
+        vthreads = take_int(params, "vthreads", 0, 0, where)
+        tune = take_int(params, "tune", 0, 0, where)
+        relu = bool(params.pop("relu", False))
+        tiling = params.pop("tiling", None)
+        if isinstance(tiling, dict):
+            tiling = vita.Tiling(**tiling)
+        if tiling is not None and not isinstance(tiling, vita.Tiling):
+            raise RunError(f"{where}: tiling must be a compiler.ops.vita.Tiling, but got {tiling!r}")
+        reject_unknown(params, (*keys, *OPTIONS), where)
+        try:
+            if tiling is not None:
+                candidates = [tiling]
+            else:
+                ranked = vita.rank_tilings(layer.tiled(target.spec), vthreads, spec=target.spec,
+                                           costs=machine_costs(target))
+                candidates = ranked[:tune] if tune > 0 else ranked[:1]
+            shapes = tuple(tuple(a.shape) for a in layer.schedule(candidates[0], target.spec, relu).args[:2])
+        except ScheduleError as exc:
+            raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
+        return VitaJob(layer, vthreads, relu, tuple(candidates), shapes)
+
+    def inputs(self, job: VitaJob, rng: np.random.Generator) -> list[np.ndarray]:
+        return [rng.integers(-128, 128, shape, dtype=np.int8) for shape in job.input_shapes]
+
+    def check_inputs(self, job: VitaJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        arrays = [np.asarray(a) for a in given]
+        got = [(tuple(a.shape), a.dtype) for a in arrays]
+        if got != [(s, np.dtype(np.int8)) for s in job.input_shapes]:
+            raise RunError(f"VITA {job.layer.op}: expected int8 data and weights of shapes "
+                           f"{[list(s) for s in job.input_shapes]}, but got "
+                           f"{[(list(s), str(d)) for s, d in got]}")
+        return arrays
+
+    def compile(self, job: VitaJob, candidate: vita.Tiling, target: Target
+                ) -> tuple[vita.VitaSchedule, VitaKernel]:
+        return compile_layer(job.layer, candidate, target, job.relu)
+
+    def execute(self, job: VitaJob, compiled: tuple[vita.VitaSchedule, VitaKernel], inputs: list[np.ndarray],
+                target: Target) -> Execution:
+        vs, kernel = compiled
+        result = simulate(kernel.program, kernel.dram_image(inputs), target.config)
+        out = kernel.read(result.dram, vs.args[-1].name).reshape(vs.args[-1].shape)
+        return Execution(
+            output=out, cycles=result.cycles,
+            instructions=dict(Counter(i.name for i in kernel.program.insns)),
+            tensor_instructions=len(kernel.program.insns), scalar_instructions=0, scalar_fallback=0,
+            unmatched=[], utilization=utilization(result), program=str(kernel.program))
+
+    def reference(self, job: VitaJob, inputs: list[np.ndarray]) -> np.ndarray:
+        return job.layer.reference(inputs, job.relu)
+
+    def roofline(self, job: VitaJob, target: Target, execution: Execution) -> int:
+        return roofline_cycles(job.layer, target)
+
+    def params(self, job: VitaJob, candidate: vita.Tiling, target: Target) -> dict[str, Any]:
+        return {**job.layer.params, "vthreads": job.vthreads, "tiling": asdict(candidate),
+                "config": target.config.name, "relu": job.relu}
+
+    def tuned_entry(self, candidate: vita.Tiling, cost: float) -> dict[str, Any]:
+        return {"tiling": asdict(candidate), "cycles": int(cost)}
+
+
+FLOW = VitaFlow()
 
 
 def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig | Target = DEFAULT_CONFIG,
              tiling: vita.Tiling | None = None, tune: int = 0, relu: bool = False, seed: int = 0,
              inputs: list[np.ndarray] | None = None) -> RunReport:
-    """Compile ``layer`` for VITA with ``vthreads`` virtual threads (0: none), simulate it on ``config`` and
-    compare with numpy. The tiling is ``tiling``, else the best of ``tune`` measured candidates when
-    ``tune`` > 0, else the cost model's first choice. ``config`` is the target (its spec and machine
-    config), or a machine config (object, name or file) to run with its spec."""
-    start = time.perf_counter()
-    target = as_target("vita", config)
-    cfg = target.config
-    if vthreads < 0:
-        raise RunError(f"VITA: vthreads must be >= 0, but got {vthreads}")
-    tuned: list[tuple[vita.Tiling, int]] = []
-    try:
-        if tiling is None and tune > 0:
-            tiling, tuned = tune_tiling(layer, vthreads, target, tune)
-        elif tiling is None:
-            tiling = vita.choose_tiling(layer.tiled(target.spec), vthreads, spec=target.spec,
-                                        costs=machine_costs(target))
-    except ScheduleError as exc:
-        raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
-    vs, kernel = compile_layer(layer, tiling, target, relu)
-    compiled = time.perf_counter()
-    if inputs is None:
-        rng = np.random.default_rng(seed)
-        inputs = [rng.integers(-128, 128, a.shape, dtype=np.int8) for a in vs.args[:2]]
-    result = simulate(kernel.program, kernel.dram_image(inputs), cfg)
-    simulated = time.perf_counter()
-    out = kernel.read(result.dram, vs.args[-1].name).reshape(vs.args[-1].shape)
-    want = layer.reference(inputs, relu)
-    diff = int(np.max(np.abs(out.astype(np.int32) - want.astype(np.int32)))) if out.size else 0
-    roof = roofline_cycles(layer, target)
-    return RunReport(
-        op=layer.op, target="vita",
-        params={**layer.params, "vthreads": vthreads, "tiling": asdict(tiling), "config": cfg.name,
-                "relu": relu, "seed": seed,
-                "tuned": [{"tiling": asdict(t), "cycles": c} for t, c in tuned]},
-        validated=diff == 0, max_abs_err=float(diff), cycles=result.cycles,
-        instructions=dict(Counter(i.name for i in kernel.program.insns)),
-        tensor_instructions=len(kernel.program.insns), scalar_instructions=0, scalar_fallback=0,
-        unmatched=[], utilization=utilization(result),
-        roofline_cycles=roof, roofline_pct=round(100.0 * roof / result.cycles, 2) if result.cycles else 0.0,
-        compile_s=compiled - start, simulate_s=simulated - compiled, wall_s=time.perf_counter() - start,
-        detail="bit-exact" if diff == 0 else f"{int(np.count_nonzero(out != want))} outputs differ",
-        output=out, reference=want)
+    """``run`` for VITA: ``layer`` with ``vthreads`` virtual threads (0: none) on ``config`` (the target, or
+    a machine config, object, name or file, to run with its spec). The tiling is ``tiling``, else the best
+    of ``tune`` simulated candidates when ``tune`` > 0, else the cost model's first choice."""
+    params: dict[str, Any] = {**layer.params, "vthreads": vthreads, "tiling": tiling, "tune": tune,
+                              "relu": relu, "seed": seed}
+    return run(layer.op, as_target("vita", config), params, inputs=inputs)
 
 
 def utilization(result: VitaResult) -> dict[str, float]:

@@ -20,7 +20,7 @@ from compiler.ops.vita import Tiling
 from sim.core.errors import SimConfigError
 from sim.diannao.config import DiannaoConfig
 from sim.vita.config import load_config
-from tandem.run import run_diannao
+from tandem.diannao_run import run_diannao
 from tandem.targets import load_target
 from tandem.vita_run import VitaLayer, run_vita
 

@@ -23,8 +23,7 @@ from compiler.passes.tensorize import Match, NoMatch, select, unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from compiler.testing import assert_same_results
-from tandem.diannao_run import run_kernel
-from tandem.run import conv2d_matches
+from tandem.diannao_run import conv2d_matches, run_kernel
 
 SPEC = isa.load_isa("diannao")
 TARGET = Target("diannao", SPEC)

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tandem.cli import app
-from tandem.run import roofline_cycles, run_diannao
+from tandem.diannao_run import roofline_cycles, run_diannao
 from tandem.targets import load_target
 
 RUNNER = CliRunner()

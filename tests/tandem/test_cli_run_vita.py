@@ -71,8 +71,8 @@ def test_runs_are_deterministic() -> None:
 @pytest.mark.parametrize("args,message", [
     (["relu"], "no schedule for operator 'relu'"),
     (["conv2d", "-p", "H=8", "-p", "W=8", "-p", "IC=24"], "IC = 24 is not a multiple of the GEMM block 16"),
-    (["conv2d", "-p", "M=8"], "unknown parameter for conv2d on vita"),
-    (["gemm", "--shape", "8x8"], "gemm on vita takes -p M= N= K="),
+    (["conv2d", "-p", "M=8"], "vita conv2d: unknown parameter 'M'"),
+    (["gemm", "--shape", "8x8"], "gemm takes -p M= N= K="),
     (["gemm", "-p", "M=8", "--config", "no-such-config"], "no-such-config"),
     (["conv2d", "-p", "H=7", "-p", "W=7", "-p", "IC=16", "-p", "OC=16", "--vthreads", "3"],
      "no tiling with 3 virtual thread"),

@@ -1,0 +1,142 @@
+"""The one ``tandem run`` flow (tandem/run.py): the same steps for every target, bad parameters refused before
+any work, tuning keeps the cheapest candidate, and the report's contract is the same everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from compiler.backend.llvm import host_cpu
+from tandem import run as flow_module
+from tandem.diannao_run import run_diannao
+from tandem.run import Execution, RunError, TargetFlow, exact, flow_for, run
+from tandem.targets import load_target
+from tandem.vita_run import VitaLayer, run_vita
+
+CONTRACT = {"op", "target", "params", "validated", "max_abs_err", "detail", "cycles", "instructions",
+            "tensor_instructions", "scalar_instructions", "scalar_fallback", "unmatched", "utilization",
+            "roofline_cycles", "roofline_pct", "compile_s", "simulate_s", "wall_s"}
+
+CASES = [
+    ("diannao", "add", {"shape": (3, 70), "cores": 2}),
+    ("diannao", "conv2d", {"H": 6, "W": 5, "IC": 8, "OC": 16, "dtype": "int8", "cores": 2}),
+    ("vita", "conv2d", {"H": 6, "W": 6, "IC": 16, "OC": 32, "vthreads": 2}),
+    ("vita", "gemm", {"M": 16, "N": 32, "K": 64}),
+    pytest.param("cpu", "gemm", {"M": 8, "N": 16, "K": 8, "threads": 1, "min_time": 0.002},
+                 marks=pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="no AVX-512 VNNI here")),
+]
+
+
+@pytest.mark.parametrize(("kind", "op", "params"), CASES)
+def test_every_target_compiles_executes_validates_and_reports_the_same_contract(kind, op, params) -> None:
+    report = run(op, load_target(kind), {**params, "seed": 3})
+    assert report.validated and report.max_abs_err == 0 and "bit-exact" in report.detail
+    assert CONTRACT <= set(report.to_json()) and report.target == kind
+    assert report.params["seed"] == 3 and report.cycles > 0 and report.tensor_instructions > 0
+    again = run(op, load_target(kind), {**params, "seed": 3})
+    np.testing.assert_array_equal(again.output, report.output)   # the seed fixes the inputs
+
+
+@pytest.mark.parametrize(("kind", "op", "params", "message"), [
+    ("diannao", "add", {"lanes": 4}, "DianNao add: unknown parameter 'lanes'"),
+    ("diannao", "add", {"seed": -1}, "seed must be an integer >= 0"),
+    ("diannao", "conv2d", {"H": 8}, "conv2d needs all of H, W and IC"),
+    ("vita", "conv2d", {"dtype": "int8"}, "vita conv2d: unknown parameter 'dtype'"),
+    ("vita", "gemm", {"M": 0}, "M must be an integer >= 1"),
+    ("vita", "gemm", {"shape": (8, 8)}, "gemm takes -p M= N= K="),
+    ("vita", "relu", {}, "no schedule for operator 'relu'"),
+    ("vita", "conv2d", {"tiling": "big"}, "tiling must be a compiler.ops.vita.Tiling"),
+    ("cpu", "conv2d", {"isa": "avx9"}, "unknown isa 'avx9'"),
+    ("cpu", "gemm", {"cores": 4}, "cpu gemm: unknown parameter 'cores'"),
+])
+def test_bad_parameters_are_refused_before_anything_is_compiled(kind, op, params, message, monkeypatch):
+    flow = flow_for(kind)
+    monkeypatch.setattr(type(flow), "compile", lambda *a: pytest.fail("compiled a bad request"))
+    with pytest.raises(RunError, match=message):
+        run(op, load_target(kind), params)
+
+
+def test_an_unknown_target_kind_is_named() -> None:
+    with pytest.raises(RunError, match="unknown target 'gpu'"):
+        flow_for("gpu")
+
+
+@dataclass(frozen=True)
+class ToyJob:
+    candidates: tuple[int, ...]
+
+
+class ToyFlow(TargetFlow):
+    """A target whose kernel adds ``candidate`` to its input and whose cost is ``10 - candidate``."""
+
+    kind = "toy"
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+
+    def plan(self, op: str, params: dict[str, Any], target) -> ToyJob:
+        self.steps.append("plan")
+        return ToyJob(tuple(params.pop("candidates")))
+
+    def inputs(self, job, rng):
+        self.steps.append("inputs")
+        return [rng.integers(0, 100, 8)]
+
+    def check_inputs(self, job, given):
+        return list(given)
+
+    def compile(self, job, candidate, target):
+        self.steps.append(f"compile {candidate}")
+        return candidate
+
+    def cost(self, job, compiled, inputs, target) -> float:
+        return 10 - compiled
+
+    def execute(self, job, compiled, inputs, target) -> Execution:
+        self.steps.append(f"execute {compiled}")
+        return Execution(inputs[0] + compiled, 100, {"add": 1}, 1, 0, 0, [], {})
+
+    def reference(self, job, inputs):
+        return inputs[0] + 2   # what candidate 2 computes
+
+    def roofline(self, job, target, execution) -> int:
+        return 25
+
+    def params(self, job, candidate, target) -> dict[str, Any]:
+        return {"candidate": candidate}
+
+
+def test_run_measures_every_candidate_and_executes_the_cheapest(monkeypatch) -> None:
+    toy = ToyFlow()
+    monkeypatch.setattr(flow_module, "flow_for", lambda kind: toy)
+    report = run("add", load_target("diannao"), {"candidates": [0, 2, 1]})
+    assert toy.steps == ["plan", "inputs", "compile 0", "compile 2", "compile 1", "execute 2"]
+    assert report.params["candidate"] == 2 and report.validated
+    assert report.params["tuned"] == [{"candidate": str(c), "cost": 10 - c} for c in (0, 2, 1)]
+    assert report.roofline_pct == 25.0
+
+
+def test_one_candidate_is_not_measured_and_a_wrong_output_is_reported(monkeypatch) -> None:
+    toy = ToyFlow()
+    monkeypatch.setattr(flow_module, "flow_for", lambda kind: toy)
+    report = run("add", load_target("diannao"), {"candidates": [1]})
+    assert toy.steps == ["plan", "inputs", "compile 1", "execute 1"] and report.params["tuned"] == []
+    assert not report.validated and report.max_abs_err == 1.0
+    assert report.detail == "8 of 8 outputs differ from numpy (max |err| 1)"
+
+
+def test_exact_treats_nan_as_equal_and_names_a_shape_mismatch() -> None:
+    a = np.array([1.0, np.nan], np.float32)
+    assert exact(a, a.copy()).validated
+    assert not exact(a, np.zeros(3, np.float32)).validated
+
+
+def test_the_target_wrappers_are_the_one_flow() -> None:
+    layer = VitaLayer.conv2d(6, 6, 16, 32)
+    target = load_target("vita", "tvm-paper")
+    assert run_vita(layer, 2, target).cycles == run("conv2d", target, {**layer.params, "vthreads": 2}).cycles
+    direct = run("sub", load_target("diannao"), {"shape": (9, 70), "cores": 3})
+    assert run_diannao("sub", (9, 70), cores=3).cycles == direct.cycles
