@@ -50,7 +50,6 @@ from tandem.vita_run import VitaLayer, dram_bytes_per_cycle, machine_costs, run_
 QUICK = {"q1": (14, 32, 32, 3, 1), "q2": (14, 32, 64, 1, 2), "q3": (7, 64, 64, 3, 1)}
 PAPER = "latency reduction 7%-54% per layer; GEMM utilization at best 52% without, up to 74% with"
 SEED = 0
-ALU_OPS = 3   # the epilogue: shift, max, min
 
 COLUMNS = (
     "layer", "H", "W", "IC", "OC", "K", "S", "P", "macs", "dram_bytes", "intensity", "ridge", "bound",
@@ -85,8 +84,9 @@ def compute_unit_cycles(layer: VitaLayer, target: Target) -> int:
     ALU operations at the ALU's initiation interval, one per output vector each."""
     c = layer.conv
     vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
+    costs = machine_costs(target)
     return (math.ceil(c.macs / peak_macs_per_cycle(target.spec))
-            + ALU_OPS * machine_costs(target).alu_cycles_per_uop * vectors)
+            + costs.epilogue_ops * costs.alu_cycles_per_uop * vectors)
 
 
 def run_layer(layer: Layer, vthreads: int, tune: int, target: Target) -> dict:

@@ -47,7 +47,8 @@ _TABLE_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
 _KEY_AT = re.compile(r"^\s*([A-Za-z0-9_\-.\" ']+?)\s*=")
 
 _TOP_KEYS = {"isa", "params", "derived", "enums", "spaces", "formats", "instructions", "data"}
-_ISA_KEYS = {"name", "summary", "insn_bits", "description"}
+_ISA_KEYS = {"name", "summary", "insn_bits", "description", "extends"}
+_MAX_EXTENDS = 8   # how deep a chain of `extends` may go
 _ENUM_KEYS = {"values", "summary"}
 _SPACE_KEYS = {"bytes", "id", "unit_bytes", "summary"}
 _FORMAT_KEYS = {"bits", "unit_bits", "fields", "summary"}
@@ -107,6 +108,15 @@ def load_spec_text(text: str, file: str = "<text>", params: Mapping[str, int] | 
 @functools.lru_cache(maxsize=64)
 def _load_text(text: str, file: str, params: tuple[tuple[str, int], ...]) -> ISA:
     return _Loader(text, file, dict(params)).load()
+
+
+def _overlay(base: dict, top: dict) -> dict:
+    """``top`` over ``base``: tables merge key by key; any other value of ``top`` replaces ``base``'s."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = (_overlay(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict)
+                    else value)
+    return out
 
 
 class _Loader:
@@ -206,6 +216,7 @@ class _Loader:
             doc = tomllib.loads(self.text)
         except tomllib.TOMLDecodeError as e:
             raise self.toml_error(e) from None
+        doc = self.extend(doc, self.file, ())
         self.keys(doc, _TOP_KEYS, "the spec file", field=None)
         self.where = "table [isa]"
         head = self.keys(doc.get("isa"), _ISA_KEYS, "[isa]") if "isa" in doc else None
@@ -246,6 +257,41 @@ class _Loader:
         return ISA(name, summary, insn_bits, MappingProxyType(dict(self.params)), MappingProxyType(enums),
                    MappingProxyType(spaces), MappingProxyType(formats), MappingProxyType(instructions),
                    MappingProxyType(data), self.file, MappingProxyType(defaults), self.text)
+
+    def extend(self, doc: dict, file: str, chain: tuple[str, ...]) -> dict:
+        """``doc`` laid over the spec its ``[isa] extends`` names (a built-in spec's name, or a file path
+        relative to ``file``'s folder), recursively: tables merge key by key, anything else (a value, an
+        array, an array of tables) replaces the base's. Without ``extends``, ``doc`` itself."""
+        head = doc.get("isa")
+        if not isinstance(head, dict) or "extends" not in head:
+            return doc
+        self.where = "table [isa]"
+        base = head["extends"]
+        if not isinstance(base, str) or not base:
+            raise self.error(f"'extends' must name a built-in spec or a spec file, but got {base!r}",
+                             "extends")
+        if "/" in base or base.endswith(".toml"):
+            path = Path(file).parent / base
+        elif base in builtin_specs():
+            path = SPECS_DIR / f"{base}.toml"
+        else:
+            raise self.error(f"'extends' names {base!r}, which is neither a built-in spec "
+                             f"({', '.join(builtin_specs())}) nor a .toml file", "extends")
+        key = str(path.resolve())
+        if key in chain or len(chain) >= _MAX_EXTENDS:
+            raise self.error(f"'extends' of {base!r} loops or goes deeper than {_MAX_EXTENDS} specs: "
+                             f"{' -> '.join([*chain, key])}", "extends")
+        try:
+            base_doc = tomllib.loads(path.read_text())
+        except OSError as e:
+            raise self.error(f"'extends' names {str(path)!r}, which cannot be read: {e.strerror}",
+                             "extends") from None
+        except tomllib.TOMLDecodeError as e:
+            raise self.error(f"'extends' names {str(path)!r}, which is not valid TOML: {e}",
+                             "extends") from None
+        merged = _overlay(self.extend(base_doc, str(path), (*chain, key)), doc)
+        merged["isa"] = {k: v for k, v in merged["isa"].items() if k != "extends"}
+        return merged
 
     def load_params(self, raw: object) -> dict[str, int]:
         self.where = "table [params]"

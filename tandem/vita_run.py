@@ -107,13 +107,14 @@ def _one_uop_timing(spec: isa.ISA, name: str) -> tuple[int, int]:
     return latency or 0, cycles or 0
 
 
-def machine_costs(target: Target) -> vita.MachineCosts:
+def machine_costs(target: Target, relu: bool = False) -> vita.MachineCosts:
     """The numbers the schedule's cost model uses: the spec's timing (DRAM bandwidth, the GEMM and ALU
-    instructions' pipeline fill and the ALU's cycles per micro-op) and the config's DRAM latency."""
+    instructions' pipeline fill, the ALU's cycles per micro-op and how many ALU instructions the epilogue
+    takes on this spec) and the config's DRAM latency."""
     gemm_fill, _ = _one_uop_timing(target.spec, "GEMM")
     alu_fill, alu_per_uop = _one_uop_timing(target.spec, "ALU_MAX")
     return vita.MachineCosts(dram_bytes_per_cycle(target), target.config.dram_latency_cycles,
-                             max(gemm_fill, alu_fill), alu_per_uop)
+                             max(gemm_fill, alu_fill), alu_per_uop, vita.epilogue_ops(target.spec, relu))
 
 
 def dram_bytes_per_cycle(target: Target) -> int:
@@ -172,7 +173,7 @@ class VitaFlow(TargetFlow):
                 candidates = [tiling]
             else:
                 ranked = vita.rank_tilings(layer.tiled(target.spec), vthreads, spec=target.spec,
-                                           costs=machine_costs(target))
+                                           costs=machine_costs(target, relu))
                 candidates = ranked[:tune] if tune > 0 else ranked[:1]
             shapes = tuple(tuple(a.shape) for a in layer.schedule(candidates[0], target.spec, relu).args[:2])
         except ScheduleError as exc:

@@ -17,7 +17,8 @@ Both compute ``clip(sum(i32(data) * i32(weight)) >> shift, lo, 127)`` with ``lo 
 - ``res`` (scope "acc"): the convolution, computed per output tile; for each chunk of ``ic_block`` input
   channel blocks the padded input rows are staged in "inp" and the kernel chunk in "wgt" (marked
   ``dma_copy``), then the GEMM nest runs over the tile (marked ``tensorize = "gemm"``);
-- ``shr``, ``lo``, ``hi`` (scope "acc"): the epilogue, one ALU operation each (marked ``alu``);
+- ``shr``, ``lo``, ``hi`` (scope "acc"): the epilogue, one ALU operation each (marked ``alu``); ``lo`` and
+  ``hi`` are one stage, ``clip``, when the spec has an instruction that clips in one pass;
 - ``out``: the tile copied to DRAM as int8 (marked ``dma_copy``).
 
 ``vthreads = n > 1`` splits the output channel blocks (or the output rows, ``vthread_axis="h"``) into n
@@ -35,9 +36,11 @@ import numpy as np
 import isa
 from compiler import te
 from compiler.errors import ScheduleError
+from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ops import nn, reference
 from compiler.ops.nn import ConvShape
+from compiler.passes.tensorize_tiles import tile_instruction_for
 from compiler.schedule import Schedule, create_schedule
 
 
@@ -127,17 +130,18 @@ class MachineCosts:
     dram_latency: int = 40
     pipeline_fill: int = 4     # GEMM and ALU, per instruction
     alu_cycles_per_uop: int = 2
+    epilogue_ops: int = 3      # ALU instructions per tile: shift, max, min (or shift and one clip)
 
 
 def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCosts = MachineCosts()) -> int:
     """A first-order cost of ``layer`` under tiling ``t``, per unit and per chunk of input channels.
 
     Per tile: each chunk loads its input rows and weights (``load``) and runs its GEMMs (``gemm``); then
-    the epilogue (three ALU operations) and the store. One thread cannot load a chunk while its GEMMs
-    read the previous one, so without virtual threads a chunk costs ``load + gemm``. With n threads the
-    units overlap: a round of n chunks costs the most of n GEMMs, n loads, and one load plus one GEMM
-    (a thread's next load still waits for its own GEMM). The first load and the last epilogue and store
-    stick out either way."""
+    the epilogue (``costs.epilogue_ops`` ALU operations) and the store. One thread cannot load a chunk
+    while its GEMMs read the previous one, so without virtual threads a chunk costs ``load + gemm``. With n
+    threads the units overlap: a round of n chunks costs the most of n GEMMs, n loads, and one load plus
+    one GEMM (a thread's next load still waits for its own GEMM). The first load and the last epilogue and
+    store stick out either way."""
     block = block_of(spec)
     c = costs
     oc_b, ic_b = layer.oc // block, layer.ic // block
@@ -149,7 +153,7 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     wgt = t.oc_block * t.ic_block * layer.k * layer.k * block * block
     load = math.ceil((inp + wgt) / c.dram_bytes_per_cycle) + 2 * c.dram_latency
     gemm = vectors * t.ic_block * layer.k * layer.k + c.pipeline_fill
-    epilogue = vectors + 3 * (c.alu_cycles_per_uop * vectors + c.pipeline_fill)   # reset and 3 ALU ops
+    epilogue = vectors + c.epilogue_ops * (c.alu_cycles_per_uop * vectors + c.pipeline_fill)   # reset, ALU
     store = math.ceil(vectors * block / c.dram_bytes_per_cycle) + c.dram_latency
     n = t.threads
     if n == 1:
@@ -199,14 +203,41 @@ def choose_tiling(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
 # Operators
 
 
-def _epilogue(res: te.Tensor, shift: int, relu: bool) -> tuple[te.Tensor, ...]:
+def _epilogue(res: te.Tensor, shift: int, relu: bool, spec: isa.ISA) -> tuple[te.Tensor, ...]:
+    """The shift-and-clip stages in the accumulators, the int8 cast last: the clip is one stage when the
+    spec has an instruction that clips in one pass (``clip_instruction``), else a max and a min."""
     if not 0 <= shift < 31:
         raise ScheduleError(f"VITA: shift must be in [0, 31), but got {shift}")
+    low = 0 if relu else -128
     shr = te.compute(res.shape, lambda *i: ir.FloorDiv(res[i], ir.const(1 << shift)), name="shr")
-    lo = te.compute(res.shape, lambda *i: ir.Max(shr[i], ir.const(0 if relu else -128)), name="lo")
-    hi = te.compute(res.shape, lambda *i: ir.Min(lo[i], ir.const(127)), name="hi")
-    out = te.compute(res.shape, lambda *i: ir.cast(hi[i], "int8"), name="out")
-    return shr, lo, hi, out
+    if clip_instruction(spec, relu) is not None:
+        clip = te.compute(res.shape, lambda *i: ir.Min(ir.Max(shr[i], ir.const(low)), ir.const(127)),
+                          name="clip")
+        stages = (shr, clip)
+    else:
+        lo = te.compute(res.shape, lambda *i: ir.Max(shr[i], ir.const(low)), name="lo")
+        stages = (shr, lo, te.compute(res.shape, lambda *i: ir.Min(lo[i], ir.const(127)), name="hi"))
+    out = te.compute(res.shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
+    return (*stages, out)
+
+
+def clip_instruction(spec: isa.ISA, relu: bool = False) -> str | None:
+    """The tile instruction of ``spec`` that clips an accumulator tile to [0 if relu else -128, 127] in one
+    pass, as the one matcher (``tile_instruction_for``) finds it on a probe tile; None when the spec has
+    none, and the epilogue clips with two instructions (max, then min)."""
+    batch, block = batch_of(spec), block_of(spec)
+    acc = ir.Buffer("acc", (batch * block,), dtypes.int32, "acc")
+    b, o = ir.Var("b"), ir.Var("o")
+    index = b * block + o
+    clip = ir.Min(ir.Max(acc[index], ir.const(0 if relu else -128)), ir.const(127))
+    probe = ir.For(b, ir.const(0), ir.const(batch),
+                   ir.For(o, ir.const(0), ir.const(block), ir.Store(acc, (index,), clip)))
+    return tile_instruction_for(probe, spec)
+
+
+def epilogue_ops(spec: isa.ISA, relu: bool = False) -> int:
+    """How many ALU instructions the epilogue issues per tile: the shift and a clip, or a max and a min."""
+    return 2 if clip_instruction(spec, relu) is not None else 3
 
 
 def dense_shape(m: int, n: int, k: int, spec: isa.ISA) -> ConvShape:
@@ -248,11 +279,11 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
 
     res = te.compute((1, oc_b, layer.oh, layer.ow, batch, block),
                      lambda *i: te.sum(product(*i), axis=[ico, kh, kw, ici]), name="res")
-    shr, lo, hi, out = _epilogue(res, shift, relu)
+    *epilogue, out = _epilogue(res, shift, relu, spec)
     s = create_schedule(out)
     if padded is not data:
         s[padded].compute_inline()
-    _schedule_tiles(s, res, (shr, lo, hi), out, t, padded, kernel, spatial=(2, 3))
+    _schedule_tiles(s, res, tuple(epilogue), out, t, padded, kernel, spatial=(2, 3))
     return VitaSchedule(s, (data, kernel, out), t)
 
 
@@ -278,9 +309,9 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     res = te.compute((m // batch, nb, batch, block), lambda i, j, b, o: te.sum(
         ir.cast(data[i, ko, b, ki], "int32") * ir.cast(weight[j, ko, o, ki], "int32"), axis=[ko, ki]),
         name="res")
-    shr, lo, hi, out = _epilogue(res, shift, relu)
+    *epilogue, out = _epilogue(res, shift, relu, spec)
     s = create_schedule(out)
-    _schedule_tiles(s, res, (shr, lo, hi), out, t, data, weight, spatial=(0,))
+    _schedule_tiles(s, res, tuple(epilogue), out, t, data, weight, spatial=(0,))
     return VitaSchedule(s, (data, weight, out), t)
 
 

@@ -48,6 +48,18 @@ def tensorize_tiles(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     return ir.PrimFunc(func.name, func.params, _Select(spec).mutate(func.body), func.attrs)
 
 
+def tile_instruction_for(stmt: ir.Stmt, spec: isa.ISA) -> str | None:
+    """The name of the first tile instruction of ``spec`` that the nest ``stmt`` (loops around one store)
+    maps to by the rules above, or None: how a schedule asks which operations the spec can fuse."""
+    for instr in _Select(spec).candidates:
+        try:
+            _Match(stmt, spec, instr).run()
+            return instr.name
+        except _NoMatch:
+            continue
+    return None
+
+
 class _NoMatch(Exception):
     pass
 

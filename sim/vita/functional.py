@@ -141,7 +141,7 @@ class VitaState:
                                 f"(depth {depth})")
         words = self.buffers["UOP"][bgn:end, 0]
         key = (words.tobytes(), f["iter_out"], f["iter_in"], f["dst_factor_out"], f["dst_factor_in"],
-               f["src_factor_out"], f["src_factor_in"], f.get("wgt_factor_out"), f.get("wgt_factor_in"))
+               *(f.get(k) for k in ("src_factor_out", "src_factor_in", "wgt_factor_out", "wgt_factor_in")))
         cached = self._uop_cache.get(key)
         if cached is not None:
             return cached
@@ -151,12 +151,12 @@ class VitaState:
         for name, out_f, in_f in (("dst", "dst_factor_out", "dst_factor_in"),
                                   ("src", "src_factor_out", "src_factor_in"),
                                   ("wgt", "wgt_factor_out", "wgt_factor_in")):
-            if name == "wgt" and "wgt_factor_out" not in f:
+            if out_f not in f:   # an operand the format has no loop factors for (a dst-only ALU operation)
                 continue
             lsb, mask = self.uop_fields[f"{name}_idx"]
             base = ((words.astype(np.int64) >> lsb) & mask).reshape(1, 1, -1)
             out[name] = (base + i * f[out_f] + j * f[in_f]).reshape(-1)
-        dst, src = out["dst"], out["src"]
+        dst, src = out["dst"], out.get("src", out["dst"])
         # ALU micro-ops may run as one vector operation when no destination repeats and (with a source
         # operand) no source is another micro-op's destination
         unique = np.unique(dst).size == dst.size

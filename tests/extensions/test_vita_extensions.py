@@ -1,0 +1,63 @@
+"""VITA extensions from spec files alone (tests/extensions/*.toml), run through ``tandem run --spec``: each is
+bit-exact, its new instruction is selected where its semantics match, and it is timed by its own timing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from compiler.ops.vita import Tiling
+from tandem.cli import app
+from tandem.targets import load_target
+from tandem.vita_run import VitaLayer, run_vita
+
+HERE = Path(__file__).parent
+CLIP, PIPELINED = HERE / "vita_alu_clip.toml", HERE / "vita_pipelined.toml"
+RUNNER = CliRunner()
+LAYERS = {
+    "conv2d": ["-p", "H=14", "-p", "W=14", "-p", "IC=64", "-p", "OC=64"],
+    "gemm": ["-p", "M=64", "-p", "N=128", "-p", "K=256"],
+}
+
+
+def run(op: str, *args: str) -> dict:
+    result = RUNNER.invoke(app, ["run", op, *LAYERS[op], "--target", "vita", "--config", "tvm-paper", *args,
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["validated"] is True and report["max_abs_err"] == 0, report
+    return report
+
+
+@pytest.mark.parametrize("op", list(LAYERS))
+@pytest.mark.parametrize("relu", [[], ["--relu"]], ids=["clip", "relu"])
+def test_alu_clip_replaces_the_epilogues_max_and_min(op: str, relu: list[str]) -> None:
+    base, clip = run(op, *relu), run(op, *relu, "--spec", str(CLIP))
+    counts, before = clip["instructions"], base["instructions"]
+    assert before["ALU_SHR"] == before["ALU_MAX"] == before["ALU_MIN"] and "ALU_CLIP" not in before
+    assert counts["ALU_CLIP"] == counts["ALU_SHR"] and "ALU_MAX" not in counts and "ALU_MIN" not in counts
+    assert clip["cycles"] < base["cycles"]
+
+
+def test_alu_clip_is_timed_by_its_own_spec_timing(tmp_path: Path) -> None:
+    slow = tmp_path / "slow_clip.toml"
+    slow.write_text(f'[isa]\nname = "vita"\nsummary = "ALU_CLIP at 16 cycles per micro-op"\n'
+                    f'extends = "{CLIP}"\n[instructions.ALU_CLIP]\n'
+                    f'timing = {{ cycles = "16 * iter_out * iter_in * max(uop_end - uop_bgn, 0)" }}\n')
+    fast = run("conv2d", "--spec", str(CLIP))
+    tiling = Tiling(**fast["params"]["tiling"])
+    layer = VitaLayer.conv2d(14, 14, 64, 64)
+    same = run_vita(layer, 0, load_target("vita", "tvm-paper", CLIP), tiling=tiling)
+    slower = run_vita(layer, 0, load_target("vita", "tvm-paper", slow), tiling=tiling)
+    assert same.cycles == fast["cycles"] and slower.validated
+    assert slower.instructions == same.instructions and slower.cycles > same.cycles
+
+
+def test_a_pipelined_alu_and_gemm_by_spec_timing_alone() -> None:
+    for op in LAYERS:
+        base, fast = run(op, "--vthreads", "2"), run(op, "--vthreads", "2", "--spec", str(PIPELINED))
+        assert fast["cycles"] < base["cycles"]
+        assert fast["instructions"].keys() == base["instructions"].keys()   # the same instructions, faster

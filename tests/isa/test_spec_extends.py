@@ -1,0 +1,55 @@
+"""``[isa] extends``: a spec file that names the spec it extends and says only what is new or changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import isa
+from isa.errors import ISASpecError
+
+HEAD = '[isa]\nname = "vita"\nsummary = "an extension"\n'
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_an_extension_adds_and_overrides_and_keeps_the_rest(tmp_path: Path) -> None:
+    path = write(tmp_path, "x.toml", HEAD + 'extends = "vita"\n[params]\nDRAM_BYTES_PER_CYCLE = 32\n'
+                 '[enums.alu_op]\nvalues = { CLIP = 5 }\n'
+                 '[instructions.ALU_MAX]\ntiming = { cycles = "iter_out * iter_in" }\n')
+    spec, base = isa.load_spec_file(path), isa.load_isa("vita")
+    assert spec.params["DRAM_BYTES_PER_CYCLE"] == 32 and base.params["DRAM_BYTES_PER_CYCLE"] == 8
+    assert spec.enums["alu_op"].values["CLIP"] == 5 and spec.enums["alu_op"].values["MAX"] == 1
+    timing, before = spec.instruction("ALU_MAX").timing, base.instruction("ALU_MAX").timing
+    assert str(timing.cycles) == "iter_out * iter_in"      # the table merged: unit and latency kept
+    assert (timing.unit, timing.latency) == (before.unit, before.latency)
+    assert set(spec.instructions) == set(base.instructions) and spec.summary == "an extension"
+
+
+def test_an_extension_of_an_extension_by_relative_path_and_with_params(tmp_path: Path) -> None:
+    write(tmp_path, "a.toml", HEAD + 'extends = "vita"\n[params]\nDRAM_BYTES_PER_CYCLE = 16\n')
+    (tmp_path / "sub").mkdir()
+    path = write(tmp_path / "sub", "b.toml",
+                 HEAD + 'extends = "../a.toml"\n[params]\nGEMM_PIPELINE_CYCLES = 1\n')
+    spec = isa.load_spec_file(path)
+    assert (spec.params["DRAM_BYTES_PER_CYCLE"], spec.params["GEMM_PIPELINE_CYCLES"]) == (16, 1)
+    wider = spec.with_params({"LOG_BLOCK": 5})   # reloads from the file's text, resolving extends again
+    assert wider.params["BLOCK_OUT"] == 32 and wider.params["DRAM_BYTES_PER_CYCLE"] == 16
+
+
+@pytest.mark.parametrize(("extends", "message"), [
+    ('"nonesuch"', "neither a built-in spec"),
+    ('"missing.toml"', "cannot be read"),
+    ("3", "'extends' must name a built-in spec or a spec file"),
+    ('"loop.toml"', "loops or goes deeper"),
+])
+def test_a_bad_extends_names_the_file_and_the_field(tmp_path: Path, extends: str, message: str) -> None:
+    path = write(tmp_path, "loop.toml", HEAD + f"extends = {extends}\n")
+    with pytest.raises(ISASpecError, match=message) as err:
+        isa.load_spec_file(path)
+    assert "loop.toml" in str(err.value) and "extends" in str(err.value)
