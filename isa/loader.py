@@ -258,40 +258,56 @@ class _Loader:
                    MappingProxyType(spaces), MappingProxyType(formats), MappingProxyType(instructions),
                    MappingProxyType(data), self.file, MappingProxyType(defaults), self.text)
 
-    def extend(self, doc: dict, file: str, chain: tuple[str, ...]) -> dict:
-        """``doc`` laid over the spec its ``[isa] extends`` names (a built-in spec's name, or a file path
-        relative to ``file``'s folder), recursively: tables merge key by key, anything else (a value, an
-        array, an array of tables) replaces the base's. Without ``extends``, ``doc`` itself."""
+    def extend(self, doc: dict, file: str, chain: tuple[str, ...], merged: dict | None = None,
+               included: set[str] | None = None) -> dict:
+        """``doc`` laid over the specs its ``[isa] extends`` names (a built-in spec's name or a file path
+        relative to ``file``'s folder, or a list of them, laid first to last), recursively: tables merge key
+        by key, anything else (a value, an array, an array of tables) replaces the base's. A spec that two
+        bases extend is laid once, so ``extends = ["a.toml", "b.toml"]`` composes two extensions of the
+        same spec. Without ``extends``, ``doc`` over ``merged``."""
+        merged = {} if merged is None else merged
+        included = set() if included is None else included
         head = doc.get("isa")
-        if not isinstance(head, dict) or "extends" not in head:
-            return doc
-        self.where = "table [isa]"
-        base = head["extends"]
-        if not isinstance(base, str) or not base:
-            raise self.error(f"'extends' must name a built-in spec or a spec file, but got {base!r}",
-                             "extends")
-        if "/" in base or base.endswith(".toml"):
-            path = Path(file).parent / base
-        elif base in builtin_specs():
-            path = SPECS_DIR / f"{base}.toml"
-        else:
-            raise self.error(f"'extends' names {base!r}, which is neither a built-in spec "
-                             f"({', '.join(builtin_specs())}) nor a .toml file", "extends")
-        key = str(path.resolve())
-        if key in chain or len(chain) >= _MAX_EXTENDS:
-            raise self.error(f"'extends' of {base!r} loops or goes deeper than {_MAX_EXTENDS} specs: "
-                             f"{' -> '.join([*chain, key])}", "extends")
-        try:
-            base_doc = tomllib.loads(path.read_text())
-        except OSError as e:
-            raise self.error(f"'extends' names {str(path)!r}, which cannot be read: {e.strerror}",
-                             "extends") from None
-        except tomllib.TOMLDecodeError as e:
-            raise self.error(f"'extends' names {str(path)!r}, which is not valid TOML: {e}",
-                             "extends") from None
-        merged = _overlay(self.extend(base_doc, str(path), (*chain, key)), doc)
-        merged["isa"] = {k: v for k, v in merged["isa"].items() if k != "extends"}
+        bases: list = []
+        if isinstance(head, dict) and "extends" in head:
+            given = head["extends"]
+            bases = [given] if isinstance(given, str) else given
+            if not isinstance(bases, list) or not bases or not all(isinstance(b, str) and b for b in bases):
+                self.where = "table [isa]"
+                raise self.error(f"'extends' must name a built-in spec or a spec file (or a list of them), "
+                                 f"but got {given!r}", "extends")
+        for base in bases:
+            self.where = "table [isa]"
+            path = self.base_path(base, file)
+            key = str(path.resolve())
+            if key in chain or len(chain) >= _MAX_EXTENDS:
+                raise self.error(f"'extends' of {base!r} loops or goes deeper than {_MAX_EXTENDS} specs: "
+                                 f"{' -> '.join([*chain, key])}", "extends")
+            if key in included:
+                continue
+            included.add(key)
+            try:
+                base_doc = tomllib.loads(path.read_text())
+            except OSError as e:
+                raise self.error(f"'extends' names {str(path)!r}, which cannot be read: {e.strerror}",
+                                 "extends") from None
+            except tomllib.TOMLDecodeError as e:
+                raise self.error(f"'extends' names {str(path)!r}, which is not valid TOML: {e}",
+                                 "extends") from None
+            merged = self.extend(base_doc, str(path), (*chain, key), merged, included)
+        merged = _overlay(merged, doc)
+        if isinstance(merged.get("isa"), dict):
+            merged["isa"] = {k: v for k, v in merged["isa"].items() if k != "extends"}
         return merged
+
+    def base_path(self, base: str, file: str) -> Path:
+        """Where the spec that ``extends`` names lies: a built-in spec, or a path relative to ``file``."""
+        if "/" in base or base.endswith(".toml"):
+            return Path(file).parent / base
+        if base in builtin_specs():
+            return SPECS_DIR / f"{base}.toml"
+        raise self.error(f"'extends' names {base!r}, which is neither a built-in spec "
+                         f"({', '.join(builtin_specs())}) nor a .toml file", "extends")
 
     def load_params(self, raw: object) -> dict[str, int]:
         self.where = "table [params]"

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import isa
 from compiler.ops.vita import Tiling
 from tandem.cli import app
 from tandem.targets import load_target
 from tandem.vita_run import VitaLayer, run_vita
 
 HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
 CLIP, PIPELINED = HERE / "vita_alu_clip.toml", HERE / "vita_pipelined.toml"
 RUNNER = CliRunner()
 LAYERS = {
@@ -61,3 +63,17 @@ def test_a_pipelined_alu_and_gemm_by_spec_timing_alone() -> None:
         base, fast = run(op, "--vthreads", "2"), run(op, "--vthreads", "2", "--spec", str(PIPELINED))
         assert fast["cycles"] < base["cycles"]
         assert fast["instructions"].keys() == base["instructions"].keys()   # the same instructions, faster
+
+
+@pytest.mark.parametrize("spec_file", [CLIP, ROOT / "experiments/specs/vita_relaxed_encoding.toml"])
+def test_alu_clip_encodes_and_decodes_beside_the_other_alu_instructions(spec_file: Path) -> None:
+    doubled = {"LOG_INP_BUFF_SIZE": 16, "LOG_WGT_BUFF_SIZE": 16, "LOG_ACC_BUFF_SIZE": 18,
+               "LOG_UOP_BUFF_SIZE": 16}   # every buffer twice tvm-paper's: only the wider encoding fits
+    text = f'[isa]\nname = "vita"\nsummary = "both"\nextends = ["{spec_file}", "{CLIP}"]\n'
+    spec = isa.load_spec_file(CLIP) if spec_file == CLIP else isa.load_spec_text(text, "x.toml", doubled)
+    clip = spec.insn("ALU_CLIP", uop_bgn=0, uop_end=1, iter_out=3, iter_in=1, dst_factor_out=1, lo=-128,
+                     hi=127)
+    maximum = spec.insn("ALU_MAX", uop_bgn=0, uop_end=1, iter_out=3, iter_in=1, dst_factor_out=1, use_imm=1,
+                        imm=-128)
+    for insn in (clip, maximum):
+        assert isa.binary.decode_insn(spec, isa.binary.encode_insn(spec, insn)) == insn

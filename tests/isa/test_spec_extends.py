@@ -46,6 +46,7 @@ def test_an_extension_of_an_extension_by_relative_path_and_with_params(tmp_path:
     ('"nonesuch"', "neither a built-in spec"),
     ('"missing.toml"', "cannot be read"),
     ("3", "'extends' must name a built-in spec or a spec file"),
+    ("[]", "'extends' must name a built-in spec or a spec file"),
     ('"loop.toml"', "loops or goes deeper"),
 ])
 def test_a_bad_extends_names_the_file_and_the_field(tmp_path: Path, extends: str, message: str) -> None:
@@ -53,3 +54,12 @@ def test_a_bad_extends_names_the_file_and_the_field(tmp_path: Path, extends: str
     with pytest.raises(ISASpecError, match=message) as err:
         isa.load_spec_file(path)
     assert "loop.toml" in str(err.value) and "extends" in str(err.value)
+
+
+def test_a_list_of_bases_is_laid_one_over_the_other(tmp_path: Path) -> None:
+    write(tmp_path, "fast.toml", HEAD + 'extends = "vita"\n[params]\nDRAM_BYTES_PER_CYCLE = 16\n'
+          'GEMM_PIPELINE_CYCLES = 2\n')
+    write(tmp_path, "faster.toml", HEAD + 'extends = "vita"\n[params]\nDRAM_BYTES_PER_CYCLE = 32\n')
+    path = write(tmp_path, "both.toml", HEAD + 'extends = ["fast.toml", "faster.toml"]\n')
+    spec = isa.load_spec_file(path)
+    assert (spec.params["DRAM_BYTES_PER_CYCLE"], spec.params["GEMM_PIPELINE_CYCLES"]) == (32, 2)
