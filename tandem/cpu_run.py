@@ -171,7 +171,8 @@ class CpuFlow(TargetFlow):
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuJob:
         if op not in OPS:
-            raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
+            raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)} "
+                           f"(operators of your own, FILE.py:NAME, run on diannao)")
         where = f"cpu {op}"
         if op == "gemm":
             layer, keys = CpuLayer.gemm(*take_gemm(params, where)), GEMM_KEYS

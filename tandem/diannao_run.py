@@ -47,12 +47,14 @@ from tandem.run import (
     RunError,
     RunReport,
     TargetFlow,
+    exact,
     reject_unknown,
     run,
     take_conv,
     take_int,
 )
 from tandem.targets import as_target
+from tandem.user_ops import UserOp, is_user_op, load_user_op
 
 GMEM_ALIGN = 64  # bytes: each array starts on a GDRAM access granule (isa/specs/diannao.toml, VECTOR_ALIGN)
 
@@ -115,6 +117,7 @@ class DiannaoJob:
     skip: tuple[str, ...]
     shape: tuple[int, ...]
     conv: ConvShape | None = None
+    user: UserOp | None = None    # a user's element-wise operator (tandem/user_ops.py)
     candidates: tuple = (None,)   # one schedule: the card's tiles follow from its capacities
 
     @property
@@ -133,6 +136,8 @@ class DiannaoFlow(TargetFlow):
     kind = "diannao"
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
+        if is_user_op(op):
+            return self._plan_user(op, params, target)
         if op not in OPS:
             raise RunError(f"DianNao: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
         where = f"DianNao {op}"
@@ -140,11 +145,7 @@ class DiannaoFlow(TargetFlow):
         if dtype not in NUMPY_DTYPES:
             raise RunError(f"DianNao: unsupported dtype {dtype!r}; expected one of {', '.join(NUMPY_DTYPES)}")
         cores = take_int(params, "cores", 16, 1, where)
-        if cores > card_cores(target.spec):
-            raise RunError(f"DianNao: {cores} cores requested, but config {target.config.name!r} has "
-                           f"{card_cores(target.spec)}")
-        tile = take_int(params, "tile", None, 1, where)
-        skip = tuple(sorted(params.pop("skip", ())))
+        tile, skip = self._options(params, cores, target, where)
         conv = None
         if op == "conv2d":
             if dtype not in CONV_DTYPES:
@@ -159,7 +160,28 @@ class DiannaoFlow(TargetFlow):
                        where)
         return DiannaoJob(op, dtype, cores, tile, skip, shape, conv)
 
+    @staticmethod
+    def _options(params: dict[str, Any], cores: int, target: Target, where: str):
+        """The tile and the skipped passes, after checking the cores against the card's."""
+        if cores > card_cores(target.spec):
+            raise RunError(f"DianNao: {cores} cores requested, but config {target.config.name!r} has "
+                           f"{card_cores(target.spec)}")
+        return take_int(params, "tile", None, 1, where), tuple(sorted(params.pop("skip", ())))
+
+    def _plan_user(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
+        """A user's operator: the card's options first, every other parameter is the operator's."""
+        cores = take_int(params, "cores", 16, 1, op)
+        tile, skip = self._options(params, cores, target, op)
+        user = load_user_op(op, {k: params.pop(k) for k in list(params)})
+        dtype = user.output.dtype.name
+        if dtype not in NUMPY_DTYPES:
+            raise RunError(f"{op}: the output's dtype {dtype} does not run on the card; expected one of "
+                           f"{', '.join(NUMPY_DTYPES)}")
+        return DiannaoJob(op, dtype, cores, tile, skip, tuple(user.output.shape), user=user)
+
     def inputs(self, job: DiannaoJob, rng: np.random.Generator) -> list[np.ndarray]:
+        if job.user is not None:
+            return job.user.random_inputs(rng)
         if job.conv is None:
             n = math.prod(job.shape)
             return [_random(rng, n, job.dtype) for _ in range(1 if job.op == "relu" else 2)]
@@ -168,6 +190,8 @@ class DiannaoFlow(TargetFlow):
                 _random(rng, c.oc * c.k * c.k * c.ic, job.dtype).reshape(c.oc, c.k, c.k, c.ic)]
 
     def check_inputs(self, job: DiannaoJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if job.user is not None:
+            return job.user.check_inputs(given)
         np_dt = NUMPY_DTYPES[job.dtype]
         if job.conv is not None:
             c = job.conv
@@ -193,7 +217,14 @@ class DiannaoFlow(TargetFlow):
         return flat
 
     def compile(self, job: DiannaoJob, candidate: None, target: Target) -> DiannaoCompiled:
-        if job.conv is not None:
+        if job.user is not None:
+            try:
+                sched = dops.elementwise_of(job.user.inputs, job.user.output, job.cores, job.tile,
+                                            spec=target.spec)
+            except ScheduleError as exc:
+                raise RunError(f"{job.op}: {exc}") from None
+            func = compile_func(lower(sched.schedule, list(sched.args), job.user.name), target, skip=job.skip)
+        elif job.conv is not None:
             sched, func = compile_conv2d(job.conv, job.dtype, job.cores, target, job.skip)
         else:
             sched = dops.elementwise(job.op, job.shape, job.dtype, job.cores, job.tile, spec=target.spec)
@@ -204,15 +235,16 @@ class DiannaoFlow(TargetFlow):
                 target: Target) -> Execution:
         kernel = compiled.kernel
         out_shape = tuple(compiled.sched.args[-1].shape)
-        if job.conv is None:
-            arrays = [*inputs, np.zeros(math.prod(job.shape), NUMPY_DTYPES[job.dtype])]
+        if job.conv is None:   # element-wise kernels take flat arrays
+            out = np.zeros(math.prod(job.shape), NUMPY_DTYPES[job.dtype])
+            arrays = [*(x.reshape(-1) for x in inputs), out]
         else:   # the weights go in the conv instruction's blocks: (cout/16, k, k, cin, 16)
             block = target.spec.params["CONV_BLOCK"]
             blocked = dops.block_weights(np.transpose(inputs[1], (1, 2, 3, 0)), block)
             arrays = [inputs[0], blocked, np.zeros(out_shape, NUMPY_DTYPES[CONV_DTYPES[job.dtype]])]
         result, after = run_kernel(kernel, arrays, config=target)
         return Execution(
-            output=after[-1] if job.conv is None else after[-1].reshape(out_shape),
+            output=after[-1].reshape(job.shape if job.user is not None else out_shape),
             cycles=result.cycles, instructions=result.instructions,
             tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
             scalar_fallback=kernel.fallback_count(result.executed),
@@ -222,22 +254,27 @@ class DiannaoFlow(TargetFlow):
                     **({"cores_used": compiled.sched.cores} if job.conv is not None else {})})
 
     def reference(self, job: DiannaoJob, inputs: list[np.ndarray]) -> np.ndarray:
+        if job.user is not None:
+            return job.user.reference(inputs)
         if job.conv is not None:
             x, wt = inputs
-            exact = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC")
+            want64 = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC")
             out_dt = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]])
-            return exact.astype(np.int64).astype(out_dt) if out_dt.kind == "i" else exact.astype(out_dt)
+            return want64.astype(np.int64).astype(out_dt) if out_dt.kind == "i" else want64.astype(out_dt)
         with np.errstate(over="ignore", invalid="ignore"):
             if job.op == "relu":
                 return np.maximum(inputs[0], 0).astype(NUMPY_DTYPES[job.dtype])
             return ELEMENTWISE[job.op](*inputs)
 
     def validate(self, job: DiannaoJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
+        if job.user is not None:
+            result = job.user.compare(got, want)
+            return Check(result.passed, exact(got, want).max_abs_err, result.detail)
         if job.conv is None or got.dtype.kind == "i":
             return super().validate(job, inputs, got, want)
         x, wt = inputs
-        exact = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC")
-        err = float(np.max(np.abs(got.astype(np.float64) - exact))) if got.size else 0.0
+        want64 = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC")
+        err = float(np.max(np.abs(got.astype(np.float64) - want64))) if got.size else 0.0
         ok = conv2d_within_bound(got, x, wt, job.conv.s, job.conv.p)
         detail = "within the f32 summation bound" if ok else f"max |err| {err:.3g} against numpy"
         return Check(ok, err, detail)
@@ -245,11 +282,14 @@ class DiannaoFlow(TargetFlow):
     def roofline(self, job: DiannaoJob, target: Target, execution: Execution) -> int:
         if job.conv is not None:
             return conv2d_roofline(job.conv, job.dtype, job.cores, target)
-        return roofline_cycles(job.op, math.prod(job.shape), job.dtype, job.cores, target)
+        operands = len(job.user.inputs) + 1 if job.user is not None else 2 if job.op == "relu" else 3
+        return roofline_cycles(operands, math.prod(job.shape), job.dtype, job.cores, target)
 
     def params(self, job: DiannaoJob, candidate: None, target: Target) -> dict[str, Any]:
         out = {"shape": list(job.shape), "dtype": job.dtype, "cores": job.cores, "config": target.config.name,
                "skip": list(job.skip)}
+        if job.user is not None:
+            out["operator"] = job.user.params
         if job.conv is not None:
             c = job.conv
             out.update(H=c.h, W=c.w, IC=c.ic, OC=c.oc, K=c.k, S=c.s, P=c.p)
@@ -323,12 +363,12 @@ def conv2d_roofline(conv: ConvShape, dtype: str, cores: int, target: Target) -> 
     return max(tfu, math.ceil(traffic / config.gmem_bytes_per_cycle))
 
 
-def roofline_cycles(op: str, elements: int, dtype: str, cores: int, target: Target) -> int:
-    """The fewest cycles the card could take: every operand crosses GMEM once (its port is shared by all
-    cores), and each core's vector unit handles its share at VFU_BYTES_PER_CYCLE."""
+def roofline_cycles(operands: int, elements: int, dtype: str, cores: int, target: Target) -> int:
+    """The fewest cycles the card could take for an element-wise operator of ``operands`` tensors (inputs
+    and output): every operand crosses GMEM once (its port is shared by all cores), and each core's vector
+    unit handles its share at VFU_BYTES_PER_CYCLE."""
     params, config = target.spec.params, target.config
     size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
-    operands = 2 if op == "relu" else 3
     gmem = math.ceil(operands * elements * size / config.gmem_bytes_per_cycle)
     vector = math.ceil(math.ceil(elements / cores) * size / params["VFU_BYTES_PER_CYCLE"])
     return max(gmem, vector)

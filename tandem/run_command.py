@@ -18,12 +18,14 @@ from rich.table import Table
 from tandem.console import fail
 from tandem.workloads import WorkloadError, int_param, parse_params, parse_shape
 
+OWN = ("cores", "tile", "threads")   # -p options of a flow, not of a user's operator
 DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8"}
 
 
 def run_command(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
-                                           "conv2d, gemm (vita, cpu).")],
+                                           "conv2d, gemm (vita, cpu); or FILE.py:NAME, an operator of "
+                                           "your own (diannao), whose -p values NAME takes.")],
     target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",
     shape: Annotated[str | None, typer.Option(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,
@@ -69,6 +71,7 @@ def run_command(
     from sim.core.errors import SimError
     from tandem.run import FLOWS, RunError, run
     from tandem.targets import TargetError, load_target
+    from tandem.user_ops import is_user_op
 
     if target not in FLOWS:
         raise fail(f"unknown target {target!r}; expected one of {', '.join(FLOWS)}", 2)
@@ -77,7 +80,8 @@ def run_command(
     except (TargetError, TandemError, SimError, ISAError) as exc:
         raise fail(str(exc), 2) from None
     try:
-        values: dict = {k: int_param(k, v, 0 if k in ("seed", "P") else 1)
+        user = is_user_op(op)   # a user's operator takes any integers; the flow's own options stay checked
+        values: dict = {k: int_param(k, v, 0 if k in ("seed", "P") else None if user and k not in OWN else 1)
                         for k, v in parse_params(params or ()).items()}
         if shape is not None:
             values["shape"] = parse_shape(shape)

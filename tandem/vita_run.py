@@ -152,7 +152,8 @@ class VitaFlow(TargetFlow):
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> VitaJob:
         if op not in OPS:
-            raise RunError(f"VITA: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
+            raise RunError(f"VITA: no schedule for operator {op!r}; expected one of {', '.join(OPS)} "
+                           f"(operators of your own, FILE.py:NAME, run on diannao)")
         where = f"vita {op}"
         if op == "gemm":
             layer, keys = VitaLayer.gemm(*take_gemm(params, where)), GEMM_KEYS

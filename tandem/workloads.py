@@ -108,12 +108,13 @@ def parse_params(items: Sequence[str]) -> dict[str, str]:
     return params
 
 
-def int_param(key: str, value: str, minimum: int) -> int:
+def int_param(key: str, value: str, minimum: int | None) -> int:
+    """``value`` as an integer (at least ``minimum`` unless None), else WorkloadError naming ``-p key``."""
     try:
         number = int(value)
     except ValueError:
         raise WorkloadError(f"-p {key}", f"expected an integer, but got {value!r}") from None
-    if number < minimum:
+    if minimum is not None and number < minimum:
         raise WorkloadError(f"-p {key}", f"expected an integer >= {minimum}, but got {number}")
     return number
 

@@ -22,6 +22,7 @@ import isa
 from compiler import ops, te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
+from compiler.ir.functor import IRMutator, substitute
 from compiler.ops import nn
 from compiler.schedule import Schedule, create_schedule
 
@@ -62,17 +63,74 @@ def elementwise(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
     if op not in BINARY and op not in UNARY:
         raise ScheduleError(f"DianNao element-wise: unknown op {op!r}; expected one of "
                             f"{', '.join([*BINARY, *UNARY])}")
-    if not 1 <= cores:
-        raise ScheduleError(f"DianNao element-wise: expected at least one core, but got {cores}")
     n = math.prod(shape)
     inputs = tuple(te.placeholder((n,), dtype, name=x) for x in ("A", "B")[: 1 if op in UNARY else 2])
     out = UNARY[op](inputs[0]) if op in UNARY else BINARY[op](*inputs)
+    return _tiled(inputs, out, op, cores, tile, spec, stage_inputs=op in BINARY)
+
+
+def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 16, tile: int | None = None,
+                   *, spec: isa.ISA) -> DiannaoSchedule:
+    """A user's element-wise operator: ``out`` computed from the placeholders ``inputs``, each read at the
+    output's own index (any shape; constants and the index itself may appear too). Scheduled as
+    ``elementwise`` on the flat view: the kernel's parameters are 1-D versions of ``inputs`` and ``out``
+    (same dtypes, ``prod(shape)`` elements), every input staged into NMEM per tile, the compute marked for
+    a vector instruction (one matches when the spec has an instruction with its semantics, else it stays
+    scalar). ScheduleError says why another operator is not element-wise."""
+    flat_inputs, flat_out = flatten_elementwise(inputs, out)
+    return _tiled(flat_inputs, flat_out, out.name, cores, tile, spec, stage_inputs=True)
+
+
+def flatten_elementwise(inputs: tuple[te.Tensor, ...],
+                        out: te.Tensor) -> tuple[tuple[te.Tensor, ...], te.Tensor]:
+    """``out`` over 1-D copies of ``inputs``: input loads at the output's index become loads at the flat
+    index ``i``, and any other use of an output axis becomes its value unravelled from ``i``."""
+    where = f"DianNao operator {out.name}"
+    op = out.op
+    if not isinstance(op, te.ComputeOp) or op.reduce_axis:
+        raise ScheduleError(f"{where}: only element-wise operators run on the card's vector units; this one "
+                            f"{'reduces' if isinstance(op, te.ComputeOp) else 'is not a compute'}")
+    for t in op.input_tensors:
+        if t not in inputs:
+            raise ScheduleError(f"{where}: it reads {t.name}, which is not one of its inputs (a second stage "
+                                f"is not supported on the card's element-wise schedule)")
+    n = math.prod(out.shape)
+    flat = {t.buffer: te.placeholder((n,), t.dtype, name=t.name) for t in inputs}
+    axes = [iv.var for iv in op.axis]
+    i = ir.Var("i")
+    strides = [math.prod(out.shape[d + 1:]) for d in range(len(axes))]
+    unravel = {v: ir.FloorMod(ir.FloorDiv(i, ir.const(st)), ir.const(ext)) if len(axes) > 1 else i
+               for v, st, ext in zip(axes, strides, out.shape, strict=True)}
+
+    class _Flatten(IRMutator):
+        def mutate_Load(self, load: ir.Load) -> ir.Expr:
+            tensor = flat.get(load.buffer)
+            if tensor is None:
+                return self.generic_mutate(load)
+            if tuple(load.indices) != tuple(axes) or load.buffer.shape != out.shape:
+                raise ScheduleError(f"{where}: it reads {load.buffer.name}{list(load.indices)}, not at the "
+                                    f"output's index {[v.name for v in axes]} (not element-wise)")
+            return tensor[i]
+
+    body = substitute(_Flatten().mutate(op.body), unravel)
+    flat_out = te.compute((n,), lambda x: substitute(body, {i: x}), name=out.name, axis_names=["i"])
+    return tuple(flat[t.buffer] for t in inputs), flat_out
+
+
+def _tiled(inputs: tuple[te.Tensor, ...], out: te.Tensor, mark: str, cores: int, tile: int | None,
+           spec: isa.ISA, stage_inputs: bool) -> DiannaoSchedule:
+    """The element-wise schedule of a 1-D ``out``: per core, tiles of the inputs copied GMEM -> NMEM (when
+    ``stage_inputs``; else the compute reads GMEM into its NMEM output tile), the compute marked ``mark``,
+    and the result copied back."""
+    if not 1 <= cores:
+        raise ScheduleError(f"DianNao element-wise: expected at least one core, but got {cores}")
+    n = out.shape[0]
     s = create_schedule(out)
     itemsize = out.dtype.bits // 8
     share = math.ceil(n / cores)
-    buffers = len(inputs) + 1 if op in BINARY else 1
+    buffers = len(inputs) + 1 if stage_inputs else 1
     tile = min(tile, share) if tile else tile_elements(share, buffers, itemsize, spec)
-    staged = [s.cache_read(x, "nmem", [out]) for x in inputs] if op in BINARY else []
+    staged = [s.cache_read(x, "nmem", [out]) for x in inputs] if stage_inputs else []
     local = s.cache_write(out, "nmem")
     core, rest = s[out].split(out.op.axis[0], nparts=cores, names=("core", "rest"))
     outer, inner = s[out].split(rest, factor=tile, names=("tile", "e"))
@@ -81,7 +139,7 @@ def elementwise(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
         s[t].compute_at(s[out], outer)
     for t in staged:
         s[t].pragma(s[t].op.axis[0], "intrin", "copy")
-    s[local].pragma(s[local].op.axis[0], "intrin", op)
+    s[local].pragma(s[local].op.axis[0], "intrin", mark)
     s[out].pragma(inner, "intrin", "copy")
     return DiannaoSchedule(s, (*inputs, out), cores, tile)
 

@@ -1,0 +1,96 @@
+"""User operators (``tandem run FILE.py:NAME``) and the DianNao vaddrelu extension: an add+relu written in a
+file of one's own compiles to the fused instruction when the spec has it, and to scalar code when it has not,
+bit-exact either way; mistakes in the user's file are named with the file and line, exit status 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tandem.cli import app
+from tandem.run import RunError, run
+from tandem.targets import load_target
+from tandem.user_ops import UserOpError, load_user_op
+
+HERE = Path(__file__).parent
+OPS, VADDRELU = HERE / "my_ops.py", HERE / "diannao_vaddrelu.toml"
+RUNNER = CliRunner()
+
+
+def run_json(*args: str) -> dict:
+    result = RUNNER.invoke(app, ["run", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_add_relu_selects_the_fused_instruction_only_where_the_spec_has_it() -> None:
+    args = (f"{OPS}:add_relu", "--target", "diannao", "-p", "n=4096", "-p", "rows=2", "-p", "cores=4")
+    plain, fused = run_json(*args), run_json(*args, "--spec", str(VADDRELU))
+    assert plain["validated"] and fused["validated"] and fused["max_abs_err"] == 0
+    assert fused["instructions"]["vaddrelu"] >= 1
+    assert fused["scalar_fallback"] == 0 and fused["unmatched"] == []
+    assert "vaddrelu" not in plain["instructions"] and plain["scalar_fallback"] > 0
+    assert fused["cycles"] < plain["cycles"]
+    assert fused["params"]["operator"] == {"n": 4096, "rows": 2}
+
+
+def test_vaddrelu_is_timed_by_its_own_spec_timing(tmp_path: Path) -> None:
+    slow = tmp_path / "slow.toml"
+    slow.write_text(f'[isa]\nname = "diannao"\nsummary = "vaddrelu 8x slower"\nextends = "{VADDRELU}"\n'
+                    f'[instructions.vaddrelu]\n'
+                    f'timing = {{ cycles = "8 * ceil_div(n * bytes(T), VFU_BYTES_PER_CYCLE)" }}\n')
+    params = {"n": 8192, "cores": 1}
+    fast = run(f"{OPS}:add_relu", load_target("diannao", None, VADDRELU), params)
+    slower = run(f"{OPS}:add_relu", load_target("diannao", None, slow), params)
+    assert fast.validated and slower.validated and slower.instructions == fast.instructions
+    assert slower.cycles > fast.cycles
+
+
+def test_without_a_reference_the_interpreter_is_the_oracle() -> None:
+    report = run(f"{OPS}:scaled_sum", load_target("diannao"), {"n": 1000, "cores": 2, "seed": 4})
+    assert report.validated and report.detail.startswith("bit-exact")
+    op = load_user_op(f"{OPS}:scaled_sum", {"n": 1000})
+    a, b = (x.astype(np.int64) for x in op.random_inputs(np.random.default_rng(4)))   # the same seed
+    np.testing.assert_array_equal(report.reference, ((2 * a + b + 2**31) % 2**32 - 2**31).astype(np.int32))
+
+
+def test_given_inputs_of_the_users_shapes() -> None:
+    a = np.arange(12, dtype=np.float32).reshape(1, 12) - 6
+    b = np.ones((1, 12), np.float32)
+    report = run(f"{OPS}:add_relu", load_target("diannao"), {"n": 12, "cores": 1}, inputs=[a, b])
+    np.testing.assert_array_equal(report.output, np.maximum(a + b, 0))
+    with pytest.raises(RunError, match="expected inputs"):
+        run(f"{OPS}:add_relu", load_target("diannao"), {"n": 12}, inputs=[a])
+
+
+BAD = {
+    "raises.py": ("def op(n=4):\n    x = 1\n    raise ValueError('no good')\n",
+                  "raises.py:3: op raised ValueError: no good"),
+    "syntax.py": ("def op(:\n    pass\n", "syntax.py:1: not valid Python"),
+    "returns.py": ("def op(n=4):\n    return 3\n", "returns.py:1: op must return (inputs, output)"),
+    "noname.py": ("def other():\n    pass\n", "defines no function 'op' (its functions: other)"),
+    "params.py": ("def op(m=4):\n    return None\n", "params.py:1: op() cannot take n=4"),
+    "imports.py": ("import nonesuch_module\n", "imports.py:1: importing it raised ModuleNotFoundError"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_mistakes_in_the_users_file_name_the_file_and_line(tmp_path: Path, name: str) -> None:
+    text, message = BAD[name]
+    (tmp_path / name).write_text(text)
+    result = RUNNER.invoke(app, ["run", f"{tmp_path / name}:op", "--target", "diannao", "-p", "n=4"])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_missing_file_and_another_target_are_refused() -> None:
+    result = RUNNER.invoke(app, ["run", "nonesuch.py:op", "--target", "diannao"])
+    assert result.exit_code == 2 and "nonesuch.py: no such operator file" in result.output
+    result = RUNNER.invoke(app, ["run", f"{OPS}:add_relu", "--target", "vita"])
+    assert result.exit_code == 2 and "run on diannao" in result.output
+    with pytest.raises(UserOpError, match="must return a list of placeholder tensors"):
+        load_user_op(f"{HERE / 'bad_ops.py'}:not_placeholders", {})
