@@ -54,7 +54,7 @@ _SPACE_KEYS = {"bytes", "id", "unit_bytes", "summary"}
 _FORMAT_KEYS = {"bits", "unit_bits", "fields", "summary"}
 _FIELD_KEYS = {"name", "bits", "lsb", "signed", "kind", "enum", "default", "max", "doc"}
 _INSN_KEYS = {"summary", "format", "fixed", "types", "operands", "indices", "semantics", "constraints",
-              "timing", "intrinsic", "group", "doc"}
+              "timing", "intrinsic", "group", "doc", "intrinsic_args", "features"}
 _OPERAND_KEYS = {"name", "kind", "space", "dtype", "shape", "strides", "addr", "doc"}
 _CONSTRAINT_KEYS = {"kind", "rule", "message"}
 _TIMING_KEYS = {"unit", "latency", "cycles", "doc"}
@@ -508,9 +508,35 @@ class _Loader:
         for key in ("intrinsic", "group", "doc"):
             if key in body and not isinstance(body[key], str):
                 raise self.error(f"'{key}' must be a string, but got {_tname(body[key])}", key)
+        args = self.load_intrinsic_args(body.get("intrinsic_args", []), operands, "intrinsic" in body)
+        features = self.load_features(body.get("features", []))
         return Instruction(iname, summary, fmt, MappingProxyType(fixed), MappingProxyType(types), operands,
                            text, statements, MappingProxyType(typed), constraints, timing,
-                           body.get("intrinsic"), body.get("group"), body.get("doc", ""))
+                           body.get("intrinsic"), body.get("group"), body.get("doc", ""), args, features)
+
+    def load_intrinsic_args(self, raw: object, operands, has_intrinsic: bool) -> tuple[str, ...]:
+        """The operands an intrinsic takes, in its order: a list of operand names."""
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise self.error(f"'intrinsic_args' must be a list of operand names, but got {raw!r}",
+                             "intrinsic_args")
+        names = {op.name for op in operands}
+        for name in raw:
+            if name not in names:
+                raise self.error(f"'intrinsic_args' names '{name}', which is not an operand (operands: "
+                                 f"{', '.join(sorted(names))})", "intrinsic_args")
+        if raw and not has_intrinsic:
+            raise self.error("'intrinsic_args' needs an 'intrinsic'", "intrinsic_args")
+        return tuple(raw)
+
+    def load_features(self, raw: object) -> tuple[tuple[str, ...], ...]:
+        """CPU features: a list of names (all needed), or a list of such lists (any one set suffices)."""
+        if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+            return (tuple(raw),) if raw else ()
+        if isinstance(raw, list) and all(isinstance(x, list) and x and all(isinstance(y, str) for y in x)
+                                         for x in raw):
+            return tuple(tuple(x) for x in raw)
+        raise self.error(f"'features' must be a list of feature names or a list of such lists, but got "
+                         f"{raw!r}", "features")
 
     def load_fixed(self, raw: object, fmt: Format | None, enums: dict[str, Enum]) -> dict[str, int]:
         if not isinstance(raw, dict):

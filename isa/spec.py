@@ -142,6 +142,10 @@ class Instruction:
     intrinsic: str | None = None
     group: str | None = None
     doc: str = ""
+    #: the operands the intrinsic takes, in its argument order (a real machine's backend calls it so)
+    intrinsic_args: tuple[str, ...] = ()
+    #: the CPU features the instruction needs: any one of these sets (LLVM's names, e.g. avx512vnni)
+    features: tuple[tuple[str, ...], ...] = ()
 
     @property
     def fields(self) -> tuple[Field, ...]:

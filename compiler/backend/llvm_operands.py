@@ -12,8 +12,10 @@ rule reads (the index coefficients of the replaced loop variables):
 - a written operand is stored as one vector when its positions are exactly a contiguous run in order,
   else element by element in lane order (a later lane's write wins, as ``isa.execute`` has it).
 
-``INTRINSIC_ARGS`` lists, per LLVM intrinsic, which spec operands it takes in which order; an instruction
-whose intrinsic is not there cannot run on the CPU, and saying so is a ``CodegenError``.
+The spec says everything else: the intrinsic's name (``intrinsic``), which operands it takes in which order
+(``intrinsic_args``) and the CPU features it needs (``features``; isa/specs/x86.toml). An instruction without
+``intrinsic_args`` cannot run on the CPU, and saying so is a ``CodegenError``; there is no table here to
+extend.
 """
 
 from __future__ import annotations
@@ -31,19 +33,6 @@ from compiler.errors import CodegenError
 from compiler.ir import nodes as n
 from isa.instance import operand_shape
 
-#: LLVM 22's argument order of each intrinsic a spec names (isa/specs/x86.toml's header lists them).
-INTRINSIC_ARGS: dict[str, tuple[str, ...]] = {
-    "llvm.x86.avx512.vpdpbusd.512": ("c", "a", "b"),
-    "llvm.x86.avx512.vpdpbusd.256": ("c", "a", "b"),
-    "llvm.fma.v16f32": ("a", "b", "c"),
-}
-#: The CPU features each intrinsic needs: any one of the listed sets.
-INTRINSIC_FEATURES: dict[str, tuple[tuple[str, ...], ...]] = {
-    "llvm.x86.avx512.vpdpbusd.512": (("avx512vnni",),),
-    "llvm.x86.avx512.vpdpbusd.256": (("avxvnni",), ("avx512vnni", "avx512vl")),
-    "llvm.fma.v16f32": (("avx512f",),),
-}
-
 
 def runs_on_cpu(s: n.TensorInsn) -> bool:
     """Whether ``s`` is an instruction whose LLVM intrinsic this backend calls and this CPU executes."""
@@ -51,8 +40,9 @@ def runs_on_cpu(s: n.TensorInsn) -> bool:
         instr = s.isa.instruction(s.name)
     except KeyError:
         return False
-    needs = INTRINSIC_FEATURES.get(instr.intrinsic or "")
-    return needs is not None and any(set(option) <= host_features() for option in needs)
+    if not instr.intrinsic or not instr.intrinsic_args:
+        return False
+    return not instr.features or any(set(option) <= host_features() for option in instr.features)
 
 
 @cache
@@ -69,13 +59,13 @@ def emit_tensor_insn(em: FunctionEmitter, s: n.TensorInsn) -> None:
         instr = spec.instruction(s.name)
     except KeyError as e:
         raise CodegenError(f"llvm: {text}: {e}") from None
-    args = INTRINSIC_ARGS.get(instr.intrinsic or "")
-    if args is None:
-        raise CodegenError(f"llvm: {text}: {s.isa.name}.{s.name} has no LLVM intrinsic the CPU backend knows "
-                           f"(intrinsic {instr.intrinsic!r}); only real-machine ISAs such as x86 run on "
-                           "the CPU")
+    args = instr.intrinsic_args
+    if not instr.intrinsic or not args:
+        raise CodegenError(f"llvm: {text}: {s.isa.name}.{s.name} names no LLVM intrinsic with its arguments "
+                           f"(intrinsic {instr.intrinsic!r}, intrinsic_args {list(args)}); only real-machine "
+                           "ISAs such as x86 run on the CPU")
     if not runs_on_cpu(s):
-        needs = " or ".join("+".join(option) for option in INTRINSIC_FEATURES[instr.intrinsic])
+        needs = " or ".join("+".join(option) for option in instr.features)
         raise CodegenError(f"llvm: {text}: this CPU ({llvm.get_host_cpu_name()}) lacks {needs}")
     sem = instr.typed_semantics()
     if len(sem.writes) != 1:

@@ -63,3 +63,24 @@ def test_a_list_of_bases_is_laid_one_over_the_other(tmp_path: Path) -> None:
     path = write(tmp_path, "both.toml", HEAD + 'extends = ["fast.toml", "faster.toml"]\n')
     spec = isa.load_spec_file(path)
     assert (spec.params["DRAM_BYTES_PER_CYCLE"], spec.params["GEMM_PIPELINE_CYCLES"]) == (32, 2)
+
+
+X86 = '[isa]\nname = "x86"\nsummary = "x86 variant"\nextends = "x86"\n[instructions.vpdpbusd_512]\n'
+
+
+def test_the_intrinsics_arguments_and_cpu_features_come_from_the_spec() -> None:
+    x86 = isa.load_isa("x86")
+    vnni = x86.instruction("vpdpbusd_512")
+    assert vnni.intrinsic_args == ("c", "a", "b") and vnni.features == (("avx512vnni",),)
+    assert x86.instruction("vpdpbusd_256").features == (("avxvnni",), ("avx512vnni", "avx512vl"))
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('intrinsic_args = ["c", "z"]', "'intrinsic_args' names 'z', which is not an operand"),
+    ("intrinsic_args = 3", "'intrinsic_args' must be a list of operand names"),
+    ("features = [3]", "'features' must be a list of feature names or a list of such lists"),
+])
+def test_bad_intrinsic_args_or_features_are_named(tmp_path: Path, line: str, message: str) -> None:
+    path = write(tmp_path, "x.toml", X86 + line + "\n")
+    with pytest.raises(ISASpecError, match=message):
+        isa.load_spec_file(path)
