@@ -34,6 +34,7 @@ import numpy as np
 from baselines.cpu_peers import time_callable
 from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
 from compiler.backend.llvm_probe import measure_peak, tsc_hz, tsc_ticks
+from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu, reference
@@ -56,9 +57,9 @@ from tandem.run import (
 )
 from tandem.targets import load_target
 
-ISAS = tuple(cpu.ISAS)
+ISAS = cpu.ISAS
 OPS = ("conv2d", "gemm")
-OPTIONS = ("isa", "threads", "tune", "tuning", "min_time")
+OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype")
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,16 @@ class CpuLayer:
     op: str
     conv: ConvShape | None = None
     mnk: tuple[int, int, int] | None = None
+    dtype: str = "uint8"   # u8 data x s8 weights; or int16 x int16 (compiler.ops.cpu.DTYPES)
 
     @staticmethod
-    def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1) -> CpuLayer:
-        return CpuLayer("conv2d", conv=ConvShape(h, w, ic, oc, k, s, p))
+    def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1,
+               dtype: str = "uint8") -> CpuLayer:
+        return CpuLayer("conv2d", conv=ConvShape(h, w, ic, oc, k, s, p), dtype=dtype)
 
     @staticmethod
-    def gemm(m: int, n: int, k: int) -> CpuLayer:
-        return CpuLayer("gemm", mnk=(m, n, k))
+    def gemm(m: int, n: int, k: int, dtype: str = "uint8") -> CpuLayer:
+        return CpuLayer("gemm", mnk=(m, n, k), dtype=dtype)
 
     @property
     def macs(self) -> int:
@@ -89,14 +92,25 @@ class CpuLayer:
         m, n, k = self.mnk
         return {"M": m, "N": n, "K": k}
 
+    @property
+    def options(self) -> dict[str, str]:
+        """The layer's element type as a ``run`` parameter (none for the default u8 x s8)."""
+        return {"dtype": self.dtype} if self.dtype != "uint8" else {}
+
     def schedule(self, isa: str, tuning: cpu.CpuTuning, target: Target) -> cpu.CpuSchedule:
         if self.conv is not None:
-            return cpu.conv2d(self.conv, isa, tuning, spec=target.spec)
-        return cpu.gemm(*self.mnk, isa, tuning, spec=target.spec)
+            return cpu.conv2d(self.conv, isa, tuning, spec=target.spec, dtype=self.dtype)
+        return cpu.gemm(*self.mnk, isa, tuning, spec=target.spec, dtype=self.dtype)
 
     def inputs(self, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Seeded u8 data and s8 weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K])."""
+        """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]): u8 and s8,
+        or int16 over its whole range."""
         rng = np.random.default_rng(seed)
+        if self.dtype == "int16":
+            shapes = ((1, self.conv.ic, self.conv.h, self.conv.w), (self.conv.oc, self.conv.ic, self.conv.k,
+                      self.conv.k)) if self.conv is not None else ((self.mnk[0], self.mnk[2]),
+                                                                    (self.mnk[1], self.mnk[2]))
+            return tuple(rng.integers(-2**15, 2**15, shape).astype(np.int16) for shape in shapes)
         if self.conv is not None:
             c = self.conv
             return (
@@ -106,10 +120,11 @@ class CpuLayer:
         m, n, k = self.mnk
         return rng.integers(0, 256, (m, k)).astype(np.uint8), rng.integers(-128, 128, (n, k)).astype(np.int8)
 
-    def pack(self, data: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (
-            cpu.pack_conv(data, weight, self.conv) if self.conv is not None else cpu.pack_gemm(data, weight)
-        )
+    def pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8
+             ) -> tuple[np.ndarray, np.ndarray]:
+        if self.conv is not None:
+            return cpu.pack_conv(data, weight, self.conv, pk)
+        return cpu.pack_gemm(data, weight, pk)
 
     def unpack(self, out: np.ndarray) -> np.ndarray:
         return cpu.unpack_conv(out, self.conv) if self.conv is not None else cpu.unpack_gemm(out, self.mnk[1])
@@ -164,6 +179,7 @@ class CpuJob:
     threads: int
     min_time: float
     candidates: tuple[cpu.CpuTuning, ...]
+    packing: cpu.Packing
 
 
 class CpuFlow(TargetFlow):
@@ -174,11 +190,16 @@ class CpuFlow(TargetFlow):
             raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)} "
                            f"(operators of your own, FILE.py:NAME, run on diannao)")
         where = f"cpu {op}"
+        dtype = params.pop("dtype", "uint8")
+        if dtype not in cpu.DTYPES:
+            raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
+                           f"{', '.join(cpu.DTYPES)} (uint8: u8 data x s8 weights)")
         if op == "gemm":
-            layer, keys = CpuLayer.gemm(*take_gemm(params, where)), GEMM_KEYS
+            layer, keys = CpuLayer.gemm(*take_gemm(params, where), dtype=dtype), GEMM_KEYS
         else:
             c = take_conv(params, where)
-            layer, keys = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p), (*CONV_KEYS, "shape")
+            layer = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, dtype=dtype)
+            keys = (*CONV_KEYS, "shape")
         isa = params.pop("isa", "x86-vnni")
         if isa not in ISAS:
             raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
@@ -194,7 +215,11 @@ class CpuFlow(TargetFlow):
             raise RunError(f"{where}: min_time must be a number of seconds > 0, but got {min_time!r}")
         reject_unknown(params, (*keys, *OPTIONS), where)
         candidates = [tuning] if tuning is not None else tuning_space(layer)[: max(1, tune)]
-        return CpuJob(layer, isa, threads, float(min_time), tuple(candidates))
+        try:
+            pk = cpu.packing(isa, dtype, target.spec)
+        except ScheduleError as exc:
+            raise RunError(str(exc)) from None
+        return CpuJob(layer, isa, threads, float(min_time), tuple(candidates), pk)
 
     def inputs(self, job: CpuJob, rng: np.random.Generator) -> list[np.ndarray]:
         return list(job.layer.inputs(rng))
@@ -214,18 +239,21 @@ class CpuFlow(TargetFlow):
     def cost(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
              target: Target) -> float:
         """Seconds per call (measured for half the time of the final measurement)."""
-        return self._seconds(job, compiled, job.layer.pack(*inputs), job.min_time / 2)
+        return self._seconds(job, compiled, job.layer.pack(*inputs, job.packing), job.min_time / 2)
 
     def execute(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
                 target: Target) -> Execution:
         func, kernel = compiled
-        packed = job.layer.pack(*inputs)
+        packed = job.layer.pack(*inputs, job.packing)
         seconds = self._seconds(job, compiled, packed, job.min_time)
         out = np.zeros(func.params[-1].shape, np.int32)
         kernel(*packed, out)
         cycles = int(statistics.median(tsc_ticks(lambda: kernel(*packed, out)) for _ in range(5)))
         gops = 2 * job.layer.macs / seconds / 1e9
-        peak = measure_peak(job.threads) if host_cpu()["avx512vnni"] else None  # no vpdpbusd, no peak
+        # the peak of the operator's instruction: vpdpbusd's measured (64 multiply-adds per instruction), in
+        # proportion to the instruction's own multiply-adds (vpdpwssd: 16 lanes x 2 = 32, at the same rate)
+        per_insn = job.packing.lanes * job.packing.group / 64
+        peak = measure_peak(job.threads) * per_insn if host_cpu()["avx512vnni"] else None  # no vpdpbusd
         counts = issued_instructions(func)
         left = unmatched(func, target.spec)
         return Execution(
@@ -248,8 +276,10 @@ class CpuFlow(TargetFlow):
         return int(2 * job.layer.macs / (peak * 1e9) * tsc_hz()) if peak else None
 
     def params(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
+        names = {"uint8": "u8 x s8 -> s32", "int16": "s16 x s16 -> s32"}
         return {**job.layer.params, "isa": job.isa, "threads": job.threads, "tuning": str(candidate),
-                "cpu": host_cpu()["cpu"], "dtype": "u8 x s8 -> s32"}
+                "cpu": host_cpu()["cpu"], "dtype": names[job.layer.dtype],
+                "instruction": job.packing.instruction}
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
         return {"tuning": str(candidate), "seconds": cost}
@@ -279,8 +309,8 @@ def run_cpu(
 ) -> RunReport:
     """``run`` for this CPU: compile ``layer``, run it on seeded inputs, compare with numpy and time it.
     ``target`` is the cpu target (its x86 spec); by default the built-in spec."""
-    params = {**layer.params, "isa": isa, "threads": threads, "tune": tune, "seed": seed, "tuning": tuning,
-              "min_time": min_time}
+    params = {**layer.params, **layer.options, "isa": isa, "threads": threads, "tune": tune, "seed": seed,
+              "tuning": tuning, "min_time": min_time}
     return run(layer.op, target or load_target("cpu"), params)
 
 

@@ -19,7 +19,8 @@ from tandem.console import fail
 from tandem.workloads import WorkloadError, int_param, parse_params, parse_shape
 
 OWN = ("cores", "tile", "threads")   # -p options of a flow, not of a user's operator
-DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8"}
+DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8",
+               "u8": "uint8"}
 
 
 def run_command(
@@ -36,7 +37,8 @@ def run_command(
                                            "P (1), N (vita: images, default 1); gemm (vita, cpu): M, N, K."),
     ] = None,
     dtype: Annotated[str | None, typer.Option(
-        help="diannao: element type f32 (default), f16, i32, i16, i8.")] = None,
+        help="diannao: element type f32 (default), f16, i32, i16, i8; cpu: i16 for int16 x int16 (default "
+             "u8 x s8).")] = None,
     config: Annotated[str | None, typer.Option(
         help="Simulator config: built-in name (diannao: default; vita: vta-default, tvm-paper) or TOML "
              "file.")] = None,

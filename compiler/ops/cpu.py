@@ -1,21 +1,24 @@
-"""int8 conv2d and GEMM for the CPU, scheduled the way UNIT schedules a tensorized instruction (Sec. III.C).
+"""Integer conv2d and GEMM for the CPU, scheduled as UNIT schedules a tensorized instruction (Sec. III.C).
 
-Operators (u8 activations x s8 weights -> s32, batch 1), in the layouts UNIT uses (Sec. VI: data NCHW[x]c,
-kernel KCRS[y]k[x]c, with x the instruction's reduction width and y its output lanes: 4 and 16 for VNNI):
-- ``conv2d``: data ``[1, C/4, H + 2p, W + 2p, 4]`` (already padded, as UNIT's graph-level padding leaves it;
-  Table I's input sizes include the padding), kernel ``[K/16, C/4, R, S, 16, 4]``, output
-  ``[1, K/16, OH, OW, 16]``; channels are padded with zeros to multiples of 4 and 16 by ``pack_conv``;
-- ``gemm``: ``A[M, K]`` x ``B[N, K]``ᵀ with B packed ``[N/16, K/4, 16, 4]``, output ``[M, N/16, 16]``.
+Operators (batch 1, int32 results) of two element types: ``uint8`` (u8 activations x s8 weights, vpdpbusd's)
+and ``int16`` (int16 x int16, vpdpwssd's where a spec has it), in the layouts UNIT uses (Sec. VI: data
+NCHW[x]c, kernel KCRS[y]k[x]c, with x the instruction's reduction width and y its output lanes: 4 and 16 for
+vpdpbusd, 2 and 16 for vpdpwssd; ``Packing``):
+- ``conv2d``: data ``[1, C/x, H + 2p, W + 2p, x]`` (already padded, as UNIT's graph-level padding leaves
+  it; Table I's input sizes include the padding), kernel ``[K/y, C/x, R, S, y, x]``, output
+  ``[1, K/y, OH, OW, y]``; channels are padded with zeros to multiples of x and y by ``pack_conv``;
+- ``gemm``: ``A[M, K]`` x ``B[N, K]``ᵀ with B packed ``[N/y, K/x, y, x]``, output ``[M, N/y, y]``.
 ``pack_*`` / ``unpack_*`` convert from and to NCHW / row-major numpy arrays.
 
 The schedule is UNIT's rewriter: the Inspector's mapping (``compiler.passes.inspector``) says which loops
 the instruction computes; those are tiled by its extents, moved innermost and marked ``tensorize``; the other
 data-parallel loops are organized by two breaking points (``CpuTuning``, Fig. 7): loops before the first
 are fused and parallel, loops between run serially, and the innermost ones are moved below the reduction
-loops and unrolled, so that several independent instructions follow each other. ``isa`` picks the
-instruction: ``x86-vnni`` (vpdpbusd on 512-bit registers), ``x86-avx512`` (no tensorized instruction: the
-16 output lanes are a vectorized loop of 32-bit multiply-adds), ``none`` (scalar loops; LLVM may still
-vectorize them).
+loops and unrolled, so that several independent instructions follow each other. ``isa`` says how:
+``x86-vnni`` (tensorized: the spec's instruction that sums the operator's products into int32 lanes, found
+from its semantics, its blocking read from its operands; vpdpbusd for uint8 in the built-in spec),
+``x86-avx512`` (no tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit
+multiply-adds), ``none`` (scalar loops; LLVM may still vectorize them).
 """
 
 from __future__ import annotations
@@ -26,14 +29,71 @@ import numpy as np
 
 from compiler import te
 from compiler.errors import ScheduleError
+from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ops.nn import ConvShape
 from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
 from compiler.schedule import Schedule, create_schedule
 from isa import ISA
+from isa.lang.scalar import evaluate as evaluate_scalar
 
-LANES, GROUP = 16, 4  # vpdpbusd: 16 int32 lanes, each a sum of 4 byte products
-ISAS = {"x86-vnni": "vpdpbusd_512", "x86-avx512": None, "none": None}
+ISAS = ("x86-vnni", "x86-avx512", "none")
+#: the operator's element types: data (activations) and weights
+DTYPES = {"uint8": ("uint8", "int8"), "int16": ("int16", "int16")}
+LANES = 16   # int32 outputs per 512-bit register, the blocking of the untensorized schedules
+
+
+@dataclass(frozen=True)
+class Packing:
+    """The blocking an instruction imposes: ``lanes`` int32 outputs per instruction, each the sum of
+    ``group`` products of a ``data`` and a ``weight`` element; ``instruction`` None for the untensorized
+    schedules (16 lanes, as many products as fill 32 bits)."""
+
+    data: str
+    weight: str
+    lanes: int
+    group: int
+    instruction: str | None = None
+
+
+U8 = Packing("uint8", "int8", LANES, 4)   # the layout of u8 x s8 operators (vpdpbusd's), the default
+
+
+def packing(isa: str, dtype: str, spec: ISA) -> Packing:
+    """The blocking of ``dtype``'s operators under ``isa``: for ``x86-vnni``, that of the first instruction
+    of ``spec`` whose semantics sum ``dtype``'s products into int32 register lanes."""
+    if isa not in ISAS:
+        raise ScheduleError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
+    if dtype not in DTYPES:
+        raise ScheduleError(f"cpu: unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+    data, weight = DTYPES[dtype]
+    if isa != "x86-vnni":
+        return Packing(data, weight, LANES, 32 // dtypes.dtype(data).bits)
+    for instr in spec.instructions.values():
+        found = _packing_of(instr, spec, data, weight)
+        if found is not None:
+            return found
+    raise ScheduleError(f"cpu: the spec {spec.source} has no instruction that sums {data} x {weight} "
+                        f"products into int32 register lanes (its instructions: "
+                        f"{', '.join(spec.instructions)}); use --isa x86-avx512, or a spec that adds one")
+
+
+def _packing_of(instr, spec: ISA, data: str, weight: str) -> Packing | None:
+    """The instruction's blocking if it is a dot product of ``data`` x ``weight`` registers into int32
+    lanes (one reduce index, one written int32 register), else None."""
+    if not instr.operands or any(op.kind != "register" for op in instr.operands):
+        return None
+    sem = instr.typed_semantics()
+    reduce = [iv for iv in sem.indices if iv.kind == "reduce"]
+    if len(sem.writes) != 1 or len(reduce) != 1:
+        return None
+    out = instr.operand(sem.writes[0])
+    factors = sorted(op.dtype for op in instr.operands if op.dtype != "i32")
+    if out.dtype != "i32" or factors != sorted((dtypes.dtype(data).short, dtypes.dtype(weight).short)):
+        return None
+    lanes = int(evaluate_scalar(out.shape[0], spec.params))
+    group = int(evaluate_scalar(reduce[0].extent, spec.params))
+    return Packing(data, weight, lanes, group, instr.name)
 
 
 @dataclass(frozen=True)
@@ -64,6 +124,7 @@ class CpuSchedule:
     tuning: CpuTuning
     isa: str
     mapping: Mapping | NotApplicable | None
+    packing: Packing | None = None
 
 
 def _blocks(n: int, size: int) -> int:
@@ -71,18 +132,18 @@ def _blocks(n: int, size: int) -> int:
 
 
 def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
-           spec: ISA) -> CpuSchedule:
+           spec: ISA, dtype: str = "uint8") -> CpuSchedule:
     """The conv2d of ``layer`` on packed, padded data, scheduled by UNIT's rewriter for ``isa``."""
-    _check_isa(isa)
-    c4, k16 = _blocks(layer.ic, GROUP), _blocks(layer.oc, LANES)
+    pk = packing(isa, dtype, spec)
+    c4, k16 = _blocks(layer.ic, pk.group), _blocks(layer.oc, pk.lanes)
     hp, wp = layer.h + 2 * layer.p, layer.w + 2 * layer.p
-    data = te.placeholder((1, c4, hp, wp, GROUP), "uint8", name="data")
-    kernel = te.placeholder((k16, c4, layer.k, layer.k, LANES, GROUP), "int8", name="kernel")
+    data = te.placeholder((1, c4, hp, wp, pk.group), pk.data, name="data")
+    kernel = te.placeholder((k16, c4, layer.k, layer.k, pk.lanes, pk.group), pk.weight, name="kernel")
     co, r, s, ci = (
         te.reduce_axis(c4, "co"),
         te.reduce_axis(layer.k, "r"),
         te.reduce_axis(layer.k, "s"),
-        te.reduce_axis(GROUP, "ci"),
+        te.reduce_axis(pk.group, "ci"),
     )
     st = layer.s
 
@@ -91,41 +152,38 @@ def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = N
         a = ir.cast(data[n, co, row + r, col + s, ci], "int32")
         return te.sum(a * ir.cast(kernel[ko, co, r, s, ki, ci], "int32"), axis=[co, r, s, ci])
 
-    out = te.compute((1, k16, layer.oh, layer.ow, LANES), product, name="conv")
+    out = te.compute((1, k16, layer.oh, layer.ow, pk.lanes), product, name="conv")
     return _unit_schedule(
-        out, (data, kernel, out), isa, tuning or CpuTuning(), spec, outer=(0, 1, 2), columns=3, oc=1
+        out, (data, kernel, out), isa, pk, tuning or CpuTuning(), spec, outer=(0, 1, 2), columns=3, oc=1
     )
 
 
 def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
-         spec: ISA) -> CpuSchedule:
+         spec: ISA, dtype: str = "uint8") -> CpuSchedule:
     """``C[m, n] = sum_k A[m, k] * B[n, k]`` with B packed, scheduled by UNIT's rewriter for ``isa``."""
-    _check_isa(isa)
+    pk = packing(isa, dtype, spec)
     for name, value in (("M", m), ("N", n), ("K", k)):
         if not isinstance(value, int) or value < 1:
             raise ScheduleError(f"gemm: {name} must be a positive int, but got {value!r}")
-    k4, n16 = _blocks(k, GROUP), _blocks(n, LANES)
-    a = te.placeholder((m, k4 * GROUP), "uint8", name="A")
-    b = te.placeholder((n16, k4, LANES, GROUP), "int8", name="B")
-    ko, kk = te.reduce_axis(k4, "ko"), te.reduce_axis(GROUP, "kk")
+    group, lanes = pk.group, pk.lanes
+    k4, n16 = _blocks(k, group), _blocks(n, lanes)
+    a = te.placeholder((m, k4 * group), pk.data, name="A")
+    b = te.placeholder((n16, k4, lanes, group), pk.weight, name="B")
+    ko, kk = te.reduce_axis(k4, "ko"), te.reduce_axis(group, "kk")
     out = te.compute(
-        (m, n16, LANES),
+        (m, n16, lanes),
         lambda i, no, ni: te.sum(
-            ir.cast(a[i, ko * GROUP + kk], "int32") * ir.cast(b[no, ko, ni, kk], "int32"), axis=[ko, kk]
+            ir.cast(a[i, ko * group + kk], "int32") * ir.cast(b[no, ko, ni, kk], "int32"), axis=[ko, kk]
         ),
         name="gemm",
     )
-    return _unit_schedule(out, (a, b, out), isa, tuning or CpuTuning(), spec, outer=(1,), columns=0, oc=1)
-
-
-def _check_isa(isa: str) -> None:
-    if isa not in ISAS:
-        raise ScheduleError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
+    return _unit_schedule(out, (a, b, out), isa, pk, tuning or CpuTuning(), spec, outer=(1,), columns=0,
+                          oc=1)
 
 
 def _unit_schedule(
-    out: te.Tensor, args, isa: str, tuning: CpuTuning, spec: ISA, outer: tuple[int, ...], columns: int,
-    oc: int
+    out: te.Tensor, args, isa: str, pk: Packing, tuning: CpuTuning, spec: ISA, outer: tuple[int, ...],
+    columns: int, oc: int
 ) -> CpuSchedule:
     """UNIT's rewriter: tile the mapped loops innermost and mark them, then place the others (Fig. 7).
 
@@ -138,7 +196,7 @@ def _unit_schedule(
         raise ScheduleError(f"cpu: bad tuning {tuning}: every field must be positive")
     sch = create_schedule(out)
     acc = sch.cache_write(out, "local")
-    instruction = ISAS[isa]
+    instruction = pk.instruction
     mapping = inspect_op(acc.op, spec, instruction) if instruction else None
     if isinstance(mapping, NotApplicable):
         raise ScheduleError(f"cpu: {mapping}")
@@ -169,42 +227,45 @@ def _unit_schedule(
     elif isa == "x86-avx512":
         inner.unroll(group)
         inner.vectorize(lanes)
-    return CpuSchedule(sch, tuple(args), tuning, isa, mapping)
+    return CpuSchedule(sch, tuple(args), tuning, isa, mapping, pk)
 
 
 # -------------------------------------------------------------------------------------------- numpy side
 
 
-def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape) -> tuple[np.ndarray, np.ndarray]:
-    """NCHW u8 data and OIHW s8 kernel -> padded NCHW[4]c data and KCRS[16]k[4]c kernel (zeros fill)."""
-    c4, k16 = _blocks(layer.ic, GROUP), _blocks(layer.oc, LANES)
+def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, pk: Packing = U8
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """NCHW data and OIHW kernel -> padded NCHW[x]c data and KCRS[y]k[x]c kernel (zeros fill)."""
+    group, lanes = pk.group, pk.lanes
+    c4, k16 = _blocks(layer.ic, group), _blocks(layer.oc, lanes)
     p = layer.p
-    d = np.zeros((1, c4 * GROUP, layer.h + 2 * p, layer.w + 2 * p), np.uint8)
+    d = np.zeros((1, c4 * group, layer.h + 2 * p, layer.w + 2 * p), pk.data)
     d[:, : layer.ic, p : p + layer.h, p : p + layer.w] = data
-    packed_data = np.ascontiguousarray(d.reshape(1, c4, GROUP, *d.shape[2:]).transpose(0, 1, 3, 4, 2))
-    w = np.zeros((k16 * LANES, c4 * GROUP, layer.k, layer.k), np.int8)
+    packed_data = np.ascontiguousarray(d.reshape(1, c4, group, *d.shape[2:]).transpose(0, 1, 3, 4, 2))
+    w = np.zeros((k16 * lanes, c4 * group, layer.k, layer.k), pk.weight)
     w[: layer.oc, : layer.ic] = kernel
-    packed = w.reshape(k16, LANES, c4, GROUP, layer.k, layer.k).transpose(0, 2, 4, 5, 1, 3)
+    packed = w.reshape(k16, lanes, c4, group, layer.k, layer.k).transpose(0, 2, 4, 5, 1, 3)
     return packed_data, np.ascontiguousarray(packed)
 
 
 def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
-    """``[1, K/16, OH, OW, 16]`` -> NCHW ``[1, K, OH, OW]`` (padding channels dropped)."""
-    k16 = out.shape[1]
-    return out.transpose(0, 1, 4, 2, 3).reshape(1, k16 * LANES, layer.oh, layer.ow)[:, : layer.oc]
+    """``[1, K/y, OH, OW, y]`` -> NCHW ``[1, K, OH, OW]`` (padding channels dropped)."""
+    k16, lanes = out.shape[1], out.shape[-1]
+    return out.transpose(0, 1, 4, 2, 3).reshape(1, k16 * lanes, layer.oh, layer.ow)[:, : layer.oc]
 
 
-def pack_gemm(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``A[M, K]`` u8 and ``B[N, K]`` s8 -> A with K padded to 4 and B as ``[N/16, K/4, 16, 4]``."""
+def pack_gemm(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:
+    """``A[M, K]`` and ``B[N, K]`` -> A with K padded to x and B as ``[N/y, K/x, y, x]``."""
     (m, k), n = a.shape, b.shape[0]
-    k4, n16 = _blocks(k, GROUP), _blocks(n, LANES)
-    pa = np.zeros((m, k4 * GROUP), np.uint8)
+    group, lanes = pk.group, pk.lanes
+    k4, n16 = _blocks(k, group), _blocks(n, lanes)
+    pa = np.zeros((m, k4 * group), pk.data)
     pa[:, :k] = a
-    pb = np.zeros((n16 * LANES, k4 * GROUP), np.int8)
+    pb = np.zeros((n16 * lanes, k4 * group), pk.weight)
     pb[:n, :k] = b
-    return pa, np.ascontiguousarray(pb.reshape(n16, LANES, k4, GROUP).transpose(0, 2, 1, 3))
+    return pa, np.ascontiguousarray(pb.reshape(n16, lanes, k4, group).transpose(0, 2, 1, 3))
 
 
 def unpack_gemm(out: np.ndarray, n: int) -> np.ndarray:
-    """``[M, N/16, 16]`` -> ``[M, N]``."""
+    """``[M, N/y, y]`` -> ``[M, N]``."""
     return out.reshape(out.shape[0], -1)[:, :n]
