@@ -41,14 +41,17 @@ from compiler.ops import cpu, reference
 from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
+from compiler.schedule import create_schedule
 from compiler.target import Target
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
+    Check,
     Execution,
     RunError,
     RunReport,
     TargetFlow,
+    exact,
     reject_unknown,
     run,
     take_conv,
@@ -56,6 +59,7 @@ from tandem.run import (
     take_int,
 )
 from tandem.targets import load_target
+from tandem.user_ops import UserOp, load_user_op
 
 ISAS = cpu.ISAS
 OPS = ("conv2d", "gemm")
@@ -187,8 +191,8 @@ class CpuFlow(TargetFlow):
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuJob:
         if op not in OPS:
-            raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)} "
-                           f"(operators of your own, FILE.py:NAME, run on diannao)")
+            raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)} (or "
+                           f"FILE.py:NAME, an operator of your own)")
         where = f"cpu {op}"
         dtype = params.pop("dtype", "uint8")
         if dtype not in cpu.DTYPES:
@@ -286,6 +290,77 @@ class CpuFlow(TargetFlow):
 
 
 FLOW = CpuFlow()
+
+
+@dataclass(frozen=True)
+class CpuUserJob:
+    user: UserOp
+    threads: int
+    min_time: float
+    candidates: tuple = (None,)
+
+
+class CpuUserFlow(TargetFlow):
+    """A user's operator (tandem/user_ops.py) on this CPU: its tensor expression with the outermost loop
+    parallel, compiled by the ``cpu`` pipeline and LLVM, run for real and timed. No instruction is selected
+    (UNIT's rewriter schedules conv2d and gemm only); ``gops`` and the roofline are null (the operator's
+    work is not known)."""
+
+    kind = "cpu"
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuUserJob:
+        threads = take_int(params, "threads", None, 1, op) or default_threads()
+        min_time = params.pop("min_time", 0.2)
+        if not isinstance(min_time, int | float) or not min_time > 0:
+            raise RunError(f"{op}: min_time must be a number of seconds > 0, but got {min_time!r}")
+        user = load_user_op(op, {k: params.pop(k) for k in list(params)})
+        return CpuUserJob(user, threads, float(min_time))
+
+    def inputs(self, job: CpuUserJob, rng: np.random.Generator) -> list[np.ndarray]:
+        return job.user.random_inputs(rng)
+
+    def check_inputs(self, job: CpuUserJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return job.user.check_inputs(given)
+
+    def compile(self, job: CpuUserJob, candidate: None, target: Target) -> tuple[ir.PrimFunc, CpuKernel]:
+        out = job.user.output
+        sch = create_schedule(out)
+        if job.threads > 1:
+            sch[out].parallel(out.op.axis[0])
+        func = compile_func(lower(sch, [*job.user.inputs, out], job.user.name), target)
+        return func, build(func, threads=job.threads)
+
+    def execute(self, job: CpuUserJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
+                target: Target) -> Execution:
+        func, kernel = compiled
+        out = np.zeros(job.user.output.shape, job.user.output.dtype.numpy)
+        seconds = time_callable(lambda: kernel(*inputs, out), min_time=job.min_time / 5)
+        out[...] = 0
+        kernel(*inputs, out)
+        result = out.copy()
+        cycles = int(statistics.median(tsc_ticks(lambda: kernel(*inputs, out)) for _ in range(5)))
+        counts = issued_instructions(func)
+        return Execution(output=result, cycles=cycles, instructions=counts,
+                         tensor_instructions=sum(counts.values()), scalar_instructions=None,
+                         scalar_fallback=0, unmatched=[], utilization={}, program=kernel.llvm_ir,
+                         measured={"gops": None, "seconds": seconds, "peak_gops": None})
+
+    def reference(self, job: CpuUserJob, inputs: list[np.ndarray]) -> np.ndarray:
+        return job.user.reference(inputs)
+
+    def validate(self, job: CpuUserJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
+        result = job.user.compare(got, want)
+        return Check(result.passed, exact(got, want).max_abs_err, result.detail)
+
+    def roofline(self, job: CpuUserJob, target: Target, execution: Execution) -> None:
+        return None
+
+    def params(self, job: CpuUserJob, candidate: None, target: Target) -> dict[str, Any]:
+        return {"operator": job.user.params, "threads": job.threads, "cpu": host_cpu()["cpu"],
+                "dtype": job.user.output.dtype.name}
+
+
+USER_FLOW = CpuUserFlow()
 
 
 def compile_layer(

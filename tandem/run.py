@@ -172,11 +172,21 @@ class TargetFlow(ABC):
         return exact(got, want)
 
 
-def flow_for(kind: str) -> TargetFlow:
-    """The flow of target ``kind`` (RunError for a kind nothing runs)."""
+def flow_for(kind: str, op: str | None = None) -> TargetFlow:
+    """The flow of target ``kind`` (RunError for a kind nothing runs); for a user's operator ``op``
+    (``FILE.py:NAME``, tandem/user_ops.py), the target's ``USER_FLOW``, where it has one."""
+    from tandem.user_ops import is_user_op
+
     if kind not in FLOWS:
         raise RunError(f"unknown target {kind!r}; expected one of {', '.join(FLOWS)}")
-    return importlib.import_module(FLOWS[kind]).FLOW
+    module = importlib.import_module(FLOWS[kind])
+    if op is not None and is_user_op(op):
+        if not hasattr(module, "USER_FLOW"):
+            takers = [k for k, m in FLOWS.items() if hasattr(importlib.import_module(m), "USER_FLOW")]
+            raise RunError(f"{op}: operators of your own do not run on {kind} (its flow compiles "
+                           f"{', '.join(module.OPS)}); they run on {', '.join(takers)}")
+        return module.USER_FLOW
+    return module.FLOW
 
 
 def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
@@ -185,7 +195,7 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
     output with numpy and report what was measured (see the module docstring for the steps and parameters).
     Bad parameters raise RunError before anything is compiled."""
     start = time.perf_counter()
-    flow = flow_for(target.kind)
+    flow = flow_for(target.kind, op)
     rest = dict(params or {})
     seed = rest.pop("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:

@@ -26,7 +26,7 @@ DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16
 def run_command(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
                                            "conv2d, gemm (vita, cpu); or FILE.py:NAME, an operator of "
-                                           "your own (diannao), whose -p values NAME takes.")],
+                                           "your own (diannao, cpu), whose -p values NAME takes.")],
     target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",
     shape: Annotated[str | None, typer.Option(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,
@@ -97,10 +97,29 @@ def run_command(
         raise fail(str(exc), 2) from None
     if as_json:
         typer.echo(json.dumps(report.to_json()))
+    elif user and target != "diannao":
+        _print_user(report)
     else:
         PRINTERS[target](report)
     if not report.validated:
         raise typer.Exit(code=1)
+
+
+def _print_user(r) -> None:
+    """A user's operator on a target that reports time rather than simulated cycles (this CPU)."""
+    seconds = r.measured.get("seconds")
+    given = ", ".join(f"{k}={v}" for k, v in r.params["operator"].items())
+    table = Table(title=f"{r.op} on {r.target} ({given})")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [("validated", ("[green]yes[/green] " if r.validated else "[red]NO[/red] ") + r.detail),
+            ("time", f"{seconds * 1e3:.3f} ms ({r.cycles:,} TSC ticks)" if seconds
+             else f"{r.cycles:,} cycles"),
+            ("instructions", ", ".join(f"{k} {v:,}" for k, v in sorted(r.instructions.items())) or "none"),
+            ("compile / run", f"{r.compile_s:.2f} s / {r.simulate_s:.2f} s")]
+    for k, v in rows:
+        table.add_row(k, v)
+    Console(highlight=False).print(table)
 
 
 def _print_cpu(r) -> None:

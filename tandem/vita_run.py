@@ -152,8 +152,7 @@ class VitaFlow(TargetFlow):
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> VitaJob:
         if op not in OPS:
-            raise RunError(f"VITA: no schedule for operator {op!r}; expected one of {', '.join(OPS)} "
-                           f"(operators of your own, FILE.py:NAME, run on diannao)")
+            raise RunError(f"VITA: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
         where = f"vita {op}"
         if op == "gemm":
             layer, keys = VitaLayer.gemm(*take_gemm(params, where)), GEMM_KEYS

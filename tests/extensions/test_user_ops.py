@@ -91,6 +91,15 @@ def test_a_missing_file_and_another_target_are_refused() -> None:
     result = RUNNER.invoke(app, ["run", "nonesuch.py:op", "--target", "diannao"])
     assert result.exit_code == 2 and "nonesuch.py: no such operator file" in result.output
     result = RUNNER.invoke(app, ["run", f"{OPS}:add_relu", "--target", "vita"])
-    assert result.exit_code == 2 and "run on diannao" in result.output
+    assert result.exit_code == 2 and "do not run on vita" in result.output and "diannao, cpu" in result.output
     with pytest.raises(UserOpError, match="must return a list of placeholder tensors"):
         load_user_op(f"{HERE / 'bad_ops.py'}:not_placeholders", {})
+
+
+@pytest.mark.parametrize("name", ["add_relu", "scaled_sum"])
+def test_user_operators_run_for_real_on_this_cpu(name: str) -> None:
+    result = RUNNER.invoke(app, ["run", f"{OPS}:{name}", "--target", "cpu", "-p", "n=300", "--threads", "2"])
+    assert result.exit_code == 0, result.output
+    assert "validated" in result.output and "bit-exact" in result.output
+    report = run(f"{OPS}:{name}", load_target("cpu"), {"n": 300, "threads": 1, "min_time": 0.01})
+    assert report.validated and report.measured["seconds"] > 0 and report.cycles > 0

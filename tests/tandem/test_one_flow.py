@@ -111,7 +111,7 @@ class ToyFlow(TargetFlow):
 
 def test_run_measures_every_candidate_and_executes_the_cheapest(monkeypatch) -> None:
     toy = ToyFlow()
-    monkeypatch.setattr(flow_module, "flow_for", lambda kind: toy)
+    monkeypatch.setattr(flow_module, "flow_for", lambda kind, op=None: toy)
     report = run("add", load_target("diannao"), {"candidates": [0, 2, 1]})
     assert toy.steps == ["plan", "inputs", "compile 0", "compile 2", "compile 1", "execute 2"]
     assert report.params["candidate"] == 2 and report.validated
@@ -121,7 +121,7 @@ def test_run_measures_every_candidate_and_executes_the_cheapest(monkeypatch) -> 
 
 def test_one_candidate_is_not_measured_and_a_wrong_output_is_reported(monkeypatch) -> None:
     toy = ToyFlow()
-    monkeypatch.setattr(flow_module, "flow_for", lambda kind: toy)
+    monkeypatch.setattr(flow_module, "flow_for", lambda kind, op=None: toy)
     report = run("add", load_target("diannao"), {"candidates": [1]})
     assert toy.steps == ["plan", "inputs", "compile 1", "execute 1"] and report.params["tuned"] == []
     assert not report.validated and report.max_abs_err == 1.0
