@@ -32,7 +32,7 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -43,11 +43,10 @@ from rich.table import Table
 
 from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
-from tandem.layers import RESNET18
+from tandem.layers import ConvLayer, resnet18_layers
 from tandem.targets import load_target
 from tandem.vita_run import VitaLayer, dram_bytes_per_cycle, machine_costs, run_vita
 
-QUICK = {"q1": (14, 32, 32, 3, 1), "q2": (14, 32, 64, 1, 2), "q3": (7, 64, 64, 3, 1)}
 PAPER = "latency reduction 7%-54% per layer; GEMM utilization at best 52% without, up to 74% with"
 SEED = 0
 
@@ -60,23 +59,9 @@ COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class Layer:
-    name: str
-    hw: int
-    ic: int
-    oc: int
-    k: int
-    s: int
-
-    @property
-    def vita(self) -> VitaLayer:
-        return VitaLayer.conv2d(self.hw, self.hw, self.ic, self.oc, self.k, self.s, self.k // 2)
-
-
-def layers(quick: bool = False) -> list[Layer]:
-    """ResNet-18's C2-C12, or the ``--quick`` stand-ins."""
-    return [Layer(name, *shape) for name, shape in (QUICK if quick else RESNET18).items()]
+def layers(quick: bool = False) -> list[ConvLayer]:
+    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/layers.py)."""
+    return resnet18_layers(quick)
 
 
 def compute_unit_cycles(layer: VitaLayer, target: Target) -> int:
@@ -89,7 +74,7 @@ def compute_unit_cycles(layer: VitaLayer, target: Target) -> int:
             + costs.epilogue_ops * costs.alu_cycles_per_uop * vectors)
 
 
-def run_layer(layer: Layer, vthreads: int, tune: int, target: Target) -> dict:
+def run_layer(layer: ConvLayer, vthreads: int, tune: int, target: Target) -> dict:
     """Both schedules of ``layer`` on the same inputs; its CSV row plus ``wall_s``."""
     start = time.perf_counter()
     v, c = layer.vita, layer.vita.conv

@@ -47,9 +47,9 @@ import isa
 from compiler.ops import vita
 from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
-from tandem.layers import RESNET18
+from tandem.layers import ConvLayer, resnet18_layers
 from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, dram_bytes_per_cycle, run_vita
+from tandem.vita_run import dram_bytes_per_cycle, run_vita
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINED = ROOT / "tests/extensions/vita_pipelined.toml"
@@ -62,29 +62,11 @@ COLUMNS = ("step", "layer", "H", "IC", "OC", "K", "S", "cycles", "gemm_util", "g
            "compute_unit_bound", "limit", "limit_pct", "tiling", "validated")
 
 
-QUICK = {"q1": (14, 32, 32, 3, 1), "q2": (14, 32, 64, 1, 2), "q3": (7, 64, 64, 3, 1)}
 
 
-@dataclass(frozen=True)
-class Layer:
-    """A conv layer of the study: ``hw`` x ``hw`` input, ``ic`` -> ``oc`` channels, ``k`` x ``k``, stride
-    ``s``, padded to keep the size."""
-
-    name: str
-    hw: int
-    ic: int
-    oc: int
-    k: int
-    s: int
-
-    @property
-    def vita(self) -> VitaLayer:
-        return VitaLayer.conv2d(self.hw, self.hw, self.ic, self.oc, self.k, self.s, self.k // 2)
-
-
-def layers(quick: bool = False) -> list[Layer]:
-    """ResNet-18's C2-C12, or three small stand-ins of the same kinds."""
-    return [Layer(name, *shape) for name, shape in (QUICK if quick else RESNET18).items()]
+def layers(quick: bool = False) -> list[ConvLayer]:
+    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/layers.py)."""
+    return resnet18_layers(quick)
 
 
 @dataclass(frozen=True)
@@ -125,7 +107,7 @@ def step_target(step: Step, config: str, spec_dir: Path) -> Target:
     return Target("vita", spec.with_params(params), cfg)
 
 
-def bounds(layer: Layer, target: Target) -> dict[str, int]:
+def bounds(layer: ConvLayer, target: Target) -> dict[str, int]:
     """The simulated machine's three lower bounds on the layer's cycles."""
     c = layer.vita.conv
     vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
@@ -147,7 +129,7 @@ def _cycles_per_uop(spec: isa.ISA, name: str) -> int:
     return cycles or 0
 
 
-def run_step(step: Step, chosen: list[Layer], vthreads: int, tune: int, config: str, spec_dir: Path,
+def run_step(step: Step, chosen: list[ConvLayer], vthreads: int, tune: int, config: str, spec_dir: Path,
              console: Console) -> list[dict]:
     target = step_target(step, config, spec_dir)
     rows = []

@@ -4,9 +4,14 @@
   S); a 3x3 kernel pads by 1, a 1x1 by 0 (``padding``).
 - ``UNIT_TABLE1``: the 16 convolution layers of UNIT's ablation (Table I, papers/unit.md): name -> (C, IHW,
   K, R = S, stride); the input sizes already include the padding, so these layers pad by 0.
+- ``VITA_QUICK``: three small stand-ins for ResNet-18's kinds of layer (3x3, 1x1 stride 2, deep 3x3), which
+  the VITA experiments' ``--quick`` modes run; ``ConvLayer`` and ``resnet18_layers`` give either table as
+  layers.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 RESNET18 = {
     "C2": (56, 64, 64, 3, 1), "C3": (56, 64, 64, 1, 1), "C4": (56, 64, 128, 3, 2), "C5": (56, 64, 128, 1, 2),
@@ -25,6 +30,34 @@ UNIT_TABLE1 = {
 }
 
 
+VITA_QUICK = {"q1": (14, 32, 32, 3, 1), "q2": (14, 32, 64, 1, 2), "q3": (7, 64, 64, 3, 1)}
+
+
 def padding(kernel: int) -> int:
     """ResNet-18's padding: 1 for a 3x3 kernel, 0 for a 1x1."""
     return kernel // 2
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """A named square conv layer of batch 1: ``hw`` x ``hw`` input, ``ic`` -> ``oc`` channels, a ``k`` x
+    ``k`` kernel at stride ``s``, padded by ``padding(k)``."""
+
+    name: str
+    hw: int
+    ic: int
+    oc: int
+    k: int
+    s: int
+
+    @property
+    def vita(self):
+        """The layer as ``tandem.vita_run`` runs it."""
+        from tandem.vita_run import VitaLayer
+
+        return VitaLayer.conv2d(self.hw, self.hw, self.ic, self.oc, self.k, self.s, padding(self.k))
+
+
+def resnet18_layers(quick: bool = False) -> list[ConvLayer]:
+    """ResNet-18's C2-C12, or with ``quick`` the three small stand-ins of ``VITA_QUICK``."""
+    return [ConvLayer(name, *shape) for name, shape in (VITA_QUICK if quick else RESNET18).items()]
