@@ -157,12 +157,18 @@ def tuning_space(layer: CpuLayer) -> list[cpu.CpuTuning]:
     keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" is the optimum for more than
     half of UNIT's layers), but never the column-tile loop of a tile with a tail: that loop stays serial so
     that loop partitioning can split the tail off; each tile is tried with one fused loop fewer as well.
+    Outputs narrower than 4 columns (a GEMV, a 1x1 feature map) get tiles of their own width.
     """
     outer = list(layer.fused_extents())
     oc_axis, columns = (1 if layer.conv is not None else 0), outer[-1]
     blocks = outer[oc_axis]
-    tiles = [(oc, x) for oc in (1, 2, 3, 4) for x in (16, 14, 12, 8, 7, 6, 5, 4)
-             if oc * x <= 24 and x <= columns and oc <= blocks]
+
+    def tiles_of(widths: tuple[int, ...]) -> list[tuple[int, int]]:
+        return [(oc, x) for oc in (1, 2, 3, 4) for x in widths
+                if oc * x <= 24 and x <= columns and oc <= blocks]
+
+    # tiles of fewer than 4 columns only where the output has fewer (a GEMV, a tiny feature map)
+    tiles = tiles_of((16, 14, 12, 8, 7, 6, 5, 4)) or tiles_of((3, 2, 1))
     tiles.sort(key=lambda t: (columns % t[1] != 0 or blocks % t[0] != 0, -min(t[0] * t[1], 16), -t[1]))
     space = []
     for oc, x in tiles:

@@ -201,6 +201,8 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise RunError(f"{target.kind} {op}: seed must be an integer >= 0, but got {seed!r}")
     job = flow.plan(op, rest, target)
+    if not job.candidates:
+        raise RunError(f"{target.kind} {op}: no schedule fits {params}")
     data = (flow.inputs(job, np.random.default_rng(seed)) if inputs is None
             else flow.check_inputs(job, inputs))
 

@@ -75,3 +75,18 @@ def test_issued_instructions_multiplies_the_loop_extents() -> None:
     layer = CpuLayer.gemm(32, 32, 64)
     func, _ = compile_layer(layer, "x86-vnni", CpuTuning(2, 1, 4), threads=1, target=load_target("cpu"))
     assert issued_instructions(func) == {"vpdpbusd_512": 32 * 2 * 16}  # rows x column blocks x K/4
+
+
+@pytest.mark.parametrize("layer", [CpuLayer.gemm(1, 17, 3), CpuLayer.conv2d(3, 3, 16, 16),
+                                   CpuLayer.conv2d(1, 1, 16, 16, 1, 1, 0)],
+                         ids=["gemv", "3x3-map", "1x1-map"])
+def test_outputs_narrower_than_four_columns_compile_and_run(layer: CpuLayer) -> None:
+    assert tuning_space(layer), "a legal layer needs at least one tuning"
+    r = run_cpu(layer, threads=1, min_time=0.005)
+    assert r.validated and r.max_abs_err == 0
+
+
+def test_the_wide_layers_keep_their_tunings() -> None:
+    # UNIT Table I #1 (35x35 input, 3x3 stride 2: 17 columns) has no dividing tile of 4+ columns; it must not
+    # fall back to 1-column tiles
+    assert tuning_space(CpuLayer.conv2d(35, 35, 288, 384, 3, 2, 0))[0].unroll_x >= 4

@@ -140,3 +140,11 @@ def test_the_target_wrappers_are_the_one_flow() -> None:
     assert run_vita(layer, 2, target).cycles == run("conv2d", target, {**layer.params, "vthreads": 2}).cycles
     direct = run("sub", load_target("diannao"), {"shape": (9, 70), "cores": 3})
     assert run_diannao("sub", (9, 70), cores=3).cycles == direct.cycles
+
+
+def test_a_job_without_candidates_is_a_run_error_not_a_crash(monkeypatch) -> None:
+    toy = ToyFlow()
+    monkeypatch.setattr(flow_module, "flow_for", lambda kind, op=None: toy)
+    with pytest.raises(RunError, match="no schedule fits"):
+        run("add", load_target("diannao"), {"candidates": []})
+    assert toy.steps == ["plan"]
