@@ -19,9 +19,10 @@ port for the spec's cycles of the instruction (its bytes at DRAM_BYTES_PER_CYCLE
 dram_latency_cycles (the config's) later. So the cost of simulating grows with instructions,
 not with cycles.
 
-A deadlock is found the moment no event is left while a unit still waits on a token FIFO: ``DeadlockError``
-says which unit waits on which queue at which instruction. The program must end with FINISH
-(``VitaExecError`` otherwise). The same program and DRAM image always give the same result.
+A deadlock is found the moment no event is left while a unit still waits on a token FIFO, whether or not
+another unit reached FINISH (a load that pops a token nobody pushes is never a silent success):
+``DeadlockError`` says which unit waits on which queue at which instruction. The program must end with
+FINISH (``VitaExecError`` otherwise). The same program and DRAM image always give the same result.
 """
 
 from __future__ import annotations
@@ -385,10 +386,13 @@ class _Machine:
         self.env.run()
         if self.error is not None:
             raise self.error
+        if self.waiting or self.fetch_blocked is not None:   # a unit left waiting, with or without FINISH
+            waits = self.deadlock_waits()
+            what = "deadlock" if self.finish_cycle is None else \
+                f"FINISH ran at cycle {self.finish_cycle} with units left waiting; deadlock"
+            raise DeadlockError(deadlock_message(self.env.now, waits, what), cycle=self.env.now,
+                                waiting=waits)
         if self.finish_cycle is None:
-            if self.waiting:
-                waits = self.deadlock_waits()
-                raise DeadlockError(deadlock_message(self.env.now, waits), cycle=self.env.now, waiting=waits)
             raise VitaExecError("the program ended without FINISH; the last instruction must be FINISH")
         return VitaResult(self.finish_cycle, self.stats, self.gemm_busy, self.bytes, self.counters,
                           self.state.dram, sorted(self.trace, key=lambda t: (t[2], t[0], t[3])))

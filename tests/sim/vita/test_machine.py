@@ -94,6 +94,25 @@ def test_a_pop_nobody_pushes_is_a_deadlock_naming_the_unit_and_the_queue():
     assert list(info.value.waiting) == ["compute"] and info.value.cycle is not None
 
 
+def test_a_unit_left_waiting_when_finish_runs_is_a_deadlock_not_a_success():
+    # the load unit pops a token nobody pushes while the compute unit runs FINISH: VTA would hang
+    program = isa.Program(SPEC, [SPEC.insn("LOAD_INP", pop_next_dep=1, y_size=1, x_size=1, x_stride=1),
+                                 SPEC.insn("FINISH")])
+    want = (r"FINISH ran at cycle \d+ with units left waiting; deadlock at cycle \d+: load waits at "
+            r"instruction 0 \(LOAD_INP\) to pop a token from g2l")
+    with pytest.raises(DeadlockError, match=want) as info:
+        simulate(program, np.zeros(1024, np.uint8), CFG)
+    assert list(info.value.waiting) == ["load"]
+
+
+def test_pushing_more_tokens_than_the_queue_holds_is_a_deadlock():
+    push = SPEC.insn("LOAD_UOP", push_next_dep=1, y_size=1, x_size=1, x_stride=1)
+    program = isa.Program(SPEC, [push] * (CFG.dep_queue_depth + 2) + [SPEC.insn("FINISH")])
+    with pytest.raises(DeadlockError, match=r"compute waits at instruction \d+ \(LOAD_UOP\) to push a token "
+                                            r"to g2s \(compute->store\), which is full"):
+        simulate(program, np.zeros(1 << 16, np.uint8), CFG)
+
+
 def test_a_program_without_finish_is_an_error():
     from sim.vita.functional import VitaExecError
 
