@@ -87,9 +87,12 @@ def load_spec_file(path: str | Path, params: Mapping[str, int] | None = None) ->
     """The spec in the TOML file at ``path``."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_bytes().decode()
     except OSError as e:
         raise ISASpecError(f"cannot read the spec file: {e.strerror}", file=str(path)) from None
+    except UnicodeDecodeError as e:
+        raise ISASpecError(f"not a spec: the file is not UTF-8 text (byte {e.start} is "
+                           f"{e.object[e.start]:#04x}); a spec is a TOML file", file=str(path)) from None
     return load_spec_text(text, str(path), params)
 
 

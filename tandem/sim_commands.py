@@ -42,9 +42,11 @@ from sim.diannao.trace import write_trace as write_diannao_trace
 from sim.vita.machine import simulate
 from sim.vita.trace import write_trace
 from tandem.console import fail
+from tandem.paths import OutputPathError, check_output, write_atomically
 from tandem.targets import TargetError, load_target
 
 SPEC_HELP = "A spec file of the same ISA family to use instead of the built-in one."
+MAX_DRAM_BYTES = 1 << 32   # VITA's DRAM addresses are 32-bit
 
 sim_app = typer.Typer(help="Run programs on the simulators.", no_args_is_help=True)
 
@@ -66,7 +68,8 @@ def read_program(path: Path, spec: isa.ISA) -> isa.Program:
 def vita(
     program: Annotated[Path, typer.Argument(help="Assembly text or a program file.")],
     dram: Annotated[Path | None, typer.Option(help="Raw DRAM image (bytes).")] = None,
-    dram_size: Annotated[int, typer.Option(help="DRAM bytes when no image is given.")] = 1 << 20,
+    dram_size: Annotated[int, typer.Option(
+        min=1, max=MAX_DRAM_BYTES, help="DRAM bytes when no image is given (at most 4 GiB).")] = 1 << 20,
     config: Annotated[str, typer.Option(help="vta-default, tvm-paper, or a config file.")] = "vta-default",
     spec: Annotated[Path | None, typer.Option(help=SPEC_HELP)] = None,
     trace: Annotated[Path | None, typer.Option(help="Write a Chrome/Perfetto trace here.")] = None,
@@ -75,20 +78,25 @@ def vita(
 ) -> None:
     """Simulate a VITA program: cycles, per-unit busy and stall cycles, GEMM utilization, bytes, counters."""
     try:
+        check_output("--trace", trace)
+        check_output("--dram-out", dram_out)
         target = load_target("vita", config, spec)
         cfg = target.config
         prog = read_program(program, target.spec)
         image = np.fromfile(dram, dtype=np.uint8) if dram is not None else np.zeros(dram_size, np.uint8)
-    except (OSError, SimError, isa.ISAError, TargetError) as e:
+    except (OSError, SimError, isa.ISAError, TargetError, OutputPathError) as e:
         raise fail(str(e), 2) from None
     try:
         result = simulate(prog, image, cfg)
     except (SimError, isa.ISAError) as e:
         raise fail(str(e), 1) from None
-    if trace is not None:
-        write_trace(result, cfg.clock_mhz, trace)
-    if dram_out is not None:
-        result.dram.tofile(dram_out)
+    try:
+        if trace is not None:
+            write_trace(result, cfg.clock_mhz, trace)
+        if dram_out is not None:
+            write_atomically(dram_out, result.dram.tobytes())
+    except OSError as e:
+        raise fail(f"{e.filename or 'output'}: {e.strerror}", 1) from None
     summary = {
         "config": cfg.name, "instructions": len(prog), "cycles": result.cycles,
         "microseconds": result.cycles / cfg.clock_mhz, "gemm_utilization": result.gemm_utilization,
@@ -195,6 +203,8 @@ def diannao(
     """Simulate an SPMD kernel on a DianNao card: cycles, per-core busy/stalled/idle, instruction mix, bytes
     moved, VFU/TFU/DMA utilization."""
     try:
+        check_output("--trace", trace)
+        check_output("--gmem-out", gmem_out)
         args = [parse_int(f"--arg number {k + 1}", v) for k, v in enumerate(arg or [])]
         size = parse_int("--gmem-size", gmem_size) if gmem_size is not None else None
         target = load_target("diannao", config, spec)
@@ -206,9 +216,11 @@ def diannao(
         if trace is not None:
             write_diannao_trace(result, trace)
         if gmem_out is not None:
-            card.memory.gmem[:out_size].tofile(gmem_out)
+            write_atomically(gmem_out, card.memory.gmem[:out_size].tobytes())
     except OSError as e:
         raise fail(f"{e.filename}: {e.strerror}" if e.filename else str(e), 1) from None
+    except OutputPathError as e:
+        raise fail(str(e), 2) from None
     except (OptionError, SimError, isa.ISAError, TargetError) as e:
         raise fail(str(e), 1) from None
     out = Console(highlight=False)

@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from sim.core.output import write_atomically
+
 Slice = tuple[str, str, int, int, str]
 
 
@@ -35,4 +37,4 @@ def chrome_trace(slices: Iterable[Slice], tracks: Sequence[str], clock_mhz: floa
 
 def write_json(trace: dict, path: str | Path) -> None:
     """Write a trace dict to ``path`` as JSON."""
-    Path(path).write_text(json.dumps(trace))
+    write_atomically(path, json.dumps(trace))

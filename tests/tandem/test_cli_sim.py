@@ -57,3 +57,47 @@ def test_bad_arguments_exit_2(tmp_path):
     (tmp_path / "bad.s").write_text(".isa vita\n.text\n FROB\n")
     result = RUNNER.invoke(app, ["sim", "vita", str(tmp_path / "bad.s")])
     assert result.exit_code == 2 and "unknown instruction 'FROB'" in result.output
+
+
+def test_output_paths_are_checked_before_simulating_and_sizes_are_bounded(tmp_path, monkeypatch):
+    (tmp_path / "g.s").write_text(GEMM)
+    ran = []
+    monkeypatch.setattr("tandem.sim_commands.simulate", lambda *a, **k: ran.append(1))
+    cases = [
+        (["--trace", str(tmp_path)], f"--trace: {tmp_path} is a directory"),
+        (["--trace", str(tmp_path / "no" / "t.json")], f"--trace: the folder {tmp_path / 'no'} of"),
+        (["--dram-out", str(tmp_path)], "--dram-out: "),
+        (["--dram-size", "-1"], "--dram-size"),
+        (["--dram-size", str(1 << 40)], "--dram-size"),
+    ]
+    for args, message in cases:
+        result = RUNNER.invoke(app, ["sim", "vita", str(tmp_path / "g.s"), *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output and "Traceback" not in result.output
+    assert ran == []   # nothing was simulated
+    result = RUNNER.invoke(app, ["sim", "diannao", str(tmp_path / "g.s"), "--gmem-out", str(tmp_path)])
+    assert result.exit_code == 2 and "--gmem-out: " in result.output
+
+
+def test_output_files_appear_whole_with_the_usual_permissions(tmp_path):
+    from sim.core.output import write_atomically
+
+    write_atomically(tmp_path / "a.bin", b"\x00" * 10)
+    assert (tmp_path / "a.bin").read_bytes() == b"\x00" * 10
+    assert [p.name for p in tmp_path.iterdir()] == ["a.bin"]   # no temporary file left
+    assert (tmp_path / "a.bin").stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_binary_file_given_as_a_spec_is_named_not_an_internal_error(tmp_path):
+    (tmp_path / "x.toml").write_bytes(bytes(range(256)))
+    result = RUNNER.invoke(app, ["isa", "check", str(tmp_path / "x.toml")])
+    assert result.exit_code != 0 and "not UTF-8 text" in result.output
+    assert "internal error" not in result.output
