@@ -320,12 +320,14 @@ class _Loader:
             self.name_ok(key, "a parameter name", key)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise self.error(f"parameter '{key}' must be an integer, but got {_tname(value)}", key)
+            self.in_range(key, value)
         for key, value in self.overrides.items():
             if key not in raw:
                 raise self.error(f"cannot override unknown parameter '{key}'; parameters are "
                                  f"{', '.join(raw) or 'none'}", key)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise self.error(f"override of '{key}' must be an integer, but got {_tname(value)}", key)
+            self.in_range(key, value)
         self.params.update(raw)
         self.params.update(self.overrides)
         self.const_names.update({k: "param" for k in raw})
@@ -339,8 +341,15 @@ class _Loader:
             self.name_ok(key, "a derived constant's name", key)
             if key in self.params:
                 raise self.error(f"'{key}' is already a parameter", key)
-            self.params[key] = self.const(value, key)
+            self.params[key] = self.in_range(key, self.const(value, key))
             self.const_names[key] = "param"
+
+    def in_range(self, key: str, value: int) -> int:
+        """``value``, unless it leaves the 64-bit range every spec value lives in (ISASpecError naming it)."""
+        if not -(2**63) <= value < 2**63:
+            shown = str(value) if value.bit_length() < 200 else f"a {value.bit_length()}-bit number"
+            raise self.error(f"'{key}' = {shown} leaves the 64-bit range of spec values", key)
+        return value
 
     def load_enums(self, raw: object) -> dict[str, Enum]:
         self.where = "table [enums]"

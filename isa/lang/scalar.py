@@ -21,6 +21,9 @@ class ScalarEnv:
     capacity: Callable[[int], int] | None = None
 
 
+MAX_SHIFT = 64   # scalar spec values are 64-bit: a larger left shift is a mistake, not a number to build
+
+
 def _int(x, e: Expr) -> int:
     if isinstance(x, bool):
         return int(x)
@@ -103,7 +106,11 @@ def _binary(e: Binary, a, b):
     if op == "%":
         return a % b
     if op == "<<":
-        return _int(a, e) << max(0, _int(b, e))
+        amount = _int(b, e)
+        if amount > MAX_SHIFT:   # a parameter such as LOG_BLOCK = 10**11 must not build a 12 GB integer
+            raise ExecError(f"'{to_text(e)}': a shift by {amount} bits leaves the 64-bit range of spec "
+                            f"values")
+        return _int(a, e) << max(0, amount)
     if op == ">>":
         return _int(a, e) >> max(0, _int(b, e))
     if op == "&":
