@@ -158,7 +158,7 @@ class DiannaoFlow(TargetFlow):
             shape = tuple(params.pop("shape", DEFAULT_SHAPE))
         reject_unknown(params, ("shape", *OPTIONS, *(("H", "W", "IC", "OC", "K", "S", "P") if conv else ())),
                        where)
-        return DiannaoJob(op, dtype, cores, tile, skip, shape, conv)
+        return _fits(DiannaoJob(op, dtype, cores, tile, skip, shape, conv), target)
 
     @staticmethod
     def _options(params: dict[str, Any], cores: int, target: Target, where: str):
@@ -177,7 +177,7 @@ class DiannaoFlow(TargetFlow):
         if dtype not in NUMPY_DTYPES:
             raise RunError(f"{op}: the output's dtype {dtype} does not run on the card; expected one of "
                            f"{', '.join(NUMPY_DTYPES)}")
-        return DiannaoJob(op, dtype, cores, tile, skip, tuple(user.output.shape), user=user)
+        return _fits(DiannaoJob(op, dtype, cores, tile, skip, tuple(user.output.shape), user=user), target)
 
     def inputs(self, job: DiannaoJob, rng: np.random.Generator) -> list[np.ndarray]:
         if job.user is not None:
@@ -294,6 +294,26 @@ class DiannaoFlow(TargetFlow):
             c = job.conv
             out.update(H=c.h, W=c.w, IC=c.ic, OC=c.oc, K=c.k, S=c.s, P=c.p)
         return out
+
+
+def _fits(job: DiannaoJob, target: Target) -> DiannaoJob:
+    """``job``, unless its arrays (inputs and output, each 64-byte aligned) outgrow the card's GMEM: checked
+    before anything is allocated or compiled."""
+    itemsize = np.dtype(NUMPY_DTYPES[job.dtype]).itemsize
+    if job.conv is not None:
+        c, block = job.conv, target.spec.params["CONV_BLOCK"]
+        out_size = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]]).itemsize
+        sizes = [c.h * c.w * c.ic * itemsize, -(-c.oc // block) * block * c.k * c.k * c.ic * itemsize,
+                 c.oh * c.ow * c.oc * out_size]
+    else:
+        operands = len(job.user.inputs) + 1 if job.user is not None else 2 if job.op == "relu" else 3
+        sizes = [math.prod(job.shape) * itemsize] * operands
+    need = sum(-(-s // GMEM_ALIGN) * GMEM_ALIGN for s in sizes)
+    have = target.spec.params["GMEM_BYTES"]
+    if need > have:
+        raise RunError(f"{job.where}: its arrays need {need:,} bytes of GMEM, but the card has {have:,} "
+                       f"(GMEM_BYTES); give a smaller shape")
+    return job
 
 
 FLOW = DiannaoFlow()

@@ -178,6 +178,10 @@ class VitaFlow(TargetFlow):
             shapes = tuple(tuple(a.shape) for a in layer.schedule(candidates[0], target.spec, relu).args[:2])
         except ScheduleError as exc:
             raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
+        have = target.spec.spaces["DRAM"].bytes
+        if layer.dram_bytes() > have:   # before any code is emitted or any array allocated
+            raise RunError(f"VITA {layer.op} {layer.params}: its input, weights and output need "
+                           f"{layer.dram_bytes():,} bytes of DRAM, but the machine addresses {have:,}")
         return VitaJob(layer, vthreads, relu, tuple(candidates), shapes)
 
     def inputs(self, job: VitaJob, rng: np.random.Generator) -> list[np.ndarray]:

@@ -51,6 +51,9 @@ def test_every_target_compiles_executes_validates_and_reports_the_same_contract(
     ("vita", "conv2d", {"tiling": "big"}, "tiling must be a compiler.ops.vita.Tiling"),
     ("cpu", "conv2d", {"isa": "avx9"}, "unknown isa 'avx9'"),
     ("cpu", "gemm", {"cores": 4}, "cpu gemm: unknown parameter 'cores'"),
+    ("diannao", "add", {"shape": (1024, 1024, 1024)}, "need 12,884,901,888 bytes of GMEM"),
+    ("diannao", "conv2d", {"H": 4096, "W": 4096, "IC": 64, "OC": 64}, "bytes of GMEM, but the card has"),
+    ("vita", "gemm", {"M": 10**6, "N": 10**6, "K": 10**6}, "bytes of DRAM, but the machine addresses"),
 ])
 def test_bad_parameters_are_refused_before_anything_is_compiled(kind, op, params, message, monkeypatch):
     flow = flow_for(kind)
