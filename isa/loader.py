@@ -370,6 +370,12 @@ class _Loader:
             for member, code in values.items():
                 if canonical(member) is None:  # dtype names (a type field's enum) stay casts, not values
                     self.declare_enum_member(member, code)
+            seen: dict[object, str] = {}
+            for member, code in values.items():
+                if code in seen:
+                    raise self.error(f"'{seen[code]}' and '{member}' have the same code {code}; each value "
+                                     f"needs its own", "values")
+                seen[code] = member
             enums[ename] = Enum(ename, MappingProxyType(dict(values)))
         return enums
 
@@ -654,6 +660,11 @@ class _Loader:
                 raise self.error("a tensor operand needs a 'space'", f"{where}.space")
             shape_raw = self.need(item, "shape", list, "an operand", f"{where}.shape")
             shape = tuple(self.expr(v, f"{where}.shape", scalars=scalars) for v in shape_raw)
+            for k, dim in enumerate(shape):
+                value = self.constant_value(dim)
+                if value is not None and value < 1:
+                    raise self.error(f"dimension {k} of the shape is {value}; dimensions must be at least 1",
+                                     f"{where}.shape")
             strides = None
             if "strides" in item:
                 sr = item["strides"]
@@ -731,6 +742,9 @@ class _Loader:
             rule_text = self.need(item, "rule", str, "a constraint", f"{field}.rule")
             rule = self.expr(rule_text, f"{field}.rule", scalars=scalars,
                              types={t: v[0] for t, v in types.items()}, tensors=sigs)
+            if getattr(rule, "dtype", "bool") != "bool":
+                raise self.error(f"a rule must be a condition (a comparison or a logical combination), but "
+                                 f"{rule_text!r} is {rule.dtype}", f"{field}.rule")
             message = item.get("message", rule_text)
             if not isinstance(message, str):
                 raise self.error("'message' must be a string", f"{field}.message")
@@ -744,10 +758,23 @@ class _Loader:
             else None
         cycles = self.expr(raw["cycles"], "timing.cycles", scalars=scalars, types=tv) if "cycles" in raw \
             else None
+        for name, e in (("latency", latency), ("cycles", cycles)):
+            value = self.constant_value(e)
+            if value is not None and value < 0:
+                raise self.error(f"'{name}' must not be negative, but it is {value}", f"timing.{name}")
         unit = raw.get("unit")
         if unit is not None and not isinstance(unit, str):
             raise self.error("'unit' must be a string", "timing.unit")
         return Timing(unit, latency, cycles, raw.get("doc", ""))
+
+    def constant_value(self, e: Expr | None) -> int | float | None:
+        """``e``'s value where it depends on parameters only (None where it reads fields or operands)."""
+        if e is None:
+            return None
+        try:
+            return evaluate(e, ScalarEnv({**self.enum_codes, **self.params}))
+        except (ExecError, KeyError, TypeError):
+            return None
 
     def check_decodable(self, instructions: dict[str, Instruction], insn_bits: int | None) -> None:
         """Two encodable instructions must differ in some fixed bit, or a word could decode to both."""

@@ -12,6 +12,7 @@ config's parameters with ``spec_for``, so the compiler and the simulator receive
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -132,8 +133,8 @@ def parse_config(cls: type, text: str, file: str) -> Any:
         if isinstance(v, bool) or not isinstance(v, want | int):
             kind = "a number" if want is float else "an integer"
             raise SimConfigError(f"expected {kind}, but got {v!r}", file=file, key=f.name)
-        if v <= 0:
-            raise SimConfigError(f"must be positive, but got {v!r}", file=file, key=f.name)
+        if not math.isfinite(v) or v <= 0:
+            raise SimConfigError(f"must be a finite positive number, but got {v!r}", file=file, key=f.name)
         values[f.name] = want(v)
     return cls(doc["name"], doc["summary"], MappingProxyType(dict(params)), spec=spec, source=file, **values)
 

@@ -66,6 +66,9 @@ EXPECTED: dict[str, tuple[str, str, str, int | None]] = {
     "constraint_undefined_name": ("vrelu", "constraints[0].rule", "undefined name 'ALIGN'", 7),
     "timing_undefined_name": ("vsum", "timing.cycles", "undefined name 'LANES'", 13),
     "missing_summary": ("vsum", "summary", "instruction 'vsum' needs 'summary'", None),
+    "constraint_not_a_condition": ("vrelu", "constraints[0].rule", "a rule must be a condition", None),
+    "negative_timing": ("vrelu", "timing.latency", "'latency' must not be negative, but it is -4", None),
+    "negative_shape": ("vsum", "operands.dst.shape", "dimension 0 of the shape is -1", None),
 }
 # files with several errors, each (instruction, field, message piece), in file order
 EXPECTED_SEVERAL = {

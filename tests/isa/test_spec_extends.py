@@ -94,3 +94,9 @@ def test_a_parameter_too_large_for_the_spec_is_refused_at_once(tmp_path: Path, v
     path = write(tmp_path, "big.toml", HEAD + f'extends = "vita"\n[params]\nLOG_BLOCK = {value}\n')
     with pytest.raises(ISASpecError, match=message):
         isa.load_spec_file(path)
+
+
+def test_two_enum_values_with_one_code_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "x.toml", HEAD + 'extends = "vita"\n[enums.alu_op]\nvalues = { CLIP = 1 }\n')
+    with pytest.raises(ISASpecError, match="'MAX' and 'CLIP' have the same code 1"):
+        isa.load_spec_file(path)

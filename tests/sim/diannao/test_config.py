@@ -35,7 +35,7 @@ def test_isa_params_override_the_card_and_bad_ones_name_the_key():
 
 
 @pytest.mark.parametrize(("line", "key", "message"), [
-    ("gmem_bytes_per_cycle = 0", "gmem_bytes_per_cycle", "must be positive"),
+    ("gmem_bytes_per_cycle = 0", "gmem_bytes_per_cycle", "must be a finite positive number"),
     ("instruction_budget = 1.5", "instruction_budget", "expected an integer"),
     ("clock_mhz = \"fast\"", "clock_mhz", "expected a number"),
     ("gmem_gbps = 64", "gmem_gbps", "unknown key"),
