@@ -152,9 +152,11 @@ def _print_vita(r) -> None:
     p = r.params
     layer = " ".join(f"{k}={p[k]}" for k in ("H", "W", "IC", "OC", "K", "S", "P", "M", "N") if k in p)
     t = p["tiling"]
-    _show_table(f"{r.op} {layer} int8 on vita ({p['config']}, {p['vthreads']} virtual threads)", r, [
+    asked = f", {p['vthreads']} asked" if p["vthreads_used"] != p["vthreads"] else ""
+    title = f"{r.op} {layer} int8 on vita ({p['config']}, {p['vthreads_used']} virtual threads{asked})"
+    _show_table(title, r, [
         ("tiling", f"{t['rows']} rows x {t['oc_block']} oc blocks x {t['ic_block']} ic blocks"
-                   + (f", threads over {t['vthread_axis']}" if p["vthreads"] > 1 else "")),
+                   + (f", threads over {t['vthread_axis']}" if p["vthreads_used"] > 1 else "")),
         ("instructions", ", ".join(f"{k} {v}" for k, v in sorted(r.instructions.items()))),
     ])
 

@@ -145,6 +145,7 @@ class VitaJob:
     relu: bool
     candidates: tuple[vita.Tiling, ...]
     input_shapes: tuple[tuple[int, ...], ...]   # data and weights, packed as the schedule takes them
+    vthreads_used: int = 0                       # fewer than asked when that many do not cut the layer
 
 
 class VitaFlow(TargetFlow):
@@ -170,10 +171,9 @@ class VitaFlow(TargetFlow):
         reject_unknown(params, (*keys, *OPTIONS), where)
         try:
             if tiling is not None:
-                candidates = [tiling]
+                candidates, used = [tiling], tiling.vthreads
             else:
-                ranked = vita.rank_tilings(layer.tiled(target.spec), vthreads, spec=target.spec,
-                                           costs=machine_costs(target, relu))
+                ranked, used = _ranked_with_fallback(layer, vthreads, target, relu)
                 candidates = ranked[:tune] if tune > 0 else ranked[:1]
             shapes = tuple(tuple(a.shape) for a in layer.schedule(candidates[0], target.spec, relu).args[:2])
         except ScheduleError as exc:
@@ -182,7 +182,7 @@ class VitaFlow(TargetFlow):
         if layer.dram_bytes() > have:   # before any code is emitted or any array allocated
             raise RunError(f"VITA {layer.op} {layer.params}: its input, weights and output need "
                            f"{layer.dram_bytes():,} bytes of DRAM, but the machine addresses {have:,}")
-        return VitaJob(layer, vthreads, relu, tuple(candidates), shapes)
+        return VitaJob(layer, vthreads, relu, tuple(candidates), shapes, used)
 
     def inputs(self, job: VitaJob, rng: np.random.Generator) -> list[np.ndarray]:
         return [rng.integers(-128, 128, shape, dtype=np.int8) for shape in job.input_shapes]
@@ -218,7 +218,8 @@ class VitaFlow(TargetFlow):
         return roofline_cycles(job.layer, target)
 
     def params(self, job: VitaJob, candidate: vita.Tiling, target: Target) -> dict[str, Any]:
-        return {**job.layer.params, "vthreads": job.vthreads, "tiling": asdict(candidate),
+        return {**job.layer.params, "vthreads": job.vthreads, "vthreads_used": job.vthreads_used,
+                "tiling": asdict(candidate),
                 "config": target.config.name, "relu": job.relu}
 
     def tuned_entry(self, candidate: vita.Tiling, cost: float) -> dict[str, Any]:
@@ -226,6 +227,21 @@ class VitaFlow(TargetFlow):
 
 
 FLOW = VitaFlow()
+
+
+def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, relu: bool
+                          ) -> tuple[list[vita.Tiling], int]:
+    """The ranked tilings for ``vthreads`` virtual threads or, when no tiling cuts the layer into that many
+    threads' whole tiles, for the largest count below that does (down to none); and the count used. The
+    ScheduleError of the count asked for when none works."""
+    first = None
+    for n in (vthreads, *range(vthreads - 1, 1, -1), 0) if vthreads > 1 else (vthreads,):
+        try:
+            return vita.rank_tilings(layer.tiled(target.spec), n, spec=target.spec,
+                                     costs=machine_costs(target, relu)), n
+        except ScheduleError as exc:
+            first = first or exc
+    raise first
 
 
 def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig | Target = DEFAULT_CONFIG,

@@ -74,10 +74,17 @@ def test_runs_are_deterministic() -> None:
     (["conv2d", "-p", "M=8"], "vita conv2d: unknown parameter 'M'"),
     (["gemm", "--shape", "8x8"], "gemm takes -p M= N= K="),
     (["gemm", "-p", "M=8", "--config", "no-such-config"], "no-such-config"),
-    (["conv2d", "-p", "H=7", "-p", "W=7", "-p", "IC=16", "-p", "OC=16", "--vthreads", "3"],
-     "no tiling with 3 virtual thread"),
 ])
 def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) -> None:
     result = RUNNER.invoke(app, ["run", *args, "--target", "vita"])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_thread_count_that_does_not_cut_the_layer_falls_back_and_says_so() -> None:
+    report = run_json("conv2d", "-p", "H=7", "-p", "W=7", "-p", "IC=16", "-p", "OC=32", "--vthreads", "3")
+    p = report["params"]
+    assert report["validated"] and p["vthreads"] == 3 and p["vthreads_used"] == 2 == p["tiling"]["vthreads"]
+    result = RUNNER.invoke(app, ["run", "conv2d", "-p", "H=7", "-p", "W=7", "-p", "IC=16", "-p", "OC=32",
+                                 "--vthreads", "3", "--target", "vita"])
+    assert result.exit_code == 0 and "2 virtual threads, 3 asked" in " ".join(result.output.split())
