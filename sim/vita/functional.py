@@ -105,18 +105,20 @@ class VitaState:
             return
         acc = self.buffers["ACC"][base:base + n]
         tiles = acc.astype(np.int8).reshape(f["y_size"], f["x_size"], out.elems)
-        view = self._dram_block(insn, out, f["dram_base"], f["y_size"], f["x_size"], f["x_stride"])
+        view = self._dram_block(insn, out, f["dram_base"], f["y_size"], f["x_size"], f["x_stride"],
+                                write=True)
         view[...] = tiles
 
-    def _dram_block(self, insn: isa.Insn, kind: TileKind, base: int, ys: int, xs: int, stride: int
-                    ) -> np.ndarray:
-        """A writable (ys, xs, elems) view of DRAM: rows ``stride`` tiles apart, starting at tile ``base``."""
+    def _dram_block(self, insn: isa.Insn, kind: TileKind, base: int, ys: int, xs: int, stride: int,
+                    write: bool = False) -> np.ndarray:
+        """A (ys, xs, elems) view of DRAM, rows ``stride`` tiles apart from tile ``base``; a load may read
+        overlapping rows (VTA reads them as given), a store (``write``) may not write them."""
         tile = kind.nbytes
         end = (base + (ys - 1) * stride + xs) * tile
         if end > self.dram.size:
             raise VitaExecError(f"{insn.name}: DRAM bytes {base * tile}..{end - 1} are outside DRAM "
                                 f"({self.dram.size} bytes)")
-        if ys > 1 and xs > stride:
+        if write and ys > 1 and xs > stride:
             raise VitaExecError(f"{insn.name}: rows overlap (x_size {xs} > x_stride {stride})")
         raw = self.dram[base * tile:end]
         typed = raw.view(kind.dtype)
@@ -124,7 +126,7 @@ class VitaState:
             return typed.reshape(ys, xs, kind.elems)
         item = kind.dtype.itemsize
         return np.lib.stride_tricks.as_strided(
-            typed, shape=(ys, xs, kind.elems), strides=(stride * tile, tile, item), writeable=True)
+            typed, shape=(ys, xs, kind.elems), strides=(stride * tile, tile, item), writeable=write)
 
     # ------------------------------------------------------------------ GEMM and ALU
     def uop_indices(self, insn: isa.Insn, f: dict[str, int] | None = None) -> dict[str, np.ndarray]:

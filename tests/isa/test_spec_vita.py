@@ -528,7 +528,6 @@ def _load_breakers(name: str) -> list[tuple[str, dict]]:
     return [
         # the padded block is 4 x 5 = 20 tiles: one past the end
         ("the padded block must fit", {"sram_base": depth - 19}),
-        ("DRAM rows must not overlap", {"x_stride": 2}),
         ("32-bit physical address space", {"dram_base": 2**32 // tile_bytes - 6}),
         ("skipped by VTA, padding included", {"x_size": 0}),
     ]

@@ -212,3 +212,17 @@ def test_a_full_command_queue_stalls_fetch_but_not_the_busy_unit():
     assert stalls == [("fetch", "wait for room in the compute command queue", 3, 1 + per_gemm, "stall"),
                       ("fetch", "wait for room in the compute command queue", 2 + per_gemm, 1 + 2 * per_gemm,
                        "stall")]
+
+
+def test_a_load_may_read_overlapping_dram_rows_as_vta_does():
+    # two rows of 4 tiles, 2 tiles apart: row 1 re-reads tiles 2 and 3 of row 0
+    program = isa.Program(SPEC, [SPEC.insn("LOAD_INP", y_size=2, x_size=4, x_stride=2), SPEC.insn("FINISH")])
+    dram = np.zeros(1024, np.uint8)
+    dram[:6 * 16] = np.repeat(np.arange(6, dtype=np.uint8), 16)   # tile k holds the value k
+    result = simulate(program, dram, CFG)
+    assert result.counters["inp_load_nbytes"] == 8 * 16
+    from sim.vita.functional import VitaState
+
+    state = VitaState(SPEC, dram.copy())
+    state.load(program.insns[0], "INP")
+    assert state.buffers["INP"][:8, 0].tolist() == [0, 1, 2, 3, 2, 3, 4, 5]
