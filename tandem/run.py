@@ -37,7 +37,7 @@ from __future__ import annotations
 import importlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -190,10 +190,12 @@ def flow_for(kind: str, op: str | None = None) -> TargetFlow:
 
 
 def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
-        inputs: Sequence[np.ndarray] | None = None) -> RunReport:
+        inputs: Sequence[np.ndarray] | None = None,
+        progress: Callable[[int, int], None] | None = None) -> RunReport:
     """Compile ``op`` for ``target``, execute it on ``inputs`` (default: seeded random arrays), compare the
     output with numpy and report what was measured (see the module docstring for the steps and parameters).
-    Bad parameters raise RunError before anything is compiled."""
+    Bad parameters raise RunError before anything is compiled. With several candidates, ``progress(done,
+    total)`` is called as each is measured (the command line draws a progress bar with it)."""
     start = time.perf_counter()
     flow = flow_for(target.kind, op)
     rest = dict(params or {})
@@ -216,6 +218,8 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
             break
         cost = flow.cost(job, compiled, data, target)
         tuned.append(flow.tuned_entry(candidate, cost))
+        if progress is not None:
+            progress(len(tuned), len(job.candidates))
         if best is None or cost < best[0]:
             best = (cost, candidate, compiled)
     _, winner, compiled = best

@@ -8,6 +8,8 @@ the simulated output equals numpy's, 1 when it does not, 2 for bad input or a co
 from __future__ import annotations
 
 import json
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -92,7 +94,8 @@ def run_command(
         options = {"dtype": DTYPE_NAMES.get(dtype, dtype) if dtype else None, "vthreads": vthreads,
                    "tune": tune, "isa": isa, "threads": threads, "relu": relu or None, "skip": skip or None}
         values.update({k: v for k, v in options.items() if v is not None})
-        report = run(op, resolved, values)
+        with _tuning_progress(enabled=not as_json and sys.stdout.isatty()) as progress:
+            report = run(op, resolved, values, progress=progress)
     except (WorkloadError, RunError, TandemError, SimError, ISAError, OSError) as exc:
         raise fail(str(exc), 2) from None
     if as_json:
@@ -103,6 +106,20 @@ def run_command(
         PRINTERS[target](report)
     if not report.validated:
         raise typer.Exit(code=1)
+
+
+@contextmanager
+def _tuning_progress(enabled: bool):
+    """A progress bar over the tuning candidates on a terminal (none under --json or in a pipe)."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("tuning"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  transient=True) as bar:
+        task = bar.add_task("tuning", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _print_user(r) -> None:

@@ -151,3 +151,10 @@ def test_a_job_without_candidates_is_a_run_error_not_a_crash(monkeypatch) -> Non
     with pytest.raises(RunError, match="no schedule fits"):
         run("add", load_target("diannao"), {"candidates": []})
     assert toy.steps == ["plan"]
+
+
+def test_progress_is_reported_per_measured_candidate(monkeypatch) -> None:
+    toy, seen = ToyFlow(), []
+    monkeypatch.setattr(flow_module, "flow_for", lambda kind, op=None: toy)
+    run("add", load_target("diannao"), {"candidates": [0, 2, 1]}, progress=lambda *a: seen.append(a))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
