@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.arith import Interval, simplify
+from compiler.arith import Interval, bound, simplify
 from compiler.arith.linear import LinearForm, is_index, linearize
 from compiler.backend.diannao_emit import Code, Label, Late, RegisterFile
 from compiler.errors import LoweringError
@@ -64,6 +64,8 @@ def float_bits(e: ir.FloatImm) -> tuple[int, int]:
     except OverflowError:
         (bits,) = _U32.unpack(_F32.pack(math.copysign(math.inf, value)))
     return e.type.bits, bits
+
+MAGIC_RANGE = 1 << 16   # the largest dividend range a division by a non-power-of-two constant is checked over
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,14 +287,42 @@ class Scalar:
     def _Div(self, e: ir.Div) -> Val:
         raise self.error("no divide on the DianNao scalar unit", e)
 
-    def _divisor_log2(self, e: ir.FloorDiv | ir.FloorMod) -> int:
+    def _divisor_log2(self, e: ir.FloorDiv | ir.FloorMod) -> int | None:
+        """log2 of the constant divisor, None when it is another positive constant that ``_magic`` covers."""
         d = simplify(e.b, self.ranges)
-        if e.dtype.is_float or not isinstance(d, ir.IntImm) or d.value <= 0 or d.value & (d.value - 1):
-            raise self.error("no divide on the DianNao scalar unit (only by a positive power of two)", e)
+        if e.dtype.is_float or not isinstance(d, ir.IntImm) or d.value <= 0:
+            raise self.error("no divide on the DianNao scalar unit (only by a positive constant)", e)
+        if d.value & (d.value - 1):
+            if self._magic(e, d.value) is None:
+                raise self.error(f"no divide on the DianNao scalar unit: a division by {d.value} (not a "
+                                 f"power of two) needs a dividend known to lie in [0, {MAGIC_RANGE}]", e)
+            return None
         return d.value.bit_length() - 1
+
+    def _magic(self, e: ir.FloorDiv | ir.FloorMod, d: int) -> tuple[int, int] | None:
+        """(m, s) such that ``(x * m) >> s == x // d`` for every value x the dividend can take (checked one
+        by one over its range, which must be non-negative and at most MAGIC_RANGE: a core index, a group
+        number), with ``x * m`` inside 32 bits; None when there is none."""
+        r = bound(e.a, self.ranges)
+        if r.lo is None or r.hi is None or r.lo < 0 or r.hi > MAGIC_RANGE:
+            return None
+        for s in range(1, 31):
+            m = -(-(1 << s) // d)
+            if m * r.hi > I32_MAX:
+                return None
+            if all((x * m) >> s == x // d for x in range(r.lo, r.hi + 1)):
+                return m, s
+        return None
 
     def _FloorDiv(self, e: ir.FloorDiv) -> Val:
         k = self._divisor_log2(e)
+        if k is None:   # multiply by the magic number, shift right
+            m, s = self._magic(e, simplify(e.b, self.ranges).value)
+            q = self.scaled(self.exact(self.value(e.a), e.dtype), m)
+            sh = self.const(s)
+            rd = self._dest(False, q, sh)
+            self.code.emit("sra", rd=rd, rs1=q.reg, rs2=sh.reg)
+            return Val(rd, temp=True)
         a = self.exact(self.value(e.a), e.dtype)
         if k == 0:
             return a
@@ -303,6 +333,13 @@ class Scalar:
 
     def _FloorMod(self, e: ir.FloorMod) -> Val:
         k = self._divisor_log2(e)
+        if k is None:   # x - d * (x // d), the quotient by the magic number
+            d = simplify(e.b, self.ranges).value
+            qd = self.scaled(self._FloorDiv(ir.FloorDiv(e.a, e.b)), d)
+            a = self.exact(self.value(e.a), e.dtype)
+            rd = self._dest(False, a, qd)
+            self.code.emit("sub", rd=rd, rs1=a.reg, rs2=qd.reg)
+            return Val(rd, temp=True)
         a = self.value(e.a)  # the low bits are right even before wrapping
         if k == 0:
             self.free(a)

@@ -190,3 +190,15 @@ def test_a_narrow_accumulator_is_not_the_instruction() -> None:
 def test_a_guarded_update_is_reported() -> None:
     got = select(_conv_nest("float32", "float32", guard=True), SPEC, "conv")
     assert isinstance(got, NoMatch) and "the update is guarded by `if y < 2`" in got.reason
+
+
+@pytest.mark.parametrize("oc", [48, 96])
+def test_channel_group_counts_that_are_not_powers_of_two_divide_the_core_index(oc: int) -> None:
+    # 12 cores over 3 or 6 channel groups: the core's group is tid // groups, its part tid % groups, which
+    # the scalar unit computes by a multiply and a shift (it has no divide)
+    from compiler.ops.nn import ConvShape
+    from tandem.diannao_run import run_diannao
+
+    report = run_diannao("conv2d", (12, 12, 16), "int8", cores=12, conv=ConvShape(12, 12, 16, oc, 3, 1, 1))
+    assert report.validated and report.max_abs_err == 0 and report.params["cores_used"] == 12
+    assert report.scalar_fallback == 0
