@@ -31,8 +31,10 @@ class VitaConfig(TomlConfig):
     summary: str
     isa_params: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     spec: str = ""  # the spec file the machine uses, relative to this file ("": the built-in one)
+    # a key a config file leaves out takes its value from here, which is vta-default.toml's (a test keeps the
+    # two the same: one set of defaults)
     clock_mhz: float = 100.0
-    dram_latency_cycles: int = 64
+    dram_latency_cycles: int = 20
     insn_queue_depth: int = 512
     cmd_queue_depth: int = 512
     dep_queue_depth: int = 8

@@ -3,6 +3,8 @@ and deadlock errors, tested where each simulator raises them)."""
 
 from __future__ import annotations
 
+import pytest
+
 from sim.core.ports import Ports
 from sim.core.trace import chrome_trace
 
@@ -29,3 +31,18 @@ def test_taking_one_port_is_reserving_it_alone():
     one, many = Ports(["dram"]), Ports(["dram"])
     for now, cycles in ((0, 8), (3, 2), (20, 1), (20, 4)):
         assert one.take("dram", cycles, now) == many.reserve([("dram", cycles)], now)
+
+
+@pytest.mark.parametrize(("cls", "default"), [("vita", "vta-default"), ("diannao", "default")])
+def test_a_key_a_config_leaves_out_takes_the_default_configs_value(cls: str, default: str) -> None:
+    """One set of defaults: the config dataclass's field defaults are the shipped default config's values."""
+    from dataclasses import MISSING, fields
+    from importlib import import_module
+
+    module = import_module(f"sim.{cls}.config")
+    config_cls = next(v for k, v in vars(module).items() if k.endswith("Config") and k != "TomlConfig"
+                      and isinstance(v, type))
+    shipped = module.load_config(default)
+    for f in fields(config_cls):
+        if f.default is not MISSING and f.name not in ("name", "summary", "spec", "source"):
+            assert getattr(shipped, f.name) == f.default, f"{config_cls.__name__}.{f.name}"
