@@ -49,7 +49,7 @@ from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
 from tandem.layers import ConvLayer, resnet18_layers
 from tandem.targets import load_target
-from tandem.vita_run import dram_bytes_per_cycle, run_vita
+from tandem.vita_run import dram_bytes_per_cycle, one_uop_timing, run_vita
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINED = ROOT / "tests/extensions/vita_pipelined.toml"
@@ -112,7 +112,7 @@ def bounds(layer: ConvLayer, target: Target) -> dict[str, int]:
     c = layer.vita.conv
     vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
     gemm = math.ceil(c.macs / peak_macs_per_cycle(target.spec))
-    per_vector = sum(_cycles_per_uop(target.spec, name) for name in ("GEMM_RESET", *_epilogue(target.spec)))
+    per_vector = sum(one_uop_timing(target.spec, name)[1] for name in ("GEMM_RESET", *_epilogue(target.spec)))
     dram = math.ceil(layer.vita.dram_bytes() / dram_bytes_per_cycle(target))
     return {"gemm_bound": gemm, "dram_bound": dram, "compute_unit_bound": gemm + per_vector * vectors}
 
@@ -120,13 +120,6 @@ def bounds(layer: ConvLayer, target: Target) -> dict[str, int]:
 def _epilogue(spec: isa.ISA) -> tuple[str, ...]:
     clip = vita.clip_instruction(spec)
     return ("ALU_SHR", clip) if clip else ("ALU_SHR", "ALU_MAX", "ALU_MIN")
-
-
-def _cycles_per_uop(spec: isa.ISA, name: str) -> int:
-    """A micro-op instruction's cycles per micro-op, from its spec timing (one micro-op, one iteration)."""
-    probe = {"uop_bgn": 0, "uop_end": 1, "iter_out": 1, "iter_in": 1}
-    _, _, cycles = isa.timing_of(spec, spec.insn(name, **probe))
-    return cycles or 0
 
 
 def run_step(step: Step, chosen: list[ConvLayer], vthreads: int, tune: int, config: str, spec_dir: Path,

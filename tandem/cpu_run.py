@@ -51,7 +51,6 @@ from tandem.run import (
     RunError,
     RunReport,
     TargetFlow,
-    exact,
     reject_unknown,
     run,
     take_conv,
@@ -239,8 +238,8 @@ class CpuFlow(TargetFlow):
         want = [(a.shape, a.dtype) for a in job.layer.inputs(0)]
         if [(a.shape, a.dtype) for a in arrays] != want:
             got = [(list(a.shape), str(a.dtype)) for a in arrays]
-            raise RunError(f"cpu {job.layer.op}: expected u8 data and s8 weights of shapes "
-                           f"{[list(s) for s, _ in want]}, but got {got}")
+            raise RunError(f"cpu {job.layer.op}: expected {[(list(s), str(d)) for s, d in want]} (data, "
+                           f"weights), but got {got}")
         return arrays
 
     def compile(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> tuple[ir.PrimFunc, CpuKernel]:
@@ -355,8 +354,7 @@ class CpuUserFlow(TargetFlow):
         return job.user.reference(inputs)
 
     def validate(self, job: CpuUserJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
-        result = job.user.compare(got, want)
-        return Check(result.passed, exact(got, want).max_abs_err, result.detail)
+        return job.user.validate(got, want)
 
     def roofline(self, job: CpuUserJob, target: Target, execution: Execution) -> None:
         return None

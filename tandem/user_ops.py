@@ -30,8 +30,8 @@ import numpy as np
 
 from compiler import interp, pipeline, te
 from compiler.schedule import create_schedule
-from tandem.run import RunError
-from tandem.validate import Comparison, compare
+from tandem.run import Check, RunError, exact
+from tandem.validate import compare
 
 
 class UserOpError(RunError):
@@ -95,9 +95,12 @@ class UserOp:
                               f"output {self.output.name} has shape {list(shape)}")
         return got.astype(dt)
 
-    def compare(self, got: np.ndarray, want: np.ndarray) -> Comparison:
-        """Integers bit-exact; floats bit-exact or allclose at the dtype's precision (tandem/validate.py)."""
-        return compare(got.reshape(want.shape), want, self.output.dtype)
+    def validate(self, got: np.ndarray, want: np.ndarray) -> Check:
+        """Integers bit-exact; floats bit-exact or allclose at the dtype's precision (tandem/validate.py),
+        with the largest difference."""
+        got = got.reshape(want.shape)
+        result = compare(got, want, self.output.dtype)
+        return Check(result.passed, exact(got, want).max_abs_err, result.detail)
 
 
 def load_user_op(op: str, params: Mapping[str, int]) -> UserOp:

@@ -101,7 +101,7 @@ class VitaLayer:
         return c.n * c.h * c.w * c.ic + c.oc * c.ic * c.k * c.k + c.n * c.oh * c.ow * c.oc
 
 
-def _one_uop_timing(spec: isa.ISA, name: str) -> tuple[int, int]:
+def one_uop_timing(spec: isa.ISA, name: str) -> tuple[int, int]:
     """(latency, cycles) of instruction ``name`` of ``spec`` with one micro-op, from its timing."""
     _, latency, cycles = isa.timing_of(spec, spec.insn(name, uop_end=1, iter_out=1, iter_in=1))
     return latency or 0, cycles or 0
@@ -111,8 +111,8 @@ def machine_costs(target: Target, relu: bool = False) -> vita.MachineCosts:
     """The numbers the schedule's cost model uses: the spec's timing (DRAM bandwidth, the GEMM and ALU
     instructions' pipeline fill, the ALU's cycles per micro-op and how many ALU instructions the epilogue
     takes on this spec) and the config's DRAM latency."""
-    gemm_fill, _ = _one_uop_timing(target.spec, "GEMM")
-    alu_fill, alu_per_uop = _one_uop_timing(target.spec, "ALU_MAX")
+    gemm_fill, _ = one_uop_timing(target.spec, "GEMM")
+    alu_fill, alu_per_uop = one_uop_timing(target.spec, "ALU_MAX")
     return vita.MachineCosts(dram_bytes_per_cycle(target), target.config.dram_latency_cycles,
                              max(gemm_fill, alu_fill), alu_per_uop, vita.epilogue_ops(target.spec, relu))
 

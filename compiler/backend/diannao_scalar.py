@@ -287,17 +287,19 @@ class Scalar:
     def _Div(self, e: ir.Div) -> Val:
         raise self.error("no divide on the DianNao scalar unit", e)
 
-    def _divisor_log2(self, e: ir.FloorDiv | ir.FloorMod) -> int | None:
-        """log2 of the constant divisor, None when it is another positive constant that ``_magic`` covers."""
+    def _divisor(self, e: ir.FloorDiv | ir.FloorMod) -> tuple[int, int | None, tuple[int, int] | None]:
+        """(d, log2 d, None) for a power-of-two divisor d; (d, None, (m, s)) for another positive constant
+        that ``_magic`` covers; else the error."""
         d = simplify(e.b, self.ranges)
         if e.dtype.is_float or not isinstance(d, ir.IntImm) or d.value <= 0:
             raise self.error("no divide on the DianNao scalar unit (only by a positive constant)", e)
-        if d.value & (d.value - 1):
-            if self._magic(e, d.value) is None:
-                raise self.error(f"no divide on the DianNao scalar unit: a division by {d.value} (not a "
-                                 f"power of two) needs a dividend known to lie in [0, {MAGIC_RANGE}]", e)
-            return None
-        return d.value.bit_length() - 1
+        if not d.value & (d.value - 1):
+            return d.value, d.value.bit_length() - 1, None
+        magic = self._magic(e, d.value)
+        if magic is None:
+            raise self.error(f"no divide on the DianNao scalar unit: a division by {d.value} (not a "
+                             f"power of two) needs a dividend known to lie in [0, {MAGIC_RANGE}]", e)
+        return d.value, None, magic
 
     def _magic(self, e: ir.FloorDiv | ir.FloorMod, d: int) -> tuple[int, int] | None:
         """(m, s) such that ``(x * m) >> s == x // d`` for every value x the dividend can take (checked one
@@ -314,10 +316,10 @@ class Scalar:
                 return m, s
         return None
 
-    def _FloorDiv(self, e: ir.FloorDiv) -> Val:
-        k = self._divisor_log2(e)
-        if k is None:   # multiply by the magic number, shift right
-            m, s = self._magic(e, simplify(e.b, self.ranges).value)
+    def _FloorDiv(self, e: ir.FloorDiv, divisor: tuple | None = None) -> Val:
+        _, k, magic = divisor or self._divisor(e)
+        if magic is not None:   # multiply by the magic number, shift right
+            m, s = magic
             q = self.scaled(self.exact(self.value(e.a), e.dtype), m)
             sh = self.const(s)
             rd = self._dest(False, q, sh)
@@ -332,10 +334,10 @@ class Scalar:
         return Val(rd, temp=True)
 
     def _FloorMod(self, e: ir.FloorMod) -> Val:
-        k = self._divisor_log2(e)
-        if k is None:   # x - d * (x // d), the quotient by the magic number
-            d = simplify(e.b, self.ranges).value
-            qd = self.scaled(self._FloorDiv(ir.FloorDiv(e.a, e.b)), d)
+        divisor = self._divisor(e)
+        d, k, magic = divisor
+        if magic is not None:   # x - d * (x // d), the quotient by the magic number
+            qd = self.scaled(self._FloorDiv(ir.FloorDiv(e.a, e.b), divisor), d)
             a = self.exact(self.value(e.a), e.dtype)
             rd = self._dest(False, a, qd)
             self.code.emit("sub", rd=rd, rs1=a.reg, rs2=qd.reg)
