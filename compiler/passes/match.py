@@ -16,7 +16,9 @@ once, here:
 - **dtypes** (``check_dtypes``): with a typed pattern, every node has the pattern's dtype (the Inspector's
   rule; the other passes check operand dtypes once matched);
 - **fields** (``fields``): a name that is an instruction field matches a constant and sets the field;
-  ``select(flag != 0, a, b)`` on a field matches the branch the flag's value makes true;
+  ``select(flag != 0, a, b)`` on a field matches the branch the flag's value makes true; ``field % N`` (a
+  hardware that keeps an amount's low bits) matches a constant ``c`` with ``0 <= c < N`` and sets the field
+  to c;
 - **shifts** (``shifts``): ``x >> n`` matches ``floordiv(x, 2**n)`` (the IR's arithmetic right shift);
 - **sums** (``sums``): ``sum(..., body)`` matches ``body`` alone, when the loop nest around the store walks
   the reduce indices one product per store.
@@ -136,6 +138,11 @@ class TreeMatch:
                 raise NoTreeMatch(f"expected a cast to {to}, found {e}")
         elif isinstance(pat, t.Reduce) and self.sums and pat.op == "sum":
             self.match(pat.body, e)
+        elif isinstance(pat, t.Binary) and pat.op == "%" and isinstance(pat.lhs, t.Name) \
+                and pat.lhs.id in self.fields and isinstance(pat.rhs, t.Num):
+            if not isinstance(e, ir.IntImm) or not 0 <= e.value < pat.rhs.value:
+                raise NoTreeMatch(f"{t.to_text(pat)} needs a constant in [0, {pat.rhs.value}), found {e}")
+            self.set_field(pat.lhs.id, e.value)
         elif isinstance(pat, t.Call) and pat.func == "select" and self.fields:
             self._select(pat, e)
         elif isinstance(pat, t.Binary) and pat.op == ">>" and self.shifts:

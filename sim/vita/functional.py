@@ -73,12 +73,15 @@ class VitaState:
 
     # ------------------------------------------------------------------ loads and stores
     def load(self, insn: isa.Insn, memory: str, f: dict[str, int] | None = None) -> None:
-        """LOAD_<memory>: a 2-D strided DRAM block into consecutive tiles, zero-padded on each side.
+        """LOAD_<memory>: a 2-D strided DRAM block into consecutive tiles, zero-padded on each side; nothing
+        at all when x_size is 0.
 
         ``f`` is ``insn.values`` when the caller already has it (as for every method here).
         """
         kind = self.kinds[memory]
         f = insn.values if f is None else f
+        if f["x_size"] == 0:   # VTA skips the load, padding included
+            return
         ys, xs = f["y_pad_0"] + f["y_size"] + f["y_pad_1"], f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
         base = f["sram_base"]
         if base + ys * xs > kind.depth:
@@ -249,8 +252,8 @@ def _load(space: str, dtype: str, tile: str) -> str:
     strides, at = (f"[x_stride * {tile}, {tile}, 1]", f"dram_base * {tile}") if tile != "1" else \
         ("[x_stride, 1, 1]", "dram_base")
     return "\n".join([_PADDED, _YXE,
-                      f"sram: {space} {dtype} shape [y_pad_0 + y_size + y_pad_1, x_pad_0 + x_size + x_pad_1, "
-                      f"{tile}] strides - at sram_base",
+                      f"sram: {space} {dtype} shape [select(x_size > 0, y_pad_0 + y_size + y_pad_1, 0), "
+                      f"x_pad_0 + x_size + x_pad_1, {tile}] strides - at sram_base",
                       f"dram: DRAM {dtype} shape [y_size, x_size, {tile}] strides {strides} at {at}"])
 
 
@@ -287,9 +290,9 @@ FAST_PATHS: dict[str, tuple[str, str | None]] = {
     _alu_op(f"dst[b, o] = max(dst[b, o], {_Y})"): ("alu", "MAX"),
     _alu_op(f"dst[b, o] = dst[b, o] + {_Y}"): ("alu", "ADD"),
     _alu_op(f"dst[b, o] = dst[b, o] * {_Y}"): ("alu", "MUL"),
-    _alu_op("dst[b, o] = select(use_imm != 0, select(imm >= 0, dst[b, o] >> imm, i32(i64(dst[b, o]) << "
-            "-i64(imm))), select(src[b, o] >= 0, dst[b, o] >> src[b, o], i32(i64(dst[b, o]) << "
-            "-i64(src[b, o]))))"): ("alu", "SHR"),
+    _alu_op("dst[b, o] = select(use_imm != 0, select(imm >= 0, dst[b, o] >> imm % 32, i32(i64(dst[b, o]) << "
+            "-i64(imm) % 32)), select(src[b, o] >= 0, dst[b, o] >> src[b, o] % 32, i32(i64(dst[b, o]) << "
+            "-i64(src[b, o]) % 32)))"): ("alu", "SHR"),
 }
 
 
@@ -301,8 +304,8 @@ def fast_path(instr: isa.Instruction) -> tuple[str, str | None] | None:
 def _alu(op: str, x: np.ndarray, y: np.ndarray | int) -> np.ndarray:
     """VTA's ALU on int32 tiles ``x`` with operand ``y`` (tiles or a scalar immediate), wrapping at 32 bits.
 
-    SHR shifts right by ``y`` when ``y >= 0`` and left by ``-y`` otherwise; amounts are clamped to [0, 32], as
-    the spec's semantics clamp them (C leaves larger shifts undefined).
+    SHR shifts right by ``y`` when ``y >= 0`` and left by ``-y`` otherwise, by the amount modulo 32 (VTA's
+    shifter takes the amount's low 5 bits).
     """
     if op == "MIN":
         return np.minimum(x, y)
@@ -317,10 +320,9 @@ def _alu(op: str, x: np.ndarray, y: np.ndarray | int) -> np.ndarray:
     if np.ndim(y) == 0:  # an immediate: one direction for the whole tile
         y = int(y)
         if y >= 0:
-            return x >> min(y, 31)
-        return (x.view(np.uint32) << -y).view(np.int32) if -y < 32 else np.zeros_like(x)
+            return x >> (y % 32)
+        return (x.view(np.uint32) << (-y % 32)).view(np.int32)
     y = np.asarray(y, dtype=np.int64)
-    right = x >> np.clip(y, 0, 31).astype(np.int32)
-    amount = np.clip(-y, 0, 31).astype(np.uint32)
-    left = np.where(-y >= 32, 0, (x.view(np.uint32) << amount).view(np.int32))
+    right = x >> (y % 32).astype(np.int32)
+    left = (x.view(np.uint32) << (-y % 32).astype(np.uint32)).view(np.int32)
     return np.where(y >= 0, right, left).astype(np.int32)

@@ -99,3 +99,15 @@ def test_a_shift_matches_a_floor_division_by_a_power_of_two():
     with pytest.raises(NoTreeMatch, match="power of two"):
         TreeMatch(fields=frozenset({"imm"}), shifts=True).match(pattern("a[i] >> imm", a="i32"),
                                                                 ir.FloorDiv(x[i], const(3, "int32")))
+
+
+def test_a_field_modulo_a_constant_matches_a_constant_below_it():
+    """A shifter that keeps the amount's low 5 bits (``x >> imm % 32``) still serves ``x // 2**k`` for k < 32,
+    with imm = k; an amount of 32 or more is not what ``imm % 32`` can give."""
+    x = Buffer("X", (4,), dtypes.int32)
+    m = TreeMatch(fields=frozenset({"imm"}), shifts=True)
+    m.match(pattern("a[i] >> imm % 32", a="i32"), ir.FloorDiv(x[i], const(256, "int32")))
+    assert m.values == {"imm": 8}
+    with pytest.raises(NoTreeMatch, match=r"imm % 32 needs a constant in \[0, 32\), found 40"):
+        TreeMatch(fields=frozenset({"imm"})).match(pattern("a[i] + imm % 32", a="i32"),
+                                                   ir.Add(x[i], const(40, "int32")))

@@ -126,6 +126,21 @@ def test_loads_equal_the_spec_semantics(memory):
     assert np.array_equal(got, want.reshape(got.shape))
 
 
+@pytest.mark.parametrize("memory", ["INP", "WGT", "ACC", "UOP"])
+def test_a_load_with_x_size_0_writes_nothing_padding_included(memory):
+    """VTA's load module skips a load of zero-tile rows: its padding is not written either (the spec's SRAM
+    block is empty), and the spec's rules do not hold it to the buffer."""
+    state, _ = fresh(13)
+    state.buffers[memory][:] = 7
+    insn = SPEC.insn(f"LOAD_{memory}", sram_base=state.kinds[memory].depth - 1, y_size=2, x_size=0,
+                     x_stride=1, y_pad_0=1, y_pad_1=1, x_pad_0=2, x_pad_1=1)
+    assert isa.check_constraints(SPEC, insn) == []
+    kind = state.kinds[memory]
+    assert isa.execute(SPEC, insn, {"dram": np.zeros((2, 0, kind.elems), kind.dtype)})["sram"].size == 0
+    state.load(insn, memory)
+    assert (state.buffers[memory] == 7).all()
+
+
 def test_store_truncates_accumulators_like_the_spec():
     state, _ = fresh(12)
     insn = SPEC.insn("STORE_OUT", sram_base=9, dram_base=2, y_size=2, x_size=3, x_stride=5)

@@ -157,7 +157,7 @@ def test_the_binary_form_of_a_program_simulates_like_the_program():
 @pytest.mark.parametrize(("insn", "message"), [
     (SPEC.insn("LOAD_INP", sram_base=2047, y_size=1, x_size=2, x_stride=2),
      r"instruction 0 \(LOAD_INP sram_base=0x7ff, .*\) on the load unit: the padded block must fit in the "
-     r"INP buffer \(INP_BUFF_DEPTH tiles\): violated 'sram_base \+ .* <= INP_BUFF_DEPTH' "
+     r"INP buffer \(INP_BUFF_DEPTH tiles\): violated 'x_size == 0 or sram_base \+ .* <= INP_BUFF_DEPTH' "
      r"\(INP_BUFF_DEPTH = 2048, sram_base = 2047"),
     (SPEC.insn("LOAD_WGT", dram_base=10, y_size=1, x_size=1, x_stride=1),
      r"instruction 0 \(LOAD_WGT\) on the load unit: .* outside DRAM \(1024 bytes\)"),
