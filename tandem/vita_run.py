@@ -148,6 +148,21 @@ class VitaJob:
     vthreads_used: int = 0                       # fewer than asked when that many do not cut the layer
 
 
+def _check_size(layer: VitaLayer, target: Target) -> None:
+    """The layer fits the machine's DRAM space and its work the config's micro-op budget: checked before any
+    tiling is ranked, code emitted or array allocated."""
+    have = target.spec.spaces["DRAM"].bytes
+    if layer.dram_bytes() > have:
+        raise RunError(f"VITA {layer.op} {layer.params}: its input, weights and output need "
+                       f"{layer.dram_bytes():,} bytes of DRAM, but the machine addresses {have:,}")
+    uops = math.ceil(layer.conv.macs / peak_macs_per_cycle(target.spec))   # at most a full GEMM per micro-op
+    budget = target.config.uop_budget
+    if uops > budget:
+        raise RunError(f"VITA {layer.op} {layer.params}: needs at least {uops:,} GEMM micro-ops, more than "
+                       f"the machine config's uop_budget of {budget:,}; make the problem smaller, or raise "
+                       f"uop_budget in a config of your own (--config)")
+
+
 class VitaFlow(TargetFlow):
     kind = "vita"
 
@@ -169,6 +184,7 @@ class VitaFlow(TargetFlow):
         if tiling is not None and not isinstance(tiling, vita.Tiling):
             raise RunError(f"{where}: tiling must be a compiler.ops.vita.Tiling, but got {tiling!r}")
         reject_unknown(params, (*keys, *OPTIONS), where)
+        _check_size(layer, target)
         try:
             if tiling is not None:
                 candidates, used = [tiling], tiling.vthreads
@@ -178,10 +194,6 @@ class VitaFlow(TargetFlow):
             shapes = tuple(tuple(a.shape) for a in layer.schedule(candidates[0], target.spec, relu).args[:2])
         except ScheduleError as exc:
             raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
-        have = target.spec.spaces["DRAM"].bytes
-        if layer.dram_bytes() > have:   # before any code is emitted or any array allocated
-            raise RunError(f"VITA {layer.op} {layer.params}: its input, weights and output need "
-                           f"{layer.dram_bytes():,} bytes of DRAM, but the machine addresses {have:,}")
         return VitaJob(layer, vthreads, relu, tuple(candidates), shapes, used)
 
     def inputs(self, job: VitaJob, rng: np.random.Generator) -> list[np.ndarray]:

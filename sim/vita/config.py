@@ -6,9 +6,9 @@
 
 A config names the ISA parameters (buffer sizes, GEMM shape, DRAM bandwidth, pipeline fills: applied to the
 spec with ``spec_for``), optionally its spec file, and what the spec does not describe: the clock, the DRAM
-latency, the queue depths and fetch's rate. Each value lives in one place: what an instruction costs is the
-spec's timing, never a config field. Every default in the shipped files states its source or its reasoning
-in a comment.
+latency, the queue depths, fetch's rate and the work budget (``uop_budget``). Each value lives in one place:
+what an instruction costs is the spec's timing, never a config field. Every default in the shipped files
+states its source or its reasoning in a comment.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class VitaConfig(TomlConfig):
     cmd_queue_depth: int = 512
     dep_queue_depth: int = 8
     fetch_cycles_per_insn: int = 1
+    uop_budget: int = 50_000_000   # micro-ops a program's GEMM/ALU instructions may run in all
     source: str = "<config>"
     FAMILY = "vita"
     # keys of earlier configs whose values now live in the spec, and where

@@ -14,6 +14,7 @@ a micro-op range outside the uop buffer, a DRAM access outside DRAM, padding on 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,10 @@ BATCH_UOPS = 1 << 15
 
 class VitaExecError(SimError):
     """A VITA instruction cannot execute: names the instruction and the rule it breaks."""
+
+
+class VitaBudgetError(VitaExecError):
+    """A program runs more micro-ops than the machine config's ``uop_budget``: found before cycle 0."""
 
 
 class VitaConstraintError(VitaExecError, ConstraintError):
@@ -132,11 +137,14 @@ class VitaState:
             typed, shape=(ys, xs, kind.elems), strides=(stride * tile, tile, item), writeable=write)
 
     # ------------------------------------------------------------------ GEMM and ALU
-    def uop_indices(self, insn: isa.Insn, f: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-        """dst/src/wgt tile index of every micro-op the instruction runs, in execution order.
+    def uop_chunks(self, insn: isa.Insn, f: dict[str, int] | None = None) -> Iterator[tuple[int, dict]]:
+        """The micro-ops of the instruction's two-level loop, in execution order, as runs of at most
+        ``BATCH_UOPS``: ``(position of the run's first micro-op, indices)``, where ``indices`` holds the
+        dst/src/wgt tile index of each micro-op and ``independent`` (see ``_indices``).
 
-        Programs repeat the same micro-op loops, so the arrays are cached by the loop fields and the micro-op
-        words themselves (never stale, whoever writes the uop buffer); treat them as read-only.
+        Memory stays bounded whatever the loop's size. Programs repeat the same micro-op loops, so a loop of
+        one run is cached by the loop fields and the micro-op words themselves (never stale, whoever writes
+        the uop buffer); treat the arrays as read-only.
         """
         f = insn.values if f is None else f
         bgn, end = f["uop_bgn"], f["uop_end"]
@@ -145,13 +153,32 @@ class VitaState:
             raise VitaExecError(f"{insn.name}: micro-op range {bgn}..{end} is outside the uop buffer "
                                 f"(depth {depth})")
         words = self.buffers["UOP"][bgn:end, 0]
+        n = uop_count(f)
+        if n > BATCH_UOPS:
+            for lo in range(0, n, BATCH_UOPS):
+                yield lo, self._indices(words, f, lo, min(n, lo + BATCH_UOPS))
+            return
         key = (words.tobytes(), f["iter_out"], f["iter_in"], f["dst_factor_out"], f["dst_factor_in"],
                *(f.get(k) for k in ("src_factor_out", "src_factor_in", "wgt_factor_out", "wgt_factor_in")))
         cached = self._uop_cache.get(key)
-        if cached is not None:
-            return cached
-        i = np.arange(f["iter_out"]).reshape(-1, 1, 1)
-        j = np.arange(f["iter_in"]).reshape(1, -1, 1)
+        if cached is None:
+            cached = self._indices(words, f, 0, n)
+            if len(self._uop_cache) >= 4096:
+                self._uop_cache.clear()
+            self._uop_cache[key] = cached
+        yield 0, cached
+
+    def _indices(self, words: np.ndarray, f: dict[str, int], lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Tile indices of micro-ops ``lo..hi-1`` of the loop over ``words``: position k runs micro-op
+        ``k % n`` of inner iteration ``k // n % iter_in`` of outer iteration ``k // (n * iter_in)``, n words.
+
+        ``independent`` says whether the micro-ops may run as one vector operation: (with an immediate) no
+        destination repeats, (with a source tile) neither does any source that is another micro-op's
+        destination.
+        """
+        k = np.arange(lo, hi, dtype=np.int64)
+        u, rest = k % words.size, k // words.size
+        j, i = rest % f["iter_in"], rest // f["iter_in"]
         out = {}
         for name, out_f, in_f in (("dst", "dst_factor_out", "dst_factor_in"),
                                   ("src", "src_factor_out", "src_factor_in"),
@@ -159,82 +186,77 @@ class VitaState:
             if out_f not in f:   # an operand the format has no loop factors for (a dst-only ALU operation)
                 continue
             lsb, mask = self.uop_fields[f"{name}_idx"]
-            base = ((words.astype(np.int64) >> lsb) & mask).reshape(1, 1, -1)
-            out[name] = (base + i * f[out_f] + j * f[in_f]).reshape(-1)
+            base = (words.astype(np.int64) >> lsb) & mask
+            out[name] = base[u] + i * f[out_f] + j * f[in_f]
         dst, src = out["dst"], out.get("src", out["dst"])
-        # ALU micro-ops may run as one vector operation when no destination repeats and (with a source
-        # operand) no source is another micro-op's destination
         unique = np.unique(dst).size == dst.size
         out["independent"] = (unique, unique and not np.isin(src[src != dst], dst).any())
-        if len(self._uop_cache) >= 4096:
-            self._uop_cache.clear()
-        self._uop_cache[key] = out
         return out
 
-    def _check(self, insn: isa.Insn, idx: np.ndarray, memory: str, what: str) -> None:
+    def _check(self, insn: isa.Insn, idx: np.ndarray, memory: str, what: str, first: int = 0) -> None:
         depth = self.kinds[memory].depth
         if idx.size and (idx.max() >= depth):
             k = int(np.argmax(idx >= depth))
-            raise VitaExecError(f"{insn.name}: micro-op {k} of the loop addresses {what} tile {int(idx[k])}, "
-                                f"outside the {memory} buffer (depth {depth})")
+            raise VitaExecError(f"{insn.name}: micro-op {first + k} of the loop addresses {what} tile "
+                                f"{int(idx[k])}, outside the {memory} buffer (depth {depth})")
 
     def gemm(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """GEMM: acc[dst] += inp[src] x wgt[wgt]^T for every micro-op of the two-level loop."""
-        idx = self.uop_indices(insn, f)
-        self._check(insn, idx["dst"], "ACC", "accumulator")
-        self._check(insn, idx["src"], "INP", "input")
-        self._check(insn, idx["wgt"], "WGT", "weight")
         acc = self.buffers["ACC"]
         b, bi, bo = self.batch, self.block_in, self.block_out
-        for lo in range(0, idx["dst"].size, BATCH_UOPS):
-            sl = slice(lo, lo + BATCH_UOPS)
-            inp = self.buffers["INP"][idx["src"][sl]].reshape(-1, b, bi).astype(np.int32)
-            wgt = self.buffers["WGT"][idx["wgt"][sl]].reshape(-1, bo, bi).astype(np.int32)
+        for first, idx in self.uop_chunks(insn, f):
+            self._check(insn, idx["dst"], "ACC", "accumulator", first)
+            self._check(insn, idx["src"], "INP", "input", first)
+            self._check(insn, idx["wgt"], "WGT", "weight", first)
+            inp = self.buffers["INP"][idx["src"]].reshape(-1, b, bi).astype(np.int32)
+            wgt = self.buffers["WGT"][idx["wgt"]].reshape(-1, bo, bi).astype(np.int32)
             prod = np.einsum("nbk,nok->nbo", inp, wgt, dtype=np.int32).reshape(-1, b * bo)
             # additions modulo 2**32 commute, so repeated destinations add up exactly as in sequence
-            np.add.at(acc, idx["dst"][sl], prod)
+            np.add.at(acc, idx["dst"], prod)
 
     def gemm_reset(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """GEMM with reset_reg: zero every addressed accumulator tile."""
-        idx = self.uop_indices(insn, f)
-        self._check(insn, idx["dst"], "ACC", "accumulator")
-        self.buffers["ACC"][idx["dst"]] = 0
+        for first, idx in self.uop_chunks(insn, f):
+            self._check(insn, idx["dst"], "ACC", "accumulator", first)
+            self.buffers["ACC"][idx["dst"]] = 0
 
     def alu(self, insn: isa.Insn, op: str, f: dict[str, int] | None = None) -> None:
         """ALU_<op>: acc[dst] = op(acc[dst], imm or acc[src]) for every micro-op, in order."""
         f = insn.values if f is None else f
-        idx = self.uop_indices(insn, f)
-        dst, src = idx["dst"], idx["src"]
-        self._check(insn, dst, "ACC", "destination")
-        use_imm = f["use_imm"]
-        if not use_imm:
-            self._check(insn, src, "ACC", "source")
+        use_imm, imm = f["use_imm"], f["imm"]
         acc = self.buffers["ACC"]
-        imm = f["imm"]
-        independent = idx["independent"][0 if use_imm else 1]
-        if independent:
-            acc[dst] = _alu(op, acc[dst], imm if use_imm else acc[src])
-            return
-        for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # dependent micro-ops: in sequence
-            acc[d] = _alu(op, acc[d], imm if use_imm else acc[s])
+        for first, idx in self.uop_chunks(insn, f):
+            dst, src = idx["dst"], idx["src"]
+            self._check(insn, dst, "ACC", "destination", first)
+            if not use_imm:
+                self._check(insn, src, "ACC", "source", first)
+            if idx["independent"][0 if use_imm else 1]:
+                acc[dst] = _alu(op, acc[dst], imm if use_imm else acc[src])
+                continue
+            for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # dependent micro-ops: in sequence
+                acc[d] = _alu(op, acc[d], imm if use_imm else acc[s])
+
+
+def uop_count(f: dict[str, int]) -> int:
+    """How many micro-ops a GEMM/ALU instruction with fields ``f`` runs: its two-level loop over its range."""
+    return f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
 
 
 def execute_generic(state: VitaState, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
     """A micro-op instruction whose semantics no fast path implements, through the spec's generic executor:
     for every micro-op of its two-level loop, in order, each operand is the ACC tile its micro-op field
     (``dst_idx``, ``src_idx``) and the loop factors address, and the written operands are stored back."""
-    f = insn.values if f is None else f
     instr = state.spec.instruction(insn.name)
-    idx = state.uop_indices(insn, f)
     names = [op.name for op in instr.operands if op.kind == "tensor"]
-    for name in names:
-        state._check(insn, idx[name], "ACC", name)
     acc = state.buffers["ACC"]
     shape = (state.batch, state.block_out)
-    for k in range(idx["dst"].size):
-        tiles = {name: acc[idx[name][k]].reshape(shape) for name in names}
-        for name, value in isa.execute(state.spec, insn, tiles).items():
-            acc[idx[name][k]] = np.asarray(value).reshape(-1)
+    for first, idx in state.uop_chunks(insn, f):
+        for name in names:
+            state._check(insn, idx[name], "ACC", name, first)
+        for k in range(idx["dst"].size):
+            tiles = {name: acc[idx[name][k]].reshape(shape) for name in names}
+            for name, value in isa.execute(state.spec, insn, tiles).items():
+                acc[idx[name][k]] = np.asarray(value).reshape(-1)
 
 
 # ---------------------------------------------------------------------------- the fast paths' contracts

@@ -37,8 +37,15 @@ import isa
 from sim.core.errors import DeadlockError, deadlock_message
 from sim.core.ports import Ports
 from sim.vita.config import VitaConfig, load_config
-from sim.vita.functional import VitaConstraintError, VitaExecError, VitaState, execute_generic
-from sim.vita.plan import InsnPlan, plan_spec
+from sim.vita.functional import (
+    VitaBudgetError,
+    VitaConstraintError,
+    VitaExecError,
+    VitaState,
+    execute_generic,
+    uop_count,
+)
+from sim.vita.plan import MICRO_OP_ACTIONS, InsnPlan, plan_spec
 
 QUEUES = {"l2g": "load->compute", "g2l": "compute->load", "g2s": "compute->store", "s2g": "store->compute"}
 # (pop_prev, pop_next, push_prev, push_next) queues of each unit; None where the flag has no queue
@@ -220,6 +227,19 @@ class _Machine:
                     raise VitaExecError(f"{self.where(pc)}: its timing cannot be evaluated: {e}") from None
                 known = timing[insn] = (latency or 0, cycles if cycles is not None else 1)
             self.timing.append(known)
+        self.check_budget()
+
+    def check_budget(self) -> None:
+        """The program's micro-ops (every GEMM/ALU loop, ``uop_count``) fit the config's ``uop_budget``."""
+        uops = [uop_count(f) if plan.action in MICRO_OP_ACTIONS else 0
+                for f, plan in zip(self.fields, self.plans, strict=True)]
+        total = sum(uops)
+        if total > self.config.uop_budget:
+            pc = max(range(len(uops)), key=uops.__getitem__)
+            raise VitaBudgetError(f"the program runs {total:,} micro-ops, more than the machine config's "
+                                  f"uop_budget of {self.config.uop_budget:,} ({self.where(pc)} alone runs "
+                                  f"{uops[pc]:,}); split the work into smaller instructions, or raise "
+                                  f"uop_budget in the config ({self.config.source})")
 
     def where(self, pc: int) -> str:
         """Instruction ``pc`` as errors name it: its index and its assembly text."""
@@ -330,7 +350,7 @@ class _Machine:
         cycles = latency + work
         action = plan.action
         if action != "finish":
-            uops = f["iter_out"] * f["iter_in"] * max(f["uop_end"] - f["uop_bgn"], 0)
+            uops = uop_count(f)
             if action == "gemm":
                 self.state.gemm(insn, f)
                 self.counters["gemm_counter"] += uops

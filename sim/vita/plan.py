@@ -31,6 +31,8 @@ UNITS = ("load", "compute", "store")
 # the fields of VTA's micro-op loop, which a generic micro-op instruction's format must have
 UOP_LOOP = ("uop_bgn", "uop_end", "iter_out", "iter_in")
 TRANSFERS = ("load", "store")
+# the actions that run a two-level loop of micro-ops (the work ``uop_budget`` bounds)
+MICRO_OP_ACTIONS = ("gemm", "reset", "alu", "generic")
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ def test_every_target_compiles_executes_validates_and_reports_the_same_contract(
     ("diannao", "add", {"shape": (1024, 1024, 1024)}, "need 12,884,901,888 bytes of GMEM"),
     ("diannao", "conv2d", {"H": 4096, "W": 4096, "IC": 64, "OC": 64}, "bytes of GMEM, but the card has"),
     ("vita", "gemm", {"M": 10**6, "N": 10**6, "K": 10**6}, "bytes of DRAM, but the machine addresses"),
+    ("vita", "gemm", {"M": 4096, "N": 4096, "K": 4096}, "268,435,456 GEMM micro-ops, more than the machine "
+     "config's uop_budget of 50,000,000"),
 ])
 def test_bad_parameters_are_refused_before_anything_is_compiled(kind, op, params, message, monkeypatch):
     flow = flow_for(kind)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import isa
+from sim.vita import functional
 from sim.vita.functional import FAST_PATHS, VitaExecError, VitaState, execute_generic, fast_path
 
 SPEC = isa.load_isa("vita")
@@ -69,6 +70,27 @@ def test_gemm_reset_zeroes_every_addressed_tile_and_nothing_else():
     assert not state.buffers["ACC"][hit].any()
     untouched = np.setdiff1d(np.arange(before.shape[0]), hit)
     assert np.array_equal(state.buffers["ACC"][untouched], before[untouched])
+
+
+@pytest.mark.parametrize("action", ["gemm", "reset", "ALU_ADD", "ALU_MAX", "generic"])
+def test_a_loop_longer_than_a_batch_runs_in_order_batch_after_batch(action, monkeypatch):
+    """Micro-op loops longer than BATCH_UOPS run as consecutive batches (bounded memory, whatever the loop):
+    the same result as one batch, dependent micro-ops included (a destination read by a later batch)."""
+    state, rng = fresh(21)
+    write_uops(state, rng, 5, dst_hi=9, src_hi=9, wgt_hi=8)   # few tiles: repeats across batches
+    name = {"gemm": "GEMM", "reset": "GEMM_RESET", "generic": "ALU_MIN"}.get(action, action)
+    loop_fields = dict(uop_bgn=0, uop_end=5, iter_out=4, iter_in=3, dst_factor_out=1, dst_factor_in=2,
+                       src_factor_out=2, src_factor_in=1)
+    insn = SPEC.insn(name, **loop_fields, **({"wgt_factor_out": 1, "wgt_factor_in": 1} if name == "GEMM" else
+                                             {"use_imm": 0} if name.startswith("ALU") else {}))
+    run = {"gemm": lambda st: st.gemm(insn), "reset": lambda st: st.gemm_reset(insn),
+           "generic": lambda st: execute_generic(st, insn)}.get(action, lambda st: st.alu(insn, action[4:]))
+    whole = VitaState(SPEC, state.dram.copy())
+    whole.buffers = {k: v.copy() for k, v in state.buffers.items()}
+    run(whole)
+    monkeypatch.setattr(functional, "BATCH_UOPS", 7)   # 60 micro-ops in 9 batches
+    run(state)
+    assert np.array_equal(state.buffers["ACC"], whole.buffers["ACC"])
 
 
 @pytest.mark.parametrize("op", ALU_OPS)

@@ -226,3 +226,29 @@ def test_a_load_may_read_overlapping_dram_rows_as_vta_does():
     state = VitaState(SPEC, dram.copy())
     state.load(program.insns[0], "INP")
     assert state.buffers["INP"][:8, 0].tolist() == [0, 1, 2, 3, 2, 3, 4, 5]
+
+
+def test_a_program_over_the_micro_op_budget_is_refused_before_cycle_0(monkeypatch):
+    """One legal GEMM of 16383 x 16383 iterations would run 268 million micro-ops (minutes and gigabytes):
+    the config's uop_budget refuses it before any instruction runs, naming the instruction and the key to
+    change; under a raised budget the same kind of program runs."""
+    import dataclasses
+
+    from sim.vita.functional import VitaBudgetError, VitaState
+
+    big = SPEC.insn("GEMM", uop_bgn=0, uop_end=1, iter_out=16383, iter_in=16383)
+    program = isa.Program(SPEC, [SPEC.insn("GEMM", uop_end=1, iter_out=1, iter_in=1), big,
+                                 SPEC.insn("FINISH")])
+    message = (r"the program runs 268,402,690 micro-ops, more than the machine config's uop_budget of "
+               r"50,000,000 \(instruction 1 \(GEMM .*\) alone runs 268,402,689\); .* raise uop_budget in the "
+               r"config")
+    monkeypatch.setattr(VitaState, "gemm", lambda *_: pytest.fail("a GEMM ran before the budget check"))
+    with pytest.raises(VitaBudgetError, match=message):
+        simulate(program, np.zeros(1024, np.uint8), CFG)
+    monkeypatch.undo()
+    assert CFG.uop_budget == 50_000_000
+    small = SPEC.insn("GEMM", uop_bgn=0, uop_end=1, iter_out=100, iter_in=100)
+    program = isa.Program(SPEC, [small, SPEC.insn("FINISH")])
+    with pytest.raises(VitaBudgetError):
+        simulate(program, np.zeros(1024, np.uint8), dataclasses.replace(CFG, uop_budget=9_999))
+    assert simulate(program, np.zeros(1024, np.uint8), dataclasses.replace(CFG, uop_budget=10_000)).cycles > 0
