@@ -80,9 +80,28 @@ class VitaLayer:
         return {**images, "H": c.h, "W": c.w, "IC": c.ic, "OC": c.oc, "K": c.k, "S": c.s, "P": c.p}
 
     def tiled(self, spec: isa.ISA) -> vita.ConvShape:
-        """The layer the schedule tiles on ``spec``'s machine (a GEMM's rows come in batch blocks)."""
+        """The layer the schedule tiles on ``spec``'s machine: channels padded to whole blocks (a GEMM's rows
+        come in batch blocks)."""
         c = self.conv
-        return vita.dense_shape(c.h, c.oc, c.ic, spec) if self.op == "gemm" else c
+        return vita.dense_shape(c.h, c.oc, c.ic, spec) if self.op == "gemm" else vita.to_blocks(c, spec)
+
+    def pack(self, arrays: Sequence[np.ndarray], spec: isa.ISA) -> list[np.ndarray]:
+        """Plain data and weights (NCHW and OIHW, or (M, K) and (N, K)) in the packed layouts, padded."""
+        pack = vita.pack_dense if self.op == "gemm" else vita.pack_conv
+        return list(pack(*arrays, spec))
+
+    def unpack(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """``pack`` undone: the plain arrays, the padding dropped."""
+        c = self.conv
+        if self.op == "gemm":
+            return list(vita.unpack_dense(*inputs, (c.h, c.oc, c.ic)))
+        return list(vita.unpack_conv(*inputs, c))
+
+    def plain_shapes(self) -> list[tuple[int, ...]]:
+        c = self.conv
+        if self.op == "gemm":
+            return [(c.h, c.ic), (c.oc, c.ic)]
+        return [(c.n, c.ic, c.h, c.w), (c.oc, c.ic, c.k, c.k)]
 
     def schedule(self, tiling: vita.Tiling, spec, relu: bool = False, shift: int = 8) -> vita.VitaSchedule:
         c = self.conv
@@ -91,13 +110,15 @@ class VitaLayer:
         return vita.conv2d(c, shift, relu, tiling, tiling.vthreads, spec=spec)
 
     def reference(self, inputs: list[np.ndarray], relu: bool = False, shift: int = 8) -> np.ndarray:
-        if self.op == "gemm":
-            return vita.dense_reference(*inputs, shift, relu)
-        return vita.conv2d_reference(*inputs, self.conv, shift, relu)
-
-    def dram_bytes(self) -> int:
-        """Compulsory DRAM traffic in bytes: int8 input, weights and output, each once."""
         c = self.conv
+        if self.op == "gemm":
+            return vita.dense_reference(*inputs, shift, relu, mnk=(c.h, c.oc, c.ic))
+        return vita.conv2d_reference(*inputs, c, shift, relu)
+
+    def dram_bytes(self, spec: isa.ISA | None = None) -> int:
+        """Compulsory DRAM traffic in bytes: int8 input, weights and output, each once (in the layouts that
+        ``spec``'s machine pads to whole blocks, when given)."""
+        c = self.conv if spec is None else vita.to_blocks(self.conv, spec)
         return c.n * c.h * c.w * c.ic + c.oc * c.ic * c.k * c.k + c.n * c.oh * c.ow * c.oc
 
 
@@ -145,16 +166,17 @@ class VitaJob:
     relu: bool
     candidates: tuple[vita.Tiling, ...]
     input_shapes: tuple[tuple[int, ...], ...]   # data and weights, packed as the schedule takes them
+    spec: isa.ISA                                # the machine's, whose blocks the layouts pad to
     vthreads_used: int = 0                       # fewer than asked when that many do not cut the layer
 
 
 def _check_size(layer: VitaLayer, target: Target) -> None:
     """The layer fits the machine's DRAM space and its work the config's micro-op budget: checked before any
     tiling is ranked, code emitted or array allocated."""
-    have = target.spec.spaces["DRAM"].bytes
-    if layer.dram_bytes() > have:
+    have, need = target.spec.spaces["DRAM"].bytes, layer.dram_bytes(target.spec)
+    if need > have:
         raise RunError(f"VITA {layer.op} {layer.params}: its input, weights and output need "
-                       f"{layer.dram_bytes():,} bytes of DRAM, but the machine addresses {have:,}")
+                       f"{need:,} bytes of DRAM, but the machine addresses {have:,}")
     uops = math.ceil(layer.conv.macs / peak_macs_per_cycle(target.spec))   # at most a full GEMM per micro-op
     budget = target.config.uop_budget
     if uops > budget:
@@ -194,10 +216,11 @@ class VitaFlow(TargetFlow):
             shapes = tuple(tuple(a.shape) for a in layer.schedule(candidates[0], target.spec, relu).args[:2])
         except ScheduleError as exc:
             raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
-        return VitaJob(layer, vthreads, relu, tuple(candidates), shapes, used)
+        return VitaJob(layer, vthreads, relu, tuple(candidates), shapes, target.spec, used)
 
     def inputs(self, job: VitaJob, rng: np.random.Generator) -> list[np.ndarray]:
-        return [rng.integers(-128, 128, shape, dtype=np.int8) for shape in job.input_shapes]
+        plain = [rng.integers(-128, 128, shape, dtype=np.int8) for shape in job.layer.plain_shapes()]
+        return job.layer.pack(plain, job.spec)
 
     def check_inputs(self, job: VitaJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
         arrays = [np.asarray(a) for a in given]
@@ -206,6 +229,12 @@ class VitaFlow(TargetFlow):
             raise RunError(f"VITA {job.layer.op}: expected int8 data and weights of shapes "
                            f"{[list(s) for s in job.input_shapes]}, but got "
                            f"{[(list(s), str(d)) for s, d in got]}")
+        repacked = job.layer.pack(job.layer.unpack(arrays), job.spec)
+        for name, array, clean in zip(("data", "weights"), arrays, repacked, strict=True):
+            if not np.array_equal(array, clean):
+                raise RunError(f"VITA {job.layer.op} {job.layer.params}: the lanes of the {name} past the "
+                               f"layer's channels (the padding to whole blocks of {vita.block_of(job.spec)}) "
+                               f"must be 0")
         return arrays
 
     def compile(self, job: VitaJob, candidate: vita.Tiling, target: Target

@@ -11,6 +11,11 @@ Layouts (BATCH and BLOCK = BLOCK_IN = BLOCK_OUT of the ISA, 1 and 16 by default)
             weight (N/BLOCK, K/BLOCK, BLOCK, BLOCK)
             out    (M/BATCH, N/BLOCK, BATCH, BLOCK)     int8
 
+Channel counts that are not a multiple of BLOCK (a GEMM's M not a multiple of BATCH) are padded to it: the
+layouts hold ceil(IC/BLOCK) blocks, the lanes past IC are zero, and the machine computes the extra output
+lanes, which come out zero (seed 001 Algorithm 1, COM: harmless extra compute instead of guards VITA cannot
+run). ``pack_conv``/``pack_dense`` and ``unpack_*`` are these layout transforms.
+
 Both compute ``clip(sum(i32(data) * i32(weight)) >> shift, lo, 127)`` with ``lo = 0`` for relu, else
 -128 (the shift is written ``floordiv(x, 2**shift)``, which is an arithmetic right shift). Stages:
 
@@ -28,6 +33,7 @@ so that the loads of one overlap the GEMM of the other (Sec. 3.5's latency hidin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -83,10 +89,15 @@ def batch_of(spec: isa.ISA) -> int:
     return spec.params["BATCH"]
 
 
-def _check_blocks(what: str, **channels: int) -> None:
-    for name, (value, block) in channels.items():
-        if value % block:
-            raise ScheduleError(f"VITA {what}: {name} = {value} is not a multiple of the GEMM block {block}")
+def to_blocks(layer: ConvShape, spec: isa.ISA) -> ConvShape:
+    """``layer`` with its input and output channels rounded up to whole BLOCKs: the layer the machine
+    computes (the extra lanes are zero inputs and discarded outputs)."""
+    block = block_of(spec)
+    return dataclasses.replace(layer, ic=_round_up(layer.ic, block), oc=_round_up(layer.oc, block))
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 # --------------------------------------------------------------------------------------------------
@@ -144,6 +155,7 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     store stick out either way."""
     block = block_of(spec)
     c = costs
+    layer = to_blocks(layer, spec)
     oc_b, ic_b = layer.oc // block, layer.ic // block
     tiles = math.ceil(layer.oh / t.rows) * math.ceil(oc_b / t.oc_block)
     chunks = math.ceil(ic_b / t.ic_block)
@@ -169,6 +181,7 @@ def rank_tilings(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
     virtual threads over output channels or rows, cheapest ``estimate_cycles`` first (ties: bigger tiles
     first). ScheduleError when there is none."""
     block = block_of(spec)
+    layer = to_blocks(layer, spec)
     oc_b, ic_b = layer.oc // block, layer.ic // block
     n = max(vthreads, 1)
     axes = ["oc"] if oc_b % n == 0 and oc_b >= n else []
@@ -241,9 +254,10 @@ def epilogue_ops(spec: isa.ISA, relu: bool = False) -> int:
 
 
 def dense_shape(m: int, n: int, k: int, spec: isa.ISA) -> ConvShape:
-    """The conv2d layer ``dense`` tiles: m / BATCH rows (each a batch block of BATCH data rows) of one pixel,
-    k input and n output channels, a 1 x 1 kernel. Tilings of a dense are ranked on this shape."""
-    return ConvShape(m // batch_of(spec), 1, k, n, 1, 1, 0)
+    """The conv2d layer ``dense`` tiles: ceil(m / BATCH) rows (each a batch block of BATCH data rows) of one
+    pixel, k input and n output channels rounded up to BLOCK, a 1 x 1 kernel. Tilings of a dense are ranked
+    on this shape."""
+    return to_blocks(ConvShape(-(-m // batch_of(spec)), 1, k, n, 1, 1, 0), spec)
 
 
 def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
@@ -251,7 +265,7 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
     """int8 conv2d of ``layer`` in the packed layouts above, tiled by ``tiling`` (default
     ``choose_tiling(layer, vthreads)``) for the VITA machine that ``spec`` describes."""
     block, batch = block_of(spec), batch_of(spec)
-    _check_blocks("conv2d", IC=(layer.ic, block), OC=(layer.oc, block))
+    layer = to_blocks(layer, spec)
     if layer.n != batch:
         raise ScheduleError(f"VITA conv2d {layer}: the GEMM core multiplies BATCH = {batch} images at once; "
                             f"give a batch of n = {batch} images, not {layer.n}")
@@ -292,8 +306,8 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     """int8 dense ``out[m, n] = clip(sum_k data[m, k] * weight[n, k] >> shift)`` in the packed layouts
     above: the conv2d of an m x 1 input with 1 x 1 kernels, tiled the same way."""
     block, batch = block_of(spec), batch_of(spec)
-    _check_blocks("dense", K=(k, block), N=(n, block), M=(m, batch))
     layer = dense_shape(m, n, k, spec)
+    m, n, k = layer.h * batch, layer.oc, layer.ic   # padded to the blocks
     t = tiling or choose_tiling(layer, vthreads, spec=spec)
     reason = tile_fits(layer, t, spec)
     if reason is not None:
@@ -317,25 +331,94 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
 
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, shift: int = 8,
                      relu: bool = False) -> np.ndarray:
-    """What ``conv2d`` computes, on the packed layouts: ``reference.conv2d`` of the unpacked NCHW / OIHW
-    arrays, wrapped to int32 as the accumulators are, then the shift-and-clip epilogue, repacked."""
-    n = layer.n
-    x = data.transpose(0, 4, 1, 5, 2, 3).reshape(n, layer.ic, layer.h, layer.w)
-    w = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(layer.oc, layer.ic, layer.k, layer.k)
+    """What ``conv2d`` computes, on the packed layouts: ``reference.conv2d`` of the NCHW / OIHW arrays
+    ``layer`` has (``unpack_conv``), wrapped to int32 as the accumulators are, then the shift-and-clip
+    epilogue, packed (with zero lanes past OC)."""
+    x, w = unpack_conv(data, kernel, layer)
     out = reference.shift_clip(reference.conv2d(x, w, layer.s, layer.p).astype(np.int32), shift, relu)
-    b = data.shape[-1]
-    return out.reshape(n, layer.oc // b, b, layer.oh, layer.ow).transpose(1, 3, 4, 0, 2)[None]
+    return _pack_image(out, data.shape[-1])
 
 
-def dense_reference(data: np.ndarray, weight: np.ndarray, shift: int = 8, relu: bool = False) -> np.ndarray:
-    """What ``dense`` computes, on the packed layouts: ``reference.dense`` wrapped to int32, shifted and
-    clipped to int8."""
-    mb, kb, batch, b = data.shape
-    nb = weight.shape[0]
-    a = data.transpose(0, 2, 1, 3).reshape(mb * batch, kb * b)
-    w = weight.transpose(0, 2, 1, 3).reshape(nb * b, kb * b)
+def dense_reference(data: np.ndarray, weight: np.ndarray, shift: int = 8, relu: bool = False,
+                    mnk: tuple[int, int, int] | None = None) -> np.ndarray:
+    """What ``dense`` computes, on the packed layouts: ``reference.dense`` of the (m, k) and (n, k) arrays
+    (``unpack_dense``; ``mnk`` gives m, n, k when the layouts are padded), wrapped to int32, shifted and
+    clipped to int8, packed."""
+    a, w = unpack_dense(data, weight, mnk)
     out = reference.shift_clip(reference.dense(a, w).astype(np.int32), shift, relu)
-    return out.reshape(mb, batch, nb, b).transpose(0, 2, 1, 3)
+    return _pack_rows(out, data.shape[2], data.shape[3])
+
+
+# --------------------------------------------------------------------------------------------------
+# Layout transforms: plain arrays to the packed layouts, zero-padded to whole blocks, and back
+
+
+def pack_conv(x: np.ndarray, w: np.ndarray, spec: isa.ISA) -> tuple[np.ndarray, np.ndarray]:
+    """NCHW data (n = BATCH images) and OIHW kernel in ``conv2d``'s packed layouts, channels zero-padded to
+    whole BLOCKs."""
+    block = block_of(spec)
+    oc, ic, k, _ = w.shape
+    kernel = _pad_axes(w, {0: block, 1: block}).reshape(-1, block, _round_up(ic, block) // block, block, k, k)
+    return _pack_image(x, block), kernel.transpose(0, 2, 4, 5, 1, 3)
+
+
+def unpack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape) -> tuple[np.ndarray, np.ndarray]:
+    """``pack_conv`` undone: the NCHW data and OIHW kernel of ``layer`` (the padded lanes dropped)."""
+    n = data.shape[0] * data.shape[4]
+    x = data.transpose(0, 4, 1, 5, 2, 3).reshape(n, -1, layer.h, layer.w)[:, :layer.ic]
+    w = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(kernel.shape[0] * kernel.shape[4], -1, layer.k, layer.k)
+    return x, w[:layer.oc, :layer.ic]
+
+
+def pack_dense(a: np.ndarray, w: np.ndarray, spec: isa.ISA) -> tuple[np.ndarray, np.ndarray]:
+    """(m, k) data and (n, k) weights in ``dense``'s packed layouts, zero-padded to whole blocks (m to BATCH,
+    n and k to BLOCK)."""
+    block, batch = block_of(spec), batch_of(spec)
+    n, k = w.shape
+    weight = _pad_axes(w, {0: block, 1: block}).reshape(-1, block, _round_up(k, block) // block, block)
+    return _pack_rows(a, batch, block), weight.transpose(0, 2, 1, 3)
+
+
+def unpack_dense(data: np.ndarray, weight: np.ndarray, mnk: tuple[int, int, int] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``pack_dense`` undone: the (m, k) data and (n, k) weights (all rows and lanes when ``mnk`` is None)."""
+    mb, kb, batch, b = data.shape
+    a = data.transpose(0, 2, 1, 3).reshape(mb * batch, kb * b)
+    w = weight.transpose(0, 2, 1, 3).reshape(weight.shape[0] * b, kb * b)
+    if mnk is None:
+        return a, w
+    m, n, k = mnk
+    return a[:m, :k], w[:n, :k]
+
+
+def unpack_out(out: np.ndarray, op: str, oc: int) -> np.ndarray:
+    """A packed output in plain layout: NCHW for conv2d, (m, n) for dense; the lanes past ``oc`` dropped (and
+    for dense the rows are all kept: slice them with m)."""
+    if op == "gemm":
+        mb, nb, batch, b = out.shape
+        return out.transpose(0, 2, 1, 3).reshape(mb * batch, nb * b)[:, :oc]
+    _, ocb, oh, ow, n, b = out.shape
+    return out[0].transpose(3, 0, 4, 1, 2).reshape(n, ocb * b, oh, ow)[:, :oc]
+
+
+def _pack_image(x: np.ndarray, block: int) -> np.ndarray:
+    """(n, c, h, w) as (1, ceil(c/block), h, w, n, block), lanes past c zero."""
+    n, c, h, w = x.shape
+    padded = _pad_axes(x, {1: block}).reshape(n, -1, block, h, w)
+    return padded.transpose(1, 3, 4, 0, 2)[None]
+
+
+def _pack_rows(a: np.ndarray, batch: int, block: int) -> np.ndarray:
+    """(m, k) as (ceil(m/batch), ceil(k/block), batch, block), rows and lanes past m, k zero."""
+    padded = _pad_axes(a, {0: batch, 1: block})
+    return padded.reshape(padded.shape[0] // batch, batch, -1, block).transpose(0, 2, 1, 3)
+
+
+def _pad_axes(x: np.ndarray, multiples: dict[int, int]) -> np.ndarray:
+    """``x`` zero-padded at the end of each axis in ``multiples`` to a multiple of its value."""
+    widths = [(0, _round_up(size, multiples[axis]) - size if axis in multiples else 0)
+              for axis, size in enumerate(x.shape)]
+    return np.pad(x, widths) if any(hi for _, hi in widths) else x
 
 
 def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...], out: te.Tensor,

@@ -63,3 +63,26 @@ def test_same_program_same_cycles():
     inputs = [rng.integers(-128, 128, a.shape, dtype=np.int8) for a in vs.args[:2]]
     first, second = _run(vs, inputs)[1], _run(vs, inputs)[1]
     assert first.cycles == second.cycles
+
+
+@pytest.mark.parametrize("ic,oc", [(3, 16), (16, 40), (20, 15)])
+def test_the_layout_transforms_pad_to_whole_blocks_and_come_back(ic, oc):
+    """pack_conv puts NCHW/OIHW arrays in the packed layouts with zero lanes past IC and OC, unpack_conv
+    drops them again; a conv2d schedule of such a layer runs bit-exact on the padded arrays (COM)."""
+    rng = np.random.default_rng(ic * oc)
+    layer = vita.ConvShape(6, 6, ic, oc, 3, 1, 1)
+    x = rng.integers(-128, 128, (1, ic, 6, 6), dtype=np.int8)
+    w = rng.integers(-128, 128, (oc, ic, 3, 3), dtype=np.int8)
+    data, kernel = vita.pack_conv(x, w, VITA)
+    assert data.shape == (1, -(-ic // 16), 6, 6, 1, 16) and kernel.shape == (-(-oc // 16), -(-ic // 16), 3, 3,
+                                                                               16, 16)
+    back = vita.unpack_conv(data, kernel, layer)
+    assert np.array_equal(back[0], x) and np.array_equal(back[1], w)
+    assert data.sum(dtype=np.int64) == x.sum(dtype=np.int64)   # everything else is zero
+    vs = vconv2d(layer, 8)
+    assert [tuple(a.shape) for a in vs.args[:2]] == [data.shape, kernel.shape]
+    out, _ = _run(vs, [data, kernel])
+    want = vita.conv2d_reference(data, kernel, layer, 8)
+    np.testing.assert_array_equal(out, want)
+    assert not out[:, -1, ..., oc % 16 or 16:].any()   # the extra output lanes of the last block: zero
+    assert vita.unpack_out(out, "conv2d", oc).shape == (1, oc, 6, 6)

@@ -70,7 +70,6 @@ def test_runs_are_deterministic() -> None:
 
 @pytest.mark.parametrize("args,message", [
     (["relu"], "no schedule for operator 'relu'"),
-    (["conv2d", "-p", "H=8", "-p", "W=8", "-p", "IC=24"], "IC = 24 is not a multiple of the GEMM block 16"),
     (["conv2d", "-p", "M=8"], "vita conv2d: unknown parameter 'M'"),
     (["gemm", "--shape", "8x8"], "gemm takes -p M= N= K="),
     (["gemm", "-p", "M=8", "--config", "no-such-config"], "no-such-config"),
@@ -88,3 +87,47 @@ def test_a_thread_count_that_does_not_cut_the_layer_falls_back_and_says_so() -> 
     result = RUNNER.invoke(app, ["run", "conv2d", "-p", "H=7", "-p", "W=7", "-p", "IC=16", "-p", "OC=32",
                                  "--vthreads", "3", "--target", "vita"])
     assert result.exit_code == 0 and "2 virtual threads, 3 asked" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("op,params", [
+    ("conv2d", ["-p", "H=8", "-p", "W=8", "-p", "IC=3", "-p", "OC=16"]),     # an RGB first layer
+    ("conv2d", ["-p", "H=6", "-p", "W=6", "-p", "IC=24", "-p", "OC=40", "-p", "K=1", "-p", "P=0"]),
+    ("gemm", ["-p", "M=5", "-p", "N=15", "-p", "K=20"]),
+])
+def test_channels_that_are_not_whole_blocks_are_padded_and_computed(op: str, params: list[str]) -> None:
+    """Seed 001's COM: the layouts pad the channels to whole GEMM blocks with zeros and the machine computes
+    the extra lanes (which come out 0), instead of refusing the layer."""
+    report = run_json(op, *params)
+    assert report["validated"] is True and report["max_abs_err"] == 0
+
+
+def test_a_batch_that_is_not_a_whole_block_is_padded_too() -> None:
+    """On a machine that multiplies 2 rows per micro-op (LOG_BATCH = 1), a GEMM of 5 rows runs 3 row
+    blocks, the last one half padding."""
+    import dataclasses
+
+    from sim.vita.config import load_config
+
+    config = load_config("vta-default")
+    params = {**config.isa_params, "LOG_BATCH": 1}
+    target = load_target("vita", dataclasses.replace(config, isa_params=params))
+    report = run_vita(VitaLayer.gemm(5, 15, 20), 0, target)
+    assert report.validated and report.output.shape == (3, 1, 2, 16)
+    assert not report.output[2, :, 1].any() and not report.output[..., 15:].any()   # the padding lanes
+
+
+def test_the_padding_lanes_of_given_inputs_must_be_zero() -> None:
+    import numpy as np
+
+    from compiler.ops import vita
+    from tandem.run import RunError
+
+    layer = VitaLayer.gemm(4, 16, 20)
+    rng = np.random.default_rng(0)
+    a, w = rng.integers(-128, 128, (4, 20), dtype=np.int8), rng.integers(-128, 128, (16, 20), dtype=np.int8)
+    data, weight = vita.pack_dense(a, w, load_target("vita").spec)
+    assert data.shape == (4, 2, 1, 16) and run_vita(layer, inputs=[data, weight]).validated
+    data[0, 1, 0, 7] = 1   # lane 23 of 20
+    with pytest.raises(RunError, match=r"the lanes of the data past the layer's channels \(the padding to "
+                       r"whole blocks of 16\) must be 0"):
+        run_vita(layer, inputs=[data, weight])
