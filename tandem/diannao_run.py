@@ -21,6 +21,7 @@ back, so outputs come back beside the inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+import isa
 from compiler.backend.diannao import DiannaoKernel, codegen
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
@@ -224,7 +226,8 @@ class DiannaoFlow(TargetFlow):
                 raise RunError(f"{job.op}: {exc}") from None
             func = compile_func(lower(sched.schedule, list(sched.args), job.user.name), target, skip=job.skip)
         elif job.conv is not None:
-            sched, func = compile_conv2d(job.conv, job.dtype, job.cores, target, job.skip)
+            sched, func = compile_conv2d(_to_blocks(job.conv, target.spec), job.dtype, job.cores, target,
+                                         job.skip)
         else:
             sched = dops.elementwise(job.op, job.shape, job.dtype, job.cores, job.tile, spec=target.spec)
             func = compile_func(lower(sched.schedule, list(sched.args), job.op), target, skip=job.skip)
@@ -237,13 +240,18 @@ class DiannaoFlow(TargetFlow):
         if job.conv is None:   # element-wise kernels take flat arrays
             out = np.zeros(math.prod(job.shape), NUMPY_DTYPES[job.dtype])
             arrays = [*(x.reshape(-1) for x in inputs), out]
-        else:   # the weights go in the conv instruction's blocks: (cout/16, k, k, cin, 16)
+        else:   # the weights go in the conv instruction's blocks, (cout/16, k, k, cin, 16), zero past cout
             block = target.spec.params["CONV_BLOCK"]
-            blocked = dops.block_weights(np.transpose(inputs[1], (1, 2, 3, 0)), block)
-            arrays = [inputs[0], blocked, np.zeros(out_shape, NUMPY_DTYPES[CONV_DTYPES[job.dtype]])]
+            wt = np.transpose(inputs[1], (1, 2, 3, 0))
+            wt = np.pad(wt, ((0, 0),) * 3 + ((0, out_shape[-1] - wt.shape[-1]),))
+            arrays = [inputs[0], dops.block_weights(wt, block),
+                      np.zeros(out_shape, NUMPY_DTYPES[CONV_DTYPES[job.dtype]])]
         result, after = run_kernel(kernel, arrays, config=target)
+        out = after[-1].reshape(job.shape if job.user is not None else out_shape)
+        if job.conv is not None:
+            out = out[..., :job.conv.oc]   # the padding channels' outputs, computed and dropped
         return Execution(
-            output=after[-1].reshape(job.shape if job.user is not None else out_shape),
+            output=out,
             cycles=result.cycles, instructions=result.instructions,
             tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
             scalar_fallback=kernel.fallback_count(result.executed),
@@ -294,15 +302,23 @@ class DiannaoFlow(TargetFlow):
         return out
 
 
+def _to_blocks(conv: ConvShape, spec: isa.ISA) -> ConvShape:
+    """``conv`` with its output channels rounded up to whole CONV_BLOCKs: the layer the card computes. The
+    weights' extra channels are zero and their outputs are dropped (seed 001 Algorithm 1, COM: harmless
+    extra compute instead of a guard the conv instruction cannot take)."""
+    block = spec.params["CONV_BLOCK"]
+    return dataclasses.replace(conv, oc=-(-conv.oc // block) * block)
+
+
 def _fits(job: DiannaoJob, target: Target) -> DiannaoJob:
     """``job``, unless its arrays (inputs and output, each 64-byte aligned) outgrow the card's GMEM: checked
     before anything is allocated or compiled."""
     itemsize = np.dtype(NUMPY_DTYPES[job.dtype]).itemsize
     if job.conv is not None:
-        c, block = job.conv, target.spec.params["CONV_BLOCK"]
+        c = job.conv
         out_size = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]]).itemsize
-        sizes = [c.h * c.w * c.ic * itemsize, -(-c.oc // block) * block * c.k * c.k * c.ic * itemsize,
-                 c.oh * c.ow * c.oc * out_size]
+        oc = _to_blocks(c, target.spec).oc
+        sizes = [c.h * c.w * c.ic * itemsize, oc * c.k * c.k * c.ic * itemsize, c.oh * c.ow * oc * out_size]
     else:
         operands = len(job.user.inputs) + 1 if job.user is not None else 2 if job.op == "relu" else 3
         sizes = [math.prod(job.shape) * itemsize] * operands

@@ -116,8 +116,20 @@ def test_conv2d_int8_is_bit_exact_through_qconv() -> None:
     assert report["instructions"].get("qconv", 0) >= 1 and report["scalar_fallback"] == 0
 
 
+@pytest.mark.parametrize("dtype", ["f32", "i8"])
+def test_output_channels_that_are_not_whole_blocks_are_computed_padded_and_dropped(dtype: str) -> None:
+    """Seed 001's COM: OC = 40 on a 16-channel conv instruction runs as 48 channels, the weights' extra 8
+    zero, and the output keeps the 40 asked for; validated like any other conv."""
+    report = run_json("conv2d", "--shape", "8x8x16", "-p", "OC=40", "--dtype", dtype)
+    assert report["validated"] is True and report["scalar_fallback"] == 0
+    assert report["params"]["OC"] == 40 and report["instructions"]["conv" if dtype == "f32" else "qconv"] >= 1
+    from compiler.ops.nn import ConvShape
+    from tandem.diannao_run import run_diannao
+
+    assert run_diannao("conv2d", (8, 8, 16), conv=ConvShape(8, 8, 16, 40, 3, 1, 1)).output.shape == (8, 8, 40)
+
+
 @pytest.mark.parametrize("args, message", [
-    (["-p", "OC=40"], "cout = 40 is not a multiple of CONV_BLOCK = 16"),
     (["--shape", "8x8x4", "-p", "H=8"], "either as --shape HxWxIC or as -p H= W= IC="),
     (["-p", "H=8", "-p", "W=8"], "conv2d needs all of H, W and IC"),
     (["--dtype", "f16"], "dtype float16 is not compiled"),
