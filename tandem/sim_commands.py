@@ -1,7 +1,7 @@
 """``tandem sim``: run a saved or hand-written program on a simulator and report what it measured.
 
-    tandem sim vita PROGRAM [--dram IMAGE] [--config NAME|FILE] [--spec FILE] [--trace out.json] [--json]
-                            [--dram-out FILE]
+    tandem sim vita PROGRAM [--dram IMAGE] [--dram-base ADDR] [--config NAME|FILE] [--spec FILE]
+                            [--trace out.json] [--json] [--dram-out FILE]
     tandem sim diannao PROGRAM [--gmem IMAGE] [--gmem-size N] [--cores N] [--arg INT]... [--config NAME|FILE]
                                [--spec FILE] [--trace out.json] [--json] [--gmem-out FILE]
 
@@ -11,8 +11,10 @@ added or a timing changed) in place of the built-in spec or the one the config n
 
 PROGRAM is assembly text (``isa.assemble``) or a program file (``isa.encode_program``, starting with b"TNDM").
 
-vita: IMAGE is the raw DRAM contents; without it DRAM starts as ``--dram-size`` zero bytes. Exit status: 0 on
-success, 1 when the simulation fails (deadlock, out-of-bounds access, no FINISH), 2 on bad arguments.
+vita: IMAGE is the raw DRAM contents; without it DRAM starts as ``--dram-size`` zero bytes. Programs address
+DRAM relative to the image, which lies at the physical address ``--dram-base`` (a page boundary, never page 0;
+default 0x1000). Exit status: 0 on success, 1 when the simulation fails (deadlock, out-of-bounds access, no
+FINISH), 2 on bad arguments.
 
 diannao: IMAGE is placed at GMEM address 0 (the rest of GMEM is zero); ``--gmem-out`` writes GMEM[0:N)
 back, N being ``--gmem-size`` or the image's size. Each ``--arg`` preloads the next register R0, R1, ... of
@@ -39,7 +41,7 @@ from sim.diannao.config import DiannaoConfig
 from sim.diannao.machine import DiannaoResult
 from sim.diannao.machine import simulate as simulate_diannao
 from sim.diannao.trace import write_trace as write_diannao_trace
-from sim.vita.machine import simulate
+from sim.vita.machine import DEFAULT_DRAM_BASE, check_dram_base, simulate
 from sim.vita.trace import write_trace
 from tandem.console import fail
 from tandem.paths import OutputPathError, check_output, write_atomically
@@ -75,19 +77,26 @@ def vita(
     trace: Annotated[Path | None, typer.Option(help="Write a Chrome/Perfetto trace here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     dram_out: Annotated[Path | None, typer.Option(help="Write the final DRAM image here.")] = None,
+    dram_base: Annotated[str, typer.Option(
+        help="Physical address of the DRAM image, decimal or 0x hex: a 4 KiB page boundary other than 0 "
+             "(programs address DRAM relative to it).")] = hex(DEFAULT_DRAM_BASE),
 ) -> None:
     """Simulate a VITA program: cycles, per-unit busy and stall cycles, GEMM utilization, bytes, counters."""
     try:
+        base = parse_int("--dram-base", dram_base)
         check_output("--trace", trace)
         check_output("--dram-out", dram_out)
         target = load_target("vita", config, spec)
         cfg = target.config
         prog = read_program(program, target.spec)
         image = np.fromfile(dram, dtype=np.uint8) if dram is not None else np.zeros(dram_size, np.uint8)
-    except (OSError, SimError, isa.ISAError, TargetError, OutputPathError) as e:
+        problem = check_dram_base(base, image.size, target.spec)
+        if problem is not None:
+            raise OptionError(f"--dram-base: {problem}")
+    except (OSError, SimError, isa.ISAError, TargetError, OutputPathError, OptionError) as e:
         raise fail(str(e), 2) from None
     try:
-        result = simulate(prog, image, cfg)
+        result = simulate(prog, image, cfg, dram_base=base)
     except (SimError, isa.ISAError) as e:
         raise fail(str(e), 1) from None
     try:
@@ -98,7 +107,7 @@ def vita(
     except OSError as e:
         raise fail(f"{e.filename or 'output'}: {e.strerror}", 1) from None
     summary = {
-        "config": cfg.name, "instructions": len(prog), "cycles": result.cycles,
+        "config": cfg.name, "dram_base": base, "instructions": len(prog), "cycles": result.cycles,
         "microseconds": result.cycles / cfg.clock_mhz, "gemm_utilization": result.gemm_utilization,
         "units": {u: vars(s) for u, s in result.units.items()}, "bytes_moved": result.bytes_moved,
         "counters": result.counters,

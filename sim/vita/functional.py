@@ -55,9 +55,10 @@ class TileKind:
 class VitaState:
     """DRAM and the four on-chip buffers of one VITA machine, for the ISA ``spec``."""
 
-    def __init__(self, spec: isa.ISA, dram: np.ndarray) -> None:
+    def __init__(self, spec: isa.ISA, dram: np.ndarray, base: int = 0) -> None:
         p = spec.params
         self.spec = spec
+        self.base = base   # the physical address of dram[0]: instructions address DRAM relative to it
         self.kinds = {
             "INP": TileKind(p["BATCH"] * p["BLOCK_IN"], np.dtype(np.int8), p["INP_BUFF_DEPTH"]),
             "WGT": TileKind(p["BLOCK_OUT"] * p["BLOCK_IN"], np.dtype(np.int8), p["WGT_BUFF_DEPTH"]),
@@ -124,8 +125,9 @@ class VitaState:
         tile = kind.nbytes
         end = (base + (ys - 1) * stride + xs) * tile
         if end > self.dram.size:
-            raise VitaExecError(f"{insn.name}: DRAM bytes {base * tile}..{end - 1} are outside DRAM "
-                                f"({self.dram.size} bytes)")
+            at, first = self.base, base * tile
+            raise VitaExecError(f"{insn.name}: DRAM bytes {first}..{end - 1} (physical {at + first:#x}.."
+                                f"{at + end - 1:#x}) are outside DRAM ({self.dram.size} bytes at {at:#x})")
         if write and ys > 1 and xs > stride:
             raise VitaExecError(f"{insn.name}: rows overlap (x_size {xs} > x_stride {stride})")
         raw = self.dram[base * tile:end]

@@ -47,6 +47,10 @@ from sim.vita.functional import (
 )
 from sim.vita.plan import MICRO_OP_ACTIONS, InsnPlan, plan_spec
 
+# Programs address DRAM relative to where their image lies; by default it lies on the first page VTA's
+# runtime can hand out (never physical page 0). ``tandem sim vita --dram-base`` moves it.
+PAGE_BYTES = 4096
+DEFAULT_DRAM_BASE = PAGE_BYTES
 QUEUES = {"l2g": "load->compute", "g2l": "compute->load", "g2s": "compute->store", "s2g": "store->compute"}
 # (pop_prev, pop_next, push_prev, push_next) queues of each unit; None where the flag has no queue
 TOKEN_QUEUES = {
@@ -161,11 +165,11 @@ class VitaResult:
 
 
 class _Machine:
-    def __init__(self, program: isa.Program, dram: np.ndarray, config: VitaConfig) -> None:
+    def __init__(self, program: isa.Program, dram: np.ndarray, config: VitaConfig, dram_base: int) -> None:
         self.program = program
         self.config = config
         self.spec = program.isa
-        self.state = VitaState(self.spec, dram)
+        self.state = VitaState(self.spec, dram, dram_base)
         self.env = simpy.Environment()
         self.cmd = {u: _Fifo(self.env, config.cmd_queue_depth, self.fetch) for u in TOKEN_QUEUES}
         self.fetch_pc = 0               # the next instruction fetch dispatches
@@ -435,11 +439,13 @@ class _Machine:
 
 
 def simulate(program: isa.Program | bytes, dram: np.ndarray, config: VitaConfig | str = "vta-default",
-             spec: isa.ISA | None = None) -> VitaResult:
+             spec: isa.ISA | None = None, dram_base: int = DEFAULT_DRAM_BASE) -> VitaResult:
     """Run ``program`` on a copy of the DRAM image ``dram`` (1-D uint8) and return what it measured.
 
     ``program`` is a Program (which carries the spec it was built for) or its binary form from
     ``isa.encode_program``, which ``spec`` decodes. The spec must agree with the config's ``isa_params``.
+    Programs are relocatable: their DRAM addresses count from the start of the image, which lies at the
+    physical address ``dram_base`` (``check_dram_base``); where it lies changes no result.
     """
     cfg = load_config(config) if isinstance(config, str) else config
     if isinstance(program, bytes | bytearray):
@@ -449,7 +455,21 @@ def simulate(program: isa.Program | bytes, dram: np.ndarray, config: VitaConfig 
     elif spec is not None and program.isa != spec:
         raise VitaExecError(f"the program was built for the spec {program.isa.source}, not the one given "
                             f"({spec.source})")
-    problem = cfg.check_spec(program.isa)
+    problem = cfg.check_spec(program.isa) or check_dram_base(dram_base, np.size(dram), program.isa)
     if problem is not None:
         raise VitaExecError(problem)
-    return _Machine(program, np.array(dram, dtype=np.uint8, copy=True), cfg).run()
+    return _Machine(program, np.array(dram, dtype=np.uint8, copy=True), cfg, dram_base).run()
+
+
+def check_dram_base(base: int, size: int, spec: isa.ISA) -> str | None:
+    """Why a DRAM image of ``size`` bytes cannot lie at physical address ``base``, or None: the base is a page
+    boundary other than page 0 (VTA's runtime never hands out physical page 0), and the image ends inside the
+    spec's DRAM space (the 32-bit physical address space)."""
+    space = spec.spaces["DRAM"].bytes
+    if base < PAGE_BYTES or base % PAGE_BYTES:
+        return (f"the DRAM base must be a multiple of the {PAGE_BYTES}-byte page other than 0 (VTA's runtime "
+                f"never hands out physical page 0), but got {base:#x}")
+    if base + size > space:
+        return (f"a DRAM image of {size:,} bytes at {base:#x} ends at {base + size:#x}, past the "
+                f"{space:#x} bytes of the physical address space; give a lower base or a smaller image")
+    return None

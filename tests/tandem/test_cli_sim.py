@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 import isa
+from sim.vita.functional import VitaExecError
 from sim.vita.machine import simulate
 from tandem.cli import app
 
@@ -69,6 +71,12 @@ def test_output_paths_are_checked_before_simulating_and_sizes_are_bounded(tmp_pa
         (["--dram-out", str(tmp_path)], "--dram-out: "),
         (["--dram-size", "-1"], "--dram-size"),
         (["--dram-size", str(1 << 40)], "--dram-size"),
+        (["--dram-base", "0"], "--dram-base: the DRAM base must be a multiple of the 4096-byte page other "
+                               "than 0"),
+        (["--dram-base", "0x1004"], "--dram-base: the DRAM base must be a multiple of the 4096-byte page"),
+        (["--dram-base", "0xfffff000"], "--dram-base: a DRAM image of 1,048,576 bytes at 0xfffff000 ends "
+                                        "at 0x1000ff000, past the 0x100000000 bytes of the physical address"),
+        (["--dram-base", "page2"], "--dram-base: expected an integer (decimal or 0x hex), but got 'page2'"),
     ]
     for args, message in cases:
         result = RUNNER.invoke(app, ["sim", "vita", str(tmp_path / "g.s"), *args])
@@ -101,3 +109,27 @@ def test_a_binary_file_given_as_a_spec_is_named_not_an_internal_error(tmp_path):
     result = RUNNER.invoke(app, ["isa", "check", str(tmp_path / "x.toml")])
     assert result.exit_code != 0 and "not UTF-8 text" in result.output
     assert "internal error" not in result.output
+
+
+def test_programs_are_relocatable_wherever_the_dram_image_lies(tmp_path):
+    """DRAM addresses count from the image, which lies at --dram-base (by default page 1: VTA's runtime never
+    hands out physical page 0): the same program and image give the same results at any base."""
+    program = isa.assemble(".isa vita\n.text\n LOAD_INP y_size=1, x_size=2, x_stride=2, push_next_dep=1\n"
+                           " FINISH pop_prev_dep=1\n")
+    (tmp_path / "p.bin").write_bytes(isa.encode_program(program))
+    np.arange(64, dtype=np.uint8).tofile(tmp_path / "dram.bin")
+    reports = []
+    for base in ([], ["--dram-base", "0x1000"], ["--dram-base", "0x80000000"], ["--dram-base", "8192"]):
+        result = RUNNER.invoke(app, ["sim", "vita", str(tmp_path / "p.bin"), "--dram",
+                                     str(tmp_path / "dram.bin"), "--json", *base])
+        assert result.exit_code == 0, result.output
+        reports.append(json.loads(result.output))
+    assert [r.pop("dram_base") for r in reports] == [0x1000, 0x1000, 0x80000000, 8192]
+    assert all(r == reports[0] for r in reports)
+    # an access past the image names its physical addresses at that base
+    far = isa.assemble(".isa vita\n.text\n LOAD_INP dram_base=4, y_size=1, x_size=1, x_stride=1\n FINISH\n")
+    with pytest.raises(VitaExecError, match=r"DRAM bytes 64\.\.79 \(physical 0x80000040\.\.0x8000004f\) are "
+                       r"outside DRAM \(64 bytes at 0x80000000\)"):
+        simulate(far, np.zeros(64, np.uint8), dram_base=0x80000000)
+    with pytest.raises(VitaExecError, match="other than 0"):
+        simulate(far, np.zeros(64, np.uint8), dram_base=0)

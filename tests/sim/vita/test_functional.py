@@ -180,7 +180,8 @@ def test_store_truncates_accumulators_like_the_spec():
     ("LOAD_INP", dict(sram_base=2040, y_size=3, x_size=3, x_stride=3), "load",
      r"LOAD_INP: tiles 2040\.\.2048 are outside the INP buffer \(depth 2048\)"),
     ("LOAD_WGT", dict(dram_base=300, y_size=1, x_size=1, x_stride=1), "load",
-     r"LOAD_WGT: DRAM bytes 76800\.\.77055 are outside DRAM \(65536 bytes\)"),
+     r"LOAD_WGT: DRAM bytes 76800\.\.77055 \(physical 0x12c00\.\.0x12cff\) are outside DRAM \(65536 "
+     r"bytes at 0x0\)"),
     ("STORE_OUT", dict(y_size=1, x_size=1, x_stride=1, x_pad_0=1), "store", r"a store cannot pad"),
 ])
 def test_bad_instructions_name_themselves_and_the_rule(name, fields, call, message):

@@ -160,7 +160,7 @@ def test_the_binary_form_of_a_program_simulates_like_the_program():
      r"INP buffer \(INP_BUFF_DEPTH tiles\): violated 'x_size == 0 or sram_base \+ .* <= INP_BUFF_DEPTH' "
      r"\(INP_BUFF_DEPTH = 2048, sram_base = 2047"),
     (SPEC.insn("LOAD_WGT", dram_base=10, y_size=1, x_size=1, x_stride=1),
-     r"instruction 0 \(LOAD_WGT\) on the load unit: .* outside DRAM \(1024 bytes\)"),
+     r"instruction 0 \(LOAD_WGT\) on the load unit: .* outside DRAM \(1024 bytes at 0x1000\)"),
     (SPEC.insn("GEMM", uop_bgn=8000, uop_end=8193, iter_out=1, iter_in=1),
      r"instruction 0 \(GEMM .*\) on the compute unit: the micro-ops must lie inside the UOP buffer .*: "
      r"violated 'uop_end <= UOP_BUFF_DEPTH' \(UOP_BUFF_DEPTH = 8192, uop_end = 8193\)"),
