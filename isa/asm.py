@@ -155,7 +155,7 @@ class _Assembler:
             key, eq, value = rest.partition("=")
             if not eq or not _INT.match(value.strip()):
                 raise self.error(no, f"expected '.param NAME = INTEGER', but got '{line}'")
-            self.params[key.strip()] = int(value.strip().replace("_", ""), 0)
+            self.params[key.strip()] = self.integer(no, value.strip())
             return section
         if word == ".data":
             if not rest:
@@ -166,6 +166,17 @@ class _Assembler:
         if word == ".text":
             return ".text"
         raise self.error(no, f"unknown directive '{word}'; directives are .isa, .param, .data, .text")
+
+    def integer(self, no: int, text: str) -> int:
+        """The value of integer literal ``text`` (``_INT``), which must fit in 64 bits as every spec value."""
+        try:
+            value = int(text.replace("_", ""), 0)
+        except ValueError:   # '0x_', or more decimal digits than int() reads
+            value = None
+        if value is None or not -(2**63) <= value < 2**64:
+            shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+            raise self.error(no, f"'{shown}' is not an integer of at most 64 bits")
+        return value
 
     def resolve_isa(self) -> ISA:
         if self.spec is not None:
@@ -253,9 +264,9 @@ class _Assembler:
 
     def parse_value(self, no: int, name: str, f: Field, text: str, labels: dict[str, int]) -> int | str:
         if _INT.match(text):
-            return int(text.replace("_", ""), 0)
+            return self.integer(no, text)
         if f.kind == "reg" and re.fullmatch(r"r\d+", text):
-            return int(text[1:])
+            return self.integer(no, text[1:])
         if f.kind == "target":
             if text not in labels:
                 raise self.error(no, f"{name}: undefined label '{text}'")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 
 from isa.encoding import fixed_pattern, pack, unpack
-from isa.errors import EncodingError
+from isa.errors import EncodingError, ISASpecError
 from isa.spec import ISA, Insn
 
 MAGIC = b"TNDM"
@@ -162,13 +162,20 @@ def decode_program(data: bytes, spec: ISA | None = None):
         key = r.string("a parameter name")
         (params[key],) = r.unpack("<q", f"parameter '{key}'")
     if spec is None:
-        spec = load_isa(name, params=params)
+        try:
+            spec = load_isa(name, params=params)
+        except ISASpecError as e:
+            raise EncodingError(f"program file is for ISA {name!r} with overrides {params}, which cannot be "
+                                f"loaded: {e}") from None
     elif spec.name != name or spec.overrides != params:
         raise EncodingError(
             f"program file is for ISA '{name}' with overrides {params}, but the given ISA is "
             f"'{spec.name}' with {spec.overrides}"
         )
     count, width = r.unpack("<IH", "the instruction count")
+    if width != _word_bytes(spec.insn_bits or 0):   # a width of 0 would read 2**32 instructions from nothing
+        raise EncodingError(f"program file has {width}-byte instruction words, but ISA '{spec.name}' has "
+                            f"{_word_bytes(spec.insn_bits or 0)}-byte ones")
     insns = []
     for k in range(count):
         word = int.from_bytes(r.take(width, f"instruction {k}"), "little")
@@ -181,6 +188,11 @@ def decode_program(data: bytes, spec: ISA | None = None):
     for _ in range(n_kinds):
         kind = r.string("a data kind")
         width, count = r.unpack("<HI", f"data section '{kind}'")
+        if kind in data_sections:
+            raise EncodingError(f"program file has data section '{kind}' twice")
+        if width != _word_bytes(_data_kind(spec, kind).format.bits):
+            raise EncodingError(f"program file has {width}-byte '{kind}' records, but ISA '{spec.name}' has "
+                                f"{_word_bytes(_data_kind(spec, kind).format.bits)}-byte ones")
         data_sections[kind] = tuple(
             decode_record(spec, kind, int.from_bytes(r.take(width, f"{kind} record {k}"), "little"))
             for k in range(count)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,8 +72,7 @@ def load_isa(name: str, params: Mapping[str, int] | None = None) -> ISA:
 
     ISAs are immutable, so each (name, parameters) pair is loaded once per process and then shared.
     """
-    path = SPECS_DIR / f"{name}.toml"
-    if not path.is_file():
+    if name not in builtin_specs():   # a name, never a path: '../x' must not reach files outside isa/specs
         raise ISASpecError(f"no built-in ISA '{name}'; built-in ones are {', '.join(builtin_specs())}",
                            file=f"{name}.toml")
     return load_spec_text(_builtin_text(name), f"isa/specs/{name}.toml", params)
@@ -111,6 +111,19 @@ def load_spec_text(text: str, file: str = "<text>", params: Mapping[str, int] | 
 @functools.lru_cache(maxsize=64)
 def _load_text(text: str, file: str, params: tuple[tuple[str, int], ...]) -> ISA:
     return _Loader(text, file, dict(params)).load()
+
+
+def _toml(text: str) -> dict:
+    """``tomllib.loads(text)``, whose every failure is a ValueError: a TOMLDecodeError, or for what tomllib
+    does not report as one, an integer too long for ``int()`` or arrays nested past the recursion limit."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError:
+        raise ValueError(f"an integer has more than {sys.get_int_max_str_digits()} digits") from None
+    except RecursionError:
+        raise ValueError("arrays or inline tables are nested too deeply") from None
 
 
 def _overlay(base: dict, top: dict) -> dict:
@@ -187,7 +200,7 @@ class _Loader:
             raise self.error(f"expected an integer value, but {value!r} is {v!r}", field)
         return v
 
-    def toml_error(self, e: tomllib.TOMLDecodeError) -> ISASpecError:
+    def toml_error(self, e: ValueError) -> ISASpecError:
         """A TOML syntax error, with its line and, where the text shows them, the table and the key there."""
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         if m is None:
@@ -216,8 +229,8 @@ class _Loader:
     # ------------------------------------------------------------------ the whole file
     def load(self) -> ISA:
         try:
-            doc = tomllib.loads(self.text)
-        except tomllib.TOMLDecodeError as e:
+            doc = _toml(self.text)
+        except ValueError as e:   # a TOMLDecodeError, or what _toml says instead
             raise self.toml_error(e) from None
         doc = self.extend(doc, self.file, ())
         self.keys(doc, _TOP_KEYS, "the spec file", field=None)
@@ -290,11 +303,14 @@ class _Loader:
                 continue
             included.add(key)
             try:
-                base_doc = tomllib.loads(path.read_text())
+                base_doc = _toml(path.read_text())
             except OSError as e:
                 raise self.error(f"'extends' names {str(path)!r}, which cannot be read: {e.strerror}",
                                  "extends") from None
-            except tomllib.TOMLDecodeError as e:
+            except UnicodeDecodeError:
+                raise self.error(f"'extends' names {str(path)!r}, which is not UTF-8 text",
+                                 "extends") from None
+            except ValueError as e:   # a TOMLDecodeError, or what _toml says instead
                 raise self.error(f"'extends' names {str(path)!r}, which is not valid TOML: {e}",
                                  "extends") from None
             merged = self.extend(base_doc, str(path), (*chain, key), merged, included)

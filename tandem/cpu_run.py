@@ -51,6 +51,7 @@ from tandem.run import (
     RunError,
     RunReport,
     TargetFlow,
+    check_host_memory,
     reject_unknown,
     run,
     take_conv,
@@ -209,12 +210,13 @@ class CpuFlow(TargetFlow):
             c = take_conv(params, where)
             layer = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, dtype=dtype)
             keys = (*CONV_KEYS, "shape")
+        _fits(layer, where)
         isa = params.pop("isa", "x86-vnni")
         if isa not in ISAS:
             raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
         if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
             raise RunError("cpu: this CPU has no AVX-512 VNNI; use --isa x86-avx512 or none")
-        threads = take_int(params, "threads", None, 1, where) or default_threads()
+        threads = _threads(params, where)
         tune = take_int(params, "tune", 0, 0, where)
         tuning = params.pop("tuning", None)
         if tuning is not None and not isinstance(tuning, cpu.CpuTuning):
@@ -294,6 +296,32 @@ class CpuFlow(TargetFlow):
         return {"tuning": str(candidate), "seconds": cost}
 
 
+def _threads(params: dict[str, Any], where: str) -> int:
+    """Pop ``threads`` (default: every core), at most the cores this process may run on: more would only
+    take turns on them, and the peak measurement runs one instruction chain per thread."""
+    threads = take_int(params, "threads", None, 1, where) or default_threads()
+    if threads > default_threads():
+        raise RunError(f"{where}: threads = {threads}, but this process may run on {default_threads()} cores")
+    return threads
+
+
+def _fits(layer: CpuLayer, where: str) -> None:
+    """RunError unless each of ``layer``'s arrays (data, weights, output) has fewer than 2**31 elements (the
+    compiler's int32 extents) and all of them, with the copies the run makes (packed inputs; the int32
+    output, numpy's int64 reference and their float64 difference), fit in this machine's memory."""
+    if layer.conv is not None:
+        c = layer.conv
+        inputs, output = [c.ic * c.h * c.w, c.oc * c.ic * c.k * c.k], max(c.oc * c.oh * c.ow, 0)
+    else:
+        m, n, k = layer.mnk
+        inputs, output = [m * k, n * k], m * n
+    item = 2 if layer.dtype == "int16" else 1
+    if max(*inputs, output) >= 2**31:
+        raise RunError(f"{where} {layer.params}: an array of {max(*inputs, output):,} elements; the "
+                       f"compiler's extents are int32, so each array must have fewer than 2**31")
+    check_host_memory(2 * item * sum(inputs) + 32 * output, where, layer.params)
+
+
 FLOW = CpuFlow()
 
 
@@ -314,7 +342,7 @@ class CpuUserFlow(TargetFlow):
     kind = "cpu"
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuUserJob:
-        threads = take_int(params, "threads", None, 1, op) or default_threads()
+        threads = _threads(params, op)
         min_time = params.pop("min_time", 0.2)
         if not isinstance(min_time, int | float) or not min_time > 0:
             raise RunError(f"{op}: min_time must be a number of seconds > 0, but got {min_time!r}")

@@ -35,6 +35,7 @@ on VITA, or ``shape`` = (H, W, IC); gemm: ``M N K``; element-wise: ``shape``) an
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -308,3 +309,12 @@ def reject_unknown(params: dict[str, Any], known: Sequence[str], where: str) -> 
     if params:
         key = sorted(params)[0]
         raise RunError(f"{where}: unknown parameter {key!r}; expected {', '.join(sorted({*known, 'seed'}))}")
+
+
+def check_host_memory(need: int, where: str, params: Mapping[str, Any]) -> None:
+    """RunError when a run that needs about ``need`` bytes of host memory (its arrays and the copies it makes)
+    would not fit in this machine's physical memory: refused in ``plan``, before anything is allocated."""
+    have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if need > have:
+        raise RunError(f"{where} {dict(params)}: the run needs about {need:,} bytes of memory, but this "
+                       f"machine has {have:,}; give a smaller layer")

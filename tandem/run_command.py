@@ -21,6 +21,9 @@ from tandem.console import fail
 from tandem.workloads import WorkloadError, int_param, parse_params, parse_shape
 
 OWN = ("cores", "tile", "threads")   # -p options of a flow, not of a user's operator
+# parameters of tandem.run.run that -p does not set (its values are integers): an option of their own, or none
+NOT_P = {"shape": "--shape", "dtype": "--dtype", "isa": "--isa", "relu": "--relu",
+         "skip": "--no-partition or --no-preprocess", "tiling": None, "tuning": None, "min_time": None}
 DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8",
                "u8": "uint8"}
 
@@ -85,8 +88,13 @@ def run_command(
         raise fail(str(exc), 2) from None
     try:
         user = is_user_op(op)   # a user's operator takes any integers; the flow's own options stay checked
+        given = parse_params(params or ())
+        for key in given:   # a user's operator may take these names, but min_time the CPU's flow takes first
+            if key in NOT_P and (not user or key == "min_time"):
+                raise WorkloadError(f"-p {key}", f"give it as {NOT_P[key]}" if NOT_P[key] else
+                                    "not a command-line parameter (tandem.run.run takes it from Python)")
         values: dict = {k: int_param(k, v, 0 if k in ("seed", "P") else None if user and k not in OWN else 1)
-                        for k, v in parse_params(params or ()).items()}
+                        for k, v in given.items()}
         if shape is not None:
             values["shape"] = parse_shape(shape)
         dropped = (("loop_partition", no_partition), ("preprocess", no_preprocess))

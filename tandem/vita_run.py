@@ -43,6 +43,7 @@ from tandem.run import (
     RunError,
     RunReport,
     TargetFlow,
+    check_host_memory,
     reject_unknown,
     run,
     take_conv,
@@ -177,6 +178,8 @@ def _check_size(layer: VitaLayer, target: Target) -> None:
     if need > have:
         raise RunError(f"VITA {layer.op} {layer.params}: its input, weights and output need "
                        f"{need:,} bytes of DRAM, but the machine addresses {have:,}")
+    # the DRAM image, the simulator's copy of it and the result's; the packed inputs and the reference
+    check_host_memory(4 * need, f"VITA {layer.op}", layer.params)
     uops = math.ceil(layer.conv.macs / peak_macs_per_cycle(target.spec))   # at most a full GEMM per micro-op
     budget = target.config.uop_budget
     if uops > budget:
@@ -275,11 +278,13 @@ def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, relu:
     """The ranked tilings for ``vthreads`` virtual threads or, when no tiling cuts the layer into that many
     threads' whole tiles, for the largest count below that does (down to none); and the count used. The
     ScheduleError of the count asked for when none works."""
+    tiled = layer.tiled(target.spec)
+    # no count above both the output channel blocks and the output rows can cut the layer
+    most = max(tiled.oc // vita.block_of(target.spec), tiled.oh, 1)
     first = None
-    for n in (vthreads, *range(vthreads - 1, 1, -1), 0) if vthreads > 1 else (vthreads,):
+    for n in (vthreads, *range(min(vthreads - 1, most), 1, -1), 0) if vthreads > 1 else (vthreads,):
         try:
-            return vita.rank_tilings(layer.tiled(target.spec), n, spec=target.spec,
-                                     costs=machine_costs(target, relu)), n
+            return vita.rank_tilings(tiled, n, spec=target.spec, costs=machine_costs(target, relu)), n
         except ScheduleError as exc:
             first = first or exc
     raise first

@@ -87,11 +87,16 @@ class Workload:
 def parse_shape(text: str) -> tuple[int, ...]:
     """``"14x14"`` -> ``(14, 14)``; raises ``WorkloadError`` for anything but positive ints joined by x."""
     parts = text.strip().lower().split("x")
-    if not all(re.fullmatch(r"[0-9]+", p) for p in parts) or not all(int(p) > 0 for p in parts):
+    try:
+        dims = tuple(int(p) for p in parts) if all(re.fullmatch(r"[0-9]+", p) for p in parts) else ()
+    except ValueError:   # more digits than int() reads
+        dims = ()
+    if not dims or min(dims) < 1:
+        shown = text if len(text) <= 40 else f"{text[:36]}... ({len(text)} characters)"
         raise WorkloadError(
-            "--shape", f"expected positive integers joined by 'x', like 256x56x56, but got {text!r}"
+            "--shape", f"expected positive integers joined by 'x', like 256x56x56, but got {shown!r}"
         )
-    return tuple(int(p) for p in parts)
+    return dims
 
 
 def parse_params(items: Sequence[str]) -> dict[str, str]:

@@ -160,3 +160,20 @@ def test_progress_is_reported_per_measured_candidate(monkeypatch) -> None:
     monkeypatch.setattr(flow_module, "flow_for", lambda kind, op=None: toy)
     run("add", load_target("diannao"), {"candidates": [0, 2, 1]}, progress=lambda *a: seen.append(a))
     assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+@pytest.mark.parametrize(("kind", "op", "params"), [
+    ("vita", "gemm", {"M": 512, "N": 512, "K": 512}),
+    ("cpu", "gemm", {"M": 512, "N": 512, "K": 512}),
+])
+def test_a_run_larger_than_the_host_memory_is_refused_in_plan(kind, op, params, monkeypatch):
+    """On a machine with 1 MiB of memory, a 512-cubed GEMM's arrays and copies do not fit: the plan says so
+    before anything is allocated or compiled."""
+    import tandem.run
+
+    pages = {"SC_PHYS_PAGES": 256, "SC_PAGE_SIZE": 4096}
+    monkeypatch.setattr(tandem.run.os, "sysconf", lambda name: pages[name])
+    monkeypatch.setattr(type(flow_for(kind)), "compile", lambda *a: pytest.fail("compiled a bad request"))
+    with pytest.raises(RunError, match=r"the run needs about [\d,]+ bytes of memory, but this machine has "
+                       r"1,048,576; give a smaller layer"):
+        run(op, load_target(kind), params)
