@@ -143,6 +143,16 @@ def inspect(
     axes: Sequence[Axis], out: Access, value: ir.Expr, spec: isa.ISA, instruction: str
 ) -> Mapping | NotApplicable:
     """The first feasible mapping of ``out = value`` (a sum over the reduce axes) onto the instruction."""
+    binding = compute_binding(out, value, spec, instruction)
+    if isinstance(binding, NotApplicable):
+        return binding
+    return _find_mapping(spec, spec.instruction(instruction), axes, binding)
+
+
+def compute_binding(out: Access, value: ir.Expr, spec: isa.ISA, instruction: str
+                    ) -> dict[str, Access] | NotApplicable:
+    """Compute isomorphism (Algorithm 1) of ``out = value`` with the instruction: each instruction operand's
+    access in the operation (the accumulator and result bound to ``out``), or why there is none."""
     instr = spec.instruction(instruction)
     try:
         acc, result, red = _accumulation(instr)
@@ -167,17 +177,21 @@ def inspect(
             binding[name] = out
     except _Fail as e:
         return NotApplicable(instruction, "compute", str(e))
-    return _find_mapping(spec, instr, axes, binding)
+    return binding
 
 
 def _accumulation(instr: isa.Instruction) -> tuple[str, str, t.Reduce]:
-    """(accumulator operand, result operand, the reduction) of ``d = c + sum(...)`` or ``c += sum(...)``."""
+    """(accumulator operand, result operand, the reduction) of ``d = c + sum(...)``, ``c += sum(...)`` or
+    ``c += body`` over reduce indices the instruction declares (VITA's GEMM)."""
     sem = instr.typed_semantics()
     if len(sem.statements) == 1:
         (stmt,) = sem.statements
         v = stmt.value
         if stmt.op == "+=" and isinstance(v, t.Reduce):
             return stmt.target.tensor, stmt.target.tensor, v
+        reduce = tuple(iv.name for iv in sem.indices if iv.kind == "reduce")
+        if stmt.op == "+=" and reduce:
+            return stmt.target.tensor, stmt.target.tensor, t.Reduce("sum", reduce, v, v.dtype)
         if (
             stmt.op == "="
             and isinstance(v, t.Binary)
@@ -206,7 +220,7 @@ def _find_mapping(
                 f"{extent} for index {name} ({kind} loops: {have})",
             )
         candidates.append(fits)
-    accesses = _instruction_accesses(sem)
+    accesses = instruction_accesses(sem)
     reasons = []
     for choice in itertools.product(*candidates):  # innermost operation loops first
         if len({a.var for a in choice}) < len(choice):
@@ -228,7 +242,8 @@ def _find_mapping(
     return NotApplicable(instr.name, "access", reasons[0] if reasons else "no injective mapping of the loops")
 
 
-def _instruction_accesses(sem) -> dict[str, t.Access]:
+def instruction_accesses(sem) -> dict[str, t.Access]:
+    """Each operand's first access in the instruction's semantics ``sem`` (statement targets first)."""
     found: dict[str, t.Access] = {}
     for stmt in sem.statements:
         for node in (stmt.target, *t.walk(stmt.value)):
