@@ -173,6 +173,64 @@ class TargetFlow(ABC):
         return exact(got, want)
 
 
+@dataclass(frozen=True)
+class Routed:
+    """A job of ``ByOperator``: the flow that planned it and its own job."""
+
+    flow: TargetFlow
+    job: Any
+
+    @property
+    def candidates(self) -> Sequence[Any]:
+        return self.job.candidates
+
+
+class ByOperator(TargetFlow):
+    """A target's flow made of several: each operator goes to the flow that compiles it (``flows[op]``), and
+    every later step to the flow that planned the job."""
+
+    def __init__(self, kind: str, flows: Mapping[str, TargetFlow]) -> None:
+        self.kind = kind
+        self.flows = dict(flows)
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> Routed:
+        if op not in self.flows:
+            raise RunError(f"{self.kind}: no schedule for operator {op!r}; expected one of "
+                           f"{', '.join(self.flows)}")
+        flow = self.flows[op]
+        return Routed(flow, flow.plan(op, params, target))
+
+    def inputs(self, job: Routed, rng: np.random.Generator) -> list[np.ndarray]:
+        return job.flow.inputs(job.job, rng)
+
+    def check_inputs(self, job: Routed, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return job.flow.check_inputs(job.job, given)
+
+    def compile(self, job: Routed, candidate: Any, target: Target) -> Any:
+        return job.flow.compile(job.job, candidate, target)
+
+    def execute(self, job: Routed, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
+        return job.flow.execute(job.job, compiled, inputs, target)
+
+    def reference(self, job: Routed, inputs: list[np.ndarray]) -> np.ndarray:
+        return job.flow.reference(job.job, inputs)
+
+    def roofline(self, job: Routed, target: Target, execution: Execution) -> int | None:
+        return job.flow.roofline(job.job, target, execution)
+
+    def params(self, job: Routed, candidate: Any, target: Target) -> dict[str, Any]:
+        return job.flow.params(job.job, candidate, target)
+
+    def cost(self, job: Routed, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
+        return job.flow.cost(job.job, compiled, inputs, target)
+
+    def tuned_entry(self, candidate: Any, cost: float) -> dict[str, Any]:
+        return next(iter(self.flows.values())).tuned_entry(candidate, cost)
+
+    def validate(self, job: Routed, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
+        return job.flow.validate(job.job, inputs, got, want)
+
+
 def flow_for(kind: str, op: str | None = None) -> TargetFlow:
     """The flow of target ``kind`` (RunError for a kind nothing runs); for a user's operator ``op``
     (``FILE.py:NAME``, tandem/user_ops.py), the target's ``USER_FLOW``, where it has one."""

@@ -30,8 +30,9 @@ DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16
 
 def run_command(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
-                                           "conv2d, gemm (vita, cpu); or FILE.py:NAME, an operator of "
-                                           "your own (diannao, cpu), whose -p values NAME takes.")],
+                                           "conv2d, gemm (vita, cpu); conv1d, conv3d, dilated_conv, "
+                                           "group_conv, batch_matmul (vita); or FILE.py:NAME, an operator "
+                                           "of your own (diannao, cpu), whose -p values NAME takes.")],
     target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",
     shape: Annotated[str | None, typer.Option(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,

@@ -53,6 +53,30 @@ def conv2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0, 
     return out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
 
 
+def conv_nd(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0, dilation: int = 1,
+            groups: int = 1) -> np.ndarray:
+    """Convolution over any number of spatial dimensions, with zero padding ``pad`` on every side, kernel
+    taps ``dilation`` apart and ``groups`` channel groups: ``data`` [N, C, *S], ``kernel`` [O, C/groups, *K],
+    result [N, O, *OS]. Summed one kernel tap at a time (each tap a product over the group's channels)."""
+    n, c, *size = data.shape
+    o, cg, *taps = kernel.shape
+    x = np.pad(_exact(data), ((0, 0), (0, 0), *[(pad, pad)] * len(size)))
+    x = x.reshape(n, groups, cg, *(s + 2 * pad for s in size))
+    w = _exact(kernel).reshape(groups, o // groups, cg, *taps)
+    out_size = [(s + 2 * pad - dilation * (k - 1) - 1) // stride + 1 for s, k in zip(size, taps, strict=True)]
+    out = np.zeros((n, groups, o // groups, *out_size), x.dtype)
+    for tap in np.ndindex(*taps):
+        window = tuple(slice(t * dilation, t * dilation + stride * (m - 1) + 1, stride)
+                       for t, m in zip(tap, out_size, strict=True))
+        out += np.einsum("ngc...,goc->ngo...", x[(slice(None),) * 3 + window], w[(..., *tap)])
+    return out.reshape(n, o, *out_size)
+
+
+def batch_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a[q] @ b[q].T`` for each ``q`` of ``a`` [B, M, K] and ``b`` [B, N, K]: [B, M, N]."""
+    return np.einsum("qmk,qnk->qmn", _exact(a), _exact(b))
+
+
 def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b.T`` of ``a`` [M, K] and ``b`` [N, K]: [M, N]."""
     return _matmul(_exact(a), _exact(b).T)

@@ -20,13 +20,15 @@ import json
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from compiler.ops.contractions import KINDS
 from tandem.cli import app
 
 RUNNER = CliRunner()
-OPS = {"diannao": ["add", "sub", "mul", "maximum", "relu", "conv2d"], "vita": ["conv2d", "gemm"],
+OPS = {"diannao": ["add", "sub", "mul", "maximum", "relu", "conv2d"],
+       "vita": ["conv2d", "gemm", "conv1d", "conv3d", "dilated_conv", "group_conv", "batch_matmul"],
        "cpu": ["conv2d", "gemm"]}
 KEYS = {"diannao": ["cores", "tile", "H", "W", "IC", "OC", "K", "S", "P"],
-        "vita": ["H", "W", "IC", "OC", "K", "S", "P", "N", "M"],
+        "vita": ["H", "W", "IC", "OC", "K", "S", "P", "N", "M", "D", "DIL", "G", "B"],
         "cpu": ["H", "W", "IC", "OC", "K", "S", "P", "M", "N"]}
 API_KEYS = ["seed", "shape", "dtype", "skip", "vthreads", "tune", "relu", "tiling", "isa", "threads",
             "tuning", "min_time", "cores", "tile"]
@@ -60,6 +62,11 @@ def legal(draw) -> list[str]:
         args += ["--shape", f"{hw}x{hw}x{ic}", "-p", f"OC={draw(st.sampled_from(['5', '16', '32', '40']))}"]
         for key, values in (("K", ["1", "3"]), ("S", ["1", "2"]), ("P", ["0", "1"])):
             args += ["-p", f"{key}={draw(st.sampled_from(values))}"]
+    elif op in KINDS:   # TensorIR's kinds on VITA: every size small, groups dividing the channels
+        for key, default in KINDS[op].items():
+            if default is None or draw(st.booleans()):
+                value = {"G": "2", "IC": "4", "OC": "6"}.get(key) if op == "group_conv" else None
+                args += ["-p", f"{key}={value or draw(st.sampled_from(['1', '2', '3', '5']))}"]
     else:
         dims = draw(st.lists(st.sampled_from(["1", "3", "7", "16", "33"]), min_size=1, max_size=3))
         args += ["--shape", "x".join(dims)]

@@ -1,0 +1,129 @@
+"""The multiply-accumulate operator kinds of TensorIR's suite (seed 004, Sec. 5.1) as int8 tensor expressions,
+for the mapping onto a target's tensor intrinsic (``compiler.passes.reindex``).
+
+    c = contraction("conv1d", {"IC": 16, "OC": 32, "W": 56})   # kind and parameters (defaults below)
+    c.out.op                                                    # out = sum(i32(data) * i32(weight))
+
+Kinds: ``conv1d``, ``conv2d``, ``conv3d``, ``dilated_conv`` and ``group_conv`` (one convolution of 1 to 3
+spatial dimensions with stride, padding, dilation and groups) and ``batch_matmul``. A convolution's
+expression reads the data already zero-padded and in groups, ``data[n, g, c, *spatial]``, and writes
+``out[n, g, o, *spatial]``, so every access is affine and the group is an iterator of its own (TensorIR writes
+grouped convolution the same way); ``layout_data`` and ``layout_out`` are the layout transforms between those
+and the plain NC(D)(H)W arrays, ``weight`` is OI(D)(H)W split by group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.errors import ScheduleError
+from compiler.ops import reference
+
+#: the parameters of each kind and their defaults (None: required); convolutions' spatial sizes, then the rest
+KINDS: dict[str, dict[str, int | None]] = {
+    "conv1d": {"W": None, "IC": None, "OC": None, "K": 3, "S": 1, "P": 1, "DIL": 1, "G": 1, "N": 1},
+    "conv2d": {"H": None, "W": None, "IC": None, "OC": None, "K": 3, "S": 1, "P": 1, "DIL": 1, "G": 1,
+               "N": 1},
+    "conv3d": {"D": None, "H": None, "W": None, "IC": None, "OC": None, "K": 3, "S": 1, "P": 1, "DIL": 1,
+               "G": 1, "N": 1},
+    "dilated_conv": {"H": None, "W": None, "IC": None, "OC": None, "K": 3, "S": 1, "P": 2, "DIL": 2, "G": 1,
+                     "N": 1},
+    "group_conv": {"H": None, "W": None, "IC": None, "OC": None, "G": None, "K": 3, "S": 1, "P": 1, "DIL": 1,
+                   "N": 1},
+    "batch_matmul": {"B": None, "M": None, "N": None, "K": None},
+}
+SPATIAL = ("D", "H", "W")
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """One operator: its kind, parameters, and tensor expression ``out = sum(i32(data) * i32(weight))``;
+    ``plain`` are the shapes of the user's data, weights and output."""
+
+    kind: str
+    params: dict[str, int]
+    data: te.Tensor
+    weight: te.Tensor
+    out: te.Tensor
+    plain: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+    @property
+    def macs(self) -> int:
+        op = self.out.op
+        return math.prod(self.out.shape) * math.prod(iv.extent for iv in op.reduce_axis)
+
+    def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """The exact result on the plain arrays (compiler/ops/reference), in the plain output layout."""
+        if self.kind == "batch_matmul":
+            return reference.batch_matmul(data, weight)
+        p = self.params
+        return reference.conv_nd(data, weight, p["S"], p["P"], p["DIL"], p["G"])
+
+    def layout_data(self, data: np.ndarray) -> np.ndarray:
+        """The plain data in the expression's layout: zero-padded, channels split by group."""
+        if self.kind == "batch_matmul":
+            return data
+        p, g = self.params["P"], self.params["G"]
+        padded = np.pad(data, ((0, 0), (0, 0), *[(p, p)] * (data.ndim - 2)))
+        return padded.reshape(padded.shape[0], g, -1, *padded.shape[2:])
+
+    def layout_weight(self, weight: np.ndarray) -> np.ndarray:
+        if self.kind == "batch_matmul":
+            return weight
+        return weight.reshape(self.params["G"], -1, *weight.shape[1:])
+
+    def layout_out(self, out: np.ndarray) -> np.ndarray:
+        """The expression's output in the plain layout (groups joined back into channels)."""
+        return out.reshape(self.plain[2])
+
+
+def contraction(kind: str, params: Mapping[str, int]) -> Contraction:
+    """The operator ``kind`` with ``params`` (every key of ``KINDS[kind]``); ScheduleError naming the
+    parameter when the shapes make it empty or impossible."""
+    if kind not in KINDS:
+        raise ScheduleError(f"no operator kind {kind!r}; expected one of {', '.join(KINDS)}")
+    p = {key: params.get(key, default) for key, default in KINDS[kind].items()}
+    if kind == "batch_matmul":
+        return _batch_matmul(p)
+    return _conv(kind, p)
+
+
+def _conv(kind: str, p: dict) -> Contraction:
+    spatial = [p[k] for k in SPATIAL if k in p]
+    n, ic, oc, k, s, pad, dil, g = (p[key] for key in ("N", "IC", "OC", "K", "S", "P", "DIL", "G"))
+    if ic % g or oc % g:
+        raise ScheduleError(f"{kind}: G = {g} groups must divide IC = {ic} and OC = {oc}")
+    reach = dil * (k - 1) + 1
+    out = [(size + 2 * pad - reach) // s + 1 for size in spatial]
+    if min(out) < 1:
+        raise ScheduleError(f"{kind}: a kernel of K = {k} with DIL = {dil} reaches {reach} elements, more "
+                            f"than the input's {min(spatial)} with P = {pad} on each side")
+    cg, og = ic // g, oc // g
+    data = te.placeholder((n, g, cg, *(size + 2 * pad for size in spatial)), "int8", name="data")
+    weight = te.placeholder((g, og, cg, *[k] * len(spatial)), "int8", name="weight")
+    rc = te.reduce_axis(cg, "rc")
+    window = [te.reduce_axis(k, f"r{name.lower()}") for name in SPATIAL[-len(spatial):]]
+
+    def body(i, grp, o, *xs):
+        at = [x * s + r * dil for x, r in zip(xs, window, strict=True)]
+        product = te.cast(data[(i, grp, rc, *at)], "int32") * te.cast(weight[(grp, o, rc, *window)], "int32")
+        return te.sum(product, axis=[rc, *window])
+
+    result = te.compute((n, g, og, *out), body, name="out")
+    return Contraction(kind, p, data, weight, result,
+                       ((n, ic, *spatial), (oc, cg, *[k] * len(spatial)), (n, oc, *out)))
+
+
+def _batch_matmul(p: dict) -> Contraction:
+    b, m, n, k = p["B"], p["M"], p["N"], p["K"]
+    data = te.placeholder((b, m, k), "int8", name="data")
+    weight = te.placeholder((b, n, k), "int8", name="weight")
+    r = te.reduce_axis(k, "r")
+    result = te.compute((b, m, n), lambda q, i, j: te.sum(
+        te.cast(data[q, i, r], "int32") * te.cast(weight[q, j, r], "int32"), axis=r), name="out")
+    return Contraction("batch_matmul", p, data, weight, result, ((b, m, k), (b, n, k), (b, m, n)))
