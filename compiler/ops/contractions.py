@@ -5,11 +5,12 @@ for the mapping onto a target's tensor intrinsic (``compiler.passes.reindex``).
     c.out.op                                                    # out = sum(i32(data) * i32(weight))
 
 Kinds: ``conv1d``, ``conv2d``, ``conv3d``, ``dilated_conv`` and ``group_conv`` (one convolution of 1 to 3
-spatial dimensions with stride, padding, dilation and groups) and ``batch_matmul``. A convolution's
-expression reads the data already zero-padded and in groups, ``data[n, g, c, *spatial]``, and writes
-``out[n, g, o, *spatial]``, so every access is affine and the group is an iterator of its own (TensorIR writes
-grouped convolution the same way); ``layout_data`` and ``layout_out`` are the layout transforms between those
-and the plain NC(D)(H)W arrays, ``weight`` is OI(D)(H)W split by group.
+spatial dimensions with stride, padding, dilation and groups), ``conv_transpose`` (T2D, computed as the
+conv of the spread input with the flipped kernel) and ``batch_matmul``. A convolution's expression reads the
+data already zero-padded and in groups, ``data[n, g, c, *spatial]``, and writes ``out[n, g, o, *spatial]``, so
+every access is affine and the group is an iterator of its own (TensorIR writes grouped convolution the same
+way); ``layout_data``, ``layout_weight`` and ``layout_out`` are the layout transforms between those and the
+plain NC(D)(H)W data and OI(D)(H)W weights (a transposed conv's: IOHW).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ KINDS: dict[str, dict[str, int | None]] = {
                      "N": 1},
     "group_conv": {"H": None, "W": None, "IC": None, "OC": None, "G": None, "K": 3, "S": 1, "P": 1, "DIL": 1,
                    "N": 1},
+    "conv_transpose": {"H": None, "W": None, "IC": None, "OC": None, "K": 3, "S": 2, "P": 1, "N": 1},
     "batch_matmul": {"B": None, "M": None, "N": None, "K": None},
 }
 SPATIAL = ("D", "H", "W")
@@ -62,19 +64,31 @@ class Contraction:
         if self.kind == "batch_matmul":
             return reference.batch_matmul(data, weight)
         p = self.params
+        if self.kind == "conv_transpose":
+            return reference.conv_transpose2d(data, weight, p["S"], p["P"])
         return reference.conv_nd(data, weight, p["S"], p["P"], p["DIL"], p["G"])
 
     def layout_data(self, data: np.ndarray) -> np.ndarray:
         """The plain data in the expression's layout: zero-padded, channels split by group."""
         if self.kind == "batch_matmul":
             return data
+        if self.kind == "conv_transpose":   # the conv over the input with S - 1 zeros between pixels
+            s, edge = self.params["S"], self.params["K"] - 1 - self.params["P"]
+            n, c, h, w = data.shape
+            spread = np.zeros((n, c, (h - 1) * s + 1, (w - 1) * s + 1), data.dtype)
+            spread[:, :, ::s, ::s] = data
+            return np.pad(spread, ((0, 0), (0, 0), (edge, edge), (edge, edge)))[:, None]
         p, g = self.params["P"], self.params["G"]
         padded = np.pad(data, ((0, 0), (0, 0), *[(p, p)] * (data.ndim - 2)))
         return padded.reshape(padded.shape[0], g, -1, *padded.shape[2:])
 
     def layout_weight(self, weight: np.ndarray) -> np.ndarray:
+        """The plain weights in the expression's layout: split by group (a transposed conv's flipped and
+        transposed: [C, O, KH, KW] to [O, C, KH, KW] read backwards)."""
         if self.kind == "batch_matmul":
             return weight
+        if self.kind == "conv_transpose":
+            return weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1][None]
         return weight.reshape(self.params["G"], -1, *weight.shape[1:])
 
     def layout_out(self, out: np.ndarray) -> np.ndarray:
@@ -90,6 +104,8 @@ def contraction(kind: str, params: Mapping[str, int]) -> Contraction:
     p = {key: params.get(key, default) for key, default in KINDS[kind].items()}
     if kind == "batch_matmul":
         return _batch_matmul(p)
+    if kind == "conv_transpose":
+        return _conv_transpose(p)
     return _conv(kind, p)
 
 
@@ -114,9 +130,26 @@ def _conv(kind: str, p: dict) -> Contraction:
         product = te.cast(data[(i, grp, rc, *at)], "int32") * te.cast(weight[(grp, o, rc, *window)], "int32")
         return te.sum(product, axis=[rc, *window])
 
-    result = te.compute((n, g, og, *out), body, name="out")
+    names = ["n", "g", "o", *(name.lower() for name in SPATIAL[-len(spatial):])]
+    result = te.compute((n, g, og, *out), body, name="out", axis_names=names)
     return Contraction(kind, p, data, weight, result,
                        ((n, ic, *spatial), (oc, cg, *[k] * len(spatial)), (n, oc, *out)))
+
+
+def _conv_transpose(p: dict) -> Contraction:
+    """T2D as the conv (stride 1) of the input spread S apart and padded by K - 1 - P with the flipped,
+    transposed kernel: the layout transforms do the spreading and flipping."""
+    n, h, w, ic, oc, k, s, pad = (p[key] for key in ("N", "H", "W", "IC", "OC", "K", "S", "P"))
+    if pad > k - 1:
+        raise ScheduleError(f"conv_transpose: P = {pad} crops more than the K - 1 = {k - 1} rows a kernel of "
+                            f"K = {k} adds")
+    edge = k - 1 - pad
+    spread = {"H": (h - 1) * s + 1 + 2 * edge, "W": (w - 1) * s + 1 + 2 * edge}
+    equivalent = _conv("conv_transpose", {**spread, "N": n, "IC": ic, "OC": oc, "K": k, "S": 1, "P": 0,
+                                          "DIL": 1, "G": 1})
+    oh, ow = equivalent.plain[2][2:]
+    return Contraction("conv_transpose", p, equivalent.data, equivalent.weight, equivalent.out,
+                       ((n, ic, h, w), (ic, oc, k, k), (n, oc, oh, ow)))
 
 
 def _batch_matmul(p: dict) -> Contraction:

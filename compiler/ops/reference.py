@@ -72,6 +72,21 @@ def conv_nd(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0,
     return out.reshape(n, o, *out_size)
 
 
+def conv_transpose2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
+    """2-D transposed convolution (the gradient of conv2d with respect to its input): ``data`` [N, C, H, W],
+    ``kernel`` [C, O, KH, KW], result [N, O, (H-1)*stride + KH - 2*pad, ...]. Each input pixel scatters its
+    kernel-weighted value to the outputs ``stride`` apart, the ``pad`` outermost rows and columns cropped."""
+    n, _, h, w = data.shape
+    _, o, kh, kw = kernel.shape
+    full = np.zeros((n, o, (h - 1) * stride + kh, (w - 1) * stride + kw), np.int64 if data.dtype.kind in "iub"
+                    else np.float64)
+    x, k = _exact(data), _exact(kernel)
+    for ty, tx in np.ndindex(kh, kw):
+        full[:, :, ty:ty + (h - 1) * stride + 1:stride, tx:tx + (w - 1) * stride + 1:stride] += \
+            np.einsum("nchw,co->nohw", x, k[:, :, ty, tx])
+    return full[:, :, pad:full.shape[2] - pad, pad:full.shape[3] - pad]
+
+
 def batch_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a[q] @ b[q].T`` for each ``q`` of ``a`` [B, M, K] and ``b`` [B, N, K]: [B, M, N]."""
     return np.einsum("qmk,qnk->qmn", _exact(a), _exact(b))

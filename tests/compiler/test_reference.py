@@ -59,3 +59,37 @@ def test_integer_sums_are_exact_beyond_float64s_mantissa() -> None:
     a = np.full((1, 4), 2**30 + 1, np.int64)
     b = np.full((1, 4), 2**30 + 1, np.int64)
     assert int(reference.dense(a, b)[0, 0]) == 4 * (2**30 + 1) ** 2     # 2**62 + 2**33 + 4: not a float64
+
+
+@pytest.mark.parametrize(("stride", "pad", "k"), [(1, 0, 3), (2, 1, 3), (3, 2, 4), (2, 0, 2)])
+def test_conv_transpose2d_is_the_adjoint_of_conv2d(stride, pad, k):
+    """<conv2d(x, w), g> == <x, conv_transpose2d(g, w)> for every x and g: the transposed convolution is
+    conv2d's adjoint (its gradient with respect to the input), which defines it."""
+    rng = np.random.default_rng(stride * 10 + k)
+    h = stride * 3 + k - 2 * pad          # an input whose windows tile it exactly
+    x = rng.integers(-9, 10, (2, 3, h, h + stride))
+    w = rng.integers(-9, 10, (4, 3, k, k))
+    y = reference.conv2d(x, w, stride, pad)
+    g = rng.integers(-9, 10, y.shape)
+    back = reference.conv_transpose2d(g, w, stride, pad)
+    assert back.shape == x.shape
+    assert int((y * g).sum()) == int((x * back).sum())
+
+
+@pytest.mark.parametrize(("stride", "pad"), [(1, 0), (2, 1)])
+def test_conv_nd_in_two_dimensions_is_conv2d_and_groups_split_the_channels(stride, pad):
+    rng = np.random.default_rng(stride)
+    x, w = rng.integers(-9, 10, (2, 6, 7, 8)), rng.integers(-9, 10, (4, 6, 3, 3))
+    np.testing.assert_array_equal(reference.conv_nd(x, w, stride, pad), reference.conv2d(x, w, stride, pad))
+    wg = rng.integers(-9, 10, (4, 3, 3, 3))   # two groups of 3 input and 2 output channels
+    halves = [reference.conv2d(x[:, 3 * q:3 * q + 3], wg[2 * q:2 * q + 2], stride, pad) for q in range(2)]
+    np.testing.assert_array_equal(reference.conv_nd(x, wg, stride, pad, groups=2), np.concatenate(halves, 1))
+
+
+def test_a_dilated_conv_nd_is_conv2d_with_zeros_between_the_kernel_taps():
+    rng = np.random.default_rng(7)
+    x, w = rng.integers(-9, 10, (1, 2, 9, 9)), rng.integers(-9, 10, (3, 2, 3, 3))
+    spread = np.zeros((3, 2, 5, 5), w.dtype)
+    spread[:, :, ::2, ::2] = w
+    want = reference.conv2d(x, spread, 1, 2)
+    np.testing.assert_array_equal(reference.conv_nd(x, w, 1, 2, dilation=2), want)

@@ -23,6 +23,7 @@ KINDS = {
     "dilated_conv": {"H": 7, "W": 6, "IC": 16, "OC": 8},
     "group_conv": {"H": 5, "W": 5, "IC": 12, "OC": 24, "G": 3},
     "batch_matmul": {"B": 3, "M": 5, "N": 17, "K": 40},
+    "conv_transpose": {"H": 4, "W": 5, "IC": 6, "OC": 20, "K": 4, "S": 3, "P": 2},
 }
 
 
@@ -33,7 +34,8 @@ def test_each_kind_runs_on_the_gemm_and_validates_bit_exactly(kind):
     assert report.instructions["GEMM"] >= 1 and report.scalar_fallback == 0
     gemm = report.params["gemm"]
     assert gemm["count"] == {"group_conv": 3, "batch_matmul": 3}.get(kind, 1)   # groups, batches: outer loops
-    assert report.params["mapping"].startswith("GEMM: b <- fuse(")
+    pixels = "GEMM: b <- fuse(n, " if kind != "batch_matmul" else "GEMM: b <- fuse(i)"
+    assert report.params["mapping"].startswith(pixels)
 
 
 def test_the_cli_reports_the_mapping_and_the_gemms_it_ran():
@@ -53,6 +55,7 @@ def test_the_cli_reports_the_mapping_and_the_gemms_it_ran():
      "a kernel of K = 7 with DIL = 1 reaches 7 elements, more than the input's 3 with P = 0"),
     ("conv3d", {"D": 2, "H": 2, "IC": 4, "OC": 4}, "W must be given; conv3d needs all of D, H, W, IC, OC"),
     ("batch_matmul", {"B": 2, "M": 4, "N": 4, "K": 4, "G": 2}, "unknown parameter 'G'"),
+    ("conv_transpose", {"H": 4, "W": 4, "IC": 4, "OC": 4, "P": 3}, "P = 3 crops more than the K - 1 = 2"),
     ("batch_matmul", {"B": 10**4, "M": 512, "N": 512, "K": 512}, "more than the machine config's uop_budget"),
 ])
 def test_impossible_shapes_are_refused_naming_the_parameter(kind, params, message):
@@ -61,7 +64,8 @@ def test_impossible_shapes_are_refused_naming_the_parameter(kind, params, messag
 
 
 @settings(max_examples=8, deadline=None, derandomize=True)
-@given(kind=st.sampled_from(["conv1d", "conv3d", "dilated_conv", "group_conv"]), size=st.integers(3, 7),
+@given(kind=st.sampled_from(["conv1d", "conv3d", "dilated_conv", "group_conv", "conv_transpose"]),
+       size=st.integers(3, 7),
        ic=st.integers(1, 4), oc=st.integers(1, 3), k=st.sampled_from([1, 3]), s=st.integers(1, 2),
        seed=st.integers(0, 99))
 def test_random_shapes_of_each_kind_validate(kind, size, ic, oc, k, s, seed):
@@ -74,4 +78,6 @@ def test_random_shapes_of_each_kind_validate(kind, size, ic, oc, k, s, seed):
         params["G"] = 2
     if kind == "dilated_conv":
         params["P"] = k - 1
+    if kind == "conv_transpose":
+        params["P"] = k - 1   # its P crops the output: at most K - 1
     assert run(kind, TARGET, params).validated
