@@ -37,15 +37,18 @@ from compiler.backend.llvm_probe import measure_peak, tsc_hz, tsc_ticks
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
-from compiler.ops import cpu, reference
+from compiler.ops import contractions, cpu, reference
 from compiler.ops.nn import ConvShape
+from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
+from tandem.contraction_flow import ContractionFlow, ContractionJob
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
+    ByOperator,
     Check,
     Execution,
     RunError,
@@ -322,7 +325,53 @@ def _fits(layer: CpuLayer, where: str) -> None:
     check_host_memory(2 * item * sum(inputs) + 32 * output, where, layer.params)
 
 
-FLOW = CpuFlow()
+GEMM_FLOW = CpuFlow()
+
+
+class CpuContractionFlow(ContractionFlow):
+    """TensorIR's kinds on this CPU (tandem/contraction_flow.py): mapped onto the canonical GEMM of the
+    data and weight types, run as the GEMMs of CpuFlow (UNIT's tunings, vpdpbusd or the spec's instruction),
+    timed on this CPU; the int32 sums are the output."""
+
+    kind = "cpu"
+    gemm_flow = GEMM_FLOW
+    options = ("isa", "threads", "tune", "dtype", "min_time")
+
+    def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
+        spec, name = canonical_gemm(op.data.dtype.short, op.weight.dtype.short)
+        found = map_to_intrinsic(op.out.op, spec, name)
+        if not isinstance(found, IntrinsicMapping):
+            raise RunError(f"{where}: {found}")
+        return found
+
+    def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
+        return ("int16", "int16") if options.get("dtype") == "int16" else ("uint8", "int8")
+
+    def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
+        count, m, n, k = job_shape
+        if max(m * k, n * k, m * n) >= 2**31:
+            raise RunError(f"{where}: a GEMM of {m}x{n}x{k} has an array of 2**31 elements or more; the "
+                           f"compiler's extents are int32")
+        check_host_memory(count * (4 * (m * k + n * k) + 32 * m * n), where, {"gemms": count, "M": m, "N": n,
+                                                                              "K": k})
+
+    def pack(self, job: ContractionJob, data: np.ndarray, weight: np.ndarray, target: Target
+             ) -> list[np.ndarray]:
+        return [np.ascontiguousarray(data), np.ascontiguousarray(weight)]
+
+    def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
+        return output
+
+    def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
+        return exact.astype(np.int32)   # the int32 sums wrap like the kernel's
+
+    def roofline(self, job: ContractionJob, target: Target, execution: Execution) -> int | None:
+        peak = execution.measured["peak_gops"]
+        return int(2 * job.op.macs / (peak * 1e9) * tsc_hz()) if peak else None
+
+
+FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, GEMM_FLOW),
+                          **dict.fromkeys(contractions.KINDS.keys() - set(OPS), CpuContractionFlow())})
 
 
 @dataclass(frozen=True)

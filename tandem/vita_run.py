@@ -37,6 +37,7 @@ from compiler.pipeline import build
 from compiler.target import Target
 from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
+from tandem.contraction_flow import ContractionFlow, ContractionJob, plain_traffic
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
@@ -275,145 +276,57 @@ class VitaFlow(TargetFlow):
 GEMM_FLOW = VitaFlow()
 
 
-@dataclass(frozen=True)
-class ContractionJob:
-    """An operator kind of TensorIR's suite on VITA: mapped onto the spec's GEMM instruction, it runs as
-    ``mapping.outer_extent`` GEMMs of one shape (``gemm``, a VitaFlow job) on reindexed operands."""
-
-    op: contractions.Contraction
-    mapping: IntrinsicMapping
-    gemm: VitaJob
-    relu: bool
-
-    @property
-    def candidates(self) -> tuple[vita.Tiling, ...]:
-        return self.gemm.candidates
-
-
-class ContractionFlow(TargetFlow):
-    """conv1d, conv3d, dilated_conv, group_conv and batch_matmul on VITA (TensorIR Sec. 4.2): the operator's
-    iterators are fused onto the GEMM's by characteristic vectors (``compiler.passes.reindex``), its operands
-    reindexed and packed on the host (the layout transform), and each outer iteration (a group, a batch) runs
-    the one compiled GEMM program; the output is restored to the plain layout."""
+class VitaContractionFlow(ContractionFlow):
+    """TensorIR's kinds on VITA (tandem/contraction_flow.py): mapped onto the spec's GEMM instruction, run as
+    the GEMMs of VitaFlow (tilings, virtual threads, tuning), operands packed in its layouts, the int8
+    shift-and-clip epilogue applied."""
 
     kind = "vita"
+    gemm_flow = GEMM_FLOW
+    options = ("vthreads", "tune", "relu")
 
-    def plan(self, op: str, params: dict[str, Any], target: Target) -> ContractionJob:
-        where = f"vita {op}"
-        values = {key: take_int(params, key, default, 0 if key == "P" else 1, where)
-                  for key, default in contractions.KINDS[op].items()}
-        missing = [key for key, value in values.items() if value is None]
-        if missing:
-            raise RunError(f"{where}: {missing[0]} must be given; {op} needs all of "
-                           f"{', '.join(k for k, d in contractions.KINDS[op].items() if d is None)}")
-        options = {key: params.pop(key) for key in OPTIONS if key in params and key != "tiling"}
-        reject_unknown(params, (*contractions.KINDS[op], *OPTIONS[:3]), where)
-        try:
-            operator = contractions.contraction(op, values)
-        except ScheduleError as exc:
-            raise RunError(f"{where} {values}: {exc}") from None
-        mapping = _gemm_mapping(operator, target.spec, where)
-        data, weight = (mapping.layouts[name] for name in _inputs(mapping))
-        if len(data) != 2 or len(weight) != 2 or data[1] != weight[1]:
-            raise RunError(f"{where}: the spec's {mapping.instruction} is not a GEMM of [rows, k] x [cols, "
-                           f"k] operands ({mapping}); VITA's dense schedule needs that form")
-        m, k, n = mapping.extent(data[0]), mapping.extent(data[1]), mapping.extent(weight[0])
-        problems = mapping.outer_extent
+    def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
+        """The mapping onto the first instruction of the spec the operator maps onto (VITA's GEMM)."""
+        reasons = []
+        for name in target.spec.instructions:
+            found = map_to_intrinsic(op.out.op, target.spec, name)
+            if isinstance(found, IntrinsicMapping):
+                return found
+            if found.check == "access":
+                reasons.append(str(found))
+        raise RunError(f"{where}: no instruction of the spec computes it "
+                       f"({'; '.join(reasons) or 'none matches its multiply-accumulate'})")
+
+    def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
+        return "int8", "int8"
+
+    def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
+        count, m, n, k = job_shape
         budget = target.config.uop_budget
-        need = problems * math.ceil(m * n * k / peak_macs_per_cycle(target.spec))
+        need = count * math.ceil(m * n * k / peak_macs_per_cycle(target.spec))
         if need > budget:
-            raise RunError(f"{where} {values}: needs at least {need:,} GEMM micro-ops ({problems} GEMMs of "
-                           f"{m}x{n}x{k}), more than the machine config's uop_budget of {budget:,}")
-        gemm = GEMM_FLOW.plan("gemm", {"M": m, "N": n, "K": k, **options}, target)
-        return ContractionJob(operator, mapping, gemm, bool(options.get("relu", False)))
+            raise RunError(f"{where}: needs at least {need:,} GEMM micro-ops ({count} GEMMs of {m}x{n}x{k}), "
+                           f"more than the machine config's uop_budget of {budget:,}")
 
-    def inputs(self, job: ContractionJob, rng: np.random.Generator) -> list[np.ndarray]:
-        return [rng.integers(-128, 128, shape, dtype=np.int8) for shape in job.op.plain[:2]]
+    def pack(self, job: ContractionJob, data: np.ndarray, weight: np.ndarray, target: Target
+             ) -> list[np.ndarray]:
+        return list(vita.pack_dense(data, weight, target.spec))
 
-    def check_inputs(self, job: ContractionJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
-        arrays = [np.asarray(a) for a in given]
-        got = [(tuple(a.shape), a.dtype) for a in arrays]
-        if got != [(s, np.dtype(np.int8)) for s in job.op.plain[:2]]:
-            want = [list(s) for s in job.op.plain[:2]]
-            raise RunError(f"VITA {job.op.kind}: expected int8 data and weights of shapes {want}, but got "
-                           f"{[(list(s), str(d)) for s, d in got]}")
-        return arrays
+    def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
+        m, n, _ = job.mnk
+        return vita.unpack_out(output, "gemm", n)[:m]
 
-    def compile(self, job: ContractionJob, candidate: vita.Tiling, target: Target) -> Any:
-        return GEMM_FLOW.compile(job.gemm, candidate, target)
-
-    def execute(self, job: ContractionJob, compiled: Any, inputs: list[np.ndarray], target: Target
-                ) -> Execution:
-        problems = self._problems(job, inputs, target)
-        m, n = job.gemm.layer.conv.h, job.gemm.layer.conv.oc
-        runs = [GEMM_FLOW.execute(job.gemm, compiled, packed, target) for packed in problems]
-        canonical = np.stack([vita.unpack_out(r.output, "gemm", n)[:m] for r in runs])
-        first = runs[0]
-        return Execution(
-            output=job.op.layout_out(job.mapping.restore(canonical)),
-            cycles=sum(r.cycles for r in runs),
-            instructions={name: count * len(runs) for name, count in first.instructions.items()},
-            tensor_instructions=first.tensor_instructions * len(runs), scalar_instructions=0,
-            scalar_fallback=0, unmatched=[], utilization=first.utilization, program=first.program,
-            chosen={"gemms": len(runs)})
-
-    def cost(self, job: ContractionJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
-        """Every GEMM runs the same program, whose cycles do not depend on the data: the first, times them."""
-        first = self._problems(job, inputs, target, only_first=True)[0]
-        return GEMM_FLOW.execute(job.gemm, compiled, first, target).cycles * job.mapping.outer_extent
-
-    def reference(self, job: ContractionJob, inputs: list[np.ndarray]) -> np.ndarray:
-        exact = job.op.reference(*inputs).astype(np.int32)   # the accumulators wrap at 32 bits
-        return reference.shift_clip(exact, 8, job.relu)
+    def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
+        # the accumulators wrap at 32 bits; then the schedule's shift by 8 and clip to int8
+        return reference.shift_clip(exact.astype(np.int32), 8, bool(job.options.get("relu", False)))
 
     def roofline(self, job: ContractionJob, target: Target, execution: Execution) -> int:
-        traffic = sum(math.prod(shape) for shape in job.op.plain)
         return max(math.ceil(job.op.macs / peak_macs_per_cycle(target.spec)),
-                   math.ceil(traffic / dram_bytes_per_cycle(target)))
-
-    def params(self, job: ContractionJob, candidate: vita.Tiling, target: Target) -> dict[str, Any]:
-        c = job.gemm.layer.conv
-        return {**job.op.params, **{k: v for k, v in GEMM_FLOW.params(job.gemm, candidate, target).items()
-                                    if k not in GEMM_KEYS},
-                "gemm": {"M": c.h, "N": c.oc, "K": c.ic, "count": job.mapping.outer_extent},
-                "mapping": str(job.mapping)}
-
-    def tuned_entry(self, candidate: vita.Tiling, cost: float) -> dict[str, Any]:
-        return GEMM_FLOW.tuned_entry(candidate, cost)
-
-    @staticmethod
-    def _problems(job: ContractionJob, inputs: list[np.ndarray], target: Target, only_first: bool = False
-                  ) -> list[list[np.ndarray]]:
-        """The packed data and weights of each GEMM: the operands reindexed, then packed (the layout
-        transform on the host)."""
-        arrays = {job.op.data.name: job.op.layout_data(inputs[0]),
-                  job.op.weight.name: job.op.layout_weight(inputs[1])}
-        data, weight = (job.mapping.reindex(arrays, name) for name in _inputs(job.mapping))
-        count = 1 if only_first else len(data)
-        return [list(vita.pack_dense(data[q], weight[q], target.spec)) for q in range(count)]
-
-
-def _inputs(mapping: IntrinsicMapping) -> list[str]:
-    """The intrinsic's input operands, in the order its semantics reads them (data, then weights)."""
-    return [name for name in mapping.layouts if name != mapping.output]
-
-
-def _gemm_mapping(operator: contractions.Contraction, spec: isa.ISA, where: str) -> IntrinsicMapping:
-    """The mapping of ``operator`` onto the first instruction of ``spec`` it maps onto (VITA's GEMM), or
-    RunError with each instruction's reason."""
-    reasons = []
-    for name in spec.instructions:
-        found = map_to_intrinsic(operator.out.op, spec, name)
-        if isinstance(found, IntrinsicMapping):
-            return found
-        if found.check == "access":
-            reasons.append(str(found))
-    raise RunError(f"{where}: no instruction of the spec computes it "
-                   f"({'; '.join(reasons) or 'none matches its multiply-accumulate'})")
+                   math.ceil(plain_traffic(job) / dram_bytes_per_cycle(target)))
 
 
 FLOW = ByOperator("vita", {**dict.fromkeys(OPS, GEMM_FLOW),
-                           **dict.fromkeys(contractions.KINDS.keys() - set(OPS), ContractionFlow())})
+                           **dict.fromkeys(contractions.KINDS.keys() - set(OPS), VitaContractionFlow())})
 
 
 def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, relu: bool

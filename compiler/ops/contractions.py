@@ -96,20 +96,21 @@ class Contraction:
         return out.reshape(self.plain[2])
 
 
-def contraction(kind: str, params: Mapping[str, int]) -> Contraction:
-    """The operator ``kind`` with ``params`` (every key of ``KINDS[kind]``); ScheduleError naming the
-    parameter when the shapes make it empty or impossible."""
+def contraction(kind: str, params: Mapping[str, int], dtypes: tuple[str, str] = ("int8", "int8")
+                ) -> Contraction:
+    """The operator ``kind`` with ``params`` (every key of ``KINDS[kind]``) on data and weights of ``dtypes``,
+    summed in int32; ScheduleError naming the parameter when the shapes make it empty or impossible."""
     if kind not in KINDS:
         raise ScheduleError(f"no operator kind {kind!r}; expected one of {', '.join(KINDS)}")
     p = {key: params.get(key, default) for key, default in KINDS[kind].items()}
     if kind == "batch_matmul":
-        return _batch_matmul(p)
+        return _batch_matmul(p, dtypes)
     if kind == "conv_transpose":
-        return _conv_transpose(p)
-    return _conv(kind, p)
+        return _conv_transpose(p, dtypes)
+    return _conv(kind, p, dtypes)
 
 
-def _conv(kind: str, p: dict) -> Contraction:
+def _conv(kind: str, p: dict, dtypes: tuple[str, str]) -> Contraction:
     spatial = [p[k] for k in SPATIAL if k in p]
     n, ic, oc, k, s, pad, dil, g = (p[key] for key in ("N", "IC", "OC", "K", "S", "P", "DIL", "G"))
     if ic % g or oc % g:
@@ -120,8 +121,8 @@ def _conv(kind: str, p: dict) -> Contraction:
         raise ScheduleError(f"{kind}: a kernel of K = {k} with DIL = {dil} reaches {reach} elements, more "
                             f"than the input's {min(spatial)} with P = {pad} on each side")
     cg, og = ic // g, oc // g
-    data = te.placeholder((n, g, cg, *(size + 2 * pad for size in spatial)), "int8", name="data")
-    weight = te.placeholder((g, og, cg, *[k] * len(spatial)), "int8", name="weight")
+    data = te.placeholder((n, g, cg, *(size + 2 * pad for size in spatial)), dtypes[0], name="data")
+    weight = te.placeholder((g, og, cg, *[k] * len(spatial)), dtypes[1], name="weight")
     rc = te.reduce_axis(cg, "rc")
     window = [te.reduce_axis(k, f"r{name.lower()}") for name in SPATIAL[-len(spatial):]]
 
@@ -136,7 +137,7 @@ def _conv(kind: str, p: dict) -> Contraction:
                        ((n, ic, *spatial), (oc, cg, *[k] * len(spatial)), (n, oc, *out)))
 
 
-def _conv_transpose(p: dict) -> Contraction:
+def _conv_transpose(p: dict, dtypes: tuple[str, str]) -> Contraction:
     """T2D as the conv (stride 1) of the input spread S apart and padded by K - 1 - P with the flipped,
     transposed kernel: the layout transforms do the spreading and flipping."""
     n, h, w, ic, oc, k, s, pad = (p[key] for key in ("N", "H", "W", "IC", "OC", "K", "S", "P"))
@@ -146,16 +147,16 @@ def _conv_transpose(p: dict) -> Contraction:
     edge = k - 1 - pad
     spread = {"H": (h - 1) * s + 1 + 2 * edge, "W": (w - 1) * s + 1 + 2 * edge}
     equivalent = _conv("conv_transpose", {**spread, "N": n, "IC": ic, "OC": oc, "K": k, "S": 1, "P": 0,
-                                          "DIL": 1, "G": 1})
+                                          "DIL": 1, "G": 1}, dtypes)
     oh, ow = equivalent.plain[2][2:]
     return Contraction("conv_transpose", p, equivalent.data, equivalent.weight, equivalent.out,
                        ((n, ic, h, w), (ic, oc, k, k), (n, oc, oh, ow)))
 
 
-def _batch_matmul(p: dict) -> Contraction:
+def _batch_matmul(p: dict, dtypes: tuple[str, str]) -> Contraction:
     b, m, n, k = p["B"], p["M"], p["N"], p["K"]
-    data = te.placeholder((b, m, k), "int8", name="data")
-    weight = te.placeholder((b, n, k), "int8", name="weight")
+    data = te.placeholder((b, m, k), dtypes[0], name="data")
+    weight = te.placeholder((b, n, k), dtypes[1], name="weight")
     r = te.reduce_axis(k, "r")
     result = te.compute((b, m, n), lambda q, i, j: te.sum(
         te.cast(data[q, i, r], "int32") * te.cast(weight[q, j, r], "int32"), axis=r), name="out")

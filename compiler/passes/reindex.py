@@ -25,6 +25,7 @@ instruction's own operand layout are the target's layout transforms (``compiler.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ import numpy as np
 import isa
 from compiler import te
 from compiler.arith import linear_form
+from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ir.functor import free_vars
 from compiler.passes.inspector import Access, NotApplicable, compute_binding, instruction_accesses
@@ -145,6 +147,25 @@ def map_to_intrinsic(op: te.ComputeOp, spec: isa.ISA, instruction: str) -> Intri
                                  "neither an index of the intrinsic nor a loop around separate problems")
     return IntrinsicMapping(instruction, groups, outer, {n: binding[n] for n in order}, layouts, output,
                             out.indices)
+
+
+def canonical_gemm(data: str, weight: str) -> tuple[isa.ISA, str]:
+    """(spec, instruction) of the canonical GEMM ``c[m, n] += i32(a[m, k]) * i32(b[n, k])`` on ``data`` and
+    ``weight`` elements (short dtype names, "u8", "i8", "i16"): what an operator maps onto for a target whose
+    GEMM is a whole schedule (the CPU's, of vpdpbusd) rather than one instruction."""
+    return _canonical_gemm(dtypes.dtype(data).short, dtypes.dtype(weight).short), "GEMM"
+
+
+@functools.lru_cache(maxsize=16)
+def _canonical_gemm(data: str, weight: str) -> isa.ISA:
+    operands = ", ".join(f'{{ name = "{name}", space = "MEM", dtype = "{dt}", shape = [4, 4] }}'
+                         for name, dt in (("c", "i32"), ("a", data), ("b", weight)))
+    text = (f'[isa]\nname = "canonical_gemm"\nsummary = "the GEMM operators map onto"\ninsn_bits = 8\n\n'
+            f'[formats.f]\nfields = [{{ name = "opcode", bits = 8 }}]\n\n[spaces.MEM]\nbytes = 1024\n\n'
+            f'[instructions.GEMM]\nsummary = "c += a x b^T"\nformat = "f"\nfixed = {{ opcode = 1 }}\n'
+            f'operands = [{operands}]\nindices = {{ m = "spatial", n = "spatial", k = "reduce" }}\n'
+            f'semantics = "c[m, n] += i32(a[m, k]) * i32(b[n, k])"\n')
+    return isa.load_spec_text(text, "canonical_gemm.toml")
 
 
 def _index_names(access: t.Access) -> tuple[str, ...]:

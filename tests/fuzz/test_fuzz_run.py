@@ -26,10 +26,10 @@ from tandem.cli import app
 RUNNER = CliRunner()
 OPS = {"diannao": ["add", "sub", "mul", "maximum", "relu", "conv2d"],
        "vita": ["conv2d", "gemm", "conv1d", "conv3d", "dilated_conv", "group_conv", "batch_matmul"],
-       "cpu": ["conv2d", "gemm"]}
+       "cpu": ["conv2d", "gemm", "conv1d", "conv3d", "dilated_conv", "group_conv", "batch_matmul"]}
 KEYS = {"diannao": ["cores", "tile", "H", "W", "IC", "OC", "K", "S", "P"],
         "vita": ["H", "W", "IC", "OC", "K", "S", "P", "N", "M", "D", "DIL", "G", "B"],
-        "cpu": ["H", "W", "IC", "OC", "K", "S", "P", "M", "N"]}
+        "cpu": ["H", "W", "IC", "OC", "K", "S", "P", "M", "N", "D", "DIL", "G", "B"]}
 API_KEYS = ["seed", "shape", "dtype", "skip", "vthreads", "tune", "relu", "tiling", "isa", "threads",
             "tuning", "min_time", "cores", "tile"]
 EXTREME = ["0", "-1", "-7", str(10**30), str(2**31), str(2**63), "9" * 5000, "", " ", "abc", "1.5", "1e3",

@@ -1,6 +1,7 @@
-"""TensorIR's operator kinds on VITA (``tandem run conv1d|conv3d|dilated_conv|group_conv|batch_matmul --target
-vita``): mapped onto the spec's GEMM by characteristic vectors, run as GEMMs on reindexed operands, validated
-bit for bit against compiler/ops/reference."""
+"""TensorIR's operator kinds (``tandem run conv1d|conv3d|dilated_conv|group_conv|conv_transpose|
+batch_matmul``) on VITA and this CPU: mapped onto a GEMM by characteristic vectors (VITA: the spec's GEMM
+instruction; the CPU: the canonical GEMM its UNIT schedule computes), run as GEMMs on reindexed operands,
+validated bit for bit against compiler/ops/reference."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tandem.targets import load_target
 
 RUNNER = CliRunner()
 TARGET = load_target("vita")
+CPU = load_target("cpu")
 KINDS = {
     "conv1d": {"W": 20, "IC": 5, "OC": 24, "S": 2},
     "conv3d": {"D": 3, "H": 4, "W": 5, "IC": 3, "OC": 16},
@@ -27,14 +29,19 @@ KINDS = {
 }
 
 
+@pytest.mark.parametrize("target", [TARGET, CPU], ids=["vita", "cpu"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_each_kind_runs_on_the_gemm_and_validates_bit_exactly(kind):
-    report = run(kind, TARGET, dict(KINDS[kind]))
-    assert report.validated and report.max_abs_err == 0
-    assert report.instructions["GEMM"] >= 1 and report.scalar_fallback == 0
+def test_each_kind_runs_on_the_gemm_and_validates_bit_exactly(kind, target):
+    report = run(kind, target, dict(KINDS[kind]))
+    assert report.validated and report.max_abs_err == 0 and report.scalar_fallback == 0
+    if target is TARGET:
+        assert report.instructions["GEMM"] >= 1
+    else:   # every multiply-add on the dot-product instruction the UNIT schedule selects
+        assert report.unmatched == [] and report.params["instruction"] in report.instructions
     gemm = report.params["gemm"]
     assert gemm["count"] == {"group_conv": 3, "batch_matmul": 3}.get(kind, 1)   # groups, batches: outer loops
-    pixels = "GEMM: b <- fuse(n, " if kind != "batch_matmul" else "GEMM: b <- fuse(i)"
+    rows = "b" if target is TARGET else "m"   # the row index of VITA's GEMM, of the canonical GEMM
+    pixels = f"GEMM: {rows} <- fuse(n, " if kind != "batch_matmul" else f"GEMM: {rows} <- fuse(i)"
     assert report.params["mapping"].startswith(pixels)
 
 
@@ -81,3 +88,5 @@ def test_random_shapes_of_each_kind_validate(kind, size, ic, oc, k, s, seed):
     if kind == "conv_transpose":
         params["P"] = k - 1   # its P crops the output: at most K - 1
     assert run(kind, TARGET, params).validated
+    if seed % 4 == 0:   # the CPU times each run: a quarter of the shapes
+        assert run(kind, CPU, {**params, "min_time": 0.01}).validated

@@ -1,0 +1,169 @@
+"""TensorIR's operator kinds (``compiler/ops/contractions.py``: conv1d, conv3d, dilated, grouped and
+transposed convolution, batch matmul) on a target that compiles a GEMM: the part of the one ``tandem run``
+flow every such target shares.
+
+The operator's iterators are fused onto a GEMM's by characteristic vectors (``compiler.passes.reindex``,
+TensorIR Sec. 4.2); the operands are reindexed on the host (the layout transform), every outer iteration (a
+group, a batch) runs the one GEMM kernel the target's own GEMM flow compiled, and the output is restored to
+the plain layout. A target contributes a subclass: the GEMM it maps onto (``mapping``), how its GEMM flow
+takes and returns operands (``pack``, ``unpack``), its epilogue (``finish``), its options and its roofline.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ScheduleError
+from compiler.ops import contractions
+from compiler.passes.reindex import IntrinsicMapping
+from compiler.target import Target
+from tandem.run import GEMM_KEYS, Execution, RunError, TargetFlow, reject_unknown, take_int
+
+#: the value range of each element type the kinds take
+RANGES = {"int8": (-128, 128), "uint8": (0, 256), "int16": (-2**15, 2**15)}
+
+
+@dataclass(frozen=True)
+class ContractionJob:
+    """One operator mapped onto a GEMM that runs ``mapping.outer_extent`` times (``gemm``: the target's GEMM
+    flow's job)."""
+
+    op: contractions.Contraction
+    mapping: IntrinsicMapping
+    gemm: Any
+    mnk: tuple[int, int, int]
+    options: dict[str, Any]
+
+    @property
+    def candidates(self) -> Sequence[Any]:
+        return self.gemm.candidates
+
+
+class ContractionFlow(TargetFlow):
+    """The shared steps; see the module docstring for what a target's subclass provides."""
+
+    gemm_flow: TargetFlow
+    options: tuple[str, ...] = ()    # run() parameters passed on to the GEMM flow
+
+    @abstractmethod
+    def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
+        """The mapping of ``op`` onto the target's GEMM (RunError saying why there is none)."""
+
+    @abstractmethod
+    def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
+        """The data and weight element types for the GEMM flow's ``options``."""
+
+    @abstractmethod
+    def pack(self, job: ContractionJob, data: np.ndarray, weight: np.ndarray, target: Target
+             ) -> list[np.ndarray]:
+        """One GEMM's [M, K] data and [N, K] weights as the GEMM flow takes its inputs."""
+
+    @abstractmethod
+    def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
+        """The GEMM flow's output as the [M, N] result."""
+
+    @abstractmethod
+    def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
+        """The operator's exact result as the target's kernel outputs it (its epilogue, its type)."""
+
+    @abstractmethod
+    def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
+        """RunError when ``(count, m, n, k)`` GEMMs are more work than the target allows."""
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> ContractionJob:
+        where = f"{target.kind} {op}"
+        values = {key: take_int(params, key, default, 0 if key == "P" else 1, where)
+                  for key, default in contractions.KINDS[op].items()}
+        missing = [key for key, value in values.items() if value is None]
+        if missing:
+            raise RunError(f"{where}: {missing[0]} must be given; {op} needs all of "
+                           f"{', '.join(k for k, d in contractions.KINDS[op].items() if d is None)}")
+        options = {key: params.pop(key) for key in self.options if key in params}
+        reject_unknown(params, (*contractions.KINDS[op], *self.options), where)
+        try:
+            operator = contractions.contraction(op, values, self.dtypes(options))
+        except ScheduleError as exc:
+            raise RunError(f"{where} {values}: {exc}") from None
+        mapping = self.mapping(operator, target, where)
+        data, weight = (mapping.layouts[name] for name in _inputs(mapping))
+        if len(data) != 2 or len(weight) != 2 or data[1] != weight[1]:
+            raise RunError(f"{where}: {mapping.instruction} is not a GEMM of [rows, k] x [cols, k] operands "
+                           f"({mapping})")
+        mnk = (mapping.extent(data[0]), mapping.extent(weight[0]), mapping.extent(data[1]))
+        self.check_size((mapping.outer_extent, *mnk), target, where)
+        gemm = self.gemm_flow.plan("gemm", {**dict(zip(GEMM_KEYS, mnk, strict=True)), **options}, target)
+        return ContractionJob(operator, mapping, gemm, mnk, options)
+
+    def inputs(self, job: ContractionJob, rng: np.random.Generator) -> list[np.ndarray]:
+        types = (job.op.data.dtype.numpy, job.op.weight.dtype.numpy)
+        return [rng.integers(*RANGES[np.dtype(t).name], shape).astype(t)
+                for shape, t in zip(job.op.plain[:2], types, strict=True)]
+
+    def check_inputs(self, job: ContractionJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        arrays = [np.asarray(a) for a in given]
+        want = [(s, np.dtype(t.dtype.numpy)) for s, t in zip(job.op.plain[:2], (job.op.data, job.op.weight),
+                                                              strict=True)]
+        if [(tuple(a.shape), a.dtype) for a in arrays] != want:
+            shown = [(list(s), str(d)) for s, d in want]
+            raise RunError(f"{job.op.kind}: expected data and weights {shown}, but got "
+                           f"{[(list(a.shape), str(a.dtype)) for a in arrays]}")
+        return arrays
+
+    def compile(self, job: ContractionJob, candidate: Any, target: Target) -> Any:
+        return self.gemm_flow.compile(job.gemm, candidate, target)
+
+    def execute(self, job: ContractionJob, compiled: Any, inputs: list[np.ndarray], target: Target
+                ) -> Execution:
+        runs = [self.gemm_flow.execute(job.gemm, compiled, packed, target)
+                for packed in self._problems(job, inputs, target)]
+        canonical = np.stack([self.unpack(job, r.output) for r in runs])
+        first = runs[0]
+        measured = first.measured and {**first.measured, "seconds": sum(r.measured["seconds"] for r in runs)}
+        return Execution(
+            output=job.op.layout_out(job.mapping.restore(canonical)),
+            cycles=sum(r.cycles for r in runs),
+            instructions={name: count * len(runs) for name, count in first.instructions.items()},
+            tensor_instructions=first.tensor_instructions * len(runs), scalar_instructions=None,
+            scalar_fallback=first.scalar_fallback, unmatched=first.unmatched, utilization=first.utilization,
+            program=first.program, chosen={"gemms": len(runs)}, measured=measured)
+
+    def cost(self, job: ContractionJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
+        """Every GEMM runs the same kernel on operands of one shape: the first's cost, times their count."""
+        first = self._problems(job, inputs, target, only_first=True)[0]
+        return self.gemm_flow.cost(job.gemm, compiled, first, target) * job.mapping.outer_extent
+
+    def reference(self, job: ContractionJob, inputs: list[np.ndarray]) -> np.ndarray:
+        return self.finish(job, job.op.reference(*inputs))
+
+    def params(self, job: ContractionJob, candidate: Any, target: Target) -> dict[str, Any]:
+        gemm = self.gemm_flow.params(job.gemm, candidate, target)
+        return {**job.op.params, **{k: v for k, v in gemm.items() if k not in GEMM_KEYS},
+                "gemm": {**dict(zip(GEMM_KEYS, job.mnk, strict=True)), "count": job.mapping.outer_extent},
+                "mapping": str(job.mapping)}
+
+    def tuned_entry(self, candidate: Any, cost: float) -> dict[str, Any]:
+        return self.gemm_flow.tuned_entry(candidate, cost)
+
+    def _problems(self, job: ContractionJob, inputs: list[np.ndarray], target: Target,
+                  only_first: bool = False) -> list[list[np.ndarray]]:
+        """Each GEMM's inputs: the operands reindexed, then packed for the GEMM flow."""
+        arrays = {job.op.data.name: job.op.layout_data(inputs[0]),
+                  job.op.weight.name: job.op.layout_weight(inputs[1])}
+        data, weight = (job.mapping.reindex(arrays, name) for name in _inputs(job.mapping))
+        return [self.pack(job, data[q], weight[q], target) for q in range(1 if only_first else len(data))]
+
+
+def _inputs(mapping: IntrinsicMapping) -> list[str]:
+    """The intrinsic's input operands, in the order its semantics reads them (data, then weights)."""
+    return [name for name in mapping.layouts if name != mapping.output]
+
+
+def plain_traffic(job: ContractionJob) -> int:
+    """Elements of the plain data, weights and output: the compulsory traffic of the operator."""
+    return sum(math.prod(shape) for shape in job.op.plain)
