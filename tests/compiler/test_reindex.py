@@ -145,3 +145,17 @@ def test_an_operator_that_is_not_a_multiply_accumulate_is_refused_by_the_matcher
     c = te.compute((4,), lambda i: te.sum(te.cast(a[i, r], "int32"), axis=r), name="C")
     result = map_to_intrinsic(c.op, VITA, "GEMM")
     assert isinstance(result, NotApplicable) and result.check == "compute"
+
+
+def test_the_canonical_gemm_of_the_element_types_is_what_a_cpu_kind_maps_onto():
+    """A target whose GEMM is a schedule (the CPU's) maps onto c[m, n] += i32(a[m, k]) * i32(b[n, k]) of the
+    operator's own element types; another pair of types is a compute mismatch the matcher names."""
+    from compiler.ops.contractions import contraction
+    from compiler.passes.reindex import canonical_gemm
+
+    op = contraction("conv1d", {"W": 8, "IC": 4, "OC": 6}, ("uint8", "int8")).out.op
+    mapping = map_to_intrinsic(op, *canonical_gemm("uint8", "int8"))
+    assert str(mapping) == ("GEMM: m <- fuse(n, w) (8), n <- fuse(o) (6), k <- fuse(rc, rw) (12); "
+                            "outer loops: g (1)")
+    refused = map_to_intrinsic(op, *canonical_gemm("int8", "int8"))
+    assert isinstance(refused, NotApplicable) and "dtype mismatch" in refused.reason
