@@ -31,7 +31,8 @@ DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16
 def run_command(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
                                            "conv2d, gemm (vita, cpu); conv1d, conv3d, dilated_conv, "
-                                           "group_conv, conv_transpose, batch_matmul (vita, cpu); or "
+                                           "group_conv, depthwise, conv_transpose, batch_matmul (vita, "
+                                           "cpu); or "
                                            "FILE.py:NAME, an operator "
                                            "of your own (diannao, cpu), whose -p values NAME takes.")],
     target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",

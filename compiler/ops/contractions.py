@@ -5,8 +5,10 @@ for the mapping onto a target's tensor intrinsic (``compiler.passes.reindex``).
     c.out.op                                                    # out = sum(i32(data) * i32(weight))
 
 Kinds: ``conv1d``, ``conv2d``, ``conv3d``, ``dilated_conv`` and ``group_conv`` (one convolution of 1 to 3
-spatial dimensions with stride, padding, dilation and groups), ``conv_transpose`` (T2D, computed as the
-conv of the spread input with the flipped kernel) and ``batch_matmul``. A convolution's expression reads the
+spatial dimensions with stride, padding, dilation and groups), ``depthwise`` (as many groups as channels:
+TensorIR finds no GEMM mapping for it; here each channel is a GEMM of one output channel),
+``conv_transpose`` (T2D, computed as the conv of the spread input with the flipped kernel) and
+``batch_matmul``. A convolution's expression reads the
 data already zero-padded and in groups, ``data[n, g, c, *spatial]``, and writes ``out[n, g, o, *spatial]``, so
 every access is affine and the group is an iterator of its own (TensorIR writes grouped convolution the same
 way); ``layout_data``, ``layout_weight`` and ``layout_out`` are the layout transforms between those and the
@@ -15,6 +17,7 @@ plain NC(D)(H)W data and OI(D)(H)W weights (a transposed conv's: IOHW).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +39,7 @@ KINDS: dict[str, dict[str, int | None]] = {
                      "N": 1},
     "group_conv": {"H": None, "W": None, "IC": None, "OC": None, "G": None, "K": 3, "S": 1, "P": 1, "DIL": 1,
                    "N": 1},
+    "depthwise": {"H": None, "W": None, "C": None, "K": 3, "S": 1, "P": 1, "DIL": 1, "N": 1},
     "conv_transpose": {"H": None, "W": None, "IC": None, "OC": None, "K": 3, "S": 2, "P": 1, "N": 1},
     "batch_matmul": {"B": None, "M": None, "N": None, "K": None},
 }
@@ -66,7 +70,7 @@ class Contraction:
         p = self.params
         if self.kind == "conv_transpose":
             return reference.conv_transpose2d(data, weight, p["S"], p["P"])
-        return reference.conv_nd(data, weight, p["S"], p["P"], p["DIL"], p["G"])
+        return reference.conv_nd(data, weight, p["S"], p["P"], p["DIL"], p.get("G", p.get("C")))
 
     def layout_data(self, data: np.ndarray) -> np.ndarray:
         """The plain data in the expression's layout: zero-padded, channels split by group."""
@@ -78,7 +82,7 @@ class Contraction:
             spread = np.zeros((n, c, (h - 1) * s + 1, (w - 1) * s + 1), data.dtype)
             spread[:, :, ::s, ::s] = data
             return np.pad(spread, ((0, 0), (0, 0), (edge, edge), (edge, edge)))[:, None]
-        p, g = self.params["P"], self.params["G"]
+        p, g = self.params["P"], self.params.get("G", self.params.get("C"))
         padded = np.pad(data, ((0, 0), (0, 0), *[(p, p)] * (data.ndim - 2)))
         return padded.reshape(padded.shape[0], g, -1, *padded.shape[2:])
 
@@ -89,7 +93,7 @@ class Contraction:
             return weight
         if self.kind == "conv_transpose":
             return weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1][None]
-        return weight.reshape(self.params["G"], -1, *weight.shape[1:])
+        return weight.reshape(self.params.get("G", self.params.get("C")), -1, *weight.shape[1:])
 
     def layout_out(self, out: np.ndarray) -> np.ndarray:
         """The expression's output in the plain layout (groups joined back into channels)."""
@@ -107,6 +111,9 @@ def contraction(kind: str, params: Mapping[str, int], dtypes: tuple[str, str] = 
         return _batch_matmul(p, dtypes)
     if kind == "conv_transpose":
         return _conv_transpose(p, dtypes)
+    if kind == "depthwise":   # one group per channel: each group a GEMM of one output channel
+        c = p["C"]
+        return dataclasses.replace(_conv(kind, {**p, "IC": c, "OC": c, "G": c}, dtypes), params=p)
     return _conv(kind, p, dtypes)
 
 

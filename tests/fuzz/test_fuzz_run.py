@@ -24,12 +24,12 @@ from compiler.ops.contractions import KINDS
 from tandem.cli import app
 
 RUNNER = CliRunner()
+TENSORIR_KINDS = [kind for kind in KINDS if kind != "conv2d"]   # on vita and cpu
 OPS = {"diannao": ["add", "sub", "mul", "maximum", "relu", "conv2d"],
-       "vita": ["conv2d", "gemm", "conv1d", "conv3d", "dilated_conv", "group_conv", "batch_matmul"],
-       "cpu": ["conv2d", "gemm", "conv1d", "conv3d", "dilated_conv", "group_conv", "batch_matmul"]}
+       "vita": ["conv2d", "gemm", *TENSORIR_KINDS], "cpu": ["conv2d", "gemm", *TENSORIR_KINDS]}
 KEYS = {"diannao": ["cores", "tile", "H", "W", "IC", "OC", "K", "S", "P"],
-        "vita": ["H", "W", "IC", "OC", "K", "S", "P", "N", "M", "D", "DIL", "G", "B"],
-        "cpu": ["H", "W", "IC", "OC", "K", "S", "P", "M", "N", "D", "DIL", "G", "B"]}
+        "vita": ["H", "W", "IC", "OC", "K", "S", "P", "N", "M", "D", "DIL", "G", "B", "C"],
+        "cpu": ["H", "W", "IC", "OC", "K", "S", "P", "M", "N", "D", "DIL", "G", "B", "C"]}
 API_KEYS = ["seed", "shape", "dtype", "skip", "vthreads", "tune", "relu", "tiling", "isa", "threads",
             "tuning", "min_time", "cores", "tile"]
 EXTREME = ["0", "-1", "-7", str(10**30), str(2**31), str(2**63), "9" * 5000, "", " ", "abc", "1.5", "1e3",

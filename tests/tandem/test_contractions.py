@@ -26,6 +26,7 @@ KINDS = {
     "group_conv": {"H": 5, "W": 5, "IC": 12, "OC": 24, "G": 3},
     "batch_matmul": {"B": 3, "M": 5, "N": 17, "K": 40},
     "conv_transpose": {"H": 4, "W": 5, "IC": 6, "OC": 20, "K": 4, "S": 3, "P": 2},
+    "depthwise": {"H": 6, "W": 5, "C": 5, "S": 2},
 }
 
 
@@ -39,7 +40,7 @@ def test_each_kind_runs_on_the_gemm_and_validates_bit_exactly(kind, target):
     else:   # every multiply-add on the dot-product instruction the UNIT schedule selects
         assert report.unmatched == [] and report.params["instruction"] in report.instructions
     gemm = report.params["gemm"]
-    assert gemm["count"] == {"group_conv": 3, "batch_matmul": 3}.get(kind, 1)   # groups, batches: outer loops
+    assert gemm["count"] == {"group_conv": 3, "batch_matmul": 3, "depthwise": 5}.get(kind, 1)   # outer loops
     rows = "b" if target is TARGET else "m"   # the row index of VITA's GEMM, of the canonical GEMM
     pixels = f"GEMM: {rows} <- fuse(n, " if kind != "batch_matmul" else f"GEMM: {rows} <- fuse(i)"
     assert report.params["mapping"].startswith(pixels)
