@@ -37,7 +37,7 @@ from compiler.backend.llvm_probe import measure_peak, tsc_hz, tsc_ticks
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
-from compiler.ops import contractions, cpu, reference
+from compiler.ops import contractions, cpu, network, reference
 from compiler.ops.nn import ConvShape
 from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
 from compiler.passes.tensorize import unmatched
@@ -370,8 +370,6 @@ class CpuContractionFlow(ContractionFlow):
         return int(2 * job.op.macs / (peak * 1e9) * tsc_hz()) if peak else None
 
 
-FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, GEMM_FLOW),
-                          **dict.fromkeys(contractions.KINDS.keys() - set(OPS), CpuContractionFlow())})
 
 
 @dataclass(frozen=True)
@@ -442,6 +440,19 @@ class CpuUserFlow(TargetFlow):
 
 
 USER_FLOW = CpuUserFlow()
+
+
+class NetworkOpFlow(CpuUserFlow):
+    """The operators of compiler/ops/network.py (pooling, residual add, ReLU, clip) on this CPU: written as
+    operators of our own, run like a user's (their tensor expressions compiled by LLVM, timed)."""
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuUserJob:
+        return super().plan(f"{network.__file__}:{op}", params, target)
+
+
+FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, GEMM_FLOW),
+                          **dict.fromkeys(contractions.KINDS.keys() - set(OPS), CpuContractionFlow()),
+                          **dict.fromkeys(network.OPERATORS, NetworkOpFlow())})
 
 
 def compile_layer(

@@ -21,6 +21,7 @@ from tandem.console import fail
 from tandem.workloads import WorkloadError, int_param, parse_params, parse_shape
 
 OWN = ("cores", "tile", "threads")   # -p options of a flow, not of a user's operator
+SIGNED = ("LO", "HI")                # -p values that may be negative (clip's bounds)
 # parameters of tandem.run.run that -p does not set (its values are integers): an option of their own, or none
 NOT_P = {"shape": "--shape", "dtype": "--dtype", "isa": "--isa", "relu": "--relu",
          "skip": "--no-partition or --no-preprocess", "tiling": None, "tuning": None, "min_time": None}
@@ -32,7 +33,8 @@ def run_command(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
                                            "conv2d, gemm (vita, cpu); conv1d, conv3d, dilated_conv, "
                                            "group_conv, depthwise, conv_transpose, batch_matmul (vita, "
-                                           "cpu); or "
+                                           "cpu); residual_add, relu, clip, max_pool, avg_pool, "
+                                           "global_avg_pool (cpu); or "
                                            "FILE.py:NAME, an operator "
                                            "of your own (diannao, cpu), whose -p values NAME takes.")],
     target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",
@@ -96,8 +98,8 @@ def run_command(
             if key in NOT_P and (not user or key == "min_time"):
                 raise WorkloadError(f"-p {key}", f"give it as {NOT_P[key]}" if NOT_P[key] else
                                     "not a command-line parameter (tandem.run.run takes it from Python)")
-        values: dict = {k: int_param(k, v, 0 if k in ("seed", "P") else None if user and k not in OWN else 1)
-                        for k, v in given.items()}
+        values: dict = {k: int_param(k, v, 0 if k in ("seed", "P") else None if (user and k not in OWN) or
+                                     k in SIGNED else 1) for k, v in given.items()}
         if shape is not None:
             values["shape"] = parse_shape(shape)
         dropped = (("loop_partition", no_partition), ("preprocess", no_preprocess))
@@ -111,7 +113,7 @@ def run_command(
         raise fail(str(exc), 2) from None
     if as_json:
         typer.echo(json.dumps(report.to_json()))
-    elif user and target != "diannao":
+    elif (user or "operator" in report.params) and target != "diannao":   # an operator written as a user's
         _print_user(report)
     else:
         PRINTERS[target](report)

@@ -81,14 +81,18 @@ class UserOp:
         return arrays
 
     def reference(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        """``NAME_reference(*arrays)`` as the output's dtype and shape, else the reference interpreter's."""
+        """``NAME_reference(*arrays, **the operator's parameters it names)`` as the output's dtype and shape,
+        else the reference interpreter's."""
         shape, dt = tuple(self.output.shape), np.dtype(self.output.dtype.numpy)
         if self.reference_fn is None:
             func = pipeline.build(create_schedule(self.output), [*self.inputs, self.output], name=self.name)
             out = np.zeros(shape, dt)
             interp.run(func, [*arrays, out])
             return out
-        got = _call(self.path, f"{self.name}_reference", self.reference_fn, *[a.copy() for a in arrays])
+        taken = inspect.signature(self.reference_fn).parameters   # the operator's parameters it names
+        params = {k: v for k, v in self.params.items() if k in taken}
+        got = _call(self.path, f"{self.name}_reference", self.reference_fn, *[a.copy() for a in arrays],
+                    **params)
         got = np.asarray(got)
         if got.shape != shape:
             raise UserOpError(f"{self.path}: {self.name}_reference returned shape {list(got.shape)}, but the "

@@ -92,6 +92,23 @@ def batch_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("qmk,qnk->qmn", _exact(a), _exact(b))
 
 
+def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b`` (a residual connection)."""
+    return _exact(a) + _exact(b)
+
+
+def clip(x: np.ndarray, lo: int | float | None, hi: int | float | None) -> np.ndarray:
+    """``x`` clipped to ``[lo, hi]`` (None: unbounded on that side; ReLU is ``clip(x, 0, None)``)."""
+    return np.clip(_exact(x), lo, hi)
+
+
+def pool2d(x: np.ndarray, k: int, stride: int, kind: str) -> np.ndarray:
+    """Max ("max") or mean ("avg") of each k x k window of ``x`` [C, H, W], windows ``stride`` apart, no
+    padding: [C, OH, OW]."""
+    windows = np.lib.stride_tricks.sliding_window_view(_exact(x), (k, k), axis=(1, 2))[:, ::stride, ::stride]
+    return windows.max(axis=(3, 4)) if kind == "max" else windows.mean(axis=(3, 4))
+
+
 def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b.T`` of ``a`` [M, K] and ``b`` [N, K]: [M, N]."""
     return _matmul(_exact(a), _exact(b).T)

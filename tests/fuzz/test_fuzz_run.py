@@ -21,15 +21,16 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from compiler.ops.contractions import KINDS
+from compiler.ops.network import OPERATORS
 from tandem.cli import app
 
 RUNNER = CliRunner()
 TENSORIR_KINDS = [kind for kind in KINDS if kind != "conv2d"]   # on vita and cpu
 OPS = {"diannao": ["add", "sub", "mul", "maximum", "relu", "conv2d"],
-       "vita": ["conv2d", "gemm", *TENSORIR_KINDS], "cpu": ["conv2d", "gemm", *TENSORIR_KINDS]}
+       "vita": ["conv2d", "gemm", *TENSORIR_KINDS], "cpu": ["conv2d", "gemm", *TENSORIR_KINDS, *OPERATORS]}
 KEYS = {"diannao": ["cores", "tile", "H", "W", "IC", "OC", "K", "S", "P"],
         "vita": ["H", "W", "IC", "OC", "K", "S", "P", "N", "M", "D", "DIL", "G", "B", "C"],
-        "cpu": ["H", "W", "IC", "OC", "K", "S", "P", "M", "N", "D", "DIL", "G", "B", "C"]}
+        "cpu": ["H", "W", "IC", "OC", "K", "S", "P", "M", "N", "D", "DIL", "G", "B", "C", "LO", "HI"]}
 API_KEYS = ["seed", "shape", "dtype", "skip", "vthreads", "tune", "relu", "tiling", "isa", "threads",
             "tuning", "min_time", "cores", "tile"]
 EXTREME = ["0", "-1", "-7", str(10**30), str(2**31), str(2**63), "9" * 5000, "", " ", "abc", "1.5", "1e3",

@@ -1,0 +1,44 @@
+"""compiler/ops/network.py's operators (residual add, ReLU, clip, max/avg/global-average pooling) on this CPU:
+written as operators of our own, compiled by LLVM, validated against compiler/ops/reference."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from compiler.ops import network
+from tandem.cli import app
+from tandem.run import RunError, run
+from tandem.targets import load_target
+
+RUNNER = CliRunner()
+CPU = load_target("cpu")
+PARAMS = {"residual_add": {}, "relu": {}, "clip": {"LO": -7, "HI": 20}, "max_pool": {"K": 3, "S": 2},
+          "avg_pool": {"K": 3, "S": 3}, "global_avg_pool": {}}
+
+
+@pytest.mark.parametrize("op", network.OPERATORS)
+def test_each_network_operator_runs_on_the_cpu_and_validates(op):
+    report = run(op, CPU, {"C": 8, "H": 9, "W": 9, **PARAMS[op], "min_time": 0.01})
+    assert report.validated, report.detail
+    assert report.params["operator"] == {"C": 8, "H": 9, "W": 9, **PARAMS[op]}
+
+
+def test_the_reference_sees_the_parameters_it_names():
+    """clip's reference takes LO and HI: with the defaults instead, -7 and 20 would not validate."""
+    report = run("clip", CPU, {"C": 2, "H": 4, "W": 4, "LO": -7, "HI": 20, "min_time": 0.01})
+    assert report.validated and report.output.min() >= -7 and report.output.max() <= 20
+    assert report.output.min() == -7 and report.output.max() == 20   # the random int32 data reach both
+
+
+def test_the_cli_takes_negative_clip_bounds_and_names_impossible_windows():
+    ok = RUNNER.invoke(app, ["run", "clip", "--target", "cpu", "-p", "C=2", "-p", "H=4", "-p", "W=4", "-p",
+                             "LO=-3", "-p", "HI=3", "--json"])
+    assert ok.exit_code == 0 and json.loads(ok.output)["validated"] is True
+    bad = RUNNER.invoke(app, ["run", "max_pool", "--target", "cpu", "-p", "C=2", "-p", "H=2", "-p", "W=2",
+                              "-p", "K=3"])
+    assert bad.exit_code == 2 and "a window of K = 3 is larger than the 2 x 2 input" in bad.output
+    with pytest.raises(RunError, match="LO = 5 must not exceed HI = 1"):
+        run("clip", CPU, {"C": 1, "H": 1, "W": 1, "LO": 5, "HI": 1})
