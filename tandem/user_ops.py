@@ -6,8 +6,8 @@ Tandem's tensor expressions.
         b = te.placeholder((n,), "float32", name="b")
         return [a, b], te.compute((n,), lambda i: ir.Max(a[i] + b[i], ir.const(0.0, "float32")))
 
-    def add_relu_reference(a, b):                # optional: the numpy reference, on the input arrays
-        return np.maximum(a + b, 0)
+    def add_relu_reference(a, b):                # optional: the numpy reference, on the input arrays (and
+        return np.maximum(a + b, 0)              # as keywords, the operator's parameters it names: n=...)
 
 ``NAME(**params)`` returns ``(inputs, output)``: the placeholder tensors and the output tensor. Without
 ``NAME_reference``, Tandem's reference interpreter (compiler/interp.py, on the operator's unscheduled loop
