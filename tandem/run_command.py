@@ -33,7 +33,7 @@ def run_command(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
                                            "conv2d, gemm (vita, cpu); conv1d, conv3d, dilated_conv, "
                                            "group_conv, depthwise, conv_transpose, batch_matmul (vita, "
-                                           "cpu); residual_add, relu, clip, max_pool, avg_pool, "
+                                           "cpu); residual_add, relu, clip, concat, max_pool, avg_pool, "
                                            "global_avg_pool (cpu); or "
                                            "FILE.py:NAME, an operator "
                                            "of your own (diannao, cpu), whose -p values NAME takes.")],

@@ -3,6 +3,7 @@ operator of their own (tandem/user_ops.py): ``NAME(**params) -> (inputs, output)
 ``NAME_reference(*arrays)``, which calls the one numpy reference (compiler/ops/reference.py).
 
     residual_add, relu, clip         int32 [C, H, W] element-wise (clip to [LO, HI])
+    concat                           int32 [C, H, W] and [C2, H, W] joined along the channels
     max_pool                         int32 [C, H, W], K x K windows S apart
     avg_pool, global_avg_pool        float32 [C, H, W]: the mean of each K x K window, of each channel
 
@@ -18,7 +19,7 @@ from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops import reference
 
-OPERATORS = ("residual_add", "relu", "clip", "max_pool", "avg_pool", "global_avg_pool")
+OPERATORS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool")
 
 
 def residual_add(C: int, H: int, W: int):
@@ -50,6 +51,20 @@ def clip(C: int, H: int, W: int, LO: int = 0, HI: int = 127):
 
 def clip_reference(x: np.ndarray, LO: int = 0, HI: int = 127) -> np.ndarray:
     return reference.clip(x, LO, HI)
+
+
+def concat(C: int, H: int, W: int, C2: int = 0):
+    """[C, H, W] and [C2, H, W] (C2 = C by default) joined along the channels."""
+    c2 = C2 or C
+    a = te.placeholder((C, H, W), "int32", name="a")
+    b = te.placeholder((c2, H, W), "int32", name="b")
+    return [a, b], te.compute((C + c2, H, W), lambda c, y, x: te.if_then_else(
+        c < C, a[ir.Min(c, te.const(C - 1, "int32")), y, x], b[ir.Max(c - C, te.const(0, "int32")), y, x]),
+        name="out")
+
+
+def concat_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return reference.concat([a, b], axis=0)
 
 
 def _windows(name: str, C: int, H: int, W: int, K: int, S: int) -> tuple[int, int]:

@@ -102,6 +102,11 @@ def clip(x: np.ndarray, lo: int | float | None, hi: int | float | None) -> np.nd
     return np.clip(_exact(x), lo, hi)
 
 
+def concat(arrays: list[np.ndarray], axis: int = 0) -> np.ndarray:
+    """The arrays joined along ``axis``."""
+    return np.concatenate([_exact(a) for a in arrays], axis=axis)
+
+
 def pool2d(x: np.ndarray, k: int, stride: int, kind: str) -> np.ndarray:
     """Max ("max") or mean ("avg") of each k x k window of ``x`` [C, H, W], windows ``stride`` apart, no
     padding: [C, OH, OW]."""

@@ -1,5 +1,5 @@
-"""compiler/ops/network.py's operators (residual add, ReLU, clip, max/avg/global-average pooling) on this CPU:
-written as operators of our own, compiled by LLVM, validated against compiler/ops/reference."""
+"""compiler/ops/network.py's operators (residual add, ReLU, clip, concat, max/avg/global-average pooling) on
+this CPU: written as operators of our own, compiled by LLVM, validated against compiler/ops/reference."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from tandem.targets import load_target
 
 RUNNER = CliRunner()
 CPU = load_target("cpu")
-PARAMS = {"residual_add": {}, "relu": {}, "clip": {"LO": -7, "HI": 20}, "max_pool": {"K": 3, "S": 2},
+PARAMS = {"residual_add": {}, "relu": {}, "clip": {"LO": -7, "HI": 20}, "concat": {"C2": 3},
+          "max_pool": {"K": 3, "S": 2},
           "avg_pool": {"K": 3, "S": 3}, "global_avg_pool": {}}
 
 
