@@ -225,6 +225,7 @@ class ByOperator(TargetFlow):
         return job.flow.cost(job.job, compiled, inputs, target)
 
     def tuned_entry(self, candidate: Any, cost: float) -> dict[str, Any]:
+        """The first flow's form: a target's flows that tune delegate to one GEMM flow, so they list alike."""
         return next(iter(self.flows.values())).tuned_entry(candidate, cost)
 
     def validate(self, job: Routed, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:

@@ -183,12 +183,18 @@ def _check_size(layer: VitaLayer, target: Target) -> None:
                        f"{need:,} bytes of DRAM, but the machine addresses {have:,}")
     # the DRAM image, the simulator's copy of it and the result's; the packed inputs and the reference
     check_host_memory(4 * need, f"VITA {layer.op}", layer.params)
-    uops = math.ceil(layer.conv.macs / peak_macs_per_cycle(target.spec))   # at most a full GEMM per micro-op
+    check_budget(layer.conv.macs, target, f"VITA {layer.op} {layer.params}")
+
+
+def check_budget(macs: int, target: Target, what: str) -> None:
+    """RunError when ``macs`` multiply-adds need more GEMM micro-ops than the config's ``uop_budget`` (each
+    micro-op does at most a full GEMM block's)."""
+    uops = math.ceil(macs / peak_macs_per_cycle(target.spec))
     budget = target.config.uop_budget
     if uops > budget:
-        raise RunError(f"VITA {layer.op} {layer.params}: needs at least {uops:,} GEMM micro-ops, more than "
-                       f"the machine config's uop_budget of {budget:,}; make the problem smaller, or raise "
-                       f"uop_budget in a config of your own (--config)")
+        raise RunError(f"{what}: needs at least {uops:,} GEMM micro-ops, more than the machine config's "
+                       f"uop_budget of {budget:,}; make the problem smaller, or raise uop_budget in a config "
+                       f"of your own (--config)")
 
 
 class VitaFlow(TargetFlow):
@@ -302,11 +308,7 @@ class VitaContractionFlow(ContractionFlow):
 
     def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
         count, m, n, k = job_shape
-        budget = target.config.uop_budget
-        need = count * math.ceil(m * n * k / peak_macs_per_cycle(target.spec))
-        if need > budget:
-            raise RunError(f"{where}: needs at least {need:,} GEMM micro-ops ({count} GEMMs of {m}x{n}x{k}), "
-                           f"more than the machine config's uop_budget of {budget:,}")
+        check_budget(count * m * n * k, target, f"{where} ({count} GEMMs of {m}x{n}x{k})")
 
     def pack(self, job: ContractionJob, data: np.ndarray, weight: np.ndarray, target: Target
              ) -> list[np.ndarray]:

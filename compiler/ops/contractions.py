@@ -59,6 +59,11 @@ class Contraction:
     plain: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
     @property
+    def groups(self) -> int:
+        """A convolution's channel groups: G, or for a depthwise one its channel count C."""
+        return self.params["C"] if self.kind == "depthwise" else self.params.get("G", 1)
+
+    @property
     def macs(self) -> int:
         op = self.out.op
         return math.prod(self.out.shape) * math.prod(iv.extent for iv in op.reduce_axis)
@@ -70,7 +75,7 @@ class Contraction:
         p = self.params
         if self.kind == "conv_transpose":
             return reference.conv_transpose2d(data, weight, p["S"], p["P"])
-        return reference.conv_nd(data, weight, p["S"], p["P"], p["DIL"], p.get("G", p.get("C")))
+        return reference.conv_nd(data, weight, p["S"], p["P"], p["DIL"], self.groups)
 
     def layout_data(self, data: np.ndarray) -> np.ndarray:
         """The plain data in the expression's layout: zero-padded, channels split by group."""
@@ -82,7 +87,7 @@ class Contraction:
             spread = np.zeros((n, c, (h - 1) * s + 1, (w - 1) * s + 1), data.dtype)
             spread[:, :, ::s, ::s] = data
             return np.pad(spread, ((0, 0), (0, 0), (edge, edge), (edge, edge)))[:, None]
-        p, g = self.params["P"], self.params.get("G", self.params.get("C"))
+        p, g = self.params["P"], self.groups
         padded = np.pad(data, ((0, 0), (0, 0), *[(p, p)] * (data.ndim - 2)))
         return padded.reshape(padded.shape[0], g, -1, *padded.shape[2:])
 
@@ -93,7 +98,7 @@ class Contraction:
             return weight
         if self.kind == "conv_transpose":
             return weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1][None]
-        return weight.reshape(self.params.get("G", self.params.get("C")), -1, *weight.shape[1:])
+        return weight.reshape(self.groups, -1, *weight.shape[1:])
 
     def layout_out(self, out: np.ndarray) -> np.ndarray:
         """The expression's output in the plain layout (groups joined back into channels)."""

@@ -129,7 +129,8 @@ def map_to_intrinsic(op: te.ComputeOp, spec: isa.ISA, instruction: str) -> Intri
                              f"characteristic vector ({intrinsic}); the mapping rule needs them distinct")
     for name in inputs:
         for expr in binding[name].indices:
-            if linear_form(expr) is None or any(atom not in _axes(op) for atom in linear_form(expr).terms):
+            form = linear_form(expr)
+            if form is None or any(atom not in _axes(op) for atom in form.terms):
                 return NotApplicable(instruction, "access", f"the index {expr} of "
                                      f"{binding[name].buffer.name} is not affine in the operator's iterators")
     iterators = [Iterator(iv.var, iv.extent, tuple(int(iv.var in _vars(binding[name])) for name in order))
