@@ -129,9 +129,10 @@ class ContractionFlow(TargetFlow):
             output=job.op.layout_out(job.mapping.restore(canonical)),
             cycles=sum(r.cycles for r in runs),
             instructions={name: count * len(runs) for name, count in first.instructions.items()},
-            tensor_instructions=first.tensor_instructions * len(runs), scalar_instructions=None,
+            tensor_instructions=first.tensor_instructions * len(runs),
+            scalar_instructions=first.scalar_instructions and first.scalar_instructions * len(runs),
             scalar_fallback=first.scalar_fallback, unmatched=first.unmatched, utilization=first.utilization,
-            program=first.program, chosen={"gemms": len(runs)}, measured=measured)
+            program=first.program, chosen={**first.chosen, "gemms": len(runs)}, measured=measured)
 
     def cost(self, job: ContractionJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
         """Every GEMM runs the same kernel on operands of one shape: the first's cost, times their count."""

@@ -34,21 +34,27 @@ from compiler.backend.diannao import DiannaoKernel, codegen
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
+from compiler.ops import contractions, reference
 from compiler.ops import diannao as dops
-from compiler.ops import reference
 from compiler.ops.nn import ConvShape
+from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from sim.diannao.config import DiannaoConfig, card_cores
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
+from tandem.contraction_flow import ContractionFlow, ContractionJob
 from tandem.run import (
+    CONV_KEYS,
+    GEMM_KEYS,
+    ByOperator,
     Check,
     Execution,
     RunError,
     RunReport,
     TargetFlow,
+    check_host_memory,
     reject_unknown,
     run,
     take_conv,
@@ -330,8 +336,113 @@ def _fits(job: DiannaoJob, target: Target) -> DiannaoJob:
     return job
 
 
-FLOW = DiannaoFlow()
-USER_FLOW = FLOW   # the same flow takes user operators (FILE.py:NAME): element-wise ones
+class DiannaoGemmFlow(DiannaoFlow):
+    """GEMM ``out[M, N] = data[M, K] x weight[N, K]^T`` on the card: the 1 x 1 convolution of M pixels of K
+    channels (H = M, W = 1, IC = K, OC = N), so the conv2d schedule computes it and the one matcher selects
+    the conv instruction of its dtype (qconv for int8/int16, summing in i32). Parameters: M, N, K and the
+    card's options."""
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
+        where = "DianNao gemm"
+        m, n, k = (take_int(params, key, None, 1, where) for key in GEMM_KEYS)
+        if None in (m, n, k):
+            raise RunError(f"{where}: M, N and K must be given")
+        conv = {key: params.pop(key) for key in list(params)}
+        conv.update(H=m, W=1, IC=k, OC=n, K=1, S=1, P=0)
+        return dataclasses.replace(super().plan("conv2d", conv, target), op="gemm")
+
+    def inputs(self, job: DiannaoJob, rng: np.random.Generator) -> list[np.ndarray]:
+        return [a.reshape(a.shape[0], -1) for a in super().inputs(job, rng)]
+
+    def check_inputs(self, job: DiannaoJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        arrays = [np.asarray(a) for a in given]
+        c, dt = job.conv, np.dtype(NUMPY_DTYPES[job.dtype])
+        want = [(c.h, c.ic), (c.oc, c.ic)]
+        if [(a.shape, a.dtype) for a in arrays] != [(s, dt) for s in want]:
+            raise RunError(f"{job.where}: expected data {list(want[0])} and weights {list(want[1])} of "
+                           f"{job.dtype}, but got {[(list(a.shape), str(a.dtype)) for a in arrays]}")
+        return arrays
+
+    def execute(self, job: DiannaoJob, compiled: DiannaoCompiled, inputs: list[np.ndarray],
+                target: Target) -> Execution:
+        run = super().execute(job, compiled, _conv_form(job, inputs), target)
+        return dataclasses.replace(run, output=run.output.reshape(job.conv.h, job.conv.oc))
+
+    def reference(self, job: DiannaoJob, inputs: list[np.ndarray]) -> np.ndarray:
+        return super().reference(job, _conv_form(job, inputs)).reshape(job.conv.h, job.conv.oc)
+
+    def validate(self, job: DiannaoJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
+        shape = (job.conv.h, 1, job.conv.oc)
+        return super().validate(job, _conv_form(job, inputs), got.reshape(shape), want.reshape(shape))
+
+    def params(self, job: DiannaoJob, candidate: None, target: Target) -> dict[str, Any]:
+        out = {k: v for k, v in super().params(job, candidate, target).items() if k not in CONV_KEYS}
+        return {**out, "shape": [job.conv.h, job.conv.oc, job.conv.ic], "M": job.conv.h, "N": job.conv.oc,
+                "K": job.conv.ic}
+
+
+def _conv_form(job: DiannaoJob, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """A GEMM's data [M, K] and weights [N, K] as the 1 x 1 conv's HWC input and (OC, 1, 1, IC) weights."""
+    data, weight = inputs
+    return [data.reshape(data.shape[0], 1, -1), weight.reshape(weight.shape[0], 1, 1, -1)]
+
+
+class DiannaoContractionFlow(ContractionFlow):
+    """TensorIR's kinds on the card (tandem/contraction_flow.py): mapped onto the canonical GEMM of their
+    element type (the card's GEMM is a schedule, ``DiannaoGemmFlow``, not one instruction), each GEMM a
+    launch of the 1 x 1 conv kernel on qconv; the int32 sums are the output. ``dtype``: int8 (default) or
+    int16."""
+
+    kind = "diannao"
+    gemm_flow = DiannaoGemmFlow()
+    options = ("dtype", "cores", "tile", "skip")
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> ContractionJob:
+        dtype = params.setdefault("dtype", "int8")
+        if dtype not in INTEGER_KINDS:
+            raise RunError(f"DianNao {op}: dtype {dtype!r} is not one of the integer types it is defined on "
+                           f"({', '.join(INTEGER_KINDS)})")
+        return super().plan(op, params, target)
+
+    def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
+        spec, name = canonical_gemm(op.data.dtype.short, op.weight.dtype.short)
+        found = map_to_intrinsic(op.out.op, spec, name)
+        if not isinstance(found, IntrinsicMapping):
+            raise RunError(f"{where}: {found}")
+        return found
+
+    def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
+        return options["dtype"], options["dtype"]
+
+    def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
+        """The reindexed operands of every GEMM fit in this machine's memory (the GEMM flow checks that one
+        GEMM's arrays fit in GMEM)."""
+        count, m, n, k = job_shape
+        check_host_memory(count * (2 * (m * k + n * k) + 8 * m * n), where,
+                          {"gemms": count, "M": m, "N": n, "K": k})
+
+    def pack(self, job: ContractionJob, data: np.ndarray, weight: np.ndarray, target: Target
+             ) -> list[np.ndarray]:
+        return [np.ascontiguousarray(data), np.ascontiguousarray(weight)]
+
+    def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
+        return output
+
+    def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
+        return exact.astype(np.int32)   # the card's i32 sums wrap like numpy's cast
+
+    def roofline(self, job: ContractionJob, target: Target, execution: Execution) -> int:
+        size = np.dtype(job.op.data.dtype.numpy).itemsize
+        plain = [math.prod(s) for s in job.op.plain]
+        traffic = (plain[0] + plain[1]) * size + plain[2] * 4
+        return tensor_roofline(job.op.macs, size, traffic, job.gemm.cores, target)
+
+
+INTEGER_KINDS = ("int8", "int16")
+USER_FLOW = DiannaoFlow()   # the flow of the built-in operators takes user operators (FILE.py:NAME) too
+FLOW = ByOperator("diannao", {**dict.fromkeys(OPS, USER_FLOW), "gemm": DiannaoContractionFlow.gemm_flow,
+                              **dict.fromkeys(contractions.KINDS.keys() - {"conv2d"},
+                                              DiannaoContractionFlow())})
 
 
 def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
@@ -389,13 +500,18 @@ def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: 
 def conv2d_roofline(conv: ConvShape, dtype: str, cores: int, target: Target) -> int:
     """The fewest cycles the card could take for a conv layer: the tensor units of all cores share the MACs
     evenly, and the input, weights and output cross GMEM once."""
-    params, config = target.spec.params, target.config
     size = np.dtype(NUMPY_DTYPES[dtype]).itemsize
-    tfu = math.ceil(conv.macs * size / (2 * params["TFU_MACS_PER_CYCLE"]) / cores)
     out_size = np.dtype(NUMPY_DTYPES[CONV_DTYPES[dtype]]).itemsize
     traffic = ((conv.h * conv.w * conv.ic + conv.oc * conv.k * conv.k * conv.ic) * size
                + conv.oh * conv.ow * conv.oc * out_size)
-    return max(tfu, math.ceil(traffic / config.gmem_bytes_per_cycle))
+    return tensor_roofline(conv.macs, size, traffic, cores, target)
+
+
+def tensor_roofline(macs: int, itemsize: int, traffic: int, cores: int, target: Target) -> int:
+    """The fewest cycles for ``macs`` multiply-accumulates of ``itemsize``-byte operands shared evenly by the
+    tensor units of ``cores`` cores, and ``traffic`` bytes crossing GMEM once."""
+    tfu = math.ceil(macs * itemsize / (2 * target.spec.params["TFU_MACS_PER_CYCLE"]) / cores)
+    return max(tfu, math.ceil(traffic / target.config.gmem_bytes_per_cycle))
 
 
 def roofline_cycles(operands: int, elements: int, dtype: str, cores: int, target: Target) -> int:

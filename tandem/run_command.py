@@ -30,13 +30,12 @@ DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16
 
 
 def run_command(
-    op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, conv2d (diannao); "
-                                           "conv2d, gemm (vita, cpu); conv1d, conv3d, dilated_conv, "
-                                           "group_conv, depthwise, conv_transpose, batch_matmul (vita, "
-                                           "cpu); residual_add, relu, clip, concat, max_pool, avg_pool, "
-                                           "global_avg_pool (cpu); or "
-                                           "FILE.py:NAME, an operator "
-                                           "of your own (diannao, cpu), whose -p values NAME takes.")],
+    op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu (diannao); "
+                                           "conv2d, gemm, conv1d, conv3d, dilated_conv, group_conv, "
+                                           "depthwise, conv_transpose, batch_matmul (diannao, vita, cpu); "
+                                           "residual_add, relu, clip, concat, max_pool, avg_pool, "
+                                           "global_avg_pool (cpu); or FILE.py:NAME, an operator of your "
+                                           "own (diannao, cpu), whose -p values NAME takes.")],
     target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",
     shape: Annotated[str | None, typer.Option(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,
@@ -44,7 +43,7 @@ def run_command(
         list[str] | None,
         typer.Option("-p", "--param", help="KEY=VALUE: seed=N; diannao: cores=N (default 16), "
                                            "tile=ELEMENTS; conv2d: H, W, IC, OC (default 16), K (3), S (1), "
-                                           "P (1), N (vita: images, default 1); gemm (vita, cpu): M, N, K."),
+                                           "P (1), N (vita: images, default 1); gemm: M, N, K."),
     ] = None,
     dtype: Annotated[str | None, typer.Option(
         help="diannao: element type f32 (default), f16, i32, i16, i8; cpu: i16 for int16 x int16 (default "
@@ -212,9 +211,13 @@ def _show_table(title: str, r, rows: list[tuple[str, str]]) -> Console:
 
 
 def _print(r) -> None:
+    p = r.params
+    gemm = p.get("gemm")   # an operator mapped onto GEMMs: its own parameters, then the GEMMs it ran
+    layer = (" ".join(f"{k}={p[k]}" for k in p if k.isupper()) + f" as {gemm['count']} GEMM(s) of "
+             f"{gemm['M']}x{gemm['N']}x{gemm['K']}" if gemm else "x".join(map(str, p["shape"])))
     console = _show_table(
-        f"{r.op} {'x'.join(map(str, r.params['shape']))} {r.params['dtype']} on {r.target} "
-        f"({r.params.get('cores_used', r.params['cores'])} cores, tile {r.params['tile']})", r, [
+        f"{r.op} {layer} {p['dtype']} on {r.target} "
+        f"({p.get('cores_used', p['cores'])} cores, tile {p['tile']})", r, [
             ("tensor / scalar instructions", f"{r.tensor_instructions:,} / {r.scalar_instructions:,}"),
             ("scalar fallback", f"{r.scalar_fallback:,}"),
             ("passes skipped", ", ".join(r.params["skip"]) or "none"),

@@ -1,7 +1,8 @@
-"""TensorIR's operator kinds (``tandem run conv1d|conv3d|dilated_conv|group_conv|conv_transpose|
-batch_matmul``) on VITA and this CPU: mapped onto a GEMM by characteristic vectors (VITA: the spec's GEMM
-instruction; the CPU: the canonical GEMM its UNIT schedule computes), run as GEMMs on reindexed operands,
-validated bit for bit against compiler/ops/reference."""
+"""TensorIR's operator kinds (``tandem run conv1d|conv3d|dilated_conv|group_conv|depthwise|conv_transpose|
+batch_matmul``) on VITA, DianNao and this CPU: mapped onto a GEMM by characteristic vectors (VITA: the spec's
+GEMM instruction; the CPU and DianNao: the canonical GEMM their schedules compute, UNIT's vpdpbusd kernel and
+the card's 1 x 1 conv on qconv), run as GEMMs on reindexed operands, validated bit for bit against
+compiler/ops/reference."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from tandem.targets import load_target
 RUNNER = CliRunner()
 TARGET = load_target("vita")
 CPU = load_target("cpu")
+DIANNAO = load_target("diannao")
+TARGETS = {"vita": TARGET, "cpu": CPU, "diannao": DIANNAO}
 KINDS = {
     "conv1d": {"W": 20, "IC": 5, "OC": 24, "S": 2},
     "conv3d": {"D": 3, "H": 4, "W": 5, "IC": 3, "OC": 16},
@@ -30,13 +33,15 @@ KINDS = {
 }
 
 
-@pytest.mark.parametrize("target", [TARGET, CPU], ids=["vita", "cpu"])
+@pytest.mark.parametrize("target", TARGETS.values(), ids=TARGETS.keys())
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_runs_on_the_gemm_and_validates_bit_exactly(kind, target):
     report = run(kind, target, dict(KINDS[kind]))
     assert report.validated and report.max_abs_err == 0 and report.scalar_fallback == 0
     if target is TARGET:
         assert report.instructions["GEMM"] >= 1
+    elif target is DIANNAO:   # every multiply-add on the card's integer conv instruction
+        assert report.unmatched == [] and report.instructions["qconv"] >= 1
     else:   # every multiply-add on the dot-product instruction the UNIT schedule selects
         assert report.unmatched == [] and report.params["instruction"] in report.instructions
     gemm = report.params["gemm"]
@@ -71,23 +76,49 @@ def test_impossible_shapes_are_refused_naming_the_parameter(kind, params, messag
         run(kind, TARGET, params)
 
 
-@settings(max_examples=8, deadline=None, derandomize=True)
-@given(kind=st.sampled_from(["conv1d", "conv3d", "dilated_conv", "group_conv", "conv_transpose"]),
-       size=st.integers(3, 7),
-       ic=st.integers(1, 4), oc=st.integers(1, 3), k=st.sampled_from([1, 3]), s=st.integers(1, 2),
-       seed=st.integers(0, 99))
-def test_random_shapes_of_each_kind_validate(kind, size, ic, oc, k, s, seed):
-    params = {"W": size, "IC": ic * 2, "OC": oc * 2, "K": k, "S": s, "P": k // 2, "seed": seed}
+def test_int16_kinds_on_the_card_sum_in_int32():
+    report = run("conv1d", DIANNAO, {"W": 12, "IC": 6, "OC": 20, "dtype": "int16"})
+    assert report.validated and report.output.dtype.name == "int32" and report.params["dtype"] == "int16"
+    with pytest.raises(RunError, match="dtype 'float32' is not one of the integer types"):
+        run("conv1d", DIANNAO, {"W": 12, "IC": 6, "OC": 20, "dtype": "float32"})
+
+
+def test_gemm_on_the_card_is_a_1x1_conv_on_its_conv_instruction():
+    report = run("gemm", DIANNAO, {"M": 20, "N": 24, "K": 40, "dtype": "int8"})
+    assert report.validated and report.instructions["qconv"] >= 1 and report.output.shape == (20, 24)
+    assert (report.params["M"], report.params["N"], report.params["K"]) == (20, 24, 40)
+
+
+@st.composite
+def shapes(draw, kind: str) -> dict:
+    """A small random shape of ``kind``."""
+    if kind == "batch_matmul":
+        return {"B": draw(st.integers(1, 3)), "M": draw(st.integers(1, 9)),
+                      "N": draw(st.integers(1, 20)), "K": draw(st.integers(1, 40))}
+    k = draw(st.sampled_from([1, 2, 3]))
+    params = {"W": draw(st.integers(k, 7)), "K": k, "S": draw(st.integers(1, 2)),
+              "P": draw(st.integers(0, k - 1))}
     if kind != "conv1d":
-        params["H"] = size
+        params["H"] = draw(st.integers(k, 7))
     if kind == "conv3d":
-        params["D"] = 3
+        params["D"] = draw(st.integers(k, 3))
+    if kind == "depthwise":
+        return {**params, "C": draw(st.integers(1, 4))}
+    groups = draw(st.integers(2, 3)) if kind == "group_conv" else 1
+    params.update(IC=groups * draw(st.integers(1, 5)), OC=groups * draw(st.integers(1, 5)))
     if kind == "group_conv":
-        params["G"] = 2
-    if kind == "dilated_conv":
-        params["P"] = k - 1
-    if kind == "conv_transpose":
-        params["P"] = k - 1   # its P crops the output: at most K - 1
-    assert run(kind, TARGET, params).validated
-    if seed % 4 == 0:   # the CPU times each run: a quarter of the shapes
-        assert run(kind, CPU, {**params, "min_time": 0.01}).validated
+        params["G"] = groups
+    if kind == "dilated_conv":   # a dilation of 2 reaches 2 (K - 1) + 1 elements
+        params.update(H=params["H"] + k, W=params["W"] + k)
+    return params
+
+
+@pytest.mark.parametrize("target", TARGETS.values(), ids=TARGETS.keys())
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(data=st.data(), seed=st.integers(0, 99))
+def test_random_shapes_of_every_kind_validate_on_every_target(kind, target, data, seed):
+    params = data.draw(shapes(kind), label="params")
+    extra = {"min_time": 0.005} if target is CPU else {}   # the CPU times each run
+    report = run(kind, target, {**params, **extra, "seed": seed})
+    assert report.validated and report.max_abs_err == 0
