@@ -517,7 +517,15 @@ class _Compiler:
                 f"intrinsic '{e.name}': expected {n.INTRINSICS[e.name]} arguments, "
                 f"but got {len(e.args)} in '{e}'"
             )
-        fc, ft, ff = (self.expr(a) for a in e.args)  # if_then_else, the only intrinsic
+        if e.name in n.MATH:   # exact in float64, rounded once to the result's type
+            fx, rnd, fn = self.expr(e.args[0]), _rounder(e.dtype), getattr(np, e.name)
+
+            def math_fn(env: Env) -> float:
+                with np.errstate(all="ignore"):
+                    return rnd(float(fn(np.float64(fx(env)))))
+
+            return math_fn
+        fc, ft, ff = (self.expr(a) for a in e.args)  # if_then_else
         return lambda env: ft(env) if fc(env) else ff(env)
 
     def expr_Cast(self, e: n.Cast) -> ExprFn:

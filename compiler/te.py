@@ -29,6 +29,22 @@ const = ir.const
 if_then_else = ir.if_then_else
 
 
+def exp(x) -> ir.Call:
+    return ir.math_call("exp", x)
+
+
+def log(x) -> ir.Call:
+    return ir.math_call("log", x)
+
+
+def sqrt(x) -> ir.Call:
+    return ir.math_call("sqrt", x)
+
+
+def tanh(x) -> ir.Call:
+    return ir.math_call("tanh", x)
+
+
 class IterKind(enum.Enum):
     """What an iteration variable ranges over."""
 
@@ -384,6 +400,10 @@ __all__ = [
     "compute",
     "const",
     "if_then_else",
+    "exp",
+    "log",
+    "sqrt",
+    "tanh",
     "iter_var_of",
     "max",
     "min",

@@ -34,7 +34,7 @@ from compiler.backend.diannao import DiannaoKernel, codegen
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
-from compiler.ops import contractions, reference
+from compiler.ops import contractions, network, reference
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
 from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
@@ -438,9 +438,19 @@ class DiannaoContractionFlow(ContractionFlow):
         return tensor_roofline(job.op.macs, size, traffic, job.gemm.cores, target)
 
 
+class NetworkOpFlow(DiannaoFlow):
+    """The operators of compiler/ops/network.py on the card, written as operators of our own and run like a
+    user's: the element-wise ones (residual_add, relu, clip, gelu) on the vector units where an instruction
+    computes them (else the scalar unit); the others are refused by ``elementwise_of``, which says why."""
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
+        return dataclasses.replace(self._plan_user(f"{network.__file__}:{op}", params, target), op=op)
+
+
 INTEGER_KINDS = ("int8", "int16")
 USER_FLOW = DiannaoFlow()   # the flow of the built-in operators takes user operators (FILE.py:NAME) too
-FLOW = ByOperator("diannao", {**dict.fromkeys(OPS, USER_FLOW), "gemm": DiannaoContractionFlow.gemm_flow,
+FLOW = ByOperator("diannao", {**dict.fromkeys(network.OPERATORS, NetworkOpFlow()),
+                              **dict.fromkeys(OPS, USER_FLOW), "gemm": DiannaoContractionFlow.gemm_flow,
                               **dict.fromkeys(contractions.KINDS.keys() - {"conv2d"},
                                               DiannaoContractionFlow())})
 

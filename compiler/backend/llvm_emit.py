@@ -578,6 +578,15 @@ class FunctionEmitter:
         return self.builder.select(c, t, f)
 
     def expr_Call(self, e: n.Call) -> ll.Value:
+        if e.name in n.MATH:   # LLVM's intrinsic of the same name (a libm call, per lane)
+            x = self.expr(e.args[0])
+            scalar = _scalar(x.type)
+            suffix = {ll.HalfType: "f16", ll.FloatType: "f32", ll.DoubleType: "f64"}[type(scalar)]
+            if isinstance(x.type, ll.VectorType):
+                suffix = f"v{x.type.count}{suffix}"
+            out = self.builder.call(declare(self.builder.module, f"llvm.{e.name}.{suffix}",
+                                            ll.FunctionType(x.type, [x.type])), [x])
+            return self.round_bf16(out) if e.dtype == dtypes.bfloat16 else out
         if e.name != "if_then_else" or len(e.args) != 3:
             raise CodegenError(f"llvm: unknown intrinsic call '{e}'")
         cond = self.expr(e.args[0])
@@ -753,7 +762,7 @@ class _Straight(IRVisitor):
         self.generic_visit(s)
 
     def visit_Call(self, e: n.Call) -> None:
-        if e.args and self._lane_dependent(e.args[0]):
+        if e.name == "if_then_else" and self._lane_dependent(e.args[0]):
             self.ok = False
         self.generic_visit(e)
 

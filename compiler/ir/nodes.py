@@ -450,7 +450,11 @@ class Load(Expr):
 #: Intrinsics known to the IR: name -> number of arguments.
 INTRINSICS = {
     "if_then_else": 3,  # lazy select: only the chosen branch is evaluated
+    "exp": 1, "log": 1, "sqrt": 1, "tanh": 1,   # float math (MATH)
 }
+#: The float math intrinsics: the functions of the spec language (isa/lang), of one float argument, whose
+#: result has the argument's type (computed exactly and rounded once, like the other float operations).
+MATH = ("exp", "log", "sqrt", "tanh")
 
 
 @dataclass(frozen=True, slots=True)
@@ -817,6 +821,16 @@ def if_then_else(cond: Expr, true_value, false_value) -> Call:
     _check_bool("if_then_else", cond)
     _check_same("if_then_else", t, f)
     return Call("if_then_else", (cond, t, f), t.dtype)
+
+
+def math_call(name: str, x) -> Call:
+    """The float math intrinsic ``name`` (one of ``MATH``) of ``x``."""
+    if name not in MATH:
+        raise IRTypeError(f"no math intrinsic {name!r}; expected one of {', '.join(MATH)}")
+    x = as_expr(x)
+    if not x.dtype.is_float:
+        raise IRTypeError(f"{name}: expected a float argument, but '{x}' is {x.dtype}")
+    return Call(name, (x,), x.dtype)
 
 
 def min_(a, b) -> Expr:

@@ -78,7 +78,7 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     a vector instruction (one matches when the spec has an instruction with its semantics, else it stays
     scalar). ScheduleError says why another operator is not element-wise."""
     flat_inputs, flat_out = flatten_elementwise(inputs, out)
-    return _tiled(flat_inputs, flat_out, out.name, cores, tile, spec, stage_inputs=True)
+    return _tiled(flat_inputs, flat_out, out.name, cores, tile, spec, stage_inputs=len(flat_inputs) > 1)
 
 
 def flatten_elementwise(inputs: tuple[te.Tensor, ...],

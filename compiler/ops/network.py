@@ -6,6 +6,7 @@ operator of their own (tandem/user_ops.py): ``NAME(**params) -> (inputs, output)
     concat                           int32 [C, H, W] and [C2, H, W] joined along the channels
     max_pool                         int32 [C, H, W], K x K windows S apart
     avg_pool, global_avg_pool        float32 [C, H, W]: the mean of each K x K window, of each channel
+    softmax, layer_norm, gelu        float32 [R, D], row by row (layer_norm: also gamma, beta [D])
 
 Targets that compile tensor expressions (the CPU) run them as they run a user's operator.
 """
@@ -19,7 +20,9 @@ from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops import reference
 
-OPERATORS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool")
+OPERATORS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool", "softmax",
+             "layer_norm", "gelu")
+EPS = 1e-5   # layer_norm's epsilon (ONNX's and PyTorch's default)
 
 
 def residual_add(C: int, H: int, W: int):
@@ -108,3 +111,54 @@ def global_avg_pool(C: int, H: int, W: int):
 
 def global_avg_pool_reference(x: np.ndarray) -> np.ndarray:
     return reference.pool2d(x, x.shape[1], 1, "avg")[:, 0, 0]
+
+
+def softmax(R: int, D: int):
+    """Each row's softmax: the row's maximum subtracted, exponentials, their sum, one division each."""
+    x = te.placeholder((R, D), "float32", name="x")
+    j, k = te.reduce_axis(D, "j"), te.reduce_axis(D, "k")
+    peak = te.compute((R,), lambda r: te.max(x[r, j], axis=j), name="peak")
+    e = te.compute((R, D), lambda r, d: te.exp(x[r, d] - peak[r]), name="e")
+    total = te.compute((R,), lambda r: te.sum(e[r, k], axis=k), name="total")
+    return [x], te.compute((R, D), lambda r, d: e[r, d] / total[r], name="out")
+
+
+def softmax_reference(x: np.ndarray) -> np.ndarray:
+    return reference.softmax(x).astype(np.float32)
+
+
+def layer_norm(R: int, D: int):
+    """Each row normalized by its mean and biased variance (plus EPS), then ``* gamma + beta``."""
+    x = te.placeholder((R, D), "float32", name="x")
+    gamma = te.placeholder((D,), "float32", name="gamma")
+    beta = te.placeholder((D,), "float32", name="beta")
+    j, k = te.reduce_axis(D, "j"), te.reduce_axis(D, "k")
+    size = te.const(float(D), "float32")
+    total = te.compute((R,), lambda r: te.sum(x[r, j], axis=j), name="total")
+    centered = te.compute((R, D), lambda r, d: x[r, d] - total[r] / size, name="centered")
+    squares = te.compute((R,), lambda r: te.sum(centered[r, k] * centered[r, k], axis=k), name="squares")
+    scale = te.compute((R,), lambda r: te.const(1.0, "float32")
+                       / te.sqrt(squares[r] / size + te.const(EPS, "float32")), name="scale")
+    return [x, gamma, beta], te.compute(
+        (R, D), lambda r, d: centered[r, d] * scale[r] * gamma[d] + beta[d], name="out")
+
+
+def layer_norm_reference(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    return reference.layer_norm(x, gamma, beta, EPS).astype(np.float32)
+
+
+def gelu(R: int, D: int):
+    """GELU in its tanh form (``reference.gelu_tanh``)."""
+    x = te.placeholder((R, D), "float32", name="x")
+
+    def body(r, d):
+        v = x[r, d]
+        cube = te.const(0.044715, "float32") * v * v * v
+        inner = te.const(float(np.sqrt(2.0 / np.pi)), "float32") * (v + cube)
+        return te.const(0.5, "float32") * v * (te.const(1.0, "float32") + te.tanh(inner))
+
+    return [x], te.compute((R, D), body, name="out")
+
+
+def gelu_reference(x: np.ndarray) -> np.ndarray:
+    return reference.gelu_tanh(x).astype(np.float32)

@@ -114,6 +114,29 @@ def pool2d(x: np.ndarray, k: int, stride: int, kind: str) -> np.ndarray:
     return windows.max(axis=(3, 4)) if kind == "max" else windows.mean(axis=(3, 4))
 
 
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``exp(x) / sum(exp(x))`` along ``axis`` (shifted by the maximum, which the result does not depend
+    on)."""
+    e = np.exp(_exact(x) - _exact(x).max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """Each row of ``x`` [..., D] normalized to mean 0 and variance 1 (the biased variance, plus ``eps``),
+    then scaled by ``gamma`` [D] and shifted by ``beta`` [D] (ONNX LayerNormalization, axis -1)."""
+    x = _exact(x)
+    centered = x - x.mean(axis=-1, keepdims=True)
+    variance = (centered * centered).mean(axis=-1, keepdims=True)
+    return centered / np.sqrt(variance + eps) * _exact(gamma) + _exact(beta)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU in its tanh form, ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` (ONNX Gelu with
+    approximate="tanh", PyTorch's approximate='tanh')."""
+    x = _exact(x)
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
 def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b.T`` of ``a`` [M, K] and ``b`` [N, K]: [M, N]."""
     return _matmul(_exact(a), _exact(b).T)

@@ -151,6 +151,10 @@ class TreeMatch:
                 raise NoTreeMatch(f"expected a shift (a floor division by a power of two), found {e}")
             self.match(pat.lhs, e.a)
             self.match(pat.rhs, ir.const(e.b.value.bit_length() - 1, e.b.dtype))
+        elif isinstance(pat, t.Call) and pat.func in ir.MATH:
+            if not isinstance(e, ir.Call) or e.name != pat.func:
+                raise NoTreeMatch(f"opcode mismatch: the instruction has {pat.func}, the code '{e}'")
+            self.match(pat.args[0], e.args[0])
         elif isinstance(pat, t.Binary | t.Call):
             op = pat.op if isinstance(pat, t.Binary) else pat.func
             args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args

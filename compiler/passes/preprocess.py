@@ -30,7 +30,7 @@ import isa
 from compiler.arith import Interval, bound, linear_form
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, loads_in, post_order_visit
-from compiler.passes.tensorize import MARKS, Match, NoMatch, select
+from compiler.passes.tensorize import MARKS, Match, NoMatch, match, select
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
 
@@ -175,10 +175,21 @@ class _Preprocess(IRMutator):
         return body
 
     def _in_place(self, stmt: ir.Stmt, hint: str) -> tuple[ir.Stmt, ir.Stmt] | None:
-        """LAYOUT: ``D[i] = f(S[j])`` for an in-place instruction -> ``D[i] = S[j]``; ``D[i] = f(D[i])``."""
-        instr = {n.lower(): i for n, i in self.spec.instructions.items()}.get(hint.lower())
-        if instr is None or not any(s.writes[0] in s.reads for s in instr.typed.values() if s.writes):
+        """LAYOUT: ``D[i] = f(S[j])`` for an in-place instruction -> ``D[i] = S[j]``; ``D[i] = f(D[i])``. The
+        instruction is the one the mark names; a mark that names none (a user's operator, marked with its
+        own name) is split when an in-place instruction of the spec computes ``D[i] = f(D[i])``."""
+        in_place = [i for i in self.spec.instructions.values()
+                    if any(s.writes[0] in s.reads for s in i.typed.values() if s.writes)]
+        named = {n.lower(): i for n, i in self.spec.instructions.items()}.get(hint.lower())
+        if named is not None and named not in in_place or not in_place:
             return None
+        split = self._split_in_place(stmt)
+        if split is None or named is not None:
+            return split
+        return split if any(isinstance(match(split[1], self.spec, i), Match) for i in in_place) else None
+
+    @staticmethod
+    def _split_in_place(stmt: ir.Stmt) -> tuple[ir.Stmt, ir.Stmt] | None:
         loops, store = _nest(stmt)
         if store is None:
             return None
