@@ -74,9 +74,10 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     """A user's element-wise operator: ``out`` computed from the placeholders ``inputs``, each read at the
     output's own index (any shape; constants and the index itself may appear too). Scheduled as
     ``elementwise`` on the flat view: the kernel's parameters are 1-D versions of ``inputs`` and ``out``
-    (same dtypes, ``prod(shape)`` elements), every input staged into NMEM per tile, the compute marked for
-    a vector instruction (one matches when the spec has an instruction with its semantics, else it stays
-    scalar). ScheduleError says why another operator is not element-wise."""
+    (same dtypes, ``prod(shape)`` elements), the inputs of a binary (or wider) operator staged into NMEM
+    per tile, a unary one read into its output tile (so that an in-place instruction can compute it there),
+    the compute marked for a vector instruction (one matches when the spec has an instruction with its
+    semantics, else it stays scalar). ScheduleError says why another operator is not element-wise."""
     flat_inputs, flat_out = flatten_elementwise(inputs, out)
     return _tiled(flat_inputs, flat_out, out.name, cores, tile, spec, stage_inputs=len(flat_inputs) > 1)
 

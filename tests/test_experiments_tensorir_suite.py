@@ -1,0 +1,62 @@
+"""experiments/tensorir_suite.py (TensorIR's single-operator suite on VITA, DianNao and this CPU): the --quick
+run's CSV, summary and figure, Ansor's shapes as the full run takes them, and bad options refused."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compiler.ops import contractions
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "tensorir_suite.py"
+spec = importlib.util.spec_from_file_location("tensorir_suite", SCRIPT)
+exp = importlib.util.module_from_spec(spec)
+sys.modules["tensorir_suite"] = exp
+spec.loader.exec_module(exp)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tensorir_quick")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--batches", "1,2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "TensorIR's suite" in done.stdout
+    return out
+
+
+def test_every_kind_validates_tensorized_on_every_target(quick: Path) -> None:
+    rows = list(csv.DictReader(open(quick / "tensorir_suite.csv")))
+    assert len(rows) == 8 * 2 * 3
+    assert {(r["kind"], r["batch"], r["target"]) for r in rows} == {
+        (k, b, t) for k in exp.SUITE for b in ("1", "2") for t in ("vita", "diannao", "cpu")}
+    for r in rows:
+        assert r["error"] == "" and r["validated"] == "True" and r["tensorized"] == "True", r
+        assert 0 < float(r["bound_pct"]) <= 100
+        assert int(r["macs"]) == int(r["gemms"]) * int(r["gemm_m"]) * int(r["gemm_n"]) * int(r["gemm_k"])
+    summary = json.loads((quick / "summary.json").read_text())
+    assert summary["validated"] and set(summary["targets"]) == {"vita", "diannao", "cpu"}
+    assert all(s["validated"] == s["tensorized"] == 16 for s in summary["targets"].values())
+    assert (quick / "tensorir_suite.png").stat().st_size > 10_000
+
+
+def test_the_full_run_takes_ansors_four_shapes_of_each_kind() -> None:
+    for op, shapes in exp.SUITE.values():
+        assert len(shapes) == 4 and op in contractions.KINDS
+        for params in shapes:   # every shape is an operator of its kind (planned, not run)
+            contractions.contraction(op, {**params, ("B" if op == "batch_matmul" else "N"): 16})
+    batch16 = exp.cases(3, [16], quick=False)
+    assert ("GMM", "batch_matmul", 16, {"M": 1024, "N": 1024, "K": 1024, "B": 16}) in batch16
+
+
+def test_bad_options_are_refused_before_any_run(tmp_path: Path) -> None:
+    command = [sys.executable, str(SCRIPT), "--quick", "--targets", "tpu", "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "unknown target(s) ['tpu']" in done.stderr
+    assert not (tmp_path / "tensorir_suite.csv").exists()
