@@ -29,6 +29,8 @@ Targets:
   instruction), replace each marked nest by its instruction with its operands' views (``tensorize`` on the
   x86 spec), simplify the offsets. ``compiler.backend.llvm`` compiles the
   result for this CPU.
+- ``arm``: the ``cpu`` passes, with the AArch64 spec (UNIT's ARM DOT, sdot); ``compiler.backend.llvm_cross``
+  compiles the result to AArch64 object code.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("simplify_tensorized", simplify, "loop-ir", group="simplify"),
     ),
 }
+PIPELINES["arm"] = PIPELINES["cpu"]   # UNIT's flow is the same; only the spec (and LLVM's triple) differ
 OPTIONAL = frozenset({"loop_partition", "preprocess"})
 
 Dump = Callable[[str, ir.PrimFunc], None]

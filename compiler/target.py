@@ -3,9 +3,10 @@
     Target("vita", spec, config)     # spec: the VITA ISA with the config's parameters applied
 
 A ``Target`` holds the kind of machine (which names its pass pipeline in ``compiler.pipeline``, its schedules
-in ``compiler.ops.<kind>`` and its emitter in ``compiler.backend``), the ISA spec those consume, and the
-machine config of the simulator that runs the result (``None`` for the CPU, which is real). Only the edge of
-the system (``tandem/``: the command line, the Python API, a sweep) turns names and files into a Target;
+in ``compiler.ops.<kind>`` (arm shares the CPU's, ``compiler.ops.cpu``) and its emitter in
+``compiler.backend``), the ISA spec those consume, and the machine config of the simulator that runs the
+result (``None`` for the CPU, which is real, and for ARM, which LLVM compiles for ``triple``). Only the edge
+of the system (``tandem/``: the command line, the Python API, a sweep) turns names and files into a Target;
 every pass, schedule and emitter receives the spec as a value from it, so a changed buffer size, GEMM shape
 or instruction reaches all of them at once. Nothing here looks a spec up by name.
 
@@ -22,7 +23,12 @@ import isa
 from compiler.errors import LoweringError
 
 #: The kinds of target the compiler has a pipeline for, with the ISA family each one's spec must be.
-KINDS: dict[str, str | None] = {"reference": None, "diannao": "diannao", "vita": "vita", "cpu": "x86"}
+KINDS: dict[str, str | None] = {"reference": None, "diannao": "diannao", "vita": "vita", "cpu": "x86",
+                                "arm": "arm"}
+#: The kinds LLVM compiles for another machine than this one, with the LLVM target triple of that machine
+#: (``cpu`` is this machine: the host's triple). The arm kind is UNIT's ARM DOT target (Sec. III.A): object
+#: code for AArch64, which this x86 host runs only under an emulator (``compiler.backend.llvm_cross``).
+CROSS_TRIPLES: dict[str, str] = {"arm": "aarch64-unknown-linux-gnu"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,11 @@ class Target:
         if self.spec.name != family:
             raise LoweringError(f"target {self.kind!r} compiles for the '{family}' ISA family, but the spec "
                                 f"{self.spec.source} is '{self.spec.name}'")
+
+    @property
+    def triple(self) -> str | None:
+        """The LLVM target triple code is generated for, or None for this machine (or no LLVM at all)."""
+        return CROSS_TRIPLES.get(self.kind)
 
     def __str__(self) -> str:
         if self.spec is None:

@@ -3,7 +3,8 @@
 Commands:
     version   print Tandem's version and the versions of the runtime it uses
     demo      compile a few small operators, run them in the reference interpreter, compare to numpy
-    compile   compile one operator (tandem/workloads.py) and print its IR, optionally run it
+    compile   compile one operator (tandem/workloads.py) and print its IR, optionally run it; with
+              --target arm, UNIT's gemm/conv2d as AArch64 assembly (tandem/arm_compile.py)
     isa       list, show and check ISA specs (tandem/isa_commands.py)
     sim       run a program on a simulator (tandem/sim_commands.py)
     run       compile an operator for a target, simulate it, validate it (tandem/run_command.py)
@@ -109,7 +110,8 @@ def demo(
 
 @app.command("compile")
 def compile_(
-    op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, dense, gemm, conv2d.")],
+    op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, dense, gemm, conv2d "
+                                           "(arm: gemm, conv2d).")],
     shape: Annotated[
         str | None, typer.Option(help="Shape like 14x14 (MxNxK for dense/gemm, NxCxHxW for conv2d).")
     ] = None,
@@ -119,11 +121,14 @@ def compile_(
         typer.Option(
             "-p",
             "--param",
-            help="KEY=VALUE: split=AXIS:FACTOR, nparts=AXIS:N, bind=AXIS:core, conv2d k/r/...",
+            help="KEY=VALUE: split=AXIS:FACTOR, nparts=AXIS:N, bind=AXIS:core, conv2d k/r/...; arm: gemm "
+                 "M, N, K; conv2d H, W, IC, OC, K, S, P; parallel, unroll_oc, unroll_x (UNIT's tuning); "
+                 "seed.",
         ),
     ] = None,
     target: Annotated[str, typer.Option(
-        help="Pipeline to run (compiler/pipeline.py): reference, diannao, vita or cpu.")] = "reference",
+        help="Pipeline to run (compiler/pipeline.py): reference, diannao, vita, cpu or arm (AArch64 "
+             "sdot, compiled by LLVM).")] = "reference",
     config: Annotated[str | None, typer.Option(
         help="diannao/vita: the machine config (built-in name or TOML file) whose ISA parameters the "
              "passes see.")] = None,
@@ -133,12 +138,16 @@ def compile_(
         bool, typer.Option("--dump-passes", help="Print the IR after every pass.")
     ] = False,
     run: Annotated[
-        bool, typer.Option("--run", help="Interpret on seeded random inputs; compare with numpy.")
+        bool, typer.Option("--run", help="Interpret on seeded random inputs; compare with numpy (arm: "
+                                         "also run the code under qemu-aarch64 where it is installed).")
     ] = False,
+    asm: Annotated[Path | None, typer.Option(
+        help="arm: write the AArch64 assembly to this file instead of printing it.")] = None,
 ) -> None:
     """Compile one operator and print its loop IR (exit 2 on a bad input or a compiler error).
 
-    With --run, exits with status 1 if the result does not match numpy.
+    With --target arm, also the AArch64 assembly and the tensor instructions issued. With --run, exits
+    with status 1 if the result does not match numpy.
     """
     import isa
     from compiler.errors import TandemError
@@ -152,6 +161,11 @@ def compile_(
         resolved = load_target(target, config, spec)
     except (TargetError, TandemError, SimError, isa.ISAError) as exc:
         raise fail(str(exc), 2) from None
+    if resolved.triple is not None:
+        _compile_cross(console, op, shape, dtype, params or [], resolved, dump_passes, run, asm)
+        return
+    if asm is not None:
+        raise fail(f"--asm: target {target!r} emits no assembly here; it applies to --target arm", 2)
     try:
         compiled = compile_op(op, shape, dtype, params or (), resolved)
         stages = compiled.stages if dump_passes else compiled.stages[-1:]
@@ -167,6 +181,62 @@ def compile_(
             console.print(Text(f"MISMATCH: {check.detail}", style="bold red"))
             raise typer.Exit(code=1)
         console.print(Text(f"match: {check.detail}", style="green"))
+
+
+def _compile_cross(console: Console, op: str, shape: str | None, dtype: str | None, params: list[str],
+                   target, dump_passes: bool, run: bool, asm: Path | None) -> None:
+    """``tandem compile --target arm``: the loop IR, the assembly, the instruction counts, the checks."""
+    from compiler.errors import IRTypeError, TandemError
+    from compiler.ir import dtypes
+    from tandem.arm_compile import compile_arm, emulated, interpreted
+    from tandem.run import RunError
+    from tandem.workloads import WorkloadError, int_param, parse_params
+
+    try:
+        if shape is not None:
+            raise WorkloadError("--shape", f"target {target.kind!r} takes the layer as -p (gemm: M, N, K; "
+                                           "conv2d: H, W, IC, OC, K, S, P)")
+        try:
+            element = dtypes.dtype(dtype or "int8").name
+        except IRTypeError:
+            raise WorkloadError("--dtype", f"expected int8, uint8 or int16, but got {dtype!r}") from None
+        values = {k: int_param(k, v, None) for k, v in parse_params(params).items()}
+        build = compile_arm(op, values, target, element)
+        for name, text in build.stages if dump_passes else build.stages[-1:]:
+            if dump_passes:
+                console.print(Text(f"── after {name} ──", style="bold"))
+            console.print(text, markup=False, soft_wrap=True)
+        where = f"{build.obj.triple}, {build.obj.cpu}, features {','.join(build.obj.features) or 'none'}"
+        if asm is not None:
+            try:
+                asm.write_text(build.obj.assembly)
+            except OSError as exc:
+                raise WorkloadError("--asm", f"cannot write {asm}: {exc.strerror}") from None
+            console.print(f"assembly ({where}): {asm} ({build.obj.assembly.count(chr(10))} lines)",
+                          markup=False, soft_wrap=True)
+        else:
+            console.print(Text(f"── assembly ({where}) ──", style="bold"))
+            console.print(build.obj.assembly, markup=False, soft_wrap=True)
+        static = build.mnemonic_counts()
+        for name, count in build.issued.items():
+            console.print(f"tensor instructions: {name} x {count:,} issued per call, {static[name]} "
+                          f"{name.split('_')[0]} in the assembly", markup=False, soft_wrap=True)
+        checks = [("interpreter", interpreted(build))] if run else []
+        if run:
+            checks.append((f"qemu ({build.obj.triple})", emulated(build)))
+    except (WorkloadError, RunError, TandemError, OSError) as exc:
+        raise fail(str(exc), 2) from None
+    failed = False
+    for name, check in checks:
+        if isinstance(check, str):
+            console.print(Text(f"{name}: not run: {check}", style="yellow"), soft_wrap=True)
+            continue
+        failed |= not check.passed
+        style = "green" if check.passed else "bold red"
+        console.print(Text(f"{name}: {'match' if check.passed else 'MISMATCH'}: {check.detail}", style=style),
+                      soft_wrap=True)
+    if failed:
+        raise typer.Exit(code=1)
 
 
 def main() -> None:

@@ -64,7 +64,7 @@ from tandem.run import (
 from tandem.targets import load_target
 from tandem.user_ops import UserOp, load_user_op
 
-ISAS = cpu.ISAS
+ISAS = ("x86-vnni", "x86-avx512", "none")   # what this x86-64 CPU runs; arm-dot is the arm target's
 OPS = ("conv2d", "gemm")
 OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype")
 
@@ -110,22 +110,17 @@ class CpuLayer:
         return cpu.gemm(*self.mnk, isa, tuning, spec=target.spec, dtype=self.dtype)
 
     def inputs(self, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]): u8 and s8,
-        or int16 over its whole range."""
+        """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]), each over
+        its element type's whole range (``compiler.ops.cpu.DTYPES``: u8 and s8, s8 and s8, or int16)."""
         rng = np.random.default_rng(seed)
-        if self.dtype == "int16":
-            shapes = ((1, self.conv.ic, self.conv.h, self.conv.w), (self.conv.oc, self.conv.ic, self.conv.k,
-                      self.conv.k)) if self.conv is not None else ((self.mnk[0], self.mnk[2]),
-                                                                    (self.mnk[1], self.mnk[2]))
-            return tuple(rng.integers(-2**15, 2**15, shape).astype(np.int16) for shape in shapes)
         if self.conv is not None:
             c = self.conv
-            return (
-                rng.integers(0, 256, (1, c.ic, c.h, c.w)).astype(np.uint8),
-                rng.integers(-128, 128, (c.oc, c.ic, c.k, c.k)).astype(np.int8),
-            )
-        m, n, k = self.mnk
-        return rng.integers(0, 256, (m, k)).astype(np.uint8), rng.integers(-128, 128, (n, k)).astype(np.int8)
+            shapes = ((1, c.ic, c.h, c.w), (c.oc, c.ic, c.k, c.k))
+        else:
+            m, n, k = self.mnk
+            shapes = ((m, k), (n, k))
+        return tuple(rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
+                     for shape, t in zip(shapes, cpu.DTYPES[self.dtype], strict=True))
 
     def pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8
              ) -> tuple[np.ndarray, np.ndarray]:
@@ -141,16 +136,17 @@ class CpuLayer:
             return reference.conv2d(data, weight, self.conv.s, self.conv.p).astype(np.int32)
         return reference.dense(data, weight).astype(np.int32)
 
-    def fused_extents(self) -> tuple[int, ...]:
-        """Extents of the data-parallel loops outside the unrolled tile (before tiling)."""
+    def fused_extents(self, lanes: int = cpu.LANES) -> tuple[int, ...]:
+        """Extents of the data-parallel loops outside the unrolled tile (before tiling), with ``lanes``
+        output channels per instruction."""
         if self.conv is not None:
             c = self.conv
-            return (1, -(-c.oc // cpu.LANES), c.oh, c.ow)
+            return (1, -(-c.oc // lanes), c.oh, c.ow)
         m, n, _ = self.mnk
-        return (-(-n // cpu.LANES), m)
+        return (-(-n // lanes), m)
 
 
-def tuning_space(layer: CpuLayer) -> list[cpu.CpuTuning]:
+def tuning_space(layer: CpuLayer, lanes: int = cpu.LANES) -> list[cpu.CpuTuning]:
     """Candidate breaking points (UNIT Sec. IV.B), the likeliest first.
 
     The unrolled tile (oc blocks x columns, one accumulator register each) holds at most 24 instructions, so
@@ -160,9 +156,10 @@ def tuning_space(layer: CpuLayer) -> list[cpu.CpuTuning]:
     keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" is the optimum for more than
     half of UNIT's layers), but never the column-tile loop of a tile with a tail: that loop stays serial so
     that loop partitioning can split the tail off; each tile is tried with one fused loop fewer as well.
-    Outputs narrower than 4 columns (a GEMV, a 1x1 feature map) get tiles of their own width.
+    Outputs narrower than 4 columns (a GEMV, a 1x1 feature map) get tiles of their own width. ``lanes``: the
+    instruction's output lanes (16 for vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has).
     """
-    outer = list(layer.fused_extents())
+    outer = list(layer.fused_extents(lanes))
     oc_axis, columns = (1 if layer.conv is not None else 0), outer[-1]
     blocks = outer[oc_axis]
 
@@ -206,7 +203,7 @@ class CpuFlow(TargetFlow):
         dtype = params.pop("dtype", "uint8")
         if dtype not in cpu.DTYPES:
             raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
-                           f"{', '.join(cpu.DTYPES)} (uint8: u8 data x s8 weights)")
+                           f"{', '.join(cpu.DTYPES)} (uint8: u8 data x s8 weights; int8: s8 x s8)")
         if op == "gemm":
             layer, keys = CpuLayer.gemm(*take_gemm(params, where), dtype=dtype), GEMM_KEYS
         else:
@@ -290,7 +287,7 @@ class CpuFlow(TargetFlow):
         return int(2 * job.layer.macs / (peak * 1e9) * tsc_hz()) if peak else None
 
     def params(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
-        names = {"uint8": "u8 x s8 -> s32", "int16": "s16 x s16 -> s32"}
+        names = {"uint8": "u8 x s8 -> s32", "int8": "s8 x s8 -> s32", "int16": "s16 x s16 -> s32"}
         return {**job.layer.params, "isa": job.isa, "threads": job.threads, "tuning": str(candidate),
                 "cpu": host_cpu()["cpu"], "dtype": names[job.layer.dtype],
                 "instruction": job.packing.instruction}
@@ -345,7 +342,7 @@ class CpuContractionFlow(ContractionFlow):
         return found
 
     def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
-        return ("int16", "int16") if options.get("dtype") == "int16" else ("uint8", "int8")
+        return cpu.DTYPES.get(options.get("dtype"), cpu.DTYPES["uint8"])
 
     def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
         """The reindexed operands of every GEMM fit in memory (the GEMM flow checks one GEMM's arrays)."""

@@ -3,6 +3,7 @@
     load_target("vita")                                       # VITA with vta-default and the built-in spec
     load_target("vita", config="tvm-paper", spec="mine.toml")  # a config by name, a spec file of your own
     load_target("diannao", config=DiannaoConfig(...))          # config values built in Python
+    load_target("arm")                                         # AArch64 with the built-in arm spec (sdot)
 
 The spec is chosen in this order: ``spec`` (a file path or an ``isa.ISA``), the file the machine config names
 (``spec = "..."`` in its TOML), the built-in spec of the target's ISA family. The machine config's
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import isa
-from compiler.target import KINDS, Target
+from compiler.target import CROSS_TRIPLES, KINDS, Target
 from sim.diannao import config as diannao_config
 from sim.vita import config as vita_config
 
@@ -58,14 +59,17 @@ def load_spec(kind: str, spec: str | Path | isa.ISA | None = None, config: Any =
 
 def load_target(kind: str, config: str | Path | Any | None = None,
                 spec: str | Path | isa.ISA | None = None) -> Target:
-    """The Target for ``kind`` (vita, diannao, cpu or reference) with ``config`` and ``spec`` resolved."""
+    """The Target for ``kind`` (vita, diannao, cpu, arm or reference) with ``config`` and ``spec``
+    resolved."""
     if kind not in KINDS:
         raise TargetError(f"unknown target '{kind}'; targets are {', '.join(sorted(KINDS))}")
     if KINDS[kind] is None:
         return Target(kind)
     if kind not in _MACHINES:
         if config is not None:
-            raise TargetError(f"target '{kind}' runs on this machine and takes no --config")
+            where = f"is compiled for {CROSS_TRIPLES[kind]}" if kind in CROSS_TRIPLES else \
+                "runs on this machine"
+            raise TargetError(f"target '{kind}' {where} and takes no --config")
         return Target(kind, load_spec(kind, spec))
     cfg = load_config(kind, config)
     return Target(kind, cfg.spec_for(load_spec(kind, spec, cfg)), cfg)

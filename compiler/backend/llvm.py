@@ -16,7 +16,8 @@ How the function is cut up (``plan``):
 
 The code is generated for the host CPU (``llvmlite.binding.get_host_cpu_name()`` and its features, so
 AVX-512 VNNI where the CPU has it) and optimized with LLVM's O3 pipeline. ``CpuKernel.llvm_ir`` and
-``CpuKernel.assembly()`` show what was built.
+``CpuKernel.assembly()`` show what was built. ``compile_module`` and ``target_machine`` are shared with
+``compiler.backend.llvm_cross``, which compiles the same segments for another machine (AArch64).
 
 Faults found at run time (an out-of-bounds index that could not be proven in bounds at compile time, a
 division by zero, a float cast out of range) stop the call with ``CpuRuntimeError`` naming the statement;
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -43,22 +45,38 @@ from compiler.interp import contiguous_args, match_args, stored_buffers
 from compiler.ir import nodes as n
 from compiler.ir.functor import IRVisitor
 
-__all__ = ["CpuKernel", "Segment", "build", "cpu_unsupported", "host_cpu", "plan", "target_machine"]
+__all__ = ["CpuKernel", "Segment", "build", "compile_module", "cpu_unsupported", "host_cpu", "plan",
+           "target_machine"]
 
 
-def target_machine() -> llvm.TargetMachine:
-    """A new target machine for the host (an MCJIT engine takes ownership of the one it is given)."""
-    _initialize()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(), opt=3,
-                                        jit=True)
+def target_machine(triple: str | None = None, cpu: str = "generic", features: str = "") -> llvm.TargetMachine:
+    """A new target machine: for the host when ``triple`` is None (an MCJIT engine takes ownership of the
+    one it is given), else for ``cpu`` of ``triple`` with ``features`` (LLVM's ``+a,+b``), emitting static
+    code."""
+    if triple is None:
+        _initialize()
+        target = llvm.Target.from_default_triple()
+        return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                            features=llvm.get_host_cpu_features().flatten(), opt=3,
+                                            jit=True)
+    _initialize_all()
+    try:
+        target = llvm.Target.from_triple(triple)
+    except RuntimeError as e:
+        raise CodegenError(f"llvm: no LLVM target for triple {triple!r}: {e}") from None
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="static", codemodel="small")
 
 
 @cache
 def _initialize() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+
+
+@cache
+def _initialize_all() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
 
 
 def host_cpu() -> dict[str, object]:
@@ -113,6 +131,31 @@ def plan(func: n.PrimFunc) -> tuple[tuple[n.Buffer, ...], tuple[Segment, ...]]:
     return tuple(workspaces), tuple(segments)
 
 
+def compile_module(func: n.PrimFunc, segments: tuple[Segment, ...], tm: llvm.TargetMachine, triple: str,
+                   errors: ErrorTable, rules: Callable, fork: bool = False) -> tuple[llvm.ModuleRef, dict]:
+    """One LLVM module for ``tm`` and ``triple`` with a function per segment of ``func`` (tensor
+    instructions emitted by ``rules``), verified and optimized with LLVM's O3 pipeline; with ``fork``, each
+    parallel segment also gets a libgomp fork wrapper, whose names are returned by segment name."""
+    module = ll.Module(name=func.name)
+    module.triple = triple
+    module.data_layout = str(tm.target_data)
+    forks = {}
+    for seg in segments:
+        fn = FunctionEmitter(module, seg.name, list(seg.buffers), errors, rules).emit(seg.stmt, seg.parallel)
+        if seg.parallel is not None and fork:
+            forks[seg.name] = emit_fork(module, fn, len(seg.buffers))
+    try:
+        parsed = llvm.parse_assembly(str(module))
+        parsed.verify()
+    except RuntimeError as e:
+        raise CodegenError(f"llvm: the generated IR of {func.name} does not verify: {e}") from None
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(parsed, pb)
+    return parsed, forks
+
+
 def _buffers_of(s: n.Stmt) -> tuple[n.Buffer, ...]:
     """The buffers ``s`` uses that it does not allocate itself, in order of first use."""
     found: dict[n.Buffer, None] = {}
@@ -138,26 +181,10 @@ class CpuKernel:
         self.threads = threads or default_threads()
         self.workspaces, self.segments = plan(func)
         self.errors = ErrorTable()
-        module = ll.Module(name=func.name)
         tm = target_machine()
-        module.triple = llvm.get_process_triple()
-        module.data_layout = str(tm.target_data)
         self._native_threads = openmp_available()
-        forks = {}
-        for seg in self.segments:
-            emitter = FunctionEmitter(module, seg.name, list(seg.buffers), self.errors, emit_tensor_insn)
-            fn = emitter.emit(seg.stmt, seg.parallel)
-            if seg.parallel is not None and self._native_threads:
-                forks[seg.name] = emit_fork(module, fn, len(seg.buffers))
-        try:
-            parsed = llvm.parse_assembly(str(module))
-            parsed.verify()
-        except RuntimeError as e:
-            raise CodegenError(f"llvm: the generated IR of {func.name} does not verify: {e}") from None
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(parsed, pb)
+        parsed, forks = compile_module(func, self.segments, tm, llvm.get_process_triple(), self.errors,
+                                       emit_tensor_insn, fork=self._native_threads)
         self.llvm_ir = str(parsed)
         self._engine = llvm.create_mcjit_compiler(parsed, tm)  # owns tm and the module from here on
         self._tm = tm

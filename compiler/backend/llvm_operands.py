@@ -13,9 +13,10 @@ rule reads (the index coefficients of the replaced loop variables):
   else element by element in lane order (a later lane's write wins, as ``isa.execute`` has it).
 
 The spec says everything else: the intrinsic's name (``intrinsic``), which operands it takes in which order
-(``intrinsic_args``) and the CPU features it needs (``features``; isa/specs/x86.toml). An instruction without
-``intrinsic_args`` cannot run on the CPU, and saying so is a ``CodegenError``; there is no table here to
-extend.
+(``intrinsic_args``) and the CPU features it needs (``features``; isa/specs/x86.toml, isa/specs/arm.toml). An
+instruction without ``intrinsic_args`` cannot run on the CPU, and saying so is a ``CodegenError``; there is no
+table here to extend. The features are checked against this CPU's, or against those a cross-compilation
+enables (``features=``, ``compiler.backend.llvm_cross``).
 """
 
 from __future__ import annotations
@@ -34,15 +35,17 @@ from compiler.ir import nodes as n
 from isa.instance import operand_shape
 
 
-def runs_on_cpu(s: n.TensorInsn) -> bool:
-    """Whether ``s`` is an instruction whose LLVM intrinsic this backend calls and this CPU executes."""
+def runs_on_cpu(s: n.TensorInsn, features: frozenset[str] | None = None) -> bool:
+    """Whether ``s`` is an instruction whose LLVM intrinsic this backend calls and a CPU with ``features``
+    (LLVM's names; by default this CPU's) executes."""
     try:
         instr = s.isa.instruction(s.name)
     except KeyError:
         return False
     if not instr.intrinsic or not instr.intrinsic_args:
         return False
-    return not instr.features or any(set(option) <= host_features() for option in instr.features)
+    have = host_features() if features is None else features
+    return not instr.features or any(set(option) <= have for option in instr.features)
 
 
 @cache
@@ -51,8 +54,9 @@ def host_features() -> frozenset[str]:
     return frozenset(f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+"))
 
 
-def emit_tensor_insn(em: FunctionEmitter, s: n.TensorInsn) -> None:
-    """Emit ``s`` as its instruction's intrinsic: operands loaded, the call, the result stored."""
+def emit_tensor_insn(em: FunctionEmitter, s: n.TensorInsn, features: frozenset[str] | None = None) -> None:
+    """Emit ``s`` as its instruction's intrinsic: operands loaded, the call, the result stored; ``features``
+    are the target's (LLVM's names), by default this CPU's."""
     text = str(s).strip()
     try:
         spec = s.isa
@@ -64,9 +68,11 @@ def emit_tensor_insn(em: FunctionEmitter, s: n.TensorInsn) -> None:
         raise CodegenError(f"llvm: {text}: {s.isa.name}.{s.name} names no LLVM intrinsic with its arguments "
                            f"(intrinsic {instr.intrinsic!r}, intrinsic_args {list(args)}); only real-machine "
                            "ISAs such as x86 run on the CPU")
-    if not runs_on_cpu(s):
+    if not runs_on_cpu(s, features):
         needs = " or ".join("+".join(option) for option in instr.features)
-        raise CodegenError(f"llvm: {text}: this CPU ({llvm.get_host_cpu_name()}) lacks {needs}")
+        where = f"this CPU ({llvm.get_host_cpu_name()})" if features is None else \
+            f"the target (features {', '.join(sorted(features)) or 'none'})"
+        raise CodegenError(f"llvm: {text}: {where} lacks {needs}")
     sem = instr.typed_semantics()
     if len(sem.writes) != 1:
         raise CodegenError(f"llvm: {text}: an intrinsic returns one register, but the semantics writes "
@@ -145,8 +151,13 @@ def _read(em: FunctionEmitter, r: n.Region, count: int, text: str) -> ll.Value:
     if pos is not None:
         lo, hi = min(pos), max(pos)
         if len(set(pos)) == hi - lo + 1:  # one contiguous run: load it, shuffle into place
-            run = ll.VectorType(ety, hi - lo + 1)
             ptr = em.element_ptr(r.buffer, b.add(offset, ll.Constant(I64, lo)))
+            width = (hi - lo + 1) * _bits(ety)
+            if width in (16, 32, 64) and pos == list(range(lo, hi + 1)) * (count // (hi - lo + 1)) and \
+                    count > hi - lo + 1:   # the run repeated (a broadcast group): one wide load, splat
+                return _splat(b, b.load(ptr, typ=ll.IntType(width), align=1), count * _bits(ety) // width,
+                              ll.VectorType(ety, count))
+            run = ll.VectorType(ety, hi - lo + 1)
             vec = b.load(ptr, typ=run, align=1)
             if pos == list(range(lo, hi + 1)):
                 return vec
@@ -159,6 +170,20 @@ def _read(em: FunctionEmitter, r: n.Region, count: int, text: str) -> ll.Value:
     for k, a in enumerate(addrs):
         vec = b.insert_element(vec, b.load(em.element_ptr(r.buffer, a), typ=ety), ll.Constant(I32, k))
     return vec
+
+
+def _bits(ty: ll.Type) -> int:
+    return ty.width if isinstance(ty, ll.IntType) else {"half": 16, "float": 32, "double": 64}.get(str(ty), 0)
+
+
+def _splat(b: ll.IRBuilder, scalar: ll.Value, lanes: int, ty: ll.VectorType) -> ll.Value:
+    """``scalar`` repeated ``lanes`` times, as a vector of type ``ty`` (the same bits): UNIT's broadcast of an
+    operand's group (``x16(a[x, y, co:4])``, Fig. 5), vpbroadcastd on x86, ld1r on AArch64."""
+    wide = ll.VectorType(scalar.type, lanes)
+    one = b.insert_element(ll.Constant(wide, None), scalar, ll.Constant(I32, 0))
+    zeros = ll.Constant(ll.VectorType(I32, lanes), [0] * lanes)
+    splat = b.shuffle_vector(one, ll.Constant(wide, None), zeros)
+    return b.bitcast(splat, ty)
 
 
 def _write(em: FunctionEmitter, r: n.Region, value: ll.Value, text: str) -> None:

@@ -1,9 +1,10 @@
 """Integer conv2d and GEMM for the CPU, scheduled as UNIT schedules a tensorized instruction (Sec. III.C).
 
-Operators (batch 1, int32 results) of two element types: ``uint8`` (u8 activations x s8 weights, vpdpbusd's)
-and ``int16`` (int16 x int16, vpdpwssd's where a spec has it), in the layouts UNIT uses (Sec. VI: data
-NCHW[x]c, kernel KCRS[y]k[x]c, with x the instruction's reduction width and y its output lanes: 4 and 16 for
-vpdpbusd, 2 and 16 for vpdpwssd; ``Packing``):
+Operators (batch 1, int32 results) of three element types: ``uint8`` (u8 activations x s8 weights,
+vpdpbusd's), ``int8`` (s8 x s8, ARM's sdot's) and ``int16`` (int16 x int16, vpdpwssd's where a spec has it),
+in the layouts UNIT uses (Sec. VI: data NCHW[x]c, kernel KCRS[y]k[x]c, with x the instruction's reduction
+width and y its output lanes: 4 and 16 for vpdpbusd, 4 and 4 for sdot's 128-bit form, 2 and 16 for
+vpdpwssd; ``Packing``):
 - ``conv2d``: data ``[1, C/x, H + 2p, W + 2p, x]`` (already padded, as UNIT's graph-level padding leaves
   it; Table I's input sizes include the padding), kernel ``[K/y, C/x, R, S, y, x]``, output
   ``[1, K/y, OH, OW, y]``; channels are padded with zeros to multiples of x and y by ``pack_conv``;
@@ -15,10 +16,12 @@ the instruction computes; those are tiled by its extents, moved innermost and ma
 data-parallel loops are organized by two breaking points (``CpuTuning``, Fig. 7): loops before the first
 are fused and parallel, loops between run serially, and the innermost ones are moved below the reduction
 loops and unrolled, so that several independent instructions follow each other. ``isa`` says how:
-``x86-vnni`` (tensorized: the spec's instruction that sums the operator's products into int32 lanes, found
-from its semantics, its blocking read from its operands; vpdpbusd for uint8 in the built-in spec),
-``x86-avx512`` (no tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit
-multiply-adds), ``none`` (scalar loops; LLVM may still vectorize them).
+``x86-vnni`` or ``arm-dot`` (tensorized: the spec's instruction that sums the operator's products into int32
+lanes, found from its semantics, its blocking read from its operands; vpdpbusd for uint8 in the built-in x86
+spec, sdot_v4i32 for int8 in the built-in arm spec: UNIT's AVX-512 VNNI and ARM DOT, Sec. III.A. The two
+names are the same schedule; which instruction is used is the spec's, not the name's), ``x86-avx512`` (no
+tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit multiply-adds), ``none``
+(scalar loops; LLVM may still vectorize them).
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ from compiler.schedule import Schedule, create_schedule
 from isa import ISA
 from isa.lang.scalar import evaluate as evaluate_scalar
 
-ISAS = ("x86-vnni", "x86-avx512", "none")
+ISAS = ("x86-vnni", "arm-dot", "x86-avx512", "none")
+#: the isas that tensorize onto the spec's dot-product instruction (UNIT's names for x86 and ARM)
+TENSORIZED = ("x86-vnni", "arm-dot")
 #: the operator's element types: data (activations) and weights
-DTYPES = {"uint8": ("uint8", "int8"), "int16": ("int16", "int16")}
+DTYPES = {"uint8": ("uint8", "int8"), "int8": ("int8", "int8"), "int16": ("int16", "int16")}
 LANES = 16   # int32 outputs per 512-bit register, the blocking of the untensorized schedules
 
 
@@ -60,14 +65,15 @@ U8 = Packing("uint8", "int8", LANES, 4)   # the layout of u8 x s8 operators (vpd
 
 
 def packing(isa: str, dtype: str, spec: ISA) -> Packing:
-    """The blocking of ``dtype``'s operators under ``isa``: for ``x86-vnni``, that of the first instruction
-    of ``spec`` whose semantics sum ``dtype``'s products into int32 register lanes."""
+    """The blocking of ``dtype``'s operators under ``isa``: for a tensorized isa (``x86-vnni``,
+    ``arm-dot``), that of the first instruction of ``spec`` whose semantics sum ``dtype``'s products into
+    int32 register lanes, with its lane count and reduction width read from its operands and indices."""
     if isa not in ISAS:
         raise ScheduleError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
     if dtype not in DTYPES:
         raise ScheduleError(f"cpu: unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     data, weight = DTYPES[dtype]
-    if isa != "x86-vnni":
+    if isa not in TENSORIZED:
         return Packing(data, weight, LANES, 32 // dtypes.dtype(data).bits)
     for instr in spec.instructions.values():
         found = _packing_of(instr, spec, data, weight)
@@ -75,7 +81,8 @@ def packing(isa: str, dtype: str, spec: ISA) -> Packing:
             return found
     raise ScheduleError(f"cpu: the spec {spec.source} has no instruction that sums {data} x {weight} "
                         f"products into int32 register lanes (its instructions: "
-                        f"{', '.join(spec.instructions)}); use --isa x86-avx512, or a spec that adds one")
+                        f"{', '.join(spec.instructions)}); use an untensorized isa (x86-avx512, none) or "
+                        f"another dtype, or a spec that adds one")
 
 
 def _packing_of(instr, spec: ISA, data: str, weight: str) -> Packing | None:

@@ -90,3 +90,17 @@ def test_the_wide_layers_keep_their_tunings() -> None:
     # UNIT Table I #1 (35x35 input, 3x3 stride 2: 17 columns) has no dividing tile of 4+ columns; it must not
     # fall back to 1-column tiles
     assert tuning_space(CpuLayer.conv2d(35, 35, 288, 384, 3, 2, 0))[0].unroll_x >= 4
+
+
+@pytest.mark.parametrize("op", ["gemm", "conv1d"])
+def test_int8_runs_vectorized_and_vnni_says_it_has_no_s8_x_s8_instruction(op: str) -> None:
+    """s8 x s8 (the arm target's sdot dtype) on x86: vpdpbusd is u8 x s8, so x86-vnni names the missing
+    instruction; x86-avx512 computes it bit-exactly, its inputs drawn over s8's whole range."""
+    from tandem.run import RunError, run
+
+    params = {"M": 12, "N": 20, "K": 9} if op == "gemm" else {"W": 20, "IC": 8, "OC": 20, "K": 3}
+    r = run(op, load_target("cpu"), {**params, "dtype": "int8", "isa": "x86-avx512", "min_time": 0.005})
+    assert r.validated and r.params["dtype"] == "s8 x s8 -> s32"
+    assert CpuLayer.gemm(4, 4, 4, dtype="int8").inputs(0)[0].dtype == "int8"
+    with pytest.raises(RunError, match="no instruction that sums int8 x int8 products"):
+        run(op, load_target("cpu"), {**params, "dtype": "int8", "min_time": 0.005})
