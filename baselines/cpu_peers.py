@@ -78,7 +78,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import cache
@@ -87,6 +86,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from compiler.backend.llvm import median_seconds
 from compiler.ops import cpu as cpu_ops
 from compiler.ops import reference
 from compiler.ops.nn import ConvShape
@@ -208,29 +208,15 @@ def qlinear_shift(reduction: int) -> int:
 
 
 def time_callable(fn: Callable[[], Any], *, repeats: int = 5, min_time: float = 0.05) -> float:
-    """The median seconds of one call of ``fn``.
-
-    Warms up with one call, then takes ``repeats`` samples; each sample calls ``fn`` until at least
-    ``min_time`` seconds passed and divides by the number of calls.
-    """
+    """The median seconds of one call of ``fn`` (``compiler.backend.llvm.median_seconds``: one warm-up
+    call, then ``repeats`` samples of as many calls as last ``min_time`` seconds)."""
     if repeats < 1:
         raise ValueError(f"argument 'repeats' to time_callable: expected a positive integer, "
                          f"but got {repeats}")
     if min_time < 0:
         raise ValueError(f"argument 'min_time' to time_callable: expected a non-negative number, "
                          f"but got {min_time}")
-    fn()
-    samples = []
-    for _ in range(repeats):
-        calls, start = 0, time.perf_counter()
-        while True:
-            fn()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        samples.append(elapsed / calls)
-    return float(np.median(samples))
+    return median_seconds(lambda calls: [fn() for _ in range(calls)], min_time, repeats)
 
 
 def _check_array(where: str, arg: str, x: np.ndarray, dtype: type, shape: tuple[int, ...]) -> None:

@@ -8,7 +8,9 @@ x86-avx512 or none), ``threads`` (default: every core), ``tuning`` (a ``compiler
 the fastest; the first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll) and
 ``min_time`` (seconds of timing per measurement, default 0.2). On a real CPU the report's
 
-- ``cycles`` are time-stamp-counter ticks of one call (median), read with LLVM's ``readcyclecounter``;
+- ``seconds`` is the median time of one call, timed by a native loop of back-to-back calls
+  (``CpuKernel.time``, as TVM's time_evaluator: what a Python call adds, about 9 µs, is not the kernel's),
+  and ``cycles`` the time-stamp counter's ticks in that time;
 - ``instructions`` counts the tensor instructions the loop nest issues (the product of the loop extents
   around each, so an upper bound where a tile's tail is guarded); ``scalar_instructions`` is null (not
   counted on a real CPU); ``scalar_fallback`` is the number of marked statements left scalar, with
@@ -24,16 +26,14 @@ the fastest; the first is UNIT's default pair, a fused parallel extent under 300
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from baselines.cpu_peers import time_callable
 from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
-from compiler.backend.llvm_probe import measure_peak, tsc_hz, tsc_ticks
+from compiler.backend.llvm_probe import measure_peak, tsc_hz
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
@@ -259,7 +259,7 @@ class CpuFlow(TargetFlow):
         seconds = self._seconds(job, compiled, packed, job.min_time)
         out = np.zeros(func.params[-1].shape, np.int32)
         kernel(*packed, out)
-        cycles = int(statistics.median(tsc_ticks(lambda: kernel(*packed, out)) for _ in range(5)))
+        cycles = round(seconds * tsc_hz())   # the time-stamp counter's ticks in the median call
         gops = 2 * job.layer.macs / seconds / 1e9
         # the peak of the operator's instruction: vpdpbusd's measured (64 multiply-adds per instruction), in
         # proportion to the instruction's own multiply-adds (vpdpwssd: 16 lanes x 2 = 32, at the same rate)
@@ -277,7 +277,7 @@ class CpuFlow(TargetFlow):
     def _seconds(job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], packed, min_time: float) -> float:
         func, kernel = compiled
         out = np.zeros(func.params[-1].shape, np.int32)
-        return time_callable(lambda: kernel(*packed, out), min_time=min_time / 5)
+        return kernel.time(*packed, out, min_time=min_time / 5)
 
     def reference(self, job: CpuJob, inputs: list[np.ndarray]) -> np.ndarray:
         return job.layer.reference(*inputs)
@@ -409,11 +409,11 @@ class CpuUserFlow(TargetFlow):
                 target: Target) -> Execution:
         func, kernel = compiled
         out = np.zeros(job.user.output.shape, job.user.output.dtype.numpy)
-        seconds = time_callable(lambda: kernel(*inputs, out), min_time=job.min_time / 5)
+        seconds = kernel.time(*inputs, out, min_time=job.min_time / 5)
         out[...] = 0
         kernel(*inputs, out)
         result = out.copy()
-        cycles = int(statistics.median(tsc_ticks(lambda: kernel(*inputs, out)) for _ in range(5)))
+        cycles = round(seconds * tsc_hz())
         counts = issued_instructions(func)
         return Execution(output=result, cycles=cycles, instructions=counts,
                          tensor_instructions=sum(counts.values()), scalar_instructions=None,

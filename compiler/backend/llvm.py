@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,14 +40,14 @@ from llvmlite import ir as ll
 
 from compiler.backend.llvm_emit import ErrorTable, FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
-from compiler.backend.llvm_parallel import emit_fork, openmp_available
+from compiler.backend.llvm_parallel import emit_fork, emit_repeat, openmp_available
 from compiler.errors import CodegenError, CpuRuntimeError
 from compiler.interp import contiguous_args, match_args, stored_buffers
 from compiler.ir import nodes as n
 from compiler.ir.functor import IRVisitor
 
-__all__ = ["CpuKernel", "Segment", "build", "compile_module", "cpu_unsupported", "host_cpu", "plan",
-           "target_machine"]
+__all__ = ["CpuKernel", "Segment", "build", "compile_module", "cpu_unsupported", "host_cpu",
+           "median_seconds", "plan", "target_machine"]
 
 
 def target_machine(triple: str | None = None, cpu: str = "generic", features: str = "") -> llvm.TargetMachine:
@@ -132,18 +133,26 @@ def plan(func: n.PrimFunc) -> tuple[tuple[n.Buffer, ...], tuple[Segment, ...]]:
 
 
 def compile_module(func: n.PrimFunc, segments: tuple[Segment, ...], tm: llvm.TargetMachine, triple: str,
-                   errors: ErrorTable, rules: Callable, fork: bool = False) -> tuple[llvm.ModuleRef, dict]:
+                   errors: ErrorTable, rules: Callable, fork: bool = False,
+                   slots: list[list[int]] | None = None) -> tuple[llvm.ModuleRef, dict]:
     """One LLVM module for ``tm`` and ``triple`` with a function per segment of ``func`` (tensor
     instructions emitted by ``rules``), verified and optimized with LLVM's O3 pipeline; with ``fork``, each
-    parallel segment also gets a libgomp fork wrapper, whose names are returned by segment name."""
+    parallel segment also gets a libgomp fork wrapper, whose names are returned by segment name; with
+    ``slots`` (each segment's buffers as indices into one pointer array), the native timing loop
+    ``<func>.repeat`` (``llvm_parallel.emit_repeat``)."""
     module = ll.Module(name=func.name)
     module.triple = triple
     module.data_layout = str(tm.target_data)
-    forks = {}
-    for seg in segments:
+    forks, calls = {}, []
+    for k, seg in enumerate(segments):
         fn = FunctionEmitter(module, seg.name, list(seg.buffers), errors, rules).emit(seg.stmt, seg.parallel)
-        if seg.parallel is not None and fork:
-            forks[seg.name] = emit_fork(module, fn, len(seg.buffers))
+        forked = emit_fork(module, fn, len(seg.buffers)) if seg.parallel is not None and fork else None
+        if forked is not None:
+            forks[seg.name] = forked
+        if slots is not None:
+            calls.append((fn, forked and module.get_global(forked), slots[k], seg.iterations))
+    if slots is not None:
+        emit_repeat(module, f"{func.name}.repeat", calls)
     try:
         parsed = llvm.parse_assembly(str(module))
         parsed.verify()
@@ -183,8 +192,10 @@ class CpuKernel:
         self.errors = ErrorTable()
         tm = target_machine()
         self._native_threads = openmp_available()
+        index = {b: k for k, b in enumerate((*func.params, *self.workspaces))}
+        self._slots = [[index[b] for b in seg.buffers] for seg in self.segments]  # each segment's pointers
         parsed, forks = compile_module(func, self.segments, tm, llvm.get_process_triple(), self.errors,
-                                       emit_tensor_insn, fork=self._native_threads)
+                                       emit_tensor_insn, fork=self._native_threads, slots=self._slots)
         self.llvm_ir = str(parsed)
         self._engine = llvm.create_mcjit_compiler(parsed, tm)  # owns tm and the module from here on
         self._tm = tm
@@ -200,8 +211,8 @@ class CpuKernel:
             self._forks.append(fork_proto(self._engine.get_function_address(fork)) if fork else None)
         self._stored = stored_buffers(func.body)
         self._params = [(p.shape, p.dtype.numpy, p.size) for p in func.params]
-        index = {b: k for k, b in enumerate((*func.params, *self.workspaces))}
-        self._slots = [[index[b] for b in seg.buffers] for seg in self.segments]  # each segment's pointers
+        self._repeat = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)(
+            self._engine.get_function_address(f"{func.name}.repeat"))
 
     def assembly(self) -> str:
         """The machine code, as assembly text."""
@@ -219,6 +230,31 @@ class CpuKernel:
             _check_overlap(self.func, match_args(self.func, given, CpuRuntimeError))
             workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]
             self._run([a.ctypes.data for a in (*arrays, *workspaces)], threads or self.threads)
+
+    def time(self, *args, min_time: float = 0.05, repeats: int = 5, threads: int | None = None) -> float:
+        """The median seconds of one call on ``args`` (numpy arrays matching the parameters exactly, checked
+        once), over ``repeats`` samples of back-to-back calls lasting at least ``min_time`` seconds each.
+        The calls run in the native loop ``<func>.repeat``, so what a Python call costs besides the kernel
+        (checks, ctypes, about 9 µs per call on this project's CPUs) is not counted; TVM's time_evaluator
+        times the same way. Without OpenMP, parallel segments are timed through ``__call__``."""
+        if not self._plain(args):
+            raise CpuRuntimeError(f"{self.func.name}: time() takes one C-contiguous, writeable numpy array "
+                                  f"per parameter of exactly its dtype and shape")
+        _check_overlap(self.func, args)
+        threads = threads or self.threads
+        if threads > 1 and not self._native_threads and any(s.parallel is not None for s in self.segments):
+            return median_seconds(lambda calls: [self(*args, threads=threads) for _ in range(calls)],
+                                  min_time, repeats)
+        workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]  # alive until done
+        arrays = (*args, *workspaces)
+        pointers = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+
+        def run(calls: int) -> None:
+            code = self._repeat(pointers, calls, threads)
+            if code:
+                raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
+
+        return median_seconds(run, min_time, repeats)
 
     def _plain(self, args: tuple) -> bool:
         """Every argument an exactly matching, C-contiguous, writeable numpy array."""
@@ -247,6 +283,34 @@ class CpuKernel:
             for code in codes:
                 if code:
                     raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
+
+
+MAX_CALLS = 2**40   # the most calls one timing sample may take (a 64-bit count, far from overflowing)
+
+
+def median_seconds(run: Callable[[int], object], min_time: float, repeats: int) -> float:
+    """The median seconds per call of ``run(calls)`` (which makes ``calls`` calls): one warm-up call, then the
+    number of calls that lasts ``min_time`` is found by doubling, then ``repeats`` samples of that many. The
+    one timing rule of compiled kernels and their peers."""
+    if repeats < 1 or min_time < 0:
+        raise ValueError(f"time: expected repeats >= 1 and min_time >= 0, but got {repeats} and {min_time}")
+    run(1)
+    calls = 1
+    while True:
+        start = time.perf_counter()
+        run(calls)
+        if time.perf_counter() - start >= min_time:
+            break
+        if calls >= MAX_CALLS:
+            raise CpuRuntimeError(f"time: {calls:,} calls took less than {min_time} s: the timed code does no "
+                                  f"measurable work")
+        calls *= 2
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(calls)
+        samples.append((time.perf_counter() - start) / calls)
+    return float(np.median(samples))
 
 
 def _check_overlap(func: n.PrimFunc, arrays: list[np.ndarray]) -> None:

@@ -87,3 +87,59 @@ def emit_fork(module: ll.Module, segment: ll.Function, buffers: int) -> str:
     b = ll.IRBuilder(done)
     b.ret(code)
     return fork.name
+
+
+def emit_repeat(module: ll.Module, name: str,
+                calls: list[tuple[ll.Function, ll.Function | None, list[int], int]]) -> None:
+    """Emit ``name(args: ptr[], n: i64, threads: i32) -> i32``, the native timing loop: ``n`` times, every
+    segment in order (``calls``: its function, its fork or None, the indices of its buffers in ``args``, its
+    iterations), a forked one on ``min(threads, iterations)`` threads when that is more than one; the first
+    nonzero code returns at once. A loop of calls without the host language between them is how a kernel
+    is timed (TVM's time_evaluator runs one too)."""
+    fn = ll.Function(module, ll.FunctionType(I32, [PTR, I64, I32]), name)
+    for segment, fork, _, _ in calls:   # called, never inlined: LLVM would hoist a kernel's work out of
+        for callee in (segment, fork):  # the loop (its buffers do not alias), timing nothing
+            if callee is not None:
+                callee.attributes.add("noinline")
+    args, count, threads = fn.args
+    entry, head, fail, done = (fn.append_basic_block(x) for x in ("entry", "repeat", "fail", "done"))
+    b = ll.IRBuilder(entry)
+    pointers = [[b.load(b.gep(args, [ll.Constant(I64, k)], source_etype=PTR), typ=PTR) for k in slots]
+                for _, _, slots, _ in calls]
+    b.branch(head)
+    b = ll.IRBuilder(head)
+    r = b.phi(I64)
+    r.add_incoming(ll.Constant(I64, 0), entry)
+    failed = []
+    for (segment, fork, _, total), ptrs in zip(calls, pointers, strict=True):
+        zero, iterations = ll.Constant(I64, 0), ll.Constant(I64, total)
+        if fork is None:
+            code = b.call(segment, [*ptrs, zero, iterations])
+        else:
+            wide = b.sext(threads, I64)
+            parts = b.trunc(b.select(b.icmp_signed("<", wide, iterations), wide, iterations), I32)
+            forked, serial, joined = (fn.append_basic_block(x) for x in ("forked", "serial", "joined"))
+            b.cbranch(b.icmp_signed(">", parts, ll.Constant(I32, 1)), forked, serial)
+            b = ll.IRBuilder(forked)
+            many = b.call(fork, [*ptrs, iterations, parts])
+            b.branch(joined)
+            b = ll.IRBuilder(serial)
+            one = b.call(segment, [*ptrs, zero, iterations])
+            b.branch(joined)
+            b = ll.IRBuilder(joined)
+            code = b.phi(I32)
+            code.add_incoming(many, forked)
+            code.add_incoming(one, serial)
+        after = fn.append_basic_block("next")
+        failed.append((code, b.block))
+        b.cbranch(b.icmp_signed("!=", code, ll.Constant(I32, 0)), fail, after)
+        b = ll.IRBuilder(after)
+    following = b.add(r, ll.Constant(I64, 1))
+    r.add_incoming(following, b.block)
+    b.cbranch(b.icmp_signed("<", following, count), head, done)
+    b = ll.IRBuilder(fail)
+    code = b.phi(I32)
+    for value, block in failed:
+        code.add_incoming(value, block)
+    b.ret(code)
+    ll.IRBuilder(done).ret(ll.Constant(I32, 0))

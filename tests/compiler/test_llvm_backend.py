@@ -207,6 +207,29 @@ def test_without_libgomp_parallel_loops_run_on_python_threads(monkeypatch: pytes
     same_as_interpreter(func, a, b, np.zeros(32 * 48, np.float32), threads=2)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_time_runs_the_whole_kernel_back_to_back_in_a_native_loop(threads: int) -> None:
+    """Every call of the timing loop runs every segment (a parallel one on every slice): an increment of each
+    element counts the calls, the same number for all."""
+    o = Buffer("O", (32 * 48,), dtypes.int32)
+    i = Var("i")
+    func = PrimFunc("count", (o,), loop(i, 32 * 48, Store(o, (i,), o[i] + 1), ForKind.PARALLEL))
+    kernel = build(func)
+    out = np.zeros(32 * 48, np.int32)
+    seconds = kernel.time(out, min_time=0.002, repeats=3, threads=threads)
+    assert 0 < seconds < 0.01 and out.min() == out.max() > 3
+    with pytest.raises(CpuRuntimeError, match="time\\(\\) takes one C-contiguous, writeable numpy array"):
+        kernel.time(out[::2], min_time=0.001)
+
+
+def test_time_reports_a_fault_inside_the_loop_as_a_call_does() -> None:
+    a, o = Buffer("A", (8,), dtypes.int32), Buffer("O", (8,), dtypes.int32)
+    i = Var("i")
+    kernel = build(PrimFunc("f", (a, o), loop(i, 8, Store(o, (i,), a[a[i]]))))
+    with pytest.raises(CpuRuntimeError, match=r"out-of-bounds access in 'A\[A\[i\]\]'"):
+        kernel.time(np.full(8, 9, np.int32), np.zeros(8, np.int32), min_time=0.001)
+
+
 def test_vectorized_gathers_and_lane_dependent_bodies_stay_correct() -> None:
     a, o = Buffer("A", (64,), dtypes.int32), Buffer("O", (64,), dtypes.int32)
     i, j = Var("i"), Var("j")
