@@ -302,8 +302,8 @@ def median_seconds(run: Callable[[int], object], min_time: float, repeats: int) 
         if time.perf_counter() - start >= min_time:
             break
         if calls >= MAX_CALLS:
-            raise CpuRuntimeError(f"time: {calls:,} calls took less than {min_time} s: the timed code does no "
-                                  f"measurable work")
+            raise CpuRuntimeError(f"time: {calls:,} calls took less than {min_time} s: the timed code does "
+                                  f"no measurable work")
         calls *= 2
     samples = []
     for _ in range(repeats):
