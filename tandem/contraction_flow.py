@@ -6,7 +6,9 @@ The operator's iterators are fused onto a GEMM's by characteristic vectors (``co
 TensorIR Sec. 4.2); the operands are reindexed on the host (the layout transform), every outer iteration (a
 group, a batch) runs the one GEMM kernel the target's own GEMM flow compiled, and the output is restored to
 the plain layout. A target contributes a subclass: the GEMM it maps onto (``mapping``), how its GEMM flow
-takes and returns operands (``pack``, ``unpack``), its epilogue (``finish``), its options and its roofline.
+takes and returns operands (``pack``, ``unpack``), its epilogue (``finish``), its options and its roofline,
+and whether a GEMM runs transposed (``transposed``: weights by data, when the target's lanes would be mostly
+padding otherwise and its data and weights have the same type).
 """
 
 from __future__ import annotations
@@ -37,12 +39,19 @@ class ContractionJob:
     op: contractions.Contraction
     mapping: IntrinsicMapping
     gemm: Any
-    mnk: tuple[int, int, int]
+    mnk: tuple[int, int, int]        # the mapping's GEMM: rows (M), columns (N), reduction (K)
     options: dict[str, Any]
+    transposed: bool = False         # run as the N x M GEMM of weights by data, its output transposed back
 
     @property
     def candidates(self) -> Sequence[Any]:
         return self.gemm.candidates
+
+    @property
+    def run_mnk(self) -> tuple[int, int, int]:
+        """The GEMM the target runs: ``mnk``, or its transpose."""
+        m, n, k = self.mnk
+        return (n, m, k) if self.transposed else (m, n, k)
 
 
 class ContractionFlow(TargetFlow):
@@ -76,6 +85,11 @@ class ContractionFlow(TargetFlow):
     def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
         """RunError when ``(count, m, n, k)`` GEMMs are more work than the target allows."""
 
+    def transposed(self, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> bool:
+        """Whether to run the GEMM transposed, weights by data (a target whose data and weights have the same
+        type may: ``pads_less_transposed``). By default not."""
+        return False
+
     def plan(self, op: str, params: dict[str, Any], target: Target) -> ContractionJob:
         where = f"{target.kind} {op}"
         values = {key: take_int(params, key, default, 0 if key == "P" else 1, where)
@@ -97,8 +111,10 @@ class ContractionFlow(TargetFlow):
                            f"({mapping})")
         mnk = (mapping.extent(data[0]), mapping.extent(weight[0]), mapping.extent(data[1]))
         self.check_size((mapping.outer_extent, *mnk), target, where)
-        gemm = self.gemm_flow.plan("gemm", {**dict(zip(GEMM_KEYS, mnk, strict=True)), **options}, target)
-        return ContractionJob(operator, mapping, gemm, mnk, options)
+        transposed = self.transposed(mnk, target, options)
+        shape = ContractionJob(operator, mapping, None, mnk, options, transposed).run_mnk
+        gemm = self.gemm_flow.plan("gemm", {**dict(zip(GEMM_KEYS, shape, strict=True)), **options}, target)
+        return ContractionJob(operator, mapping, gemm, mnk, options, transposed)
 
     def inputs(self, job: ContractionJob, rng: np.random.Generator) -> list[np.ndarray]:
         types = (job.op.data.dtype.numpy, job.op.weight.dtype.numpy)
@@ -123,6 +139,8 @@ class ContractionFlow(TargetFlow):
         runs = [self.gemm_flow.execute(job.gemm, compiled, packed, target)
                 for packed in self._problems(job, inputs, target)]
         canonical = np.stack([self.unpack(job, r.output) for r in runs])
+        if job.transposed:
+            canonical = canonical.transpose(0, 2, 1)
         first = runs[0]
         measured = first.measured and {**first.measured, "seconds": sum(r.measured["seconds"] for r in runs)}
         return Execution(
@@ -145,7 +163,8 @@ class ContractionFlow(TargetFlow):
     def params(self, job: ContractionJob, candidate: Any, target: Target) -> dict[str, Any]:
         gemm = self.gemm_flow.params(job.gemm, candidate, target)
         return {**job.op.params, **{k: v for k, v in gemm.items() if k not in GEMM_KEYS},
-                "gemm": {**dict(zip(GEMM_KEYS, job.mnk, strict=True)), "count": job.mapping.outer_extent},
+                "gemm": {**dict(zip(GEMM_KEYS, job.mnk, strict=True)), "count": job.mapping.outer_extent,
+                         "transposed": job.transposed},
                 "mapping": str(job.mapping)}
 
     def tuned_entry(self, candidate: Any, cost: float) -> dict[str, Any]:
@@ -157,7 +176,21 @@ class ContractionFlow(TargetFlow):
         arrays = {job.op.data.name: job.op.layout_data(inputs[0]),
                   job.op.weight.name: job.op.layout_weight(inputs[1])}
         data, weight = (job.mapping.reindex(arrays, name) for name in _inputs(job.mapping))
+        if job.transposed:
+            data, weight = weight, data
         return [self.pack(job, data[q], weight[q], target) for q in range(1 if only_first else len(data))]
+
+
+def pads_less_transposed(mnk: tuple[int, int, int], row_block: int, lane_block: int) -> bool:
+    """Whether the transposed GEMM (N rows, M columns) pads less than ``mnk`` on a GEMM whose rows come in
+    ``row_block``s and columns in ``lane_block``s: a depthwise conv's one output channel (N = 1) or a
+    transposed conv's three would use 1/16 or 3/16 of the lanes, its pixels (M) fill them."""
+    m, n, _ = mnk
+
+    def padded(rows: int, cols: int) -> int:
+        return -(-rows // row_block) * row_block * -(-cols // lane_block) * lane_block
+
+    return padded(n, m) < padded(m, n)
 
 
 def _inputs(mapping: IntrinsicMapping) -> list[str]:

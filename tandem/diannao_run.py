@@ -44,7 +44,7 @@ from compiler.target import Target
 from sim.diannao.config import DiannaoConfig, card_cores
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
-from tandem.contraction_flow import ContractionFlow, ContractionJob
+from tandem.contraction_flow import ContractionFlow, ContractionJob, pads_less_transposed
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
@@ -427,6 +427,11 @@ class DiannaoContractionFlow(ContractionFlow):
 
     def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
         return output
+
+    def transposed(self, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> bool:
+        """Data and weights have one type: the orientation that pads less (pixels one by one, output
+        channels in CONV_BLOCKs)."""
+        return pads_less_transposed(mnk, 1, target.spec.params["CONV_BLOCK"])
 
     def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
         return exact.astype(np.int32)   # the card's i32 sums wrap like numpy's cast

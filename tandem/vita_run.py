@@ -37,7 +37,7 @@ from compiler.pipeline import build
 from compiler.target import Target
 from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
-from tandem.contraction_flow import ContractionFlow, ContractionJob, plain_traffic
+from tandem.contraction_flow import ContractionFlow, ContractionJob, pads_less_transposed, plain_traffic
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
@@ -315,8 +315,14 @@ class VitaContractionFlow(ContractionFlow):
         return list(vita.pack_dense(data, weight, target.spec))
 
     def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
-        m, n, _ = job.mnk
+        m, n, _ = job.run_mnk
         return vita.unpack_out(output, "gemm", n)[:m]
+
+    def transposed(self, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> bool:
+        """Data and weights are both int8: the orientation that pads less (rows in BATCHes, columns in
+        BLOCK_OUTs)."""
+        params = target.spec.params
+        return pads_less_transposed(mnk, params["BATCH"], params["BLOCK_OUT"])
 
     def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
         # the accumulators wrap at 32 bits; then the schedule's shift by 8 and clip to int8

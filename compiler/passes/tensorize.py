@@ -387,6 +387,11 @@ class _Matcher:
                     equations.append(index_fit.Equation(coef, lf.coef(loop.var),
                                                         f"the stride of {v} in {access.tensor}"))
         fields = index_fit.solve(equations, {}, unknown, lambda f: self.spec.scalar_env(f, self.types))
+        for f in self.instr.fields:   # an assignment whose fields the encoding cannot hold is not a fit
+            value = fields.get(f.name)
+            if isinstance(value, int) and not f.lo <= value <= f.hi:
+                raise index_fit.FitError(f"field {f.name} = {value} does not fit in its {f.bits} bits "
+                                         f"({f.lo}..{f.hi}) with {', '.join(mapping)} mapped as they are")
         env = self.spec.scalar_env(fields, self.types)
         loops = {v: (x.var, x.extent.value) for v, x in mapping.items()}
         offsets = {}
