@@ -42,6 +42,7 @@ class ContractionJob:
     mnk: tuple[int, int, int]        # the mapping's GEMM: rows (M), columns (N), reduction (K)
     options: dict[str, Any]
     transposed: bool = False         # run as the N x M GEMM of weights by data, its output transposed back
+    kernel: str = "gemm"             # the GEMM flow's operator that ran it
 
     @property
     def candidates(self) -> Sequence[Any]:
@@ -85,6 +86,10 @@ class ContractionFlow(TargetFlow):
     def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
         """RunError when ``(count, m, n, k)`` GEMMs are more work than the target allows."""
 
+    def kernel(self, kind: str, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> str:
+        """The GEMM flow's operator for a mapping of ``kind`` ("gemm" or "dot"): by default ``kind``."""
+        return kind
+
     def transposed(self, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> bool:
         """Whether to run the GEMM transposed, weights by data (a target whose data and weights have the same
         type may: ``pads_less_transposed``). By default not."""
@@ -106,15 +111,17 @@ class ContractionFlow(TargetFlow):
             raise RunError(f"{where} {values}: {exc}") from None
         mapping = self.mapping(operator, target, where)
         data, weight = (mapping.layouts[name] for name in _inputs(mapping))
-        if len(data) != 2 or len(weight) != 2 or data[1] != weight[1]:
-            raise RunError(f"{where}: {mapping.instruction} is not a GEMM of [rows, k] x [cols, k] operands "
-                           f"({mapping})")
-        mnk = (mapping.extent(data[0]), mapping.extent(weight[0]), mapping.extent(data[1]))
+        if len(weight) != 2 or data not in ((data[0], weight[1]), (data[0], *weight)):
+            raise RunError(f"{where}: {mapping.instruction} is neither a GEMM of [rows, k] x [cols, k] "
+                           f"operands nor a lane-wise dot of [rows, cols, k] x [cols, k] ones ({mapping})")
+        kind = "gemm" if len(data) == 2 else "dot"   # the GEMM flow's operator
+        mnk = (mapping.extent(data[0]), mapping.extent(weight[0]), mapping.extent(weight[1]))
         self.check_size((mapping.outer_extent, *mnk), target, where)
         transposed = self.transposed(mnk, target, options)
         shape = ContractionJob(operator, mapping, None, mnk, options, transposed).run_mnk
-        gemm = self.gemm_flow.plan("gemm", {**dict(zip(GEMM_KEYS, shape, strict=True)), **options}, target)
-        return ContractionJob(operator, mapping, gemm, mnk, options, transposed)
+        kernel = self.kernel(kind, mnk, target, options)
+        gemm = self.gemm_flow.plan(kernel, {**dict(zip(GEMM_KEYS, shape, strict=True)), **options}, target)
+        return ContractionJob(operator, mapping, gemm, mnk, options, transposed, kernel)
 
     def inputs(self, job: ContractionJob, rng: np.random.Generator) -> list[np.ndarray]:
         types = (job.op.data.dtype.numpy, job.op.weight.dtype.numpy)
@@ -164,7 +171,7 @@ class ContractionFlow(TargetFlow):
         gemm = self.gemm_flow.params(job.gemm, candidate, target)
         return {**job.op.params, **{k: v for k, v in gemm.items() if k not in GEMM_KEYS},
                 "gemm": {**dict(zip(GEMM_KEYS, job.mnk, strict=True)), "count": job.mapping.outer_extent,
-                         "transposed": job.transposed},
+                         "transposed": job.transposed, "kernel": job.kernel},
                 "mapping": str(job.mapping)}
 
     def tuned_entry(self, candidate: Any, cost: float) -> dict[str, Any]:

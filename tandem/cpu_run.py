@@ -39,12 +39,12 @@ from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import contractions, cpu, network, reference
 from compiler.ops.nn import ConvShape
-from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
+from compiler.passes.reindex import IntrinsicMapping, canonical_dot, canonical_gemm, map_to_intrinsic
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
-from tandem.contraction_flow import ContractionFlow, ContractionJob
+from tandem.contraction_flow import ContractionFlow, ContractionJob, pads_less_transposed
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
@@ -66,12 +66,15 @@ from tandem.user_ops import UserOp, load_user_op
 
 ISAS = ("x86-vnni", "x86-avx512", "none")   # what this x86-64 CPU runs; arm-dot is the arm target's
 OPS = ("conv2d", "gemm")
+#: the other kernels the contraction flow runs: the lane-wise dot (a depthwise conv) and the GEMM transposed
+KERNELS = ("dot", "gemm_t")
 OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype")
 
 
 @dataclass(frozen=True)
 class CpuLayer:
-    """What ``run_cpu`` runs: a conv2d layer, or a GEMM ``A[m, k] x B[n, k]ᵀ``."""
+    """What ``run_cpu`` runs: a conv2d layer, a GEMM ``A[m, k] x B[n, k]ᵀ``, or (``dot``, what a depthwise
+    convolution maps onto) every column's own dot product ``out[m, n] = sum_k A[m, n, k] * B[n, k]``."""
 
     op: str
     conv: ConvShape | None = None
@@ -86,6 +89,15 @@ class CpuLayer:
     @staticmethod
     def gemm(m: int, n: int, k: int, dtype: str = "uint8") -> CpuLayer:
         return CpuLayer("gemm", mnk=(m, n, k), dtype=dtype)
+
+    @staticmethod
+    def dot(m: int, n: int, k: int, dtype: str = "uint8") -> CpuLayer:
+        return CpuLayer("dot", mnk=(m, n, k), dtype=dtype)
+
+    @staticmethod
+    def gemm_t(m: int, n: int, k: int, dtype: str = "uint8") -> CpuLayer:
+        """The GEMM computed transposed (``compiler.ops.cpu.gemm_t``): same operands, same result."""
+        return CpuLayer("gemm_t", mnk=(m, n, k), dtype=dtype)
 
     @property
     def macs(self) -> int:
@@ -107,7 +119,8 @@ class CpuLayer:
     def schedule(self, isa: str, tuning: cpu.CpuTuning, target: Target) -> cpu.CpuSchedule:
         if self.conv is not None:
             return cpu.conv2d(self.conv, isa, tuning, spec=target.spec, dtype=self.dtype)
-        return cpu.gemm(*self.mnk, isa, tuning, spec=target.spec, dtype=self.dtype)
+        schedule = {"dot": cpu.lanewise_dot, "gemm_t": cpu.gemm_t}.get(self.op, cpu.gemm)
+        return schedule(*self.mnk, isa, tuning, spec=target.spec, dtype=self.dtype)
 
     def inputs(self, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]), each over
@@ -118,7 +131,7 @@ class CpuLayer:
             shapes = ((1, c.ic, c.h, c.w), (c.oc, c.ic, c.k, c.k))
         else:
             m, n, k = self.mnk
-            shapes = ((m, k), (n, k))
+            shapes = ((m, n, k) if self.op == "dot" else (m, k), (n, k))
         return tuple(rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
                      for shape, t in zip(shapes, cpu.DTYPES[self.dtype], strict=True))
 
@@ -126,14 +139,20 @@ class CpuLayer:
              ) -> tuple[np.ndarray, np.ndarray]:
         if self.conv is not None:
             return cpu.pack_conv(data, weight, self.conv, pk)
-        return cpu.pack_gemm(data, weight, pk)
+        return {"dot": cpu.pack_dot, "gemm_t": cpu.pack_gemm_t}.get(self.op, cpu.pack_gemm)(data, weight, pk)
 
     def unpack(self, out: np.ndarray) -> np.ndarray:
-        return cpu.unpack_conv(out, self.conv) if self.conv is not None else cpu.unpack_gemm(out, self.mnk[1])
+        if self.conv is not None:
+            return cpu.unpack_conv(out, self.conv)
+        if self.op == "gemm_t":
+            return cpu.unpack_gemm_t(out, self.mnk[0])
+        return cpu.unpack_gemm(out, self.mnk[1])
 
     def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
         if self.conv is not None:
             return reference.conv2d(data, weight, self.conv.s, self.conv.p).astype(np.int32)
+        if self.op == "dot":
+            return reference.lanewise_dot(data, weight).astype(np.int32)
         return reference.dense(data, weight).astype(np.int32)
 
     def fused_extents(self, lanes: int = cpu.LANES) -> tuple[int, ...]:
@@ -143,7 +162,7 @@ class CpuLayer:
             c = self.conv
             return (1, -(-c.oc // lanes), c.oh, c.ow)
         m, n, _ = self.mnk
-        return (-(-n // lanes), m)
+        return (-(-m // lanes), n) if self.op == "gemm_t" else (-(-n // lanes), m)
 
 
 def tuning_space(layer: CpuLayer, lanes: int = cpu.LANES) -> list[cpu.CpuTuning]:
@@ -196,7 +215,7 @@ class CpuFlow(TargetFlow):
     kind = "cpu"
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuJob:
-        if op not in OPS:
+        if op not in (*OPS, *KERNELS):
             raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)} (or "
                            f"FILE.py:NAME, an operator of your own)")
         where = f"cpu {op}"
@@ -204,8 +223,9 @@ class CpuFlow(TargetFlow):
         if dtype not in cpu.DTYPES:
             raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
                            f"{', '.join(cpu.DTYPES)} (uint8: u8 data x s8 weights; int8: s8 x s8)")
-        if op == "gemm":
-            layer, keys = CpuLayer.gemm(*take_gemm(params, where), dtype=dtype), GEMM_KEYS
+        if op in ("gemm", *KERNELS):
+            build = {"dot": CpuLayer.dot, "gemm_t": CpuLayer.gemm_t}.get(op, CpuLayer.gemm)
+            layer, keys = build(*take_gemm(params, where), dtype=dtype), GEMM_KEYS
         else:
             c = take_conv(params, where)
             layer = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, dtype=dtype)
@@ -335,11 +355,25 @@ class CpuContractionFlow(ContractionFlow):
     options = ("isa", "threads", "tune", "dtype", "min_time")
 
     def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
-        spec, name = canonical_gemm(op.data.dtype.short, op.weight.dtype.short)
-        found = map_to_intrinsic(op.out.op, spec, name)
-        if not isinstance(found, IntrinsicMapping):
-            raise RunError(f"{where}: {found}")
-        return found
+        """The canonical GEMM's mapping, or the lane-wise dot's where it pads less: a depthwise conv's GEMMs
+        have one column each, 1/16 of vpdpbusd's lanes, while its channels fill them as the dot's columns
+        (vpdpbusd takes a vector of each operand, so every lane may have its own data)."""
+        types = (op.data.dtype.short, op.weight.dtype.short)
+        found = [map_to_intrinsic(op.out.op, *canonical(*types))
+                 for canonical in (canonical_gemm, canonical_dot)]
+        mappings = [m for m in found if isinstance(m, IntrinsicMapping)]
+        if not mappings:
+            raise RunError(f"{where}: {found[0]}")
+
+        def padded(m: IntrinsicMapping) -> int:   # the multiply-adds run, output columns in whole lanes
+            return m.outer_extent * m.extent("m") * -(-m.extent("n") // cpu.LANES) * cpu.LANES * m.extent("k")
+
+        return min(mappings, key=padded)
+
+    def kernel(self, kind: str, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> str:
+        """A GEMM whose columns would leave most of the lanes empty runs as ``gemm_t``: the data's rows on
+        the lanes (data and weights cannot swap roles here: vpdpbusd multiplies u8 by s8)."""
+        return "gemm_t" if kind == "gemm" and pads_less_transposed(mnk, 1, cpu.LANES) else kind
 
     def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
         return cpu.DTYPES.get(options.get("dtype"), cpu.DTYPES["uint8"])

@@ -169,9 +169,7 @@ def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None
          spec: ISA, dtype: str = "uint8") -> CpuSchedule:
     """``C[m, n] = sum_k A[m, k] * B[n, k]`` with B packed, scheduled by UNIT's rewriter for ``isa``."""
     pk = packing(isa, dtype, spec)
-    for name, value in (("M", m), ("N", n), ("K", k)):
-        if not isinstance(value, int) or value < 1:
-            raise ScheduleError(f"gemm: {name} must be a positive int, but got {value!r}")
+    _check_extents("gemm", m, n, k)
     group, lanes = pk.group, pk.lanes
     k4, n16 = _blocks(k, group), _blocks(n, lanes)
     a = te.placeholder((m, k4 * group), pk.data, name="A")
@@ -186,6 +184,59 @@ def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None
     )
     return _unit_schedule(out, (a, b, out), isa, pk, tuning or CpuTuning(), spec, outer=(1,), columns=0,
                           oc=1)
+
+
+def gemm_t(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
+           spec: ISA, dtype: str = "uint8") -> CpuSchedule:
+    """The GEMM transposed, ``C^T[n, m] = sum_k B[n, k] * A[m, k]``, for a GEMM of few columns (a transposed
+    convolution to RGB): the data's rows fill the instruction's lanes, A packed ``[M/y, K/x, y, x]``, each
+    weight group broadcast from B ``[N, K]``, output ``[N, M/y, y]``. Data and weights keep their operands
+    (u8 data, s8 weights for vpdpbusd): only which one the lanes walk changes."""
+    pk = packing(isa, dtype, spec)
+    _check_extents("gemm_t", m, n, k)
+    group, lanes = pk.group, pk.lanes
+    k4, m16 = _blocks(k, group), _blocks(m, lanes)
+    a = te.placeholder((m16, k4, lanes, group), pk.data, name="A")
+    b = te.placeholder((n, k4 * group), pk.weight, name="B")
+    ko, kk = te.reduce_axis(k4, "ko"), te.reduce_axis(group, "kk")
+    out = te.compute(
+        (n, m16, lanes),
+        lambda j, mo, mi: te.sum(
+            ir.cast(a[mo, ko, mi, kk], "int32") * ir.cast(b[j, ko * group + kk], "int32"), axis=[ko, kk]
+        ),
+        name="gemm_t",
+    )
+    return _unit_schedule(out, (a, b, out), isa, pk, tuning or CpuTuning(), spec, outer=(1,), columns=0,
+                          oc=1)
+
+
+def lanewise_dot(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
+                 spec: ISA, dtype: str = "uint8") -> CpuSchedule:
+    """``C[m, n] = sum_k A[m, n, k] * B[n, k]``, every lane n with its own data (TensorIR's DEP: a depthwise
+    convolution's channels), A packed ``[M, N/y, K/x, y, x]``, B ``[N/y, K/x, y, x]``, output ``[M, N/y, y]``:
+    gemm's UNIT schedule, the instruction's data operand a vector of its own instead of a broadcast."""
+    pk = packing(isa, dtype, spec)
+    _check_extents("lanewise_dot", m, n, k)
+    group, lanes = pk.group, pk.lanes
+    k4, n16 = _blocks(k, group), _blocks(n, lanes)
+    a = te.placeholder((m, n16, k4, lanes, group), pk.data, name="A")
+    b = te.placeholder((n16, k4, lanes, group), pk.weight, name="B")
+    ko, kk = te.reduce_axis(k4, "ko"), te.reduce_axis(group, "kk")
+    out = te.compute(
+        (m, n16, lanes),
+        lambda i, no, ni: te.sum(
+            ir.cast(a[i, no, ko, ni, kk], "int32") * ir.cast(b[no, ko, ni, kk], "int32"), axis=[ko, kk]
+        ),
+        name="dot",
+    )
+    return _unit_schedule(out, (a, b, out), isa, pk, tuning or CpuTuning(), spec, outer=(1,), columns=0,
+                          oc=1)
+
+
+def _check_extents(name: str, m: int, n: int, k: int) -> None:
+    for key, value in (("M", m), ("N", n), ("K", k)):
+        if not isinstance(value, int) or value < 1:
+            raise ScheduleError(f"{name}: {key} must be a positive int, but got {value!r}")
 
 
 def _unit_schedule(
@@ -271,6 +322,29 @@ def pack_gemm(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarra
     pb = np.zeros((n16 * lanes, k4 * group), pk.weight)
     pb[:n, :k] = b
     return pa, np.ascontiguousarray(pb.reshape(n16, lanes, k4, group).transpose(0, 2, 1, 3))
+
+
+def pack_dot(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:
+    """``A[M, N, K]`` and ``B[N, K]`` -> A as ``[M, N/y, K/x, y, x]`` and B as ``[N/y, K/x, y, x]`` (zeros
+    fill); the output unpacks as a GEMM's."""
+    (m, n, k) = a.shape
+    group, lanes = pk.group, pk.lanes
+    k4, n16 = _blocks(k, group), _blocks(n, lanes)
+    pa = np.zeros((m, n16 * lanes, k4 * group), pk.data)
+    pa[:, :n, :k] = a
+    packed = pa.reshape(m, n16, lanes, k4, group).transpose(0, 1, 3, 2, 4)
+    return np.ascontiguousarray(packed), pack_gemm(np.zeros((0, k), pk.data), b, pk)[1]
+
+
+def pack_gemm_t(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:
+    """``A[M, K]`` and ``B[N, K]`` -> A as ``[M/y, K/x, y, x]`` and B with K padded to x (zeros fill)."""
+    packed_b, packed_a = pack_gemm(b, a, Packing(pk.weight, pk.data, pk.lanes, pk.group))
+    return packed_a, packed_b
+
+
+def unpack_gemm_t(out: np.ndarray, m: int) -> np.ndarray:
+    """``[N, M/y, y]`` -> ``[M, N]``."""
+    return out.reshape(out.shape[0], -1)[:, :m].T
 
 
 def unpack_gemm(out: np.ndarray, n: int) -> np.ndarray:

@@ -142,7 +142,7 @@ def map_to_intrinsic(op: te.ComputeOp, spec: isa.ISA, instruction: str) -> Intri
                                  f"intrinsic's index {index} does (characteristic vector {intrinsic[index]})")
     outer = tuple(it for it in iterators if it.chi not in intrinsic.values())
     for it in outer:
-        if not all(it.chi):
+        if it.extent > 1 and not all(it.chi):   # a loop of one iteration fits anywhere
             where = ", ".join(n for n, c in zip(order, it.chi, strict=True) if c) or "no operand"
             return NotApplicable(instruction, "access", f"iterator {it.var.name} appears in {where} only: "
                                  "neither an index of the intrinsic nor a loop around separate problems")
@@ -154,19 +154,38 @@ def canonical_gemm(data: str, weight: str) -> tuple[isa.ISA, str]:
     """(spec, instruction) of the canonical GEMM ``c[m, n] += i32(a[m, k]) * i32(b[n, k])`` on ``data`` and
     ``weight`` elements (short dtype names, "u8", "i8", "i16"): what an operator maps onto for a target whose
     GEMM is a whole schedule (the CPU's, of vpdpbusd) rather than one instruction."""
-    return _canonical_gemm(dtypes.dtype(data).short, dtypes.dtype(weight).short), "GEMM"
+    return _canonical(dtypes.dtype(data).short, dtypes.dtype(weight).short), "GEMM"
+
+
+def canonical_dot(data: str, weight: str) -> tuple[isa.ISA, str]:
+    """(spec, instruction) of the canonical lane-wise dot ``c[m, n] += i32(a[m, n, k]) * i32(b[n, k])``:
+    every lane n sums its own data against its own weights, as a depthwise convolution's channels do (its
+    iterators map: pixels to m, channels to n, window to k). A register dot instruction (vpdpbusd: each of
+    16 lanes the sum of 4 products of its own bytes) computes this form natively; a GEMM needs the data
+    shared by all lanes, which a depthwise convolution does not have."""
+    return _canonical(dtypes.dtype(data).short, dtypes.dtype(weight).short), "DOT"
 
 
 @functools.lru_cache(maxsize=16)
-def _canonical_gemm(data: str, weight: str) -> isa.ISA:
-    operands = ", ".join(f'{{ name = "{name}", space = "MEM", dtype = "{dt}", shape = [4, 4] }}'
-                         for name, dt in (("c", "i32"), ("a", data), ("b", weight)))
-    text = (f'[isa]\nname = "canonical_gemm"\nsummary = "the GEMM operators map onto"\ninsn_bits = 8\n\n'
-            f'[formats.f]\nfields = [{{ name = "opcode", bits = 8 }}]\n\n[spaces.MEM]\nbytes = 1024\n\n'
-            f'[instructions.GEMM]\nsummary = "c += a x b^T"\nformat = "f"\nfixed = {{ opcode = 1 }}\n'
-            f'operands = [{operands}]\nindices = {{ m = "spatial", n = "spatial", k = "reduce" }}\n'
-            f'semantics = "c[m, n] += i32(a[m, k]) * i32(b[n, k])"\n')
-    return isa.load_spec_text(text, "canonical_gemm.toml")
+def _canonical(data: str, weight: str) -> isa.ISA:
+    """The canonical intrinsics of ``data`` x ``weight`` elements: GEMM and DOT."""
+    def operands(a_shape: str) -> str:
+        return ", ".join(f'{{ name = "{name}", space = "MEM", dtype = "{dt}", shape = {shape} }}'
+                         for name, dt, shape in (("c", "i32", "[4, 4]"), ("a", data, a_shape),
+                                                 ("b", weight, "[4, 4]")))
+
+    def instruction(name: str, opcode: int, summary: str, a_shape: str, semantics: str) -> str:
+        return (f'[instructions.{name}]\nsummary = "{summary}"\nformat = "f"\n'
+                f'fixed = {{ opcode = {opcode} }}\noperands = [{operands(a_shape)}]\n'
+                f'indices = {{ m = "spatial", n = "spatial", k = "reduce" }}\nsemantics = "{semantics}"\n\n')
+
+    text = ('[isa]\nname = "canonical"\nsummary = "the canonical intrinsics operators map onto"\n'
+            'insn_bits = 8\n\n[formats.f]\nfields = [{ name = "opcode", bits = 8 }]\n\n'
+            '[spaces.MEM]\nbytes = 1024\n\n'
+            + instruction("GEMM", 1, "c += a x b^T", "[4, 4]", "c[m, n] += i32(a[m, k]) * i32(b[n, k])")
+            + instruction("DOT", 2, "each lane n: c += its data . its weights", "[4, 4, 4]",
+                          "c[m, n] += i32(a[m, n, k]) * i32(b[n, k])"))
+    return isa.load_spec_text(text, "canonical.toml")
 
 
 def _index_names(access: t.Access) -> tuple[str, ...]:

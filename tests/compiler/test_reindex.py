@@ -159,3 +159,37 @@ def test_the_canonical_gemm_of_the_element_types_is_what_a_cpu_kind_maps_onto():
                             "outer loops: g (1)")
     refused = map_to_intrinsic(op, *canonical_gemm("int8", "int8"))
     assert isinstance(refused, NotApplicable) and "dtype mismatch" in refused.reason
+
+
+def test_depthwise_maps_onto_the_lane_wise_dot_channels_on_lanes():
+    """The canonical DOT, c[m, n] += a[m, n, k] * b[n, k], gives every lane its own data: the depthwise
+    channel (in every operand) is its n, the pixels its m, the window its k; computed that way it equals the
+    operator. A conv's output channel (in the output and weights only) has no place in it."""
+    from compiler.passes.reindex import canonical_dot
+
+    a, b, c = depthwise(c=4, h=4, w=5)
+    spec, name = canonical_dot("int8", "int8")
+    mapping = map_to_intrinsic(c.op, spec, name)
+    assert str(mapping) == ("DOT: m <- fuse(y, x) (20), n <- fuse(q) (4), k <- fuse(ry, rx) (9); "
+                            "outer loops: none")
+    rng = np.random.default_rng(3)
+    arrays = [rng.integers(-128, 128, t.shape, dtype=np.int8) for t in (a, b)]
+    data = mapping.reindex({"A": arrays[0], "B": arrays[1]}, "a").astype(np.int64)
+    weight = mapping.reindex({"A": arrays[0], "B": arrays[1]}, "b").astype(np.int64)
+    got = mapping.restore(np.einsum("lmnk,lnk->lmn", data, weight).astype(np.int32))
+    np.testing.assert_array_equal(got, reference(a, b, c, arrays))
+    refused = map_to_intrinsic(conv1d()[2].op, spec, name)
+    assert isinstance(refused, NotApplicable)   # conv1d: no channel in every operand, for the DOT's n
+    assert "no iterator of the operator appears where the intrinsic's index n does" in refused.reason
+
+
+def test_a_loop_of_one_iteration_fits_anywhere():
+    """A depthwise conv written as a grouped one has an output-channel loop of one iteration per group: it
+    does not keep the operator off the DOT (it is an outer loop of extent 1)."""
+    from compiler.ops.contractions import contraction
+    from compiler.passes.reindex import canonical_dot
+
+    op = contraction("depthwise", {"H": 5, "W": 5, "C": 8}, ("uint8", "int8")).out.op
+    mapping = map_to_intrinsic(op, *canonical_dot("uint8", "int8"))
+    assert [(it.var.name, it.extent) for it in mapping.outer] == [("o", 1)]
+    assert (mapping.extent("m"), mapping.extent("n"), mapping.extent("k")) == (25, 8, 9)

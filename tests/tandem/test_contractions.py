@@ -45,10 +45,12 @@ def test_each_kind_runs_on_the_gemm_and_validates_bit_exactly(kind, target):
     else:   # every multiply-add on the dot-product instruction the UNIT schedule selects
         assert report.unmatched == [] and report.params["instruction"] in report.instructions
     gemm = report.params["gemm"]
-    assert gemm["count"] == {"group_conv": 3, "batch_matmul": 3, "depthwise": 5}.get(kind, 1)   # outer loops
+    dot = kind == "depthwise" and target is CPU   # the CPU maps it onto the lane-wise dot: channels on lanes
+    outer = {"group_conv": 3, "batch_matmul": 3, "depthwise": 1 if dot else 5}
+    assert gemm["count"] == outer.get(kind, 1)
     rows = "b" if target is TARGET else "m"   # the row index of VITA's GEMM, of the canonical GEMM
     pixels = f"GEMM: {rows} <- fuse(n, " if kind != "batch_matmul" else f"GEMM: {rows} <- fuse(i)"
-    assert report.params["mapping"].startswith(pixels)
+    assert report.params["mapping"].startswith("DOT: m <- fuse(n, h, w)" if dot else pixels)
 
 
 def test_the_cli_reports_the_mapping_and_the_gemms_it_ran():
@@ -58,7 +60,8 @@ def test_the_cli_reports_the_mapping_and_the_gemms_it_ran():
     report = json.loads(result.output)
     assert report["validated"] is True and report["params"]["relu"] is True
     # 8 output channels per group would fill half of VITA's 16 lanes: it runs as 8 rows x 36 columns
-    assert report["params"]["gemm"] == {"M": 36, "N": 8, "K": 36, "count": 2, "transposed": True}
+    assert report["params"]["gemm"] == {"M": 36, "N": 8, "K": 36, "count": 2, "transposed": True,
+                                        "kernel": "gemm"}
     assert report["params"]["gemms"] == 2
 
 
@@ -145,3 +148,18 @@ def test_a_match_whose_fields_the_encoding_cannot_hold_is_not_taken():
     validates."""
     report = run("group_conv", DIANNAO, {"H": 3, "W": 3, "K": 3, "P": 0, "IC": 4, "OC": 2, "G": 2})
     assert report.validated and report.max_abs_err == 0
+
+
+def test_the_cpu_puts_the_pixels_on_the_lanes_of_a_gemm_of_few_columns(monkeypatch):
+    """A transposed conv to 3 channels: vpdpbusd multiplies u8 data by s8 weights, so the operands cannot
+    swap; the CPU runs the GEMM transposed instead (gemm_t: the data's rows on the lanes, each weight group
+    broadcast), with the same result as the plain GEMM's."""
+    from tandem.cpu_run import CpuContractionFlow
+
+    params = {"H": 6, "W": 6, "IC": 8, "OC": 3, "K": 4, "S": 2, "P": 1, "min_time": 0.01}
+    lanes = run("conv_transpose", CPU, dict(params))
+    assert lanes.validated and lanes.params["gemm"]["kernel"] == "gemm_t"
+    assert lanes.params["instruction"] in lanes.instructions and lanes.unmatched == []
+    monkeypatch.setattr(CpuContractionFlow, "kernel", lambda self, kind, *args: kind)
+    plain = run("conv_transpose", CPU, dict(params))
+    assert plain.params["gemm"]["kernel"] == "gemm" and (plain.output == lanes.output).all()
