@@ -38,6 +38,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from compiler.errors import TandemError
+from sim.core.errors import SimError
 from tandem.run import RunError, run
 from tandem.targets import load_target
 
@@ -107,8 +109,9 @@ def run_case(kind: str, op: str, batch: int, params: dict[str, int], target_kind
            "params": " ".join(f"{k}={v}" for k, v in params.items())}
     try:
         report = run(op, load_target(target_kind), {**params, **OPTIONS[target_kind], "seed": SEED})
-    except RunError as exc:
-        return {**row, "validated": False, "error": str(exc), "wall_s": round(time.perf_counter() - start, 2)}
+    except (RunError, TandemError, SimError) as exc:   # refused, or stopped by the simulator: recorded
+        return {**row, "validated": False, "error": f"{type(exc).__name__}: {exc}",
+                "wall_s": round(time.perf_counter() - start, 2)}
     gemm, measured = report.params["gemm"], report.measured or {}
     macs = _macs(report)
     bound = report.roofline_pct

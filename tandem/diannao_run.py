@@ -125,6 +125,7 @@ class DiannaoJob:
     shape: tuple[int, ...]
     conv: ConvShape | None = None
     user: UserOp | None = None    # a user's element-wise operator (tandem/user_ops.py)
+    mnk: tuple[int, int, int] | None = None   # a GEMM's rows, columns and reduction (DiannaoGemmFlow)
     candidates: tuple = (None,)   # one schedule: the card's tiles follow from its capacities
 
     @property
@@ -337,27 +338,38 @@ def _fits(job: DiannaoJob, target: Target) -> DiannaoJob:
 
 
 class DiannaoGemmFlow(DiannaoFlow):
-    """GEMM ``out[M, N] = data[M, K] x weight[N, K]^T`` on the card: the 1 x 1 convolution of M pixels of K
-    channels (H = M, W = 1, IC = K, OC = N), so the conv2d schedule computes it and the one matcher selects
-    the conv instruction of its dtype (qconv for int8/int16, summing in i32). Parameters: M, N, K and the
-    card's options."""
+    """GEMM ``out[M, N] = data[M, K] x weight[N, K]^T`` on the card as a convolution whose memory layout is
+    the GEMM's own: the 1 x 1 convolution of M pixels of K channels (H = M, W = 1, IC = K, OC = N), or, where
+    K is more than the conv instruction's fields hold, the f x f convolution with stride f of an (M f) x f
+    input of K / f^2 channels, one output pixel per row (the same bytes: a row of K is f x f x K/f^2). The
+    conv2d schedule computes it and the one matcher selects the conv instruction of its dtype (qconv for
+    int8/int16, summing in i32); the first f whose kernel has every multiply-add on it is taken, else the
+    1x1 conv with what no instruction computes on the scalar unit (``unmatched`` says why). Parameters: M,
+    N, K and the card's options."""
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
         where = "DianNao gemm"
         m, n, k = (take_int(params, key, None, 1, where) for key in GEMM_KEYS)
         if None in (m, n, k):
             raise RunError(f"{where}: M, N and K must be given")
-        conv = {key: params.pop(key) for key in list(params)}
-        conv.update(H=m, W=1, IC=k, OC=n, K=1, S=1, P=0)
-        return dataclasses.replace(super().plan("conv2d", conv, target), op="gemm")
+        options = {key: params.pop(key) for key in list(params)}
+        first = None
+        for f in (f for f in range(1, 8) if k % (f * f) == 0):
+            conv = {**options, "H": m * f, "W": f, "IC": k // (f * f), "OC": n, "K": f, "S": f, "P": 0}
+            job = dataclasses.replace(super().plan("conv2d", dict(conv), target), op="gemm", mnk=(m, n, k))
+            if not unmatched(self.compile(job, None, target).func, target.spec):
+                return job
+            first = first or job
+        return first   # none is all on the conv instruction: the 1x1 conv, the rest on the scalar unit
 
     def inputs(self, job: DiannaoJob, rng: np.random.Generator) -> list[np.ndarray]:
-        return [a.reshape(a.shape[0], -1) for a in super().inputs(job, rng)]
+        m, n, k = job.mnk
+        return [_random(rng, m * k, job.dtype).reshape(m, k), _random(rng, n * k, job.dtype).reshape(n, k)]
 
     def check_inputs(self, job: DiannaoJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
         arrays = [np.asarray(a) for a in given]
-        c, dt = job.conv, np.dtype(NUMPY_DTYPES[job.dtype])
-        want = [(c.h, c.ic), (c.oc, c.ic)]
+        (m, n, k), dt = job.mnk, np.dtype(NUMPY_DTYPES[job.dtype])
+        want = [(m, k), (n, k)]
         if [(a.shape, a.dtype) for a in arrays] != [(s, dt) for s in want]:
             raise RunError(f"{job.where}: expected data {list(want[0])} and weights {list(want[1])} of "
                            f"{job.dtype}, but got {[(list(a.shape), str(a.dtype)) for a in arrays]}")
@@ -366,25 +378,29 @@ class DiannaoGemmFlow(DiannaoFlow):
     def execute(self, job: DiannaoJob, compiled: DiannaoCompiled, inputs: list[np.ndarray],
                 target: Target) -> Execution:
         run = super().execute(job, compiled, _conv_form(job, inputs), target)
-        return dataclasses.replace(run, output=run.output.reshape(job.conv.h, job.conv.oc))
+        return dataclasses.replace(run, output=run.output.reshape(job.mnk[0], job.mnk[1]))
 
     def reference(self, job: DiannaoJob, inputs: list[np.ndarray]) -> np.ndarray:
-        return super().reference(job, _conv_form(job, inputs)).reshape(job.conv.h, job.conv.oc)
+        return super().reference(job, _conv_form(job, inputs)).reshape(job.mnk[0], job.mnk[1])
 
     def validate(self, job: DiannaoJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
-        shape = (job.conv.h, 1, job.conv.oc)
+        shape = (job.mnk[0], 1, job.mnk[1])
         return super().validate(job, _conv_form(job, inputs), got.reshape(shape), want.reshape(shape))
 
     def params(self, job: DiannaoJob, candidate: None, target: Target) -> dict[str, Any]:
         out = {k: v for k, v in super().params(job, candidate, target).items() if k not in CONV_KEYS}
-        return {**out, "shape": [job.conv.h, job.conv.oc, job.conv.ic], "M": job.conv.h, "N": job.conv.oc,
-                "K": job.conv.ic}
+        m, n, k = job.mnk
+        return {**out, "shape": [m, n, k], "M": m, "N": n, "K": k,
+                "conv": {key: out_v for key, out_v in super().params(job, candidate, target).items()
+                         if key in CONV_KEYS}}
 
 
 def _conv_form(job: DiannaoJob, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """A GEMM's data [M, K] and weights [N, K] as the 1 x 1 conv's HWC input and (OC, 1, 1, IC) weights."""
+    """A GEMM's data [M, K] and weights [N, K] as its convolution's HWC input and (OC, f, f, IC) weights:
+    the same bytes, reshaped."""
     data, weight = inputs
-    return [data.reshape(data.shape[0], 1, -1), weight.reshape(weight.shape[0], 1, 1, -1)]
+    c = job.conv
+    return [data.reshape(c.h, c.w, c.ic), weight.reshape(c.oc, c.k, c.k, c.ic)]
 
 
 class DiannaoContractionFlow(ContractionFlow):

@@ -174,11 +174,11 @@ def select(stmt: ir.Stmt, spec: isa.ISA, hint: str) -> Match | NoMatch:
         if isinstance(result, Match):
             return result
         failures.append(result)
-    if named:
-        return failures[0]
     if not failures:
         return NoMatch(hint, f"{spec.name} has no tensor instructions")
-    best = max(failures, key=lambda f: f.stage)
+    best = max(failures, key=lambda f: f.stage)   # the attempt that got furthest (the named one on a tie)
+    if named:
+        return best
     if best.stage == 0:  # the statement's shape, whatever the instruction
         return NoMatch(hint, best.reason)
     return dataclasses.replace(best, reason=f"{best.reason} (the closest match to mark {hint!r})")
@@ -225,6 +225,10 @@ def match(stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction) -> Match | NoMat
     if len(reasons) == 1:
         return furthest[0]
     return NoMatch(instr.name, "; ".join(reasons), stage=best)
+
+
+class _TooWide(index_fit.FitError):
+    """An assignment of loops whose fields solve the equations, but one value does not fit its bits."""
 
 
 class _Matcher:
@@ -358,15 +362,17 @@ class _Matcher:
         if len(sp) > len(dims) or len(rd) > len(red.axes):
             raise self.fail(f"{len(sp)} spatial and {len(rd)} reduction loops; {self.instr.name} has "
                             f"{len(dims)} and {len(red.axes)}")
-        failures = []
+        failures, too_wide = [], []
         for sdims in itertools.combinations(dims, len(sp)):
             for rdims in itertools.combinations(red.axes, len(rd)):
                 mapping = {**dict(zip(sdims, sp, strict=True)), **dict(zip(rdims, rd, strict=True))}
                 try:
                     return self._fit_mapping(mapping, ranges, accesses, shapes, [*dims, *red.axes])
+                except _TooWide as e:   # the loops fit, the encoding does not: the closest miss
+                    too_wide.append(str(e))
                 except index_fit.FitError as e:
                     failures.append(str(e))
-        raise self.fail(failures[0])
+        raise self.fail((too_wide or failures)[0])
 
     def _fit_mapping(self, mapping: dict[str, ir.For], ranges, accesses, shapes, names):
         addresses = {op.addr.id for op in self.instr.operands if isinstance(op.addr, t.Name)}
@@ -390,8 +396,8 @@ class _Matcher:
         for f in self.instr.fields:   # an assignment whose fields the encoding cannot hold is not a fit
             value = fields.get(f.name)
             if isinstance(value, int) and not f.lo <= value <= f.hi:
-                raise index_fit.FitError(f"field {f.name} = {value} does not fit in its {f.bits} bits "
-                                         f"({f.lo}..{f.hi}) with {', '.join(mapping)} mapped as they are")
+                raise _TooWide(f"field {f.name} = {value} does not fit in its {f.bits} bits ({f.lo}..{f.hi}) "
+                               f"with {', '.join(mapping)} mapped as they are")
         env = self.spec.scalar_env(fields, self.types)
         loops = {v: (x.var, x.extent.value) for v, x in mapping.items()}
         offsets = {}

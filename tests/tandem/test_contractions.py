@@ -107,6 +107,18 @@ def test_gemm_on_the_card_is_a_1x1_conv_on_its_conv_instruction():
     assert (report.params["M"], report.params["N"], report.params["K"]) == (20, 24, 40)
 
 
+def test_a_gemm_deeper_than_the_conv_fields_runs_as_a_strided_conv_of_the_same_bytes():
+    """K = 4100 channels do not fit qconv's cin field (12 bits): the card's GEMM is then the 2x2 conv with
+    stride 2 of a (2M) x 2 input of 1025 channels, the same bytes. A prime K beyond the field runs on the
+    scalar unit, and the report says why."""
+    report = run("gemm", DIANNAO, {"M": 4, "N": 16, "K": 4100, "dtype": "int8"})
+    assert report.validated and report.scalar_fallback == 0 and report.instructions["qconv"] >= 1
+    assert report.params["conv"] == {"H": 8, "W": 2, "IC": 1025, "OC": 16, "K": 2, "S": 2, "P": 0}
+    scalar = run("gemm", DIANNAO, {"M": 2, "N": 3, "K": 4099, "dtype": "int8"})
+    assert scalar.validated and scalar.scalar_fallback > 0
+    assert any("field cin = 4099 does not fit in its 12 bits" in reason for reason in scalar.unmatched)
+
+
 @st.composite
 def shapes(draw, kind: str) -> dict:
     """A small random shape of ``kind``."""
