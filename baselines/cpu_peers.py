@@ -359,6 +359,37 @@ class OnnxRuntimePeer(Peer):
         return self._session(node, a, [bt], threads)
 
 
+def prepare_contraction(op: Any, data: np.ndarray, weight: np.ndarray, threads: int,
+                        qlinear: bool = False) -> Runner | None:
+    """onnxruntime's integer operator for one of TensorIR's kinds (``compiler.ops.contractions``) on the
+    plain u8 data and s8 weights: ``ConvInteger`` with the kind's strides, pads, dilations and groups (1-D
+    to 3-D, depthwise as C groups) or ``MatMulInteger`` for a batch matmul ([B, M, K] x [B, K, N]), whose
+    callable returns the exact int32 result in the kind's plain layout; with ``qlinear``, QLinearConv /
+    QLinearMatMul (timing only: a requantized u8 result, onnxruntime's fast int8 path). None for a
+    transposed convolution, which ONNX has no integer operator for."""
+    from onnx import helper
+
+    peer = OnnxRuntimePeer(qlinear)
+    _check_threads("prepare_contraction", threads)
+    if op.kind == "conv_transpose":
+        return None
+    if op.kind == "batch_matmul":
+        weights, reduction = np.ascontiguousarray(weight.transpose(0, 2, 1)), weight.shape[-1]
+        name, attrs = "MatMul", {}
+    else:
+        p, dims = op.params, data.ndim - 2
+        weights, reduction = weight, math.prod(weight.shape[1:])
+        name = "Conv"
+        attrs = dict(strides=[p["S"]] * dims, pads=[p["P"]] * (2 * dims), dilations=[p["DIL"]] * dims,
+                     kernel_shape=[p["K"]] * dims, group=op.groups)
+    if qlinear:
+        inputs = ["x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp"]
+        node = helper.make_node(f"QLinear{name}", inputs, ["y"], **attrs)
+        return peer._session(node, data, peer._quant_params(weights, reduction), threads)
+    node = helper.make_node(f"{name}Integer", ["x", "w"], ["y"], **attrs)
+    return peer._session(node, data, [weights], threads)
+
+
 def _import_tvm() -> Any:
     """Import tvm; first size its thread pool to the cpu count, unless TVM_NUM_THREADS is set already."""
     os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))

@@ -34,11 +34,14 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from baselines.cpu_peers import OnnxRuntimePeer, prepare_contraction, time_callable
 from compiler.errors import TandemError
+from compiler.ops import contractions
 from sim.core.errors import SimError
 from tandem.run import RunError, run
 from tandem.targets import load_target
@@ -89,7 +92,8 @@ QUICK: dict[str, dict[str, int]] = {
 #: its cores, the CPU on one thread
 OPTIONS = {"vita": {}, "diannao": {"dtype": "int8"}, "cpu": {"threads": 1, "min_time": 0.1}}
 COLUMNS = ("kind", "op", "batch", "target", "params", "validated", "macs", "gemms", "gemm_m", "gemm_n",
-           "gemm_k", "tensorized", "cycles", "seconds", "gops", "peak_gops", "bound_pct", "wall_s", "error")
+           "gemm_k", "tensorized", "cycles", "seconds", "gops", "peak_gops", "bound_pct", "peer_gops",
+           "peer_qlinear_gops", "peer_exact", "peer_ratio", "peer_error", "wall_s", "error")
 
 
 def cases(shape: int, batches: list[int], quick: bool) -> list[tuple[str, str, int, dict[str, int]]]:
@@ -103,12 +107,20 @@ def cases(shape: int, batches: list[int], quick: bool) -> list[tuple[str, str, i
 
 
 def run_case(kind: str, op: str, batch: int, params: dict[str, int], target_kind: str) -> dict:
-    """One run's CSV row (an ``error`` and no measures when the target refuses it)."""
+    """One run's CSV row (an ``error`` and no measures when the target refuses it); on the CPU also
+    onnxruntime's integer operator on the same inputs (``peer_*``)."""
     start = time.perf_counter()
     row = {"kind": kind, "op": op, "batch": batch, "target": target_kind,
            "params": " ".join(f"{k}={v}" for k, v in params.items())}
+    inputs = None
+    if target_kind == "cpu":   # the CPU's types (u8 data, s8 weights), drawn here to give the peer the same
+        shapes = contractions.contraction(op, params).plain[:2]
+        rng = np.random.default_rng(SEED)
+        inputs = [rng.integers(0, 256, shapes[0]).astype(np.uint8),
+                  rng.integers(-128, 128, shapes[1]).astype(np.int8)]
     try:
-        report = run(op, load_target(target_kind), {**params, **OPTIONS[target_kind], "seed": SEED})
+        report = run(op, load_target(target_kind), {**params, **OPTIONS[target_kind], "seed": SEED},
+                     inputs=inputs)
     except (RunError, TandemError, SimError) as exc:   # refused, or stopped by the simulator: recorded
         return {**row, "validated": False, "error": f"{type(exc).__name__}: {exc}",
                 "wall_s": round(time.perf_counter() - start, 2)}
@@ -117,13 +129,33 @@ def run_case(kind: str, op: str, batch: int, params: dict[str, int], target_kind
     bound = report.roofline_pct
     if target_kind == "cpu" and measured.get("peak_gops"):
         bound = round(100 * measured["gops"] / measured["peak_gops"], 2)
-    return {**row, "validated": report.validated, "macs": macs, "gemms": gemm["count"], "gemm_m": gemm["M"],
-            "gemm_n": gemm["N"], "gemm_k": gemm["K"],
-            "tensorized": report.scalar_fallback == 0 and not report.unmatched,
-            "cycles": report.cycles if target_kind != "cpu" else None,
-            "seconds": measured.get("seconds"), "gops": measured.get("gops"),
-            "peak_gops": measured.get("peak_gops"), "bound_pct": bound,
-            "wall_s": round(time.perf_counter() - start, 2), "error": ""}
+    row = {**row, "validated": report.validated, "macs": macs, "gemms": gemm["count"], "gemm_m": gemm["M"],
+           "gemm_n": gemm["N"], "gemm_k": gemm["K"],
+           "tensorized": report.scalar_fallback == 0 and not report.unmatched,
+           "cycles": report.cycles if target_kind != "cpu" else None,
+           "seconds": measured.get("seconds"), "gops": measured.get("gops"),
+           "peak_gops": measured.get("peak_gops"), "bound_pct": bound, "error": ""}
+    if inputs is not None:
+        row.update(peer_columns(op, params, inputs, report, macs))
+    return {**row, "wall_s": round(time.perf_counter() - start, 2)}
+
+
+def peer_columns(op: str, params: dict[str, int], inputs: list[np.ndarray], report, macs: int) -> dict:
+    """onnxruntime on the same inputs, one thread: its exact integer operator (ConvInteger/MatMulInteger,
+    checked bit for bit against ours) and its fast requantizing one (QLinearConv/QLinearMatMul, timing
+    only); ``peer_ratio`` is our GOPS over the faster of the two. Why not, where it cannot run."""
+    why = OnnxRuntimePeer().available()
+    operator = contractions.contraction(op, params)
+    exact = None if why else prepare_contraction(operator, *inputs, threads=1)
+    if exact is None:
+        return {"peer_error": why or "ONNX has no integer operator for it"}
+    same = bool(np.array_equal(exact(), report.output))
+    fast = prepare_contraction(operator, *inputs, threads=1, qlinear=True)
+    gops = {name: 2 * macs / time_callable(runner, min_time=OPTIONS["cpu"]["min_time"] / 5) / 1e9
+            for name, runner in (("exact", exact), ("qlinear", fast))}
+    best = max(gops.values())
+    return {"peer_gops": round(gops["exact"], 2), "peer_qlinear_gops": round(gops["qlinear"], 2),
+            "peer_exact": same, "peer_ratio": round(report.measured["gops"] / best, 3), "peer_error": ""}
 
 
 def _macs(report) -> int:
@@ -145,6 +177,11 @@ def summarize(rows: list[dict]) -> dict:
             "tensorized": sum(bool(r["tensorized"]) for r in ran),
             "geomean_bound_pct": _geomean(pcts),
         }
+        ratios = [r["peer_ratio"] for r in ran if r.get("peer_ratio")]
+        if ratios:   # ours over onnxruntime's GOPS, where it has the operator
+            out["targets"][target]["onnxruntime"] = {
+                "runs": len(ratios), "exact": all(r.get("peer_exact") for r in ran if r.get("peer_ratio")),
+                "geomean_ratio": round(math.exp(sum(math.log(x) for x in ratios) / len(ratios)), 3)}
     out["validated"] = all(r["validated"] for r in rows if not r["error"])
     return out
 

@@ -40,6 +40,12 @@ def test_every_kind_validates_tensorized_on_every_target(quick: Path) -> None:
         assert r["error"] == "" and r["validated"] == "True" and r["tensorized"] == "True", r
         assert 0 < float(r["bound_pct"]) <= 100
         assert int(r["macs"]) == int(r["gemms"]) * int(r["gemm_m"]) * int(r["gemm_n"]) * int(r["gemm_k"])
+    for r in rows:   # onnxruntime on the CPU's inputs, where it is installed and has the operator
+        if r["target"] == "cpu" and r["peer_error"] == "":
+            assert r["peer_exact"] == "True" and float(r["peer_ratio"]) > 0
+        elif r["target"] == "cpu":
+            assert r["peer_error"] in ("ONNX has no integer operator for it",
+                                       "onnxruntime is not installed (No module named 'onnxruntime')")
     summary = json.loads((quick / "summary.json").read_text())
     assert summary["validated"] and set(summary["targets"]) == {"vita", "diannao", "cpu"}
     assert all(s["validated"] == s["tensorized"] == 16 for s in summary["targets"].values())

@@ -270,3 +270,31 @@ def test_probe_errors_keep_the_line_after_a_trailing_colon() -> None:
     assert _first_line(e) == ("RuntimeError: LLVM module verification failed with the following errors: "
                               "Call parameter type does not match function signature!")
     assert _first_line(ValueError("one\ntwo")) == "ValueError: one" and _first_line(KeyError()) == "KeyError"
+
+
+@pytest.mark.parametrize(("kind", "params"), [
+    ("conv1d", {"W": 9, "IC": 6, "OC": 5, "S": 2}),
+    ("conv3d", {"D": 3, "H": 4, "W": 4, "IC": 3, "OC": 4}),
+    ("group_conv", {"H": 5, "W": 5, "IC": 8, "OC": 12, "G": 4}),
+    ("dilated_conv", {"H": 7, "W": 6, "IC": 4, "OC": 4}),
+    ("depthwise", {"H": 6, "W": 6, "C": 5, "S": 2}),
+    ("batch_matmul", {"B": 3, "M": 4, "N": 5, "K": 9}),
+])
+def test_onnxruntime_runs_tensorirs_kinds_exactly(kind: str, params: dict[str, int]) -> None:
+    """The suite's CPU peer: ConvInteger / MatMulInteger equal the one reference bit for bit, and the
+    requantizing QLinear form runs on the same inputs; a transposed conv has no ONNX integer operator."""
+    from baselines.cpu_peers import prepare_contraction
+    from compiler.ops import contractions
+
+    ready(OnnxRuntimePeer())
+    op = contractions.contraction(kind, params, ("uint8", "int8"))
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, op.plain[0]).astype(np.uint8)
+    weight = rng.integers(-128, 128, op.plain[1]).astype(np.int8)
+    got = prepare_contraction(op, data, weight, threads=1)()
+    np.testing.assert_array_equal(got, op.reference(data, weight).astype(np.int32))
+    fast = prepare_contraction(op, data, weight, threads=1, qlinear=True)()
+    assert fast.dtype == np.uint8 and fast.shape == got.shape
+    t2d = contractions.contraction("conv_transpose", {"H": 3, "W": 3, "IC": 2, "OC": 2}, ("uint8", "int8"))
+    zeros = (np.zeros(t2d.plain[0], np.uint8), np.zeros(t2d.plain[1], np.int8))
+    assert prepare_contraction(t2d, *zeros, threads=1) is None
