@@ -446,8 +446,12 @@ class DiannaoContractionFlow(ContractionFlow):
 
     def transposed(self, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> bool:
         """Data and weights have one type: the orientation that pads less (pixels one by one, output
-        channels in CONV_BLOCKs)."""
-        return pads_less_transposed(mnk, 1, target.spec.params["CONV_BLOCK"])
+        channels in CONV_BLOCKs), unless the data, as the transposed GEMM's weights, would outgrow the WMEM
+        of every core together (the weights of a conv are not tiled along its reduction)."""
+        m, _, k = mnk
+        itemsize = np.dtype(NUMPY_DTYPES[options["dtype"]]).itemsize
+        fits = m * k * itemsize <= target.spec.params["WMEM_BYTES"] * card_cores(target.spec)
+        return fits and pads_less_transposed(mnk, 1, target.spec.params["CONV_BLOCK"])
 
     def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
         return exact.astype(np.int32)   # the card's i32 sums wrap like numpy's cast

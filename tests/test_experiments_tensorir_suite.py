@@ -38,7 +38,8 @@ def test_every_kind_validates_tensorized_on_every_target(quick: Path) -> None:
         (k, b, t) for k in exp.SUITE for b in ("1", "2") for t in ("vita", "diannao", "cpu")}
     for r in rows:
         assert r["error"] == "" and r["validated"] == "True" and r["tensorized"] == "True", r
-        assert 0 < float(r["bound_pct"]) <= 100
+        # a simulated run never beats its roofline; the CPU's peak is itself measured (a few % of noise)
+        assert 0 < float(r["bound_pct"]) <= (110 if r["target"] == "cpu" else 100)
         assert int(r["macs"]) == int(r["gemms"]) * int(r["gemm_m"]) * int(r["gemm_n"]) * int(r["gemm_k"])
     for r in rows:   # onnxruntime on the CPU's inputs, where it is installed and has the operator
         if r["target"] == "cpu" and r["peer_error"] == "":

@@ -153,7 +153,7 @@ def unmatched(func: ir.PrimFunc, spec: isa.ISA) -> list[NoMatch]:
                         if reason is not None:
                             found.append(NoMatch(str(s.value), reason))
                     elif not isinstance(stmt, ir.TensorInsn):
-                        result = select(stmt, spec, str(s.value))
+                        result = select(stmt, spec, str(s.value), explain=True)
                         if isinstance(result, NoMatch):
                             found.append(result)
             self.visit(s.body)
@@ -162,10 +162,11 @@ def unmatched(func: ir.PrimFunc, spec: isa.ISA) -> list[NoMatch]:
     return found
 
 
-def select(stmt: ir.Stmt, spec: isa.ISA, hint: str) -> Match | NoMatch:
+def select(stmt: ir.Stmt, spec: isa.ISA, hint: str, explain: bool = False) -> Match | NoMatch:
     """The instruction ``hint`` names (case-insensitive) if it matches ``stmt``; else the first tensor
-    instruction of ``spec`` (every operand a memory region) that does; else the reason of the attempt that
-    got furthest."""
+    instruction of ``spec`` (every operand a memory region) that does; else why not: the named
+    instruction's reason, or with ``explain`` (for people: ``unmatched``) the reason of the attempt that
+    got furthest, whichever instruction it was."""
     tensor_ops = [i for i in spec.instructions.values() if i.operands and all(op.space for op in i.operands)]
     named = [i for i in tensor_ops if i.name.lower() == hint.lower()]
     failures: list[NoMatch] = []
@@ -174,6 +175,8 @@ def select(stmt: ir.Stmt, spec: isa.ISA, hint: str) -> Match | NoMatch:
         if isinstance(result, Match):
             return result
         failures.append(result)
+    if named and not explain:
+        return failures[0]   # the named instruction's own reason (preprocessing acts on its constraint)
     if not failures:
         return NoMatch(hint, f"{spec.name} has no tensor instructions")
     best = max(failures, key=lambda f: f.stage)   # the attempt that got furthest (the named one on a tie)

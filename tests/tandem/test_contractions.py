@@ -175,3 +175,13 @@ def test_the_cpu_puts_the_pixels_on_the_lanes_of_a_gemm_of_few_columns(monkeypat
     monkeypatch.setattr(CpuContractionFlow, "kernel", lambda self, kind, *args: kind)
     plain = run("conv_transpose", CPU, dict(params))
     assert plain.params["gemm"]["kernel"] == "gemm" and (plain.output == lanes.output).all()
+
+
+def test_the_card_keeps_a_gemm_untransposed_when_the_data_would_not_fit_as_weights():
+    """Transposed, the data are the conv's weights, which the card holds whole in WMEM: a transposed conv to
+    RGB at batch 16 (65536 pixels x 1024) would need 64 MiB of the card's 16 MiB, so it runs as it is."""
+    from tandem.diannao_run import DiannaoContractionFlow
+
+    flow = DiannaoContractionFlow()
+    assert flow.transposed((4096, 3, 1024), DIANNAO, {"dtype": "int8"}) is True
+    assert flow.transposed((65536, 3, 1024), DIANNAO, {"dtype": "int8"}) is False
