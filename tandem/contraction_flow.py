@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+import isa
 from compiler.errors import ScheduleError
 from compiler.ops import contractions
-from compiler.passes.reindex import IntrinsicMapping
+from compiler.passes.reindex import IntrinsicMapping, map_to_intrinsic
 from compiler.target import Target
 from tandem.run import GEMM_KEYS, Execution, RunError, TargetFlow, reject_unknown, take_int
 
@@ -69,18 +70,20 @@ class ContractionFlow(TargetFlow):
     def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
         """The data and weight element types for the GEMM flow's ``options``."""
 
-    @abstractmethod
     def pack(self, job: ContractionJob, data: np.ndarray, weight: np.ndarray, target: Target
              ) -> list[np.ndarray]:
-        """One GEMM's [M, K] data and [N, K] weights as the GEMM flow takes its inputs."""
+        """One GEMM's [M, K] data and [N, K] weights as the GEMM flow takes its inputs: by default as they
+        are (contiguous)."""
+        return [np.ascontiguousarray(data), np.ascontiguousarray(weight)]
 
-    @abstractmethod
     def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
-        """The GEMM flow's output as the [M, N] result."""
+        """The GEMM flow's output as the [M, N] result: by default as it is."""
+        return output
 
-    @abstractmethod
     def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
-        """The operator's exact result as the target's kernel outputs it (its epilogue, its type)."""
+        """The operator's exact result as the target's kernel outputs it (its epilogue, its type): by default
+        the int32 sums, which wrap like numpy's cast."""
+        return exact.astype(np.int32)
 
     @abstractmethod
     def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
@@ -186,6 +189,23 @@ class ContractionFlow(TargetFlow):
         if job.transposed:
             data, weight = weight, data
         return [self.pack(job, data[q], weight[q], target) for q in range(1 if only_first else len(data))]
+
+
+def canonical_mapping(op: contractions.Contraction, where: str, lanes: int,
+                      canonicals: Sequence[Callable[[str, str], tuple[isa.ISA, str]]]) -> IntrinsicMapping:
+    """The mapping of ``op`` onto the canonical intrinsic of its element types (``reindex.canonical_gemm``,
+    ``canonical_dot``) that runs the fewest multiply-adds with its columns padded to ``lanes``, for a target
+    whose GEMM is a schedule; RunError with the first one's reason when none maps."""
+    types = (op.data.dtype.short, op.weight.dtype.short)
+    found = [map_to_intrinsic(op.out.op, *canonical(*types)) for canonical in canonicals]
+    mappings = [m for m in found if isinstance(m, IntrinsicMapping)]
+    if not mappings:
+        raise RunError(f"{where}: {found[0]}")
+
+    def padded(m: IntrinsicMapping) -> int:
+        return m.outer_extent * m.extent("m") * -(-m.extent("n") // lanes) * lanes * m.extent("k")
+
+    return min(mappings, key=padded)
 
 
 def pads_less_transposed(mnk: tuple[int, int, int], row_block: int, lane_block: int) -> bool:

@@ -39,12 +39,12 @@ from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import contractions, cpu, network, reference
 from compiler.ops.nn import ConvShape
-from compiler.passes.reindex import IntrinsicMapping, canonical_dot, canonical_gemm, map_to_intrinsic
+from compiler.passes.reindex import IntrinsicMapping, canonical_dot, canonical_gemm
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
-from tandem.contraction_flow import ContractionFlow, ContractionJob, pads_less_transposed
+from tandem.contraction_flow import ContractionFlow, ContractionJob, canonical_mapping, pads_less_transposed
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
@@ -66,8 +66,11 @@ from tandem.user_ops import UserOp, load_user_op
 
 ISAS = ("x86-vnni", "x86-avx512", "none")   # what this x86-64 CPU runs; arm-dot is the arm target's
 OPS = ("conv2d", "gemm")
-#: the other kernels the contraction flow runs: the lane-wise dot (a depthwise conv) and the GEMM transposed
-KERNELS = ("dot", "gemm_t")
+#: the GEMM-shaped kernels (M, N, K): their schedule, packing and unpacking; besides the GEMM, the lane-wise
+#: dot (what a depthwise conv maps onto) and the GEMM transposed, which the contraction flow runs
+GEMM_KERNELS = {"gemm": (cpu.gemm, cpu.pack_gemm, lambda out, m, n: cpu.unpack_gemm(out, n)),
+                "dot": (cpu.lanewise_dot, cpu.pack_dot, lambda out, m, n: cpu.unpack_gemm(out, n)),
+                "gemm_t": (cpu.gemm_t, cpu.pack_gemm_t, lambda out, m, n: cpu.unpack_gemm_t(out, m))}
 OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype")
 
 
@@ -90,14 +93,6 @@ class CpuLayer:
     def gemm(m: int, n: int, k: int, dtype: str = "uint8") -> CpuLayer:
         return CpuLayer("gemm", mnk=(m, n, k), dtype=dtype)
 
-    @staticmethod
-    def dot(m: int, n: int, k: int, dtype: str = "uint8") -> CpuLayer:
-        return CpuLayer("dot", mnk=(m, n, k), dtype=dtype)
-
-    @staticmethod
-    def gemm_t(m: int, n: int, k: int, dtype: str = "uint8") -> CpuLayer:
-        """The GEMM computed transposed (``compiler.ops.cpu.gemm_t``): same operands, same result."""
-        return CpuLayer("gemm_t", mnk=(m, n, k), dtype=dtype)
 
     @property
     def macs(self) -> int:
@@ -119,8 +114,7 @@ class CpuLayer:
     def schedule(self, isa: str, tuning: cpu.CpuTuning, target: Target) -> cpu.CpuSchedule:
         if self.conv is not None:
             return cpu.conv2d(self.conv, isa, tuning, spec=target.spec, dtype=self.dtype)
-        schedule = {"dot": cpu.lanewise_dot, "gemm_t": cpu.gemm_t}.get(self.op, cpu.gemm)
-        return schedule(*self.mnk, isa, tuning, spec=target.spec, dtype=self.dtype)
+        return GEMM_KERNELS[self.op][0](*self.mnk, isa, tuning, spec=target.spec, dtype=self.dtype)
 
     def inputs(self, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]), each over
@@ -139,14 +133,12 @@ class CpuLayer:
              ) -> tuple[np.ndarray, np.ndarray]:
         if self.conv is not None:
             return cpu.pack_conv(data, weight, self.conv, pk)
-        return {"dot": cpu.pack_dot, "gemm_t": cpu.pack_gemm_t}.get(self.op, cpu.pack_gemm)(data, weight, pk)
+        return GEMM_KERNELS[self.op][1](data, weight, pk)
 
     def unpack(self, out: np.ndarray) -> np.ndarray:
         if self.conv is not None:
             return cpu.unpack_conv(out, self.conv)
-        if self.op == "gemm_t":
-            return cpu.unpack_gemm_t(out, self.mnk[0])
-        return cpu.unpack_gemm(out, self.mnk[1])
+        return GEMM_KERNELS[self.op][2](out, *self.mnk[:2])
 
     def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
         if self.conv is not None:
@@ -215,7 +207,7 @@ class CpuFlow(TargetFlow):
     kind = "cpu"
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuJob:
-        if op not in (*OPS, *KERNELS):
+        if op not in (*OPS, *GEMM_KERNELS):
             raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)} (or "
                            f"FILE.py:NAME, an operator of your own)")
         where = f"cpu {op}"
@@ -223,9 +215,8 @@ class CpuFlow(TargetFlow):
         if dtype not in cpu.DTYPES:
             raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
                            f"{', '.join(cpu.DTYPES)} (uint8: u8 data x s8 weights; int8: s8 x s8)")
-        if op in ("gemm", *KERNELS):
-            build = {"dot": CpuLayer.dot, "gemm_t": CpuLayer.gemm_t}.get(op, CpuLayer.gemm)
-            layer, keys = build(*take_gemm(params, where), dtype=dtype), GEMM_KEYS
+        if op in GEMM_KERNELS:
+            layer, keys = CpuLayer(op, mnk=tuple(take_gemm(params, where)), dtype=dtype), GEMM_KEYS
         else:
             c = take_conv(params, where)
             layer = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, dtype=dtype)
@@ -358,17 +349,7 @@ class CpuContractionFlow(ContractionFlow):
         """The canonical GEMM's mapping, or the lane-wise dot's where it pads less: a depthwise conv's GEMMs
         have one column each, 1/16 of vpdpbusd's lanes, while its channels fill them as the dot's columns
         (vpdpbusd takes a vector of each operand, so every lane may have its own data)."""
-        types = (op.data.dtype.short, op.weight.dtype.short)
-        found = [map_to_intrinsic(op.out.op, *canonical(*types))
-                 for canonical in (canonical_gemm, canonical_dot)]
-        mappings = [m for m in found if isinstance(m, IntrinsicMapping)]
-        if not mappings:
-            raise RunError(f"{where}: {found[0]}")
-
-        def padded(m: IntrinsicMapping) -> int:   # the multiply-adds run, output columns in whole lanes
-            return m.outer_extent * m.extent("m") * -(-m.extent("n") // cpu.LANES) * cpu.LANES * m.extent("k")
-
-        return min(mappings, key=padded)
+        return canonical_mapping(op, where, cpu.LANES, (canonical_gemm, canonical_dot))
 
     def kernel(self, kind: str, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> str:
         """A GEMM whose columns would leave most of the lanes empty runs as ``gemm_t``: the data's rows on
@@ -383,16 +364,6 @@ class CpuContractionFlow(ContractionFlow):
         count, m, n, k = job_shape
         check_host_memory(count * (4 * (m * k + n * k) + 32 * m * n), where, {"gemms": count, "M": m, "N": n,
                                                                               "K": k})
-
-    def pack(self, job: ContractionJob, data: np.ndarray, weight: np.ndarray, target: Target
-             ) -> list[np.ndarray]:
-        return [np.ascontiguousarray(data), np.ascontiguousarray(weight)]
-
-    def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
-        return output
-
-    def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
-        return exact.astype(np.int32)   # the int32 sums wrap like the kernel's
 
     def roofline(self, job: ContractionJob, target: Target, execution: Execution) -> int | None:
         peak = execution.measured["peak_gops"]
@@ -476,7 +447,7 @@ class NetworkOpFlow(CpuUserFlow):
     operators of our own, run like a user's (their tensor expressions compiled by LLVM, timed)."""
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuUserJob:
-        return super().plan(f"{network.__file__}:{op}", params, target)
+        return super().plan(network.user_op(op), params, target)
 
 
 FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, GEMM_FLOW),

@@ -37,14 +37,14 @@ from compiler.lower import lower
 from compiler.ops import contractions, network, reference
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
-from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
+from compiler.passes.reindex import IntrinsicMapping, canonical_gemm
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from sim.diannao.config import DiannaoConfig, card_cores
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
-from tandem.contraction_flow import ContractionFlow, ContractionJob, pads_less_transposed
+from tandem.contraction_flow import ContractionFlow, ContractionJob, canonical_mapping, pads_less_transposed
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
@@ -357,10 +357,15 @@ class DiannaoGemmFlow(DiannaoFlow):
         for f in (f for f in range(1, 8) if k % (f * f) == 0):
             conv = {**options, "H": m * f, "W": f, "IC": k // (f * f), "OC": n, "K": f, "S": f, "P": 0}
             job = dataclasses.replace(super().plan("conv2d", dict(conv), target), op="gemm", mnk=(m, n, k))
-            if not unmatched(self.compile(job, None, target).func, target.spec):
+            compiled = super().compile(job, None, target)
+            job = dataclasses.replace(job, candidates=(compiled,))   # compiled once, here
+            if not unmatched(compiled.func, target.spec):
                 return job
             first = first or job
         return first   # none is all on the conv instruction: the 1x1 conv, the rest on the scalar unit
+
+    def compile(self, job: DiannaoJob, candidate: DiannaoCompiled, target: Target) -> DiannaoCompiled:
+        return candidate   # the kernel ``plan`` compiled to choose the convolution
 
     def inputs(self, job: DiannaoJob, rng: np.random.Generator) -> list[np.ndarray]:
         m, n, k = job.mnk
@@ -387,12 +392,11 @@ class DiannaoGemmFlow(DiannaoFlow):
         shape = (job.mnk[0], 1, job.mnk[1])
         return super().validate(job, _conv_form(job, inputs), got.reshape(shape), want.reshape(shape))
 
-    def params(self, job: DiannaoJob, candidate: None, target: Target) -> dict[str, Any]:
-        out = {k: v for k, v in super().params(job, candidate, target).items() if k not in CONV_KEYS}
+    def params(self, job: DiannaoJob, candidate: DiannaoCompiled, target: Target) -> dict[str, Any]:
+        both = super().params(job, candidate, target)
         m, n, k = job.mnk
-        return {**out, "shape": [m, n, k], "M": m, "N": n, "K": k,
-                "conv": {key: out_v for key, out_v in super().params(job, candidate, target).items()
-                         if key in CONV_KEYS}}
+        return {**{key: v for key, v in both.items() if key not in CONV_KEYS}, "shape": [m, n, k], "M": m,
+                "N": n, "K": k, "conv": {key: v for key, v in both.items() if key in CONV_KEYS}}
 
 
 def _conv_form(job: DiannaoJob, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -421,11 +425,7 @@ class DiannaoContractionFlow(ContractionFlow):
         return super().plan(op, params, target)
 
     def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
-        spec, name = canonical_gemm(op.data.dtype.short, op.weight.dtype.short)
-        found = map_to_intrinsic(op.out.op, spec, name)
-        if not isinstance(found, IntrinsicMapping):
-            raise RunError(f"{where}: {found}")
-        return found
+        return canonical_mapping(op, where, target.spec.params["CONV_BLOCK"], (canonical_gemm,))
 
     def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
         return options["dtype"], options["dtype"]
@@ -437,13 +437,6 @@ class DiannaoContractionFlow(ContractionFlow):
         check_host_memory(count * (2 * (m * k + n * k) + 8 * m * n), where,
                           {"gemms": count, "M": m, "N": n, "K": k})
 
-    def pack(self, job: ContractionJob, data: np.ndarray, weight: np.ndarray, target: Target
-             ) -> list[np.ndarray]:
-        return [np.ascontiguousarray(data), np.ascontiguousarray(weight)]
-
-    def unpack(self, job: ContractionJob, output: np.ndarray) -> np.ndarray:
-        return output
-
     def transposed(self, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> bool:
         """Data and weights have one type: the orientation that pads less (pixels one by one, output
         channels in CONV_BLOCKs), unless the data, as the transposed GEMM's weights, would outgrow the WMEM
@@ -452,9 +445,6 @@ class DiannaoContractionFlow(ContractionFlow):
         itemsize = np.dtype(NUMPY_DTYPES[options["dtype"]]).itemsize
         fits = m * k * itemsize <= target.spec.params["WMEM_BYTES"] * card_cores(target.spec)
         return fits and pads_less_transposed(mnk, 1, target.spec.params["CONV_BLOCK"])
-
-    def finish(self, job: ContractionJob, exact: np.ndarray) -> np.ndarray:
-        return exact.astype(np.int32)   # the card's i32 sums wrap like numpy's cast
 
     def roofline(self, job: ContractionJob, target: Target, execution: Execution) -> int:
         size = np.dtype(job.op.data.dtype.numpy).itemsize
@@ -469,7 +459,7 @@ class NetworkOpFlow(DiannaoFlow):
     computes them (else the scalar unit); the others are refused by ``elementwise_of``, which says why."""
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
-        return dataclasses.replace(self._plan_user(f"{network.__file__}:{op}", params, target), op=op)
+        return dataclasses.replace(self._plan_user(network.user_op(op), params, target), op=op)
 
 
 INTEGER_KINDS = ("int8", "int16")

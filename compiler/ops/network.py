@@ -25,6 +25,11 @@ OPERATORS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "
 EPS = 1e-5   # layer_norm's epsilon (ONNX's and PyTorch's default)
 
 
+def user_op(name: str) -> str:
+    """``FILE.py:NAME`` of operator ``name``: how a target's flow runs it, as it runs a user's operator."""
+    return f"{__file__}:{name}"
+
+
 def residual_add(C: int, H: int, W: int):
     a = te.placeholder((C, H, W), "int32", name="a")
     b = te.placeholder((C, H, W), "int32", name="b")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tandem.cli import app
-from tandem.run import RunError, run
+from tandem.run import RunError, flow_for, run
 from tandem.targets import load_target
 
 RUNNER = CliRunner()
@@ -72,7 +72,7 @@ def test_a_gemm_of_few_columns_runs_transposed_filling_the_lanes_with_pixels(tar
     params = {"H": 10, "W": 10, "C": 4}
     transposed = run("depthwise", target, dict(params))
     assert transposed.validated and transposed.params["gemm"]["transposed"] is True
-    flow = type(run.__globals__["flow_for"](target.kind).flows["depthwise"])
+    flow = type(flow_for(target.kind).flows["depthwise"])
     monkeypatch.setattr(flow, "transposed", lambda self, *args: False)
     plain = run("depthwise", target, dict(params))
     assert plain.validated and plain.params["gemm"]["transposed"] is False
