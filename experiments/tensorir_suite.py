@@ -1,10 +1,13 @@
 """TensorIR's single-operator suite (seed 004 Sec. 5.1, Fig. 9-10) on VITA, DianNao and this CPU.
 
 The eight kinds -- C1D, C2D, C3D, DEP (depthwise), DIL (dilated), GMM, GRP (grouped), T2D (transposed 2-D
-convolution) -- at batch 1 and 16, each mapped onto the target's tensor instruction by characteristic vectors
-(``compiler/passes/reindex.py``) and run through the one flow (``tandem.run.run``): simulated on VITA
-(GEMM) and DianNao (qconv, the card's GEMM being a 1 x 1 conv), run for real on this CPU (UNIT's vpdpbusd
-GEMM, one thread). Every run is validated bit for bit against compiler/ops/reference.
+convolution) -- at batch 1 and 16, each mapped onto the target's tensor instruction and run through the one
+flow (``tandem.run.run``): simulated on VITA (GEMM) and DianNao (qconv, the card's GEMM being a 1 x 1 conv),
+mapped by characteristic vectors (``compiler/passes/reindex.py``) onto GEMMs of reindexed operands; run for
+real on this CPU (vpdpbusd, one thread), where the convolutions run directly, the window read in the kernel
+(UNIT's schedule in 1 to 3 dimensions, with stride, dilation and groups; depthwise with its channels on the
+lanes), so the time measured is the whole operator's but for a layout transform that moves each byte once,
+and GMM on UNIT's GEMM. Every run is validated bit for bit against compiler/ops/reference.
 
 Shapes: TensorIR gives none (papers/tensorir.md: "Shapes are not given anywhere in the paper"); its suite
 is Ansor's single-operator suite, so the shapes are Ansor's artifact's (``shape_configs.py`` of the Ansor
@@ -14,7 +17,8 @@ C2D runs as ``group_conv`` with G = 1 so that every kind, batches included, goes
 GMM at batch 16 is a batch matmul of 16 independent GEMMs. ``--shape K`` picks Ansor's K-th shape of every
 kind (default 3: the 7 x 7 x 512 convolutions, the 1024^3 matmul); ``--quick`` runs scaled-down stand-ins.
 
-Recorded per run: validated, the GEMMs the mapping ran (count x M x N x K), whether every multiply-add ran
+Recorded per run: validated, what ran (the GEMMs of the mapping, count x M x N x K; or the CPU's direct
+convolutions, ``window``/``depthwise``, one per group), whether every multiply-add ran
 on the tensor instruction (no scalar fallback, nothing left unmatched), cycles (simulated) or seconds and
 GOPS (CPU), and the percentage of the target's bound: the roofline (tensor units at peak, compulsory traffic
 at the memory's bandwidth) on the simulators, the measured vpdpbusd peak on the CPU.
@@ -91,8 +95,9 @@ QUICK: dict[str, dict[str, int]] = {
 #: each target's options: VITA with its cost model's tiling and no virtual threads, DianNao in int8 on all
 #: its cores, the CPU on one thread
 OPTIONS = {"vita": {}, "diannao": {"dtype": "int8"}, "cpu": {"threads": 1, "min_time": 0.1}}
-COLUMNS = ("kind", "op", "batch", "target", "params", "validated", "macs", "gemms", "gemm_m", "gemm_n",
-           "gemm_k", "tensorized", "cycles", "seconds", "gops", "peak_gops", "bound_pct", "peer_gops",
+COLUMNS = ("kind", "op", "batch", "target", "params", "validated", "macs", "kernel", "gemms", "gemm_m",
+           "gemm_n", "gemm_k", "tensorized", "cycles", "seconds", "gops", "peak_gops", "bound_pct",
+           "peer_gops",
            "peer_qlinear_gops", "peer_exact", "peer_ratio", "peer_error", "wall_s", "error")
 
 
@@ -124,13 +129,12 @@ def run_case(kind: str, op: str, batch: int, params: dict[str, int], target_kind
     except (RunError, TandemError, SimError) as exc:   # refused, or stopped by the simulator: recorded
         return {**row, "validated": False, "error": f"{type(exc).__name__}: {exc}",
                 "wall_s": round(time.perf_counter() - start, 2)}
-    gemm, measured = report.params["gemm"], report.measured or {}
-    macs = _macs(report)
+    measured = report.measured or {}
+    macs = contractions.contraction(op, params).macs
     bound = report.roofline_pct
     if target_kind == "cpu" and measured.get("peak_gops"):
         bound = round(100 * measured["gops"] / measured["peak_gops"], 2)
-    row = {**row, "validated": report.validated, "macs": macs, "gemms": gemm["count"], "gemm_m": gemm["M"],
-           "gemm_n": gemm["N"], "gemm_k": gemm["K"],
+    row = {**row, "validated": report.validated, "macs": macs, **_kernel(report),
            "tensorized": report.scalar_fallback == 0 and not report.unmatched,
            "cycles": report.cycles if target_kind != "cpu" else None,
            "seconds": measured.get("seconds"), "gops": measured.get("gops"),
@@ -158,11 +162,15 @@ def peer_columns(op: str, params: dict[str, int], inputs: list[np.ndarray], repo
             "peer_exact": same, "peer_ratio": round(report.measured["gops"] / best, 3), "peer_error": ""}
 
 
-def _macs(report) -> int:
-    """The operator's multiply-accumulates: its output elements times its reduction extent (the GEMMs it
-    ran compute exactly these, the T2D's zeros of the spread input included)."""
+def _kernel(report) -> dict:
+    """What ran: the GEMMs of the mapping (count x M x N x K: the operator's multiply-adds, a T2D's zeros of
+    the spread input included), or on the CPU the direct convolutions (``window``, ``depthwise``)."""
+    if "window" in report.params:
+        window = report.params["window"]
+        return {"kernel": "depthwise" if window["depthwise"] else "window", "gemms": window["count"]}
     g = report.params["gemm"]
-    return g["count"] * g["M"] * g["N"] * g["K"]
+    return {"kernel": g.get("kernel", "gemm"), "gemms": g["count"], "gemm_m": g["M"], "gemm_n": g["N"],
+            "gemm_k": g["K"]}
 
 
 def summarize(rows: list[dict]) -> dict:

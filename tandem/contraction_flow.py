@@ -90,7 +90,7 @@ class ContractionFlow(TargetFlow):
         """RunError when ``(count, m, n, k)`` GEMMs are more work than the target allows."""
 
     def kernel(self, kind: str, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> str:
-        """The GEMM flow's operator for a mapping of ``kind`` ("gemm" or "dot"): by default ``kind``."""
+        """The GEMM flow's operator for a mapping of ``kind`` ("gemm"): by default ``kind``."""
         return kind
 
     def transposed(self, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> bool:
@@ -100,24 +100,14 @@ class ContractionFlow(TargetFlow):
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> ContractionJob:
         where = f"{target.kind} {op}"
-        values = {key: take_int(params, key, default, 0 if key == "P" else 1, where)
-                  for key, default in contractions.KINDS[op].items()}
-        missing = [key for key, value in values.items() if value is None]
-        if missing:
-            raise RunError(f"{where}: {missing[0]} must be given; {op} needs all of "
-                           f"{', '.join(k for k, d in contractions.KINDS[op].items() if d is None)}")
         options = {key: params.pop(key) for key in self.options if key in params}
-        reject_unknown(params, (*contractions.KINDS[op], *self.options), where)
-        try:
-            operator = contractions.contraction(op, values, self.dtypes(options))
-        except ScheduleError as exc:
-            raise RunError(f"{where} {values}: {exc}") from None
+        operator = contraction_of(op, params, self.dtypes(options), where, self.options)
         mapping = self.mapping(operator, target, where)
         data, weight = (mapping.layouts[name] for name in _inputs(mapping))
-        if len(weight) != 2 or data not in ((data[0], weight[1]), (data[0], *weight)):
-            raise RunError(f"{where}: {mapping.instruction} is neither a GEMM of [rows, k] x [cols, k] "
-                           f"operands nor a lane-wise dot of [rows, cols, k] x [cols, k] ones ({mapping})")
-        kind = "gemm" if len(data) == 2 else "dot"   # the GEMM flow's operator
+        if len(weight) != 2 or data != (data[0], weight[1]):
+            raise RunError(f"{where}: {mapping.instruction} is no GEMM of [rows, k] x [cols, k] operands "
+                           f"({mapping})")
+        kind = "gemm"   # the GEMM flow's operator
         mnk = (mapping.extent(data[0]), mapping.extent(weight[0]), mapping.extent(weight[1]))
         self.check_size((mapping.outer_extent, *mnk), target, where)
         transposed = self.transposed(mnk, target, options)
@@ -127,19 +117,10 @@ class ContractionFlow(TargetFlow):
         return ContractionJob(operator, mapping, gemm, mnk, options, transposed, kernel)
 
     def inputs(self, job: ContractionJob, rng: np.random.Generator) -> list[np.ndarray]:
-        types = (job.op.data.dtype.numpy, job.op.weight.dtype.numpy)
-        return [rng.integers(*RANGES[np.dtype(t).name], shape).astype(t)
-                for shape, t in zip(job.op.plain[:2], types, strict=True)]
+        return contraction_inputs(job.op, rng)
 
     def check_inputs(self, job: ContractionJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
-        arrays = [np.asarray(a) for a in given]
-        want = [(s, np.dtype(t.dtype.numpy)) for s, t in zip(job.op.plain[:2], (job.op.data, job.op.weight),
-                                                              strict=True)]
-        if [(tuple(a.shape), a.dtype) for a in arrays] != want:
-            shown = [(list(s), str(d)) for s, d in want]
-            raise RunError(f"{job.op.kind}: expected data and weights {shown}, but got "
-                           f"{[(list(a.shape), str(a.dtype)) for a in arrays]}")
-        return arrays
+        return check_contraction_inputs(job.op, given)
 
     def compile(self, job: ContractionJob, candidate: Any, target: Target) -> Any:
         return self.gemm_flow.compile(job.gemm, candidate, target)
@@ -189,6 +170,42 @@ class ContractionFlow(TargetFlow):
         if job.transposed:
             data, weight = weight, data
         return [self.pack(job, data[q], weight[q], target) for q in range(1 if only_first else len(data))]
+
+
+def contraction_of(op: str, params: dict[str, Any], dtypes: tuple[str, str], where: str,
+                   options: Sequence[str] = ()) -> contractions.Contraction:
+    """The operator ``op`` of ``params`` (each of its keys popped; any other key left is refused, the
+    message listing the target's ``options`` too) on data and weights of ``dtypes``; RunError naming the
+    parameter that is missing or makes it empty or impossible."""
+    values = {key: take_int(params, key, default, 0 if key == "P" else 1, where)
+              for key, default in contractions.KINDS[op].items()}
+    missing = [key for key, value in values.items() if value is None]
+    if missing:
+        raise RunError(f"{where}: {missing[0]} must be given; {op} needs all of "
+                       f"{', '.join(k for k, d in contractions.KINDS[op].items() if d is None)}")
+    reject_unknown(params, (*contractions.KINDS[op], *options), where)
+    try:
+        return contractions.contraction(op, values, dtypes)
+    except ScheduleError as exc:
+        raise RunError(f"{where} {values}: {exc}") from None
+
+
+def contraction_inputs(op: contractions.Contraction, rng: np.random.Generator) -> list[np.ndarray]:
+    """Seeded data and weights of ``op`` in the plain layouts, each over its type's whole range."""
+    types = (op.data.dtype.numpy, op.weight.dtype.numpy)
+    return [rng.integers(*RANGES[np.dtype(t).name], shape).astype(t)
+            for shape, t in zip(op.plain[:2], types, strict=True)]
+
+
+def check_contraction_inputs(op: contractions.Contraction, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``given`` as arrays, RunError unless they are ``op``'s data and weights (shapes and types)."""
+    arrays = [np.asarray(a) for a in given]
+    want = [(s, np.dtype(t.dtype.numpy)) for s, t in zip(op.plain[:2], (op.data, op.weight), strict=True)]
+    if [(tuple(a.shape), a.dtype) for a in arrays] != want:
+        shown = [(list(s), str(d)) for s, d in want]
+        raise RunError(f"{op.kind}: expected data and weights {shown}, but got "
+                       f"{[(list(a.shape), str(a.dtype)) for a in arrays]}")
+    return arrays
 
 
 def canonical_mapping(op: contractions.Contraction, where: str, lanes: int,

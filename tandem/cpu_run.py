@@ -25,6 +25,7 @@ the fastest; the first is UNIT's default pair, a fused parallel extent under 300
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,12 +40,20 @@ from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import contractions, cpu, network, reference
 from compiler.ops.nn import ConvShape
-from compiler.passes.reindex import IntrinsicMapping, canonical_dot, canonical_gemm
+from compiler.passes.reindex import IntrinsicMapping, canonical_gemm
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
-from tandem.contraction_flow import ContractionFlow, ContractionJob, canonical_mapping, pads_less_transposed
+from tandem.contraction_flow import (
+    ContractionFlow,
+    ContractionJob,
+    canonical_mapping,
+    check_contraction_inputs,
+    contraction_inputs,
+    contraction_of,
+    pads_less_transposed,
+)
 from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
@@ -66,23 +75,23 @@ from tandem.user_ops import UserOp, load_user_op
 
 ISAS = ("x86-vnni", "x86-avx512", "none")   # what this x86-64 CPU runs; arm-dot is the arm target's
 OPS = ("conv2d", "gemm")
-#: the GEMM-shaped kernels (M, N, K): their schedule, packing and unpacking; besides the GEMM, the lane-wise
-#: dot (what a depthwise conv maps onto) and the GEMM transposed, which the contraction flow runs
+#: the GEMM-shaped kernels (M, N, K): their schedule, packing and unpacking; besides the GEMM, the GEMM
+#: transposed, which the contraction flow runs for a GEMM of few columns
 GEMM_KERNELS = {"gemm": (cpu.gemm, cpu.pack_gemm, lambda out, m, n: cpu.unpack_gemm(out, n)),
-                "dot": (cpu.lanewise_dot, cpu.pack_dot, lambda out, m, n: cpu.unpack_gemm(out, n)),
                 "gemm_t": (cpu.gemm_t, cpu.pack_gemm_t, lambda out, m, n: cpu.unpack_gemm_t(out, m))}
 OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype")
 
 
 @dataclass(frozen=True)
 class CpuLayer:
-    """What ``run_cpu`` runs: a conv2d layer, a GEMM ``A[m, k] x B[n, k]ᵀ``, or (``dot``, what a depthwise
-    convolution maps onto) every column's own dot product ``out[m, n] = sum_k A[m, n, k] * B[n, k]``."""
+    """What ``run_cpu`` runs: a conv2d layer, a GEMM ``A[m, k] x B[n, k]ᵀ`` (``gemm``, or ``gemm_t``: the same
+    GEMM with the rows on the lanes), or (``window``) a direct convolution of TensorIR's kinds."""
 
     op: str
     conv: ConvShape | None = None
     mnk: tuple[int, int, int] | None = None
     dtype: str = "uint8"   # u8 data x s8 weights; or int16 x int16 (compiler.ops.cpu.DTYPES)
+    window: cpu.Window | None = None   # op "window": a direct convolution of TensorIR's kinds
 
     @staticmethod
     def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1,
@@ -96,10 +105,16 @@ class CpuLayer:
 
     @property
     def macs(self) -> int:
+        if self.window is not None:
+            return self.window.macs
         return self.conv.macs if self.conv is not None else math.prod(self.mnk)
 
     @property
     def params(self) -> dict[str, int]:
+        if self.window is not None:
+            w = self.window
+            return {"N": w.n, "sizes": list(w.sizes), "IC": w.ic, "OC": w.oc, "K": w.k, "S": w.s,
+                    "DIL": w.dil, "depthwise": w.depthwise}
         if self.conv is not None:
             c = self.conv
             return {"H": c.h, "W": c.w, "IC": c.ic, "OC": c.oc, "K": c.k, "S": c.s, "P": c.p}
@@ -112,6 +127,8 @@ class CpuLayer:
         return {"dtype": self.dtype} if self.dtype != "uint8" else {}
 
     def schedule(self, isa: str, tuning: cpu.CpuTuning, target: Target) -> cpu.CpuSchedule:
+        if self.window is not None:
+            return cpu.conv(self.window, isa, tuning, spec=target.spec, dtype=self.dtype)
         if self.conv is not None:
             return cpu.conv2d(self.conv, isa, tuning, spec=target.spec, dtype=self.dtype)
         return GEMM_KERNELS[self.op][0](*self.mnk, isa, tuning, spec=target.spec, dtype=self.dtype)
@@ -120,36 +137,57 @@ class CpuLayer:
         """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]), each over
         its element type's whole range (``compiler.ops.cpu.DTYPES``: u8 and s8, s8 and s8, or int16)."""
         rng = np.random.default_rng(seed)
-        if self.conv is not None:
+        if self.window is not None:
+            w = self.window
+            taps = (w.k,) * len(w.sizes)
+            shapes = ((w.n, w.ic, *w.sizes), (w.oc, *taps) if w.depthwise else (w.oc, w.ic, *taps))
+        elif self.conv is not None:
             c = self.conv
             shapes = ((1, c.ic, c.h, c.w), (c.oc, c.ic, c.k, c.k))
         else:
             m, n, k = self.mnk
-            shapes = ((m, n, k) if self.op == "dot" else (m, k), (n, k))
+            shapes = ((m, k), (n, k))
         return tuple(rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
                      for shape, t in zip(shapes, cpu.DTYPES[self.dtype], strict=True))
 
     def pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8
              ) -> tuple[np.ndarray, np.ndarray]:
+        if self.window is not None and self.window.depthwise:
+            return cpu.pack_depthwise(data, weight, self.window.k, self.window.dil, pk)
+        if self.window is not None and self.window.pixels:
+            return cpu.pack_pixels(data, weight, self.window, pk)
+        if self.window is not None:
+            return cpu.pack_window(data, weight, pk)
         if self.conv is not None:
             return cpu.pack_conv(data, weight, self.conv, pk)
         return GEMM_KERNELS[self.op][1](data, weight, pk)
 
     def unpack(self, out: np.ndarray) -> np.ndarray:
+        if self.window is not None and self.window.pixels:
+            return cpu.unpack_pixels(out, self.window.out[-1])
+        if self.window is not None:
+            return cpu.unpack_window(out, self.window.oc)
         if self.conv is not None:
             return cpu.unpack_conv(out, self.conv)
         return GEMM_KERNELS[self.op][2](out, *self.mnk[:2])
 
     def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        if self.window is not None:
+            w = self.window
+            kernels, groups = (weight[:, None], w.ic) if w.depthwise else (weight, 1)
+            return reference.conv_nd(data, kernels, w.s, 0, w.dil, groups).astype(np.int32)
         if self.conv is not None:
             return reference.conv2d(data, weight, self.conv.s, self.conv.p).astype(np.int32)
-        if self.op == "dot":
-            return reference.lanewise_dot(data, weight).astype(np.int32)
         return reference.dense(data, weight).astype(np.int32)
 
     def fused_extents(self, lanes: int = cpu.LANES) -> tuple[int, ...]:
         """Extents of the data-parallel loops outside the unrolled tile (before tiling), with ``lanes``
         output channels per instruction."""
+        if self.window is not None and self.window.pixels:
+            w = self.window
+            return (w.n, w.oc, *w.out[:-1], -(-w.out[-1] // lanes))
+        if self.window is not None:
+            return (self.window.n, -(-self.window.oc // lanes), *self.window.out)
         if self.conv is not None:
             c = self.conv
             return (1, -(-c.oc // lanes), c.oh, c.ow)
@@ -168,15 +206,21 @@ def tuning_space(layer: CpuLayer, lanes: int = cpu.LANES) -> list[cpu.CpuTuning]
     half of UNIT's layers), but never the column-tile loop of a tile with a tail: that loop stays serial so
     that loop partitioning can split the tail off; each tile is tried with one fused loop fewer as well.
     Outputs narrower than 4 columns (a GEMV, a 1x1 feature map) get tiles of their own width. ``lanes``: the
-    instruction's output lanes (16 for vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has).
+    instruction's output lanes (16 for vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has). A
+    depthwise conv's tiles are smaller and its parallel loop shorter (below).
     """
     outer = list(layer.fused_extents(lanes))
-    oc_axis, columns = (1 if layer.conv is not None else 0), outer[-1]
+    oc_axis, columns = (0 if layer.mnk is not None else 1), outer[-1]
     blocks = outer[oc_axis]
+    # A depthwise conv's instructions each take a data register of their own (shuffled from memory, not a
+    # broadcast): at most 14 per tile; and its rows stay out of the parallel loop (fused, they cost half the
+    # speed on 7 x 7 x 1024 and 112 x 112 x 32, AMD EPYC znver4, 1 thread: 21-25% of peak against 39-45%).
+    depthwise = layer.window is not None and layer.window.depthwise
+    most, fusable = (14, 2) if depthwise else (24, len(outer))
 
     def tiles_of(widths: tuple[int, ...]) -> list[tuple[int, int]]:
         return [(oc, x) for oc in (1, 2, 3, 4) for x in widths
-                if oc * x <= 24 and x <= columns and oc <= blocks]
+                if oc * x <= most and x <= columns and oc <= blocks]
 
     # tiles of fewer than 4 columns only where the output has fewer (a GEMV, a tiny feature map)
     tiles = tiles_of((16, 14, 12, 8, 7, 6, 5, 4)) or tiles_of((3, 2, 1))
@@ -185,7 +229,7 @@ def tuning_space(layer: CpuLayer, lanes: int = cpu.LANES) -> list[cpu.CpuTuning]
     for oc, x in tiles:
         extents = list(outer)
         extents[oc_axis], extents[-1] = -(-blocks // oc), -(-columns // x)
-        limit = len(extents) if columns % x == 0 else len(extents) - 1
+        limit = min(fusable, len(extents) if columns % x == 0 else len(extents) - 1)
         parallel = max([1] + [p for p in range(1, limit + 1) if math.prod(extents[:p]) < 3000])
         space.append(cpu.CpuTuning(parallel, oc, x))
         if parallel > 1:
@@ -221,7 +265,14 @@ class CpuFlow(TargetFlow):
             c = take_conv(params, where)
             layer = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, dtype=dtype)
             keys = (*CONV_KEYS, "shape")
+        return self.plan_layer(layer, params, keys, target, where)
+
+    def plan_layer(self, layer: CpuLayer, params: dict[str, Any], keys: Sequence[str], target: Target,
+                   where: str) -> CpuJob:
+        """The job of running ``layer``: its options popped from ``params`` (any key left that is not one of
+        ``keys`` is refused), its tunings, the instruction's packing."""
         _fits(layer, where)
+        dtype = layer.dtype
         isa = params.pop("isa", "x86-vnni")
         if isa not in ISAS:
             raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
@@ -320,7 +371,12 @@ def _fits(layer: CpuLayer, where: str) -> None:
     """RunError unless each of ``layer``'s arrays (data, weights, output) has fewer than 2**31 elements (the
     compiler's int32 extents) and all of them, with the copies the run makes (packed inputs; the int32
     output, numpy's int64 reference and their float64 difference), fit in this machine's memory."""
-    if layer.conv is not None:
+    if layer.window is not None:
+        w = layer.window
+        taps = w.k ** len(w.sizes)
+        inputs = [w.n * w.ic * math.prod(w.sizes), w.oc * taps * (1 if w.depthwise else w.ic)]
+        output = w.n * w.oc * math.prod(w.out)
+    elif layer.conv is not None:
         c = layer.conv
         inputs, output = [c.ic * c.h * c.w, c.oc * c.ic * c.k * c.k], max(c.oc * c.oh * c.ow, 0)
     else:
@@ -337,19 +393,17 @@ GEMM_FLOW = CpuFlow()
 
 
 class CpuContractionFlow(ContractionFlow):
-    """TensorIR's kinds on this CPU (tandem/contraction_flow.py): mapped onto the canonical GEMM of the
-    data and weight types, run as the GEMMs of CpuFlow (UNIT's tunings, vpdpbusd or the spec's instruction),
-    timed on this CPU; the int32 sums are the output."""
+    """Batch matmul on this CPU (tandem/contraction_flow.py): mapped onto the canonical GEMM of the data and
+    weight types, run as the GEMMs of CpuFlow (UNIT's tunings, vpdpbusd or the spec's instruction), timed on
+    this CPU; the int32 sums are the output. The convolution kinds run directly (``CpuWindowFlow``)."""
 
     kind = "cpu"
     gemm_flow = GEMM_FLOW
     options = ("isa", "threads", "tune", "dtype", "min_time")
 
     def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
-        """The canonical GEMM's mapping, or the lane-wise dot's where it pads less: a depthwise conv's GEMMs
-        have one column each, 1/16 of vpdpbusd's lanes, while its channels fill them as the dot's columns
-        (vpdpbusd takes a vector of each operand, so every lane may have its own data)."""
-        return canonical_mapping(op, where, cpu.LANES, (canonical_gemm, canonical_dot))
+        """The canonical GEMM's mapping."""
+        return canonical_mapping(op, where, cpu.LANES, (canonical_gemm,))
 
     def kernel(self, kind: str, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> str:
         """A GEMM whose columns would leave most of the lanes empty runs as ``gemm_t``: the data's rows on
@@ -370,6 +424,111 @@ class CpuContractionFlow(ContractionFlow):
         return int(2 * job.op.macs / (peak * 1e9) * tsc_hz()) if peak else None
 
 
+
+@dataclass(frozen=True)
+class WindowJob:
+    """A convolution of TensorIR's kinds as ``count`` direct convolutions (one per channel group, the batch
+    inside each), every one the same ``job.layer``."""
+
+    op: contractions.Contraction
+    job: CpuJob
+    count: int
+
+    @property
+    def candidates(self) -> Sequence[cpu.CpuTuning]:
+        return self.job.candidates
+
+
+class CpuWindowFlow(TargetFlow):
+    """TensorIR's convolution kinds on this CPU with the window read in the kernel (``compiler.ops.cpu.conv``,
+    UNIT's conv2d schedule in 1 to 3 dimensions with stride and dilation; ``cpu.depthwise``): no im2col, so
+    the time measured is the whole operator's but for the layout transform, which moves each byte once
+    (blocking channels, padding, splitting groups; a transposed conv's spreading, which also makes the
+    conv's stride-1 input). Output channels are the instruction's lanes and input channels its
+    reduction -- the mapping the Inspector finds -- while a depthwise conv puts its channels on the lanes,
+    each with its own data, and a row's taps on the reduction. A grouped conv runs one convolution per
+    group, the batch inside each."""
+
+    kind = "cpu"
+    options = ("isa", "threads", "tune", "tuning", "dtype", "min_time")
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> WindowJob:
+        where = f"cpu {op}"
+        options = {key: params.pop(key) for key in self.options if key in params}
+        dtype = options.pop("dtype", "uint8")
+        if dtype not in cpu.DTYPES:
+            raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
+                           f"{', '.join(cpu.DTYPES)}")
+        operator = contraction_of(op, params, cpu.DTYPES[dtype], where, self.options)
+        n, groups, ic, *sizes = operator.data.shape
+        _, oc, _, *taps = operator.weight.shape
+        spec = operator.params
+        stride, dil = (1, 1) if op == "conv_transpose" else (spec["S"], spec["DIL"])
+        depthwise = op == "depthwise"
+        window = cpu.Window(tuple(sizes), groups if depthwise else ic, groups if depthwise else oc, taps[0],
+                            stride, dil, n, depthwise)
+        # few output channels: pixels on the lanes (with stride 1 each lane's data is the next 4 bytes)
+        if not depthwise and stride == 1 and pads_less_transposed((window.out[-1], oc, 0), 1, cpu.LANES):
+            window = dataclasses.replace(window, pixels=True)
+        layer = CpuLayer("window", window=window, dtype=dtype)
+        job = GEMM_FLOW.plan_layer(layer, options, (), target, where)
+        return WindowJob(operator, job, 1 if depthwise else groups)
+
+    def inputs(self, job: WindowJob, rng: np.random.Generator) -> list[np.ndarray]:
+        return contraction_inputs(job.op, rng)
+
+    def check_inputs(self, job: WindowJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return check_contraction_inputs(job.op, given)
+
+    def compile(self, job: WindowJob, candidate: cpu.CpuTuning, target: Target) -> Any:
+        return GEMM_FLOW.compile(job.job, candidate, target)
+
+    def cost(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
+        """Every group runs the same kernel on arrays of one shape: the first's cost, times their count."""
+        return GEMM_FLOW.cost(job.job, compiled, self._problems(job, inputs)[0], target) * job.count
+
+    def execute(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
+        runs = [GEMM_FLOW.execute(job.job, compiled, arrays, target)
+                for arrays in self._problems(job, inputs)]
+        first, seconds = runs[0], sum(r.measured["seconds"] for r in runs)
+        output = np.stack([r.output for r in runs], axis=1)   # [n, group, channels, *out]
+        if job.op.kind == "depthwise":
+            output = output[:, 0]
+        gops = 2 * job.op.macs / seconds / 1e9
+        peak = first.measured["peak_gops"]
+        return dataclasses.replace(
+            first, output=job.op.layout_out(output), cycles=sum(r.cycles for r in runs),
+            instructions={name: count * len(runs) for name, count in first.instructions.items()},
+            tensor_instructions=first.tensor_instructions * len(runs),
+            utilization={"vpdpbusd": gops / peak} if peak else {},
+            measured={"gops": gops, "seconds": seconds, "peak_gops": peak})
+
+    def _problems(self, job: WindowJob, inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
+        """Each direct convolution's data ``[N, C, *padded]`` and weights (``[O, C, *k]``; depthwise
+        ``[C, k, k]``), from the expression's layouts."""
+        data, weight = job.op.layout_data(inputs[0]), job.op.layout_weight(inputs[1])
+        if job.op.kind == "depthwise":   # [n, C, 1, H, W] and [C, 1, 1, k, k]
+            return [[data[:, :, 0], weight[:, 0, 0]]]
+        return [[data[:, g], weight[g]] for g in range(job.count)]
+
+    def reference(self, job: WindowJob, inputs: list[np.ndarray]) -> np.ndarray:
+        return job.op.reference(*inputs).astype(np.int32)
+
+    def roofline(self, job: WindowJob, target: Target, execution: Execution) -> int | None:
+        peak = execution.measured["peak_gops"]
+        return int(2 * job.op.macs / (peak * 1e9) * tsc_hz()) if peak else None
+
+    def params(self, job: WindowJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
+        w = job.job.layer.window
+        return {**job.op.params, **{k: v for k, v in GEMM_FLOW.params(job.job, candidate, target).items()
+                                     if k not in job.job.layer.params},
+                "window": {"count": job.count, **job.job.layer.params, "out": list(w.out)},
+                "mapping": "lanes = channels, reduction = taps along W" if w.depthwise else
+                           "lanes = output pixels along W, reduction = input channels" if w.pixels else
+                           "lanes = output channels, reduction = input channels"}
+
+    def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
+        return GEMM_FLOW.tuned_entry(candidate, cost)
 
 
 @dataclass(frozen=True)
@@ -450,8 +609,11 @@ class NetworkOpFlow(CpuUserFlow):
         return super().plan(network.user_op(op), params, target)
 
 
+#: the kinds that run as direct convolutions (the rest: batch_matmul, mapped onto the GEMM)
+WINDOW_KINDS = ("conv1d", "conv3d", "dilated_conv", "group_conv", "depthwise", "conv_transpose")
 FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, GEMM_FLOW),
                           **dict.fromkeys(contractions.KINDS.keys() - set(OPS), CpuContractionFlow()),
+                          **dict.fromkeys(WINDOW_KINDS, CpuWindowFlow()),
                           **dict.fromkeys(network.OPERATORS, NetworkOpFlow())})
 
 

@@ -26,6 +26,7 @@ tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit mult
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,28 +142,86 @@ def _blocks(n: int, size: int) -> int:
 def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
            spec: ISA, dtype: str = "uint8") -> CpuSchedule:
     """The conv2d of ``layer`` on packed, padded data, scheduled by UNIT's rewriter for ``isa``."""
+    window = Window((layer.h + 2 * layer.p, layer.w + 2 * layer.p), layer.ic, layer.oc, layer.k, layer.s)
+    return conv(window, isa, tuning, spec=spec, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A direct convolution on this CPU, its window read in the kernel (no im2col): ``n`` images of ``ic``
+    channels and 1 to 3 zero-padded spatial ``sizes``, ``oc`` output channels, a kernel of ``k`` in every
+    spatial dimension, stride ``s``, dilation ``dil``; ``depthwise``: every channel its own kernel
+    (``ic == oc``)."""
+
+    sizes: tuple[int, ...]
+    ic: int
+    oc: int
+    k: int
+    s: int = 1
+    dil: int = 1
+    n: int = 1
+    depthwise: bool = False
+    pixels: bool = False   # output pixels along the last dimension on the lanes (``conv_pixels``)
+
+    @property
+    def out(self) -> tuple[int, ...]:
+        reach = self.dil * (self.k - 1) + 1
+        return tuple((size - reach) // self.s + 1 for size in self.sizes)
+
+    @property
+    def macs(self) -> int:
+        per_output = self.k ** len(self.sizes) * (1 if self.depthwise else self.ic)
+        return self.n * self.oc * math.prod(self.out) * per_output
+
+    def invalid(self) -> str | None:
+        """Why this is no convolution, or None."""
+        if not 1 <= len(self.sizes) <= 3:
+            return f"{len(self.sizes)} spatial dimensions; a window has 1 to 3"
+        if min(self.ic, self.oc, self.k, self.s, self.dil, self.n, *self.sizes) < 1:
+            return f"a size below 1 in {self}"
+        if self.depthwise and self.ic != self.oc:
+            return f"a depthwise window has as many outputs as inputs, but ic = {self.ic}, oc = {self.oc}"
+        if self.depthwise and len(self.sizes) != 2:
+            return "a depthwise window is 2-D"
+        if self.depthwise and self.pixels:
+            return "a depthwise window has its channels on the lanes"
+        if min(self.out) < 1:
+            return f"a kernel of {self.k} with dilation {self.dil} reaches past the input {self.sizes}"
+        return None
+
+
+def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *, spec: ISA,
+         dtype: str = "uint8") -> CpuSchedule:
+    """A convolution of 1 to 3 spatial dimensions on packed, padded data, scheduled by UNIT's rewriter:
+    data ``[N, C/x, *sizes, x]``, kernel ``[K/y, C/x, *[k] * dims, y, x]``, output ``[N, K/y, *out, y]``;
+    output channels on the instruction's lanes, input channels its reduction, the window read in the
+    kernel. A depthwise window goes to ``depthwise``."""
+    why = window.invalid()
+    if why:
+        raise ScheduleError(f"cpu conv: {why}")
+    if window.depthwise:
+        return depthwise(window, isa, tuning, spec=spec, dtype=dtype)
+    if window.pixels:
+        return conv_pixels(window, isa, tuning, spec=spec, dtype=dtype)
     pk = packing(isa, dtype, spec)
-    c4, k16 = _blocks(layer.ic, pk.group), _blocks(layer.oc, pk.lanes)
-    hp, wp = layer.h + 2 * layer.p, layer.w + 2 * layer.p
-    data = te.placeholder((1, c4, hp, wp, pk.group), pk.data, name="data")
-    kernel = te.placeholder((k16, c4, layer.k, layer.k, pk.lanes, pk.group), pk.weight, name="kernel")
-    co, r, s, ci = (
-        te.reduce_axis(c4, "co"),
-        te.reduce_axis(layer.k, "r"),
-        te.reduce_axis(layer.k, "s"),
-        te.reduce_axis(pk.group, "ci"),
-    )
-    st = layer.s
+    c4, k16 = _blocks(window.ic, pk.group), _blocks(window.oc, pk.lanes)
+    dims, st, dil = len(window.sizes), window.s, window.dil
+    data = te.placeholder((window.n, c4, *window.sizes, pk.group), pk.data, name="data")
+    kernel = te.placeholder((k16, c4, *[window.k] * dims, pk.lanes, pk.group), pk.weight, name="kernel")
+    co, ci = te.reduce_axis(c4, "co"), te.reduce_axis(pk.group, "ci")
+    taps = [te.reduce_axis(window.k, name) for name in ("q", "r", "s")[3 - dims:]]
 
-    def product(n, ko, y, x, ki):
-        row, col = (y * st, x * st) if st != 1 else (y, x)
-        a = ir.cast(data[n, co, row + r, col + s, ci], "int32")
-        return te.sum(a * ir.cast(kernel[ko, co, r, s, ki, ci], "int32"), axis=[co, r, s, ci])
+    def product(n, ko, *rest):
+        xs, ki = rest[:-1], rest[-1]
+        at = [(x * st if st != 1 else x) + (t * dil if dil != 1 else t)
+              for x, t in zip(xs, taps, strict=True)]
+        a = ir.cast(data[(n, co, *at, ci)], "int32")
+        return te.sum(a * ir.cast(kernel[(ko, co, *taps, ki, ci)], "int32"), axis=[co, *taps, ci])
 
-    out = te.compute((1, k16, layer.oh, layer.ow, pk.lanes), product, name="conv")
-    return _unit_schedule(
-        out, (data, kernel, out), isa, pk, tuning or CpuTuning(), spec, outer=(0, 1, 2), columns=3, oc=1
-    )
+    names = ["n", "ko", *("z", "y", "x")[3 - dims:], "ki"]
+    out = te.compute((window.n, k16, *window.out, pk.lanes), product, name="conv", axis_names=names)
+    return _unit_schedule(out, (data, kernel, out), isa, pk, tuning or CpuTuning(), spec,
+                          outer=tuple(range(dims + 1)), columns=dims + 1, oc=1)
 
 
 def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
@@ -210,27 +269,76 @@ def gemm_t(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | No
                           oc=1)
 
 
-def lanewise_dot(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
-                 spec: ISA, dtype: str = "uint8") -> CpuSchedule:
-    """``C[m, n] = sum_k A[m, n, k] * B[n, k]``, every lane n with its own data (TensorIR's DEP: a depthwise
-    convolution's channels), A packed ``[M, N/y, K/x, y, x]``, B ``[N/y, K/x, y, x]``, output ``[M, N/y, y]``:
-    gemm's UNIT schedule, the instruction's data operand a vector of its own instead of a broadcast."""
+def conv_pixels(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *, spec: ISA,
+                dtype: str = "uint8") -> CpuSchedule:
+    """``conv`` with the output pixels on the lanes, for a convolution of few output channels (a transposed
+    conv to RGB): y consecutive outputs along the last dimension, each lane with its own data (with stride
+    1 the x channels of y consecutive pixels, one contiguous run of the packed data), each weight group
+    broadcast. Data ``[N, C/x, *sizes', x]`` (the last size widened by ``pixels_width`` so that every lane
+    of the last block reads inside), kernel ``[K, C/x, *[k] * dims, x]``, output
+    ``[N, K, *out[:-1], OW/y, y]``."""
     pk = packing(isa, dtype, spec)
-    _check_extents("lanewise_dot", m, n, k)
     group, lanes = pk.group, pk.lanes
-    k4, n16 = _blocks(k, group), _blocks(n, lanes)
-    a = te.placeholder((m, n16, k4, lanes, group), pk.data, name="A")
-    b = te.placeholder((n16, k4, lanes, group), pk.weight, name="B")
-    ko, kk = te.reduce_axis(k4, "ko"), te.reduce_axis(group, "kk")
-    out = te.compute(
-        (m, n16, lanes),
-        lambda i, no, ni: te.sum(
-            ir.cast(a[i, no, ko, ni, kk], "int32") * ir.cast(b[no, ko, ni, kk], "int32"), axis=[ko, kk]
-        ),
-        name="dot",
+    c4, dims, st, dil = _blocks(window.ic, group), len(window.sizes), window.s, window.dil
+    *front, last = window.out
+    sizes = (*window.sizes[:-1], pixels_width(window, lanes))
+    data = te.placeholder((window.n, c4, *sizes, group), pk.data, name="data")
+    kernel = te.placeholder((window.oc, c4, *[window.k] * dims, group), pk.weight, name="kernel")
+    co, ci = te.reduce_axis(c4, "co"), te.reduce_axis(group, "ci")
+    taps = [te.reduce_axis(window.k, name) for name in ("q", "r", "s")[3 - dims:]]
+
+    def product(n, o, *rest):
+        *xs, xo, xi = rest
+        xs = [*xs, xo * lanes + xi]
+        at = [(x * st if st != 1 else x) + (t * dil if dil != 1 else t)
+              for x, t in zip(xs, taps, strict=True)]
+        a = ir.cast(data[(n, co, *at, ci)], "int32")
+        return te.sum(a * ir.cast(kernel[(o, co, *taps, ci)], "int32"), axis=[co, *taps, ci])
+
+    names = ["n", "o", *("z", "y", "x")[3 - dims:3 - 1], "xo", "xi"]
+    shape = (window.n, window.oc, *front, _blocks(last, lanes), lanes)
+    out = te.compute(shape, product, name="conv", axis_names=names)
+    return _unit_schedule(out, (data, kernel, out), isa, pk, tuning or CpuTuning(), spec,
+                          outer=tuple(range(dims + 1)), columns=dims + 1, oc=1)
+
+
+def pixels_width(window: Window, lanes: int) -> int:
+    """The last spatial size ``conv_pixels`` reads: every lane of the last output block inside."""
+    blocks = _blocks(window.out[-1], lanes)
+    return max(window.sizes[-1], (blocks * lanes - 1) * window.s + window.dil * (window.k - 1) + 1)
+
+
+def depthwise(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *, spec: ISA,
+              dtype: str = "uint8") -> CpuSchedule:
+    """A depthwise conv2d (every channel its own k x k kernel) with the window read in the kernel:
+    channels on the instruction's lanes, each lane with its own data, and a row's taps in groups of x along
+    W as the instruction's reduction (taps past k have zero weights). Data ``[N, C/y, Hp, Wq, y]`` (zero
+    padded; Wq: the padded width and the columns the last group's extra taps reach), kernel
+    ``[C/y, k, ceil(k/x), y, x]``, output ``[N, C/y, OH, OW, y]``. With dilation 1 an operand is x
+    consecutive pixels of y channels, one contiguous run, shuffled into lane order (vpermb on x86)."""
+    pk = packing(isa, dtype, spec)
+    group, lanes = pk.group, pk.lanes
+    (hp, wp), k, s, dil = window.sizes, window.k, window.s, window.dil
+    c16, taps = _blocks(window.oc, lanes), _blocks(k, group)
+    data = te.placeholder((window.n, c16, hp, depthwise_width(wp, k, dil, group), lanes), pk.data,
+                          name="data")
+    kernel = te.placeholder((c16, k, taps, lanes, group), pk.weight, name="kernel")
+    r, so, t = te.reduce_axis(k, "r"), te.reduce_axis(taps, "so"), te.reduce_axis(group, "t")
+
+    def product(n, cb, y, x, ci):
+        a = ir.cast(data[n, cb, y * s + r * dil, x * s + (so * group + t) * dil, ci], "int32")
+        return te.sum(a * ir.cast(kernel[cb, r, so, ci, t], "int32"), axis=[r, so, t])
+
+    out = te.compute((window.n, c16, *window.out, lanes), product, name="depthwise")
+    return _unit_schedule(
+        out, (data, kernel, out), isa, pk, tuning or CpuTuning(), spec, outer=(0, 1, 2), columns=3, oc=1
     )
-    return _unit_schedule(out, (a, b, out), isa, pk, tuning or CpuTuning(), spec, outer=(1,), columns=0,
-                          oc=1)
+
+
+def depthwise_width(wp: int, k: int, dil: int, group: int) -> int:
+    """The packed width of a depthwise conv's data: the padded width and the columns that the last tap
+    group's taps past ``k`` (zero weights) reach."""
+    return wp + (_blocks(k, group) * group - k) * dil
 
 
 def _check_extents(name: str, m: int, n: int, k: int) -> None:
@@ -294,22 +402,71 @@ def _unit_schedule(
 def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, pk: Packing = U8
               ) -> tuple[np.ndarray, np.ndarray]:
     """NCHW data and OIHW kernel -> padded NCHW[x]c data and KCRS[y]k[x]c kernel (zeros fill)."""
-    group, lanes = pk.group, pk.lanes
-    c4, k16 = _blocks(layer.ic, group), _blocks(layer.oc, lanes)
     p = layer.p
-    d = np.zeros((1, c4 * group, layer.h + 2 * p, layer.w + 2 * p), pk.data)
-    d[:, : layer.ic, p : p + layer.h, p : p + layer.w] = data
-    packed_data = np.ascontiguousarray(d.reshape(1, c4, group, *d.shape[2:]).transpose(0, 1, 3, 4, 2))
-    w = np.zeros((k16 * lanes, c4 * group, layer.k, layer.k), pk.weight)
-    w[: layer.oc, : layer.ic] = kernel
-    packed = w.reshape(k16, lanes, c4, group, layer.k, layer.k).transpose(0, 2, 4, 5, 1, 3)
-    return packed_data, np.ascontiguousarray(packed)
+    return pack_window(np.pad(data, ((0, 0), (0, 0), (p, p), (p, p))), kernel, pk)
+
+
+def pack_window(data: np.ndarray, kernel: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:
+    """Padded ``[N, C, *sizes]`` data and ``[O, C, *k]`` kernels -> ``conv``'s ``[N, C/x, *sizes, x]`` and
+    ``[O/y, C/x, *k, y, x]`` (zeros fill the channels)."""
+    group, lanes = pk.group, pk.lanes
+    (n, c, *sizes), (o, _, *taps) = data.shape, kernel.shape
+    c4, k16, dims = _blocks(c, group), _blocks(o, lanes), len(sizes)
+    d = np.zeros((n, c4 * group, *sizes), pk.data)
+    d[:, :c] = data
+    packed_data = d.reshape(n, c4, group, *sizes).transpose(0, 1, *range(3, 3 + dims), 2)
+    w = np.zeros((k16 * lanes, c4 * group, *taps), pk.weight)
+    w[:o, :c] = kernel
+    packed = w.reshape(k16, lanes, c4, group, *taps).transpose(0, 2, *range(4, 4 + dims), 1, 3)
+    return np.ascontiguousarray(packed_data), np.ascontiguousarray(packed)
+
+
+def pack_pixels(data: np.ndarray, kernel: np.ndarray, window: Window, pk: Packing = U8
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Padded ``[N, C, *sizes]`` data and ``[O, C, *k]`` kernels -> ``conv_pixels``'s ``[N, C/x, *sizes', x]``
+    (the last size widened with zeros) and ``[O, C/x, *k, x]``."""
+    group = pk.group
+    (n, c, *sizes), (o, _, *taps) = data.shape, kernel.shape
+    c4, dims = _blocks(c, group), len(sizes)
+    d = np.zeros((n, c4 * group, *sizes[:-1], pixels_width(window, pk.lanes)), pk.data)
+    d[:, :c, ..., : sizes[-1]] = data
+    packed_data = d.reshape(n, c4, group, *d.shape[2:]).transpose(0, 1, *range(3, 3 + dims), 2)
+    w = np.zeros((o, c4 * group, *taps), pk.weight)
+    w[:, :c] = kernel
+    packed = w.reshape(o, c4, group, *taps).transpose(0, 1, *range(3, 3 + dims), 2)
+    return np.ascontiguousarray(packed_data), np.ascontiguousarray(packed)
+
+
+def unpack_pixels(out: np.ndarray, ow: int) -> np.ndarray:
+    """``[N, K, *out[:-1], OW/y, y]`` -> ``[N, K, *out]`` (the lanes past OW dropped)."""
+    return out.reshape(*out.shape[:-2], -1)[..., :ow]
+
+
+def pack_depthwise(data: np.ndarray, kernel: np.ndarray, k: int, dil: int, pk: Packing = U8
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Padded ``[N, C, Hp, Wp]`` data and ``[C, k, k]`` kernels -> ``depthwise``'s ``[N, C/y, Hp, Wq, y]``
+    and ``[C/y, k, ceil(k/x), y, x]`` (zeros fill)."""
+    group, lanes = pk.group, pk.lanes
+    n, c, hp, wp = data.shape
+    c16, taps = _blocks(c, lanes), _blocks(k, group)
+    d = np.zeros((n, c16 * lanes, hp, depthwise_width(wp, k, dil, group)), pk.data)
+    d[:, :c, :, :wp] = data
+    w = np.zeros((c16 * lanes, k, taps * group), pk.weight)
+    w[:c, :, :k] = kernel
+    packed_data = d.reshape(n, c16, lanes, hp, -1).transpose(0, 1, 3, 4, 2)
+    packed = w.reshape(c16, lanes, k, taps, group).transpose(0, 2, 3, 1, 4)
+    return np.ascontiguousarray(packed_data), np.ascontiguousarray(packed)
 
 
 def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
     """``[1, K/y, OH, OW, y]`` -> NCHW ``[1, K, OH, OW]`` (padding channels dropped)."""
-    k16, lanes = out.shape[1], out.shape[-1]
-    return out.transpose(0, 1, 4, 2, 3).reshape(1, k16 * lanes, layer.oh, layer.ow)[:, : layer.oc]
+    return unpack_window(out, layer.oc)
+
+
+def unpack_window(out: np.ndarray, oc: int) -> np.ndarray:
+    """``[N, K/y, *out, y]`` -> ``[N, K, *out]`` (padding channels dropped)."""
+    n, k16, *sizes, lanes = out.shape
+    return np.moveaxis(out, -1, 2).reshape(n, k16 * lanes, *sizes)[:, :oc]
 
 
 def pack_gemm(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:
@@ -322,18 +479,6 @@ def pack_gemm(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarra
     pb = np.zeros((n16 * lanes, k4 * group), pk.weight)
     pb[:n, :k] = b
     return pa, np.ascontiguousarray(pb.reshape(n16, lanes, k4, group).transpose(0, 2, 1, 3))
-
-
-def pack_dot(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:
-    """``A[M, N, K]`` and ``B[N, K]`` -> A as ``[M, N/y, K/x, y, x]`` and B as ``[N/y, K/x, y, x]`` (zeros
-    fill); the output unpacks as a GEMM's."""
-    (m, n, k) = a.shape
-    group, lanes = pk.group, pk.lanes
-    k4, n16 = _blocks(k, group), _blocks(n, lanes)
-    pa = np.zeros((m, n16 * lanes, k4 * group), pk.data)
-    pa[:, :n, :k] = a
-    packed = pa.reshape(m, n16, lanes, k4, group).transpose(0, 1, 3, 2, 4)
-    return np.ascontiguousarray(packed), pack_gemm(np.zeros((0, k), pk.data), b, pk)[1]
 
 
 def pack_gemm_t(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:

@@ -142,12 +142,6 @@ def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _matmul(_exact(a), _exact(b).T)
 
 
-def lanewise_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``out[m, n] = sum_k a[m, n, k] * b[n, k]`` of ``a`` [M, N, K] and ``b`` [N, K]: every column n its own
-    dot product (a depthwise convolution's channels)."""
-    return np.einsum("mnk,nk->mn", _exact(a), _exact(b))
-
-
 def shift_clip(acc: np.ndarray, shift: int, relu: bool = False) -> np.ndarray:
     """VTA's int8 epilogue: an arithmetic right shift by ``shift``, then a clip to [0 if relu else -128,
     127]."""

@@ -21,6 +21,8 @@ from compiler.lower import lower
 from compiler.ops import reference
 from compiler.ops.cpu import (
     CpuTuning,
+    Window,
+    conv,
     conv2d,
     gemm,
     pack_conv,
@@ -163,3 +165,44 @@ def test_every_resnet18_and_unit_table1_layer_is_bit_exact(source: str) -> None:
         layers = [CpuLayer.conv2d(ihw, ihw, c, k, r, s, 0) for c, ihw, k, r, s in UNIT_TABLE1.values()]
     for layer in layers:
         run_conv(layer.conv, "x86-vnni", tuning_space(layer)[0])
+
+
+@st.composite
+def windows(draw) -> Window:
+    """A small direct convolution: 1 to 3 spatial dimensions, stride, dilation, batch; depthwise (2-D) or
+    with the output pixels on the lanes."""
+    kind = draw(st.sampled_from(["channels", "pixels", "depthwise"]))
+    dims = 2 if kind == "depthwise" else draw(st.integers(1, 3))
+    k, s, dil = draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    reach = dil * (k - 1) + 1
+    sizes = tuple(draw(st.integers(reach, reach + (5 if dims < 3 else 2))) for _ in range(dims))
+    ic = draw(st.integers(1, 9))
+    oc = ic if kind == "depthwise" else draw(st.integers(1, 20))
+    return Window(sizes, ic, oc, k, s, dil, draw(st.integers(1, 2)), kind == "depthwise", kind == "pixels")
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(window=windows(), tuning=st.sampled_from([CpuTuning(), CpuTuning(2, 1, 3), CpuTuning(1, 2, 2)]))
+def test_direct_convolutions_equal_numpy_and_put_every_product_on_vpdpbusd(window, tuning) -> None:
+    """``cpu.conv`` (the window read in the kernel): random windows of every form compile through the
+    pipeline, every product on the instruction, and equal the reference bit for bit."""
+    from tandem.cpu_run import CpuLayer
+
+    layer = CpuLayer("window", window=window)
+    data, weight = layer.inputs(0)
+    sched = conv(window, "x86-vnni", tuning, spec=X86)
+    func = compiled(sched)
+    assert unmatched(func, X86) == [] and instructions(func) > 0
+    packed = layer.pack(data, weight)
+    out = np.zeros(func.params[-1].shape, np.int32)
+    build(func, threads=1)(*packed, out)
+    np.testing.assert_array_equal(layer.unpack(out), layer.reference(data, weight))
+
+
+def test_a_window_that_is_no_convolution_is_refused() -> None:
+    from compiler.errors import ScheduleError
+
+    with pytest.raises(ScheduleError, match="reaches past the input"):
+        conv(Window((3, 3), 4, 4, 3, 1, 2), spec=X86)
+    with pytest.raises(ScheduleError, match="a depthwise window has as many outputs as inputs"):
+        conv(Window((5, 5), 4, 8, 3, depthwise=True), spec=X86)

@@ -1,8 +1,9 @@
 """TensorIR's operator kinds (``tandem run conv1d|conv3d|dilated_conv|group_conv|depthwise|conv_transpose|
-batch_matmul``) on VITA, DianNao and this CPU: mapped onto a GEMM by characteristic vectors (VITA: the spec's
-GEMM instruction; the CPU and DianNao: the canonical GEMM their schedules compute, UNIT's vpdpbusd kernel and
-the card's 1 x 1 conv on qconv), run as GEMMs on reindexed operands, validated bit for bit against
-compiler/ops/reference."""
+batch_matmul``) on VITA, DianNao and this CPU, validated bit for bit against compiler/ops/reference. VITA and
+DianNao map them onto a GEMM by characteristic vectors (VITA: the spec's GEMM instruction; DianNao: the
+canonical GEMM as the card's 1 x 1 conv on qconv) and run GEMMs on reindexed operands; the CPU runs the
+convolutions directly, the window read in the kernel (UNIT's schedule in 1 to 3 dimensions, and the
+depthwise one), and batch matmul on its GEMM."""
 
 from __future__ import annotations
 
@@ -44,13 +45,34 @@ def test_each_kind_runs_on_the_gemm_and_validates_bit_exactly(kind, target):
         assert report.unmatched == [] and report.instructions["qconv"] >= 1
     else:   # every multiply-add on the dot-product instruction the UNIT schedule selects
         assert report.unmatched == [] and report.params["instruction"] in report.instructions
+    if target is CPU and kind != "batch_matmul":   # a direct convolution, one per group
+        assert report.params["window"]["count"] == (3 if kind == "group_conv" else 1)
+        assert report.params["mapping"].startswith("lanes = channels" if kind == "depthwise" else
+                                                   "lanes = output")
+        return
     gemm = report.params["gemm"]
-    dot = kind == "depthwise" and target is CPU   # the CPU maps it onto the lane-wise dot: channels on lanes
-    outer = {"group_conv": 3, "batch_matmul": 3, "depthwise": 1 if dot else 5}
+    outer = {"group_conv": 3, "batch_matmul": 3, "depthwise": 5}
     assert gemm["count"] == outer.get(kind, 1)
     rows = "b" if target is TARGET else "m"   # the row index of VITA's GEMM, of the canonical GEMM
     pixels = f"GEMM: {rows} <- fuse(n, " if kind != "batch_matmul" else f"GEMM: {rows} <- fuse(i)"
-    assert report.params["mapping"].startswith("DOT: m <- fuse(n, h, w)" if dot else pixels)
+    assert report.params["mapping"].startswith(pixels)
+
+
+@pytest.mark.parametrize(("kind", "params", "count"), [
+    # 2 x 2 x 3 outputs, 16 output channels in one block, 8 input channels in 2 groups of 4, 27 taps
+    ("conv3d", {"D": 4, "H": 4, "W": 5, "IC": 8, "OC": 16, "P": 0, "K": 3}, 1 * 2 * 2 * 3 * 2 * 27),
+    # 2 images x 5 x 5 outputs x 2 channel blocks, 3 kernel rows x one group of 4 taps (the 4th weight 0)
+    ("depthwise", {"H": 5, "W": 5, "C": 20, "N": 2}, 2 * 2 * 25 * 3 * 1),
+    # to 3 channels: 16 pixels on the lanes; 3 channels x 12 rows x 1 block of 12 columns, 2 input groups,
+    # 16 taps of the stride-1 conv over the spread 15 x 15 input
+    ("conv_transpose", {"H": 6, "W": 6, "IC": 8, "OC": 3, "K": 4, "S": 2, "P": 1}, 3 * 12 * 1 * 2 * 16),
+])
+def test_the_cpu_reads_the_window_in_the_kernel(kind, params, count):
+    """No im2col on the CPU: the kernel walks the padded input, one vpdpbusd per output block, input-channel
+    group and tap (a depthwise conv: per output block, kernel row and group of 4 taps along W; a conv of
+    few output channels: per channel and block of 16 output pixels)."""
+    report = run(kind, CPU, {**params, "min_time": 0.01})
+    assert report.validated and report.instructions == {report.params["instruction"]: count}
 
 
 def test_the_cli_reports_the_mapping_and_the_gemms_it_ran():
@@ -163,17 +185,17 @@ def test_a_match_whose_fields_the_encoding_cannot_hold_is_not_taken():
 
 
 def test_the_cpu_puts_the_pixels_on_the_lanes_of_a_gemm_of_few_columns(monkeypatch):
-    """A transposed conv to 3 channels: vpdpbusd multiplies u8 data by s8 weights, so the operands cannot
-    swap; the CPU runs the GEMM transposed instead (gemm_t: the data's rows on the lanes, each weight group
+    """Batched GEMMs of 3 columns: vpdpbusd multiplies u8 data by s8 weights, so the operands cannot swap;
+    the CPU runs the GEMM transposed instead (gemm_t: the data's rows on the lanes, each weight group
     broadcast), with the same result as the plain GEMM's."""
     from tandem.cpu_run import CpuContractionFlow
 
-    params = {"H": 6, "W": 6, "IC": 8, "OC": 3, "K": 4, "S": 2, "P": 1, "min_time": 0.01}
-    lanes = run("conv_transpose", CPU, dict(params))
+    params = {"B": 2, "M": 40, "N": 3, "K": 32, "min_time": 0.01}
+    lanes = run("batch_matmul", CPU, dict(params))
     assert lanes.validated and lanes.params["gemm"]["kernel"] == "gemm_t"
     assert lanes.params["instruction"] in lanes.instructions and lanes.unmatched == []
     monkeypatch.setattr(CpuContractionFlow, "kernel", lambda self, kind, *args: kind)
-    plain = run("conv_transpose", CPU, dict(params))
+    plain = run("batch_matmul", CPU, dict(params))
     assert plain.params["gemm"]["kernel"] == "gemm" and (plain.output == lanes.output).all()
 
 
