@@ -43,7 +43,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from baselines.cpu_peers import OnnxRuntimePeer, prepare_contraction, time_callable
+from baselines.cpu_peers import OnnxRuntimePeer, prepare_contraction, prepare_contraction_tvm, time_callable
 from compiler.errors import TandemError
 from compiler.ops import contractions
 from sim.core.errors import SimError
@@ -97,8 +97,8 @@ QUICK: dict[str, dict[str, int]] = {
 OPTIONS = {"vita": {}, "diannao": {"dtype": "int8"}, "cpu": {"threads": 1, "min_time": 0.1}}
 COLUMNS = ("kind", "op", "batch", "target", "params", "validated", "macs", "kernel", "gemms", "gemm_m",
            "gemm_n", "gemm_k", "tensorized", "cycles", "seconds", "gops", "peak_gops", "bound_pct",
-           "peer_gops",
-           "peer_qlinear_gops", "peer_exact", "peer_ratio", "peer_error", "wall_s", "error")
+           "peer_gops", "peer_qlinear_gops", "peer_exact", "peer_error", "tvm_gops", "tvm_exact", "tvm_error",
+           "peer_ratio", "wall_s", "error")
 
 
 def cases(shape: int, batches: list[int], quick: bool) -> list[tuple[str, str, int, dict[str, int]]]:
@@ -113,7 +113,7 @@ def cases(shape: int, batches: list[int], quick: bool) -> list[tuple[str, str, i
 
 def run_case(kind: str, op: str, batch: int, params: dict[str, int], target_kind: str) -> dict:
     """One run's CSV row (an ``error`` and no measures when the target refuses it); on the CPU also
-    onnxruntime's integer operator on the same inputs (``peer_*``)."""
+    its peers on the same inputs (onnxruntime ``peer_*``, TVM ``tvm_*``)."""
     start = time.perf_counter()
     row = {"kind": kind, "op": op, "batch": batch, "target": target_kind,
            "params": " ".join(f"{k}={v}" for k, v in params.items())}
@@ -145,21 +145,36 @@ def run_case(kind: str, op: str, batch: int, params: dict[str, int], target_kind
 
 
 def peer_columns(op: str, params: dict[str, int], inputs: list[np.ndarray], report, macs: int) -> dict:
-    """onnxruntime on the same inputs, one thread: its exact integer operator (ConvInteger/MatMulInteger,
-    checked bit for bit against ours) and its fast requantizing one (QLinearConv/QLinearMatMul, timing
-    only); ``peer_ratio`` is our GOPS over the faster of the two. Why not, where it cannot run."""
-    why = OnnxRuntimePeer().available()
+    """The CPU's peers on the same inputs, one thread: onnxruntime's exact integer operator
+    (ConvInteger/MatMulInteger) and its fast requantizing one (QLinearConv/QLinearMatMul, timing only), and
+    TVM 0.27 (``prepare_contraction_tvm``: tensorized with vpdpbusd where its intrinsic maps, exact); each
+    exact one checked bit for bit against ours. ``peer_ratio`` is our GOPS over the fastest peer's. Why not,
+    where a peer cannot run."""
     operator = contractions.contraction(op, params)
+    gops, row = {}, {}
+    why = OnnxRuntimePeer().available()
     exact = None if why else prepare_contraction(operator, *inputs, threads=1)
     if exact is None:
-        return {"peer_error": why or "ONNX has no integer operator for it"}
-    same = bool(np.array_equal(exact(), report.output))
-    fast = prepare_contraction(operator, *inputs, threads=1, qlinear=True)
-    gops = {name: 2 * macs / time_callable(runner, min_time=OPTIONS["cpu"]["min_time"] / 5) / 1e9
-            for name, runner in (("exact", exact), ("qlinear", fast))}
-    best = max(gops.values())
-    return {"peer_gops": round(gops["exact"], 2), "peer_qlinear_gops": round(gops["qlinear"], 2),
-            "peer_exact": same, "peer_ratio": round(report.measured["gops"] / best, 3), "peer_error": ""}
+        row["peer_error"] = why or "ONNX has no integer operator for it"
+    else:
+        fast = prepare_contraction(operator, *inputs, threads=1, qlinear=True)
+        gops["ort"], gops["qlinear"] = (_gops(runner, macs) for runner in (exact, fast))
+        row.update(peer_gops=round(gops["ort"], 2), peer_qlinear_gops=round(gops["qlinear"], 2),
+                   peer_exact=bool(np.array_equal(exact(), report.output)), peer_error="")
+    tvm = prepare_contraction_tvm(operator, *inputs, threads=1)
+    if isinstance(tvm, str):
+        row["tvm_error"] = tvm
+    else:
+        gops["tvm"] = _gops(tvm, macs)
+        row.update(tvm_gops=round(gops["tvm"], 2), tvm_exact=bool(np.array_equal(tvm(), report.output)),
+                   tvm_error="")
+    if gops:
+        row["peer_ratio"] = round(report.measured["gops"] / max(gops.values()), 3)
+    return row
+
+
+def _gops(runner, macs: int) -> float:
+    return 2 * macs / time_callable(runner, min_time=OPTIONS["cpu"]["min_time"] / 5) / 1e9
 
 
 def _kernel(report) -> dict:
@@ -186,12 +201,21 @@ def summarize(rows: list[dict]) -> dict:
             "geomean_bound_pct": _geomean(pcts),
         }
         ratios = [r["peer_ratio"] for r in ran if r.get("peer_ratio")]
-        if ratios:   # ours over onnxruntime's GOPS, where it has the operator
-            out["targets"][target]["onnxruntime"] = {
-                "runs": len(ratios), "exact": all(r.get("peer_exact") for r in ran if r.get("peer_ratio")),
-                "geomean_ratio": round(math.exp(sum(math.log(x) for x in ratios) / len(ratios)), 3)}
+        if ratios:   # ours over the fastest peer's GOPS, where a peer has the operator
+            peers = [r for r in ran if r.get("peer_ratio")]
+            out["targets"][target]["peers"] = {
+                "runs": len(ratios), "geomean_ratio": _ratio(ratios),
+                "onnxruntime_exact": all(r.get("peer_exact") is not False for r in peers),
+                "tvm_exact": all(r.get("tvm_exact") is not False for r in peers),
+                "geomean_ratio_per_kind": {
+                    kind: _ratio([r["peer_ratio"] for r in peers if r["kind"] == kind])
+                    for kind in dict.fromkeys(r["kind"] for r in peers)}}
     out["validated"] = all(r["validated"] for r in rows if not r["error"])
     return out
+
+
+def _ratio(values: list[float]) -> float:
+    return round(math.exp(sum(math.log(x) for x in values) / len(values)), 3)
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -252,6 +276,10 @@ def print_summary(rows: list[dict], summary: dict, console: Console) -> None:
     for target, s in summary["targets"].items():
         console.print(f"{target}: {s['validated']}/{s['runs'] - s['refused']} validated, {s['tensorized']} "
                       f"tensorized, geomean {s['geomean_bound_pct']}% of bound", markup=False)
+        if "peers" in s:
+            console.print(f"{target} over the fastest peer (onnxruntime, TVM): geomean "
+                          f"{s['peers']['geomean_ratio']}x over {s['peers']['runs']} runs; per kind "
+                          f"{s['peers']['geomean_ratio_per_kind']}", markup=False)
 
 
 DEFAULT_OUT = Path("experiments/out/tensorir_suite")

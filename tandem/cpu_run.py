@@ -460,19 +460,14 @@ class CpuWindowFlow(TargetFlow):
             raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
                            f"{', '.join(cpu.DTYPES)}")
         operator = contraction_of(op, params, cpu.DTYPES[dtype], where, self.options)
-        n, groups, ic, *sizes = operator.data.shape
-        _, oc, _, *taps = operator.weight.shape
-        spec = operator.params
-        stride, dil = (1, 1) if op == "conv_transpose" else (spec["S"], spec["DIL"])
-        depthwise = op == "depthwise"
-        window = cpu.Window(tuple(sizes), groups if depthwise else ic, groups if depthwise else oc, taps[0],
-                            stride, dil, n, depthwise)
+        window, count = cpu.window_of(operator)
         # few output channels: pixels on the lanes (with stride 1 each lane's data is the next 4 bytes)
-        if not depthwise and stride == 1 and pads_less_transposed((window.out[-1], oc, 0), 1, cpu.LANES):
+        if not window.depthwise and window.s == 1 and \
+                pads_less_transposed((window.out[-1], window.oc, 0), 1, cpu.LANES):
             window = dataclasses.replace(window, pixels=True)
         layer = CpuLayer("window", window=window, dtype=dtype)
         job = GEMM_FLOW.plan_layer(layer, options, (), target, where)
-        return WindowJob(operator, job, 1 if depthwise else groups)
+        return WindowJob(operator, job, count)
 
     def inputs(self, job: WindowJob, rng: np.random.Generator) -> list[np.ndarray]:
         return contraction_inputs(job.op, rng)

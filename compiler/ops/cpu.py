@@ -35,6 +35,7 @@ from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
+from compiler.ops.contractions import Contraction
 from compiler.ops.nn import ConvShape
 from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
 from compiler.schedule import Schedule, create_schedule
@@ -188,6 +189,20 @@ class Window:
         if min(self.out) < 1:
             return f"a kernel of {self.k} with dilation {self.dil} reaches past the input {self.sizes}"
         return None
+
+
+def window_of(op: Contraction) -> tuple[Window, int]:
+    """One of TensorIR's convolution kinds (``compiler.ops.contractions``) as direct convolutions: the
+    window of one channel group, the batch inside it (channels on the lanes), and how many groups run it (a
+    depthwise conv is one window of all its channels)."""
+    if op.kind == "batch_matmul":
+        raise ScheduleError("cpu: a batch matmul has no window; it runs as GEMMs")
+    n, groups, ic, *sizes = op.data.shape
+    _, oc, _, *taps = op.weight.shape
+    stride, dil = (1, 1) if op.kind == "conv_transpose" else (op.params["S"], op.params["DIL"])
+    if op.kind == "depthwise":
+        return Window(tuple(sizes), groups, groups, taps[0], stride, dil, n, depthwise=True), 1
+    return Window(tuple(sizes), ic, oc, taps[0], stride, dil, n), groups
 
 
 def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *, spec: ISA,

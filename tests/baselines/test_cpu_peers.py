@@ -298,3 +298,28 @@ def test_onnxruntime_runs_tensorirs_kinds_exactly(kind: str, params: dict[str, i
     t2d = contractions.contraction("conv_transpose", {"H": 3, "W": 3, "IC": 2, "OC": 2}, ("uint8", "int8"))
     zeros = (np.zeros(t2d.plain[0], np.uint8), np.zeros(t2d.plain[1], np.int8))
     assert prepare_contraction(t2d, *zeros, threads=1) is None
+
+
+@pytest.mark.parametrize(("kind", "params"), [
+    ("conv1d", {"W": 11, "IC": 6, "OC": 20, "S": 2}),
+    ("conv3d", {"D": 3, "H": 4, "W": 5, "IC": 5, "OC": 17, "N": 2}),
+    ("dilated_conv", {"H": 7, "W": 6, "IC": 8, "OC": 16}),
+    ("group_conv", {"H": 5, "W": 5, "IC": 12, "OC": 24, "G": 3}),
+    ("depthwise", {"H": 6, "W": 7, "C": 20, "S": 2, "N": 2}),
+    ("conv_transpose", {"H": 3, "W": 4, "IC": 6, "OC": 3}),
+    ("batch_matmul", {"B": 3, "M": 4, "N": 5, "K": 9}),
+])
+def test_tvm_runs_tensorirs_kinds_exactly(kind: str, params: dict[str, int]) -> None:
+    """The suite's second CPU peer: TVM tensorized with vpdpbusd (a depthwise conv: its vectorized NCHW16c
+    schedule) equals the one reference bit for bit on every kind."""
+    from baselines.cpu_peers import prepare_contraction_tvm
+    from compiler.ops import contractions
+
+    ready(TVM_VNNI_PEER)
+    op = contractions.contraction(kind, params, ("uint8", "int8"))
+    rng = np.random.default_rng(6)
+    data = rng.integers(0, 256, op.plain[0]).astype(np.uint8)
+    weight = rng.integers(-128, 128, op.plain[1]).astype(np.int8)
+    run = prepare_contraction_tvm(op, data, weight, threads=1)
+    assert not isinstance(run, str), run
+    np.testing.assert_array_equal(run(), op.reference(data, weight).astype(np.int32))
