@@ -195,45 +195,58 @@ class CpuLayer:
         return (-(-m // lanes), n) if self.op == "gemm_t" else (-(-n // lanes), m)
 
 
-def tuning_space(layer: CpuLayer, lanes: int = cpu.LANES) -> list[cpu.CpuTuning]:
+def tuning_space(layer: CpuLayer, lanes: int = cpu.LANES, threads: int = 1) -> list[cpu.CpuTuning]:
     """Candidate breaking points (UNIT Sec. IV.B), the likeliest first.
 
     The unrolled tile (oc blocks x columns, one accumulator register each) holds at most 24 instructions, so
-    that the accumulators, a weight vector per oc block and the broadcasts fit in AVX-512's 32 registers;
-    tiles that divide the layer come first (no tail), then those of at least 16 instructions (enough to hide
-    vpdpbusd's latency at its throughput), then the widest. The parallel loop fuses as many outer loops as
+    that the accumulators, a weight vector per oc block and the broadcasts fit in AVX-512's 32 registers. A
+    GEMM prefers tiles that divide it (no tail), then those of at least 16 instructions (enough to hide
+    vpdpbusd's latency at its throughput), then the widest; its parallel loop fuses as many outer loops as
     keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" is the optimum for more than
-    half of UNIT's layers), but never the column-tile loop of a tile with a tail: that loop stays serial so
-    that loop partitioning can split the tail off; each tile is tried with one fused loop fewer as well.
-    Outputs narrower than 4 columns (a GEMV, a 1x1 feature map) get tiles of their own width. ``lanes``: the
-    instruction's output lanes (16 for vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has). A
-    depthwise conv's tiles are smaller and its parallel loop shorter (below).
+    half of UNIT's layers), and each tile is tried with one fused loop fewer as well. A convolution prefers
+    tiles with no tail of at least 8 instructions, the fewest, with 2 output-channel blocks where it can,
+    and a parallel loop of the fewest outer loops that give each of ``threads`` two iterations (then the
+    same tile with UNIT's parallel loop): measured on AMD EPYC znver4, 1 thread, 2 blocks x 4 columns with
+    that loop ran ResNet-18's C2/C3/C5 at 97.8/93.8/93.7% of the vpdpbusd peak, UNIT's (4, 2, 8) at
+    95.9/87.1/89.1%: fusing the rows into the parallel loop costs time even on one thread, and a 1 x 1
+    conv's short reduction favours a small tile. A depthwise
+    conv's instructions each take a data register of their own (shuffled from memory, not a broadcast): at
+    most 14 per tile, sorted as a GEMM's, with the rows out of the parallel loop (fused: 21-25% of peak on
+    7 x 7 x 1024 and 112 x 112 x 32 against 39-45%). A column-tile loop with a tail is never fused into the
+    parallel loop, so that loop partitioning can split the tail off. Outputs narrower than 4 columns (a GEMV,
+    a 1x1 feature map) get tiles of their own width. ``lanes``: the instruction's output lanes (16 for
+    vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has).
     """
     outer = list(layer.fused_extents(lanes))
     oc_axis, columns = (0 if layer.mnk is not None else 1), outer[-1]
     blocks = outer[oc_axis]
-    # A depthwise conv's instructions each take a data register of their own (shuffled from memory, not a
-    # broadcast): at most 14 per tile; and its rows stay out of the parallel loop (fused, they cost half the
-    # speed on 7 x 7 x 1024 and 112 x 112 x 32, AMD EPYC znver4, 1 thread: 21-25% of peak against 39-45%).
     depthwise = layer.window is not None and layer.window.depthwise
-    most, fusable = (14, 2) if depthwise else (24, len(outer))
+    most = 14 if depthwise else 24
 
     def tiles_of(widths: tuple[int, ...]) -> list[tuple[int, int]]:
         return [(oc, x) for oc in (1, 2, 3, 4) for x in widths
                 if oc * x <= most and x <= columns and oc <= blocks]
 
+    def tail(t: tuple[int, int]) -> bool:
+        return columns % t[1] != 0 or blocks % t[0] != 0
+
     # tiles of fewer than 4 columns only where the output has fewer (a GEMV, a tiny feature map)
     tiles = tiles_of((16, 14, 12, 8, 7, 6, 5, 4)) or tiles_of((3, 2, 1))
-    tiles.sort(key=lambda t: (columns % t[1] != 0 or blocks % t[0] != 0, -min(t[0] * t[1], 16), -t[1]))
+    if layer.mnk is not None or depthwise:
+        tiles.sort(key=lambda t: (tail(t), -min(t[0] * t[1], 16), -t[1]))
+    else:
+        tiles.sort(key=lambda t: (tail(t), t[0] * t[1] < 8, abs(t[0] * t[1] - 8), abs(t[0] - 2), -t[1]))
     space = []
     for oc, x in tiles:
         extents = list(outer)
         extents[oc_axis], extents[-1] = -(-blocks // oc), -(-columns // x)
-        limit = min(fusable, len(extents) if columns % x == 0 else len(extents) - 1)
-        parallel = max([1] + [p for p in range(1, limit + 1) if math.prod(extents[:p]) < 3000])
-        space.append(cpu.CpuTuning(parallel, oc, x))
-        if parallel > 1:
-            space.append(cpu.CpuTuning(parallel - 1, oc, x))
+        limit = len(extents) if columns % x == 0 else len(extents) - 1
+        widest = max([1] + [p for p in range(1, limit + 1) if math.prod(extents[:p]) < 3000])
+        if layer.mnk is not None:
+            space += [cpu.CpuTuning(p, oc, x) for p in (widest, widest - 1) if p >= 1]
+            continue
+        fewest = next((p for p in range(1, limit + 1) if math.prod(extents[:p]) >= 2 * threads), limit)
+        space += [cpu.CpuTuning(p, oc, x) for p in ((min(fewest, 2),) if depthwise else (fewest, widest))]
     return list(dict.fromkeys(space))
 
 
@@ -287,7 +300,7 @@ class CpuFlow(TargetFlow):
         if not isinstance(min_time, int | float) or not min_time > 0:
             raise RunError(f"{where}: min_time must be a number of seconds > 0, but got {min_time!r}")
         reject_unknown(params, (*keys, *OPTIONS), where)
-        candidates = [tuning] if tuning is not None else tuning_space(layer)[: max(1, tune)]
+        candidates = [tuning] if tuning is not None else tuning_space(layer, threads=threads)[: max(1, tune)]
         try:
             pk = cpu.packing(isa, dtype, target.spec)
         except ScheduleError as exc:
