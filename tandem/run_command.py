@@ -180,6 +180,14 @@ def _print_cpu(r) -> None:
 
 def _print_vita(r) -> None:
     p = r.params
+    if "kernels" in p:   # a network operator on the ALU (VitaNetworkFlow)
+        shape = " ".join(f"{k}={p[k]}" for k in ("C", "H", "W", "C2", "LO", "HI") if k in p)
+        _show_table(f"{r.op} {shape} int32 -> int8 on vita (the ALU)", r, [
+            ("chunks", ", ".join(f"{k['tiles'] // k['chunk']} x {k['chunk']} tiles" for k in p["kernels"])),
+            ("clip", f"[{p['clip'][0]}, {p['clip'][1]}]"),
+            ("instructions", ", ".join(f"{k} {v}" for k, v in sorted(r.instructions.items()))),
+        ])
+        return
     layer = " ".join(f"{k}={p[k]}" for k in ("H", "W", "IC", "OC", "K", "S", "P", "M", "N") if k in p)
     t = p["tiling"]
     asked = f", {p['vthreads']} asked" if p["vthreads_used"] != p["vthreads"] else ""

@@ -30,7 +30,7 @@ import numpy as np
 import isa
 from compiler.backend.vita import VitaKernel, build_vita
 from compiler.errors import ScheduleError
-from compiler.ops import contractions, reference, vita
+from compiler.ops import contractions, network, reference, vita
 from compiler.passes import check_token_order
 from compiler.passes.reindex import IntrinsicMapping, map_to_intrinsic
 from compiler.pipeline import build
@@ -333,8 +333,138 @@ class VitaContractionFlow(ContractionFlow):
                    math.ceil(plain_traffic(job) / dram_bytes_per_cycle(target)))
 
 
+@dataclass(frozen=True)
+class NetworkJob:
+    """A network operator on VITA: the plain int32 inputs' shapes, the clip bounds, and the element-wise
+    kernels that compute it (``inputs`` tensors of ``tiles`` tiles each; a concat is one copy per input)."""
+
+    op: str
+    params: dict[str, int]
+    shapes: tuple[tuple[int, ...], ...]
+    bounds: tuple[int, int]
+    kernels: tuple[tuple[int, int, int], ...]   # (inputs, tiles, chunk)
+    candidates: tuple[None, ...] = (None,)
+
+
+class VitaNetworkFlow(TargetFlow):
+    """The network operators VITA's ALU computes (``compiler.ops.vita.elementwise``): residual_add, relu,
+    clip and concat over int32 [C, H, W] tensors (``compiler/ops/network.py``'s shapes and parameters),
+    loaded into the accumulators, stored as int8: VITA's output is the operator's result saturated to
+    int8 (its STORE keeps 8 bits), as its conv and GEMM epilogues end. Pooling and the float operators are
+    refused with the reason."""
+
+    kind = "vita"
+    OPS = ("residual_add", "relu", "clip", "concat")
+    WHY_NOT = {
+        "max_pool": "it is not compiled for VITA yet (a window's taps as ALU_MAX micro-ops over tiles "
+                    "loaded once, each window started by a reset and an add)",
+        "avg_pool": "it is float32 here, and VITA's ALU is integer with no divide",
+        "global_avg_pool": "it is float32 here, and VITA's ALU is integer with no divide",
+        "softmax": "it is float32 and needs exp; VITA's ALU is integer",
+        "layer_norm": "it is float32 and needs a square root; VITA's ALU is integer",
+        "gelu": "it is float32 and needs tanh; VITA's ALU is integer",
+    }
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> NetworkJob:
+        where = f"vita {op}"
+        if op in self.WHY_NOT:
+            raise RunError(f"{where}: not on VITA: {self.WHY_NOT[op]}; it runs on the cpu target")
+        keys = {"C": None, "H": None, "W": None, **({"LO": 0, "HI": 127} if op == "clip" else {}),
+                **({"C2": 0} if op == "concat" else {})}
+        least = {"C": 1, "H": 1, "W": 1, "C2": 0, "LO": -2**31, "HI": -2**31}
+        values = {key: take_int(params, key, default, least[key], where) for key, default in keys.items()}
+        missing = [key for key, value in values.items() if value is None]
+        if missing:
+            raise RunError(f"{where}: {missing[0]} must be given; {op} needs C, H and W")
+        reject_unknown(params, keys, where)
+        c, h, w = values["C"], values["H"], values["W"]
+        lo, hi = (values["LO"], values["HI"]) if op == "clip" else (0 if op == "relu" else -128, 127)
+        if op == "clip" and not lo <= hi:
+            raise RunError(f"{where}: LO = {lo} must not exceed HI = {hi}")
+        bounds = (max(lo, -128), min(hi, 127))   # the clip, then int8's saturation
+        if bounds[0] > bounds[1]:
+            raise RunError(f"{where}: [LO, HI] = [{lo}, {hi}] lies outside int8's [-128, 127]")
+        shapes = [(c, h, w)] * (2 if op in ("residual_add", "concat") else 1)
+        if op == "concat":
+            shapes[1] = (values["C2"] or c, h, w)
+        check_host_memory(sum(5 * math.prod(x) for x in shapes), where, values)
+        inputs = 2 if op == "residual_add" else 1
+        copies = shapes if op == "concat" else shapes[:1]
+        kernels = tuple((inputs, *self._tiles(math.prod(x), inputs, target)) for x in copies)
+        return NetworkJob(op, values, tuple(shapes), bounds, kernels)
+
+    @staticmethod
+    def _tiles(elements: int, inputs: int, target: Target) -> tuple[int, int]:
+        """(tiles, chunk): the elements in whole accumulator tiles, padded to whole chunks, a chunk as many
+        tiles as the accumulators hold for every input (at most 256: a load's x_size field has 16 bits)."""
+        per_tile = vita.batch_of(target.spec) * vita.block_of(target.spec)
+        tiles = -(-elements // per_tile)
+        chunk = min(tiles, target.spec.params["ACC_BUFF_DEPTH"] // inputs, 256)
+        return -(-tiles // chunk) * chunk, chunk
+
+    def inputs(self, job: NetworkJob, rng: np.random.Generator) -> list[np.ndarray]:
+        return [rng.integers(-300, 300, shape).astype(np.int32) for shape in job.shapes]
+
+    def check_inputs(self, job: NetworkJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        arrays = [np.asarray(a) for a in given]
+        if [(a.shape, a.dtype) for a in arrays] != [(x, np.dtype(np.int32)) for x in job.shapes]:
+            raise RunError(f"vita {job.op}: expected int32 inputs of shapes {[list(x) for x in job.shapes]}, "
+                           f"but got {[(list(a.shape), str(a.dtype)) for a in arrays]}")
+        return arrays
+
+    def compile(self, job: NetworkJob, candidate: None, target: Target) -> list[tuple[Any, VitaKernel]]:
+        compiled = []
+        for inputs, tiles, chunk in job.kernels:
+            vs = vita.elementwise(inputs, tiles, chunk, job.bounds, spec=target.spec)
+            kernel = build_vita(build(vs.schedule, vs.args, target=target), target.spec)
+            check_token_order(kernel.tokens)
+            compiled.append((vs, kernel))
+        return compiled
+
+    def execute(self, job: NetworkJob, compiled: list[tuple[Any, VitaKernel]], inputs: list[np.ndarray],
+                target: Target) -> Execution:
+        groups = [inputs] if job.op != "concat" else [[x] for x in inputs]
+        outputs, results, programs = [], [], []
+        for (vs, kernel), arrays in zip(compiled, groups, strict=True):
+            shape = vs.args[0].shape
+            packed = [np.zeros(math.prod(shape), np.int32) for _ in arrays]
+            for flat, x in zip(packed, arrays, strict=True):
+                flat[: x.size] = x.ravel()
+            result = simulate(kernel.program, kernel.dram_image([p.reshape(shape) for p in packed]),
+                              target.config)
+            out = kernel.read(result.dram, vs.args[-1].name)
+            outputs.append(np.asarray(out).ravel()[: arrays[0].size].reshape(arrays[0].shape))
+            results.append(result)
+            programs.append(kernel.program)
+        counts = Counter(i.name for p in programs for i in p.insns)
+        return Execution(
+            output=np.concatenate(outputs, axis=0), cycles=sum(r.cycles for r in results),
+            instructions=dict(counts), tensor_instructions=sum(counts.values()), scalar_instructions=0,
+            scalar_fallback=0, unmatched=[], utilization=utilization(results[0]),
+            program="\n".join(str(p) for p in programs))
+
+    def reference(self, job: NetworkJob, inputs: list[np.ndarray]) -> np.ndarray:
+        """The network operator's own reference (compiler/ops/network.py), saturated to int8."""
+        exact = getattr(network, f"{job.op}_reference")(*inputs, **({"LO": job.params["LO"],
+                                                                     "HI": job.params["HI"]}
+                                                                    if job.op == "clip" else {}))
+        return np.clip(exact, -128, 127).astype(np.int8)
+
+    def roofline(self, job: NetworkJob, target: Target, execution: Execution) -> int:
+        """The compulsory traffic at DRAM speed: the int32 inputs in, the int8 output out."""
+        return math.ceil(sum(5 * math.prod(x) for x in job.shapes) / dram_bytes_per_cycle(target))
+
+    def params(self, job: NetworkJob, candidate: None, target: Target) -> dict[str, Any]:
+        return {**job.params, "kernels": [dict(zip(("inputs", "tiles", "chunk"), k, strict=True))
+                                          for k in job.kernels], "clip": list(job.bounds)}
+
+    def tuned_entry(self, candidate: None, cost: float) -> dict[str, Any]:
+        return {"cycles": cost}
+
+
 FLOW = ByOperator("vita", {**dict.fromkeys(OPS, GEMM_FLOW),
-                           **dict.fromkeys(contractions.KINDS.keys() - set(OPS), VitaContractionFlow())})
+                           **dict.fromkeys(contractions.KINDS.keys() - set(OPS), VitaContractionFlow()),
+                           **dict.fromkeys(network.OPERATORS, VitaNetworkFlow())})
 
 
 def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, relu: bool

@@ -234,15 +234,16 @@ def _epilogue(res: te.Tensor, shift: int, relu: bool, spec: isa.ISA) -> tuple[te
     return (*stages, out)
 
 
-def clip_instruction(spec: isa.ISA, relu: bool = False) -> str | None:
-    """The tile instruction of ``spec`` that clips an accumulator tile to [0 if relu else -128, 127] in one
-    pass, as the one matcher (``tile_instruction_for``) finds it on a probe tile; None when the spec has
-    none, and the epilogue clips with two instructions (max, then min)."""
+def clip_instruction(spec: isa.ISA, relu: bool = False, bounds: tuple[int, int] | None = None) -> str | None:
+    """The tile instruction of ``spec`` that clips an accumulator tile to [0 if relu else -128, 127] (or to
+    ``bounds``) in one pass, as the one matcher (``tile_instruction_for``) finds it on a probe tile; None
+    when the spec has none, and the epilogue clips with two instructions (max, then min)."""
     batch, block = batch_of(spec), block_of(spec)
     acc = ir.Buffer("acc", (batch * block,), dtypes.int32, "acc")
     b, o = ir.Var("b"), ir.Var("o")
     index = b * block + o
-    clip = ir.Min(ir.Max(acc[index], ir.const(0 if relu else -128)), ir.const(127))
+    lo, hi = bounds or (0 if relu else -128, 127)
+    clip = ir.Min(ir.Max(acc[index], ir.const(lo)), ir.const(hi))
     probe = ir.For(b, ir.const(0), ir.const(batch),
                    ir.For(o, ir.const(0), ir.const(block), ir.Store(acc, (index,), clip)))
     return tile_instruction_for(probe, spec)
@@ -327,6 +328,51 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     s = create_schedule(out)
     _schedule_tiles(s, res, tuple(epilogue), out, t, data, weight, spatial=(0,))
     return VitaSchedule(s, (data, weight, out), t)
+
+
+def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *, spec: isa.ISA
+                ) -> VitaSchedule:
+    """An element-wise network operator on VITA's ALU: ``inputs`` (1 or 2) int32 tensors of ``tiles``
+    accumulator tiles each (``[tiles, BATCH, BLOCK_OUT]``; ``tiles`` a multiple of ``chunk``), summed when
+    there are two, clipped to ``bounds`` (within int8's range) and stored as int8. Per chunk of tiles: each
+    input loaded into the accumulators (LOAD_ACC), the sum (ALU ADD of the second into the first), the clip
+    (the spec's one clip instruction where it has one, else a max and a min), the store (STORE_OUT, which
+    keeps the low 8 bits of values the clip leaves in int8's range). Residual add, ReLU and clip are these
+    (TVM's VTA offloads the same operators to its ALU)."""
+    batch, block = batch_of(spec), block_of(spec)
+    lo, hi = bounds
+    if not -128 <= lo <= hi <= 127:
+        raise ScheduleError(f"VITA element-wise: the clip [{lo}, {hi}] must lie in int8's [-128, 127], "
+                            f"which STORE_OUT keeps")
+    if inputs not in (1, 2) or tiles < 1 or chunk < 1 or tiles % chunk:
+        raise ScheduleError(f"VITA element-wise: {inputs} inputs of {tiles} tiles in chunks of {chunk}")
+    args = [te.placeholder((tiles, batch, block), "int32", name=name) for name in ("a", "b")[:inputs]]
+    if inputs == 2:
+        a, b = args
+        stages = [te.compute(a.shape, lambda *i: a[i] + b[i], name="sum")]
+    else:
+        stages = []
+    value = stages[-1] if stages else args[0]
+    if clip_instruction(spec, bounds=bounds) is not None:
+        stages.append(te.compute(value.shape, lambda *i: ir.Min(ir.Max(value[i], ir.const(lo)), ir.const(hi)),
+                                 name="clip"))
+    else:
+        low = te.compute(value.shape, lambda *i: ir.Max(value[i], ir.const(lo)), name="lo")
+        stages += [low, te.compute(value.shape, lambda *i: ir.Min(low[i], ir.const(hi)), name="hi")]
+    out = te.compute(value.shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
+    s = create_schedule(out)
+    for stage in stages:
+        s[stage].set_scope("acc")
+    loaded = [s.cache_read(x, "acc", [stages[0]]) for x in args]
+    outer, inner = s[out].split(out.op.axis[0], factor=chunk)
+    for stage in (*loaded, *stages):
+        s[stage].compute_at(s[out], outer)
+    for stage in loaded:
+        s[stage].pragma(s[stage].op.axis[0], "dma_copy")
+    for stage in stages:
+        s[stage].pragma(s[stage].op.axis[0], "alu")
+    s[out].pragma(inner, "dma_copy")
+    return VitaSchedule(s, (*args, out), Tiling(rows=chunk, oc_block=1, ic_block=1))
 
 
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, shift: int = 8,

@@ -4,9 +4,10 @@ An accelerator's ALU (VITA's, VTA's) updates its register file in place: ``dst =
 expression instead names every stage's result: ``shr = res >> 8; lo = max(shr, -128); ...``, each in its
 own "acc" buffer. This pass is the storage rewrite between the two (TVM's StorageRewrite does the same
 for VTA's epilogues): a buffer ``B`` allocated in a scope, whose only writer is a nest
-``B[i] = f(A[i])`` that reads one other buffer ``A`` of the same scope, dtype and size at the same
-index, becomes ``A`` when no statement after that nest reads ``A``. ``B``'s allocation goes away and the
-nest becomes ``A[i] = f(A[i])``.
+``B[i] = f(A[i], ...)`` that reads a buffer ``A`` of the same scope, dtype and size only at the same index
+(and any others anywhere: ``B[i] = A[i] + C[j]``, an ALU's ``dst = dst + src``), becomes ``A`` when no
+statement after that nest reads ``A`` (the first such ``A`` the value reads). ``B``'s allocation goes away
+and the nest becomes ``A[i] = f(A[i], ...)``.
 
 Contract: flat IR in, flat IR out, computing the same (each element of ``A`` is read once, by the
 statement that overwrites it, before it is overwritten). Statements are only renamed, never moved.
@@ -71,17 +72,15 @@ def _fold_source(b: ir.Buffer, stmts: list[ir.Stmt], enclosing: set[ir.Buffer]) 
     if store is None or store.buffer is not b:
         return None
     loads = loads_in(store.value)
-    sources = {ld.buffer for ld in loads}
-    if len(sources) != 1:
-        return None
-    (a,) = sources
-    if a is b or a not in enclosing or (a.scope, a.dtype, a.size) != (b.scope, b.dtype, b.size):
-        return None
-    if any(ld.indices != store.indices for ld in loads):
-        return None
-    if any(a in {ld.buffer for ld in loads_in(st)} or _reads_region(st, a) for st in stmts[k + 1:]):
-        return None
-    return a
+    for a in dict.fromkeys(ld.buffer for ld in loads):   # in the order the value reads them
+        if a is b or a not in enclosing or (a.scope, a.dtype, a.size) != (b.scope, b.dtype, b.size):
+            continue
+        if any(ld.indices != store.indices for ld in loads if ld.buffer is a):
+            continue
+        if any(a in {ld.buffer for ld in loads_in(st)} or _reads_region(st, a) for st in stmts[k + 1:]):
+            continue
+        return a
+    return None
 
 
 def _element_store(s: ir.Stmt) -> ir.Store | None:

@@ -80,3 +80,17 @@ def test_a_copy_that_is_no_dma_is_refused():
 def test_tilings_that_leave_partial_tiles_are_refused():
     with pytest.raises(ScheduleError, match="do not divide"):
         vconv2d(vita.ConvShape(9, 9, 32, 32, 3, 2, 1), tiling=vita.Tiling(2, 1, 1))
+
+
+def test_an_element_wise_operator_sums_in_place_and_clips_on_the_alu():
+    """``vita.elementwise``: ``sum = a + b`` folds into the first input's accumulators (the ALU's
+    ``dst = dst + src``), each pass keeps the result, and only accumulator loads, ALU micro-ops and the store
+    are left."""
+    vs = vita.elementwise(2, 6, 3, (-20, 100), spec=VITA)
+    func = compile_func(lower(vs.schedule, vs.args), "reference")
+    for step in (p for p in passes_for("vita") if p.name in ("inplace", "inject_dma", "tensorize_tiles")):
+        before, func = func, step(func, TARGET)
+        assert_same_results(before, func, step.name, seeds=2)
+    assert set(_instructions(func)) == {"LOAD_ACC", "ALU_ADD", "ALU_MAX", "ALU_MIN", "STORE_OUT"}
+    with pytest.raises(ScheduleError, match="must lie in int8's"):
+        vita.elementwise(1, 4, 4, (0, 255), spec=VITA)

@@ -69,7 +69,8 @@ def test_runs_are_deterministic() -> None:
 
 
 @pytest.mark.parametrize("args,message", [
-    (["relu"], "no schedule for operator 'relu'"),
+    (["sub"], "no schedule for operator 'sub'"),
+    (["relu", "-p", "C=4"], "vita relu: H must be given"),
     (["conv2d", "-p", "M=8"], "vita conv2d: unknown parameter 'M'"),
     (["gemm", "--shape", "8x8"], "gemm takes -p M= N= K="),
     (["gemm", "-p", "M=8", "--config", "no-such-config"], "no-such-config"),
