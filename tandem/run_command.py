@@ -181,9 +181,11 @@ def _print_cpu(r) -> None:
 def _print_vita(r) -> None:
     p = r.params
     if "kernels" in p:   # a network operator on the ALU (VitaNetworkFlow)
-        shape = " ".join(f"{k}={p[k]}" for k in ("C", "H", "W", "C2", "LO", "HI") if k in p)
+        shape = " ".join(f"{k}={p[k]}" for k in ("C", "H", "W", "C2", "LO", "HI", "K", "S") if k in p)
         _show_table(f"{r.op} {shape} int32 -> int8 on vita (the ALU)", r, [
-            ("chunks", ", ".join(f"{k['tiles'] // k['chunk']} x {k['chunk']} tiles" for k in p["kernels"])),
+            ("chunks", ", ".join(f"{k['tiles'] // k['chunk']} x {k['chunk']} tiles" if "tiles" in k else
+                                 f"{k['rows']} output rows of {k['blocks']} channel tiles"
+                                 for k in p["kernels"])),
             ("clip", f"[{p['clip'][0]}, {p['clip'][1]}]"),
             ("instructions", ", ".join(f"{k} {v}" for k, v in sorted(r.instructions.items()))),
         ])

@@ -335,29 +335,28 @@ class VitaContractionFlow(ContractionFlow):
 
 @dataclass(frozen=True)
 class NetworkJob:
-    """A network operator on VITA: the plain int32 inputs' shapes, the clip bounds, and the element-wise
-    kernels that compute it (``inputs`` tensors of ``tiles`` tiles each; a concat is one copy per input)."""
+    """A network operator on VITA: the plain int32 inputs' shapes, the clip bounds, and the kernels that
+    compute it: element-wise ones (``inputs`` tensors of ``tiles`` tiles each in chunks of ``chunk``; a
+    concat is one copy per input) or a max pool (``blocks`` channel tiles, ``rows`` output rows a chunk)."""
 
     op: str
     params: dict[str, int]
     shapes: tuple[tuple[int, ...], ...]
     bounds: tuple[int, int]
-    kernels: tuple[tuple[int, int, int], ...]   # (inputs, tiles, chunk)
+    kernels: tuple[dict[str, int], ...]
     candidates: tuple[None, ...] = (None,)
 
 
 class VitaNetworkFlow(TargetFlow):
-    """The network operators VITA's ALU computes (``compiler.ops.vita.elementwise``): residual_add, relu,
-    clip and concat over int32 [C, H, W] tensors (``compiler/ops/network.py``'s shapes and parameters),
-    loaded into the accumulators, stored as int8: VITA's output is the operator's result saturated to
-    int8 (its STORE keeps 8 bits), as its conv and GEMM epilogues end. Pooling and the float operators are
-    refused with the reason."""
+    """The network operators VITA's ALU computes (``compiler.ops.vita.elementwise`` and ``max_pool``):
+    residual_add, relu, clip, concat and max_pool over int32 [C, H, W] tensors (``compiler/ops/network.py``'s
+    shapes and parameters), loaded into the accumulators, stored as int8: VITA's output is the operator's
+    result saturated to int8 (its STORE keeps 8 bits), as its conv and GEMM epilogues end. The float
+    operators are refused with the reason."""
 
     kind = "vita"
-    OPS = ("residual_add", "relu", "clip", "concat")
+    OPS = ("residual_add", "relu", "clip", "concat", "max_pool")
     WHY_NOT = {
-        "max_pool": "it is not compiled for VITA yet (a window's taps as ALU_MAX micro-ops over tiles "
-                    "loaded once, each window started by a reset and an add)",
         "avg_pool": "it is float32 here, and VITA's ALU is integer with no divide",
         "global_avg_pool": "it is float32 here, and VITA's ALU is integer with no divide",
         "softmax": "it is float32 and needs exp; VITA's ALU is integer",
@@ -370,8 +369,8 @@ class VitaNetworkFlow(TargetFlow):
         if op in self.WHY_NOT:
             raise RunError(f"{where}: not on VITA: {self.WHY_NOT[op]}; it runs on the cpu target")
         keys = {"C": None, "H": None, "W": None, **({"LO": 0, "HI": 127} if op == "clip" else {}),
-                **({"C2": 0} if op == "concat" else {})}
-        least = {"C": 1, "H": 1, "W": 1, "C2": 0, "LO": -2**31, "HI": -2**31}
+                **({"C2": 0} if op == "concat" else {}), **({"K": 2, "S": 2} if op == "max_pool" else {})}
+        least = {"C": 1, "H": 1, "W": 1, "C2": 0, "LO": -2**31, "HI": -2**31, "K": 1, "S": 1}
         values = {key: take_int(params, key, default, least[key], where) for key, default in keys.items()}
         missing = [key for key, value in values.items() if value is None]
         if missing:
@@ -388,10 +387,27 @@ class VitaNetworkFlow(TargetFlow):
         if op == "concat":
             shapes[1] = (values["C2"] or c, h, w)
         check_host_memory(sum(5 * math.prod(x) for x in shapes), where, values)
+        if op == "max_pool":
+            return NetworkJob(op, values, tuple(shapes), bounds, (self._pool(values, target, where),))
         inputs = 2 if op == "residual_add" else 1
         copies = shapes if op == "concat" else shapes[:1]
-        kernels = tuple((inputs, *self._tiles(math.prod(x), inputs, target)) for x in copies)
+        kernels = tuple(dict(zip(("inputs", "tiles", "chunk"), (inputs, *self._tiles(math.prod(x), inputs,
+                                                                                      target)), strict=True))
+                        for x in copies)
         return NetworkJob(op, values, tuple(shapes), bounds, kernels)
+
+    @staticmethod
+    def _pool(values: dict[str, int], target: Target, where: str) -> dict[str, int]:
+        """A max pool's kernel: its channel tiles and the output rows a chunk of the accumulators holds."""
+        c, h, w, k, s = (values[key] for key in ("C", "H", "W", "K", "S"))
+        if k > h or k > w:
+            raise RunError(f"{where}: a window of K = {k} is larger than the {h} x {w} input")
+        blocks = -(-c // (vita.batch_of(target.spec) * vita.block_of(target.spec)))
+        rows = vita.max_pool_rows(blocks, h, w, k, s, target.spec)
+        if rows is None:
+            raise RunError(f"{where}: {k} input rows of {w} x {blocks} tiles do not fit in the accumulators "
+                           f"({target.spec.params['ACC_BUFF_DEPTH']} tiles) with one output row")
+        return {"blocks": blocks, "rows": rows}
 
     @staticmethod
     def _tiles(elements: int, inputs: int, target: Target) -> tuple[int, int]:
@@ -414,8 +430,11 @@ class VitaNetworkFlow(TargetFlow):
 
     def compile(self, job: NetworkJob, candidate: None, target: Target) -> list[tuple[Any, VitaKernel]]:
         compiled = []
-        for inputs, tiles, chunk in job.kernels:
-            vs = vita.elementwise(inputs, tiles, chunk, job.bounds, spec=target.spec)
+        p = job.params
+        for k in job.kernels:
+            vs = vita.max_pool(k["blocks"], p["H"], p["W"], p["K"], p["S"], k["rows"], spec=target.spec) \
+                if job.op == "max_pool" else \
+                vita.elementwise(k["inputs"], k["tiles"], k["chunk"], job.bounds, spec=target.spec)
             kernel = build_vita(build(vs.schedule, vs.args, target=target), target.spec)
             check_token_order(kernel.tokens)
             compiled.append((vs, kernel))
@@ -427,13 +446,23 @@ class VitaNetworkFlow(TargetFlow):
         outputs, results, programs = [], [], []
         for (vs, kernel), arrays in zip(compiled, groups, strict=True):
             shape = vs.args[0].shape
-            packed = [np.zeros(math.prod(shape), np.int32) for _ in arrays]
-            for flat, x in zip(packed, arrays, strict=True):
-                flat[: x.size] = x.ravel()
+            if job.op == "max_pool":   # [C, H, W] -> [H, W, blocks, BATCH, BLOCK_OUT], zero channels added
+                c, h, w = arrays[0].shape
+                padded = np.zeros((math.prod(shape[2:]), h, w), np.int32)
+                padded[:c] = arrays[0]
+                packed = [np.ascontiguousarray(np.moveaxis(padded, 0, -1).reshape(shape))]
+            else:   # the elements in order, in whole chunks of tiles
+                packed = [np.zeros(math.prod(shape), np.int32) for _ in arrays]
+                for flat, x in zip(packed, arrays, strict=True):
+                    flat[: x.size] = x.ravel()
             result = simulate(kernel.program, kernel.dram_image([p.reshape(shape) for p in packed]),
                               target.config)
-            out = kernel.read(result.dram, vs.args[-1].name)
-            outputs.append(np.asarray(out).ravel()[: arrays[0].size].reshape(arrays[0].shape))
+            out = np.asarray(kernel.read(result.dram, vs.args[-1].name))
+            if job.op == "max_pool":
+                oh, ow = vs.args[-1].shape[:2]
+                outputs.append(np.moveaxis(out.reshape(oh, ow, -1), -1, 0)[: arrays[0].shape[0]])
+            else:
+                outputs.append(out.ravel()[: arrays[0].size].reshape(arrays[0].shape))
             results.append(result)
             programs.append(kernel.program)
         counts = Counter(i.name for p in programs for i in p.insns)
@@ -445,18 +474,17 @@ class VitaNetworkFlow(TargetFlow):
 
     def reference(self, job: NetworkJob, inputs: list[np.ndarray]) -> np.ndarray:
         """The network operator's own reference (compiler/ops/network.py), saturated to int8."""
-        exact = getattr(network, f"{job.op}_reference")(*inputs, **({"LO": job.params["LO"],
-                                                                     "HI": job.params["HI"]}
-                                                                    if job.op == "clip" else {}))
+        named = {key: job.params[key] for key in ("LO", "HI", "K", "S") if key in job.params}
+        exact = getattr(network, f"{job.op}_reference")(*inputs, **named)
         return np.clip(exact, -128, 127).astype(np.int8)
 
     def roofline(self, job: NetworkJob, target: Target, execution: Execution) -> int:
         """The compulsory traffic at DRAM speed: the int32 inputs in, the int8 output out."""
-        return math.ceil(sum(5 * math.prod(x) for x in job.shapes) / dram_bytes_per_cycle(target))
+        traffic = 4 * sum(math.prod(x) for x in job.shapes) + execution.output.size
+        return math.ceil(traffic / dram_bytes_per_cycle(target))
 
     def params(self, job: NetworkJob, candidate: None, target: Target) -> dict[str, Any]:
-        return {**job.params, "kernels": [dict(zip(("inputs", "tiles", "chunk"), k, strict=True))
-                                          for k in job.kernels], "clip": list(job.bounds)}
+        return {**job.params, "kernels": list(job.kernels), "clip": list(job.bounds)}
 
     def tuned_entry(self, candidate: None, cost: float) -> dict[str, Any]:
         return {"cycles": cost}

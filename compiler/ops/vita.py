@@ -375,6 +375,60 @@ def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *,
     return VitaSchedule(s, (*args, out), Tiling(rows=chunk, oc_block=1, ic_block=1))
 
 
+def max_pool(blocks: int, h: int, w: int, k: int, s: int, rows: int, *, spec: isa.ISA) -> VitaSchedule:
+    """A K x K max pool with stride S on VITA's ALU over int32 data ``[H, W, blocks, BATCH, BLOCK_OUT]``
+    (each tile BATCH x BLOCK_OUT channels of one pixel), ``rows`` output rows at a time (dividing the
+    output's): the input rows they need loaded once (LOAD_ACC), each output tile started at the window's
+    first tap (GEMM_RESET, then ALU ADD: VITA's ALU has no move), the other taps ALU MAX micro-ops whose
+    source index walks the window, then clipped to int8 and stored (``elementwise``'s end)."""
+    batch, block = batch_of(spec), block_of(spec)
+    oh, ow = (h - k) // s + 1, (w - k) // s + 1
+    if min(oh, ow) < 1 or rows < 1 or oh % rows:
+        raise ScheduleError(f"VITA max_pool: a {k} x {k} window, stride {s}, over {h} x {w} in chunks of "
+                            f"{rows} output rows")
+    x = te.placeholder((h, w, blocks, batch, block), "int32", name="x")
+    shape = (oh, ow, blocks, batch, block)
+    def tap(prev: te.Tensor, ry: int, rx: int, first: bool):
+        def value(y, xo, cb, b, o):
+            at = x[y * s + ry, xo * s + rx, cb, b, o]
+            return prev[y, xo, cb, b, o] + at if first else ir.Max(prev[y, xo, cb, b, o], at)
+        return te.compute(shape, value, name=f"tap{ry}_{rx}")
+
+    stages = [te.compute(shape, lambda *i: ir.const(0), name="start")]
+    for n, (ry, rx) in enumerate((ry, rx) for ry in range(k) for rx in range(k)):
+        stages.append(tap(stages[-1], ry, rx, n == 0))
+    last = stages[-1]
+    if clip_instruction(spec) is not None:
+        stages.append(te.compute(shape, lambda *i: ir.Min(ir.Max(last[i], ir.const(-128)), ir.const(127)),
+                                 name="clip"))
+    else:
+        low = te.compute(shape, lambda *i: ir.Max(last[i], ir.const(-128)), name="lo")
+        stages += [low, te.compute(shape, lambda *i: ir.Min(low[i], ir.const(127)), name="hi")]
+    out = te.compute(shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
+    sch = create_schedule(out)
+    for stage in stages:
+        sch[stage].set_scope("acc")
+    loaded = sch.cache_read(x, "acc", stages[1:1 + k * k])
+    outer, inner = sch[out].split(out.op.axis[0], factor=rows)
+    for stage in (loaded, *stages):
+        sch[stage].compute_at(sch[out], outer)
+    sch[loaded].pragma(sch[loaded].op.axis[0], "dma_copy")
+    for stage in stages:
+        sch[stage].pragma(sch[stage].op.axis[0], "alu")
+    sch[out].pragma(inner, "dma_copy")
+    return VitaSchedule(sch, (x, out), Tiling(rows=rows, oc_block=blocks, ic_block=1))
+
+
+def max_pool_rows(blocks: int, h: int, w: int, k: int, s: int, spec: isa.ISA) -> int | None:
+    """The most output rows of a ``max_pool`` chunk (dividing the output's) whose input rows and output
+    tiles fit in the accumulators together; None when not even one row does."""
+    oh, ow = (h - k) // s + 1, (w - k) // s + 1
+    depth = spec.params["ACC_BUFF_DEPTH"]
+    fits = [r for r in range(1, oh + 1)
+            if oh % r == 0 and ((r - 1) * s + k) * w * blocks + r * ow * blocks <= depth]
+    return max(fits, default=None)
+
+
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, shift: int = 8,
                      relu: bool = False) -> np.ndarray:
     """What ``conv2d`` computes, on the packed layouts: ``reference.conv2d`` of the NCHW / OIHW arrays

@@ -94,3 +94,13 @@ def test_an_element_wise_operator_sums_in_place_and_clips_on_the_alu():
     assert set(_instructions(func)) == {"LOAD_ACC", "ALU_ADD", "ALU_MAX", "ALU_MIN", "STORE_OUT"}
     with pytest.raises(ScheduleError, match="must lie in int8's"):
         vita.elementwise(1, 4, 4, (0, 255), spec=VITA)
+
+
+def test_a_max_pool_keeps_its_result_through_each_pass():
+    vs = vita.max_pool(2, 5, 5, 3, 1, 3, spec=VITA)
+    func = compile_func(lower(vs.schedule, vs.args), "reference")
+    for step in (p for p in passes_for("vita") if p.name in ("inplace", "inject_dma", "tensorize_tiles")):
+        before, func = func, step(func, TARGET)
+        assert_same_results(before, func, step.name, seeds=2)
+    assert set(_instructions(func)) == {"LOAD_ACC", "GEMM_RESET", "ALU_ADD", "ALU_MAX", "ALU_MIN",
+                                        "STORE_OUT"}
