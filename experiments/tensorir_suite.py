@@ -21,10 +21,12 @@ Recorded per run: validated, what ran (the GEMMs of the mapping, count x M x N x
 convolutions, ``window``/``depthwise``, one per group), whether every multiply-add ran
 on the tensor instruction (no scalar fallback, nothing left unmatched), cycles (simulated) or seconds and
 GOPS (CPU), and the percentage of the target's bound: the roofline (tensor units at peak, compulsory traffic
-at the memory's bandwidth) on the simulators, the measured vpdpbusd peak on the CPU.
+at the memory's bandwidth) on the simulators, the measured vpdpbusd peak on the CPU; on the CPU also its
+peers on the same inputs, one thread (onnxruntime's exact and requantizing operators, TVM 0.27), each exact
+one checked bit for bit against ours, and ``peer_ratio``, our GOPS over the fastest peer's.
 
 Writes ``<out>/tensorir_suite.csv``, ``<out>/summary.json`` (per target: runs, validated, tensorized, the
-geometric mean of % of bound) and ``<out>/tensorir_suite.png``.
+geometric mean of % of bound; the CPU's peer ratio overall and per kind) and ``<out>/tensorir_suite.png``.
 
     python experiments/tensorir_suite.py [--quick] [--shape 3] [--batches 1,16] [--targets vita,diannao,cpu]
 """
