@@ -109,8 +109,9 @@ def flatten_elementwise(inputs: tuple[te.Tensor, ...],
             if tensor is None:
                 return self.generic_mutate(load)
             if tuple(load.indices) != tuple(axes) or load.buffer.shape != out.shape:
-                raise ScheduleError(f"{where}: it reads {load.buffer.name}{list(load.indices)}, not at the "
-                                    f"output's index {[v.name for v in axes]} (not element-wise)")
+                at = ", ".join(str(x) for x in load.indices)
+                raise ScheduleError(f"{where}: it reads {load.buffer.name}[{at}], not at the output's index "
+                                    f"[{', '.join(v.name for v in axes)}] (not element-wise)")
             return tensor[i]
 
     body = substitute(_Flatten().mutate(op.body), unravel)

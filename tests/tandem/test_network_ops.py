@@ -5,6 +5,7 @@ compiler/ops/reference; and the element-wise ones on the DianNao card."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -57,6 +58,9 @@ def test_the_card_refuses_what_its_element_wise_schedule_cannot_take_saying_why(
     with pytest.raises(RunError, match="only element-wise operators run on the card's vector units; this one "
                                        "reduces"):
         run("max_pool", DIANNAO, {"C": 4, "H": 8, "W": 8})
+    with pytest.raises(RunError, match=re.escape("it reads a[min(c, 3), y, x], not at the output's index "
+                                                 "[c, y, x] (not element-wise)")):
+        run("concat", DIANNAO, {"C": 4, "H": 4, "W": 4})
 
 
 def test_the_reference_sees_the_parameters_it_names():
