@@ -13,18 +13,18 @@ padding otherwise and its data and weights have the same type).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-import isa
 from compiler.errors import ScheduleError
 from compiler.ops import contractions
-from compiler.passes.reindex import IntrinsicMapping, map_to_intrinsic
+from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
 from compiler.target import Target
 from tandem.run import GEMM_KEYS, Execution, RunError, TargetFlow, reject_unknown, take_int
 
@@ -132,16 +132,8 @@ class ContractionFlow(TargetFlow):
         canonical = np.stack([self.unpack(job, r.output) for r in runs])
         if job.transposed:
             canonical = canonical.transpose(0, 2, 1)
-        first = runs[0]
-        measured = first.measured and {**first.measured, "seconds": sum(r.measured["seconds"] for r in runs)}
-        return Execution(
-            output=job.op.layout_out(job.mapping.restore(canonical)),
-            cycles=sum(r.cycles for r in runs),
-            instructions={name: count * len(runs) for name, count in first.instructions.items()},
-            tensor_instructions=first.tensor_instructions * len(runs),
-            scalar_instructions=first.scalar_instructions and first.scalar_instructions * len(runs),
-            scalar_fallback=first.scalar_fallback, unmatched=first.unmatched, utilization=first.utilization,
-            program=first.program, chosen={**first.chosen, "gemms": len(runs)}, measured=measured)
+        combined = repeated(runs, job.op.layout_out(job.mapping.restore(canonical)), job.op.macs)
+        return dataclasses.replace(combined, chosen={**combined.chosen, "gemms": len(runs)})
 
     def cost(self, job: ContractionJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
         """Every GEMM runs the same kernel on operands of one shape: the first's cost, times their count."""
@@ -208,21 +200,34 @@ def check_contraction_inputs(op: contractions.Contraction, given: Sequence[np.nd
     return arrays
 
 
-def canonical_mapping(op: contractions.Contraction, where: str, lanes: int,
-                      canonicals: Sequence[Callable[[str, str], tuple[isa.ISA, str]]]) -> IntrinsicMapping:
-    """The mapping of ``op`` onto the canonical intrinsic of its element types (``reindex.canonical_gemm``,
-    ``canonical_dot``) that runs the fewest multiply-adds with its columns padded to ``lanes``, for a target
-    whose GEMM is a schedule; RunError with the first one's reason when none maps."""
-    types = (op.data.dtype.short, op.weight.dtype.short)
-    found = [map_to_intrinsic(op.out.op, *canonical(*types)) for canonical in canonicals]
-    mappings = [m for m in found if isinstance(m, IntrinsicMapping)]
-    if not mappings:
-        raise RunError(f"{where}: {found[0]}")
+def canonical_mapping(op: contractions.Contraction, where: str) -> IntrinsicMapping:
+    """The mapping of ``op`` onto the canonical GEMM of its element types (``reindex.canonical_gemm``), for
+    a target whose GEMM is a schedule; RunError saying why when there is none."""
+    found = map_to_intrinsic(op.out.op, *canonical_gemm(op.data.dtype.short, op.weight.dtype.short))
+    if not isinstance(found, IntrinsicMapping):
+        raise RunError(f"{where}: {found}")
+    return found
 
-    def padded(m: IntrinsicMapping) -> int:
-        return m.outer_extent * m.extent("m") * -(-m.extent("n") // lanes) * lanes * m.extent("k")
 
-    return min(mappings, key=padded)
+def repeated(runs: Sequence[Execution], output: np.ndarray, macs: int) -> Execution:
+    """One Execution of ``runs``, one compiled kernel run on the operands of each group or batch: ``output``,
+    their cycles and measured seconds summed, the first run's instruction counts times their number, and a
+    measured rate (GOPS over the operator's ``macs``, each utilization of it against the measured peak)
+    over the whole."""
+    first = runs[0]
+    measured, utilization = first.measured, first.utilization
+    if measured:
+        seconds = sum(r.measured["seconds"] for r in runs)
+        gops = 2 * macs / seconds / 1e9 if measured.get("gops") is not None else None
+        measured = {**measured, "seconds": seconds, "gops": gops}
+        if gops and measured.get("peak_gops"):
+            utilization = {name: gops / measured["peak_gops"] for name in utilization}
+    return dataclasses.replace(
+        first, output=output, cycles=sum(r.cycles for r in runs),
+        instructions={name: count * len(runs) for name, count in first.instructions.items()},
+        tensor_instructions=first.tensor_instructions * len(runs),
+        scalar_instructions=first.scalar_instructions and first.scalar_instructions * len(runs),
+        utilization=utilization, measured=measured)
 
 
 def pads_less_transposed(mnk: tuple[int, int, int], row_block: int, lane_block: int) -> bool:

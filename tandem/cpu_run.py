@@ -40,7 +40,7 @@ from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import contractions, cpu, network, reference
 from compiler.ops.nn import ConvShape
-from compiler.passes.reindex import IntrinsicMapping, canonical_gemm
+from compiler.passes.reindex import IntrinsicMapping
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
@@ -53,6 +53,7 @@ from tandem.contraction_flow import (
     contraction_inputs,
     contraction_of,
     pads_less_transposed,
+    repeated,
 )
 from tandem.run import (
     CONV_KEYS,
@@ -268,10 +269,7 @@ class CpuFlow(TargetFlow):
             raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)} (or "
                            f"FILE.py:NAME, an operator of your own)")
         where = f"cpu {op}"
-        dtype = params.pop("dtype", "uint8")
-        if dtype not in cpu.DTYPES:
-            raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
-                           f"{', '.join(cpu.DTYPES)} (uint8: u8 data x s8 weights; int8: s8 x s8)")
+        dtype = take_dtype(params, where)
         if op in GEMM_KERNELS:
             layer, keys = CpuLayer(op, mnk=tuple(take_gemm(params, where)), dtype=dtype), GEMM_KEYS
         else:
@@ -358,8 +356,7 @@ class CpuFlow(TargetFlow):
         return job.layer.reference(*inputs)
 
     def roofline(self, job: CpuJob, target: Target, execution: Execution) -> int | None:
-        peak = execution.measured["peak_gops"]
-        return int(2 * job.layer.macs / (peak * 1e9) * tsc_hz()) if peak else None
+        return roofline_ticks(job.layer.macs, execution)
 
     def params(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
         names = {"uint8": "u8 x s8 -> s32", "int8": "s8 x s8 -> s32", "int16": "s16 x s16 -> s32"}
@@ -369,6 +366,21 @@ class CpuFlow(TargetFlow):
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
         return {"tuning": str(candidate), "seconds": cost}
+
+
+def roofline_ticks(macs: int, execution: Execution) -> int | None:
+    """``macs`` multiply-adds at the measured vpdpbusd peak, in TSC ticks; None without a peak."""
+    peak = execution.measured["peak_gops"]
+    return int(2 * macs / (peak * 1e9) * tsc_hz()) if peak else None
+
+
+def take_dtype(params: dict[str, Any], where: str) -> str:
+    """Pop the element type (default uint8) and check that the CPU compiles it."""
+    dtype = params.pop("dtype", "uint8")
+    if dtype not in cpu.DTYPES:
+        raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
+                       f"{', '.join(cpu.DTYPES)} (uint8: u8 data x s8 weights; int8: s8 x s8)")
+    return dtype
 
 
 def _threads(params: dict[str, Any], where: str) -> int:
@@ -416,7 +428,7 @@ class CpuContractionFlow(ContractionFlow):
 
     def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
         """The canonical GEMM's mapping."""
-        return canonical_mapping(op, where, cpu.LANES, (canonical_gemm,))
+        return canonical_mapping(op, where)
 
     def kernel(self, kind: str, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> str:
         """A GEMM whose columns would leave most of the lanes empty runs as ``gemm_t``: the data's rows on
@@ -433,8 +445,7 @@ class CpuContractionFlow(ContractionFlow):
                                                                               "K": k})
 
     def roofline(self, job: ContractionJob, target: Target, execution: Execution) -> int | None:
-        peak = execution.measured["peak_gops"]
-        return int(2 * job.op.macs / (peak * 1e9) * tsc_hz()) if peak else None
+        return roofline_ticks(job.op.macs, execution)
 
 
 
@@ -468,10 +479,7 @@ class CpuWindowFlow(TargetFlow):
     def plan(self, op: str, params: dict[str, Any], target: Target) -> WindowJob:
         where = f"cpu {op}"
         options = {key: params.pop(key) for key in self.options if key in params}
-        dtype = options.pop("dtype", "uint8")
-        if dtype not in cpu.DTYPES:
-            raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
-                           f"{', '.join(cpu.DTYPES)}")
+        dtype = take_dtype(options, where)
         operator = contraction_of(op, params, cpu.DTYPES[dtype], where, self.options)
         window, count = cpu.window_of(operator)
         # few output channels: pixels on the lanes (with stride 1 each lane's data is the next 4 bytes)
@@ -498,18 +506,10 @@ class CpuWindowFlow(TargetFlow):
     def execute(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
         runs = [GEMM_FLOW.execute(job.job, compiled, arrays, target)
                 for arrays in self._problems(job, inputs)]
-        first, seconds = runs[0], sum(r.measured["seconds"] for r in runs)
         output = np.stack([r.output for r in runs], axis=1)   # [n, group, channels, *out]
         if job.op.kind == "depthwise":
             output = output[:, 0]
-        gops = 2 * job.op.macs / seconds / 1e9
-        peak = first.measured["peak_gops"]
-        return dataclasses.replace(
-            first, output=job.op.layout_out(output), cycles=sum(r.cycles for r in runs),
-            instructions={name: count * len(runs) for name, count in first.instructions.items()},
-            tensor_instructions=first.tensor_instructions * len(runs),
-            utilization={"vpdpbusd": gops / peak} if peak else {},
-            measured={"gops": gops, "seconds": seconds, "peak_gops": peak})
+        return repeated(runs, job.op.layout_out(output), job.op.macs)
 
     def _problems(self, job: WindowJob, inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
         """Each direct convolution's data ``[N, C, *padded]`` and weights (``[O, C, *k]``; depthwise
@@ -523,8 +523,7 @@ class CpuWindowFlow(TargetFlow):
         return job.op.reference(*inputs).astype(np.int32)
 
     def roofline(self, job: WindowJob, target: Target, execution: Execution) -> int | None:
-        peak = execution.measured["peak_gops"]
-        return int(2 * job.op.macs / (peak * 1e9) * tsc_hz()) if peak else None
+        return roofline_ticks(job.op.macs, execution)
 
     def params(self, job: WindowJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
         w = job.job.layer.window

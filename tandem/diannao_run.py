@@ -37,7 +37,7 @@ from compiler.lower import lower
 from compiler.ops import contractions, network, reference
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
-from compiler.passes.reindex import IntrinsicMapping, canonical_gemm
+from compiler.passes.reindex import IntrinsicMapping
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
@@ -425,7 +425,7 @@ class DiannaoContractionFlow(ContractionFlow):
         return super().plan(op, params, target)
 
     def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
-        return canonical_mapping(op, where, target.spec.params["CONV_BLOCK"], (canonical_gemm,))
+        return canonical_mapping(op, where)
 
     def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
         return options["dtype"], options["dtype"]

@@ -411,12 +411,14 @@ class VitaNetworkFlow(TargetFlow):
 
     @staticmethod
     def _tiles(elements: int, inputs: int, target: Target) -> tuple[int, int]:
-        """(tiles, chunk): the elements in whole accumulator tiles, padded to whole chunks, a chunk as many
-        tiles as the accumulators hold for every input (at most 256: a load's x_size field has 16 bits)."""
+        """(tiles, chunk): the elements in whole accumulator tiles, padded to whole chunks: as few chunks as
+        the accumulators allow (each holds a chunk of every input), as even as they can be (padding less
+        than a tile per chunk)."""
         per_tile = vita.batch_of(target.spec) * vita.block_of(target.spec)
         tiles = -(-elements // per_tile)
-        chunk = min(tiles, target.spec.params["ACC_BUFF_DEPTH"] // inputs, 256)
-        return -(-tiles // chunk) * chunk, chunk
+        chunks = -(-tiles // (target.spec.params["ACC_BUFF_DEPTH"] // inputs))
+        chunk = -(-tiles // chunks)
+        return chunks * chunk, chunk
 
     def inputs(self, job: NetworkJob, rng: np.random.Generator) -> list[np.ndarray]:
         return [rng.integers(-300, 300, shape).astype(np.int32) for shape in job.shapes]

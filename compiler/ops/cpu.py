@@ -220,17 +220,15 @@ def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None,
         return conv_pixels(window, isa, tuning, spec=spec, dtype=dtype)
     pk = packing(isa, dtype, spec)
     c4, k16 = _blocks(window.ic, pk.group), _blocks(window.oc, pk.lanes)
-    dims, st, dil = len(window.sizes), window.s, window.dil
+    dims = len(window.sizes)
     data = te.placeholder((window.n, c4, *window.sizes, pk.group), pk.data, name="data")
     kernel = te.placeholder((k16, c4, *[window.k] * dims, pk.lanes, pk.group), pk.weight, name="kernel")
     co, ci = te.reduce_axis(c4, "co"), te.reduce_axis(pk.group, "ci")
-    taps = [te.reduce_axis(window.k, name) for name in ("q", "r", "s")[3 - dims:]]
+    taps = _taps(window)
 
     def product(n, ko, *rest):
         xs, ki = rest[:-1], rest[-1]
-        at = [(x * st if st != 1 else x) + (t * dil if dil != 1 else t)
-              for x, t in zip(xs, taps, strict=True)]
-        a = ir.cast(data[(n, co, *at, ci)], "int32")
+        a = ir.cast(data[(n, co, *_window_index(window, xs, taps), ci)], "int32")
         return te.sum(a * ir.cast(kernel[(ko, co, *taps, ki, ci)], "int32"), axis=[co, *taps, ci])
 
     names = ["n", "ko", *("z", "y", "x")[3 - dims:], "ki"]
@@ -294,20 +292,17 @@ def conv_pixels(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None 
     ``[N, K, *out[:-1], OW/y, y]``."""
     pk = packing(isa, dtype, spec)
     group, lanes = pk.group, pk.lanes
-    c4, dims, st, dil = _blocks(window.ic, group), len(window.sizes), window.s, window.dil
+    c4, dims = _blocks(window.ic, group), len(window.sizes)
     *front, last = window.out
     sizes = (*window.sizes[:-1], pixels_width(window, lanes))
     data = te.placeholder((window.n, c4, *sizes, group), pk.data, name="data")
     kernel = te.placeholder((window.oc, c4, *[window.k] * dims, group), pk.weight, name="kernel")
     co, ci = te.reduce_axis(c4, "co"), te.reduce_axis(group, "ci")
-    taps = [te.reduce_axis(window.k, name) for name in ("q", "r", "s")[3 - dims:]]
+    taps = _taps(window)
 
     def product(n, o, *rest):
         *xs, xo, xi = rest
-        xs = [*xs, xo * lanes + xi]
-        at = [(x * st if st != 1 else x) + (t * dil if dil != 1 else t)
-              for x, t in zip(xs, taps, strict=True)]
-        a = ir.cast(data[(n, co, *at, ci)], "int32")
+        a = ir.cast(data[(n, co, *_window_index(window, [*xs, xo * lanes + xi], taps), ci)], "int32")
         return te.sum(a * ir.cast(kernel[(o, co, *taps, ci)], "int32"), axis=[co, *taps, ci])
 
     names = ["n", "o", *("z", "y", "x")[3 - dims:3 - 1], "xo", "xi"]
@@ -315,6 +310,18 @@ def conv_pixels(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None 
     out = te.compute(shape, product, name="conv", axis_names=names)
     return _unit_schedule(out, (data, kernel, out), isa, pk, tuning or CpuTuning(), spec,
                           outer=tuple(range(dims + 1)), columns=dims + 1, oc=1)
+
+
+def _taps(window: Window) -> list:
+    """The kernel's reduction iterators, one per spatial dimension."""
+    return [te.reduce_axis(window.k, name) for name in ("q", "r", "s")[3 - len(window.sizes):]]
+
+
+def _window_index(window: Window, xs, taps) -> list:
+    """The input position of output ``xs`` at kernel tap ``taps``: x * stride + tap * dilation (factors of 1
+    left out, so that a plain conv2d's expression is UNIT's)."""
+    st, dil = window.s, window.dil
+    return [(x * st if st != 1 else x) + (t * dil if dil != 1 else t) for x, t in zip(xs, taps, strict=True)]
 
 
 def pixels_width(window: Window, lanes: int) -> int:
