@@ -22,6 +22,7 @@ back, so outputs come back beside the inputs.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import contractions, network, reference
 from compiler.ops import diannao as dops
+from compiler.ops import diannao_network as dnet
 from compiler.ops.nn import ConvShape
 from compiler.passes.reindex import IntrinsicMapping
 from compiler.passes.tensorize import unmatched
@@ -125,6 +127,7 @@ class DiannaoJob:
     shape: tuple[int, ...]
     conv: ConvShape | None = None
     user: UserOp | None = None    # a user's element-wise operator (tandem/user_ops.py)
+    network: dict[str, int] | None = None   # a network operator's parameters, defaults applied
     mnk: tuple[int, int, int] | None = None   # a GEMM's rows, columns and reduction (DiannaoGemmFlow)
     candidates: tuple = (None,)   # one schedule: the card's tiles follow from its capacities
 
@@ -146,6 +149,8 @@ class DiannaoFlow(TargetFlow):
     def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
         if is_user_op(op):
             return self._plan_user(op, params, target)
+        if op == "relu" and params.keys() & {"C", "H", "W"}:   # network.py's relu over [C, H, W]
+            return NETWORK_FLOW.plan(op, params, target)
         if op not in OPS:
             raise RunError(f"DianNao: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
         where = f"DianNao {op}"
@@ -257,15 +262,8 @@ class DiannaoFlow(TargetFlow):
         out = after[-1].reshape(job.shape if job.user is not None else out_shape)
         if job.conv is not None:
             out = out[..., :job.conv.oc]   # the padding channels' outputs, computed and dropped
-        return Execution(
-            output=out,
-            cycles=result.cycles, instructions=result.instructions,
-            tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
-            scalar_fallback=kernel.fallback_count(result.executed),
-            unmatched=sorted({str(x) for x in unmatched(compiled.func, kernel.program.isa)}),
-            utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
-            program=str(kernel.program), chosen={"tile": compiled.sched.tile,
-                    **({"cores_used": compiled.sched.cores} if job.conv is not None else {})})
+        return _execution(compiled, result, out, {"tile": compiled.sched.tile,
+                          **({"cores_used": compiled.sched.cores} if job.conv is not None else {})})
 
     def reference(self, job: DiannaoJob, inputs: list[np.ndarray]) -> np.ndarray:
         if job.user is not None:
@@ -309,6 +307,20 @@ class DiannaoFlow(TargetFlow):
         return out
 
 
+def _execution(compiled: DiannaoCompiled, result: DiannaoResult, output: np.ndarray,
+               chosen: dict[str, Any]) -> Execution:
+    """What one launch of ``compiled`` measured, with its ``output`` in the operator's own layout."""
+    kernel = compiled.kernel
+    return Execution(
+        output=output,
+        cycles=result.cycles, instructions=result.instructions,
+        tensor_instructions=result.tensor_instructions, scalar_instructions=result.scalar_instructions,
+        scalar_fallback=kernel.fallback_count(result.executed),
+        unmatched=sorted({str(x) for x in unmatched(compiled.func, kernel.program.isa)}),
+        utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
+        program=str(kernel.program), chosen=chosen)
+
+
 def _to_blocks(conv: ConvShape, spec: isa.ISA) -> ConvShape:
     """``conv`` with its output channels rounded up to whole CONV_BLOCKs: the layer the card computes. The
     weights' extra channels are zero and their outputs are dropped (seed 001 Algorithm 1, COM: harmless
@@ -326,9 +338,10 @@ def _fits(job: DiannaoJob, target: Target) -> DiannaoJob:
         out_size = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]]).itemsize
         oc = _to_blocks(c, target.spec).oc
         sizes = [c.h * c.w * c.ic * itemsize, oc * c.k * c.k * c.ic * itemsize, c.oh * c.ow * oc * out_size]
+    elif job.user is not None:
+        sizes = [math.prod(t.shape) * t.dtype.bits // 8 for t in (*job.user.inputs, job.user.output)]
     else:
-        operands = len(job.user.inputs) + 1 if job.user is not None else 2 if job.op == "relu" else 3
-        sizes = [math.prod(job.shape) * itemsize] * operands
+        sizes = [math.prod(job.shape) * itemsize] * (2 if job.op == "relu" else 3)
     need = sum(-(-s // GMEM_ALIGN) * GMEM_ALIGN for s in sizes)
     have = target.spec.params["GMEM_BYTES"]
     if need > have:
@@ -454,17 +467,54 @@ class DiannaoContractionFlow(ContractionFlow):
 
 
 class NetworkOpFlow(DiannaoFlow):
-    """The operators of compiler/ops/network.py on the card, written as operators of our own and run like a
-    user's: the element-wise ones (residual_add, relu, clip, gelu) on the vector units where an instruction
-    computes them (else the scalar unit); the others are refused by ``elementwise_of``, which says why."""
+    """The operators of compiler/ops/network.py on the card, written as operators of our own (their inputs,
+    reference and validation are a user operator's): residual_add, relu and clip element-wise on the vector
+    units (``elementwise_of``, as a user's); pooling, global average pooling, concat, softmax, layer norm
+    and GELU by their schedules in the card's layouts (compiler/ops/diannao_network.py), the inputs
+    converted to them on the host and the output back. ``cores`` and ``skip`` as for the other operators."""
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
-        return dataclasses.replace(self._plan_user(network.user_op(op), params, target), op=op)
+        if op in dnet.OPERATORS and params.get("tile") is not None:
+            raise RunError(f"DianNao {op}: 'tile' is not an option of its schedule (it tiles by rows)")
+        job = dataclasses.replace(self._plan_user(network.user_op(op), params, target), op=op)
+        if op not in dnet.OPERATORS:
+            return job
+        bound = inspect.signature(getattr(network, op)).bind(**job.user.params)
+        bound.apply_defaults()
+        return dataclasses.replace(job, network=dict(bound.arguments))
+
+    def compile(self, job: DiannaoJob, candidate: None, target: Target) -> DiannaoCompiled:
+        if job.network is None:
+            return super().compile(job, candidate, target)
+        try:
+            sched = dnet.schedule(job.op, job.network, job.cores, spec=target.spec)
+        except ScheduleError as exc:
+            raise RunError(f"{job.where}: {exc}") from None
+        func = compile_func(lower(sched.schedule, list(sched.args), job.op), target, skip=job.skip)
+        return DiannaoCompiled(sched, func, codegen(func, target.spec))
+
+    def execute(self, job: DiannaoJob, compiled: DiannaoCompiled, inputs: list[np.ndarray],
+                target: Target) -> Execution:
+        if job.network is None:
+            return super().execute(job, compiled, inputs, target)
+        out = compiled.sched.args[-1]
+        arrays = [*dnet.pack(job.op, inputs, target.spec), np.zeros(out.shape, out.dtype.numpy)]
+        result, after = run_kernel(compiled.kernel, arrays, config=target)
+        return _execution(compiled, result, dnet.unpack(job.op, after[-1], job.shape),
+                          {"tile": compiled.sched.tile, "cores_used": compiled.sched.cores})
+
+    def roofline(self, job: DiannaoJob, target: Target, execution: Execution) -> int:
+        """Element-wise: as the built-in ones; the others: their inputs and output crossing GMEM once."""
+        if job.network is None:
+            return super().roofline(job, target, execution)
+        traffic = sum(math.prod(t.shape) * t.dtype.bits // 8 for t in (*job.user.inputs, job.user.output))
+        return math.ceil(traffic / target.config.gmem_bytes_per_cycle)
 
 
 INTEGER_KINDS = ("int8", "int16")
 USER_FLOW = DiannaoFlow()   # the flow of the built-in operators takes user operators (FILE.py:NAME) too
-FLOW = ByOperator("diannao", {**dict.fromkeys(network.OPERATORS, NetworkOpFlow()),
+NETWORK_FLOW = NetworkOpFlow()
+FLOW = ByOperator("diannao", {**dict.fromkeys(network.OPERATORS, NETWORK_FLOW),
                               **dict.fromkeys(OPS, USER_FLOW), "gemm": DiannaoContractionFlow.gemm_flow,
                               **dict.fromkeys(contractions.KINDS.keys() - {"conv2d"},
                                               DiannaoContractionFlow())})

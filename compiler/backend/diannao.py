@@ -21,8 +21,10 @@ Accepted IR (anything else raises ``LoweringError`` naming the node):
   partitioned cluster loop has one core loop per piece) and agree on the launch size. Statements outside
   them run on every launched core: keep them free of effects that must happen once (allocations and Attrs
   are fine);
-- serial and unrolled ``For`` loops (counted scalar loops; extent 0 emits nothing, extent 1 runs the body once
-  with the variable bound to min), ``IfThenElse``, ``Seq``, ``Let``, ``Attr``, ``Evaluate`` of a constant;
+- serial ``For`` loops (counted scalar loops; extent 0 emits nothing, extent 1 runs the body once with the
+  variable bound to min) and unrolled ones (the body once per iteration, its variable a constant, so that
+  the tensor instructions inside get immediate addresses), ``IfThenElse``, ``Seq``, ``Let``, ``Attr``,
+  ``Evaluate`` of a constant;
 - ``Allocate`` in scope "nmem", "wmem" or "smem" with a static size: bump allocation per space, aligned to
   VECTOR_ALIGN (WMEM_ALIGN in WMEM) and released at the end of the Allocate. NMEM and WMEM are per core. SMEM
   is shared by a cluster's cores: an allocation marked ``Attr("cluster_shared")`` (``share_smem``) lies at
@@ -418,8 +420,9 @@ class _Codegen:
         if extent <= 0:
             return
         interval = Interval.from_extent(lo, extent)
-        if extent == 1:
-            self._bound(s.var, Binding(None, lo), interval, s.body)
+        if extent == 1 or s.kind is ir.ForKind.UNROLLED:
+            for value in range(lo, lo + extent):   # unrolled: the variable a constant in each copy
+                self._bound(s.var, Binding(None, value), Interval(value, value), s.body)
             return
         counter, end = self.s.take(), self.s.take()
         self.code.emit("li", rd=counter, imm=lo)

@@ -40,7 +40,7 @@ from isa.lang.scalar import ScalarEnv
 from isa.lang.scalar import evaluate as evaluate_scalar
 
 #: The loop-IR node of each operator and call of the ISA expression language, and which of them commute.
-IR_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul}
+IR_BINARY = {"+": ir.Add, "-": ir.Sub, "*": ir.Mul, "/": ir.Div}   # "/" is float-only in both
 IR_CALLS = {"max": ir.Max, "min": ir.Min}
 COMMUTATIVE = {"+", "*", "max", "min"}
 

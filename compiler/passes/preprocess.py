@@ -21,6 +21,11 @@ spec, not a table here) picks a rewrite that keeps the function's result and rem
 - guards around on-chip computation (COM): a marked statement that only touches on-chip buffers, within
   their bounds, loses its guards; the extra iterations compute elements nothing reads (the rows past the
   end of a core's share in its last conv tile).
+- a loop around several statements (COM: loop fission): ``for v: {S1; S2}``, which no one instruction
+  computes, becomes ``for v: S1; for v: S2`` when that is provably the same: no statement reads a buffer
+  another writes, and statements writing one buffer write disjoint elements in every iteration (the
+  channels of a concat: after partitioning, a's and b's copies in one pixel loop), each then rewritten
+  on its own.
 - everything else is left unchanged (tensorize reports it).
 """
 
@@ -119,6 +124,9 @@ class _Preprocess(IRMutator):
         unguarded = self._unguard(stmt)
         if unguarded is not None:
             return self._rewrite(unguarded, hint)
+        parts = _fission(stmt)
+        if parts is not None:
+            return [piece for part in parts for piece in self._rewrite(part, hint)]
         split = self._in_place(stmt, hint)
         if split is not None:
             copy, compute = split
@@ -269,6 +277,68 @@ class _Preprocess(IRMutator):
 
 # --------------------------------------------------------------------------------------------------
 # helpers
+
+
+def _fission(stmt: ir.Stmt) -> list[ir.Stmt] | None:
+    """``for ...: {S1; ...; Sn}`` as ``[for ...: S1, ..., for ...: Sn]`` (the same loops around each), or
+    None unless that computes the same: no Si reads a buffer another writes, and two that write one buffer
+    write disjoint elements whatever the iterations (``_disjoint_writes``)."""
+    loops, body = _loops(stmt)
+    if not loops or not isinstance(body, ir.Seq) or len(body.stmts) < 2:
+        return None
+    parts = body.stmts
+    writes = [{st.buffer for st in _stores_in(part)} for part in parts]
+    reads = [{ld.buffer for ld in loads_in(part)} for part in parts]
+    for i in range(len(parts)):
+        others = set().union(*(w for j, w in enumerate(writes) if j != i))
+        if reads[i] & others:
+            return None
+    outer = {loop.var: _range_of(loop) for loop in loops}
+    if None in outer.values():
+        return None
+    for i in range(len(parts)):
+        for j in range(i + 1, len(parts)):
+            for buf in writes[i] & writes[j]:
+                if not _disjoint_writes(parts[i], parts[j], buf, outer):
+                    return None
+    return [_wrap(loops, part) for part in parts]
+
+
+def _disjoint_writes(a: ir.Stmt, b: ir.Stmt, buf: ir.Buffer, outer: dict[ir.Var, Interval]) -> bool:
+    """Whether ``a`` and ``b`` write disjoint elements of ``buf`` in any iterations of the ``outer`` loops:
+    every store's index is ``sum(k_v v) + rest`` with the same coefficients k_v of the outer variables,
+    ``a``'s rests and ``b``'s lie in disjoint ranges, and both within one stride of the smallest k_v (so
+    different outer iterations write different blocks)."""
+    spans, coefs = [], set()
+    for part in (a, b):
+        inner = _loop_ranges(part)
+        lo = hi = None
+        for st in _stores_in(part):
+            if st.buffer is not buf or len(st.indices) != 1:
+                continue
+            lf = linear_form(st.indices[0])
+            if lf is None:
+                return False
+            coefs.add(tuple(lf.coef(v) for v in outer))
+            rest = st.indices[0] - sum((ir.const(lf.coef(v)) * v for v in outer), ir.const(0))
+            r = bound(rest, inner)
+            if r.lo is None or r.hi is None:
+                return False
+            lo, hi = (r.lo, r.hi) if lo is None else (min(lo, r.lo), max(hi, r.hi))
+        spans.append((lo, hi))
+    if len(coefs) != 1:
+        return False
+    (ka, (lo_a, hi_a)), (lo_b, hi_b) = (coefs.pop(), spans[0]), spans[1]
+    if hi_a < lo_b or hi_b < lo_a:
+        steps = [abs(k) for k, v in zip(ka, outer, strict=True) if k and outer[v].lo != outer[v].hi]
+        return not steps or max(hi_a, hi_b) - min(lo_a, lo_b) < min(steps)
+    return False
+
+
+def _stores_in(node: ir.Stmt) -> list[ir.Store]:
+    found: list[ir.Store] = []
+    post_order_visit(node, lambda n: found.append(n) if isinstance(n, ir.Store) else None)
+    return found
 
 
 def _loops(stmt: ir.Stmt) -> tuple[list[ir.For], ir.Stmt]:

@@ -439,6 +439,26 @@ def test_vadd_then_relu_in_nmem_with_copies_in_and_out(dt: str) -> None:
     assert kernel.onchip_bytes["NMEM"] == 2 * nbytes
 
 
+def test_an_unrolled_loop_gives_each_vector_instruction_its_own_immediate_addresses() -> None:
+    """A vector instruction's addresses are immediates: in an unrolled loop its offsets are constants (a
+    serial loop would leave them in a register, which the LoweringError of a vector operand reports)."""
+    rows, n = 3, 64
+    A, C = vec("A", rows * n, "int32"), vec("C", n, "int32")
+    AL, acc = vec("AL", rows * n, "int32", "nmem"), vec("acc", n, "int32", "nmem")
+    r = Var("r")
+    step = insn("vadd", {"n": n}, {"dst": (acc, 0), "a": (acc, 0), "b": (AL, r * n)})
+    body = Allocate(AL, Allocate(acc, seq(copy(AL, 0, A, 0, rows * n * 4), copy(acc, 0, A, 0, n * 4),
+                                          For(r, const(1), const(rows - 1), step, ForKind.UNROLLED),
+                                          copy(C, 0, acc, 0, n * 4))))
+    a = np.arange(rows * n, dtype=np.int32)
+    kernel, _, (_, c) = compile_and_compare(PrimFunc("rows", (A, C), body), [a, np.zeros(n, np.int32)])
+    assert_same_bits(c, a.reshape(rows, n).sum(axis=0).astype(np.int32))
+    assert [insn.get("b") for insn in program_insns(kernel, "vadd")] == [n * 4, 2 * n * 4]
+    serial = For(r, const(1), const(rows - 1), step)
+    with pytest.raises(LoweringError, match="non-constant offset"):
+        codegen(PrimFunc("rows", (A, C), Allocate(AL, Allocate(acc, serial))))
+
+
 def test_zero_fill_and_a_strided_copy_pad_an_image() -> None:
     """Seed 001 Algorithm 1's padding: vzero the padded NMEM buffer, copy the rows in with a wider stride."""
     h, w = 5, 6

@@ -57,6 +57,15 @@ def test_operators_match_their_node_and_commutative_ones_swap():
         TreeMatch().match(pattern("a[i] - b[i]", a="i8", b="i8"), ir.Add(A[i], B[j]))
 
 
+def test_a_float_division_matches_the_semantics_division():
+    x = Buffer("X", (64,), dtypes.float32)
+    m = TreeMatch()
+    m.match(pattern("1.0 / a[i]", a="f32"), ir.Div(const(1.0, "float32"), x[i]))
+    assert {name: buf.name for name, (buf, _) in m.operands.items()} == {"a": "X"}
+    with pytest.raises(NoTreeMatch, match="opcode mismatch: the instruction has /"):
+        TreeMatch().match(pattern("1.0 / a[i]", a="f32"), ir.Mul(const(1.0, "float32"), x[i]))
+
+
 def test_an_operand_met_twice_must_be_the_same_place():
     m = TreeMatch()
     m.match(pattern("a[i] * a[i]", a="i8"), A[i + 1] * A[1 + i])

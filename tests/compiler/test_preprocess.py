@@ -5,8 +5,10 @@
    when it must, and nothing extra is copied out. Golden printouts.
 2. LAYOUT: an out-of-place statement for an in-place instruction (relu) becomes a copy plus the in-place
    instruction.
-3. What it cannot fix it leaves alone (a guard; an operand in global memory).
-4. Interpreted before and after on random inputs: the same results.
+3. COM (fission): a loop around two copies into disjoint channels of one buffer (a concat, partitioned)
+   becomes two loops, each one strided copy; a loop whose statements depend on each other is kept.
+4. What it cannot fix it leaves alone (a guard; an operand in global memory).
+5. Interpreted before and after on random inputs: the same results.
 """
 
 from __future__ import annotations
@@ -127,3 +129,39 @@ def test_guards_and_global_operands_are_left_alone() -> None:
     for stmt in (guarded, glob):
         before = PrimFunc("f", (x, z), Attr("pragma_intrin", "add", stmt))
         assert str(preprocess(before, DIANNAO)) == str(before)
+
+
+def concat_rows(c1: int, c2: int, pixels: int, later_reads: bool = False) -> PrimFunc:
+    """A pixel loop around a's C1 and b's C2 channels copied into one NMEM row of C1 + C2 (what loop
+    partitioning leaves of a concat's select), then the tile copied out; ``later_reads``: the second
+    copy reads what the first wrote instead of b."""
+    a, b = Buffer("A", (pixels * c1,), dtypes.int32), Buffer("B", (pixels * c2,), dtypes.int32)
+    z = Buffer("Z", (pixels * (c1 + c2),), dtypes.int32)
+    j = Buffer("j", (pixels * (c1 + c2),), dtypes.int32, "nmem")
+    p, c, i = Var("p"), Var("c"), Var("i")
+    width = c1 + c2
+    second = j[p * width + c - c1] if later_reads else b[p * c2 + c - c1]
+    rows = loop(p, pixels, seq(loop(c, c1, Store(j, (p * width + c,), a[p * c1 + c])),
+                               For(c, const(c1), const(c2), Store(j, (p * width + c,), second))))
+    body = seq(Attr("pragma_intrin", "copy", rows),
+               Attr("pragma_intrin", "copy", loop(i, pixels * width, Store(z, (i,), j[i]))))
+    return PrimFunc("concat", (a, b, z), Allocate(j, body))
+
+
+def test_fission_splits_a_loop_around_disjoint_copies_into_two_strided_copies() -> None:
+    after = preprocessed(concat_rows(3, 5, 4))
+    final = tensorize(after, DIANNAO)
+    assert unmatched(final, DIANNAO) == []
+    assert [line.strip() for line in str(final).splitlines() if "diannao." in line] == [
+        "diannao.memcpy(dst_space=2, src_space=0, len=12, count=4, dst_stride=32, src_stride=12, "
+        "dst=j[0], src=A[0])",
+        "diannao.memcpy(dst_space=2, src_space=0, len=20, count=4, dst_stride=32, src_stride=20, "
+        "dst=j[3], src=B[0])",
+        "diannao.memcpy(dst_space=0, src_space=2, len=128, count=1, dst_stride=128, src_stride=128, "
+        "dst=Z[0], src=j[0])",
+    ]
+
+
+def test_fission_keeps_a_loop_whose_statements_depend_on_each_other() -> None:
+    before = concat_rows(3, 3, 4, later_reads=True)
+    assert str(preprocess(before, DIANNAO)) == str(before)

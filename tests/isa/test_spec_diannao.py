@@ -107,7 +107,7 @@ def test_type_variables_allow_exactly_the_documented_dtypes():
     allowed = {name: dict(instr.types) for name, instr in SPEC.instructions.items() if instr.types}
     expected = {op: {"T": tuple(ALL_T)} for op in [*BINARY, "relu", "vabs"]}
     floats = {"T": ("f16", "f32")}
-    expected |= {"sigmoid": floats, "tanh": floats, "conv": floats, "matmul": floats}
+    expected |= {act: floats for act in ACTIVATIONS} | {"conv": floats, "matmul": floats}
     expected["qconv"] = {"T": ("i8", "i16")}
     expected |= {"lde": {"T": ("i8", "i16", "i32")}, "ste": {"T": ("i8", "i16", "i32")}, "fld": floats,
                  "fst": floats}
@@ -171,20 +171,26 @@ def test_vabs_keeps_the_most_negative_integer(dt):
     assert np.array_equal(got, expected)
 
 
-# sigmoid is three T-rounded operations (exp, +, /): within a few ulps of T; tanh is one
+# sigmoid is three T-rounded operations (exp, +, /), vrsqrt two: within a few ulps of T; the others are one
 ACT_TOL = {"f16": (2e-3, 2e-3), "f32": (1e-6, 1e-7)}
+ACTIVATIONS = {
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "tanh": np.tanh, "vexp": np.exp,
+    "vrecip": lambda x: 1.0 / x, "vrsqrt": lambda x: 1.0 / np.sqrt(x),
+}
 
 
 @pytest.mark.parametrize("dt", ["f16", "f32"])
-@pytest.mark.parametrize("act", ["sigmoid", "tanh"])
+@pytest.mark.parametrize("act", list(ACTIVATIONS))
 def test_float_activations_match_numpy_float64_within_a_few_ulps(act, dt):
     rng = np.random.default_rng(7)
     x = (rng.standard_normal(192) * 4).astype(NP[dt])
     x[:8] = np.array([0.0, -0.0, 30.0, -30.0, 1e-3, -1e-3, np.inf, -np.inf], NP[dt])
+    if act == "vrsqrt":
+        x = np.abs(x)
     got = execute(SPEC, SPEC.insn(act, T=dt, dst=0, n=192), {"dst": x})["dst"]
     x64 = x.astype(np.float64)
-    with np.errstate(over="ignore"):
-        expected = 1.0 / (1.0 + np.exp(-x64)) if act == "sigmoid" else np.tanh(x64)
+    with np.errstate(over="ignore", divide="ignore"):
+        expected = ACTIVATIONS[act](x64).astype(NP[dt]).astype(np.float64)   # rounded to T (f16 overflows)
     rtol, atol = ACT_TOL[dt]
     assert got.dtype == NP[dt]
     np.testing.assert_allclose(got.astype(np.float64), expected, rtol=rtol, atol=atol)
@@ -849,6 +855,9 @@ VALID = {
     "vabs": dict(T="i16", dst=64, n=128),
     "sigmoid": dict(T="f16", dst=128, n=64),
     "tanh": dict(T="f32", dst=0, n=256),
+    "vexp": dict(T="f32", dst=64, n=128),
+    "vrecip": dict(T="f16", dst=0, n=64),
+    "vrsqrt": dict(T="f32", dst=0, n=192),
     "conv": dict(T="f16", out=0, inp=65536, wgt=0, h=10, w=10, cin=16, cout=32, kh=3, kw=3, s=1),
     "qconv": dict(T="i8", out=0, inp=65536, wgt=64, h=10, w=10, cin=16, cout=32, kh=3, kw=3, s=2),
     "matmul": dict(T="f32", out=0, a=65536, b=0, m=64, k=64, n=64),
@@ -890,7 +899,7 @@ def test_misaligned_conv_weights_name_the_wmem_alignment_rule():
     assert "wgt % WMEM_ALIGN == 0" in str(v)
 
 
-@pytest.mark.parametrize("name", [*BINARY, "relu", "vabs", "sigmoid", "tanh"])
+@pytest.mark.parametrize("name", [*BINARY, "relu", "vabs", *ACTIVATIONS])
 def test_an_element_count_not_a_multiple_of_64_names_the_divisibility_rule(name):
     v = only(violations(name, n=100), "divisible")
     assert "n % VECTOR_ELEMS == 0" in str(v) and "multiple of VECTOR_ELEMS" in str(v)

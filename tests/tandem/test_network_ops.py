@@ -1,6 +1,7 @@
 """compiler/ops/network.py's operators (residual add, ReLU, clip, concat, max/avg/global-average pooling,
-softmax, layer norm, GELU) on this CPU: written as operators of our own, compiled by LLVM, validated against
-compiler/ops/reference; and the element-wise ones on the DianNao card."""
+softmax, layer norm, GELU) on this CPU (written as operators of our own, compiled by LLVM) and on the DianNao
+card (element-wise ones as a user's operator, the others by compiler/ops/diannao_network.py's schedules in
+the card's layouts), validated against compiler/ops/reference."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from compiler.ops import network
@@ -41,26 +44,73 @@ def test_softmax_layer_norm_and_gelu_run_in_f32_on_the_cpu(op, shape):
         assert abs(float(report.output.sum()) - shape[0]) < 1e-4   # every row sums to one
 
 
-@pytest.mark.parametrize(("op", "params", "instruction"), [
-    ("residual_add", {"C": 4, "H": 16, "W": 16}, "vadd"),
-    ("clip", {"C": 2, "H": 8, "W": 8, "LO": -5, "HI": 7}, None),   # min(max()): no one instruction
-])
-def test_element_wise_network_operators_run_on_the_card(op, params, instruction):
-    report = run(op, DIANNAO, params)
-    assert report.validated and report.max_abs_err == 0
-    if instruction:
-        assert report.instructions[instruction] >= 1 and report.scalar_fallback == 0
-    else:
-        assert report.scalar_fallback > 0
+# on the card: the vector instructions each operator's computation takes (every one but the scalar fills of
+# constant vectors and of max's -inf start, which no instruction computes)
+CARD = {
+    "residual_add": ({"C": 4, "H": 16, "W": 16}, {"vadd"}),
+    "relu": ({"C": 4, "H": 16, "W": 16}, {"relu"}),
+    "clip": ({"C": 2, "H": 8, "W": 8, "LO": -5, "HI": 7}, {"vmax", "vmin"}),
+    "concat": ({"C": 5, "H": 6, "W": 7, "C2": 3}, set()),
+    "max_pool": ({"C": 16, "H": 9, "W": 9, "K": 3, "S": 2}, {"vmax"}),
+    "avg_pool": ({"C": 16, "H": 8, "W": 8, "K": 2, "S": 2}, {"vadd", "vmul"}),
+    "global_avg_pool": ({"C": 70, "H": 5, "W": 3}, {"vzero", "vadd", "vmul"}),
+    "softmax": ({"R": 70, "D": 20}, {"vmax", "vsub", "vexp", "vadd", "vrecip", "vmul"}),
+    "layer_norm": ({"R": 5, "D": 48}, {"vadd", "vmul", "vsub", "vrsqrt"}),
+    "gelu": ({"R": 3, "D": 50}, {"vmul", "vadd", "tanh"}),
+}
 
 
-def test_the_card_refuses_what_its_element_wise_schedule_cannot_take_saying_why():
-    with pytest.raises(RunError, match="only element-wise operators run on the card's vector units; this one "
-                                       "reduces"):
-        run("max_pool", DIANNAO, {"C": 4, "H": 8, "W": 8})
-    with pytest.raises(RunError, match=re.escape("it reads a[min(c, 3), y, x], not at the output's index "
-                                                 "[c, y, x] (not element-wise)")):
-        run("concat", DIANNAO, {"C": 4, "H": 4, "W": 4})
+@pytest.mark.parametrize("op", list(CARD))
+def test_each_network_operator_runs_on_the_card_on_its_vector_instructions(op):
+    params, vector = CARD[op]
+    report = run(op, DIANNAO, dict(params))
+    assert report.validated, report.detail
+    if report.output.dtype.kind == "i":
+        assert report.max_abs_err == 0
+    assert vector <= set(report.instructions), report.instructions
+    assert report.instructions.get("memcpyr", 0) >= 2   # staged in NMEM, copied out
+    fills = [u for u in report.unmatched if "expected a load for operand src, found" in u]
+    assert len(fills) == len(report.unmatched), report.unmatched   # only constants stay scalar
+
+
+def test_a_max_pool_gathers_each_tap_with_one_strided_copy_per_output_row():
+    report = run("max_pool", DIANNAO, {"C": 64, "H": 9, "W": 9, "K": 3, "S": 2, "cores": 1})
+    assert report.validated and report.scalar_fallback == 0
+    assert report.instructions["vmax"] == 4 * 8   # 4 output rows, 9 taps combined pairwise
+    assert report.instructions["memcpyr"] == 4 * (9 + 1)   # each tap in, the row out
+
+
+def test_row_wise_operators_put_the_rows_on_the_lanes():
+    """softmax of 64 rows of D: one tile, D vmax, D vsub + vexp, D vadd, one vrecip, D vmul."""
+    d = 12
+    report = run("softmax", DIANNAO, {"R": 64, "D": d, "cores": 1})
+    assert report.validated
+    assert report.instructions["vmax"] == report.instructions["vexp"] == report.instructions["vmul"] == d
+    assert report.instructions["vrecip"] == 1
+
+
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(op=st.sampled_from(["clip", "concat", "max_pool", "avg_pool", "global_avg_pool"]),
+       c=st.integers(1, 40), h=st.integers(2, 9), w=st.integers(2, 9), k=st.integers(1, 3),
+       s=st.integers(1, 3), cores=st.sampled_from([1, 3, 16]), seed=st.integers(0, 99))
+def test_random_images_validate_on_the_card(op, c, h, w, k, s, cores, seed):
+    extra = {"max_pool": {"K": min(k, h, w), "S": s}, "avg_pool": {"K": min(k, h, w), "S": s},
+             "concat": {"C2": (c * 7) % 11 + 1}, "clip": {"LO": -seed, "HI": seed}}.get(op, {})
+    report = run(op, DIANNAO, {"C": c, "H": h, "W": w, **extra, "cores": cores, "seed": seed})
+    assert report.validated, report.detail
+
+
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(op=st.sampled_from(ROWS), r=st.integers(1, 130), d=st.integers(1, 70),
+       cores=st.sampled_from([1, 2, 16]), seed=st.integers(0, 99))
+def test_random_rows_validate_on_the_card(op, r, d, cores, seed):
+    report = run(op, DIANNAO, {"R": r, "D": d, "cores": cores, "seed": seed})
+    assert report.validated, report.detail
+
+
+def test_the_card_refuses_a_row_too_long_for_its_neuron_memory():
+    with pytest.raises(RunError, match="DianNao softmax: a core's buffers need .* bytes of NMEM"):
+        run("softmax", DIANNAO, {"R": 64, "D": 1000})
 
 
 def test_the_reference_sees_the_parameters_it_names():
