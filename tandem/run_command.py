@@ -33,8 +33,9 @@ def run_command(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu (diannao); "
                                            "conv2d, gemm, conv1d, conv3d, dilated_conv, group_conv, "
                                            "depthwise, conv_transpose, batch_matmul (diannao, vita, cpu); "
-                                           "residual_add, clip (diannao, cpu); relu, concat, max_pool, "
-                                           "avg_pool, global_avg_pool, softmax, layer_norm, gelu (cpu); or "
+                                           "residual_add, relu, clip, concat, max_pool, avg_pool, "
+                                           "global_avg_pool (diannao, vita, cpu); softmax, layer_norm, "
+                                           "gelu (diannao, cpu); or "
                                            "FILE.py:NAME, an operator of your own (diannao, cpu), whose -p "
                                            "values NAME takes.")],
     target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",

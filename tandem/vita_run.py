@@ -348,17 +348,18 @@ class NetworkJob:
 
 
 class VitaNetworkFlow(TargetFlow):
-    """The network operators VITA's ALU computes (``compiler.ops.vita.elementwise`` and ``max_pool``):
-    residual_add, relu, clip, concat and max_pool over int32 [C, H, W] tensors (``compiler/ops/network.py``'s
-    shapes and parameters), loaded into the accumulators, stored as int8: VITA's output is the operator's
-    result saturated to int8 (its STORE keeps 8 bits), as its conv and GEMM epilogues end. The float
-    operators are refused with the reason."""
+    """The network operators VITA's ALU computes (``compiler.ops.vita.elementwise`` and ``pool``):
+    residual_add, relu, clip, concat, max_pool, avg_pool and global_avg_pool over int32 [C, H, W] tensors
+    (``compiler/ops/network.py``'s shapes and parameters), loaded into the accumulators, stored as int8:
+    VITA's output is the operator's result saturated to int8 (its STORE keeps 8 bits), as its conv and GEMM
+    epilogues end. Average pooling is the int8 network's: int8 inputs, the window's mean rounded half up
+    (``vita.mean_steps``: no divide, a multiply and shifts exact over int8 sums), where network.py's is
+    float32. The float operators are refused with the reason."""
 
     kind = "vita"
-    OPS = ("residual_add", "relu", "clip", "concat", "max_pool")
+    OPS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool")
+    POOLS = ("max_pool", "avg_pool", "global_avg_pool")
     WHY_NOT = {
-        "avg_pool": "it is float32 here, and VITA's ALU is integer with no divide",
-        "global_avg_pool": "it is float32 here, and VITA's ALU is integer with no divide",
         "softmax": "it is float32 and needs exp; VITA's ALU is integer",
         "layer_norm": "it is float32 and needs a square root; VITA's ALU is integer",
         "gelu": "it is float32 and needs tanh; VITA's ALU is integer",
@@ -369,7 +370,8 @@ class VitaNetworkFlow(TargetFlow):
         if op in self.WHY_NOT:
             raise RunError(f"{where}: not on VITA: {self.WHY_NOT[op]}; it runs on the cpu target")
         keys = {"C": None, "H": None, "W": None, **({"LO": 0, "HI": 127} if op == "clip" else {}),
-                **({"C2": 0} if op == "concat" else {}), **({"K": 2, "S": 2} if op == "max_pool" else {})}
+                **({"C2": 0} if op == "concat" else {}),
+                **({"K": 2, "S": 2} if op in ("max_pool", "avg_pool") else {})}
         least = {"C": 1, "H": 1, "W": 1, "C2": 0, "LO": -2**31, "HI": -2**31, "K": 1, "S": 1}
         values = {key: take_int(params, key, default, least[key], where) for key, default in keys.items()}
         missing = [key for key, value in values.items() if value is None]
@@ -387,8 +389,8 @@ class VitaNetworkFlow(TargetFlow):
         if op == "concat":
             shapes[1] = (values["C2"] or c, h, w)
         check_host_memory(sum(5 * math.prod(x) for x in shapes), where, values)
-        if op == "max_pool":
-            return NetworkJob(op, values, tuple(shapes), bounds, (self._pool(values, target, where),))
+        if op in self.POOLS:
+            return NetworkJob(op, values, tuple(shapes), bounds, (self._pool(op, values, target, where),))
         inputs = 2 if op == "residual_add" else 1
         copies = shapes if op == "concat" else shapes[:1]
         kernels = tuple(dict(zip(("inputs", "tiles", "chunk"), (inputs, *self._tiles(math.prod(x), inputs,
@@ -397,17 +399,24 @@ class VitaNetworkFlow(TargetFlow):
         return NetworkJob(op, values, tuple(shapes), bounds, kernels)
 
     @staticmethod
-    def _pool(values: dict[str, int], target: Target, where: str) -> dict[str, int]:
-        """A max pool's kernel: its channel tiles and the output rows a chunk of the accumulators holds."""
-        c, h, w, k, s = (values[key] for key in ("C", "H", "W", "K", "S"))
-        if k > h or k > w:
-            raise RunError(f"{where}: a window of K = {k} is larger than the {h} x {w} input")
+    def _pool(op: str, values: dict[str, int], target: Target, where: str) -> dict[str, Any]:
+        """A pool's kernel: its window and stride (a global average pool's window is the image), its
+        channel tiles and the output rows a chunk of the accumulators holds."""
+        c, h, w = (values[key] for key in ("C", "H", "W"))
+        kh, kw, s = (h, w, 1) if op == "global_avg_pool" else (values["K"], values["K"], values["S"])
+        if kh > h or kw > w:
+            raise RunError(f"{where}: a window of K = {kh} is larger than the {h} x {w} input")
         blocks = -(-c // (vita.batch_of(target.spec) * vita.block_of(target.spec)))
-        rows = vita.max_pool_rows(blocks, h, w, k, s, target.spec)
+        rows = vita.pool_rows(blocks, h, w, (kh, kw), s, target.spec)
         if rows is None:
-            raise RunError(f"{where}: {k} input rows of {w} x {blocks} tiles do not fit in the accumulators "
+            raise RunError(f"{where}: {kh} input rows of {w} x {blocks} tiles do not fit in the accumulators "
                            f"({target.spec.params['ACC_BUFF_DEPTH']} tiles) with one output row")
-        return {"blocks": blocks, "rows": rows}
+        if op != "max_pool":
+            try:
+                vita.mean_steps(kh * kw, -128, 127, target.spec.params["ALUOP_IMM_BIT_WIDTH"])
+            except ScheduleError as exc:
+                raise RunError(f"{where}: {exc}") from None
+        return {"blocks": blocks, "rows": rows, "window": [kh, kw], "stride": s}
 
     @staticmethod
     def _tiles(elements: int, inputs: int, target: Target) -> tuple[int, int]:
@@ -421,22 +430,31 @@ class VitaNetworkFlow(TargetFlow):
         return chunks * chunk, chunk
 
     def inputs(self, job: NetworkJob, rng: np.random.Generator) -> list[np.ndarray]:
-        return [rng.integers(-300, 300, shape).astype(np.int32) for shape in job.shapes]
+        low, high = (-128, 128) if job.op in self.AVERAGES else (-300, 300)
+        return [rng.integers(low, high, shape).astype(np.int32) for shape in job.shapes]
+
+    AVERAGES = ("avg_pool", "global_avg_pool")   # int8 values in int32: the mean's steps are exact on those
 
     def check_inputs(self, job: NetworkJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
         arrays = [np.asarray(a) for a in given]
         if [(a.shape, a.dtype) for a in arrays] != [(x, np.dtype(np.int32)) for x in job.shapes]:
             raise RunError(f"vita {job.op}: expected int32 inputs of shapes {[list(x) for x in job.shapes]}, "
                            f"but got {[(list(a.shape), str(a.dtype)) for a in arrays]}")
+        if job.op in self.AVERAGES and any(a.size and (a.min() < -128 or a.max() > 127) for a in arrays):
+            raise RunError(f"vita {job.op}: the input holds values outside int8's [-128, 127]; an average "
+                           f"on VITA is the int8 network's")
         return arrays
 
     def compile(self, job: NetworkJob, candidate: None, target: Target) -> list[tuple[Any, VitaKernel]]:
         compiled = []
         p = job.params
         for k in job.kernels:
-            vs = vita.max_pool(k["blocks"], p["H"], p["W"], p["K"], p["S"], k["rows"], spec=target.spec) \
-                if job.op == "max_pool" else \
-                vita.elementwise(k["inputs"], k["tiles"], k["chunk"], job.bounds, spec=target.spec)
+            if job.op in self.POOLS:
+                kind = "max" if job.op == "max_pool" else "avg"
+                vs = vita.pool(kind, k["blocks"], p["H"], p["W"], tuple(k["window"]), k["stride"], k["rows"],
+                               spec=target.spec)
+            else:
+                vs = vita.elementwise(k["inputs"], k["tiles"], k["chunk"], job.bounds, spec=target.spec)
             kernel = build_vita(build(vs.schedule, vs.args, target=target), target.spec)
             check_token_order(kernel.tokens)
             compiled.append((vs, kernel))
@@ -448,7 +466,7 @@ class VitaNetworkFlow(TargetFlow):
         outputs, results, programs = [], [], []
         for (vs, kernel), arrays in zip(compiled, groups, strict=True):
             shape = vs.args[0].shape
-            if job.op == "max_pool":   # [C, H, W] -> [H, W, blocks, BATCH, BLOCK_OUT], zero channels added
+            if job.op in self.POOLS:   # [C, H, W] -> [H, W, blocks, BATCH, BLOCK_OUT], zero channels added
                 c, h, w = arrays[0].shape
                 padded = np.zeros((math.prod(shape[2:]), h, w), np.int32)
                 padded[:c] = arrays[0]
@@ -460,9 +478,10 @@ class VitaNetworkFlow(TargetFlow):
             result = simulate(kernel.program, kernel.dram_image([p.reshape(shape) for p in packed]),
                               target.config)
             out = np.asarray(kernel.read(result.dram, vs.args[-1].name))
-            if job.op == "max_pool":
+            if job.op in self.POOLS:
                 oh, ow = vs.args[-1].shape[:2]
-                outputs.append(np.moveaxis(out.reshape(oh, ow, -1), -1, 0)[: arrays[0].shape[0]])
+                pooled = np.moveaxis(out.reshape(oh, ow, -1), -1, 0)[: arrays[0].shape[0]]
+                outputs.append(pooled.reshape(-1) if job.op == "global_avg_pool" else pooled)
             else:
                 outputs.append(out.ravel()[: arrays[0].size].reshape(arrays[0].shape))
             results.append(result)
@@ -477,7 +496,14 @@ class VitaNetworkFlow(TargetFlow):
     def reference(self, job: NetworkJob, inputs: list[np.ndarray]) -> np.ndarray:
         """The network operator's own reference (compiler/ops/network.py), saturated to int8."""
         named = {key: job.params[key] for key in ("LO", "HI", "K", "S") if key in job.params}
-        exact = getattr(network, f"{job.op}_reference")(*inputs, **named)
+        if job.op in self.AVERAGES:   # the int8 network's: the window's sum over its size, rounded half up
+            (kernel,) = job.kernels
+            kh, kw = kernel["window"]
+            sums = reference.pool2d(inputs[0], (kh, kw), kernel["stride"], "sum").astype(np.int64)
+            exact = (sums + kh * kw // 2) // (kh * kw)
+            exact = exact.reshape(-1) if job.op == "global_avg_pool" else exact
+        else:
+            exact = getattr(network, f"{job.op}_reference")(*inputs, **named)
         return np.clip(exact, -128, 127).astype(np.int8)
 
     def roofline(self, job: NetworkJob, target: Target, execution: Execution) -> int:

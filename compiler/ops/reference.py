@@ -108,11 +108,11 @@ def concat(arrays: list[np.ndarray], axis: int = 0) -> np.ndarray:
 
 
 def pool2d(x: np.ndarray, k: int | tuple[int, int], stride: int, kind: str) -> np.ndarray:
-    """Max ("max") or mean ("avg") of each k x k (or kh x kw) window of ``x`` [C, H, W], windows ``stride``
-    apart, no padding: [C, OH, OW]."""
+    """Max ("max"), sum ("sum") or mean ("avg") of each k x k (or kh x kw) window of ``x`` [C, H, W],
+    windows ``stride`` apart, no padding: [C, OH, OW]."""
     shape = (k, k) if isinstance(k, int) else tuple(k)
     windows = np.lib.stride_tricks.sliding_window_view(_exact(x), shape, axis=(1, 2))[:, ::stride, ::stride]
-    return windows.max(axis=(3, 4)) if kind == "max" else windows.mean(axis=(3, 4))
+    return {"max": np.max, "sum": np.sum, "avg": np.mean}[kind](windows, axis=(3, 4))
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -375,40 +375,99 @@ def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *,
     return VitaSchedule(s, (*args, out), Tiling(rows=chunk, oc_block=1, ic_block=1))
 
 
-def max_pool(blocks: int, h: int, w: int, k: int, s: int, rows: int, *, spec: isa.ISA) -> VitaSchedule:
-    """A K x K max pool with stride S on VITA's ALU over int32 data ``[H, W, blocks, BATCH, BLOCK_OUT]``
-    (each tile BATCH x BLOCK_OUT channels of one pixel), ``rows`` output rows at a time (dividing the
-    output's): the input rows they need loaded once (LOAD_ACC), each output tile started at the window's
-    first tap (GEMM_RESET, then ALU ADD: VITA's ALU has no move), the other taps ALU MAX micro-ops whose
-    source index walks the window, then clipped to int8 and stored (``elementwise``'s end)."""
+@dataclass(frozen=True)
+class IntegerMean:
+    """How VITA's ALU divides a window's sum of ``count`` int8 values by ``count``, rounding half up, with
+    no divide: ``offset`` (the smallest sum's distance from 0 plus count // 2, added in ``adds``
+    immediates) makes the sum non-negative, a shift by ``pre_shift`` divides by count's power of two,
+    ``mul`` and a shift by ``shift`` divide by its odd part (exact over the range: checked value by value),
+    and ``low`` is added back. ``mean_steps`` finds it."""
+
+    count: int
+    adds: tuple[int, ...]
+    pre_shift: int
+    mul: int
+    shift: int
+    low: int
+
+
+def mean_steps(count: int, low: int, high: int, imm_bits: int) -> IntegerMean:
+    """The ``IntegerMean`` of ``count`` values in [low, high] with immediates of ``imm_bits`` signed bits:
+    floor((v + count // 2) / count) for every sum v, in int32 arithmetic; ScheduleError when no multiplier
+    that fits the immediate divides exactly."""
+    imm_max = (1 << (imm_bits - 1)) - 1
+    offset = -low * count + count // 2
+    adds = tuple([imm_max] * (offset // imm_max) + ([offset % imm_max] if offset % imm_max else []))
+    pre_shift = (count & -count).bit_length() - 1
+    odd = count >> pre_shift
+    top = (count * (high - low) + count // 2) >> pre_shift   # the largest value left after the pre-shift
+    if top * count >= 2**31:
+        raise ScheduleError(f"VITA average: the sums of {count} values overflow int32")
+    values = np.arange(top + 1, dtype=np.int64)
+    want = values // odd
+    for shift in range(31):
+        mul = -(-(1 << shift) // odd)
+        if mul > imm_max or top * mul >= 2**31:
+            break
+        if np.array_equal((values * mul) >> shift, want):
+            return IntegerMean(count, adds, pre_shift, mul, shift, low)
+    raise ScheduleError(f"VITA average: no multiplier of at most {imm_max} (ALUOP_IMM_BIT_WIDTH) divides "
+                        f"sums of {count} int8 values by {odd} exactly")
+
+
+def pool(kind: str, blocks: int, h: int, w: int, window: tuple[int, int], s: int, rows: int, *,
+         spec: isa.ISA) -> VitaSchedule:
+    """A KH x KW ``kind`` ("max" or "avg") pool with stride S on VITA's ALU over int32 data
+    ``[H, W, blocks, BATCH, BLOCK_OUT]`` (each tile BATCH x BLOCK_OUT channels of one pixel), ``rows``
+    output rows at a time (dividing the output's): the input rows they need loaded once (LOAD_ACC), each
+    output tile started at the window's first tap (GEMM_RESET, then ALU ADD: VITA's ALU has no move), the
+    other taps ALU MAX (max) or ADD (avg) micro-ops whose source index walks the window; an average then
+    divides by the window's size rounding half up (``mean_steps``: ALU ADD, SHR, MUL, SHR and ADD with
+    immediates; its inputs are int8 values); then clipped to int8 and stored (``elementwise``'s end)."""
     batch, block = batch_of(spec), block_of(spec)
-    oh, ow = (h - k) // s + 1, (w - k) // s + 1
-    if min(oh, ow) < 1 or rows < 1 or oh % rows:
-        raise ScheduleError(f"VITA max_pool: a {k} x {k} window, stride {s}, over {h} x {w} in chunks of "
-                            f"{rows} output rows")
+    kh, kw = window
+    oh, ow = (h - kh) // s + 1, (w - kw) // s + 1
+    if kind not in ("max", "avg") or min(oh, ow) < 1 or rows < 1 or oh % rows:
+        raise ScheduleError(f"VITA {kind}_pool: a {kh} x {kw} window, stride {s}, over {h} x {w} in chunks "
+                            f"of {rows} output rows")
     x = te.placeholder((h, w, blocks, batch, block), "int32", name="x")
     shape = (oh, ow, blocks, batch, block)
+
     def tap(prev: te.Tensor, ry: int, rx: int, first: bool):
         def value(y, xo, cb, b, o):
             at = x[y * s + ry, xo * s + rx, cb, b, o]
-            return prev[y, xo, cb, b, o] + at if first else ir.Max(prev[y, xo, cb, b, o], at)
+            return prev[y, xo, cb, b, o] + at if first or kind == "avg" else ir.Max(prev[y, xo, cb, b, o], at)
         return te.compute(shape, value, name=f"tap{ry}_{rx}")
 
+    def then(prev: te.Tensor, name: str, fn) -> te.Tensor:
+        return te.compute(shape, lambda *i: fn(prev[i]), name=name)
+
     stages = [te.compute(shape, lambda *i: ir.const(0), name="start")]
-    for n, (ry, rx) in enumerate((ry, rx) for ry in range(k) for rx in range(k)):
+    for n, (ry, rx) in enumerate((ry, rx) for ry in range(kh) for rx in range(kw)):
         stages.append(tap(stages[-1], ry, rx, n == 0))
+    taps = stages[1:]
+    if kind == "avg":
+        mean = mean_steps(kh * kw, -128, 127, spec.params["ALUOP_IMM_BIT_WIDTH"])
+        for n, add in enumerate(mean.adds):
+            stages.append(then(stages[-1], f"offset{n}", lambda v, add=add: v + ir.const(add)))
+        for name, shift in (("pre_shift", mean.pre_shift),):
+            if shift:
+                stages.append(then(stages[-1], name, lambda v, d=1 << shift: ir.FloorDiv(v, ir.const(d))))
+        if mean.mul != 1 or mean.shift:
+            stages.append(then(stages[-1], "mul", lambda v: v * ir.const(mean.mul)))
+            stages.append(then(stages[-1], "shift", lambda v: ir.FloorDiv(v, ir.const(1 << mean.shift))))
+        stages.append(then(stages[-1], "low", lambda v: v + ir.const(mean.low)))
     last = stages[-1]
     if clip_instruction(spec) is not None:
-        stages.append(te.compute(shape, lambda *i: ir.Min(ir.Max(last[i], ir.const(-128)), ir.const(127)),
-                                 name="clip"))
+        stages.append(then(last, "clip", lambda v: ir.Min(ir.Max(v, ir.const(-128)), ir.const(127))))
     else:
-        low = te.compute(shape, lambda *i: ir.Max(last[i], ir.const(-128)), name="lo")
-        stages += [low, te.compute(shape, lambda *i: ir.Min(low[i], ir.const(127)), name="hi")]
+        low = then(last, "lo", lambda v: ir.Max(v, ir.const(-128)))
+        stages += [low, then(low, "hi", lambda v: ir.Min(v, ir.const(127)))]
     out = te.compute(shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
     sch = create_schedule(out)
     for stage in stages:
         sch[stage].set_scope("acc")
-    loaded = sch.cache_read(x, "acc", stages[1:1 + k * k])
+    loaded = sch.cache_read(x, "acc", taps)
     outer, inner = sch[out].split(out.op.axis[0], factor=rows)
     for stage in (loaded, *stages):
         sch[stage].compute_at(sch[out], outer)
@@ -419,13 +478,19 @@ def max_pool(blocks: int, h: int, w: int, k: int, s: int, rows: int, *, spec: is
     return VitaSchedule(sch, (x, out), Tiling(rows=rows, oc_block=blocks, ic_block=1))
 
 
-def max_pool_rows(blocks: int, h: int, w: int, k: int, s: int, spec: isa.ISA) -> int | None:
-    """The most output rows of a ``max_pool`` chunk (dividing the output's) whose input rows and output
-    tiles fit in the accumulators together; None when not even one row does."""
-    oh, ow = (h - k) // s + 1, (w - k) // s + 1
+def max_pool(blocks: int, h: int, w: int, k: int, s: int, rows: int, *, spec: isa.ISA) -> VitaSchedule:
+    """``pool`` of kind max with a K x K window."""
+    return pool("max", blocks, h, w, (k, k), s, rows, spec=spec)
+
+
+def pool_rows(blocks: int, h: int, w: int, window: tuple[int, int], s: int, spec: isa.ISA) -> int | None:
+    """The most output rows of a ``pool`` chunk (dividing the output's) whose input rows and output tiles
+    fit in the accumulators together; None when not even one row does."""
+    kh, kw = window
+    oh, ow = (h - kh) // s + 1, (w - kw) // s + 1
     depth = spec.params["ACC_BUFF_DEPTH"]
     fits = [r for r in range(1, oh + 1)
-            if oh % r == 0 and ((r - 1) * s + k) * w * blocks + r * ow * blocks <= depth]
+            if oh % r == 0 and ((r - 1) * s + kh) * w * blocks + r * ow * blocks <= depth]
     return max(fits, default=None)
 
 

@@ -155,6 +155,9 @@ class TreeMatch:
             if not isinstance(e, ir.Call) or e.name != pat.func:
                 raise NoTreeMatch(f"opcode mismatch: the instruction has {pat.func}, the code '{e}'")
             self.match(pat.args[0], e.args[0])
+        elif isinstance(pat, t.Binary) and pat.op == "+" and isinstance(e, ir.Sub) \
+                and isinstance(e.b, ir.IntImm | ir.FloatImm):
+            self._pair("+", (pat.lhs, pat.rhs), (e.a, ir.const(-e.b.value, e.b.dtype)))   # x - c is x + -c
         elif isinstance(pat, t.Binary | t.Call):
             op = pat.op if isinstance(pat, t.Binary) else pat.func
             args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args

@@ -66,6 +66,18 @@ def test_a_float_division_matches_the_semantics_division():
         TreeMatch().match(pattern("1.0 / a[i]", a="f32"), ir.Mul(const(1.0, "float32"), x[i]))
 
 
+def test_a_sum_with_a_constant_matches_the_subtraction_of_its_negation():
+    """``x + imm`` computes ``x - 128``: the simplifier writes ``x + -128`` as a subtraction."""
+    x = Buffer("X", (4,), dtypes.int32)
+    add = pattern("a[i] + select(use_imm != 0, i32(imm), b[i])", a="i32", b="i32")
+    m = TreeMatch(fields=frozenset({"imm", "use_imm"}), field_defaults={"use_imm": 0})
+    m.match(add, ir.Sub(x[i], const(128, "int32")))
+    assert m.values == {"use_imm": 1, "imm": -128}
+    with pytest.raises(NoTreeMatch):   # x - y is no sum
+        TreeMatch(fields=frozenset({"imm", "use_imm"}), field_defaults={"use_imm": 0}).match(
+            add, ir.Sub(x[i], x[j]))
+
+
 def test_an_operand_met_twice_must_be_the_same_place():
     m = TreeMatch()
     m.match(pattern("a[i] * a[i]", a="i8"), A[i + 1] * A[1 + i])

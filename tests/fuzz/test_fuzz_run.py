@@ -26,11 +26,12 @@ from tandem.cli import app
 
 RUNNER = CliRunner()
 TENSORIR_KINDS = [kind for kind in KINDS if kind != "conv2d"]   # on vita and cpu
-VITA_NETWORK = ["residual_add", "relu", "clip", "concat", "max_pool"]   # on VITA's ALU
-OPS = {"diannao": ["add", "sub", "mul", "maximum", "relu", "conv2d"],
+VITA_NETWORK = ["residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool"]   # ALU
+ROWS = ["softmax", "layer_norm", "gelu"]   # over [R, D]
+OPS = {"diannao": ["add", "sub", "mul", "maximum", "relu", "conv2d", *OPERATORS],
        "vita": ["conv2d", "gemm", *TENSORIR_KINDS, *VITA_NETWORK],
        "cpu": ["conv2d", "gemm", *TENSORIR_KINDS, *OPERATORS]}
-KEYS = {"diannao": ["cores", "tile", "H", "W", "IC", "OC", "K", "S", "P"],
+KEYS = {"diannao": ["cores", "tile", "H", "W", "IC", "OC", "K", "S", "P", "C", "C2", "LO", "HI", "R", "D"],
         "vita": ["H", "W", "IC", "OC", "K", "S", "P", "N", "M", "D", "DIL", "G", "B", "C", "C2", "LO", "HI"],
         "cpu": ["H", "W", "IC", "OC", "K", "S", "P", "M", "N", "D", "DIL", "G", "B", "C", "LO", "HI"]}
 API_KEYS = ["seed", "shape", "dtype", "skip", "vthreads", "tune", "relu", "tiling", "isa", "threads",
@@ -65,13 +66,16 @@ def legal(draw) -> list[str]:
         args += ["--shape", f"{hw}x{hw}x{ic}", "-p", f"OC={draw(st.sampled_from(['5', '16', '32', '40']))}"]
         for key, values in (("K", ["1", "3"]), ("S", ["1", "2"]), ("P", ["0", "1"])):
             args += ["-p", f"{key}={draw(st.sampled_from(values))}"]
-    elif target == "vita" and op in VITA_NETWORK:   # int32 [C, H, W] (a pool's window K, stride S)
-        for key in ("C", "H", "W"):
+    elif target in ("vita", "diannao") and op in OPERATORS and op != "relu" or op in VITA_NETWORK:
+        # network.py's operators: [C, H, W] (a pool's window K, stride S) or [R, D] rows
+        for key in ("R", "D") if op in ROWS else ("C", "H", "W"):
             args += ["-p", f"{key}={draw(st.sampled_from(['1', '3', '5', '8', '17']))}"]
-        extra = {"max_pool": ["K", "S"], "clip": ["LO", "HI"], "concat": ["C2"]}.get(op, [])
-        for key in extra:
+        extra = {"max_pool": ["K", "S"], "avg_pool": ["K", "S"], "clip": ["LO", "HI"], "concat": ["C2"]}
+        for key in extra.get(op, []):
             if draw(st.booleans()):
                 args += ["-p", f"{key}={draw(st.sampled_from(['-200', '-5', '0', '1', '2', '3', '90']))}"]
+        if target == "diannao":
+            args += ["-p", f"cores={draw(st.sampled_from([1, 2, 3, 4, 8, 12, 16]))}"]
         return [*args, "--json"]
     elif op in KINDS:   # TensorIR's kinds on VITA: every size small, groups dividing the channels
         for key, default in KINDS[op].items():

@@ -6,7 +6,6 @@ the card's layouts), validated against compiler/ops/reference."""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from hypothesis import given, settings
