@@ -74,6 +74,7 @@ class _Preprocess(IRMutator):
         self.grow: dict[ir.Buffer, int] = {}  # buffer -> elements it must hold
         self.fills: dict[ir.Buffer, list[tuple[int, int]]] = {}  # buffer -> element ranges to zero
         self.outer: dict[ir.Var, Interval] = {}  # ranges of the enclosing loops with constant bounds
+        self.written: dict[ir.Buffer, Interval | None] = {}  # allocation -> the elements its scope writes
 
     def mutate_For(self, s: ir.For) -> ir.Stmt:
         rng = _range_of(s)
@@ -86,8 +87,10 @@ class _Preprocess(IRMutator):
 
     def mutate_Allocate(self, s: ir.Allocate) -> ir.Stmt:
         self.allocs.append(s.buffer)
+        self.written[s.buffer] = _written(s.buffer, s.body, self.outer)
         body = self.mutate(s.body)
         self.allocs.pop()
+        self.written.pop(s.buffer, None)
         buf = s.buffer
         size = self.grow.pop(buf, buf.size)
         fills = self.fills.pop(buf, [])
@@ -171,7 +174,9 @@ class _Preprocess(IRMutator):
         indices that stay inside them over the whole nest, loses its guards. The extra iterations compute
         elements outside the tensor's region (that is what a bound guard excludes), which nothing reads:
         a conv tile at the end of a core's rows computes a few more rows that are never copied out, from
-        input rows copied from an on-chip tile that the copy's guard no longer leaves out."""
+        input rows copied from an on-chip tile that the copy's guard no longer leaves out. Only where what
+        the extra iterations read lies among the elements the allocation's scope writes (its hull): a read
+        of elements nothing wrote (an SMEM tile's rows past the image) keeps its guard."""
         if not _has_guard(stmt):
             return None
         body = _StripGuards().mutate(stmt)
@@ -180,6 +185,10 @@ class _Preprocess(IRMutator):
         post_order_visit(body, lambda n: accesses.append(n) if isinstance(n, ir.Load | ir.Store) else None)
         if any(a.buffer not in self.allocs or _span(a, ranges) is None for a in accesses):
             return None
+        for load in (a for a in accesses if isinstance(a, ir.Load)):
+            written, read = self.written.get(load.buffer), _span(load, ranges)
+            if written is None or read.lo < written.lo or read.hi > written.hi:
+                return None   # the extra iterations would read elements nothing wrote
         return body
 
     def _in_place(self, stmt: ir.Stmt, hint: str) -> tuple[ir.Stmt, ir.Stmt] | None:
@@ -277,6 +286,21 @@ class _Preprocess(IRMutator):
 
 # --------------------------------------------------------------------------------------------------
 # helpers
+
+
+def _written(buf: ir.Buffer, body: ir.Stmt, outer: dict[ir.Var, Interval]) -> Interval | None:
+    """The hull of the elements of ``buf`` that ``body`` stores to (None when it stores to none, or where
+    an index is unbounded)."""
+    ranges = {**outer, **_loop_ranges(body)}
+    lo = hi = None
+    for st in _stores_in(body):
+        if st.buffer is not buf:
+            continue
+        span = _span(st, ranges)
+        if span is None:
+            return None
+        lo, hi = (span.lo, span.hi) if lo is None else (min(lo, span.lo), max(hi, span.hi))
+    return None if lo is None else Interval(lo, hi)
 
 
 def _fission(stmt: ir.Stmt) -> list[ir.Stmt] | None:

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import isa
 from compiler.backend.diannao import codegen
-from compiler.errors import InterpError
 from compiler.ir import PrimFunc, dtypes
 from compiler.ir import nodes as ir
 from compiler.lower import lower
@@ -101,7 +100,7 @@ def shared_plans(draw):
     return (h, w, cin, cout, k, stride, pad), plan, draw(st.sampled_from(["float32", "int8"]))
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)   # see the known failure below
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(shared_plans())
 def test_cluster_shared_cuts_keep_the_result_and_share_their_tile(case) -> None:
     """Every pass keeps the result of a cluster-shared cut, every marked statement becomes an instruction,
@@ -109,11 +108,9 @@ def test_cluster_shared_cuts_keep_the_result_and_share_their_tile(case) -> None:
     _check_shared_cut(case, note)
 
 
-@pytest.mark.xfail(strict=True, raises=InterpError,
-                   reason="known bug: a core whose share of a tile is shorter than the others' (10 rows over "
-                   "4 cores: 3, 3, 3, 1) still walks whole tiles of rows and reads SMEM rows past the filled "
-                   "ones (found by the random shapes above)")
 def test_a_shared_cut_whose_last_core_has_fewer_rows_reads_only_filled_smem() -> None:
+    """10 rows over 4 cores (3, 3, 3, 1): the last core's copies from the SMEM tile keep their guard, since
+    unguarded they would read rows past the image that nothing wrote (found by the random shapes above)."""
     plan = dops.ConvPlan(oh=10, ow=1, row_groups=1, cout_groups=1, tile_rows=1, estimate=0, sub_rows=4,
                          smem_rows=10)
     _check_shared_cut(((12, 3, 1, 16, 3, 1, 0), plan, "float32"), lambda text: None)
