@@ -1,29 +1,29 @@
-"""DianNao schedules for the operators a network needs besides its convolutions and matmuls: pooling, global
-average pooling, concat, softmax, layer norm and GELU (compiler/ops/network.py defines them; residual add,
-ReLU and clip are element-wise and take ``diannao.elementwise_of``).
+"""DianNao schedules for the operators a network needs besides its convolutions and matmuls: clip, pooling,
+global average pooling, concat, softmax, layer norm and GELU (compiler/ops/network.py defines them; residual
+add and ReLU are one vector instruction each and take ``diannao.elementwise_of``, as a user's operator).
 
 Every computation is a vector instruction of the spec, found by the one matcher from a loose mark (seed 001
 Sec. IV-B), and every input reaches NMEM by a marked copy; what no instruction computes stays scalar and is
 reported (``unmatched``): the start value of a max reduction (-inf) and the constant vectors (1 / K^2,
-GELU's coefficients), filled once per core. The vector instructions have immediate NMEM addresses, so the
-loops that walk a tile's vectors are unrolled.
+GELU's coefficients, clip's bounds), LANES scalar stores once per core. The vector instructions have
+immediate NMEM addresses, so the loops that walk a tile's vectors are unrolled.
 
-The card's layouts (the flow converts on the host, as VITA's flow packs its blocks):
+The card's layouts (``pack`` converts network.py's on the host, as VITA's flow packs its blocks):
 
     max_pool, avg_pool       x [H, W, C] -> [OH, OW, C]: channels innermost, as the card's conv takes them;
                              each tap of a window is one strided copy of an output row's pixels (a gather
                              by the DMA), the taps combined by vmax / vadd, the mean scaled by 1 / K^2
-    global_avg_pool          x [H * W, C] -> [C]: channels on the lanes, one vadd per pixel
-    clip                     x [N]: vmax and vmin against constant vectors
+    global_avg_pool          x [H * W, C] -> [C], C padded to whole vectors: channels on the lanes, one
+                             vadd per pixel
+    clip, gelu               x [N]: whole-tile vector operations against constant vectors
     concat                   a [P, C], b [P, C2] -> [P, C + C2]: two strided copies
-    softmax, layer_norm      x [D, R] -> [D, R]: rows on the vector lanes, so a row's max, sum and mean are
-                             vector operations across lanes (D of them per tile of LANES rows)
-    gelu                     x [N / LANES, LANES], N the padded element count
+    softmax, layer_norm      x [D, R] -> [D, R], R padded to whole vectors: rows on the vector lanes, so a
+                             row's max, sum and mean are vector operations across lanes (D of them per
+                             tile of LANES rows)
 
-LANES is the spec's VECTOR_ELEMS; the row-wise operators need R (gelu: N) a multiple of LANES * cores, the
-others split their outer dimension over the cores. Float results differ from numpy's by f32 rounding
-(``x * (1 / K^2)`` for ``x / K^2``, ``e * (1 / sum)`` for ``e / sum``, ``1 / sqrt`` as one instruction);
-integer ones (max_pool, concat) are bit-exact.
+LANES is the spec's VECTOR_ELEMS. Float results differ from numpy's by f32 rounding (``x * (1 / K^2)`` for
+``x / K^2``, ``e * (1 / sum)`` for ``e / sum``, ``1 / sqrt`` as one instruction); integer ones (clip,
+max_pool, concat) are bit-exact.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def global_avg_pool(pixels: int, c: int, cores: int, *, spec: isa.ISA) -> Dianna
     where = "DianNao global_avg_pool"
     lanes = lanes_of(spec)
     cores = launchable(cores, -(-c // lanes), spec)
-    share = -(-c // cores)
+    share = -(-c // (cores * lanes)) * lanes   # whole vectors
     chunk = max(d for d in range(1, min(pixels, lanes) + 1) if pixels % d == 0)   # no partial chunk
     _nmem_check(where, _padded(chunk * share * 4, spec) + 4 * _padded(max(share, lanes) * 4, spec), spec,
                 "fewer channels")
@@ -228,7 +228,8 @@ def global_avg_pool(pixels: int, c: int, cores: int, *, spec: isa.ISA) -> Dianna
     staged = s.cache_read(x, "nmem", [total])
     for t in (total, mean):
         s[t].set_scope("nmem")
-    core, rest = _per_core(s, out, out.op.axis[0], cores)
+    vec, _ = s[out].split(out.op.axis[0], factor=lanes, names=("vec", "lane"))
+    core, rest = _per_core(s, out, vec, cores)
     for t in (total, mean):
         s[t].compute_at(s[out], core)
     _fill_at(s, consts, s[out], core)
