@@ -35,9 +35,9 @@ def run_command(
                                            "depthwise, conv_transpose, batch_matmul (diannao, vita, cpu); "
                                            "residual_add, relu, clip, concat, max_pool, avg_pool, "
                                            "global_avg_pool (diannao, vita, cpu); softmax, layer_norm, "
-                                           "gelu (diannao, cpu); or "
-                                           "FILE.py:NAME, an operator of your own (diannao, cpu), whose -p "
-                                           "values NAME takes.")],
+                                           "gelu (diannao, cpu); or FILE.py:NAME, an operator of "
+                                           "your own (diannao, vita, cpu), whose -p values NAME "
+                                           "takes.")],
     target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",
     shape: Annotated[str | None, typer.Option(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,

@@ -29,7 +29,7 @@ import numpy as np
 
 import isa
 from compiler.backend.vita import VitaKernel, build_vita
-from compiler.errors import ScheduleError
+from compiler.errors import LoweringError, ScheduleError
 from compiler.ops import contractions, network, reference, vita
 from compiler.passes import check_token_order
 from compiler.passes.reindex import IntrinsicMapping, map_to_intrinsic
@@ -42,6 +42,7 @@ from tandem.run import (
     CONV_KEYS,
     GEMM_KEYS,
     ByOperator,
+    Check,
     Execution,
     RunError,
     RunReport,
@@ -54,6 +55,7 @@ from tandem.run import (
     take_int,
 )
 from tandem.targets import as_target
+from tandem.user_ops import UserOp, load_user_op
 
 DEFAULT_CONFIG = "vta-default"
 OPS = ("conv2d", "gemm")
@@ -393,7 +395,7 @@ class VitaNetworkFlow(TargetFlow):
             return NetworkJob(op, values, tuple(shapes), bounds, (self._pool(op, values, target, where),))
         inputs = 2 if op == "residual_add" else 1
         copies = shapes if op == "concat" else shapes[:1]
-        kernels = tuple(dict(zip(("inputs", "tiles", "chunk"), (inputs, *self._tiles(math.prod(x), inputs,
+        kernels = tuple(dict(zip(("inputs", "tiles", "chunk"), (inputs, *alu_tiles(math.prod(x), inputs,
                                                                                       target)), strict=True))
                         for x in copies)
         return NetworkJob(op, values, tuple(shapes), bounds, kernels)
@@ -417,17 +419,6 @@ class VitaNetworkFlow(TargetFlow):
             except ScheduleError as exc:
                 raise RunError(f"{where}: {exc}") from None
         return {"blocks": blocks, "rows": rows, "window": [kh, kw], "stride": s}
-
-    @staticmethod
-    def _tiles(elements: int, inputs: int, target: Target) -> tuple[int, int]:
-        """(tiles, chunk): the elements in whole accumulator tiles, padded to whole chunks: as few chunks as
-        the accumulators allow (each holds a chunk of every input), as even as they can be (padding less
-        than a tile per chunk)."""
-        per_tile = vita.batch_of(target.spec) * vita.block_of(target.spec)
-        tiles = -(-elements // per_tile)
-        chunks = -(-tiles // (target.spec.params["ACC_BUFF_DEPTH"] // inputs))
-        chunk = -(-tiles // chunks)
-        return chunks * chunk, chunk
 
     def inputs(self, job: NetworkJob, rng: np.random.Generator) -> list[np.ndarray]:
         low, high = (-128, 128) if job.op in self.AVERAGES else (-300, 300)
@@ -472,11 +463,8 @@ class VitaNetworkFlow(TargetFlow):
                 padded[:c] = arrays[0]
                 packed = [np.ascontiguousarray(np.moveaxis(padded, 0, -1).reshape(shape))]
             else:   # the elements in order, in whole chunks of tiles
-                packed = [np.zeros(math.prod(shape), np.int32) for _ in arrays]
-                for flat, x in zip(packed, arrays, strict=True):
-                    flat[: x.size] = x.ravel()
-            result = simulate(kernel.program, kernel.dram_image([p.reshape(shape) for p in packed]),
-                              target.config)
+                packed = flat_tiles(arrays, shape)
+            result = simulate(kernel.program, kernel.dram_image(packed), target.config)
             out = np.asarray(kernel.read(result.dram, vs.args[-1].name))
             if job.op in self.POOLS:
                 oh, ow = vs.args[-1].shape[:2]
@@ -516,6 +504,101 @@ class VitaNetworkFlow(TargetFlow):
 
     def tuned_entry(self, candidate: None, cost: float) -> dict[str, Any]:
         return {"cycles": cost}
+
+
+def alu_tiles(elements: int, inputs: int, target: Target) -> tuple[int, int]:
+    """(tiles, chunk) of an element-wise kernel on the ALU: the elements in whole accumulator tiles, padded
+    to whole chunks: as few chunks as the accumulators allow (each holds a chunk of every input), as even
+    as they can be (padding less than a tile per chunk)."""
+    per_tile = vita.batch_of(target.spec) * vita.block_of(target.spec)
+    tiles = -(-elements // per_tile)
+    chunks = -(-tiles // (target.spec.params["ACC_BUFF_DEPTH"] // max(inputs, 1)))
+    chunk = -(-tiles // chunks)
+    return chunks * chunk, chunk
+
+
+def flat_tiles(arrays: Sequence[np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
+    """Each array's elements in order, zero-padded to the kernel's ``shape`` of accumulator tiles."""
+    packed = [np.zeros(math.prod(shape), np.int32) for _ in arrays]
+    for flat, x in zip(packed, arrays, strict=True):
+        flat[: x.size] = x.ravel()
+    return [p.reshape(shape) for p in packed]
+
+
+@dataclass(frozen=True)
+class VitaUserJob:
+    """A user's element-wise operator on VITA's ALU and its accumulator tiles."""
+
+    user: UserOp
+    tiles: int
+    chunk: int
+    candidates: tuple[None, ...] = (None,)
+
+
+class VitaUserFlow(TargetFlow):
+    """A user's operator (``tandem run FILE.py:NAME --target vita``, tandem/user_ops.py) on VITA's ALU: an
+    element-wise one over int32 inputs whose output is int8 (VITA's store writes 8 bits), each operation of
+    its expression an ALU stage (``compiler.ops.vita.elementwise_of``), selected from the spec's ALU
+    instructions by the one matcher; what is not element-wise, or is an operation no ALU instruction of the
+    spec computes, is refused with the reason. Bit-exact against the operator's reference."""
+
+    kind = "vita"
+
+    def plan(self, op: str, params: dict[str, Any], target: Target) -> VitaUserJob:
+        user = load_user_op(op, params)
+        n = math.prod(user.output.shape)
+        check_host_memory(5 * n * (len(user.inputs) + 1), op, user.params)
+        tiles, chunk = alu_tiles(n, len(user.inputs), target)
+        return VitaUserJob(user, tiles, chunk)
+
+    def inputs(self, job: VitaUserJob, rng: np.random.Generator) -> list[np.ndarray]:
+        return job.user.random_inputs(rng)
+
+    def check_inputs(self, job: VitaUserJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return job.user.check_inputs(given)
+
+    def compile(self, job: VitaUserJob, candidate: None, target: Target) -> tuple[Any, VitaKernel]:
+        try:
+            vs = vita.elementwise_of(job.user.inputs, job.user.output, job.tiles, job.chunk, spec=target.spec)
+            kernel = build_vita(build(vs.schedule, vs.args, target=target), target.spec)
+        except (ScheduleError, LoweringError) as exc:
+            raise RunError(f"{job.user.where}: {exc}") from None
+        check_token_order(kernel.tokens)
+        return vs, kernel
+
+    def execute(self, job: VitaUserJob, compiled: tuple[Any, VitaKernel], inputs: list[np.ndarray],
+                target: Target) -> Execution:
+        vs, kernel = compiled
+        result = simulate(kernel.program, kernel.dram_image(flat_tiles(inputs, vs.args[0].shape)),
+                          target.config)
+        out = np.asarray(kernel.read(result.dram, vs.args[-1].name)).ravel()
+        counts = Counter(i.name for i in kernel.program.insns)
+        return Execution(
+            output=out[: math.prod(job.user.output.shape)].reshape(job.user.output.shape),
+            cycles=result.cycles, instructions=dict(counts), tensor_instructions=sum(counts.values()),
+            scalar_instructions=0, scalar_fallback=0, unmatched=[], utilization=utilization(result),
+            program=str(kernel.program))
+
+    def reference(self, job: VitaUserJob, inputs: list[np.ndarray]) -> np.ndarray:
+        return job.user.reference(inputs)
+
+    def validate(self, job: VitaUserJob, inputs: list[np.ndarray], got: np.ndarray,
+                 want: np.ndarray) -> Check:
+        return job.user.validate(got, want)
+
+    def roofline(self, job: VitaUserJob, target: Target, execution: Execution) -> int:
+        """The compulsory traffic at DRAM speed: the int32 inputs in, the int8 output out."""
+        traffic = 4 * sum(math.prod(t.shape) for t in job.user.inputs) + execution.output.size
+        return math.ceil(traffic / dram_bytes_per_cycle(target))
+
+    def params(self, job: VitaUserJob, candidate: None, target: Target) -> dict[str, Any]:
+        return {"operator": job.user.params, "tiles": job.tiles, "chunk": job.chunk}
+
+    def tuned_entry(self, candidate: None, cost: float) -> dict[str, Any]:
+        return {"cycles": cost}
+
+
+USER_FLOW = VitaUserFlow()
 
 
 FLOW = ByOperator("vita", {**dict.fromkeys(OPS, GEMM_FLOW),

@@ -26,7 +26,7 @@ def commands() -> list[str]:
 
 def invoke(command: str, monkeypatch) -> str:
     monkeypatch.chdir(ROOT)
-    words = shlex.split(command)
+    words = shlex.split(command, comments=True)   # a trailing "# ..." is a shell comment
     assert words[0] == "tandem", command
     result = RUNNER.invoke(app, words[1:])
     assert result.exit_code == 0, f"{command}\n{result.output}"

@@ -22,8 +22,8 @@ import isa
 from compiler import ops, te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, substitute
 from compiler.ops import nn
+from compiler.ops.elementwise import flatten
 from compiler.schedule import Schedule, create_schedule
 
 BINARY = {"add": ops.add, "sub": ops.sub, "mul": ops.mul, "maximum": ops.maximum}
@@ -78,45 +78,8 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     per tile, a unary one read into its output tile (so that an in-place instruction can compute it there),
     the compute marked for a vector instruction (one matches when the spec has an instruction with its
     semantics, else it stays scalar). ScheduleError says why another operator is not element-wise."""
-    flat_inputs, flat_out = flatten_elementwise(inputs, out)
+    flat_inputs, flat_out = flatten(inputs, out, f"DianNao operator {out.name}")
     return _tiled(flat_inputs, flat_out, out.name, cores, tile, spec, stage_inputs=len(flat_inputs) > 1)
-
-
-def flatten_elementwise(inputs: tuple[te.Tensor, ...],
-                        out: te.Tensor) -> tuple[tuple[te.Tensor, ...], te.Tensor]:
-    """``out`` over 1-D copies of ``inputs``: input loads at the output's index become loads at the flat
-    index ``i``, and any other use of an output axis becomes its value unravelled from ``i``."""
-    where = f"DianNao operator {out.name}"
-    op = out.op
-    if not isinstance(op, te.ComputeOp) or op.reduce_axis:
-        raise ScheduleError(f"{where}: only element-wise operators run on the card's vector units; this one "
-                            f"{'reduces' if isinstance(op, te.ComputeOp) else 'is not a compute'}")
-    for t in op.input_tensors:
-        if t not in inputs:
-            raise ScheduleError(f"{where}: it reads {t.name}, which is not one of its inputs (a second stage "
-                                f"is not supported on the card's element-wise schedule)")
-    n = math.prod(out.shape)
-    flat = {t.buffer: te.placeholder((n,), t.dtype, name=t.name) for t in inputs}
-    axes = [iv.var for iv in op.axis]
-    i = ir.Var("i")
-    strides = [math.prod(out.shape[d + 1:]) for d in range(len(axes))]
-    unravel = {v: ir.FloorMod(ir.FloorDiv(i, ir.const(st)), ir.const(ext)) if len(axes) > 1 else i
-               for v, st, ext in zip(axes, strides, out.shape, strict=True)}
-
-    class _Flatten(IRMutator):
-        def mutate_Load(self, load: ir.Load) -> ir.Expr:
-            tensor = flat.get(load.buffer)
-            if tensor is None:
-                return self.generic_mutate(load)
-            if tuple(load.indices) != tuple(axes) or load.buffer.shape != out.shape:
-                at = ", ".join(str(x) for x in load.indices)
-                raise ScheduleError(f"{where}: it reads {load.buffer.name}[{at}], not at the output's index "
-                                    f"[{', '.join(v.name for v in axes)}] (not element-wise)")
-            return tensor[i]
-
-    body = substitute(_Flatten().mutate(op.body), unravel)
-    flat_out = te.compute((n,), lambda x: substitute(body, {i: x}), name=out.name, axis_names=["i"])
-    return tuple(flat[t.buffer] for t in inputs), flat_out
 
 
 def _tiled(inputs: tuple[te.Tensor, ...], out: te.Tensor, mark: str, cores: int, tile: int | None,

@@ -45,6 +45,7 @@ from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ops import nn, reference
+from compiler.ops.elementwise import flatten
 from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize_tiles import tile_instruction_for
 from compiler.schedule import Schedule, create_schedule
@@ -373,6 +374,93 @@ def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *,
         s[stage].pragma(s[stage].op.axis[0], "alu")
     s[out].pragma(inner, "dma_copy")
     return VitaSchedule(s, (*args, out), Tiling(rows=chunk, oc_block=1, ic_block=1))
+
+
+def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, tiles: int, chunk: int, *,
+                   spec: isa.ISA) -> VitaSchedule:
+    """A user's element-wise operator on VITA's ALU: ``out`` (int8, any shape) computed from the int32
+    placeholders ``inputs`` read at its own index. On the flat view (``elementwise.flatten``) padded to
+    ``tiles`` accumulator tiles ``[tiles, BATCH, BLOCK_OUT]`` (a multiple of ``chunk``), per chunk: each
+    input loaded into the accumulators (LOAD_ACC), every operation of the expression one ALU stage
+    ``dst = op(dst, src or imm)`` (post-order; the ``inplace`` pass gives each its dead operand's tiles),
+    the int8 result stored (STORE_OUT, which keeps the low 8 bits, as the cast does); a clip
+    ``min(max(x, lo), hi)`` is one stage where the spec clips in one instruction (``clip_instruction``, as
+    the conv epilogue asks). Which operations the ALU computes is the spec's: a stage no ALU instruction
+    matches is reported by ``tensorize_tiles``.
+    ScheduleError names what is not element-wise, an input that is not int32 or an output not int8."""
+    where = f"VITA operator {out.name}"
+    if out.dtype.name != "int8":
+        raise ScheduleError(f"{where}: VITA's store writes int8 (STORE_OUT keeps 8 bits); end the operator "
+                            f"with a cast to int8, not {out.dtype.name}")
+    for t in inputs:
+        if t.dtype.name != "int32":
+            raise ScheduleError(f"{where}: input {t.name} is {t.dtype.name}; VITA's ALU loads int32 tiles "
+                                f"into its accumulators (LOAD_ACC)")
+    flat_inputs, flat_out = flatten(inputs, out, where)
+    if tiles < 1 or chunk < 1 or tiles % chunk:
+        raise ScheduleError(f"{where}: {tiles} tiles in chunks of {chunk}")
+    batch, block = batch_of(spec), block_of(spec)
+    shape = (tiles, batch, block)
+    args = [te.placeholder(shape, "int32", name=t.name) for t in flat_inputs]
+    by_buffer = {t.buffer: a for t, a in zip(flat_inputs, args, strict=True)}
+    body = flat_out.op.body
+    if not (isinstance(body, ir.Cast) and body.type.name == "int8"):
+        body = ir.cast(body, "int8")   # an int8 constant or load: the store's own narrowing
+    stages: list[te.Tensor] = []
+
+    def value(e: ir.Expr):
+        """``e`` as a stage of ``shape`` (or a constant, or an input), its operands first."""
+        if isinstance(e, ir.Load) and e.buffer in by_buffer:
+            return by_buffer[e.buffer]
+        if isinstance(e, ir.IntImm):
+            return e
+        if isinstance(e, ir.Cast) and e.type.name == "int32":
+            return value(e.value)
+        bounds = _clip_bounds(e)
+        if bounds is not None and clip_instruction(spec, bounds=bounds) is not None:   # one ALU instruction
+            x = value(e.a.a)
+            stage = te.compute(shape, lambda *i: ir.Min(ir.Max(_at(x, i), ir.const(bounds[0])),
+                                                        ir.const(bounds[1])), name=f"alu{len(stages)}")
+            stages.append(stage)
+            return stage
+        if isinstance(e, ir.BinaryOp):
+            a, b = value(e.a), value(e.b)
+            stage = te.compute(shape, lambda *i: type(e)(_at(a, i), _at(b, i)), name=f"alu{len(stages)}")
+            stages.append(stage)
+            return stage
+        raise ScheduleError(f"{where}: '{e}' is not an operation VITA's ALU takes (its stages combine tiles "
+                            f"and constants: +, *, min, max, shifts)")
+
+    result = value(body.value)
+    if isinstance(result, ir.IntImm):
+        raise ScheduleError(f"{where}: the output is the constant {result}; nothing to compute")
+    out_t = te.compute(shape, lambda *i: ir.cast(result[i], "int8"), name="out")
+    s = create_schedule(out_t)
+    for stage in stages:
+        s[stage].set_scope("acc")
+    readers = [t for t in (*stages, out_t) if isinstance(t.op, te.ComputeOp)]
+    loaded = [s.cache_read(x, "acc", [t for t in readers if x in t.op.input_tensors]) for x in args]
+    outer, inner = s[out_t].split(out_t.op.axis[0], factor=chunk)
+    for stage in (*loaded, *stages):
+        s[stage].compute_at(s[out_t], outer)
+    for stage in loaded:
+        s[stage].pragma(s[stage].op.axis[0], "dma_copy")
+    for stage in stages:
+        s[stage].pragma(s[stage].op.axis[0], "alu")
+    s[out_t].pragma(inner, "dma_copy")
+    return VitaSchedule(s, (*args, out_t), Tiling(rows=chunk, oc_block=1, ic_block=1))
+
+
+def _clip_bounds(e: ir.Expr) -> tuple[int, int] | None:
+    """(lo, hi) of ``min(max(x, lo), hi)`` with constant bounds, else None."""
+    if isinstance(e, ir.Min) and isinstance(e.a, ir.Max) and isinstance(e.b, ir.IntImm) \
+            and isinstance(e.a.b, ir.IntImm) and e.a.b.value <= e.b.value:
+        return e.a.b.value, e.b.value
+    return None
+
+
+def _at(x, index):
+    return x if isinstance(x, ir.IntImm) else x[index]
 
 
 @dataclass(frozen=True)

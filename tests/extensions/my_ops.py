@@ -24,3 +24,20 @@ def scaled_sum(n: int = 1024):
     a = te.placeholder((n,), "int32", name="a")
     b = te.placeholder((n,), "int32", name="b")
     return [a, b], te.compute((n,), lambda i: a[i] * 2 + b[i], name="scaled_sum")
+
+
+def requantize(C: int = 4, H: int = 8, W: int = 8, LO: int = -20, HI: int = 50):
+    """(a + b) >> 2 clipped to [LO, HI] as int8: a residual add's requantization, over int32 inputs (for
+    VITA's ALU: each operation one ALU stage; the int8 output is what its store writes)."""
+    a = te.placeholder((C, H, W), "int32", name="a")
+    b = te.placeholder((C, H, W), "int32", name="b")
+    lo, hi = ir.const(LO, "int32"), ir.const(HI, "int32")
+    clipped = lambda *i: ir.Min(ir.Max((a[i] + b[i]) // 4, lo), hi)   # noqa: E731
+    return [a, b], te.compute((C, H, W), lambda *i: ir.cast(clipped(*i), "int8"), name="requantize")
+
+
+def difference(n: int = 64):
+    """a - b as int8: VITA's ALU has no subtraction of two tiles."""
+    a = te.placeholder((n,), "int32", name="a")
+    b = te.placeholder((n,), "int32", name="b")
+    return [a, b], te.compute((n,), lambda i: ir.cast(a[i] - b[i], "int8"), name="difference")

@@ -1,6 +1,8 @@
 """User operators (``tandem run FILE.py:NAME``) and the DianNao vaddrelu extension: an add+relu written in a
 file of one's own compiles to the fused instruction when the spec has it, and to scalar code when it has not,
-bit-exact either way; mistakes in the user's file are named with the file and line, exit status 2."""
+bit-exact either way; on VITA an element-wise int32 -> int8 operator runs on the ALU, one instruction per
+operation, ALU_CLIP where the spec has it; mistakes in the user's file are named with the file and line,
+exit status 2."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tandem.cli import app
@@ -18,6 +22,7 @@ from tandem.user_ops import UserOpError, load_user_op
 
 HERE = Path(__file__).parent
 OPS, VADDRELU = HERE / "my_ops.py", HERE / "diannao_vaddrelu.toml"
+ALU_CLIP = HERE / "vita_alu_clip.toml"
 RUNNER = CliRunner()
 
 
@@ -90,8 +95,9 @@ def test_mistakes_in_the_users_file_name_the_file_and_line(tmp_path: Path, name:
 def test_a_missing_file_and_another_target_are_refused() -> None:
     result = RUNNER.invoke(app, ["run", "nonesuch.py:op", "--target", "diannao"])
     assert result.exit_code == 2 and "nonesuch.py: no such operator file" in result.output
-    result = RUNNER.invoke(app, ["run", f"{OPS}:add_relu", "--target", "vita"])
-    assert result.exit_code == 2 and "do not run on vita" in result.output and "diannao, cpu" in result.output
+    result = RUNNER.invoke(app, ["run", f"{OPS}:add_relu", "--target", "vita"])   # float32: not on the ALU
+    assert result.exit_code == 2 and "VITA's store writes int8" in result.output
+    assert "not float32" in result.output
     with pytest.raises(UserOpError, match="must return a list of placeholder tensors"):
         load_user_op(f"{HERE / 'bad_ops.py'}:not_placeholders", {})
 
@@ -103,3 +109,34 @@ def test_user_operators_run_for_real_on_this_cpu(name: str) -> None:
     assert "validated" in result.output and "bit-exact" in result.output
     report = run(f"{OPS}:{name}", load_target("cpu"), {"n": 300, "threads": 1, "min_time": 0.01})
     assert report.validated and report.measured["seconds"] > 0 and report.cycles > 0
+
+
+def test_an_int32_to_int8_operator_runs_on_vitas_alu_one_instruction_per_operation() -> None:
+    report = run_json(f"{OPS}:requantize", "--target", "vita", "-p", "C=5", "-p", "H=7", "-p", "W=9")
+    assert report["validated"] is True and report["detail"].startswith("bit-exact")
+    alu = {name: count for name, count in report["instructions"].items() if name.startswith("ALU")}
+    assert alu == {"ALU_ADD": 1, "ALU_SHR": 1, "ALU_MAX": 1, "ALU_MIN": 1}
+    assert report["instructions"]["LOAD_ACC"] == 2 and report["instructions"]["STORE_OUT"] == 1
+
+
+def test_a_spec_with_alu_clip_clips_a_users_operator_in_one_instruction() -> None:
+    plain = run_json(f"{OPS}:requantize", "--target", "vita")
+    clip = run_json(f"{OPS}:requantize", "--target", "vita", "--spec", str(ALU_CLIP))
+    assert clip["validated"] is True and clip["instructions"]["ALU_CLIP"] == 1
+    assert "ALU_MAX" not in clip["instructions"] and clip["cycles"] < plain["cycles"]
+
+
+def test_vita_refuses_what_its_alu_cannot_compute_saying_why() -> None:
+    result = RUNNER.invoke(app, ["run", f"{OPS}:difference", "--target", "vita"])
+    assert result.exit_code == 2 and "matches no vita tile instruction" in result.output
+    result = RUNNER.invoke(app, ["run", f"{OPS}:scaled_sum", "--target", "vita"])   # an int32 output
+    assert result.exit_code == 2 and "VITA's store writes int8" in result.output
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(c=st.integers(1, 40), h=st.integers(1, 30), w=st.integers(1, 30), lo=st.integers(-128, 0),
+       hi=st.integers(0, 127), seed=st.integers(0, 99))
+def test_random_shapes_of_a_users_operator_validate_on_vita(c, h, w, lo, hi, seed) -> None:
+    report = run(f"{OPS}:requantize", load_target("vita"),
+                 {"C": c, "H": h, "W": w, "LO": lo, "HI": hi, "seed": seed})
+    assert report.validated and report.max_abs_err == 0
