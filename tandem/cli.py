@@ -25,6 +25,7 @@ from rich.text import Text
 import tandem
 from tandem.console import fail
 from tandem.isa_commands import isa_app
+from tandem.model_command import model_command
 from tandem.run_command import run_command
 from tandem.sim_commands import sim_app
 
@@ -39,6 +40,7 @@ app = typer.Typer(
 app.add_typer(isa_app, name="isa")
 app.add_typer(sim_app, name="sim")
 app.command("run")(run_command)
+app.command("model")(model_command)
 
 RUNTIME_PACKAGES = ("numpy", "simpy", "llvmlite")
 
