@@ -133,7 +133,7 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None) 
                       shapes.get(out, ()))
         _check_attrs(layer, label, where)
         if not layer.inputs:   # a constant subgraph: evaluate it now
-            consts[out] = _evaluate(layer, {}).astype(_dtype_of(layer))
+            consts[out] = evaluate(layer, {}).astype(_dtype_of(layer))
             continue
         if out not in shapes:
             raise GraphError(f"{where}: {label}: the shape of its output {out} is unknown")
@@ -148,6 +148,11 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None) 
 def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
     """The graph's output for ``inputs`` (by graph input name), each layer computed exactly (float64) from
     float32 inputs and rounded to float32, as a float32 network computes it."""
+    return tensors(graph, inputs)[graph.output]
+
+
+def tensors(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every tensor ``run_reference`` computes, by name (the graph inputs too)."""
     values: dict[str, np.ndarray] = {}
     for name, shape in graph.inputs.items():
         if name not in inputs:
@@ -158,8 +163,8 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
                              f"{list(x.shape)}")
         values[name] = x
     for layer in graph.layers:
-        values[layer.output] = _evaluate(layer, values).astype(np.float32)
-    return values[graph.output]
+        values[layer.output] = evaluate(layer, values).astype(np.float32)
+    return values
 
 
 # ------------------------------------------------------------------------------------------ import helpers
@@ -264,8 +269,8 @@ def _fold_batch_norms(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
 
 # ------------------------------------------------------------------------------------------ evaluation
 
-def _evaluate(layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
-    """One layer, exactly (float64), from its operands."""
+def evaluate(layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
+    """One layer, exactly (float64), from its operands (``values``: the activations by name)."""
     a, op = layer.attrs, layer.op
 
     def arg(position: int) -> np.ndarray:
