@@ -5,6 +5,7 @@ batch norms folded into their convolutions) or, with ``--json``, one JSON object
 installed, the import is checked: the graph as Tandem computes it (``graph.run_reference``, float32 layers)
 against onnxruntime's run of the same model on seeded random inputs, within FP32_TOLERANCE of the output's
 largest magnitude. Compiling and running the layers on a target is the next step of the networks issue.
+With ``--int8``, the graph is also quantized (tandem/quantize.py) and the integer graph compared with float32.
 Exit status: 0 when the import checks (or cannot be checked), 1 when it differs, 2 for bad input.
 """
 
@@ -37,6 +38,8 @@ def model_command(
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the builtin model's weights and of the check's "
                                                   "inputs.")] = 0,
+    int8: Annotated[bool, typer.Option("--int8", help="Also quantize to int8 (tandem.quantize: VTA's rule) "
+                                                      "and compare the integer graph with float32.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Import a network (an ONNX file or a builtin model), fold its batch norms, and print its layers."""
@@ -55,12 +58,14 @@ def model_command(
         model = models.build(builtin, seed) if builtin else None
         g = tg.load(model if model is not None else file, shapes)
         check = _check(g, model if model is not None else file, seed)
+        quantized = _int8(g, seed) if int8 else None
     except (WorkloadError, tg.GraphError, models.ModelError) as exc:
         raise fail(str(exc), 2) from None
     report = {"model": builtin or str(file), "inputs": {k: list(v) for k, v in g.inputs.items()},
               "layers": [{"name": layer.name, "op": layer.op, "shape": list(layer.shape), "macs": layer.macs,
                           "inputs": list(layer.inputs)} for layer in g.layers],
-              "macs": g.macs, "folded_batch_norms": len(g.folded), "check": check}
+              "macs": g.macs, "folded_batch_norms": len(g.folded), "check": check,
+              **({"int8": quantized} if quantized is not None else {})}
     if as_json:
         typer.echo(json.dumps(report))
     else:
@@ -94,6 +99,15 @@ def _check(g, model, seed: int) -> dict:
                       f"({err / scale:.2g} of the largest output; tolerance {FP32_TOLERANCE:g})"}
 
 
+def _int8(g, seed: int) -> dict:
+    """The graph quantized with VTA's rule (calibrated on seed's inputs), against float32 on another input."""
+    from tandem import quantize
+
+    q = quantize.quantize(g, seed)
+    return {"rule": "per-tensor power-of-two exponents, calibrated on 4 seeded inputs",
+            **quantize.check_against_float(q, seed + 1)}
+
+
 def _print(g, report: dict) -> None:
     console = Console()
     table = Table(title=f"{report['model']}: {len(g.layers)} layers, {g.macs / 1e9:.3f} GMACs, "
@@ -105,3 +119,8 @@ def _print(g, report: dict) -> None:
                       f"{layer.macs:,}" if layer.macs else "")
     console.print(table)
     console.print(f"import check: {report['check']['detail']}")
+    if "int8" in report:
+        q = report["int8"]
+        agree = "agrees" if q["top1_agrees"] else "differs"
+        console.print(f"int8 ({q['rule']}): relative L2 error {q['relative_l2']:.3f} against float32; the "
+                      f"top output {agree}")

@@ -361,10 +361,18 @@ def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *,
         low = te.compute(value.shape, lambda *i: ir.Max(value[i], ir.const(lo)), name="lo")
         stages += [low, te.compute(value.shape, lambda *i: ir.Min(low[i], ir.const(hi)), name="hi")]
     out = te.compute(value.shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
+    return _alu_chunks(args, stages, out, chunk)
+
+
+def _alu_chunks(args: list[te.Tensor], stages: list[te.Tensor], out: te.Tensor, chunk: int) -> VitaSchedule:
+    """The schedule of ALU ``stages`` over accumulator tiles: per ``chunk`` of ``out``'s tiles, each input
+    loaded into the accumulators for the stages that read it (LOAD_ACC), every stage an ALU pass, the int8
+    result stored."""
     s = create_schedule(out)
     for stage in stages:
         s[stage].set_scope("acc")
-    loaded = [s.cache_read(x, "acc", [stages[0]]) for x in args]
+    readers = [t for t in (*stages, out) if isinstance(t.op, te.ComputeOp)]
+    loaded = [s.cache_read(x, "acc", [t for t in readers if x in t.op.input_tensors]) for x in args]
     outer, inner = s[out].split(out.op.axis[0], factor=chunk)
     for stage in (*loaded, *stages):
         s[stage].compute_at(s[out], outer)
@@ -434,21 +442,8 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, tiles: int, ch
     result = value(body.value)
     if isinstance(result, ir.IntImm):
         raise ScheduleError(f"{where}: the output is the constant {result}; nothing to compute")
-    out_t = te.compute(shape, lambda *i: ir.cast(result[i], "int8"), name="out")
-    s = create_schedule(out_t)
-    for stage in stages:
-        s[stage].set_scope("acc")
-    readers = [t for t in (*stages, out_t) if isinstance(t.op, te.ComputeOp)]
-    loaded = [s.cache_read(x, "acc", [t for t in readers if x in t.op.input_tensors]) for x in args]
-    outer, inner = s[out_t].split(out_t.op.axis[0], factor=chunk)
-    for stage in (*loaded, *stages):
-        s[stage].compute_at(s[out_t], outer)
-    for stage in loaded:
-        s[stage].pragma(s[stage].op.axis[0], "dma_copy")
-    for stage in stages:
-        s[stage].pragma(s[stage].op.axis[0], "alu")
-    s[out_t].pragma(inner, "dma_copy")
-    return VitaSchedule(s, (*args, out_t), Tiling(rows=chunk, oc_block=1, ic_block=1))
+    return _alu_chunks(args, stages, te.compute(shape, lambda *i: ir.cast(result[i], "int8"), name="out"),
+                       chunk)
 
 
 def _clip_bounds(e: ir.Expr) -> tuple[int, int] | None:

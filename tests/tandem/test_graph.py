@@ -131,11 +131,12 @@ def test_bad_models_get_typed_errors_naming_the_file_node_or_input(tmp_path: Pat
 
 
 def test_the_model_command_prints_the_layers_and_checks_the_import(tmp_path: Path):
-    result = RUNNER.invoke(app, ["model", "--builtin", "mobilenet_v2", "--json"])
+    result = RUNNER.invoke(app, ["model", "--builtin", "mobilenet_v2", "--json", "--int8"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["folded_batch_norms"] == 52 and report["layers"][0]["op"] == "Conv"
     assert report["check"]["passed"] in (True, None)
+    assert 0 < report["int8"]["relative_l2"] < 0.2 and report["int8"]["top1_agrees"] == 1.0
     path = tmp_path / "vit.onnx"
     path.write_bytes(models.build("vit_block").SerializeToString())
     result = RUNNER.invoke(app, ["model", str(path)])
