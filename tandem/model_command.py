@@ -118,9 +118,9 @@ def _print(g, report: dict) -> None:
         table.add_row(str(k), layer.name, layer.op, "x".join(map(str, layer.shape)),
                       f"{layer.macs:,}" if layer.macs else "")
     console.print(table)
-    console.print(f"import check: {report['check']['detail']}")
+    console.print(f"import check: {report['check']['detail']}", markup=False)   # keeps '.[peers]' as text
     if "int8" in report:
         q = report["int8"]
         agree = "agrees" if q["top1_agrees"] else "differs"
         console.print(f"int8 ({q['rule']}): relative L2 error {q['relative_l2']:.3f} against float32; the "
-                      f"top output {agree}")
+                      f"top output {agree}", markup=False)

@@ -7,6 +7,7 @@ input; ``tandem model`` prints the layers and checks the import."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -145,3 +146,10 @@ def test_the_model_command_prints_the_layers_and_checks_the_import(tmp_path: Pat
     assert bad.exit_code == 2 and "one of them" in bad.output
     bad = RUNNER.invoke(app, ["model", "--builtin", "alexnet"])
     assert bad.exit_code == 2 and "no builtin model 'alexnet'" in bad.output
+
+
+def test_without_onnxruntime_the_command_says_the_import_is_unchecked_and_how_to_check_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)   # import onnxruntime raises ImportError
+    result = RUNNER.invoke(app, ["model", "--builtin", "vit_block"])
+    assert result.exit_code == 0 and "pip install -e '.[peers]'" in result.output
+    assert "not checked" in result.output.replace("\n", " ")
