@@ -42,6 +42,8 @@ from compiler.ops.network import EPS
 from compiler.schedule import Schedule, Stage, create_schedule
 
 OPERATORS = ("clip", "max_pool", "avg_pool", "global_avg_pool", "concat", "softmax", "layer_norm", "gelu")
+MAX_TAPS = 64   # a pool's taps (and partial results) are nested buffers: more nest deeper than the IR's
+#                passes recurse (a reduction over a tap axis would take any window; see the issue notes)
 GELU_C = float(np.sqrt(2.0 / np.pi))   # GELU's tanh form: 0.5 x (1 + tanh(GELU_C (x + 0.044715 x^3)))
 
 
@@ -152,6 +154,9 @@ def pool(kind: str, h: int, w: int, c: int, k: int, stride: int, dtype: str, cor
     oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
     if min(oh, ow) < 1:
         raise ScheduleError(f"{where}: a window of K = {k} is larger than the {h} x {w} input")
+    if k * k > MAX_TAPS:
+        raise ScheduleError(f"{where}: a {k} x {k} window has {k * k} taps; this schedule gathers each into "
+                            f"a buffer of its own and takes at most {MAX_TAPS} (K <= 8)")
     lanes = lanes_of(spec)
     row = ow * c
     taps_n = k * k

@@ -107,9 +107,11 @@ def test_random_rows_validate_on_the_card(op, r, d, cores, seed):
     assert report.validated, report.detail
 
 
-def test_the_card_refuses_a_row_too_long_for_its_neuron_memory():
+def test_the_card_refuses_a_row_too_long_for_its_neuron_memory_and_a_window_of_too_many_taps():
     with pytest.raises(RunError, match="DianNao softmax: a core's buffers need .* bytes of NMEM"):
         run("softmax", DIANNAO, {"R": 64, "D": 1000})
+    with pytest.raises(RunError, match="a 9 x 9 window has 81 taps; .* at most 64"):
+        run("max_pool", DIANNAO, {"C": 4, "H": 10, "W": 10, "K": 9, "S": 1})
 
 
 def test_the_reference_sees_the_parameters_it_names():
