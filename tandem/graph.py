@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -224,18 +224,12 @@ def _with_macs(layer: Layer, shapes: Mapping[str, tuple[int, ...]]) -> Layer:
     out = math.prod(layer.shape)
     if layer.op == "Conv":
         w = layer.weights[1]
-        return _replace(layer, macs=out * math.prod(w.shape[1:]))
+        return replace(layer, macs=out * math.prod(w.shape[1:]))
     if layer.op in ("MatMul", "Gemm"):
         a = shapes[layer.inputs[0]] if layer.inputs else layer.weights[0].shape
         k = a[-1] if not (layer.op == "Gemm" and layer.attrs.get("transA")) else a[0]
-        return _replace(layer, macs=out * k)
+        return replace(layer, macs=out * k)
     return layer
-
-
-def _replace(layer: Layer, **changes) -> Layer:
-    from dataclasses import replace
-
-    return replace(layer, **changes)
 
 
 def _fold_batch_norms(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
@@ -260,7 +254,7 @@ def _fold_batch_norms(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
         b = conv.weights.get(2, np.zeros(w.shape[0])).astype(np.float64)
         weights = {1: (w * g[:, None, None, None]).astype(np.float32),
                    2: ((b - mean) * g + beta).astype(np.float32)}
-        kept[j] = _replace(conv, operands=(conv.operands[0], "W", "B"), output=bn.output, weights=weights,
+        kept[j] = replace(conv, operands=(conv.operands[0], "W", "B"), output=bn.output, weights=weights,
                            shape=bn.shape)
         kept[i] = None
         folded.append(bn.name)

@@ -124,27 +124,25 @@ def _integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndar
         return _requantize(acc, e[layer.inputs[0]] + e[layer.inputs[1]] - eo)
     if op in ("Relu", "Clip"):
         x = _shift(ins[0], e[layer.inputs[0]] - eo)
-        lo = 0
         hi = 127
         if op == "Clip":
             bound = layer.operand(2, {})
             if bound is not None:
                 hi = min(127, math.floor(float(bound) * 2.0**eo))
-        return np.clip(x, lo, hi).astype(np.int8)
+        return np.clip(x, 0, hi).astype(np.int8)
     if op == "Add" and len(ins) == 2:
         total = sum(_shift(x, e[name] - eo) for x, name in zip(ins, layer.inputs, strict=True))
         return np.clip(total, *INT8).astype(np.int8)
     if op == "MaxPool":
-        return _requantize(_float_free(layer, ins[0]), e[layer.inputs[0]] - eo)
+        return _requantize(_max_pool_int(layer, ins[0]), e[layer.inputs[0]] - eo)
     if op in ("GlobalAveragePool", "AveragePool"):
-        kind = "sum"
         x = ins[0].astype(np.int64)
         if op == "GlobalAveragePool":
             window, stride = x.shape[2:], 1
         else:
             window, stride = tuple(layer.attrs["kernel_shape"]), layer.attrs.get("strides", [1])[0]
         n = math.prod(window)
-        sums = np.stack([reference.pool2d(image, window, stride, kind) for image in x]).astype(np.int64)
+        sums = np.stack([reference.pool2d(image, window, stride, "sum") for image in x]).astype(np.int64)
         return _requantize((sums + n // 2) // n, e[layer.inputs[0]] - eo)
     if op in ("Flatten", "Reshape", "Transpose", "Concat") and all(e[n] == eo for n in layer.inputs):
         return evaluate(layer, {n: v.astype(np.int64) for n, v in zip(layer.inputs, ins, strict=True)}
@@ -154,7 +152,7 @@ def _integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndar
     return to_int8(evaluate(layer, floats), eo)
 
 
-def _float_free(layer: Layer, x: np.ndarray) -> np.ndarray:
+def _max_pool_int(layer: Layer, x: np.ndarray) -> np.ndarray:
     """A max pool on integers: padding is int8's minimum, which no window's maximum can be below."""
     a = layer.attrs
     pad, stride = a.get("pads", [0])[0], a.get("strides", [1])[0]

@@ -361,6 +361,7 @@ class VitaNetworkFlow(TargetFlow):
     kind = "vita"
     OPS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool")
     POOLS = ("max_pool", "avg_pool", "global_avg_pool")
+    AVERAGES = ("avg_pool", "global_avg_pool")   # int8 values in int32: the mean's steps are exact on those
     WHY_NOT = {
         "softmax": "it is float32 and needs exp; VITA's ALU is integer",
         "layer_norm": "it is float32 and needs a square root; VITA's ALU is integer",
@@ -424,8 +425,6 @@ class VitaNetworkFlow(TargetFlow):
         low, high = (-128, 128) if job.op in self.AVERAGES else (-300, 300)
         return [rng.integers(low, high, shape).astype(np.int32) for shape in job.shapes]
 
-    AVERAGES = ("avg_pool", "global_avg_pool")   # int8 values in int32: the mean's steps are exact on those
-
     def check_inputs(self, job: NetworkJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
         arrays = [np.asarray(a) for a in given]
         if [(a.shape, a.dtype) for a in arrays] != [(x, np.dtype(np.int32)) for x in job.shapes]:
@@ -474,12 +473,7 @@ class VitaNetworkFlow(TargetFlow):
                 outputs.append(out.ravel()[: arrays[0].size].reshape(arrays[0].shape))
             results.append(result)
             programs.append(kernel.program)
-        counts = Counter(i.name for p in programs for i in p.insns)
-        return Execution(
-            output=np.concatenate(outputs, axis=0), cycles=sum(r.cycles for r in results),
-            instructions=dict(counts), tensor_instructions=sum(counts.values()), scalar_instructions=0,
-            scalar_fallback=0, unmatched=[], utilization=utilization(results[0]),
-            program="\n".join(str(p) for p in programs))
+        return alu_execution(np.concatenate(outputs, axis=0), programs, results)
 
     def reference(self, job: NetworkJob, inputs: list[np.ndarray]) -> np.ndarray:
         """The network operator's own reference (compiler/ops/network.py), saturated to int8."""
@@ -515,6 +509,16 @@ def alu_tiles(elements: int, inputs: int, target: Target) -> tuple[int, int]:
     chunks = -(-tiles // (target.spec.params["ACC_BUFF_DEPTH"] // max(inputs, 1)))
     chunk = -(-tiles // chunks)
     return chunks * chunk, chunk
+
+
+def alu_execution(output: np.ndarray, programs: Sequence[isa.Program], results: Sequence[VitaResult]
+                  ) -> Execution:
+    """What the ALU kernels' runs measured: their cycles summed, every instruction a tile instruction."""
+    counts = Counter(i.name for p in programs for i in p.insns)
+    return Execution(
+        output=output, cycles=sum(r.cycles for r in results), instructions=dict(counts),
+        tensor_instructions=sum(counts.values()), scalar_instructions=0, scalar_fallback=0, unmatched=[],
+        utilization=utilization(results[0]), program="\n".join(str(p) for p in programs))
 
 
 def flat_tiles(arrays: Sequence[np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
@@ -572,12 +576,8 @@ class VitaUserFlow(TargetFlow):
         result = simulate(kernel.program, kernel.dram_image(flat_tiles(inputs, vs.args[0].shape)),
                           target.config)
         out = np.asarray(kernel.read(result.dram, vs.args[-1].name)).ravel()
-        counts = Counter(i.name for i in kernel.program.insns)
-        return Execution(
-            output=out[: math.prod(job.user.output.shape)].reshape(job.user.output.shape),
-            cycles=result.cycles, instructions=dict(counts), tensor_instructions=sum(counts.values()),
-            scalar_instructions=0, scalar_fallback=0, unmatched=[], utilization=utilization(result),
-            program=str(kernel.program))
+        shape = job.user.output.shape
+        return alu_execution(out[: math.prod(shape)].reshape(shape), [kernel.program], [result])
 
     def reference(self, job: VitaUserJob, inputs: list[np.ndarray]) -> np.ndarray:
         return job.user.reference(inputs)

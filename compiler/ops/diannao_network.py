@@ -379,20 +379,19 @@ def layer_norm(rows: int, d: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedu
     j, k = te.reduce_axis(d, "j"), te.reduce_axis(d, "k")
     consts = [_constant(1.0 / d, lanes, lanes, "inv_d"), _constant(EPS, lanes, lanes, "eps")]
     (inv_d,), (eps,) = consts
-    lane_of = lanes  # rows r of a tile are lanes r % LANES of its vectors
 
     total = te.compute((rows,), lambda r: te.sum(x[j, r], axis=j), name="total")
-    mean = te.compute((rows,), lambda r: total[r] * inv_d[r % lane_of], name="mean")
+    mean = te.compute((rows,), lambda r: total[r] * inv_d[r % lanes], name="mean")
     dev = te.compute((d, rows), lambda i, r: x[i, r] - mean[r], name="dev")
     square = te.compute((d, rows), lambda i, r: dev[i, r] * dev[i, r], name="square")
     squares = te.compute((rows,), lambda r: te.sum(square[k, r], axis=k), name="squares")
-    var = te.compute((rows,), lambda r: squares[r] * inv_d[r % lane_of], name="var")
-    shifted = te.compute((rows,), lambda r: var[r] + eps[r % lane_of], name="var_eps")
+    var = te.compute((rows,), lambda r: squares[r] * inv_d[r % lanes], name="var")
+    shifted = te.compute((rows,), lambda r: var[r] + eps[r % lanes], name="var_eps")
     scale = te.compute((rows,), lambda r: _f32(1.0) / te.sqrt(shifted[r]), name="scale")
     dev2 = te.compute((d, rows), lambda i, r: x[i, r] - mean[r], name="dev2")
     normed = te.compute((d, rows), lambda i, r: dev2[i, r] * scale[r], name="normed")
-    scaled = te.compute((d, rows), lambda i, r: normed[i, r] * gamma[i, r % lane_of], name="scaled")
-    res = te.compute((d, rows), lambda i, r: scaled[i, r] + beta[i, r % lane_of], name="res")
+    scaled = te.compute((d, rows), lambda i, r: normed[i, r] * gamma[i, r % lanes], name="scaled")
+    res = te.compute((d, rows), lambda i, r: scaled[i, r] + beta[i, r % lanes], name="res")
     out = te.compute((d, rows), lambda i, r: res[i, r], name="out")
     s = create_schedule(out)
     staged = s.cache_read(x, "nmem", [total, dev, dev2])
