@@ -211,12 +211,14 @@ def canonical_mapping(op: contractions.Contraction, where: str) -> IntrinsicMapp
 
 def repeated(runs: Sequence[Execution], output: np.ndarray, macs: int) -> Execution:
     """One Execution of ``runs``, one compiled kernel run on the operands of each group or batch: ``output``,
-    their cycles and measured seconds summed, the first run's instruction counts times their number, and a
-    measured rate (GOPS over the operator's ``macs``, each utilization of it against the measured peak)
-    over the whole."""
+    their cycles, measured seconds and DRAM bytes summed, the first run's instruction counts times their
+    number, and a measured rate (GOPS over the operator's ``macs``, each utilization of it against the
+    measured peak) over the whole."""
     first = runs[0]
     measured, utilization = first.measured, first.utilization
-    if measured:
+    if "dram_bytes" in measured:
+        measured = {**measured, "dram_bytes": sum(r.measured["dram_bytes"] for r in runs)}
+    if "seconds" in measured:
         seconds = sum(r.measured["seconds"] for r in runs)
         gops = 2 * macs / seconds / 1e9 if measured.get("gops") is not None else None
         measured = {**measured, "seconds": seconds, "gops": gops}

@@ -11,7 +11,9 @@ and asks for ``--input-shape``); infer every tensor's shape (``onnx.shape_infere
 inputs are all constants (a Reshape's target shape); fold ``BatchNormalization`` into the ``Conv`` it
 follows when the conv's output feeds nothing else: ``W' = W * g``, ``B' = (B - mean) * g + beta`` with
 ``g = gamma / sqrt(var + eps)`` per output channel (exact in real arithmetic; the folded float32 weights
-differ from the unfolded graph's by rounding). An operator outside ``SUPPORTED`` is named with its node.
+differ from the unfolded graph's by rounding); fold each Add of a constant vector into the MatMul by
+constant weights it follows, as that layer's bias (a dense layer as transformer exporters write it). An
+operator outside ``SUPPORTED`` is named with its node.
 
 ``run_reference`` computes the graph with compiler/ops/reference.py's operators (the one reference per
 operator) and numpy for the data movement (Reshape, Transpose, Flatten).
@@ -77,6 +79,7 @@ class Graph:
     layers: tuple[Layer, ...]
     output: str
     folded: tuple[str, ...] = field(default=())   # the batch norms folded into their convs
+    biases: tuple[str, ...] = field(default=())   # the bias Adds folded into their MatMuls
 
     @property
     def macs(self) -> int:
@@ -140,9 +143,10 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None) 
         layers.append(layer)
     layers = [_with_macs(layer, shapes) for layer in layers]
     folded_layers, folded = _fold_batch_norms(layers)
+    folded_layers, biases = _fold_biases(folded_layers)
     output = graph.output[0].name
     return Graph(graph.name or where, {n: shapes[n] for n in _graph_inputs(graph, consts)},
-                 tuple(folded_layers), output, tuple(folded))
+                 tuple(folded_layers), output, tuple(folded), tuple(biases))
 
 
 def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -261,6 +265,34 @@ def _fold_batch_norms(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
     return [layer for layer in kept if layer is not None], folded
 
 
+def _fold_biases(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
+    """Each Add of a constant vector over the last axis whose other input is a MatMul by constant weights
+    that nothing else reads, folded into it as its bias (``weights[2]``): how transformer exporters write
+    a dense layer, made one layer as a Gemm is."""
+    readers: dict[str, int] = {}
+    for layer in layers:
+        for name in layer.inputs:
+            readers[name] = readers.get(name, 0) + 1
+    by_output = {layer.output: i for i, layer in enumerate(layers)}
+    kept: list[Layer | None] = list(layers)
+    folded = []
+    for i, add in enumerate(layers):
+        if add.op != "Add" or len(add.inputs) != 1 or len(add.weights) != 1:
+            continue
+        (position, bias), = add.weights.items()
+        j = by_output.get(add.inputs[0])
+        mm = layers[j] if j is not None else None
+        if (mm is None or mm.op != "MatMul" or set(mm.weights) != {1} or readers.get(mm.output) != 1
+                or kept[j] is None or bias.size != mm.shape[-1] or bias.ndim != 1 or add.shape != mm.shape):
+            continue
+        del position
+        kept[j] = replace(mm, operands=(mm.operands[0], mm.operands[1], "B"), output=add.output,
+                          weights={1: mm.weights[1], 2: bias}, shape=add.shape)
+        kept[i] = None
+        folded.append(add.name)
+    return [layer for layer in kept if layer is not None], folded
+
+
 # ------------------------------------------------------------------------------------------ evaluation
 
 def evaluate(layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -312,8 +344,9 @@ def evaluate(layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
         w = w.T if a.get("transB") else w
         out = a.get("alpha", 1.0) * reference.dense(x, w.T)
         return out + a.get("beta", 1.0) * arg(2) if given(2) else out
-    if op == "MatMul":
-        return np.matmul(arg(0), arg(1))
+    if op == "MatMul":   # with a bias folded into it (weights[2], over the last axis)
+        out = np.matmul(arg(0), arg(1))
+        return out + arg(2) if given(2) else out
     if op == "Reshape":
         x, target = arg(0), [int(d) for d in layer.operand(1, values)]
         target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]

@@ -5,7 +5,10 @@ The rule. A tensor t is represented as ``q * 2**-e`` with q int8 and one exponen
 ``e = floor(log2(127 / max|t|))``, the largest that keeps every calibrated value inside int8 (max|t| over
 ``samples`` standard-normal inputs drawn from ``seed``, through the float32 reference). Weights get their own
 exponent the same way from their values; a bias is int32 at the exponent of its product, ``e_x + e_w``.
-``q = clip(round(t * 2**e), -128, 127)``.
+``q = clip(round(t * 2**e), -128, 127)``. The operators that cannot grow a value (ReLU, ReLU6, max and
+average pooling, and the data movement: Flatten, Reshape, Transpose) keep their input's exponent instead of
+one of their own, so that they need no requantization and fuse with their producer (a conv's ReLU is its
+epilogue's clip at 0, as in VTA).
 
 The integer graph (``run_integer``): convolutions and matrix products multiply int8 by int8 into int32,
 add the bias, and requantize to the output's exponent with VTA's epilogue, an arithmetic shift right by
@@ -31,6 +34,9 @@ from compiler.ops import reference
 from tandem.graph import Graph, GraphError, Layer, evaluate, tensors
 
 INT8 = (-128, 127)
+#: operators whose output keeps the exponent of their (first) input
+SAME_EXPONENT = ("Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
+                 "Transpose")
 MAX_EXPONENT = 30   # a tensor that is all zeros gets this exponent (any exponent represents it)
 
 
@@ -65,6 +71,9 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> QuantizedGraph:
         for name, value in tensors(graph, inputs).items():
             peaks[name] = max(peaks.get(name, 0.0), float(np.max(np.abs(value))) if value.size else 0.0)
     exponents = {name: exponent_of(peak) for name, peak in peaks.items()}
+    for layer in graph.layers:   # in order, so a chain of them takes its first input's exponent
+        if layer.op in SAME_EXPONENT:
+            exponents[layer.output] = exponents[layer.inputs[0]]
     weights, weight_exponents = {}, {}
     for layer in graph.layers:
         if layer.op not in ("Conv", "Gemm", "MatMul") or 1 not in layer.weights:
@@ -86,7 +95,7 @@ def run_integer(q: QuantizedGraph, inputs: Mapping[str, np.ndarray]) -> dict[str
     for name in q.graph.inputs:
         values[name] = to_int8(inputs[name], q.exponents[name])
     for layer in q.graph.layers:
-        values[layer.output] = _integer_layer(q, layer, values)
+        values[layer.output] = integer_layer(q, layer, values)
     return values
 
 
@@ -94,14 +103,8 @@ def dequantize(q: QuantizedGraph, name: str, value: np.ndarray) -> np.ndarray:
     return value.astype(np.float64) * 2.0 ** -q.exponents[name]
 
 
-def _shift(x: np.ndarray, by: int) -> np.ndarray:
-    """x * 2**-by in int64, rounded to nearest (half up): ``(x + 2**(by-1)) >> by``, or a left shift for a
-    negative ``by``."""
-    x = np.asarray(x, np.int64)
-    return (x + (1 << (by - 1))) >> by if by > 0 else x << -by
-
-
-def _integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
+def integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
+    """``layer``'s int8 output in the integer graph, from the int8 ``values`` of its inputs."""
     op, e = layer.op, q.exponents
     eo = e[layer.output]
     ins = [values[name] for name in layer.inputs]
@@ -117,22 +120,16 @@ def _integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndar
             wt = w[1].T if layer.attrs.get("transB") else w[1]
             acc = np.matmul(x, wt.astype(np.int64)) + (w[2] if 2 in w else 0)
         else:
-            acc = np.matmul(x, w[1].astype(np.int64))
+            acc = np.matmul(x, w[1].astype(np.int64)) + (w[2] if 2 in w else 0)
         return _requantize(acc, e[layer.inputs[0]] + q.weight_exponents[layer.name][1] - eo)
     if op == "MatMul":   # two activations (attention): int8 x int8 in int32
         acc = np.matmul(ins[0].astype(np.int64), ins[1].astype(np.int64))
         return _requantize(acc, e[layer.inputs[0]] + e[layer.inputs[1]] - eo)
     if op in ("Relu", "Clip"):
-        x = _shift(ins[0], e[layer.inputs[0]] - eo)
-        hi = 127
-        if op == "Clip":
-            bound = layer.operand(2, {})
-            if bound is not None:
-                hi = min(127, math.floor(float(bound) * 2.0**eo))
-        return np.clip(x, 0, hi).astype(np.int8)
+        x = reference.rounding_shift(ins[0], e[layer.inputs[0]] - eo)
+        return np.clip(x, *clip_bounds(q, layer)).astype(np.int8)
     if op == "Add" and len(ins) == 2:
-        total = sum(_shift(x, e[name] - eo) for x, name in zip(ins, layer.inputs, strict=True))
-        return np.clip(total, *INT8).astype(np.int8)
+        return reference.quantized_add(*ins, *(e[name] - eo for name in layer.inputs))
     if op == "MaxPool":
         return _requantize(_max_pool_int(layer, ins[0]), e[layer.inputs[0]] - eo)
     if op in ("GlobalAveragePool", "AveragePool"):
@@ -152,6 +149,17 @@ def _integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndar
     return to_int8(evaluate(layer, floats), eo)
 
 
+def clip_bounds(q: QuantizedGraph, layer: Layer) -> tuple[int, int]:
+    """The int8 bounds of a Relu ([0, 127]) or a Clip (its bounds at the output's exponent, within int8)."""
+    if layer.op == "Relu":
+        return 0, 127
+    eo = q.exponents[layer.output]
+    lo, hi = layer.operand(1, {}), layer.operand(2, {})
+    low = -128 if lo is None else max(-128, math.ceil(float(lo) * 2.0**eo))
+    high = 127 if hi is None else min(127, math.floor(float(hi) * 2.0**eo))
+    return low, high
+
+
 def _max_pool_int(layer: Layer, x: np.ndarray) -> np.ndarray:
     """A max pool on integers: padding is int8's minimum, which no window's maximum can be below."""
     a = layer.attrs
@@ -165,7 +173,7 @@ def _requantize(acc: np.ndarray, shift: int) -> np.ndarray:
     constant (``shift`` > 0), or a left shift and the clip."""
     if shift > 0:
         return reference.shift_clip(np.asarray(acc, np.int64) + (1 << (shift - 1)), shift)
-    return np.clip(_shift(acc, shift), *INT8).astype(np.int8)
+    return np.clip(reference.rounding_shift(acc, shift), *INT8).astype(np.int8)
 
 
 def check_against_float(q: QuantizedGraph, seed: int = 1) -> dict[str, float]:
@@ -174,7 +182,14 @@ def check_against_float(q: QuantizedGraph, seed: int = 1) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     inputs = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in q.graph.inputs.items()}
     want = tensors(q.graph, inputs)[q.graph.output].astype(np.float64)
-    got = dequantize(q, q.graph.output, run_integer(q, inputs)[q.graph.output])
+    return compare_output(q, run_integer(q, inputs)[q.graph.output], want)
+
+
+def compare_output(q: QuantizedGraph, output: np.ndarray, want: np.ndarray) -> dict[str, float]:
+    """The int8 network ``output`` (dequantized) against a float ``want``: the relative L2 error and
+    whether the top output (a classifier's class) agrees."""
+    got = dequantize(q, q.graph.output, output)
+    want = np.asarray(want, np.float64)
     if got.shape != want.shape:
         raise GraphError(f"{q.graph.name}: the quantized output has shape {got.shape}, not {want.shape}")
     rel = float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))

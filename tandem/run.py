@@ -251,11 +251,13 @@ def flow_for(kind: str, op: str | None = None) -> TargetFlow:
 
 def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         inputs: Sequence[np.ndarray] | None = None,
-        progress: Callable[[int, int], None] | None = None) -> RunReport:
+        progress: Callable[[int, int], None] | None = None, cache: dict | None = None) -> RunReport:
     """Compile ``op`` for ``target``, execute it on ``inputs`` (default: seeded random arrays), compare the
     output with numpy and report what was measured (see the module docstring for the steps and parameters).
     Bad parameters raise RunError before anything is compiled. With several candidates, ``progress(done,
-    total)`` is called as each is measured (the command line draws a progress bar with it)."""
+    total)`` is called as each is measured (the command line draws a progress bar with it). ``cache`` (a
+    dict the caller keeps) holds compiled kernels by target, operator, parameters and candidate: a kernel
+    found there is not compiled again (``compile_s`` is then 0)."""
     start = time.perf_counter()
     flow = flow_for(target.kind, op)
     rest = dict(params or {})
@@ -271,7 +273,13 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
     compile_s, tuned, best = 0.0, [], None
     for candidate in job.candidates:
         t0 = time.perf_counter()
-        compiled = flow.compile(job, candidate, target)
+        key = _cache_key(target, op, params, candidate)
+        if cache is not None and key in cache:
+            compiled = cache[key]
+        else:
+            compiled = flow.compile(job, candidate, target)
+            if cache is not None:
+                cache[key] = compiled
         compile_s += time.perf_counter() - t0
         if len(job.candidates) == 1:
             best = (0.0, candidate, compiled)
@@ -303,6 +311,22 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         wall_s=round(time.perf_counter() - start, 4), detail=check.detail, measured=execution.measured,
         output=execution.output, reference=want, program=execution.program,
     )
+
+
+def reference_of(op: str, target: Target, params: Mapping[str, Any], inputs: Sequence[np.ndarray]
+                 ) -> np.ndarray:
+    """What ``op`` with ``params`` computes on ``inputs`` on ``target``, in its output's layout: the flow's
+    reference (compiler/ops/reference), with nothing compiled or executed."""
+    flow = flow_for(target.kind, op)
+    rest = dict(params)
+    rest.pop("seed", None)
+    job = flow.plan(op, rest, target)
+    return flow.reference(job, flow.check_inputs(job, inputs))
+
+
+def _cache_key(target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any) -> tuple:
+    given = sorted((k, repr(v)) for k, v in (params or {}).items() if k != "seed")
+    return (target.kind, id(target.spec), id(target.config), op, tuple(given), repr(candidate))
 
 
 def exact(got: np.ndarray, want: np.ndarray) -> Check:

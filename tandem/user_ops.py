@@ -72,8 +72,9 @@ class UserOp:
         return out
 
     def check_inputs(self, given: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """The caller's arrays, after checking one per placeholder, each of its shape and dtype."""
-        arrays = [np.asarray(a) for a in given]
+        """The caller's arrays, after checking one per placeholder, each of its shape and dtype (C-contiguous
+        and writeable: a view is copied, as a kernel takes its arrays)."""
+        arrays = [np.require(a, requirements=("C", "W")) for a in given]
         want = [(tuple(t.shape), np.dtype(t.dtype.numpy)) for t in self.inputs]
         if [(a.shape, a.dtype) for a in arrays] != want:
             raise RunError(f"{self.where}: expected inputs {[(list(s), str(d)) for s, d in want]}, but got "

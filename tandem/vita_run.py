@@ -2,7 +2,9 @@
 compiled, simulated on sim/vita and compared with numpy bit for bit.
 
 Parameters besides the layer (conv2d: ``H W IC OC K S P`` and ``N`` images; gemm: ``M N K``):
-``vthreads`` (virtual threads, 0 = none), ``relu`` (clip at 0 instead of -128), ``tiling`` (a
+``vthreads`` (virtual threads, 0 = none), the epilogue's ``relu`` (clip at 0 instead of -128), ``shift``
+(default 8), ``bias`` (true: a third input, an int32 bias per output channel added before the shift) and
+``clip`` ((lo, hi) within int8, instead of relu's or int8's bounds), ``tiling`` (a
 ``compiler.ops.vita.Tiling``, else the cost model's choice) and ``tune`` (> 0: compile and simulate the
 ``tune`` tilings that ``compiler.ops.vita.estimate_cycles`` ranks first and keep the fastest; timing does not
 depend on the data). In the report:
@@ -59,7 +61,47 @@ from tandem.user_ops import UserOp, load_user_op
 
 DEFAULT_CONFIG = "vta-default"
 OPS = ("conv2d", "gemm")
-OPTIONS = ("vthreads", "tune", "relu", "tiling")
+OPTIONS = ("vthreads", "tune", "relu", "shift", "bias", "clip", "tiling")
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What the accumulators do after a conv2d's or GEMM's sums (``compiler.ops.vita.conv2d``'s options): add
+    a bias per output channel (``bias``: an int32 input; a network folds its rounding constant into it),
+    shift right by ``shift``, clip to ``bounds`` (default [0 if ``relu`` else -128, 127])."""
+
+    shift: int = 8
+    relu: bool = False
+    bias: bool = False
+    bounds: tuple[int, int] | None = None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"shift": self.shift, "relu": self.relu, "bias": self.bias, "bounds": self.bounds}
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """As the report's params show it: relu always; shift, bias and clip where not the default."""
+        given = {"shift": self.shift if self.shift != 8 else None, "bias": self.bias or None,
+                 "clip": list(self.bounds) if self.bounds is not None else None}
+        return {"relu": self.relu, **{k: v for k, v in given.items() if v is not None}}
+
+    @staticmethod
+    def take(params: dict[str, Any], where: str) -> Epilogue:
+        """Pop ``relu``, ``shift``, ``bias`` and ``clip`` from ``params`` (RunError naming a bad one)."""
+        relu, bias = bool(params.pop("relu", False)), bool(params.pop("bias", False))
+        shift = take_int(params, "shift", 8, 0, where)
+        if shift >= 31:
+            raise RunError(f"{where}: shift must be below 31 (the accumulators are int32), but got {shift}")
+        clip = params.pop("clip", None)
+        if clip is not None:
+            if (not isinstance(clip, tuple | list) or len(clip) != 2
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in clip)
+                    or not -128 <= clip[0] <= clip[1] <= 127):
+                raise RunError(f"{where}: clip must be (lo, hi) with -128 <= lo <= hi <= 127, but got "
+                               f"{clip!r}")
+            clip = (int(clip[0]), int(clip[1]))
+        return Epilogue(shift, relu, bias, clip)
 
 
 @dataclass(frozen=True)
@@ -109,17 +151,20 @@ class VitaLayer:
             return [(c.h, c.ic), (c.oc, c.ic)]
         return [(c.n, c.ic, c.h, c.w), (c.oc, c.ic, c.k, c.k)]
 
-    def schedule(self, tiling: vita.Tiling, spec, relu: bool = False, shift: int = 8) -> vita.VitaSchedule:
+    def schedule(self, tiling: vita.Tiling, spec, epilogue: Epilogue = Epilogue()) -> vita.VitaSchedule:
         c = self.conv
         if self.op == "gemm":
-            return vita.dense(c.h, c.oc, c.ic, shift, relu, tiling, tiling.vthreads, spec=spec)
-        return vita.conv2d(c, shift, relu, tiling, tiling.vthreads, spec=spec)
+            return vita.dense(c.h, c.oc, c.ic, tiling=tiling, vthreads=tiling.vthreads, spec=spec,
+                              **epilogue.options)
+        return vita.conv2d(c, tiling=tiling, vthreads=tiling.vthreads, spec=spec, **epilogue.options)
 
-    def reference(self, inputs: list[np.ndarray], relu: bool = False, shift: int = 8) -> np.ndarray:
+    def reference(self, inputs: list[np.ndarray], epilogue: Epilogue = Epilogue()) -> np.ndarray:
         c = self.conv
+        data, weight, *bias = inputs
+        options = {**epilogue.options, "bias": bias[0] if bias else None}
         if self.op == "gemm":
-            return vita.dense_reference(*inputs, shift, relu, mnk=(c.h, c.oc, c.ic))
-        return vita.conv2d_reference(*inputs, c, shift, relu)
+            return vita.dense_reference(data, weight, mnk=(c.h, c.oc, c.ic), **options)
+        return vita.conv2d_reference(data, weight, c, **options)
 
     def dram_bytes(self, spec: isa.ISA | None = None) -> int:
         """Compulsory DRAM traffic in bytes: int8 input, weights and output, each once (in the layouts that
@@ -134,14 +179,15 @@ def one_uop_timing(spec: isa.ISA, name: str) -> tuple[int, int]:
     return latency or 0, cycles or 0
 
 
-def machine_costs(target: Target, relu: bool = False) -> vita.MachineCosts:
+def machine_costs(target: Target, epilogue: Epilogue = Epilogue()) -> vita.MachineCosts:
     """The numbers the schedule's cost model uses: the spec's timing (DRAM bandwidth, the GEMM and ALU
     instructions' pipeline fill, the ALU's cycles per micro-op and how many ALU instructions the epilogue
     takes on this spec) and the config's DRAM latency."""
     gemm_fill, _ = one_uop_timing(target.spec, "GEMM")
     alu_fill, alu_per_uop = one_uop_timing(target.spec, "ALU_MAX")
     return vita.MachineCosts(dram_bytes_per_cycle(target), target.config.dram_latency_cycles,
-                             max(gemm_fill, alu_fill), alu_per_uop, vita.epilogue_ops(target.spec, relu))
+                             max(gemm_fill, alu_fill), alu_per_uop,
+                             vita.epilogue_ops(target.spec, epilogue.relu, epilogue.bias, epilogue.bounds))
 
 
 def dram_bytes_per_cycle(target: Target) -> int:
@@ -155,11 +201,11 @@ def roofline_cycles(layer: VitaLayer, target: Target) -> int:
                math.ceil(layer.dram_bytes() / dram_bytes_per_cycle(target)))
 
 
-def compile_layer(layer: VitaLayer, tiling: vita.Tiling, target: Target, relu: bool = False
+def compile_layer(layer: VitaLayer, tiling: vita.Tiling, target: Target, epilogue: Epilogue = Epilogue()
                   ) -> tuple[vita.VitaSchedule, VitaKernel]:
     """Schedule ``layer`` with ``tiling``, run the ``vita`` pipeline and emit the program; its tokens are
     checked against Theorem 3.1 (``check_token_order``)."""
-    vs = layer.schedule(tiling, target.spec, relu)
+    vs = layer.schedule(tiling, target.spec, epilogue)
     kernel = build_vita(build(vs.schedule, vs.args, target=target), target.spec)
     check_token_order(kernel.tokens)
     return vs, kernel
@@ -169,9 +215,9 @@ def compile_layer(layer: VitaLayer, tiling: vita.Tiling, target: Target, relu: b
 class VitaJob:
     layer: VitaLayer
     vthreads: int
-    relu: bool
+    epilogue: Epilogue
     candidates: tuple[vita.Tiling, ...]
-    input_shapes: tuple[tuple[int, ...], ...]   # data and weights, packed as the schedule takes them
+    input_shapes: tuple[tuple[int, ...], ...]   # data, weights (and bias), packed as the schedule takes them
     spec: isa.ISA                                # the machine's, whose blocks the layouts pad to
     vthreads_used: int = 0                       # fewer than asked when that many do not cut the layer
 
@@ -213,7 +259,7 @@ class VitaFlow(TargetFlow):
             layer, keys = VitaLayer("conv2d", c), (*CONV_KEYS, "N", "shape")
         vthreads = take_int(params, "vthreads", 0, 0, where)
         tune = take_int(params, "tune", 0, 0, where)
-        relu = bool(params.pop("relu", False))
+        epilogue = Epilogue.take(params, where)
         tiling = params.pop("tiling", None)
         if isinstance(tiling, dict):
             tiling = vita.Tiling(**tiling)
@@ -225,26 +271,33 @@ class VitaFlow(TargetFlow):
             if tiling is not None:
                 candidates, used = [tiling], tiling.vthreads
             else:
-                ranked, used = _ranked_with_fallback(layer, vthreads, target, relu)
+                ranked, used = _ranked_with_fallback(layer, vthreads, target, epilogue)
                 candidates = ranked[:tune] if tune > 0 else ranked[:1]
-            shapes = tuple(tuple(a.shape) for a in layer.schedule(candidates[0], target.spec, relu).args[:2])
+            args = layer.schedule(candidates[0], target.spec, epilogue).args[:-1]
         except ScheduleError as exc:
             raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
-        return VitaJob(layer, vthreads, relu, tuple(candidates), shapes, target.spec, used)
+        shapes = tuple(tuple(a.shape) for a in args)
+        return VitaJob(layer, vthreads, epilogue, tuple(candidates), shapes, target.spec, used)
 
     def inputs(self, job: VitaJob, rng: np.random.Generator) -> list[np.ndarray]:
         plain = [rng.integers(-128, 128, shape, dtype=np.int8) for shape in job.layer.plain_shapes()]
-        return job.layer.pack(plain, job.spec)
+        packed = job.layer.pack(plain, job.spec)
+        if job.epilogue.bias:   # sums of about the accumulators' magnitude, so that the bias matters
+            reach = 1 << (job.epilogue.shift + 7)
+            packed.append(vita.pack_bias(rng.integers(-reach, reach, job.layer.conv.oc), job.spec))
+        return packed
 
     def check_inputs(self, job: VitaJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
         arrays = [np.asarray(a) for a in given]
         got = [(tuple(a.shape), a.dtype) for a in arrays]
-        if got != [(s, np.dtype(np.int8)) for s in job.input_shapes]:
-            raise RunError(f"VITA {job.layer.op}: expected int8 data and weights of shapes "
+        want = [(s, np.dtype(np.int8 if i < 2 else np.int32)) for i, s in enumerate(job.input_shapes)]
+        if got != want:
+            bias = " and an int32 bias" if job.epilogue.bias else ""
+            raise RunError(f"VITA {job.layer.op}: expected int8 data and weights{bias} of shapes "
                            f"{[list(s) for s in job.input_shapes]}, but got "
                            f"{[(list(s), str(d)) for s, d in got]}")
-        repacked = job.layer.pack(job.layer.unpack(arrays), job.spec)
-        for name, array, clean in zip(("data", "weights"), arrays, repacked, strict=True):
+        repacked = job.layer.pack(job.layer.unpack(arrays[:2]), job.spec)
+        for name, array, clean in zip(("data", "weights"), arrays[:2], repacked, strict=True):
             if not np.array_equal(array, clean):
                 raise RunError(f"VITA {job.layer.op} {job.layer.params}: the lanes of the {name} past the "
                                f"layer's channels (the padding to whole blocks of {vita.block_of(job.spec)}) "
@@ -253,7 +306,7 @@ class VitaFlow(TargetFlow):
 
     def compile(self, job: VitaJob, candidate: vita.Tiling, target: Target
                 ) -> tuple[vita.VitaSchedule, VitaKernel]:
-        return compile_layer(job.layer, candidate, target, job.relu)
+        return compile_layer(job.layer, candidate, target, job.epilogue)
 
     def execute(self, job: VitaJob, compiled: tuple[vita.VitaSchedule, VitaKernel], inputs: list[np.ndarray],
                 target: Target) -> Execution:
@@ -264,10 +317,11 @@ class VitaFlow(TargetFlow):
             output=out, cycles=result.cycles,
             instructions=dict(Counter(i.name for i in kernel.program.insns)),
             tensor_instructions=len(kernel.program.insns), scalar_instructions=0, scalar_fallback=0,
-            unmatched=[], utilization=utilization(result), program=str(kernel.program))
+            unmatched=[], utilization=utilization(result), program=str(kernel.program),
+            measured={"dram_bytes": dram_bytes(result)})
 
     def reference(self, job: VitaJob, inputs: list[np.ndarray]) -> np.ndarray:
-        return job.layer.reference(inputs, job.relu)
+        return job.layer.reference(inputs, job.epilogue)
 
     def roofline(self, job: VitaJob, target: Target, execution: Execution) -> int:
         return roofline_cycles(job.layer, target)
@@ -275,7 +329,7 @@ class VitaFlow(TargetFlow):
     def params(self, job: VitaJob, candidate: vita.Tiling, target: Target) -> dict[str, Any]:
         return {**job.layer.params, "vthreads": job.vthreads, "vthreads_used": job.vthreads_used,
                 "tiling": asdict(candidate),
-                "config": target.config.name, "relu": job.relu}
+                "config": target.config.name, **job.epilogue.params}
 
     def tuned_entry(self, candidate: vita.Tiling, cost: float) -> dict[str, Any]:
         return {"tiling": asdict(candidate), "cycles": int(cost)}
@@ -518,7 +572,8 @@ def alu_execution(output: np.ndarray, programs: Sequence[isa.Program], results: 
     return Execution(
         output=output, cycles=sum(r.cycles for r in results), instructions=dict(counts),
         tensor_instructions=sum(counts.values()), scalar_instructions=0, scalar_fallback=0, unmatched=[],
-        utilization=utilization(results[0]), program="\n".join(str(p) for p in programs))
+        utilization=utilization(results[0]), program="\n".join(str(p) for p in programs),
+        measured={"dram_bytes": sum(dram_bytes(r) for r in results)})
 
 
 def flat_tiles(arrays: Sequence[np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
@@ -606,7 +661,7 @@ FLOW = ByOperator("vita", {**dict.fromkeys(OPS, GEMM_FLOW),
                            **dict.fromkeys(network.OPERATORS, VitaNetworkFlow())})
 
 
-def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, relu: bool
+def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, epilogue: Epilogue
                           ) -> tuple[list[vita.Tiling], int]:
     """The ranked tilings for ``vthreads`` virtual threads or, when no tiling cuts the layer into that many
     threads' whole tiles, for the largest count below that does (down to none); and the count used. The
@@ -617,7 +672,8 @@ def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, relu:
     first = None
     for n in (vthreads, *range(min(vthreads - 1, most), 1, -1), 0) if vthreads > 1 else (vthreads,):
         try:
-            return vita.rank_tilings(tiled, n, spec=target.spec, costs=machine_costs(target, relu)), n
+            return vita.rank_tilings(tiled, n, spec=target.spec, costs=machine_costs(target, epilogue),
+                                     bias=epilogue.bias), n
         except ScheduleError as exc:
             first = first or exc
     raise first
@@ -632,6 +688,11 @@ def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig | Tar
     params: dict[str, Any] = {**layer.params, "vthreads": vthreads, "tiling": tiling, "tune": tune,
                               "relu": relu, "seed": seed}
     return run(layer.op, as_target("vita", config), params, inputs=inputs)
+
+
+def dram_bytes(result: VitaResult) -> int:
+    """The bytes the run's loads and stores moved between DRAM and the on-chip buffers."""
+    return sum(result.bytes_moved.values())
 
 
 def utilization(result: VitaResult) -> dict[str, float]:

@@ -91,7 +91,8 @@ def _tiled(inputs: tuple[te.Tensor, ...], out: te.Tensor, mark: str, cores: int,
         raise ScheduleError(f"DianNao element-wise: expected at least one core, but got {cores}")
     n = out.shape[0]
     s = create_schedule(out)
-    itemsize = out.dtype.bits // 8
+    # the widest element any NMEM buffer holds (an int8 output of int32 inputs stages 4-byte elements)
+    itemsize = max(t.dtype.bits // 8 for t in (*(inputs if stage_inputs else ()), out))
     share = math.ceil(n / cores)
     buffers = len(inputs) + 1 if stage_inputs else 1
     tile = min(tile, share) if tile else tile_elements(share, buffers, itemsize, spec)

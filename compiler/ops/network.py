@@ -3,6 +3,13 @@ operator of their own (tandem/user_ops.py): ``NAME(**params) -> (inputs, output)
 ``NAME_reference(*arrays)``, which calls the one numpy reference (compiler/ops/reference.py).
 
     residual_add, relu, clip         int32 [C, H, W] element-wise (clip to [LO, HI])
+    quantized_add                    int32 [C, H, W] holding int8 values at two exponents -> int8: the int8
+                                     network's residual add (each moved by SA, SB bits, clipped to LO, HI)
+    requantize                       int32 [C, H, W] sums and bias -> int8: a conv's epilogue (the bias
+                                     added, shifted right by S, clipped to LO, HI), as VITA's; element-wise
+                                     (the bias repeated over H, W), as every target's user flow takes it
+    rounded_mean                     int32 [C, H, W] holding int8 values -> int8 [C]: the rounded mean of
+                                     each channel (an int8 network's global average pool)
     concat                           int32 [C, H, W] and [C2, H, W] joined along the channels
     max_pool                         int32 [C, H, W], K x K windows S apart
     avg_pool, global_avg_pool        float32 [C, H, W]: the mean of each K x K window, of each channel
@@ -38,6 +45,64 @@ def residual_add(C: int, H: int, W: int):
 
 def residual_add_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return reference.add(a, b).astype(np.int32)   # int32 sums wrap
+
+
+def _moved(x: te.Tensor, by: int):
+    """``reference.rounding_shift`` as an expression: add half, shift right (a multiply to move left)."""
+    if by > 0:
+        return lambda *i: ir.FloorDiv(x[i] + te.const(1 << (by - 1), "int32"), te.const(1 << by, "int32"))
+    if by < 0:
+        return lambda *i: x[i] * te.const(1 << -by, "int32")
+    return lambda *i: x[i]
+
+
+def quantized_add(C: int, H: int, W: int, SA: int = 0, SB: int = 0, LO: int = -128, HI: int = 127):
+    if not -128 <= LO <= HI <= 127:
+        raise ScheduleError(f"quantized_add: [LO, HI] = [{LO}, {HI}] must lie in int8's [-128, 127]")
+    if not (-24 < SA < 31 and -24 < SB < 31):
+        raise ScheduleError(f"quantized_add: the shifts SA = {SA}, SB = {SB} must lie in (-24, 31)")
+    a = te.placeholder((C, H, W), "int32", name="a")
+    b = te.placeholder((C, H, W), "int32", name="b")
+    ma, mb = _moved(a, SA), _moved(b, SB)
+    lo, hi = te.const(LO, "int32"), te.const(HI, "int32")
+    return [a, b], te.compute((C, H, W), lambda *i: ir.cast(ir.Min(ir.Max(ma(*i) + mb(*i), lo), hi), "int8"),
+                              name="out")
+
+
+def quantized_add_reference(a: np.ndarray, b: np.ndarray, SA: int = 0, SB: int = 0, LO: int = -128,
+                            HI: int = 127) -> np.ndarray:
+    return reference.quantized_add(a, b, SA, SB, LO, HI)
+
+
+def requantize(C: int, H: int, W: int, S: int = 8, LO: int = -128, HI: int = 127):
+    if not -128 <= LO <= HI <= 127 or not 0 <= S < 31:
+        raise ScheduleError(f"requantize: S = {S} must lie in [0, 31) and [LO, HI] = [{LO}, {HI}] in int8's")
+    acc = te.placeholder((C, H, W), "int32", name="acc")
+    bias = te.placeholder((C, H, W), "int32", name="bias")
+    lo, hi = te.const(LO, "int32"), te.const(HI, "int32")
+    return [acc, bias], te.compute((C, H, W), lambda *i: ir.cast(ir.Min(ir.Max(ir.FloorDiv(
+        acc[i] + bias[i], te.const(1 << S, "int32")), lo), hi), "int8"), name="out")
+
+
+def requantize_reference(acc: np.ndarray, bias: np.ndarray, S: int = 8, LO: int = -128,
+                         HI: int = 127) -> np.ndarray:
+    total = (acc.astype(np.int64) + bias.astype(np.int64)).astype(np.int32)   # int32 sums wrap
+    return reference.shift_clip(total, S, bounds=(LO, HI))
+
+
+def rounded_mean(C: int, H: int, W: int):
+    x = te.placeholder((C, H, W), "int32", name="x")
+    ry, rx = te.reduce_axis(H, name="ry"), te.reduce_axis(W, name="rx")
+    total = te.compute((C,), lambda c: te.sum(x[c, ry, rx], axis=[ry, rx]), name="total")
+    n = H * W
+    return [x], te.compute((C,), lambda c: ir.cast(ir.FloorDiv(total[c] + te.const(n // 2, "int32"),
+                                                               te.const(n, "int32")), "int8"), name="out")
+
+
+def rounded_mean_reference(x: np.ndarray) -> np.ndarray:
+    n = x.shape[1] * x.shape[2]
+    sums = reference.pool2d(x, (x.shape[1], x.shape[2]), 1, "sum").astype(np.int64).reshape(-1)
+    return np.clip((sums + n // 2) // n, -128, 127).astype(np.int8)
 
 
 def relu(C: int, H: int, W: int):

@@ -143,7 +143,24 @@ def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _matmul(_exact(a), _exact(b).T)
 
 
-def shift_clip(acc: np.ndarray, shift: int, relu: bool = False) -> np.ndarray:
-    """VTA's int8 epilogue: an arithmetic right shift by ``shift``, then a clip to [0 if relu else -128,
-    127]."""
-    return np.clip(np.asarray(acc, np.int64) >> shift, 0 if relu else -128, 127).astype(np.int8)
+def shift_clip(acc: np.ndarray, shift: int, relu: bool = False,
+               bounds: tuple[int, int] | None = None) -> np.ndarray:
+    """VTA's int8 epilogue: an arithmetic right shift by ``shift``, then a clip to ``bounds`` (default
+    [0 if relu else -128, 127])."""
+    lo, hi = bounds if bounds is not None else (0 if relu else -128, 127)
+    return np.clip(np.asarray(acc, np.int64) >> shift, lo, hi).astype(np.int8)
+
+
+def rounding_shift(x: np.ndarray, by: int) -> np.ndarray:
+    """``x * 2**-by`` in int64, rounded to nearest (half up): ``(x + 2**(by-1)) >> by``; a left shift for a
+    negative ``by``. How an int8 network moves a value from one power-of-two exponent to another."""
+    x = np.asarray(x, np.int64)
+    return (x + (1 << (by - 1))) >> by if by > 0 else x << -by
+
+
+def quantized_add(a: np.ndarray, b: np.ndarray, shift_a: int, shift_b: int, lo: int = -128,
+                  hi: int = 127) -> np.ndarray:
+    """An int8 network's sum of two tensors at their own exponents: each moved to the output's
+    (``rounding_shift``), added, clipped to [lo, hi] (int8's range, or [0, 127] with a ReLU fused)."""
+    total = rounding_shift(a, shift_a) + rounding_shift(b, shift_b)
+    return np.clip(total, lo, hi).astype(np.int8)

@@ -105,8 +105,9 @@ def _round_up(value: int, multiple: int) -> int:
 # Tiling choice
 
 
-def tile_fits(layer: ConvShape, t: Tiling, spec: isa.ISA) -> str | None:
-    """Why tiling ``t`` does not fit the buffers of ``spec`` (each virtual thread has its own), or None."""
+def tile_fits(layer: ConvShape, t: Tiling, spec: isa.ISA, bias: bool = False) -> str | None:
+    """Why tiling ``t`` does not fit the buffers of ``spec`` (each virtual thread has its own; with ``bias``,
+    a tile's bias takes one accumulator tile per output channel block), or None."""
     p = spec.params
     n = t.threads
     in_rows = (t.rows - 1) * layer.s + layer.k
@@ -114,7 +115,7 @@ def tile_fits(layer: ConvShape, t: Tiling, spec: isa.ISA) -> str | None:
     need = {
         "INP": t.ic_block * in_rows * in_cols,
         "WGT": t.oc_block * t.ic_block * layer.k * layer.k,
-        "ACC": t.oc_block * t.rows * layer.ow,
+        "ACC": t.oc_block * t.rows * layer.ow + (t.oc_block if bias else 0),
     }
     depth = {"INP": p["INP_BUFF_DEPTH"], "WGT": p["WGT_BUFF_DEPTH"], "ACC": p["ACC_BUFF_DEPTH"]}
     for space, tiles in need.items():
@@ -177,10 +178,10 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
 
 
 def rank_tilings(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
-                 costs: MachineCosts = MachineCosts()) -> list[Tiling]:
-    """Every tiling of ``layer`` that fits the buffers and cuts it into whole tiles, for ``vthreads``
-    virtual threads over output channels or rows, cheapest ``estimate_cycles`` first (ties: bigger tiles
-    first). ScheduleError when there is none."""
+                 costs: MachineCosts = MachineCosts(), bias: bool = False) -> list[Tiling]:
+    """Every tiling of ``layer`` that fits the buffers (with a ``bias``: ``tile_fits``) and cuts it into
+    whole tiles, for ``vthreads`` virtual threads over output channels or rows, cheapest
+    ``estimate_cycles`` first (ties: bigger tiles first). ScheduleError when there is none."""
     block = block_of(spec)
     layer = to_blocks(layer, spec)
     oc_b, ic_b = layer.oc // block, layer.ic // block
@@ -195,7 +196,7 @@ def rank_tilings(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
             for ib in (d for d in range(1, ic_b + 1) if ic_b % d == 0):
                 for rows in range(1, row_share + 1):
                     t = Tiling(rows, ob, ib, vthreads, axis)
-                    if tile_fits(layer, t, spec) is not None:
+                    if tile_fits(layer, t, spec, bias) is not None:
                         break  # more rows only need more
                     if _uneven(layer, t):
                         continue
@@ -208,31 +209,46 @@ def rank_tilings(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
 
 
 def choose_tiling(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
-                  costs: MachineCosts = MachineCosts()) -> Tiling:
+                  costs: MachineCosts = MachineCosts(), bias: bool = False) -> Tiling:
     """The first of ``rank_tilings``: the tiling with the lowest ``estimate_cycles``."""
-    return rank_tilings(layer, vthreads, spec=spec, costs=costs)[0]
+    return rank_tilings(layer, vthreads, spec=spec, costs=costs, bias=bias)[0]
 
 
 # --------------------------------------------------------------------------------------------------
 # Operators
 
 
-def _epilogue(res: te.Tensor, shift: int, relu: bool, spec: isa.ISA) -> tuple[te.Tensor, ...]:
-    """The shift-and-clip stages in the accumulators, the int8 cast last: the clip is one stage when the
-    spec has an instruction that clips in one pass (``clip_instruction``), else a max and a min."""
+def _epilogue(res: te.Tensor, shift: int, bounds: tuple[int, int], spec: isa.ISA,
+              bias: te.Tensor | None = None) -> tuple[te.Tensor, ...]:
+    """The epilogue stages in the accumulators, the int8 cast last: the per-channel ``bias`` added (one
+    accumulator tile per output channel block, the same for every pixel), the shift, and the clip to
+    ``bounds``: one stage when the spec has an instruction that clips in one pass (``clip_instruction``),
+    else a max and a min."""
     if not 0 <= shift < 31:
         raise ScheduleError(f"VITA: shift must be in [0, 31), but got {shift}")
-    low = 0 if relu else -128
-    shr = te.compute(res.shape, lambda *i: ir.FloorDiv(res[i], ir.const(1 << shift)), name="shr")
-    if clip_instruction(spec, relu) is not None:
-        clip = te.compute(res.shape, lambda *i: ir.Min(ir.Max(shr[i], ir.const(low)), ir.const(127)),
-                          name="clip")
-        stages = (shr, clip)
+    lo, hi = bounds
+    if not -128 <= lo <= hi <= 127:
+        raise ScheduleError(f"VITA: the clip [{lo}, {hi}] must lie in int8's [-128, 127], which STORE_OUT "
+                            f"keeps")
+    stages: list[te.Tensor] = []
+    if bias is not None:   # bias[channel block, batch, lane]: a tile, read at the output's channel block
+        stages.append(te.compute(res.shape, lambda *i: res[i] + bias[i[1], i[-2], i[-1]], name="bias"))
+    value = stages[-1] if stages else res
+    shr = te.compute(res.shape, lambda *i: ir.FloorDiv(value[i], ir.const(1 << shift)), name="shr")
+    stages.append(shr)
+    if clip_instruction(spec, bounds=bounds) is not None:
+        stages.append(te.compute(res.shape, lambda *i: ir.Min(ir.Max(shr[i], ir.const(lo)), ir.const(hi)),
+                                 name="clip"))
     else:
-        lo = te.compute(res.shape, lambda *i: ir.Max(shr[i], ir.const(low)), name="lo")
-        stages = (shr, lo, te.compute(res.shape, lambda *i: ir.Min(lo[i], ir.const(127)), name="hi"))
+        low = te.compute(res.shape, lambda *i: ir.Max(shr[i], ir.const(lo)), name="lo")
+        stages += [low, te.compute(res.shape, lambda *i: ir.Min(low[i], ir.const(hi)), name="hi")]
     out = te.compute(res.shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
     return (*stages, out)
+
+
+def clip_bounds(relu: bool = False, bounds: tuple[int, int] | None = None) -> tuple[int, int]:
+    """The epilogue's clip: ``bounds`` where given, else [0, 127] for relu and int8's range otherwise."""
+    return bounds if bounds is not None else (0 if relu else -128, 127)
 
 
 def clip_instruction(spec: isa.ISA, relu: bool = False, bounds: tuple[int, int] | None = None) -> str | None:
@@ -250,9 +266,12 @@ def clip_instruction(spec: isa.ISA, relu: bool = False, bounds: tuple[int, int] 
     return tile_instruction_for(probe, spec)
 
 
-def epilogue_ops(spec: isa.ISA, relu: bool = False) -> int:
-    """How many ALU instructions the epilogue issues per tile: the shift and a clip, or a max and a min."""
-    return 2 if clip_instruction(spec, relu) is not None else 3
+def epilogue_ops(spec: isa.ISA, relu: bool = False, bias: bool = False,
+                 bounds: tuple[int, int] | None = None) -> int:
+    """How many ALU instructions the epilogue issues per tile: the bias add where there is one, the shift
+    and a clip, or a max and a min."""
+    clip = 1 if clip_instruction(spec, bounds=clip_bounds(relu, bounds)) is not None else 2
+    return int(bias) + 1 + clip
 
 
 def dense_shape(m: int, n: int, k: int, spec: isa.ISA) -> ConvShape:
@@ -263,16 +282,19 @@ def dense_shape(m: int, n: int, k: int, spec: isa.ISA) -> ConvShape:
 
 
 def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
-           vthreads: int = 0, *, spec: isa.ISA) -> VitaSchedule:
+           vthreads: int = 0, *, spec: isa.ISA, bias: bool = False,
+           bounds: tuple[int, int] | None = None) -> VitaSchedule:
     """int8 conv2d of ``layer`` in the packed layouts above, tiled by ``tiling`` (default
-    ``choose_tiling(layer, vthreads)``) for the VITA machine that ``spec`` describes."""
+    ``choose_tiling(layer, vthreads)``) for the VITA machine that ``spec`` describes. With ``bias``, a third
+    argument ``bias`` [OC/BLOCK, BATCH, BLOCK] int32 (``pack_bias``) is added to every pixel before the
+    shift; ``bounds`` replaces the clip that ``relu`` chooses."""
     block, batch = block_of(spec), batch_of(spec)
     layer = to_blocks(layer, spec)
     if layer.n != batch:
         raise ScheduleError(f"VITA conv2d {layer}: the GEMM core multiplies BATCH = {batch} images at once; "
                             f"give a batch of n = {batch} images, not {layer.n}")
-    t = tiling or choose_tiling(layer, vthreads, spec=spec)
-    reason = tile_fits(layer, t, spec)
+    t = tiling or choose_tiling(layer, vthreads, spec=spec, bias=bias)
+    reason = tile_fits(layer, t, spec, bias)
     if reason is not None:
         raise ScheduleError(f"VITA conv2d {layer}: tiling {t} does not fit: {reason}")
     ic_b, oc_b = layer.ic // block, layer.oc // block
@@ -295,23 +317,26 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
 
     res = te.compute((1, oc_b, layer.oh, layer.ow, batch, block),
                      lambda *i: te.sum(product(*i), axis=[ico, kh, kw, ici]), name="res")
-    *epilogue, out = _epilogue(res, shift, relu, spec)
+    b = te.placeholder((oc_b, batch, block), "int32", name="bias") if bias else None
+    *epilogue, out = _epilogue(res, shift, clip_bounds(relu, bounds), spec, b)
     s = create_schedule(out)
     if padded is not data:
         s[padded].compute_inline()
-    _schedule_tiles(s, res, tuple(epilogue), out, t, padded, kernel, spatial=(2, 3))
-    return VitaSchedule(s, (data, kernel, out), t)
+    _schedule_tiles(s, res, tuple(epilogue), out, t, padded, kernel, spatial=(2, 3), bias=b)
+    return VitaSchedule(s, (data, kernel, *([b] if b else []), out), t)
 
 
 def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
-          vthreads: int = 0, *, spec: isa.ISA) -> VitaSchedule:
-    """int8 dense ``out[m, n] = clip(sum_k data[m, k] * weight[n, k] >> shift)`` in the packed layouts
-    above: the conv2d of an m x 1 input with 1 x 1 kernels, tiled the same way."""
+          vthreads: int = 0, *, spec: isa.ISA, bias: bool = False,
+          bounds: tuple[int, int] | None = None) -> VitaSchedule:
+    """int8 dense ``out[m, n] = clip(sum_k data[m, k] * weight[n, k] (+ bias[n]) >> shift)`` in the packed
+    layouts above: the conv2d of an m x 1 input with 1 x 1 kernels, tiled the same way (``bias`` and
+    ``bounds`` as for ``conv2d``)."""
     block, batch = block_of(spec), batch_of(spec)
     layer = dense_shape(m, n, k, spec)
     m, n, k = layer.h * batch, layer.oc, layer.ic   # padded to the blocks
-    t = tiling or choose_tiling(layer, vthreads, spec=spec)
-    reason = tile_fits(layer, t, spec)
+    t = tiling or choose_tiling(layer, vthreads, spec=spec, bias=bias)
+    reason = tile_fits(layer, t, spec, bias)
     if reason is not None:
         raise ScheduleError(f"VITA dense {m}x{n}x{k}: tiling {t} does not fit: {reason}")
     kb, nb = k // block, n // block
@@ -325,10 +350,11 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     res = te.compute((m // batch, nb, batch, block), lambda i, j, b, o: te.sum(
         ir.cast(data[i, ko, b, ki], "int32") * ir.cast(weight[j, ko, o, ki], "int32"), axis=[ko, ki]),
         name="res")
-    *epilogue, out = _epilogue(res, shift, relu, spec)
+    b = te.placeholder((nb, batch, block), "int32", name="bias") if bias else None
+    *epilogue, out = _epilogue(res, shift, clip_bounds(relu, bounds), spec, b)
     s = create_schedule(out)
-    _schedule_tiles(s, res, tuple(epilogue), out, t, data, weight, spatial=(0,))
-    return VitaSchedule(s, (data, weight, out), t)
+    _schedule_tiles(s, res, tuple(epilogue), out, t, data, weight, spatial=(0,), bias=b)
+    return VitaSchedule(s, (data, weight, *([b] if b else []), out), t)
 
 
 def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *, spec: isa.ISA
@@ -578,22 +604,30 @@ def pool_rows(blocks: int, h: int, w: int, window: tuple[int, int], s: int, spec
 
 
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, shift: int = 8,
-                     relu: bool = False) -> np.ndarray:
+                     relu: bool = False, bias: np.ndarray | None = None,
+                     bounds: tuple[int, int] | None = None) -> np.ndarray:
     """What ``conv2d`` computes, on the packed layouts: ``reference.conv2d`` of the NCHW / OIHW arrays
-    ``layer`` has (``unpack_conv``), wrapped to int32 as the accumulators are, then the shift-and-clip
-    epilogue, packed (with zero lanes past OC)."""
+    ``layer`` has (``unpack_conv``), wrapped to int32 as the accumulators are, plus the packed ``bias``,
+    then the shift-and-clip epilogue, packed (with zero lanes past OC)."""
     x, w = unpack_conv(data, kernel, layer)
-    out = reference.shift_clip(reference.conv2d(x, w, layer.s, layer.p).astype(np.int32), shift, relu)
+    acc = reference.conv2d(x, w, layer.s, layer.p)
+    if bias is not None:
+        acc = acc + unpack_bias(bias, layer.oc).reshape(1, -1, 1, 1)
+    out = reference.shift_clip(acc.astype(np.int32), shift, bounds=clip_bounds(relu, bounds))
     return _pack_image(out, data.shape[-1])
 
 
 def dense_reference(data: np.ndarray, weight: np.ndarray, shift: int = 8, relu: bool = False,
-                    mnk: tuple[int, int, int] | None = None) -> np.ndarray:
+                    mnk: tuple[int, int, int] | None = None, bias: np.ndarray | None = None,
+                    bounds: tuple[int, int] | None = None) -> np.ndarray:
     """What ``dense`` computes, on the packed layouts: ``reference.dense`` of the (m, k) and (n, k) arrays
-    (``unpack_dense``; ``mnk`` gives m, n, k when the layouts are padded), wrapped to int32, shifted and
-    clipped to int8, packed."""
+    (``unpack_dense``; ``mnk`` gives m, n, k when the layouts are padded), wrapped to int32, plus the packed
+    ``bias``, shifted and clipped to int8, packed."""
     a, w = unpack_dense(data, weight, mnk)
-    out = reference.shift_clip(reference.dense(a, w).astype(np.int32), shift, relu)
+    acc = reference.dense(a, w)
+    if bias is not None:
+        acc = acc + unpack_bias(bias, w.shape[0])
+    out = reference.shift_clip(acc.astype(np.int32), shift, bounds=clip_bounds(relu, bounds))
     return _pack_rows(out, data.shape[2], data.shape[3])
 
 
@@ -639,6 +673,19 @@ def unpack_dense(data: np.ndarray, weight: np.ndarray, mnk: tuple[int, int, int]
     return a[:m, :k], w[:n, :k]
 
 
+def pack_bias(b: np.ndarray, spec: isa.ISA) -> np.ndarray:
+    """A per-channel int32 bias (OC,) as the epilogue reads it: [OC/BLOCK, BATCH, BLOCK], one accumulator
+    tile per channel block, its row repeated for each of the BATCH images, lanes past OC zero."""
+    block, batch = block_of(spec), batch_of(spec)
+    lanes = _pad_axes(np.asarray(b, np.int32).reshape(-1), {0: block}).reshape(-1, 1, block)
+    return np.ascontiguousarray(np.broadcast_to(lanes, (lanes.shape[0], batch, block)))
+
+
+def unpack_bias(bias: np.ndarray, oc: int) -> np.ndarray:
+    """``pack_bias`` undone: the (OC,) bias of the first image's rows."""
+    return bias[:, 0, :].reshape(-1)[:oc]
+
+
 def unpack_out(out: np.ndarray, op: str, oc: int) -> np.ndarray:
     """A packed output in plain layout: NCHW for conv2d, (m, n) for dense; the lanes past ``oc`` dropped (and
     for dense the rows are all kept: slice them with m)."""
@@ -670,13 +717,16 @@ def _pad_axes(x: np.ndarray, multiples: dict[int, int]) -> np.ndarray:
 
 
 def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...], out: te.Tensor,
-                    t: Tiling, data: te.Tensor, weight: te.Tensor, spatial: tuple[int, ...]) -> None:
+                    t: Tiling, data: te.Tensor, weight: te.Tensor, spatial: tuple[int, ...],
+                    bias: te.Tensor | None = None) -> None:
     """Tile ``out`` by rows (its axis ``spatial[0]``) and channel blocks (axis 1), compute ``res`` and the
-    epilogue per tile in "acc", stage ``data`` and ``weight`` per input-channel chunk."""
+    epilogue per tile in "acc", stage ``data`` and ``weight`` per input-channel chunk and the tile's
+    ``bias`` tiles (LOAD_ACC) per output tile."""
     for stage in (res, *epilogue):
         s[stage].set_scope("acc")
     inp = s.cache_read(data, "inp", [res])
     wgt = s.cache_read(weight, "wgt", [res])
+    acc_bias = s.cache_read(bias, "acc", [epilogue[0]]) if bias is not None else None
     axes = list(out.op.axis)
     rows, co = axes[spatial[0]], axes[1]
     co_o, co_i = s[out].split(co, factor=t.oc_block, names=("co.o", "co.i"))
@@ -694,8 +744,10 @@ def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...]
     inner = [co_i, y_i, *others] if spatial[0] != 0 else [y_i, co_i, *others]
     s[out].reorder(*batch, *tiles, *inner)
     at = tiles[-1]
-    for stage in (res, *epilogue):
+    for stage in (*([acc_bias] if acc_bias is not None else []), res, *epilogue):
         s[stage].compute_at(s[out], at)
+    if acc_bias is not None:
+        s[acc_bias].pragma(s[acc_bias].op.axis[0], "dma_copy")
     raxes = list(res.op.reduce_axis)
     r_o, r_i = s[res].split(raxes[0], factor=t.ic_block, names=("ic.c", "ic.b"))
     sp = list(res.op.axis)

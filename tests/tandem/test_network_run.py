@@ -1,0 +1,135 @@
+"""Whole int8 networks on every target (tandem/network_run.py, tandem/network_place.py): each step runs
+through the one ``run`` flow on the outputs the target computed before it, and is bit-exact with the integer
+graph (tandem/quantize.py); what runs on the host is named with the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from tandem import graph as tg
+from tandem import models, quantize
+from tandem.cli import app
+from tandem.network_run import run_network, steps
+from tandem.run import RunError, run
+from tandem.targets import load_target
+
+TARGETS = ("vita", "cpu", "diannao")
+#: the CPU's kernels are timed for real: briefly here
+OPTIONS = {"cpu": {"threads": 1, "min_time": 0.002}}
+
+
+def quantized(model) -> quantize.QuantizedGraph:
+    return quantize.quantize(tg.load(model), samples=2)
+
+
+@st.composite
+def small_cnns(draw):
+    """A stem conv on the (signed) network input, then 1-3 blocks (a conv with a ReLU, ReLU6 or none, a
+    residual Add, a padded max pool, a depthwise conv), global pooling and a classifier."""
+    g = models._Graph(draw(st.integers(0, 99)))
+    c, size = draw(st.sampled_from([3, 8])), draw(st.integers(5, 9))
+    x = g.conv_bn("input", c, 16, 3, draw(st.sampled_from([1, 2])), act=draw(st.sampled_from(["relu", None])))
+    shape, c, size = (1, c, size, size), 16, None
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["conv", "residual", "pool", "depthwise"]))
+        if kind == "pool":
+            x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+        elif kind == "depthwise":
+            x = g.conv_bn(x, c, c, 3, 1, groups=c, act="relu6")
+        else:
+            cout = c if kind == "residual" else draw(st.sampled_from([16, 24]))
+            act = draw(st.sampled_from(["relu", "relu6", None]))
+            y = g.conv_bn(x, c, cout, draw(st.sampled_from([1, 3])), act=act)
+            x = g.node("Relu", [g.node("Add", [x, y])]) if kind == "residual" else y
+            c = cout
+    del size
+    return g.model("small", [("input", shape)], models._classifier(g, x, c))
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(model=small_cnns())
+def test_random_small_networks_run_bit_exact_step_by_step_on_each_target(kind, model):
+    q = quantized(model)
+    report = run_network(q, load_target(kind), options=OPTIONS.get(kind))
+    assert report.validated, [(r.step, r.why) for r in report.rows if not r.validated]
+    for row in report.rows:
+        assert row.validated and row.kernel_validated in (True, None), row
+        if row.where == "host":   # only what no kernel of the target computes, and it says why
+            assert row.why and row.op in ("Flatten", "Conv+Clip", "GlobalAveragePool"), row
+            assert ("grouped" in row.why and kind == "vita") or row.op != "Conv+Clip"
+        else:
+            assert row.cycles and row.cycles > 0
+    assert np.array_equal(report.output, quantize.run_integer(q, _inputs(q))[q.graph.output])
+
+
+def _inputs(q: quantize.QuantizedGraph, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal(s).astype(np.float32) for n, s in q.graph.inputs.items()}
+
+
+def test_a_relu_fuses_into_the_conv_or_add_it_alone_reads():
+    q = quantize.quantize(tg.load(models.build("resnet18")), samples=1)
+    plan = steps(q)
+    ops = [s.op for s in plan]
+    assert ops.count("Conv+Relu") == 9 and ops.count("Add+Relu") == 8 and "Relu" not in ops
+    # a conv whose output feeds the residual Add keeps no ReLU; the stem's ReLU is its epilogue's clip
+    assert ops[0] == "Conv+Relu" and sum(len(s.layers) for s in plan) == len(q.graph.layers)
+
+
+def test_a_reused_timing_equals_the_simulated_one_and_the_row_says_so():
+    # ResNet-18 on 32 x 32 images: blocks of the same shapes whose requantizations match run the same kernel
+    q = quantize.quantize(tg.load(models.build("resnet18"), {"input": (1, 3, 32, 32)}), samples=1)
+    target = load_target("vita")
+    fast, full = run_network(q, target), run_network(q, target, resimulate=True)
+    assert fast.validated and full.validated
+    assert [r.cycles for r in fast.rows] == [r.cycles for r in full.rows]
+    reused = [r for r in fast.rows if "reused" in r.timing]
+    assert reused and all(r.kernel_validated is None for r in reused)
+    assert all(r.timing in ("simulated", "") for r in full.rows)
+
+
+def test_vita_conv_and_gemm_take_a_bias_a_shift_and_a_clip():
+    target = load_target("vita")
+    for op, layer in (("conv2d", {"H": 6, "W": 6, "IC": 20, "OC": 24, "K": 3, "P": 1}),
+                      ("gemm", {"M": 3, "N": 40, "K": 20})):
+        report = run(op, target, {**layer, "bias": True, "shift": 9, "clip": (-5, 90)})
+        assert report.validated and report.instructions["ALU_ADD"] >= 1
+        assert report.params["clip"] == [-5, 90] and report.params["shift"] == 9
+        assert int(report.output.min()) >= -5 and int(report.output.max()) <= 90
+    with pytest.raises(RunError, match="clip must be"):
+        run("gemm", target, {"M": 1, "N": 16, "K": 16, "clip": (3, -3)})
+
+
+def test_the_model_command_runs_a_network_on_a_target_and_writes_json_and_csv(tmp_path: Path):
+    g = models._Graph(5)
+    x = g.node("MaxPool", [g.conv_bn("input", 3, 16, 3, 2)], kernel_shape=[3, 3], strides=[2, 2],
+               pads=[1, 1, 1, 1])
+    path = tmp_path / "net.onnx"
+    path.write_bytes(g.model("net", [("input", (1, 3, 12, 12))], models._classifier(g, x, 16))
+                     .SerializeToString())
+    saved, table = tmp_path / "run.json", tmp_path / "run.csv"
+    result = CliRunner().invoke(app, ["model", str(path), "--target", "vita", "--save", str(saved),
+                                      "--csv", str(table)])
+    assert result.exit_code == 0, result.output
+    assert "bit-exact with the integer graph" in result.output and "flatten" in result.output
+    data = json.loads(saved.read_text())
+    assert data["validated"] and data["target"] == "vita" and data["on_host"] == [data["layers"][-2]["step"]]
+    assert data["cycles"] == sum(row["cycles"] or 0 for row in data["layers"]) > 0
+    lines = table.read_text().splitlines()
+    assert lines[0].startswith("step,op,shape,where") and len(lines) == len(data["layers"]) + 1
+
+
+def test_the_model_command_refuses_an_unknown_target_and_a_missing_output_folder(tmp_path: Path):
+    result = CliRunner().invoke(app, ["model", "--builtin", "resnet18", "--target", "tpu"])
+    assert result.exit_code == 2 and "unknown target 'tpu'" in result.output
+    result = CliRunner().invoke(app, ["model", "--builtin", "resnet18", "--target", "vita", "--save",
+                                      str(tmp_path / "nowhere" / "r.json")])
+    assert result.exit_code == 2 and "does not exist" in result.output
