@@ -11,8 +11,10 @@ With ``--target vita|cpu|diannao`` (and ``--config``, ``--spec`` as ``tandem run
 network runs on the target, step by step (tandem/network_run.py), each step's output checked bit for bit
 against the integer graph: a per-layer table (operator, shape, where it ran and why a step ran on the host,
 the kernels, cycles or time, utilization, DRAM bytes) and the totals; ``--save FILE.json`` and ``--csv
-FILE.csv`` write it. Exit status: 0 when the import and every step check (or cannot be checked), 1 when one
-differs, 2 for bad input.
+FILE.csv`` write it, ``--trace FILE.json`` one Chrome/Perfetto trace of the whole network. The network's
+output is compared with onnxruntime's float32 run of the model on the same input, within twice the
+quantization's own error on a calibration input. Exit status: 0 when the import, every step and the output
+check (or cannot be checked), 1 when one differs, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -59,15 +61,18 @@ def model_command(
     save: Annotated[Path | None, typer.Option(help="Write the network run as JSON to this file.")] = None,
     csv_file: Annotated[Path | None, typer.Option("--csv", help="Write the per-layer table as CSV to this "
                                                                  "file.")] = None,
+    trace: Annotated[Path | None, typer.Option(help="Write the network's run as one Chrome/Perfetto trace "
+                                                    "(a slice per step and per kernel).")] = None,
 ) -> None:
     """Import a network (an ONNX file or a builtin model), fold its batch norms, and print its layers; with
-    --target, run it in int8 on the target and check every layer."""
+    --target, run it in int8 on the target and check every layer against the integer graph, and its
+    output against onnxruntime."""
     from tandem import graph as tg
     from tandem import models
 
     if (file is None) == (builtin is None):
         raise fail("give an ONNX file or --builtin NAME (one of them)", 2)
-    for path, flag in ((save, "--save"), (csv_file, "--csv")):
+    for path, flag in ((save, "--save"), (csv_file, "--csv"), (trace, "--trace")):
         if path is not None and not path.parent.is_dir():
             raise fail(f"{flag} {path}: the folder {path.parent} does not exist", 2)
     resolved = _target(target, config, spec) if target is not None else None
@@ -99,6 +104,10 @@ def model_command(
         save.write_text(json.dumps(report["network"], indent=1))
     if csv_file is not None and network is not None:
         csv_file.write_text(network.to_csv())
+    if trace is not None and network is not None:
+        from sim.core.trace import write_json
+
+        write_json(network.chrome_trace(_clock_mhz(resolved)), trace)
     if as_json:
         typer.echo(json.dumps(report))
     elif network is not None:
@@ -108,6 +117,15 @@ def model_command(
     if (check["checked"] and not check["passed"]) or (network is not None and not network.validated) or \
             (network is not None and versus_ort["checked"] and not versus_ort["passed"]):
         raise typer.Exit(1)
+
+
+def _clock_mhz(target) -> float:
+    """The clock a trace's cycles run at: the simulator config's, or this CPU's time-stamp counter's."""
+    if target.kind == "cpu":
+        from compiler.backend.llvm_probe import tsc_hz
+
+        return tsc_hz() / 1e6
+    return float(target.config.clock_mhz)
 
 
 def _target(kind: str, config: str | None, spec: Path | None):

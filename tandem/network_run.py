@@ -144,6 +144,8 @@ class Row:
     compile_s: float
     simulate_s: float
     why: str = ""
+    #: each kernel the step ran, in order: its label and cycles (not a CSV column)
+    kernels: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -189,13 +191,32 @@ class NetworkReport:
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        names = list(asdict(self.rows[0]).keys()) if self.rows else []
-        writer = csv.DictWriter(buf, fieldnames=names)
+        names = [k for k in asdict(self.rows[0]) if k != "kernels"] if self.rows else []
+        writer = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore")
         writer.writeheader()
         for r in self.rows:
-            writer.writerow({k: "x".join(map(str, v)) if isinstance(v, list) else v
-                             for k, v in asdict(r).items()})
+            writer.writerow({k: "x".join(map(str, v)) if k == "shape" else v for k, v in asdict(r).items()})
         return buf.getvalue()
+
+    def chrome_trace(self, clock_mhz: float) -> dict:
+        """The network as one Chrome/Perfetto trace (sim/core/trace.py): a "steps" track with a slice per step
+        and a "kernels" track with a slice per kernel, end to end in the order they ran, at ``clock_mhz``
+        (the simulator's clock, or on the CPU the time-stamp counter's); a step on the host is an instant
+        slice on the "host" track, its reason in the name."""
+        from sim.core.trace import chrome_trace
+
+        slices, now = [], 0
+        for r in self.rows:
+            if r.where == "host":
+                slices.append(("host", f"{r.step} ({r.op}): {r.why}", now, now, "host"))
+                continue
+            start = now
+            for label, cycles in r.kernels:
+                slices.append(("kernels", f"{r.step}: {label}", now, now + cycles, "kernel"))
+                now += cycles
+            slices.append(("steps", f"{r.step} ({r.op}, {'x'.join(map(str, r.shape))})", start, now,
+                           "step" if r.validated else "step (differs)"))
+        return chrome_trace(slices, ("steps", "kernels", "host"), clock_mhz, now)
 
 
 def _total(values: list) -> Any:
@@ -271,7 +292,7 @@ def _host_row(q: QuantizedGraph, step: Step, values: dict[str, np.ndarray], why:
     for layer in step.layers:
         values[layer.output] = integer_layer(q, layer, values)
     return Row(step.name, step.op, _shape(q, step), "host", "", step.macs, 0, None, None, None, None, True,
-               None, 0.0, "", 0.0, 0.0, why)
+               None, 0.0, "", 0.0, 0.0, why, [])
 
 
 def _timing(sources: list[str | None], target: Target) -> str:
@@ -307,4 +328,5 @@ def _target_row(step: Step, q: QuantizedGraph, placement: Placement, reports: li
                check.validated, None if None in kernel_checks else all(kernel_checks),
                check.max_abs_err, timing,
                round(sum(r.compile_s for r in reports), 4), round(sum(r.simulate_s for r in reports), 4),
-               "" if check.validated else check.detail)
+               "" if check.validated else check.detail,
+               [(part.label or part.op, r.cycles) for part, r in zip(placement.parts, reports, strict=True)])

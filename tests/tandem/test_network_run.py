@@ -115,9 +115,9 @@ def test_the_model_command_runs_a_network_on_a_target_and_writes_json_and_csv(tm
     path = tmp_path / "net.onnx"
     path.write_bytes(g.model("net", [("input", (1, 3, 12, 12))], models._classifier(g, x, 16))
                      .SerializeToString())
-    saved, table = tmp_path / "run.json", tmp_path / "run.csv"
+    saved, table, trace = tmp_path / "run.json", tmp_path / "run.csv", tmp_path / "trace.json"
     result = CliRunner().invoke(app, ["model", str(path), "--target", "vita", "--save", str(saved),
-                                      "--csv", str(table)])
+                                      "--csv", str(table), "--trace", str(trace)])
     assert result.exit_code == 0, result.output
     assert "bit-exact with the integer graph" in result.output and "flatten" in result.output
     data = json.loads(saved.read_text())
@@ -125,6 +125,14 @@ def test_the_model_command_runs_a_network_on_a_target_and_writes_json_and_csv(tm
     assert data["cycles"] == sum(row["cycles"] or 0 for row in data["layers"]) > 0
     lines = table.read_text().splitlines()
     assert lines[0].startswith("step,op,shape,where") and len(lines) == len(data["layers"]) + 1
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    steps = [e for e in events if e["cat"] == "step"]
+    assert len(steps) == len(data["layers"]) - 1   # every step but the host's Flatten
+    assert sum(e["args"]["cycles"] for e in steps) == data["cycles"]
+    kernels = sorted((e for e in events if e["cat"] == "kernel"), key=lambda e: e["ts"])
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-9 for a, b in zip(kernels, kernels[1:], strict=False))
+    if data["onnxruntime"]["checked"]:   # the output against onnxruntime's float32 run, within tolerance
+        assert data["onnxruntime"]["passed"] and 0 < data["onnxruntime"]["tolerance"] < 1
 
 
 def test_the_model_command_refuses_an_unknown_target_and_a_missing_output_folder(tmp_path: Path):
