@@ -99,13 +99,12 @@ def _depthwise(step: Step) -> bool:
 def _conv_layer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], depthwise: bool = False
                 ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """The int8 input and weights of a conv step and its ``run`` parameters (H W IC OC K S P); a depthwise
-    one (``depthwise``, one group per channel) only where the target runs those."""
+    one (one group per channel) only where the target runs those (``depthwise``)."""
     layer = step.layers[0]
     a = layer.attrs
     if a.get("group", 1) != 1 and not (depthwise and _depthwise(step)):
-        why = ("VITA's GEMM core has no per-channel form (TVM's VTA flow leaves them to the CPU too)"
-               if depthwise is None else "no schedule takes a grouped convolution with its epilogue yet")
-        raise NotOnTarget(f"a grouped convolution ({a['group']} groups): {why}")
+        raise NotOnTarget(f"a grouped convolution ({a['group']} groups): no schedule takes one with its "
+                          f"epilogue yet")
     if any(d != 1 for d in a.get("dilations", [1])):
         raise NotOnTarget("a dilated convolution with a bias: no schedule yet")
     x, w = values[layer.inputs[0]], q.weights[layer.name][1]
@@ -188,7 +187,10 @@ def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], targ
 
 
 def _vita_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
-    x, w, dims = _conv_layer(step, q, values, depthwise=None)
+    if _depthwise(step):
+        raise NotOnTarget(f"a depthwise convolution ({step.layers[0].attrs['group']} groups): VITA's GEMM "
+                          f"core has no per-channel form (TVM's VTA flow leaves these to the CPU too)")
+    x, w, dims = _conv_layer(step, q, values)
     shift, bias, bounds = _contraction(step, q)
     batch = vita.batch_of(target.spec)
     images = np.concatenate([x, np.zeros((batch - 1, *x.shape[1:]), np.int8)]) if batch > 1 else x

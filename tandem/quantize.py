@@ -140,7 +140,7 @@ def integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndarr
             window, stride = tuple(layer.attrs["kernel_shape"]), layer.attrs.get("strides", [1])[0]
         n = math.prod(window)
         sums = np.stack([reference.pool2d(image, window, stride, "sum") for image in x]).astype(np.int64)
-        return _requantize((sums + n // 2) // n, e[layer.inputs[0]] - eo)
+        return _requantize(reference.rounded_mean(sums, n), e[layer.inputs[0]] - eo)
     if op in ("Flatten", "Reshape", "Transpose", "Concat") and all(e[n] == eo for n in layer.inputs):
         return evaluate(layer, {n: v.astype(np.int64) for n, v in zip(layer.inputs, ins, strict=True)}
                         ).astype(np.int8)

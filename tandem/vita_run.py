@@ -536,7 +536,7 @@ class VitaNetworkFlow(TargetFlow):
             (kernel,) = job.kernels
             kh, kw = kernel["window"]
             sums = reference.pool2d(inputs[0], (kh, kw), kernel["stride"], "sum").astype(np.int64)
-            exact = (sums + kh * kw // 2) // (kh * kw)
+            exact = reference.rounded_mean(sums, kh * kw)
             exact = exact.reshape(-1) if job.op == "global_avg_pool" else exact
         else:
             exact = getattr(network, f"{job.op}_reference")(*inputs, **named)

@@ -164,3 +164,9 @@ def quantized_add(a: np.ndarray, b: np.ndarray, shift_a: int, shift_b: int, lo: 
     (``rounding_shift``), added, clipped to [lo, hi] (int8's range, or [0, 127] with a ReLU fused)."""
     total = rounding_shift(a, shift_a) + rounding_shift(b, shift_b)
     return np.clip(total, lo, hi).astype(np.int8)
+
+
+def rounded_mean(sums: np.ndarray, count: int) -> np.ndarray:
+    """An int8 network's average: integer ``sums`` of ``count`` values each, over ``count``, rounded half
+    up (``(sum + count // 2) // count``), as VITA computes it with no divide."""
+    return (np.asarray(sums, np.int64) + count // 2) // count

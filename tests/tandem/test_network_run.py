@@ -64,10 +64,44 @@ def test_random_small_networks_run_bit_exact_step_by_step_on_each_target(kind, m
         assert row.validated and row.kernel_validated in (True, None), row
         if row.where == "host":   # only what no kernel of the target computes, and it says why
             assert row.why and row.op in ("Flatten", "Conv+Clip", "GlobalAveragePool"), row
-            assert ("grouped" in row.why and kind == "vita") or row.op != "Conv+Clip"
+            assert ("depthwise" in row.why and kind == "vita") or row.op != "Conv+Clip"
         else:
             assert row.cycles and row.cycles > 0
     assert np.array_equal(report.output, quantize.run_integer(q, _inputs(q))[q.graph.output])
+
+
+@st.composite
+def small_transformers(draw):
+    """An encoder block of few tokens: pre- or post-norm, attention (dense layers with biases, matmuls of two
+    activations per head, softmax) and an MLP (GELU, or a ReLU fused into its first dense layer)."""
+    g = models._Graph(draw(st.integers(0, 99)))
+    tokens, heads = draw(st.integers(3, 9)), draw(st.sampled_from([1, 2]))
+    d = heads * draw(st.sampled_from([8, 16]))
+    hidden = 2 * d
+    x = "input"
+    if draw(st.booleans()):   # pre-norm (ViT)
+        x = g.node("Add", [x, g.attention(g.layer_norm(x, d), tokens, d, heads)])
+    else:                     # post-norm (BERT)
+        x = g.layer_norm(g.node("Add", [x, g.attention(x, tokens, d, heads)]), d)
+    if draw(st.booleans()):
+        mlp = g.mlp(x, d, hidden)
+    else:
+        mlp = g.dense(g.node("Relu", [g.dense(x, d, hidden)]), hidden, d)
+    return g.model("block", [("input", (1, tokens, d))], g.node("Add", [x, mlp]))
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(model=small_transformers())
+def test_random_small_encoder_blocks_run_bit_exact_step_by_step_on_each_target(kind, model):
+    q = quantized(model)
+    report = run_network(q, load_target(kind), options=OPTIONS.get(kind))
+    assert report.validated, [(r.step, r.why) for r in report.rows if not r.validated]
+    on_target = {r.op for r in report.rows if r.where != "host"}
+    assert {"MatMul", "Add"} <= on_target   # the dense layers (biases folded) and the matmuls per head
+    assert {r.op for r in report.rows if r.where == "host"} <= {"Reshape", "Transpose", "Mul", "Softmax",
+                                                                 "LayerNormalization", "Gelu"}
+    assert report.tensor_macs_share == 1.0
 
 
 def _inputs(q: quantize.QuantizedGraph, seed: int = 0) -> dict[str, np.ndarray]:
