@@ -22,7 +22,7 @@ operator) and numpy for the data movement (Reshape, Transpose, Flatten).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -236,61 +236,64 @@ def _with_macs(layer: Layer, shapes: Mapping[str, tuple[int, ...]]) -> Layer:
     return layer
 
 
-def _fold_batch_norms(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
-    """Each BatchNormalization whose input is a Conv's output that nothing else reads, folded into it."""
+def reader_counts(layers: Sequence[Layer]) -> dict[str, int]:
+    """How many layers read each tensor."""
     readers: dict[str, int] = {}
     for layer in layers:
         for name in layer.inputs:
             readers[name] = readers.get(name, 0) + 1
+    return readers
+
+
+def _fold(layers: list[Layer], merge: Callable[[Layer, Layer], Layer | None]
+          ) -> tuple[list[Layer], list[str]]:
+    """Each layer with one activation input that an earlier layer alone produces for it, folded into that
+    producer where ``merge(producer, layer)`` gives the merged layer (None: not this pair); the folded
+    layers' names."""
+    readers = reader_counts(layers)
     by_output = {layer.output: i for i, layer in enumerate(layers)}
     kept: list[Layer | None] = list(layers)
     folded = []
-    for i, bn in enumerate(layers):
-        if bn.op != "BatchNormalization" or len(bn.inputs) != 1 or set(bn.weights) != {1, 2, 3, 4}:
+    for i, layer in enumerate(layers):
+        j = by_output.get(layer.inputs[0]) if len(layer.inputs) == 1 else None
+        if j is None or kept[j] is None or readers.get(layers[j].output) != 1:
             continue
-        j = by_output.get(bn.inputs[0])
-        conv = layers[j] if j is not None else None
-        if conv is None or conv.op != "Conv" or readers.get(conv.output) != 1 or kept[j] is None:
-            continue
+        merged = merge(layers[j], layer)
+        if merged is not None:
+            kept[j], kept[i] = merged, None
+            folded.append(layer.name)
+    return [layer for layer in kept if layer is not None], folded
+
+
+def _fold_batch_norms(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
+    """Each BatchNormalization whose input is a Conv's output that nothing else reads, folded into it."""
+    def merge(conv: Layer, bn: Layer) -> Layer | None:
+        if bn.op != "BatchNormalization" or set(bn.weights) != {1, 2, 3, 4} or conv.op != "Conv":
+            return None
         gamma, beta, mean, var = (bn.weights[k].astype(np.float64) for k in (1, 2, 3, 4))
         g = gamma / np.sqrt(var + bn.attrs.get("epsilon", 1e-5))
         w = conv.weights[1].astype(np.float64)
         b = conv.weights.get(2, np.zeros(w.shape[0])).astype(np.float64)
         weights = {1: (w * g[:, None, None, None]).astype(np.float32),
                    2: ((b - mean) * g + beta).astype(np.float32)}
-        kept[j] = replace(conv, operands=(conv.operands[0], "W", "B"), output=bn.output, weights=weights,
-                           shape=bn.shape)
-        kept[i] = None
-        folded.append(bn.name)
-    return [layer for layer in kept if layer is not None], folded
+        return replace(conv, operands=(conv.operands[0], "W", "B"), output=bn.output, weights=weights,
+                       shape=bn.shape)
+    return _fold(layers, merge)
 
 
 def _fold_biases(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
     """Each Add of a constant vector over the last axis whose other input is a MatMul by constant weights
     that nothing else reads, folded into it as its bias (``weights[2]``): how transformer exporters write
     a dense layer, made one layer as a Gemm is."""
-    readers: dict[str, int] = {}
-    for layer in layers:
-        for name in layer.inputs:
-            readers[name] = readers.get(name, 0) + 1
-    by_output = {layer.output: i for i, layer in enumerate(layers)}
-    kept: list[Layer | None] = list(layers)
-    folded = []
-    for i, add in enumerate(layers):
-        if add.op != "Add" or len(add.inputs) != 1 or len(add.weights) != 1:
-            continue
-        (position, bias), = add.weights.items()
-        j = by_output.get(add.inputs[0])
-        mm = layers[j] if j is not None else None
-        if (mm is None or mm.op != "MatMul" or set(mm.weights) != {1} or readers.get(mm.output) != 1
-                or kept[j] is None or bias.size != mm.shape[-1] or bias.ndim != 1 or add.shape != mm.shape):
-            continue
-        del position
-        kept[j] = replace(mm, operands=(mm.operands[0], mm.operands[1], "B"), output=add.output,
-                          weights={1: mm.weights[1], 2: bias}, shape=add.shape)
-        kept[i] = None
-        folded.append(add.name)
-    return [layer for layer in kept if layer is not None], folded
+    def merge(mm: Layer, add: Layer) -> Layer | None:
+        if add.op != "Add" or len(add.weights) != 1 or mm.op != "MatMul" or set(mm.weights) != {1}:
+            return None
+        (bias,) = add.weights.values()
+        if bias.ndim != 1 or bias.size != mm.shape[-1] or add.shape != mm.shape:
+            return None
+        return replace(mm, operands=(mm.operands[0], mm.operands[1], "B"), output=add.output,
+                       weights={1: mm.weights[1], 2: bias}, shape=add.shape)
+    return _fold(layers, merge)
 
 
 # ------------------------------------------------------------------------------------------ evaluation

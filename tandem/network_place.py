@@ -37,6 +37,10 @@ from compiler.target import Target
 from tandem.network_run import NotOnTarget, Placed, Placement, Step
 from tandem.quantize import QuantizedGraph, clip_bounds
 
+#: on the CPU, a GEMM of fewer multiply-adds runs on one thread whatever the network's thread count: an
+#: attention head's 128 x 128 x 64 takes ~5 us, and waking a second thread for it cost up to milliseconds on
+#: the 2-core guests measured (experiments/networks.py)
+ONE_THREAD_MACS = 1 << 21
 #: targets whose simulated timing does not depend on the data (no data-dependent branch or access)
 DATA_INDEPENDENT_TIMING = ("vita",)
 
@@ -335,6 +339,8 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
         correction = np.repeat(per_gemm, m, axis=1)[:, :, None]   # [N, G * M, 1]
     else:
         options = {"dtype": "int8"}
+    if target.kind == "cpu" and m * n * operands[0][0].shape[1] < ONE_THREAD_MACS:
+        options["threads"] = 1
     sums = [Placed("gemm", {"M": d.shape[0], "N": wt.shape[0], "K": d.shape[1], **options},
                    [d, wt], lambda out: out) for d, wt in operands]
     shape = step.layers[-1].shape

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from compiler.target import Target
-from tandem.graph import Layer
+from tandem.graph import Layer, reader_counts
 from tandem.quantize import QuantizedGraph, integer_layer, run_integer
 from tandem.run import RunError, exact, reference_of, run
 
@@ -76,10 +76,7 @@ class Step:
 
 def steps(q: QuantizedGraph) -> list[Step]:
     """The graph's layers grouped into steps (the module's rule for fusing)."""
-    readers: dict[str, int] = {}
-    for layer in q.graph.layers:
-        for name in layer.inputs:
-            readers[name] = readers.get(name, 0) + 1
+    readers = reader_counts(q.graph.layers)
     out: list[Step] = []
     layers = list(q.graph.layers)
     i = 0

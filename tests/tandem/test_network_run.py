@@ -29,6 +29,14 @@ def quantized(model) -> quantize.QuantizedGraph:
     return quantize.quantize(tg.load(model), samples=2)
 
 
+def run_checked(model, kind: str):
+    """The model quantized and run on ``kind``, every step bit-exact with the integer graph."""
+    q = quantized(model)
+    report = run_network(q, load_target(kind), options=OPTIONS.get(kind))
+    assert report.validated, [(r.step, r.why) for r in report.rows if not r.validated]
+    return q, report
+
+
 @st.composite
 def small_cnns(draw):
     """A stem conv on the (signed) network input, then 1-3 blocks (a conv with a ReLU, ReLU6 or none, a
@@ -57,9 +65,7 @@ def small_cnns(draw):
 @settings(max_examples=4, deadline=None, derandomize=True)
 @given(model=small_cnns())
 def test_random_small_networks_run_bit_exact_step_by_step_on_each_target(kind, model):
-    q = quantized(model)
-    report = run_network(q, load_target(kind), options=OPTIONS.get(kind))
-    assert report.validated, [(r.step, r.why) for r in report.rows if not r.validated]
+    q, report = run_checked(model, kind)
     for row in report.rows:
         assert row.validated and row.kernel_validated in (True, None), row
         if row.where == "host":   # only what no kernel of the target computes, and it says why
@@ -94,9 +100,7 @@ def small_transformers(draw):
 @settings(max_examples=3, deadline=None, derandomize=True)
 @given(model=small_transformers())
 def test_random_small_encoder_blocks_run_bit_exact_step_by_step_on_each_target(kind, model):
-    q = quantized(model)
-    report = run_network(q, load_target(kind), options=OPTIONS.get(kind))
-    assert report.validated, [(r.step, r.why) for r in report.rows if not r.validated]
+    _, report = run_checked(model, kind)
     on_target = {r.op for r in report.rows if r.where != "host"}
     assert {"MatMul", "Add"} <= on_target   # the dense layers (biases folded) and the matmuls per head
     assert {r.op for r in report.rows if r.where == "host"} <= {"Reshape", "Transpose", "Mul", "Softmax",
