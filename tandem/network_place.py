@@ -7,8 +7,9 @@ What each target runs (the rest runs on the host, and the table says why):
 step                    VITA                                         CPU and DianNao
 ======================  ===========================================  ======================================
 Conv (+ReLU/ReLU6)      conv2d with the epilogue: bias (its           conv2d int8 x int8 -> int32, then
-                        rounding constant folded in), shift, clip     ``requantize`` (network.py) on the
-                                                                      target: bias, shift, clip
+                        rounding constant folded in), shift, clip;    ``requantize`` (network.py) on the
+                        depthwise: a block-diagonal conv2d per        target: bias, shift, clip; depthwise:
+                        BLOCK channels                                the depthwise kind
 Gemm, MatMul (+ReLU)    gemm, the same epilogue                       gemm, then ``requantize``
 MatMul of activations   one gemm per head                             one gemm per head, then requantize
 Add (+ReLU)             ``quantized_add`` on the ALU                  ``quantized_add``
@@ -22,7 +23,8 @@ Transpose
 
 A conv's requantization shifts right by ``s = e_x + e_w - e_out`` (tandem/quantize.py): a left shift
 (``s < 0``) is not what these kernels compute, and such a layer runs on the host, as do grouped convolutions
-(no schedule takes a bias and groups yet) and the float layers (softmax, layer norm, GELU, a Mul).
+other than depthwise (no schedule takes a bias and groups yet) and the float layers (softmax, layer norm,
+GELU, a Mul).
 """
 
 from __future__ import annotations
@@ -192,17 +194,43 @@ def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], targ
 
 def _vita_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     if _depthwise(step):
-        raise NotOnTarget(f"a depthwise convolution ({step.layers[0].attrs['group']} groups): VITA's GEMM "
-                          f"core has no per-channel form (TVM's VTA flow leaves these to the CPU too)")
+        return _vita_depthwise(step, q, values, target)
     x, w, dims = _conv_layer(step, q, values)
     shift, bias, bounds = _contraction(step, q)
+    return Placement((_vita_conv2d(x, w, bias, dims, shift, bounds, target),))
+
+
+def _vita_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, dims: dict[str, int], shift: int,
+                 bounds: tuple[int, int], target: Target, label: str = "") -> Placed:
+    """VITA's conv2d of int8 ``x`` (one image) by ``w`` with the whole epilogue: ``bias`` (rounding constant
+    included), ``shift``, the clip to ``bounds``."""
     batch = vita.batch_of(target.spec)
     images = np.concatenate([x, np.zeros((batch - 1, *x.shape[1:]), np.int8)]) if batch > 1 else x
     data, kernel = vita.pack_conv(images, w, target.spec)
     params = {**dims, "N": batch, "bias": True, "shift": shift, "clip": bounds}
     oc = w.shape[0]
-    return Placement((Placed("conv2d", params, [data, kernel, vita.pack_bias(bias, target.spec)],
-                             lambda out: vita.unpack_out(out, "conv2d", oc)[:1].astype(np.int8)),))
+    return Placed("conv2d", params, [data, kernel, vita.pack_bias(bias, target.spec)],
+                  lambda out: vita.unpack_out(out, "conv2d", oc)[:1].astype(np.int8), label)
+
+
+def _vita_depthwise(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
+                    ) -> Placement:
+    """A depthwise conv on VITA's GEMM core, which has no per-channel form: each block of BLOCK channels a
+    conv2d whose weights are zero off the diagonal (a channel's output reads only its own input channel),
+    so every multiply-add runs on GEMM instructions, BLOCK times as many as the layer's (the GEMM
+    utilization counts them all; TVM's VTA flow leaves depthwise convs to the CPU instead)."""
+    x, w, dims = _conv_layer(step, q, values, depthwise=True)
+    shift, bias, bounds = _contraction(step, q)
+    block = vita.block_of(target.spec)
+    channels, k = w.shape[0], w.shape[-1]
+    parts = []
+    for lo in range(0, channels, block):
+        c = min(block, channels - lo)
+        diagonal = np.zeros((c, c, k, k), np.int8)
+        diagonal[np.arange(c), np.arange(c)] = w[lo:lo + c, 0]
+        parts.append(_vita_conv2d(x[:, lo:lo + c], diagonal, bias[lo:lo + c], {**dims, "IC": c, "OC": c},
+                                  shift, bounds, target, "conv2d (block-diagonal)"))
+    return Placement(tuple(parts), lambda outs: np.concatenate(outs, axis=1))
 
 
 def _vita_gemm(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
