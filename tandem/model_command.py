@@ -199,8 +199,7 @@ def _against_onnxruntime(model, q, inputs: dict, output: np.ndarray, seed: int) 
 
 
 def _print_network(network, check: dict, versus_ort: dict) -> None:
-    console = Console()
-    console = Console(width=max(console.width, 150))   # the table's ten columns, also when piped
+    console = Console(width=max(Console().width, 150))   # the table's ten columns, also when piped
     totals = network.totals()
     table = Table(title=f"{network.model} on {network.target} ({network.config or 'this CPU'}): int8, "
                         f"{totals['steps']} steps")

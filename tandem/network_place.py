@@ -43,14 +43,6 @@ from tandem.quantize import QuantizedGraph, clip_bounds
 #: attention head's 128 x 128 x 64 takes ~5 us, and waking a second thread for it cost up to milliseconds on
 #: the 2-core guests measured (experiments/networks.py)
 ONE_THREAD_MACS = 1 << 21
-#: targets whose simulated timing does not depend on the data (no data-dependent branch or access)
-DATA_INDEPENDENT_TIMING = ("vita",)
-
-
-def timing_depends_on_data(target: Target) -> bool:
-    return target.kind not in DATA_INDEPENDENT_TIMING
-
-
 def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     """How ``target`` runs ``step`` on ``values`` (the int8 tensors computed so far); NotOnTarget when it
     runs on the host."""
@@ -74,6 +66,13 @@ WHY_HOST = {
 
 
 # ---- what a step computes, whatever the target
+
+
+def _one_image(x: np.ndarray) -> np.ndarray:
+    """``x``, an image tensor of batch 1 (NotOnTarget otherwise: the runner runs one image)."""
+    if x.shape[0] != 1:
+        raise NotOnTarget(f"a batch of {x.shape[0]} images; the network runner runs one")
+    return x
 
 
 def _contraction(step: Step, q: QuantizedGraph) -> tuple[int, np.ndarray, tuple[int, int]]:
@@ -113,9 +112,7 @@ def _conv_layer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], de
                           f"epilogue yet")
     if any(d != 1 for d in a.get("dilations", [1])):
         raise NotOnTarget("a dilated convolution with a bias: no schedule yet")
-    x, w = values[layer.inputs[0]], q.weights[layer.name][1]
-    if x.shape[0] != 1:
-        raise NotOnTarget(f"a batch of {x.shape[0]} images; the network runner runs one")
+    x, w = _one_image(values[layer.inputs[0]]), q.weights[layer.name][1]
     oc, ic, kh, kw = w.shape
     strides, pads = a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0])
     if kh != kw or len(set(strides)) != 1 or len(set(pads)) != 1:
@@ -179,9 +176,7 @@ def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], targ
     if kh != kw or len(set(strides)) != 1 or len(set(pads)) != 1 or a.get("dilations", [1])[0] != 1:
         raise NotOnTarget(f"a {kh} x {kw} window, strides {strides}, pads {pads}: the pools take square "
                           f"windows and one stride and padding")
-    x = values[layer.inputs[0]]
-    if x.shape[0] != 1:
-        raise NotOnTarget(f"a batch of {x.shape[0]} images; the network runner runs one")
+    x = _one_image(values[layer.inputs[0]])
     p = pads[0]
     padded = np.pad(x[0].astype(np.int32), ((0, 0), (p, p), (p, p)), constant_values=-128)
     params = {"C": padded.shape[0], "H": padded.shape[1], "W": padded.shape[2], "K": kh, "S": strides[0]}
@@ -248,9 +243,7 @@ def _vita_gemm(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
 def _vita_global_avg_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
                           ) -> Placement:
     """The pool by groups of channels that fit the accumulators (all the image's rows at once)."""
-    x = values[step.layers[0].inputs[0]]
-    if x.shape[0] != 1:
-        raise NotOnTarget(f"a batch of {x.shape[0]} images; the network runner runs one")
+    x = _one_image(values[step.layers[0].inputs[0]])
     c, h, w = x.shape[1:]
     lanes = vita.batch_of(target.spec) * vita.block_of(target.spec)
     blocks = -(-c // lanes)
@@ -382,9 +375,7 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
 
 
 def _rounded_mean(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
-    x = values[step.layers[0].inputs[0]]
-    if x.shape[0] != 1:
-        raise NotOnTarget(f"a batch of {x.shape[0]} images; the network runner runs one")
+    x = _one_image(values[step.layers[0].inputs[0]])
     c, h, w = x.shape[1:]
     return Placement((Placed(network.user_op("rounded_mean"), {"C": c, "H": h, "W": w},
                              [x[0].astype(np.int32)], lambda out: out.reshape(step.layers[-1].shape),

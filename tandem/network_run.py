@@ -25,6 +25,7 @@ measured on (``resimulate=True`` simulates every step).
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import time
 from collections.abc import Callable, Mapping
@@ -36,7 +37,7 @@ import numpy as np
 from compiler.target import Target
 from tandem.graph import Layer, reader_counts
 from tandem.quantize import QuantizedGraph, integer_layer, run_integer
-from tandem.run import RunError, exact, reference_of, run
+from tandem.run import FLOWS, RunError, exact, reference_of, run
 
 #: layers fused into the conv, GEMM or add before them when they alone read its output
 FUSED_AFTER = {"Conv": ("Relu", "Clip"), "Gemm": ("Relu", "Clip"), "MatMul": ("Relu", "Clip"),
@@ -72,6 +73,10 @@ class Step:
     @property
     def macs(self) -> int:
         return sum(layer.macs for layer in self.layers)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.layers[-1].shape
 
 
 def steps(q: QuantizedGraph) -> list[Step]:
@@ -229,7 +234,7 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
     input name; default: standard-normal ones from ``seed``); ``options`` are ``run`` parameters every
     kernel takes (the CPU's ``threads``, ``min_time``). ``progress(done, total, step)`` is called before each
     step."""
-    from tandem.network_place import place, timing_depends_on_data
+    from tandem.network_place import place
 
     start = time.perf_counter()
     if inputs is None:
@@ -271,7 +276,7 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
         want = oracle[step.output]
         check = exact(got, want)
         values[step.output] = got
-        rows.append(_target_row(step, q, placement, reports, check, _timing(sources, target), target))
+        rows.append(_target_row(step, placement, reports, check, _timing(sources, target), target))
     if progress is not None:
         progress(len(plan), len(plan), "")
     out = values[q.graph.output]
@@ -280,15 +285,17 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
                          out, oracle[q.graph.output])
 
 
-def _shape(q: QuantizedGraph, step: Step) -> list[int]:
-    return list(step.layers[-1].shape)
+def timing_depends_on_data(target: Target) -> bool:
+    """Whether the target's measured timing may change with the data: its flow module says so
+    (``TIMING_DEPENDS_ON_DATA``; a simulator with no data-dependent branch or access says False)."""
+    return getattr(importlib.import_module(FLOWS[target.kind]), "TIMING_DEPENDS_ON_DATA", True)
 
 
 def _host_row(q: QuantizedGraph, step: Step, values: dict[str, np.ndarray], why: str) -> Row:
     """Run ``step`` on the host: the integer graph's layers themselves, on the target's values."""
     for layer in step.layers:
         values[layer.output] = integer_layer(q, layer, values)
-    return Row(step.name, step.op, _shape(q, step), "host", "", step.macs, 0, None, None, None, None, True,
+    return Row(step.name, step.op, list(step.shape), "host", "", step.macs, 0, None, None, None, None, True,
                None, 0.0, "", 0.0, 0.0, why, [])
 
 
@@ -303,8 +310,7 @@ def _timing(sources: list[str | None], target: Target) -> str:
     return f"{ran} {len(sources) - len(reused)} of {len(sources)} kernels, reused {len(reused)}"
 
 
-def _target_row(step: Step, q: QuantizedGraph, placement: Placement, reports: list, check, timing: str,
-                target: Target) -> Row:
+def _target_row(step: Step, placement: Placement, reports: list, check, timing: str, target: Target) -> Row:
     cycles = sum(r.cycles for r in reports)
     seconds = [r.measured.get("seconds") for r in reports]
     dram = [r.measured.get("dram_bytes") for r in reports]
@@ -319,7 +325,7 @@ def _target_row(step: Step, q: QuantizedGraph, placement: Placement, reports: li
     if len(set(names)) == 1 < len(names):
         label += f" x{len(names)}"
     kernel_checks = [r.validated for r in reports]
-    return Row(step.name, step.op, _shape(q, step), target.kind, label,
+    return Row(step.name, step.op, list(step.shape), target.kind, label,
                step.macs, tensor, cycles, sum(seconds) if None not in seconds else None,
                None if util is None else round(util, 4), sum(dram) if None not in dram else None,
                check.validated, None if None in kernel_checks else all(kernel_checks),

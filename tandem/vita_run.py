@@ -61,6 +61,8 @@ from tandem.user_ops import UserOp, load_user_op
 
 DEFAULT_CONFIG = "vta-default"
 OPS = ("conv2d", "gemm")
+#: the simulator has no data-dependent branch or memory access: equal programs take equal cycles on any data
+TIMING_DEPENDS_ON_DATA = False
 OPTIONS = ("vthreads", "tune", "relu", "shift", "bias", "clip", "tiling")
 
 
