@@ -86,21 +86,33 @@ class Graph:
         return sum(layer.macs for layer in self.layers)
 
 
-def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Graph:
+def read(model: Any) -> tuple[Any, str]:
+    """``model`` (a path to an .onnx file, or an ``onnx.ModelProto``) as a ModelProto, and how errors name
+    it."""
+    import onnx
+
+    if not isinstance(model, str | Path):
+        return model, "the model"
+    path = Path(model)
+    if not path.is_file():
+        raise GraphError(f"{path}: no such model file")
+    try:
+        return onnx.load(str(path)), str(path)
+    except Exception as exc:   # protobuf's DecodeError and friends: the file is not a model
+        raise GraphError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
+
+
+def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, fold: bool = True,
+         where: str | None = None) -> Graph:
     """Import ``model`` (a path to an .onnx file, or an ``onnx.ModelProto``); ``input_shapes`` gives graph
-    inputs their shapes (required for symbolic dimensions)."""
+    inputs their shapes (required for symbolic dimensions). ``fold=False`` keeps batch norms and bias Adds
+    as layers of their own (a quantized model requantizes between them); ``where`` names the model in
+    errors."""
     import onnx
     from onnx import numpy_helper, shape_inference
 
-    where = str(model) if isinstance(model, str | Path) else "the model"
-    if isinstance(model, str | Path):
-        path = Path(model)
-        if not path.is_file():
-            raise GraphError(f"{path}: no such model file")
-        try:
-            model = onnx.load(str(path))
-        except Exception as exc:   # protobuf's DecodeError and friends: the file is not a model
-            raise GraphError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
+    model, named = read(model)
+    where = where or named
     graph = model.graph
     if not graph.node:
         raise GraphError(f"{where}: the graph has no nodes (is it an ONNX model?)")
@@ -142,8 +154,10 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None) 
             raise GraphError(f"{where}: {label}: the shape of its output {out} is unknown")
         layers.append(layer)
     layers = [_with_macs(layer, shapes) for layer in layers]
-    folded_layers, folded = _fold_batch_norms(layers)
-    folded_layers, biases = _fold_biases(folded_layers)
+    folded_layers, folded, biases = layers, [], []
+    if fold:
+        folded_layers, folded = _fold_batch_norms(layers)
+        folded_layers, biases = _fold_biases(folded_layers)
     output = graph.output[0].name
     return Graph(graph.name or where, {n: shapes[n] for n in _graph_inputs(graph, consts)},
                  tuple(folded_layers), output, tuple(folded), tuple(biases))

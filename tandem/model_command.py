@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tandem import qdq
 from tandem.console import fail
 from tandem.workloads import WorkloadError, parse_shape
 
@@ -84,15 +85,23 @@ def model_command(
                 raise WorkloadError("--input-shape", f"expected NAME=1x3x224x224, got {item!r}")
             shapes[name] = parse_shape(text)
         model = models.build(builtin, seed) if builtin else None
-        g = tg.load(model if model is not None else file, shapes)
-        check = _check(g, model if model is not None else file, seed)
-        quantized = _int8(g, seed) if int8 else None
+        source = model if model is not None else file
+        proto, _ = tg.read(source)
+        if qdq.is_qdq(proto):   # already quantized: its own integer graph, exact against onnxruntime
+            q = qdq.load(source, shapes)
+            g = q.graph
+            check = _exact_against_onnxruntime(source, q, _inputs(g, seed), None)
+            quantized = None
+        else:
+            g = tg.load(source, shapes)
+            check = _check(g, source, seed)
+            quantized = _int8(g, seed) if int8 else None
+            q = None
     except (WorkloadError, tg.GraphError, models.ModelError) as exc:
         raise fail(str(exc), 2) from None
     network = None
     if resolved is not None:
-        network, versus_ort = _run_network(g, model if model is not None else file, resolved, seed, threads,
-                                           resimulate, quiet=as_json)
+        network, versus_ort = _run_network(g, q, source, resolved, seed, threads, resimulate, quiet=as_json)
     report = {"model": builtin or str(file), "inputs": {k: list(v) for k, v in g.inputs.items()},
               "layers": [{"name": layer.name, "op": layer.op, "shape": list(layer.shape), "macs": layer.macs,
                           "inputs": list(layer.inputs)} for layer in g.layers],
@@ -143,18 +152,24 @@ def _target(kind: str, config: str | None, spec: Path | None):
         raise fail(str(exc), 2) from None
 
 
-def _run_network(g, model, target, seed: int, threads: int, resimulate: bool, quiet: bool):
-    """The int8 network on ``target``, with a progress bar of its steps (none with --json), and its output
-    against onnxruntime's float32 run of the model on the same input (``_against_onnxruntime``)."""
+def _inputs(g, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in g.inputs.items()}
+
+
+def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool, quiet: bool):
+    """The int8 network on ``target`` (``q``: a quantized model's own; None: ``g`` quantized with VTA's
+    rule), with a progress bar of its steps (none with --json), and its output against onnxruntime's run
+    of the model on the same input (``_against_onnxruntime``; a quantized model's: exactly)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from tandem import quantize
     from tandem.network_run import run_network
     from tandem.run import RunError
 
-    q = quantize.quantize(g, seed)
-    rng = np.random.default_rng(seed + 1)   # not a calibration input
-    inputs = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in g.inputs.items()}
+    given = q is not None
+    q = q if given else quantize.quantize(g, seed)
+    inputs = _inputs(g, seed + 1)   # not a calibration input
     options = {"threads": threads, "min_time": 0.05} if target.kind == "cpu" else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   transient=True, disable=quiet) as bar:
@@ -167,7 +182,33 @@ def _run_network(g, model, target, seed: int, threads: int, resimulate: bool, qu
                                   progress=progress)
         except RunError as exc:
             raise fail(str(exc), 2) from None
+    if given:
+        return network, _exact_against_onnxruntime(model, q, inputs, network.output)
     return network, _against_onnxruntime(model, q, inputs, network.output, seed)
+
+
+def _exact_against_onnxruntime(model, q, inputs: dict, output: np.ndarray | None) -> dict:
+    """A quantized model's output (``output``: a target's; None: the integer graph's) against
+    onnxruntime's run of the same model on the same inputs: equal bit for bit, or the count that differ."""
+    from tandem import quantize
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return {"checked": False, "passed": None, "detail": "onnxruntime is not installed (pip install -e "
+                "'.[peers]'): the quantized model's output is not compared with it"}
+    if output is None:
+        output = quantize.run_integer(q, inputs)[q.graph.output]
+    source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
+    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    want = np.asarray(session.run(None, inputs)[0])
+    got = quantize.dequantize(q, q.graph.output, output).astype(want.dtype)
+    differ = int(np.count_nonzero(got != want)) if got.shape == want.shape else want.size
+    passed = differ == 0
+    verdict = "equal bit for bit to" if passed else f"{differ} of {want.size} values differ from"
+    return {"checked": True, "passed": passed, "exact": passed, "differ": differ, "values": int(want.size),
+            "detail": f"{verdict} onnxruntime's run of the quantized model ({want.size} values, its integer "
+                      f"kernels)"}
 
 
 def _against_onnxruntime(model, q, inputs: dict, output: np.ndarray, seed: int) -> dict:

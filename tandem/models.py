@@ -7,6 +7,9 @@
     vit_block               one ViT-B/16 encoder block (Dosovitskiy et al.): 197 tokens, hidden 768, 12 heads,
                             MLP 3072, pre-norm, GELU (tanh form)
 
+and each CNN quantized (tandem/qdq_write.py: uint8 activations, int8 weights, as onnxruntime's quantizer
+writes them) as NAME_qdq: resnet18_qdq, resnet50_qdq, mobilenet_v2_qdq.
+
 ``build(name, seed)`` returns the ``onnx.ModelProto`` (opset ``OPSET``); weights are drawn from ``seed`` with
 He-style scales so that activations stay O(1) through the network (batch norms get random statistics, so that
 folding them is not trivial). The graphs use the operators ONNX exporters emit for these networks: Conv,
@@ -22,6 +25,7 @@ import numpy as np
 
 OPSET = 20   # Gelu (with approximate="tanh") is in opset 20
 NAMES = ("resnet18", "resnet50", "mobilenet_v2", "bert_encoder", "vit_block")
+QUANTIZED = ("resnet18_qdq", "resnet50_qdq", "mobilenet_v2_qdq")
 RESIDUAL_GAIN = 0.3   # a residual branch's last batch norm scaled down (zero_init_residual's idea, milder)
 
 
@@ -193,10 +197,15 @@ BUILDERS: dict[str, tuple[Callable[[_Graph], str], tuple[int, ...]]] = {
 
 
 def build(name: str, seed: int = 0):
-    """The builtin model ``name`` (one of ``NAMES``) as an ``onnx.ModelProto`` with weights drawn from
-    ``seed``: its one input is "input"."""
+    """The builtin model ``name`` (one of ``NAMES`` or ``QUANTIZED``) as an ``onnx.ModelProto`` with weights
+    drawn from ``seed`` (a quantized one calibrated on inputs from it too): its one input is "input"."""
+    if name in QUANTIZED:
+        from tandem import graph as tg
+        from tandem import qdq_write
+
+        return qdq_write.write(tg.load(build(name.removesuffix("_qdq"), seed)), seed)
     if name not in BUILDERS:
-        raise ModelError(f"no builtin model {name!r}; expected one of {', '.join(NAMES)}")
+        raise ModelError(f"no builtin model {name!r}; expected one of {', '.join(NAMES + QUANTIZED)}")
     make, shape = BUILDERS[name]
     g = _Graph(seed)
     out = make(g)

@@ -36,6 +36,7 @@ import numpy as np
 
 from compiler.ops import network, vita
 from compiler.target import Target
+from tandem import qdq
 from tandem.network_run import NotOnTarget, Placed, Placement, Step
 from tandem.quantize import QuantizedGraph, clip_bounds
 
@@ -50,7 +51,19 @@ def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: 
     placer = PLACERS.get(first.op)
     if placer is None:
         raise NotOnTarget(WHY_HOST.get(first.op, f"no {target.kind} kernel computes {first.op}"))
+    if q.affine and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
+        raise NotOnTarget(NO_FLOAT_REQUANTIZE[target.kind])
     return placer(step, q, values, target)
+
+
+#: a quantized ONNX model's steps that requantize by a float32 scale (tandem/qdq.py), and the targets that
+#: cannot: why
+SCALED = ("Conv", "Gemm", "MatMul", "Add", "GlobalAveragePool")
+NO_FLOAT_REQUANTIZE = {
+    "vita": "a float32 requantization (a quantized ONNX model's scale, tandem/qdq.py): VITA's epilogue "
+            "shifts and clips, its ALU has no float multiply, and its stores write 8 bits (its int32 sums "
+            "cannot leave for the host)",
+}
 
 
 WHY_HOST = {
@@ -160,13 +173,32 @@ def _add(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: T
     a, b = (values[name] for name in layer.inputs)
     if a.shape != b.shape:
         raise NotOnTarget(f"an Add broadcasting {list(a.shape)} with {list(b.shape)}")
-    e, eo = q.exponents, q.exponents[step.output]
     dims = _elementwise_shape(a.shape)
+    arrays = [x.astype(np.int32).reshape(tuple(dims.values())) for x in (a, b)]
+    if q.affine:
+        return _qlinear_add(step, q, dims, arrays, a.shape, target)
+    e, eo = q.exponents, q.exponents[step.output]
     lo, hi = clip_bounds(q, step.layers[-1]) if len(step.layers) > 1 else (-128, 127)
     params = {**dims, "SA": e[layer.inputs[0]] - eo, "SB": e[layer.inputs[1]] - eo, "LO": lo, "HI": hi}
-    arrays = [x.astype(np.int32).reshape(tuple(dims.values())) for x in (a, b)]
     return Placement((Placed(network.user_op("quantized_add"), params, arrays,
                              lambda out: out.reshape(a.shape).astype(np.int8), "quantized_add"),))
+
+
+def _qlinear_add(step: Step, q: QuantizedGraph, dims: dict[str, int], arrays: list[np.ndarray],
+                 shape: tuple[int, ...], target: Target) -> Placement:
+    """A quantized ONNX model's Add: ``qlinear_add``, onnxruntime's fused multiply-adds as exact int64
+    arithmetic (compiler/ops/network.py), where the target has int64 and its sums hold."""
+    if target.kind == "diannao":
+        raise NotOnTarget("onnxruntime's QLinearAdd (fused float32 multiply-adds): DianNao's scalar unit has "
+                          "neither an FMA nor the int64 that computes one exactly")
+    out = q.affine[step.output]
+    params = {**dims, "LO": out.bounds[0], "HI": out.bounds[1]}
+    for name, constant in zip("ABF", qdq.add_constants(q, step.layers[0]), strict=True):
+        params[f"M{name}"], params[f"E{name}"] = network.dyadic(constant)
+    if not network.qlinear_add_fits(params):
+        raise NotOnTarget("its QLinearAdd constants are too far apart in magnitude for exact int64 sums")
+    return Placement((Placed(network.user_op("qlinear_add"), params, arrays,
+                             lambda out_: out_.reshape(shape).astype(out.dtype), "qlinear_add"),))
 
 
 def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
@@ -178,10 +210,14 @@ def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], targ
                           f"windows and one stride and padding")
     x = _one_image(values[layer.inputs[0]])
     p = pads[0]
-    padded = np.pad(x[0].astype(np.int32), ((0, 0), (p, p), (p, p)), constant_values=-128)
+    dtype = q.affine[layer.output].dtype if q.affine else "int8"
+    if q.affine and not q.affine[layer.inputs[0]].same(q.affine[layer.output]):
+        raise NotOnTarget("a max pool that changes the quantization: dequantized, pooled, quantized again")
+    offset = -128 if dtype == "uint8" else 0   # uint8 values move to int8's range (max commutes with it)
+    padded = np.pad(x[0].astype(np.int32) + offset, ((0, 0), (p, p), (p, p)), constant_values=-128)
     params = {"C": padded.shape[0], "H": padded.shape[1], "W": padded.shape[2], "K": kh, "S": strides[0]}
     return Placement((Placed("max_pool", params, [padded],
-                             lambda out: out.reshape(layer.shape).astype(np.int8)),))
+                             lambda out: (out.reshape(layer.shape) - offset).astype(dtype)),))
 
 
 # ---- VITA
@@ -262,12 +298,25 @@ def _vita_global_avg_pool(step: Step, q: QuantizedGraph, values: dict[str, np.nd
 
 def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_chw: Callable,
                           from_chw: Callable, channels: int, spatial: tuple[int, int],
-                          correction: np.ndarray | int = 0) -> Placement:
+                          correction: np.ndarray | int = 0, target_kind: str = "cpu") -> Placement:
     """The step as its int32 sums (``sums``) and then ``requantize`` on the target over [C, H, W] (``to_chw``
     of the sums' outputs; ``from_chw`` back to the graph's layout), ``correction`` (per channel, or per
-    element of [C, H, W]) added to the bias."""
-    shift, bias, bounds = _contraction(step, q)
-    params = {"C": channels, "H": spatial[0], "W": spatial[1], "S": shift, "LO": bounds[0], "HI": bounds[1]}
+    element of [C, H, W]) added to the bias. A quantized ONNX model's step: ``requantize_scaled`` by its
+    float32 scale per channel instead (its output float32 where the target has no float-to-int
+    conversion: exact integers, converted to 8 bits on the host)."""
+    dims = {"C": channels, "H": spatial[0], "W": spatial[1]}
+    if q.affine:
+        layer, out = step.layers[0], q.affine[step.output]
+        bias = np.asarray(q.weights[layer.name].get(2, np.zeros(channels, np.int64)), np.int64)
+        scale = np.broadcast_to(qdq.contraction_scale(q, layer)[:, None, None], (channels, *spatial)).copy()
+        params = {**dims, "ZP": out.zero_point, "LO": out.bounds[0], "HI": out.bounds[1],
+                  "F": int(target_kind == "diannao")}
+        op, extra = "requantize_scaled", [scale]
+        dtype = out.dtype
+    else:
+        shift, bias, bounds = _contraction(step, q)
+        params = {**dims, "S": shift, "LO": bounds[0], "HI": bounds[1]}
+        op, extra, dtype = "requantize", [], "int8"
     correction = np.asarray(correction, np.int64)
     if correction.ndim == 1:
         correction = correction[:, None, None]
@@ -275,8 +324,8 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
     if total.size and (total.min() < -2**31 or total.max() >= 2**31):
         raise NotOnTarget("its bias and offset correction do not fit int32")
     repeated = np.broadcast_to(total.astype(np.int32), (channels, *spatial)).copy()
-    epilogue = Placed(network.user_op("requantize"), params, lambda outs: [to_chw(outs), repeated], from_chw,
-                      "requantize", sums=False)
+    epilogue = Placed(network.user_op(op), params, lambda outs: [to_chw(outs), repeated, *extra],
+                      lambda out: from_chw(out).astype(dtype), op, sums=False)
     return Placement((*sums, epilogue), lambda outs: outs[-1])
 
 
@@ -295,18 +344,31 @@ def _nonnegative(q: QuantizedGraph, name: str) -> bool:
     return False
 
 
-def _unsigned(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pad: int
-              ) -> tuple[np.ndarray, np.ndarray, int]:
-    """The CPU's vpdpbusd multiplies u8 data by s8 weights: data that is >= 0 by construction goes as it
-    is; other int8 data is offset by +128 (padded first, on the host, so that padding is the value 0) and
-    128 times each output channel's weight sum comes off its bias. Returns the data, the bias correction and
-    the padding the kernel still applies."""
-    if _nonnegative(q, name):
-        return x.astype(np.uint8), np.zeros(w.shape[0], np.int64), pad
+def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pad: int, unsigned: bool
+                  ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Data for a target's 8-bit multiplier, uint8 (the CPU's vpdpbusd: u8 x s8) or int8 (DianNao's,
+    VITA's), with what comes off each output channel's bias. The data moves by an offset to the target's
+    type (+128 for int8 on the CPU, -128 for uint8 on DianNao); where the tensor's real zero (its zero point:
+    0 in a power-of-two graph) is then not 0, the input is padded on the host first with that zero, and
+    ``(zero + offset) * sum(w)`` comes off each channel's bias. int8 data that is >= 0 by construction
+    (after a ReLU) goes to the CPU as it is. Returns the data, the bias correction and the padding the
+    kernel still applies."""
+    if q.affine:
+        a = q.affine[name]
+        zero = a.zero_point
+        offset = {("uint8", True): 0, ("int8", True): 128, ("uint8", False): -128, ("int8", False): 0
+                  }[(a.dtype, unsigned)]
+    elif unsigned and not _nonnegative(q, name):
+        zero, offset = 0, 128
+    else:
+        zero, offset = 0, 0
+    dtype = np.uint8 if unsigned else np.int8
+    if zero + offset == 0:
+        return (x.astype(np.int16) + offset).astype(dtype), np.zeros(w.shape[0], np.int64), pad
     if pad:
-        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(pad, pad)] * 2)
-    correction = -128 * w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
-    return (x.astype(np.int16) + 128).astype(np.uint8), correction, 0
+        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(pad, pad)] * 2, constant_values=zero)
+    correction = -(zero + offset) * w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
+    return (x.astype(np.int16) + offset).astype(dtype), correction, 0
 
 
 def _sums_op(step: Step, dims: dict[str, int]) -> tuple[str, dict[str, int]]:
@@ -320,46 +382,44 @@ def _sums_op(step: Step, dims: dict[str, int]) -> tuple[str, dict[str, int]]:
 def _cpu_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     x, w, dims = _conv_layer(step, q, values, depthwise=True)
     _, oc, oh, ow = step.layers[-1].shape
-    data, correction, pad = _unsigned(q, step.layers[0].inputs[0], x, w, dims["P"])
+    data, correction, pad = _data_operand(q, step.layers[0].inputs[0], x, w, dims["P"], unsigned=True)
     op, dims = _sums_op(step, {**dims, "H": data.shape[2], "W": data.shape[3], "P": pad})
     sums = Placed(op, dims, [data, w], lambda out: out.reshape(oc, oh, ow))
     return _sums_then_requantize(step, q, [sums], lambda outs: outs[0],
-                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction)
+                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction, "cpu")
 
 
 def _diannao_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     x, w, dims = _conv_layer(step, q, values, depthwise=True)
     _, oc, oh, ow = step.layers[-1].shape
+    x, correction, pad = _data_operand(q, step.layers[0].inputs[0], x, w, dims["P"], unsigned=False)
+    dims = {**dims, "H": x.shape[2], "W": x.shape[3], "P": pad}
     if _depthwise(step):   # the contraction flow's layouts: NCHW data, [C, 1, K, K] weights
         op, dims = _sums_op(step, dims)
         sums = Placed(op, {**dims, "dtype": "int8"}, [x, w], lambda out: out.reshape(oc, oh, ow))
-        return _sums_then_requantize(step, q, [sums], lambda outs: outs[0],
-                                     lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow))
-    sums = Placed("conv2d", {**dims, "dtype": "int8"},
-                  [np.ascontiguousarray(x[0].transpose(1, 2, 0)),      # HWC data, OHWI weights
-                   np.ascontiguousarray(w.transpose(0, 2, 3, 1))],
-                  lambda out: np.ascontiguousarray(out.transpose(2, 0, 1)))
+    else:
+        sums = Placed("conv2d", {**dims, "dtype": "int8"},
+                      [np.ascontiguousarray(x[0].transpose(1, 2, 0)),      # HWC data, OHWI weights
+                       np.ascontiguousarray(w.transpose(0, 2, 3, 1))],
+                      lambda out: np.ascontiguousarray(out.transpose(2, 0, 1)))
     return _sums_then_requantize(step, q, [sums], lambda outs: outs[0],
-                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow))
+                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction, "diannao")
 
 
 def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
                           ) -> Placement:
-    """Each GEMM's int32 sums [M, N], then one requantize over [N, GEMMs * M] (channels first). On the CPU the
-    data goes as u8 (``_unsigned``; the correction of each GEMM is its own columns', also when its "weights"
-    are an activation: a MatMul of two)."""
+    """Each GEMM's int32 sums [M, N], then one requantize over [N, GEMMs * M] (channels first). The data goes
+    in the target's type (``_data_operand``; the correction of each GEMM is its own columns', also when its
+    "weights" are an activation: a MatMul of two)."""
     operands = _gemm_operands(step, q, values)
     m, n = operands[0][0].shape[0], operands[0][1].shape[0]
     g = len(operands)
-    correction: np.ndarray | int = 0
-    options = {}
-    if target.kind == "cpu":
-        unsigned = [_unsigned(q, step.layers[0].inputs[0], d, wt, 0) for d, wt in operands]
-        operands = [(u[0], wt) for u, (_, wt) in zip(unsigned, operands, strict=True)]
-        per_gemm = np.stack([u[1] for u in unsigned], axis=1)   # [N, G]
-        correction = np.repeat(per_gemm, m, axis=1)[:, :, None]   # [N, G * M, 1]
-    else:
-        options = {"dtype": "int8"}
+    unsigned = target.kind == "cpu"
+    moved = [_data_operand(q, step.layers[0].inputs[0], d, wt, 0, unsigned) for d, wt in operands]
+    operands = [(u[0], wt) for u, (_, wt) in zip(moved, operands, strict=True)]
+    per_gemm = np.stack([u[1] for u in moved], axis=1)   # [N, G]
+    correction = np.repeat(per_gemm, m, axis=1)[:, :, None]   # [N, G * M, 1]
+    options: dict[str, object] = {} if unsigned else {"dtype": "int8"}
     if target.kind == "cpu" and m * n * operands[0][0].shape[1] < ONE_THREAD_MACS:
         options["threads"] = 1
     sums = [Placed("gemm", {"M": d.shape[0], "N": wt.shape[0], "K": d.shape[1], **options},
@@ -371,12 +431,19 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
 
     def from_chw(out):
         return np.ascontiguousarray(out.reshape(n, g * m).T).reshape(shape)
-    return _sums_then_requantize(step, q, sums, to_chw, from_chw, n, (g * m, 1), correction)
+    return _sums_then_requantize(step, q, sums, to_chw, from_chw, n, (g * m, 1), correction, target.kind)
 
 
 def _rounded_mean(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     x = _one_image(values[step.layers[0].inputs[0]])
     c, h, w = x.shape[1:]
+    if q.affine:   # onnxruntime's QLinearGlobalAveragePool
+        layer, out = step.layers[0], q.affine[step.output]
+        params = {"C": c, "H": h, "W": w, "Z": q.affine[layer.inputs[0]].zero_point * h * w,
+                  "ZP": out.zero_point, "LO": out.bounds[0], "HI": out.bounds[1]}
+        scale = np.full(c, qdq.mean_scale(q, layer, h * w), np.float32)
+        return Placement((Placed(network.user_op("scaled_mean"), params, [x[0].astype(np.int32), scale],
+                                 lambda out_: out_.reshape(layer.shape).astype(out.dtype), "scaled_mean"),))
     return Placement((Placed(network.user_op("rounded_mean"), {"C": c, "H": h, "W": w},
                              [x[0].astype(np.int32)], lambda out: out.reshape(step.layers[-1].shape),
                              "rounded_mean"),))

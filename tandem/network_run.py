@@ -89,7 +89,8 @@ def steps(q: QuantizedGraph) -> list[Step]:
         group = [layers[i]]
         nxt = layers[i + 1] if i + 1 < len(layers) else None
         head = group[0]
-        if (nxt is not None and nxt.op in FUSED_AFTER.get(head.op, ()) and nxt.inputs == (head.output,)
+        if (not q.affine and nxt is not None and nxt.op in FUSED_AFTER.get(head.op, ())
+                and nxt.inputs == (head.output,)
                 and readers.get(head.output, 0) == 1 and q.graph.output != head.output):
             group.append(nxt)
         out.append(Step(tuple(group)))

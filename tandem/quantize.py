@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from compiler.ops import reference
+from tandem import qdq
 from tandem.graph import Graph, GraphError, Layer, evaluate, tensors
 
 INT8 = (-128, 127)
@@ -53,12 +54,15 @@ def to_int8(x: np.ndarray, e: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class QuantizedGraph:
-    """The graph, each tensor's exponent, and each layer's quantized weights (position -> int array)."""
+    """The graph, each tensor's exponent, and each layer's quantized weights (position -> int array). A
+    quantized ONNX model's graph (tandem/qdq.py) has ``affine`` parameters instead of exponents: each
+    tensor's (and each weight's, ``qdq.weight_key``) scale and zero point."""
 
     graph: Graph
     exponents: dict[str, int]
     weights: dict[str, dict[int, np.ndarray]]
     weight_exponents: dict[str, dict[int, int]]
+    affine: dict[str, qdq.Affine] = field(default_factory=dict)
 
 
 def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> QuantizedGraph:
@@ -93,18 +97,24 @@ def run_integer(q: QuantizedGraph, inputs: Mapping[str, np.ndarray]) -> dict[str
     float-computed layers' results quantized too)."""
     values: dict[str, np.ndarray] = {}
     for name in q.graph.inputs:
-        values[name] = to_int8(inputs[name], q.exponents[name])
+        values[name] = (qdq.quantize_input(q, name, inputs[name]) if q.affine else
+                        to_int8(inputs[name], q.exponents[name]))
     for layer in q.graph.layers:
         values[layer.output] = integer_layer(q, layer, values)
     return values
 
 
 def dequantize(q: QuantizedGraph, name: str, value: np.ndarray) -> np.ndarray:
+    if q.affine:
+        return qdq.dequantize(q, name, value).astype(np.float64)
     return value.astype(np.float64) * 2.0 ** -q.exponents[name]
 
 
 def integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``layer``'s int8 output in the integer graph, from the int8 ``values`` of its inputs."""
+    """``layer``'s int8 output in the integer graph, from the int8 ``values`` of its inputs (a quantized
+    ONNX model's: tandem/qdq.py's rule)."""
+    if q.affine:
+        return qdq.integer_layer(q, layer, values)
     op, e = layer.op, q.exponents
     eo = e[layer.output]
     ins = [values[name] for name in layer.inputs]
@@ -131,7 +141,7 @@ def integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndarr
     if op == "Add" and len(ins) == 2:
         return reference.quantized_add(*ins, *(e[name] - eo for name in layer.inputs))
     if op == "MaxPool":
-        return _requantize(_max_pool_int(layer, ins[0]), e[layer.inputs[0]] - eo)
+        return _requantize(qdq.max_pool(layer, ins[0], INT8[0]), e[layer.inputs[0]] - eo)
     if op in ("GlobalAveragePool", "AveragePool"):
         x = ins[0].astype(np.int64)
         if op == "GlobalAveragePool":
@@ -158,14 +168,6 @@ def clip_bounds(q: QuantizedGraph, layer: Layer) -> tuple[int, int]:
     low = -128 if lo is None else max(-128, math.ceil(float(lo) * 2.0**eo))
     high = 127 if hi is None else min(127, math.floor(float(hi) * 2.0**eo))
     return low, high
-
-
-def _max_pool_int(layer: Layer, x: np.ndarray) -> np.ndarray:
-    """A max pool on integers: padding is int8's minimum, which no window's maximum can be below."""
-    a = layer.attrs
-    pad, stride = a.get("pads", [0])[0], a.get("strides", [1])[0]
-    x = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=INT8[0])
-    return np.stack([reference.pool2d(image, tuple(a["kernel_shape"]), stride, "max") for image in x])
 
 
 def _requantize(acc: np.ndarray, shift: int) -> np.ndarray:

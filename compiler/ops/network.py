@@ -232,3 +232,114 @@ def gelu(R: int, D: int):
 
 def gelu_reference(x: np.ndarray) -> np.ndarray:
     return reference.gelu_tanh(x).astype(np.float32)
+
+
+# ---- a quantized ONNX model's operators (tandem/qdq.py): onnxruntime's float32 requantization
+
+
+_ROUNDER = 12582912.0   # 1.5 * 2**23: adding and subtracting it rounds a float32 of magnitude < 2**22 to an
+#                         integer, half to even (IEEE round-to-nearest-even), as onnxruntime's cvtps does
+
+
+def _rounded(v, lo: int, hi: int):
+    """float32 ``v`` clamped to [lo, hi] and rounded half to even (still float32)."""
+    clamped = ir.Min(ir.Max(v, te.const(float(lo), "float32")), te.const(float(hi), "float32"))
+    rounder = te.const(_ROUNDER, "float32")
+    return (clamped + rounder) - rounder
+
+
+def _rounded_to_int(v, lo: int, hi: int):
+    """float32 ``v`` clamped to [lo, hi], rounded half to even, as int32."""
+    return ir.cast(_rounded(v, lo, hi), "int32")
+
+
+def _check_bounds(name: str, ZP: int, LO: int, HI: int) -> None:
+    if not -128 <= LO <= HI <= 255 or not LO <= ZP <= HI:
+        raise ScheduleError(f"{name}: the zero point ZP = {ZP} must lie in [LO, HI] = [{LO}, {HI}], a part "
+                            f"of [-128, 255] (uint8 or int8)")
+
+
+def requantize_scaled(C: int, H: int, W: int, ZP: int = 0, LO: int = 0, HI: int = 255, F: int = 0):
+    """int32 sums plus bias [C, H, W], times a float32 scale [C, H, W], rounded half to even, plus the zero
+    point, saturated to [LO, HI]: held in int32, or with ``F=1`` in float32 (exact integers: for a target
+    with no float-to-int conversion)."""
+    _check_bounds("requantize_scaled", ZP, LO, HI)
+    acc = te.placeholder((C, H, W), "int32", name="acc")
+    bias = te.placeholder((C, H, W), "int32", name="bias")
+    scale = te.placeholder((C, H, W), "float32", name="scale")
+
+    def value(*i):
+        v = _rounded(ir.cast(acc[i] + bias[i], "float32") * scale[i], LO - ZP, HI - ZP)
+        return v + te.const(float(ZP), "float32") if F else ir.cast(v, "int32") + te.const(ZP, "int32")
+    return [acc, bias, scale], te.compute((C, H, W), value, name="out")
+
+
+def requantize_scaled_reference(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, ZP: int = 0,
+                                LO: int = 0, HI: int = 255, F: int = 0) -> np.ndarray:
+    total = (acc.astype(np.int64) + bias.astype(np.int64)).astype(np.int32)   # int32 sums wrap
+    out = reference.requantize_scaled(total, scale, ZP, LO, HI)
+    return out.astype(np.float32 if F else np.int32)
+
+
+def dyadic(x: float) -> tuple[int, int]:
+    """float32 ``x`` as ``m * 2**e`` with an integer ``|m| < 2**24``."""
+    fraction, exponent = np.frexp(np.float32(x))
+    return int(np.float32(fraction) * np.float32(2**24)), int(exponent) - 24
+
+
+def qlinear_add(C: int, H: int, W: int, MA: int = 1, EA: int = 0, MB: int = 1, EB: int = 0, MF: int = 0,
+                EF: int = 0, LO: int = 0, HI: int = 255):
+    """Two 8-bit tensors (in int32) added as onnxruntime's QLinearAdd: ``fma(a, ka, fma(b, kb, kf))`` in
+    float32 with the constants ``k = M * 2**E`` (``reference.qlinear_add_constants``, each ``dyadic``),
+    rounded half to even, saturated to [LO, HI]. Each fused multiply-add is exact integer arithmetic in
+    int64 at the finer of its two exponents, rounded once by the int64 -> float32 conversion
+    (``qlinear_add_fits`` says whether the int64 sums hold)."""
+    _check_bounds("qlinear_add", LO, LO, HI)
+    a = te.placeholder((C, H, W), "int32", name="a")
+    b = te.placeholder((C, H, W), "int32", name="b")
+    e_inner, e_outer = min(EB, EF), min(EA, EB, EF)
+
+    def i64(v: int):
+        return te.const(v, "int64")
+
+    def value(*i):
+        inner = ir.cast(ir.cast(b[i], "int64") * i64(MB << (EB - e_inner)) + i64(MF << (EF - e_inner)),
+                        "float32") * te.const(2.0**e_inner, "float32")
+        units = ir.cast(inner * te.const(2.0**-e_inner, "float32"), "int64")   # inner / 2**e_inner, exact
+        total = ir.cast(a[i], "int64") * i64(MA << (EA - e_outer)) + units * i64(1 << (e_inner - e_outer))
+        return ir.cast(total, "float32") * te.const(2.0**e_outer, "float32")
+    return [a, b], te.compute((C, H, W), lambda *i: _rounded_to_int(value(*i), LO, HI), name="out")
+
+
+def qlinear_add_reference(a: np.ndarray, b: np.ndarray, MA: int = 1, EA: int = 0, MB: int = 1, EB: int = 0,
+                          MF: int = 0, EF: int = 0, LO: int = 0, HI: int = 255) -> np.ndarray:
+    k = [np.float32(m * 2.0**e) for m, e in ((MA, EA), (MB, EB), (MF, EF))]
+    return reference.qlinear_add(a, b, *k, LO, HI).astype(np.int32)
+
+
+def qlinear_add_fits(params: dict[str, int]) -> bool:
+    """Whether ``qlinear_add``'s int64 sums hold every 8-bit input (|a|, |b| <= 255) without overflow."""
+    p = params
+    e_inner, e_outer = min(p["EB"], p["EF"]), min(p["EA"], p["EB"], p["EF"])
+    inner = 255 * abs(p["MB"]) * 2 ** (p["EB"] - e_inner) + abs(p["MF"]) * 2 ** (p["EF"] - e_inner)
+    outer = 255 * abs(p["MA"]) * 2 ** (p["EA"] - e_outer) + 2 * inner * 2 ** (e_inner - e_outer)
+    return outer < 2**62
+
+
+def scaled_mean(C: int, H: int, W: int, Z: int = 0, ZP: int = 0, LO: int = 0, HI: int = 255):
+    """onnxruntime's QLinearGlobalAveragePool: each channel's int32 sum minus ``Z`` (the input zero point
+    times H * W), times the float32 scale [C], rounded half to even, plus ZP, saturated to [LO, HI]."""
+    _check_bounds("scaled_mean", ZP, LO, HI)
+    x = te.placeholder((C, H, W), "int32", name="x")
+    scale = te.placeholder((C,), "float32", name="scale")
+    ry, rx = te.reduce_axis(H, name="ry"), te.reduce_axis(W, name="rx")
+    total = te.compute((C,), lambda c: te.sum(x[c, ry, rx], axis=[ry, rx]), name="total")
+    return [x, scale], te.compute((C,), lambda c: _rounded_to_int(
+        ir.cast(total[c] - te.const(Z, "int32"), "float32") * scale[c], LO - ZP, HI - ZP)
+        + te.const(ZP, "int32"), name="out")
+
+
+def scaled_mean_reference(x: np.ndarray, scale: np.ndarray, Z: int = 0, ZP: int = 0, LO: int = 0,
+                          HI: int = 255) -> np.ndarray:
+    sums = x.astype(np.int64).sum(axis=(1, 2)) - Z
+    return reference.requantize_scaled(sums, scale, ZP, LO, HI).astype(np.int32)

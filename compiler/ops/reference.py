@@ -170,3 +170,69 @@ def rounded_mean(sums: np.ndarray, count: int) -> np.ndarray:
     """An int8 network's average: integer ``sums`` of ``count`` values each, over ``count``, rounded half
     up (``(sum + count // 2) // count``), as VITA computes it with no divide."""
     return (np.asarray(sums, np.int64) + count // 2) // count
+
+
+# ---- ONNX's affine quantization as onnxruntime's x86-64 kernels compute it (tandem/qdq.py): float32
+# arithmetic, one rounding per operation (or per fused multiply-add), round half to even
+
+
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a * b + c`` of float32 values rounded once to float32, as an FMA instruction computes it. The
+    product is exact in float64; the sum's rounding error comes from TwoSum, and a float64 sum that lands
+    exactly halfway between two float32 values is moved toward the error before the one rounding to
+    float32 (the only case where rounding twice would differ from rounding once)."""
+    p = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32).astype(np.float64)
+    c64 = np.asarray(c, np.float32).astype(np.float64)
+    s = p + c64
+    v = s - p
+    err = (p - (s - v)) + (c64 - v)   # p + c == s + err exactly
+    r = s.astype(np.float32)
+    below = np.where(r.astype(np.float64) > s, np.nextafter(r, np.float32(-np.inf)), r)
+    above = np.nextafter(below, np.float32(np.inf))
+    halfway = (s - below.astype(np.float64)) == (above.astype(np.float64) - s)
+    nudged = np.where(halfway & (err != 0), np.nextafter(s, np.copysign(np.inf, err)), s)
+    return nudged.astype(np.float32)
+
+
+def quantize_linear(x: np.ndarray, scale: np.ndarray | float, zero_point: int, lo: int, hi: int
+                    ) -> np.ndarray:
+    """ONNX QuantizeLinear: ``x / scale`` in float32, rounded half to even, plus the zero point, saturated
+    to [lo, hi] (int64 out)."""
+    q = np.rint(np.asarray(x, np.float32) / np.float32(scale))
+    return np.clip(q.astype(np.int64) + zero_point, lo, hi)
+
+
+def dequantize_linear(q: np.ndarray, scale: np.ndarray | float, zero_point: int) -> np.ndarray:
+    """ONNX DequantizeLinear: ``(q - zero_point) * scale`` in float32."""
+    return (np.asarray(q, np.int64) - zero_point).astype(np.float32) * np.float32(scale)
+
+
+def requantize_scaled(acc: np.ndarray, scale: np.ndarray | float, zero_point: int, lo: int, hi: int
+                      ) -> np.ndarray:
+    """int32 sums to an 8-bit tensor by a float32 ``scale`` (per element, broadcast): the sum converted to
+    float32, multiplied, rounded half to even, plus the zero point, saturated to [lo, hi] (int64 out), as
+    onnxruntime requantizes a QLinearConv's or a QGemm's sums (MLAS's requantize-output)."""
+    v = np.asarray(acc, np.int64).astype(np.float32) * np.asarray(scale, np.float32)
+    return np.clip(np.rint(v).astype(np.int64) + zero_point, lo, hi)
+
+
+def qlinear_add(a: np.ndarray, b: np.ndarray, ratio_a: float, ratio_b: float, fixed: float, lo: int,
+                hi: int) -> np.ndarray:
+    """onnxruntime's QLinearAdd on x86-64 (its AVX2 kernel): ``fma(a, ratio_a, fma(b, ratio_b, fixed))``
+    in float32 with the constants of ``qlinear_add_constants``, rounded half to even, saturated to [lo,
+    hi] (int64 out)."""
+    f = np.float32
+    inner = fma_f32(np.asarray(b, np.int64).astype(f), f(ratio_b), f(fixed))
+    v = fma_f32(np.asarray(a, np.int64).astype(f), f(ratio_a), inner)
+    return np.clip(np.rint(v).astype(np.int64), lo, hi)
+
+
+def qlinear_add_constants(scale_a: float, zero_a: int, scale_b: float, zero_b: int, scale_c: float,
+                          zero_c: int) -> tuple[np.float32, np.float32, np.float32]:
+    """The float32 constants of ``qlinear_add``: the scale ratios ``sa / sc``, ``sb / sc`` and the fixed
+    part ``zc - (ratio_a * za + ratio_b * zb)``, whose multiply-add the compiled kernel fuses (measured
+    bit for bit against onnxruntime 1.32's x86-64 wheel, tests/tandem/test_qdq.py)."""
+    f = np.float32
+    ratio_a, ratio_b = f(f(scale_a) / f(scale_c)), f(f(scale_b) / f(scale_c))
+    fixed = f(zero_c) - fma_f32(ratio_a, f(zero_a), f(ratio_b * f(zero_b)))
+    return ratio_a, ratio_b, f(fixed)

@@ -1,0 +1,290 @@
+"""Quantized ONNX models (tandem/qdq.py, tandem/qdq_write.py): the import, onnxruntime's integer arithmetic
+(compiler/ops/reference.py), the network on every target bit-exact per step, and the output equal to
+onnxruntime's bit for bit (where onnxruntime is installed)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.ops import network, reference
+from tandem import graph as tg
+from tandem import models, qdq, qdq_write, quantize
+from tandem.network_run import run_network
+from tandem.run import run
+from tandem.targets import load_target
+
+f32 = np.float32
+
+
+def small(name: str, size: int = 16):
+    """A builtin CNN at ``size`` x ``size``, written as a QDQ model."""
+    return qdq_write.write(tg.load(models.build(name), {"input": (1, 3, size, size)}))
+
+
+def inputs(q, seed: int = 3) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal(s).astype(np.float32) for n, s in q.graph.inputs.items()}
+
+
+# ---- the arithmetic
+
+
+def test_fma_rounds_once():
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(500).astype(f32) for _ in range(3))
+    got = reference.fma_f32(a, b, c)
+    for x, y, z, r in zip(a, b, c, got, strict=True):
+        exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+        neighbours = (np.nextafter(r, f32(-np.inf)), np.nextafter(r, f32(np.inf)))
+        assert all(abs(Fraction(float(r)) - exact) <= abs(Fraction(float(n)) - exact) for n in neighbours)
+    # a product exactly halfway between two float32s: a tiny addend decides the direction
+    half = f32(1 + 2**-12)   # half * half = 1 + 2**-11 + 2**-24, halfway
+    below, above = f32(1 + 2**-11), np.nextafter(f32(1 + 2**-11), f32(2))
+    assert reference.fma_f32(half, half, f32(1e-30)) == above
+    assert reference.fma_f32(half, half, f32(-1e-30)) == below
+    assert reference.fma_f32(half, half, f32(0)) == below   # a tie: to even
+
+
+def test_requantize_rounds_half_to_even_and_saturates():
+    acc = np.array([5, 15, 25, -5, 1000, -1000])
+    assert reference.requantize_scaled(acc, f32(0.1), 10, 0, 255).tolist() == [10, 12, 12, 10, 110, 0]
+
+
+# ---- the import
+
+
+def test_import_reads_every_parameter():
+    q = qdq.load(small("resnet18"))
+    ops = {layer.op for layer in q.graph.layers}
+    assert ops == {"Conv", "MaxPool", "Add", "Relu", "GlobalAveragePool", "Flatten", "Gemm"}
+    # each conv's ReLU went into its output's quantization (as onnxruntime's quantizer does): none left
+    # behind a conv, only the residual adds' ReLUs
+    producers = {layer.output: layer for layer in q.graph.layers}
+    assert all(producers[r.inputs[0]].op == "Add" for r in q.graph.layers if r.op == "Relu")
+    for layer in q.graph.layers:
+        assert q.affine[layer.output].dtype == "uint8"
+        if layer.op in ("Conv", "Gemm"):
+            w, b = q.weights[layer.name][1], q.weights[layer.name][2]
+            assert w.dtype == np.int8 and b.dtype == np.int32
+            assert q.affine[qdq.weight_key(layer, 1)].zero_point == 0
+
+
+def test_a_conv_is_onnxruntimes_qlinearconv():
+    q = qdq.load(small("resnet18"))
+    conv = q.graph.layers[0]
+    values = quantize.run_integer(q, inputs(q))
+    x, w, b = values["input"].astype(np.int64), q.weights[conv.name][1], q.weights[conv.name][2]
+    px, py = q.affine["input"], q.affine[conv.output]
+    acc = reference.conv_nd(x - px.zero_point, w.astype(np.int64), 2, 3) + b.reshape(1, -1, 1, 1)
+    scale = (f32(px.scale) * q.affine[qdq.weight_key(conv, 1)].scale) / f32(py.scale)
+    want = np.clip(np.rint(acc.astype(f32) * scale) + py.zero_point, 0, 255)
+    assert np.array_equal(values[conv.output], want)
+
+
+def _model(nodes, inits, inputs=(("x", TensorProto.FLOAT, [1, 4, 6, 6]),), out_type=TensorProto.FLOAT,
+           output="y"):
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(*i) for i in inputs],
+                          [helper.make_tensor_value_info(output, out_type, None)],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    return model
+
+
+def _conv_model(w_zero=0, bias_scale=None, op="Conv"):
+    s = {"sx": f32(0.05), "zx": np.uint8(128), "sw": f32(0.01), "zw": np.int8(w_zero), "sy": f32(0.1),
+         "zy": np.uint8(100), "w": np.ones((4, 4, 1, 1), np.int8), "b": np.arange(4, dtype=np.int32),
+         "sb": f32(bias_scale if bias_scale is not None else f32(0.05) * f32(0.01)), "zb": np.int32(0)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], name="dqw"),
+             helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bd"], name="dqb"),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["yf"], name="conv")
+             if op == "Conv" else helper.make_node(op, ["xd"], ["yf"], name="odd"),
+             helper.make_node("QuantizeLinear", ["yf", "sy", "zy"], ["yq"], name="qy"),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"], name="dqy")]
+    return _model(nodes, s)
+
+
+def test_a_hand_written_model_imports():
+    q = qdq.load(_conv_model())
+    assert [layer.op for layer in q.graph.layers] == ["Conv"]
+    assert q.affine["x"].zero_point == 128 and q.affine["yf"].zero_point == 100
+
+
+@pytest.mark.parametrize("model, message", [
+    (lambda: _conv_model(op="Softmax"), "node odd (Softmax): operator Softmax in a quantized model"),
+    (lambda: _conv_model(w_zero=3), "node conv (Conv): weights must be int8 with zero point 0"),
+    (lambda: _conv_model(bias_scale=0.5), "node conv (Conv): its bias must be int32 at the scale x_scale"),
+])
+def test_bad_quantized_models_are_named(model, message):
+    with pytest.raises(tg.GraphError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        qdq.load(model())
+
+
+def test_a_float_tensor_between_quantized_layers_is_refused():
+    model = _conv_model()
+    relu = helper.make_node("Relu", ["yf"], ["r"], name="relu")   # the conv's float output, not quantized
+    model.graph.node.insert(5, relu)
+    model.graph.node[-2].input[0] = "r"
+    with pytest.raises(tg.GraphError, match=r"node conv \(Conv\): its output yf is not quantized"):
+        qdq.load(model)
+
+
+# ---- the kernels
+
+
+def test_qlinear_add_kernel_is_exact_on_every_pair():
+    cpu = load_target("cpu")
+    grid = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    a, b = (g.astype(np.int32).reshape(256, 16, 16) for g in grid)
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        scales, zeros = rng.uniform(0.01, 0.1, 3).astype(f32), rng.integers(0, 256, 3)
+        k = reference.qlinear_add_constants(scales[0], zeros[0], scales[1], zeros[1], scales[2], zeros[2])
+        params = {"C": 256, "H": 16, "W": 16, "LO": 0, "HI": 255}
+        for name, constant in zip("ABF", k, strict=True):
+            params[f"M{name}"], params[f"E{name}"] = network.dyadic(constant)
+        assert network.qlinear_add_fits(params)
+        assert run(network.user_op("qlinear_add"), cpu, params, inputs=[a, b]).validated
+
+
+def test_requantize_writes_float_where_there_is_no_conversion():
+    rng = np.random.default_rng(2)
+    acc = rng.integers(-30000, 30000, (4, 3, 5)).astype(np.int32)
+    bias = np.zeros_like(acc)
+    scale = np.full(acc.shape, 0.004, np.float32)
+    report = run(network.user_op("requantize_scaled"), load_target("diannao"),
+                 {"C": 4, "H": 3, "W": 5, "ZP": 7, "LO": 0, "HI": 255, "F": 1}, inputs=[acc, bias, scale])
+    assert report.validated and report.output.dtype == np.float32
+
+
+# ---- whole networks on the targets
+
+
+@pytest.mark.parametrize("kind", ["cpu", "diannao", "vita"])
+def test_every_step_is_bit_exact(kind):
+    q = qdq.load(small("resnet18", 32))
+    options = {"min_time": 0.001} if kind == "cpu" else None
+    report = run_network(q, load_target(kind), inputs(q), options=options)
+    assert report.validated and all(row.validated for row in report.rows)
+    assert np.array_equal(report.output, quantize.run_integer(q, inputs(q))[q.graph.output])
+    where = {row.op: row.where for row in report.rows}
+    if kind == "vita":   # a float scale is not what VITA's epilogue computes: named, on the host
+        assert where["Conv"] == "host" and where["MaxPool"] == "vita"
+        assert any("float32 requantization" in row.why for row in report.rows)
+    else:
+        assert where["Conv"] == kind   # (the last conv's 1 x 1 output takes DianNao's scalar fallback at
+        assert report.totals()["tensor_macs_share"] > 0.99   # this size, as in the power-of-two graph)
+        assert where["Add"] == ("cpu" if kind == "cpu" else "host")
+
+
+def test_depthwise_and_relu6_run_on_the_cpu():
+    q = qdq.load(small("mobilenet_v2"))
+    report = run_network(q, load_target("cpu"), inputs(q), options={"min_time": 0.001})
+    assert report.validated and report.totals()["tensor_macs_share"] == 1.0
+
+
+# ---- against onnxruntime, bit for bit
+
+
+def _ort():
+    return pytest.importorskip("onnxruntime")
+
+
+def _session(model):
+    ort = _ort()
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_onnxruntime_adds_as_the_reference_does():
+    grid = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    a, b = (g.astype(np.uint8).reshape(1, 256, 16, 16) for g in grid)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        sa, sb = rng.uniform(0.01, 0.1, 2).astype(f32)
+        sc = f32(rng.uniform(0.3, 2) * max(sa, sb))
+        za, zb, zc = (np.uint8(v) for v in rng.integers(0, 256, 3))
+        nodes = [helper.make_node("DequantizeLinear", ["a", "sa", "za"], ["af"]),
+                 helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bf"]),
+                 helper.make_node("Add", ["af", "bf"], ["cf"]),
+                 helper.make_node("QuantizeLinear", ["cf", "sc", "zc"], ["c"])]
+        inits = {"sa": sa, "za": za, "sb": sb, "zb": zb, "sc": sc, "zc": zc}
+        model = _model(nodes, inits, [(n, TensorProto.UINT8, [1, 256, 16, 16]) for n in "ab"],
+                       TensorProto.UINT8, "c")
+        want = _session(model).run(None, {"a": a, "b": b})[0]
+        k = reference.qlinear_add_constants(sa, int(za), sb, int(zb), sc, int(zc))
+        assert np.array_equal(reference.qlinear_add(a, b, *k, 0, 255), want)
+
+
+def test_onnxruntime_requantizes_as_the_reference_does():
+    rng = np.random.default_rng(5)
+    x = np.arange(256, dtype=np.uint8).reshape(1, 1, 16, 16)
+    for _ in range(6):
+        sx, sw = rng.uniform(0.001, 0.05, 2).astype(f32)
+        target = 2.0 ** rng.uniform(-10, 0)
+        sy, zx, zy = f32(sx * sw / target), np.uint8(rng.integers(0, 256)), np.uint8(rng.integers(0, 256))
+        reach = int(300 / target)
+        channels = min(4096, 2 * reach // 256 + 1)
+        w, b = np.ones((channels, 1, 1, 1), np.int8), (np.arange(channels) * 256 - reach).astype(np.int32)
+        nodes = [helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
+                 helper.make_node("DequantizeLinear", ["w", "sw"], ["wf"]),
+                 helper.make_node("DequantizeLinear", ["b", "sb"], ["bf"]),
+                 helper.make_node("Conv", ["xf", "wf", "bf"], ["yf"]),
+                 helper.make_node("QuantizeLinear", ["yf", "sy", "zy"], ["y"])]
+        inits = {"sx": sx, "zx": zx, "w": w, "sw": sw, "b": b, "sb": f32(sx * sw), "sy": sy, "zy": zy}
+        model = _model(nodes, inits, [("x", TensorProto.UINT8, [1, 1, 16, 16])], TensorProto.UINT8)
+        want = _session(model).run(None, {"x": x})[0]
+        acc = (x.astype(np.int64) - int(zx)) + b.reshape(1, -1, 1, 1)
+        assert np.array_equal(reference.requantize_scaled(acc, (sx * sw) / sy, int(zy), 0, 255), want)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_onnxruntime_runs_the_same_network(name):
+    model = small(name, 32)
+    q = qdq.load(model)
+    session = _session(model)
+    for seed in range(2):
+        x = inputs(q, seed)
+        got = quantize.dequantize(q, q.graph.output, quantize.run_integer(q, x)[q.graph.output])
+        assert np.array_equal(got.astype(np.float32), session.run(None, x)[0])
+
+
+def test_onnxruntimes_own_quantizer(tmp_path):
+    """A model quantized by onnxruntime's quantize_static (after its pre-processing), as users make them."""
+    _ort()
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    model = models.build("resnet18")
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_value = dims[3].dim_value = 32
+    for output in model.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    (tmp_path / "f.onnx").write_bytes(model.SerializeToString())
+    quant_pre_process(str(tmp_path / "f.onnx"), str(tmp_path / "p.onnx"), skip_symbolic_shape=True)
+    rng = np.random.default_rng(0)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.left = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+
+        def get_next(self):
+            return self.left.pop() if self.left else None
+    source, quantized = str(tmp_path / "p.onnx"), str(tmp_path / "q.onnx")
+    quantize_static(source, quantized, Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    from typer.testing import CliRunner
+
+    from tandem.cli import app
+
+    result = CliRunner().invoke(app, ["model", str(tmp_path / "q.onnx"), "--target", "cpu", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["check"]["exact"] and report["network"]["onnxruntime"]["exact"]
+    assert report["network"]["validated"]
