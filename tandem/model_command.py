@@ -13,7 +13,9 @@ against the integer graph: a per-layer table (operator, shape, where it ran and 
 the kernels, cycles or time, utilization, DRAM bytes) and the totals; ``--save FILE.json`` and ``--csv
 FILE.csv`` write it, ``--trace FILE.json`` one Chrome/Perfetto trace of the whole network. The network's
 output is compared with onnxruntime's float32 run of the model on the same input, within twice the
-quantization's own error on a calibration input. Exit status: 0 when the import, every step and the output
+quantization's own error on a calibration input. A model already quantized (QDQ, tandem/qdq.py) keeps its
+quantization, and both its integer graph and the target's output are compared with onnxruntime's run of it
+bit for bit. Exit status: 0 when the import, every step and the output
 check (or cannot be checked), 1 when one differs, 2 for bad input.
 """
 
@@ -41,7 +43,7 @@ def model_command(
     file: Annotated[Path | None, typer.Argument(help="An ONNX model file.")] = None,
     builtin: Annotated[str | None, typer.Option(
         help="A builtin model instead of a file: resnet18, resnet50, mobilenet_v2, bert_encoder, "
-             "vit_block.")] = None,
+             "vit_block; or a quantized CNN: resnet18_qdq, resnet50_qdq, mobilenet_v2_qdq.")] = None,
     input_shape: Annotated[list[str] | None, typer.Option(
         "--input-shape", help="NAME=1x3x224x224: a graph input's shape (needed where it is symbolic).")
     ] = None,
@@ -91,7 +93,7 @@ def model_command(
             q = qdq.load(source, shapes)
             g = q.graph
             check = _exact_against_onnxruntime(source, q, _inputs(g, seed), None)
-            quantized = None
+            quantized = {"rule": "the model's own (QDQ): --int8 quantizes nothing more"} if int8 else None
         else:
             g = tg.load(source, shapes)
             check = _check(g, source, seed)
@@ -318,7 +320,9 @@ def _print(g, report: dict) -> None:
                       f"{layer.macs:,}" if layer.macs else "")
     console.print(table)
     console.print(f"import check: {report['check']['detail']}", markup=False)   # keeps '.[peers]' as text
-    if "int8" in report:
+    if "int8" in report and "relative_l2" not in report["int8"]:
+        console.print(f"int8: {report['int8']['rule']}", markup=False)
+    elif "int8" in report:
         q = report["int8"]
         agree = "agrees" if q["top1_agrees"] else "differs"
         console.print(f"int8 ({q['rule']}): relative L2 error {q['relative_l2']:.3f} against float32; the "

@@ -25,6 +25,12 @@ A conv's requantization shifts right by ``s = e_x + e_w - e_out`` (tandem/quanti
 (``s < 0``) is not what these kernels compute, and such a layer runs on the host, as do grouped convolutions
 other than depthwise (no schedule takes a bias and groups yet) and the float layers (softmax, layer norm,
 GELU, a Mul).
+
+A quantized ONNX model's graph (tandem/qdq.py) requantizes by float32 scales, with zero points: the data
+moves to the target's 8-bit type and the zero point's weight sums come off the bias (``_data_operand``);
+the CPU and DianNao then run ``requantize_scaled`` (DianNao's in float32: no float-to-int conversion), the
+CPU ``qlinear_add`` and ``scaled_mean`` (DianNao's adds and pool run on the host); VITA, whose epilogue
+only shifts, runs its max pools and leaves the float-scaled steps to the host (``NO_FLOAT_REQUANTIZE``).
 """
 
 from __future__ import annotations

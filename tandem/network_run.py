@@ -80,7 +80,8 @@ class Step:
 
 
 def steps(q: QuantizedGraph) -> list[Step]:
-    """The graph's layers grouped into steps (the module's rule for fusing)."""
+    """The graph's layers grouped into steps (the module's rule for fusing; none in a quantized ONNX
+    model's graph, whose every layer requantizes to its own output's parameters)."""
     readers = reader_counts(q.graph.layers)
     out: list[Step] = []
     layers = list(q.graph.layers)
