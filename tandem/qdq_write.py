@@ -10,7 +10,7 @@ reference (tandem/graph.py) on ``samples`` standard-normal inputs drawn from ``s
 symmetric, one scale per tensor ``max|w| / 127``; a bias is int32 at the scale ``x_scale * w_scale``.
 The float layers stay as they are (batch norms already folded into their convolutions by the import), each
 between a DequantizeLinear of its inputs and a QuantizeLinear of its output, except a ReLU (or a Clip at 0)
-that alone reads a convolution's output: its range quantizes the convolution's output and it is left out,
+that alone reads a convolution's, GEMM's or add's output: its range quantizes that output and it is left out,
 as onnxruntime's quantizer does (uint8's saturation at the zero point is the ReLU; a ReLU6's top is the
 calibrated maximum, at most 6).
 
@@ -108,7 +108,7 @@ def write(graph: Graph, seed: int = 0, samples: int = 2):
 
 
 def _absorbed_activations(graph: Graph) -> dict[str, str]:
-    """The ReLUs and Clips at 0 whose input is a Conv's or Gemm's output that nothing else reads: their
+    """The ReLUs and Clips at 0 whose input is a Conv's, Gemm's or Add's output that nothing else reads: their
     range quantizes that output instead (its zero point at uint8's 0, so saturation is the activation), and
     the node is left out, as onnxruntime's quantizer does."""
     readers = tg.reader_counts(graph.layers)
@@ -118,7 +118,7 @@ def _absorbed_activations(graph: Graph) -> dict[str, str]:
         producer = producers.get(layer.inputs[0]) if layer.inputs else None
         at_zero = layer.op == "Relu" or (layer.op == "Clip" and layer.operand(1, {}) is not None
                                          and float(layer.operand(1, {})) == 0.0)
-        if at_zero and producer is not None and producer.op in ("Conv", "Gemm") \
+        if at_zero and producer is not None and producer.op in ("Conv", "Gemm", "Add") \
                 and readers.get(producer.output) == 1:
             out[layer.output] = producer.output
     return out
