@@ -169,6 +169,25 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
     return tensors(graph, inputs)[graph.output]
 
 
+def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Standard-normal float32 arrays for the graph's inputs, drawn from ``rng`` in input order."""
+    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in graph.inputs.items()}
+
+
+def ranges(graph: Graph, seed: int, samples: int) -> dict[str, tuple[float, float]]:
+    """Every tensor's calibrated range ``(lo, hi)``, widened to hold 0: over ``samples`` inputs from
+    ``random_inputs`` with ``seed``, through the float32 reference."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, tuple[float, float]] = {}
+    for _ in range(samples):
+        for name, value in tensors(graph, random_inputs(graph, rng)).items():
+            lo, hi = out.get(name, (0.0, 0.0))
+            if value.size:
+                lo, hi = min(lo, float(value.min())), max(hi, float(value.max()))
+            out[name] = (lo, hi)
+    return out
+
+
 def tensors(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every tensor ``run_reference`` computes, by name (the graph inputs too)."""
     values: dict[str, np.ndarray] = {}

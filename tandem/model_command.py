@@ -88,14 +88,15 @@ def model_command(
             shapes[name] = parse_shape(text)
         model = models.build(builtin, seed) if builtin else None
         source = model if model is not None else file
-        proto, _ = tg.read(source)
+        proto, where = tg.read(source)   # parsed once
         if qdq.is_qdq(proto):   # already quantized: its own integer graph, exact against onnxruntime
-            q = qdq.load(source, shapes)
+            q = qdq.load(proto, shapes, where)
             g = q.graph
-            check = _exact_against_onnxruntime(source, q, _inputs(g, seed), None)
+            inputs = tg.random_inputs(g, np.random.default_rng(seed))
+            check = _exact_against_onnxruntime(source, q, inputs, None)
             quantized = {"rule": "the model's own (QDQ): --int8 quantizes nothing more"} if int8 else None
         else:
-            g = tg.load(source, shapes)
+            g = tg.load(proto, shapes, where=where)
             check = _check(g, source, seed)
             quantized = _int8(g, seed) if int8 else None
             q = None
@@ -154,11 +155,6 @@ def _target(kind: str, config: str | None, spec: Path | None):
         raise fail(str(exc), 2) from None
 
 
-def _inputs(g, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in g.inputs.items()}
-
-
 def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool, quiet: bool):
     """The int8 network on ``target`` (``q``: a quantized model's own; None: ``g`` quantized with VTA's
     rule), with a progress bar of its steps (none with --json), and its output against onnxruntime's run
@@ -171,7 +167,9 @@ def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool,
 
     given = q is not None
     q = q if given else quantize.quantize(g, seed)
-    inputs = _inputs(g, seed + 1)   # not a calibration input
+    from tandem.graph import random_inputs
+
+    inputs = random_inputs(g, np.random.default_rng(seed + 1))   # not a calibration input
     options = {"threads": threads, "min_time": 0.05} if target.kind == "cpu" else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   transient=True, disable=quiet) as bar:
@@ -285,8 +283,7 @@ def _check(g, model, seed: int) -> dict:
                           "checked"}
     from tandem import graph as tg
 
-    rng = np.random.default_rng(seed)
-    inputs = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in g.inputs.items()}
+    inputs = tg.random_inputs(g, np.random.default_rng(seed))
     source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
     session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     options = [o.name for o in session.get_outputs()]

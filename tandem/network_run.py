@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from compiler.target import Target
-from tandem.graph import Layer, reader_counts
+from tandem.graph import Layer, random_inputs, reader_counts
 from tandem.quantize import QuantizedGraph, integer_layer, run_integer
 from tandem.run import FLOWS, RunError, exact, reference_of, run
 
@@ -240,8 +240,7 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
 
     start = time.perf_counter()
     if inputs is None:
-        rng = np.random.default_rng(seed)
-        inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in q.graph.inputs.items()}
+        inputs = random_inputs(q.graph, np.random.default_rng(seed))
     oracle = run_integer(q, inputs)
     values = {name: oracle[name] for name in q.graph.inputs}   # the int8 network inputs
     cache: dict = {}

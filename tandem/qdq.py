@@ -80,15 +80,16 @@ def is_qdq(model: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------ import
 
-def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None):
+def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, where: str | None = None):
     """Import the QDQ model ``model`` (a path or a ModelProto) as a QuantizedGraph with ``affine``
-    parameters (the module's rule)."""
+    parameters (the module's rule); ``where`` names the model in errors."""
     import onnx
     from onnx import numpy_helper
 
     from tandem.quantize import QuantizedGraph
 
-    model, where = tg.read(model)
+    model, named = tg.read(model)
+    where = where or named
     graph = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:

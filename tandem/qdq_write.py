@@ -35,17 +35,12 @@ def write(graph: Graph, seed: int = 0, samples: int = 2):
 
     from tandem import qdq
 
-    rng = np.random.default_rng(seed)
-    ranges: dict[str, tuple[float, float]] = {}
-    for _ in range(samples):
-        inputs = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in graph.inputs.items()}
-        for name, value in tg.tensors(graph, inputs).items():
-            lo, hi = ranges.get(name, (0.0, 0.0))
-            ranges[name] = (min(lo, float(value.min())), max(hi, float(value.max())))
+    ranges = tg.ranges(graph, seed, samples)
     absorbed = _absorbed_activations(graph)   # a ReLU/Clip output -> the conv/GEMM output it replaces
     for relu, producer in absorbed.items():
         ranges[producer] = ranges[relu]
     nodes, inits = [], []
+    scales: dict[str, np.float32] = {}   # each activation's scale, for the biases that read it
 
     def const(name: str, value: np.ndarray) -> str:
         inits.append(numpy_helper.from_array(np.asarray(value), name))
@@ -55,6 +50,7 @@ def write(graph: Graph, seed: int = 0, samples: int = 2):
         lo, hi = ranges[name]
         scale = np.float32((hi - lo) / 255.0) if hi > lo else np.float32(1.0)
         zero = np.uint8(np.clip(np.rint(-lo / scale), 0, 255))
+        scales[name] = scale
         s, z = const(f"{name}_scale", scale), const(f"{name}_zero_point", zero)
         nodes.append(helper.make_node("QuantizeLinear", [name, s, z], [f"{name}_q"], name=f"{name}_Q"))
         nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", s, z], [f"{name}_dq"],
@@ -89,8 +85,7 @@ def write(graph: Graph, seed: int = 0, samples: int = 2):
                 q = reference.quantize_linear(w, w_scale, 0, -127, 127).astype(np.int8)
                 operands.append(quantized_const(f"{layer.name}_W", q, w_scale))
             elif layer.op in ("Conv", "Gemm") and position == 2:
-                x = absorbed.get(layer.inputs[0], layer.inputs[0])
-                b_scale = np.float32(_scale_of(inits, x) * w_scale)
+                b_scale = np.float32(scales[absorbed.get(layer.inputs[0], layer.inputs[0])] * w_scale)
                 b = np.rint(layer.weights[2].astype(np.float64) / np.float64(b_scale)).astype(np.int32)
                 operands.append(quantized_const(f"{layer.name}_B", b, b_scale))
             else:
@@ -122,12 +117,3 @@ def _absorbed_activations(graph: Graph) -> dict[str, str]:
                 and readers.get(producer.output) == 1:
             out[layer.output] = producer.output
     return out
-
-
-def _scale_of(inits: list, name: str) -> np.float32:
-    from onnx import numpy_helper
-
-    for tensor in inits:
-        if tensor.name == f"{name}_scale":
-            return np.float32(numpy_helper.to_array(tensor))
-    raise KeyError(name)

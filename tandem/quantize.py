@@ -32,7 +32,7 @@ import numpy as np
 
 from compiler.ops import reference
 from tandem import qdq
-from tandem.graph import Graph, GraphError, Layer, evaluate, tensors
+from tandem.graph import Graph, GraphError, Layer, evaluate, random_inputs, ranges, tensors
 
 INT8 = (-128, 127)
 #: operators whose output keeps the exponent of their (first) input
@@ -68,13 +68,7 @@ class QuantizedGraph:
 def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> QuantizedGraph:
     """Calibrate every activation's exponent on ``samples`` seeded random inputs and quantize the weights
     (the module's rule)."""
-    rng = np.random.default_rng(seed)
-    peaks: dict[str, float] = {}
-    for _ in range(samples):
-        inputs = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in graph.inputs.items()}
-        for name, value in tensors(graph, inputs).items():
-            peaks[name] = max(peaks.get(name, 0.0), float(np.max(np.abs(value))) if value.size else 0.0)
-    exponents = {name: exponent_of(peak) for name, peak in peaks.items()}
+    exponents = {name: exponent_of(max(-lo, hi)) for name, (lo, hi) in ranges(graph, seed, samples).items()}
     for layer in graph.layers:   # in order, so a chain of them takes its first input's exponent
         if layer.op in SAME_EXPONENT:
             exponents[layer.output] = exponents[layer.inputs[0]]
@@ -181,8 +175,7 @@ def _requantize(acc: np.ndarray, shift: int) -> np.ndarray:
 def check_against_float(q: QuantizedGraph, seed: int = 1) -> dict[str, float]:
     """How far the quantized network's output is from the float32 one on a seeded input: the relative L2
     error and, for a classifier, whether the top class agrees."""
-    rng = np.random.default_rng(seed)
-    inputs = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in q.graph.inputs.items()}
+    inputs = random_inputs(q.graph, np.random.default_rng(seed))
     want = tensors(q.graph, inputs)[q.graph.output].astype(np.float64)
     return compare_output(q, run_integer(q, inputs)[q.graph.output], want)
 

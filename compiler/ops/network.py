@@ -253,8 +253,9 @@ def _rounded_to_int(v, lo: int, hi: int):
     return ir.cast(_rounded(v, lo, hi), "int32")
 
 
-def _check_bounds(name: str, ZP: int, LO: int, HI: int) -> None:
-    if not -128 <= LO <= HI <= 255 or not LO <= ZP <= HI:
+def _check_bounds(name: str, ZP: int | None, LO: int, HI: int) -> None:
+    """[LO, HI] inside uint8's or int8's range, and the zero point ZP (if any) inside it."""
+    if not -128 <= LO <= HI <= 255 or (ZP is not None and not LO <= ZP <= HI):
         raise ScheduleError(f"{name}: the zero point ZP = {ZP} must lie in [LO, HI] = [{LO}, {HI}], a part "
                             f"of [-128, 255] (uint8 or int8)")
 
@@ -294,7 +295,7 @@ def qlinear_add(C: int, H: int, W: int, MA: int = 1, EA: int = 0, MB: int = 1, E
     rounded half to even, saturated to [LO, HI]. Each fused multiply-add is exact integer arithmetic in
     int64 at the finer of its two exponents, rounded once by the int64 -> float32 conversion
     (``qlinear_add_fits`` says whether the int64 sums hold)."""
-    _check_bounds("qlinear_add", LO, LO, HI)
+    _check_bounds("qlinear_add", None, LO, HI)   # (the fixed part holds the output's zero point)
     a = te.placeholder((C, H, W), "int32", name="a")
     b = te.placeholder((C, H, W), "int32", name="b")
     e_inner, e_outer = min(EB, EF), min(EA, EB, EF)

@@ -110,8 +110,7 @@ def test_random_small_encoder_blocks_run_bit_exact_step_by_step_on_each_target(k
 
 
 def _inputs(q: quantize.QuantizedGraph, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(s).astype(np.float32) for n, s in q.graph.inputs.items()}
+    return tg.random_inputs(q.graph, np.random.default_rng(seed))
 
 
 def test_a_relu_fuses_into_the_conv_or_add_it_alone_reads():

@@ -27,8 +27,7 @@ def small(name: str, size: int = 16):
 
 
 def inputs(q, seed: int = 3) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(s).astype(np.float32) for n, s in q.graph.inputs.items()}
+    return tg.random_inputs(q.graph, np.random.default_rng(seed))
 
 
 # ---- the arithmetic
