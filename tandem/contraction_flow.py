@@ -26,6 +26,7 @@ from compiler.errors import ScheduleError
 from compiler.ops import contractions
 from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
 from compiler.target import Target
+from sim.core.energy import summed
 from tandem.run import GEMM_KEYS, Execution, RunError, TargetFlow, reject_unknown, take_int
 
 #: the value range of each element type the kinds take
@@ -211,9 +212,9 @@ def canonical_mapping(op: contractions.Contraction, where: str) -> IntrinsicMapp
 
 def repeated(runs: Sequence[Execution], output: np.ndarray, macs: int) -> Execution:
     """One Execution of ``runs``, one compiled kernel run on the operands of each group or batch: ``output``,
-    their cycles, measured seconds and DRAM bytes summed, the first run's instruction counts times their
-    number, and a measured rate (GOPS over the operator's ``macs``, each utilization of it against the
-    measured peak) over the whole."""
+    their cycles, measured seconds, DRAM bytes and energy summed, the first run's instruction counts times
+    their number, and a measured rate (GOPS over the operator's ``macs``, each utilization of it against
+    the measured peak) over the whole."""
     first = runs[0]
     measured, utilization = first.measured, first.utilization
     if "dram_bytes" in measured:
@@ -229,7 +230,7 @@ def repeated(runs: Sequence[Execution], output: np.ndarray, macs: int) -> Execut
         instructions={name: count * len(runs) for name, count in first.instructions.items()},
         tensor_instructions=first.tensor_instructions * len(runs),
         scalar_instructions=first.scalar_instructions and first.scalar_instructions * len(runs),
-        utilization=utilization, measured=measured)
+        utilization=utilization, measured=measured, costs=summed([r.costs for r in runs if r.costs]))
 
 
 def pads_less_transposed(mnk: tuple[int, int, int], row_block: int, lane_block: int) -> bool:

@@ -43,6 +43,8 @@ from compiler.passes.reindex import IntrinsicMapping
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
+from sim.core.energy import table_for
+from sim.diannao import energy as diannao_energy
 from sim.diannao.config import DiannaoConfig, card_cores
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
@@ -262,7 +264,7 @@ class DiannaoFlow(TargetFlow):
         out = after[-1].reshape(job.shape if job.user is not None else out_shape)
         if job.conv is not None:
             out = out[..., :job.conv.oc]   # the padding channels' outputs, computed and dropped
-        return _execution(compiled, result, out, {"tile": compiled.sched.tile,
+        return _execution(compiled, result, out, target, {"tile": compiled.sched.tile,
                           **({"cores_used": compiled.sched.cores} if job.conv is not None else {})})
 
     def reference(self, job: DiannaoJob, inputs: list[np.ndarray]) -> np.ndarray:
@@ -307,9 +309,10 @@ class DiannaoFlow(TargetFlow):
         return out
 
 
-def _execution(compiled: DiannaoCompiled, result: DiannaoResult, output: np.ndarray,
+def _execution(compiled: DiannaoCompiled, result: DiannaoResult, output: np.ndarray, target: Target,
                chosen: dict[str, Any]) -> Execution:
-    """What one launch of ``compiled`` measured, with its ``output`` in the operator's own layout."""
+    """What one launch of ``compiled`` on ``target`` measured, with its ``output`` in the operator's own
+    layout, and its energy."""
     kernel = compiled.kernel
     return Execution(
         output=output,
@@ -318,7 +321,8 @@ def _execution(compiled: DiannaoCompiled, result: DiannaoResult, output: np.ndar
         scalar_fallback=kernel.fallback_count(result.executed),
         unmatched=sorted({str(x) for x in unmatched(compiled.func, kernel.program.isa)}),
         utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
-        program=str(kernel.program), chosen=chosen)
+        program=str(kernel.program), chosen=chosen,
+        costs=diannao_energy.costs(kernel.program, result.executed, table_for(target.config)))
 
 
 def _to_blocks(conv: ConvShape, spec: isa.ISA) -> ConvShape:
@@ -500,7 +504,7 @@ class NetworkOpFlow(DiannaoFlow):
         out = compiled.sched.args[-1]
         arrays = [*dnet.pack(job.op, inputs, target.spec), np.zeros(out.shape, out.dtype.numpy)]
         result, after = run_kernel(compiled.kernel, arrays, config=target)
-        return _execution(compiled, result, dnet.unpack(job.op, after[-1], job.shape),
+        return _execution(compiled, result, dnet.unpack(job.op, after[-1], job.shape), target,
                           {"tile": compiled.sched.tile, "cores_used": compiled.sched.cores})
 
     def roofline(self, job: DiannaoJob, target: Target, execution: Execution) -> int:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from compiler.target import Target
+from sim.core.energy import summed
 from tandem.graph import Layer, random_inputs, reader_counts
 from tandem.quantize import QuantizedGraph, integer_layer, run_integer
 from tandem.run import FLOWS, RunError, exact, reference_of, run
@@ -150,6 +151,11 @@ class Row:
     why: str = ""
     #: each kernel the step ran, in order: its label and cycles (not a CSV column)
     kernels: list[tuple[str, int]] = field(default_factory=list)
+    #: the step's kernels' energy on the target's machine (sim/core/energy.py), where it models it
+    energy_uj: float | None = None
+    #: ... by component (not a CSV column), and the machine's area (not a column either)
+    energy_breakdown_uj: dict[str, float] = field(default_factory=dict)
+    area_breakdown_mm2: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -188,14 +194,30 @@ class NetworkReport:
                 "steps": len(self.rows), "on_host": on_host, "cycles": self.cycles,
                 "seconds": _total([r.seconds for r in self.rows]),
                 "macs": self.macs, "tensor_macs_share": round(self.tensor_macs_share, 6),
-                "dram_bytes": _total([r.dram_bytes for r in self.rows]), "wall_s": round(self.wall_s, 3)}
+                "dram_bytes": _total([r.dram_bytes for r in self.rows]), "wall_s": round(self.wall_s, 3),
+                **self.costs()}
+
+    def costs(self) -> dict[str, Any]:
+        """The network's energy on the target (the steps it ran there: the host's are not counted) and
+        the machine's area, where the target models them (else nothing)."""
+        ran = [r for r in self.rows if r.where != "host"]
+        if not ran or any(r.energy_uj is None for r in ran):
+            return {}
+        breakdown: dict[str, float] = {}
+        for r in ran:
+            for k, v in r.energy_breakdown_uj.items():
+                breakdown[k] = breakdown.get(k, 0.0) + v
+        area = ran[0].area_breakdown_mm2
+        return {"energy_uj": sum(r.energy_uj for r in ran), "energy_breakdown_uj": breakdown,
+                "area_mm2": sum(area.values()), "area_breakdown_mm2": dict(area)}
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.totals(), "layers": [asdict(r) for r in self.rows]}
+        return {**self.totals(), "layers": [_row_json(r) for r in self.rows]}
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        names = [k for k in asdict(self.rows[0]) if k != "kernels"] if self.rows else []
+        hidden = ("kernels", "energy_breakdown_uj", "area_breakdown_mm2")
+        names = [k for k in asdict(self.rows[0]) if k not in hidden] if self.rows else []
         writer = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore")
         writer.writeheader()
         for r in self.rows:
@@ -311,8 +333,16 @@ def _timing(sources: list[str | None], target: Target) -> str:
     return f"{ran} {len(sources) - len(reused)} of {len(sources)} kernels, reused {len(reused)}"
 
 
+def _row_json(row: Row) -> dict[str, Any]:
+    """A row of ``to_json``'s layers: every field but the machine's area (the totals have it)."""
+    out = asdict(row)
+    del out["area_breakdown_mm2"]
+    return out
+
+
 def _target_row(step: Step, placement: Placement, reports: list, check, timing: str, target: Target) -> Row:
     cycles = sum(r.cycles for r in reports)
+    costs = summed([r.costs for r in reports]) if all(r.costs is not None for r in reports) else None
     seconds = [r.measured.get("seconds") for r in reports]
     dram = [r.measured.get("dram_bytes") for r in reports]
     busy = [r.utilization.get("gemm", r.utilization.get("vpdpbusd")) for r in reports]
@@ -333,4 +363,7 @@ def _target_row(step: Step, placement: Placement, reports: list, check, timing: 
                check.max_abs_err, timing,
                round(sum(r.compile_s for r in reports), 4), round(sum(r.simulate_s for r in reports), 4),
                "" if check.validated else check.detail,
-               [(part.label or part.op, r.cycles) for part, r in zip(placement.parts, reports, strict=True)])
+               [(part.label or part.op, r.cycles) for part, r in zip(placement.parts, reports, strict=True)],
+               None if costs is None else costs.energy_uj,
+               {} if costs is None else {k: v / 1e6 for k, v in costs.energy_pj.items()},
+               {} if costs is None else dict(costs.area_mm2))

@@ -46,6 +46,7 @@ import numpy as np
 
 from compiler.ops.nn import ConvShape
 from compiler.target import Target
+from sim.core.energy import CostReport
 
 #: Where each target kind's flow lives (imported when first used: the CPU's needs LLVM).
 FLOWS = {"diannao": "tandem.diannao_run", "vita": "tandem.vita_run", "cpu": "tandem.cpu_run"}
@@ -82,6 +83,8 @@ class RunReport:
     detail: str = ""
     #: a target's own measures (the CPU's gops, seconds, peak_gops), top-level keys of the JSON object
     measured: dict[str, Any] = field(default_factory=dict)
+    #: energy of the run and area of the machine (simulated targets), top-level keys of the JSON object
+    costs: CostReport | None = None
     # what was compared and run, for callers that show it (not part of the JSON object)
     output: np.ndarray | None = field(default=None, repr=False, compare=False)
     reference: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -89,9 +92,9 @@ class RunReport:
 
     def to_json(self) -> dict:
         report = asdict(self)
-        for key in ("output", "reference", "program", "measured"):
+        for key in ("output", "reference", "program", "measured", "costs"):
             del report[key]
-        return {**report, **self.measured}
+        return {**report, **self.measured, **(self.costs.to_json() if self.costs is not None else {})}
 
 
 @dataclass
@@ -111,6 +114,8 @@ class Execution:
     chosen: dict[str, Any] = field(default_factory=dict)
     #: a target's own measures, top-level keys of the report's JSON object
     measured: dict[str, Any] = field(default_factory=dict)
+    #: the run's energy and the machine's area (sim/core/energy.py), where the target models them
+    costs: CostReport | None = None
 
 
 @dataclass(frozen=True)
@@ -309,7 +314,7 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         (None if roof is None else 0.0),
         compile_s=round(compile_s, 4), simulate_s=round(simulate_s, 4),
         wall_s=round(time.perf_counter() - start, 4), detail=check.detail, measured=execution.measured,
-        output=execution.output, reference=want, program=execution.program,
+        costs=execution.costs, output=execution.output, reference=want, program=execution.program,
     )
 
 

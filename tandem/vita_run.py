@@ -37,6 +37,8 @@ from compiler.passes import check_token_order
 from compiler.passes.reindex import IntrinsicMapping, map_to_intrinsic
 from compiler.pipeline import build
 from compiler.target import Target
+from sim.core.energy import summed, table_for
+from sim.vita import energy as vita_energy
 from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
 from tandem.contraction_flow import ContractionFlow, ContractionJob, pads_less_transposed, plain_traffic
@@ -320,7 +322,8 @@ class VitaFlow(TargetFlow):
             instructions=dict(Counter(i.name for i in kernel.program.insns)),
             tensor_instructions=len(kernel.program.insns), scalar_instructions=0, scalar_fallback=0,
             unmatched=[], utilization=utilization(result), program=str(kernel.program),
-            measured={"dram_bytes": dram_bytes(result)})
+            measured={"dram_bytes": dram_bytes(result)}, costs=vita_energy.costs(kernel.program,
+                                                                                table_for(target.config)))
 
     def reference(self, job: VitaJob, inputs: list[np.ndarray]) -> np.ndarray:
         return job.layer.reference(inputs, job.epilogue)
@@ -529,7 +532,7 @@ class VitaNetworkFlow(TargetFlow):
                 outputs.append(out.ravel()[: arrays[0].size].reshape(arrays[0].shape))
             results.append(result)
             programs.append(kernel.program)
-        return alu_execution(np.concatenate(outputs, axis=0), programs, results)
+        return alu_execution(np.concatenate(outputs, axis=0), programs, results, target)
 
     def reference(self, job: NetworkJob, inputs: list[np.ndarray]) -> np.ndarray:
         """The network operator's own reference (compiler/ops/network.py), saturated to int8."""
@@ -567,15 +570,17 @@ def alu_tiles(elements: int, inputs: int, target: Target) -> tuple[int, int]:
     return chunks * chunk, chunk
 
 
-def alu_execution(output: np.ndarray, programs: Sequence[isa.Program], results: Sequence[VitaResult]
-                  ) -> Execution:
-    """What the ALU kernels' runs measured: their cycles summed, every instruction a tile instruction."""
+def alu_execution(output: np.ndarray, programs: Sequence[isa.Program], results: Sequence[VitaResult],
+                  target: Target) -> Execution:
+    """What the ALU kernels' runs measured: their cycles and energy summed, every instruction a tile
+    instruction."""
     counts = Counter(i.name for p in programs for i in p.insns)
     return Execution(
         output=output, cycles=sum(r.cycles for r in results), instructions=dict(counts),
         tensor_instructions=sum(counts.values()), scalar_instructions=0, scalar_fallback=0, unmatched=[],
         utilization=utilization(results[0]), program="\n".join(str(p) for p in programs),
-        measured={"dram_bytes": sum(dram_bytes(r) for r in results)})
+        measured={"dram_bytes": sum(dram_bytes(r) for r in results)},
+        costs=summed([vita_energy.costs(p, table_for(target.config)) for p in programs]))
 
 
 def flat_tiles(arrays: Sequence[np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
@@ -634,7 +639,7 @@ class VitaUserFlow(TargetFlow):
                           target.config)
         out = np.asarray(kernel.read(result.dram, vs.args[-1].name)).ravel()
         shape = job.user.output.shape
-        return alu_execution(out[: math.prod(shape)].reshape(shape), [kernel.program], [result])
+        return alu_execution(out[: math.prod(shape)].reshape(shape), [kernel.program], [result], target)
 
     def reference(self, job: VitaUserJob, inputs: list[np.ndarray]) -> np.ndarray:
         return job.user.reference(inputs)

@@ -22,7 +22,7 @@ from typing import Any
 import isa
 from sim.core.errors import SimConfigError
 
-FIXED_KEYS = ("name", "summary", "isa_params", "spec", "source")
+FIXED_KEYS = ("name", "summary", "isa_params", "spec", "energy_table", "source")
 
 
 class TomlConfig:
@@ -65,6 +65,19 @@ class TomlConfig:
             shown = ", ".join(f"{k} = {a} in the spec, {b} in the config" for k, (a, b) in differ.items())
             return f"{what}'s ISA parameters differ from config '{self.name}': {shown}"
         return None
+
+    @property
+    def energy_table_path(self) -> str | Path:
+        """The energy table the config names (``energy_table = "..."``: a built-in name, or a file resolved
+        against the config's folder), or the default table's name."""
+        from sim.core.energy import DEFAULT_TABLE
+
+        if not self.energy_table:
+            return DEFAULT_TABLE
+        p = Path(self.energy_table)
+        if not p.suffix:
+            return self.energy_table
+        return p if p.is_absolute() else Path(self.source).parent / p
 
     @property
     def spec_path(self) -> Path | None:
@@ -124,6 +137,10 @@ def parse_config(cls: type, text: str, file: str) -> Any:
     spec = doc.get("spec", "")
     if not isinstance(spec, str) or ("spec" in doc and not spec):
         raise SimConfigError("expected the path of a spec file", file=file, key="spec")
+    table = doc.get("energy_table", "")
+    if not isinstance(table, str) or ("energy_table" in doc and not table):
+        raise SimConfigError("expected the name of a built-in energy table or the path of one", file=file,
+                             key="energy_table")
     values = {}
     for f in fields(cls):
         if f.name in FIXED_KEYS or f.name not in doc:
@@ -136,7 +153,8 @@ def parse_config(cls: type, text: str, file: str) -> Any:
         if not math.isfinite(v) or v <= 0:
             raise SimConfigError(f"must be a finite positive number, but got {v!r}", file=file, key=f.name)
         values[f.name] = want(v)
-    return cls(doc["name"], doc["summary"], MappingProxyType(dict(params)), spec=spec, source=file, **values)
+    return cls(doc["name"], doc["summary"], MappingProxyType(dict(params)), spec=spec, energy_table=table,
+               source=file, **values)
 
 
 def config_names(directory: Path) -> list[str]:

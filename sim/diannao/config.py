@@ -31,10 +31,12 @@ class DiannaoConfig(TomlConfig):
     summary: str
     isa_params: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     spec: str = ""  # the spec file the card uses, relative to this file ("": the built-in one)
+    energy_table: str = ""  # the energy table (sim/core/tables) pricing its actions ("": the default)
     clock_mhz: float = 1000.0
     gmem_bytes_per_cycle: int = 64
     smem_bytes_per_cycle: int = 128
     instruction_budget: int = 100_000_000
+    technology_nm: float = 45.0   # the process node the energy table is scaled to (45: Horowitz's own)
     source: str = "<config>"
     FAMILY = "diannao"
 

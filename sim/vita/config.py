@@ -31,6 +31,7 @@ class VitaConfig(TomlConfig):
     summary: str
     isa_params: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     spec: str = ""  # the spec file the machine uses, relative to this file ("": the built-in one)
+    energy_table: str = ""  # the energy table (sim/core/tables) pricing its actions ("": the default)
     # a key a config file leaves out takes its value from here, which is vta-default.toml's (a test keeps the
     # two the same: one set of defaults)
     clock_mhz: float = 100.0
@@ -40,6 +41,7 @@ class VitaConfig(TomlConfig):
     dep_queue_depth: int = 8
     fetch_cycles_per_insn: int = 1
     uop_budget: int = 50_000_000   # micro-ops a program's GEMM/ALU instructions may run in all
+    technology_nm: float = 45.0   # the process node the energy table is scaled to (45: Horowitz's own)
     source: str = "<config>"
     FAMILY = "vita"
     # keys of earlier configs whose values now live in the spec, and where

@@ -52,6 +52,18 @@ class TileKind:
         return self.elems * self.dtype.itemsize
 
 
+def tile_kinds(spec: isa.ISA) -> dict[str, TileKind]:
+    """The geometry of VITA's five on-chip buffers for ``spec``."""
+    p = spec.params
+    return {
+        "INP": TileKind(p["BATCH"] * p["BLOCK_IN"], np.dtype(np.int8), p["INP_BUFF_DEPTH"]),
+        "WGT": TileKind(p["BLOCK_OUT"] * p["BLOCK_IN"], np.dtype(np.int8), p["WGT_BUFF_DEPTH"]),
+        "ACC": TileKind(p["BATCH"] * p["BLOCK_OUT"], np.dtype(np.int32), p["ACC_BUFF_DEPTH"]),
+        "UOP": TileKind(1, np.dtype(np.uint32), p["UOP_BUFF_DEPTH"]),
+        "OUT": TileKind(p["BATCH"] * p["BLOCK_OUT"], np.dtype(np.int8), p["OUT_BUFF_DEPTH"]),
+    }
+
+
 class VitaState:
     """DRAM and the four on-chip buffers of one VITA machine, for the ISA ``spec``."""
 
@@ -59,13 +71,7 @@ class VitaState:
         p = spec.params
         self.spec = spec
         self.base = base   # the physical address of dram[0]: instructions address DRAM relative to it
-        self.kinds = {
-            "INP": TileKind(p["BATCH"] * p["BLOCK_IN"], np.dtype(np.int8), p["INP_BUFF_DEPTH"]),
-            "WGT": TileKind(p["BLOCK_OUT"] * p["BLOCK_IN"], np.dtype(np.int8), p["WGT_BUFF_DEPTH"]),
-            "ACC": TileKind(p["BATCH"] * p["BLOCK_OUT"], np.dtype(np.int32), p["ACC_BUFF_DEPTH"]),
-            "UOP": TileKind(1, np.dtype(np.uint32), p["UOP_BUFF_DEPTH"]),
-            "OUT": TileKind(p["BATCH"] * p["BLOCK_OUT"], np.dtype(np.int8), p["OUT_BUFF_DEPTH"]),
-        }
+        self.kinds = tile_kinds(spec)
         self.batch, self.block_in, self.block_out = p["BATCH"], p["BLOCK_IN"], p["BLOCK_OUT"]
         if dram.dtype != np.uint8 or dram.ndim != 1:
             raise VitaExecError(f"DRAM must be a 1-D uint8 array, but got {dram.dtype} with shape "
