@@ -8,6 +8,9 @@ Commands:
     isa       list, show and check ISA specs (tandem/isa_commands.py)
     sim       run a program on a simulator (tandem/sim_commands.py)
     run       compile an operator for a target, simulate it, validate it (tandem/run_command.py)
+    model     import a network, run it in int8 on a target (tandem/model_command.py)
+    sweep     run a design-space sweep into a SQLite results store (tandem/sweep_command.py)
+    report    an HTML report of a results store (tandem/report_html.py)
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from tandem.isa_commands import isa_app
 from tandem.model_command import model_command
 from tandem.run_command import run_command
 from tandem.sim_commands import sim_app
+from tandem.sweep_command import report_command, sweep_command
 
 app = typer.Typer(
     name="tandem",
@@ -41,6 +45,8 @@ app.add_typer(isa_app, name="isa")
 app.add_typer(sim_app, name="sim")
 app.command("run")(run_command)
 app.command("model")(model_command)
+app.command("sweep")(sweep_command)
+app.command("report")(report_command)
 
 RUNTIME_PACKAGES = ("numpy", "simpy", "llvmlite")
 

@@ -1,0 +1,179 @@
+"""The HTML report of a sweep's results: figures (matplotlib PNGs) and tables.
+
+A design point is one setting of the parameters (one machine); its cost is summed over the workloads it
+ran (all of them valid: a machine that failed a workload is listed but not plotted). Figures:
+
+- ``pareto_area.png``: cycles vs area, the Pareto front (no other point is both smaller and faster);
+- ``pareto_energy.png``: energy vs cycles, its Pareto front;
+- ``parameters.png``: each parameter's effect, the geometric mean of cycles over the points with each value;
+- ``best_layers.png``: the fastest and the smallest points of the front, cycles per workload (a network's
+  per-layer table when the workload is a network).
+
+The page marks itself once loaded: ``<body data-figures="N" data-broken="M">``, where M counts images that
+did not load (a test opens it in headless Chromium and reads them).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+FIGURES = ("pareto_area.png", "pareto_energy.png", "parameters.png", "best_layers.png")
+
+
+def design_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per setting of the parameters: its rows, and its cycles and energy summed over them and
+    its area (None where a row failed)."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[repr(sorted((r["setting"] or {}).items()))].append(r)
+    out = []
+    for members in groups.values():
+        ok = all(r["status"] == "ok" for r in members)
+        energy = [r["energy_uj"] for r in members]
+        out.append({"setting": members[0]["setting"] or {}, "config": members[0]["config"], "rows": members,
+                    "ok": ok, "cycles": sum(r["cycles"] for r in members) if ok else None,
+                    "energy_uj": sum(energy) if ok and None not in energy else None,
+                    "area_mm2": members[0]["area_mm2"] if ok else None})
+    return out
+
+
+def pareto(points: list[dict[str, Any]], x: str, y: str) -> list[dict[str, Any]]:
+    """The points no other point beats on both ``x`` and ``y`` (smaller is better), by increasing x."""
+    ok = sorted((p for p in points if p[x] is not None and p[y] is not None), key=lambda p: (p[x], p[y]))
+    front, best = [], math.inf
+    for p in ok:
+        if p[y] < best:
+            front.append(p)
+            best = p[y]
+    return front
+
+
+def label(setting: dict[str, Any]) -> str:
+    return ", ".join(f"{k.removeprefix('isa_params.')}={Path(str(v)).name if k == 'spec' else v}"
+                     for k, v in setting.items()) or "base"
+
+
+def write_report(rows: list[dict[str, Any]], out: Path, title: str = "sweep") -> Path:
+    """Write ``out``/index.html and its figures for ``rows`` (a results store's); return the page."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = design_points(rows)
+    by_area = pareto(points, "area_mm2", "cycles")
+    by_energy = pareto(points, "cycles", "energy_uj")
+    _scatter(plt, points, by_area, "area_mm2", "cycles", "area (mm²)", "cycles (sum over workloads)",
+             "Cycles vs area", out / FIGURES[0])
+    _scatter(plt, points, by_energy, "cycles", "energy_uj", "cycles (sum over workloads)", "energy (µJ)",
+             "Energy vs cycles", out / FIGURES[1])
+    _parameters(plt, points, out / FIGURES[2])
+    ends = [p for p in (by_area[-1] if by_area else None, by_area[0] if by_area else None) if p]
+    _layers(plt, list({id(p): p for p in ends}.values()), out / FIGURES[3])
+    page = out / "index.html"
+    page.write_text(_html(title, rows, points, by_area, by_energy))
+    return page
+
+
+def _scatter(plt, points, front, x, y, xlabel, ylabel, title, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ok = [p for p in points if p[x] is not None and p[y] is not None]
+    ax.scatter([p[x] for p in ok], [p[y] for p in ok], s=18, color="#999", label="design points")
+    ax.plot([p[x] for p in front], [p[y] for p in front], "o-", color="#c0392b", label="Pareto front")
+    for p in front:
+        ax.annotate(label(p["setting"]), (p[x], p[y]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if ok and min(p[y] for p in ok) > 0 and max(p[y] for p in ok) / min(p[y] for p in ok) > 20:
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _parameters(plt, points, path: Path) -> None:
+    names = list(dict.fromkeys(k for p in points for k in p["setting"]))
+    fig, axes = plt.subplots(1, max(len(names), 1), figsize=(3.2 * max(len(names), 1), 3.2), squeeze=False)
+    for ax, name in zip(axes[0], names or ["(no parameters)"], strict=False):
+        values: dict[Any, list[float]] = defaultdict(list)
+        for p in points:
+            if p["cycles"] and name in p["setting"]:
+                values[p["setting"][name]].append(p["cycles"])
+        keys = sorted(values, key=lambda v: (isinstance(v, str), v))
+        geo = [math.exp(sum(math.log(c) for c in values[k]) / len(values[k])) for k in keys]
+        ax.bar([Path(str(k)).name for k in keys], geo, color="#2c7fb8")
+        ax.set(title=name.removeprefix("isa_params."), ylabel="geomean cycles")
+        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _layers(plt, ends, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for k, p in enumerate(ends):
+        parts: list[tuple[str, int]] = []
+        for r in p["rows"]:
+            if r["layers"]:
+                parts += [(f"{r['workload']}:{x['step']}", x["cycles"] or 0) for x in r["layers"]]
+            else:
+                parts.append((r["workload"], r["cycles"] or 0))
+        width = 0.8 / max(len(ends), 1)
+        ax.bar([i + k * width for i in range(len(parts))], [c for _, c in parts], width,
+               label=label(p["setting"]))
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(parts))], [n for n, _ in parts], rotation=60,
+                      fontsize=6, ha="right")
+    ax.set(ylabel="cycles", title="Per workload: the ends of the cycles-area front")
+    if ends:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _html(title, rows, points, by_area, by_energy) -> str:
+    esc = html.escape
+
+    def table(front, caption):
+        body = "".join(
+            f"<tr><td>{esc(label(p['setting']))}</td><td>{p['cycles']:,}</td><td>{p['area_mm2']:.3f}</td>"
+            f"<td>{p['energy_uj']:.1f}</td></tr>" for p in front)
+        return (f"<table><caption>{esc(caption)}</caption><tr><th>setting</th><th>cycles</th>"
+                f"<th>area (mm²)</th><th>energy (µJ)</th></tr>{body}</table>")
+
+    failed = [r for r in rows if r["status"] != "ok"]
+    failures = "".join(f"<li>{esc(r['workload'])} at {esc(label(r['setting'] or {}))}: "
+                       f"{esc((r['error'] or '').splitlines()[0] if r['error'] else r['status'])}</li>"
+                       for r in failed[:50])
+    figures = "".join(f'<figure><img src="{name}" alt="{name}"><figcaption>{name}</figcaption></figure>'
+                      for name in FIGURES)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>Tandem sweep: {esc(title)}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} img{{max-width:100%}}
+table{{border-collapse:collapse;margin:1em 0}} td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}
+</style></head>
+<body>
+<h1>Tandem sweep: {esc(title)}</h1>
+<p>{len(rows)} points ({len(failed)} failed or invalid), {len(points)} design points
+({sum(p['ok'] for p in points)} with every workload valid).</p>
+{table(by_area, "Pareto front: cycles vs area")}
+{table(by_energy, "Pareto front: energy vs cycles")}
+{figures}
+{f"<h2>Failed points</h2><ul>{failures}</ul>" if failures else ""}
+<script>
+window.addEventListener("load", function () {{
+  var images = document.images, broken = 0;
+  for (var i = 0; i < images.length; i++) {{
+    if (!images[i].complete || images[i].naturalWidth === 0) broken++;
+  }}
+  document.body.setAttribute("data-figures", images.length);
+  document.body.setAttribute("data-broken", broken);
+}});
+</script>
+</body></html>
+"""

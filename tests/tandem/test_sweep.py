@@ -1,0 +1,260 @@
+"""``tandem sweep`` and ``tandem report``: sweep files checked before any point runs, the SQLite store
+resumable after kill -9, the local and Ray engines giving the same rows, and the report in headless
+Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tandem.cli import app, tandem_version
+from tandem.results import TIMING_COLUMNS, ResultsError, ResultStore
+from tandem.sweep_file import SweepError, expand, read_sweep
+from tandem.sweep_run import sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = CliRunner()
+VERSION = tandem_version()
+
+SMALL = """\
+[sweep]
+name = "small"
+target = "vita"
+config = "vta-default"
+
+[parameters]
+"isa_params.LOG_INP_BUFF_SIZE" = [14, 15]
+"isa_params.DRAM_BYTES_PER_CYCLE" = {{ from = 4, to = 8, step = 4 }}
+{extra}
+[[workloads]]
+layer = "gemm"
+params = {{ M = 16, N = 32, K = 64 }}
+
+[[workloads]]
+layers = "vita_quick"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "sweep.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def table(rows: list[dict]) -> list[dict]:
+    """The rows without their measured wall times (everything else is deterministic)."""
+    return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in rows]
+
+
+def run_sweep(path: Path, db: Path, **options) -> list[dict]:
+    with ResultStore(db, VERSION, fresh=options.pop("fresh", False)) as store:
+        sweep(read_sweep(path), store, VERSION, **options)
+        return store.rows()
+
+
+# ----------------------------------------------------------------------------------------- the sweep file
+def test_the_points_are_the_product_of_the_values_times_the_workloads(tmp_path: Path) -> None:
+    points = expand(read_sweep(write(tmp_path, SMALL.format(extra=""))))
+    assert len(points) == 2 * 2 * (1 + 3)
+    assert [dict(p.setting) for p in points[:5:4]] == [
+        {"isa_params.LOG_INP_BUFF_SIZE": 14, "isa_params.DRAM_BYTES_PER_CYCLE": 4},
+        {"isa_params.LOG_INP_BUFF_SIZE": 14, "isa_params.DRAM_BYTES_PER_CYCLE": 8}]
+    assert [p.workload.name for p in points[:4]] == ["gemm:M=16,N=32,K=64", "vita_quick:q1", "vita_quick:q2",
+                                                     "vita_quick:q3"]
+
+
+def test_zip_pairs_the_values(tmp_path: Path) -> None:
+    text = SMALL.format(extra="").replace('name = "small"', 'name = "small"\ncombine = "zip"')
+    points = expand(read_sweep(write(tmp_path, text)))
+    assert len(points) == 2 * 4
+
+
+@pytest.mark.parametrize("change,line,message", [
+    (("[parameters]", '[parameters]\n"isa_params.LOG_BLOK" = [4]'), 7, "no parameter 'LOG_BLOK'"),
+    (("[parameters]", "[parameters]\nclock = [100]"), 7, "unknown parameter 'clock'"),
+    (("[parameters]", "[parameters]\nclock_mhz = []"), 7, "has no values"),
+    (("[parameters]", "[parameters]\nclock_mhz = { from = 300, to = 100 }"), 7, "has no values"),
+    (('layers = "vita_quick"', 'layers = "resnet99"'), 14, "no layer table 'resnet99'"),
+    (('layers = "vita_quick"', 'model = "resnet99"'), 14, "no builtin model 'resnet99'"),
+    (('layers = "vita_quick"', 'onnx = "missing.onnx"'), 14, "missing.onnx does not exist"),
+    (('layer = "gemm"', 'layer = "softmax"'), 10, "softmax"),
+    (('target = "vita"', 'target = "tpu"'), 3, "target must be one of vita, diannao"),
+    (('config = "vta-default"', 'config = "no-such-config"'), 4, "base machine cannot be loaded"),
+    (("[parameters]", '[parameters]\nspec = ["nothing.toml"]'), 7, "nothing.toml does not exist"),
+])
+def test_bad_input_is_a_typed_error_naming_the_line(tmp_path: Path, change, line, message) -> None:
+    path = write(tmp_path, SMALL.format(extra="").replace(*change))
+    with pytest.raises(SweepError, match=message) as info:
+        read_sweep(path)
+    assert f"{path}:{line}:" in str(info.value)
+
+
+def test_the_command_refuses_a_bad_sweep_before_any_point_runs(tmp_path: Path) -> None:
+    path = write(tmp_path, SMALL.format(extra="").replace("[parameters]", "[parameters]\nclock = [1]"))
+    db = tmp_path / "r.sqlite"
+    result = RUNNER.invoke(app, ["sweep", str(path), "--db", str(db)])
+    assert result.exit_code == 2 and "unknown parameter 'clock'" in result.output
+    assert not db.exists()
+
+
+# ----------------------------------------------------------------------------------------- running
+def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    # LOG_ACC_BUFF_SIZE = 18 alone makes VTA's micro-op fields outgrow 32 bits: the spec refuses it
+    text = SMALL.format(extra="").replace('"isa_params.LOG_INP_BUFF_SIZE" = [14, 15]',
+                                          '"isa_params.LOG_ACC_BUFF_SIZE" = [17, 18]')
+    rows = run_sweep(write(tmp_path, text), tmp_path / "r.sqlite", jobs=1)
+    assert len(rows) == 16
+    bad = [r for r in rows if r["setting"]["isa_params.LOG_ACC_BUFF_SIZE"] == 18]
+    good = [r for r in rows if r["setting"]["isa_params.LOG_ACC_BUFF_SIZE"] == 17]
+    assert all(r["status"] == "failed" and "do not give a valid vita ISA" in r["error"] for r in bad)
+    assert all(r["status"] == "ok" and r["validated"] and r["cycles"] > 0 and r["energy_uj"] > 0
+               and r["area_mm2"] > 0 for r in good)
+
+
+def test_a_resumed_sweep_runs_only_the_missing_points_and_fresh_starts_over(tmp_path: Path) -> None:
+    path, db = write(tmp_path, SMALL.format(extra="")), tmp_path / "r.sqlite"
+    first = run_sweep(path, db, jobs=1)
+    with ResultStore(db, VERSION) as store:
+        summary = sweep(read_sweep(path), store, VERSION, jobs=1)
+    assert (summary.points, summary.skipped, summary.ran) == (16, 16, 0)
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM points WHERE idx >= 10")
+    with ResultStore(db, VERSION) as store:
+        summary = sweep(read_sweep(path), store, VERSION, jobs=1)
+        assert (summary.skipped, summary.ran) == (10, 6)
+        assert table(store.rows()) == table(first)
+    with ResultStore(db, VERSION, fresh=True) as store:
+        assert store.rows() == []
+
+
+def test_the_process_pool_gives_the_rows_of_one_process(tmp_path: Path) -> None:
+    path = write(tmp_path, SMALL.format(extra=""))
+    one = run_sweep(path, tmp_path / "one.sqlite", jobs=1)
+    pool = run_sweep(path, tmp_path / "pool.sqlite", jobs=2)
+    assert table(pool) == table(one) and len(one) == 16
+
+
+def test_ray_gives_the_rows_of_the_local_engine(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="Ray is the optional extra [dist]: pip install -e '.[dist]'")
+    path = write(tmp_path, SMALL.format(extra=""))
+    local = run_sweep(path, tmp_path / "local.sqlite", jobs=2)
+    ray_rows = run_sweep(path, tmp_path / "ray.sqlite", engine="ray", jobs=2)
+    assert table(ray_rows) == table(local)
+
+
+def test_without_ray_the_ray_engine_says_how_to_install_it(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    result = RUNNER.invoke(app, ["sweep", str(write(tmp_path, SMALL.format(extra=""))), "--db",
+                                 str(tmp_path / "r.sqlite"), "--engine", "ray"])
+    assert result.exit_code == 2 and 'pip install -e ".[dist]"' in result.output
+
+
+def test_kill_9_in_the_middle_then_resume_gives_the_uninterrupted_table(tmp_path: Path) -> None:
+    path = write(tmp_path, SMALL.format(extra=""))
+    whole = run_sweep(path, tmp_path / "whole.sqlite", jobs=1)
+    db = tmp_path / "killed.sqlite"
+    command = [sys.executable, "-m", "tandem.cli", "sweep", str(path), "--db", str(db), "--jobs", "1",
+               "--json"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    stored = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if db.exists():
+            try:
+                with sqlite3.connect(db, timeout=5) as con:
+                    stored = con.execute("SELECT count(*) FROM points").fetchone()[0]
+            except sqlite3.OperationalError:
+                stored = 0
+        if stored >= 4:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 4 <= stored < 16, f"the sweep was not killed mid-way ({stored} rows stored)"
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["skipped"] >= 4 and summary["skipped"] + summary["ran"] == 16
+    with ResultStore(db, VERSION) as store:
+        rows = store.rows()
+    assert table(rows) == table(whole)
+    assert len({r["key"] for r in rows}) == 16
+
+
+def test_a_database_of_another_version_is_refused(tmp_path: Path) -> None:
+    path, db = write(tmp_path, SMALL.format(extra="")), tmp_path / "r.sqlite"
+    ResultStore(db, VERSION).close()
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE meta SET value = '0.0.1' WHERE name = 'tandem_version'")
+    with pytest.raises(ResultsError, match="written by Tandem 0.0.1.*--fresh"):
+        ResultStore(db, VERSION)
+    result = RUNNER.invoke(app, ["sweep", str(path), "--db", str(db)])
+    assert result.exit_code == 2 and "written by Tandem 0.0.1" in result.output
+    (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(ResultsError, match="not a Tandem results database"):
+        ResultStore(tmp_path / "junk.sqlite", VERSION)
+
+
+def test_a_network_workload_records_its_layers(tmp_path: Path) -> None:
+    text = SMALL.format(extra="").replace(
+        '[[workloads]]\nlayer = "gemm"\nparams = { M = 16, N = 32, K = 64 }\n\n[[workloads]]\n'
+        'layers = "vita_quick"\n',
+        '[[workloads]]\nmodel = "resnet18"\ninput_shape = { input = [1, 3, 32, 32] }\n')
+    text = text.replace('"isa_params.LOG_INP_BUFF_SIZE" = [14, 15]', '"isa_params.LOG_INP_BUFF_SIZE" = [15]')
+    rows = run_sweep(write(tmp_path, text), tmp_path / "r.sqlite", jobs=1)
+    assert len(rows) == 2 and all(r["status"] == "ok" and r["validated"] for r in rows)
+    for r in rows:
+        ran = [x for x in r["layers"] if x["where"] == "vita"]
+        assert sum(x["cycles"] for x in ran) == r["cycles"]
+        assert sum(x["energy_uj"] for x in ran) == pytest.approx(r["energy_uj"])
+
+
+# ----------------------------------------------------------------------------------------- the report
+def test_the_report_renders_in_headless_chromium_with_every_figure(tmp_path: Path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    path, db, out = write(tmp_path, SMALL.format(extra="")), tmp_path / "r.sqlite", tmp_path / "report"
+    run_sweep(path, db, jobs=1)
+    result = RUNNER.invoke(app, ["report", str(db), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "results.csv").read_text().count("\n") == 17
+    from tandem.report_html import FIGURES
+
+    for name in FIGURES:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if browser is None:
+        pytest.skip("no Chromium here (CI installs Debian's chromium): the page was written but not opened")
+    dom = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=5000", "--dump-dom",
+         (out / "index.html").as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert f'data-figures="{len(FIGURES)}"' in dom.stdout, dom.stdout[:500]
+    assert 'data-broken="0"' in dom.stdout
+
+
+def test_a_report_with_a_broken_figure_is_seen_as_broken(tmp_path: Path) -> None:
+    """The page's own check counts an image that does not load (so the test above can fail)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no Chromium here (CI installs Debian's chromium)")
+    path, db, out = write(tmp_path, SMALL.format(extra="")), tmp_path / "r.sqlite", tmp_path / "report"
+    run_sweep(path, db, jobs=1)
+    assert RUNNER.invoke(app, ["report", str(db), "--out", str(out)]).exit_code == 0
+    (out / "parameters.png").unlink()
+    dom = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--no-first-run", f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=5000",
+         "--dump-dom", (out / "index.html").as_uri()], capture_output=True, text=True, timeout=120)
+    assert 'data-broken="1"' in dom.stdout
