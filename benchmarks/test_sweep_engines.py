@@ -1,4 +1,4 @@
-"""The sweep engines' own cost: the 198-point VITA x ResNet-18 sweep (examples/sweeps/vita-resnet18.toml)
+"""The sweep engines' own cost: the 216-point VITA x ResNet-18 sweep (examples/sweeps/vita-resnet18.toml)
 on the local process pool and on a local Ray, both with two workers; each round starts from an empty
 store. Reported: wall time, the one-time start (workers spawned and warmed, Ray started) and the engine's
 per-point overhead as a share of the points' own time (goal: <= 5%).
@@ -33,7 +33,7 @@ def test_vita_resnet18_sweep(benchmark, engine: str, tmp_path: Path) -> None:
 
     benchmark.pedantic(once, rounds=1, iterations=1)
     summary = runs[-1]
-    assert summary.ran == summary.points == 198 and summary.failed == 0
+    assert summary.ran == summary.points == 216 and summary.failed == 0
     benchmark.extra_info.update(points=summary.points, wall_s=round(summary.wall_s, 2),
                                 startup_s=round(summary.startup_s, 2), point_s=round(summary.point_s, 2),
                                 overhead_pct=round(summary.overhead_pct, 2))

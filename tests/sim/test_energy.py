@@ -17,6 +17,7 @@ import isa
 from sim.core.energy import (
     TABLES,
     EnergyTableError,
+    area_mm2,
     instruction_activity,
     load_table,
 )
@@ -207,3 +208,16 @@ def test_a_config_scales_its_technology(tmp_path: Path) -> None:
     assert small["area_mm2"] == pytest.approx(big["area_mm2"] / 4)
     assert small["energy_breakdown_uj"]["compute"] == pytest.approx(big["energy_breakdown_uj"]["compute"] / 2)
     assert small["energy_breakdown_uj"]["DRAM"] == pytest.approx(big["energy_breakdown_uj"]["DRAM"])
+
+
+@pytest.mark.parametrize("target", ["vita", "diannao"])
+def test_tandem_model_json_reports_the_network_s_energy_and_area(target: str) -> None:
+    result = RUNNER.invoke(app, ["model", "--builtin", "resnet18", "--input-shape", "input=1x3x32x32",
+                                 "--target", target, "--json"])
+    assert result.exit_code == 0, result.output
+    network = json.loads(result.output)["network"]
+    ran = [layer for layer in network["layers"] if layer["where"] == target]
+    assert network["energy_uj"] == pytest.approx(sum(layer["energy_uj"] for layer in ran))
+    assert network["energy_uj"] == pytest.approx(sum(network["energy_breakdown_uj"].values()))
+    machine = {"vita": vita_energy, "diannao": diannao_energy}[target].architecture(load_target(target).spec)
+    assert network["area_mm2"] == pytest.approx(sum(area_mm2(machine, load_table()).values()))
