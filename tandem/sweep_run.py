@@ -15,6 +15,7 @@ point finishes (tandem/results.py), so a killed sweep resumes where it stopped.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 import traceback
@@ -214,18 +215,24 @@ class RayEngine(Engine):
         elif self.started:
             ray.init(num_cpus=self.jobs, include_dashboard=False, log_to_driver=False)
         self.evaluate = ray.remote(evaluate)
+        self.cpus = int(ray.available_resources().get("CPU", self.jobs))
         warmer = ray.remote(warm)
-        ray.get([warmer.remote(k) for k in range(int(ray.available_resources().get("CPU", self.jobs)))])
+        ray.get([warmer.remote(k) for k in range(self.cpus)])
 
     def run(self, todo: Sequence[tuple[str, Point]]) -> Iterator[dict[str, Any]]:
-        """One task per point (tasks of several points measured no faster: Ray's cost here is its daemons
-        sharing the cores, not its per-task dispatch)."""
-        refs = {self.evaluate.remote(point): key for key, point in todo}
-        waiting = list(refs)
-        while waiting:
-            ready, waiting = self.ray.wait(waiting, num_returns=1)
+        """One task per point, at most two per CPU in flight (the scheduler and ``wait`` see a short
+        list; tasks of several points measured no faster)."""
+        queue = iter(todo)
+        flying: dict[Any, str] = {}
+        limit = 2 * self.cpus
+        while True:
+            for key, point in itertools.islice(queue, limit - len(flying)):
+                flying[self.evaluate.remote(point)] = key
+            if not flying:
+                return
+            ready, _ = self.ray.wait(list(flying), num_returns=1)
             for ref in ready:
-                yield {"key": refs[ref], **self.ray.get(ref)}
+                yield {"key": flying.pop(ref), **self.ray.get(ref)}
 
     def stop(self) -> None:
         if self.started:

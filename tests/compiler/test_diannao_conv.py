@@ -100,7 +100,7 @@ def shared_plans(draw):
     return (h, w, cin, cout, k, stride, pad), plan, draw(st.sampled_from(["float32", "int8"]))
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=6, deadline=None, derandomize=True)
 @given(shared_plans())
 def test_cluster_shared_cuts_keep_the_result_and_share_their_tile(case) -> None:
     """Every pass keeps the result of a cluster-shared cut, every marked statement becomes an instruction,

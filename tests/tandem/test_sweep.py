@@ -259,3 +259,9 @@ def test_a_report_with_a_broken_figure_is_seen_as_broken(tmp_path: Path) -> None
          "--no-first-run", f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=5000",
          "--dump-dom", (out / "index.html").as_uri()], capture_output=True, text=True, timeout=120)
     assert 'data-broken="1"' in dom.stdout
+
+
+@pytest.mark.parametrize("name,points", [("vita-quick.toml", 24), ("vita-resnet18.toml", 216),
+                                         ("diannao-card.toml", 24)])
+def test_the_shipped_sweep_files_read_and_expand(name: str, points: int) -> None:
+    assert len(expand(read_sweep(ROOT / "examples" / "sweeps" / name))) == points
