@@ -36,11 +36,14 @@ from rich.console import Console
 from rich.table import Table
 
 import isa
+from sim.core.energy import table_for
 from sim.core.errors import SimError
+from sim.diannao import energy as diannao_energy
 from sim.diannao.config import DiannaoConfig
 from sim.diannao.machine import DiannaoResult
 from sim.diannao.machine import simulate as simulate_diannao
 from sim.diannao.trace import write_trace as write_diannao_trace
+from sim.vita import energy as vita_energy
 from sim.vita.machine import DEFAULT_DRAM_BASE, check_dram_base, simulate
 from sim.vita.trace import write_trace
 from tandem.console import fail
@@ -110,7 +113,7 @@ def vita(
         "config": cfg.name, "dram_base": base, "instructions": len(prog), "cycles": result.cycles,
         "microseconds": result.cycles / cfg.clock_mhz, "gemm_utilization": result.gemm_utilization,
         "units": {u: vars(s) for u, s in result.units.items()}, "bytes_moved": result.bytes_moved,
-        "counters": result.counters,
+        "counters": result.counters, **vita_energy.costs(prog, table_for(cfg)).to_json(),
     }
     out = Console(highlight=False)
     if as_json:
@@ -126,6 +129,14 @@ def vita(
     out.print(table)
     out.print("bytes moved: " + ", ".join(f"{k} {v}" for k, v in result.bytes_moved.items()))
     out.print("fsim counters: " + ", ".join(f"{k} {v}" for k, v in result.counters.items()))
+    out.print(energy_line(summary), soft_wrap=True)
+
+
+def energy_line(summary: dict) -> str:
+    """The human report's line of energy (by component) and area (sim/core/energy.py)."""
+    parts = ", ".join(f"{k} {v:.3g}" for k, v in summary["energy_breakdown_uj"].items())
+    return (f"energy {summary['energy_uj']:.4g} uJ ({parts}); area {summary['area_mm2']:.4g} mm2 at "
+            f"{summary['technology_nm']:g} nm ({summary['energy_table']})")
 
 
 DIANNAO_UNITS = ("vfu", "tfu", "dma")
@@ -158,22 +169,24 @@ def gmem_out_size(gmem_size: int | None, image: np.ndarray | None, cfg: DiannaoC
     return gmem_size
 
 
-def diannao_summary(result: DiannaoResult, cfg: DiannaoConfig, program_length: int) -> dict:
-    """What ``tandem sim diannao --json`` prints: the result of a launch as plain JSON values."""
+def diannao_summary(result: DiannaoResult, cfg: DiannaoConfig, program: isa.Program) -> dict:
+    """What ``tandem sim diannao --json`` prints: the result of a launch as plain JSON values, with its
+    energy and the card's area."""
     return {
-        "config": cfg.name, "program_instructions": program_length, "cycles": result.cycles,
+        "config": cfg.name, "program_instructions": len(program), "cycles": result.cycles,
         "microseconds": result.microseconds, "clock_mhz": result.clock_mhz,
         "cores": [asdict(c) for c in result.cores], "instructions": result.instructions,
         "tensor_instructions": result.tensor_instructions, "scalar_instructions": result.scalar_instructions,
         "bytes_moved": result.bytes_moved, "utilization": {u: result.utilization(u) for u in DIANNAO_UNITS},
+        **diannao_energy.costs(program, result.executed, table_for(cfg)).to_json(),
     }
 
 
 def print_diannao_report(out: Console, result: DiannaoResult, cfg: DiannaoConfig,
-                         program_length: int) -> None:
+                         program: isa.Program) -> None:
     """The human report of a launch: totals, a row per core, instruction mix, bytes and unit utilization
     (each line but the table one line of text, however narrow the terminal)."""
-    out.print(f"{program_length} instructions on {len(result.cores)} cores of {cfg.name}: {result.cycles} "
+    out.print(f"{len(program)} instructions on {len(result.cores)} cores of {cfg.name}: {result.cycles} "
               f"cycles ({result.microseconds:.1f} us at {result.clock_mhz:g} MHz)", soft_wrap=True)
     table = Table("core", "cluster", "busy", "stalled", "idle", "tensor insns", "scalar insns",
                   title="cycles and instructions per core")
@@ -189,6 +202,7 @@ def print_diannao_report(out: Console, result: DiannaoResult, cfg: DiannaoConfig
         "most executed: " + ", ".join(f"{name} {n}" for name, n in top),
         "bytes moved: " + (", ".join(f"{k} {v}" for k, v in result.bytes_moved.items()) or "none"),
         "utilization: " + ", ".join(f"{u.upper()} {result.utilization(u):.1%}" for u in DIANNAO_UNITS),
+        energy_line(diannao_summary(result, cfg, program)),
     ):
         out.print(line, soft_wrap=True)
 
@@ -234,6 +248,6 @@ def diannao(
         raise fail(str(e), 1) from None
     out = Console(highlight=False)
     if as_json:
-        out.print_json(json.dumps(diannao_summary(result, cfg, len(prog))))
+        out.print_json(json.dumps(diannao_summary(result, cfg, prog)))
     else:
-        print_diannao_report(out, result, cfg, len(prog))
+        print_diannao_report(out, result, cfg, prog)

@@ -221,3 +221,24 @@ def test_tandem_model_json_reports_the_network_s_energy_and_area(target: str) ->
     assert network["energy_uj"] == pytest.approx(sum(network["energy_breakdown_uj"].values()))
     machine = {"vita": vita_energy, "diannao": diannao_energy}[target].architecture(load_target(target).spec)
     assert network["area_mm2"] == pytest.approx(sum(area_mm2(machine, load_table()).values()))
+
+
+def test_tandem_sim_reports_the_program_s_energy_and_the_machine_s_area() -> None:
+    target = load_target("vita", "tvm-paper", None)
+    text = (ROOT / "examples/vita/gemm.s").read_text()
+    result = RUNNER.invoke(app, ["sim", "vita", str(ROOT / "examples/vita/gemm.s"), "--dram",
+                                 str(ROOT / "examples/vita/gemm_dram.bin"), "--config", "tvm-paper",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    want = vita_energy.costs(isa.assemble(text, isa=target.spec), load_table())
+    assert report["energy_uj"] == pytest.approx(want.energy_uj) and report["energy_uj"] > 0
+    assert report["area_mm2"] == pytest.approx(want.total_area_mm2)
+    result = RUNNER.invoke(app, ["sim", "diannao", str(ROOT / "examples/diannao/add.s"), "--gmem",
+                                 str(ROOT / "examples/diannao/in.bin"), "--arg", "0", "--arg", "0x10000",
+                                 "--arg", "0x20000", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    # the example adds 16 cores x 1024 f32 elements: 3 x 64 KiB over GMEM
+    gmem = 3 * 65536 * RAW["dram"]["pj_per_byte"]
+    assert report["energy_breakdown_uj"]["GMEM"] == pytest.approx(gmem / 1e6)
