@@ -265,3 +265,12 @@ def test_a_report_with_a_broken_figure_is_seen_as_broken(tmp_path: Path) -> None
                                          ("diannao-card.toml", 24)])
 def test_the_shipped_sweep_files_read_and_expand(name: str, points: int) -> None:
     assert len(expand(read_sweep(ROOT / "examples" / "sweeps" / name))) == points
+
+
+def test_a_spec_file_that_does_not_load_is_refused_naming_the_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.toml").write_text('[isa]\nname = "diannao"\nextends = "diannao"\n')
+    text = SMALL.format(extra="").replace("[parameters]", '[parameters]\nspec = ["broken.toml"]')
+    path = write(tmp_path, text)
+    with pytest.raises(SweepError, match="spec .*broken.toml.*vita") as info:
+        read_sweep(path)
+    assert f"{path}:7:" in str(info.value)
