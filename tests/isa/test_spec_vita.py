@@ -129,7 +129,7 @@ def test_instruction_fields_sit_at_hw_spec_h_bit_positions(insn, expected):
     assert layout(fmt) == expected
 
 
-def test_uop_record_is_32_bits_with_src_idx_as_wide_as_the_acc_depth():
+def test_uop_record_is_32_bits_with_src_idx_as_wide_as_the_deeper_of_inp_and_acc():
     fmt = vita().data["uop"].format
     assert fmt.bits == 32
     assert layout(fmt) == UOP
@@ -147,7 +147,8 @@ def test_field_widths_follow_the_configuration():
     alu = layout(spec.instruction("ALU_MAX").format)  # ALU's src is an ACC index: 10 bits
     assert (alu["src_factor_out"], alu["src_factor_in"], alu["alu_opcode"], alu["imm"]) == (
         (84, 10), (94, 10), (104, 3), (108, 16))
-    assert layout(spec.data["uop"].format) == {"dst_idx": (0, 10), "src_idx": (10, 10), "wgt_idx": (20, 10)}
+    # the micro-op's src_idx is an INP index for GEMM and an ACC index for the ALU: the deeper INP's 12 bits
+    assert layout(spec.data["uop"].format) == {"dst_idx": (0, 10), "src_idx": (10, 12), "wgt_idx": (22, 10)}
     # a smaller micro-op buffer narrows uop_bgn / uop_end and moves the loop counts down
     small = layout(vita(LOG_UOP_BUFF_SIZE=13).instruction("GEMM").format)
     assert (small["uop_bgn"], small["uop_end"], small["iter_out"], small["iter_in"]) == (
@@ -610,3 +611,12 @@ def test_constraint_boundaries_are_exact():
     # the last DRAM byte of a 16-byte tile block may be the last byte of the address space
     last = {**VALID["STORE_OUT"], "dram_base": 2**28 - 11}  # (2^28 - 11 + 8 + 3) * 16 = 2^32
     assert check_constraints(spec, spec.insn("STORE_OUT", **last)) == []
+
+
+def test_a_micro_op_can_address_every_tile_of_the_deeper_buffer():
+    """A 32x32 core with 64 KiB of inputs has 2048 INP tiles but 1024 ACC tiles: the micro-op's src_idx
+    must reach INP tile 2047 (found by experiments/vta_dse.py, where it was as wide as ACC's index)."""
+    spec = vita(LOG_BLOCK=5, LOG_INP_BUFF_SIZE=16)
+    assert (spec.params["LOG_INP_BUFF_DEPTH"], spec.params["LOG_ACC_BUFF_DEPTH"]) == (11, 10)
+    uop = spec.insn("uop", dst_idx=1023, src_idx=2047, wgt_idx=0)   # an EncodingError when it does not fit
+    assert dict(uop.fields)["src_idx"] == 2047
