@@ -146,7 +146,7 @@ def main(
                     row[f"speedup_vs_ort_{threads}"] = peer / row[ours] if peer else None
             rows.append(row)
             summary[f"{name}/{kind}"] = {**row, "breakdown": breakdown(report)}
-            layers += [{"model": name, "target": kind, **vars(r)} for r in report.rows]
+            layers += [{"model": name, "target": kind, **r.to_json()} for r in report.rows]
             console.print(f"{name} on {kind}: {'bit-exact' if report.validated else 'NOT bit-exact'}, "
                           f"{row['cycles'] or row['seconds']}, {row['tensor_macs_share']:.1%} of MACs on "
                           f"tensor instructions ({row['wall_s']} s)", markup=False)

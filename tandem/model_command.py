@@ -167,9 +167,9 @@ def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool,
 
     given = q is not None
     q = q if given else quantize.quantize(g, seed)
-    from tandem.graph import random_inputs
+    from tandem.network_run import run_inputs
 
-    inputs = random_inputs(g, np.random.default_rng(seed + 1))   # not a calibration input
+    inputs = run_inputs(g, seed)
     options = {"threads": threads, "min_time": 0.05} if target.kind == "cpu" else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   transient=True, disable=quiet) as bar:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from compiler.target import Target
-from sim.core.energy import summed
+from sim.core.energy import CostReport, summed
 from tandem.graph import Layer, random_inputs, reader_counts
 from tandem.quantize import QuantizedGraph, integer_layer, run_integer
 from tandem.run import FLOWS, RunError, exact, reference_of, run
@@ -151,11 +151,20 @@ class Row:
     why: str = ""
     #: each kernel the step ran, in order: its label and cycles (not a CSV column)
     kernels: list[tuple[str, int]] = field(default_factory=list)
-    #: the step's kernels' energy on the target's machine (sim/core/energy.py), where it models it
-    energy_uj: float | None = None
-    #: ... by component (not a CSV column), and the machine's area (not a column either)
-    energy_breakdown_uj: dict[str, float] = field(default_factory=dict)
-    area_breakdown_mm2: dict[str, float] = field(default_factory=dict)
+    #: the step's kernels' energy and the machine's area (sim/core/energy.py), where the target models them
+    costs: CostReport | None = field(default=None, repr=False)
+
+    @property
+    def energy_uj(self) -> float | None:
+        return None if self.costs is None else self.costs.energy_uj
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as ``NetworkReport.to_json``'s layers list it: its fields and its energy, in all and by
+        component (the machine's area is the totals')."""
+        out = asdict(self)
+        del out["costs"]
+        energy = {} if self.costs is None else {k: v / 1e6 for k, v in self.costs.energy_pj.items()}
+        return {**out, "energy_uj": self.energy_uj, "energy_breakdown_uj": energy}
 
 
 @dataclass
@@ -200,28 +209,22 @@ class NetworkReport:
     def costs(self) -> dict[str, Any]:
         """The network's energy on the target (the steps it ran there: the host's are not counted) and
         the machine's area, where the target models them (else nothing)."""
-        ran = [r for r in self.rows if r.where != "host"]
-        if not ran or any(r.energy_uj is None for r in ran):
+        ran = [r.costs for r in self.rows if r.where != "host"]
+        if not ran or None in ran:
             return {}
-        breakdown: dict[str, float] = {}
-        for r in ran:
-            for k, v in r.energy_breakdown_uj.items():
-                breakdown[k] = breakdown.get(k, 0.0) + v
-        area = ran[0].area_breakdown_mm2
-        return {"energy_uj": sum(r.energy_uj for r in ran), "energy_breakdown_uj": breakdown,
-                "area_mm2": sum(area.values()), "area_breakdown_mm2": dict(area)}
+        return summed(ran).to_json()
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.totals(), "layers": [_row_json(r) for r in self.rows]}
+        return {**self.totals(), "layers": [r.to_json() for r in self.rows]}
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        hidden = ("kernels", "energy_breakdown_uj", "area_breakdown_mm2")
-        names = [k for k in asdict(self.rows[0]) if k not in hidden] if self.rows else []
+        hidden = ("kernels", "energy_breakdown_uj")
+        names = [k for k in self.rows[0].to_json() if k not in hidden] if self.rows else []
         writer = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore")
         writer.writeheader()
         for r in self.rows:
-            writer.writerow({k: "x".join(map(str, v)) if k == "shape" else v for k, v in asdict(r).items()})
+            writer.writerow({k: "x".join(map(str, v)) if k == "shape" else v for k, v in r.to_json().items()})
         return buf.getvalue()
 
     def chrome_trace(self, clock_mhz: float) -> dict:
@@ -249,6 +252,12 @@ def _total(values: list) -> Any:
     """The sum of the measured values (None where no step measured any)."""
     given = [v for v in values if v is not None]
     return sum(given) if given else None
+
+
+def run_inputs(g, seed: int) -> dict[str, np.ndarray]:
+    """The inputs ``tandem model --target`` and a sweep run a network on for ``seed``: seeded apart from
+    the calibration inputs the quantizer draws from ``seed`` (so the run is not on a calibration input)."""
+    return random_inputs(g, np.random.default_rng(seed + 1))
 
 
 def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarray] | None = None, *,
@@ -333,13 +342,6 @@ def _timing(sources: list[str | None], target: Target) -> str:
     return f"{ran} {len(sources) - len(reused)} of {len(sources)} kernels, reused {len(reused)}"
 
 
-def _row_json(row: Row) -> dict[str, Any]:
-    """A row of ``to_json``'s layers: every field but the machine's area (the totals have it)."""
-    out = asdict(row)
-    del out["area_breakdown_mm2"]
-    return out
-
-
 def _target_row(step: Step, placement: Placement, reports: list, check, timing: str, target: Target) -> Row:
     cycles = sum(r.cycles for r in reports)
     costs = summed([r.costs for r in reports]) if all(r.costs is not None for r in reports) else None
@@ -364,6 +366,4 @@ def _target_row(step: Step, placement: Placement, reports: list, check, timing: 
                round(sum(r.compile_s for r in reports), 4), round(sum(r.simulate_s for r in reports), 4),
                "" if check.validated else check.detail,
                [(part.label or part.op, r.cycles) for part, r in zip(placement.parts, reports, strict=True)],
-               None if costs is None else costs.energy_uj,
-               {} if costs is None else {k: v / 1e6 for k, v in costs.energy_pj.items()},
-               {} if costs is None else dict(costs.area_mm2))
+               costs)

@@ -30,21 +30,28 @@ class ResultsError(ValueError):
 
 
 class ResultStore:
-    """The results of sweeps in the SQLite file ``path`` (created if missing; emptied with ``fresh``)."""
+    """The results of sweeps in the SQLite file ``path`` (created if missing; emptied with ``fresh``), for
+    Tandem ``version``; with ``readonly``, an existing file of any version, opened for reading only."""
 
-    def __init__(self, path: str | Path, version: str, fresh: bool = False) -> None:
+    def __init__(self, path: str | Path, version: str, fresh: bool = False, readonly: bool = False) -> None:
         self.path = Path(path)
-        if not self.path.parent.is_dir():
-            raise ResultsError(f"{self.path}: the folder {self.path.parent} does not exist")
+        if not (self.path.is_file() if readonly else self.path.parent.is_dir()):
+            raise ResultsError(f"{self.path}: no such results database" if readonly else
+                               f"{self.path}: the folder {self.path.parent} does not exist")
         try:
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
+            if readonly:
+                self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            else:
+                self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=FULL")
             tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as e:
             raise ResultsError(f"{self.path}: not a Tandem results database ({e})") from None
-        if tables and not {"meta", "points"} <= tables:
+        if (tables or readonly) and not {"meta", "points"} <= tables:
             raise ResultsError(f"{self.path}: not a Tandem results database (tables {sorted(tables)})")
+        if readonly:
+            return
         if tables and not fresh:
             meta = dict(self.db.execute("SELECT name, value FROM meta"))
             if meta.get("schema") != str(SCHEMA) or meta.get("tandem_version") != version:
@@ -97,20 +104,8 @@ class ResultStore:
 
 
 def open_results(path: str | Path) -> ResultStore:
-    """An existing results file, of whatever version, for reading (``tandem report``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ResultsError(f"{path}: no such results database")
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        version = dict(db.execute("SELECT name, value FROM meta")) if "meta" in tables else {}
-        db.close()
-    except sqlite3.DatabaseError as e:
-        raise ResultsError(f"{path}: not a Tandem results database ({e})") from None
-    if "points" not in tables:
-        raise ResultsError(f"{path}: not a Tandem results database (no points table)")
-    return ResultStore(path, version.get("tandem_version", "?"))
+    """An existing results file, of whatever version, for reading only (``tandem report``)."""
+    return ResultStore(path, "", readonly=True)
 
 
 def flat(row: dict[str, Any]) -> dict[str, Any]:

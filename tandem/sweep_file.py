@@ -30,6 +30,7 @@ every combination of the parameters' values (or the zip of them) times every wor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -69,7 +70,7 @@ class Workload:
         out: dict[str, Any] = {"op": self.op, "params": [list(p) for p in self.params], "model": self.model,
                                "input_shape": [[k, list(v)] for k, v in self.input_shape]}
         if self.onnx is not None:
-            out["onnx"] = hashlib.sha256(Path(self.onnx).read_bytes()).hexdigest()
+            out["onnx"] = _file_hash(self.onnx)
         return out
 
 
@@ -318,6 +319,12 @@ class _Lines:
         return SweepError(f"{self.path}:{line if line is not None else '?'}: {message}")
 
 
+@functools.lru_cache(maxsize=64)
+def _file_hash(path: str) -> str:
+    """The sha256 of the file at ``path`` ("" where there is none: a built-in spec), read once."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path and Path(path).is_file() else ""
+
+
 def point_key(point: Point, config: Any, spec: Any, version: str) -> str:
     """The results store's key of ``point``: a hash of the target, the spec (its parameters and the file it
     came from), the machine config's values, the workload and Tandem's version."""
@@ -327,9 +334,7 @@ def point_key(point: Point, config: Any, spec: Any, version: str) -> str:
     if spec is None:   # a machine that does not build: its setting is its identity
         spec_ident: Any = {"setting": [list(s) for s in point.setting]}
     else:
-        text = Path(spec.source).read_bytes() if spec.source and Path(spec.source).is_file() else b""
-        spec_ident = {"params": dict(spec.params), "name": spec.name,
-                      "file": hashlib.sha256(text).hexdigest()}
+        spec_ident = {"params": dict(spec.params), "name": spec.name, "file": _file_hash(spec.source or "")}
     ident = {"target": point.target, "spec": spec_ident, "config": values,
              "workload": point.workload.fingerprint(), "seed": point.seed, "version": version}
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]

@@ -84,11 +84,10 @@ def evaluate(point: Point) -> dict[str, Any]:
 def _network(point: Point, target: Any):
     """A network workload in int8 on ``target``: a QDQ model with its own quantization, any other
     quantized with VTA's rule (``tandem model --target``'s flow)."""
-    import numpy as np
 
     from tandem import graph as tg
     from tandem import models, qdq, quantize
-    from tandem.network_run import run_network
+    from tandem.network_run import run_inputs, run_network
 
     w = point.workload
     source = models.build(w.model, point.seed) if w.model is not None else w.onnx
@@ -98,8 +97,7 @@ def _network(point: Point, target: Any):
         q = qdq.load(proto, shapes, where)
     else:
         q = quantize.quantize(tg.load(proto, shapes, where=where), point.seed)
-    inputs = tg.random_inputs(q.graph, np.random.default_rng(point.seed + 1))
-    return run_network(q, target, inputs)
+    return run_network(q, target, run_inputs(q.graph, point.seed))
 
 
 # ----------------------------------------------------------------------------------------------- engines
@@ -125,7 +123,7 @@ class Summary:
         imports) is ``startup_s``."""
         if not self.ran or not self.point_s:
             return None
-        workers = min(self.jobs, self.ran) if self.engine == "ray" or self.jobs > 1 else 1
+        workers = min(self.jobs, self.ran)
         return 100.0 * ((self.wall_s - self.startup_s) * workers - self.point_s) / self.point_s
 
     def to_json(self) -> dict[str, Any]:
@@ -137,13 +135,16 @@ def pending(sweep: Sweep, done: set[str], version: str) -> tuple[list[tuple[str,
     from tandem.targets import load_config
 
     points = expand(sweep)
+    machines: dict[tuple, tuple[Any, Any]] = {}   # each setting's (config, spec), built once
     todo = []
     for point in points:
-        try:
-            target = machine(point)
-            key = point_key(point, target.config, target.spec, version)
-        except Exception:  # noqa: BLE001 - a machine that does not build still gets a row, keyed by its
-            key = point_key(point, load_config(point.target, point.config), None, version)   # setting
+        if point.setting not in machines:
+            try:
+                target = machine(point)
+                machines[point.setting] = (target.config, target.spec)
+            except Exception:  # noqa: BLE001 - a machine that does not build still gets a row, keyed by
+                machines[point.setting] = (load_config(point.target, point.config), None)   # its setting
+        key = point_key(point, *machines[point.setting], version)
         if key not in done:
             todo.append((key, point))
     return todo, len(points)

@@ -218,22 +218,14 @@ class Activity:
             for key, n in theirs.items():
                 mine[key] += n * times
 
-    def to_json(self) -> dict[str, Any]:
-        return {"ops": {f"{op}.{dt}": n for (op, dt), n in sorted(self.ops.items())},
-                "read_bytes": dict(sorted(self.reads.items())),
-                "write_bytes": dict(sorted(self.writes.items()))}
 
-
+@lru_cache(maxsize=4096)
 def instruction_activity(spec: isa.ISA, insn: isa.Insn) -> Activity:
     """The actions of one execution of ``insn`` (one micro-op, for an instruction whose semantics is one
     micro-op's), from its typed semantics: per point of its iteration space the arithmetic on tensor data,
     and each tensor or register operand it reads or writes once, its bytes at its memory space (a space
-    given by a field resolves to the space that field names)."""
-    return _instruction_activity(spec, insn)
-
-
-@lru_cache(maxsize=4096)
-def _instruction_activity(spec: isa.ISA, insn: isa.Insn) -> Activity:
+    given by a field resolves to the space that field names). Cached per instruction: callers read it
+    (``Activity.add``), never change it."""
     instr = spec.instruction(insn.name)
     activity = Activity()
     if not instr.statements:
@@ -247,10 +239,11 @@ def _instruction_activity(spec: isa.ISA, insn: isa.Insn) -> Activity:
         _count_ops(statement, per_point, env)
     for key, n in per_point.items():
         activity.ops[key] += n * points
-    for name, counter in ((n, activity.reads) for n in sem.reads):
-        counter[_space_of(spec, instr, insn, name)] += _operand_bytes(instr, name, types, env)
-    for name in sem.writes:
-        activity.writes[_space_of(spec, instr, insn, name)] += _operand_bytes(instr, name, types, env)
+    for names, counter in ((sem.reads, activity.reads), (sem.writes, activity.writes)):
+        for name in names:
+            elements = math.prod(max(d, 0) for d in isa.operand_shape(spec, insn, name))
+            nbytes = elements * dtype_of(instr.operand_dtype(instr.operand(name), types)).bytes
+            counter[_space_of(spec, instr, insn, name)] += nbytes
     return activity
 
 
@@ -323,11 +316,6 @@ def _space_of(spec: isa.ISA, instr: isa.Instruction, insn: isa.Insn, name: str) 
         return space.name if space is not None else f"<space {insn[op.space]}>"
     return op.space or "registers"
 
-
-def _operand_bytes(instr: isa.Instruction, name: str, types: dict[str, str], env: Any) -> int:
-    op = instr.operand(name)
-    elements = math.prod(max(int(evaluate(e, env)), 0) for e in op.shape)
-    return elements * dtype_of(instr.operand_dtype(op, types)).bytes
 
 
 # --------------------------------------------------------------------------------------- architecture

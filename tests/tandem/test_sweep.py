@@ -274,3 +274,18 @@ def test_a_spec_file_that_does_not_load_is_refused_naming_the_line(tmp_path: Pat
     with pytest.raises(SweepError, match="spec .*broken.toml.*vita") as info:
         read_sweep(path)
     assert f"{path}:7:" in str(info.value)
+
+
+def test_the_report_reads_a_store_without_writing_it(tmp_path: Path) -> None:
+    from tandem.results import open_results
+
+    db = tmp_path / "r.sqlite"
+    run_sweep(write(tmp_path, SMALL.format(extra="")), db, jobs=1)
+    before = db.read_bytes()
+    with open_results(db) as store:
+        assert len(store.rows()) == 16
+    assert db.read_bytes() == before
+    wal = tmp_path / "r.sqlite-wal"
+    assert not wal.exists() or wal.stat().st_size == 0   # nothing written ahead either
+    with pytest.raises(ResultsError, match="no such results database"):
+        open_results(tmp_path / "missing.sqlite")
