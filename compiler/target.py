@@ -24,7 +24,7 @@ from compiler.errors import LoweringError
 
 #: The kinds of target the compiler has a pipeline for, with the ISA family each one's spec must be.
 KINDS: dict[str, str | None] = {"reference": None, "diannao": "diannao", "vita": "vita", "cpu": "x86",
-                                "arm": "arm"}
+                                "arm": "arm", "cuda": "cuda"}
 #: The kinds LLVM compiles for another machine than this one, with the LLVM target triple of that machine
 #: (``cpu`` is this machine: the host's triple). The arm kind is UNIT's ARM DOT target (Sec. III.A): object
 #: code for AArch64, which this x86 host runs only under an emulator (``compiler.backend.llvm_cross``).

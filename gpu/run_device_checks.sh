@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
-# Tandem's checks on a GPU machine, run from the repository root: bash gpu/run_device_checks.sh [RESULTS_DIR]
-# Each check prints JSON lines (and, with RESULTS_DIR, writes them there). The PTX is emitted with llvmlite:
-# on this machine where gpu/build holds none (the device image's llvmlite may differ from the pinned one),
-# so emit it where the project is installed and carry gpu/build:
-#   python gpu/probe_nvptx.py --emit gpu/build/vadd.ptx && python gpu/probe_wmma.py --emit gpu/build
-set -euo pipefail
+# Tandem's checks on a GPU machine, run from a checkout (no install, nothing from the network):
+#   bash gpu/run_device_checks.sh [RESULTS_DIR]        (default gpu/build/results)
+# 1. the device and the probes: llvmlite's NVPTX output (a vector add; wmma f16 and s8 GEMMs) loaded by the
+#    CUDA driver and compared with numpy;
+# 2. the GPU test suite (tests/gpu: PTX structure and ptxas everywhere, execution here);
+# 3. the experiment experiments/unit_gpu.py (UNIT's Table I, ResNet-18 C2-C12 at batch 1 and 16, GEMMs
+#    1024^3-8192^3: Tandem vs cuDNN / cuBLAS through PyTorch), TUNE tunings measured per workload (default 10).
+# Needs python3 with numpy, llvmlite 0.50, CuPy, pytest, typer and rich (PyTorch for the peers). Writes at
+# most eight files to RESULTS_DIR: device.txt, nvptx_probe.json, wmma_probe.jsonl, gpu_tests.log,
+# unit_gpu.log, unit_gpu.csv, summary.json. Exits non-zero when a step fails (after running the others).
+set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-results="${1:-}"
-mkdir -p gpu/build
+results="${1:-gpu/build/results}"
+mkdir -p "$results" gpu/build
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+status=0
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  python3 -c "import llvmlite, cupy; print('llvmlite', llvmlite.__version__, 'cupy', cupy.__version__)"
+  python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())" \
+      || echo "no PyTorch: the experiment runs without its peers"
+} 2>&1 | tee "$results/device.txt"
+
 if [[ ! -f gpu/build/vadd.ptx ]]; then python3 gpu/probe_nvptx.py --emit gpu/build/vadd.ptx; fi
 if [[ ! -f gpu/build/wmma_f16.ptx ]]; then python3 gpu/probe_wmma.py --emit gpu/build; fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-probe="$(python3 gpu/probe_nvptx.py --run gpu/build/vadd.ptx)"
-wmma="$(python3 gpu/probe_wmma.py --run gpu/build)"
-echo "$probe"
-echo "$wmma"
-if [[ -n "$results" ]]; then
-    mkdir -p "$results"
-    echo "$probe" > "$results/nvptx_probe.json"
-    echo "$wmma" > "$results/wmma_probe.jsonl"
-fi
+python3 gpu/probe_nvptx.py --run gpu/build/vadd.ptx | tee "$results/nvptx_probe.json" || status=1
+python3 gpu/probe_wmma.py --run gpu/build | tee "$results/wmma_probe.jsonl" || status=1
+
+echo "== tests/gpu"
+python3 -m pytest -q -p no:cacheprovider -rs tests/gpu tests/test_gpu_probe.py 2>&1 \
+    | tee "$results/gpu_tests.log" || status=1
+
+echo "== experiments/unit_gpu.py"
+python3 experiments/unit_gpu.py --out "$results" --tune "${TUNE:-10}" 2>&1 | tee "$results/unit_gpu.log" \
+    || status=1
+exit "$status"

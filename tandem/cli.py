@@ -119,7 +119,7 @@ def demo(
 @app.command("compile")
 def compile_(
     op: Annotated[str, typer.Argument(help="Operator: add, sub, mul, maximum, relu, dense, gemm, conv2d "
-                                           "(arm: gemm, conv2d).")],
+                                           "(arm, cuda: gemm, conv2d).")],
     shape: Annotated[
         str | None, typer.Option(help="Shape like 14x14 (MxNxK for dense/gemm, NxCxHxW for conv2d).")
     ] = None,
@@ -135,8 +135,8 @@ def compile_(
         ),
     ] = None,
     target: Annotated[str, typer.Option(
-        help="Pipeline to run (compiler/pipeline.py): reference, diannao, vita, cpu or arm (AArch64 "
-             "sdot, compiled by LLVM).")] = "reference",
+        help="Pipeline to run (compiler/pipeline.py): reference, diannao, vita, cpu, arm (AArch64 "
+             "sdot, compiled by LLVM) or cuda (PTX with Tensor Core wmma, compiled by LLVM).")] = "reference",
     config: Annotated[str | None, typer.Option(
         help="diannao/vita: the machine config (built-in name or TOML file) whose ISA parameters the "
              "passes see.")] = None,
@@ -150,11 +150,12 @@ def compile_(
                                          "also run the code under qemu-aarch64 where it is installed).")
     ] = False,
     asm: Annotated[Path | None, typer.Option(
-        help="arm: write the AArch64 assembly to this file instead of printing it.")] = None,
+        help="arm: write the AArch64 assembly (cuda: the PTX) to this file instead of printing it.")] = None,
 ) -> None:
     """Compile one operator and print its loop IR (exit 2 on a bad input or a compiler error).
 
-    With --target arm, also the AArch64 assembly and the tensor instructions issued. With --run, exits
+    With --target arm, also the AArch64 assembly and the tensor instructions issued; with --target cuda, the
+    PTX, its instruction counts and whether ptxas assembles it. With --run, exits
     with status 1 if the result does not match numpy.
     """
     import isa
@@ -172,8 +173,11 @@ def compile_(
     if resolved.triple is not None:
         _compile_cross(console, op, shape, dtype, params or [], resolved, dump_passes, run, asm)
         return
+    if resolved.kind == "cuda":
+        _compile_cuda(console, op, shape, dtype, params or [], resolved, dump_passes, run, asm)
+        return
     if asm is not None:
-        raise fail(f"--asm: target {target!r} emits no assembly here; it applies to --target arm", 2)
+        raise fail(f"--asm: target {target!r} emits no assembly here; it applies to --target arm and cuda", 2)
     try:
         compiled = compile_op(op, shape, dtype, params or (), resolved)
         stages = compiled.stages if dump_passes else compiled.stages[-1:]
@@ -243,6 +247,82 @@ def _compile_cross(console: Console, op: str, shape: str | None, dtype: str | No
         style = "green" if check.passed else "bold red"
         console.print(Text(f"{name}: {'match' if check.passed else 'MISMATCH'}: {check.detail}", style=style),
                       soft_wrap=True)
+    if failed:
+        raise typer.Exit(code=1)
+
+
+def _compile_cuda(console: Console, op: str, shape: str | None, dtype: str | None, params: list[str],
+                  target, dump_passes: bool, run: bool, ptx: Path | None) -> None:
+    """``tandem compile --target cuda``: the loop IR, the PTX, its instruction counts, ptxas, the checks."""
+    import numpy as np
+
+    from compiler.backend import cuda_runtime, nvptx
+    from compiler.errors import TandemError
+    from tandem.cuda_run import FLOW, compile_gpu, interpreted
+    from tandem.run import RunError
+    from tandem.run import run as run_flow
+    from tandem.workloads import WorkloadError, int_param, parse_params
+
+    try:
+        if shape is not None:
+            raise WorkloadError("--shape", "target 'cuda' takes the layer as -p (gemm: M, N, K; conv2d: H, "
+                                           "W, IC, OC, K, S, P, N)")
+        values = {k: int_param(k, v, 0 if k in ("seed", "P") else 1) for k, v in parse_params(params).items()}
+        if dtype is not None:
+            values["dtype"] = {"f16": "float16"}.get(dtype, dtype)
+        seed = values.pop("seed", 0)
+        job = FLOW.plan(op, dict(values), target)
+        build = compile_gpu(job, job.candidates[0], target)
+        stages = [("schedule (compiler/ops/gpu.py)", str(build.schedule.source)),
+                  ("tensorize", str(build.schedule.func))]
+        for name, text in stages if dump_passes else stages[-1:]:
+            if dump_passes:
+                console.print(Text(f"── after {name} ──", style="bold"))
+            console.print(text, markup=False, soft_wrap=True)
+        kernel = build.kernel
+        where = f"{kernel.arch}, {job.candidates[0]}, grid {kernel.launch.grid}, block {kernel.launch.block}"
+        if ptx is not None:
+            try:
+                ptx.write_text(kernel.ptx)
+            except OSError as exc:
+                raise WorkloadError("--asm", f"cannot write {ptx}: {exc.strerror}") from None
+            console.print(f"PTX ({where}): {ptx} ({kernel.ptx.count(chr(10))} lines)", markup=False,
+                          soft_wrap=True)
+        else:
+            console.print(Text(f"── PTX ({where}) ──", style="bold"))
+            console.print(kernel.ptx, markup=False, soft_wrap=True)
+        console.print("PTX instructions: " + ", ".join(f"{k} {v}" for k, v in kernel.instructions().items()),
+                      markup=False, soft_wrap=True)
+        checks: list[tuple[str, object]] = []
+        tool = nvptx.ptxas()
+        checks.append((f"ptxas ({kernel.arch})", "ptxas is not installed (pip install -e \".[ptxas]\")"
+                       if tool is None else nvptx.assemble(kernel, tool)))
+        if run:
+            inputs = FLOW.inputs(job, np.random.default_rng(seed))
+            checks.append(("interpreter", interpreted(job, build.schedule.func, build.schedule, inputs)
+                           if job.macs <= 1 << 22 else f"{job.macs:,} MACs: too many to interpret (at most "
+                           f"{1 << 22:,})"))
+            reason = cuda_runtime.unavailable()
+            checks.append(("GPU", reason if reason else run_flow(op, target, {**values, "seed": seed,
+                                                                             "tuning": job.candidates[0]})))
+    except (WorkloadError, RunError, TandemError, OSError) as exc:
+        raise fail(str(exc), 2) from None
+    failed = False
+    for name, check in checks:
+        if name.startswith("ptxas"):
+            ok = check is None
+            text = f"{name}: assembles" if ok else f"{name}: does not assemble: {check}"
+            if isinstance(check, str) and check.startswith("ptxas is not installed"):
+                console.print(Text(f"{name}: not run: {check}", style="yellow"), soft_wrap=True)
+                continue
+        elif isinstance(check, str):
+            console.print(Text(f"{name}: not run: {check}", style="yellow"), soft_wrap=True)
+            continue
+        else:
+            ok = check.validated
+            text = f"{name}: {'match' if ok else 'MISMATCH'}: {check.detail}"
+        failed |= not ok
+        console.print(Text(text, style="green" if ok else "bold red"), soft_wrap=True)
     if failed:
         raise typer.Exit(code=1)
 

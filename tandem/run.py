@@ -49,7 +49,8 @@ from compiler.target import Target
 from sim.core.energy import CostReport
 
 #: Where each target kind's flow lives (imported when first used: the CPU's needs LLVM).
-FLOWS = {"diannao": "tandem.diannao_run", "vita": "tandem.vita_run", "cpu": "tandem.cpu_run"}
+FLOWS = {"diannao": "tandem.diannao_run", "vita": "tandem.vita_run", "cpu": "tandem.cpu_run",
+         "cuda": "tandem.cuda_run"}
 CONV_KEYS = ("H", "W", "IC", "OC", "K", "S", "P")
 GEMM_KEYS = ("M", "N", "K")
 CONV_DEFAULTS = {"H": 56, "W": 56, "IC": 64, "OC": 16, "K": 3, "S": 1, "P": 1, "N": 1}

@@ -38,7 +38,8 @@ def run_command(
                                            "gelu (diannao, cpu); or FILE.py:NAME, an operator of "
                                            "your own (diannao, vita, cpu), whose -p values NAME "
                                            "takes.")],
-    target: Annotated[str, typer.Option(help="Target: diannao, vita or cpu (this machine).")] = "diannao",
+    target: Annotated[str, typer.Option(help="Target: diannao, vita, cpu (this machine) or cuda (an NVIDIA "
+                                             "GPU here: gemm and conv2d on Tensor Cores).")] = "diannao",
     shape: Annotated[str | None, typer.Option(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,
     params: Annotated[
@@ -51,8 +52,8 @@ def run_command(
         help="diannao: element type f32 (default), f16, i32, i16, i8; cpu: i16 for int16 x int16 (default "
              "u8 x s8).")] = None,
     config: Annotated[str | None, typer.Option(
-        help="Simulator config: built-in name (diannao: default; vita: vta-default, tvm-paper) or TOML "
-             "file.")] = None,
+        help="Machine config: built-in name (diannao: default; vita: vta-default, tvm-paper; cuda: sm90, "
+             "sm80) or TOML file.")] = None,
     spec: Annotated[Path | None, typer.Option(
         help="A spec file of the target's ISA family (e.g. a copy of isa/specs/vita.toml with a timing "
              "changed) for the compiler and the simulator alike, instead of the built-in spec.")] = None,
@@ -60,7 +61,8 @@ def run_command(
         min=0, help="vita: virtual threads (default 0 = none), interleaved to hide load latency.")] = None,
     tune: Annotated[int | None, typer.Option(
         min=0, help="vita: simulate this many of the cost model's best tilings and keep the fastest "
-                    "(default 0 = the model's first choice); cpu: time this many of UNIT's tunings.")] = None,
+                    "(default 0 = the model's first choice); cpu, cuda: time this many of UNIT's "
+                    "tunings.")] = None,
     isa: Annotated[str | None, typer.Option(
         help="cpu: x86-vnni (default; vpdpbusd, UNIT's tensorization), x86-avx512 (vectorized, no "
              "tensorized instruction) or none.")] = None,
@@ -238,4 +240,20 @@ def _print(r) -> None:
         console.print(f"  not tensorized: {reason}", markup=False)
 
 
-PRINTERS = {"diannao": _print, "vita": _print_vita, "cpu": _print_cpu}
+def _print_cuda(r) -> None:
+    p = r.params
+    layer = " ".join(f"{k}={p[k]}" for k in ("M", "N", "H", "W", "IC", "OC", "K", "S", "P") if k in p)
+    m = r.measured
+    title = f"{r.op} {layer} fp16 -> fp32 on {m['device']} ({p['arch']} PTX, {p['tuning']})"
+    console = _show_table(title, r, [
+        ("time", f"{m['seconds'] * 1e6:,.1f} us: {m['tflops']:,.1f} TFLOP/s, {m['pct_of_peak']:.1f}% of the "
+                 f"measured Tensor Core peak ({m['peak_tflops']:,.0f} TFLOP/s, cuBLAS)"),
+        ("Tensor Core instructions", f"{r.tensor_instructions:,} executed"),
+        ("PTX instructions", ", ".join(f"{k} {v}" for k, v in sorted(r.instructions.items()))),
+        ("scalar fallback", f"{r.scalar_fallback} marked nests"),
+    ])
+    for reason in r.unmatched:
+        console.print(f"  not tensorized: {reason}", markup=False)
+
+
+PRINTERS = {"diannao": _print, "vita": _print_vita, "cpu": _print_cpu, "cuda": _print_cuda}

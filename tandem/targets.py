@@ -4,6 +4,7 @@
     load_target("vita", config="tvm-paper", spec="mine.toml")  # a config by name, a spec file of your own
     load_target("diannao", config=DiannaoConfig(...))          # config values built in Python
     load_target("arm")                                         # AArch64 with the built-in arm spec (sdot)
+    load_target("cuda", config="sm80")                         # an A100 with the built-in cuda spec (wmma)
 
 The spec is chosen in this order: ``spec`` (a file path or an ``isa.ISA``), the file the machine config names
 (``spec = "..."`` in its TOML), the built-in spec of the target's ISA family. The machine config's
@@ -20,9 +21,12 @@ import isa
 from compiler.target import CROSS_TRIPLES, KINDS, Target
 from sim.diannao import config as diannao_config
 from sim.vita import config as vita_config
+from tandem import cuda_config
 
-#: For each simulated target kind: its config module and its default config's name.
-_MACHINES = {"vita": (vita_config, "vta-default"), "diannao": (diannao_config, "default")}
+#: For each target kind with a machine config: its config module and its default config's name (the GPU's
+#: is real, not simulated: its config says what the compiler targets).
+_MACHINES = {"vita": (vita_config, "vta-default"), "diannao": (diannao_config, "default"),
+             "cuda": (cuda_config, "sm90")}
 
 
 class TargetError(ValueError):

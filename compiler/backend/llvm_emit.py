@@ -99,13 +99,9 @@ class FunctionEmitter:
     def __init__(self, module: ll.Module, name: str, buffers: list[n.Buffer], errors: ErrorTable,
                  rules: Callable | None = None) -> None:
         self.module, self.errors, self.rules = module, errors, rules
-        fnty = ll.FunctionType(I32, [PTR] * len(buffers) + [I64, I64])
-        self.fn = ll.Function(module, fnty, name)
-        for arg in self.fn.args[: len(buffers)]:
-            arg.add_attribute("noalias")
+        self.fn = self.declare_function(name, buffers)
         self.ptrs: dict[n.Buffer, ll.Value] = dict(zip(buffers, self.fn.args, strict=False))
         self.params = frozenset(buffers)  # the buffers passed in (an Allocate adds to ``ptrs`` only)
-        self.begin, self.end = self.fn.args[-2], self.fn.args[-1]
         self.entry = self.fn.append_basic_block("entry")
         self.builder = ll.IRBuilder(self.fn.append_basic_block("body"))
         self.allocas = ll.IRBuilder(self.entry)
@@ -115,6 +111,15 @@ class FunctionEmitter:
         self.vector: VectorLoop | None = None
         self.stack_bytes = 0
         self.heap: list[ll.Value] = []  # malloc'ed buffers live at this point (freed on a fault)
+
+    def declare_function(self, name: str, buffers: list[n.Buffer]) -> ll.Function:
+        """The function: one noalias pointer per buffer, then the [begin, end) slice of a parallel loop."""
+        fnty = ll.FunctionType(I32, [PTR] * len(buffers) + [I64, I64])
+        fn = ll.Function(self.module, fnty, name)
+        for arg in fn.args[: len(buffers)]:
+            arg.add_attribute("noalias")
+        self.begin, self.end = fn.args[-2], fn.args[-1]
+        return fn
 
     # ---------------------------------------------------------------------------------------- driver
     def emit(self, stmt: n.Stmt, parallel: n.For | None = None) -> ll.Function:
@@ -339,7 +344,8 @@ class FunctionEmitter:
         if mode == "contiguous":
             flat = self._lane0_index(buffer, indices, text)
             vty = ll.VectorType(ety, self.vector.lanes)
-            raw = self.builder.load(self.element_ptr(buffer, flat), typ=vty, align=_bytes(ety))
+            raw = self.builder.load(self.element_ptr(buffer, flat), typ=vty,
+                                    align=self.vector_align(buffer, indices))
         elif mode == "gather":
             flat = self._flat_index(buffer, indices, text)
             raw = ll.Constant(ll.VectorType(ety, flat.type.count), None)
@@ -360,10 +366,10 @@ class FunctionEmitter:
         if buffer.dtype.is_bool:
             value = self.builder.zext(value, self._like(value, I8))
         mode = self._vector_access(buffer, indices)
-        ety = memory_type(buffer.dtype)
         if mode == "contiguous":
             flat = self._lane0_index(buffer, indices, text)
-            self.builder.store(self.splat(value), self.element_ptr(buffer, flat), align=_bytes(ety))
+            self.builder.store(self.splat(value), self.element_ptr(buffer, flat),
+                               align=self.vector_align(buffer, indices))
             return
         flat = self._flat_index(buffer, indices, text)
         vec_index = isinstance(flat.type, ll.VectorType)
@@ -377,6 +383,11 @@ class FunctionEmitter:
             lane = self.builder.extract_element(flat, ll.Constant(I32, k))
             item = self.builder.extract_element(value, ll.Constant(I32, k))
             self.builder.store(item, self.element_ptr(buffer, lane))
+
+    def vector_align(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> int:
+        """The alignment (bytes) a contiguous vector access of ``buffer[indices]`` may assume: one element's
+        (a target that knows its buffers' alignment says more)."""
+        return _bytes(memory_type(buffer.dtype))
 
     def _vector_access(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> str:
         """"scalar" (same address in every lane), "contiguous" (lane k at lane 0's + k) or "gather"."""

@@ -284,15 +284,15 @@ def _check_accesses(
 
 def _lane_order(v: t.Access, extents: dict[str, int]) -> tuple[str, ...]:
     """The instruction indices of operand access ``v``, outermost first, when its elements are a row-major
-    walk of them (``a[4 * i + j]`` with j < 4: (i, j)); anything else is not an operand layout handled."""
+    walk of them (``a[4 * i + j]`` with j < 4: (i, j); ``a[i, k]``: (i, k)); anything else is not an operand
+    layout handled."""
     coefs: dict[str, int] = {}
-    for index in v.indices[-1:]:
-        for term in _terms(index):
-            coefs[term[0]] = coefs.get(term[0], 0) + term[1]
-    if len(v.indices) > 1:  # a multi-dimensional register: row-major over its dimensions
-        raise _Fail(
-            f"operand {v.tensor} is indexed in {len(v.indices)} dimensions; registers fed here are 1-D"
-        )
+    scale = 1
+    for index in reversed(v.indices):  # a multi-dimensional register (a Tensor Core fragment): row-major
+        terms = _terms(index)
+        for name, c in terms:
+            coefs[name] = coefs.get(name, 0) + c * scale
+        scale *= sum(c * (extents[name] - 1) for name, c in terms) + 1
     order = tuple(sorted(coefs, key=lambda x: -coefs[x]))
     stride = 1
     for name in reversed(order):

@@ -101,7 +101,8 @@ def test_run_exits_1_on_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         # compiler errors (TandemError subclasses), not CLI parsing
         (["dense", "-p", "bind=2:core"], "bind on stage 'dense': cannot bind reduce axis 'k'"),
-        (["add", "--target", "gpu"], "unknown target 'gpu'; targets are arm, cpu, diannao, reference, vita"),
+        (["add", "--target", "gpu"],
+         "unknown target 'gpu'; targets are arm, cpu, cuda, diannao, reference, vita"),
     ],
     ids=lambda x: " ".join(x) if isinstance(x, list) else "",
 )

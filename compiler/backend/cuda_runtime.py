@@ -1,0 +1,149 @@
+"""Running PTX kernels on an NVIDIA GPU through the CUDA driver (CuPy's module loader), where there is one.
+
+    reason = unavailable()                  # None on a machine with a GPU and CuPy, else why not
+    outputs = run(kernel, arrays)           # copy in, launch, copy every parameter back, check faults
+    seconds = time(kernel, arrays)          # CUDA events around repeated launches
+
+A kernel from ``compiler.backend.nvptx`` takes its parameter buffers (in order) and a fault word; a thread
+that faults writes the fault's code there, and ``run`` raises ``KernelFault`` with the message. The driver
+JIT-compiles the PTX for the device (its architecture must be at least the PTX's target).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from compiler.backend.nvptx import GpuKernel
+from compiler.errors import CodegenError
+
+
+class KernelFault(RuntimeError):
+    """A GPU kernel reported a run-time fault (an index out of bounds, a division by zero)."""
+
+
+@cache
+def unavailable() -> str | None:
+    """Why kernels cannot run here (no CuPy, no driver, no device), or None when they can."""
+    try:
+        import cupy as cp
+    except ImportError:
+        return "CuPy is not installed (pip install cupy-cuda12x or cupy-cuda13x; a GPU machine has it)"
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:   # the CUDA runtime raises its own error types when there is no driver
+        return f"no CUDA driver or device ({type(exc).__name__}: {exc})"
+    return None if count else "no CUDA device"
+
+
+@cache
+def device() -> dict:
+    """The current device: name, compute capability (sm_XX), multiprocessors, SM clock (MHz)."""
+    import cupy as cp
+
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return {"name": name, "arch": f"sm_{props['major']}{props['minor']}",
+            "sm_count": int(props["multiProcessorCount"]), "clock_mhz": props["clockRate"] / 1000.0}
+
+
+@cache
+def _function(ptx: str, name: str):
+    import cupy as cp
+
+    with tempfile.TemporaryDirectory() as tmp:   # CuPy loads PTX from a file (cuModuleLoad)
+        path = Path(tmp) / f"{name}.ptx"
+        path.write_text(ptx)
+        return cp.RawModule(path=str(path)).get_function(name)
+
+
+def _check(kernel: GpuKernel, arrays: list[np.ndarray]) -> None:
+    if len(arrays) != len(kernel.params):
+        raise CodegenError(f"cuda: {kernel.name} takes {len(kernel.params)} buffers "
+                           f"({', '.join(b.name for b in kernel.params)}), but got {len(arrays)}")
+    for b, a in zip(kernel.params, arrays, strict=True):
+        want = b.dtype.numpy
+        if tuple(a.shape) != b.shape or a.dtype != want:
+            raise CodegenError(f"cuda: {kernel.name}'s buffer {b.name} is {list(b.shape)} {np.dtype(want)}, "
+                               f"but got {list(a.shape)} {a.dtype}")
+
+
+class Launcher:
+    """A kernel with its buffers on the device: ``launch()`` runs it once (asynchronously)."""
+
+    def __init__(self, kernel: GpuKernel, arrays: list[np.ndarray]) -> None:
+        import cupy as cp
+
+        reason = unavailable()
+        if reason:
+            raise CodegenError(f"cuda: cannot run {kernel.name}: {reason}")
+        _check(kernel, arrays)
+        self.kernel = kernel
+        self.buffers = [cp.asarray(a) for a in arrays]
+        self.fault = cp.zeros(1, cp.int32)
+        self.fn = _function(kernel.ptx, kernel.name)
+        self.args = (*self.buffers, self.fault)
+
+    def launch(self) -> None:
+        self.fn(self.kernel.launch.grid, self.kernel.launch.block, self.args)
+
+    def results(self) -> list[np.ndarray]:
+        """Every buffer copied back; KernelFault when a thread faulted."""
+        import cupy as cp
+
+        cp.cuda.Device().synchronize()
+        code = int(self.fault.get()[0])
+        if code:
+            message = self.kernel.errors[code - 1] if code <= len(self.kernel.errors) else f"code {code}"
+            raise KernelFault(f"cuda: {self.kernel.name} faulted: {message}")
+        return [cp.asnumpy(b) for b in self.buffers]
+
+    def seconds(self, min_time: float = 0.05, warmup: int = 3) -> float:
+        """The mean time of one launch, over repeated launches between two CUDA events (at least
+        ``min_time`` seconds of them, after ``warmup`` launches)."""
+        import cupy as cp
+
+        for _ in range(warmup):
+            self.launch()
+        reps, start, end = 1, cp.cuda.Event(), cp.cuda.Event()
+        while True:
+            start.record()
+            for _ in range(reps):
+                self.launch()
+            end.record()
+            end.synchronize()
+            elapsed = cp.cuda.get_elapsed_time(start, end) / 1e3
+            if elapsed >= min_time or reps >= 1 << 16:
+                return elapsed / reps
+            reps = max(reps * 2, int(reps * min_time / max(elapsed, 1e-7)) + 1)
+
+
+def run(kernel: GpuKernel, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Run ``kernel`` once on copies of ``arrays``; every buffer as the kernel left it."""
+    launcher = Launcher(kernel, arrays)
+    launcher.launch()
+    return launcher.results()
+
+
+@cache
+def tensor_core_peak_tflops(size: int = 8192, reps: int = 10) -> float:
+    """The fp16 Tensor Core throughput measured on this device: cuBLAS (CuPy's matmul, fp16 in, fp32
+    accumulation) on a ``size``^3 product, the best of ``reps`` timed products after warm-up."""
+    import cupy as cp
+
+    a = cp.random.default_rng(0).standard_normal((size, size), dtype=cp.float32).astype(cp.float16)
+    b = a.T.copy()
+    for _ in range(3):
+        cp.matmul(a, b)
+    best = float("inf")
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(reps):
+        start.record()
+        cp.matmul(a, b)
+        end.record()
+        end.synchronize()
+        best = min(best, cp.cuda.get_elapsed_time(start, end) / 1e3)
+    return 2 * size**3 / best / 1e12

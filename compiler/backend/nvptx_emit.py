@@ -1,0 +1,610 @@
+"""Loop IR -> LLVM IR for NVIDIA GPUs: the kernel emitter of the NVPTX backend (``compiler.backend.nvptx``).
+
+A ``KernelEmitter`` is the CPU's ``FunctionEmitter`` (expressions, loops, bounds checks, vector loops: the
+same semantics, bit for bit, as the reference interpreter) with what a GPU adds (TensorIR Sec. 8.2's
+thread bindings and memory scopes; UNIT Sec. III.A's Tensor Core instructions):
+
+- **The kernel**: ``void @name(ptr addrspace(1) noalias %buffer..., ptr addrspace(1) %fault)``, with the
+  ``ptx_kernel`` calling convention. A run-time fault (an index out of bounds, a division by zero) writes its
+  1-based code to ``fault[0]`` and returns from the thread.
+- **Thread bindings**: a loop bound to ``blockIdx.x/y/z`` or ``threadIdx.x/y/z`` is no loop: its variable
+  is the thread's index on that axis. The launch's extent on an axis is the largest bound loop's; a loop
+  bound to fewer threads runs in the threads below its extent only. Statements outside every
+  ``threadIdx.x`` loop run in all 32 lanes of a warp: warp instructions, and stores that every lane
+  repeats with the same value.
+- **Memory scopes**: ``shared`` allocations are module globals in address space 3 (one per block);
+  ``global`` parameters are address space 1; ``local`` allocations are the thread's stack.
+  ``Attr("barrier", ...)`` is ``bar.sync 0`` (``__syncthreads``).
+- **Fragments**: a ``fragment`` allocation holds a warp's register fragments of a warp-level matrix
+  instruction (the Tensor Core accumulator): its first axis is the warp (indexed by a variable bound to
+  ``threadIdx.y``/``z``), the rest the warp's own tiles of the instruction's operand shape. Each thread
+  keeps its part of every tile of its warp in registers (an array that LLVM promotes when every tile index
+  is a constant: loops around fragment accesses must be unrolled). Fragments are written three ways: a
+  loop nest storing a constant into whole tiles (fill), a ``TensorInsn`` whose operand lives there (the
+  instruction reads and writes the registers), and read one way: a loop nest copying whole tiles to memory
+  (a fragment store, row-major with a leading dimension).
+- **Warp-level matrix instructions** (``TensorInsn`` of a spec whose instruction names an
+  ``llvm.nvvm.wmma`` intrinsic, isa/specs/cuda.toml): each operand is loaded into registers from its region
+  (``wmma.load.a/b/c``, row-major with the region's leading dimension) unless it is a fragment, the
+  intrinsic is called, and the written operand is stored back (``wmma.store.d``) unless it is a fragment.
+  The register layout of each operand (how many registers of which type a thread holds) is LLVM's NVVM
+  fragment ABI, computed from the operand's role, element type and shape (``fragment_registers``).
+
+Non-goals: dynamic shared memory (a block's shared memory is at most the config's static limit), warp
+shuffles, atomics, and fragment accesses at indices known only at run time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir as ll
+
+import isa
+from compiler.arith import linear_form, simplify
+from compiler.backend.llvm_emit import (
+    HALF,
+    I32,
+    FunctionEmitter,
+    _const_int,
+    _flat_expr,
+    declare,
+    memory_type,
+    value_type,
+)
+from compiler.errors import CodegenError
+from compiler.ir import dtypes
+from compiler.ir import nodes as n
+from compiler.ir.functor import IRVisitor, substitute
+from isa.instance import operand_shape
+
+#: The hardware axes a loop can be bound to, and the PTX special register each one reads.
+BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+THREAD_AXES = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+_SREG = {**{a: f"llvm.nvvm.read.ptx.sreg.ctaid.{a[-1]}" for a in BLOCK_AXES},
+         **{a: f"llvm.nvvm.read.ptx.sreg.tid.{a[-1]}" for a in THREAD_AXES}}
+#: The scope of a warp's register fragments, and the statement attribute of a block-wide barrier.
+FRAGMENT = "fragment"
+BARRIER = "barrier"
+WARP = 32
+GLOBAL_AS, SHARED_AS = 1, 3
+
+
+def barrier() -> n.Stmt:
+    """A block-wide barrier (``__syncthreads``): every thread of the block waits here for all the others;
+    shared memory written before it is visible after it. Sequentially (the interpreter) it does nothing."""
+    return n.Attr(BARRIER, "shared", n.Evaluate(n.const(0)))
+
+
+# ------------------------------------------------------------------------------------------ launch shape
+@dataclass(frozen=True)
+class Launch:
+    """The grid and block of a kernel: extents on x, y, z."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+
+    @property
+    def threads(self) -> int:
+        return math.prod(self.block)
+
+
+def launch_of(body: n.Stmt) -> Launch:
+    """The launch ``body``'s bound loops need (CodegenError for a bound loop of no constant extent, or
+    an axis that is not a GPU's)."""
+    extents: dict[str, int] = {}
+
+    class _Axes(IRVisitor):
+        def visit_For(self, s: n.For) -> None:
+            if s.kind is n.ForKind.THREAD_BINDING:
+                if s.thread not in _SREG:
+                    raise CodegenError(f"nvptx: loop {s.var.name} is bound to {s.thread!r}; a GPU has "
+                                       f"{', '.join(_SREG)}")
+                ext, lo = _const_int(s.extent), _const_int(s.min)
+                if ext is None or lo != 0:
+                    raise CodegenError(f"nvptx: loop {s.var.name} bound to {s.thread} must run from 0 to a "
+                                       f"constant, but runs from {s.min} for {s.extent}")
+                extents[s.thread] = max(extents.get(s.thread, 1), ext)
+            self.generic_visit(s)
+
+    _Axes().visit(body)
+    grid = tuple(extents.get(a, 1) for a in BLOCK_AXES)
+    block = tuple(extents.get(a, 1) for a in THREAD_AXES)
+    return Launch(grid, block)
+
+
+# ------------------------------------------------------------------------------------------ fragments
+@dataclass(frozen=True)
+class Geometry:
+    """A warp-level matrix instruction read from its spec: ``d[m, n] (+)= a[m, k] x b[k, n]``, with the
+    operand that plays each role (``a``, ``b``, ``c``: c is read and written) and each one's element type."""
+
+    instruction: str
+    intrinsic: str
+    m: int
+    n: int
+    k: int
+    roles: dict[str, str]          # role -> operand name
+    dtypes: dict[str, str]         # role -> element type (the spec's short name: f16, f32, s8, s32)
+
+    def shape(self, role: str) -> tuple[int, int]:
+        return {"a": (self.m, self.k), "b": (self.k, self.n), "c": (self.m, self.n)}[role]
+
+    def name(self, op: str) -> str:
+        """The NVVM name of the geometry, as in ``llvm.nvvm.wmma.m16n16k16.load.a...``."""
+        return f"llvm.nvvm.wmma.m{self.m}n{self.n}k{self.k}.{op}"
+
+
+def geometry(spec: isa.ISA, name: str) -> Geometry:
+    """The roles of instruction ``name``'s operands, from its semantics: the written operand is the
+    accumulator ``c``; of the two others, the one indexed by c's first index is ``a``, the other ``b``."""
+    instr = spec.instruction(name)
+    if not instr.intrinsic.startswith("llvm.nvvm.wmma."):
+        raise CodegenError(f"nvptx: {spec.name}.{name} names intrinsic {instr.intrinsic!r}, not a warp-level "
+                           "matrix instruction (llvm.nvvm.wmma.*)")
+    sem = instr.typed_semantics()
+    if len(sem.writes) != 1:
+        raise CodegenError(f"nvptx: {spec.name}.{name} writes {list(sem.writes)}; a matrix instruction "
+                           "writes one accumulator")
+    (c,) = sem.writes
+    accesses = _operand_indices(sem)
+    rows = accesses[c][0]
+    others = [op.name for op in instr.operands if op.name != c]
+    if len(others) != 2:
+        raise CodegenError(f"nvptx: {spec.name}.{name} has operands {[o.name for o in instr.operands]}; "
+                           "a matrix instruction has two factors and an accumulator")
+    a = next((o for o in others if accesses[o][0] == rows), None)
+    if a is None:
+        raise CodegenError(f"nvptx: no operand of {spec.name}.{name} is indexed by its result's rows "
+                           f"({rows})")
+    b = next(o for o in others if o != a)
+    insn = spec.insn(name)
+    (m, k), (_, ncols) = (tuple(operand_shape(spec, insn, x)) for x in (a, b))
+    roles = {"a": a, "b": b, "c": c}
+    return Geometry(name, instr.intrinsic, m, ncols, k, roles,
+                    {r: instr.operand(o).dtype for r, o in roles.items()})
+
+
+def _operand_indices(sem) -> dict[str, tuple[str, ...]]:
+    """Each operand's index variables, in the order the semantics writes them (``c[i, j]`` -> (i, j))."""
+    from compiler.passes.inspector import instruction_accesses
+
+    found = {}
+    for name, access in instruction_accesses(sem).items():
+        found[name] = tuple(str(i) for i in access.indices)
+    return found
+
+
+def fragment_registers(role: str, dtype: str, shape: tuple[int, int]) -> tuple[ll.Type, int]:
+    """The registers of one thread's part of a fragment, as LLVM's NVVM intrinsics pass them (LLVM's
+    ``WMMA_REGS`` in IntrinsicsNVPTX.td): the 32 lanes of a warp share ``rows x cols`` elements; an f16
+    factor of every k16 geometry (m16n16k16, m32n8k16, m8n32k16) is 16 halves per lane, replicated as
+    Volta's quad pairs need, as eight ``<2 x half>``; an f16 accumulator two to a ``<2 x half>``; f32/s32
+    accumulators one per register; 8-bit factors four to an ``i32``."""
+    per_lane = shape[0] * shape[1] // WARP
+    if dtype == "f16":
+        return ll.VectorType(HALF, 2), 8 if role in ("a", "b") else per_lane // 2
+    if dtype in ("f32", "s32"):
+        return (ll.FloatType() if dtype == "f32" else I32), per_lane
+    if dtype in ("s8", "u8"):
+        return I32, per_lane // 4
+    raise CodegenError(f"nvptx: no Tensor Core fragment of {dtype} elements (operand role {role})")
+
+
+def _struct(ty: ll.Type, count: int) -> ll.LiteralStructType:
+    return ll.LiteralStructType([ty] * count)
+
+
+def _ptx_type(dtype: str) -> str:
+    return {"f16": "f16", "f32": "f32", "s32": "s32", "s8": "s8", "u8": "u8"}[dtype]
+
+
+@dataclass
+class _Fragments:
+    """A fragment allocation: each thread's registers for its warp's tiles."""
+
+    buffer: n.Buffer
+    geometry: Geometry
+    role: str
+    tiles: int                  # tiles per warp
+    tile_cols: int              # tiles per row of the warp's part
+    storage: ll.Value           # alloca [tiles x {regs}]
+    regs: ll.LiteralStructType
+
+    @property
+    def part(self) -> int:
+        """Elements of one warp's part (the coefficient of the warp index in a flat offset)."""
+        return self.buffer.size // self.buffer.shape[0]
+
+
+class KernelEmitter(FunctionEmitter):
+    """Emits one kernel body (``func.body``, thread-bound loops outermost) as one PTX kernel function."""
+
+    def __init__(self, module: ll.Module, name: str, buffers: list[n.Buffer], errors, launch: Launch,
+                 spec: isa.ISA | None) -> None:
+        self.launch, self.spec = launch, spec
+        super().__init__(module, name, buffers, errors)
+        self.spaces: dict[n.Buffer, int] = dict.fromkeys(buffers, GLOBAL_AS)
+        self.bound: dict[n.Var, str] = {}          # thread-bound variable -> its axis
+        self.consts: dict[n.Var, int] = {}         # unrolled loop variable -> its value here
+        self.fragments: dict[n.Buffer, _Fragments] = {}
+        self.shared_bytes = 0
+
+    def declare_function(self, name: str, buffers: list[n.Buffer]) -> ll.Function:
+        gptr = ll.PointerType(addrspace=GLOBAL_AS)
+        fn = ll.Function(self.module, ll.FunctionType(ll.VoidType(), [gptr] * (len(buffers) + 1)), name)
+        fn.calling_convention = "ptx_kernel"
+        for arg in fn.args[: len(buffers)]:
+            arg.add_attribute("noalias")
+        self.fault = fn.args[-1]
+        self.begin = self.end = None
+        return fn
+
+    def emit(self, stmt: n.Stmt, parallel: n.For | None = None) -> ll.Function:
+        self.stmt(stmt)
+        self.builder.ret_void()
+        self.allocas.branch(self.fn.blocks[1])
+        return self.fn
+
+    def fail(self, ok: ll.Value, message: str) -> None:
+        bad = self.fn.append_basic_block("fault")
+        good = self.fn.append_basic_block("ok")
+        self.builder.cbranch(ok, good, bad)
+        self.builder.position_at_end(bad)
+        self.builder.store(ll.Constant(I32, self.errors.code(message)), self.fault)
+        self.builder.ret_void()
+        self.builder.position_at_end(good)
+
+    # ---------------------------------------------------------------------------------------- statements
+    def stmt_Attr(self, s: n.Attr) -> None:
+        if s.key == BARRIER:
+            self.builder.call(declare(self.module, "llvm.nvvm.barrier0", ll.FunctionType(ll.VoidType(), [])),
+                              [])
+            return
+        self.stmt(s.body)
+
+    def stmt_For(self, s: n.For) -> None:
+        if s.kind is n.ForKind.THREAD_BINDING:
+            self._bound(s)
+            return
+        if self._fragment_nest(s):
+            return
+        extent, lo = _const_int(s.extent), _const_int(s.min)
+        if s.kind is n.ForKind.UNROLLED and extent is not None and lo is not None:
+            for v in range(lo, lo + extent):
+                self.consts[s.var] = v
+                self._bind(s.var, ll.Constant(value_type(s.var.dtype), v), n.const(v, s.var.dtype))
+                self.stmt(s.body)
+                self._unbind(s.var)
+                del self.consts[s.var]
+            return
+        super().stmt_For(s)
+
+    def _bound(self, s: n.For) -> None:
+        axis, extent = s.thread, _const_int(s.extent)
+        reg = self.builder.call(declare(self.module, _SREG[axis], ll.FunctionType(I32, [])), [])
+        value = reg if s.var.dtype == dtypes.int32 else self.builder.zext(reg, ll.IntType(s.var.dtype.bits))
+        self._bind(s.var, value, s.var)
+        self.ranges[s.var] = self._loop_range(s)
+        self.bound[s.var] = axis
+        full = (self.launch.grid + self.launch.block)[(BLOCK_AXES + THREAD_AXES).index(axis)]
+        if extent < full:
+            inside = self.fn.append_basic_block(f"{s.var.name}.in")
+            after = self.fn.append_basic_block(f"{s.var.name}.out")
+            below = self.builder.icmp_unsigned("<", reg, ll.Constant(I32, extent))
+            self.builder.cbranch(below, inside, after)
+            self.builder.position_at_end(inside)
+            self.stmt(s.body)
+            self.builder.branch(after)
+            self.builder.position_at_end(after)
+        else:
+            self.stmt(s.body)
+        self._unbind(s.var)
+        del self.bound[s.var]
+
+    def stmt_Allocate(self, s: n.Allocate) -> None:
+        b = s.buffer
+        if b.scope == "shared":
+            ty = ll.ArrayType(memory_type(b.dtype), b.size)
+            gv = ll.GlobalVariable(self.module, ty, self.module.get_unique_name(f"{b.name}.shared"),
+                                   addrspace=SHARED_AS)
+            gv.linkage = "internal"
+            gv.initializer = ll.Constant(ty, ll.Undefined)
+            gv.align = 16
+            gv.type = ll.PointerType(addrspace=SHARED_AS)   # an opaque pointer, as LLVM 22 has them
+            self.shared_bytes += b.size * b.dtype.bits // 8
+            self.ptrs[b], self.spaces[b] = gv, SHARED_AS
+            self.stmt(s.body)
+            del self.ptrs[b], self.spaces[b]
+            return
+        if b.scope == FRAGMENT:
+            self.fragments[b] = self._fragments(s)
+            self.stmt(s.body)
+            del self.fragments[b]
+            return
+        if b.scope not in ("global", "local"):
+            raise CodegenError(f"nvptx: allocation {b.name} in scope {b.scope!r}; a GPU kernel allocates in "
+                               f"local, shared or {FRAGMENT}")
+        super().stmt_Allocate(s)
+
+    def _fragments(self, s: n.Allocate) -> _Fragments:
+        b = s.buffer
+        uses = set()
+
+        class _Uses(IRVisitor):
+            def visit_TensorInsn(self, t: n.TensorInsn) -> None:
+                for r in t.regions:
+                    if r.buffer is b:
+                        uses.add((t.isa, t.name, r.operand))
+
+        _Uses().visit(s.body)
+        if len(uses) != 1:
+            what = "no instruction" if not uses else f"several ({sorted((u[1], u[2]) for u in uses)})"
+            raise CodegenError(f"nvptx: fragment {b.name} is the operand of {what}; a fragment holds one "
+                               "operand of one matrix instruction")
+        spec, name, operand = next(iter(uses))
+        geo = geometry(spec, name)
+        role = next(r for r, o in geo.roles.items() if o == operand)
+        rows, cols = geo.shape(role)
+        if len(b.shape) != 3 or b.shape[1] % rows or b.shape[2] % cols:
+            raise CodegenError(f"nvptx: fragment {b.name}{list(b.shape)} must be [warps, rows, cols] with "
+                               f"rows and cols multiples of the {rows}x{cols} operand {operand} of {name}")
+        elem, count = fragment_registers(role, geo.dtypes[role], (rows, cols))
+        regs = _struct(elem, count)
+        tiles = b.shape[1] // rows * (b.shape[2] // cols)
+        storage = self.allocas.alloca(ll.ArrayType(regs, tiles), name=b.name)
+        storage.type = ll.PointerType()
+        return _Fragments(b, geo, role, tiles, b.shape[2] // cols, storage, regs)
+
+    # ---------------------------------------------------------------------------------------- fragments
+    def _tile(self, frag: _Fragments, offset: n.Expr, text: str) -> int:
+        """The tile of the warp's part at flat ``offset`` (which must start a tile), at compile time."""
+        lf = linear_form(self._unrolled(offset))
+        if lf is None:
+            raise CodegenError(f"nvptx: {text}: the offset {offset} in fragment {frag.buffer.name} is not "
+                               "affine")
+        rest = lf.const
+        for atom, coef in lf.terms.items():
+            if not (isinstance(atom, n.Var) and self.bound.get(atom) in THREAD_AXES[1:]):
+                raise CodegenError(f"nvptx: {text}: fragment {frag.buffer.name} is indexed by {atom}, which "
+                                   "is not known at compile time (unroll the loops around fragment accesses)")
+            if coef % frag.part:
+                raise CodegenError(f"nvptx: {text}: fragment {frag.buffer.name}'s first axis is the warp, "
+                                   f"but {atom} steps it by {coef} elements")
+        rows, cols = frag.geometry.shape(frag.role)
+        width = frag.buffer.shape[2]
+        r, c = divmod(rest % frag.part, width)
+        if r % rows or c % cols:
+            raise CodegenError(f"nvptx: {text}: offset ({r}, {c}) in fragment {frag.buffer.name} does not "
+                               f"start a {rows}x{cols} tile")
+        return r // rows * frag.tile_cols + c // cols
+
+    def _unrolled(self, e: n.Expr) -> n.Expr:
+        """``e`` with the variables of the unrolled loops around it replaced by their values here."""
+        return simplify(substitute(e, {v: n.const(c, v.dtype) for v, c in self.consts.items()}))
+
+    def _tile_ptr(self, frag: _Fragments, tile: int) -> ll.Value:
+        return self.builder.gep(frag.storage, [ll.Constant(I32, 0), ll.Constant(I32, tile)],
+                                source_etype=ll.ArrayType(frag.regs, frag.tiles))
+
+    def _space_suffix(self, buffer: n.Buffer) -> str:
+        return f"p{self.spaces.get(buffer, 0)}"
+
+    def stmt_TensorInsn(self, s: n.TensorInsn) -> None:
+        text = str(s).strip()
+        geo = geometry(s.isa, s.name)
+        regions = {r.operand: r for r in s.regions}
+        values: list[ll.Value] = []
+        for role in ("a", "b", "c"):
+            r = regions.get(geo.roles[role])
+            if r is None:
+                raise CodegenError(f"nvptx: {text}: no region for operand {geo.roles[role]}")
+            if r.buffer.dtype.short != geo.dtypes[role]:
+                raise CodegenError(f"nvptx: {text}: operand {r.operand} is {geo.dtypes[role]}, but buffer "
+                                   f"{r.buffer.name} holds {r.buffer.dtype.short}")
+            elem, count = fragment_registers(role, geo.dtypes[role], geo.shape(role))
+            regs = _struct(elem, count)
+            if r.buffer in self.fragments:
+                frag = self.fragments[r.buffer]
+                tile = self._tile_ptr(frag, self._tile(frag, r.offset, text))
+                packed = self.builder.load(tile, typ=regs)
+            else:
+                ptr, ld = self._matrix_ptr(r, geo.shape(role), text)
+                dtype, space = _ptx_type(geo.dtypes[role]), self._space_suffix(r.buffer)
+                load = geo.name(f"load.{role}.row.stride.{dtype}.{space}")
+                fn = declare(self.module, load, ll.FunctionType(regs, [ptr.type, I32]))
+                packed = self.builder.call(fn, [ptr, ld])
+            values += [self.builder.extract_value(packed, i) for i in range(count)]
+        c_elem, c_count = fragment_registers("c", geo.dtypes["c"], geo.shape("c"))
+        dty = _struct(c_elem, c_count)
+        mma = declare(self.module, geo.intrinsic, ll.FunctionType(dty, [v.type for v in values]))
+        d = self.builder.call(mma, values)
+        out = regions[geo.roles["c"]]
+        if out.buffer in self.fragments:
+            frag = self.fragments[out.buffer]
+            self.builder.store(d, self._tile_ptr(frag, self._tile(frag, out.offset, text)))
+        else:
+            self._store_d(geo, d, out.buffer, out.offset, self._region_ld(out, geo.shape("c"), text), text)
+
+    def _region_ld(self, r: n.Region, shape: tuple[int, int], text: str) -> n.Expr:
+        """The leading dimension of a row-major region (its row stride); CodegenError for another layout."""
+        if not r.strides:
+            return n.const(shape[1])
+        inner = _const_int(r.strides[-1])
+        if len(r.strides) != 2 or inner != 1:
+            raise CodegenError(f"nvptx: {text}: operand {r.operand} in {r.buffer.name} is not row-major "
+                               f"(view {list(r.shape)}, strides {[str(x) for x in r.strides]}); the "
+                               "instruction loads row-major operands")
+        return r.strides[0]
+
+    def _matrix_ptr(self, r: n.Region, shape: tuple[int, int], text: str) -> tuple[ll.Value, ll.Value]:
+        ld = self._region_ld(r, shape, text)
+        offset = self.as_i64(self.expr(r.offset), r.offset.dtype)
+        self._check_rows(r.buffer, r.offset, ld, shape, offset, text)
+        return self.element_ptr(r.buffer, offset), self._i32(ld)
+
+    def _check_rows(self, buffer: n.Buffer, offset_expr: n.Expr, ld: n.Expr, shape, offset, text) -> None:
+        last = simplify(offset_expr + ld * (shape[0] - 1) + (shape[1] - 1))
+        lo_hi = [self._bound_of(offset_expr), self._bound_of(last)]
+        if lo_hi[0].lo is not None and lo_hi[0].lo >= 0 and lo_hi[1].hi is not None and \
+                lo_hi[1].hi < buffer.size:
+            return
+        end = self.as_i64(self.expr(last), last.dtype)
+        ok = self.builder.and_(self.builder.icmp_signed(">=", offset, ll.Constant(offset.type, 0)),
+                               self.builder.icmp_signed("<", end, ll.Constant(end.type, buffer.size)))
+        self.fail(ok, f"a matrix operand of '{text}' leaves buffer {buffer.name}")
+
+    def _bound_of(self, e: n.Expr):
+        from compiler.arith import bound
+
+        return bound(e, self.ranges)
+
+    def _i32(self, e: n.Expr) -> ll.Value:
+        v = self.expr(e)
+        return v if v.type == I32 else self.builder.trunc(v, I32)
+
+    def _store_d(self, geo: Geometry, d: ll.Value, buffer: n.Buffer, offset: n.Expr, ld: n.Expr,
+                 text: str) -> None:
+        off = self.as_i64(self.expr(offset), offset.dtype)
+        self._check_rows(buffer, offset, ld, geo.shape("c"), off, text)
+        ptr = self.element_ptr(buffer, off)
+        c_elem, count = fragment_registers("c", geo.dtypes["c"], geo.shape("c"))
+        name = geo.name(f"store.d.row.stride.{_ptx_type(geo.dtypes['c'])}.{self._space_suffix(buffer)}")
+        fn = declare(self.module, name, ll.FunctionType(ll.VoidType(), [ptr.type] + [c_elem] * count + [I32]))
+        regs = [self.builder.extract_value(d, i) for i in range(count)]
+        self.builder.call(fn, [ptr, *regs, self._i32(ld)])
+
+    # fragment fills and stores: a loop nest over whole tiles
+    def _fragment_nest(self, s: n.For) -> bool:
+        loops, body = [], s
+        while isinstance(body, n.For) and body.kind is not n.ForKind.THREAD_BINDING:
+            loops.append(body)
+            body = body.body
+        if not isinstance(body, n.Store):
+            return False
+        load = body.value.value if isinstance(body.value, n.Cast) else body.value
+        if body.buffer in self.fragments:
+            if not isinstance(body.value, n.IntImm | n.FloatImm):
+                raise CodegenError(f"nvptx: '{str(body).strip()}': a fragment is written whole, by a "
+                                   "constant or an instruction, not element by element")
+            self._fill(loops, body)
+            return True
+        if isinstance(load, n.Load) and load.buffer in self.fragments:
+            if load is not body.value:
+                raise CodegenError(f"nvptx: '{str(body).strip()}': a fragment is stored as it is (no cast)")
+            self._store_tiles(loops, body, load)
+            return True
+        return False
+
+    def _points(self, loops: list[n.For], index: n.Expr, frag: _Fragments, text: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Every iteration of ``loops`` (their values, one row each) and the warp-part offset it touches."""
+        for loop in loops:
+            if _const_int(loop.min) is None or _const_int(loop.extent) is None:
+                raise CodegenError(f"nvptx: {text}: loop {loop.var.name} around a fragment access must "
+                                   "have constant bounds")
+        lf = linear_form(self._unrolled(index))
+        loop_vars = {loop.var for loop in loops}
+        if lf is None or any(a not in loop_vars and not (isinstance(a, n.Var) and self.bound.get(a) in
+                                                         THREAD_AXES[1:]) for a in lf.terms):
+            raise CodegenError(f"nvptx: {text}: the fragment index is not affine in its loops and the warp")
+        grids = np.meshgrid(*[np.arange(_const_int(lp.min), _const_int(lp.min) + _const_int(lp.extent))
+                              for lp in loops], indexing="ij")
+        values = np.stack([g.ravel() for g in grids], axis=1)
+        offsets = np.full(len(values), lf.const % frag.part, dtype=np.int64)
+        for k, loop in enumerate(loops):
+            offsets += values[:, k] * lf.terms.get(loop.var, 0)
+        return values, offsets
+
+    def _covered(self, frag: _Fragments, offsets: np.ndarray, text: str) -> list[int]:
+        rows, cols = frag.geometry.shape(frag.role)
+        width = frag.buffer.shape[2]
+        r, c = offsets // width, offsets % width
+        tiles = (r // rows) * frag.tile_cols + c // cols
+        found = sorted(set(tiles.tolist()))
+        for t in found:
+            if len(set(offsets[tiles == t].tolist())) != rows * cols:
+                raise CodegenError(f"nvptx: {text}: the loops cover part of tile {t} of fragment "
+                                   f"{frag.buffer.name}; fragments are filled and stored in whole tiles")
+        return found
+
+    def _fill(self, loops: list[n.For], store: n.Store) -> None:
+        text = str(store).strip()
+        frag = self.fragments[store.buffer]
+        _, offsets = self._points(loops, _flat_expr(store.buffer, store.indices), frag, text)
+        elem, count = frag.regs.elements[0], len(frag.regs.elements)
+        scalar = memory_type(store.buffer.dtype)
+        value = dtypes.round_to(float(store.value.value), store.buffer.dtype) if store.buffer.dtype.is_float \
+            else int(store.value.value)
+        one = ll.Constant(scalar, value)
+        if isinstance(elem, ll.VectorType):
+            one = ll.Constant(elem, [value] * elem.count)
+        packed = ll.Constant(frag.regs, [one] * count)
+        for t in self._covered(frag, offsets, text):
+            self.builder.store(packed, self._tile_ptr(frag, t))
+
+    def _store_tiles(self, loops: list[n.For], store: n.Store, load: n.Load) -> None:
+        text = str(store).strip()
+        frag = self.fragments[load.buffer]
+        if store.buffer.dtype != load.buffer.dtype:
+            raise CodegenError(f"nvptx: {text}: fragment {load.buffer.name} holds {load.buffer.dtype}, "
+                               f"stored into {store.buffer.name} of {store.buffer.dtype}")
+        values, offsets = self._points(loops, _flat_expr(load.buffer, load.indices), frag, text)
+        dst = _flat_expr(store.buffer, store.indices)
+        rows, cols = frag.geometry.shape(frag.role)
+        width = frag.buffer.shape[2]
+        ld = self._destination_ld(loops, load, dst, width, text)
+        for t in self._covered(frag, offsets, text):
+            origin = (t // frag.tile_cols) * rows * width + (t % frag.tile_cols) * cols
+            at = int(np.flatnonzero(offsets == origin)[0])
+            point = {loop.var: n.const(int(values[at, k]), loop.var.dtype) for k, loop in enumerate(loops)}
+            offset = simplify(substitute(dst, point))
+            packed = self.builder.load(self._tile_ptr(frag, t), typ=frag.regs)
+            self._store_d(frag.geometry, packed, store.buffer, offset, ld, text)
+
+    def _destination_ld(self, loops: list[n.For], load: n.Load, dst: n.Expr, width: int, text: str) -> n.Expr:
+        """The row stride of the destination: each loop steps the destination as it steps the fragment,
+        a fragment column by 1 and a fragment row by the leading dimension."""
+        src = linear_form(_flat_expr(load.buffer, load.indices))
+        to = linear_form(dst)
+        if to is None:
+            raise CodegenError(f"nvptx: {text}: the destination index is not affine")
+        ld = None
+        for loop in loops:
+            f, d = src.terms.get(loop.var, 0), to.terms.get(loop.var, 0)
+            row, col = divmod(f, width)
+            if row and col:
+                raise CodegenError(f"nvptx: {text}: loop {loop.var.name} steps the fragment diagonally")
+            if col and d != col:
+                raise CodegenError(f"nvptx: {text}: the destination is not row-major along the fragment's "
+                                   "columns (a fragment store writes rows with unit stride)")
+            if row:
+                if d % row:
+                    raise CodegenError(f"nvptx: {text}: loop {loop.var.name} steps the destination by {d}, "
+                                       f"not a multiple of its {row} fragment rows")
+                if ld is not None and ld != d // row:
+                    raise CodegenError(f"nvptx: {text}: the destination's rows have no one stride")
+                ld = d // row
+        if ld is None:
+            raise CodegenError(f"nvptx: {text}: no loop steps the fragment's rows")
+        return n.const(ld)
+
+    # ---------------------------------------------------------------------------------------- memory
+    def vector_align(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> int:
+        """Buffers start 16-byte aligned (shared globals by declaration, device allocations by the
+        driver): a vector access whose lane-0 offset is a multiple of its lanes may use the vector's
+        alignment, up to 16 bytes."""
+        elem = buffer.dtype.bits // 8
+        lanes = self.vector.lanes
+        lf = linear_form(_flat_expr(buffer, indices))
+        if lf is None:
+            return elem
+        parts = [c for a, c in lf.terms.items() if a is not self.vector.var] + [lf.const]
+        base = self.vector.base
+        if not isinstance(base, ll.Constant) or int(base.constant) % lanes:
+            return elem
+        if all(p % lanes == 0 for p in parts):
+            return min(16, lanes * elem)
+        return elem

@@ -1,0 +1,414 @@
+"""GEMM and conv2d for NVIDIA Tensor Cores, scheduled as UNIT schedules a GPU (Sec. III.C, V.E; Fig. 11).
+
+Operators (fp16 inputs, fp32 accumulation and results), both one contraction ``C[m, n] = sum_k A[m, k] *
+B[k, n]`` over padded extents:
+- ``gemm``: ``A[M, K]`` x ``B[K, N]`` -> ``C[M, N]``, row-major;
+- ``conv2d``: UNIT's H x W fusion: the output pixels of an image are one dimension (``n`` = oh * ow + ow),
+  the reduction the input channels and the kernel window (``k`` = (c * R + r) * S + s), the output
+  channels the rows: ``A`` = the kernel ``[OC, C * R * S]`` (KCRS, flattened), ``B`` = the im2col view of
+  the (already padded) NCHW input, gathered tile by tile into shared memory, ``C`` = the NCHW output with
+  its pixels flattened ``[N, OC, OH * OW]``. Extents are padded with zeros to the tiles (``pack_*``).
+
+The instruction comes from the spec: the first of its instructions onto which the Inspector maps the
+contraction ``c[i, j] += f32(a[i, k]) * f32(b[k, j])`` of f16 operands (``tensor_core_instruction``; the
+built-in isa/specs/cuda.toml's wmma_m16n16k16_f16_f32), with its tile sizes read from the mapping. The
+schedule (``GpuTuning``), per thread block:
+- ``warps_m x warps_n`` warps each own ``p x q`` accumulator tiles (UNIT's p x p outer product accumulated
+  in registers: ``p + q`` operand loads feed ``p * q`` instructions), a block tile of
+  ``(warps_m * p * tm) x (warps_n * q * tn)``;
+- the reduction is walked ``bk`` at a time: all threads copy the A and B tiles into shared memory (16-byte
+  vector copies where the source rows are contiguous), a barrier, then every warp runs its instructions
+  on the shared tiles, a barrier;
+- ``split_k`` > 1 (UNIT's reduction parallelization, "+SplitK"): that many groups of warps take
+  interleaved parts of each ``bk`` step; at the end the groups' accumulators meet in shared memory and are
+  summed (in group order) into the output.
+
+The result is a ``PrimFunc`` of loop IR whose marked nests (``tensorize``) the tensorize pass turns into
+the instruction; ``compiler.backend.nvptx`` compiles it and ``compiler.interp`` runs it on any machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.backend.nvptx_emit import FRAGMENT, barrier
+from compiler.errors import ScheduleError
+from compiler.ir import dtypes
+from compiler.ir import nodes as ir
+from compiler.ops.nn import ConvShape
+from compiler.passes.inspector import Mapping, inspect_op
+from compiler.passes.tensorize_registers import tensorize_registers
+from isa import ISA
+from isa.instance import timing_of
+
+WARP = 32
+PAD = 8            # f16 elements added to each shared row: 16 bytes, against bank conflicts
+VECTOR = 8         # f16 elements per vector copy (16 bytes)
+F16, F32 = dtypes.float16, dtypes.float32
+
+
+@dataclass(frozen=True)
+class TensorCoreInstruction:
+    """The instruction the Inspector chose and its tile: ``d[tm, tn] += a[tm, tk] x b[tk, tn]``."""
+
+    name: str
+    tm: int
+    tn: int
+    tk: int
+    cycles: int = 32     # the spec's issue cycles of one instruction on one sub-core (its ``timing``)
+
+
+def tensor_core_instruction(spec: ISA) -> TensorCoreInstruction:
+    """The first instruction of ``spec`` that computes a tile of an fp16 x fp16 -> fp32 contraction, with
+    its tile sizes (UNIT's Inspector on ``C[i, j] = sum(k, f32(A[i, k]) * f32(B[k, j]))``)."""
+    a = te.placeholder((256, 256), "float16", name="A")
+    b = te.placeholder((256, 256), "float16", name="B")
+    k = te.reduce_axis(256, "k")
+    c = te.compute((256, 256), lambda i, j: te.sum(ir.cast(a[i, k], "float32") * ir.cast(b[k, j], "float32"),
+                                                    axis=k), name="C")
+    why = []
+    for name in spec.instructions:
+        found = inspect_op(c.op, spec, name)
+        if isinstance(found, Mapping):
+            by_var = {axis.var.name: found.extents[index] for index, axis in found.loops.items()}
+            cycles = timing_of(spec, spec.insn(name))[2] or 1
+            return TensorCoreInstruction(name, by_var["i"], by_var["j"], by_var["k"], cycles)
+        why.append(f"{name}: {found}")
+    raise ScheduleError(f"cuda: the spec {spec.source} has no instruction that computes a tile of an f16 x "
+                        f"f16 -> f32 contraction ({'; '.join(why) or 'it has no instructions'})")
+
+
+@dataclass(frozen=True)
+class GpuTuning:
+    """UNIT's GPU schedule knobs (Sec. V.E): warps per block along M and N, accumulator tiles per warp
+    (``p`` x ``q``), the reduction step ``bk`` (elements) and the reduction split ``split_k``."""
+
+    warps_m: int = 2
+    warps_n: int = 2
+    p: int = 2
+    q: int = 2
+    bk: int = 32
+    split_k: int = 1
+
+    def __str__(self) -> str:
+        return (f"warps {self.warps_m}x{self.warps_n}, tiles {self.p}x{self.q}, bk {self.bk}, "
+                f"split_k {self.split_k}")
+
+    @property
+    def warps(self) -> int:
+        return self.warps_m * self.warps_n * self.split_k
+
+    def block(self, insn: TensorCoreInstruction) -> tuple[int, int]:
+        """The block's output tile (rows, columns)."""
+        return self.warps_m * self.p * insn.tm, self.warps_n * self.q * insn.tn
+
+    def shared_bytes(self, insn: TensorCoreInstruction) -> int:
+        bm, bn = self.block(insn)
+        tiles = (bm * (self.bk + PAD) + self.bk * (bn + PAD)) * 2
+        partial = self.warps * self.p * insn.tm * self.q * insn.tn * 4 if self.split_k > 1 else 0
+        return tiles + partial
+
+    def why_not(self, insn: TensorCoreInstruction, shared_limit: int) -> str | None:
+        """Why this tuning cannot be compiled (None when it can)."""
+        if min(self.warps_m, self.warps_n, self.p, self.q, self.bk, self.split_k) < 1:
+            return "every knob must be at least 1"
+        if self.bk % insn.tk or (self.bk // insn.tk) % self.split_k:
+            return f"bk {self.bk} must be a multiple of {insn.tk} x split_k {self.split_k}"
+        if self.warps * WARP > 1024:
+            return f"{self.warps} warps exceed 1024 threads per block"
+        if self.shared_bytes(insn) > shared_limit:
+            return f"{self.shared_bytes(insn)} bytes of shared memory exceed {shared_limit}"
+        return None
+
+
+@dataclass(frozen=True)
+class GpuSchedule:
+    """A scheduled operator: the kernel's loop IR (``func``, tensorized; ``source``, the same before the
+    tensorize pass), the padded extents and the tuning."""
+
+    func: ir.PrimFunc
+    source: ir.PrimFunc
+    m: int
+    n: int
+    k: int
+    tuning: GpuTuning
+    instruction: TensorCoreInstruction
+    batch: int = 1
+
+    @property
+    def macs(self) -> int:
+        """Multiply-adds the kernel issues (over the padded extents)."""
+        return self.batch * self.m * self.n * self.k
+
+
+def _ceil(x: int, q: int) -> int:
+    return -(-x // q) * q
+
+
+def gemm(m: int, n: int, k: int, tuning: GpuTuning | None = None, *, spec: ISA,
+         shared_limit: int = 48 * 1024) -> GpuSchedule:
+    """``C[M, N] = A[M, K] x B[K, N]`` (f16 in, f32 out) over extents padded to the tuning's tiles."""
+    insn, t = tensor_core_instruction(spec), tuning or GpuTuning()
+    _check(t, insn, shared_limit, "gemm")
+    bm, bn = t.block(insn)
+    mp, np_, kp = _ceil(m, bm), _ceil(n, bn), _ceil(k, t.bk)
+    a = ir.Buffer("A", (mp, kp), F16)
+    b = ir.Buffer("B", (kp, np_), F16)
+    c = ir.Buffer("C", (mp, np_), F32)
+
+    def b_tile(z, row, col, v):
+        return b[row, col + v] if v is not None else b[row, col]
+
+    source = _contraction("gemm", (a, b, c), mp, np_, kp, 1, b_tile, True,
+                          lambda z, row, col: (row, col), t, insn)
+    return GpuSchedule(_tensorized(source, spec), source, mp, np_, kp, t, insn)
+
+
+def conv2d(layer: ConvShape, tuning: GpuTuning | None = None, *, spec: ISA,
+           shared_limit: int = 48 * 1024) -> GpuSchedule:
+    """NCHW conv2d of ``layer`` (its padding already applied to the input, ``pack_conv``) as UNIT's fused
+    H x W contraction: output ``[N, OC, OH * OW]`` (f32) over extents padded to the tuning's tiles."""
+    insn, t = tensor_core_instruction(spec), tuning or GpuTuning()
+    _check(t, insn, shared_limit, "conv2d")
+    if layer.invalid():
+        raise ScheduleError(f"cuda conv2d: {layer.invalid()}")
+    bm, bn = t.block(insn)
+    hp, wp = layer.h + 2 * layer.p, layer.w + 2 * layer.p
+    oh, ow, kk, st = layer.oh, layer.ow, layer.k, layer.s
+    crs = layer.ic * kk * kk
+    mp, np_, kp = _ceil(layer.oc, bm), _ceil(oh * ow, bn), _ceil(crs, t.bk)
+    data = ir.Buffer("data", (layer.n, layer.ic, hp, wp), F16)
+    kernel = ir.Buffer("kernel", (mp, kp), F16)
+    out = ir.Buffer("out", (layer.n, mp, np_), F32)
+
+    def b_tile(z, row, col, v):
+        c, rs = ir.FloorDiv(row, ir.const(kk * kk)), ir.FloorMod(row, ir.const(kk * kk))
+        r, s = ir.FloorDiv(rs, ir.const(kk)), ir.FloorMod(rs, ir.const(kk))
+        h, w = ir.FloorDiv(col, ir.const(ow)), ir.FloorMod(col, ir.const(ow))
+        inside = ir.And(ir.LT(row, ir.const(crs)), ir.LT(col, ir.const(oh * ow)))
+        value = data[z, ir.min_(c, layer.ic - 1), ir.min_(h * st + r, hp - 1), ir.min_(w * st + s, wp - 1)]
+        return ir.Select(inside, value, ir.const(0.0, F16))
+
+    source = _contraction("conv2d", (data, kernel, out), mp, np_, kp, layer.n, b_tile, False,
+                          lambda z, row, col: (z, row, col), t, insn, a=kernel)
+    return GpuSchedule(_tensorized(source, spec), source, mp, np_, kp, t, insn, layer.n)
+
+
+def _tensorized(func: ir.PrimFunc, spec: ISA) -> ir.PrimFunc:
+    """UNIT's rewriter, last step: each marked nest becomes the instruction (the Inspector checks it)."""
+    return ir.PrimFunc(func.name, func.params, tensorize_registers(func.body, spec), func.attrs)
+
+
+def _check(t: GpuTuning, insn: TensorCoreInstruction, shared_limit: int, op: str) -> None:
+    why = t.why_not(insn, shared_limit)
+    if why:
+        raise ScheduleError(f"cuda {op}: tuning ({t}) does not fit: {why}")
+
+
+def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_index, t: GpuTuning,
+                 insn: TensorCoreInstruction, a: ir.Buffer | None = None) -> ir.PrimFunc:
+    """The kernel of ``C[z, m, n] = sum_k A[m, k] * B_z[k, n]``: A a row-major buffer, ``b_tile(z, row,
+    col, lane)`` B's element (a vector lane where ``b_rows_contiguous``), ``out_index`` C's indices."""
+    a = a or params[0]
+    out = params[2]
+    bm, bn = t.block(insn)
+    warps, threads = t.warps, t.warps * WARP
+    tile_m, tile_n = t.p * insn.tm, t.q * insn.tn
+    a_sh = ir.Buffer("A_shared", (bm, t.bk + PAD), F16, "shared")
+    b_sh = ir.Buffer("B_shared", (t.bk, bn + PAD), F16, "shared")
+    acc = ir.Buffer("acc", (warps, tile_m, tile_n), F32, FRAGMENT)
+    bz, by, bx = ir.Var("bz"), ir.Var("by"), ir.Var("bx")
+    m0, n0 = by * bm, bx * bn
+    ko = ir.Var("ko")
+    k0 = ko * t.bk
+
+    def warp_loop(label: str, body_of) -> ir.Stmt:
+        ty = ir.Var(f"warp_{label}")
+        return ir.For(ty, ir.const(0), ir.const(warps), body_of(ty), ir.ForKind.THREAD_BINDING, "threadIdx.y")
+
+    def thread_loop(label: str, body_of) -> ir.Stmt:
+        def lanes(ty):
+            tx = ir.Var(f"lane_{label}")
+            return ir.For(tx, ir.const(0), ir.const(WARP), body_of(ty, tx), ir.ForKind.THREAD_BINDING,
+                          "threadIdx.x")
+        return warp_loop(label, lanes)
+
+    def copy(label: str, rows: int, cols: int, vector: int, store_of) -> ir.Stmt:
+        """All threads copy a rows x cols tile, ``vector`` elements per thread and step."""
+        chunks_per_row = cols // vector
+        chunks = rows * chunks_per_row
+        steps = -(-chunks // threads)
+
+        def body(ty, tx):
+            it = ir.Var(f"it_{label}")
+            chunk = (it * warps + ty) * WARP + tx
+            row, col = chunk // chunks_per_row, chunk % chunks_per_row * vector
+            if vector > 1:
+                v = ir.Var(f"v_{label}")
+                inner = ir.For(v, ir.const(0), ir.const(vector), store_of(row, col, v), ir.ForKind.VECTORIZED)
+            else:
+                inner = store_of(row, col, None)
+            if steps * threads != chunks:
+                inner = ir.IfThenElse(ir.LT(chunk, ir.const(chunks)), inner)
+            return ir.For(it, ir.const(0), ir.const(steps), inner, ir.ForKind.UNROLLED)
+        return thread_loop(label, body)
+
+    def store_a(row, col, v):
+        return ir.Store(a_sh, (row, col + v), a[m0 + row, k0 + col + v])
+
+    def store_b(row, col, v):
+        lane = v if v is not None else ir.const(0)
+        return ir.Store(b_sh, (row, col + lane), b_tile(bz, k0 + row, n0 + col, v))
+
+    b_vector = VECTOR if b_rows_contiguous else 1
+    load_tiles = ir.seq(copy("a", bm, t.bk, VECTOR, store_a), copy("b", t.bk, bn, b_vector, store_b))
+
+    steps = t.bk // insn.tk // t.split_k
+
+    def compute(ty):
+        wn, wm = ty % t.warps_n, (ty // t.warps_n) % t.warps_m
+        group = ty // (t.warps_n * t.warps_m)
+        kk, pi, qj = ir.Var("kk"), ir.Var("pi"), ir.Var("qj")
+        i, j, kr = ir.Var("i"), ir.Var("j"), ir.Var("k")
+        kstep = (group * steps + kk) * insn.tk if t.split_k > 1 else kk * insn.tk
+        row, col = pi * insn.tm + i, qj * insn.tn + j
+        update = ir.Store(acc, (ty, row, col), acc[ty, row, col] + ir.cast(
+            a_sh[wm * tile_m + row, kstep + kr], F32) * ir.cast(b_sh[kstep + kr, wn * tile_n + col], F32))
+        nest = ir.For(i, ir.const(0), ir.const(insn.tm), ir.For(
+            j, ir.const(0), ir.const(insn.tn), ir.For(kr, ir.const(0), ir.const(insn.tk), update)))
+        marked = ir.Attr("tensorize", insn.name, nest)
+        tiles = ir.For(pi, ir.const(0), ir.const(t.p), ir.For(qj, ir.const(0), ir.const(t.q), marked,
+                                                                 ir.ForKind.UNROLLED), ir.ForKind.UNROLLED)
+        return ir.For(kk, ir.const(0), ir.const(steps), tiles, ir.ForKind.UNROLLED)
+
+    def fill(ty):
+        i, j = ir.Var("i0"), ir.Var("j0")
+        return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
+            j, ir.const(0), ir.const(tile_n), ir.Store(acc, (ty, i, j), ir.const(0.0, F32))))
+
+    def store_out(ty):
+        i, j = ir.Var("i1"), ir.Var("j1")
+        wn, wm = ty % t.warps_n, (ty // t.warps_n) % t.warps_m
+        dst = out_index(bz, m0 + wm * tile_m + i, n0 + wn * tile_n + j)
+        return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
+            j, ir.const(0), ir.const(tile_n), ir.Store(out, dst, acc[ty, i, j])))
+
+    main = ir.For(ko, ir.const(0), ir.const(k // t.bk), ir.seq(
+        load_tiles, barrier(), warp_loop("compute", compute), barrier()))
+    if t.split_k == 1:
+        epilogue = warp_loop("store", store_out)
+        block = ir.seq(warp_loop("fill", fill), main, epilogue)
+        block = ir.Allocate(acc, block)
+    else:
+        partial = ir.Buffer("partial", (warps, tile_m, tile_n), F32, "shared")
+
+        def spill(ty):
+            i, j = ir.Var("i2"), ir.Var("j2")
+            return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
+                j, ir.const(0), ir.const(tile_n), ir.Store(partial, (ty, i, j), acc[ty, i, j])))
+
+        def reduce(row, col, v):
+            wm, wn = row // tile_m, col // tile_n
+            total = None
+            for g in range(t.split_k):
+                part = partial[(g * t.warps_m + wm) * t.warps_n + wn, row % tile_m,
+                               col % tile_n]
+                total = part if total is None else total + part
+            return ir.Store(out, out_index(bz, m0 + row, n0 + col), total)
+
+        epilogue = ir.seq(warp_loop("spill", spill), barrier(), copy("sum", bm, bn, 1, reduce))
+        block = ir.Allocate(partial, ir.Allocate(acc, ir.seq(warp_loop("fill", fill), main, epilogue)))
+    block = ir.Allocate(a_sh, ir.Allocate(b_sh, block))
+    grid = ir.For(bz, ir.const(0), ir.const(batch), ir.For(
+        by, ir.const(0), ir.const(m // bm), ir.For(bx, ir.const(0), ir.const(n // bn), block,
+                                                   ir.ForKind.THREAD_BINDING, "blockIdx.x"),
+        ir.ForKind.THREAD_BINDING, "blockIdx.y"), ir.ForKind.THREAD_BINDING, "blockIdx.z")
+    return ir.PrimFunc(name, tuple(params), grid)
+
+
+# ------------------------------------------------------------------------------------------ data layouts
+def pack_gemm(a: np.ndarray, b: np.ndarray, s: GpuSchedule) -> tuple[np.ndarray, np.ndarray]:
+    """A [M, K] and B [K, N] as f16, padded with zeros to the schedule's extents."""
+    pa = np.zeros((s.m, s.k), np.float16)
+    pb = np.zeros((s.k, s.n), np.float16)
+    pa[: a.shape[0], : a.shape[1]] = a
+    pb[: b.shape[0], : b.shape[1]] = b
+    return pa, pb
+
+
+def unpack_gemm(c: np.ndarray, m: int, n: int) -> np.ndarray:
+    return c[:m, :n]
+
+
+def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, s: GpuSchedule
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """NCHW data (padded by the layer's padding) and the KCRS kernel flattened to [OC, C*R*S], zero-padded
+    to the schedule's extents, as f16."""
+    p = layer.p
+    padded = np.pad(data.astype(np.float16), ((0, 0), (0, 0), (p, p), (p, p)))
+    flat = np.zeros((s.m, s.k), np.float16)
+    flat[: layer.oc, : layer.ic * layer.k * layer.k] = kernel.reshape(layer.oc, -1)
+    return padded, flat
+
+
+def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
+    """The NCHW output ``[N, OC, OH, OW]`` of the kernel's ``[N, OC', OH*OW']`` (padding dropped)."""
+    return out[:, : layer.oc, : layer.oh * layer.ow].reshape(layer.n, layer.oc, layer.oh, layer.ow)
+
+
+def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction, shared_limit: int,
+                 sm_count: int) -> list[GpuTuning]:
+    """The tunings worth measuring for a contraction of ``m x n x k`` (``batch`` times), ranked by a
+    simple model (UNIT's tuner measures them; ``--tune K`` takes the first K): enough blocks to fill the
+    ``sm_count`` multiprocessors, little padding, and many instructions per operand load. The model is
+    rough, so the ranking spreads the first K over the space: the best tuning of each block shape (warps,
+    tiles) for each reduction split, the splits taking turns, then the others."""
+    found = []
+    for wm, wn in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (2, 4)):
+        for p, q in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (2, 4), (4, 4)):
+            for bk in (32, 64):
+                for sk in (1, 2, 4):
+                    t = GpuTuning(wm, wn, p, q, bk, sk)
+                    if t.why_not(insn, shared_limit) is None:
+                        found.append(t)
+
+    def cost(t: GpuTuning) -> float:
+        """Cycles, roughly: the waves of resident blocks times the reduction steps, each step the longest of
+        its Tensor Core work (four sub-cores per multiprocessor, the spec's cycles per instruction), its
+        fragment loads from shared memory (128 bytes per cycle), its tile loads (64 bytes per cycle per
+        multiprocessor) and a global load's latency."""
+        bm, bn = t.block(insn)
+        mp, np_, kp = _ceil(m, bm), _ceil(n, bn), _ceil(k, t.bk)
+        blocks = batch * (mp // bm) * (np_ // bn)
+        resident = max(1, min(32, 64 // t.warps, 4 * shared_limit // t.shared_bytes(insn), blocks))
+        waves = math.ceil(blocks / (sm_count * resident))
+        ksteps = resident * t.warps * (t.bk // insn.tk) / t.split_k
+        compute = ksteps * t.p * t.q * insn.cycles / 4
+        fragments = ksteps * (t.p * insn.tm * insn.tk + t.q * insn.tk * insn.tn) * 2 / 128
+        loads = resident * (bm + bn) * t.bk * 2 / 64
+        return waves * (kp // t.bk) * max(compute, fragments, loads, 1000.0)
+
+    def key(t: GpuTuning) -> tuple:   # near-equal costs: less padding, then the bigger block (fewer loads)
+        c = cost(t)
+        rounded = float(f"{c:.1g}") if c > 0 else 0.0
+        bm, bn = t.block(insn)
+        return rounded, _ceil(m, bm) * _ceil(n, bn) * _ceil(k, t.bk), -bm * bn, str(t)
+
+    ranked = sorted(found, key=key)
+    shapes: set[tuple[int, ...]] = set()
+    firsts: dict[int, list[GpuTuning]] = {}
+    rest = []
+    for t in ranked:
+        shape = (t.warps_m, t.warps_n, t.p, t.q, t.split_k)
+        if shape in shapes:
+            rest.append(t)
+        else:
+            firsts.setdefault(t.split_k, []).append(t)
+            shapes.add(shape)
+    turns = [t for group in itertools.zip_longest(*firsts.values()) for t in group if t is not None]
+    return turns + rest
