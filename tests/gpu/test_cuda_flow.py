@@ -65,8 +65,9 @@ def test_the_experiment_compiles_its_quick_workloads_without_a_gpu():
 
 def test_tandem_compile_prints_the_ptx_and_checks_it_in_the_interpreter(tmp_path):
     out = tmp_path / "gemm.ptx"
-    done = subprocess.run([sys.executable, "-m", "tandem", "compile", "gemm", "--target", "cuda", "-p", "M=48",
-                           "-p", "N=40", "-p", "K=72", "--run", "--asm", str(out)], capture_output=True, text=True,
+    command = ["compile", "gemm", "--target", "cuda", "-p", "M=48", "-p", "N=40", "-p", "K=72", "--run",
+               "--asm", str(out)]
+    done = subprocess.run([sys.executable, "-m", "tandem", *command], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cuda.wmma_m16n16k16_f16_f32(a=A_shared[" in done.stdout      # the tensorized loop IR
