@@ -12,7 +12,8 @@ PyTorch's fp16 kernels on the same inputs: ``torch.nn.functional.conv2d`` (cuDNN
 - ``gemm``: square fp16 GEMMs 1024^3 to 8192^3.
 
 Every Tandem result is checked against numpy's exact result of the same fp16 inputs (each output within
-K * 2^-23 * sum|a*b|, tandem/cuda_run.py). Times are CUDA-event means of repeated launches (PyTorch's too);
+K * 2^-23 * sum|a*b|, tandem/cuda_run.py). Times are GPU times, the same way for both: 20 calls captured in
+a CUDA graph, the graph replayed between CUDA events (no host launch overhead between kernels);
 TFLOP/s count the layer's MACs, not the padding. Writes ``<out>/unit_gpu.csv``, ``<out>/summary.json``
 (geomean of cuDNN time / Tandem time per group, Tandem's share of cuBLAS on the GEMMs, the measured Tensor
 Core peak, the device) and prints the table.
@@ -71,8 +72,11 @@ def macs(op: str, p: dict) -> int:
     return p["N"] * p["OC"] * oh * ow * p["IC"] * p["K"] * p["K"]
 
 
-def torch_seconds(op: str, p: dict, inputs: list[np.ndarray], min_time: float) -> float | None:
-    """PyTorch's fp16 time on ``inputs`` (cuDNN conv2d, cuBLAS matmul), or None without PyTorch."""
+def torch_seconds(op: str, p: dict, inputs: list[np.ndarray], min_time: float, per_graph: int = 20
+                  ) -> float | None:
+    """PyTorch's fp16 GPU time on ``inputs`` (cuDNN conv2d with cudnn.benchmark, cuBLAS matmul), timed as
+    Tandem's kernels are (compiler/backend/cuda_runtime.py): ``per_graph`` calls captured in one CUDA graph
+    after warm-up, the graph replayed between CUDA events. None without PyTorch."""
     try:
         import torch
     except ImportError:
@@ -85,21 +89,30 @@ def torch_seconds(op: str, p: dict, inputs: list[np.ndarray], min_time: float) -
     else:
         def call():
             return torch.nn.functional.conv2d(a, b, stride=p["S"], padding=p["P"])
-    for _ in range(5):
-        call()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(5):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(per_graph):
+            call()
+    graph.replay()
     torch.cuda.synchronize()
     reps = 1
     while True:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(reps):
-            call()
+            graph.replay()
         end.record()
         torch.cuda.synchronize()
         seconds = start.elapsed_time(end) / 1e3
         if seconds >= min_time or reps >= 1 << 14:
-            return seconds / reps
-        reps *= 4
+            return seconds / (reps * per_graph)
+        reps *= 2
 
 
 def geomean(values: list[float]) -> float | None:

@@ -11,7 +11,8 @@ Parameters besides the layer (conv2d: ``H W IC OC K S P N``; gemm: ``M N K``): `
   same fp16 inputs: the products of fp16 values are exact in fp32, and each of the K fp32 additions rounds
   by at most 2^-24 of the running sum (the bound doubles that: the Tensor Cores' order and rounding of the
   additions are not specified);
-- ``seconds`` (one launch, CUDA events around repeated launches), ``tflops`` (2 x the layer's MACs per
+- ``seconds`` (one launch's GPU time: launches captured in a CUDA graph, replayed between CUDA events, so
+  that the host's launch overhead is not counted), ``tflops`` (2 x the layer's MACs per
   second, not the padded ones), ``peak_tflops`` (cuBLAS's fp16 throughput on an 8192^3 product, measured on
   the same device in the same process) and ``pct_of_peak``; ``cycles`` are ``seconds`` at the device's SM
   clock, ``roofline_cycles`` the MACs at the measured peak;

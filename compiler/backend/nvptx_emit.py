@@ -13,7 +13,11 @@ thread bindings and memory scopes; UNIT Sec. III.A's Tensor Core instructions):
   ``threadIdx.x`` loop run in all 32 lanes of a warp: warp instructions, and stores that every lane
   repeats with the same value.
 - **Memory scopes**: ``shared`` allocations are module globals in address space 3 (one per block);
-  ``global`` parameters are address space 1; ``local`` allocations are the thread's stack.
+  ``global`` parameters are address space 1; ``local`` allocations are the thread's stack. A ``thread``
+  allocation holds one slice per thread: its first two axes are indexed by the variables bound to
+  ``threadIdx.y`` and ``threadIdx.x`` (so that loop IR run sequentially, and the interpreter, see every
+  thread's slice), and each thread keeps only its own, on its stack (in registers once the indices of the
+  rest are constants).
   ``Attr("barrier", ...)`` is ``bar.sync 0`` (``__syncthreads``).
 - **Fragments**: a ``fragment`` allocation holds a warp's register fragments of a warp-level matrix
   instruction (the Tensor Core accumulator): its first axis is the warp (indexed by a variable bound to
@@ -65,8 +69,10 @@ BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_AXES = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 _SREG = {**{a: f"llvm.nvvm.read.ptx.sreg.ctaid.{a[-1]}" for a in BLOCK_AXES},
          **{a: f"llvm.nvvm.read.ptx.sreg.tid.{a[-1]}" for a in THREAD_AXES}}
-#: The scope of a warp's register fragments, and the statement attribute of a block-wide barrier.
+#: The scope of a warp's register fragments, of a buffer with one slice per thread, and the statement
+#: attribute of a block-wide barrier.
 FRAGMENT = "fragment"
+THREAD = "thread"
 BARRIER = "barrier"
 WARP = 32
 GLOBAL_AS, SHARED_AS = 1, 3
@@ -230,6 +236,7 @@ class KernelEmitter(FunctionEmitter):
         self.bound: dict[n.Var, str] = {}          # thread-bound variable -> its axis
         self.consts: dict[n.Var, int] = {}         # unrolled loop variable -> its value here
         self.fragments: dict[n.Buffer, _Fragments] = {}
+        self.slices: dict[n.Buffer, n.Buffer] = {}   # a thread buffer -> this thread's slice
         self.shared_bytes = 0
 
     def declare_function(self, name: str, buffers: list[n.Buffer]) -> ll.Function:
@@ -323,6 +330,16 @@ class KernelEmitter(FunctionEmitter):
             self.fragments[b] = self._fragments(s)
             self.stmt(s.body)
             del self.fragments[b]
+            return
+        if b.scope == THREAD:
+            if len(b.shape) < 3 or b.shape[:2] != (self.launch.block[1], self.launch.block[0]):
+                raise CodegenError(f"nvptx: {b.name}{list(b.shape)}: a {THREAD} buffer's first axes are the "
+                                   f"block's threads (threadIdx.y, threadIdx.x) = {self.launch.block[1]}, "
+                                   f"{self.launch.block[0]}")
+            view = n.Buffer(b.name, b.shape[2:], b.dtype, "local")
+            self.slices[b] = view
+            super().stmt_Allocate(n.Allocate(view, s.body))
+            del self.slices[b]
             return
         if b.scope not in ("global", "local"):
             raise CodegenError(f"nvptx: allocation {b.name} in scope {b.scope!r}; a GPU kernel allocates in "
@@ -592,6 +609,25 @@ class KernelEmitter(FunctionEmitter):
         return n.const(ld)
 
     # ---------------------------------------------------------------------------------------- memory
+    def _slice(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], text: str
+               ) -> tuple[n.Buffer, tuple[n.Expr, ...]]:
+        """A thread buffer's access as an access of this thread's slice (the first two indices must be the
+        variables bound to threadIdx.y and threadIdx.x); any other access as it is."""
+        view = self.slices.get(buffer)
+        if view is None:
+            return buffer, indices
+        axes = tuple(self.bound.get(i) if isinstance(i, n.Var) else None for i in indices[:2])
+        if axes != ("threadIdx.y", "threadIdx.x"):
+            raise CodegenError(f"nvptx: '{text}': a {THREAD} buffer is indexed first by the variables bound "
+                               f"to threadIdx.y and threadIdx.x, not by {', '.join(map(str, indices[:2]))}")
+        return view, indices[2:]
+
+    def load(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], text: str) -> ll.Value:
+        return super().load(*self._slice(buffer, indices, text), text)
+
+    def store(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], value: ll.Value, text: str) -> None:
+        super().store(*self._slice(buffer, indices, text), value, text)
+
     def vector_align(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> int:
         """Buffers start 16-byte aligned (shared globals by declaration, device allocations by the
         driver): a vector access whose lane-0 offset is a multiple of its lanes may use the vector's

@@ -21,7 +21,9 @@ schedule (``GpuTuning``), per thread block:
   on the shared tiles, a barrier;
 - ``split_k`` > 1 (UNIT's reduction parallelization, "+SplitK"): that many groups of warps take
   interleaved parts of each ``bk`` step; at the end the groups' accumulators meet in shared memory and are
-  summed (in group order) into the output.
+  summed (in group order) into the output;
+- ``stages`` = 2 (software pipelining, beyond UNIT): two shared buffers, the next step's tiles loaded into
+  each thread's registers (a ``thread`` buffer: one slice per thread) while this step computes.
 
 The result is a ``PrimFunc`` of loop IR whose marked nests (``tensorize``) the tensorize pass turns into
 the instruction; ``compiler.backend.nvptx`` compiles it and ``compiler.interp`` runs it on any machine.
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
-from compiler.backend.nvptx_emit import FRAGMENT, barrier
+from compiler.backend.nvptx_emit import FRAGMENT, THREAD, barrier
 from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
@@ -86,7 +88,10 @@ def tensor_core_instruction(spec: ISA) -> TensorCoreInstruction:
 @dataclass(frozen=True)
 class GpuTuning:
     """UNIT's GPU schedule knobs (Sec. V.E): warps per block along M and N, accumulator tiles per warp
-    (``p`` x ``q``), the reduction step ``bk`` (elements) and the reduction split ``split_k``."""
+    (``p`` x ``q``), the reduction step ``bk`` (elements), the reduction split ``split_k`` and ``stages``:
+    1 copies each step's tiles from global to shared memory between two barriers; 2 double-buffers them,
+    each thread loading the next step's part into registers while the warps compute on this one (one
+    barrier per step)."""
 
     warps_m: int = 2
     warps_n: int = 2
@@ -94,10 +99,11 @@ class GpuTuning:
     q: int = 2
     bk: int = 32
     split_k: int = 1
+    stages: int = 1
 
     def __str__(self) -> str:
         return (f"warps {self.warps_m}x{self.warps_n}, tiles {self.p}x{self.q}, bk {self.bk}, "
-                f"split_k {self.split_k}")
+                f"split_k {self.split_k}" + (f", stages {self.stages}" if self.stages > 1 else ""))
 
     @property
     def warps(self) -> int:
@@ -109,7 +115,7 @@ class GpuTuning:
 
     def shared_bytes(self, insn: TensorCoreInstruction) -> int:
         bm, bn = self.block(insn)
-        tiles = (bm * (self.bk + PAD) + self.bk * (bn + PAD)) * 2
+        tiles = (bm * (self.bk + PAD) + self.bk * (bn + PAD)) * 2 * self.stages
         partial = self.warps * self.p * insn.tm * self.q * insn.tn * 4 if self.split_k > 1 else 0
         return tiles + partial
 
@@ -117,6 +123,8 @@ class GpuTuning:
         """Why this tuning cannot be compiled (None when it can)."""
         if min(self.warps_m, self.warps_n, self.p, self.q, self.bk, self.split_k) < 1:
             return "every knob must be at least 1"
+        if self.stages not in (1, 2):
+            return f"stages must be 1 (global -> shared) or 2 (the next tiles prefetched), not {self.stages}"
         if self.bk % insn.tk or (self.bk // insn.tk) % self.split_k:
             return f"bk {self.bk} must be a multiple of {insn.tk} x split_k {self.split_k}"
         if self.warps * WARP > 1024:
@@ -219,13 +227,14 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
     bm, bn = t.block(insn)
     warps, threads = t.warps, t.warps * WARP
     tile_m, tile_n = t.p * insn.tm, t.q * insn.tn
-    a_sh = ir.Buffer("A_shared", (bm, t.bk + PAD), F16, "shared")
-    b_sh = ir.Buffer("B_shared", (t.bk, bn + PAD), F16, "shared")
+    stages = t.stages
+    a_sh = ir.Buffer("A_shared", (stages, bm, t.bk + PAD), F16, "shared")
+    b_sh = ir.Buffer("B_shared", (stages, t.bk, bn + PAD), F16, "shared")
     acc = ir.Buffer("acc", (warps, tile_m, tile_n), F32, FRAGMENT)
     bz, by, bx = ir.Var("bz"), ir.Var("by"), ir.Var("bx")
     m0, n0 = by * bm, bx * bn
     ko = ir.Var("ko")
-    k0 = ko * t.bk
+    k_tiles = k // t.bk
 
     def warp_loop(label: str, body_of) -> ir.Stmt:
         ty = ir.Var(f"warp_{label}")
@@ -238,11 +247,11 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
                           "threadIdx.x")
         return warp_loop(label, lanes)
 
-    def copy(label: str, rows: int, cols: int, vector: int, store_of) -> ir.Stmt:
-        """All threads copy a rows x cols tile, ``vector`` elements per thread and step."""
+    def copy(label: str, rows: int, cols: int, vector: int, move) -> ir.Stmt:
+        """All threads copy a rows x cols tile, ``vector`` elements per thread and step: ``move(ty, tx,
+        it, row, col, v)`` is one element's statement (``v`` the vector lane, None without one)."""
         chunks_per_row = cols // vector
         chunks = rows * chunks_per_row
-        steps = -(-chunks // threads)
 
         def body(ty, tx):
             it = ir.Var(f"it_{label}")
@@ -250,41 +259,73 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
             row, col = chunk // chunks_per_row, chunk % chunks_per_row * vector
             if vector > 1:
                 v = ir.Var(f"v_{label}")
-                inner = ir.For(v, ir.const(0), ir.const(vector), store_of(row, col, v), ir.ForKind.VECTORIZED)
+                inner = ir.For(v, ir.const(0), ir.const(vector), move(ty, tx, it, row, col, v),
+                               ir.ForKind.VECTORIZED)
             else:
-                inner = store_of(row, col, None)
-            if steps * threads != chunks:
+                inner = move(ty, tx, it, row, col, None)
+            if _steps(chunks, threads) * threads != chunks:
                 inner = ir.IfThenElse(ir.LT(chunk, ir.const(chunks)), inner)
-            return ir.For(it, ir.const(0), ir.const(steps), inner, ir.ForKind.UNROLLED)
+            return ir.For(it, ir.const(0), ir.const(_steps(chunks, threads)), inner, ir.ForKind.UNROLLED)
         return thread_loop(label, body)
 
-    def store_a(row, col, v):
-        return ir.Store(a_sh, (row, col + v), a[m0 + row, k0 + col + v])
-
-    def store_b(row, col, v):
-        lane = v if v is not None else ir.const(0)
-        return ir.Store(b_sh, (row, col + lane), b_tile(bz, k0 + row, n0 + col, v))
-
     b_vector = VECTOR if b_rows_contiguous else 1
-    load_tiles = ir.seq(copy("a", bm, t.bk, VECTOR, store_a), copy("b", t.bk, bn, b_vector, store_b))
+
+    def a_value(kt, row, col, v):
+        return a[m0 + row, kt * t.bk + col + v]
+
+    def b_value(kt, row, col, v):
+        return b_tile(bz, kt * t.bk + row, n0 + col, v)
+
+    def lane(v):
+        return v if v is not None else ir.const(0)
+
+    if stages == 1:   # global -> shared directly, two barriers per reduction step
+        def load_tiles(kt, stage):
+            return ir.seq(
+                copy("a", bm, t.bk, VECTOR, lambda ty, tx, it, row, col, v: ir.Store(
+                    a_sh, (stage, row, col + v), a_value(kt, row, col, v))),
+                copy("b", t.bk, bn, b_vector, lambda ty, tx, it, row, col, v: ir.Store(
+                    b_sh, (stage, row, col + lane(v)), b_value(kt, row, col, v))))
+    else:             # the next step's tiles are loaded into registers while this step computes
+        a_steps = _steps(bm * t.bk // VECTOR, threads)
+        regs_a = ir.Buffer("A_next", (warps, WARP, a_steps, VECTOR), F16, THREAD)
+        regs_b = ir.Buffer("B_next", (warps, WARP, _steps(t.bk * bn // b_vector, threads), b_vector), F16,
+                           THREAD)
+
+        def fetch(kt):
+            return ir.seq(
+                copy("fa", bm, t.bk, VECTOR, lambda ty, tx, it, row, col, v: ir.Store(
+                    regs_a, (ty, tx, it, v), a_value(kt, row, col, v))),
+                copy("fb", t.bk, bn, b_vector, lambda ty, tx, it, row, col, v: ir.Store(
+                    regs_b, (ty, tx, it, lane(v)), b_value(kt, row, col, v))))
+
+        def put(stage):
+            return ir.seq(
+                copy("pa", bm, t.bk, VECTOR, lambda ty, tx, it, row, col, v: ir.Store(
+                    a_sh, (stage, row, col + v), regs_a[ty, tx, it, v])),
+                copy("pb", t.bk, bn, b_vector, lambda ty, tx, it, row, col, v: ir.Store(
+                    b_sh, (stage, row, col + lane(v)), regs_b[ty, tx, it, lane(v)])))
 
     steps = t.bk // insn.tk // t.split_k
 
-    def compute(ty):
-        wn, wm = ty % t.warps_n, (ty // t.warps_n) % t.warps_m
-        group = ty // (t.warps_n * t.warps_m)
-        kk, pi, qj = ir.Var("kk"), ir.Var("pi"), ir.Var("qj")
-        i, j, kr = ir.Var("i"), ir.Var("j"), ir.Var("k")
-        kstep = (group * steps + kk) * insn.tk if t.split_k > 1 else kk * insn.tk
-        row, col = pi * insn.tm + i, qj * insn.tn + j
-        update = ir.Store(acc, (ty, row, col), acc[ty, row, col] + ir.cast(
-            a_sh[wm * tile_m + row, kstep + kr], F32) * ir.cast(b_sh[kstep + kr, wn * tile_n + col], F32))
-        nest = ir.For(i, ir.const(0), ir.const(insn.tm), ir.For(
-            j, ir.const(0), ir.const(insn.tn), ir.For(kr, ir.const(0), ir.const(insn.tk), update)))
-        marked = ir.Attr("tensorize", insn.name, nest)
-        tiles = ir.For(pi, ir.const(0), ir.const(t.p), ir.For(qj, ir.const(0), ir.const(t.q), marked,
-                                                                 ir.ForKind.UNROLLED), ir.ForKind.UNROLLED)
-        return ir.For(kk, ir.const(0), ir.const(steps), tiles, ir.ForKind.UNROLLED)
+    def compute(stage):
+        def body(ty):
+            wn, wm = ty % t.warps_n, (ty // t.warps_n) % t.warps_m
+            group = ty // (t.warps_n * t.warps_m)
+            kk, pi, qj = ir.Var("kk"), ir.Var("pi"), ir.Var("qj")
+            i, j, kr = ir.Var("i"), ir.Var("j"), ir.Var("k")
+            kstep = (group * steps + kk) * insn.tk if t.split_k > 1 else kk * insn.tk
+            row, col = pi * insn.tm + i, qj * insn.tn + j
+            update = ir.Store(acc, (ty, row, col), acc[ty, row, col] + ir.cast(
+                a_sh[stage, wm * tile_m + row, kstep + kr], F32) * ir.cast(
+                b_sh[stage, kstep + kr, wn * tile_n + col], F32))
+            nest = ir.For(i, ir.const(0), ir.const(insn.tm), ir.For(
+                j, ir.const(0), ir.const(insn.tn), ir.For(kr, ir.const(0), ir.const(insn.tk), update)))
+            marked = ir.Attr("tensorize", insn.name, nest)
+            columns = ir.For(qj, ir.const(0), ir.const(t.q), marked, ir.ForKind.UNROLLED)
+            tiles = ir.For(pi, ir.const(0), ir.const(t.p), columns, ir.ForKind.UNROLLED)
+            return ir.For(kk, ir.const(0), ir.const(steps), tiles, ir.ForKind.UNROLLED)
+        return warp_loop("compute", body)
 
     def fill(ty):
         i, j = ir.Var("i0"), ir.Var("j0")
@@ -298,8 +339,16 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
         return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
             j, ir.const(0), ir.const(tile_n), ir.Store(out, dst, acc[ty, i, j])))
 
-    main = ir.For(ko, ir.const(0), ir.const(k // t.bk), ir.seq(
-        load_tiles, barrier(), warp_loop("compute", compute), barrier()))
+    if stages == 1:
+        main = ir.For(ko, ir.const(0), ir.const(k_tiles), ir.seq(
+            load_tiles(ko, ir.const(0)), barrier(), compute(ir.const(0)), barrier()))
+    else:
+        more = ir.LT(ko + 1, ir.const(k_tiles))
+        step = ir.seq(ir.IfThenElse(more, fetch(ko + 1)), compute(ko % 2),
+                      ir.IfThenElse(more, put((ko + 1) % 2)), barrier())
+        main = ir.seq(fetch(ir.const(0)), put(ir.const(0)), barrier(),
+                      ir.For(ko, ir.const(0), ir.const(k_tiles), step))
+        main = ir.Allocate(regs_a, ir.Allocate(regs_b, main))
     if t.split_k == 1:
         epilogue = warp_loop("store", store_out)
         block = ir.seq(warp_loop("fill", fill), main, epilogue)
@@ -312,7 +361,7 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
             return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
                 j, ir.const(0), ir.const(tile_n), ir.Store(partial, (ty, i, j), acc[ty, i, j])))
 
-        def reduce(row, col, v):
+        def reduce(ty, tx, it, row, col, v):
             wm, wn = row // tile_m, col // tile_n
             total = None
             for g in range(t.split_k):
@@ -329,6 +378,10 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
                                                    ir.ForKind.THREAD_BINDING, "blockIdx.x"),
         ir.ForKind.THREAD_BINDING, "blockIdx.y"), ir.ForKind.THREAD_BINDING, "blockIdx.z")
     return ir.PrimFunc(name, tuple(params), grid)
+
+
+def _steps(chunks: int, threads: int) -> int:
+    return -(-chunks // threads)
 
 
 # ------------------------------------------------------------------------------------------ data layouts
@@ -373,9 +426,10 @@ def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction
         for p, q in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (2, 4), (4, 4)):
             for bk in (32, 64):
                 for sk in (1, 2, 4):
-                    t = GpuTuning(wm, wn, p, q, bk, sk)
-                    if t.why_not(insn, shared_limit) is None:
-                        found.append(t)
+                    for stages in (1, 2):
+                        t = GpuTuning(wm, wn, p, q, bk, sk, stages)
+                        if t.why_not(insn, shared_limit) is None:
+                            found.append(t)
 
     def cost(t: GpuTuning) -> float:
         """Cycles, roughly: the waves of resident blocks times the reduction steps, each step the longest of
@@ -391,7 +445,8 @@ def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction
         compute = ksteps * t.p * t.q * insn.cycles / 4
         fragments = ksteps * (t.p * insn.tm * insn.tk + t.q * insn.tk * insn.tn) * 2 / 128
         loads = resident * (bm + bn) * t.bk * 2 / 64
-        return waves * (kp // t.bk) * max(compute, fragments, loads, 1000.0)
+        latency = 1000.0 if t.stages == 1 else 400.0   # a prefetched step waits for less of it
+        return waves * (kp // t.bk) * max(compute, fragments, loads, latency)
 
     def key(t: GpuTuning) -> tuple:   # near-equal costs: less padding, then the bigger block (fewer loads)
         c = cost(t)
@@ -404,7 +459,7 @@ def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction
     firsts: dict[int, list[GpuTuning]] = {}
     rest = []
     for t in ranked:
-        shape = (t.warps_m, t.warps_n, t.p, t.q, t.split_k)
+        shape = (t.warps_m, t.warps_n, t.p, t.q, t.split_k, t.stages)
         if shape in shapes:
             rest.append(t)
         else:

@@ -102,6 +102,8 @@ GEMM_CASES = [
     ((48, 40, 40), gpu.GpuTuning(1, 1, 2, 2, 32, 1)),        # padded in every dimension
     ((64, 32, 128), gpu.GpuTuning(2, 1, 1, 2, 64, 2)),       # split-K over 2 warp groups
     ((32, 32, 128), gpu.GpuTuning(1, 1, 2, 2, 64, 4)),       # split-K over 4
+    ((64, 64, 128), gpu.GpuTuning(2, 2, 1, 1, 32, 1, 2)),    # the next tiles prefetched, two shared buffers
+    ((48, 40, 200), gpu.GpuTuning(1, 1, 2, 2, 32, 2, 2)),    # ... with split-K and padding
 ]
 
 
@@ -123,6 +125,7 @@ CONV_CASES = [
     (ConvShape(7, 7, 19, 20, 3, 2, 1, n=2), gpu.GpuTuning(1, 2, 1, 1, 32, 2)),
     (ConvShape(6, 6, 16, 24, 1, 1, 0), gpu.GpuTuning(2, 1, 1, 1, 32, 1)),
     (ConvShape(5, 5, 3, 16, 3, 1, 1), gpu.GpuTuning(1, 1, 1, 2, 32, 1)),    # a 3-channel stem: K padded
+    (ConvShape(7, 7, 19, 20, 3, 2, 1, n=2), gpu.GpuTuning(1, 2, 1, 1, 32, 2, 2)),  # prefetched
 ]
 
 
@@ -180,6 +183,16 @@ def test_the_gemm_ptx_keeps_the_accumulators_in_registers_and_loads_16_bytes_at_
     assert kernel.launch.grid == (4, 4, 1) and kernel.launch.block == (32, 4, 1)
 
 
+def test_a_prefetched_schedule_keeps_the_next_tiles_in_registers_with_one_barrier_per_step():
+    s = gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 2), spec=SPEC)
+    kernel = nvptx.build(s.func)
+    ptx = _ptx_body(kernel.ptx)
+    assert "local" not in ptx                                        # the prefetched tiles stay in registers
+    assert kernel.shared_bytes == 2 * (128 * 40 + 32 * 136) * 2      # two buffers of each tile
+    loop = ptx[ptx.index("bar.sync"):]
+    assert loop.count("bar.sync") == 2                               # the prologue's, and one per step
+
+
 def test_the_split_k_reduction_sums_the_partials_in_shared_memory():
     s = gpu.gemm(64, 64, 256, gpu.GpuTuning(1, 1, 2, 2, 64, 4), spec=SPEC)
     ptx = _ptx_body(nvptx.build(s.func).ptx)
@@ -194,7 +207,9 @@ def test_gemm_and_conv_ptx_assemble_with_ptxas(arch):
     kernels = [gpu.gemm(128, 128, 128, gpu.GpuTuning(2, 2, 2, 2, 32), spec=SPEC),
                gpu.gemm(64, 64, 256, gpu.GpuTuning(1, 2, 2, 1, 64, 2), spec=SPEC),
                gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 1, 1, 32, 2), spec=SPEC),
-               gpu.conv2d(ConvShape(56, 56, 64, 128, 1, 2, 0, n=2), gpu.GpuTuning(), spec=SPEC)]
+               gpu.conv2d(ConvShape(56, 56, 64, 128, 1, 2, 0, n=2), gpu.GpuTuning(), spec=SPEC),
+               gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 2), spec=SPEC),
+               gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 1, 1, 32, 2, 2), spec=SPEC)]
     for s in kernels:
         kernel = nvptx.build(s.func, arch=arch, ptx=70 if arch == "sm_80" else 80)
         assert f".target {arch}" in kernel.ptx
@@ -220,6 +235,20 @@ def test_a_fragment_filled_in_part_is_refused():
                   ir.ForKind.THREAD_BINDING, "threadIdx.y")
     with pytest.raises(CodegenError, match="cover part of tile 0 of fragment acc; fragments are filled and "
                                            "stored in whole tiles"):
+        nvptx.build(_kernel(body, out))
+
+
+def test_a_thread_buffer_indexed_by_anything_but_the_thread_is_refused():
+    x = ir.Buffer("x", (2, 32, 4), dtypes.float32, "thread")
+    out = ir.Buffer("out", (4,), dtypes.float32)
+    w, t, i = ir.Var("w"), ir.Var("t"), ir.Var("i")
+    one = ir.const(1.0, dtypes.float32)
+    store = ir.For(i, ir.const(0), ir.const(4), ir.Store(x, (ir.const(0), t, i), one))
+    body = ir.Allocate(x, ir.For(w, ir.const(0), ir.const(2), ir.For(
+        t, ir.const(0), ir.const(32), store, ir.ForKind.THREAD_BINDING, "threadIdx.x"),
+        ir.ForKind.THREAD_BINDING, "threadIdx.y"))
+    with pytest.raises(CodegenError, match="indexed first by the variables bound to threadIdx.y and "
+                                           "threadIdx.x"):
         nvptx.build(_kernel(body, out))
 
 
