@@ -98,12 +98,12 @@ def test_a_spec_without_an_f32_accumulating_instruction_is_refused_with_each_rea
 
 # ------------------------------------------------------------------------------------------ schedules
 GEMM_CASES = [
-    ((64, 64, 64), gpu.GpuTuning(2, 2, 1, 1, 32, 1)),
-    ((48, 40, 40), gpu.GpuTuning(1, 1, 2, 2, 32, 1)),        # padded in every dimension
-    ((64, 32, 128), gpu.GpuTuning(2, 1, 1, 2, 64, 2)),       # split-K over 2 warp groups
-    ((32, 32, 128), gpu.GpuTuning(1, 1, 2, 2, 64, 4)),       # split-K over 4
-    ((64, 64, 128), gpu.GpuTuning(2, 2, 1, 1, 32, 1, 2)),    # the next tiles prefetched, two shared buffers
-    ((48, 40, 200), gpu.GpuTuning(1, 1, 2, 2, 32, 2, 2)),    # ... with split-K and padding
+    ((32, 64, 64), gpu.GpuTuning(2, 2, 1, 1, 32, 1)),
+    ((20, 24, 40), gpu.GpuTuning(1, 1, 2, 2, 32, 1)),        # padded in every dimension
+    ((32, 32, 128), gpu.GpuTuning(2, 1, 1, 2, 64, 2)),       # split-K over 2 warp groups
+    ((32, 32, 64), gpu.GpuTuning(1, 1, 2, 2, 64, 4)),        # split-K over 4
+    ((32, 32, 96), gpu.GpuTuning(2, 2, 1, 1, 32, 1, 2)),     # the next tiles prefetched, two shared buffers
+    ((20, 24, 72), gpu.GpuTuning(1, 1, 2, 2, 32, 2, 2)),     # ... with split-K and padding
 ]
 
 
@@ -122,10 +122,10 @@ def test_gemm_before_and_after_tensorize_computes_numpys_result(shape, tuning):
 
 
 CONV_CASES = [
-    (ConvShape(7, 7, 19, 20, 3, 2, 1, n=2), gpu.GpuTuning(1, 2, 1, 1, 32, 2)),
+    (ConvShape(5, 5, 9, 20, 3, 2, 1, n=2), gpu.GpuTuning(1, 2, 1, 1, 32, 2)),
     (ConvShape(6, 6, 16, 24, 1, 1, 0), gpu.GpuTuning(2, 1, 1, 1, 32, 1)),
     (ConvShape(5, 5, 3, 16, 3, 1, 1), gpu.GpuTuning(1, 1, 1, 2, 32, 1)),    # a 3-channel stem: K padded
-    (ConvShape(7, 7, 19, 20, 3, 2, 1, n=2), gpu.GpuTuning(1, 2, 1, 1, 32, 2, 2)),  # prefetched
+    (ConvShape(5, 5, 7, 20, 3, 2, 1), gpu.GpuTuning(1, 2, 1, 1, 32, 2, 2)),   # prefetched
 ]
 
 
