@@ -16,9 +16,9 @@ K * 2^-23 * sum|a*b|, tandem/cuda_run.py). Times are GPU times, the same way for
 a CUDA graph, the graph replayed between CUDA events (no host launch overhead between kernels);
 TFLOP/s count the layer's MACs, not the padding. Writes ``<out>/unit_gpu.csv``, ``<out>/summary.json``
 (geomean of cuDNN time / Tandem time per group, Tandem's share of cuBLAS on the GEMMs, the measured Tensor
-Core peak, the device) and prints the table.
+Core peak, the device) and ``<out>/unit_gpu.png`` (each workload's ratio), and prints the table.
 
-    python experiments/unit_gpu.py [--quick] [--tune 10] [--out DIR]
+    python experiments/unit_gpu.py [--quick] [--tune 10] [--groups gemm,table1] [--out DIR]
 
 Without a GPU it stops with the reason (``--quick`` with ``--compile-only`` compiles the quick workloads'
 PTX instead, which the tests run).
@@ -115,6 +115,29 @@ def torch_seconds(op: str, p: dict, inputs: list[np.ndarray], min_time: float, p
         reps *= 2
 
 
+def plot(rows: list[dict], path: Path, device: str) -> None:
+    """One bar per workload: the peer's time over Tandem's (above 1: Tandem is faster), by group."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if r["speedup"]]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * len(shown)), 3.6))
+    colors = {"table1": "tab:blue", "resnet18_b1": "tab:green", "resnet18_b16": "tab:olive",
+              "gemm": "tab:red"}
+    ax.bar(range(len(shown)), [r["speedup"] for r in shown],
+           color=[colors.get(r["group"], "gray") for r in shown])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(shown)), [f"{r['group'].replace('resnet18_', '')} {r['name']}" for r in shown],
+                  rotation=90, fontsize=7)
+    ax.set_ylabel("cuDNN or cuBLAS time / Tandem time")
+    ax.set_title(f"UNIT's GPU flow in Tandem on {device} (fp16, Tensor Cores)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -130,6 +153,8 @@ def main(
         "--compile-only", help="Compile the workloads' candidates to PTX (no GPU needed); run nothing.")
     ] = False,
     min_time: Annotated[float, typer.Option(help="Seconds of timing per measurement.")] = 0.03,
+    groups: Annotated[str | None, typer.Option(
+        help="Only these groups, comma-separated: table1, resnet18_b1, resnet18_b16, gemm.")] = None,
 ) -> None:
     """Run UNIT's GPU experiment on this machine's GPU: Tandem vs cuDNN / cuBLAS (PyTorch)."""
     from tandem import cuda_run
@@ -137,6 +162,14 @@ def main(
 
     console = Console(highlight=False)
     todo = QUICK if quick else workloads()
+    if groups is not None:
+        wanted = {g.strip() for g in groups.split(",") if g.strip()}
+        known = {w[0] for w in workloads()}
+        if not wanted or wanted - known:
+            console.print(f"[red]--groups[/red]: expected some of {', '.join(sorted(known))}, but got "
+                          f"{groups!r}")
+            raise typer.Exit(code=2)
+        todo = [w for w in todo if w[0] in wanted]
     target = load_target("cuda")
     if compile_only:
         for group, name, op, params in todo:
@@ -194,6 +227,7 @@ def main(
         writer.writeheader()
         writer.writerows(rows)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plot(rows, out / "unit_gpu.png", dev["name"])
     table = Table(title=f"UNIT on {dev['name']}: Tandem vs PyTorch (fp16 in, fp32 accumulation)")
     for col in ("group", "layer", "valid", "Tandem TFLOP/s", "peer TFLOP/s", "peer / Tandem time", "% peak"):
         table.add_column(col)

@@ -5,7 +5,9 @@
 #    CUDA driver and compared with numpy;
 # 2. the GPU test suite (tests/gpu: PTX structure and ptxas everywhere, execution here);
 # 3. the experiment experiments/unit_gpu.py (UNIT's Table I, ResNet-18 C2-C12 at batch 1 and 16, GEMMs
-#    1024^3-8192^3: Tandem vs cuDNN / cuBLAS through PyTorch), TUNE tunings measured per workload (default 10).
+#    1024^3-8192^3: Tandem vs cuDNN / cuBLAS through PyTorch), TUNE tunings measured per workload (default 6;
+#    on an H100 the whole script then takes about 6 minutes, with TUNE=10 about 9), GROUPS to run only some
+#    of the experiment's groups (table1,resnet18_b1,resnet18_b16,gemm).
 # Needs python3 with numpy, llvmlite 0.50, CuPy, pytest, typer and rich (PyTorch for the peers). Writes at
 # most eight files to RESULTS_DIR: device.txt, nvptx_probe.json, wmma_probe.jsonl, gpu_tests.log,
 # unit_gpu.log, unit_gpu.csv, summary.json. Exits non-zero when a step fails (after running the others).
@@ -32,6 +34,6 @@ python3 -m pytest -q -p no:cacheprovider -rs tests/gpu tests/test_gpu_probe.py 2
     | tee "$results/gpu_tests.log" || status=1
 
 echo "== experiments/unit_gpu.py"
-python3 experiments/unit_gpu.py --out "$results" --tune "${TUNE:-10}" 2>&1 | tee "$results/unit_gpu.log" \
-    || status=1
+python3 experiments/unit_gpu.py --out "$results" --tune "${TUNE:-6}" ${GROUPS:+--groups "$GROUPS"} 2>&1 \
+    | tee "$results/unit_gpu.log" || status=1
 exit "$status"

@@ -138,7 +138,7 @@ def compile_(
         help="Pipeline to run (compiler/pipeline.py): reference, diannao, vita, cpu, arm (AArch64 "
              "sdot, compiled by LLVM) or cuda (PTX with Tensor Core wmma, compiled by LLVM).")] = "reference",
     config: Annotated[str | None, typer.Option(
-        help="diannao/vita: the machine config (built-in name or TOML file) whose ISA parameters the "
+        help="diannao/vita/cuda: the machine config (built-in name or TOML file) whose ISA parameters the "
              "passes see.")] = None,
     spec: Annotated[Path | None, typer.Option(
         help="A spec file of the target's ISA family to compile for instead of the built-in spec.")] = None,
