@@ -89,7 +89,7 @@ def build(func: n.PrimFunc, *, arch: str = "sm_90", ptx: int = 80,
     module.triple = TRIPLE
     module.data_layout = str(tm.target_data)
     errors = ErrorTable()
-    emitter = KernelEmitter(module, func.name, list(func.params), errors, launch, None)
+    emitter = KernelEmitter(module, func.name, list(func.params), errors, launch)
     emitter.emit(func.body)
     if emitter.shared_bytes > shared_limit:
         raise CodegenError(f"nvptx: {func.name} allocates {emitter.shared_bytes} bytes of shared memory; a "

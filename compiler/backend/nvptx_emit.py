@@ -62,6 +62,7 @@ from compiler.errors import CodegenError
 from compiler.ir import dtypes
 from compiler.ir import nodes as n
 from compiler.ir.functor import IRVisitor, substitute
+from compiler.passes.inspector import instruction_accesses
 from isa.instance import operand_shape
 
 #: The hardware axes a loop can be bound to, and the PTX special register each one reads.
@@ -175,12 +176,7 @@ def geometry(spec: isa.ISA, name: str) -> Geometry:
 
 def _operand_indices(sem) -> dict[str, tuple[str, ...]]:
     """Each operand's index variables, in the order the semantics writes them (``c[i, j]`` -> (i, j))."""
-    from compiler.passes.inspector import instruction_accesses
-
-    found = {}
-    for name, access in instruction_accesses(sem).items():
-        found[name] = tuple(str(i) for i in access.indices)
-    return found
+    return {name: tuple(str(i) for i in access.indices) for name, access in instruction_accesses(sem).items()}
 
 
 def fragment_registers(role: str, dtype: str, shape: tuple[int, int]) -> tuple[ll.Type, int]:
@@ -228,9 +224,8 @@ class _Fragments:
 class KernelEmitter(FunctionEmitter):
     """Emits one kernel body (``func.body``, thread-bound loops outermost) as one PTX kernel function."""
 
-    def __init__(self, module: ll.Module, name: str, buffers: list[n.Buffer], errors, launch: Launch,
-                 spec: isa.ISA | None) -> None:
-        self.launch, self.spec = launch, spec
+    def __init__(self, module: ll.Module, name: str, buffers: list[n.Buffer], errors, launch: Launch) -> None:
+        self.launch = launch
         super().__init__(module, name, buffers, errors)
         self.spaces: dict[n.Buffer, int] = dict.fromkeys(buffers, GLOBAL_AS)
         self.bound: dict[n.Var, str] = {}          # thread-bound variable -> its axis
