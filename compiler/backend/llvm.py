@@ -153,16 +153,24 @@ def compile_module(func: n.PrimFunc, segments: tuple[Segment, ...], tm: llvm.Tar
             calls.append((fn, forked and module.get_global(forked), slots[k], seg.iterations))
     if slots is not None:
         emit_repeat(module, f"{func.name}.repeat", calls)
+    return optimized(module, tm, func.name), forks
+
+
+def optimized(module: ll.Module, tm: llvm.TargetMachine, name: str, backend: str = "llvm",
+              vectorize: bool = True) -> llvm.ModuleRef:
+    """``module`` parsed, verified (CodegenError naming ``name`` if it does not) and optimized with LLVM's
+    O3 pipeline for ``tm`` (loop unrolling on; loop and SLP vectorization with ``vectorize``)."""
     try:
         parsed = llvm.parse_assembly(str(module))
         parsed.verify()
     except RuntimeError as e:
-        raise CodegenError(f"llvm: the generated IR of {func.name} does not verify: {e}") from None
+        raise CodegenError(f"{backend}: the generated IR of {name} does not verify: {e}") from None
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = True
+    pto.loop_unrolling = True
+    pto.loop_vectorization = pto.slp_vectorization = vectorize
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(parsed, pb)
-    return parsed, forks
+    return parsed
 
 
 def _buffers_of(s: n.Stmt) -> tuple[n.Buffer, ...]:

@@ -132,19 +132,26 @@ class FunctionEmitter:
             self._counted(parallel, start, stop, lambda: self.stmt(parallel.body))
         else:
             self.stmt(stmt)
-        self.builder.ret(ll.Constant(I32, 0))
+        self.ret(None)
         self.allocas.branch(self.fn.blocks[1])
         return self.fn
 
+    def ret(self, fault: str | None) -> None:
+        """Return: 0, or (freeing the heap buffers) the code of ``fault``."""
+        if fault is None:
+            self.builder.ret(ll.Constant(I32, 0))
+            return
+        for p in self.heap:
+            self.builder.call(self._libc("free", ll.VoidType(), [PTR]), [p])
+        self.builder.ret(ll.Constant(I32, self.errors.code(fault)))
+
     def fail(self, ok: ll.Value, message: str) -> None:
-        """Continue where ``ok`` holds; otherwise free the heap buffers and return the fault's code."""
+        """Continue where ``ok`` holds; otherwise return the fault ``message`` (``ret``)."""
         bad = self.fn.append_basic_block("fault")
         good = self.fn.append_basic_block("ok")
         self.builder.cbranch(ok, good, bad)
         self.builder.position_at_end(bad)
-        for p in self.heap:
-            self.builder.call(self._libc("free", ll.VoidType(), [PTR]), [p])
-        self.builder.ret(ll.Constant(I32, self.errors.code(message)))
+        self.ret(message)
         self.builder.position_at_end(good)
 
     def _libc(self, name: str, ret: ll.Type, args: list[ll.Type]) -> ll.Function:

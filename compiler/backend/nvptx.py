@@ -24,6 +24,7 @@ from pathlib import Path
 import llvmlite.binding as llvm
 from llvmlite import ir as ll
 
+from compiler.backend.llvm import optimized
 from compiler.backend.llvm_emit import ErrorTable
 from compiler.backend.nvptx_emit import KernelEmitter, Launch, launch_of
 from compiler.errors import CodegenError
@@ -94,16 +95,7 @@ def build(func: n.PrimFunc, *, arch: str = "sm_90", ptx: int = 80,
     if emitter.shared_bytes > shared_limit:
         raise CodegenError(f"nvptx: {func.name} allocates {emitter.shared_bytes} bytes of shared memory; a "
                            f"block may have {shared_limit}")
-    try:
-        parsed = llvm.parse_assembly(str(module))
-        parsed.verify()
-    except RuntimeError as e:
-        raise CodegenError(f"nvptx: the generated IR of {func.name} does not verify: {e}") from None
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_unrolling = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(parsed, pb)
-    text = tm.emit_assembly(parsed)
+    text = tm.emit_assembly(optimized(module, tm, func.name, "nvptx", vectorize=False))
     return GpuKernel(func.name, text, arch, launch, tuple(func.params), tuple(errors.messages),
                      emitter.shared_bytes)
 

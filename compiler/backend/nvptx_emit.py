@@ -244,20 +244,11 @@ class KernelEmitter(FunctionEmitter):
         self.begin = self.end = None
         return fn
 
-    def emit(self, stmt: n.Stmt, parallel: n.For | None = None) -> ll.Function:
-        self.stmt(stmt)
+    def ret(self, fault: str | None) -> None:
+        """Return from the thread, first writing the code of ``fault`` (if any) to the fault word."""
+        if fault is not None:
+            self.builder.store(ll.Constant(I32, self.errors.code(fault)), self.fault)
         self.builder.ret_void()
-        self.allocas.branch(self.fn.blocks[1])
-        return self.fn
-
-    def fail(self, ok: ll.Value, message: str) -> None:
-        bad = self.fn.append_basic_block("fault")
-        good = self.fn.append_basic_block("ok")
-        self.builder.cbranch(ok, good, bad)
-        self.builder.position_at_end(bad)
-        self.builder.store(ll.Constant(I32, self.errors.code(message)), self.fault)
-        self.builder.ret_void()
-        self.builder.position_at_end(good)
 
     # ---------------------------------------------------------------------------------------- statements
     def stmt_Attr(self, s: n.Attr) -> None:
