@@ -29,6 +29,7 @@ import tandem
 from tandem.console import fail
 from tandem.isa_commands import isa_app
 from tandem.model_command import model_command
+from tandem.regress_command import regress_command
 from tandem.run_command import run_command
 from tandem.sim_commands import sim_app
 from tandem.sweep_command import report_command, sweep_command
@@ -47,6 +48,7 @@ app.command("run")(run_command)
 app.command("model")(model_command)
 app.command("sweep")(sweep_command)
 app.command("report")(report_command)
+app.command("regress")(regress_command)
 
 RUNTIME_PACKAGES = ("numpy", "simpy", "llvmlite")
 

@@ -124,7 +124,7 @@ def read_sweep(path: str | Path) -> Sweep:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: not valid TOML: {e}") from None
-    lines = _Lines(path, text)
+    lines = SourceLines(path, text)
     head = doc.get("sweep")
     if not isinstance(head, dict):
         raise lines.error("sweep", "a [sweep] table is required (name, target, config)")
@@ -140,8 +140,8 @@ def read_sweep(path: str | Path) -> Sweep:
                                     f"its cycles are deterministic), not {target!r}")
     from tandem.targets import load_config, load_target
 
-    config = _resolve(path, head.get("config", "vta-default" if target == "vita" else "default"))
-    spec = _resolve_file(path, head["spec"], lines, "spec") if "spec" in head else None
+    config = resolve_name(path, head.get("config", "vta-default" if target == "vita" else "default"))
+    spec = resolve_file(path, head["spec"], lines, "spec") if "spec" in head else None
     try:
         base = load_config(target, config)
         base_target = load_target(target, base, spec)
@@ -161,7 +161,7 @@ def read_sweep(path: str | Path) -> Sweep:
     for key, raw in (doc.get("parameters") or {}).items():
         values = _values(raw, key, lines)
         if key == "spec":
-            values = tuple(_resolve_file(path, v, lines, key) for v in values)
+            values = tuple(resolve_file(path, v, lines, key) for v in values)
             for v in values:
                 try:
                     load_target(target, base, v)
@@ -189,7 +189,7 @@ def read_sweep(path: str | Path) -> Sweep:
     if combine == "zip" and len({len(v) for _, v in parameters}) > 1:
         raise lines.error("combine", "combine = 'zip' needs every parameter to have as many values: "
                           + ", ".join(f"{k} has {len(v)}" for k, v in parameters))
-    workloads = _workloads(doc.get("workloads"), path, lines, target, base_target)
+    workloads = read_workloads(doc.get("workloads"), path, lines, target, base_target)
     return Sweep(path, name, target, str(config), spec, combine, seed, tuple(record), tuple(parameters),
                  tuple(workloads))
 
@@ -204,7 +204,7 @@ def expand(sweep: Sweep) -> list[Point]:
     return out
 
 
-def _values(raw: Any, key: str, lines: _Lines) -> tuple[Any, ...]:
+def _values(raw: Any, key: str, lines: SourceLines) -> tuple[Any, ...]:
     if isinstance(raw, dict):
         if set(raw) - {"from", "to", "step"} or not {"from", "to"} <= set(raw):
             raise lines.error(key, "a range is {from = A, to = B} or {from = A, to = B, step = S}")
@@ -224,7 +224,7 @@ def _values(raw: Any, key: str, lines: _Lines) -> tuple[Any, ...]:
     return values
 
 
-def _workloads(raw: Any, path: Path, lines: _Lines, target: str, base_target: Any) -> list[Workload]:
+def read_workloads(raw: Any, path: Path, lines: SourceLines, target: str, base_target: Any) -> list[Workload]:
     from tandem.models import NAMES, QUANTIZED
 
     builtin = NAMES + QUANTIZED
@@ -276,28 +276,28 @@ def _workloads(raw: Any, path: Path, lines: _Lines, target: str, base_target: An
                 out.append(Workload(item.get("name") or item["model"], model=item["model"],
                                     input_shape=shape))
             else:
-                file = _resolve(path, item["onnx"])
+                file = resolve_name(path, item["onnx"])
                 if not Path(file).is_file():
                     raise SweepError(f"{path}:{where}: the ONNX file {file} does not exist")
                 out.append(Workload(item.get("name") or Path(file).stem, onnx=str(file), input_shape=shape))
     return out
 
 
-def _resolve(sweep: Path, value: str) -> str:
+def resolve_name(sweep: Path, value: str) -> str:
     """A config or file named in the sweep: a path relative to the sweep file's folder if such a file
     exists, else the name as given (a built-in config)."""
     candidate = sweep.parent / value
     return str(candidate.resolve()) if candidate.is_file() else value
 
 
-def _resolve_file(sweep: Path, value: Any, lines: _Lines, key: str) -> str:
+def resolve_file(sweep: Path, value: Any, lines: SourceLines, key: str) -> str:
     file = sweep.parent / str(value)
     if not file.is_file():
         raise lines.error(key, f"the file {file} does not exist")
     return str(file.resolve())
 
 
-class _Lines:
+class SourceLines:
     """Where a key of the sweep file is, for errors (tomllib keeps no positions)."""
 
     def __init__(self, path: Path, text: str) -> None:
