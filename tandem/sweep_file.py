@@ -256,6 +256,9 @@ def read_workloads(raw: Any, path: Path, lines: SourceLines, target: str, base_t
                 out.append(Workload(f"{table}:{name}", "conv2d", tuple(params.items())))
         elif kind == "layer":
             op, params = item["layer"], item.get("params", {})
+            if isinstance(op, str) and ".py:" in op:   # an operator of your own: its file beside this one
+                file, _, name = op.rpartition(":")
+                op = f"{resolve_name(path, file)}:{name}"
             if not isinstance(params, dict):
                 raise SweepError(f"{path}:{where}: params must be a table of name = value")
             try:

@@ -5,6 +5,7 @@ missing cases are listed; bad suites and baselines are refused naming the line o
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,21 @@ def test_a_baseline_of_another_suite_or_none_at_all_is_refused(tmp_path):
     done = regress(str(suite), "--baseline", str(EXAMPLE.with_name("experiments.baseline.json")))
     assert done.returncode == 2
     assert "this baseline is of suite 'experiments', not 'mine'" in done.stderr
+
+
+def test_an_operator_of_your_own_and_an_isa_extension_run_as_cases(tmp_path):
+    """A case names a FILE.py:NAME operator (beside the suite) on a target whose spec extends the built-in
+    one: the regression suite of an ISA extension."""
+    ext = ROOT / "tests" / "extensions"
+    shutil.copy(ext / "my_ops.py", tmp_path / "my_ops.py")
+    shutil.copy(ext / "diannao_vaddrelu.toml", tmp_path / "vaddrelu.toml")
+    (tmp_path / "ext.toml").write_text(
+        '[suite]\nname = "ext"\n\n[[targets]]\ntarget = "diannao"\nname = "plain"\n\n[[targets]]\n'
+        'target = "diannao"\nspec = "vaddrelu.toml"\nname = "fused"\n\n[[cases]]\n'
+        'layer = "my_ops.py:add_relu"\nparams = { n = 4096, rows = 3, cores = 4 }\nname = "add_relu"\n')
+    done = regress(str(tmp_path / "ext.toml"), "--update", "--jobs", "1", "--json", cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(done.stdout)["results"]
+    assert results["plain | add_relu"]["validated"] and results["fused | add_relu"]["validated"]
+    assert "vaddrelu" in results["fused | add_relu"]["instructions"]
+    assert results["fused | add_relu"]["cycles"] < results["plain | add_relu"]["cycles"]
