@@ -32,7 +32,6 @@ improvement; cases new to the suite or gone from it are listed. Errors in the su
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from tandem.sweep_file import (
     SourceLines,
     SweepError,
     Workload,
+    read_toml,
     read_workloads,
     resolve_file,
     resolve_name,
@@ -98,15 +98,7 @@ def read_suite(path: str | Path) -> Suite:
     """The suite file at ``path``, checked (RegressError naming the line): its targets load, its cases name
     known operators, layer tables, models and existing files, and no case runs twice on a target."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise RegressError(f"{path}: cannot read the suite: {e.strerror}") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise RegressError(f"{path}: not valid TOML: {e}") from None
-    lines = SourceLines(path, text)
+    doc, lines = read_toml(path, "suite", RegressError)
     head = doc.get("suite", {})
     if not isinstance(head, dict):
         raise _error(lines, "suite", "[suite] is a table (name, seed)")

@@ -116,15 +116,7 @@ def read_sweep(path: str | Path) -> Sweep:
     """The sweep file at ``path``, checked: every parameter known to the target's config or spec, every
     range non-empty, every workload found (SweepError naming the line)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SweepError(f"{path}: cannot read the sweep file: {e.strerror}") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SweepError(f"{path}: not valid TOML: {e}") from None
-    lines = SourceLines(path, text)
+    doc, lines = read_toml(path, "sweep file", SweepError)
     head = doc.get("sweep")
     if not isinstance(head, dict):
         raise lines.error("sweep", "a [sweep] table is required (name, target, config)")
@@ -192,6 +184,20 @@ def read_sweep(path: str | Path) -> Sweep:
     workloads = read_workloads(doc.get("workloads"), path, lines, target, base_target)
     return Sweep(path, name, target, str(config), spec, combine, seed, tuple(record), tuple(parameters),
                  tuple(workloads))
+
+
+def read_toml(path: Path, what: str, error: type[Exception]) -> tuple[dict[str, Any], SourceLines]:
+    """The TOML document at ``path`` and its lines (for errors naming a line); ``error`` naming the file
+    when it cannot be read or parsed."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise error(f"{path}: cannot read the {what}: {e.strerror}") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: not valid TOML: {e}") from None
+    return doc, SourceLines(path, text)
 
 
 def expand(sweep: Sweep) -> list[Point]:
