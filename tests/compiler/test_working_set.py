@@ -1,0 +1,128 @@
+"""PolyDL's working sets (compiler/analysis/working_set.py, Algorithm 1) against the paper's worked example
+and hand counts on ten loop nests: for each nest, the dependences found and the working set of each, as
+(kind, buffer) -> (WS_min, WS_max) in elements, counted by hand in the comments."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.analysis.working_set import NotAnalysable, polyhedral, working_sets
+from compiler.ir import dtypes
+from compiler.ir import nodes as ir
+
+F32 = dtypes.float32
+
+
+def loops(body: ir.Stmt, *nest: tuple[ir.Var, int]) -> ir.Stmt:
+    for var, extent in reversed(nest):
+        body = ir.For(var, ir.const(0), ir.const(extent), body)
+    return body
+
+
+def found(stmt: ir.Stmt, parallel: tuple[ir.Var, ...] = ()) -> dict[tuple[str, str], tuple[int, int]]:
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for ws in working_sets(polyhedral(stmt), parallel):
+        key = (ws.kind, ws.buffer)
+        assert out.get(key, (ws.ws_min, ws.ws_max)) == (ws.ws_min, ws.ws_max), key
+        out[key] = (ws.ws_min, ws.ws_max)
+    return out
+
+
+i, j, k = ir.Var("i"), ir.Var("j"), ir.Var("k")
+
+
+def matmul(m: int, n: int, kk: int) -> ir.Stmt:
+    a, b, c = ir.Buffer("A", (m, kk), F32), ir.Buffer("B", (kk, n), F32), ir.Buffer("C", (m, n), F32)
+    return loops(ir.Store(c, (i, j), c[i, j] + a[i, k] * b[k, j]), (i, m), (j, n), (k, kk))
+
+
+@pytest.mark.parametrize(("m", "n", "kk"), [(4, 4, 4), (3, 5, 7)])
+def test_the_papers_matmul_example(m, n, kk):
+    """Sec. 3.3: d2 on A (source S[0,0,0], targets S[0,j,0]): WS_min = 2K + 3 (K of A, K + 1 of B, 2 of C),
+    WS_max = NK + N + 1; on C (S[0,0,k] -> S[0,0,k']): 5 and 2K + 1; on B (S[0,0,0] -> S[i,0,0]):
+    NK + K + N + 2 and (M-1)K + 1 + NK + (M-1)N + 1."""
+    ws = found(matmul(m, n, kk))
+    assert ws[("RAR", "A")] == (2 * kk + 3, n * kk + n + 1)
+    for kind in ("RAR", "RAW", "WAR", "WAW"):
+        assert ws[(kind, "C")] == (5, 2 * kk + 1)
+    assert ws[("RAR", "B")] == (n * kk + kk + n + 2, (m - 1) * kk + 1 + n * kk + (m - 1) * n + 1)
+    assert len(ws) == 6
+
+
+def test_a_stencil_reuses_its_right_neighbour_once():
+    # b[i] = a[i] + a[i+1]: a[1] read at i = 0 (as a[i+1]) and at i = 1 (as a[i]); from i = 0 to i = 1:
+    # a[0..2] and b[0..1], 5 elements, one target so min = max; a[i] is never read again later.
+    a, b = ir.Buffer("a", (9,), F32), ir.Buffer("b", (8,), F32)
+    assert found(loops(ir.Store(b, (i,), a[i] + a[i + 1]), (i, 8))) == {("RAR", "a"): (5, 5)}
+
+
+def test_a_scalar_reduction_reuses_its_accumulator_every_iteration():
+    # s[0] = s[0] + a[i], i < 6: from i = 0 to i = 1: s[0], a[0], a[1] (3); to i = 5: s[0] + 6 of a (7)
+    s, a = ir.Buffer("s", (1,), F32), ir.Buffer("a", (6,), F32)
+    zero = ir.const(0)
+    ws = found(loops(ir.Store(s, (zero,), s[zero] + a[i]), (i, 6)))
+    assert ws == {(kind, "s"): (3, 7) for kind in ("RAR", "RAW", "WAR", "WAW")}
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_a_copy_or_a_transpose_has_no_reuse(transpose):
+    a, b = ir.Buffer("a", (3, 4), F32), ir.Buffer("b", (4, 3) if transpose else (3, 4), F32)
+    store = ir.Store(b, (j, i) if transpose else (i, j), a[i, j])
+    assert found(loops(store, (i, 3), (j, 4))) == {}
+
+
+def test_a_row_sum_reuses_along_the_inner_loop():
+    # s[i] += A[i, j], 3 x 4: from (0,0) to (0,1): s[0], A[0,0..1] (3); to (0,3): s[0], A[0,0..3] (5)
+    s, a = ir.Buffer("s", (3,), F32), ir.Buffer("A", (3, 4), F32)
+    ws = found(loops(ir.Store(s, (i,), s[i] + a[i, j]), (i, 3), (j, 4)))
+    assert ws == {(kind, "s"): (3, 5) for kind in ("RAR", "RAW", "WAR", "WAW")}
+
+
+def test_a_column_sum_reuses_across_the_outer_loop():
+    # s[j] += A[i, j], i < 3 outer, j < 4 inner: s[0] at (0,0) again at (1,0) and (2,0). From (0,0) to
+    # (1,0): s[0..3] and A[0,0..3], A[1,0] (9); to (2,0): s[0..3], A[0..1, 0..3], A[2,0] (13)
+    s, a = ir.Buffer("s", (4,), F32), ir.Buffer("A", (3, 4), F32)
+    ws = found(loops(ir.Store(s, (j,), s[j] + a[i, j]), (i, 3), (j, 4)))
+    assert ws == {(kind, "s"): (9, 13) for kind in ("RAR", "RAW", "WAR", "WAW")}
+
+
+def test_a_1d_convolution_reuses_output_weights_and_input():
+    # y[i] += x[i+k] * w[k], i < 4, k < 3.
+    # y[0] over (0,0)..(0,1): y[0], x[0..1], w[0..1] (5); ..(0,2): y[0], x[0..2], w[0..2] (7).
+    # w[0] at (0,0) again at (1,0), (2,0), (3,0): to (1,0): y[0..1], x[0..2], w[0..2] (8); to (3,0):
+    #   y[0..3], x[0..4], w[0..2] (12).
+    # x: the first element read again is x[1] (at (0,1), then at (1,0) only): (0,1), (0,2), (1,0) touch
+    #   y[0..1], x[1..2], w[0..2] (7).
+    y, x, w = ir.Buffer("y", (4,), F32), ir.Buffer("x", (6,), F32), ir.Buffer("w", (3,), F32)
+    ws = found(loops(ir.Store(y, (i,), y[i] + x[i + k] * w[k]), (i, 4), (k, 3)))
+    assert ws == {**{(kind, "y"): (5, 7) for kind in ("RAR", "RAW", "WAR", "WAW")},
+                  ("RAR", "w"): (8, 12), ("RAR", "x"): (7, 7)}
+
+
+def test_a_reuse_across_a_parallel_loop_needs_everything_the_loop_touches():
+    # matmul with i parallel: B[k, j] is reused across i, so its working set is the whole nest's
+    # footprint, A, B and C (16 + 16 + 16); A's and C's reuses stay within one i and keep their sizes.
+    ws = found(matmul(4, 4, 4), parallel=(i,))
+    assert ws[("RAR", "B")] == (48, 48)
+    assert ws[("RAR", "A")] == (11, 21) and ws[("WAW", "C")] == (5, 9)
+
+
+def test_an_initialized_reduction_orders_its_two_statements():
+    # for i < 2: s[i] = 0; for j < 3: s[i] = s[i] + A[i, j]. The init's write of s[0] is written again
+    # by the update at (0, 0..2): from the init to the first update, s[0] and A[0,0] (2); to the last,
+    # s[0] and A[0,0..2] (4). The updates among themselves: (0,0) -> (0,1): s[0], A[0,0..1] (3); to (0,2): 4.
+    s, a = ir.Buffer("s", (2,), F32), ir.Buffer("A", (2, 3), F32)
+    update = ir.For(j, ir.const(0), ir.const(3), ir.Store(s, (i,), s[i] + a[i, j]))
+    nest = ir.For(i, ir.const(0), ir.const(2), ir.seq(ir.Store(s, (i,), ir.const(0.0, F32)), update))
+    ws = working_sets(polyhedral(nest))
+    by_source = {(w.kind, w.source.split(":")[0]): (w.ws_min, w.ws_max) for w in ws}
+    assert by_source[("WAW", "S0")] == (2, 4) and by_source[("RAW", "S0")] == (2, 4)
+    assert by_source[("WAW", "S1")] == (3, 4)
+
+
+def test_a_non_affine_access_or_bound_is_not_analysable():
+    a, b = ir.Buffer("a", (8,), F32), ir.Buffer("b", (4,), F32)
+    with pytest.raises(NotAnalysable, match=r"the access b\[i//2\] is not affine"):
+        polyhedral(loops(ir.Store(b, (i // 2,), a[i]), (i, 8)))
+    with pytest.raises(NotAnalysable, match="loop j runs from 0 for i: not constant bounds"):
+        polyhedral(ir.For(i, ir.const(0), ir.const(4), ir.For(j, ir.const(0), i, ir.Store(a, (j,), a[j]))))
