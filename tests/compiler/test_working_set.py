@@ -126,3 +126,58 @@ def test_a_non_affine_access_or_bound_is_not_analysable():
         polyhedral(loops(ir.Store(b, (i // 2,), a[i]), (i, 8)))
     with pytest.raises(NotAnalysable, match="loop j runs from 0 for i: not constant bounds"):
         polyhedral(ir.For(i, ir.const(0), ir.const(4), ir.For(j, ir.const(0), i, ir.Store(a, (j,), a[j]))))
+
+
+# ------------------------------------------------------------------------------------------ Algorithm 2
+from compiler.analysis.poly_rank import MemoryLevel, Placement, cpu_caches, place, rank, sizes  # noqa: E402
+
+L1, L2 = MemoryLevel("L1", 100, 4, 192), MemoryLevel("L2", 1000, 14, 96)
+MEM = MemoryLevel("memory", 0, 84, 8)
+
+
+def test_algorithm_2_places_the_smallest_first_into_the_fastest_level_with_room():
+    # sorted: 10, 40, 60, 500, 700, 900: 10 and 40 fill L1 to 50, 60 does not fit beside them (110 > 100)
+    # and goes to L2 (60); 500 to L2 (560); 700 fits nowhere (1260 > 1000); 900 neither: memory 1600
+    assert place([700, 10, 60, 900, 40, 500], [L1, L2]) == Placement({"L1": 50, "L2": 560}, 1600)
+
+
+def test_eq_1_weighs_each_level_by_latency_over_bandwidth():
+    p = Placement({"L1": 192, "L2": 96}, 8)
+    assert p.cost([L1, L2], MEM) == 192 * 4 / 192 + 96 * 14 / 96 + 8 * 84 / 8   # 4 + 14 + 84
+
+
+def test_the_working_sets_are_placed_in_bytes_both_bounds_of_each():
+    ws = working_sets(polyhedral(matmul(4, 4, 4)))
+    assert sorted(sizes(ws, 4)) == sorted(x * 4 for w in ws for x in (w.ws_min, w.ws_max))
+
+
+def test_the_loop_order_whose_reuses_are_nearer_ranks_first():
+    """C[i,j] += A[i,k] * B[k,j], 16^3 floats, L1 1 KiB and L2 4 KiB, as ijk and ikj. ijk: C's four
+    dependences (5, 33), A (35, 273), B (290, 738) elements; ikj: C's reuse spans a row of C (35, 273 each),
+    A (5, 33), B the same. In bytes, smallest first: ijk puts 4 x 20 + 4 x 132 + 140 = 748 in L1, 1092 and
+    1160 in L2 (2252), and 2952 goes to memory; ikj puts 20 + 132 + 4 x 140 = 712 in L1, three 1092s in L2
+    (3276), and the fourth 1092, 1160 and 2952 (5204) to memory. Eq. (1) ranks ijk first."""
+    m = n = kk = 16
+    a, b, c = ir.Buffer("A", (m, kk), F32), ir.Buffer("B", (kk, n), F32), ir.Buffer("C", (m, n), F32)
+    update = ir.Store(c, (i, j), c[i, j] + a[i, k] * b[k, j])
+    variants = {"ijk": polyhedral(loops(update, (i, m), (j, n), (k, kk))),
+                "ikj": polyhedral(loops(update, (i, m), (k, kk), (j, n)))}
+    levels = [MemoryLevel("L1", 1024, 4, 192), MemoryLevel("L2", 4096, 14, 96)]
+    ranked = rank(variants, levels, MEM)
+    assert [r.name for r in ranked] == ["ijk", "ikj"]
+    assert ranked[0].placement == Placement({"L1": 748, "L2": 2252}, 2952)
+    assert ranked[1].placement == Placement({"L1": 712, "L2": 3276}, 5204)
+    assert ranked[0].cost == 748 * 4 / 192 + 2252 * 14 / 96 + 2952 * 84 / 8
+
+
+def test_this_cpus_caches_come_from_the_os(tmp_path):
+    caches = [(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "1024K"), (3, "Unified", "32M")]
+    for n, (level, kind, size) in enumerate(caches):
+        d = tmp_path / f"index{n}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert [(c.name, c.bytes) for c in cpu_caches(tmp_path)] == [("L1", 48 * 1024), ("L2", 1 << 20),
+                                                                 ("L3", 32 << 20)]
+    assert cpu_caches(tmp_path / "none") == []
