@@ -64,14 +64,6 @@ def workloads() -> list[tuple[str, str, str, dict]]:
     return found
 
 
-def macs(op: str, p: dict) -> int:
-    if op == "gemm":
-        return p["M"] * p["N"] * p["K"]
-    oh = (p["H"] + 2 * p["P"] - p["K"]) // p["S"] + 1
-    ow = (p["W"] + 2 * p["P"] - p["K"]) // p["S"] + 1
-    return p["N"] * p["OC"] * oh * ow * p["IC"] * p["K"] * p["K"]
-
-
 def torch_seconds(op: str, p: dict, inputs: list[np.ndarray], min_time: float, per_graph: int = 20
                   ) -> float | None:
     """PyTorch's fp16 GPU time on ``inputs`` (cuDNN conv2d with cudnn.benchmark, cuBLAS matmul), timed as
@@ -193,10 +185,11 @@ def main(
     for group, name, op, params in todo:
         t0 = time.perf_counter()
         report = run(op, target, {**params, "tune": tune, "min_time": min_time})
-        inputs = cuda_run.FLOW.inputs(cuda_run.FLOW.plan(op, dict(params), target), np.random.default_rng(0))
+        job = cuda_run.FLOW.plan(op, dict(params), target)
+        inputs = cuda_run.FLOW.inputs(job, np.random.default_rng(0))
         peer = torch_seconds(op, params, inputs, min_time)
         seconds = report.measured["seconds"]
-        flops = 2 * macs(op, params)
+        flops = 2 * job.macs
         row = {"group": group, "name": name, "op": op, **{k: params.get(k) for k in LAYER_KEYS},
                "batch": params.get("N") if op == "conv2d" else 1,
                "validated": report.validated, "max_abs_err": report.max_abs_err,

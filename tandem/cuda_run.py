@@ -162,13 +162,7 @@ class CudaFlow(TargetFlow):
         return job
 
     def inputs(self, job: GpuJob, rng: np.random.Generator) -> list[np.ndarray]:
-        if job.gemm is not None:
-            m, n, k = job.gemm
-            return [rng.standard_normal((m, k), np.float32).astype(np.float16),
-                    rng.standard_normal((k, n), np.float32).astype(np.float16)]
-        c = job.conv
-        return [rng.standard_normal((c.n, c.ic, c.h, c.w), np.float32).astype(np.float16),
-                rng.standard_normal((c.oc, c.ic, c.k, c.k), np.float32).astype(np.float16)]
+        return [rng.standard_normal(shape, np.float32).astype(np.float16) for shape in _shapes(job)]
 
     def check_inputs(self, job: GpuJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
         want = _shapes(job)

@@ -85,13 +85,9 @@ class Suite:
 
     def points(self) -> list[tuple[str, Point]]:
         """Each case as a sweep point (the key, the point), for the sweep engines."""
-        return [(case.key, Point(self.name, k, case.target.target, case.target.config or _default_config(
-            case.target.target), case.target.spec, (), case.workload, self.seed, RECORD))
+        return [(case.key, Point(self.name, k, case.target.target, case.target.config, case.target.spec, (),
+                                 case.workload, self.seed, RECORD))
                 for k, case in enumerate(self.cases)]
-
-
-def _default_config(target: str) -> str:
-    return "vta-default" if target == "vita" else "default"
 
 
 def read_suite(path: str | Path) -> Suite:

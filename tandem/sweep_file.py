@@ -104,7 +104,7 @@ class Point:
     sweep: str
     index: int
     target: str
-    config: str
+    config: str | None              # None: the target's default config
     spec: str | None
     setting: tuple[tuple[str, Any], ...]
     workload: Workload

@@ -26,13 +26,11 @@ from llvmlite import ir as ll
 
 from compiler.backend.llvm import optimized
 from compiler.backend.llvm_emit import ErrorTable
-from compiler.backend.nvptx_emit import KernelEmitter, Launch, launch_of
+from compiler.backend.nvptx_emit import STATIC_SHARED_LIMIT, KernelEmitter, Launch, launch_of
 from compiler.errors import CodegenError
 from compiler.ir import nodes as n
 
 TRIPLE = "nvptx64-nvidia-cuda"
-#: A kernel's statically allocated shared memory may not exceed this (CUDA's limit per block).
-STATIC_SHARED_LIMIT = 48 * 1024
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ THREAD = "thread"
 BARRIER = "barrier"
 WARP = 32
 GLOBAL_AS, SHARED_AS = 1, 3
+#: A kernel's statically allocated shared memory may not exceed this (CUDA's limit per block).
+STATIC_SHARED_LIMIT = 48 * 1024
 
 
 def barrier() -> n.Stmt:

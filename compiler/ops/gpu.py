@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
-from compiler.backend.nvptx_emit import FRAGMENT, THREAD, barrier
+from compiler.backend.nvptx_emit import FRAGMENT, STATIC_SHARED_LIMIT, THREAD, barrier
 from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
@@ -159,7 +159,7 @@ def _ceil(x: int, q: int) -> int:
 
 
 def gemm(m: int, n: int, k: int, tuning: GpuTuning | None = None, *, spec: ISA,
-         shared_limit: int = 48 * 1024) -> GpuSchedule:
+         shared_limit: int = STATIC_SHARED_LIMIT) -> GpuSchedule:
     """``C[M, N] = A[M, K] x B[K, N]`` (f16 in, f32 out) over extents padded to the tuning's tiles."""
     insn, t = tensor_core_instruction(spec), tuning or GpuTuning()
     _check(t, insn, shared_limit, "gemm")
@@ -178,7 +178,7 @@ def gemm(m: int, n: int, k: int, tuning: GpuTuning | None = None, *, spec: ISA,
 
 
 def conv2d(layer: ConvShape, tuning: GpuTuning | None = None, *, spec: ISA,
-           shared_limit: int = 48 * 1024) -> GpuSchedule:
+           shared_limit: int = STATIC_SHARED_LIMIT) -> GpuSchedule:
     """NCHW conv2d of ``layer`` (its padding already applied to the input, ``pack_conv``) as UNIT's fused
     H x W contraction: output ``[N, OC, OH * OW]`` (f32) over extents padded to the tuning's tiles."""
     insn, t = tensor_core_instruction(spec), tuning or GpuTuning()
@@ -235,6 +235,10 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
     m0, n0 = by * bm, bx * bn
     ko = ir.Var("ko")
     k_tiles = k // t.bk
+
+    def position(ty):
+        """The warp's column and row in the block (and, below, its reduction group)."""
+        return ty % t.warps_n, (ty // t.warps_n) % t.warps_m
 
     def warp_loop(label: str, body_of) -> ir.Stmt:
         ty = ir.Var(f"warp_{label}")
@@ -310,7 +314,7 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
 
     def compute(stage):
         def body(ty):
-            wn, wm = ty % t.warps_n, (ty // t.warps_n) % t.warps_m
+            wn, wm = position(ty)
             group = ty // (t.warps_n * t.warps_m)
             kk, pi, qj = ir.Var("kk"), ir.Var("pi"), ir.Var("qj")
             i, j, kr = ir.Var("i"), ir.Var("j"), ir.Var("k")
@@ -334,7 +338,7 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
 
     def store_out(ty):
         i, j = ir.Var("i1"), ir.Var("j1")
-        wn, wm = ty % t.warps_n, (ty // t.warps_n) % t.warps_m
+        wn, wm = position(ty)
         dst = out_index(bz, m0 + wm * tile_m + i, n0 + wn * tile_n + j)
         return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
             j, ir.const(0), ir.const(tile_n), ir.Store(out, dst, acc[ty, i, j])))
