@@ -5,8 +5,11 @@ and timed.
 Parameters besides the layer (conv2d: ``H W IC OC K S P``; gemm: ``M N K``): ``isa`` (x86-vnni, the default,
 x86-avx512 or none), ``threads`` (default: every core), ``tuning`` (a ``compiler.ops.cpu.CpuTuning``),
 ``tune`` (> 0: time the first ``tune`` candidates of ``tuning_space``, UNIT's two breaking points, and keep
-the fastest; the first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll) and
-``min_time`` (seconds of timing per measurement, default 0.2). On a real CPU the report's
+the fastest; the first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll; 0, the
+default: PolyDL's top-ranked order and parallel loop around that first candidate's tile, chosen by the
+data-reuse analysis of ``tandem.cpu_polydl`` with nothing timed; the report's ``selection`` says which way was
+taken, and why where the analysis could not rank the variants) and ``min_time`` (seconds of timing per
+measurement, default 0.2). On a real CPU the report's
 
 - ``seconds`` is the median time of one call, timed by a native loop of back-to-back calls
   (``CpuKernel.time``, as TVM's time_evaluator: what a Python call adds, about 9 µs, is not the kernel's),
@@ -33,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.analysis.working_set import NotAnalysable
 from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
 from compiler.backend.llvm_probe import measure_peak, tsc_hz
 from compiler.errors import ScheduleError
@@ -45,6 +49,7 @@ from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
+from tandem import cpu_polydl
 from tandem.contraction_flow import (
     ContractionFlow,
     ContractionJob,
@@ -259,7 +264,31 @@ class CpuJob:
     min_time: float
     candidates: tuple[cpu.CpuTuning, ...]
     packing: cpu.Packing
+    selection: dict[str, Any] = dataclasses.field(default_factory=dict)   # how the candidates were chosen
 
+
+#: where PolyDL's analysis cannot rank a layer's variants, this many of ``tuning_space`` are timed instead
+MEASURED_FALLBACK = 4
+
+
+def _select(layer: CpuLayer, isa: str, threads: int, tune: int, tuning: cpu.CpuTuning | None,
+            target: Target) -> tuple[list[cpu.CpuTuning], dict[str, Any]]:
+    """The candidates to compile and how they were chosen: the ``tuning`` given; with ``tune`` > 0 the
+    first ``tune`` of ``tuning_space``, to be timed; otherwise PolyDL's top-ranked variant, nothing timed
+    (``tandem.cpu_polydl``), or, where its analysis cannot rank them, the first ``MEASURED_FALLBACK`` of
+    ``tuning_space``, timed, and why."""
+    if tuning is not None:
+        return [tuning], {"by": "given"}
+    space = tuning_space(layer, threads=threads)
+    if tune > 0:
+        return space[:tune], {"by": "measured", "candidates": len(space[:tune])}
+    try:
+        choice = cpu_polydl.choose(layer, space[0], isa, threads, target)
+    except NotAnalysable as exc:
+        return space[:MEASURED_FALLBACK], {"by": "measured", "candidates": len(space[:MEASURED_FALLBACK]),
+                                           "why": f"PolyDL cannot rank this layer's variants: {exc}"}
+    return [choice.tuning], {"by": "polydl", "variants": len(choice.ranked),
+                             "analysis_s": round(choice.seconds, 4), "cost": choice.ranked[0].cost}
 
 class CpuFlow(TargetFlow):
     kind = "cpu"
@@ -298,12 +327,12 @@ class CpuFlow(TargetFlow):
         if not isinstance(min_time, int | float) or not min_time > 0:
             raise RunError(f"{where}: min_time must be a number of seconds > 0, but got {min_time!r}")
         reject_unknown(params, (*keys, *OPTIONS), where)
-        candidates = [tuning] if tuning is not None else tuning_space(layer, threads=threads)[: max(1, tune)]
         try:
             pk = cpu.packing(isa, dtype, target.spec)
+            candidates, selection = _select(layer, isa, threads, tune, tuning, target)
         except ScheduleError as exc:
-            raise RunError(str(exc)) from None
-        return CpuJob(layer, isa, threads, float(min_time), tuple(candidates), pk)
+            raise RunError(f"{where}: {exc}") from None
+        return CpuJob(layer, isa, threads, float(min_time), tuple(candidates), pk, selection)
 
     def inputs(self, job: CpuJob, rng: np.random.Generator) -> list[np.ndarray]:
         return list(job.layer.inputs(rng))
@@ -361,7 +390,7 @@ class CpuFlow(TargetFlow):
     def params(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
         names = {"uint8": "u8 x s8 -> s32", "int8": "s8 x s8 -> s32", "int16": "s16 x s16 -> s32"}
         return {**job.layer.params, "isa": job.isa, "threads": job.threads, "tuning": str(candidate),
-                "cpu": host_cpu()["cpu"], "dtype": names[job.layer.dtype],
+                "selection": job.selection, "cpu": host_cpu()["cpu"], "dtype": names[job.layer.dtype],
                 "instruction": job.packing.instruction}
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:

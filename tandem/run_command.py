@@ -61,8 +61,9 @@ def run_command(
         min=0, help="vita: virtual threads (default 0 = none), interleaved to hide load latency.")] = None,
     tune: Annotated[int | None, typer.Option(
         min=0, help="vita: simulate this many of the cost model's best tilings and keep the fastest "
-                    "(default 0 = the model's first choice); cpu, cuda: time this many of UNIT's "
-                    "tunings.")] = None,
+                    "(default 0 = the model's first choice); cpu: time this many of UNIT's tunings (default "
+                    "0 = PolyDL's top-ranked loop order, nothing timed); cuda: time this many of "
+                    "UNIT's tunings.")] = None,
     isa: Annotated[str | None, typer.Option(
         help="cpu: x86-vnni (default; vpdpbusd, UNIT's tensorization), x86-avx512 (vectorized, no "
              "tensorized instruction) or none.")] = None,
@@ -155,6 +156,16 @@ def _print_user(r) -> None:
     Console(highlight=False).print(table)
 
 
+def _selection(p: dict) -> str:
+    """How a CPU run's tuning was chosen, in words."""
+    chosen = p.get("selection", {})
+    if chosen.get("by") == "polydl":
+        return (f" (PolyDL's top of {chosen['variants']} variants, {chosen['analysis_s']:.2f} s, "
+                "nothing timed)")
+    timed = f" (best of {len(p['tuned'])} timed)" if len(p["tuned"]) > 1 else ""
+    return timed + (f"; {chosen['why']}" if "why" in chosen else "")
+
+
 def _print_cpu(r) -> None:
     p, m = r.params, r.measured
     layer = " ".join(f"{k}={p[k]}" for k in ("H", "W", "IC", "OC", "K", "S", "P", "M", "N") if k in p)
@@ -168,7 +179,7 @@ def _print_cpu(r) -> None:
         ("GOPS", f"{m['gops']:.1f} of a measured vpdpbusd peak of {m['peak_gops']:.1f} "
                  f"({r.utilization['vpdpbusd']:.1%})" if m["peak_gops"]
                  else f"{m['gops']:.1f} (no vpdpbusd here)"),
-        ("tuning", p["tuning"] + (f" (best of {len(p['tuned'])})" if len(p["tuned"]) > 1 else "")),
+        ("tuning", p["tuning"] + _selection(p)),
         ("instructions", ", ".join(f"{k} {v:,}" for k, v in sorted(r.instructions.items())) or "none"),
         ("scalar fallback", f"{r.scalar_fallback} marked statements"),
         ("compile / run", f"{r.compile_s:.2f} s / {r.simulate_s:.2f} s"),

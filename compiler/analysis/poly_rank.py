@@ -2,7 +2,7 @@
 data (Algorithm 2), a latency / bandwidth cost per variant (Eq. 1), variants ranked by it.
 
     levels = cpu_caches()                                   # this CPU's L1, L2, L3 from the OS
-    ranked = rank({"ijk": nest1, "ikj": nest2}, levels, MEMORY, element_bytes=4)
+    ranked = rank({"ijk": nest1, "ikj": nest2}, levels, MEMORY)   # elements at their buffers' widths
 
 A ``MemoryLevel`` is a cache or a scratchpad: its name, its capacity in bytes, its latency (cycles) and
 bandwidth (bytes per cycle). Algorithm 2 sorts a variant's working sets (both WS_min and WS_max of every
@@ -16,7 +16,7 @@ with a machine's own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,13 +76,14 @@ class Placement:
         return total + self.memory * memory.latency / memory.bandwidth
 
 
-def sizes(found: Sequence[WorkingSet], element_bytes: int) -> list[int]:
-    """The working sets Algorithm 2 places, in bytes: WS_min and WS_max of every sequential dependence (both,
-    as the paper adds them), the one size of a parallel one."""
+def sizes(found: Sequence[WorkingSet], element_bytes: int | None = None) -> list[int]:
+    """The working sets Algorithm 2 places, in bytes (every element ``element_bytes`` wide, or, with None,
+    its buffer's type's width): WS_min and WS_max of every sequential dependence (both, as the paper adds
+    them), the one size of a parallel one."""
     out = []
     for ws in found:
-        out += [ws.ws_min * element_bytes] if ws.parallel else [ws.ws_min * element_bytes,
-                                                                  ws.ws_max * element_bytes]
+        low, high = ws.bytes(element_bytes)
+        out += [low] if ws.parallel else [low, high]
     return out
 
 
@@ -103,17 +104,23 @@ def place(working: Sequence[int], levels: Sequence[MemoryLevel]) -> Placement:
 
 @dataclass(frozen=True)
 class Ranked:
-    name: str
+    name: Hashable
     cost: float
     placement: Placement
 
 
-def rank(variants: Mapping[str, Nest], levels: Sequence[MemoryLevel], memory: MemoryLevel = MEMORY,
-         element_bytes: int = 4, parallel: Mapping[str, tuple[ir.Var, ...]] | None = None) -> list[Ranked]:
-    """The variants (polyhedral nests by name) from the cheapest by Eq. (1) to the dearest (ties by name)."""
-    out = []
-    for name, nest in variants.items():
-        found = working_sets(nest, (parallel or {}).get(name, ()))
-        placement = place(sizes(found, element_bytes), levels)
-        out.append(Ranked(name, placement.cost(levels, memory), placement))
-    return sorted(out, key=lambda r: (r.cost, r.name))
+def ranked(name: Hashable, found: Sequence[WorkingSet], levels: Sequence[MemoryLevel],
+           memory: MemoryLevel = MEMORY, element_bytes: int | None = None) -> Ranked:
+    """One variant's working sets placed (Algorithm 2) and costed (Eq. 1)."""
+    placement = place(sizes(found, element_bytes), levels)
+    return Ranked(name, placement.cost(levels, memory), placement)
+
+
+def rank(variants: Mapping[Hashable, Nest], levels: Sequence[MemoryLevel], memory: MemoryLevel = MEMORY,
+         element_bytes: int | None = None, parallel: Mapping[Hashable, tuple[ir.Var, ...]] | None = None
+         ) -> list[Ranked]:
+    """The variants (polyhedral nests by name) from the cheapest by Eq. (1) to the dearest (ties in the
+    order given); ``element_bytes`` as ``sizes``, ``parallel`` each variant's parallel loops."""
+    out = [ranked(name, working_sets(nest, (parallel or {}).get(name, ())), levels, memory, element_bytes)
+           for name, nest in variants.items()]
+    return sorted(out, key=lambda r: r.cost)

@@ -5,21 +5,26 @@ dependence of a loop nest, with islpy.
     for ws in working_sets(nest):             # one per dependence (RAR, RAW, WAR, WAW)
         print(ws.kind, ws.buffer, ws.ws_min, ws.ws_max)
 
-A loop nest of the loop IR (``For`` loops with constant bounds, ``Seq``, ``Store`` statements whose indices
-and loaded indices are affine in the loops) becomes statement instances ``S<n>[loops]`` in the order the
-nest runs them: each instance's time is its loops interleaved with the statement's position in each
-``Seq`` (the 2d+1 schedule). Every dependence is a reuse: two instances, one before the other, touching the
-same element (``d = access ∘ access⁻¹ ∩ before``, all later instances, not only the next one, as PolyDL's
+A loop nest of the loop IR (``For`` loops with constant bounds, ``Seq``, guards on affine conditions,
+``Store`` statements whose indices and loaded indices are affine in the loops) becomes statement instances
+``S<n>[loops]`` in the order the nest runs them: each instance's time is its loops interleaved with the
+statement's position in each ``Seq`` (the 2d+1 schedule), less what orders nothing (loops of one iteration,
+positions that are the same in every statement). A tensorized instruction (a ``tensorize`` mark) is one step
+in time: the loops inside it are its lanes, which touch their elements at once, as PolyDL's microkernel is one
+call. Buffers in registers (scope ``local``) are not in the memory hierarchy and are left out, with the
+statements that touch nothing else. Every dependence is a reuse: two instances, one before the other, touching
+the same element (``d = access ∘ access⁻¹ ∩ before``, all later instances, not only the next one, as PolyDL's
 relations are). For a dependence the representative source is its first instance; its first and last
 targets bound two working sets: ``ws_min`` (to exploit at least one reuse) and ``ws_max`` (every reuse up
 to the last target), each the number of distinct elements read or written from the source to the target,
 both included. A dependence that crosses iterations of a parallel loop has one working set: everything the
 parallel loop and the loops inside it touch, the loops outside it at the source's values. Counts are
-elements; ``bytes`` multiplies by the element size.
+elements; ``bytes`` gives them in bytes, each buffer's elements at its type's width (or all at one width).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -28,6 +33,10 @@ from compiler.arith import linear_form
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor
 
+_IDENT = re.compile(r"\W")   # what ISL's names cannot hold
+_COMPARE = {ir.LT: "<", ir.LE: "<=", ir.GT: ">", ir.GE: ">=", ir.EQ: "="}
+_INSTRUCTION = "instruction"   # marks the time of a tensorized instruction's loops
+_NEGATE = {ir.LT: ">=", ir.LE: ">", ir.GT: "<=", ir.GE: "<"}
 KINDS = {(False, False): "RAR", (True, False): "RAW", (False, True): "WAR", (True, True): "WAW"}
 
 
@@ -53,11 +62,14 @@ class Nest:
     loops: dict[str, tuple[ir.Var, ...]] = field(default_factory=dict)
     accesses: list[Access] = field(default_factory=list)
     depth: int = 0
+    names: dict[ir.Var, str] = field(default_factory=dict)      # each loop's ISL name
+    arrays: dict[ir.Buffer, str] = field(default_factory=dict)  # each buffer's ISL name
 
     def access_map(self, a: Access) -> isl.Map:
         """``a`` as a map from time to the element it touches."""
-        names = ",".join(v.name for v in self.loops[a.statement])
-        m = isl.Map(f"{{ {a.statement}[{names}] -> {a.buffer.name}[{','.join(a.indices)}] }}")
+        names = ",".join(self.names[v] for v in self.loops[a.statement])
+        array = self.arrays.setdefault(a.buffer, f"{_IDENT.sub('_', a.buffer.name)}_{len(self.arrays)}")
+        m = isl.Map(f"{{ {a.statement}[{names}] -> {array}[{','.join(a.indices)}] }}")
         m = m.intersect_domain(isl.Set(self.domains[a.statement]))
         return isl.Map(self.schedules[a.statement]).reverse().apply_range(m)
 
@@ -79,63 +91,142 @@ class WorkingSet:
     ws_min: int
     ws_max: int
     parallel: bool = False
+    bytes_min: int = 0              # the same in bytes, each buffer's elements at its type's width
+    bytes_max: int = 0
 
-    def bytes(self, element_bytes: int) -> tuple[int, int]:
+    def bytes(self, element_bytes: int | None = None) -> tuple[int, int]:
+        """(WS_min, WS_max) in bytes: every element ``element_bytes`` wide, or (None) at its buffer's
+        type's width."""
+        if element_bytes is None:
+            return self.bytes_min, self.bytes_max
         return self.ws_min * element_bytes, self.ws_max * element_bytes
 
 
-def polyhedral(stmt: ir.Stmt) -> Nest:
-    """The polyhedral form of ``stmt`` (see the module docstring); NotAnalysable names what is not."""
+def polyhedral(stmt: ir.Stmt, registers: tuple[str, ...] = ("local",)) -> Nest:
+    """The polyhedral form of ``stmt`` (see the module docstring); NotAnalysable names what is not. A guard
+    (``if`` on an affine condition: comparisons joined by ``and``; ``likely`` ignored) narrows the domain
+    of the statements it holds; an ``else`` is taken where the condition is one comparison. Buffers of the
+    ``registers`` scopes (a schedule's ``local`` accumulator tile, which LLVM keeps in registers) are not
+    in the memory hierarchy: their accesses are left out."""
     nest = Nest()
-    _Build(nest).walk(stmt, [], [])
+    _Build(nest, registers).walk(stmt, [], [], [])
     if not nest.domains:
         raise NotAnalysable("the loop nest holds no statement")
+    touching = {a.statement for a in nest.accesses}
+    for s in [s for s in nest.domains if s not in touching]:   # no memory access: no reuse to time
+        del nest.domains[s], nest.schedules[s], nest.loops[s]
+    if not nest.domains:
+        raise NotAnalysable("the loop nest touches no memory outside registers")
     width = 2 * nest.depth + 1
+    times = {}
     for s, sched in nest.schedules.items():   # pad every time vector to the same length
         head, body = sched.split("-> [")
         dims = body.rstrip(" }]").split(",")
-        nest.schedules[s] = f"{head}-> [{','.join(dims + ['0'] * (width - len(dims)))}] }}"
+        times[s] = (head, dims + ["0"] * (width - len(dims)))
+    # a dimension that is the same constant in every statement orders nothing: left out, as fewer
+    # dimensions make ISL's lexicographic operations cheaper
+    keep = [k for k in range(width) if len({dims[k] for _, dims in times.values()}) > 1
+            or not _is_int(times[next(iter(times))][1][k])] or [0]
+    for s, (head, dims) in times.items():
+        nest.schedules[s] = f"{head}-> [{','.join(dims[k] for k in keep)}] }}"
     return nest
 
 
 class _Build:
-    def __init__(self, nest: Nest) -> None:
+    def __init__(self, nest: Nest, registers: tuple[str, ...]) -> None:
         self.nest = nest
+        self.registers = registers
 
-    def walk(self, s: ir.Stmt, loops: list[tuple[ir.For, int, int]], time: list[str]) -> None:
+    def walk(self, s: ir.Stmt, loops: list[tuple[ir.For, int, int]], time: list[str], guards: list[str]
+             ) -> None:
+        if isinstance(s, ir.Seq) and time and time[-1] == _INSTRUCTION:   # inside one instruction
+            for x in s.stmts:
+                self.walk(x, loops, time, guards)
+            return
         if isinstance(s, ir.Seq):
             for k, x in enumerate(s.stmts):
-                self.walk(x, loops, time[:-1] + [str(int(time[-1]) + k)] if time else [str(k)])
+                self.walk(x, loops, time[:-1] + [str(int(time[-1]) + k)] if time else [str(k)], guards)
+            return
+        if isinstance(s, ir.Attr) and s.key == "tensorize":   # one instruction: one step in time
+            self.walk(s.body, loops, [*time, _INSTRUCTION], guards)
             return
         if isinstance(s, ir.Attr | ir.Allocate):
-            self.walk(s.body, loops, time)
+            self.walk(s.body, loops, time, guards)
+            return
+        if isinstance(s, ir.IfThenElse):
+            known = {loop.var for loop, _, _ in loops}
+            self.walk(s.then_case, loops, time, [*guards, *self.condition(s.cond, known)])
+            if s.else_case is not None:
+                self.walk(s.else_case, loops, time, [*guards, self.negation(s.cond, known)])
             return
         if isinstance(s, ir.For):
             lo, ext = _const(s.min), _const(s.extent)
             if lo is None or ext is None:
                 raise NotAnalysable(f"loop {s.var.name} runs from {s.min} for {s.extent}: not constant "
                                     "bounds")
-            self.walk(s.body, [*loops, (s, lo, ext)], (time or ["0"]) + [s.var.name, "0"])
+            name = self.nest.names.setdefault(s.var, _IDENT.sub("_", s.var.name) + f"_{len(loops)}")
+            if _INSTRUCTION in time:   # a loop inside an instruction adds no time step
+                self.walk(s.body, [*loops, (s, lo, ext)], time, guards)
+                return
+            # a loop of one iteration is a constant in time
+            step = name if ext > 1 else str(lo)
+            self.walk(s.body, [*loops, (s, lo, ext)], (time or ["0"]) + [step, "0"], guards)
             return
         if isinstance(s, ir.Store):
-            self.statement(s, loops, time or ["0"])
+            self.statement(s, loops, time or ["0"], guards)
             return
         raise NotAnalysable(f"{type(s).__name__} is outside the polyhedral model: {str(s).strip()}")
 
-    def statement(self, s: ir.Store, loops: list[tuple[ir.For, int, int]], time: list[str]) -> None:
+    def condition(self, cond: ir.Expr, known: set[ir.Var]) -> list[str]:
+        """An affine guard as ISL constraints (one per comparison of a conjunction)."""
+        if isinstance(cond, ir.Call) and cond.name == "likely" and len(cond.args) == 1:
+            return self.condition(cond.args[0], known)
+        if isinstance(cond, ir.And):
+            return self.condition(cond.a, known) + self.condition(cond.b, known)
+        if type(cond) in _COMPARE:
+            a, b = (self.affine(x, known, cond) for x in (cond.a, cond.b))
+            return [f"{a} {_COMPARE[type(cond)]} {b}"]
+        raise NotAnalysable(f"the guard {cond} is not an affine condition of its loops")
+
+    def negation(self, cond: ir.Expr, known: set[ir.Var]) -> str:
+        """The ``else`` of a one-comparison guard."""
+        if isinstance(cond, ir.Call) and cond.name == "likely" and len(cond.args) == 1:
+            return self.negation(cond.args[0], known)
+        if type(cond) in _NEGATE:
+            a, b = (self.affine(x, known, cond) for x in (cond.a, cond.b))
+            return f"{a} {_NEGATE[type(cond)]} {b}"
+        raise NotAnalysable(f"the else of the guard {cond} is not one affine condition")
+
+    def affine(self, e: ir.Expr, known: set[ir.Var], where: object) -> str:
+        lf = linear_form(e)
+        if lf is None or any(not isinstance(a, ir.Var) or a not in known for a in lf.terms):
+            raise NotAnalysable(f"{where} is not affine in its loops ({e})")
+        return " + ".join([f"{c}*{self.nest.names[a]}" for a, c in lf.terms.items()] + [str(lf.const)])
+
+    def statement(self, s: ir.Store, loops: list[tuple[ir.For, int, int]], time: list[str],
+                  guards: list[str]) -> None:
         nest = self.nest
         name = f"S{len(nest.domains)}"
         variables = tuple(loop.var for loop, _, _ in loops)
-        names = ",".join(v.name for v in variables)
-        bounds = " and ".join(f"{lo} <= {loop.var.name} < {lo + ext}" for loop, lo, ext in loops) or "true"
+        names = ",".join(nest.names[v] for v in variables)
+        bounds = " and ".join([f"{lo} <= {nest.names[loop.var]} < {lo + ext}" for loop, lo, ext in loops]
+                              + guards) or "true"
         nest.domains[name] = f"{{ {name}[{names}] : {bounds} }}"
-        nest.schedules[name] = f"{{ {name}[{names}] -> [{','.join(time)}] }}"
+        steps = [t for t in time if t != _INSTRUCTION]
+        nest.schedules[name] = f"{{ {name}[{names}] -> [{','.join(steps)}] }}"
         nest.loops[name] = variables
         nest.depth = max(nest.depth, len(loops))
         known = set(variables)
-        for load in _loads(s.value):
-            nest.accesses.append(Access(name, load.buffer, _affine(load, known), write=False))
-        nest.accesses.append(Access(name, s.buffer, _affine(s, known), write=True))
+        for access in [*_loads(s.value), s]:
+            if access.buffer.scope in self.registers:
+                continue
+            where = f"the access {access.buffer.name}[{', '.join(map(str, access.indices))}]"
+            indices = tuple(self.affine(index, known, where) for index in access.indices)
+            nest.accesses.append(Access(name, access.buffer, indices, write=access is s))
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
 
 
 def _const(e: ir.Expr) -> int | None:
@@ -154,18 +245,6 @@ def _loads(e: ir.Expr) -> list[ir.Load]:
     return found
 
 
-def _affine(access: ir.Load | ir.Store, loops: set[ir.Var]) -> tuple[str, ...]:
-    out = []
-    for index in access.indices:
-        lf = linear_form(index)
-        if lf is None or any(not isinstance(a, ir.Var) or a not in loops for a in lf.terms):
-            raise NotAnalysable(f"the access {access.buffer.name}[{', '.join(map(str, access.indices))}] is "
-                                f"not affine in its loops (index {index})")
-        terms = [f"{c}*{a.name}" for a, c in lf.terms.items()] + [str(lf.const)]
-        out.append(" + ".join(terms))
-    return tuple(out)
-
-
 def _between(points: isl.Set, first: isl.Set, last: isl.Set) -> isl.Set:
     """The points of ``points`` lexicographically from ``first`` to ``last``, both included."""
     upto = points.lex_le_set(last).domain()
@@ -173,14 +252,16 @@ def _between(points: isl.Set, first: isl.Set, last: isl.Set) -> isl.Set:
     return upto.subtract(before)
 
 
-def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> int:
-    """Distinct elements the accesses touch at the time points ``when``."""
+def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, int]:
+    """Distinct elements the accesses touch at the time points ``when``, and their bytes."""
     by_buffer: dict[str, isl.Set] = {}
     for m in maps:
         touched = m.intersect_domain(when).range()
         name = touched.get_tuple_name()
         by_buffer[name] = by_buffer[name].union(touched) if name in by_buffer else touched
-    return sum(int(s.count_val().to_python()) for s in by_buffer.values())
+    width = {name: max(1, buffer.dtype.bits // 8) for buffer, name in nest.arrays.items()}
+    counts = {name: int(s.count_val().to_python()) for name, s in by_buffer.items()}
+    return sum(counts.values()), sum(n * width[name] for name, n in counts.items())
 
 
 def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingSet]:
@@ -188,13 +269,13 @@ def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingS
     parallel, so a dependence across their iterations needs everything they touch at once."""
     points = nest.iterations()
     maps = [nest.access_map(a) for a in nest.accesses]
+    before = points.lex_lt_set(points)
     out = []
     for (a, ma), (b, mb) in ((x, y) for x in zip(nest.accesses, maps, strict=True)
                              for y in zip(nest.accesses, maps, strict=True)):
         if a.buffer is not b.buffer:
             continue
-        same = ma.apply_range(mb.reverse())
-        d = same.intersect(points.lex_lt_set(points))
+        d = ma.apply_range(mb.reverse()).intersect(before)
         if d.is_empty():
             continue
         source = d.domain().lexmin()
@@ -204,13 +285,14 @@ def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingS
             fixed = points
             for dim in range(par):
                 fixed = fixed.fix_val(isl.dim_type.set, dim, source.dim_max_val(dim))
-            size = _footprint(nest, maps, fixed)
+            size, size_bytes = _footprint(nest, maps, fixed)
             out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), size, size,
-                                  parallel=True))
+                                  parallel=True, bytes_min=size_bytes, bytes_max=size_bytes))
             continue
-        ws_min = _footprint(nest, maps, _between(points, source, targets.lexmin()))
-        ws_max = _footprint(nest, maps, _between(points, source, targets.lexmax()))
-        out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), ws_min, ws_max))
+        ws_min, bytes_min = _footprint(nest, maps, _between(points, source, targets.lexmin()))
+        ws_max, bytes_max = _footprint(nest, maps, _between(points, source, targets.lexmax()))
+        out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), ws_min, ws_max,
+                              bytes_min=bytes_min, bytes_max=bytes_max))
     return out
 
 
@@ -219,7 +301,7 @@ def _parallel_dim(nest: Nest, parallel: tuple[ir.Var, ...], source: isl.Set, tar
     target, or None."""
     if not parallel:
         return None
-    names = {v.name for v in parallel}
+    names = {nest.names[v] for v in parallel if v in nest.names}
     for schedule in nest.schedules.values():
         dims = schedule.split("-> [")[1].rstrip(" }]").split(",")
         for k, dim in enumerate(dims):

@@ -114,14 +114,19 @@ class CpuTuning:
     of them, from the outermost, are fused into the one parallel loop; the others run serially.
     ``unroll_oc`` x ``unroll_x`` (the second): the output-channel blocks and columns (gemm: rows) moved
     below the reduction loops and unrolled, each pair one instruction with its own accumulator register.
+    ``order`` (PolyDL's loop interchange, empty: the order above): the data-parallel loops outside the tile,
+    outermost first, as positions in that order (conv ``(0, 2, 1, 3)``: rows outside the oc blocks);
+    ``parallel`` then fuses the first loops of this order.
     """
 
     parallel: int = 3
     unroll_oc: int = 2
     unroll_x: int = 7
+    order: tuple[int, ...] = ()
 
     def __str__(self) -> str:
-        return f"parallel={self.parallel} unroll_oc={self.unroll_oc} unroll_x={self.unroll_x}"
+        text = f"parallel={self.parallel} unroll_oc={self.unroll_oc} unroll_x={self.unroll_x}"
+        return text + (f" order={','.join(map(str, self.order))}" if self.order else "")
 
 
 @dataclass(frozen=True)
@@ -397,6 +402,11 @@ def _unit_schedule(
     oc_o, oc_i = stage.split(axes[oc], min(tuning.unroll_oc, axes[oc].extent))
     x_o, x_i = stage.split(axes[columns], min(tuning.unroll_x, axes[columns].extent))
     loops = [oc_o if k == oc else x_o if k == columns else axes[k] for k in (*outer, columns)]
+    if tuning.order:
+        if sorted(tuning.order) != list(range(len(loops))):
+            raise ScheduleError(f"cpu: bad tuning {tuning}: order must be a permutation of 0.."
+                                f"{len(loops) - 1}, the loops {', '.join(a.var.name for a in loops)}")
+        loops = [loops[k] for k in tuning.order]
     stage.reorder(*loops, oc_i, x_i, axes[-1])
     parallel = min(tuning.parallel, len(loops))
     fused = stage.fuse(*loops[:parallel]) if parallel > 1 else loops[0]

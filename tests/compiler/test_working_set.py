@@ -1,6 +1,7 @@
 """PolyDL's working sets (compiler/analysis/working_set.py, Algorithm 1) against the paper's worked example
-and hand counts on ten loop nests: for each nest, the dependences found and the working set of each, as
-(kind, buffer) -> (WS_min, WS_max) in elements, counted by hand in the comments."""
+and hand counts on fourteen loop nests (guards, registers and tensorized instructions among them): for each
+nest, the dependences found and the working set of each, as (kind, buffer) -> (WS_min, WS_max) in elements,
+counted by hand in the comments."""
 
 from __future__ import annotations
 
@@ -126,6 +127,61 @@ def test_a_non_affine_access_or_bound_is_not_analysable():
         polyhedral(loops(ir.Store(b, (i // 2,), a[i]), (i, 8)))
     with pytest.raises(NotAnalysable, match="loop j runs from 0 for i: not constant bounds"):
         polyhedral(ir.For(i, ir.const(0), ir.const(4), ir.For(j, ir.const(0), i, ir.Store(a, (j,), a[j]))))
+
+
+def test_an_affine_guard_narrows_the_domain_and_its_else_takes_the_rest():
+    # for i < 8: if i < 3: s[0] += a[i] else: t[0] += a[i].
+    # s[0] at i = 0..2: to i = 1: s[0], a[0..1] (3); to i = 2: s[0], a[0..2] (4).
+    # t[0] at i = 3..7 (the else): to i = 4: t[0], a[3..4] (3); to i = 7: t[0], a[3..7] (6).
+    s, t, a = ir.Buffer("s", (1,), F32), ir.Buffer("t", (1,), F32), ir.Buffer("a", (8,), F32)
+    zero = ir.const(0)
+    body = ir.IfThenElse(ir.Call("likely", (ir.LT(i, ir.const(3)),), dtypes.bool_),
+                         ir.Store(s, (zero,), s[zero] + a[i]), ir.Store(t, (zero,), t[zero] + a[i]))
+    ws = found(loops(body, (i, 8)))
+    assert ws == {**{(kind, "s"): (3, 4) for kind in ("RAR", "RAW", "WAR", "WAW")},
+                  **{(kind, "t"): (3, 6) for kind in ("RAR", "RAW", "WAR", "WAW")}}
+
+
+def test_a_guard_that_is_not_affine_is_not_analysable():
+    a = ir.Buffer("a", (8,), F32)
+    guarded = ir.IfThenElse(ir.LT(i * i, ir.const(9)), ir.Store(a, (i,), a[i] + a[i]))
+    with pytest.raises(NotAnalysable, match="is not affine"):
+        polyhedral(loops(guarded, (i, 8)))
+
+
+def test_register_buffers_are_left_out():
+    # acc[0] += a[i]; out[0] = acc[0]: with acc a register (scope "local") nothing in memory is reused;
+    # with acc in memory its reuse is the scalar reduction's, from i = 0 to i = 1 (acc, a[0..1]) and to
+    # i = 5 (acc, a[0..5]).
+    a, out = ir.Buffer("a", (6,), F32), ir.Buffer("out", (1,), F32)
+    zero = ir.const(0)
+
+    def nest(scope: str) -> ir.Stmt:
+        acc = ir.Buffer("acc", (1,), F32, scope)
+        update = loops(ir.Store(acc, (zero,), acc[zero] + a[i]), (i, 6))
+        return ir.seq(update, ir.Store(out, (zero,), acc[zero]))
+
+    assert found(nest("local")) == {}
+    in_memory = working_sets(polyhedral(nest("global")))
+    assert ("WAW", "acc", 3, 7) in {(w.kind, w.buffer, w.ws_min, w.ws_max) for w in in_memory}
+
+
+def test_a_tensorized_instructions_loops_are_one_step_in_time():
+    # s[j] += A[i, j], i < 3 outer, the j < 4 loop one instruction (a tensorize mark): its four lanes run at
+    # one time, so s[0..3] are reused from step i = 0 to i = 1: s[0..3], A[0..1, 0..3] (12 elements) and to
+    # i = 2: s[0..3], A[0..2, 0..3] (16). In bytes (s int32, A int8): 16 + 8 = 24 and 16 + 12 = 28.
+    # A row sum done the same way (s[i] += A[i, j], one instruction per row) reuses nothing between steps.
+    i8, i32 = dtypes.int8, dtypes.int32
+    s, a = ir.Buffer("s", (4,), i32), ir.Buffer("A", (3, 4), i8)
+    lanes = ir.Attr("tensorize", "dot", ir.For(j, ir.const(0), ir.const(4),
+                                               ir.Store(s, (j,), s[j] + ir.cast(a[i, j], "int32"))))
+    ws = working_sets(polyhedral(loops(lanes, (i, 3))))
+    assert {(w.kind, w.ws_min, w.ws_max, w.bytes()) for w in ws} == \
+        {(kind, 12, 16, (24, 28)) for kind in ("RAR", "RAW", "WAR", "WAW")}
+    row = ir.Buffer("r", (3,), i32)
+    per_row = ir.Attr("tensorize", "dot", ir.For(j, ir.const(0), ir.const(4),
+                                                 ir.Store(row, (i,), row[i] + ir.cast(a[i, j], "int32"))))
+    assert found(loops(per_row, (i, 3))) == {}
 
 
 # ------------------------------------------------------------------------------------------ Algorithm 2

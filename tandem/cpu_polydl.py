@@ -1,0 +1,112 @@
+"""PolyDL's choice of a CPU tuning (Tavarageri et al., Sec. 4): the outer loops around a fixed microkernel,
+ranked by their data reuse in this CPU's caches, with nothing run.
+
+    choice = choose(layer, tuning_space(layer)[0], "x86-vnni", 1, load_target("cpu"))   # 1 thread
+    choice.tuning        # the top-ranked variant; choice.ranked: every variant, cheapest first
+
+The microkernel is UNIT's unrolled tile (``tuning_space``'s first: the register rules pick it, as LIBXSMM's
+JIT picks PolyDL's). The variants are the loops outside it (conv: batch, oc blocks, rows, column tiles; GEMM:
+oc blocks, row tiles) in every order (a convolution keeps its batch outermost), each with every parallel
+breaking point (the first loops of the order fused into the one parallel loop) that does not fuse a
+column-tile loop with a tail and, on several threads, gives each thread two iterations. Each variant is
+lowered with no loop fused (fusing leaves floordiv indices, outside the polyhedral model; the order of the
+iterations is the same) and analysed: the working set of every dependence (``compiler.analysis.working_set``,
+Algorithm 1; the loops the variant fuses are parallel when it runs on more than one thread), placed in this
+CPU's caches as the OS reports them and costed (``compiler.analysis.poly_rank``, Algorithm 2 and Eq. 1).
+Variants of one order and different breaking points share their analysis on one thread (their iterations run
+in the same order). Ties keep the order of ``variants``, whose first is ``tuning_space``'s own first
+candidate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from compiler.analysis.poly_rank import MEMORY, MemoryLevel, Ranked, cpu_caches, ranked
+from compiler.analysis.working_set import Nest, NotAnalysable, polyhedral, working_sets
+from compiler.ir import nodes as ir
+from compiler.lower import lower
+from compiler.ops import cpu
+from compiler.target import Target
+
+
+@dataclass(frozen=True)
+class Choice:
+    """PolyDL's verdict: the chosen tuning, every variant ranked (cheapest first), the memory levels they
+    were placed in and the seconds the analysis took."""
+
+    tuning: cpu.CpuTuning
+    ranked: tuple[Ranked, ...]
+    levels: tuple[MemoryLevel, ...]
+    seconds: float
+
+
+def variants(layer, first: cpu.CpuTuning, threads: int, lanes: int = cpu.LANES) -> list[cpu.CpuTuning]:
+    """PolyDL's variants of ``layer`` (a ``tandem.cpu_run.CpuLayer``) around the microkernel of ``first``
+    (``tuning_space``'s first candidate, which comes first): see the module docstring. On more than one
+    thread a parallel loop of fewer than two iterations per thread is no variant."""
+    extents = list(layer.fused_extents(lanes))
+    oc_axis = 0 if layer.mnk is not None else 1
+    extents[oc_axis] = -(-extents[oc_axis] // first.unroll_oc)
+    extents[-1] = -(-extents[-1] // first.unroll_x)
+    count, columns = len(extents), len(extents) - 1
+    tail = layer.fused_extents(lanes)[columns] % first.unroll_x != 0
+    fixed = 0 if layer.mnk is not None else 1   # a convolution's batch stays outermost
+    head = tuple(range(fixed))
+    out = [first]
+    for rest in itertools.permutations(range(fixed, count)):
+        order = head + rest
+        widest = order.index(columns) if tail else count   # never fuse a column-tile loop with a tail
+        for parallel in range(1, max(1, widest) + 1):
+            if threads > 1 and math.prod(extents[k] for k in order[:parallel]) < 2 * threads:
+                continue
+            out.append(cpu.CpuTuning(parallel, first.unroll_oc, first.unroll_x,
+                                     () if order == tuple(range(count)) else order))
+    return list(dict.fromkeys(out))
+
+
+def analysis_nest(layer, isa: str, tuning: cpu.CpuTuning, target: Target) -> ir.Stmt:
+    """The loop nest PolyDL analyses for ``tuning``: its schedule lowered with no loop fused."""
+    sched = layer.schedule(isa, replace(tuning, parallel=1), target)
+    return lower(sched.schedule, sched.args).body
+
+
+def fused_loops(body: ir.Stmt, count: int) -> tuple[ir.Var, ...]:
+    """The loops a variant of ``count`` fused loops runs in parallel: the outermost ``count`` of ``body``."""
+    fused, s = [], body
+    while len(fused) < count and isinstance(s, ir.For | ir.Attr | ir.Allocate):
+        if isinstance(s, ir.For):
+            fused.append(s.var)
+        s = s.body
+    return tuple(fused)
+
+
+def choose(layer, first: cpu.CpuTuning, isa: str, threads: int, target: Target,
+           levels: Sequence[MemoryLevel] | None = None, memory: MemoryLevel = MEMORY) -> Choice:
+    """Rank ``variants(layer, first, threads)`` in ``levels`` (default: this CPU's caches) and take the
+    cheapest; NotAnalysable (naming the variant) where a variant's loop nest is outside the polyhedral
+    model."""
+    start = time.perf_counter()
+    levels = tuple(cpu_caches() if levels is None else levels)
+    nests: dict[tuple[int, ...], tuple[ir.Stmt, Nest]] = {}
+    found: dict[tuple[tuple[int, ...], tuple[ir.Var, ...]], list] = {}
+    out = []
+    for tuning in variants(layer, first, threads):
+        try:
+            if tuning.order not in nests:
+                body = analysis_nest(layer, isa, tuning, target)
+                nests[tuning.order] = body, polyhedral(body)
+            body, nest = nests[tuning.order]
+            # on one thread the breaking point changes no order: the variants of one order share a result
+            parallel = fused_loops(body, tuning.parallel) if threads > 1 else ()
+            if (tuning.order, parallel) not in found:
+                found[tuning.order, parallel] = working_sets(nest, parallel)
+        except NotAnalysable as exc:
+            raise NotAnalysable(f"the variant {tuning}: {exc}") from None
+        out.append(ranked(tuning, found[tuning.order, parallel], levels, memory))
+    out.sort(key=lambda r: r.cost)
+    return Choice(out[0].name, tuple(out), levels, time.perf_counter() - start)
