@@ -20,6 +20,8 @@ Peers (``PEERS``; ``ALL_PEERS`` adds ``TVM_VNNI_PEER`` and the timing-only ``QLI
   a hand-written ``tvm.s_tir.Schedule`` (tile output channels by up to 16 and the output row by up to 16
   and vectorize it, accumulate in a local buffer, parallelize the fused channel-block x row loop), built by
   ``tvm.compile`` for ``llvm`` with the host cpu. The GEMM is a TE compute scheduled the same way.
+- ``onnxruntime-fp32`` (``FP32_PEER``, not exact): onnxruntime's fp32 ``Conv`` / ``MatMul`` (MLAS, its
+  own kernels standing in for oneDNN's) on float32 operands, PolyDL's setting.
 - ``onnxruntime-qlinear`` (timing only, ``exact = False``): ``QLinearConv`` / ``QLinearMatMul`` with u8 x s8
   inputs and a uint8 output, scales 1 except ``y_scale = 2**shift`` and zero points 0, so its output is
   ``clip(round_half_even(acc / 2**shift), 0, 255)`` (``requantize``) -- onnxruntime's requantizing kernel,
@@ -247,6 +249,7 @@ class Peer(abc.ABC):
 
     name: str
     exact: bool = True
+    operands: tuple[type, type] = (np.uint8, np.int8)   # the data's and the weights' element types
 
     @abc.abstractmethod
     def available(self) -> str | None:
@@ -255,16 +258,16 @@ class Peer(abc.ABC):
     def prepare_conv(self, spec: ConvSpec, data: np.ndarray, kernel: np.ndarray, threads: int) -> Runner:
         """Compile ``spec`` for ``threads`` threads; the callable returns int32 [1, k, oh, ow]."""
         where = f"{self.name}.prepare_conv"
-        _check_array(where, "data", data, np.uint8, (1, spec.c, spec.h, spec.w))
-        _check_array(where, "kernel", kernel, np.int8, (spec.k, spec.c, spec.r, spec.r))
+        _check_array(where, "data", data, self.operands[0], (1, spec.c, spec.h, spec.w))
+        _check_array(where, "kernel", kernel, self.operands[1], (spec.k, spec.c, spec.r, spec.r))
         _check_threads(where, threads)
         return self._conv(spec, data, kernel, threads)
 
     def prepare_gemm(self, spec: GemmSpec, a: np.ndarray, b: np.ndarray, threads: int) -> Runner:
         """Compile ``spec`` for ``threads`` threads; the callable returns int32 [m, n]."""
         where = f"{self.name}.prepare_gemm"
-        _check_array(where, "a", a, np.uint8, (spec.m, spec.k))
-        _check_array(where, "b", b, np.int8, (spec.n, spec.k))
+        _check_array(where, "a", a, self.operands[0], (spec.m, spec.k))
+        _check_array(where, "b", b, self.operands[1], (spec.n, spec.k))
         _check_threads(where, threads)
         return self._gemm(spec, a, b, threads)
 
@@ -305,12 +308,15 @@ def _import_reason(module: str, package: str) -> str | None:
 
 
 class OnnxRuntimePeer(Peer):
-    """onnxruntime's ConvInteger / MatMulInteger (exact), or with ``qlinear`` QLinearConv / QLinearMatMul."""
+    """onnxruntime's ConvInteger / MatMulInteger (exact), or with ``qlinear`` QLinearConv / QLinearMatMul, or
+    with ``float32`` its fp32 Conv / MatMul (MLAS's kernels; f32 operands, not bit-exact)."""
 
-    def __init__(self, qlinear: bool = False) -> None:
-        self.qlinear = qlinear
-        self.exact = not qlinear
-        self.name = "onnxruntime-qlinear" if qlinear else "onnxruntime"
+    def __init__(self, qlinear: bool = False, float32: bool = False) -> None:
+        self.qlinear, self.float32 = qlinear, float32
+        self.exact = not (qlinear or float32)
+        self.name = "onnxruntime-fp32" if float32 else "onnxruntime-qlinear" if qlinear else "onnxruntime"
+        if float32:
+            self.operands = (np.float32, np.float32)
 
     def available(self) -> str | None:
         return _import_reason("onnxruntime", "onnxruntime") or _import_reason("onnx", "onnx")
@@ -322,7 +328,8 @@ class OnnxRuntimePeer(Peer):
         names = list(node.input)
         initializers = [numpy_helper.from_array(v, n) for n, v in zip(names[1:], inits, strict=True)]
         x = helper.make_tensor_value_info(names[0], helper.np_dtype_to_tensor_dtype(feed.dtype), feed.shape)
-        y_type = TensorProto.UINT8 if self.qlinear else TensorProto.INT32
+        y_type = (TensorProto.FLOAT if self.float32 else TensorProto.UINT8 if self.qlinear
+                  else TensorProto.INT32)
         y = helper.make_tensor_value_info("y", y_type, None)
         graph = helper.make_graph([node], self.name, [x], [y], initializer=initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
@@ -345,6 +352,9 @@ class OnnxRuntimePeer(Peer):
         from onnx import helper
 
         attrs = dict(strides=[spec.stride] * 2, pads=[spec.pad] * 4, kernel_shape=[spec.r] * 2)
+        if self.float32:
+            node = helper.make_node("Conv", ["x", "w"], ["y"], **attrs)
+            return self._session(node, data, [kernel], threads)
         if self.qlinear:
             inputs = ["x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp"]
             inits = self._quant_params(kernel, spec.c * spec.r * spec.r)
@@ -358,6 +368,8 @@ class OnnxRuntimePeer(Peer):
         from onnx import helper
 
         bt = np.ascontiguousarray(b.T)
+        if self.float32:
+            return self._session(helper.make_node("MatMul", ["a", "b"], ["y"]), a, [bt], threads)
         if self.qlinear:
             inputs = ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"]
             node = helper.make_node("QLinearMatMul", inputs, ["y"])
@@ -908,4 +920,5 @@ PEERS: tuple[Peer, ...] = (NumpyPeer(), OnnxRuntimePeer(), TvmPeer())
 TVM_VNNI_PEER: TvmVnniPeer = TvmVnniPeer()
 #: onnxruntime's requantizing QLinearConv / QLinearMatMul: for timing only (``exact = False``).
 QLINEAR_PEER: Peer = OnnxRuntimePeer(qlinear=True)
+FP32_PEER: Peer = OnnxRuntimePeer(float32=True)   # PolyDL's setting: fp32 (experiments/polydl.py)
 ALL_PEERS: tuple[Peer, ...] = (*PEERS, TVM_VNNI_PEER, QLINEAR_PEER)

@@ -70,11 +70,13 @@ from tandem.run import (
     RunReport,
     TargetFlow,
     check_host_memory,
+    exact,
     reject_unknown,
     run,
     take_conv,
     take_gemm,
     take_int,
+    within_bound,
 )
 from tandem.targets import load_target
 from tandem.user_ops import UserOp, load_user_op
@@ -141,7 +143,8 @@ class CpuLayer:
 
     def inputs(self, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]), each over
-        its element type's whole range (``compiler.ops.cpu.DTYPES``: u8 and s8, s8 and s8, or int16)."""
+        its element type's whole range (``compiler.ops.cpu.DTYPES``: u8 and s8, s8 and s8, or int16), or
+        uniform in [-1, 1) for float32."""
         rng = np.random.default_rng(seed)
         if self.window is not None:
             w = self.window
@@ -153,7 +156,8 @@ class CpuLayer:
         else:
             m, n, k = self.mnk
             shapes = ((m, k), (n, k))
-        return tuple(rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
+        return tuple(rng.uniform(-1, 1, shape).astype(t) if np.dtype(t).kind == "f" else
+                     rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
                      for shape, t in zip(shapes, cpu.DTYPES[self.dtype], strict=True))
 
     def pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8
@@ -177,14 +181,21 @@ class CpuLayer:
             return cpu.unpack_conv(out, self.conv)
         return GEMM_KERNELS[self.op][2](out, *self.mnk[:2])
 
+    @property
+    def is_float(self) -> bool:
+        return self.dtype == "float32"
+
     def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """numpy's result: int32 for the integer types, exact (float64) for float32."""
         if self.window is not None:
             w = self.window
             kernels, groups = (weight[:, None], w.ic) if w.depthwise else (weight, 1)
-            return reference.conv_nd(data, kernels, w.s, 0, w.dil, groups).astype(np.int32)
-        if self.conv is not None:
-            return reference.conv2d(data, weight, self.conv.s, self.conv.p).astype(np.int32)
-        return reference.dense(data, weight).astype(np.int32)
+            out = reference.conv_nd(data, kernels, w.s, 0, w.dil, groups)
+        elif self.conv is not None:
+            out = reference.conv2d(data, weight, self.conv.s, self.conv.p)
+        else:
+            out = reference.dense(data, weight)
+        return out.astype(np.float64 if self.is_float else np.int32)
 
     def fused_extents(self, lanes: int = cpu.LANES) -> tuple[int, ...]:
         """Extents of the data-parallel loops outside the unrolled tile (before tiling), with ``lanes``
@@ -298,7 +309,7 @@ class CpuFlow(TargetFlow):
             raise RunError(f"cpu: no schedule for operator {op!r}; expected one of {', '.join(OPS)} (or "
                            f"FILE.py:NAME, an operator of your own)")
         where = f"cpu {op}"
-        dtype = take_dtype(params, where)
+        dtype = take_dtype(params, where, floats=True)
         if op in GEMM_KERNELS:
             layer, keys = CpuLayer(op, mnk=tuple(take_gemm(params, where)), dtype=dtype), GEMM_KEYS
         else:
@@ -313,7 +324,7 @@ class CpuFlow(TargetFlow):
         ``keys`` is refused), its tunings, the instruction's packing."""
         _fits(layer, where)
         dtype = layer.dtype
-        isa = params.pop("isa", "x86-vnni")
+        isa = params.pop("isa", "x86-avx512" if layer.is_float else "x86-vnni")   # no float dot product
         if isa not in ISAS:
             raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
         if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
@@ -359,36 +370,42 @@ class CpuFlow(TargetFlow):
         func, kernel = compiled
         packed = job.layer.pack(*inputs, job.packing)
         seconds = self._seconds(job, compiled, packed, job.min_time)
-        out = np.zeros(func.params[-1].shape, np.int32)
+        out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
         kernel(*packed, out)
         cycles = round(seconds * tsc_hz())   # the time-stamp counter's ticks in the median call
         gops = 2 * job.layer.macs / seconds / 1e9
-        # the peak of the operator's instruction: vpdpbusd's measured (64 multiply-adds per instruction), in
-        # proportion to the instruction's own multiply-adds (vpdpwssd: 16 lanes x 2 = 32, at the same rate)
-        per_insn = job.packing.lanes * job.packing.group / 64
-        peak = measure_peak(job.threads) * per_insn if host_cpu()["avx512vnni"] else None  # no vpdpbusd
+        name, peak = peak_of(job)
         counts = issued_instructions(func)
         left = unmatched(func, target.spec)
         return Execution(
             output=job.layer.unpack(out), cycles=cycles, instructions=counts,
             tensor_instructions=sum(counts.values()), scalar_instructions=None, scalar_fallback=len(left),
-            unmatched=[str(x) for x in left], utilization={"vpdpbusd": gops / peak} if peak else {},
+            unmatched=[str(x) for x in left], utilization={name: gops / peak} if peak else {},
             program=kernel.llvm_ir, measured={"gops": gops, "seconds": seconds, "peak_gops": peak})
 
     @staticmethod
     def _seconds(job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], packed, min_time: float) -> float:
         func, kernel = compiled
-        out = np.zeros(func.params[-1].shape, np.int32)
+        out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
         return kernel.time(*packed, out, min_time=min_time / 5)
 
     def reference(self, job: CpuJob, inputs: list[np.ndarray]) -> np.ndarray:
         return job.layer.reference(*inputs)
 
+    def validate(self, job: CpuJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
+        """Integers bit for bit; float32 within K * 2^-23 * sum|a*b| of the exact result, K the reduction's
+        length (each of its K roundings, fused or not, errs by at most 2^-24 of a partial sum)."""
+        if not job.layer.is_float:
+            return exact(got, want)
+        magnitude = job.layer.reference(*(np.abs(x) for x in inputs))
+        return within_bound(got, want, magnitude, job.layer.macs // max(1, want.size))
+
     def roofline(self, job: CpuJob, target: Target, execution: Execution) -> int | None:
         return roofline_ticks(job.layer.macs, execution)
 
     def params(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
-        names = {"uint8": "u8 x s8 -> s32", "int8": "s8 x s8 -> s32", "int16": "s16 x s16 -> s32"}
+        names = {"uint8": "u8 x s8 -> s32", "int8": "s8 x s8 -> s32", "int16": "s16 x s16 -> s32",
+                 "float32": "f32 x f32 -> f32"}
         return {**job.layer.params, "isa": job.isa, "threads": job.threads, "tuning": str(candidate),
                 "selection": job.selection, "cpu": host_cpu()["cpu"], "dtype": names[job.layer.dtype],
                 "instruction": job.packing.instruction}
@@ -397,18 +414,32 @@ class CpuFlow(TargetFlow):
         return {"tuning": str(candidate), "seconds": cost}
 
 
+def peak_of(job: CpuJob) -> tuple[str, float | None]:
+    """The instruction whose measured peak the run is held to, and that peak in GOPS on the job's threads:
+    float32, the fp32 FMA's (GFLOPS); an integer type, vpdpbusd's (64 multiply-adds per instruction) in
+    proportion to the operator's instruction's own multiply-adds (vpdpwssd: 16 lanes x 2 = 32, at the same
+    rate). None where this CPU has no such instruction."""
+    if job.layer.is_float:
+        return "fma", measure_peak(job.threads, "fma") if host_cpu()["avx512f"] else None
+    per_insn = job.packing.lanes * job.packing.group / 64
+    return "vpdpbusd", measure_peak(job.threads) * per_insn if host_cpu()["avx512vnni"] else None
+
+
 def roofline_ticks(macs: int, execution: Execution) -> int | None:
     """``macs`` multiply-adds at the measured vpdpbusd peak, in TSC ticks; None without a peak."""
     peak = execution.measured["peak_gops"]
     return int(2 * macs / (peak * 1e9) * tsc_hz()) if peak else None
 
 
-def take_dtype(params: dict[str, Any], where: str) -> str:
-    """Pop the element type (default uint8) and check that the CPU compiles it."""
+def take_dtype(params: dict[str, Any], where: str, floats: bool = False) -> str:
+    """Pop the element type (default uint8) and check that the CPU compiles it (float32 where ``floats``)."""
     dtype = params.pop("dtype", "uint8")
     if dtype not in cpu.DTYPES:
         raise RunError(f"{where}: dtype {dtype!r} is not compiled for the CPU; expected one of "
                        f"{', '.join(cpu.DTYPES)} (uint8: u8 data x s8 weights; int8: s8 x s8)")
+    if dtype == "float32" and not floats:
+        raise RunError(f"{where}: dtype float32 runs conv2d and gemm only; this operator takes "
+                       f"{', '.join(d for d in cpu.DTYPES if d != 'float32')}")
     return dtype
 
 
@@ -436,7 +467,7 @@ def _fits(layer: CpuLayer, where: str) -> None:
     else:
         m, n, k = layer.mnk
         inputs, output = [m * k, n * k], m * n
-    item = 2 if layer.dtype == "int16" else 1
+    item = np.dtype(cpu.DTYPES[layer.dtype][0]).itemsize
     if max(*inputs, output) >= 2**31:
         raise RunError(f"{where} {layer.params}: an array of {max(*inputs, output):,} elements; the "
                        f"compiler's extents are int32, so each array must have fewer than 2**31")
@@ -465,7 +496,7 @@ class CpuContractionFlow(ContractionFlow):
         return "gemm_t" if kind == "gemm" and pads_less_transposed(mnk, 1, cpu.LANES) else kind
 
     def dtypes(self, options: dict[str, Any]) -> tuple[str, str]:
-        return cpu.DTYPES.get(options.get("dtype"), cpu.DTYPES["uint8"])
+        return cpu.DTYPES[take_dtype(dict(options), "cpu")]   # integers only: the GEMMs sum into int32
 
     def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
         """The reindexed operands of every GEMM fit in memory (the GEMM flow checks one GEMM's arrays)."""
@@ -664,7 +695,7 @@ def compile_layer(
 
 def run_cpu(
     layer: CpuLayer,
-    isa: str = "x86-vnni",
+    isa: str | None = None,
     threads: int | None = None,
     tune: int = 0,
     seed: int = 0,
@@ -673,9 +704,10 @@ def run_cpu(
     target: Target | None = None,
 ) -> RunReport:
     """``run`` for this CPU: compile ``layer``, run it on seeded inputs, compare with numpy and time it.
-    ``target`` is the cpu target (its x86 spec); by default the built-in spec."""
-    params = {**layer.params, **layer.options, "isa": isa, "threads": threads, "tune": tune, "seed": seed,
-              "tuning": tuning, "min_time": min_time}
+    ``isa`` None: the flow's default (x86-vnni; x86-avx512 for float32). ``target`` is the cpu target (its x86
+    spec); by default the built-in spec."""
+    params = {**layer.params, **layer.options, "threads": threads, "tune": tune, "seed": seed,
+              "tuning": tuning, "min_time": min_time, **({"isa": isa} if isa is not None else {})}
     return run(layer.op, target or load_target("cpu"), params)
 
 

@@ -53,10 +53,10 @@ from tandem.run import (
     take_conv,
     take_gemm,
     take_int,
+    within_bound,
 )
 
 OPS = ("gemm", "conv2d")
-ROUNDING = 2.0 ** -23   # twice fp32's unit roundoff per addition (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -274,24 +274,6 @@ def exact(job: GpuJob, inputs: Sequence[np.ndarray]) -> np.ndarray:
         return reference.dense(inputs[0], np.ascontiguousarray(inputs[1].T))
     c = job.conv
     return reference.conv2d(inputs[0], inputs[1], c.s, c.p)
-
-
-def within_bound(got: np.ndarray, want: np.ndarray, magnitude: np.ndarray, k: int) -> Check:
-    """Whether every element of ``got`` is within ``k * 2^-23 * magnitude`` of ``want`` (``magnitude`` =
-    the sum of the products' absolute values)."""
-    if got.shape != want.shape:
-        return Check(False, float("inf"), f"output shape {list(got.shape)}, numpy's {list(want.shape)}")
-    err = np.abs(got.astype(np.float64) - want)
-    bound = k * ROUNDING * magnitude
-    worst = float(err.max()) if err.size else 0.0
-    bad = int(np.count_nonzero(err > bound)) + int(np.count_nonzero(~np.isfinite(got)))
-    if bad:
-        at = np.unravel_index(int(np.argmax(err - bound)), err.shape)
-        return Check(False, worst, f"{bad} of {err.size} outputs outside K * 2^-23 * sum|a*b| of numpy's "
-                                   f"exact result; worst at {tuple(map(int, at))}: {float(got[at])} vs "
-                                   f"{float(want[at])}")
-    return Check(True, worst, f"every output within K * 2^-23 * sum|a*b| (K = {k}) of numpy's exact result "
-                              f"of the fp16 inputs; largest error {worst:.3g}")
 
 
 FLOW = CudaFlow()

@@ -351,6 +351,29 @@ def exact(got: np.ndarray, want: np.ndarray) -> Check:
                              f"(max |err| {err:.3g})")
 
 
+#: twice fp32's unit roundoff: the most one fp32 rounding (of a product or a partial sum) errs by, relative to
+#: the sum of the products' magnitudes
+ROUNDING = 2.0 ** -23
+
+
+def within_bound(got: np.ndarray, want: np.ndarray, magnitude: np.ndarray, k: int) -> Check:
+    """Whether every element of ``got`` is within ``k * 2^-23 * magnitude`` of ``want`` (``magnitude`` =
+    the sum of the products' absolute values)."""
+    if got.shape != want.shape:
+        return Check(False, float("inf"), f"output shape {list(got.shape)}, numpy's {list(want.shape)}")
+    err = np.abs(got.astype(np.float64) - want)
+    bound = k * ROUNDING * magnitude
+    worst = float(err.max()) if err.size else 0.0
+    bad = int(np.count_nonzero(err > bound)) + int(np.count_nonzero(~np.isfinite(got)))
+    if bad:
+        at = np.unravel_index(int(np.argmax(err - bound)), err.shape)
+        return Check(False, worst, f"{bad} of {err.size} outputs outside K * 2^-23 * sum|a*b| of numpy's "
+                                   f"exact result; worst at {tuple(map(int, at))}: {float(got[at])} vs "
+                                   f"{float(want[at])}")
+    return Check(True, worst, f"every output within K * 2^-23 * sum|a*b| (K = {k}) of numpy's exact result "
+                              f"of the inputs; largest error {worst:.3g}")
+
+
 # ---- parameters shared by the flows
 
 def take_int(params: dict[str, Any], key: str, default: int | None, minimum: int, where: str) -> int | None:

@@ -173,12 +173,13 @@ def _print_cpu(r) -> None:
                         f"{p['threads']} threads)")
     table.add_column("measure")
     table.add_column("value", justify="right")
+    peak = "fma" if p["dtype"].startswith("f32") else "vpdpbusd"   # the instruction whose peak it is held to
     rows = [
         ("validated", ("[green]yes[/green] " if r.validated else "[red]NO[/red] ") + r.detail),
         ("time", f"{m['seconds'] * 1e3:.3f} ms ({r.cycles:,} TSC ticks)"),
-        ("GOPS", f"{m['gops']:.1f} of a measured vpdpbusd peak of {m['peak_gops']:.1f} "
-                 f"({r.utilization['vpdpbusd']:.1%})" if m["peak_gops"]
-                 else f"{m['gops']:.1f} (no vpdpbusd here)"),
+        ("GOPS", f"{m['gops']:.1f} of a measured {peak} peak of {m['peak_gops']:.1f} "
+                 f"({r.utilization[peak]:.1%})" if m["peak_gops"]
+                 else f"{m['gops']:.1f} (no {peak} here)"),
         ("tuning", p["tuning"] + _selection(p)),
         ("instructions", ", ".join(f"{k} {v:,}" for k, v in sorted(r.instructions.items())) or "none"),
         ("scalar fallback", f"{r.scalar_fallback} marked statements"),

@@ -64,6 +64,7 @@ class Nest:
     depth: int = 0
     names: dict[ir.Var, str] = field(default_factory=dict)      # each loop's ISL name
     arrays: dict[ir.Buffer, str] = field(default_factory=dict)  # each buffer's ISL name
+    _prepared: tuple | None = field(default=None, repr=False, compare=False)
 
     def access_map(self, a: Access) -> isl.Map:
         """``a`` as a map from time to the element it touches."""
@@ -72,6 +73,14 @@ class Nest:
         m = isl.Map(f"{{ {a.statement}[{names}] -> {array}[{','.join(a.indices)}] }}")
         m = m.intersect_domain(isl.Set(self.domains[a.statement]))
         return isl.Map(self.schedules[a.statement]).reverse().apply_range(m)
+
+    def prepared(self) -> tuple[isl.Set, list[isl.Map], isl.Map]:
+        """The time points, each access's map and the order ``before`` (kept: a nest analysed with several
+        choices of parallel loops builds them once)."""
+        if self._prepared is None:
+            points = self.iterations()
+            self._prepared = points, [self.access_map(a) for a in self.accesses], points.lex_lt_set(points)
+        return self._prepared
 
     def iterations(self) -> isl.Set:
         """Every instance of every statement, as time points."""
@@ -267,9 +276,7 @@ def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, int
 def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingSet]:
     """The working set of every dependence of ``nest`` (Algorithm 1); loops in ``parallel`` run in
     parallel, so a dependence across their iterations needs everything they touch at once."""
-    points = nest.iterations()
-    maps = [nest.access_map(a) for a in nest.accesses]
-    before = points.lex_lt_set(points)
+    points, maps, before = nest.prepared()
     out = []
     for (a, ma), (b, mb) in ((x, y) for x in zip(nest.accesses, maps, strict=True)
                              for y in zip(nest.accesses, maps, strict=True)):

@@ -8,7 +8,9 @@ It returns 0, or the 1-based number of the run-time fault it hit in its ``errors
 Semantics are the reference interpreter's (``compiler.interp``), bit for bit:
 - integers wrap; FloorDiv/FloorMod round toward minus infinity; a zero divisor is a fault, and
   ``INT_MIN // -1`` wraps instead of trapping;
-- f32 and f16 arithmetic is LLVM's (one rounding per operation, no contraction into FMAs);
+- f32 and f16 arithmetic is LLVM's (one rounding per operation, no contraction into FMAs), except inside a
+  ``pragma_fp_contract`` mark, whose float multiplies and adds LLVM may fuse (one rounding where the
+  interpreter rounds twice: the one place results may differ from it, in the last bit of each fused step);
   bfloat16 values live in ``float`` registers and are rounded to bfloat16 (nearest even) after every
   operation and when a bfloat16 parameter is loaded;
 - Min/Max follow ``np.minimum``/``np.maximum`` (a NaN operand wins; of two equal values, the second);
@@ -110,6 +112,7 @@ class FunctionEmitter:
         self.varying: set[n.Var] = set()  # variables whose value differs between lanes
         self.vector: VectorLoop | None = None
         self.stack_bytes = 0
+        self.contract = False   # inside a pragma_fp_contract mark: float multiplies and adds may fuse
         self.heap: list[ll.Value] = []  # malloc'ed buffers live at this point (freed on a fault)
 
     def declare_function(self, name: str, buffers: list[n.Buffer]) -> ll.Function:
@@ -169,7 +172,14 @@ class FunctionEmitter:
             self.stmt(x)
 
     def stmt_Attr(self, s: n.Attr) -> None:
-        self.stmt(s.body)
+        if s.key != "pragma_fp_contract" or self.contract:
+            self.stmt(s.body)
+            return
+        self.contract = True
+        try:
+            self.stmt(s.body)
+        finally:
+            self.contract = False
 
     def stmt_DepToken(self, s: n.DepToken) -> None:
         """Tokens order the units of a decoupled machine; sequential code needs none."""
@@ -485,7 +495,8 @@ class FunctionEmitter:
     def _arith(self, e: n.BinaryOp, int_op: str, float_op: str) -> ll.Value:
         a, b = self._pair(self.expr(e.a), self.expr(e.b))
         if e.dtype.is_float:
-            out = getattr(self.builder, float_op)(a, b)
+            flags = ("contract",) if self.contract and float_op in ("fadd", "fmul") else ()
+            out = getattr(self.builder, float_op)(a, b, flags=flags)
             return self.round_bf16(out) if e.dtype == dtypes.bfloat16 else out
         return getattr(self.builder, int_op)(a, b)
 

@@ -1,6 +1,7 @@
 """Probes of this CPU through LLVM: its time-stamp counter and the peak of its tensor instruction.
 
-    measure_peak(threads)   # vpdpbusd GOPS, the roof the CPU target's results are held to
+    measure_peak(threads)          # vpdpbusd GOPS, the roof the CPU target's int8 results are held to
+    measure_peak(threads, "fma")   # fp32 FMA GFLOPS, the roof of its float32 results
     tsc_ticks(fn), tsc_hz() # time-stamp-counter ticks of one call, and ticks per second
 
 Both JIT a few lines of LLVM IR with llvmlite (the same engine as ``compiler.backend.llvm``), once per
@@ -30,25 +31,57 @@ def _native() -> dict[str, object]:
     b = ll.IRBuilder(tsc.append_basic_block())
     b.ret(b.call(ll.Function(module, ll.FunctionType(i64, []), "llvm.readcyclecounter"), []))
     v16, v64 = ll.VectorType(i32, 16), ll.VectorType(ll.IntType(8), 64)
+    f16 = ll.VectorType(ll.FloatType(), 16)
     dot = ll.Function(module, ll.FunctionType(v16, [v16, v64, v64]), "llvm.x86.avx512.vpdpbusd.512")
-    peak = ll.Function(module, ll.FunctionType(i32, [i64, i32]), "tandem_vnni_loop")
-    n, seed = peak.args
-    entry, loop, done = (peak.append_basic_block(x) for x in ("entry", "loop", "done"))
+    fma = ll.Function(module, ll.FunctionType(f16, [f16, f16, f16]), "llvm.fma.v16f32")
+
+    def vnni_operands(b: ll.IRBuilder, seed: ll.Value) -> tuple[ll.Value, ll.Value]:
+        a = b.bitcast(b.insert_element(ll.Constant(v16, None), seed, ll.Constant(i32, 0)), v64)
+        w = b.insert_element(ll.Constant(v16, None), b.add(seed, ll.Constant(i32, 1)), ll.Constant(i32, 0))
+        return a, b.bitcast(w, v64)
+
+    def fma_operands(b: ll.IRBuilder, seed: ll.Value) -> tuple[ll.Value, ll.Value]:
+        x = b.sitofp(seed, ll.FloatType())
+        return (b.insert_element(ll.Constant(f16, None), x, ll.Constant(i32, 0)),
+                b.insert_element(ll.Constant(f16, None), b.fadd(x, ll.Constant(ll.FloatType(), 1.0)),
+                                 ll.Constant(i32, 0)))
+
+    _throughput_loop(module, "tandem_vnni_loop", v16, vnni_operands,
+                     lambda b, acc, a, w: b.call(dot, [acc, a, w]))
+    _throughput_loop(module, "tandem_fma_loop", f16, fma_operands,
+                     lambda b, acc, a, w: b.call(fma, [a, w, acc]))
+    tm = target_machine()  # initializes LLVM's native target before the parse
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), tm)
+    engine.finalize_object()
+    loop = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)
+    return {
+        "engine": engine,
+        "tsc": ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address("tandem_tsc")),
+        "vnni": loop(engine.get_function_address("tandem_vnni_loop")),
+        "fma": loop(engine.get_function_address("tandem_fma_loop")),
+    }
+
+
+def _throughput_loop(module: ll.Module, name: str, vector: ll.VectorType, operands: Callable, step: Callable
+                     ) -> None:
+    """``i32 name(i64 n, i32 seed)``: ``n`` rounds of ``ACCUMULATORS`` independent ``step``s on registers
+    (operands made from ``seed``, so nothing folds), returning a lane of their sum (so nothing is dead)."""
+    i32, i64 = ll.IntType(32), ll.IntType(64)
+    fn = ll.Function(module, ll.FunctionType(i32, [i64, i32]), name)
+    n, seed = fn.args
+    entry, loop, done = (fn.append_basic_block(x) for x in ("entry", "loop", "done"))
     b = ll.IRBuilder(entry)
-    a = b.bitcast(b.insert_element(ll.Constant(v16, None), seed, ll.Constant(i32, 0)), v64)
-    w = b.bitcast(
-        b.insert_element(ll.Constant(v16, None), b.add(seed, ll.Constant(i32, 1)), ll.Constant(i32, 0)), v64
-    )
+    a, w = operands(b, seed)
     b.branch(loop)
     b = ll.IRBuilder(loop)
     k = b.phi(i64)
     k.add_incoming(ll.Constant(i64, 0), entry)
     accs = []
     for _ in range(ACCUMULATORS):
-        phi = b.phi(v16)
-        phi.add_incoming(ll.Constant(v16, None), entry)
+        phi = b.phi(vector)
+        phi.add_incoming(ll.Constant(vector, None), entry)
         accs.append(phi)
-    nxt = [b.call(dot, [acc, a, w]) for acc in accs]
+    nxt = [step(b, acc, a, w) for acc in accs]
     for phi, value in zip(accs, nxt, strict=True):
         phi.add_incoming(value, loop)
     k2 = b.add(k, ll.Constant(i64, 1))
@@ -57,18 +90,9 @@ def _native() -> dict[str, object]:
     b = ll.IRBuilder(done)
     total = nxt[0]
     for value in nxt[1:]:
-        total = b.add(total, value)
-    b.ret(b.extract_element(total, ll.Constant(i32, 0)))
-    tm = target_machine()  # initializes LLVM's native target before the parse
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), tm)
-    engine.finalize_object()
-    return {
-        "engine": engine,
-        "tsc": ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address("tandem_tsc")),
-        "vnni": ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)(
-            engine.get_function_address("tandem_vnni_loop")
-        ),
-    }
+        total = b.fadd(total, value) if isinstance(vector.element, ll.FloatType) else b.add(total, value)
+    lane = b.extract_element(total, ll.Constant(i32, 0))
+    b.ret(b.fptosi(lane, i32) if isinstance(vector.element, ll.FloatType) else lane)
 
 
 ACCUMULATORS = 12  # independent vpdpbusd chains: enough to cover its latency at two issues per cycle
@@ -93,20 +117,25 @@ def tsc_hz() -> float:
 
 
 @cache
-def measure_peak(threads: int = 1) -> float:
-    """This CPU's vpdpbusd peak in GOPS (2 ops per multiply-add) on ``threads`` threads, all running at once:
-    each runs ``ACCUMULATORS`` independent instruction chains on registers and keeps its best of
+def measure_peak(threads: int = 1, instruction: str = "vnni") -> float:
+    """This CPU's peak in GOPS (2 ops per multiply-add) on ``threads`` threads, all running at once, of
+    ``instruction``: ``vnni`` (vpdpbusd, 64 multiply-adds) or ``fma`` (vfmadd on 16 fp32 lanes: GFLOPS).
+    Each thread runs ``ACCUMULATORS`` independent instruction chains on registers and keeps its best of
     ``PEAK_RUNS`` runs of about 1 ms (the best, because other work on the machine only ever slows a run
     down; many short runs, because on a shared machine a long one is seldom left alone: on a 2-core Zen 4
     guest, 10 runs of 13 ms read 450-466 GOPS from one process to the next, 100 runs of 1 ms 472.6-472.7,
     and compiled kernels were timed at up to 466)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    if not host_cpu()["avx512vnni"]:
+    if instruction not in PEAK_OPS:
+        raise CodegenError(f"cpu: no peak probe for {instruction!r}; expected one of {', '.join(PEAK_OPS)}")
+    if instruction == "vnni" and not host_cpu()["avx512vnni"]:
         raise CodegenError("cpu: this CPU has no AVX-512 VNNI to measure")
-    loop = _native()["vnni"]
+    if instruction == "fma" and not host_cpu()["avx512f"]:
+        raise CodegenError("cpu: this CPU has no AVX-512 to measure")
+    loop = _native()[instruction]
     iterations = 300_000
-    ops = iterations * ACCUMULATORS * 64 * 2
+    ops = iterations * ACCUMULATORS * PEAK_OPS[instruction] * 2
 
     def best_of(seed: int) -> float:
         best = 0.0
@@ -121,3 +150,5 @@ def measure_peak(threads: int = 1) -> float:
 
 
 PEAK_RUNS = 100
+#: each probe's multiply-adds per instruction
+PEAK_OPS = {"vnni": 64, "fma": 16}

@@ -1,7 +1,9 @@
 """Integer conv2d and GEMM for the CPU, scheduled as UNIT schedules a tensorized instruction (Sec. III.C).
 
-Operators (batch 1, int32 results) of three element types: ``uint8`` (u8 activations x s8 weights,
-vpdpbusd's), ``int8`` (s8 x s8, ARM's sdot's) and ``int16`` (int16 x int16, vpdpwssd's where a spec has it),
+Operators (batch 1, int32 results) of three integer element types: ``uint8`` (u8 activations x s8 weights,
+vpdpbusd's), ``int8`` (s8 x s8, ARM's sdot's) and ``int16`` (int16 x int16, vpdpwssd's where a spec has it);
+and ``float32`` (f32 x f32 -> f32 on the untensorized isas, where a ``fp_contract`` pragma around the
+reduction lets LLVM fuse each multiply and add into an FMA, PolyDL's fp32 setting),
 in the layouts UNIT uses (Sec. VI: data NCHW[x]c, kernel KCRS[y]k[x]c, with x the instruction's reduction
 width and y its output lanes: 4 and 16 for vpdpbusd, 4 and 4 for sdot's 128-bit form, 2 and 16 for
 vpdpwssd; ``Packing``):
@@ -46,7 +48,8 @@ ISAS = ("x86-vnni", "arm-dot", "x86-avx512", "none")
 #: the isas that tensorize onto the spec's dot-product instruction (UNIT's names for x86 and ARM)
 TENSORIZED = ("x86-vnni", "arm-dot")
 #: the operator's element types: data (activations) and weights
-DTYPES = {"uint8": ("uint8", "int8"), "int8": ("int8", "int8"), "int16": ("int16", "int16")}
+DTYPES = {"uint8": ("uint8", "int8"), "int8": ("int8", "int8"), "int16": ("int16", "int16"),
+          "float32": ("float32", "float32")}
 LANES = 16   # int32 outputs per 512-bit register, the blocking of the untensorized schedules
 
 
@@ -62,6 +65,11 @@ class Packing:
     group: int
     instruction: str | None = None
 
+    @property
+    def acc(self) -> str:
+        """The type products are summed in: int32, or float32 for float operands."""
+        return "float32" if dtypes.dtype(self.data).is_float else "int32"
+
 
 U8 = Packing("uint8", "int8", LANES, 4)   # the layout of u8 x s8 operators (vpdpbusd's), the default
 
@@ -76,7 +84,7 @@ def packing(isa: str, dtype: str, spec: ISA) -> Packing:
         raise ScheduleError(f"cpu: unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     data, weight = DTYPES[dtype]
     if isa not in TENSORIZED:
-        return Packing(data, weight, LANES, 32 // dtypes.dtype(data).bits)
+        return Packing(data, weight, LANES, max(1, 32 // dtypes.dtype(data).bits))
     for instr in spec.instructions.values():
         found = _packing_of(instr, spec, data, weight)
         if found is not None:
@@ -233,8 +241,8 @@ def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None,
 
     def product(n, ko, *rest):
         xs, ki = rest[:-1], rest[-1]
-        a = ir.cast(data[(n, co, *_window_index(window, xs, taps), ci)], "int32")
-        return te.sum(a * ir.cast(kernel[(ko, co, *taps, ki, ci)], "int32"), axis=[co, *taps, ci])
+        a = ir.cast(data[(n, co, *_window_index(window, xs, taps), ci)], pk.acc)
+        return te.sum(a * ir.cast(kernel[(ko, co, *taps, ki, ci)], pk.acc), axis=[co, *taps, ci])
 
     names = ["n", "ko", *("z", "y", "x")[3 - dims:], "ki"]
     out = te.compute((window.n, k16, *window.out, pk.lanes), product, name="conv", axis_names=names)
@@ -255,7 +263,7 @@ def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None
     out = te.compute(
         (m, n16, lanes),
         lambda i, no, ni: te.sum(
-            ir.cast(a[i, ko * group + kk], "int32") * ir.cast(b[no, ko, ni, kk], "int32"), axis=[ko, kk]
+            ir.cast(a[i, ko * group + kk], pk.acc) * ir.cast(b[no, ko, ni, kk], pk.acc), axis=[ko, kk]
         ),
         name="gemm",
     )
@@ -279,7 +287,7 @@ def gemm_t(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | No
     out = te.compute(
         (n, m16, lanes),
         lambda j, mo, mi: te.sum(
-            ir.cast(a[mo, ko, mi, kk], "int32") * ir.cast(b[j, ko * group + kk], "int32"), axis=[ko, kk]
+            ir.cast(a[mo, ko, mi, kk], pk.acc) * ir.cast(b[j, ko * group + kk], pk.acc), axis=[ko, kk]
         ),
         name="gemm_t",
     )
@@ -307,8 +315,8 @@ def conv_pixels(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None 
 
     def product(n, o, *rest):
         *xs, xo, xi = rest
-        a = ir.cast(data[(n, co, *_window_index(window, [*xs, xo * lanes + xi], taps), ci)], "int32")
-        return te.sum(a * ir.cast(kernel[(o, co, *taps, ci)], "int32"), axis=[co, *taps, ci])
+        a = ir.cast(data[(n, co, *_window_index(window, [*xs, xo * lanes + xi], taps), ci)], pk.acc)
+        return te.sum(a * ir.cast(kernel[(o, co, *taps, ci)], pk.acc), axis=[co, *taps, ci])
 
     names = ["n", "o", *("z", "y", "x")[3 - dims:3 - 1], "xo", "xi"]
     shape = (window.n, window.oc, *front, _blocks(last, lanes), lanes)
@@ -353,8 +361,8 @@ def depthwise(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = 
     r, so, t = te.reduce_axis(k, "r"), te.reduce_axis(taps, "so"), te.reduce_axis(group, "t")
 
     def product(n, cb, y, x, ci):
-        a = ir.cast(data[n, cb, y * s + r * dil, x * s + (so * group + t) * dil, ci], "int32")
-        return te.sum(a * ir.cast(kernel[cb, r, so, ci, t], "int32"), axis=[r, so, t])
+        a = ir.cast(data[n, cb, y * s + r * dil, x * s + (so * group + t) * dil, ci], pk.acc)
+        return te.sum(a * ir.cast(kernel[cb, r, so, ci, t], pk.acc), axis=[r, so, t])
 
     out = te.compute((window.n, c16, *window.out, lanes), product, name="depthwise")
     return _unit_schedule(
@@ -425,6 +433,8 @@ def _unit_schedule(
     elif isa == "x86-avx512":
         inner.unroll(group)
         inner.vectorize(lanes)
+    if dtypes.dtype(pk.acc).is_float:   # each multiply and add may fuse into one FMA (one rounding)
+        inner.pragma(acc.op.reduce_axis[0], "fp_contract")
     return CpuSchedule(sch, tuple(args), tuning, isa, mapping, pk)
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from baselines.cpu_peers import (
     ALL_PEERS,
+    FP32_PEER,
     PEERS,
     QLINEAR_PEER,
     TVM_VNNI_PEER,
@@ -40,6 +41,8 @@ from baselines.cpu_peers import (
     time_callable,
     tvm_vnni_probe,
 )
+from compiler.ops import reference
+from tandem.run import within_bound
 
 CONVS = [
     ConvSpec(c=3, h=9, w=9, k=5, r=3, stride=2, pad=1),    # channels not a multiple of 4 or 16
@@ -166,6 +169,27 @@ def test_qlinear_peer_requantizes_the_reference() -> None:
     got = QLINEAR_PEER.prepare_gemm(gemm, a, b, threads=1)()
     want = requantize(gemm_reference(a, b), qlinear_shift(gemm.k))
     assert got.dtype == np.uint8 and np.abs(got.astype(np.int32) - want).max() <= 1
+
+
+def test_fp32_peer_is_onnxruntimes_float_conv_and_matmul_within_rounding() -> None:
+    """Conv / MatMul on f32 operands: within K * 2^-23 * sum|a*b| of the exact result; u8 inputs refused."""
+    ready(FP32_PEER)
+    assert FP32_PEER.name == "onnxruntime-fp32" and not FP32_PEER.exact
+    rng = np.random.default_rng(0)
+    spec = CONVS[0]
+    data = rng.uniform(-1, 1, (1, spec.c, spec.h, spec.w)).astype(np.float32)
+    kernel = rng.uniform(-1, 1, (spec.k, spec.c, spec.r, spec.r)).astype(np.float32)
+    got = FP32_PEER.prepare_conv(spec, data, kernel, threads=1)()
+    want = reference.conv2d(data, kernel, spec.stride, spec.pad)
+    magnitude = reference.conv2d(np.abs(data), np.abs(kernel), spec.stride, spec.pad)
+    assert got.dtype == np.float32 and within_bound(got, want, magnitude, spec.c * spec.r * spec.r).validated
+    gemm = GEMMS[1]
+    a = rng.uniform(-1, 1, (gemm.m, gemm.k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (gemm.n, gemm.k)).astype(np.float32)
+    got = FP32_PEER.prepare_gemm(gemm, a, b, threads=1)()
+    assert within_bound(got, reference.dense(a, b), reference.dense(np.abs(a), np.abs(b)), gemm.k).validated
+    with pytest.raises(ValueError, match="expected float32"):
+        FP32_PEER.prepare_conv(spec, *conv_inputs(spec), threads=1)
 
 
 def test_requantize_rounds_half_to_even_and_saturates() -> None:

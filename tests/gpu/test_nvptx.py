@@ -21,7 +21,8 @@ from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor
 from compiler.ops import gpu, reference
 from compiler.ops.nn import ConvShape
-from tandem.cuda_run import left_scalar, within_bound
+from tandem.cuda_run import left_scalar
+from tandem.run import within_bound
 from tandem.targets import load_target
 
 SPEC = isa.load_isa("cuda")

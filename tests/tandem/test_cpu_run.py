@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -104,3 +105,43 @@ def test_int8_runs_vectorized_and_vnni_says_it_has_no_s8_x_s8_instruction(op: st
     assert CpuLayer.gemm(4, 4, 4, dtype="int8").inputs(0)[0].dtype == "int8"
     with pytest.raises(RunError, match="no instruction that sums int8 x int8 products"):
         run(op, load_target("cpu"), {**params, "dtype": "int8", "min_time": 0.005})
+
+
+FLOAT_LAYERS = [CpuLayer.conv2d(14, 14, 32, 48, dtype="float32"),
+                CpuLayer.conv2d(9, 9, 5, 20, 3, 2, 0, dtype="float32"),
+                CpuLayer.gemm(20, 40, 36, dtype="float32")]
+
+
+@pytest.mark.parametrize("layer", FLOAT_LAYERS, ids=["conv", "conv-s2", "gemm"])
+def test_float32_runs_on_avx512_fmas_within_the_rounding_bound(layer: CpuLayer) -> None:
+    """PolyDL's fp32 setting: the untensorized schedule with its reduction in a fp_contract pragma, so LLVM
+    fuses each multiply and add into vfmadd; the output is within K * 2^-23 * sum|a*b| of numpy's exact
+    result and the run is held to the measured FMA peak."""
+    r = run_cpu(layer, threads=1, min_time=0.005)
+    assert r.params["isa"] == "x86-avx512" and r.params["dtype"] == "f32 x f32 -> f32"
+    assert r.validated and "K * 2^-23" in r.detail and r.max_abs_err > 0   # fused: not numpy's roundings
+    assert r.utilization["fma"] == pytest.approx(r.measured["gops"] / r.measured["peak_gops"])
+    assert r.output.dtype == np.float32
+    func, kernel = compile_layer(layer, "x86-avx512", tuning_space(layer)[0], 1, load_target("cpu"))
+    assert "pragma_fp_contract" in str(func.body)
+    assert "fmul contract" in kernel.llvm_ir and "vfmadd" in kernel.assembly()
+
+
+def test_a_wrong_float_result_is_caught() -> None:
+    from tandem.cpu_run import FLOW
+
+    layer = CpuLayer.gemm(8, 16, 32, dtype="float32")
+    job = FLOW.plan("gemm", {"M": 8, "N": 16, "K": 32, "dtype": "float32", "threads": 1}, load_target("cpu"))
+    data, weight = layer.inputs(0)
+    want = layer.reference(data, weight)
+    off = want.astype(np.float32)
+    off[3, 5] += 1e-3
+    check = FLOW.validate(job, [data, weight], off, want)
+    assert not check.validated and "1 of 128 outputs outside" in check.detail
+
+
+@pytest.mark.parametrize("op", ["conv1d", "batch_matmul"])
+def test_float32_is_refused_where_the_flow_has_no_float_schedule(op: str) -> None:
+    sizes = ["-p", "B=1", "-p", "M=4", "-p", "N=4", "-p", "K=4"] if op == "batch_matmul" else []
+    result = runner.invoke(app, ["run", op, "--target", "cpu", "--dtype", "float32", *sizes])
+    assert result.exit_code == 2 and "dtype float32 runs conv2d and gemm only" in result.output

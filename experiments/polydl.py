@@ -1,0 +1,275 @@
+"""PolyDL on this CPU (Tavarageri et al., Sec. 6): the variant its data-reuse analysis ranks first against the
+best of an exhaustive measured search over the same variants, and against onnxruntime.
+
+For every layer of PolyDL's lists (ResNet-50's and Fast R-CNN's convolutions, its eight GEMMs;
+``tandem.layers``), in int8 (u8 x s8 -> s32 on the VNNI microkernel) and fp32 (f32 on the AVX-512 FMA
+microkernel, PolyDL's own setting), on 1 and 2 threads:
+
+- **exhaustive**: every variant of ``tandem.cpu_polydl.variants`` (UNIT's register tile fixed, the outer loops
+  in every order, every parallel breaking point) is compiled, checked against numpy (int8 bit for bit, fp32
+  within K * 2^-23 * sum|a*b|) and timed; the search's time is the sum of the compile and timing times;
+- **PolyDL**: ``choose`` ranks the same variants by the working-set analysis in this CPU's caches; its time is
+  the analysis plus compiling the chosen variant (nothing is timed); its speed is the chosen variant's time
+  in the exhaustive search (the same measurement);
+- **default**: ``tuning_space``'s first candidate (UNIT's breaking points, the default loop order: the
+  paper's "Microkernel" baseline);
+- **onnxruntime**: fp32 ``Conv`` / ``MatMul`` (MLAS, standing in for oneDNN) and int8 ``QLinearConv`` /
+  ``QLinearMatMul`` (its fast requantizing kernels, timing only), on the same inputs.
+
+Writes ``<out>/polydl.csv`` (one row per layer, dtype and thread count), ``<out>/summary.json`` (per list,
+dtype and threads: geomean of chosen / best, default / best, search-time ratio, GOPS, % of the measured
+peak, onnxruntime; the issue's targets) and ``<out>/polydl.png``.
+
+    python experiments/polydl.py [--quick] [--lists resnet50,fastrcnn,gemm] [--dtypes int8,fp32]
+                                 [--threads 1,2] [--min-time 0.1] [--out DIR]
+
+``--quick`` runs two small convolutions and a GEMM with short timings (the tests run it).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER, ConvSpec, GemmSpec, time_callable
+from compiler.backend.llvm import host_cpu
+from compiler.backend.llvm_probe import measure_peak
+from compiler.ops import cpu
+from tandem.cpu_polydl import choose, variants
+from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
+from tandem.layers import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50
+from tandem.run import exact, within_bound
+from tandem.targets import load_target
+
+SEED = 0
+LISTS = ("resnet50", "fastrcnn", "gemm")
+DTYPES = {"int8": ("uint8", "x86-vnni", "vnni"), "fp32": ("float32", "x86-avx512", "fma")}
+QUICK = {"resnet50": {"q3": (14, 14, 32, 32, 3, 1, 1)}, "fastrcnn": {"q1": (12, 10, 64, 32, 1, 1, 0)},
+         "gemm": {"q": (64, 48, 256)}}
+TARGETS = {"chosen_over_best": 0.95, "search_ratio": 1 / 20, "fp32_conv_pct_of_peak": 80.0}
+
+
+def layers(name: str, dtype: str, quick: bool) -> list[tuple[str, CpuLayer]]:
+    table = QUICK[name] if quick else {"resnet50": POLYDL_RESNET50, "fastrcnn": POLYDL_FASTRCNN,
+                                       "gemm": POLYDL_GEMMS}[name]
+    if name == "gemm":
+        return [(key, CpuLayer.gemm(*mnk, dtype=dtype)) for key, mnk in table.items()]
+    return [(key, CpuLayer.conv2d(*shape, dtype=dtype)) for key, shape in table.items()]
+
+
+def peer_runner(layer: CpuLayer, data: np.ndarray, weight: np.ndarray, threads: int):
+    """onnxruntime on the same inputs, or None where it is not installed."""
+    peer = FP32_PEER if layer.is_float else QLINEAR_PEER
+    if peer.available() is not None:
+        return None
+    if layer.conv is not None:
+        c = layer.conv
+        return peer.prepare_conv(ConvSpec(c.ic, c.h, c.w, c.oc, c.k, c.s, c.p), data, weight, threads)
+    return peer.prepare_gemm(GemmSpec(*layer.mnk), data, weight, threads)
+
+
+def check(layer: CpuLayer, got: np.ndarray, want: np.ndarray, magnitude: np.ndarray | None) -> bool:
+    if magnitude is None:
+        return exact(got, want).validated
+    return within_bound(got, want, magnitude, layer.macs // max(1, want.size)).validated
+
+
+def search(name: str, key: str, layer: CpuLayer, isa: str, threads: int, min_time: float, target) -> dict:
+    """The exhaustive search and PolyDL's choice for one layer (see the module docstring)."""
+    pk = cpu.packing(isa, layer.dtype, target.spec)
+    data, weight = layer.inputs(SEED)
+    packed = layer.pack(data, weight, pk)
+    want = layer.reference(data, weight)
+    magnitude = layer.reference(np.abs(data), np.abs(weight)) if layer.is_float else None
+    first = tuning_space(layer, threads=threads)[0]
+    measured: dict[cpu.CpuTuning, float] = {}
+    exhaustive_s, validated = 0.0, True
+    for tuning in variants(layer, first, threads):
+        t0 = time.perf_counter()
+        func, kernel = compile_layer(layer, isa, tuning, threads, target)
+        compiled = time.perf_counter()
+        out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
+        kernel(*packed, out)
+        validated &= check(layer, layer.unpack(out), want, magnitude)
+        t1 = time.perf_counter()
+        measured[tuning] = kernel.time(*packed, out, min_time=min_time / 5, threads=threads)
+        exhaustive_s += (compiled - t0) + (time.perf_counter() - t1)
+    t0 = time.perf_counter()
+    choice = choose(layer, first, isa, threads, target)
+    compile_layer(layer, isa, choice.tuning, threads, target)
+    polydl_s = time.perf_counter() - t0
+    best = min(measured, key=measured.get)
+    runner = peer_runner(layer, data, weight, threads)
+    peer_s = time_callable(runner, min_time=min_time / 5) if runner is not None else None
+    ops = 2 * layer.macs
+    return {
+        "list": name, "layer": key, "dtype": "fp32" if layer.is_float else "int8", "threads": threads,
+        "shape": json.dumps(layer.params), "macs": layer.macs, "variants": len(measured),
+        "chosen": str(choice.tuning), "best": str(best), "default": str(first),
+        "chosen_gops": ops / measured[choice.tuning] / 1e9, "best_gops": ops / measured[best] / 1e9,
+        "default_gops": ops / measured[first] / 1e9,
+        "onnxruntime_gops": ops / peer_s / 1e9 if peer_s else None,
+        "chosen_over_best": measured[best] / measured[choice.tuning],
+        "default_over_best": measured[best] / measured[first],
+        "rank_of_best": [r.name for r in choice.ranked].index(best) + 1,
+        "exhaustive_s": exhaustive_s, "analysis_s": choice.seconds, "polydl_s": polydl_s,
+        "search_ratio": polydl_s / exhaustive_s, "validated": validated,
+    }
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summarize(rows: list[dict], peaks: dict[str, float]) -> dict:
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["list"], r["dtype"], r["threads"]), []).append(r)
+    parts = {}
+    for (name, dtype, threads), part in groups.items():
+        peak = peaks[f"{DTYPES[dtype][2]}_{threads}t"]
+        gops = geomean([r["chosen_gops"] for r in part])
+        ort = geomean([r["onnxruntime_gops"] for r in part])
+        parts[f"{name}/{dtype}/{threads}t"] = {
+            "layers": len(part), "chosen_over_best": geomean([r["chosen_over_best"] for r in part]),
+            "default_over_best": geomean([r["default_over_best"] for r in part]),
+            "exhaustive_s": sum(r["exhaustive_s"] for r in part),
+            "polydl_s": sum(r["polydl_s"] for r in part),
+            "search_ratio": sum(r["polydl_s"] for r in part) / sum(r["exhaustive_s"] for r in part),
+            "chosen_gops": gops, "pct_of_peak": 100 * gops / peak, "peak_gops": peak, "onnxruntime_gops": ort,
+            "over_onnxruntime": geomean([r["chosen_gops"] / r["onnxruntime_gops"] for r in part
+                                         if r["onnxruntime_gops"]]),
+        }
+    targets = {}
+    for key, part in parts.items():
+        targets[f"{key}: chosen >= 95% of the exhaustive best (geomean)"] = \
+            part["chosen_over_best"] >= TARGETS["chosen_over_best"]
+        targets[f"{key}: search time <= 1/20 of the exhaustive search"] = \
+            part["search_ratio"] <= TARGETS["search_ratio"]
+        if key.endswith("/fp32/1t") and not key.startswith("gemm"):
+            targets[f"{key}: >= 80% of the measured FMA peak (geomean)"] = \
+                part["pct_of_peak"] >= TARGETS["fp32_conv_pct_of_peak"]
+            if part["over_onnxruntime"] is not None:
+                targets[f"{key}: at least onnxruntime's fp32 speed (geomean)"] = \
+                    part["over_onnxruntime"] >= 1.0
+    return {"cpu": host_cpu()["cpu"], "peaks": peaks, "parts": parts, "targets": targets,
+            "validated": all(r["validated"] for r in rows)}
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = list(dict.fromkeys((r["list"], r["dtype"], r["threads"]) for r in rows))
+    fig, axes = plt.subplots(len(keys), 1, figsize=(12, 2.4 * len(keys)), squeeze=False)
+    for ax, key in zip(axes[:, 0], keys, strict=True):
+        part = [r for r in rows if (r["list"], r["dtype"], r["threads"]) == key]
+        x = np.arange(len(part))
+        ax.bar(x - 0.2, [r["chosen_over_best"] for r in part], 0.4, label="PolyDL's choice")
+        ax.bar(x + 0.2, [r["default_over_best"] for r in part], 0.4, label="default order")
+        ax.axhline(0.95, color="k", lw=0.8, ls="--")
+        ax.set_xticks(x, [r["layer"] for r in part], fontsize=7)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("of the best")
+        ax.set_title(f"{key[0]} {key[1]} {key[2]} thread(s): speed over the exhaustive search's best",
+                     fontsize=9)
+    axes[0, 0].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(rows: list[dict], summary: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    with (out / "polydl.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    plot(rows, out / "polydl.png")
+
+
+def print_summary(summary: dict, console: Console) -> None:
+    table = Table(title=f"PolyDL on {summary['cpu']}: the chosen variant against the exhaustive search")
+    for name in ("list / dtype / threads", "layers", "chosen/best", "default/best", "search ratio", "GOPS",
+                 "% peak", "onnxruntime", "over ort"):
+        table.add_column(name, justify="left" if name.startswith("list") else "right")
+    for key, p in summary["parts"].items():
+        table.add_row(key, str(p["layers"]), f"{p['chosen_over_best']:.3f}", f"{p['default_over_best']:.3f}",
+                      f"1/{1 / p['search_ratio']:.0f}", f"{p['chosen_gops']:.1f}", f"{p['pct_of_peak']:.1f}",
+                      f"{p['onnxruntime_gops']:.1f}" if p["onnxruntime_gops"] else "-",
+                      f"{p['over_onnxruntime']:.2f}x" if p["over_onnxruntime"] else "-")
+    console.print(table)
+    for target, met in summary["targets"].items():
+        console.print(f"  target {'met' if met else 'MISSED'}: {target}", markup=False)
+
+
+def _names(text: str, allowed, what: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in allowed]
+    if bad or not names:
+        raise typer.BadParameter(f"unknown {what} {', '.join(bad) or '(none)'}; expected some of "
+                                 f"{', '.join(map(str, allowed))}")
+    return names
+
+
+DEFAULT_OUT = Path("experiments/out/polydl")
+
+
+def main(
+    out: Annotated[Path, typer.Option(help="Output folder.")] = DEFAULT_OUT,
+    quick: Annotated[bool, typer.Option("--quick", help="Three small layers, short timings.")] = False,
+    lists: Annotated[str, typer.Option(help="Layer lists: resnet50, fastrcnn, gemm.")] = ",".join(LISTS),
+    dtypes: Annotated[str, typer.Option(help="int8 (VNNI), fp32 (AVX-512 FMA).")] = "int8,fp32",
+    threads: Annotated[str, typer.Option(help="Thread counts.")] = "1,2",
+    min_time: Annotated[float, typer.Option(min=0.001, help="Seconds of timing per variant.")] = 0.1,
+) -> None:
+    """Search every layer exhaustively and with PolyDL; write CSV, JSON, PNG."""
+    console = Console(highlight=False, soft_wrap=True)
+    chosen_lists, chosen_dtypes = _names(lists, LISTS, "list"), _names(dtypes, DTYPES, "dtype")
+    counts = [int(x) for x in _names(threads, [str(k) for k in range(1, host_cpu()["cores"] + 1)], "threads")]
+    if not host_cpu()["avx512vnni"]:
+        console.print("this CPU has no AVX-512 VNNI; nothing to measure", markup=False)
+        raise typer.Exit(code=2)
+    for peer in (QLINEAR_PEER, FP32_PEER):
+        if peer.available() is not None:
+            console.print(f"left out: {peer.name}: {peer.available()}", markup=False)
+    if quick:
+        min_time = min(min_time, 0.01)
+    target = load_target("cpu")
+    start = time.perf_counter()
+    peaks = {f"{probe}_{t}t": measure_peak(t, probe) for probe in ("vnni", "fma") for t in counts}
+    jobs = [(name, dtype, t, key, layer) for name in chosen_lists for dtype in chosen_dtypes
+            for key, layer in layers(name, DTYPES[dtype][0], quick) for t in counts]
+    rows = []
+    for k, (name, dtype, t, key, layer) in enumerate(jobs, 1):
+        row = search(name, key, layer, DTYPES[dtype][1], t, min_time, target)
+        rows.append(row)
+        console.print(f"[{k}/{len(jobs)}] {name} {key} {dtype} {t}t: chosen {row['chosen_gops']:.1f} GOPS = "
+                      f"{row['chosen_over_best']:.3f} of the best of {row['variants']} "
+                      f"({row['best_gops']:.1f}); "
+                      f"search {row['polydl_s']:.2f} s vs {row['exhaustive_s']:.2f} s"
+                      + ("" if row["validated"] else " -- OUTPUT DIFFERS FROM NUMPY"), markup=False)
+    summary = summarize(rows, peaks)
+    write_outputs(rows, summary, out)
+    print_summary(summary, console)
+    console.print(f"{len(rows)} searches in {time.perf_counter() - start:.1f} s; wrote {out}", markup=False)
+    if not summary["validated"]:
+        raise typer.Exit(code=1)
+
+
+if __name__ == "__main__":
+    typer.run(main)
