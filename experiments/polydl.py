@@ -3,7 +3,9 @@ best of an exhaustive measured search over the same variants, and against onnxru
 
 For every layer of PolyDL's lists (ResNet-50's and Fast R-CNN's convolutions, its eight GEMMs;
 ``tandem.layers``), in int8 (u8 x s8 -> s32 on the VNNI microkernel) and fp32 (f32 on the AVX-512 FMA
-microkernel, PolyDL's own setting), on 1 and 2 threads:
+microkernel, PolyDL's own setting), on 1 and 2 threads (list ``vita``: ResNet-18 C2-C12 on the simulated
+VITA, int8, every tiling that fits its buffers, PolyDL ranking them over the scratchpads against the
+hand-written cost model, ``default`` in the table):
 
 - **exhaustive**: every variant of ``tandem.cpu_polydl.variants`` (UNIT's register tile fixed, the outer loops
   in every order, every parallel breaking point) is compiled, checked against numpy (int8 bit for bit, fp32
@@ -20,7 +22,7 @@ Writes ``<out>/polydl.csv`` (one row per layer, dtype and thread count), ``<out>
 dtype and threads: geomean of chosen / best, default / best, search-time ratio, GOPS, % of the measured
 peak, onnxruntime; the issue's targets) and ``<out>/polydl.png``.
 
-    python experiments/polydl.py [--quick] [--lists resnet50,fastrcnn,gemm] [--dtypes int8,fp32]
+    python experiments/polydl.py [--quick] [--lists resnet50,fastrcnn,gemm,vita] [--dtypes int8,fp32]
                                  [--threads 1,2] [--min-time 0.1] [--out DIR]
 
 ``--quick`` runs two small convolutions and a GEMM with short timings (the tests run it).
@@ -43,15 +45,17 @@ from rich.table import Table
 from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER, ConvSpec, GemmSpec, time_callable
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
-from compiler.ops import cpu
+from compiler.ops import cpu, vita
 from tandem.cpu_polydl import choose, variants
 from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
-from tandem.layers import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50
+from tandem.layers import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, resnet18_layers
 from tandem.run import exact, within_bound
 from tandem.targets import load_target
+from tandem.vita_run import compile_layer as vita_compile
+from tandem.vita_run import machine_costs, polydl_ranked, run_vita
 
 SEED = 0
-LISTS = ("resnet50", "fastrcnn", "gemm")
+LISTS = ("resnet50", "fastrcnn", "gemm", "vita")
 DTYPES = {"int8": ("uint8", "x86-vnni", "vnni"), "fp32": ("float32", "x86-avx512", "fma")}
 QUICK = {"resnet50": {"q3": (14, 14, 32, 32, 3, 1, 1)}, "fastrcnn": {"q1": (12, 10, 64, 32, 1, 1, 0)},
          "gemm": {"q": (64, 48, 256)}}
@@ -59,6 +63,9 @@ TARGETS = {"chosen_over_best": 0.95, "search_ratio": 1 / 20, "fp32_conv_pct_of_p
 
 
 def layers(name: str, dtype: str, quick: bool) -> list[tuple[str, CpuLayer]]:
+    if name == "vita":   # ResNet-18 C2-C12 (VITA's paper's layers), int8 only
+        chosen = [x for x in resnet18_layers(quick) if not quick or x.name == "q1"]
+        return [(x.name, x.vita) for x in chosen] if dtype == "uint8" else []
     table = QUICK[name] if quick else {"resnet50": POLYDL_RESNET50, "fastrcnn": POLYDL_FASTRCNN,
                                        "gemm": POLYDL_GEMMS}[name]
     if name == "gemm":
@@ -126,6 +133,37 @@ def search(name: str, key: str, layer: CpuLayer, isa: str, threads: int, min_tim
     }
 
 
+def search_vita(key: str, layer, target) -> dict:
+    """The same comparison on VITA (simulated, int8): every tiling that fits the buffers (no virtual
+    threads) compiled, simulated and checked against numpy; PolyDL's choice over the scratchpads
+    (``tandem.vita_run.polydl_ranked``) and the hand-written cost model's (``vita.rank_tilings``' first)."""
+    tilings = [t for t in vita.rank_tilings(layer.tiled(target.spec), 0, spec=target.spec,
+                                            costs=machine_costs(target)) if t.vthread_axis == "oc"]
+    cycles: dict[vita.Tiling, int] = {}
+    exhaustive_s, validated = 0.0, True
+    for tiling in tilings:
+        report = run_vita(layer, tiling=tiling, config=target)
+        cycles[tiling] = report.cycles
+        validated &= report.validated
+        exhaustive_s += report.compile_s + report.simulate_s
+    t0 = time.perf_counter()
+    ranked = polydl_ranked(layer, tilings, target)
+    chosen = ranked[0][0]
+    vita_compile(layer, chosen, target)
+    polydl_s = time.perf_counter() - t0
+    best, model = min(cycles, key=cycles.get), tilings[0]
+    return {
+        "list": "vita", "layer": key, "dtype": "int8", "threads": 1, "shape": json.dumps(layer.params),
+        "macs": layer.conv.macs, "variants": len(cycles), "chosen": str(chosen), "best": str(best),
+        "default": str(model), "chosen_cycles": cycles[chosen], "best_cycles": cycles[best],
+        "default_cycles": cycles[model], "chosen_over_best": cycles[best] / cycles[chosen],
+        "default_over_best": cycles[best] / cycles[model],
+        "rank_of_best": [t for t, _ in ranked].index(best) + 1,
+        "exhaustive_s": exhaustive_s, "polydl_s": polydl_s, "search_ratio": polydl_s / exhaustive_s,
+        "validated": validated,
+    }
+
+
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -137,6 +175,14 @@ def summarize(rows: list[dict], peaks: dict[str, float]) -> dict:
         groups.setdefault((r["list"], r["dtype"], r["threads"]), []).append(r)
     parts = {}
     for (name, dtype, threads), part in groups.items():
+        if name == "vita":   # simulated cycles: no GOPS of this CPU, no peer
+            parts[f"{name}/{dtype}"] = {
+                "layers": len(part), "chosen_over_best": geomean([r["chosen_over_best"] for r in part]),
+                "default_over_best": geomean([r["default_over_best"] for r in part]),
+                "exhaustive_s": sum(r["exhaustive_s"] for r in part),
+                "polydl_s": sum(r["polydl_s"] for r in part),
+                "search_ratio": sum(r["polydl_s"] for r in part) / sum(r["exhaustive_s"] for r in part)}
+            continue
         peak = peaks[f"{DTYPES[dtype][2]}_{threads}t"]
         gops = geomean([r["chosen_gops"] for r in part])
         ort = geomean([r["onnxruntime_gops"] for r in part])
@@ -191,13 +237,18 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def write_outputs(rows: list[dict], summary: dict, out: Path) -> None:
+def write_rows(rows: list[dict], out: Path) -> None:
+    """The table so far (written after every layer: a long run stopped early keeps what it measured)."""
     out.mkdir(parents=True, exist_ok=True)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     with (out / "polydl.csv").open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
+
+
+def write_outputs(rows: list[dict], summary: dict, out: Path) -> None:
+    write_rows(rows, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     plot(rows, out / "polydl.png")
 
@@ -209,9 +260,11 @@ def print_summary(summary: dict, console: Console) -> None:
         table.add_column(name, justify="left" if name.startswith("list") else "right")
     for key, p in summary["parts"].items():
         table.add_row(key, str(p["layers"]), f"{p['chosen_over_best']:.3f}", f"{p['default_over_best']:.3f}",
-                      f"1/{1 / p['search_ratio']:.0f}", f"{p['chosen_gops']:.1f}", f"{p['pct_of_peak']:.1f}",
-                      f"{p['onnxruntime_gops']:.1f}" if p["onnxruntime_gops"] else "-",
-                      f"{p['over_onnxruntime']:.2f}x" if p["over_onnxruntime"] else "-")
+                      f"1/{1 / p['search_ratio']:.0f}",
+                      f"{p['chosen_gops']:.1f}" if p.get("chosen_gops") else "-",
+                      f"{p['pct_of_peak']:.1f}" if p.get("pct_of_peak") else "-",
+                      f"{p['onnxruntime_gops']:.1f}" if p.get("onnxruntime_gops") else "-",
+                      f"{p['over_onnxruntime']:.2f}x" if p.get("over_onnxruntime") else "-")
     console.print(table)
     for target, met in summary["targets"].items():
         console.print(f"  target {'met' if met else 'MISSED'}: {target}", markup=False)
@@ -232,7 +285,8 @@ DEFAULT_OUT = Path("experiments/out/polydl")
 def main(
     out: Annotated[Path, typer.Option(help="Output folder.")] = DEFAULT_OUT,
     quick: Annotated[bool, typer.Option("--quick", help="Three small layers, short timings.")] = False,
-    lists: Annotated[str, typer.Option(help="Layer lists: resnet50, fastrcnn, gemm.")] = ",".join(LISTS),
+    lists: Annotated[str, typer.Option(help="Layer lists: resnet50, fastrcnn, gemm, vita.")] = \
+        ",".join(LISTS),
     dtypes: Annotated[str, typer.Option(help="int8 (VNNI), fp32 (AVX-512 FMA).")] = "int8,fp32",
     threads: Annotated[str, typer.Option(help="Thread counts.")] = "1,2",
     min_time: Annotated[float, typer.Option(min=0.001, help="Seconds of timing per variant.")] = 0.1,
@@ -253,11 +307,23 @@ def main(
     start = time.perf_counter()
     peaks = {f"{probe}_{t}t": measure_peak(t, probe) for probe in ("vnni", "fma") for t in counts}
     jobs = [(name, dtype, t, key, layer) for name in chosen_lists for dtype in chosen_dtypes
-            for key, layer in layers(name, DTYPES[dtype][0], quick) for t in counts]
+            for key, layer in layers(name, DTYPES[dtype][0], quick)
+            for t in (counts if name != "vita" else counts[:1])]
+    vita_target = load_target("vita")
     rows = []
     for k, (name, dtype, t, key, layer) in enumerate(jobs, 1):
+        if name == "vita":
+            row = search_vita(key, layer, vita_target)
+            rows.append(row)
+            write_rows(rows, out)
+            console.print(f"[{k}/{len(jobs)}] vita {key}: chosen {row['chosen_cycles']:,} cycles = "
+                          f"{row['chosen_over_best']:.3f} of the best of {row['variants']} tilings; the cost "
+                          f"model's {row['default_over_best']:.3f}; search {row['polydl_s']:.2f} s vs "
+                          f"{row['exhaustive_s']:.2f} s", markup=False)
+            continue
         row = search(name, key, layer, DTYPES[dtype][1], t, min_time, target)
         rows.append(row)
+        write_rows(rows, out)
         console.print(f"[{k}/{len(jobs)}] {name} {key} {dtype} {t}t: chosen {row['chosen_gops']:.1f} GOPS = "
                       f"{row['chosen_over_best']:.3f} of the best of {row['variants']} "
                       f"({row['best_gops']:.1f}); "

@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from compiler.analysis.poly_rank import MEMORY, MemoryLevel, Ranked, cpu_caches, ranked
+from compiler.analysis.poly_rank import MEMORY, MemoryLevel, Ranked, cache_line_bytes, cpu_caches, ranked
 from compiler.analysis.working_set import Nest, NotAnalysable, polyhedral, working_sets
 from compiler.ir import nodes as ir
 from compiler.lower import lower
@@ -86,12 +86,15 @@ def fused_loops(body: ir.Stmt, count: int) -> tuple[ir.Var, ...]:
 
 
 def choose(layer, first: cpu.CpuTuning, isa: str, threads: int, target: Target,
-           levels: Sequence[MemoryLevel] | None = None, memory: MemoryLevel = MEMORY) -> Choice:
+           levels: Sequence[MemoryLevel] | None = None, memory: MemoryLevel = MEMORY,
+           line_bytes: int | str | None = None) -> Choice:
     """Rank ``variants(layer, first, threads)`` in ``levels`` (default: this CPU's caches) and take the
     cheapest; NotAnalysable (naming the variant) where a variant's loop nest is outside the polyhedral
-    model."""
+    model. Working sets count elements, as PolyDL's do, or with ``line_bytes`` cache lines of that size
+    (``"os"``: this CPU's, ``cache_line_bytes``)."""
     start = time.perf_counter()
     levels = tuple(cpu_caches() if levels is None else levels)
+    line = cache_line_bytes() if line_bytes == "os" else line_bytes
     nests: dict[tuple[int, ...], tuple[ir.Stmt, Nest]] = {}
     found: dict[tuple[tuple[int, ...], tuple[ir.Var, ...]], list] = {}
     out = []
@@ -99,7 +102,7 @@ def choose(layer, first: cpu.CpuTuning, isa: str, threads: int, target: Target,
         try:
             if tuning.order not in nests:
                 body = analysis_nest(layer, isa, tuning, target)
-                nests[tuning.order] = body, polyhedral(body)
+                nests[tuning.order] = body, polyhedral(body, line_bytes=line)
             body, nest = nests[tuning.order]
             # on one thread the breaking point changes no order: the variants of one order share a result
             parallel = fused_loops(body, tuning.parallel) if threads > 1 else ()

@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 
 import isa
+from compiler.analysis.poly_rank import MemoryLevel, rank_staged
 from compiler.backend.vita import VitaKernel, build_vita
 from compiler.errors import LoweringError, ScheduleError
+from compiler.lower import lower
 from compiler.ops import contractions, network, reference, vita
 from compiler.passes import check_token_order
 from compiler.passes.reindex import IntrinsicMapping, map_to_intrinsic
@@ -684,6 +686,22 @@ def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, epilo
         except ScheduleError as exc:
             first = first or exc
     raise first
+
+
+def polydl_ranked(layer: VitaLayer, tilings: Sequence[vita.Tiling], target: Target,
+                  epilogue: Epilogue = Epilogue()) -> list[tuple[vita.Tiling, float]]:
+    """``tilings`` ranked by PolyDL over VITA's scratchpads (``compiler.analysis.poly_rank.rank_staged``):
+    each tiling's schedule lowered with its copies between DRAM and the input and weight buffers, the
+    reuses of the DRAM arrays placed in the buffer their copies fill, costed by Eq. (1) with the config's
+    DRAM latency and the spec's DRAM bandwidth; (tiling, cost), cheapest first, ties bigger tiles first
+    (more rows, then output and input channel blocks: fewer instructions)."""
+    bodies = {}
+    for tiling in sorted(tilings, key=lambda t: (-t.rows, -t.oc_block, -t.ic_block)):
+        vs = layer.schedule(tiling, target.spec, epilogue)
+        bodies[tiling] = lower(vs.schedule, vs.args).body
+    dram = MemoryLevel("DRAM", 0, float(target.config.dram_latency_cycles),
+                       float(dram_bytes_per_cycle(target)))
+    return [(r.name, r.cost) for r in rank_staged(bodies, target.spec, dram)]
 
 
 def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig | Target = DEFAULT_CONFIG,

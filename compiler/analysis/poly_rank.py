@@ -20,8 +20,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.analysis.working_set import Nest, WorkingSet, working_sets
+from compiler.analysis.working_set import Nest, WorkingSet, polyhedral, working_sets
 from compiler.ir import nodes as ir
+from compiler.ir.functor import IRVisitor, loads_in
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,17 @@ def cpu_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[
         found[level] = int(size.rstrip("KM")) * scale
     return [MemoryLevel(f"L{lv}", size, *CPU_DEFAULTS.get(f"L{lv}", (60.0, 16.0)))
             for lv, size in sorted(found.items())]
+
+
+def cache_line_bytes(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """The size of this CPU's cache lines as the OS reports them (its first data cache's), else 64."""
+    for index in sorted(Path(root).glob("index*")):
+        try:
+            if (index / "type").read_text().strip() != "Instruction":
+                return int((index / "coherency_line_size").read_text())
+        except (OSError, ValueError):
+            continue
+    return 64
 
 
 @dataclass(frozen=True)
@@ -124,3 +136,87 @@ def rank(variants: Mapping[Hashable, Nest], levels: Sequence[MemoryLevel], memor
     out = [ranked(name, working_sets(nest, (parallel or {}).get(name, ())), levels, memory, element_bytes)
            for name, nest in variants.items()]
     return sorted(out, key=lambda r: r.cost)
+
+
+# ------------------------------------------------------------------------------------- scratchpads
+def place_scratchpads(found: Sequence[WorkingSet], homes: Mapping[str, str], levels: Sequence[MemoryLevel]
+                      ) -> Placement:
+    """Algorithm 2 for memories that each hold one kind of data (a compiler-managed scratchpad per operand:
+    VITA's input and weight buffers, DianNao's NMEM and WMEM): a dependence's working set counts the bytes
+    of the buffer it reuses only, and goes, smallest first, into that buffer's home level (``homes``: buffer
+    name -> level name) where it still fits beside what the level holds, else to memory (as does the
+    working set of a buffer with no home)."""
+    by_name = {lv.name: lv for lv in levels}
+    items = []
+    for ws in found:
+        low, high = next(((lo, hi) for name, lo, hi in ws.by_buffer if name == ws.buffer), (0, 0))
+        items += [(size, homes.get(ws.buffer)) for size in ([low] if ws.parallel else [low, high])]
+    held = {lv.name: 0 for lv in levels}
+    memory = 0
+    for size, home in sorted(items, key=lambda item: item[0]):
+        if home in by_name and held[home] + size <= by_name[home].bytes:
+            held[home] += size
+        else:
+            memory += size
+    return Placement(held, memory)
+
+
+def scratchpad_homes(body: ir.Stmt) -> dict[str, str]:
+    """Each global buffer that a staged loop nest copies into an on-chip buffer, and that buffer's scope:
+    the ``Store``\\ s into a non-global buffer whose values load the global one."""
+    homes: dict[str, str] = {}
+
+    class _Copies(IRVisitor):
+        def visit_Store(self, s: ir.Store) -> None:
+            if s.buffer.scope != "global":
+                for load in loads_in(s.value):
+                    if load.buffer.scope == "global":
+                        homes.setdefault(load.buffer.name, s.buffer.scope)
+            self.generic_visit(s)
+
+    _Copies().visit(body)
+    return homes
+
+
+def scratchpad_levels(spec, scopes: Sequence[str]) -> list[MemoryLevel]:
+    """The on-chip memories of ``scopes`` as levels, from ``spec``'s spaces (a scope is the space of its
+    upper-case name): capacity its bytes, one entry (``unit_bytes``) per cycle, one cycle of latency."""
+    out = []
+    for scope in dict.fromkeys(scopes):
+        space = spec.spaces.get(scope.upper())
+        if space is None:
+            raise ValueError(f"scope {scope!r}: the spec {spec.source} has no space {scope.upper()} "
+                             f"(its spaces: {', '.join(spec.spaces)})")
+        out.append(MemoryLevel(scope, space.bytes, 1.0, float(space.unit_bytes)))
+    return out
+
+
+def rank_staged(variants: Mapping[Hashable, ir.Stmt], spec, memory: MemoryLevel) -> list[Ranked]:
+    """PolyDL over scratchpads: each variant a staged loop nest (its data copied between global memory and
+    on-chip buffers, as a schedule for VITA or DianNao lowers); the reuses of the global buffers (Algorithm
+    1, the on-chip buffers left out), each placed in the scratchpad its copies fill (``place_scratchpads``,
+    levels from ``spec``), costed by Eq. (1) with ``memory`` the DRAM; cheapest first, ties in the order
+    given. NotAnalysable where a nest is outside the polyhedral model."""
+    out = []
+    for name, body in variants.items():
+        homes = scratchpad_homes(body)
+        scopes = sorted({scope for _, scope in _allocations(body)})
+        levels = scratchpad_levels(spec, [s for s in homes.values()])
+        found = working_sets(polyhedral(body, registers=tuple(scopes)))
+        placement = place_scratchpads(found, homes, levels)
+        out.append(Ranked(name, placement.cost(levels, memory), placement))
+    return sorted(out, key=lambda r: r.cost)
+
+
+def _allocations(body: ir.Stmt) -> list[tuple[str, str]]:
+    """(buffer name, scope) of every on-chip buffer ``body`` allocates."""
+    found: list[tuple[str, str]] = []
+
+    class _Find(IRVisitor):
+        def visit_Allocate(self, a: ir.Allocate) -> None:
+            if a.buffer.scope != "global":
+                found.append((a.buffer.name, a.buffer.scope))
+            self.generic_visit(a)
+
+    _Find().visit(body)
+    return found

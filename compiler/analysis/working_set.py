@@ -24,6 +24,7 @@ elements; ``bytes`` gives them in bytes, each buffer's elements at its type's wi
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -31,7 +32,7 @@ import islpy as isl
 
 from compiler.arith import linear_form
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRVisitor
+from compiler.ir.functor import loads_in
 
 _IDENT = re.compile(r"\W")   # what ISL's names cannot hold
 _COMPARE = {ir.LT: "<", ir.LE: "<=", ir.GT: ">", ir.GE: ">=", ir.EQ: "="}
@@ -64,13 +65,32 @@ class Nest:
     depth: int = 0
     names: dict[ir.Var, str] = field(default_factory=dict)      # each loop's ISL name
     arrays: dict[ir.Buffer, str] = field(default_factory=dict)  # each buffer's ISL name
+    line_bytes: int | None = None                               # count cache lines of this size, not elements
     _prepared: tuple | None = field(default=None, repr=False, compare=False)
 
+    def per_line(self, buffer: ir.Buffer) -> int | None:
+        """Elements of ``buffer`` per cache line, where the nest counts lines (None: it counts elements)."""
+        size = max(1, buffer.dtype.bits // 8)
+        if not self.line_bytes or self.line_bytes % size:
+            return None
+        return self.line_bytes // size
+
+    def unit_bytes(self, buffer: ir.Buffer) -> int:
+        """Bytes of what the nest counts of ``buffer``: a line, or an element."""
+        return self.line_bytes if self.per_line(buffer) else max(1, buffer.dtype.bits // 8)
+
     def access_map(self, a: Access) -> isl.Map:
-        """``a`` as a map from time to the element it touches."""
+        """``a`` as a map from time to the element it touches (or, with ``line_bytes``, its cache line)."""
         names = ",".join(self.names[v] for v in self.loops[a.statement])
         array = self.arrays.setdefault(a.buffer, f"{_IDENT.sub('_', a.buffer.name)}_{len(self.arrays)}")
-        m = isl.Map(f"{{ {a.statement}[{names}] -> {array}[{','.join(a.indices)}] }}")
+        per_line = self.per_line(a.buffer)
+        if per_line:
+            strides = [math.prod(a.buffer.shape[k + 1:]) for k in range(len(a.buffer.shape))]
+            flat = " + ".join(f"{stride}*({index})" for stride, index in zip(strides, a.indices, strict=True))
+            target = f"{array}[floor(({flat})/{per_line})]"
+        else:
+            target = f"{array}[{','.join(a.indices)}]"
+        m = isl.Map(f"{{ {a.statement}[{names}] -> {target} }}")
         m = m.intersect_domain(isl.Set(self.domains[a.statement]))
         return isl.Map(self.schedules[a.statement]).reverse().apply_range(m)
 
@@ -102,6 +122,8 @@ class WorkingSet:
     parallel: bool = False
     bytes_min: int = 0              # the same in bytes, each buffer's elements at its type's width
     bytes_max: int = 0
+    #: (buffer, bytes of WS_min, bytes of WS_max): each buffer's part, for memories that hold one buffer each
+    by_buffer: tuple[tuple[str, int, int], ...] = ()
 
     def bytes(self, element_bytes: int | None = None) -> tuple[int, int]:
         """(WS_min, WS_max) in bytes: every element ``element_bytes`` wide, or (None) at its buffer's
@@ -111,13 +133,16 @@ class WorkingSet:
         return self.ws_min * element_bytes, self.ws_max * element_bytes
 
 
-def polyhedral(stmt: ir.Stmt, registers: tuple[str, ...] = ("local",)) -> Nest:
+def polyhedral(stmt: ir.Stmt, registers: tuple[str, ...] = ("local",), line_bytes: int | None = None) -> Nest:
     """The polyhedral form of ``stmt`` (see the module docstring); NotAnalysable names what is not. A guard
     (``if`` on an affine condition: comparisons joined by ``and``; ``likely`` ignored) narrows the domain
     of the statements it holds; an ``else`` is taken where the condition is one comparison. Buffers of the
     ``registers`` scopes (a schedule's ``local`` accumulator tile, which LLVM keeps in registers) are not
-    in the memory hierarchy: their accesses are left out."""
-    nest = Nest()
+    in the memory hierarchy: their accesses are left out. With ``line_bytes``, working sets count the cache
+    lines of that size the accesses touch (each buffer's element ``[i, j, ...]`` in the line of its
+    row-major offset), not elements: PolyDL counts elements, but a cache holds lines, so a variant that
+    touches a line's elements in far-apart iterations holds the whole line meanwhile."""
+    nest = Nest(line_bytes=line_bytes)
     _Build(nest, registers).walk(stmt, [], [], [])
     if not nest.domains:
         raise NotAnalysable("the loop nest holds no statement")
@@ -226,7 +251,7 @@ class _Build:
         nest.loops[name] = variables
         nest.depth = max(nest.depth, len(loops))
         known = set(variables)
-        for access in [*_loads(s.value), s]:
+        for access in [*loads_in(s.value), s]:
             if access.buffer.scope in self.registers:
                 continue
             where = f"the access {access.buffer.name}[{', '.join(map(str, access.indices))}]"
@@ -242,18 +267,6 @@ def _const(e: ir.Expr) -> int | None:
     return int(e.value) if isinstance(e, ir.IntImm) else None
 
 
-def _loads(e: ir.Expr) -> list[ir.Load]:
-    found: list[ir.Load] = []
-
-    class _Find(IRVisitor):
-        def visit_Load(self, x: ir.Load) -> None:
-            found.append(x)
-            self.generic_visit(x)
-
-    _Find().visit(e)
-    return found
-
-
 def _between(points: isl.Set, first: isl.Set, last: isl.Set) -> isl.Set:
     """The points of ``points`` lexicographically from ``first`` to ``last``, both included."""
     upto = points.lex_le_set(last).domain()
@@ -261,16 +274,19 @@ def _between(points: isl.Set, first: isl.Set, last: isl.Set) -> isl.Set:
     return upto.subtract(before)
 
 
-def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, int]:
-    """Distinct elements the accesses touch at the time points ``when``, and their bytes."""
+def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, int, dict[str, int]]:
+    """Distinct elements the accesses touch at the time points ``when``, their bytes, and the bytes of each
+    buffer (by the buffer's own name)."""
     by_buffer: dict[str, isl.Set] = {}
     for m in maps:
         touched = m.intersect_domain(when).range()
         name = touched.get_tuple_name()
         by_buffer[name] = by_buffer[name].union(touched) if name in by_buffer else touched
-    width = {name: max(1, buffer.dtype.bits // 8) for buffer, name in nest.arrays.items()}
+    width = {name: nest.unit_bytes(buffer) for buffer, name in nest.arrays.items()}
     counts = {name: int(s.count_val().to_python()) for name, s in by_buffer.items()}
-    return sum(counts.values()), sum(n * width[name] for name, n in counts.items())
+    named = {isl_name: buffer.name for buffer, isl_name in nest.arrays.items()}
+    parts = {named[name]: n * width[name] for name, n in counts.items()}
+    return sum(counts.values()), sum(parts.values()), parts
 
 
 def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingSet]:
@@ -292,14 +308,16 @@ def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingS
             fixed = points
             for dim in range(par):
                 fixed = fixed.fix_val(isl.dim_type.set, dim, source.dim_max_val(dim))
-            size, size_bytes = _footprint(nest, maps, fixed)
+            size, size_bytes, parts = _footprint(nest, maps, fixed)
             out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), size, size,
-                                  parallel=True, bytes_min=size_bytes, bytes_max=size_bytes))
+                                  parallel=True, bytes_min=size_bytes, bytes_max=size_bytes,
+                                  by_buffer=tuple((k, v, v) for k, v in sorted(parts.items()))))
             continue
-        ws_min, bytes_min = _footprint(nest, maps, _between(points, source, targets.lexmin()))
-        ws_max, bytes_max = _footprint(nest, maps, _between(points, source, targets.lexmax()))
+        ws_min, bytes_min, low = _footprint(nest, maps, _between(points, source, targets.lexmin()))
+        ws_max, bytes_max, high = _footprint(nest, maps, _between(points, source, targets.lexmax()))
         out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), ws_min, ws_max,
-                              bytes_min=bytes_min, bytes_max=bytes_max))
+                              bytes_min=bytes_min, bytes_max=bytes_max,
+                              by_buffer=tuple((k, low.get(k, 0), high[k]) for k in sorted(high))))
     return out
 
 

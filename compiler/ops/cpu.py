@@ -425,7 +425,10 @@ def _unit_schedule(
     inner = sch[acc]
     a_axes = acc.op.axis
     rest = [a for k, a in enumerate(a_axes[:-1]) if k not in (oc, columns)]
-    inner.reorder(*rest, *acc.op.reduce_axis[:-1], a_axes[oc], a_axes[columns], lanes, group)
+    # the instruction's lanes, then its group; a group of one (float32: one product per lane) goes outside,
+    # so that the lanes are the innermost loop, one straight-line vector statement
+    lane_loops = (group, lanes) if pk.group == 1 and not instruction else (lanes, group)
+    inner.reorder(*rest, *acc.op.reduce_axis[:-1], a_axes[oc], a_axes[columns], *lane_loops)
     inner.unroll(a_axes[oc])
     inner.unroll(a_axes[columns])
     if instruction:

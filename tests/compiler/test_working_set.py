@@ -237,3 +237,57 @@ def test_this_cpus_caches_come_from_the_os(tmp_path):
     assert [(c.name, c.bytes) for c in cpu_caches(tmp_path)] == [("L1", 48 * 1024), ("L2", 1 << 20),
                                                                  ("L3", 32 << 20)]
     assert cpu_caches(tmp_path / "none") == []
+
+
+def test_working_sets_in_cache_lines_count_the_lines_touched():
+    # s[j] += A[i, j] over i < 3, j < 32 (float32, row-major, 128 bytes a row): with 64-byte lines a row of
+    # A is 2 lines and s is 2 lines. s's first line (s[0..15]) is written at (0, 0) and read next at (0, 1),
+    # its neighbour in the line: s's line and A[0, 0..15]'s, 2 lines; it is read last at (2, 15): both lines
+    # of s, rows 0 and 1 of A (4 lines) and A[2, 0..15] (1) = 7 lines. In elements, s[0] is reused from
+    # (0, 0) to (1, 0) (s, A[0, :], A[1, 0]: 32 + 33 = 65) and to (2, 0) (97).
+    s, a = ir.Buffer("s", (32,), F32), ir.Buffer("A", (3, 32), F32)
+    stmt = loops(ir.Store(s, (j,), s[j] + a[i, j]), (i, 3), (j, 32))
+    by_line = {(w.kind, w.buffer): (w.ws_min, w.ws_max, w.bytes()) for w in
+               working_sets(polyhedral(stmt, line_bytes=64))}
+    assert by_line[("RAW", "s")] == (2, 7, (2 * 64, 7 * 64))
+    assert found(stmt)[("RAW", "s")] == (65, 97)
+
+
+# ------------------------------------------------------------------------------------------- scratchpads
+from compiler.analysis.poly_rank import place_scratchpads, scratchpad_homes, scratchpad_levels  # noqa: E402
+from compiler.analysis.working_set import WorkingSet  # noqa: E402
+
+
+def test_scratchpads_hold_only_their_own_buffers_working_sets():
+    """Two dependences on ``data`` (its part: 100 and 300 bytes, then 200 and 200) and one on ``kernel``
+    (50 and 900): the input buffer (250 bytes) takes data's 100 and then nothing else of data (100 + 200 >
+    250), the weight buffer (1000) takes kernel's 50 and 900; the rest (300, 200, 200) goes to memory. The
+    other buffers' bytes in a working set do not count against a scratchpad."""
+    def ws(buffer, low, high):
+        return WorkingSet("RAR", buffer, "", "", 0, 0, by_buffer=((buffer, low, high), ("other", 999, 999)))
+
+    levels = [MemoryLevel("inp", 250, 1, 16), MemoryLevel("wgt", 1000, 1, 256)]
+    found = [ws("data", 100, 300), ws("data", 200, 200), ws("kernel", 50, 900)]
+    placement = place_scratchpads(found, {"data": "inp", "kernel": "wgt"}, levels)
+    assert placement == Placement({"inp": 100, "wgt": 950}, 700)
+    # a buffer no copy fills has no scratchpad: memory
+    assert place_scratchpads(found, {"kernel": "wgt"}, levels).memory == 100 + 300 + 200 + 200
+
+
+def test_a_staged_nests_copies_say_which_scratchpad_holds_which_array():
+    data, out = ir.Buffer("data", (8,), F32), ir.Buffer("out", (8,), F32)
+    buf = ir.Buffer("data.inp", (8,), F32, "inp")
+    copy = loops(ir.Store(buf, (i,), data[i]), (i, 8))
+    use = loops(ir.Store(out, (i,), buf[i] + buf[i]), (i, 8))
+    assert scratchpad_homes(ir.Allocate(buf, ir.seq(copy, use))) == {"data": "inp"}
+
+
+def test_scratchpad_levels_come_from_the_specs_spaces():
+    from isa import load_isa
+
+    spec = load_isa("vita")
+    inp, wgt = scratchpad_levels(spec, ["inp", "wgt"])
+    assert (inp.bytes, inp.bandwidth) == (spec.spaces["INP"].bytes, spec.spaces["INP"].unit_bytes)
+    assert wgt.bytes == spec.spaces["WGT"].bytes and inp.latency == 1
+    with pytest.raises(ValueError, match="has no space NMEM"):
+        scratchpad_levels(spec, ["nmem"])
