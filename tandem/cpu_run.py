@@ -9,7 +9,9 @@ the fastest; the first is UNIT's default pair, a fused parallel extent under 300
 default: PolyDL's top-ranked order and parallel loop around that first candidate's tile, chosen by the
 data-reuse analysis of ``tandem.cpu_polydl`` with nothing timed; the report's ``selection`` says which way was
 taken, and why where the analysis could not rank the variants) and ``min_time`` (seconds of timing per
-measurement, default 0.2). On a real CPU the report's
+measurement, default 0.2), ``epilogue`` (``relu`` or ``relu6``, or ``relu`` true: an element-wise operator on
+the output, fused into the operator by PolyDL's Algorithm 3, ``compiler.passes.fuse_elementwise``). On a real
+CPU the report's
 
 - ``seconds`` is the median time of one call, timed by a native loop of back-to-back calls
   (``CpuKernel.time``, as TVM's time_evaluator: what a Python call adds, about 9 µs, is not the kernel's),
@@ -44,6 +46,7 @@ from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import contractions, cpu, network, reference
 from compiler.ops.nn import ConvShape
+from compiler.passes.fuse_elementwise import fuse_elementwise, fusions
 from compiler.passes.reindex import IntrinsicMapping
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
@@ -87,7 +90,7 @@ OPS = ("conv2d", "gemm")
 #: transposed, which the contraction flow runs for a GEMM of few columns
 GEMM_KERNELS = {"gemm": (cpu.gemm, cpu.pack_gemm, lambda out, m, n: cpu.unpack_gemm(out, n)),
                 "gemm_t": (cpu.gemm_t, cpu.pack_gemm_t, lambda out, m, n: cpu.unpack_gemm_t(out, m))}
-OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype")
+OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype", "relu", "epilogue")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class CpuLayer:
     mnk: tuple[int, int, int] | None = None
     dtype: str = "uint8"   # u8 data x s8 weights; or int16 x int16 (compiler.ops.cpu.DTYPES)
     window: cpu.Window | None = None   # op "window": a direct convolution of TensorIR's kinds
+    epilogue: str | None = None   # an element-wise operator on the output (EPILOGUES), fused (Algorithm 3)
 
     @staticmethod
     def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1,
@@ -131,8 +135,10 @@ class CpuLayer:
 
     @property
     def options(self) -> dict[str, str]:
-        """The layer's element type as a ``run`` parameter (none for the default u8 x s8)."""
-        return {"dtype": self.dtype} if self.dtype != "uint8" else {}
+        """The layer's element type and epilogue as ``run`` parameters (none for the defaults: u8 x s8, no
+        epilogue)."""
+        return {**({"dtype": self.dtype} if self.dtype != "uint8" else {}),
+                **({"epilogue": self.epilogue} if self.epilogue else {})}
 
     def schedule(self, isa: str, tuning: cpu.CpuTuning, target: Target) -> cpu.CpuSchedule:
         if self.window is not None:
@@ -186,7 +192,8 @@ class CpuLayer:
         return self.dtype == "float32"
 
     def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """numpy's result: int32 for the integer types, exact (float64) for float32."""
+        """numpy's result (its epilogue applied): int32 for the integer types, exact (float64) for
+        float32."""
         if self.window is not None:
             w = self.window
             kernels, groups = (weight[:, None], w.ic) if w.depthwise else (weight, 1)
@@ -195,6 +202,8 @@ class CpuLayer:
             out = reference.conv2d(data, weight, self.conv.s, self.conv.p)
         else:
             out = reference.dense(data, weight)
+        if self.epilogue is not None:
+            out = EPILOGUES[self.epilogue][1](out)
         return out.astype(np.float64 if self.is_float else np.int32)
 
     def fused_extents(self, lanes: int = cpu.LANES) -> tuple[int, ...]:
@@ -310,13 +319,14 @@ class CpuFlow(TargetFlow):
                            f"FILE.py:NAME, an operator of your own)")
         where = f"cpu {op}"
         dtype = take_dtype(params, where, floats=True)
+        epilogue = _take_epilogue(params, where)
         if op in GEMM_KERNELS:
             layer, keys = CpuLayer(op, mnk=tuple(take_gemm(params, where)), dtype=dtype), GEMM_KEYS
         else:
             c = take_conv(params, where)
             layer = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, dtype=dtype)
             keys = (*CONV_KEYS, "shape")
-        return self.plan_layer(layer, params, keys, target, where)
+        return self.plan_layer(dataclasses.replace(layer, epilogue=epilogue), params, keys, target, where)
 
     def plan_layer(self, layer: CpuLayer, params: dict[str, Any], keys: Sequence[str], target: Target,
                    where: str) -> CpuJob:
@@ -408,7 +418,7 @@ class CpuFlow(TargetFlow):
                  "float32": "f32 x f32 -> f32"}
         return {**job.layer.params, "isa": job.isa, "threads": job.threads, "tuning": str(candidate),
                 "selection": job.selection, "cpu": host_cpu()["cpu"], "dtype": names[job.layer.dtype],
-                "instruction": job.packing.instruction}
+                "instruction": job.packing.instruction, "epilogue": job.layer.epilogue}
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
         return {"tuning": str(candidate), "seconds": cost}
@@ -429,6 +439,19 @@ def roofline_ticks(macs: int, execution: Execution) -> int | None:
     """``macs`` multiply-adds at the measured vpdpbusd peak, in TSC ticks; None without a peak."""
     peak = execution.measured["peak_gops"]
     return int(2 * macs / (peak * 1e9) * tsc_hz()) if peak else None
+
+
+def _take_epilogue(params: dict[str, Any], where: str) -> str | None:
+    """Pop ``epilogue`` (relu or relu6) and ``relu`` (a true one is ``epilogue=relu``)."""
+    relu = params.pop("relu", None)
+    epilogue = params.pop("epilogue", None)
+    if relu:
+        if epilogue not in (None, "relu"):
+            raise RunError(f"{where}: relu and epilogue={epilogue!r} are two epilogues; give one")
+        epilogue = "relu"
+    if epilogue is not None and epilogue not in EPILOGUES:
+        raise RunError(f"{where}: unknown epilogue {epilogue!r}; expected one of {', '.join(EPILOGUES)}")
+    return epilogue
 
 
 def take_dtype(params: dict[str, Any], where: str, floats: bool = False) -> str:
@@ -687,10 +710,37 @@ FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, GEMM_FLOW),
 def compile_layer(
     layer: CpuLayer, isa: str, tuning: cpu.CpuTuning, threads: int, target: Target
 ) -> tuple[ir.PrimFunc, CpuKernel]:
-    """Schedule, run the ``cpu`` pipeline for ``target`` (its x86 spec) and build with LLVM."""
+    """Schedule, run the ``cpu`` pipeline for ``target`` (its x86 spec) and build with LLVM; a layer's
+    epilogue is an element-wise nest after the operator's, fused into it by PolyDL's Algorithm 3
+    (``fuse_elementwise``; RunError if it cannot be)."""
     sched = layer.schedule(isa, tuning, target)
-    func = compile_func(lower(sched.schedule, sched.args), target)
+    func = lower(sched.schedule, sched.args)
+    if layer.epilogue is not None:
+        func = _fused_epilogue(func, layer.epilogue)
+    func = compile_func(func, target)
     return func, build(func, threads=threads)
+
+
+#: the element-wise operators a CPU conv2d or GEMM can end with: the loop IR of one element, and numpy's
+EPILOGUES = {
+    "relu": (lambda x: ir.max_(x, ir.const(0, x.dtype)), lambda a: np.maximum(a, 0)),
+    "relu6": (lambda x: ir.min_(ir.max_(x, ir.const(0, x.dtype)), ir.const(6, x.dtype)),
+              lambda a: np.clip(a, 0, 6)),
+}
+
+
+def _fused_epilogue(func: ir.PrimFunc, epilogue: str) -> ir.PrimFunc:
+    """``func`` followed by ``epilogue`` on every element of its output, fused into it."""
+    out = func.params[-1]
+    index = tuple(ir.Var(f"e{d}") for d in range(len(out.shape)))
+    nest: ir.Stmt = ir.Store(out, index, EPILOGUES[epilogue][0](out[index]))
+    for var, extent in reversed(list(zip(index, out.shape, strict=True))):
+        nest = ir.For(var, ir.const(0), ir.const(extent), nest)
+    both = dataclasses.replace(func, body=ir.seq(func.body, nest))
+    verdict = fusions(both)[-1]
+    if not verdict.fused:
+        raise RunError(f"cpu: the {epilogue} epilogue cannot be fused into {func.name}: {verdict.why}")
+    return fuse_elementwise(both)
 
 
 def run_cpu(

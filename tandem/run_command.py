@@ -69,7 +69,9 @@ def run_command(
              "tensorized instruction) or none.")] = None,
     threads: Annotated[int | None, typer.Option(
         min=1, help="cpu: threads for parallel loops (default: every core).")] = None,
-    relu: Annotated[bool, typer.Option("--relu", help="vita: clip at 0 instead of -128.")] = False,
+    relu: Annotated[bool, typer.Option("--relu", help="vita: clip at 0 instead of -128; cpu (conv2d, gemm): "
+                                                      "a ReLU fused into the reduction (PolyDL's Algorithm "
+                                                      "3).")] = False,
     no_partition: Annotated[
         bool, typer.Option("--no-partition", help="diannao: compile without loop partitioning (seed 001 "
                                                   "Alg. 2).")

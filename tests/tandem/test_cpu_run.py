@@ -145,3 +145,30 @@ def test_float32_is_refused_where_the_flow_has_no_float_schedule(op: str) -> Non
     sizes = ["-p", "B=1", "-p", "M=4", "-p", "N=4", "-p", "K=4"] if op == "batch_matmul" else []
     result = runner.invoke(app, ["run", op, "--target", "cpu", "--dtype", "float32", *sizes])
     assert result.exit_code == 2 and "dtype float32 runs conv2d and gemm only" in result.output
+
+
+@pytest.mark.parametrize(("layer", "epilogue"), [
+    (CpuLayer.conv2d(14, 14, 32, 32), "relu"), (CpuLayer.gemm(20, 48, 64), "relu"),
+    (CpuLayer.conv2d(9, 9, 16, 32, dtype="float32"), "relu6")], ids=["conv-relu", "gemm-relu", "f32-relu6"])
+def test_an_epilogue_is_fused_into_the_operator_and_checked_against_numpy(layer: CpuLayer,
+                                                                           epilogue: str) -> None:
+    """PolyDL's Algorithm 3 on the CPU flow: the element-wise nest after the operator goes into it (UNIT's
+    schedule copies each accumulator out once: right after that copy), the output equals numpy's
+    operator followed by the epilogue, and no separate pass over the output is left."""
+    import dataclasses
+
+    with_epilogue = dataclasses.replace(layer, epilogue=epilogue)
+    r = run_cpu(with_epilogue, threads=1, min_time=0.005)
+    assert r.validated and r.params["epilogue"] == epilogue
+    assert (r.output >= 0).all() and (r.output == 0).any()
+    func, _ = compile_layer(with_epilogue, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
+    assert "max(" in str(func.body)
+    plain, _ = compile_layer(layer, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
+    assert str(plain.body).count("for ") == str(func.body).count("for ")   # no loop nest of its own
+
+
+def test_a_bad_epilogue_is_refused() -> None:
+    from tandem.run import RunError, run
+
+    with pytest.raises(RunError, match="unknown epilogue 'gelu'; expected one of relu, relu6"):
+        run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "epilogue": "gelu"})
