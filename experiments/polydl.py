@@ -25,7 +25,7 @@ peak, onnxruntime; the issue's targets) and ``<out>/polydl.png``.
     python experiments/polydl.py [--quick] [--lists resnet50,fastrcnn,gemm,vita] [--dtypes int8,fp32]
                                  [--threads 1,2] [--min-time 0.1] [--out DIR]
 
-``--quick`` runs two small convolutions and a GEMM with short timings (the tests run it).
+``--quick`` runs two small convolutions, a GEMM and a small VITA layer with short timings (the tests run it).
 """
 
 from __future__ import annotations
