@@ -20,7 +20,6 @@ from compiler.ops import cpu
 from tandem.cpu_polydl import choose
 from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
 from tandem.layers import POLYDL_RESNET50
-from tandem.run import within_bound
 from tandem.targets import load_target
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
@@ -53,12 +52,9 @@ def test_chosen_kernel(benchmark, name: str, dtype: str) -> None:
     packed = layer.pack(data, weight, cpu.packing(isa, layer.dtype, target.spec))
     out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
     benchmark(kernel, *packed, out)
-    got, want = layer.unpack(out), layer.reference(data, weight)
-    if layer.is_float:
-        magnitude = layer.reference(np.abs(data), np.abs(weight))
-        assert within_bound(got, want, magnitude, layer.macs // want.size).validated
-    else:
-        np.testing.assert_array_equal(got, want)
+    magnitude = layer.magnitude(data, weight) if layer.is_float else None
+    check = layer.check(layer.unpack(out), layer.reference(data, weight), magnitude)
+    assert check.validated, check.detail
     gops = 2 * layer.macs / benchmark.stats.stats.median / 1e9
     benchmark.extra_info.update(gops=gops, pct_of_peak=100 * gops / measure_peak(1, probe),
                                 tuning=str(choice.tuning))

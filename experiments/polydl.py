@@ -49,7 +49,6 @@ from compiler.ops import cpu, vita
 from tandem.cpu_polydl import choose, variants
 from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
 from tandem.layers import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, resnet18_layers
-from tandem.run import exact, within_bound
 from tandem.targets import load_target
 from tandem.vita_run import compile_layer as vita_compile
 from tandem.vita_run import machine_costs, polydl_ranked, run_vita
@@ -84,19 +83,13 @@ def peer_runner(layer: CpuLayer, data: np.ndarray, weight: np.ndarray, threads: 
     return peer.prepare_gemm(GemmSpec(*layer.mnk), data, weight, threads)
 
 
-def check(layer: CpuLayer, got: np.ndarray, want: np.ndarray, magnitude: np.ndarray | None) -> bool:
-    if magnitude is None:
-        return exact(got, want).validated
-    return within_bound(got, want, magnitude, layer.macs // max(1, want.size)).validated
-
-
 def search(name: str, key: str, layer: CpuLayer, isa: str, threads: int, min_time: float, target) -> dict:
     """The exhaustive search and PolyDL's choice for one layer (see the module docstring)."""
     pk = cpu.packing(isa, layer.dtype, target.spec)
     data, weight = layer.inputs(SEED)
     packed = layer.pack(data, weight, pk)
     want = layer.reference(data, weight)
-    magnitude = layer.reference(np.abs(data), np.abs(weight)) if layer.is_float else None
+    magnitude = layer.magnitude(data, weight) if layer.is_float else None
     first = tuning_space(layer, threads=threads)[0]
     measured: dict[cpu.CpuTuning, float] = {}
     exhaustive_s, validated = 0.0, True
@@ -106,7 +99,7 @@ def search(name: str, key: str, layer: CpuLayer, isa: str, threads: int, min_tim
         compiled = time.perf_counter()
         out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
         kernel(*packed, out)
-        validated &= check(layer, layer.unpack(out), want, magnitude)
+        validated &= layer.check(layer.unpack(out), want, magnitude).validated
         t1 = time.perf_counter()
         measured[tuning] = kernel.time(*packed, out, min_time=min_time / 5, threads=threads)
         exhaustive_s += (compiled - t0) + (time.perf_counter() - t1)

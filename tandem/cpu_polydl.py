@@ -50,11 +50,11 @@ def variants(layer, first: cpu.CpuTuning, threads: int, lanes: int = cpu.LANES) 
     (``tuning_space``'s first candidate, which comes first): see the module docstring. On more than one
     thread a parallel loop of fewer than two iterations per thread is no variant."""
     extents = list(layer.fused_extents(lanes))
-    oc_axis = 0 if layer.mnk is not None else 1
-    extents[oc_axis] = -(-extents[oc_axis] // first.unroll_oc)
-    extents[-1] = -(-extents[-1] // first.unroll_x)
     count, columns = len(extents), len(extents) - 1
-    tail = layer.fused_extents(lanes)[columns] % first.unroll_x != 0
+    tail = extents[columns] % first.unroll_x != 0
+    oc_axis = 0 if layer.mnk is not None else 1
+    extents[oc_axis] = -(-extents[oc_axis] // first.unroll_oc)   # the loops' extents outside the tile
+    extents[columns] = -(-extents[columns] // first.unroll_x)
     fixed = 0 if layer.mnk is not None else 1   # a convolution's batch stays outermost
     head = tuple(range(fixed))
     out = [first]

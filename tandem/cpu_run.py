@@ -206,6 +206,19 @@ class CpuLayer:
             out = EPILOGUES[self.epilogue][1](out)
         return out.astype(np.float64 if self.is_float else np.int32)
 
+    def magnitude(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """Each output's sum of its products' magnitudes (float64, no epilogue): what ``check`` scales a
+        float result's rounding bound by."""
+        return dataclasses.replace(self, epilogue=None).reference(np.abs(data), np.abs(weight))
+
+    def check(self, got: np.ndarray, want: np.ndarray, magnitude: np.ndarray | None = None) -> Check:
+        """``got`` against numpy's ``want``: integers bit for bit; float32 within K * 2^-23 * ``magnitude``
+        of the exact result, K the reduction's length (each of its K roundings, fused or not, errs by at
+        most 2^-24 of a partial sum, and a ReLU or ReLU6 after it only narrows the difference)."""
+        if not self.is_float:
+            return exact(got, want)
+        return within_bound(got, want, magnitude, self.macs // max(1, want.size))
+
     def fused_extents(self, lanes: int = cpu.LANES) -> tuple[int, ...]:
         """Extents of the data-parallel loops outside the unrolled tile (before tiling), with ``lanes``
         output channels per instruction."""
@@ -403,12 +416,7 @@ class CpuFlow(TargetFlow):
         return job.layer.reference(*inputs)
 
     def validate(self, job: CpuJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
-        """Integers bit for bit; float32 within K * 2^-23 * sum|a*b| of the exact result, K the reduction's
-        length (each of its K roundings, fused or not, errs by at most 2^-24 of a partial sum)."""
-        if not job.layer.is_float:
-            return exact(got, want)
-        magnitude = job.layer.reference(*(np.abs(x) for x in inputs))
-        return within_bound(got, want, magnitude, job.layer.macs // max(1, want.size))
+        return job.layer.check(got, want, job.layer.magnitude(*inputs) if job.layer.is_float else None)
 
     def roofline(self, job: CpuJob, target: Target, execution: Execution) -> int | None:
         return roofline_ticks(job.layer.macs, execution)
@@ -737,10 +745,11 @@ def _fused_epilogue(func: ir.PrimFunc, epilogue: str) -> ir.PrimFunc:
     for var, extent in reversed(list(zip(index, out.shape, strict=True))):
         nest = ir.For(var, ir.const(0), ir.const(extent), nest)
     both = dataclasses.replace(func, body=ir.seq(func.body, nest))
-    verdict = fusions(both)[-1]
-    if not verdict.fused:
-        raise RunError(f"cpu: the {epilogue} epilogue cannot be fused into {func.name}: {verdict.why}")
-    return fuse_elementwise(both)
+    fused = fuse_elementwise(both)
+    if fused is both:   # left as it was: say why
+        raise RunError(f"cpu: the {epilogue} epilogue cannot be fused into {func.name}: "
+                       f"{fusions(both)[-1].why}")
+    return fused
 
 
 def run_cpu(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from compiler.analysis.working_set import Nest, WorkingSet, polyhedral, working_sets
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRVisitor, loads_in
+from compiler.ir.functor import IRVisitor, buffers_of, loads_in
 
 
 @dataclass(frozen=True)
@@ -102,15 +102,21 @@ def sizes(found: Sequence[WorkingSet], element_bytes: int | None = None) -> list
 def place(working: Sequence[int], levels: Sequence[MemoryLevel]) -> Placement:
     """Algorithm 2: smallest first, each working set into the fastest level it still fits beside what that
     level holds; the rest to memory."""
+    return _pack([(size, levels) for size in working], levels)
+
+
+def _pack(items: Sequence[tuple[int, Sequence[MemoryLevel]]], levels: Sequence[MemoryLevel]) -> Placement:
+    """Algorithm 2's greedy packing: the sizes smallest first, each into the first of its own candidate
+    levels (fastest first) where it still fits beside what that level holds, else to memory."""
     held = {lv.name: 0 for lv in levels}
     memory = 0
-    for ws in sorted(working):
-        for lv in levels:
-            if held[lv.name] + ws <= lv.bytes:
-                held[lv.name] += ws
+    for size, candidates in sorted(items, key=lambda item: item[0]):
+        for lv in candidates:
+            if held[lv.name] + size <= lv.bytes:
+                held[lv.name] += size
                 break
         else:
-            memory += ws
+            memory += size
     return Placement(held, memory)
 
 
@@ -146,19 +152,12 @@ def place_scratchpads(found: Sequence[WorkingSet], homes: Mapping[str, str], lev
     of the buffer it reuses only, and goes, smallest first, into that buffer's home level (``homes``: buffer
     name -> level name) where it still fits beside what the level holds, else to memory (as does the
     working set of a buffer with no home)."""
-    by_name = {lv.name: lv for lv in levels}
     items = []
     for ws in found:
         low, high = next(((lo, hi) for name, lo, hi in ws.by_buffer if name == ws.buffer), (0, 0))
-        items += [(size, homes.get(ws.buffer)) for size in ([low] if ws.parallel else [low, high])]
-    held = {lv.name: 0 for lv in levels}
-    memory = 0
-    for size, home in sorted(items, key=lambda item: item[0]):
-        if home in by_name and held[home] + size <= by_name[home].bytes:
-            held[home] += size
-        else:
-            memory += size
-    return Placement(held, memory)
+        home = [lv for lv in levels if lv.name == homes.get(ws.buffer)]
+        items += [(size, home) for size in ([low] if ws.parallel else [low, high])]
+    return _pack(items, levels)
 
 
 def scratchpad_homes(body: ir.Stmt) -> dict[str, str]:
@@ -200,23 +199,9 @@ def rank_staged(variants: Mapping[Hashable, ir.Stmt], spec, memory: MemoryLevel)
     out = []
     for name, body in variants.items():
         homes = scratchpad_homes(body)
-        scopes = sorted({scope for _, scope in _allocations(body)})
-        levels = scratchpad_levels(spec, [s for s in homes.values()])
-        found = working_sets(polyhedral(body, registers=tuple(scopes)))
+        on_chip = tuple(sorted({b.scope for b in buffers_of(body) if b.scope != "global"}))
+        levels = scratchpad_levels(spec, list(homes.values()))
+        found = working_sets(polyhedral(body, registers=on_chip))
         placement = place_scratchpads(found, homes, levels)
         out.append(Ranked(name, placement.cost(levels, memory), placement))
     return sorted(out, key=lambda r: r.cost)
-
-
-def _allocations(body: ir.Stmt) -> list[tuple[str, str]]:
-    """(buffer name, scope) of every on-chip buffer ``body`` allocates."""
-    found: list[tuple[str, str]] = []
-
-    class _Find(IRVisitor):
-        def visit_Allocate(self, a: ir.Allocate) -> None:
-            if a.buffer.scope != "global":
-                found.append((a.buffer.name, a.buffer.scope))
-            self.generic_visit(a)
-
-    _Find().visit(body)
-    return found

@@ -59,10 +59,9 @@ class Nest:
     """A loop nest in the polyhedral model: each statement's domain and time, and every access."""
 
     domains: dict[str, str] = field(default_factory=dict)       # S0 -> "{ S0[i,j] : ... }"
-    schedules: dict[str, str] = field(default_factory=dict)     # S0 -> "{ S0[i,j] -> [0,i,0,j,0] }"
+    times: dict[str, tuple[str, ...]] = field(default_factory=dict)   # S0 -> ("i", "0", "j")
     loops: dict[str, tuple[ir.Var, ...]] = field(default_factory=dict)
     accesses: list[Access] = field(default_factory=list)
-    depth: int = 0
     names: dict[ir.Var, str] = field(default_factory=dict)      # each loop's ISL name
     arrays: dict[ir.Buffer, str] = field(default_factory=dict)  # each buffer's ISL name
     line_bytes: int | None = None                               # count cache lines of this size, not elements
@@ -79,6 +78,11 @@ class Nest:
         """Bytes of what the nest counts of ``buffer``: a line, or an element."""
         return self.line_bytes if self.per_line(buffer) else max(1, buffer.dtype.bits // 8)
 
+    def schedule(self, statement: str) -> isl.Map:
+        """When each instance of ``statement`` runs: its loops to its time vector."""
+        names = ",".join(self.names[v] for v in self.loops[statement])
+        return isl.Map(f"{{ {statement}[{names}] -> [{','.join(self.times[statement])}] }}")
+
     def access_map(self, a: Access) -> isl.Map:
         """``a`` as a map from time to the element it touches (or, with ``line_bytes``, its cache line)."""
         names = ",".join(self.names[v] for v in self.loops[a.statement])
@@ -92,7 +96,7 @@ class Nest:
             target = f"{array}[{','.join(a.indices)}]"
         m = isl.Map(f"{{ {a.statement}[{names}] -> {target} }}")
         m = m.intersect_domain(isl.Set(self.domains[a.statement]))
-        return isl.Map(self.schedules[a.statement]).reverse().apply_range(m)
+        return self.schedule(a.statement).reverse().apply_range(m)
 
     def prepared(self) -> tuple[isl.Set, list[isl.Map], isl.Map]:
         """The time points, each access's map and the order ``before`` (kept: a nest analysed with several
@@ -106,7 +110,7 @@ class Nest:
         """Every instance of every statement, as time points."""
         found = None
         for s, dom in self.domains.items():
-            points = isl.Set(dom).apply(isl.Map(self.schedules[s]))
+            points = isl.Set(dom).apply(self.schedule(s))
             found = points if found is None else found.union(points)
         return found
 
@@ -120,22 +124,20 @@ class WorkingSet:
     ws_min: int
     ws_max: int
     parallel: bool = False
-    bytes_min: int = 0              # the same in bytes, each buffer's elements at its type's width
-    bytes_max: int = 0
-    #: (buffer, bytes of WS_min, bytes of WS_max): each buffer's part, for memories that hold one buffer each
+    #: (buffer, bytes of WS_min, bytes of WS_max): each buffer's part, at its type's width (or in lines)
     by_buffer: tuple[tuple[str, int, int], ...] = ()
 
     def bytes(self, element_bytes: int | None = None) -> tuple[int, int]:
-        """(WS_min, WS_max) in bytes: every element ``element_bytes`` wide, or (None) at its buffer's
-        type's width."""
+        """(WS_min, WS_max) in bytes: every element ``element_bytes`` wide, or (None) each buffer's part at
+        its own width."""
         if element_bytes is None:
-            return self.bytes_min, self.bytes_max
+            return sum(low for _, low, _ in self.by_buffer), sum(high for _, _, high in self.by_buffer)
         return self.ws_min * element_bytes, self.ws_max * element_bytes
 
 
 def polyhedral(stmt: ir.Stmt, registers: tuple[str, ...] = ("local",), line_bytes: int | None = None) -> Nest:
     """The polyhedral form of ``stmt`` (see the module docstring); NotAnalysable names what is not. A guard
-    (``if`` on an affine condition: comparisons joined by ``and``; ``likely`` ignored) narrows the domain
+    (``if`` on an affine condition: comparisons joined by ``and``) narrows the domain
     of the statements it holds; an ``else`` is taken where the condition is one comparison. Buffers of the
     ``registers`` scopes (a schedule's ``local`` accumulator tile, which LLVM keeps in registers) are not
     in the memory hierarchy: their accesses are left out. With ``line_bytes``, working sets count the cache
@@ -148,21 +150,16 @@ def polyhedral(stmt: ir.Stmt, registers: tuple[str, ...] = ("local",), line_byte
         raise NotAnalysable("the loop nest holds no statement")
     touching = {a.statement for a in nest.accesses}
     for s in [s for s in nest.domains if s not in touching]:   # no memory access: no reuse to time
-        del nest.domains[s], nest.schedules[s], nest.loops[s]
+        del nest.domains[s], nest.times[s], nest.loops[s]
     if not nest.domains:
         raise NotAnalysable("the loop nest touches no memory outside registers")
-    width = 2 * nest.depth + 1
-    times = {}
-    for s, sched in nest.schedules.items():   # pad every time vector to the same length
-        head, body = sched.split("-> [")
-        dims = body.rstrip(" }]").split(",")
-        times[s] = (head, dims + ["0"] * (width - len(dims)))
+    width = max(len(t) for t in nest.times.values())   # every time vector padded to the same length
+    padded = {s: t + ("0",) * (width - len(t)) for s, t in nest.times.items()}
     # a dimension that is the same constant in every statement orders nothing: left out, as fewer
     # dimensions make ISL's lexicographic operations cheaper
-    keep = [k for k in range(width) if len({dims[k] for _, dims in times.values()}) > 1
-            or not _is_int(times[next(iter(times))][1][k])] or [0]
-    for s, (head, dims) in times.items():
-        nest.schedules[s] = f"{head}-> [{','.join(dims[k] for k in keep)}] }}"
+    keep = [k for k in range(width) if len({t[k] for t in padded.values()}) > 1
+            or not _is_int(next(iter(padded.values()))[k])] or [0]
+    nest.times = {s: tuple(t[k] for k in keep) for s, t in padded.items()}
     return nest
 
 
@@ -213,8 +210,6 @@ class _Build:
 
     def condition(self, cond: ir.Expr, known: set[ir.Var]) -> list[str]:
         """An affine guard as ISL constraints (one per comparison of a conjunction)."""
-        if isinstance(cond, ir.Call) and cond.name == "likely" and len(cond.args) == 1:
-            return self.condition(cond.args[0], known)
         if isinstance(cond, ir.And):
             return self.condition(cond.a, known) + self.condition(cond.b, known)
         if type(cond) in _COMPARE:
@@ -224,8 +219,6 @@ class _Build:
 
     def negation(self, cond: ir.Expr, known: set[ir.Var]) -> str:
         """The ``else`` of a one-comparison guard."""
-        if isinstance(cond, ir.Call) and cond.name == "likely" and len(cond.args) == 1:
-            return self.negation(cond.args[0], known)
         if type(cond) in _NEGATE:
             a, b = (self.affine(x, known, cond) for x in (cond.a, cond.b))
             return f"{a} {_NEGATE[type(cond)]} {b}"
@@ -246,10 +239,8 @@ class _Build:
         bounds = " and ".join([f"{lo} <= {nest.names[loop.var]} < {lo + ext}" for loop, lo, ext in loops]
                               + guards) or "true"
         nest.domains[name] = f"{{ {name}[{names}] : {bounds} }}"
-        steps = [t for t in time if t != _INSTRUCTION]
-        nest.schedules[name] = f"{{ {name}[{names}] -> [{','.join(steps)}] }}"
+        nest.times[name] = tuple(t for t in time if t != _INSTRUCTION)
         nest.loops[name] = variables
-        nest.depth = max(nest.depth, len(loops))
         known = set(variables)
         for access in [*loads_in(s.value), s]:
             if access.buffer.scope in self.registers:
@@ -274,9 +265,9 @@ def _between(points: isl.Set, first: isl.Set, last: isl.Set) -> isl.Set:
     return upto.subtract(before)
 
 
-def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, int, dict[str, int]]:
-    """Distinct elements the accesses touch at the time points ``when``, their bytes, and the bytes of each
-    buffer (by the buffer's own name)."""
+def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, dict[str, int]]:
+    """Distinct elements (or lines) the accesses touch at the time points ``when``, and the bytes of each
+    buffer's (by the buffer's own name)."""
     by_buffer: dict[str, isl.Set] = {}
     for m in maps:
         touched = m.intersect_domain(when).range()
@@ -285,8 +276,7 @@ def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, int
     width = {name: nest.unit_bytes(buffer) for buffer, name in nest.arrays.items()}
     counts = {name: int(s.count_val().to_python()) for name, s in by_buffer.items()}
     named = {isl_name: buffer.name for buffer, isl_name in nest.arrays.items()}
-    parts = {named[name]: n * width[name] for name, n in counts.items()}
-    return sum(counts.values()), sum(parts.values()), parts
+    return sum(counts.values()), {named[name]: n * width[name] for name, n in counts.items()}
 
 
 def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingSet]:
@@ -308,15 +298,14 @@ def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingS
             fixed = points
             for dim in range(par):
                 fixed = fixed.fix_val(isl.dim_type.set, dim, source.dim_max_val(dim))
-            size, size_bytes, parts = _footprint(nest, maps, fixed)
+            size, parts = _footprint(nest, maps, fixed)
             out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), size, size,
-                                  parallel=True, bytes_min=size_bytes, bytes_max=size_bytes,
+                                  parallel=True,
                                   by_buffer=tuple((k, v, v) for k, v in sorted(parts.items()))))
             continue
-        ws_min, bytes_min, low = _footprint(nest, maps, _between(points, source, targets.lexmin()))
-        ws_max, bytes_max, high = _footprint(nest, maps, _between(points, source, targets.lexmax()))
+        ws_min, low = _footprint(nest, maps, _between(points, source, targets.lexmin()))
+        ws_max, high = _footprint(nest, maps, _between(points, source, targets.lexmax()))
         out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), ws_min, ws_max,
-                              bytes_min=bytes_min, bytes_max=bytes_max,
                               by_buffer=tuple((k, low.get(k, 0), high[k]) for k in sorted(high))))
     return out
 
@@ -327,10 +316,9 @@ def _parallel_dim(nest: Nest, parallel: tuple[ir.Var, ...], source: isl.Set, tar
     if not parallel:
         return None
     names = {nest.names[v] for v in parallel if v in nest.names}
-    for schedule in nest.schedules.values():
-        dims = schedule.split("-> [")[1].rstrip(" }]").split(",")
+    for dims in nest.times.values():
         for k, dim in enumerate(dims):
-            if dim.strip() in names and \
+            if dim in names and \
                     targets.dim_max_val(k).to_python() != source.dim_min_val(k).to_python():
                 return k
     return None

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from compiler.analysis.working_set import NotAnalysable, polyhedral
+from compiler.analysis.working_set import Nest, NotAnalysable, polyhedral
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, IRVisitor, free_vars, loads_in, substitute
+from compiler.ir.functor import IRMutator, buffers_of, free_vars, loads_in, substitute
 
 
 @dataclass(frozen=True)
@@ -146,10 +146,12 @@ def _try(producer: ir.Stmt, between: list[ir.Stmt], consumer: ir.Stmt) -> tuple[
     if not writes:
         return None, f"the element-wise nest writes {buffer.name}, which the reduction does not"
     for s in between:
-        if _touches(s, buffer):
+        if buffer in buffers_of(s):
             return None, f"a statement between them touches {buffer.name}"
     try:
-        w_hy, w_ew, i_ew = _write_set(producer, buffer), _write_set(consumer, buffer), _domain(consumer)
+        ew_nest = polyhedral(consumer, registers=())
+        w_hy, w_ew = _write_set(polyhedral(producer, registers=()), buffer), _write_set(ew_nest, buffer)
+        i_ew = ew_nest.iterations()
     except NotAnalysable as exc:
         return None, f"not analysable: {exc}"
     if not w_hy.is_equal(w_ew):
@@ -185,29 +187,11 @@ def _after(s: ir.Stmt, store: ir.Store, extra: ir.Stmt) -> ir.Stmt:
     return _Insert().mutate(s)
 
 
-def _touches(s: ir.Stmt, buffer: ir.Buffer) -> bool:
-    hit = []
-
-    class _Find(IRVisitor):
-        def visit_buffer(self, b: ir.Buffer) -> None:
-            if b is buffer:
-                hit.append(b)
-
-    _Find().visit(s)
-    return bool(hit)
-
-
-def _write_set(s: ir.Stmt, buffer: ir.Buffer) -> isl.Set:
-    """The elements of ``buffer`` that the statements of ``s`` write."""
-    nest = polyhedral(s, registers=())
+def _write_set(nest: Nest, buffer: ir.Buffer) -> isl.Set:
+    """The elements of ``buffer`` that the statements of ``nest`` write."""
     found = None
     for a in nest.accesses:
         if a.write and a.buffer is buffer:
             elements = nest.access_map(a).range()
             found = elements if found is None else found.union(elements)
     return found.coalesce()
-
-
-def _domain(s: ir.Stmt) -> isl.Set:
-    """Every instance of the statements of ``s``."""
-    return polyhedral(s, registers=()).iterations()

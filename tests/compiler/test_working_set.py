@@ -135,8 +135,8 @@ def test_an_affine_guard_narrows_the_domain_and_its_else_takes_the_rest():
     # t[0] at i = 3..7 (the else): to i = 4: t[0], a[3..4] (3); to i = 7: t[0], a[3..7] (6).
     s, t, a = ir.Buffer("s", (1,), F32), ir.Buffer("t", (1,), F32), ir.Buffer("a", (8,), F32)
     zero = ir.const(0)
-    body = ir.IfThenElse(ir.Call("likely", (ir.LT(i, ir.const(3)),), dtypes.bool_),
-                         ir.Store(s, (zero,), s[zero] + a[i]), ir.Store(t, (zero,), t[zero] + a[i]))
+    body = ir.IfThenElse(ir.LT(i, ir.const(3)), ir.Store(s, (zero,), s[zero] + a[i]),
+                         ir.Store(t, (zero,), t[zero] + a[i]))
     ws = found(loops(body, (i, 8)))
     assert ws == {**{(kind, "s"): (3, 4) for kind in ("RAR", "RAW", "WAR", "WAW")},
                   **{(kind, "t"): (3, 6) for kind in ("RAR", "RAW", "WAR", "WAW")}}

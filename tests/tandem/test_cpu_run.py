@@ -161,6 +161,9 @@ def test_an_epilogue_is_fused_into_the_operator_and_checked_against_numpy(layer:
     r = run_cpu(with_epilogue, threads=1, min_time=0.005)
     assert r.validated and r.params["epilogue"] == epilogue
     assert (r.output >= 0).all() and (r.output == 0).any()
+    data, weight = layer.inputs(0)   # a float bound scales with the products, not the clipped output
+    np.testing.assert_array_equal(with_epilogue.magnitude(data, weight),
+                                  layer.reference(np.abs(data), np.abs(weight)))
     func, _ = compile_layer(with_epilogue, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
     assert "max(" in str(func.body)
     plain, _ = compile_layer(layer, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
