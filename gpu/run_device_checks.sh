@@ -4,13 +4,16 @@
 # 1. the device and the probes: llvmlite's NVPTX output (a vector add; wmma f16 and s8 GEMMs) loaded by the
 #    CUDA driver and compared with numpy;
 # 2. the GPU test suite (tests/gpu: PTX structure and ptxas everywhere, execution here);
-# 3. the experiment experiments/unit_gpu.py (UNIT's Table I, ResNet-18 C2-C12 at batch 1 and 16, GEMMs
+# 3. the GEMM sweep gpu/sweep_gemm.py (block shapes x pipeline depths at SWEEP's sizes, default
+#    2048,4096,8192; SWEEP=none skips it), each kernel checked against the exact product, with cuBLAS;
+# 4. the experiment experiments/unit_gpu.py (UNIT's Table I, ResNet-18 C2-C12 at batch 1 and 16, GEMMs
 #    1024^3-8192^3: Tandem vs cuDNN / cuBLAS through PyTorch), TUNE tunings measured per workload (default 6;
-#    on an H100 the whole script then takes about 6 minutes, with TUNE=10 about 9), GROUPS to run only some
-#    of the experiment's groups (table1,resnet18_b1,resnet18_b16,gemm).
+#    on an H100 the whole script then takes about 6 minutes, with TUNE=10 about 9), EXP_GROUPS to run only some
+#    of the experiment's groups (table1,resnet18_b1,resnet18_b16,gemm; EXP_GROUPS=none skips it).
 # Needs python3 with numpy, llvmlite 0.50, CuPy, pytest, typer and rich (PyTorch for the peers). Writes at
-# most eight files to RESULTS_DIR: device.txt, nvptx_probe.json, wmma_probe.jsonl, gpu_tests.log,
-# unit_gpu.log, unit_gpu.csv, summary.json. Exits non-zero when a step fails (after running the others).
+# most nine files to RESULTS_DIR: device.txt, nvptx_probe.json, wmma_probe.jsonl, gpu_tests.log,
+# sweep_gemm.jsonl, unit_gpu.log, unit_gpu.csv, summary.json. Exits non-zero when a step fails (after
+# running the others).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 results="${1:-gpu/build/results}"
@@ -33,7 +36,15 @@ echo "== tests/gpu"
 python3 -m pytest -q -p no:cacheprovider -rs tests/gpu tests/test_gpu_probe.py 2>&1 \
     | tee "$results/gpu_tests.log" || status=1
 
+echo "== gpu/sweep_gemm.py"
+if [[ "${SWEEP:-}" != none ]]; then
+    python3 gpu/sweep_gemm.py --sizes "${SWEEP:-2048,4096,8192}" 2>&1 | tee "$results/sweep_gemm.jsonl" \
+        || status=1
+fi
+
 echo "== experiments/unit_gpu.py"
-python3 experiments/unit_gpu.py --out "$results" --tune "${TUNE:-6}" ${GROUPS:+--groups "$GROUPS"} 2>&1 \
-    | tee "$results/unit_gpu.log" || status=1
+if [[ "${EXP_GROUPS:-}" != none ]]; then
+    python3 experiments/unit_gpu.py --out "$results" --tune "${TUNE:-6}" ${EXP_GROUPS:+--groups "$EXP_GROUPS"} 2>&1 \
+        | tee "$results/unit_gpu.log" || status=1
+fi
 exit "$status"

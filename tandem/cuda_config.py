@@ -4,7 +4,7 @@
     load_config("my-gpu.toml")          # a file of your own
 
 A GPU is real, not simulated: the config says what the compiler needs (the architecture and PTX ISA version
-LLVM targets, a block's static shared memory) and what the tuning model assumes (multiprocessors, warps
+LLVM targets, a block's shared memory) and what the tuning model assumes (multiprocessors, warps
 resident per multiprocessor); what the device itself reports (name, clock) is read at run time. The spec
 (isa/specs/cuda.toml, or the file the config names) says which Tensor Core instructions there are.
 """
@@ -22,8 +22,8 @@ CONFIGS_DIR = Path(__file__).parent / "cuda_configs"
 
 @dataclass(frozen=True)
 class CudaConfig(TomlConfig):
-    """An NVIDIA GPU: compute capability (90 = sm_90), PTX ISA version (80 = 8.0), static shared memory
-    per block (bytes), multiprocessors."""
+    """An NVIDIA GPU: compute capability (90 = sm_90), PTX ISA version (80 = 8.0), shared memory per block
+    and per multiprocessor (bytes), multiprocessors."""
 
     FAMILY = "cuda"
 
@@ -32,7 +32,8 @@ class CudaConfig(TomlConfig):
     isa_params: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     compute_capability: int = 90
     ptx_version: int = 80
-    shared_bytes: int = 49152
+    shared_bytes: int = 232448
+    sm_shared_bytes: int = 233472
     sm_count: int = 132
     spec: str = ""
     energy_table: str = ""

@@ -153,7 +153,8 @@ class CudaFlow(TargetFlow):
             candidates = (given,)
         else:
             cfg = target.config
-            ranked = gpu.tuning_space(m, n, k, batch, insn, cfg.shared_bytes, cfg.sm_count)
+            ranked = gpu.tuning_space(m, n, k, batch, insn, cfg.shared_bytes, cfg.sm_count,
+                                      cfg.sm_shared_bytes)
             candidates = tuple(ranked[: max(1, tune)])
         job = GpuJob(op, candidates, shape, conv, float(min_time))
         elements = (m * k + k * n + m * n * 2) * batch if conv is None else \

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.backend.nvptx import GpuKernel
+from compiler.backend.nvptx_emit import STATIC_SHARED_LIMIT
 from compiler.errors import CodegenError
 
 
@@ -85,10 +86,13 @@ class Launcher:
         self.buffers = [cp.asarray(a) for a in arrays]
         self.fault = cp.zeros(1, cp.int32)
         self.fn = _function(kernel.ptx, kernel.name)
+        if kernel.dynamic_shared > STATIC_SHARED_LIMIT:   # above 48 KB a kernel must opt in
+            self.fn.max_dynamic_shared_size_bytes = kernel.dynamic_shared
         self.args = (*self.buffers, self.fault)
 
     def launch(self) -> None:
-        self.fn(self.kernel.launch.grid, self.kernel.launch.block, self.args)
+        self.fn(self.kernel.launch.grid, self.kernel.launch.block, self.args,
+                shared_mem=self.kernel.dynamic_shared)
 
     def results(self) -> list[np.ndarray]:
         """Every buffer copied back; KernelFault when a thread faulted."""

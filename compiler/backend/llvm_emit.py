@@ -282,7 +282,9 @@ class FunctionEmitter:
             return Interval.point(lo.lo)
         return Interval(lo.lo, last.hi)
 
-    def _vectorized(self, s: n.For) -> None:
+    def _vectorized(self, s: n.For, emit: Callable[[], None] | None = None) -> None:
+        """``s`` as one vector of its lanes: its body (or ``emit()``, a target's own use of the lanes)
+        emitted once with the loop variable a vector."""
         lanes = _const_int(s.extent)
         base = self.expr(s.min)
         ty = value_type(s.var.dtype)
@@ -292,7 +294,7 @@ class FunctionEmitter:
         self.ranges[s.var] = self._loop_range(s)
         self.varying.add(s.var)
         try:
-            self.stmt(s.body)
+            emit() if emit is not None else self.stmt(s.body)
         finally:
             self.vector = None
             self.varying.discard(s.var)

@@ -36,7 +36,8 @@ TRIPLE = "nvptx64-nvidia-cuda"
 @dataclass(frozen=True)
 class GpuKernel:
     """A compiled kernel: its PTX, the entry's name, the launch shape, the parameter buffers in argument
-    order (a fault word follows them), the fault messages by code, and the shared memory it declares."""
+    order (a fault word follows them), the fault messages by code, the shared memory it uses and, of it,
+    the dynamic shared memory its launch must pass (0 when all of it is static)."""
 
     name: str
     ptx: str
@@ -45,6 +46,7 @@ class GpuKernel:
     params: tuple[n.Buffer, ...]
     errors: tuple[str, ...]
     shared_bytes: int
+    dynamic_shared: int = 0
 
     def instructions(self) -> dict[str, int]:
         """PTX instructions by opcode (up to the first ``.``-suffix: ``wmma.mma``, ``ld``, ``bar``...),
@@ -76,7 +78,8 @@ def build(func: n.PrimFunc, *, arch: str = "sm_90", ptx: int = 80,
           shared_limit: int = STATIC_SHARED_LIMIT) -> GpuKernel:
     """Compile ``func`` to one PTX kernel for ``arch`` (``sm_80``, ``sm_90``, ...) at PTX ISA version
     ``ptx`` (80 = 8.0). CodegenError names what cannot be compiled (an unbound loop around the whole body is
-    fine: it runs in every thread), or a block's shared memory above ``shared_limit`` bytes."""
+    fine: it runs in every thread), or a block's shared memory above ``shared_limit`` bytes (static up to
+    ``STATIC_SHARED_LIMIT``, dynamic above: the config's limit per block)."""
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise CodegenError(f"nvptx: unknown architecture {arch!r}; expected sm_XX such as sm_80 or sm_90")
     launch = launch_of(func.body)
@@ -95,7 +98,7 @@ def build(func: n.PrimFunc, *, arch: str = "sm_90", ptx: int = 80,
                            f"block may have {shared_limit}")
     text = tm.emit_assembly(optimized(module, tm, func.name, "nvptx", vectorize=False))
     return GpuKernel(func.name, text, arch, launch, tuple(func.params), tuple(errors.messages),
-                     emitter.shared_bytes)
+                     emitter.shared_bytes, emitter.shared_bytes if emitter.dynamic is not None else 0)
 
 
 def ptxas() -> str | None:

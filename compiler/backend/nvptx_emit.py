@@ -12,13 +12,20 @@ thread bindings and memory scopes; UNIT Sec. III.A's Tensor Core instructions):
   bound to fewer threads runs in the threads below its extent only. Statements outside every
   ``threadIdx.x`` loop run in all 32 lanes of a warp: warp instructions, and stores that every lane
   repeats with the same value.
-- **Memory scopes**: ``shared`` allocations are module globals in address space 3 (one per block);
+- **Memory scopes**: ``shared`` allocations are module globals in address space 3 (one per block) while
+  they fit CUDA's 48 KB of static shared memory; above it, all of them are parts of one ``extern``
+  dynamic array (``dynamic_shared``, each part 128-byte aligned), whose size the launch passes;
   ``global`` parameters are address space 1; ``local`` allocations are the thread's stack. A ``thread``
   allocation holds one slice per thread: its first two axes are indexed by the variables bound to
   ``threadIdx.y`` and ``threadIdx.x`` (so that loop IR run sequentially, and the interpreter, see every
   thread's slice), and each thread keeps only its own, on its stack (in registers once the indices of the
   rest are constants).
   ``Attr("barrier", ...)`` is ``bar.sync 0`` (``__syncthreads``).
+- **Asynchronous copies** (sm_80+): ``async_copy(loop)``, a vectorized loop copying 4, 8 or 16 contiguous
+  bytes of a global buffer into a shared one, is one ``cp.async`` per thread; ``async_commit()`` closes
+  the thread's group of copies issued so far (``cp.async.commit_group``) and ``async_wait(k)`` waits until
+  at most ``k`` of its groups are still in flight (``cp.async.wait_group k``). Sequentially (the
+  interpreter) a copy is done when it is issued, so the two others do nothing.
 - **Fragments**: a ``fragment`` allocation holds a warp's register fragments of a warp-level matrix
   instruction (the Tensor Core accumulator): its first axis is the warp (indexed by a variable bound to
   ``threadIdx.y``/``z``), the rest the warp's own tiles of the instruction's operand shape. Each thread
@@ -34,8 +41,7 @@ thread bindings and memory scopes; UNIT Sec. III.A's Tensor Core instructions):
   The register layout of each operand (how many registers of which type a thread holds) is LLVM's NVVM
   fragment ABI, computed from the operand's role, element type and shape (``fragment_registers``).
 
-Non-goals: dynamic shared memory (a block's shared memory is at most the config's static limit), warp
-shuffles, atomics, and fragment accesses at indices known only at run time.
+Non-goals: warp shuffles, atomics, and fragment accesses at indices known only at run time.
 """
 
 from __future__ import annotations
@@ -75,16 +81,52 @@ _SREG = {**{a: f"llvm.nvvm.read.ptx.sreg.ctaid.{a[-1]}" for a in BLOCK_AXES},
 FRAGMENT = "fragment"
 THREAD = "thread"
 BARRIER = "barrier"
+#: The statement attributes of an asynchronous copy, of closing a group of them and of waiting for groups.
+ASYNC_COPY, ASYNC_COMMIT, ASYNC_WAIT = "async_copy", "async_commit", "async_wait"
 WARP = 32
 GLOBAL_AS, SHARED_AS = 1, 3
-#: A kernel's statically allocated shared memory may not exceed this (CUDA's limit per block).
+#: A kernel's statically allocated shared memory may not exceed this (CUDA's limit per block); a kernel
+#: that needs more gets it as dynamic shared memory.
 STATIC_SHARED_LIMIT = 48 * 1024
+#: The alignment of each buffer in dynamic shared memory (bytes).
+DYNAMIC_ALIGN = 128
 
 
 def barrier() -> n.Stmt:
     """A block-wide barrier (``__syncthreads``): every thread of the block waits here for all the others;
     shared memory written before it is visible after it. Sequentially (the interpreter) it does nothing."""
     return n.Attr(BARRIER, "shared", n.Evaluate(n.const(0)))
+
+
+def async_copy(copy: n.For) -> n.Stmt:
+    """``copy`` (a vectorized loop storing 4, 8 or 16 contiguous bytes of a global buffer into a shared
+    buffer) issued asynchronously: the thread goes on, and the bytes are in shared memory once an
+    ``async_wait`` after the ``async_commit`` that closes its group has returned."""
+    return n.Attr(ASYNC_COPY, "shared", copy)
+
+
+def async_commit() -> n.Stmt:
+    """Close this thread's group of asynchronous copies issued since the last commit (possibly none)."""
+    return n.Attr(ASYNC_COMMIT, "shared", n.Evaluate(n.const(0)))
+
+
+def async_wait(pending: int) -> n.Stmt:
+    """Wait until at most ``pending`` of this thread's committed groups of copies are still in flight."""
+    return n.Attr(ASYNC_WAIT, pending, n.Evaluate(n.const(0)))
+
+
+def shared_allocations(body: n.Stmt) -> list[n.Buffer]:
+    """The shared buffers ``body`` allocates, in order."""
+    found: list[n.Buffer] = []
+
+    class _Shared(IRVisitor):
+        def visit_Allocate(self, s: n.Allocate) -> None:
+            if s.buffer.scope == "shared":
+                found.append(s.buffer)
+            self.generic_visit(s)
+
+    _Shared().visit(body)
+    return found
 
 
 # ------------------------------------------------------------------------------------------ launch shape
@@ -235,6 +277,18 @@ class KernelEmitter(FunctionEmitter):
         self.fragments: dict[n.Buffer, _Fragments] = {}
         self.slices: dict[n.Buffer, n.Buffer] = {}   # a thread buffer -> this thread's slice
         self.shared_bytes = 0
+        self.dynamic: ll.GlobalVariable | None = None   # the extern array of dynamic shared memory
+
+    def emit(self, stmt: n.Stmt, parallel: n.For | None = None) -> ll.Function:
+        """Emit the kernel; its shared buffers are static while they fit ``STATIC_SHARED_LIMIT``, else
+        parts of one dynamic array (``shared_bytes`` is then the size the launch passes)."""
+        if sum(b.size * b.dtype.bits // 8 for b in shared_allocations(stmt)) > STATIC_SHARED_LIMIT:
+            ty = ll.ArrayType(ll.IntType(8), 0)
+            self.dynamic = ll.GlobalVariable(self.module, ty, "dynamic_shared", addrspace=SHARED_AS)
+            self.dynamic.linkage = "external"
+            self.dynamic.align = DYNAMIC_ALIGN
+            self.dynamic.type = ll.PointerType(addrspace=SHARED_AS)
+        return super().emit(stmt, parallel)
 
     def declare_function(self, name: str, buffers: list[n.Buffer]) -> ll.Function:
         gptr = ll.PointerType(addrspace=GLOBAL_AS)
@@ -254,11 +308,49 @@ class KernelEmitter(FunctionEmitter):
 
     # ---------------------------------------------------------------------------------------- statements
     def stmt_Attr(self, s: n.Attr) -> None:
+        void = ll.VoidType()
         if s.key == BARRIER:
-            self.builder.call(declare(self.module, "llvm.nvvm.barrier0", ll.FunctionType(ll.VoidType(), [])),
-                              [])
-            return
-        self.stmt(s.body)
+            self.builder.call(declare(self.module, "llvm.nvvm.barrier0", ll.FunctionType(void, [])), [])
+        elif s.key == ASYNC_COMMIT:
+            commit = declare(self.module, "llvm.nvvm.cp.async.commit.group", ll.FunctionType(void, []))
+            self.builder.call(commit, [])
+        elif s.key == ASYNC_WAIT:
+            wait = declare(self.module, "llvm.nvvm.cp.async.wait.group", ll.FunctionType(void, [I32]))
+            self.builder.call(wait, [ll.Constant(I32, int(s.value))])
+        elif s.key == ASYNC_COPY:
+            self._async_copy(s.body)
+        else:
+            self.stmt(s.body)
+
+    def _async_copy(self, loop: n.Stmt) -> None:
+        """One ``cp.async`` of the vector a vectorized loop copies from global to shared memory."""
+        text = str(loop).strip().replace("\n", " ")
+        store = loop.body if isinstance(loop, n.For) and loop.kind is n.ForKind.VECTORIZED else None
+        load = store.value if isinstance(store, n.Store) else None
+        if not isinstance(load, n.Load):
+            raise CodegenError(f"nvptx: '{text}': an asynchronous copy is a vectorized loop of one store "
+                               "of a load")
+        lanes = _const_int(loop.extent)
+        size = (lanes or 0) * store.buffer.dtype.bits // 8
+        if self.spaces.get(store.buffer) != SHARED_AS or self.spaces.get(load.buffer) != GLOBAL_AS or \
+                store.buffer.dtype != load.buffer.dtype or size not in (4, 8, 16):
+            raise CodegenError(f"nvptx: '{text}': an asynchronous copy moves 4, 8 or 16 bytes of one type "
+                               f"from a global buffer to a shared one, not {size} bytes from "
+                               f"{load.buffer.name} ({load.buffer.dtype}) to {store.buffer.name} "
+                               f"({store.buffer.dtype})")
+
+        def issue() -> None:
+            ends = []
+            for buffer, indices in ((store.buffer, store.indices), (load.buffer, load.indices)):
+                if self._vector_access(buffer, indices) != "contiguous":
+                    raise CodegenError(f"nvptx: '{text}': the lanes of {buffer.name} are not contiguous")
+                ends.append(self.element_ptr(buffer, self._lane0_index(buffer, indices, text)))
+            cache = "cg" if size == 16 else "ca"   # 16 bytes may bypass L1; smaller copies may not
+            fn = declare(self.module, f"llvm.nvvm.cp.async.{cache}.shared.global.{size}",
+                         ll.FunctionType(ll.VoidType(), [e.type for e in ends]))
+            self.builder.call(fn, ends)
+
+        self._vectorized(loop, issue)
 
     def stmt_For(self, s: n.For) -> None:
         if s.kind is n.ForKind.THREAD_BINDING:
@@ -302,14 +394,20 @@ class KernelEmitter(FunctionEmitter):
     def stmt_Allocate(self, s: n.Allocate) -> None:
         b = s.buffer
         if b.scope == "shared":
-            ty = ll.ArrayType(memory_type(b.dtype), b.size)
-            gv = ll.GlobalVariable(self.module, ty, self.module.get_unique_name(f"{b.name}.shared"),
-                                   addrspace=SHARED_AS)
-            gv.linkage = "internal"
-            gv.initializer = ll.Constant(ty, ll.Undefined)
-            gv.align = 16
-            gv.type = ll.PointerType(addrspace=SHARED_AS)   # an opaque pointer, as LLVM 22 has them
-            self.shared_bytes += b.size * b.dtype.bits // 8
+            if self.dynamic is not None:
+                offset = -(-self.shared_bytes // DYNAMIC_ALIGN) * DYNAMIC_ALIGN
+                gv = self.allocas.gep(self.dynamic, [ll.Constant(I32, offset)], source_etype=ll.IntType(8),
+                                      name=f"{b.name}.shared")
+                self.shared_bytes = offset + b.size * b.dtype.bits // 8
+            else:
+                ty = ll.ArrayType(memory_type(b.dtype), b.size)
+                gv = ll.GlobalVariable(self.module, ty, self.module.get_unique_name(f"{b.name}.shared"),
+                                       addrspace=SHARED_AS)
+                gv.linkage = "internal"
+                gv.initializer = ll.Constant(ty, ll.Undefined)
+                gv.align = 16
+                gv.type = ll.PointerType(addrspace=SHARED_AS)   # an opaque pointer, as LLVM 22 has them
+                self.shared_bytes += b.size * b.dtype.bits // 8
             self.ptrs[b], self.spaces[b] = gv, SHARED_AS
             self.stmt(s.body)
             del self.ptrs[b], self.spaces[b]

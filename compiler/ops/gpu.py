@@ -23,7 +23,12 @@ schedule (``GpuTuning``), per thread block:
   interleaved parts of each ``bk`` step; at the end the groups' accumulators meet in shared memory and are
   summed (in group order) into the output;
 - ``stages`` = 2 (software pipelining, beyond UNIT): two shared buffers, the next step's tiles loaded into
-  each thread's registers (a ``thread`` buffer: one slice per thread) while this step computes.
+  each thread's registers (a ``thread`` buffer: one slice per thread) while this step computes;
+- ``stages`` = 3 or 4 (sm_80's asynchronous copies): a ring of that many shared buffers, the tiles of the
+  next ``stages - 1`` steps in flight as ``cp.async`` copies (16 bytes each; a conv's gathered im2col
+  tile is copied by the threads themselves) while this step computes: per step one wait for the oldest
+  group of copies, one barrier, the copy of the step ``stages - 1`` ahead into the buffer the last step
+  read, the compute.
 
 The result is a ``PrimFunc`` of loop IR whose marked nests (``tensorize``) the tensorize pass turns into
 the instruction; ``compiler.backend.nvptx`` compiles it and ``compiler.interp`` runs it on any machine.
@@ -38,7 +43,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
-from compiler.backend.nvptx_emit import FRAGMENT, STATIC_SHARED_LIMIT, THREAD, barrier
+from compiler.backend.nvptx_emit import (
+    FRAGMENT,
+    STATIC_SHARED_LIMIT,
+    THREAD,
+    async_commit,
+    async_copy,
+    async_wait,
+    barrier,
+)
 from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
@@ -91,7 +104,8 @@ class GpuTuning:
     (``p`` x ``q``), the reduction step ``bk`` (elements), the reduction split ``split_k`` and ``stages``:
     1 copies each step's tiles from global to shared memory between two barriers; 2 double-buffers them,
     each thread loading the next step's part into registers while the warps compute on this one (one
-    barrier per step)."""
+    barrier per step); 3 or 4 keep that many buffers, the next ``stages - 1`` steps' tiles in flight as
+    asynchronous copies (one barrier per step)."""
 
     warps_m: int = 2
     warps_n: int = 2
@@ -123,8 +137,9 @@ class GpuTuning:
         """Why this tuning cannot be compiled (None when it can)."""
         if min(self.warps_m, self.warps_n, self.p, self.q, self.bk, self.split_k) < 1:
             return "every knob must be at least 1"
-        if self.stages not in (1, 2):
-            return f"stages must be 1 (global -> shared) or 2 (the next tiles prefetched), not {self.stages}"
+        if self.stages not in (1, 2, 3, 4):
+            return (f"stages must be 1 (global -> shared), 2 (the next tiles prefetched through registers) "
+                    f"or 3-4 (asynchronous copies that many buffers deep), not {self.stages}")
         if self.bk % insn.tk or (self.bk // insn.tk) % self.split_k:
             return f"bk {self.bk} must be a multiple of {insn.tk} x split_k {self.split_k}"
         if self.warps * WARP > 1024:
@@ -251,9 +266,10 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
                           "threadIdx.x")
         return warp_loop(label, lanes)
 
-    def copy(label: str, rows: int, cols: int, vector: int, move) -> ir.Stmt:
+    def copy(label: str, rows: int, cols: int, vector: int, move, asynchronous: bool = False) -> ir.Stmt:
         """All threads copy a rows x cols tile, ``vector`` elements per thread and step: ``move(ty, tx,
-        it, row, col, v)`` is one element's statement (``v`` the vector lane, None without one)."""
+        it, row, col, v)`` is one element's statement (``v`` the vector lane, None without one), each
+        vector an asynchronous copy where ``asynchronous``."""
         chunks_per_row = cols // vector
         chunks = rows * chunks_per_row
 
@@ -265,6 +281,7 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
                 v = ir.Var(f"v_{label}")
                 inner = ir.For(v, ir.const(0), ir.const(vector), move(ty, tx, it, row, col, v),
                                ir.ForKind.VECTORIZED)
+                inner = async_copy(inner) if asynchronous else inner
             else:
                 inner = move(ty, tx, it, row, col, None)
             if _steps(chunks, threads) * threads != chunks:
@@ -283,13 +300,15 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
     def lane(v):
         return v if v is not None else ir.const(0)
 
-    if stages == 1:   # global -> shared directly, two barriers per reduction step
+    if stages != 2:   # global -> shared directly (asynchronously when there are 3 or more buffers)
+        a_async, b_async = stages > 2, stages > 2 and b_vector > 1
+
         def load_tiles(kt, stage):
             return ir.seq(
                 copy("a", bm, t.bk, VECTOR, lambda ty, tx, it, row, col, v: ir.Store(
-                    a_sh, (stage, row, col + v), a_value(kt, row, col, v))),
+                    a_sh, (stage, row, col + v), a_value(kt, row, col, v)), a_async),
                 copy("b", t.bk, bn, b_vector, lambda ty, tx, it, row, col, v: ir.Store(
-                    b_sh, (stage, row, col + lane(v)), b_value(kt, row, col, v))))
+                    b_sh, (stage, row, col + lane(v)), b_value(kt, row, col, v)), b_async))
     else:             # the next step's tiles are loaded into registers while this step computes
         a_steps = _steps(bm * t.bk // VECTOR, threads)
         regs_a = ir.Buffer("A_next", (warps, WARP, a_steps, VECTOR), F16, THREAD)
@@ -346,6 +365,18 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
     if stages == 1:
         main = ir.For(ko, ir.const(0), ir.const(k_tiles), ir.seq(
             load_tiles(ko, ir.const(0)), barrier(), compute(ir.const(0)), barrier()))
+    elif stages > 2:
+        # Step j's copies are the j-th group a thread commits (the prologue's groups, empty past the last
+        # step, keep the count); at step ko at most stages - 2 groups may be in flight, so step ko's tiles
+        # have landed, and past the barrier every warp is done with the buffer step ko - 1 read.
+        ahead = stages - 1
+        prologue = [ir.seq(load_tiles(ir.const(j), ir.const(j)), async_commit()) if j < k_tiles
+                    else async_commit() for j in range(ahead)]
+        step = ir.seq(async_wait(stages - 2), barrier(),
+                      ir.IfThenElse(ir.LT(ko + ahead, ir.const(k_tiles)),
+                                    load_tiles(ko + ahead, (ko + ahead) % stages)),
+                      async_commit(), compute(ko % stages))
+        main = ir.seq(*prologue, ir.For(ko, ir.const(0), ir.const(k_tiles), step))
     else:
         more = ir.LT(ko + 1, ir.const(k_tiles))
         step = ir.seq(ir.IfThenElse(more, fetch(ko + 1)), compute(ko % 2),
@@ -419,10 +450,11 @@ def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
 
 
 def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction, shared_limit: int,
-                 sm_count: int) -> list[GpuTuning]:
+                 sm_count: int, sm_shared: int) -> list[GpuTuning]:
     """The tunings worth measuring for a contraction of ``m x n x k`` (``batch`` times), ranked by a
     simple model (UNIT's tuner measures them; ``--tune K`` takes the first K): enough blocks to fill the
-    ``sm_count`` multiprocessors, little padding, and many instructions per operand load. The model is
+    ``sm_count`` multiprocessors (``sm_shared`` bytes of shared memory each, ``shared_limit`` a block),
+    little padding, and many instructions per operand load. The model is
     rough, so the ranking spreads the first K over the space: the best tuning of each block shape (warps,
     tiles) for each reduction split, the splits taking turns, then the others."""
     found = []
@@ -430,7 +462,7 @@ def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction
         for p, q in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (2, 4), (4, 4)):
             for bk in (32, 64):
                 for sk in (1, 2, 4):
-                    for stages in (1, 2):
+                    for stages in (1, 2, 3, 4):
                         t = GpuTuning(wm, wn, p, q, bk, sk, stages)
                         if t.why_not(insn, shared_limit) is None:
                             found.append(t)
@@ -439,17 +471,17 @@ def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction
         """Cycles, roughly: the waves of resident blocks times the reduction steps, each step the longest of
         its Tensor Core work (four sub-cores per multiprocessor, the spec's cycles per instruction), its
         fragment loads from shared memory (128 bytes per cycle), its tile loads (64 bytes per cycle per
-        multiprocessor) and a global load's latency."""
+        multiprocessor) and a global load's latency (shared by the steps whose tiles are in flight)."""
         bm, bn = t.block(insn)
         mp, np_, kp = _ceil(m, bm), _ceil(n, bn), _ceil(k, t.bk)
         blocks = batch * (mp // bm) * (np_ // bn)
-        resident = max(1, min(32, 64 // t.warps, 4 * shared_limit // t.shared_bytes(insn), blocks))
+        resident = max(1, min(32, 64 // t.warps, sm_shared // t.shared_bytes(insn), blocks))
         waves = math.ceil(blocks / (sm_count * resident))
         ksteps = resident * t.warps * (t.bk // insn.tk) / t.split_k
         compute = ksteps * t.p * t.q * insn.cycles / 4
         fragments = ksteps * (t.p * insn.tm * insn.tk + t.q * insn.tk * insn.tn) * 2 / 128
         loads = resident * (bm + bn) * t.bk * 2 / 64
-        latency = 1000.0 if t.stages == 1 else 400.0   # a prefetched step waits for less of it
+        latency = 1000.0 if t.stages == 1 else 800.0 / t.stages   # prefetched steps wait for less of it
         return waves * (kp // t.bk) * max(compute, fragments, loads, latency)
 
     def key(t: GpuTuning) -> tuple:   # near-equal costs: less padding, then the bigger block (fewer loads)

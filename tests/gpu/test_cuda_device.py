@@ -28,6 +28,9 @@ GEMMS = [
     ({"M": 100, "N": 72, "K": 200}, gpu.GpuTuning(1, 2, 2, 1, 32, 1)),      # padded in every dimension
     ({"M": 64, "N": 64, "K": 1024}, gpu.GpuTuning(1, 1, 2, 2, 64, 4)),      # split-K
     ({"M": 512, "N": 384, "K": 320}, gpu.GpuTuning(2, 2, 4, 2, 32, 1)),
+    ({"M": 200, "N": 136, "K": 328}, gpu.GpuTuning(1, 2, 2, 2, 32, 1, 3)),   # cp.async, padded
+    ({"M": 512, "N": 512, "K": 1024}, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 4)),  # 75776 B of dynamic shared
+    ({"M": 256, "N": 256, "K": 2048}, gpu.GpuTuning(1, 2, 2, 2, 64, 2, 3)),  # ... with split-K
 ]
 
 
@@ -44,6 +47,8 @@ CONVS = [
     ({"H": 56, "W": 56, "IC": 64, "OC": 128, "K": 1, "S": 2, "P": 0, "N": 4}, gpu.GpuTuning()),
     ({"H": 32, "W": 32, "IC": 3, "OC": 64, "K": 7, "S": 2, "P": 3}, gpu.GpuTuning(2, 1, 2, 2, 32, 1)),
     ({"H": 7, "W": 7, "IC": 512, "OC": 512, "K": 3, "S": 1, "P": 1}, gpu.GpuTuning(2, 2, 1, 1, 64, 4)),
+    ({"H": 28, "W": 28, "IC": 128, "OC": 128, "K": 3, "S": 1, "P": 1, "N": 4},
+     gpu.GpuTuning(2, 2, 2, 2, 32, 1, 4)),                                   # the kernel's tiles async
 ]
 
 

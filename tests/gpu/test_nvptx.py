@@ -105,6 +105,9 @@ GEMM_CASES = [
     ((32, 32, 64), gpu.GpuTuning(1, 1, 2, 2, 64, 4)),        # split-K over 4
     ((32, 32, 96), gpu.GpuTuning(2, 2, 1, 1, 32, 1, 2)),     # the next tiles prefetched, two shared buffers
     ((20, 24, 72), gpu.GpuTuning(1, 1, 2, 2, 32, 2, 2)),     # ... with split-K and padding
+    ((32, 32, 160), gpu.GpuTuning(2, 1, 1, 2, 32, 1, 3)),    # asynchronous copies, a ring of 3 buffers
+    ((20, 40, 200), gpu.GpuTuning(1, 1, 2, 2, 32, 2, 4)),    # ... 4 buffers, split-K and padding
+    ((32, 32, 32), gpu.GpuTuning(2, 2, 1, 1, 32, 1, 4)),     # ... fewer steps than buffers in flight
 ]
 
 
@@ -127,6 +130,7 @@ CONV_CASES = [
     (ConvShape(6, 6, 16, 24, 1, 1, 0), gpu.GpuTuning(2, 1, 1, 1, 32, 1)),
     (ConvShape(5, 5, 3, 16, 3, 1, 1), gpu.GpuTuning(1, 1, 1, 2, 32, 1)),    # a 3-channel stem: K padded
     (ConvShape(5, 5, 7, 20, 3, 2, 1), gpu.GpuTuning(1, 2, 1, 1, 32, 2, 2)),   # prefetched
+    (ConvShape(6, 6, 9, 20, 3, 1, 1), gpu.GpuTuning(2, 1, 1, 1, 32, 1, 3)),   # the kernel copied async
 ]
 
 
@@ -159,14 +163,15 @@ def test_the_tuning_space_spreads_its_first_candidates_and_they_compile():
     """The first K tunings span K block shapes and reduction splits (the model is rough, the device measures
     them), and the first ones compile to PTX within the shared-memory limit."""
     insn = gpu.tensor_core_instruction(SPEC)
-    space = gpu.tuning_space(196, 256, 2304, 1, insn, 49152, 132)
+    space = gpu.tuning_space(196, 256, 2304, 1, insn, 232448, 132, 233472)
     assert len(space) >= 20 and len(set(space)) == len(space)
     first = space[:8]
     assert len({(t.warps_m, t.warps_n, t.p, t.q, t.split_k, t.stages) for t in first}) == 8
     assert {t.split_k for t in first} == {1, 2, 4}
     for t in space[:3]:
-        kernel = nvptx.build(gpu.gemm(196, 256, 2304, t, spec=SPEC).func)
-        assert kernel.shared_bytes <= 49152 and kernel.instructions()["wmma.mma"] > 0
+        kernel = nvptx.build(gpu.gemm(196, 256, 2304, t, spec=SPEC, shared_limit=232448).func,
+                             shared_limit=232448)
+        assert kernel.shared_bytes <= 232448 and kernel.instructions()["wmma.mma"] > 0
 
 
 # ------------------------------------------------------------------------------------------ PTX
@@ -200,6 +205,23 @@ def test_a_prefetched_schedule_keeps_the_next_tiles_in_registers_with_one_barrie
     assert loop.count("bar.sync") == 2                               # the prologue's, and one per step
 
 
+def test_an_asynchronous_schedule_keeps_its_copies_in_flight_in_dynamic_shared_memory():
+    """4 buffers of 128 x 32 and 32 x 128 tiles (75776 bytes: dynamic shared memory): cp.async copies of 16
+    bytes, the prologue's 3 groups and one a step, a wait for all but the 2 youngest, one barrier a step."""
+    s = gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 4), spec=SPEC, shared_limit=232448)
+    kernel = nvptx.build(s.func, shared_limit=232448)
+    ptx = _ptx_body(kernel.ptx)
+    assert kernel.shared_bytes == kernel.dynamic_shared == 4 * (128 * 40 + 32 * 136) * 2
+    assert ".extern .shared .align 128 .b8 dynamic_shared[]" in ptx
+    assert "cp.async.cg.shared.global" in ptx and "st.shared" not in ptx   # no tile goes through registers
+    assert ptx.count("cp.async.commit_group") == 3 + 1                      # the prologue's, and a step's
+    assert len(re.findall(r"cp\.async\.wait_group\s+2;", ptx)) == 1
+    loop = ptx[ptx.index("cp.async.wait_group"):]
+    assert loop.count("bar.sync") == 1 and "local" not in ptx
+    small = nvptx.build(gpu.gemm(64, 64, 64, gpu.GpuTuning(1, 1, 2, 2, 32, 1, 3), spec=SPEC).func)
+    assert small.dynamic_shared == 0 and ".extern" not in small.ptx         # 18432 bytes: static
+
+
 def test_the_split_k_reduction_sums_the_partials_in_shared_memory():
     s = gpu.gemm(64, 64, 256, gpu.GpuTuning(1, 1, 2, 2, 64, 4), spec=SPEC)
     ptx = _ptx_body(nvptx.build(s.func).ptx)
@@ -216,9 +238,11 @@ def test_gemm_and_conv_ptx_assemble_with_ptxas(arch):
                gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 1, 1, 32, 2), spec=SPEC),
                gpu.conv2d(ConvShape(56, 56, 64, 128, 1, 2, 0, n=2), gpu.GpuTuning(), spec=SPEC),
                gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 2), spec=SPEC),
-               gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 1, 1, 32, 2, 2), spec=SPEC)]
+               gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 1, 1, 32, 2, 2), spec=SPEC),
+               gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 4, 4, 4, 32, 1, 3), spec=SPEC, shared_limit=232448),
+               gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 2, 2, 32, 1, 4), spec=SPEC)]
     for s in kernels:
-        kernel = nvptx.build(s.func, arch=arch, ptx=70 if arch == "sm_80" else 80)
+        kernel = nvptx.build(s.func, arch=arch, ptx=70 if arch == "sm_80" else 80, shared_limit=166912)
         assert f".target {arch}" in kernel.ptx
         assert nvptx.assemble(kernel) is None
 
