@@ -5,7 +5,9 @@ For every layer of PolyDL's lists (ResNet-50's and Fast R-CNN's convolutions, it
 ``tandem.layers``), in int8 (u8 x s8 -> s32 on the VNNI microkernel) and fp32 (f32 on the AVX-512 FMA
 microkernel, PolyDL's own setting), on 1 and 2 threads (list ``vita``: ResNet-18 C2-C12 on the simulated
 VITA, int8, every tiling that fits its buffers, PolyDL ranking them over the scratchpads against the
-hand-written cost model, ``default`` in the table):
+hand-written cost model, ``default`` in the table; list ``diannao``: the same layers on the simulated
+DianNao card, fp32, every conv plan that fits NMEM/WMEM/SMEM, PolyDL ranking those that use the most cores
+against the schedule's estimate, ``default``):
 
 - **exhaustive**: every variant of ``tandem.cpu_polydl.variants`` (UNIT's register tile fixed, the outer loops
   in every order, every parallel breaking point) is compiled, checked against numpy (int8 bit for bit, fp32
@@ -22,10 +24,11 @@ Writes ``<out>/polydl.csv`` (one row per layer, dtype and thread count), ``<out>
 dtype and threads: geomean of chosen / best, default / best, search-time ratio, GOPS, % of the measured
 peak, onnxruntime; the issue's targets) and ``<out>/polydl.png``.
 
-    python experiments/polydl.py [--quick] [--lists resnet50,fastrcnn,gemm,vita] [--dtypes int8,fp32]
+    python experiments/polydl.py [--quick] [--lists resnet50,fastrcnn,gemm,vita,diannao] [--dtypes int8,fp32]
                                  [--threads 1,2] [--min-time 0.1] [--out DIR]
 
-``--quick`` runs two small convolutions, a GEMM and a small VITA layer with short timings (the tests run it).
+``--quick`` runs two small convolutions, a GEMM and a small VITA and DianNao layer with short timings (the
+tests run it).
 """
 
 from __future__ import annotations
@@ -43,18 +46,24 @@ from rich.console import Console
 from rich.table import Table
 
 from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER, ConvSpec, GemmSpec, time_callable
+from compiler.backend.diannao import codegen as dops_codegen
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu, vita
+from compiler.ops import diannao as dops
+from compiler.ops.nn import ConvShape
 from tandem.cpu_polydl import choose, variants
 from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
-from tandem.layers import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, resnet18_layers
+from tandem.diannao_run import compile_conv2d, conv2d_matches, run_kernel
+from tandem.diannao_run import polydl_ranked as diannao_ranked
+from tandem.layers import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, padding, resnet18_layers
 from tandem.targets import load_target
 from tandem.vita_run import compile_layer as vita_compile
 from tandem.vita_run import machine_costs, polydl_ranked, run_vita
 
 SEED = 0
-LISTS = ("resnet50", "fastrcnn", "gemm", "vita")
+LISTS = ("resnet50", "fastrcnn", "gemm", "vita", "diannao")
+SIMULATED = ("vita", "diannao")
 DTYPES = {"int8": ("uint8", "x86-vnni", "vnni"), "fp32": ("float32", "x86-avx512", "fma")}
 QUICK = {"resnet50": {"q3": (14, 14, 32, 32, 3, 1, 1)}, "fastrcnn": {"q1": (12, 10, 64, 32, 1, 1, 0)},
          "gemm": {"q": (64, 48, 256)}}
@@ -65,6 +74,10 @@ def layers(name: str, dtype: str, quick: bool) -> list[tuple[str, CpuLayer]]:
     if name == "vita":   # ResNet-18 C2-C12 (VITA's paper's layers), int8 only
         chosen = [x for x in resnet18_layers(quick) if not quick or x.name == "q1"]
         return [(x.name, x.vita) for x in chosen] if dtype == "uint8" else []
+    if name == "diannao":   # the same layers, fp32 (the card's default type), listed once
+        chosen = [x for x in resnet18_layers(quick) if not quick or x.name == "q1"]
+        return [(x.name, ConvShape(x.hw, x.hw, x.ic, x.oc, x.k, x.s, padding(x.k))) for x in chosen] \
+            if dtype == "uint8" else []
     table = QUICK[name] if quick else {"resnet50": POLYDL_RESNET50, "fastrcnn": POLYDL_FASTRCNN,
                                        "gemm": POLYDL_GEMMS}[name]
     if name == "gemm":
@@ -157,6 +170,53 @@ def search_vita(key: str, layer, target) -> dict:
     }
 
 
+def search_diannao(key: str, conv: ConvShape, target, cores: int = 16) -> dict:
+    """The same comparison on the DianNao card (simulated, fp32): every conv plan that fits
+    (``compiler.ops.diannao.conv_plans``) compiled, simulated and checked against numpy; PolyDL's choice
+    (``tandem.diannao_run.polydl_ranked``: the plans that use the most cores, ranked over NMEM, WMEM and
+    SMEM) and the schedule's estimate's (``conv_plan``, what the flow runs). Output channels: whole blocks."""
+    plans = dops.conv_plans(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, 4, cores, target.spec)
+    rng = np.random.default_rng(SEED)
+    x = rng.standard_normal((conv.h, conv.w, conv.ic)).astype(np.float32)
+    wt = rng.standard_normal((conv.oc, conv.k, conv.k, conv.ic)).astype(np.float32)   # OHWI
+    blocked = dops.block_weights(np.transpose(wt, (1, 2, 3, 0)), target.spec.params["CONV_BLOCK"])
+    cycles: dict[dops.ConvPlan, int] = {}
+    exhaustive_s, validated = 0.0, True
+    for plan in plans:
+        t0 = time.perf_counter()
+        sched, func = compile_conv2d(conv, "float32", cores, target, plan=plan)
+        kernel = dops_codegen(func, target.spec)
+        out = np.zeros((plan.oh, plan.ow, conv.oc), np.float32)
+        result, after = run_kernel(kernel, [x, blocked, out], config=target)
+        exhaustive_s += time.perf_counter() - t0
+        cycles[plan] = result.cycles
+        validated &= conv2d_matches(after[-1], x, wt, conv.s, conv.p)
+    t0 = time.perf_counter()
+    ranked = diannao_ranked(conv, "float32", cores, target)
+    chosen = ranked[0][0]
+    compile_conv2d(conv, "float32", cores, target, plan=chosen)
+    polydl_s = time.perf_counter() - t0
+    best, model = min(cycles, key=cycles.get), min(plans, key=lambda p: p.estimate)
+    ranking = [p for p, _ in ranked]
+    return {
+        "list": "diannao", "layer": key, "dtype": "fp32", "threads": 1,
+        "shape": json.dumps({"H": conv.h, "W": conv.w, "IC": conv.ic, "OC": conv.oc, "K": conv.k, "S": conv.s,
+                             "P": conv.p}),
+        "macs": conv.macs, "variants": len(cycles), "chosen": _plan(chosen), "best": _plan(best),
+        "default": _plan(model), "chosen_cycles": cycles[chosen], "best_cycles": cycles[best],
+        "default_cycles": cycles[model], "chosen_over_best": cycles[best] / cycles[chosen],
+        "default_over_best": cycles[best] / cycles[model],
+        "rank_of_best": ranking.index(best) + 1 if best in ranking else None,
+        "exhaustive_s": exhaustive_s, "polydl_s": polydl_s, "search_ratio": polydl_s / exhaustive_s,
+        "validated": validated,
+    }
+
+
+def _plan(plan: dops.ConvPlan) -> str:
+    shared = f", {plan.sub_rows} sub-rows, SMEM {plan.smem_rows} rows" if plan.sub_rows else ""
+    return f"{plan.row_groups}x{plan.cout_groups} groups, tile {plan.tile_rows} rows{shared}"
+
+
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -168,7 +228,7 @@ def summarize(rows: list[dict], peaks: dict[str, float]) -> dict:
         groups.setdefault((r["list"], r["dtype"], r["threads"]), []).append(r)
     parts = {}
     for (name, dtype, threads), part in groups.items():
-        if name == "vita":   # simulated cycles: no GOPS of this CPU, no peer
+        if name in SIMULATED:   # simulated cycles: no GOPS of this CPU, no peer
             parts[f"{name}/{dtype}"] = {
                 "layers": len(part), "chosen_over_best": geomean([r["chosen_over_best"] for r in part]),
                 "default_over_best": geomean([r["default_over_best"] for r in part]),
@@ -278,7 +338,7 @@ DEFAULT_OUT = Path("experiments/out/polydl")
 def main(
     out: Annotated[Path, typer.Option(help="Output folder.")] = DEFAULT_OUT,
     quick: Annotated[bool, typer.Option("--quick", help="Three small layers, short timings.")] = False,
-    lists: Annotated[str, typer.Option(help="Layer lists: resnet50, fastrcnn, gemm, vita.")] = \
+    lists: Annotated[str, typer.Option(help="Layer lists: resnet50, fastrcnn, gemm, vita, diannao.")] = \
         ",".join(LISTS),
     dtypes: Annotated[str, typer.Option(help="int8 (VNNI), fp32 (AVX-512 FMA).")] = "int8,fp32",
     threads: Annotated[str, typer.Option(help="Thread counts.")] = "1,2",
@@ -301,18 +361,20 @@ def main(
     peaks = {f"{probe}_{t}t": measure_peak(t, probe) for probe in ("vnni", "fma") for t in counts}
     jobs = [(name, dtype, t, key, layer) for name in chosen_lists for dtype in chosen_dtypes
             for key, layer in layers(name, DTYPES[dtype][0], quick)
-            for t in (counts if name != "vita" else counts[:1])]
-    vita_target = load_target("vita")
+            for t in (counts if name not in SIMULATED else counts[:1])]
+    vita_target, diannao_target = load_target("vita"), load_target("diannao")
     rows = []
     for k, (name, dtype, t, key, layer) in enumerate(jobs, 1):
-        if name == "vita":
-            row = search_vita(key, layer, vita_target)
+        if name in SIMULATED:
+            row = search_vita(key, layer, vita_target) if name == "vita" else \
+                search_diannao(key, layer, diannao_target)
             rows.append(row)
             write_rows(rows, out)
-            console.print(f"[{k}/{len(jobs)}] vita {key}: chosen {row['chosen_cycles']:,} cycles = "
-                          f"{row['chosen_over_best']:.3f} of the best of {row['variants']} tilings; the cost "
+            console.print(f"[{k}/{len(jobs)}] {name} {key}: chosen {row['chosen_cycles']:,} cycles = "
+                          f"{row['chosen_over_best']:.3f} of the best of {row['variants']}; the cost "
                           f"model's {row['default_over_best']:.3f}; search {row['polydl_s']:.2f} s vs "
-                          f"{row['exhaustive_s']:.2f} s", markup=False)
+                          f"{row['exhaustive_s']:.2f} s" + ("" if row["validated"] else
+                                                           " -- OUTPUT DIFFERS FROM NUMPY"), markup=False)
             continue
         row = search(name, key, layer, DTYPES[dtype][1], t, min_time, target)
         rows.append(row)

@@ -14,7 +14,8 @@ iterations is the same) and analysed: the working set of every dependence in thi
 (``compiler.analysis.working_set``, Algorithm 1; PolyDL counts elements: see ``choose``; the loops the variant
 fuses are parallel when it runs on more than one thread), placed in this CPU's caches as the OS reports them
 and costed (``compiler.analysis.poly_rank``, Algorithm 2 and Eq. 1). Variants of one order and different
-breaking points share their analysis on one thread (their iterations run in the same order). Ties keep the
+breaking points share one nest and its dependences (on one thread their whole analysis: their iterations run
+in the same order; on more, each dependence's sequential working set, ``working_sets_each``). Ties keep the
 order of ``variants``, whose first is ``tuning_space``'s own first candidate.
 """
 
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from compiler.analysis.poly_rank import MEMORY, MemoryLevel, Ranked, cache_line_bytes, cpu_caches, ranked
-from compiler.analysis.working_set import Nest, NotAnalysable, polyhedral, working_sets
+from compiler.analysis.working_set import NotAnalysable, polyhedral, working_sets_each
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu
@@ -98,21 +99,20 @@ def choose(layer, first: cpu.CpuTuning, isa: str, threads: int, target: Target,
     start = time.perf_counter()
     levels = tuple(cpu_caches() if levels is None else levels)
     line = cache_line_bytes() if line_bytes == "os" else line_bytes
-    nests: dict[tuple[int, ...], tuple[ir.Stmt, Nest]] = {}
-    found: dict[tuple[tuple[int, ...], tuple[ir.Var, ...]], list] = {}
-    out = []
-    for tuning in variants(layer, first, threads):
+    candidates = variants(layer, first, threads)
+    by_order: dict[tuple[int, ...], list[cpu.CpuTuning]] = {}
+    for tuning in candidates:
+        by_order.setdefault(tuning.order, []).append(tuning)
+    found: dict[cpu.CpuTuning, list] = {}
+    for group in by_order.values():   # the variants of one order share one nest and its dependences
         try:
-            if tuning.order not in nests:
-                body = analysis_nest(layer, isa, tuning, target)
-                nests[tuning.order] = body, polyhedral(body, line_bytes=line)
-            body, nest = nests[tuning.order]
+            body = analysis_nest(layer, isa, group[0], target)
+            nest = polyhedral(body, line_bytes=line)
             # on one thread the breaking point changes no order: the variants of one order share a result
-            parallel = fused_loops(body, tuning.parallel) if threads > 1 else ()
-            if (tuning.order, parallel) not in found:
-                found[tuning.order, parallel] = working_sets(nest, parallel)
+            parallel = {t: fused_loops(body, t.parallel) if threads > 1 else () for t in group}
+            each = working_sets_each(nest, list(dict.fromkeys(parallel.values())))
         except NotAnalysable as exc:
-            raise NotAnalysable(f"the variant {tuning}: {exc}") from None
-        out.append(ranked(tuning, found[tuning.order, parallel], levels, memory))
-    out.sort(key=lambda r: r.cost)
+            raise NotAnalysable(f"the variant {group[0]}: {exc}") from None
+        found.update({t: each[parallel[t]] for t in group})
+    out = sorted((ranked(t, found[t], levels, memory) for t in candidates), key=lambda r: r.cost)
     return Choice(out[0].name, tuple(out), levels, time.perf_counter() - start)

@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 
 import isa
+from compiler.analysis.poly_rank import MemoryLevel, rank_staged
 from compiler.backend.diannao import DiannaoKernel, codegen
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
+from compiler.ir.functor import post_order_visit
 from compiler.lower import lower
 from compiler.ops import contractions, network, reference
 from compiler.ops import diannao as dops
@@ -544,15 +546,47 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
 
 
 def compile_conv2d(conv: ConvShape, dtype: str, cores: int, target: Target,
-                   skip: Collection[str] = ()) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
-    """The conv2d schedule for the DianNao card and the ``diannao`` pipeline's output (less ``skip``); use
-    ``compiler.passes.tensorize.unmatched`` on the function to see what stayed scalar without simulating."""
+                   skip: Collection[str] = (), plan: dops.ConvPlan | None = None
+                   ) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
+    """The conv2d schedule for the DianNao card (``plan``'s cut, else the estimate's best) and the
+    ``diannao`` pipeline's output (less ``skip``); use ``compiler.passes.tensorize.unmatched`` on the
+    function to see what stayed scalar without simulating."""
     try:
-        sched = dops.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype, cores,
+        sched = dops.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype, cores, plan,
                             spec=target.spec)
     except ScheduleError as e:
         raise RunError(str(e)) from None
     return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), target, skip=tuple(skip))
+
+
+def polydl_ranked(conv: ConvShape, dtype: str, cores: int, target: Target
+                  ) -> list[tuple[dops.ConvPlan, float]]:
+    """The conv plans of ``conv`` (its output channels in whole blocks) ranked by PolyDL over the card's
+    scratchpads (``compiler.analysis.poly_rank.rank_staged``), cheapest first: as PolyDL fixes its parallel
+    loop to use every thread, the plans that use the most cores, each lowered in its analysis form (the
+    row-group, sub-row and channel-group loops apart and parallel), the reuses of the GMEM arrays placed in
+    the memory their copies fill (NMEM, WMEM, SMEM: sizes from the spec), costed by Eq. (1) with GMEM's
+    latency (the spec's GMEM_LATENCY) and the config's bandwidth. (plan, cost) pairs."""
+    plans = dops.conv_plans(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p,
+                            np.dtype(NUMPY_DTYPES[dtype]).itemsize, cores, target.spec)
+    most = max(plan.cores for plan in plans)
+    bodies, parallel = {}, {}
+    for plan in (p for p in plans if p.cores == most):
+        sched = dops.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype, cores, plan,
+                            spec=target.spec, analysis=True)
+        bodies[plan] = body = lower(sched.schedule, list(sched.args), "conv2d").body
+        parallel[plan] = _core_loops(body)
+    gmem = MemoryLevel("GMEM", 0, float(target.spec.params["GMEM_LATENCY"]),
+                       float(target.config.gmem_bytes_per_cycle))
+    return [(r.name, r.cost) for r in rank_staged(bodies, target.spec, gmem, parallel)]
+
+
+def _core_loops(body: ir.Stmt) -> tuple[ir.Var, ...]:
+    """The variables of the loops that split a conv schedule's analysis form over cores."""
+    found: list[ir.Var] = []
+    post_order_visit(body, lambda x: found.append(x.var) if isinstance(x, ir.For) and
+                     x.var.name in dops.CORE_LOOPS else None)
+    return tuple(found)
 
 
 def conv2d_matches(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:

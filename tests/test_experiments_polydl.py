@@ -55,6 +55,20 @@ def test_quick_run_compares_polydl_with_the_exhaustive_search(tmp_path: Path):
     assert (tmp_path / "polydl.png").stat().st_size > 10_000
 
 
+def test_quick_run_on_the_accelerators_compares_polydl_with_every_simulated_variant(tmp_path: Path):
+    args = ["--quick", "--lists", "vita,diannao", "--threads", "1", "--out", str(tmp_path)]
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr + done.stdout
+    rows = list(csv.DictReader((tmp_path / "polydl.csv").open()))
+    assert [(r["list"], r["layer"]) for r in rows] == [("vita", "q1"), ("diannao", "q1")]
+    for r in rows:
+        assert r["validated"] == "True" and int(r["variants"]) >= 2
+        assert 0 < float(r["chosen_over_best"]) <= 1 and 0 < float(r["default_over_best"]) <= 1
+        assert 0 < float(r["polydl_s"]) and float(r["exhaustive_s"]) > 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary["parts"]) == {"vita/int8", "diannao/fp32"}
+
+
 def test_bad_names_are_refused():
     done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--lists", "vgg"], capture_output=True,
                           text=True, timeout=120)

@@ -190,18 +190,20 @@ def scratchpad_levels(spec, scopes: Sequence[str]) -> list[MemoryLevel]:
     return out
 
 
-def rank_staged(variants: Mapping[Hashable, ir.Stmt], spec, memory: MemoryLevel) -> list[Ranked]:
+def rank_staged(variants: Mapping[Hashable, ir.Stmt], spec, memory: MemoryLevel,
+                parallel: Mapping[Hashable, tuple[ir.Var, ...]] | None = None) -> list[Ranked]:
     """PolyDL over scratchpads: each variant a staged loop nest (its data copied between global memory and
     on-chip buffers, as a schedule for VITA or DianNao lowers); the reuses of the global buffers (Algorithm
-    1, the on-chip buffers left out), each placed in the scratchpad its copies fill (``place_scratchpads``,
-    levels from ``spec``), costed by Eq. (1) with ``memory`` the DRAM; cheapest first, ties in the order
-    given. NotAnalysable where a nest is outside the polyhedral model."""
+    1, the on-chip buffers left out; ``parallel`` each variant's loops that run in parallel), each placed
+    in the scratchpad its copies fill (``place_scratchpads``, levels from ``spec``), costed by Eq. (1) with
+    ``memory`` the DRAM; cheapest first, ties in the order given. NotAnalysable where a nest is outside the
+    polyhedral model."""
     out = []
     for name, body in variants.items():
         homes = scratchpad_homes(body)
         on_chip = tuple(sorted({b.scope for b in buffers_of(body) if b.scope != "global"}))
         levels = scratchpad_levels(spec, list(homes.values()))
-        found = working_sets(polyhedral(body, registers=on_chip))
+        found = working_sets(polyhedral(body, registers=on_chip), (parallel or {}).get(name, ()))
         placement = place_scratchpads(found, homes, levels)
         out.append(Ranked(name, placement.cost(levels, memory), placement))
     return sorted(out, key=lambda r: r.cost)

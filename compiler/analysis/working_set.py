@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -282,8 +283,16 @@ def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, dic
 def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingSet]:
     """The working set of every dependence of ``nest`` (Algorithm 1); loops in ``parallel`` run in
     parallel, so a dependence across their iterations needs everything they touch at once."""
+    return working_sets_each(nest, [parallel])[parallel]
+
+
+def working_sets_each(nest: Nest, choices: Sequence[tuple[ir.Var, ...]]) -> dict[tuple[ir.Var, ...],
+                                                                              list[WorkingSet]]:
+    """``working_sets`` of ``nest`` for each choice of parallel loops, sharing what the choices share: each
+    dependence, its source and targets are found once, its sequential working set is computed once for
+    every choice that runs the dependence in order, and its parallel one once per parallel loop crossed."""
     points, maps, before = nest.prepared()
-    out = []
+    out: dict[tuple[ir.Var, ...], list[WorkingSet]] = {c: [] for c in choices}
     for (a, ma), (b, mb) in ((x, y) for x in zip(nest.accesses, maps, strict=True)
                              for y in zip(nest.accesses, maps, strict=True)):
         if a.buffer is not b.buffer:
@@ -293,21 +302,36 @@ def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingS
             continue
         source = d.domain().lexmin()
         targets = source.apply(d)
-        par = _parallel_dim(nest, parallel, source, targets)
-        if par is not None:
-            fixed = points
-            for dim in range(par):
-                fixed = fixed.fix_val(isl.dim_type.set, dim, source.dim_max_val(dim))
-            size, parts = _footprint(nest, maps, fixed)
-            out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), size, size,
-                                  parallel=True,
-                                  by_buffer=tuple((k, v, v) for k, v in sorted(parts.items()))))
-            continue
-        ws_min, low = _footprint(nest, maps, _between(points, source, targets.lexmin()))
-        ws_max, high = _footprint(nest, maps, _between(points, source, targets.lexmax()))
-        out.append(WorkingSet(KINDS[(a.write, b.write)], a.buffer.name, _show(a), _show(b), ws_min, ws_max,
-                              by_buffer=tuple((k, low.get(k, 0), high[k]) for k in sorted(high))))
+        kind = KINDS[(a.write, b.write)]
+        done: dict[int | None, WorkingSet] = {}
+        for choice in out:
+            par = _parallel_dim(nest, choice, source, targets)
+            if par not in done:
+                done[par] = _parallel_set(nest, maps, points, source, par, kind, a, b) if par is not None \
+                    else _sequential_set(nest, maps, points, source, targets, kind, a, b)
+            out[choice].append(done[par])
     return out
+
+
+def _parallel_set(nest: Nest, maps: list[isl.Map], points: isl.Set, source: isl.Set, par: int, kind: str,
+                  a: Access, b: Access) -> WorkingSet:
+    """A dependence across the parallel loop of time dimension ``par``: what every iteration of that loop
+    touches at once (the outer loops at the source's values)."""
+    fixed = points
+    for dim in range(par):
+        fixed = fixed.fix_val(isl.dim_type.set, dim, source.dim_max_val(dim))
+    size, parts = _footprint(nest, maps, fixed)
+    return WorkingSet(kind, a.buffer.name, _show(a), _show(b), size, size, parallel=True,
+                      by_buffer=tuple((k, v, v) for k, v in sorted(parts.items())))
+
+
+def _sequential_set(nest: Nest, maps: list[isl.Map], points: isl.Set, source: isl.Set, targets: isl.Set,
+                    kind: str, a: Access, b: Access) -> WorkingSet:
+    """Algorithm 1's WS_min and WS_max: what is touched from the source to the first and the last target."""
+    ws_min, low = _footprint(nest, maps, _between(points, source, targets.lexmin()))
+    ws_max, high = _footprint(nest, maps, _between(points, source, targets.lexmax()))
+    return WorkingSet(kind, a.buffer.name, _show(a), _show(b), ws_min, ws_max,
+                      by_buffer=tuple((k, low.get(k, 0), high[k]) for k in sorted(high)))
 
 
 def _parallel_dim(nest: Nest, parallel: tuple[ir.Var, ...], source: isl.Set, targets: isl.Set) -> int | None:

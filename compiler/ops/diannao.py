@@ -27,6 +27,9 @@ from compiler.ops.elementwise import flatten
 from compiler.schedule import Schedule, create_schedule
 
 BINARY = {"add": ops.add, "sub": ops.sub, "mul": ops.mul, "maximum": ops.maximum}
+#: The loops of a conv schedule that split the layer over cores (row groups, a cluster's sub-rows, channel
+#: groups): fused into the core axis to run, apart in the ``analysis`` form.
+CORE_LOOPS = ("rg", "sub", "cg")
 UNARY = {"relu": ops.relu}
 
 
@@ -143,7 +146,14 @@ class ConvPlan:
 
 def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
               spec: isa.ISA) -> ConvPlan:
-    """The cut with the fewest estimated cycles, of either form (``ConvPlan``).
+    """The cut with the fewest estimated cycles of ``conv_plans``."""
+    return min(conv_plans(h, w, cin, cout, k, stride, pad, itemsize, cores, spec), key=lambda p: p.estimate)
+
+
+def conv_plans(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
+               spec: isa.ISA) -> list[ConvPlan]:
+    """Every cut of the layer over the card that fits, of either form (``ConvPlan``), each with its
+    estimated cycles.
 
     The estimate is the tensor unit's cycles for one core's share plus the time the card's GMEM port and a
     cluster's SMEM port are busy (each row group reads its channel groups' weights, each channel group its
@@ -164,7 +174,7 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
     if not plans:
         raise ScheduleError(f"DianNao conv: no split of {cores} cores fits the weights "
                             f"({k}x{k}x{cin}x{cout}) in WMEM and a tile of output rows in NMEM")
-    return min(plans, key=lambda plan: plan.estimate)
+    return plans
 
 
 @dataclass(frozen=True)
@@ -313,7 +323,7 @@ def _output_bytes(layer: _Layer) -> int:
 
 def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad: int = 1,
            dtype: str = "float32", cores: int = 16, plan: ConvPlan | None = None, *,
-           spec: isa.ISA) -> DiannaoSchedule:
+           spec: isa.ISA, analysis: bool = False) -> DiannaoSchedule:
     """2-D convolution, input (h, w, cin) HWC, weights blocked (cout/CONV_BLOCK, k, k, cin, CONV_BLOCK) as the
     conv instruction reads them, output (oh, ow, cout) HWC.
 
@@ -325,6 +335,10 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     cluster's, as bound inference relaxes "smem" buffers over the core axis; ``share_smem`` lets one core
     fill it for all), and the NMEM tiles are copied from it. Sizes that do not divide leave guards for loop
     partitioning and preprocessing.
+
+    ``analysis``: the same schedule with the cores' loops left apart and unbound (row groups, channel
+    groups, and in the cluster-shared form the sub-rows): a form to analyse, as fusing them into the core
+    axis leaves divisions by the group counts, which no polyhedral analysis reads; not a form to run.
     """
     block = spec.params["CONV_BLOCK"]
     itemsize = np.dtype(dtype).itemsize
@@ -352,21 +366,23 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
         s[xp].compute_inline()
     local = s.cache_write(out, "nmem")
     y, xx, co = out.op.axis
-    rg, yin = s[out].split(y, nparts=plan.row_groups, names=("rg", "yin"))
-    cg, coin = s[out].split(co, nparts=plan.cout_groups, names=("cg", "coin"))
+    rg, yin = s[out].split(y, nparts=plan.row_groups, names=(CORE_LOOPS[0], "yin"))
+    cg, coin = s[out].split(co, nparts=plan.cout_groups, names=(CORE_LOOPS[2], "coin"))
     if xs is None:
         yt, yi = s[out].split(yin, factor=plan.tile_rows, names=("yt", "yi"))
         s[out].reorder(rg, cg, yt, yi, xx, coin)
-        core = s[out].fuse(rg, cg)
+        core = cg if analysis else s[out].fuse(rg, cg)
     else:
         ys, ysi = s[out].split(yin, factor=plan.smem_rows, names=("ys", "ysi"))
-        sub, yr = s[out].split(ysi, nparts=plan.sub_rows, names=("sub", "yr"))
+        sub, yr = s[out].split(ysi, nparts=plan.sub_rows, names=(CORE_LOOPS[1], "yr"))
         yt, yi = s[out].split(yr, factor=plan.tile_rows, names=("yt", "yi"))
         s[out].reorder(rg, sub, cg, ys, yt, yi, xx, coin)
-        core = s[out].fuse(sub, cg)
-        s[out].bind(rg, te.thread_axis("cluster", name="cl"))
+        core = cg if analysis else s[out].fuse(sub, cg)
+        if not analysis:
+            s[out].bind(rg, te.thread_axis("cluster", name="cl"))
         s[xs].compute_at(s[out], ys)
-    s[out].bind(core, te.thread_axis("core", name="tid"))
+    if not analysis:
+        s[out].bind(core, te.thread_axis("core", name="tid"))
     s[wn].compute_at(s[out], core)
     s[xn].compute_at(s[out], yt)
     s[local].compute_at(s[out], yt)

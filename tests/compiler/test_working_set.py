@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.analysis.working_set import NotAnalysable, polyhedral, working_sets
+from compiler.analysis.working_set import NotAnalysable, polyhedral, working_sets, working_sets_each
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 
@@ -106,6 +106,17 @@ def test_a_reuse_across_a_parallel_loop_needs_everything_the_loop_touches():
     ws = found(matmul(4, 4, 4), parallel=(i,))
     assert ws[("RAR", "B")] == (48, 48)
     assert ws[("RAR", "A")] == (11, 21) and ws[("WAW", "C")] == (5, 9)
+
+
+def test_several_choices_of_parallel_loops_share_one_analysis_and_each_gets_its_own_sets():
+    nest = polyhedral(matmul(4, 4, 4))
+    each = working_sets_each(nest, [(), (i,), (i, j)])
+    for choice, sets in each.items():
+        assert sets == working_sets(polyhedral(matmul(4, 4, 4)), choice), choice
+    by_kind = {choice: {(ws.kind, ws.buffer): (ws.ws_min, ws.ws_max, ws.parallel) for ws in sets}
+               for choice, sets in each.items()}
+    assert by_kind[()][("RAR", "B")][2] is False and by_kind[(i,)][("RAR", "B")] == (48, 48, True)
+    assert by_kind[(i, j)][("RAR", "A")][2] is True     # A[i, k] is reused across j once j runs in parallel
 
 
 def test_an_initialized_reduction_orders_its_two_statements():

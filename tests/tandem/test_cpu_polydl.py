@@ -96,6 +96,18 @@ def test_the_choice_is_the_cheapest_variant_by_eq_1():
     assert [r.cost for r in by_elements.ranked] != [r.cost for r in choice.ranked]
 
 
+def test_on_two_threads_each_variant_costs_what_its_own_analysis_says():
+    """The variants of one order share one nest (working_sets_each); each one's cost is still that of its
+    own working sets with its own parallel loops."""
+    first = tuning_space(CONV, threads=2)[0]
+    choice = choose(CONV, first, "x86-vnni", 2, TARGET, LEVELS, line_bytes=64)
+    for tuning in variants(CONV, first, 2)[:6]:
+        body = analysis_nest(CONV, "x86-vnni", tuning, TARGET)
+        found = working_sets(polyhedral(body, line_bytes=64), fused_loops(body, tuning.parallel))
+        cost = place(sizes(found), LEVELS).cost(LEVELS, MEMORY)
+        assert next(r.cost for r in choice.ranked if r.name == tuning) == pytest.approx(cost), tuning
+
+
 def test_a_larger_cache_never_makes_the_choice_dearer():
     first = tuning_space(CONV)[0]
     small = choose(CONV, first, "x86-vnni", 1, TARGET, [MemoryLevel("L1", 4096, 4, 192)])
