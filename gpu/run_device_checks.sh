@@ -7,9 +7,11 @@
 # 3. the GEMM sweep gpu/sweep_gemm.py (block shapes x pipeline depths at SWEEP's sizes, default
 #    2048,4096,8192; SWEEP=none skips it), each kernel checked against the exact product, with cuBLAS;
 # 4. the experiment experiments/unit_gpu.py (UNIT's Table I, ResNet-18 C2-C12 at batch 1 and 16, GEMMs
-#    1024^3-8192^3: Tandem vs cuDNN / cuBLAS through PyTorch), TUNE tunings measured per workload (default 6;
-#    on an H100 the whole script then takes about 6 minutes, with TUNE=10 about 9), EXP_GROUPS to run only some
-#    of the experiment's groups (table1,resnet18_b1,resnet18_b16,gemm; EXP_GROUPS=none skips it).
+#    1024^3-8192^3: Tandem vs cuDNN / cuBLAS through PyTorch), TUNE tunings measured per workload (default
+#    6), EXP_GROUPS to run only some of its groups (table1,resnet18_b1,resnet18_b16,gemm; none skips it).
+# Times on an H100 (2026-11-27): probes and tests about 1.5 minutes, the sweep at its default sizes about
+# 1.5, the experiment at TUNE=6 about 1 minute for gemm and 5 for table1 + resnet18_b1; resnet18_b16 did
+# not fit in what was left: with 15 minutes of device time, run the groups over separate calls.
 # Needs python3 with numpy, llvmlite 0.50, CuPy, pytest, typer and rich (PyTorch for the peers). Writes at
 # most nine files to RESULTS_DIR: device.txt, nvptx_probe.json, wmma_probe.jsonl, gpu_tests.log,
 # sweep_gemm.jsonl, unit_gpu.log, unit_gpu.csv, summary.json. Exits non-zero when a step fails (after
@@ -44,7 +46,7 @@ fi
 
 echo "== experiments/unit_gpu.py"
 if [[ "${EXP_GROUPS:-}" != none ]]; then
-    python3 experiments/unit_gpu.py --out "$results" --tune "${TUNE:-6}" ${EXP_GROUPS:+--groups "$EXP_GROUPS"} 2>&1 \
-        | tee "$results/unit_gpu.log" || status=1
+    python3 experiments/unit_gpu.py --out "$results" --tune "${TUNE:-6}" \
+        ${EXP_GROUPS:+--groups "$EXP_GROUPS"} 2>&1 | tee "$results/unit_gpu.log" || status=1
 fi
 exit "$status"
