@@ -49,7 +49,6 @@ from rich.console import Console
 from rich.table import Table
 
 from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER, ConvSpec, GemmSpec, time_callable
-from compiler.backend.diannao import codegen as dops_codegen
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu, vita
@@ -57,9 +56,10 @@ from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
 from tandem.cpu_polydl import choose, variants
 from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
-from tandem.diannao_run import compile_conv2d, conv2d_matches, run_kernel
+from tandem.diannao_run import compile_conv2d
 from tandem.diannao_run import polydl_ranked as diannao_ranked
 from tandem.layers import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, padding, resnet18_layers
+from tandem.run import run
 from tandem.targets import load_target
 from tandem.vita_run import compile_layer as vita_compile
 from tandem.vita_run import machine_costs, polydl_ranked, run_vita
@@ -192,21 +192,14 @@ def search_diannao(key: str, conv: ConvShape, target, cores: int = 16) -> dict:
     (``tandem.diannao_run.polydl_ranked``: the plans that use the most cores, ranked over NMEM, WMEM and
     SMEM) and the schedule's estimate's (``conv_plan``, what the flow runs). Output channels: whole blocks."""
     plans = dops.conv_plans(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, 4, cores, target.spec)
-    rng = np.random.default_rng(SEED)
-    x = rng.standard_normal((conv.h, conv.w, conv.ic)).astype(np.float32)
-    wt = rng.standard_normal((conv.oc, conv.k, conv.k, conv.ic)).astype(np.float32)   # OHWI
-    blocked = dops.block_weights(np.transpose(wt, (1, 2, 3, 0)), target.spec.params["CONV_BLOCK"])
+    layer = {"H": conv.h, "W": conv.w, "IC": conv.ic, "OC": conv.oc, "K": conv.k, "S": conv.s, "P": conv.p}
     cycles: dict[dops.ConvPlan, int] = {}
     exhaustive_s, validated = 0.0, True
     for plan in plans:
-        t0 = time.perf_counter()
-        sched, func = compile_conv2d(conv, "float32", cores, target, plan=plan)
-        kernel = dops_codegen(func, target.spec)
-        out = np.zeros((plan.oh, plan.ow, conv.oc), np.float32)
-        result, after = run_kernel(kernel, [x, blocked, out], config=target)
-        exhaustive_s += time.perf_counter() - t0
-        cycles[plan] = result.cycles
-        validated &= conv2d_matches(after[-1], x, wt, conv.s, conv.p)
+        report = run("conv2d", target, {**layer, "cores": cores, "plan": plan, "seed": SEED})
+        cycles[plan] = report.cycles
+        validated &= report.validated
+        exhaustive_s += report.compile_s + report.simulate_s
     t0 = time.perf_counter()
     ranked = diannao_ranked(conv, "float32", cores, target)
     chosen = ranked[0][0]
@@ -215,9 +208,7 @@ def search_diannao(key: str, conv: ConvShape, target, cores: int = 16) -> dict:
     best, model = min(cycles, key=cycles.get), min(plans, key=lambda p: p.estimate)
     ranking = [p for p, _ in ranked]
     return {
-        "list": "diannao", "layer": key, "dtype": "fp32", "threads": 1,
-        "shape": json.dumps({"H": conv.h, "W": conv.w, "IC": conv.ic, "OC": conv.oc, "K": conv.k, "S": conv.s,
-                             "P": conv.p}),
+        "list": "diannao", "layer": key, "dtype": "fp32", "threads": 1, "shape": json.dumps(layer),
         "macs": conv.macs, "variants": len(cycles), "chosen": _plan(chosen), "best": _plan(best),
         "default": _plan(model), "chosen_cycles": cycles[chosen], "best_cycles": cycles[best],
         "default_cycles": cycles[model], "chosen_over_best": cycles[best] / cycles[chosen],

@@ -51,8 +51,6 @@ def main() -> int:
     if reason:
         print(json.dumps({"error": f"no GPU here: {reason}"}))
         return 2
-    import cupy as cp
-
     from experiments.unit_gpu import torch_seconds
 
     target, tunings, failed = load_target("cuda"), parse(args.tunings), False
@@ -60,9 +58,8 @@ def main() -> int:
         shape = {"M": size, "N": size, "K": size}
         job = cuda_run.FLOW.plan("gemm", dict(shape), target)   # plan takes its keys out of the dict
         inputs = cuda_run.FLOW.inputs(job, np.random.default_rng(0))
-        a, b = (cp.asarray(x, cp.float64) for x in inputs)
-        want, magnitude = cp.asnumpy(a @ b), cp.asnumpy(cp.abs(a) @ cp.abs(b))
-        del a, b
+        want = cuda_run.FLOW.reference(job, inputs)   # the flow's exact result, and its error bound's scale
+        magnitude = cuda_run.exact(job, [np.abs(x) for x in inputs])
         peer = torch_seconds("gemm", shape, inputs, args.min_time)
         flops = 2 * size ** 3
         print(json.dumps({"size": size, "peer": "cuBLAS", "us": round(peer * 1e6, 2) if peer else None,
@@ -75,7 +72,8 @@ def main() -> int:
                 arrays = cuda_run.packed(job, compiled.schedule, inputs)
                 launcher = cuda_runtime.Launcher(compiled.kernel, arrays)
                 launcher.launch()
-                check = within_bound(cuda_run.unpacked(job, launcher.results()[2]), want, magnitude, size)
+                check = within_bound(cuda_run.unpacked(job, launcher.results()[2]), want, magnitude,
+                                     job.reduction)
                 seconds = launcher.seconds(args.min_time)
                 row.update(validated=check.validated, us=round(seconds * 1e6, 2),
                            tflops=round(flops / seconds / 1e12, 1), shared=compiled.kernel.shared_bytes,

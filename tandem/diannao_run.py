@@ -4,7 +4,9 @@
 (compiler/ops/diannao.py), runs the ``diannao`` pipeline (optionally without seed 001's loop partitioning or
 preprocessing: ``skip``), generates the SPMD program (compiler/backend/diannao.py) and runs it on
 sim/diannao. Its parameters besides the layer: ``dtype`` (default float32), ``cores`` (16), ``tile``
-(elements per core's tile; the schedule's choice by default) and ``skip`` (pass names). Element-wise
+(elements per core's tile; the schedule's choice by default), ``skip`` (pass names) and, for a conv2d,
+``plan`` (a ``compiler.ops.diannao.ConvPlan``: the cut over the cores; the schedule's estimate's best by
+default). Element-wise
 outputs are bit-exact with numpy; integer convolutions too, float ones within the bound of summing in f32
 (``conv2d_within_bound``). ``utilization`` is per unit (vfu, tfu, dma); ``roofline_cycles`` is GMEM traffic
 at its bandwidth, or the vector/tensor units at their throughput.
@@ -133,7 +135,8 @@ class DiannaoJob:
     user: UserOp | None = None    # a user's element-wise operator (tandem/user_ops.py)
     network: dict[str, int] | None = None   # a network operator's parameters, defaults applied
     mnk: tuple[int, int, int] | None = None   # a GEMM's rows, columns and reduction (DiannaoGemmFlow)
-    candidates: tuple = (None,)   # one schedule: the card's tiles follow from its capacities
+    candidates: tuple = (None,)   # one schedule: the card's tiles follow from its capacities (a conv's
+    #                               cut: the given ConvPlan, else the schedule's estimate's)
 
     @property
     def where(self) -> str:
@@ -171,11 +174,14 @@ class DiannaoFlow(TargetFlow):
                                f"cannot state; expected one of {', '.join(CONV_DTYPES)}")
             conv = take_conv(params, where)
             shape = (conv.h, conv.w, conv.ic)
+            plan = params.pop("plan", None)
+            if plan is not None and not isinstance(plan, dops.ConvPlan):
+                raise RunError(f"{where}: plan must be a compiler.ops.diannao.ConvPlan, not {plan!r}")
         else:
-            shape = tuple(params.pop("shape", DEFAULT_SHAPE))
+            shape, plan = tuple(params.pop("shape", DEFAULT_SHAPE)), None
         reject_unknown(params, ("shape", *OPTIONS, *(("H", "W", "IC", "OC", "K", "S", "P") if conv else ())),
                        where)
-        return _fits(DiannaoJob(op, dtype, cores, tile, skip, shape, conv), target)
+        return _fits(DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,)), target)
 
     @staticmethod
     def _options(params: dict[str, Any], cores: int, target: Target, where: str):
@@ -233,7 +239,7 @@ class DiannaoFlow(TargetFlow):
             flat.append(x.reshape(-1))
         return flat
 
-    def compile(self, job: DiannaoJob, candidate: None, target: Target) -> DiannaoCompiled:
+    def compile(self, job: DiannaoJob, candidate: dops.ConvPlan | None, target: Target) -> DiannaoCompiled:
         if job.user is not None:
             try:
                 sched = dops.elementwise_of(job.user.inputs, job.user.output, job.cores, job.tile,
@@ -243,7 +249,7 @@ class DiannaoFlow(TargetFlow):
             func = compile_func(lower(sched.schedule, list(sched.args), job.user.name), target, skip=job.skip)
         elif job.conv is not None:
             sched, func = compile_conv2d(_to_blocks(job.conv, target.spec), job.dtype, job.cores, target,
-                                         job.skip)
+                                         job.skip, plan=candidate)
         else:
             sched = dops.elementwise(job.op, job.shape, job.dtype, job.cores, job.tile, spec=target.spec)
             func = compile_func(lower(sched.schedule, list(sched.args), job.op), target, skip=job.skip)
@@ -489,7 +495,7 @@ class NetworkOpFlow(DiannaoFlow):
         bound.apply_defaults()
         return dataclasses.replace(job, network=dict(bound.arguments))
 
-    def compile(self, job: DiannaoJob, candidate: None, target: Target) -> DiannaoCompiled:
+    def compile(self, job: DiannaoJob, candidate: dops.ConvPlan | None, target: Target) -> DiannaoCompiled:
         if job.network is None:
             return super().compile(job, candidate, target)
         try:

@@ -533,7 +533,7 @@ class _Codegen:
         align = p["WMEM_ALIGN"] if space == "WMEM" else p["VECTOR_ALIGN"]
         pool = _SHARED if shared else space
         outer = self.top[pool]
-        base = self._reserve(pool, b.size * b.dtype.bits // 8, f"allocation {b.name}", align)
+        base = self._reserve(pool, b.nbytes, f"allocation {b.name}", align)
         reg = self.smem_reg if pool == "SMEM" else self.zero
         self.s.places[b] = Place(space, reg, base)
         try:

@@ -145,7 +145,7 @@ def harness_module(obj: CrossObject, arrays: list[np.ndarray]) -> ll.Module:
         gv.align = 64
         ptrs[param] = gv
     for k, w in enumerate(obj.workspaces):
-        gv = ll.GlobalVariable(module, ll.ArrayType(I8, w.size * w.dtype.bits // 8), f"tandem.workspace{k}")
+        gv = ll.GlobalVariable(module, ll.ArrayType(I8, w.nbytes), f"tandem.workspace{k}")
         gv.initializer = ll.Constant(gv.value_type, None)
         gv.align = 64
         ptrs[w] = gv

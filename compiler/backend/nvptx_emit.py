@@ -67,7 +67,7 @@ from compiler.backend.llvm_emit import (
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
 from compiler.ir import nodes as n
-from compiler.ir.functor import IRVisitor, substitute
+from compiler.ir.functor import IRVisitor, post_order_visit, substitute
 from compiler.passes.inspector import instruction_accesses
 from isa.instance import operand_shape
 
@@ -115,18 +115,12 @@ def async_wait(pending: int) -> n.Stmt:
     return n.Attr(ASYNC_WAIT, pending, n.Evaluate(n.const(0)))
 
 
-def shared_allocations(body: n.Stmt) -> list[n.Buffer]:
-    """The shared buffers ``body`` allocates, in order."""
+def shared_bytes(body: n.Stmt) -> int:
+    """The bytes of the shared buffers ``body`` allocates."""
     found: list[n.Buffer] = []
-
-    class _Shared(IRVisitor):
-        def visit_Allocate(self, s: n.Allocate) -> None:
-            if s.buffer.scope == "shared":
-                found.append(s.buffer)
-            self.generic_visit(s)
-
-    _Shared().visit(body)
-    return found
+    post_order_visit(body, lambda x: found.append(x.buffer) if isinstance(x, n.Allocate) and
+                     x.buffer.scope == "shared" else None)
+    return sum(b.nbytes for b in found)
 
 
 # ------------------------------------------------------------------------------------------ launch shape
@@ -282,7 +276,7 @@ class KernelEmitter(FunctionEmitter):
     def emit(self, stmt: n.Stmt, parallel: n.For | None = None) -> ll.Function:
         """Emit the kernel; its shared buffers are static while they fit ``STATIC_SHARED_LIMIT``, else
         parts of one dynamic array (``shared_bytes`` is then the size the launch passes)."""
-        if sum(b.size * b.dtype.bits // 8 for b in shared_allocations(stmt)) > STATIC_SHARED_LIMIT:
+        if shared_bytes(stmt) > STATIC_SHARED_LIMIT:
             ty = ll.ArrayType(ll.IntType(8), 0)
             self.dynamic = ll.GlobalVariable(self.module, ty, "dynamic_shared", addrspace=SHARED_AS)
             self.dynamic.linkage = "external"
@@ -398,7 +392,7 @@ class KernelEmitter(FunctionEmitter):
                 offset = -(-self.shared_bytes // DYNAMIC_ALIGN) * DYNAMIC_ALIGN
                 gv = self.allocas.gep(self.dynamic, [ll.Constant(I32, offset)], source_etype=ll.IntType(8),
                                       name=f"{b.name}.shared")
-                self.shared_bytes = offset + b.size * b.dtype.bits // 8
+                self.shared_bytes = offset + b.nbytes
             else:
                 ty = ll.ArrayType(memory_type(b.dtype), b.size)
                 gv = ll.GlobalVariable(self.module, ty, self.module.get_unique_name(f"{b.name}.shared"),
@@ -407,7 +401,7 @@ class KernelEmitter(FunctionEmitter):
                 gv.initializer = ll.Constant(ty, ll.Undefined)
                 gv.align = 16
                 gv.type = ll.PointerType(addrspace=SHARED_AS)   # an opaque pointer, as LLVM 22 has them
-                self.shared_bytes += b.size * b.dtype.bits // 8
+                self.shared_bytes += b.nbytes
             self.ptrs[b], self.spaces[b] = gv, SHARED_AS
             self.stmt(s.body)
             del self.ptrs[b], self.spaces[b]

@@ -72,7 +72,7 @@ class VitaKernel:
     def read(self, dram: np.ndarray, name: str) -> np.ndarray:
         """Parameter ``name``'s array in a DRAM image (flat)."""
         b = next(p for p in self.params if p.name == name)
-        nbytes = b.size * b.dtype.bits // 8
+        nbytes = b.nbytes
         start = self.addresses[name]
         return dram[start:start + nbytes].view(b.dtype.numpy).reshape(b.shape)
 
@@ -99,7 +99,7 @@ class _Emitter:
         at = align * math.ceil(self.p["UOP_BUFF_DEPTH"] * self.p["UOP_ELEM_BYTES"] / align)
         for b in func.params:
             self.addresses[b.name] = at
-            at += align * math.ceil(b.size * b.dtype.bits // 8 / align)
+            at += align * math.ceil(b.nbytes / align)
         self.dram_bytes = at
 
     # ---- the walk
@@ -170,7 +170,7 @@ class _Emitter:
         if space not in _TILE_SPACES:
             raise LoweringError(f"VITA backend: buffer {s.buffer.name} is in scope {s.buffer.scope!r}; VITA "
                                 f"has {', '.join(k.lower() for k in _TILE_SPACES)}")
-        nbytes = s.buffer.size * s.buffer.dtype.bits // 8
+        nbytes = s.buffer.nbytes
         tiles = math.ceil(nbytes / self.p[_TILE_SPACES[space]])
         depth = self.p[f"{space}_BUFF_DEPTH"]
         base = self.top[space]

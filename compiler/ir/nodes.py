@@ -532,6 +532,11 @@ class Buffer:
             n *= d
         return n
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the buffer's elements (a sub-byte type rounded down, as the backends lay buffers out)."""
+        return self.size * self.dtype.bits // 8
+
     def __getitem__(self, indices) -> Load:
         if not isinstance(indices, tuple):
             indices = (indices,)

@@ -4,17 +4,16 @@ their GMEM arrays placed in NMEM, WMEM and SMEM."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from compiler.analysis.working_set import polyhedral
-from compiler.backend.diannao import codegen
 from compiler.ir import nodes as ir
 from compiler.ir.functor import post_order_visit
 from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
-from tandem.diannao_run import compile_conv2d, conv2d_matches, polydl_ranked, run_kernel
+from tandem.diannao_run import polydl_ranked
+from tandem.run import RunError, run
 from tandem.targets import load_target
 
 TARGET = load_target("diannao")
@@ -48,16 +47,19 @@ def test_the_analysis_form_keeps_the_core_loops_apart_and_is_affine(shared):
     polyhedral(form, registers=("nmem", "smem", "wmem"))   # no floordiv by the group counts: analysable
 
 
-def test_polydls_choice_compiles_runs_and_matches_numpy():
+def test_polydls_choice_runs_in_the_flow_and_matches_numpy():
     plan = polydl_ranked(CONV, "float32", 16, TARGET)[0][0]
-    _, func = compile_conv2d(CONV, "float32", 16, TARGET, plan=plan)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((CONV.h, CONV.w, CONV.ic)).astype(np.float32)
-    wt = rng.standard_normal((CONV.oc, CONV.k, CONV.k, CONV.ic)).astype(np.float32)   # OHWI
-    blocked = dops.block_weights(np.transpose(wt, (1, 2, 3, 0)), SPEC.params["CONV_BLOCK"])
-    out = np.zeros((plan.oh, plan.ow, CONV.oc), np.float32)
-    result, after = run_kernel(codegen(func, SPEC), [x, blocked, out], config=TARGET)
-    assert result.cycles > 0 and conv2d_matches(after[-1], x, wt, CONV.s, CONV.p)
+    layer = {"H": CONV.h, "W": CONV.w, "IC": CONV.ic, "OC": CONV.oc, "K": CONV.k, "S": CONV.s, "P": CONV.p}
+    report = run("conv2d", TARGET, {**layer, "plan": plan})
+    assert report.validated and report.cycles > 0
+    assert report.params["cores_used"] == plan.cores and report.params["tile"] == plan.tile_rows
+    default = run("conv2d", TARGET, dict(layer))   # the estimate's plan
+    assert default.validated
+
+
+def test_a_plan_that_is_not_a_conv_plan_is_refused():
+    with pytest.raises(RunError, match="plan must be a compiler.ops.diannao.ConvPlan"):
+        run("conv2d", TARGET, {"H": 14, "W": 14, "IC": 32, "OC": 64, "plan": "4x4"})
 
 
 def _args(sched: dops.DiannaoSchedule):
