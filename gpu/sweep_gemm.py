@@ -6,7 +6,8 @@ this shows by how much.
 
     python3 gpu/sweep_gemm.py [--sizes 2048,4096,8192] [--tunings "2,2,4,4,32,1,4;2,4,4,4,32,1,3"]
 
-A tuning is ``warps_m,warps_n,p,q,bk,split_k,stages`` (compiler/ops/gpu.py's GpuTuning). Prints one JSON
+A tuning is ``warps_m,warps_n,p,q,bk,split_k,stages[,instruction]`` (compiler/ops/gpu.py's GpuTuning; the
+instruction a name of isa/specs/cuda.toml's, the spec's first when omitted). Prints one JSON
 line per measurement (``"tuning"``, ``"tflops"``, ``"validated"``, or ``"error"``) and one per size for
 cuBLAS; exits non-zero when a kernel is wrong.
 """
@@ -25,19 +26,24 @@ from tandem import cuda_run
 from tandem.run import RunError, within_bound
 from tandem.targets import load_target
 
-#: Block shapes around the first H100 run's best 4096^3 kernel (a 128 x 128 tile), each pipeline depth.
-TUNINGS = ("2,2,4,4,32,1,1 2,2,4,4,32,1,2 2,2,4,4,32,1,3 2,2,4,4,32,1,4 2,2,4,4,64,1,3 2,2,4,4,64,1,4 "
-           "2,4,4,4,32,1,2 2,4,4,4,32,1,3 2,4,4,4,32,1,4 2,4,4,4,64,1,3 4,2,4,4,32,1,3 4,2,4,4,32,1,4 "
-           "2,4,4,2,32,1,3 2,4,4,2,32,1,4 4,2,2,4,32,1,4 4,4,2,2,32,1,4 2,2,2,4,32,1,4 2,2,4,2,32,1,4")
+W128, W256 = "wgmma_m64n128k16_f16_f32", "wgmma_m64n256k16_f16_f32"
+#: The best wmma tunings of the earlier H100 runs, then Hopper's warpgroup instruction in blocks of 128 x 256
+#: (two warpgroups, or two n128 tiles side by side), 128 x 128, 64 x 256 and 256 x 128, most at
+#: pipeline depths 3-4.
+TUNINGS = ("2,4,4,4,32,1,3 2,2,4,4,64,1,4 "
+           f"2,1,1,1,64,1,3,{W256} 2,1,1,1,64,1,4,{W256} 2,1,1,1,64,1,2,{W256} 1,1,1,1,64,1,4,{W256} "
+           f"2,1,1,1,128,1,2,{W256} 2,1,1,1,64,1,4,{W128} 2,1,1,2,64,1,4,{W128} 2,2,1,1,64,1,4,{W128} "
+           f"1,2,2,1,64,1,4,{W128} 2,1,2,1,64,1,4,{W128}")
 
 
 def parse(text: str) -> list[gpu.GpuTuning]:
     found = []
     for item in text.replace(";", " ").split():
-        knobs = [int(x) for x in item.split(",")]
-        if len(knobs) != 7:
-            raise SystemExit(f"--tunings: {item!r} is not warps_m,warps_n,p,q,bk,split_k,stages")
-        found.append(gpu.GpuTuning(*knobs))
+        parts = item.split(",")
+        if len(parts) not in (7, 8) or not all(x.isdigit() for x in parts[:7]):
+            raise SystemExit(f"--tunings: {item!r} is not "
+                             "warps_m,warps_n,p,q,bk,split_k,stages[,instruction]")
+        found.append(gpu.GpuTuning(*(int(x) for x in parts[:7]), *parts[7:]))
     return found
 
 

@@ -55,7 +55,7 @@ _SPACE_KEYS = {"bytes", "id", "unit_bytes", "summary"}
 _FORMAT_KEYS = {"bits", "unit_bits", "fields", "summary"}
 _FIELD_KEYS = {"name", "bits", "lsb", "signed", "kind", "enum", "default", "max", "doc"}
 _INSN_KEYS = {"summary", "format", "fixed", "types", "operands", "indices", "semantics", "constraints",
-              "timing", "intrinsic", "group", "doc", "intrinsic_args", "features"}
+              "timing", "intrinsic", "group", "doc", "intrinsic_args", "features", "threads"}
 _OPERAND_KEYS = {"name", "kind", "space", "dtype", "shape", "strides", "addr", "doc"}
 _CONSTRAINT_KEYS = {"kind", "rule", "message"}
 _TIMING_KEYS = {"unit", "latency", "cycles", "doc"}
@@ -544,9 +544,14 @@ class _Loader:
                 raise self.error(f"'{key}' must be a string, but got {_tname(body[key])}", key)
         args = self.load_intrinsic_args(body.get("intrinsic_args", []), operands, "intrinsic" in body)
         features = self.load_features(body.get("features", []))
+        threads = body.get("threads", 1)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise self.error(f"'threads' must be a positive integer (the threads that execute one instance "
+                             f"together), but got {threads!r}", "threads")
         return Instruction(iname, summary, fmt, MappingProxyType(fixed), MappingProxyType(types), operands,
                            text, statements, MappingProxyType(typed), constraints, timing,
-                           body.get("intrinsic"), body.get("group"), body.get("doc", ""), args, features)
+                           body.get("intrinsic"), body.get("group"), body.get("doc", ""), args, features,
+                           threads)
 
     def load_intrinsic_args(self, raw: object, operands, has_intrinsic: bool) -> tuple[str, ...]:
         """The operands an intrinsic takes, in its order: a list of operand names."""

@@ -146,6 +146,8 @@ class Instruction:
     intrinsic_args: tuple[str, ...] = ()
     #: the CPU features the instruction needs: any one of these sets (LLVM's names, e.g. avx512vnni)
     features: tuple[tuple[str, ...], ...] = ()
+    #: the threads that execute one instance together (a GPU's warp: 32, a Hopper warpgroup: 128; 1 elsewhere)
+    threads: int = 1
 
     @property
     def fields(self) -> tuple[Field, ...]:

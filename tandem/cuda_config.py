@@ -23,7 +23,9 @@ CONFIGS_DIR = Path(__file__).parent / "cuda_configs"
 @dataclass(frozen=True)
 class CudaConfig(TomlConfig):
     """An NVIDIA GPU: compute capability (90 = sm_90), PTX ISA version (80 = 8.0), shared memory per block
-    and per multiprocessor (bytes), multiprocessors."""
+    and per multiprocessor (bytes), multiprocessors, and the architecture-specific features it has
+    (``sm_90a``: an instruction of the spec that names it in its ``features`` is used only here, and its
+    kernels are compiled for that architecture)."""
 
     FAMILY = "cuda"
 
@@ -35,6 +37,7 @@ class CudaConfig(TomlConfig):
     shared_bytes: int = 232448
     sm_shared_bytes: int = 233472
     sm_count: int = 132
+    features: tuple[str, ...] = ()
     spec: str = ""
     energy_table: str = ""
     source: str = "<builtin>"
@@ -43,6 +46,16 @@ class CudaConfig(TomlConfig):
     def arch(self) -> str:
         """LLVM's and ptxas's name of the architecture: sm_90."""
         return f"sm_{self.compute_capability}"
+
+    def arch_for(self, features: tuple[tuple[str, ...], ...]) -> str:
+        """The architecture a kernel using an instruction that needs ``features`` is compiled for: the
+        architecture-specific one (``sm_90a``) the instruction names, else the plain one."""
+        named = [f for group in features for f in group if f.startswith("sm_")]
+        return named[0] if named else self.arch
+
+    def has(self, features: tuple[tuple[str, ...], ...]) -> bool:
+        """Whether this GPU has what an instruction needs (any one of the sets; no sets: always)."""
+        return not features or any(set(group) <= set(self.features) for group in features)
 
 
 def load_config(name_or_path: str | Path) -> CudaConfig:

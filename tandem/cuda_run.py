@@ -93,16 +93,17 @@ class Compiled:
 
 def schedule(job: GpuJob, tuning: gpu.GpuTuning, target: Target) -> gpu.GpuSchedule:
     """The job's kernel with ``tuning`` (ScheduleError if it does not fit the config's shared memory)."""
-    limit = target.config.shared_bytes
+    limit, features = target.config.shared_bytes, target.config.features
     if job.gemm is not None:
-        return gpu.gemm(*job.gemm, tuning, spec=target.spec, shared_limit=limit)
-    return gpu.conv2d(job.conv, tuning, spec=target.spec, shared_limit=limit)
+        return gpu.gemm(*job.gemm, tuning, spec=target.spec, shared_limit=limit, features=features)
+    return gpu.conv2d(job.conv, tuning, spec=target.spec, shared_limit=limit, features=features)
 
 
 def compile_gpu(job: GpuJob, tuning: gpu.GpuTuning, target: Target) -> Compiled:
     """Schedule, tensorize and compile to PTX for the target's config: runs on any machine."""
     s = schedule(job, tuning, target)
-    kernel = nvptx.build(s.func, arch=target.config.arch, ptx=target.config.ptx_version,
+    kernel = nvptx.build(s.func, arch=target.config.arch_for(s.instruction.features),
+                         ptx=target.config.ptx_version,
                          shared_limit=target.config.shared_bytes)
     return Compiled(s, kernel, tuple(left_scalar(s.func, target)))
 
@@ -143,17 +144,22 @@ class CudaFlow(TargetFlow):
             conv, shape = take_conv(params, where, images=True), None
             m, n, k, batch = conv.oc, conv.oh * conv.ow, conv.ic * conv.k * conv.k, conv.n
         reject_unknown(params, (*GEMM_KEYS, *CONV_KEYS, "N"), where)
-        insn = _instruction(target, where)
+        insns = _instructions(target, where)
         if given is not None:
             if not isinstance(given, gpu.GpuTuning):
                 raise RunError(f"{where}: tuning must be a compiler.ops.gpu.GpuTuning, not {given!r}")
+            insn = next((i for i in insns if i.name == given.instruction), None) if given.instruction \
+                else insns[0]
+            if insn is None:
+                raise RunError(f"{where}: tuning ({given}) names instruction {given.instruction!r}, which is "
+                               f"not one of the usable {', '.join(i.name for i in insns)}")
             why = given.why_not(insn, target.config.shared_bytes)
             if why:
                 raise RunError(f"{where}: tuning ({given}) does not fit: {why}")
             candidates = (given,)
         else:
             cfg = target.config
-            ranked = gpu.tuning_space(m, n, k, batch, insn, cfg.shared_bytes, cfg.sm_count,
+            ranked = gpu.tuning_space(m, n, k, batch, insns, cfg.shared_bytes, cfg.sm_count,
                                       cfg.sm_shared_bytes)
             candidates = tuple(ranked[: max(1, tune)])
         job = GpuJob(op, candidates, shape, conv, float(min_time))
@@ -254,9 +260,10 @@ def interpreted(job: GpuJob, func: ir.PrimFunc, s: gpu.GpuSchedule, inputs: Sequ
     return within_bound(got, exact(job, inputs), exact(job, [np.abs(x) for x in inputs]), job.reduction)
 
 
-def _instruction(target: Target, where: str) -> gpu.TensorCoreInstruction:
+def _instructions(target: Target, where: str) -> list[gpu.TensorCoreInstruction]:
+    """The spec's Tensor Core instructions this GPU has (its architecture-specific features)."""
     try:
-        return gpu.tensor_core_instruction(target.spec)
+        return gpu.tensor_core_instructions(target.spec, target.config.features)
     except ScheduleError as exc:
         raise RunError(f"{where}: {exc}") from None
 

@@ -41,6 +41,20 @@ thread bindings and memory scopes; UNIT Sec. III.A's Tensor Core instructions):
   The register layout of each operand (how many registers of which type a thread holds) is LLVM's NVVM
   fragment ABI, computed from the operand's role, element type and shape (``fragment_registers``).
 
+- **Warpgroup matrix instructions** (sm_90a; a spec instruction whose intrinsic is a PTX
+  ``wgmma.mma_async`` and whose ``threads`` is 128): the operands a and b are regions of shared buffers in a
+  128-byte swizzled layout, passed as matrix descriptors (start address, the strides between 8x16-byte core
+  matrices, the swizzle), either major order (the transpose flags say which); the accumulator is a fragment
+  held by the warpgroup's 128 threads (``threadIdx.x``), N/2 f32 registers each in the PTX manual's
+  layout. ``warpgroup_fence()`` (``wgmma.fence``), ``warpgroup_commit()`` and ``warpgroup_wait(k)`` order
+  them: the accumulator registers are tied through the fence and the wait, so that nothing reads or writes
+  them while an instruction is in flight. ``proxy_fence()`` (``fence.proxy.async``) makes the threads'
+  writes to shared memory visible to the instructions, which read it through the async proxy.
+- **Swizzled shared buffers**: ``swizzle(allocate)`` lays a shared buffer ``[..., rows, cols]`` out as
+  Hopper's 128-byte swizzle: its columns in panels of 128 bytes (each panel's rows consecutive), and in each
+  row the 16-byte chunk ``c`` stored at ``c ^ (row % 8)``. Every access goes through that mapping; loop IR
+  (and the interpreter) sees the logical layout. The buffer is 1024-byte aligned (checked at run time).
+
 Non-goals: warp shuffles, atomics, and fragment accesses at indices known only at run time.
 """
 
@@ -83,6 +97,12 @@ THREAD = "thread"
 BARRIER = "barrier"
 #: The statement attributes of an asynchronous copy, of closing a group of them and of waiting for groups.
 ASYNC_COPY, ASYNC_COMMIT, ASYNC_WAIT = "async_copy", "async_commit", "async_wait"
+#: The attributes ordering warpgroup instructions, of the async-proxy fence and of a swizzled layout.
+WG_FENCE, WG_COMMIT, WG_WAIT = "warpgroup_fence", "warpgroup_commit", "warpgroup_wait"
+PROXY_FENCE, SWIZZLE = "proxy_fence", "swizzle"
+#: The swizzle span (bytes of a row of a swizzle atom), its rows, and the bytes of one chunk.
+SWIZZLE_BYTES, SWIZZLE_ROWS, CHUNK = 128, 8, 16
+SWIZZLE_ALIGN = SWIZZLE_BYTES * SWIZZLE_ROWS
 WARP = 32
 GLOBAL_AS, SHARED_AS = 1, 3
 #: A kernel's statically allocated shared memory may not exceed this (CUDA's limit per block); a kernel
@@ -113,6 +133,44 @@ def async_commit() -> n.Stmt:
 def async_wait(pending: int) -> n.Stmt:
     """Wait until at most ``pending`` of this thread's committed groups of copies are still in flight."""
     return n.Attr(ASYNC_WAIT, pending, n.Evaluate(n.const(0)))
+
+
+def warpgroup_fence() -> n.Stmt:
+    """``wgmma.fence``: before the first warpgroup instruction of a batch (and after anything else wrote
+    its accumulators)."""
+    return n.Attr(WG_FENCE, "warpgroup", n.Evaluate(n.const(0)))
+
+
+def warpgroup_commit() -> n.Stmt:
+    """Close the warpgroup's batch of matrix instructions issued since the last commit into a group."""
+    return n.Attr(WG_COMMIT, "warpgroup", n.Evaluate(n.const(0)))
+
+
+def warpgroup_wait(pending: int) -> n.Stmt:
+    """Wait until at most ``pending`` of the warpgroup's groups of matrix instructions are in flight."""
+    return n.Attr(WG_WAIT, pending, n.Evaluate(n.const(0)))
+
+
+def proxy_fence() -> n.Stmt:
+    """Make this thread's writes to shared memory visible to the asynchronous proxy (warpgroup matrix
+    instructions read their shared operands through it); a barrier after it publishes all threads'."""
+    return n.Attr(PROXY_FENCE, "shared", n.Evaluate(n.const(0)))
+
+
+def swizzle(allocate: n.Allocate) -> n.Stmt:
+    """``allocate`` (of a shared buffer) in the 128-byte swizzled layout (the module docstring)."""
+    return n.Attr(SWIZZLE, SWIZZLE_BYTES, allocate)
+
+
+def swizzled_offset(flat: int, shape: tuple[int, ...], elem_bytes: int) -> int:
+    """The physical element offset of logical element ``flat`` of a swizzled buffer of ``shape``."""
+    rows, cols = shape[-2], shape[-1]
+    span, vec = SWIZZLE_BYTES // elem_bytes, CHUNK // elem_bytes
+    lead, rest = divmod(flat, rows * cols)
+    r, c = divmod(rest, cols)
+    panel, cc = divmod(c, span)
+    chunk, within = divmod(cc, vec)
+    return lead * rows * cols + panel * rows * span + r * span + (chunk ^ (r % SWIZZLE_ROWS)) * vec + within
 
 
 def shared_bytes(body: n.Stmt) -> int:
@@ -163,8 +221,10 @@ def launch_of(body: n.Stmt) -> Launch:
 # ------------------------------------------------------------------------------------------ fragments
 @dataclass(frozen=True)
 class Geometry:
-    """A warp-level matrix instruction read from its spec: ``d[m, n] (+)= a[m, k] x b[k, n]``, with the
-    operand that plays each role (``a``, ``b``, ``c``: c is read and written) and each one's element type."""
+    """A warp- or warpgroup-level matrix instruction read from its spec: ``d[m, n] (+)= a[m, k] x b[k, n]``,
+    with the operand that plays each role (``a``, ``b``, ``c``: c is read and written), each one's element
+    type, the threads that run it together (32: a warp; 128: a warpgroup) and whether a and b are read from
+    shared memory (``shared``: a warpgroup instruction's descriptors) or from register fragments."""
 
     instruction: str
     intrinsic: str
@@ -173,6 +233,8 @@ class Geometry:
     k: int
     roles: dict[str, str]          # role -> operand name
     dtypes: dict[str, str]         # role -> element type (the spec's short name: f16, f32, s8, s32)
+    threads: int = WARP
+    shared: bool = False
 
     def shape(self, role: str) -> tuple[int, int]:
         return {"a": (self.m, self.k), "b": (self.k, self.n), "c": (self.m, self.n)}[role]
@@ -182,13 +244,19 @@ class Geometry:
         return f"llvm.nvvm.wmma.m{self.m}n{self.n}k{self.k}.{op}"
 
 
+#: The instruction families the emitter lowers: NVVM's wmma intrinsics (warp, register fragments) and PTX's
+#: wgmma.mma_async (warpgroup, shared operands; emitted as inline PTX).
+WMMA_PREFIX, WGMMA_PREFIX = "llvm.nvvm.wmma.", "wgmma.mma_async."
+
+
 def geometry(spec: isa.ISA, name: str) -> Geometry:
     """The roles of instruction ``name``'s operands, from its semantics: the written operand is the
     accumulator ``c``; of the two others, the one indexed by c's first index is ``a``, the other ``b``."""
     instr = spec.instruction(name)
-    if not instr.intrinsic.startswith("llvm.nvvm.wmma."):
-        raise CodegenError(f"nvptx: {spec.name}.{name} names intrinsic {instr.intrinsic!r}, not a warp-level "
-                           "matrix instruction (llvm.nvvm.wmma.*)")
+    shared = (instr.intrinsic or "").startswith(WGMMA_PREFIX)
+    if not (instr.intrinsic or "").startswith(WMMA_PREFIX) and not shared:
+        raise CodegenError(f"nvptx: {spec.name}.{name} names intrinsic {instr.intrinsic!r}, not a matrix "
+                           f"instruction ({WMMA_PREFIX}* or PTX {WGMMA_PREFIX}*)")
     sem = instr.typed_semantics()
     if len(sem.writes) != 1:
         raise CodegenError(f"nvptx: {spec.name}.{name} writes {list(sem.writes)}; a matrix instruction "
@@ -208,8 +276,14 @@ def geometry(spec: isa.ISA, name: str) -> Geometry:
     insn = spec.insn(name)
     (m, k), (_, ncols) = (tuple(operand_shape(spec, insn, x)) for x in (a, b))
     roles = {"a": a, "b": b, "c": c}
+    kinds = {r: instr.operand(o).kind for r, o in roles.items()}
+    want = {"a": "tensor", "b": "tensor", "c": "register"} if shared else dict.fromkeys(roles, "register")
+    if kinds != want or instr.threads != (4 * WARP if shared else WARP):
+        raise CodegenError(f"nvptx: {spec.name}.{name}: a {'warpgroup' if shared else 'warp'} matrix "
+                           f"instruction has operands of kinds {want} and threads = "
+                           f"{4 * WARP if shared else WARP}, not {kinds} and {instr.threads}")
     return Geometry(name, instr.intrinsic, m, ncols, k, roles,
-                    {r: instr.operand(o).dtype for r, o in roles.items()})
+                    {r: instr.operand(o).dtype for r, o in roles.items()}, instr.threads, shared)
 
 
 def _operand_indices(sem) -> dict[str, tuple[str, ...]]:
@@ -217,13 +291,14 @@ def _operand_indices(sem) -> dict[str, tuple[str, ...]]:
     return {name: tuple(str(i) for i in access.indices) for name, access in instruction_accesses(sem).items()}
 
 
-def fragment_registers(role: str, dtype: str, shape: tuple[int, int]) -> tuple[ll.Type, int]:
+def fragment_registers(role: str, dtype: str, shape: tuple[int, int], threads: int = WARP
+                       ) -> tuple[ll.Type, int]:
     """The registers of one thread's part of a fragment, as LLVM's NVVM intrinsics pass them (LLVM's
-    ``WMMA_REGS`` in IntrinsicsNVPTX.td): the 32 lanes of a warp share ``rows x cols`` elements; an f16
-    factor of every k16 geometry (m16n16k16, m32n8k16, m8n32k16) is 16 halves per lane, replicated as
-    Volta's quad pairs need, as eight ``<2 x half>``; an f16 accumulator two to a ``<2 x half>``; f32/s32
-    accumulators one per register; 8-bit factors four to an ``i32``."""
-    per_lane = shape[0] * shape[1] // WARP
+    ``WMMA_REGS`` in IntrinsicsNVPTX.td): the ``threads`` of a warp (or warpgroup) share ``rows x cols``
+    elements; an f16 factor of every k16 geometry (m16n16k16, m32n8k16, m8n32k16) is 16 halves per lane,
+    replicated as Volta's quad pairs need, as eight ``<2 x half>``; an f16 accumulator two to a
+    ``<2 x half>``; f32/s32 accumulators one per register; 8-bit factors four to an ``i32``."""
+    per_lane = shape[0] * shape[1] // threads
     if dtype == "f16":
         return ll.VectorType(HALF, 2), 8 if role in ("a", "b") else per_lane // 2
     if dtype in ("f32", "s32"):
@@ -272,6 +347,7 @@ class KernelEmitter(FunctionEmitter):
         self.slices: dict[n.Buffer, n.Buffer] = {}   # a thread buffer -> this thread's slice
         self.shared_bytes = 0
         self.dynamic: ll.GlobalVariable | None = None   # the extern array of dynamic shared memory
+        self.swizzled: set[n.Buffer] = set()       # shared buffers in the 128-byte swizzled layout
 
     def emit(self, stmt: n.Stmt, parallel: n.For | None = None) -> ll.Function:
         """Emit the kernel; its shared buffers are static while they fit ``STATIC_SHARED_LIMIT``, else
@@ -280,7 +356,7 @@ class KernelEmitter(FunctionEmitter):
             ty = ll.ArrayType(ll.IntType(8), 0)
             self.dynamic = ll.GlobalVariable(self.module, ty, "dynamic_shared", addrspace=SHARED_AS)
             self.dynamic.linkage = "external"
-            self.dynamic.align = DYNAMIC_ALIGN
+            self.dynamic.align = SWIZZLE_ALIGN
             self.dynamic.type = ll.PointerType(addrspace=SHARED_AS)
         return super().emit(stmt, parallel)
 
@@ -313,8 +389,54 @@ class KernelEmitter(FunctionEmitter):
             self.builder.call(wait, [ll.Constant(I32, int(s.value))])
         elif s.key == ASYNC_COPY:
             self._async_copy(s.body)
+        elif s.key == PROXY_FENCE:
+            self._asm("fence.proxy.async.shared::cta;")
+        elif s.key == WG_COMMIT:
+            self._asm("wgmma.commit_group.sync.aligned;")
+        elif s.key in (WG_FENCE, WG_WAIT):
+            op = "wgmma.fence.sync.aligned;" if s.key == WG_FENCE else \
+                f"wgmma.wait_group.sync.aligned {int(s.value)};"
+            self._asm(op)
+            self._tie_accumulators()
+        elif s.key == SWIZZLE:
+            self._swizzled_allocation(s)
         else:
             self.stmt(s.body)
+
+    def _asm(self, text: str, ty: ll.Type | None = None, constraints: str = "~{memory}",
+             args: list[ll.Value] = ()) -> ll.Value:
+        """Inline PTX ``text`` (volatile, a memory clobber) returning ``ty`` (void by default)."""
+        fty = ll.FunctionType(ty or ll.VoidType(), [a.type for a in args])
+        return self.builder.asm(fty, text, constraints, list(args), side_effect=True)
+
+    def _tie_accumulators(self) -> None:
+        """Pass every warpgroup accumulator through an empty asm (after a wgmma.fence or wait_group): the
+        registers are read and written there, so no other instruction moves across it."""
+        for frag in self.fragments.values():
+            if not frag.geometry.shared:
+                continue
+            count = len(frag.regs.elements)
+            tied = ",".join(["=f"] * count + [str(i) for i in range(count)])
+            for t in range(frag.tiles):
+                ptr = self._tile_ptr(frag, t)
+                packed = self.builder.load(ptr, typ=frag.regs)
+                regs = [self.builder.extract_value(packed, i) for i in range(count)]
+                self.builder.store(self._asm("", frag.regs, tied, regs), ptr)
+
+    def _swizzled_allocation(self, s: n.Attr) -> None:
+        alloc = s.body
+        b = alloc.buffer if isinstance(alloc, n.Allocate) else None
+        if b is None or b.scope != "shared" or int(s.value) != SWIZZLE_BYTES:
+            raise CodegenError(f"nvptx: a {SWIZZLE} attribute wraps the allocation of a shared buffer, with "
+                               f"a span of {SWIZZLE_BYTES} bytes (got {s.value} around "
+                               f"{type(alloc).__name__})")
+        elem = b.dtype.bits // 8
+        if len(b.shape) < 2 or b.shape[-2] % SWIZZLE_ROWS or (b.shape[-1] * elem) % SWIZZLE_BYTES:
+            raise CodegenError(f"nvptx: swizzled buffer {b.name}{list(b.shape)}: its rows must be a multiple "
+                               f"of {SWIZZLE_ROWS} and its row a multiple of {SWIZZLE_BYTES} bytes")
+        self.swizzled.add(b)
+        self.stmt(alloc)
+        self.swizzled.discard(b)
 
     def _async_copy(self, loop: n.Stmt) -> None:
         """One ``cp.async`` of the vector a vectorized loop copies from global to shared memory."""
@@ -388,8 +510,9 @@ class KernelEmitter(FunctionEmitter):
     def stmt_Allocate(self, s: n.Allocate) -> None:
         b = s.buffer
         if b.scope == "shared":
+            align = SWIZZLE_ALIGN if b in self.swizzled else DYNAMIC_ALIGN
             if self.dynamic is not None:
-                offset = -(-self.shared_bytes // DYNAMIC_ALIGN) * DYNAMIC_ALIGN
+                offset = -(-self.shared_bytes // align) * align
                 gv = self.allocas.gep(self.dynamic, [ll.Constant(I32, offset)], source_etype=ll.IntType(8),
                                       name=f"{b.name}.shared")
                 self.shared_bytes = offset + b.nbytes
@@ -399,10 +522,15 @@ class KernelEmitter(FunctionEmitter):
                                        addrspace=SHARED_AS)
                 gv.linkage = "internal"
                 gv.initializer = ll.Constant(ty, ll.Undefined)
-                gv.align = 16
+                gv.align = 16 if b not in self.swizzled else SWIZZLE_ALIGN
                 gv.type = ll.PointerType(addrspace=SHARED_AS)   # an opaque pointer, as LLVM 22 has them
                 self.shared_bytes += b.nbytes
             self.ptrs[b], self.spaces[b] = gv, SHARED_AS
+            if b in self.swizzled:   # the swizzle's pattern repeats at absolute 1024-byte boundaries
+                low = self.builder.and_(self.builder.ptrtoint(gv, ll.IntType(64)),
+                                        ll.Constant(ll.IntType(64), SWIZZLE_ALIGN - 1))
+                self.fail(self.builder.icmp_unsigned("==", low, ll.Constant(ll.IntType(64), 0)),
+                          f"swizzled shared buffer {b.name} is not {SWIZZLE_ALIGN}-byte aligned")
             self.stmt(s.body)
             del self.ptrs[b], self.spaces[b]
             return
@@ -448,7 +576,7 @@ class KernelEmitter(FunctionEmitter):
         if len(b.shape) != 3 or b.shape[1] % rows or b.shape[2] % cols:
             raise CodegenError(f"nvptx: fragment {b.name}{list(b.shape)} must be [warps, rows, cols] with "
                                f"rows and cols multiples of the {rows}x{cols} operand {operand} of {name}")
-        elem, count = fragment_registers(role, geo.dtypes[role], (rows, cols))
+        elem, count = fragment_registers(role, geo.dtypes[role], (rows, cols), geo.threads)
         regs = _struct(elem, count)
         tiles = b.shape[1] // rows * (b.shape[2] // cols)
         storage = self.allocas.alloca(ll.ArrayType(regs, tiles), name=b.name)
@@ -493,6 +621,9 @@ class KernelEmitter(FunctionEmitter):
         text = str(s).strip()
         geo = geometry(s.isa, s.name)
         regions = {r.operand: r for r in s.regions}
+        if geo.shared:
+            self._warpgroup_mma(geo, regions, text)
+            return
         values: list[ll.Value] = []
         for role in ("a", "b", "c"):
             r = regions.get(geo.roles[role])
@@ -524,6 +655,102 @@ class KernelEmitter(FunctionEmitter):
             self.builder.store(d, self._tile_ptr(frag, self._tile(frag, out.offset, text)))
         else:
             self._store_d(geo, d, out.buffer, out.offset, self._region_ld(out, geo.shape("c"), text), text)
+
+    def _warpgroup_mma(self, geo: Geometry, regions: dict[str, n.Region], text: str) -> None:
+        """One ``wgmma.mma_async``: a and b as descriptors of swizzled shared regions, the accumulator a
+        fragment tile (its registers in and out of the inline PTX)."""
+        descs, flips = [], []
+        for role in ("a", "b"):
+            r = regions.get(geo.roles[role])
+            if r is None:
+                raise CodegenError(f"nvptx: {text}: no region for operand {geo.roles[role]}")
+            if r.buffer.dtype.short != geo.dtypes[role]:
+                raise CodegenError(f"nvptx: {text}: operand {r.operand} is {geo.dtypes[role]}, but buffer "
+                                   f"{r.buffer.name} holds {r.buffer.dtype.short}")
+            desc, flip = self._descriptor(r, role, geo, text)
+            descs.append(desc)
+            flips.append(flip)
+        out = regions.get(geo.roles["c"])
+        if out is None or out.buffer not in self.fragments:
+            raise CodegenError(f"nvptx: {text}: the accumulator of {geo.instruction} is a fragment")
+        frag = self.fragments[out.buffer]
+        ptr = self._tile_ptr(frag, self._tile(frag, out.offset, text))
+        count = len(frag.regs.elements)
+        packed = self.builder.load(ptr, typ=frag.regs)
+        regs = [self.builder.extract_value(packed, i) for i in range(count)]
+        d = ", ".join(f"${i}" for i in range(count))
+        body = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${2 * count + 2}, 0;\n{geo.intrinsic} {{{d}}}, "
+                f"${2 * count}, ${2 * count + 1}, p, 1, 1, {flips[0]}, {flips[1]};\n}}")
+        constraints = ",".join(["=f"] * count + [str(i) for i in range(count)] + ["l", "l", "r"])
+        result = self._asm(body, frag.regs, constraints, [*regs, *descs, ll.Constant(I32, 1)])
+        self.builder.store(result, ptr)
+
+    def _descriptor(self, r: n.Region, role: str, geo: Geometry, text: str) -> tuple[ll.Value, int]:
+        """The 64-bit shared-memory matrix descriptor of operand region ``r`` (PTX ISA, "Matrix Descriptor
+        Format") and its transpose flag: 0 when the reduction index is the contiguous one (K-major), 1 when
+        the other is (MN-major). Core matrices are 8 rows of 16 bytes; in the 128-byte swizzle, K-major
+        8-row groups are 1024 bytes apart (the stride offset; the leading one is unused), MN-major ones are
+        1024 bytes apart along K (stride) and one column panel apart along M/N (leading)."""
+        b = r.buffer
+        if b not in self.swizzled:
+            raise CodegenError(f"nvptx: {text}: operand {r.operand} of {geo.instruction} is read through a "
+                               f"descriptor; buffer {b.name} must be a swizzled shared buffer")
+        rows, cols = b.shape[-2], b.shape[-1]
+        elem = b.dtype.bits // 8
+        span = SWIZZLE_BYTES // elem
+        shape = geo.shape(role)
+        strides = [_const_int(x) for x in r.strides] if r.strides else [shape[1], 1]
+        k_axis = 1 if role == "a" else 0
+        k_stride, mn_stride = strides[k_axis], strides[1 - k_axis]
+        k_extent, mn_extent = shape[k_axis], shape[1 - k_axis]
+        if (k_stride, mn_stride) == (1, cols):
+            flip, lead, stride = 0, CHUNK, SWIZZLE_ALIGN
+            row_extent, col_extent, col_align = mn_extent, k_extent, CHUNK // elem
+        elif (k_stride, mn_stride) == (cols, 1):
+            flip, lead, stride = 1, rows * SWIZZLE_BYTES, SWIZZLE_ALIGN
+            row_extent, col_extent, col_align = k_extent, mn_extent, span
+        else:
+            raise CodegenError(f"nvptx: {text}: operand {r.operand} in {b.name} has strides {strides}; a "
+                               f"descriptor reads rows of the buffer ({cols} elements) along K or along M/N")
+        flat = self.as_i64(self.expr(r.offset), r.offset.dtype)
+        i64 = ll.IntType(64)
+
+        def c(v: int) -> ll.Value:
+            return ll.Constant(i64, v)
+
+        row = self.builder.urem(self.builder.udiv(flat, c(cols)), c(rows))
+        col = self.builder.urem(flat, c(cols))
+        bad = self.builder.or_(self.builder.urem(row, c(SWIZZLE_ROWS)), self.builder.urem(col, c(col_align)))
+        ok = self.builder.and_(self.builder.icmp_unsigned("==", bad, c(0)), self.builder.and_(
+            self.builder.icmp_unsigned("<=", self.builder.add(row, c(row_extent)), c(rows)),
+            self.builder.icmp_unsigned("<=", self.builder.add(self.builder.urem(col, c(span)),
+                                                              c(min(col_extent, span))), c(span))))
+        self.fail(ok, f"operand {r.operand} of '{text}' does not start an 8-row group of one swizzle panel "
+                      f"of {b.name}")
+        addr = self.builder.ptrtoint(self.element_ptr(b, flat), i64)
+        desc = self.builder.lshr(self.builder.and_(addr, c(0x3FFFF)), c(4))
+        desc = self.builder.or_(desc, c((lead >> 4) << 16 | (stride >> 4) << 32 | 1 << 62))
+        return desc, flip
+
+    def element_ptr(self, buffer: n.Buffer, flat: ll.Value) -> ll.Value:
+        """As the CPU's, through the swizzle of a swizzled buffer (``swizzled_offset``, in LLVM)."""
+        if buffer not in self.swizzled:
+            return super().element_ptr(buffer, flat)
+        rows, cols = buffer.shape[-2], buffer.shape[-1]
+        elem = buffer.dtype.bits // 8
+        span, vec = SWIZZLE_BYTES // elem, CHUNK // elem
+        b, ty = self.builder, flat.type
+
+        def c(v: int) -> ll.Value:
+            return ll.Constant(ty, v)
+
+        col, rest = b.urem(flat, c(cols)), b.udiv(flat, c(cols))
+        row, lead = b.urem(rest, c(rows)), b.udiv(rest, c(rows))
+        panel, inner = b.udiv(col, c(span)), b.urem(col, c(span))
+        chunk = b.xor(b.udiv(inner, c(vec)), b.urem(row, c(SWIZZLE_ROWS)))
+        phys = b.add(b.add(b.mul(lead, c(rows * cols)), b.mul(panel, c(rows * span))),
+                     b.add(b.mul(row, c(span)), b.add(b.mul(chunk, c(vec)), b.urem(inner, c(vec)))))
+        return super().element_ptr(buffer, phys)
 
     def _region_ld(self, r: n.Region, shape: tuple[int, int], text: str) -> n.Expr:
         """The leading dimension of a row-major region (its row stride); CodegenError for another layout."""
@@ -566,12 +793,38 @@ class KernelEmitter(FunctionEmitter):
                  text: str) -> None:
         off = self.as_i64(self.expr(offset), offset.dtype)
         self._check_rows(buffer, offset, ld, geo.shape("c"), off, text)
+        if geo.shared:
+            self._store_warpgroup_d(geo, d, buffer, off, ld)
+            return
         ptr = self.element_ptr(buffer, off)
         c_elem, count = fragment_registers("c", geo.dtypes["c"], geo.shape("c"))
         name = geo.name(f"store.d.row.stride.{_ptx_type(geo.dtypes['c'])}.{self._space_suffix(buffer)}")
         fn = declare(self.module, name, ll.FunctionType(ll.VoidType(), [ptr.type] + [c_elem] * count + [I32]))
         regs = [self.builder.extract_value(d, i) for i in range(count)]
         self.builder.call(fn, [ptr, *regs, self._i32(ld)])
+
+    def _store_warpgroup_d(self, geo: Geometry, d: ll.Value, buffer: n.Buffer, off: ll.Value, ld: n.Expr
+                           ) -> None:
+        """A warpgroup accumulator m64nN (f32) stored row-major: thread t of the warpgroup (warp w = t / 32,
+        lane l) holds, for each 8 columns i, (16w + l/4, 8i + 2(l%4) + {0, 1}) in registers 4i, 4i+1 and
+        the same 8 rows below in 4i+2, 4i+3 (PTX ISA, "Register fragment layout for accumulator matrix D"
+        of wgmma .m64nNk16)."""
+        b, i64 = self.builder, ll.IntType(64)
+        tid = b.call(declare(self.module, _SREG["threadIdx.x"], ll.FunctionType(I32, [])), [])
+        t = b.zext(b.urem(tid, ll.Constant(I32, geo.threads)), i64)
+        warp, lane = b.udiv(t, ll.Constant(i64, WARP)), b.urem(t, ll.Constant(i64, WARP))
+        stride = self.as_i64(self.expr(ld), ld.dtype)
+        row = b.add(b.mul(warp, ll.Constant(i64, 16)), b.udiv(lane, ll.Constant(i64, 4)))
+        col = b.mul(b.urem(lane, ll.Constant(i64, 4)), ll.Constant(i64, 2))
+        base = b.add(off, b.add(b.mul(row, stride), col))
+        below = b.mul(stride, ll.Constant(i64, 8))
+        for i in range(geo.n // 8):
+            for half in (0, 1):
+                at = b.add(base, ll.Constant(i64, 8 * i))
+                at = b.add(at, below) if half else at
+                for e in (0, 1):
+                    value = b.extract_value(d, 4 * i + 2 * half + e)
+                    b.store(value, self.element_ptr(buffer, b.add(at, ll.Constant(i64, e))))
 
     # fragment fills and stores: a loop nest over whole tiles
     def _fragment_nest(self, s: n.For) -> bool:
@@ -703,10 +956,22 @@ class KernelEmitter(FunctionEmitter):
         return view, indices[2:]
 
     def load(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], text: str) -> ll.Value:
+        self._swizzled_vector(buffer, indices, text)
         return super().load(*self._slice(buffer, indices, text), text)
 
     def store(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], value: ll.Value, text: str) -> None:
+        self._swizzled_vector(buffer, indices, text)
         super().store(*self._slice(buffer, indices, text), value, text)
+
+    def _swizzled_vector(self, buffer: n.Buffer, indices: tuple[n.Expr, ...], text: str) -> None:
+        """A vector access of a swizzled buffer stays inside one 16-byte chunk (the swizzle moves chunks)."""
+        if buffer not in self.swizzled or self.vector is None or \
+                self._vector_access(buffer, indices) != "contiguous":
+            return
+        size = self.vector.lanes * buffer.dtype.bits // 8
+        if size > CHUNK or self.vector_align(buffer, indices) < size:
+            raise CodegenError(f"nvptx: '{text}': a vector access of swizzled buffer {buffer.name} moves "
+                               f"{size} bytes not known to lie in one aligned {CHUNK}-byte chunk")
 
     def vector_align(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> int:
         """Buffers start 16-byte aligned (shared globals by declaration, device allocations by the

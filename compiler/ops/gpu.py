@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,11 +47,17 @@ from compiler import te
 from compiler.backend.nvptx_emit import (
     FRAGMENT,
     STATIC_SHARED_LIMIT,
+    SWIZZLE_BYTES,
     THREAD,
     async_commit,
     async_copy,
     async_wait,
     barrier,
+    proxy_fence,
+    swizzle,
+    warpgroup_commit,
+    warpgroup_fence,
+    warpgroup_wait,
 )
 from compiler.errors import ScheduleError
 from compiler.ir import dtypes
@@ -64,44 +71,78 @@ from isa.instance import timing_of
 WARP = 32
 PAD = 8            # f16 elements added to each shared row: 16 bytes, against bank conflicts
 VECTOR = 8         # f16 elements per vector copy (16 bytes)
+MAX_ACC_REGS = 128  # accumulator registers per thread a tuning may keep
 F16, F32 = dtypes.float16, dtypes.float32
 
 
 @dataclass(frozen=True)
 class TensorCoreInstruction:
-    """The instruction the Inspector chose and its tile: ``d[tm, tn] += a[tm, tk] x b[tk, tn]``."""
+    """The instruction the Inspector chose and its tile: ``d[tm, tn] += a[tm, tk] x b[tk, tn]``, the
+    threads that run one together (a warp, 32, or a warpgroup, 128), whether it reads a and b from shared
+    memory itself (``shared``: no fragment loads) and the architecture-specific features it needs."""
 
     name: str
     tm: int
     tn: int
     tk: int
     cycles: int = 32     # the spec's issue cycles of one instruction on one sub-core (its ``timing``)
+    threads: int = WARP
+    shared: bool = False
+    features: tuple[tuple[str, ...], ...] = ()
 
 
-def tensor_core_instruction(spec: ISA) -> TensorCoreInstruction:
-    """The first instruction of ``spec`` that computes a tile of an fp16 x fp16 -> fp32 contraction, with
-    its tile sizes (UNIT's Inspector on ``C[i, j] = sum(k, f32(A[i, k]) * f32(B[k, j]))``)."""
+def tensor_core_instructions(spec: ISA, features: tuple[str, ...] | None = None
+                             ) -> list[TensorCoreInstruction]:
+    """The instructions of ``spec`` that compute a tile of an fp16 x fp16 -> fp32 contraction, in the spec's
+    order, with their tile sizes (UNIT's Inspector on ``C[i, j] = sum(k, f32(A[i, k]) * f32(B[k, j]))``);
+    with ``features`` (a GPU's architecture-specific features), only those it has what they need for.
+    ScheduleError when there is none, saying why each instruction is not one."""
     a = te.placeholder((256, 256), "float16", name="A")
     b = te.placeholder((256, 256), "float16", name="B")
     k = te.reduce_axis(256, "k")
     c = te.compute((256, 256), lambda i, j: te.sum(ir.cast(a[i, k], "float32") * ir.cast(b[k, j], "float32"),
                                                     axis=k), name="C")
-    why = []
-    for name in spec.instructions:
-        found = inspect_op(c.op, spec, name)
-        if isinstance(found, Mapping):
-            by_var = {axis.var.name: found.extents[index] for index, axis in found.loops.items()}
+    why, found = [], []
+    for name, instr in spec.instructions.items():
+        if features is not None and instr.features and \
+                not any(set(group) <= set(features) for group in instr.features):
+            why.append(f"{name}: needs {' or '.join('+'.join(g) for g in instr.features)}, which the GPU "
+                       f"lacks (it has {', '.join(features) or 'none'})")
+            continue
+        mapped = inspect_op(c.op, spec, name)
+        if isinstance(mapped, Mapping):
+            by_var = {axis.var.name: mapped.extents[index] for index, axis in mapped.loops.items()}
             cycles = timing_of(spec, spec.insn(name))[2] or 1
-            return TensorCoreInstruction(name, by_var["i"], by_var["j"], by_var["k"], cycles)
-        why.append(f"{name}: {found}")
-    raise ScheduleError(f"cuda: the spec {spec.source} has no instruction that computes a tile of an f16 x "
-                        f"f16 -> f32 contraction ({'; '.join(why) or 'it has no instructions'})")
+            shared = any(op.kind == "tensor" for op in instr.operands)
+            found.append(TensorCoreInstruction(name, by_var["i"], by_var["j"], by_var["k"], cycles,
+                                               instr.threads, shared, instr.features))
+        else:
+            why.append(f"{name}: {mapped}")
+    if not found:
+        raise ScheduleError(f"cuda: the spec {spec.source} has no instruction that computes a tile of an f16 "
+                            f"x f16 -> f32 contraction ({'; '.join(why) or 'it has no instructions'})")
+    return found
+
+
+def tensor_core_instruction(spec: ISA, name: str = "", features: tuple[str, ...] | None = None
+                            ) -> TensorCoreInstruction:
+    """Instruction ``name`` of ``tensor_core_instructions`` (the first when ``name`` is empty)."""
+    usable = tensor_core_instructions(spec, features)
+    if not name:
+        return usable[0]
+    for insn in usable:
+        if insn.name == name:
+            return insn
+    raise ScheduleError(f"cuda: instruction {name!r} is not one of the spec's usable Tensor Core "
+                        f"instructions here ({', '.join(i.name for i in usable)})")
 
 
 @dataclass(frozen=True)
 class GpuTuning:
-    """UNIT's GPU schedule knobs (Sec. V.E): warps per block along M and N, accumulator tiles per warp
-    (``p`` x ``q``), the reduction step ``bk`` (elements), the reduction split ``split_k`` and ``stages``:
+    """UNIT's GPU schedule knobs (Sec. V.E): warps (warpgroups, for a warpgroup instruction) per block along
+    M and N, accumulator tiles per warp (``p`` x ``q``), the reduction step ``bk`` (elements), the reduction
+    split ``split_k``, the Tensor Core ``instruction`` (a name of the spec's; empty: its first) and
+    ``stages``:
     1 copies each step's tiles from global to shared memory between two barriers; 2 double-buffers them,
     each thread loading the next step's part into registers while the warps compute on this one (one
     barrier per step); 3 or 4 keep that many buffers, the next ``stages - 1`` steps' tiles in flight as
@@ -114,10 +155,12 @@ class GpuTuning:
     bk: int = 32
     split_k: int = 1
     stages: int = 1
+    instruction: str = ""
 
     def __str__(self) -> str:
         return (f"warps {self.warps_m}x{self.warps_n}, tiles {self.p}x{self.q}, bk {self.bk}, "
-                f"split_k {self.split_k}" + (f", stages {self.stages}" if self.stages > 1 else ""))
+                f"split_k {self.split_k}" + (f", stages {self.stages}" if self.stages > 1 else "") +
+                (f", {self.instruction}" if self.instruction else ""))
 
     @property
     def warps(self) -> int:
@@ -129,7 +172,8 @@ class GpuTuning:
 
     def shared_bytes(self, insn: TensorCoreInstruction) -> int:
         bm, bn = self.block(insn)
-        tiles = (bm * (self.bk + PAD) + self.bk * (bn + PAD)) * 2 * self.stages
+        pad = 0 if insn.shared else PAD
+        tiles = (bm * (self.bk + pad) + self.bk * (bn + pad)) * 2 * self.stages
         partial = self.warps * self.p * insn.tm * self.q * insn.tn * 4 if self.split_k > 1 else 0
         return tiles + partial
 
@@ -142,8 +186,19 @@ class GpuTuning:
                     f"or 3-4 (asynchronous copies that many buffers deep), not {self.stages}")
         if self.bk % insn.tk or (self.bk // insn.tk) % self.split_k:
             return f"bk {self.bk} must be a multiple of {insn.tk} x split_k {self.split_k}"
-        if self.warps * WARP > 1024:
-            return f"{self.warps} warps exceed 1024 threads per block"
+        if self.instruction and self.instruction != insn.name:   # (the schedule looks it up by name)
+            return f"the tuning is for instruction {self.instruction}, not {insn.name}"
+        if insn.shared and self.bk * 2 % SWIZZLE_BYTES:
+            return (f"bk {self.bk}: {insn.name} reads its operands from shared rows swizzled in "
+                    f"{SWIZZLE_BYTES}-byte panels, so bk must be a multiple of {SWIZZLE_BYTES // 2} f16")
+        if insn.shared and self.split_k > 1:
+            return f"split_k {self.split_k}: {insn.name}'s accumulators are not split (split_k must be 1)"
+        if self.warps * insn.threads > 1024:
+            return f"{self.warps} groups of {insn.threads} threads exceed 1024 threads per block"
+        regs = self.p * self.q * insn.tm * insn.tn // insn.threads
+        if regs > MAX_ACC_REGS:
+            return (f"{self.p}x{self.q} tiles of {insn.tm}x{insn.tn} keep {regs} accumulator registers per "
+                    f"thread; at most {MAX_ACC_REGS} leave room under a thread's 255")
         if self.shared_bytes(insn) > shared_limit:
             return f"{self.shared_bytes(insn)} bytes of shared memory exceed {shared_limit}"
         return None
@@ -174,9 +229,11 @@ def _ceil(x: int, q: int) -> int:
 
 
 def gemm(m: int, n: int, k: int, tuning: GpuTuning | None = None, *, spec: ISA,
-         shared_limit: int = STATIC_SHARED_LIMIT) -> GpuSchedule:
-    """``C[M, N] = A[M, K] x B[K, N]`` (f16 in, f32 out) over extents padded to the tuning's tiles."""
-    insn, t = tensor_core_instruction(spec), tuning or GpuTuning()
+         shared_limit: int = STATIC_SHARED_LIMIT, features: tuple[str, ...] | None = None) -> GpuSchedule:
+    """``C[M, N] = A[M, K] x B[K, N]`` (f16 in, f32 out) over extents padded to the tuning's tiles; the
+    tuning's instruction among those the GPU's ``features`` allow."""
+    t = tuning or GpuTuning()
+    insn = tensor_core_instruction(spec, t.instruction, features)
     _check(t, insn, shared_limit, "gemm")
     bm, bn = t.block(insn)
     mp, np_, kp = _ceil(m, bm), _ceil(n, bn), _ceil(k, t.bk)
@@ -193,10 +250,11 @@ def gemm(m: int, n: int, k: int, tuning: GpuTuning | None = None, *, spec: ISA,
 
 
 def conv2d(layer: ConvShape, tuning: GpuTuning | None = None, *, spec: ISA,
-           shared_limit: int = STATIC_SHARED_LIMIT) -> GpuSchedule:
+           shared_limit: int = STATIC_SHARED_LIMIT, features: tuple[str, ...] | None = None) -> GpuSchedule:
     """NCHW conv2d of ``layer`` (its padding already applied to the input, ``pack_conv``) as UNIT's fused
     H x W contraction: output ``[N, OC, OH * OW]`` (f32) over extents padded to the tuning's tiles."""
-    insn, t = tensor_core_instruction(spec), tuning or GpuTuning()
+    t = tuning or GpuTuning()
+    insn = tensor_core_instruction(spec, t.instruction, features)
     _check(t, insn, shared_limit, "conv2d")
     if layer.invalid():
         raise ScheduleError(f"cuda conv2d: {layer.invalid()}")
@@ -240,11 +298,13 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
     a = a or params[0]
     out = params[2]
     bm, bn = t.block(insn)
-    warps, threads = t.warps, t.warps * WARP
+    lanes = insn.threads                     # a warp, or a warpgroup
+    warps, threads = t.warps, t.warps * lanes
     tile_m, tile_n = t.p * insn.tm, t.q * insn.tn
     stages = t.stages
-    a_sh = ir.Buffer("A_shared", (stages, bm, t.bk + PAD), F16, "shared")
-    b_sh = ir.Buffer("B_shared", (stages, t.bk, bn + PAD), F16, "shared")
+    pad = 0 if insn.shared else PAD          # an instruction reading shared rows itself: swizzled, unpadded
+    a_sh = ir.Buffer("A_shared", (stages, bm, t.bk + pad), F16, "shared")
+    b_sh = ir.Buffer("B_shared", (stages, t.bk, bn + pad), F16, "shared")
     acc = ir.Buffer("acc", (warps, tile_m, tile_n), F32, FRAGMENT)
     bz, by, bx = ir.Var("bz"), ir.Var("by"), ir.Var("bx")
     m0, n0 = by * bm, bx * bn
@@ -260,11 +320,11 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
         return ir.For(ty, ir.const(0), ir.const(warps), body_of(ty), ir.ForKind.THREAD_BINDING, "threadIdx.y")
 
     def thread_loop(label: str, body_of) -> ir.Stmt:
-        def lanes(ty):
+        def each_lane(ty):
             tx = ir.Var(f"lane_{label}")
-            return ir.For(tx, ir.const(0), ir.const(WARP), body_of(ty, tx), ir.ForKind.THREAD_BINDING,
+            return ir.For(tx, ir.const(0), ir.const(lanes), body_of(ty, tx), ir.ForKind.THREAD_BINDING,
                           "threadIdx.x")
-        return warp_loop(label, lanes)
+        return warp_loop(label, each_lane)
 
     def copy(label: str, rows: int, cols: int, vector: int, move, asynchronous: bool = False) -> ir.Stmt:
         """All threads copy a rows x cols tile, ``vector`` elements per thread and step: ``move(ty, tx,
@@ -275,7 +335,7 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
 
         def body(ty, tx):
             it = ir.Var(f"it_{label}")
-            chunk = (it * warps + ty) * WARP + tx
+            chunk = (it * warps + ty) * lanes + tx
             row, col = chunk // chunks_per_row, chunk % chunks_per_row * vector
             if vector > 1:
                 v = ir.Var(f"v_{label}")
@@ -311,8 +371,8 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
                     b_sh, (stage, row, col + lane(v)), b_value(kt, row, col, v)), b_async))
     else:             # the next step's tiles are loaded into registers while this step computes
         a_steps = _steps(bm * t.bk // VECTOR, threads)
-        regs_a = ir.Buffer("A_next", (warps, WARP, a_steps, VECTOR), F16, THREAD)
-        regs_b = ir.Buffer("B_next", (warps, WARP, _steps(t.bk * bn // b_vector, threads), b_vector), F16,
+        regs_a = ir.Buffer("A_next", (warps, lanes, a_steps, VECTOR), F16, THREAD)
+        regs_b = ir.Buffer("B_next", (warps, lanes, _steps(t.bk * bn // b_vector, threads), b_vector), F16,
                            THREAD)
 
         def fetch(kt):
@@ -347,7 +407,12 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
             marked = ir.Attr("tensorize", insn.name, nest)
             columns = ir.For(qj, ir.const(0), ir.const(t.q), marked, ir.ForKind.UNROLLED)
             tiles = ir.For(pi, ir.const(0), ir.const(t.p), columns, ir.ForKind.UNROLLED)
-            return ir.For(kk, ir.const(0), ir.const(steps), tiles, ir.ForKind.UNROLLED)
+            issue = ir.For(kk, ir.const(0), ir.const(steps), tiles, ir.ForKind.UNROLLED)
+            if not insn.shared:
+                return issue
+            # asynchronous warpgroup instructions: fenced, committed as one group, waited for before the
+            # barrier after which their shared operands may be overwritten
+            return ir.seq(warpgroup_fence(), issue, warpgroup_commit(), warpgroup_wait(0))
         return warp_loop("compute", body)
 
     def fill(ty):
@@ -362,9 +427,14 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
         return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
             j, ir.const(0), ir.const(tile_n), ir.Store(out, dst, acc[ty, i, j])))
 
+    def published():
+        """The barrier after which this step's shared tiles are read (preceded, for an instruction that
+        reads them through the async proxy, by each thread's proxy fence)."""
+        return ir.seq(proxy_fence(), barrier()) if insn.shared else barrier()
+
     if stages == 1:
         main = ir.For(ko, ir.const(0), ir.const(k_tiles), ir.seq(
-            load_tiles(ko, ir.const(0)), barrier(), compute(ir.const(0)), barrier()))
+            load_tiles(ko, ir.const(0)), published(), compute(ir.const(0)), barrier()))
     elif stages > 2:
         # Step j's copies are the j-th group a thread commits (the prologue's groups, empty past the last
         # step, keep the count); at step ko at most stages - 2 groups may be in flight, so step ko's tiles
@@ -372,7 +442,7 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
         ahead = stages - 1
         prologue = [ir.seq(load_tiles(ir.const(j), ir.const(j)), async_commit()) if j < k_tiles
                     else async_commit() for j in range(ahead)]
-        step = ir.seq(async_wait(stages - 2), barrier(),
+        step = ir.seq(async_wait(stages - 2), published(),
                       ir.IfThenElse(ir.LT(ko + ahead, ir.const(k_tiles)),
                                     load_tiles(ko + ahead, (ko + ahead) % stages)),
                       async_commit(), compute(ko % stages))
@@ -380,8 +450,8 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
     else:
         more = ir.LT(ko + 1, ir.const(k_tiles))
         step = ir.seq(ir.IfThenElse(more, fetch(ko + 1)), compute(ko % 2),
-                      ir.IfThenElse(more, put((ko + 1) % 2)), barrier())
-        main = ir.seq(fetch(ir.const(0)), put(ir.const(0)), barrier(),
+                      ir.IfThenElse(more, put((ko + 1) % 2)), published())
+        main = ir.seq(fetch(ir.const(0)), put(ir.const(0)), published(),
                       ir.For(ko, ir.const(0), ir.const(k_tiles), step))
         main = ir.Allocate(regs_a, ir.Allocate(regs_b, main))
     if t.split_k == 1:
@@ -407,7 +477,10 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
 
         epilogue = ir.seq(warp_loop("spill", spill), barrier(), copy("sum", bm, bn, 1, reduce))
         block = ir.Allocate(partial, ir.Allocate(acc, ir.seq(warp_loop("fill", fill), main, epilogue)))
-    block = ir.Allocate(a_sh, ir.Allocate(b_sh, block))
+    if insn.shared:
+        block = swizzle(ir.Allocate(a_sh, swizzle(ir.Allocate(b_sh, block))))
+    else:
+        block = ir.Allocate(a_sh, ir.Allocate(b_sh, block))
     grid = ir.For(bz, ir.const(0), ir.const(batch), ir.For(
         by, ir.const(0), ir.const(m // bm), ir.For(bx, ir.const(0), ir.const(n // bn), block,
                                                    ir.ForKind.THREAD_BINDING, "blockIdx.x"),
@@ -449,21 +522,39 @@ def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
     return out[:, : layer.oc, : layer.oh * layer.ow].reshape(layer.n, layer.oc, layer.oh, layer.ow)
 
 
-def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction, shared_limit: int,
+def tuning_space(m: int, n: int, k: int, batch: int,
+                 insns: TensorCoreInstruction | Sequence[TensorCoreInstruction], shared_limit: int,
                  sm_count: int, sm_shared: int) -> list[GpuTuning]:
     """The tunings worth measuring for a contraction of ``m x n x k`` (``batch`` times), ranked by a
     simple model (UNIT's tuner measures them; ``--tune K`` takes the first K): enough blocks to fill the
     ``sm_count`` multiprocessors (``sm_shared`` bytes of shared memory each, ``shared_limit`` a block),
-    little padding, and many instructions per operand load. The model is
-    rough, so the ranking spreads the first K over the space: the best tuning of each block shape (warps,
-    tiles) for each reduction split, the splits taking turns, then the others."""
+    little padding, and many instructions per operand load. The model is rough, so the ranking spreads the
+    first K over the space: for each instruction (``insns``; they take turns), the best tuning of each block
+    shape (warps, tiles) for each reduction split, the splits taking turns, then the others."""
+    if isinstance(insns, TensorCoreInstruction):
+        insns = [insns]
+    # the first instruction is the default (no name in its tunings); the others are named
+    each = [_tuning_space(m, n, k, batch, insn, insn.name if i else "", shared_limit, sm_count, sm_shared)
+            for i, insn in enumerate(insns)]
+    return [t for turn in itertools.zip_longest(*each) for t in turn if t is not None]
+
+
+def _tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction, name: str,
+                  shared_limit: int, sm_count: int, sm_shared: int) -> list[GpuTuning]:
     found = []
-    for wm, wn in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (2, 4)):
-        for p, q in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (2, 4), (4, 4)):
+    # A warpgroup instruction's tile is 64 x 128 or more, from shared memory: up to four warpgroups, two
+    # tiles each, fed by asynchronous copies (its operands are read in place, so every step waits for them)
+    if insn.shared:
+        warp_shapes, tile_shapes, depths = ((1, 1), (2, 1), (1, 2), (2, 2)), ((1, 1), (2, 1), (1, 2)), (3, 4)
+    else:
+        warp_shapes = ((1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (2, 4))
+        tile_shapes, depths = ((1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (2, 4), (4, 4)), (1, 2, 3, 4)
+    for wm, wn in warp_shapes:
+        for p, q in tile_shapes:
             for bk in (32, 64):
                 for sk in (1, 2, 4):
-                    for stages in (1, 2, 3, 4):
-                        t = GpuTuning(wm, wn, p, q, bk, sk, stages)
+                    for stages in depths:
+                        t = GpuTuning(wm, wn, p, q, bk, sk, stages, name)
                         if t.why_not(insn, shared_limit) is None:
                             found.append(t)
 
@@ -475,10 +566,11 @@ def tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction
         bm, bn = t.block(insn)
         mp, np_, kp = _ceil(m, bm), _ceil(n, bn), _ceil(k, t.bk)
         blocks = batch * (mp // bm) * (np_ // bn)
-        resident = max(1, min(32, 64 // t.warps, sm_shared // t.shared_bytes(insn), blocks))
+        warps = t.warps * insn.threads // WARP
+        resident = max(1, min(32, 64 // warps, sm_shared // t.shared_bytes(insn), blocks))
         waves = math.ceil(blocks / (sm_count * resident))
         ksteps = resident * t.warps * (t.bk // insn.tk) / t.split_k
-        compute = ksteps * t.p * t.q * insn.cycles / 4
+        compute = ksteps * t.p * t.q * insn.cycles * (insn.threads // WARP) / 4
         fragments = ksteps * (t.p * insn.tm * insn.tk + t.q * insn.tk * insn.tn) * 2 / 128
         loads = resident * (bm + bn) * t.bk * 2 / 64
         latency = 1000.0 if t.stages == 1 else 800.0 / t.stages   # prefetched steps wait for less of it

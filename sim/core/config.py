@@ -146,6 +146,11 @@ def parse_config(cls: type, text: str, file: str) -> Any:
         if f.name in FIXED_KEYS or f.name not in doc:
             continue
         v = doc[f.name]
+        if isinstance(f.default, tuple):   # a list of names
+            if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+                raise SimConfigError(f"expected a list of names, but got {v!r}", file=file, key=f.name)
+            values[f.name] = tuple(v)
+            continue
         want = float if f.default is not MISSING and isinstance(f.default, float) else int
         if isinstance(v, bool) or not isinstance(v, want | int):
             kind = "a number" if want is float else "an integer"

@@ -52,6 +52,30 @@ CONVS = [
 ]
 
 
+W128, W256 = "wgmma_m64n128k16_f16_f32", "wgmma_m64n256k16_f16_f32"
+WGMMA = [   # Hopper's warpgroup instruction: a and b from swizzled shared memory, b MN-major (transposed)
+    ("gemm", {"M": 256, "N": 256, "K": 256}, gpu.GpuTuning(2, 1, 1, 1, 64, 1, 1, W128)),
+    ("gemm", {"M": 200, "N": 300, "K": 328}, gpu.GpuTuning(1, 1, 1, 1, 64, 1, 3, W256)),   # padded
+    ("gemm", {"M": 512, "N": 512, "K": 1024}, gpu.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256)),  # 192 KB shared
+    ("gemm", {"M": 256, "N": 512, "K": 512}, gpu.GpuTuning(1, 2, 2, 1, 128, 1, 2, W128)),  # two panels of K
+    ("gemm", {"M": 128, "N": 512, "K": 256}, gpu.GpuTuning(2, 1, 1, 2, 64, 1, 3, W128)),   # q = 2
+    ("conv2d", {"H": 14, "W": 14, "IC": 256, "OC": 256, "K": 3, "S": 1, "P": 1},
+     gpu.GpuTuning(2, 1, 1, 1, 64, 1, 3, W128)),
+    ("conv2d", {"H": 28, "W": 28, "IC": 128, "OC": 128, "K": 3, "S": 1, "P": 1, "N": 4},
+     gpu.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256)),
+]
+
+
+@pytest.mark.parametrize(("op", "layer", "tuning"), WGMMA,
+                         ids=[f"{op}-{'x'.join(str(v) for v in p.values())}-{t.stages}"
+                              for op, p, t in WGMMA])
+def test_warpgroup_kernels_on_the_gpu_are_within_the_bound_of_numpy(op, layer, tuning):
+    report = run(op, load_target("cuda"), {**layer, "tuning": tuning})
+    assert report.validated, report.detail
+    assert report.scalar_fallback == 0 and report.instructions["wgmma"] > 0
+    assert report.measured["ptx_arch"] == "sm_90a"
+
+
 @pytest.mark.parametrize(("layer", "tuning"), CONVS, ids=[f"{p['H']}x{p['IC']}x{p['OC']}k{p['K']}s{p['S']}"
                                                           for p, _ in CONVS])
 def test_conv2d_on_the_gpu_is_within_the_bound_of_numpy(layer, tuning):
