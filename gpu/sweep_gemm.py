@@ -27,13 +27,12 @@ from tandem.run import RunError, within_bound
 from tandem.targets import load_target
 
 W128, W256 = "wgmma_m64n128k16_f16_f32", "wgmma_m64n256k16_f16_f32"
-#: The best wmma tunings of the earlier H100 runs, then Hopper's warpgroup instruction in blocks of 128 x 256
-#: (two warpgroups, or two n128 tiles side by side), 128 x 128, 64 x 256 and 256 x 128, most at
-#: pipeline depths 3-4.
+#: The best wmma tunings of the earlier H100 runs, then Hopper's warpgroup instruction around the first
+#: wgmma run's best (256 x 128 blocks: two warpgroups of two 64 x 128 tiles): 128 x 256 (two warpgroups
+#: of one 64 x 256 tile, or of two 64 x 128 side by side), 256 x 128 and 128 x 128, 3 and 4 deep.
 TUNINGS = ("2,4,4,4,32,1,3 2,2,4,4,64,1,4 "
-           f"2,1,1,1,64,1,3,{W256} 2,1,1,1,64,1,4,{W256} 2,1,1,1,64,1,2,{W256} 1,1,1,1,64,1,4,{W256} "
-           f"2,1,1,1,128,1,2,{W256} 2,1,1,1,64,1,4,{W128} 2,1,1,2,64,1,4,{W128} 2,2,1,1,64,1,4,{W128} "
-           f"1,2,2,1,64,1,4,{W128} 2,1,2,1,64,1,4,{W128}")
+           f"2,1,2,1,64,1,4,{W128} 2,1,2,1,64,1,3,{W128} 2,1,1,1,64,1,4,{W256} 2,1,1,1,64,1,3,{W256} "
+           f"2,1,1,2,64,1,4,{W128} 1,2,2,1,64,1,4,{W128} 2,2,1,1,64,1,4,{W128} 2,1,1,1,64,1,4,{W128}")
 
 
 def parse(text: str) -> list[gpu.GpuTuning]:

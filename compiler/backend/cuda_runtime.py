@@ -88,6 +88,10 @@ class Launcher:
         self.fn = _function(kernel.ptx, kernel.name)
         if kernel.dynamic_shared > STATIC_SHARED_LIMIT:   # above 48 KB a kernel must opt in
             self.fn.max_dynamic_shared_size_bytes = kernel.dynamic_shared
+        fits = self.fn.max_threads_per_block
+        if kernel.launch.threads > fits:
+            raise CodegenError(f"cuda: {kernel.name} launches blocks of {kernel.launch.threads} threads, but "
+                               f"with its {self.fn.num_regs} registers per thread a block may have {fits}")
         self.args = (*self.buffers, self.fault)
 
     def launch(self) -> None:

@@ -92,7 +92,11 @@ def build(func: n.PrimFunc, *, arch: str = "sm_90", ptx: int = 80,
     module.data_layout = str(tm.target_data)
     errors = ErrorTable()
     emitter = KernelEmitter(module, func.name, list(func.params), errors, launch)
-    emitter.emit(func.body)
+    fn = emitter.emit(func.body)
+    # the block's size, so that ptxas keeps each thread's registers within what a block of it may have
+    bounds = module.add_named_metadata("nvvm.annotations")
+    for axis, extent in zip("xyz", launch.block, strict=True):
+        bounds.add(module.add_metadata([fn, f"maxntid{axis}", ll.Constant(ll.IntType(32), extent)]))
     if emitter.shared_bytes > shared_limit:
         raise CodegenError(f"nvptx: {func.name} allocates {emitter.shared_bytes} bytes of shared memory; a "
                            f"block may have {shared_limit}")

@@ -30,6 +30,12 @@ schedule (``GpuTuning``), per thread block:
   group of copies, one barrier, the copy of the step ``stages - 1`` ahead into the buffer the last step
   read, the compute.
 
+With a warpgroup instruction (Hopper's ``wgmma``, whose a and b the Tensor Cores read from shared memory
+themselves): each warpgroup (128 threads) owns ``p x q`` tiles of 64 x N; the shared tiles are unpadded and
+laid out in the 128-byte swizzle the instruction's descriptors describe (``bk`` a multiple of 64); each
+step's instructions are fenced, committed as one group and, over a ring of buffers, left in flight into
+the next step (the copies then run ``stages - 2`` steps ahead), so the Tensor Cores work across the barrier.
+
 The result is a ``PrimFunc`` of loop IR whose marked nests (``tensorize``) the tensorize pass turns into
 the instruction; ``compiler.backend.nvptx`` compiles it and ``compiler.interp`` runs it on any machine.
 """
@@ -72,6 +78,8 @@ WARP = 32
 PAD = 8            # f16 elements added to each shared row: 16 bytes, against bank conflicts
 VECTOR = 8         # f16 elements per vector copy (16 bytes)
 MAX_ACC_REGS = 128  # accumulator registers per thread a tuning may keep
+OTHER_REGS = 64     # registers a thread needs besides its accumulators (addresses, copies), roughly
+BLOCK_REGS = 65536  # 32-bit registers of a multiprocessor (sm_70-sm_90), all a block's threads together
 F16, F32 = dtypes.float16, dtypes.float32
 
 
@@ -199,6 +207,10 @@ class GpuTuning:
         if regs > MAX_ACC_REGS:
             return (f"{self.p}x{self.q} tiles of {insn.tm}x{insn.tn} keep {regs} accumulator registers per "
                     f"thread; at most {MAX_ACC_REGS} leave room under a thread's 255")
+        threads = self.warps * insn.threads
+        if threads * (regs + OTHER_REGS) > BLOCK_REGS:
+            return (f"{threads} threads x ({regs} accumulator + about {OTHER_REGS} other registers) exceed "
+                    f"the {BLOCK_REGS} registers of a multiprocessor")
         if self.shared_bytes(insn) > shared_limit:
             return f"{self.shared_bytes(insn)} bytes of shared memory exceed {shared_limit}"
         return None
@@ -410,9 +422,10 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
             issue = ir.For(kk, ir.const(0), ir.const(steps), tiles, ir.ForKind.UNROLLED)
             if not insn.shared:
                 return issue
-            # asynchronous warpgroup instructions: fenced, committed as one group, waited for before the
-            # barrier after which their shared operands may be overwritten
-            return ir.seq(warpgroup_fence(), issue, warpgroup_commit(), warpgroup_wait(0))
+            # asynchronous warpgroup instructions: fenced, committed as one group; the step's group (or,
+            # with a ring of buffers, the previous step's) waited for before the barrier after which its
+            # shared operands may be overwritten
+            return ir.seq(warpgroup_fence(), issue, warpgroup_commit(), warpgroup_wait(in_flight))
         return warp_loop("compute", body)
 
     def fill(ty):
@@ -427,6 +440,11 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
         return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
             j, ir.const(0), ir.const(tile_n), ir.Store(out, dst, acc[ty, i, j])))
 
+    # A warpgroup instruction over a ring of buffers leaves its step's group in flight into the next step (its
+    # Tensor Cores busy across the barrier and the copies); the copies then run one step less ahead, so
+    # that the buffer they fill is the one the group before last read.
+    in_flight = 1 if insn.shared and stages > 2 else 0
+
     def published():
         """The barrier after which this step's shared tiles are read (preceded, for an instruction that
         reads them through the async proxy, by each thread's proxy fence)."""
@@ -437,16 +455,23 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
             load_tiles(ko, ir.const(0)), published(), compute(ir.const(0)), barrier()))
     elif stages > 2:
         # Step j's copies are the j-th group a thread commits (the prologue's groups, empty past the last
-        # step, keep the count); at step ko at most stages - 2 groups may be in flight, so step ko's tiles
-        # have landed, and past the barrier every warp is done with the buffer step ko - 1 read.
-        ahead = stages - 1
+        # step, keep the count); at step ko at most ahead - 1 groups may be in flight, so step ko's tiles
+        # have landed, and past the barrier every warp is done with the buffer step ko - 1 - in_flight
+        # read, which step ko + ahead fills.
+        ahead = stages - 1 - in_flight
         prologue = [ir.seq(load_tiles(ir.const(j), ir.const(j)), async_commit()) if j < k_tiles
                     else async_commit() for j in range(ahead)]
-        step = ir.seq(async_wait(stages - 2), published(),
-                      ir.IfThenElse(ir.LT(ko + ahead, ir.const(k_tiles)),
-                                    load_tiles(ko + ahead, (ko + ahead) % stages)),
-                      async_commit(), compute(ko % stages))
+        if in_flight:
+            # no branch between a warpgroup's instructions and their wait (ptxas would serialize them):
+            # past the last step the copies repeat the last tiles into a buffer no step reads again
+            copies = load_tiles(ir.min_(ko + ahead, k_tiles - 1), (ko + ahead) % stages)
+        else:
+            copies = ir.IfThenElse(ir.LT(ko + ahead, ir.const(k_tiles)),
+                                   load_tiles(ko + ahead, (ko + ahead) % stages))
+        step = ir.seq(async_wait(ahead - 1), published(), copies, async_commit(), compute(ko % stages))
         main = ir.seq(*prologue, ir.For(ko, ir.const(0), ir.const(k_tiles), step))
+        if in_flight:   # the last step's group, before the accumulators are read
+            main = ir.seq(main, warp_loop("drain", lambda ty: warpgroup_wait(0)))
     else:
         more = ir.LT(ko + 1, ir.const(k_tiles))
         step = ir.seq(ir.IfThenElse(more, fetch(ko + 1)), compute(ko % 2),
@@ -576,11 +601,14 @@ def _tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstructio
         latency = 1000.0 if t.stages == 1 else 800.0 / t.stages   # prefetched steps wait for less of it
         return waves * (kp // t.bk) * max(compute, fragments, loads, latency)
 
-    def key(t: GpuTuning) -> tuple:   # near-equal costs: less padding, then the bigger block (fewer loads)
+    def key(t: GpuTuning) -> tuple:
+        """Near-equal costs: less padding, then the bigger block and, of equal ones, the squarer (fewer
+        loads per multiply-add), then the deeper pipeline (the H100 runs: the 4-deep ring won 26 of 27
+        batch-1 convolutions, and the warpgroup instruction's best GEMMs were 4 deep)."""
         c = cost(t)
         rounded = float(f"{c:.1g}") if c > 0 else 0.0
         bm, bn = t.block(insn)
-        return rounded, _ceil(m, bm) * _ceil(n, bn) * _ceil(k, t.bk), -bm * bn, str(t)
+        return rounded, _ceil(m, bm) * _ceil(n, bn) * _ceil(k, t.bk), -bm * bn, bm + bn, -t.stages, str(t)
 
     ranked = sorted(found, key=key)
     shapes: set[tuple[int, ...]] = set()
