@@ -160,7 +160,7 @@ class CudaFlow(TargetFlow):
         else:
             cfg = target.config
             ranked = gpu.tuning_space(m, n, k, batch, insns, cfg.shared_bytes, cfg.sm_count,
-                                      cfg.sm_shared_bytes)
+                                      cfg.sm_shared_bytes, gathered=conv is not None)
             candidates = tuple(ranked[: max(1, tune)])
         job = GpuJob(op, candidates, shape, conv, float(min_time))
         elements = (m * k + k * n + m * n * 2) * batch if conv is None else \

@@ -549,23 +549,42 @@ def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
 
 def tuning_space(m: int, n: int, k: int, batch: int,
                  insns: TensorCoreInstruction | Sequence[TensorCoreInstruction], shared_limit: int,
-                 sm_count: int, sm_shared: int) -> list[GpuTuning]:
+                 sm_count: int, sm_shared: int, gathered: bool = False) -> list[GpuTuning]:
     """The tunings worth measuring for a contraction of ``m x n x k`` (``batch`` times), ranked by a
     simple model (UNIT's tuner measures them; ``--tune K`` takes the first K): enough blocks to fill the
     ``sm_count`` multiprocessors (``sm_shared`` bytes of shared memory each, ``shared_limit`` a block),
     little padding, and many instructions per operand load. The model is rough, so the ranking spreads the
     first K over the space: for each instruction (``insns``; they take turns), the best tuning of each block
-    shape (warps, tiles) for each reduction split, the splits taking turns, then the others."""
+    shape (warps, tiles) for each reduction split, the splits taking turns, then the others. ``gathered``: the
+    B tile is gathered element by element by the threads (a convolution's im2col view), not copied."""
     if isinstance(insns, TensorCoreInstruction):
         insns = [insns]
     # the first instruction is the default (no name in its tunings); the others are named
-    each = [_tuning_space(m, n, k, batch, insn, insn.name if i else "", shared_limit, sm_count, sm_shared)
-            for i, insn in enumerate(insns)]
-    return [t for turn in itertools.zip_longest(*each) for t in turn if t is not None]
+    each = [_tuning_space(m, n, k, batch, insn, insn.name if i else "", shared_limit, sm_count, sm_shared,
+                          gathered) for i, insn in enumerate(insns)]
+    best = min((lst[0][0] for lst in each if lst), default=0.0)
+    near = [[t for c, t in lst if c <= NEAR * best] for lst in each]
+    far = [[t for c, t in lst if c > NEAR * best] for lst in each]
+    return _turns(near) + _turns(far)
+
+
+#: Instructions a thread spends on one gathered element (index arithmetic, bounds select, load, store).
+GATHER_OPS = 8
+#: Resident warps that hide one global load's latency behind each other's gathers.
+GATHER_WARPS = 8
+#: Instructions take turns among the tunings the model puts within this factor of its best; the rest follow
+#: (a small convolution needs a split reduction, which a warpgroup instruction's 64-row tiles do not have).
+NEAR = 2.0
+
+
+def _turns(lists: list[list[GpuTuning]]) -> list[GpuTuning]:
+    return [t for turn in itertools.zip_longest(*lists) for t in turn if t is not None]
 
 
 def _tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstruction, name: str,
-                  shared_limit: int, sm_count: int, sm_shared: int) -> list[GpuTuning]:
+                  shared_limit: int, sm_count: int, sm_shared: int, gathered: bool
+                  ) -> list[tuple[float, GpuTuning]]:
+    """One instruction's tunings in the model's order, with their modelled costs."""
     found = []
     # A warpgroup instruction's tile is 64 x 128 or more, from shared memory: up to four warpgroups, two
     # tiles each, fed by asynchronous copies (its operands are read in place, so every step waits for them)
@@ -587,7 +606,9 @@ def _tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstructio
         """Cycles, roughly: the waves of resident blocks times the reduction steps, each step the longest of
         its Tensor Core work (four sub-cores per multiprocessor, the spec's cycles per instruction), its
         fragment loads from shared memory (128 bytes per cycle), its tile loads (64 bytes per cycle per
-        multiprocessor) and a global load's latency (shared by the steps whose tiles are in flight)."""
+        multiprocessor), a gathered B tile's elements (each some GATHER_OPS instructions, 128 lanes a
+        cycle) and a global load's latency (shared by the steps whose tiles are in flight; a gathered tile
+        is loaded by the threads themselves, not ahead, so only other resident warps hide its latency)."""
         bm, bn = t.block(insn)
         mp, np_, kp = _ceil(m, bm), _ceil(n, bn), _ceil(k, t.bk)
         blocks = batch * (mp // bm) * (np_ // bn)
@@ -599,7 +620,11 @@ def _tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstructio
         fragments = ksteps * (t.p * insn.tm * insn.tk + t.q * insn.tk * insn.tn) * 2 / 128
         loads = resident * (bm + bn) * t.bk * 2 / 64
         latency = 1000.0 if t.stages == 1 else 800.0 / t.stages   # prefetched steps wait for less of it
-        return waves * (kp // t.bk) * max(compute, fragments, loads, latency)
+        gather = 0.0
+        if gathered:
+            gather = resident * t.bk * bn * GATHER_OPS / 128
+            latency = max(latency, 800.0 * GATHER_WARPS / (resident * warps))
+        return waves * (kp // t.bk) * max(compute, fragments, loads, latency, gather)
 
     def key(t: GpuTuning) -> tuple:
         """Near-equal costs: less padding, then the bigger block and, of equal ones, the squarer (fewer
@@ -621,5 +646,4 @@ def _tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstructio
         else:
             firsts.setdefault(t.split_k, []).append(t)
             shapes.add(shape)
-    turns = [t for group in itertools.zip_longest(*firsts.values()) for t in group if t is not None]
-    return turns + rest
+    return [(cost(t), t) for t in _turns(list(firsts.values())) + rest]
