@@ -9,9 +9,11 @@
 # 4. the experiment experiments/unit_gpu.py (UNIT's Table I, ResNet-18 C2-C12 at batch 1 and 16, GEMMs
 #    1024^3-8192^3: Tandem vs cuDNN / cuBLAS through PyTorch), TUNE tunings measured per workload (default
 #    6), EXP_GROUPS to run only some of its groups (table1,resnet18_b1,resnet18_b16,gemm; none skips it).
-# Times on an H100 (2026-11-27): probes and tests about 1.5 minutes, the sweep at its default sizes about
-# 1.5, the experiment at TUNE=6 about 1 minute for gemm and 5 for table1 + resnet18_b1; resnet18_b16 did
-# not fit in what was left: with 15 minutes of device time, run the groups over separate calls.
+# Times on an H100 (2026-11-27, with the wgmma tunings): probes and tests about 1.5 minutes, the sweep at
+# SWEEP=4096,8192 under a minute, the experiment at TUNE=6 about 30 s per convolution layer (the warpgroup
+# candidates' large PTX compiles slowly; 11 s per layer with wmma alone) and 1 minute for gemm: with 15
+# minutes of device time, run the tests, the sweep and gemm in one call and at most one convolution group
+# (table1: 16 layers) in another.
 # Needs python3 with numpy, llvmlite 0.50, CuPy, pytest, typer and rich (PyTorch for the peers). Writes at
 # most nine files to RESULTS_DIR: device.txt, nvptx_probe.json, wmma_probe.jsonl, gpu_tests.log,
 # sweep_gemm.jsonl, unit_gpu.log, unit_gpu.csv, summary.json. Exits non-zero when a step fails (after
