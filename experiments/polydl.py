@@ -7,7 +7,9 @@ microkernel, PolyDL's own setting), on 1 and 2 threads (list ``vita``: ResNet-18
 VITA, int8, every tiling that fits its buffers, PolyDL ranking them over the scratchpads against the
 hand-written cost model, ``default`` in the table; list ``diannao``: the same layers on the simulated
 DianNao card, fp32, every conv plan that fits NMEM/WMEM/SMEM, PolyDL ranking those that use the most cores
-against the schedule's estimate, ``default``):
+against the schedule's estimate, ``default``; there the default is what the flows run, their models having
+ranked better than PolyDL's, so the issue's targets are read on it, its search time the model's ranking
+plus compiling its choice, ``default_s``, with PolyDL's own reported beside):
 
 - **exhaustive**: every variant of ``tandem.cpu_polydl.variants`` (UNIT's register tile fixed, the outer loops
   in every order, every parallel breaking point) is compiled, checked against numpy (int8 bit for bit, fp32
@@ -173,7 +175,11 @@ def search_vita(key: str, layer, target) -> dict:
     chosen = ranked[0][0]
     vita_compile(layer, chosen, target)
     polydl_s = time.perf_counter() - t0
-    best, model = min(cycles, key=cycles.get), tilings[0]
+    t0 = time.perf_counter()   # the flow's choice: the hand-written model's first, compiled
+    model = vita.rank_tilings(layer.tiled(target.spec), 0, spec=target.spec, costs=machine_costs(target))[0]
+    vita_compile(layer, model, target)
+    default_s = time.perf_counter() - t0
+    best = min(cycles, key=cycles.get)
     return {
         "list": "vita", "layer": key, "dtype": "int8", "threads": 1, "shape": json.dumps(layer.params),
         "macs": layer.conv.macs, "variants": len(cycles), "chosen": str(chosen), "best": str(best),
@@ -182,7 +188,7 @@ def search_vita(key: str, layer, target) -> dict:
         "default_over_best": cycles[best] / cycles[model],
         "rank_of_best": [t for t, _ in ranked].index(best) + 1,
         "exhaustive_s": exhaustive_s, "polydl_s": polydl_s, "search_ratio": polydl_s / exhaustive_s,
-        "validated": validated,
+        "default_s": default_s, "default_ratio": default_s / exhaustive_s, "validated": validated,
     }
 
 
@@ -205,7 +211,11 @@ def search_diannao(key: str, conv: ConvShape, target, cores: int = 16) -> dict:
     chosen = ranked[0][0]
     compile_conv2d(conv, "float32", cores, target, plan=chosen)
     polydl_s = time.perf_counter() - t0
-    best, model = min(cycles, key=cycles.get), min(plans, key=lambda p: p.estimate)
+    t0 = time.perf_counter()   # the flow's choice: the plans' estimate (conv_plan), compiled
+    model = dops.conv_plan(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, 4, cores, target.spec)
+    compile_conv2d(conv, "float32", cores, target, plan=model)
+    default_s = time.perf_counter() - t0
+    best = min(cycles, key=cycles.get)
     ranking = [p for p, _ in ranked]
     return {
         "list": "diannao", "layer": key, "dtype": "fp32", "threads": 1, "shape": json.dumps(layer),
@@ -215,7 +225,7 @@ def search_diannao(key: str, conv: ConvShape, target, cores: int = 16) -> dict:
         "default_over_best": cycles[best] / cycles[model],
         "rank_of_best": ranking.index(best) + 1 if best in ranking else None,
         "exhaustive_s": exhaustive_s, "polydl_s": polydl_s, "search_ratio": polydl_s / exhaustive_s,
-        "validated": validated,
+        "default_s": default_s, "default_ratio": default_s / exhaustive_s, "validated": validated,
     }
 
 
@@ -241,7 +251,9 @@ def summarize(rows: list[dict], peaks: dict[str, float]) -> dict:
                 "default_over_best": geomean([r["default_over_best"] for r in part]),
                 "exhaustive_s": sum(r["exhaustive_s"] for r in part),
                 "polydl_s": sum(r["polydl_s"] for r in part),
-                "search_ratio": sum(r["polydl_s"] for r in part) / sum(r["exhaustive_s"] for r in part)}
+                "search_ratio": sum(r["polydl_s"] for r in part) / sum(r["exhaustive_s"] for r in part),
+                "default_s": sum(r["default_s"] for r in part),
+                "default_ratio": sum(r["default_s"] for r in part) / sum(r["exhaustive_s"] for r in part)}
             continue
         peak = peaks[f"{DTYPES[dtype][2]}_{threads}t"]
         gops = geomean([r["chosen_gops"] for r in part])
@@ -258,9 +270,15 @@ def summarize(rows: list[dict], peaks: dict[str, float]) -> dict:
         }
     targets = {}
     for key, part in parts.items():
-        targets[f"{key}: chosen >= 95% of the exhaustive best (geomean)"] = \
+        if "default_ratio" in part:   # an accelerator: the flow runs its model's choice (the default)
+            targets[f"{key}: the flow's choice (its model's) >= 95% of the exhaustive best (geomean)"] = \
+                part["default_over_best"] >= TARGETS["chosen_over_best"]
+            targets[f"{key}: the flow's choice in <= 1/20 of the exhaustive search's time"] = \
+                part["default_ratio"] <= TARGETS["search_ratio"]
+        prefix = "PolyDL's ranking: " if "default_ratio" in part else ""
+        targets[f"{key}: {prefix}chosen >= 95% of the exhaustive best (geomean)"] = \
             part["chosen_over_best"] >= TARGETS["chosen_over_best"]
-        targets[f"{key}: search time <= 1/20 of the exhaustive search"] = \
+        targets[f"{key}: {prefix}search time <= 1/20 of the exhaustive search"] = \
             part["search_ratio"] <= TARGETS["search_ratio"]
         if key.endswith("/fp32/1t") and not key.startswith("gemm"):
             targets[f"{key}: >= 80% of the measured FMA peak (geomean)"] = \
@@ -320,7 +338,8 @@ def print_summary(summary: dict, console: Console) -> None:
         table.add_column(name, justify="left" if name.startswith("list") else "right")
     for key, p in summary["parts"].items():
         table.add_row(key, str(p["layers"]), f"{p['chosen_over_best']:.3f}", f"{p['default_over_best']:.3f}",
-                      f"1/{1 / p['search_ratio']:.0f}",
+                      f"1/{1 / p['search_ratio']:.0f}" + (f" (default 1/{1 / p['default_ratio']:.0f})"
+                                                          if "default_ratio" in p else ""),
                       f"{p['chosen_gops']:.1f}" if p.get("chosen_gops") else "-",
                       f"{p['pct_of_peak']:.1f}" if p.get("pct_of_peak") else "-",
                       f"{p['onnxruntime_gops']:.1f}" if p.get("onnxruntime_gops") else "-",

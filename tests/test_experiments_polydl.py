@@ -65,8 +65,14 @@ def test_quick_run_on_the_accelerators_compares_polydl_with_every_simulated_vari
         assert r["validated"] == "True" and int(r["variants"]) >= 2
         assert 0 < float(r["chosen_over_best"]) <= 1 and 0 < float(r["default_over_best"]) <= 1
         assert 0 < float(r["polydl_s"]) and float(r["exhaustive_s"]) > 0
+        # the flow's own choice (its model's, the default) has its search time beside PolyDL's
+        assert 0 < float(r["default_s"]) and float(r["default_ratio"]) == \
+            pytest.approx(float(r["default_s"]) / float(r["exhaustive_s"]))
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert set(summary["parts"]) == {"vita/int8", "diannao/fp32"}
+    assert "vita/int8: the flow's choice in <= 1/20 of the exhaustive search's time" in summary["targets"]
+    assert "diannao/fp32: PolyDL's ranking: chosen >= 95% of the exhaustive best (geomean)" in \
+        summary["targets"]
 
 
 def test_bad_names_are_refused():
