@@ -13,7 +13,9 @@ lowered with no loop fused (fusing leaves floordiv indices, outside the polyhedr
 iterations is the same) and analysed: the working set of every dependence in this CPU's cache lines
 (``compiler.analysis.working_set``, Algorithm 1; PolyDL counts elements: see ``choose``; the loops the variant
 fuses are parallel when it runs on more than one thread), placed in this CPU's caches as the OS reports them
-and costed (``compiler.analysis.poly_rank``, Algorithm 2 and Eq. 1). Variants of one order and different
+and costed (``compiler.analysis.poly_rank``, Algorithm 2 and Eq. 1). Only the first order is lowered: the
+others are its polyhedral nest with the outer loops reordered (``Nest.reordered``; same statements, domains
+and accesses, other times), which is what lowering them gives. Variants of one order and different
 breaking points share one nest and its dependences (on one thread their whole analysis: their iterations run
 in the same order; on more, each dependence's sequential working set, ``working_sets_each``). Ties keep the
 order of ``variants``, whose first is ``tuning_space``'s own first candidate.
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from compiler.analysis.poly_rank import MEMORY, MemoryLevel, Ranked, cache_line_bytes, cpu_caches, ranked
-from compiler.analysis.working_set import NotAnalysable, polyhedral, working_sets_each
+from compiler.analysis.working_set import Nest, NotAnalysable, polyhedral, working_sets_each
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu
@@ -104,12 +106,25 @@ def choose(layer, first: cpu.CpuTuning, isa: str, threads: int, target: Target,
     for tuning in candidates:
         by_order.setdefault(tuning.order, []).append(tuning)
     found: dict[cpu.CpuTuning, list] = {}
-    for group in by_order.values():   # the variants of one order share one nest and its dependences
+    count = len(layer.fused_extents(cpu.LANES))
+    base: tuple[Nest, dict[int, ir.Var]] | None = None   # the first order's nest and its loop of each axis
+    for order, group in by_order.items():   # the variants of one order share one nest and its dependences
+        axes = order or tuple(range(count))
         try:
-            body = analysis_nest(layer, isa, group[0], target)
-            nest = polyhedral(body, line_bytes=line)
+            nest = outer = None
+            if base is not None:   # the first order's nest with its outer loops reordered: no lowering
+                outer = tuple(base[1][a] for a in axes)
+                try:
+                    nest = base[0].reordered(outer)
+                except ValueError:
+                    nest = None
+            if nest is None:
+                body = analysis_nest(layer, isa, group[0], target)
+                nest, outer = polyhedral(body, line_bytes=line), fused_loops(body, count)
+                if base is None and len(outer) == count:
+                    base = nest, dict(zip(axes, outer, strict=True))
             # on one thread the breaking point changes no order: the variants of one order share a result
-            parallel = {t: fused_loops(body, t.parallel) if threads > 1 else () for t in group}
+            parallel = {t: outer[: t.parallel] if threads > 1 else () for t in group}
             each = working_sets_each(nest, list(dict.fromkeys(parallel.values())))
         except NotAnalysable as exc:
             raise NotAnalysable(f"the variant {group[0]}: {exc}") from None

@@ -67,6 +67,9 @@ class Nest:
     arrays: dict[ir.Buffer, str] = field(default_factory=dict)  # each buffer's ISL name
     line_bytes: int | None = None                               # count cache lines of this size, not elements
     _prepared: tuple | None = field(default=None, repr=False, compare=False)
+    _schedules: dict = field(default_factory=dict, repr=False, compare=False)
+    #: each access's map from its statement's domain to what it touches: the same in a reordered nest
+    _touches: dict = field(default_factory=dict, repr=False, compare=False)
 
     def per_line(self, buffer: ir.Buffer) -> int | None:
         """Elements of ``buffer`` per cache line, where the nest counts lines (None: it counts elements)."""
@@ -81,31 +84,60 @@ class Nest:
 
     def schedule(self, statement: str) -> isl.Map:
         """When each instance of ``statement`` runs: its loops to its time vector."""
-        names = ",".join(self.names[v] for v in self.loops[statement])
-        return isl.Map(f"{{ {statement}[{names}] -> [{','.join(self.times[statement])}] }}")
+        if statement not in self._schedules:
+            names = ",".join(self.names[v] for v in self.loops[statement])
+            self._schedules[statement] = isl.Map(
+                f"{{ {statement}[{names}] -> [{','.join(self.times[statement])}] }}")
+        return self._schedules[statement]
 
     def access_map(self, a: Access) -> isl.Map:
         """``a`` as a map from time to the element it touches (or, with ``line_bytes``, its cache line)."""
-        names = ",".join(self.names[v] for v in self.loops[a.statement])
         array = self.arrays.setdefault(a.buffer, f"{_IDENT.sub('_', a.buffer.name)}_{len(self.arrays)}")
-        per_line = self.per_line(a.buffer)
-        if per_line:
-            strides = [math.prod(a.buffer.shape[k + 1:]) for k in range(len(a.buffer.shape))]
-            flat = " + ".join(f"{stride}*({index})" for stride, index in zip(strides, a.indices, strict=True))
-            target = f"{array}[floor(({flat})/{per_line})]"
-        else:
-            target = f"{array}[{','.join(a.indices)}]"
-        m = isl.Map(f"{{ {a.statement}[{names}] -> {target} }}")
-        m = m.intersect_domain(isl.Set(self.domains[a.statement]))
-        return self.schedule(a.statement).reverse().apply_range(m)
+        key = (a, array)
+        if key not in self._touches:
+            names = ",".join(self.names[v] for v in self.loops[a.statement])
+            per_line = self.per_line(a.buffer)
+            if per_line:
+                strides = [math.prod(a.buffer.shape[k + 1:]) for k in range(len(a.buffer.shape))]
+                flat = " + ".join(f"{stride}*({index})"
+                                  for stride, index in zip(strides, a.indices, strict=True))
+                target = f"{array}[floor(({flat})/{per_line})]"
+            else:
+                target = f"{array}[{','.join(a.indices)}]"
+            m = isl.Map(f"{{ {a.statement}[{names}] -> {target} }}")
+            self._touches[key] = m.intersect_domain(isl.Set(self.domains[a.statement]))
+        return self.schedule(a.statement).reverse().apply_range(self._touches[key])
 
-    def prepared(self) -> tuple[isl.Set, list[isl.Map], isl.Map]:
-        """The time points, each access's map and the order ``before`` (kept: a nest analysed with several
-        choices of parallel loops builds them once)."""
+    def prepared(self) -> tuple[isl.Set, list[isl.Map]]:
+        """The time points and each access's map (kept: a nest analysed with several choices of parallel
+        loops builds them once)."""
         if self._prepared is None:
-            points = self.iterations()
-            self._prepared = points, [self.access_map(a) for a in self.accesses], points.lex_lt_set(points)
+            self._prepared = self.iterations(), [self.access_map(a) for a in self.accesses]
         return self._prepared
+
+    def reordered(self, order: Sequence[ir.Var]) -> Nest:
+        """This nest with the loops of ``order`` (loops that enclose every statement, outermost in every
+        statement's time) run in that order, outermost first: the statements, domains and accesses are the
+        same, only the times change. ValueError where a loop of ``order`` does not enclose a statement or
+        has a loop of its own nest outside it."""
+        names = [self.names[v] for v in order]
+        if sorted(names) != sorted(self.names[v] for v in set(order)):
+            raise ValueError(f"{[v.name for v in order]} is not a permutation of distinct loops")
+        times = {}
+        for s, time in self.times.items():
+            if not set(order) <= set(self.loops[s]):
+                raise ValueError(f"statement {s} is not inside every loop of {[v.name for v in order]}")
+            loop_names = {self.names[v] for v in self.loops[s]}
+            steps = [k for k, t in enumerate(time) if t in loop_names]   # the time steps that are loops
+            here = [k for k in steps if time[k] in names]
+            if here != steps[: len(here)]:
+                raise ValueError(f"statement {s}: a loop outside {[v.name for v in order]} runs around them")
+            new = list(time)
+            for k, name in zip(here, [n for n in names if n in {time[j] for j in here}], strict=True):
+                new[k] = name
+            times[s] = tuple(new)
+        return Nest(dict(self.domains), times, dict(self.loops), list(self.accesses), dict(self.names),
+                    {}, self.line_bytes, _touches=self._touches)
 
     def iterations(self) -> isl.Set:
         """Every instance of every statement, as time points."""
@@ -291,13 +323,15 @@ def working_sets_each(nest: Nest, choices: Sequence[tuple[ir.Var, ...]]) -> dict
     """``working_sets`` of ``nest`` for each choice of parallel loops, sharing what the choices share: each
     dependence, its source and targets are found once, its sequential working set is computed once for
     every choice that runs the dependence in order, and its parallel one once per parallel loop crossed."""
-    points, maps, before = nest.prepared()
+    points, maps = nest.prepared()
     out: dict[tuple[ir.Var, ...], list[WorkingSet]] = {c: [] for c in choices}
     for (a, ma), (b, mb) in ((x, y) for x in zip(nest.accesses, maps, strict=True)
                              for y in zip(nest.accesses, maps, strict=True)):
         if a.buffer is not b.buffer:
             continue
-        d = ma.apply_range(mb.reverse()).intersect(before)
+        # the pairs of times touching one element, the first before the second (the order compared on
+        # the two accesses' own times only: cheaper than one order over every time point)
+        d = ma.apply_range(mb.reverse()).intersect(ma.domain().lex_lt_set(mb.domain()))
         if d.is_empty():
             continue
         source = d.domain().lexmin()

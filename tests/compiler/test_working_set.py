@@ -132,6 +132,38 @@ def test_an_initialized_reduction_orders_its_two_statements():
     assert by_source[("WAW", "S1")] == (3, 4)
 
 
+@pytest.mark.parametrize("order", [(j, i, k), (k, i, j), (k, j, i)], ids=lambda o: "".join(v.name for v in o))
+def test_a_reordered_nest_has_the_working_sets_of_the_nest_written_in_that_order(order):
+    m, n, kk = 3, 4, 5
+    a, b, c = ir.Buffer("A", (m, kk), F32), ir.Buffer("B", (kk, n), F32), ir.Buffer("C", (m, n), F32)
+    store = ir.Store(c, (i, j), c[i, j] + a[i, k] * b[k, j])
+    extents = {i: m, j: n, k: kk}
+    written = polyhedral(loops(store, *[(v, extents[v]) for v in order]))
+    reordered = polyhedral(matmul(m, n, kk)).reordered(order)
+    assert reordered.times["S0"] == tuple(reordered.names[v] for v in order)
+
+    def sets(nest, parallel=()):   # the access texts name ISL variables, which differ: compare the sets
+        return [(w.kind, w.buffer, w.ws_min, w.ws_max, w.parallel, w.by_buffer)
+                for w in working_sets(nest, parallel)]
+
+    assert sets(reordered) == sets(written)
+    assert sets(reordered, (order[0],)) == sets(written, (order[0],))
+
+
+def test_only_loops_around_every_statement_and_outside_the_rest_are_reordered():
+    s, a = ir.Buffer("s", (2,), F32), ir.Buffer("A", (2, 3), F32)
+    update = ir.For(j, ir.const(0), ir.const(3), ir.Store(s, (i,), s[i] + a[i, j]))
+    nest = polyhedral(ir.For(i, ir.const(0), ir.const(2), ir.seq(ir.Store(s, (i,), ir.const(0.0, F32)),
+                                                                 update)))
+    with pytest.raises(ValueError, match="is not inside every loop"):
+        nest.reordered((j, i))
+    with pytest.raises(ValueError, match="not a permutation"):
+        nest.reordered((i, i))
+    inner = polyhedral(matmul(3, 4, 5))
+    with pytest.raises(ValueError, match="a loop outside"):
+        inner.reordered((k, j))   # i stays outside them
+
+
 def test_a_non_affine_access_or_bound_is_not_analysable():
     a, b = ir.Buffer("a", (8,), F32), ir.Buffer("b", (4,), F32)
     with pytest.raises(NotAnalysable, match=r"the access b\[i//2\] is not affine"):

@@ -52,6 +52,23 @@ def test_on_two_threads_every_parallel_loop_gives_each_thread_two_iterations():
     assert len(space) < len(variants(CONV, first, threads=1))   # the batch loop alone (1) is no variant
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layer", [CONV, GEMM, CpuLayer.conv2d(7, 7, 32, 48, k=3, s=2, p=1)],
+                         ids=["conv2d", "gemm", "conv2d-3x3s2"])
+def test_choose_ranks_as_if_every_order_were_lowered_and_analysed_on_its_own(layer, threads):
+    """choose lowers the first order only and reorders its polyhedral nest for the others."""
+    first = tuning_space(layer, threads=threads)[0]
+    isa = "x86-vnni"
+    want = {}
+    for t in variants(layer, first, threads):
+        body = analysis_nest(layer, isa, t, TARGET)
+        parallel = fused_loops(body, t.parallel) if threads > 1 else ()
+        want[t] = place(sizes(working_sets(polyhedral(body, line_bytes=64), parallel)), LEVELS).cost(
+            LEVELS, MEMORY)
+    got = choose(layer, first, isa, threads, TARGET, levels=LEVELS, line_bytes=64)
+    assert {r.name: r.cost for r in got.ranked} == want
+
+
 @vnni
 @pytest.mark.parametrize("layer", [CONV, GEMM], ids=["conv2d", "gemm"])
 def test_every_variant_compiles_and_is_bit_exact(layer):
