@@ -135,6 +135,13 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def _write_csv(rows: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def main(
     out: Annotated[Path, typer.Option(help="Folder for unit_gpu.csv and summary.json.")] = Path(
         "experiments/out/unit_gpu"),
@@ -168,8 +175,9 @@ def main(
             job = cuda_run.FLOW.plan(op, {**params, "tune": tune}, target)
             for tuning in job.candidates:
                 kernel = cuda_run.compile_gpu(job, tuning, target).kernel
+                counts = kernel.instructions()
                 console.print(f"{group} {name}: {tuning}: {len(kernel.ptx.splitlines())} lines of PTX, "
-                              f"{kernel.instructions().get('wmma.mma', 0)} wmma.mma")
+                              f"{counts.get('wmma.mma', 0)} wmma.mma, {counts.get('wgmma', 0)} wgmma")
         return
     reason = cuda_runtime.unavailable()
     if reason:
@@ -200,9 +208,13 @@ def main(
                "peer_tflops": round(flops / peer / 1e12, 2) if peer else None,
                "speedup": round(peer / seconds, 3) if peer else None,
                "pct_of_peak": round(100 * flops / seconds / 1e12 / peak, 2),
-               "wall_s": round(time.perf_counter() - t0, 1)}
+               "wall_s": round(time.perf_counter() - t0, 1),
+               # every measured candidate's time: which instruction and shape won by how much
+               "tuned": json.dumps([[t["candidate"], round(t["seconds"] * 1e6, 2)]
+                                    for t in report.params["tuned"]])}
         rows.append(row)
         print(json.dumps(row), flush=True)
+        _write_csv(rows, out / "unit_gpu.csv")   # after every workload: a run stopped early keeps them
     groups = sorted({r["group"] for r in rows})
     summary = {"device": dev, "peak_tflops": round(peak, 1), "tune": tune,
                "wall_s": round(time.perf_counter() - start, 1),
@@ -215,10 +227,6 @@ def main(
                                              if r["op"] == "gemm" and r["speedup"]},
                "targets": {"batch-1 convs vs cuDNN (geomean)": ">= 1.0x (UNIT: 1.75x on V100)",
                            "large GEMMs vs cuBLAS": ">= 60%"}}
-    with open(out / "unit_gpu.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     plot(rows, out / "unit_gpu.png", dev["name"])
     table = Table(title=f"UNIT on {dev['name']}: Tandem vs PyTorch (fp16 in, fp32 accumulation)")
