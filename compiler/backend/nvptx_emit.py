@@ -308,6 +308,17 @@ def fragment_registers(role: str, dtype: str, shape: tuple[int, int], threads: i
     raise CodegenError(f"nvptx: no Tensor Core fragment of {dtype} elements (operand role {role})")
 
 
+def _operand(geo: Geometry, regions: dict[str, n.Region], role: str, text: str) -> n.Region:
+    """The region of the operand playing ``role``, of the instruction's element type."""
+    r = regions.get(geo.roles[role])
+    if r is None:
+        raise CodegenError(f"nvptx: {text}: no region for operand {geo.roles[role]}")
+    if r.buffer.dtype.short != geo.dtypes[role]:
+        raise CodegenError(f"nvptx: {text}: operand {r.operand} is {geo.dtypes[role]}, but buffer "
+                           f"{r.buffer.name} holds {r.buffer.dtype.short}")
+    return r
+
+
 def _struct(ty: ll.Type, count: int) -> ll.LiteralStructType:
     return ll.LiteralStructType([ty] * count)
 
@@ -626,12 +637,7 @@ class KernelEmitter(FunctionEmitter):
             return
         values: list[ll.Value] = []
         for role in ("a", "b", "c"):
-            r = regions.get(geo.roles[role])
-            if r is None:
-                raise CodegenError(f"nvptx: {text}: no region for operand {geo.roles[role]}")
-            if r.buffer.dtype.short != geo.dtypes[role]:
-                raise CodegenError(f"nvptx: {text}: operand {r.operand} is {geo.dtypes[role]}, but buffer "
-                                   f"{r.buffer.name} holds {r.buffer.dtype.short}")
+            r = _operand(geo, regions, role, text)
             elem, count = fragment_registers(role, geo.dtypes[role], geo.shape(role))
             regs = _struct(elem, count)
             if r.buffer in self.fragments:
@@ -661,13 +667,7 @@ class KernelEmitter(FunctionEmitter):
         fragment tile (its registers in and out of the inline PTX)."""
         descs, flips = [], []
         for role in ("a", "b"):
-            r = regions.get(geo.roles[role])
-            if r is None:
-                raise CodegenError(f"nvptx: {text}: no region for operand {geo.roles[role]}")
-            if r.buffer.dtype.short != geo.dtypes[role]:
-                raise CodegenError(f"nvptx: {text}: operand {r.operand} is {geo.dtypes[role]}, but buffer "
-                                   f"{r.buffer.name} holds {r.buffer.dtype.short}")
-            desc, flip = self._descriptor(r, role, geo, text)
+            desc, flip = self._descriptor(_operand(geo, regions, role, text), role, geo, text)
             descs.append(desc)
             flips.append(flip)
         out = regions.get(geo.roles["c"])
