@@ -312,17 +312,23 @@ def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, dic
     return sum(counts.values()), {named[name]: n * width[name] for name, n in counts.items()}
 
 
-def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = ()) -> list[WorkingSet]:
+def working_sets(nest: Nest, parallel: tuple[ir.Var, ...] = (), threads: int | None = None
+                 ) -> list[WorkingSet]:
     """The working set of every dependence of ``nest`` (Algorithm 1); loops in ``parallel`` run in
-    parallel, so a dependence across their iterations needs everything they touch at once."""
-    return working_sets_each(nest, [parallel])[parallel]
+    parallel, so a dependence across their iterations needs everything they touch at once (PolyDL's rule:
+    the parallel iterations may run in any order). With ``threads``, the parallel loop's iterations are cut
+    into that many contiguous chunks run at once (static scheduling, as Tandem's CPU backend runs them): a
+    dependence across its iterations is then, on each thread, a reuse in order within its chunk, and the
+    threads' working sets share the caches: ``threads`` times the sequential WS_min and WS_max."""
+    return working_sets_each(nest, [parallel], threads)[parallel]
 
 
-def working_sets_each(nest: Nest, choices: Sequence[tuple[ir.Var, ...]]) -> dict[tuple[ir.Var, ...],
-                                                                              list[WorkingSet]]:
+def working_sets_each(nest: Nest, choices: Sequence[tuple[ir.Var, ...]], threads: int | None = None
+                      ) -> dict[tuple[ir.Var, ...], list[WorkingSet]]:
     """``working_sets`` of ``nest`` for each choice of parallel loops, sharing what the choices share: each
     dependence, its source and targets are found once, its sequential working set is computed once for
-    every choice that runs the dependence in order, and its parallel one once per parallel loop crossed."""
+    every choice that runs the dependence in order (or, with ``threads``, across a parallel loop), and its
+    parallel one once per parallel loop crossed."""
     points, maps = nest.prepared()
     out: dict[tuple[ir.Var, ...], list[WorkingSet]] = {c: [] for c in choices}
     for (a, ma), (b, mb) in ((x, y) for x in zip(nest.accesses, maps, strict=True)
@@ -341,10 +347,21 @@ def working_sets_each(nest: Nest, choices: Sequence[tuple[ir.Var, ...]]) -> dict
         for choice in out:
             par = _parallel_dim(nest, choice, source, targets)
             if par not in done:
-                done[par] = _parallel_set(nest, maps, points, source, par, kind, a, b) if par is not None \
-                    else _sequential_set(nest, maps, points, source, targets, kind, a, b)
+                if par is None or threads is not None:
+                    if None not in done:
+                        done[None] = _sequential_set(nest, maps, points, source, targets, kind, a, b)
+                    done[par] = done[None] if par is None else _scaled(done[None], threads)
+                else:
+                    done[par] = _parallel_set(nest, maps, points, source, par, kind, a, b)
             out[choice].append(done[par])
     return out
+
+
+def _scaled(ws: WorkingSet, threads: int) -> WorkingSet:
+    """A sequential working set held by ``threads`` threads at once (each reusing in its own chunk)."""
+    return WorkingSet(ws.kind, ws.buffer, ws.source, ws.target, ws.ws_min * threads, ws.ws_max * threads,
+                      parallel=False, by_buffer=tuple((k, lo * threads, hi * threads)
+                                                      for k, lo, hi in ws.by_buffer))
 
 
 def _parallel_set(nest: Nest, maps: list[isl.Map], points: isl.Set, source: isl.Set, par: int, kind: str,

@@ -108,6 +108,23 @@ def test_a_reuse_across_a_parallel_loop_needs_everything_the_loop_touches():
     assert ws[("RAR", "A")] == (11, 21) and ws[("WAW", "C")] == (5, 9)
 
 
+def test_static_chunks_of_a_parallel_loop_reuse_in_order_each_thread_its_own():
+    """With the parallel loop cut into contiguous chunks, a reuse across its iterations is each thread's,
+    in order: the sequential working sets, held by every thread at once (PolyDL's own rule takes all the
+    parallel iterations' footprint instead)."""
+    nest = matmul(4, 4, 4)
+    sequential = working_sets(polyhedral(nest))
+    polydl = working_sets(polyhedral(nest), (j,))
+    chunked = working_sets(polyhedral(nest), (j,), threads=2)
+    assert any(w.parallel for w in polydl) and not all(w.parallel for w in polydl)
+    for seq, rule, got in zip(sequential, polydl, chunked, strict=True):
+        scale = 2 if rule.parallel else 1   # the reuses across j; those inside one j iteration stay
+        assert (got.ws_min, got.ws_max, got.parallel) == (seq.ws_min * scale, seq.ws_max * scale, False)
+        if rule.parallel:
+            assert rule.ws_min == rule.ws_max   # PolyDL's: one footprint of every parallel iteration
+    assert working_sets(polyhedral(nest), (), threads=2) == sequential   # no parallel loop: unchanged
+
+
 def test_several_choices_of_parallel_loops_share_one_analysis_and_each_gets_its_own_sets():
     nest = polyhedral(matmul(4, 4, 4))
     each = working_sets_each(nest, [(), (i,), (i, j)])

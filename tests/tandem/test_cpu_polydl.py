@@ -63,8 +63,8 @@ def test_choose_ranks_as_if_every_order_were_lowered_and_analysed_on_its_own(lay
     for t in variants(layer, first, threads):
         body = analysis_nest(layer, isa, t, TARGET)
         parallel = fused_loops(body, t.parallel) if threads > 1 else ()
-        want[t] = place(sizes(working_sets(polyhedral(body, line_bytes=64), parallel)), LEVELS).cost(
-            LEVELS, MEMORY)
+        found = working_sets(polyhedral(body, line_bytes=64), parallel, threads)
+        want[t] = place(sizes(found), LEVELS).cost(LEVELS, MEMORY)
     got = choose(layer, first, isa, threads, TARGET, levels=LEVELS, line_bytes=64)
     assert {r.name: r.cost for r in got.ranked} == want
 
@@ -120,7 +120,7 @@ def test_on_two_threads_each_variant_costs_what_its_own_analysis_says():
     choice = choose(CONV, first, "x86-vnni", 2, TARGET, LEVELS, line_bytes=64)
     for tuning in variants(CONV, first, 2)[:6]:
         body = analysis_nest(CONV, "x86-vnni", tuning, TARGET)
-        found = working_sets(polyhedral(body, line_bytes=64), fused_loops(body, tuning.parallel))
+        found = working_sets(polyhedral(body, line_bytes=64), fused_loops(body, tuning.parallel), threads=2)
         cost = place(sizes(found), LEVELS).cost(LEVELS, MEMORY)
         assert next(r.cost for r in choice.ranked if r.name == tuning) == pytest.approx(cost), tuning
 
