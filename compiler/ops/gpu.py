@@ -78,6 +78,9 @@ WARP = 32
 PAD = 8            # f16 elements added to each shared row: 16 bytes, against bank conflicts
 VECTOR = 8         # f16 elements per vector copy (16 bytes)
 MAX_ACC_REGS = 128  # accumulator registers per thread a tuning may keep
+#: A gathered tile's elements per thread unrolled at most (more: a loop; a warpgroup's conv tile of
+#: 64 x 256 is 64 per thread, 277 KB of PTX unrolled)
+UNROLLED_STEPS = 16
 OTHER_REGS = 64     # registers a thread needs besides its accumulators (addresses, copies), roughly
 BLOCK_REGS = 65536  # 32-bit registers of a multiprocessor (sm_70-sm_90), all a block's threads together
 F16, F32 = dtypes.float16, dtypes.float32
@@ -338,10 +341,12 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
                           "threadIdx.x")
         return warp_loop(label, each_lane)
 
-    def copy(label: str, rows: int, cols: int, vector: int, move, asynchronous: bool = False) -> ir.Stmt:
+    def copy(label: str, rows: int, cols: int, vector: int, move, asynchronous: bool = False,
+             rolled: bool = False) -> ir.Stmt:
         """All threads copy a rows x cols tile, ``vector`` elements per thread and step: ``move(ty, tx,
         it, row, col, v)`` is one element's statement (``v`` the vector lane, None without one), each
-        vector an asynchronous copy where ``asynchronous``."""
+        vector an asynchronous copy where ``asynchronous``. The steps are unrolled, unless ``rolled`` and
+        a thread has more than ``UNROLLED_STEPS`` of them (a loop then: the copy's index arithmetic once)."""
         chunks_per_row = cols // vector
         chunks = rows * chunks_per_row
 
@@ -358,7 +363,9 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
                 inner = move(ty, tx, it, row, col, None)
             if _steps(chunks, threads) * threads != chunks:
                 inner = ir.IfThenElse(ir.LT(chunk, ir.const(chunks)), inner)
-            return ir.For(it, ir.const(0), ir.const(_steps(chunks, threads)), inner, ir.ForKind.UNROLLED)
+            steps = _steps(chunks, threads)
+            kind = ir.ForKind.SERIAL if rolled and steps > UNROLLED_STEPS else ir.ForKind.UNROLLED
+            return ir.For(it, ir.const(0), ir.const(steps), inner, kind)
         return thread_loop(label, body)
 
     b_vector = VECTOR if b_rows_contiguous else 1
@@ -380,7 +387,8 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
                 copy("a", bm, t.bk, VECTOR, lambda ty, tx, it, row, col, v: ir.Store(
                     a_sh, (stage, row, col + v), a_value(kt, row, col, v)), a_async),
                 copy("b", t.bk, bn, b_vector, lambda ty, tx, it, row, col, v: ir.Store(
-                    b_sh, (stage, row, col + lane(v)), b_value(kt, row, col, v)), b_async))
+                    b_sh, (stage, row, col + lane(v)), b_value(kt, row, col, v)), b_async,
+                    rolled=b_vector == 1))
     else:             # the next step's tiles are loaded into registers while this step computes
         a_steps = _steps(bm * t.bk // VECTOR, threads)
         regs_a = ir.Buffer("A_next", (warps, lanes, a_steps, VECTOR), F16, THREAD)
