@@ -291,11 +291,10 @@ def _const(e: ir.Expr) -> int | None:
     return int(e.value) if isinstance(e, ir.IntImm) else None
 
 
-def _between(points: isl.Set, first: isl.Set, last: isl.Set) -> isl.Set:
-    """The points of ``points`` lexicographically from ``first`` to ``last``, both included."""
-    upto = points.lex_le_set(last).domain()
-    before = points.lex_lt_set(first).domain()
-    return upto.subtract(before)
+def _between(points: isl.Set, before: isl.Set, last: isl.Set) -> isl.Set:
+    """The points of ``points`` lexicographically up to ``last`` (included) that are not ``before`` (the
+    points before the first one)."""
+    return points.lex_le_set(last).domain().subtract(before)
 
 
 def _footprint(nest: Nest, maps: list[isl.Map], when: isl.Set) -> tuple[int, dict[str, int]]:
@@ -379,8 +378,9 @@ def _parallel_set(nest: Nest, maps: list[isl.Map], points: isl.Set, source: isl.
 def _sequential_set(nest: Nest, maps: list[isl.Map], points: isl.Set, source: isl.Set, targets: isl.Set,
                     kind: str, a: Access, b: Access) -> WorkingSet:
     """Algorithm 1's WS_min and WS_max: what is touched from the source to the first and the last target."""
-    ws_min, low = _footprint(nest, maps, _between(points, source, targets.lexmin()))
-    ws_max, high = _footprint(nest, maps, _between(points, source, targets.lexmax()))
+    before = points.lex_lt_set(source).domain()
+    ws_min, low = _footprint(nest, maps, _between(points, before, targets.lexmin()))
+    ws_max, high = _footprint(nest, maps, _between(points, before, targets.lexmax()))
     return WorkingSet(kind, a.buffer.name, _show(a), _show(b), ws_min, ws_max,
                       by_buffer=tuple((k, low.get(k, 0), high[k]) for k in sorted(high)))
 
