@@ -3,7 +3,8 @@
 #   bash gpu/run_device_checks.sh [RESULTS_DIR]        (default gpu/build/results)
 # 1. the device and the probes: llvmlite's NVPTX output (a vector add; wmma f16 and s8 GEMMs) loaded by the
 #    CUDA driver and compared with numpy;
-# 2. the GPU test suite (tests/gpu: PTX structure and ptxas everywhere, execution here);
+# 2. the GPU test suite (tests/gpu: PTX structure and ptxas everywhere, execution here; TESTS=none skips
+#    the probes and the tests, for a second call that only runs the sweep or the experiment);
 # 3. the GEMM sweep gpu/sweep_gemm.py (block shapes x pipeline depths at SWEEP's sizes, default
 #    2048,4096,8192; SWEEP=none skips it), each kernel checked against the exact product, with cuBLAS;
 # 4. the experiment experiments/unit_gpu.py (UNIT's Table I, ResNet-18 C2-C12 at batch 1 and 16, GEMMs
@@ -12,8 +13,9 @@
 # Times on an H100 (2026-11-27, with the wgmma tunings): probes and tests about 1.5 minutes, the sweep at
 # SWEEP=4096,8192 under a minute, the experiment at TUNE=6 about 30 s per convolution layer (the warpgroup
 # candidates' large PTX compiles slowly; 11 s per layer with wmma alone) and 1 minute for gemm: with 15
-# minutes of device time, run the tests, the sweep and gemm in one call and at most one convolution group
-# (table1: 16 layers) in another.
+# minutes of device time, run the tests, the sweep and gemm in one call and a convolution group in another
+# with TESTS=none SWEEP=none (since 6d1043e a warpgroup conv candidate compiles in 0.3 s, not 2.6: the
+# per-layer time should be nearer the 11 s of wmma alone; not yet measured).
 # Needs python3 with numpy, llvmlite 0.50, CuPy, pytest, typer and rich (PyTorch for the peers). Writes at
 # most nine files to RESULTS_DIR: device.txt, nvptx_probe.json, wmma_probe.jsonl, gpu_tests.log,
 # sweep_gemm.jsonl, unit_gpu.log, unit_gpu.csv, summary.json. Exits non-zero when a step fails (after
@@ -31,14 +33,16 @@ status=0
       || echo "no PyTorch: the experiment runs without its peers"
 } 2>&1 | tee "$results/device.txt"
 
-if [[ ! -f gpu/build/vadd.ptx ]]; then python3 gpu/probe_nvptx.py --emit gpu/build/vadd.ptx; fi
-if [[ ! -f gpu/build/wmma_f16.ptx ]]; then python3 gpu/probe_wmma.py --emit gpu/build; fi
-python3 gpu/probe_nvptx.py --run gpu/build/vadd.ptx | tee "$results/nvptx_probe.json" || status=1
-python3 gpu/probe_wmma.py --run gpu/build | tee "$results/wmma_probe.jsonl" || status=1
+if [[ "${TESTS:-}" != none ]]; then
+    if [[ ! -f gpu/build/vadd.ptx ]]; then python3 gpu/probe_nvptx.py --emit gpu/build/vadd.ptx; fi
+    if [[ ! -f gpu/build/wmma_f16.ptx ]]; then python3 gpu/probe_wmma.py --emit gpu/build; fi
+    python3 gpu/probe_nvptx.py --run gpu/build/vadd.ptx | tee "$results/nvptx_probe.json" || status=1
+    python3 gpu/probe_wmma.py --run gpu/build | tee "$results/wmma_probe.jsonl" || status=1
 
-echo "== tests/gpu"
-python3 -m pytest -q -p no:cacheprovider -rs tests/gpu tests/test_gpu_probe.py 2>&1 \
-    | tee "$results/gpu_tests.log" || status=1
+    echo "== tests/gpu"
+    python3 -m pytest -q -p no:cacheprovider -rs tests/gpu tests/test_gpu_probe.py 2>&1 \
+        | tee "$results/gpu_tests.log" || status=1
+fi
 
 echo "== gpu/sweep_gemm.py"
 if [[ "${SWEEP:-}" != none ]]; then
