@@ -157,12 +157,17 @@ def search(name: str, key: str, layer: CpuLayer, isa: str, threads: int, min_tim
     }
 
 
+def _model_tilings(layer, target) -> list:
+    """Every tiling that fits the buffers with no virtual threads, the hand-written model's best first."""
+    return [t for t in vita.rank_tilings(layer.tiled(target.spec), 0, spec=target.spec,
+                                         costs=machine_costs(target)) if t.vthread_axis == "oc"]
+
+
 def search_vita(key: str, layer, target) -> dict:
     """The same comparison on VITA (simulated, int8): every tiling that fits the buffers (no virtual
     threads) compiled, simulated and checked against numpy; PolyDL's choice over the scratchpads
     (``tandem.vita_run.polydl_ranked``) and the hand-written cost model's (``vita.rank_tilings``' first)."""
-    tilings = [t for t in vita.rank_tilings(layer.tiled(target.spec), 0, spec=target.spec,
-                                            costs=machine_costs(target)) if t.vthread_axis == "oc"]
+    tilings = _model_tilings(layer, target)
     cycles: dict[vita.Tiling, int] = {}
     exhaustive_s, validated = 0.0, True
     for tiling in tilings:
@@ -176,7 +181,7 @@ def search_vita(key: str, layer, target) -> dict:
     vita_compile(layer, chosen, target)
     polydl_s = time.perf_counter() - t0
     t0 = time.perf_counter()   # the flow's choice: the hand-written model's first, compiled
-    model = vita.rank_tilings(layer.tiled(target.spec), 0, spec=target.spec, costs=machine_costs(target))[0]
+    model = _model_tilings(layer, target)[0]
     vita_compile(layer, model, target)
     default_s = time.perf_counter() - t0
     best = min(cycles, key=cycles.get)

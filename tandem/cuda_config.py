@@ -53,10 +53,6 @@ class CudaConfig(TomlConfig):
         named = [f for group in features for f in group if f.startswith("sm_")]
         return named[0] if named else self.arch
 
-    def has(self, features: tuple[tuple[str, ...], ...]) -> bool:
-        """Whether this GPU has what an instruction needs (any one of the sets; no sets: always)."""
-        return not features or any(set(group) <= set(self.features) for group in features)
-
 
 def load_config(name_or_path: str | Path) -> CudaConfig:
     """A built-in config by name, or the config file at a path."""

@@ -148,11 +148,11 @@ class CudaFlow(TargetFlow):
         if given is not None:
             if not isinstance(given, gpu.GpuTuning):
                 raise RunError(f"{where}: tuning must be a compiler.ops.gpu.GpuTuning, not {given!r}")
-            insn = next((i for i in insns if i.name == given.instruction), None) if given.instruction \
-                else insns[0]
-            if insn is None:
+            try:
+                insn = gpu.tensor_core_instruction(target.spec, given.instruction, target.config.features)
+            except ScheduleError:
                 raise RunError(f"{where}: tuning ({given}) names instruction {given.instruction!r}, which is "
-                               f"not one of the usable {', '.join(i.name for i in insns)}")
+                               f"not one of the usable {', '.join(i.name for i in insns)}") from None
             why = given.why_not(insn, target.config.shared_bytes)
             if why:
                 raise RunError(f"{where}: tuning ({given}) does not fit: {why}")

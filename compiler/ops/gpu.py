@@ -638,11 +638,12 @@ def _tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstructio
         """Near-equal costs: less padding, then the bigger block and, of equal ones, the squarer (fewer
         loads per multiply-add), then the deeper pipeline (the H100 runs: the 4-deep ring won 26 of 27
         batch-1 convolutions, and the warpgroup instruction's best GEMMs were 4 deep)."""
-        c = cost(t)
+        c = costs[t]
         rounded = float(f"{c:.1g}") if c > 0 else 0.0
         bm, bn = t.block(insn)
         return rounded, _ceil(m, bm) * _ceil(n, bn) * _ceil(k, t.bk), -bm * bn, bm + bn, -t.stages, str(t)
 
+    costs = {t: cost(t) for t in found}
     ranked = sorted(found, key=key)
     shapes: set[tuple[int, ...]] = set()
     firsts: dict[int, list[GpuTuning]] = {}
@@ -654,4 +655,4 @@ def _tuning_space(m: int, n: int, k: int, batch: int, insn: TensorCoreInstructio
         else:
             firsts.setdefault(t.split_k, []).append(t)
             shapes.add(shape)
-    return [(cost(t), t) for t in _turns(list(firsts.values())) + rest]
+    return [(costs[t], t) for t in _turns(list(firsts.values())) + rest]
