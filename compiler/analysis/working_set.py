@@ -68,6 +68,7 @@ class Nest:
     line_bytes: int | None = None                               # count cache lines of this size, not elements
     _prepared: tuple | None = field(default=None, repr=False, compare=False)
     _schedules: dict = field(default_factory=dict, repr=False, compare=False)
+    _start: isl.Set | None = field(default=None, repr=False, compare=False)
     #: each access's map from its statement's domain to what it touches: the same in a reordered nest
     _touches: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -114,6 +115,12 @@ class Nest:
         if self._prepared is None:
             self._prepared = self.iterations(), [self.access_map(a) for a in self.accesses]
         return self._prepared
+
+    def start(self) -> isl.Set:
+        """The nest's first time point."""
+        if self._start is None:
+            self._start = self.prepared()[0].lexmin()
+        return self._start
 
     def reordered(self, order: Sequence[ir.Var]) -> Nest:
         """This nest with the loops of ``order`` (loops that enclose every statement, outermost in every
@@ -334,17 +341,15 @@ def working_sets_each(nest: Nest, choices: Sequence[tuple[ir.Var, ...]], threads
                              for y in zip(nest.accesses, maps, strict=True)):
         if a.buffer is not b.buffer:
             continue
-        # the pairs of times touching one element, the first before the second (the order compared on
-        # the two accesses' own times only: cheaper than one order over every time point)
-        d = ma.apply_range(mb.reverse()).intersect(ma.domain().lex_lt_set(mb.domain()))
-        if d.is_empty():
+        found = _dependence(ma, mb)
+        if found is None:
             continue
-        source = d.domain().lexmin()
-        targets = source.apply(d)
+        source, targets = found
         kind = KINDS[(a.write, b.write)]
         done: dict[int | None, WorkingSet] = {}
+        moved: dict[int, bool] = {}
         for choice in out:
-            par = _parallel_dim(nest, choice, source, targets)
+            par = _parallel_dim(nest, choice, source, targets, moved)
             if par not in done:
                 if par is None or threads is not None:
                     if None not in done:
@@ -354,6 +359,25 @@ def working_sets_each(nest: Nest, choices: Sequence[tuple[ir.Var, ...]], threads
                     done[par] = _parallel_set(nest, maps, points, source, par, kind, a, b)
             out[choice].append(done[par])
     return out
+
+
+def _dependence(ma: isl.Map, mb: isl.Map) -> tuple[isl.Set, isl.Set] | None:
+    """The dependence from the access of map ``ma`` to that of ``mb`` (times to what they touch): its
+    first source instance and that instance's targets (``mb``'s later times touching what it touches), or
+    None where no later instance touches what an earlier one does. Usually the first instance of ``ma`` is
+    the source (what it touches is touched again): found from that one point, without the relation of
+    every pair of instances, which is built only where it is not."""
+    first = ma.domain().lexmin()
+    targets = first.apply(ma).apply(mb.reverse()).lex_gt_set(first).domain()
+    if not targets.is_empty():
+        return first, targets
+    # the pairs of times touching one element, the first before the second (the order compared on the
+    # two accesses' own times only: cheaper than one order over every time point)
+    d = ma.apply_range(mb.reverse()).intersect(ma.domain().lex_lt_set(mb.domain()))
+    if d.is_empty():
+        return None
+    source = d.domain().lexmin()
+    return source, source.apply(d)
 
 
 def _scaled(ws: WorkingSet, threads: int) -> WorkingSet:
@@ -378,24 +402,29 @@ def _parallel_set(nest: Nest, maps: list[isl.Map], points: isl.Set, source: isl.
 def _sequential_set(nest: Nest, maps: list[isl.Map], points: isl.Set, source: isl.Set, targets: isl.Set,
                     kind: str, a: Access, b: Access) -> WorkingSet:
     """Algorithm 1's WS_min and WS_max: what is touched from the source to the first and the last target."""
-    before = points.lex_lt_set(source).domain()
+    # nothing runs before the nest's first point (the usual source): no lexicographic set to build
+    before = isl.Set.empty(points.get_space()) if source.is_equal(nest.start()) else \
+        points.lex_lt_set(source).domain()
     ws_min, low = _footprint(nest, maps, _between(points, before, targets.lexmin()))
     ws_max, high = _footprint(nest, maps, _between(points, before, targets.lexmax()))
     return WorkingSet(kind, a.buffer.name, _show(a), _show(b), ws_min, ws_max,
                       by_buffer=tuple((k, low.get(k, 0), high[k]) for k in sorted(high)))
 
 
-def _parallel_dim(nest: Nest, parallel: tuple[ir.Var, ...], source: isl.Set, targets: isl.Set) -> int | None:
+def _parallel_dim(nest: Nest, parallel: tuple[ir.Var, ...], source: isl.Set, targets: isl.Set,
+                  moved: dict[int, bool]) -> int | None:
     """The time dimension of the outermost parallel loop whose value differs between the source and a
-    target, or None."""
+    target, or None; ``moved`` keeps, by dimension, whether it differs (one dependence's choices share it)."""
     if not parallel:
         return None
     names = {nest.names[v] for v in parallel if v in nest.names}
     for dims in nest.times.values():
         for k, dim in enumerate(dims):
-            if dim in names and \
-                    targets.dim_max_val(k).to_python() != source.dim_min_val(k).to_python():
-                return k
+            if dim in names:
+                if k not in moved:
+                    moved[k] = targets.dim_max_val(k).to_python() != source.dim_min_val(k).to_python()
+                if moved[k]:
+                    return k
     return None
 
 
