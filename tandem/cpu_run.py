@@ -10,8 +10,9 @@ default: PolyDL's top-ranked order and parallel loop around that first candidate
 data-reuse analysis of ``tandem.cpu_polydl`` with nothing timed; the report's ``selection`` says which way was
 taken, and why where the analysis could not rank the variants) and ``min_time`` (seconds of timing per
 measurement, default 0.2), ``epilogue`` (``relu`` or ``relu6``, or ``relu`` true: an element-wise operator on
-the output, fused into the operator by PolyDL's Algorithm 3, ``compiler.passes.fuse_elementwise``). On a real
-CPU the report's
+the output, fused into the operator by PolyDL's Algorithm 3, ``compiler.passes.fuse_elementwise``) and
+``bias`` (true or 1: a per-output-channel bias, a third input, added before the epilogue in the same fused
+element-wise statement; conv2d and gemm). On a real CPU the report's
 
 - ``seconds`` is the median time of one call, timed by a native loop of back-to-back calls
   (``CpuKernel.time``, as TVM's time_evaluator: what a Python call adds, about 9 µs, is not the kernel's),
@@ -104,6 +105,7 @@ class CpuLayer:
     dtype: str = "uint8"   # u8 data x s8 weights; or int16 x int16 (compiler.ops.cpu.DTYPES)
     window: cpu.Window | None = None   # op "window": a direct convolution of TensorIR's kinds
     epilogue: str | None = None   # an element-wise operator on the output (EPILOGUES), fused (Algorithm 3)
+    bias: bool = False   # a per-output-channel bias added before the epilogue (conv2d, gemm, gemm_t), fused
 
     @staticmethod
     def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1,
@@ -135,9 +137,10 @@ class CpuLayer:
 
     @property
     def options(self) -> dict[str, str]:
-        """The layer's element type and epilogue as ``run`` parameters (none for the defaults: u8 x s8, no
-        epilogue)."""
+        """The layer's element type, bias and epilogue as ``run`` parameters (none for the defaults: u8 x s8,
+        no bias, no epilogue)."""
         return {**({"dtype": self.dtype} if self.dtype != "uint8" else {}),
+                **({"bias": True} if self.bias else {}),
                 **({"epilogue": self.epilogue} if self.epilogue else {})}
 
     def schedule(self, isa: str, tuning: cpu.CpuTuning, target: Target) -> cpu.CpuSchedule:
@@ -147,10 +150,11 @@ class CpuLayer:
             return cpu.conv2d(self.conv, isa, tuning, spec=target.spec, dtype=self.dtype)
         return GEMM_KERNELS[self.op][0](*self.mnk, isa, tuning, spec=target.spec, dtype=self.dtype)
 
-    def inputs(self, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def inputs(self, seed: int | np.random.Generator) -> tuple[np.ndarray, ...]:
         """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]), each over
         its element type's whole range (``compiler.ops.cpu.DTYPES``: u8 and s8, s8 and s8, or int16), or
-        uniform in [-1, 1) for float32."""
+        uniform in [-1, 1) for float32; with ``bias``, then the bias, one per output channel (conv2d: OC;
+        a GEMM: N) in the result's type: int32 in [-2^16, 2^16), or float32 in [-1, 1)."""
         rng = np.random.default_rng(seed)
         if self.window is not None:
             w = self.window
@@ -162,12 +166,38 @@ class CpuLayer:
         else:
             m, n, k = self.mnk
             shapes = ((m, k), (n, k))
-        return tuple(rng.uniform(-1, 1, shape).astype(t) if np.dtype(t).kind == "f" else
-                     rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
-                     for shape, t in zip(shapes, cpu.DTYPES[self.dtype], strict=True))
+        arrays = tuple(rng.uniform(-1, 1, shape).astype(t) if np.dtype(t).kind == "f" else
+                       rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
+                       for shape, t in zip(shapes, cpu.DTYPES[self.dtype], strict=True))
+        if not self.bias:
+            return arrays
+        channels = self.conv.oc if self.conv is not None else self.mnk[1]
+        bias = rng.uniform(-1, 1, channels).astype(np.float32) if self.is_float else \
+            rng.integers(-(1 << 16), 1 << 16, channels).astype(np.int32)
+        return (*arrays, bias)
 
-    def pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8,
+             bias: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        """The kernel's inputs in its packed layouts: data and weights, and the bias where given, blocked as
+        the output's channels are (``bias_index``)."""
+        packed = self._pack(data, weight, pk)
+        if bias is None:
+            return packed
+        if self.op == "gemm_t":   # the output's rows are the GEMM's N: one bias value per row
+            return (*packed, np.ascontiguousarray(bias))
+        blocks = np.zeros(-(-bias.size // pk.lanes) * pk.lanes, bias.dtype)
+        blocks[: bias.size] = bias
+        return (*packed, blocks.reshape(-1, pk.lanes))
+
+    def bias_index(self, index: Sequence[ir.Expr]) -> tuple[ir.Expr, ...]:
+        """The packed bias element (``pack``) of the packed output element at ``index``: conv2d's output
+        ``[1, OC/y, OH, OW, y]`` and gemm's ``[M, N/y, y]`` read bias ``[OC/y, y]``; gemm_t's ``[N, M/y, y]``
+        reads bias ``[N]``."""
+        if self.op == "gemm_t":
+            return (index[0],)
+        return (index[1], index[-1])
+
+    def _pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing) -> tuple[np.ndarray, np.ndarray]:
         if self.window is not None and self.window.depthwise:
             return cpu.pack_depthwise(data, weight, self.window.k, self.window.dil, pk)
         if self.window is not None and self.window.pixels:
@@ -191,9 +221,9 @@ class CpuLayer:
     def is_float(self) -> bool:
         return self.dtype == "float32"
 
-    def reference(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """numpy's result (its epilogue applied): int32 for the integer types, exact (float64) for
-        float32."""
+    def reference(self, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        """numpy's result (its bias added and its epilogue applied): int32 for the integer types, exact
+        (float64) for float32."""
         if self.window is not None:
             w = self.window
             kernels, groups = (weight[:, None], w.ic) if w.depthwise else (weight, 1)
@@ -202,22 +232,26 @@ class CpuLayer:
             out = reference.conv2d(data, weight, self.conv.s, self.conv.p)
         else:
             out = reference.dense(data, weight)
+        if bias is not None:   # one per output channel: NCHW's C, or the GEMM's N
+            out = out + bias.astype(out.dtype).reshape((-1, 1, 1) if self.conv is not None else (-1,))
         if self.epilogue is not None:
             out = EPILOGUES[self.epilogue][1](out)
         return out.astype(np.float64 if self.is_float else np.int32)
 
-    def magnitude(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """Each output's sum of its products' magnitudes (float64, no epilogue): what ``check`` scales a
-        float result's rounding bound by."""
-        return dataclasses.replace(self, epilogue=None).reference(np.abs(data), np.abs(weight))
+    def magnitude(self, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        """Each output's sum of its products' magnitudes and its bias's (float64, no epilogue): what
+        ``check`` scales a float result's rounding bound by."""
+        return dataclasses.replace(self, epilogue=None).reference(
+            np.abs(data), np.abs(weight), None if bias is None else np.abs(bias))
 
     def check(self, got: np.ndarray, want: np.ndarray, magnitude: np.ndarray | None = None) -> Check:
         """``got`` against numpy's ``want``: integers bit for bit; float32 within K * 2^-23 * ``magnitude``
-        of the exact result, K the reduction's length (each of its K roundings, fused or not, errs by at
-        most 2^-24 of a partial sum, and a ReLU or ReLU6 after it only narrows the difference)."""
+        of the exact result, K the reduction's length, one more with a bias (each of its roundings, fused or
+        not, errs by at most 2^-24 of a partial sum, and a ReLU or ReLU6 after it only narrows the
+        difference)."""
         if not self.is_float:
             return exact(got, want)
-        return within_bound(got, want, magnitude, self.macs // max(1, want.size))
+        return within_bound(got, want, magnitude, self.macs // max(1, want.size) + self.bias)
 
     def fused_extents(self, lanes: int = cpu.LANES) -> tuple[int, ...]:
         """Extents of the data-parallel loops outside the unrolled tile (before tiling), with ``lanes``
@@ -333,13 +367,17 @@ class CpuFlow(TargetFlow):
         where = f"cpu {op}"
         dtype = take_dtype(params, where, floats=True)
         epilogue = _take_epilogue(params, where)
+        bias = params.pop("bias", False)
+        if not isinstance(bias, bool | int | np.integer) or bias not in (0, 1):
+            raise RunError(f"{where}: bias must be true or false (1 or 0), but got {bias!r}")
         if op in GEMM_KERNELS:
             layer, keys = CpuLayer(op, mnk=tuple(take_gemm(params, where)), dtype=dtype), GEMM_KEYS
         else:
             c = take_conv(params, where)
             layer = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, dtype=dtype)
             keys = (*CONV_KEYS, "shape")
-        return self.plan_layer(dataclasses.replace(layer, epilogue=epilogue), params, keys, target, where)
+        return self.plan_layer(dataclasses.replace(layer, epilogue=epilogue, bias=bool(bias)), params, keys,
+                               target, where)
 
     def plan_layer(self, layer: CpuLayer, params: dict[str, Any], keys: Sequence[str], target: Target,
                    where: str) -> CpuJob:
@@ -376,8 +414,9 @@ class CpuFlow(TargetFlow):
         want = [(a.shape, a.dtype) for a in job.layer.inputs(0)]
         if [(a.shape, a.dtype) for a in arrays] != want:
             got = [(list(a.shape), str(a.dtype)) for a in arrays]
-            raise RunError(f"cpu {job.layer.op}: expected {[(list(s), str(d)) for s, d in want]} (data, "
-                           f"weights), but got {got}")
+            names = "data, weights, bias" if job.layer.bias else "data, weights"
+            raise RunError(f"cpu {job.layer.op}: expected {[(list(s), str(d)) for s, d in want]} ({names}), "
+                           f"but got {got}")
         return arrays
 
     def compile(self, job: CpuJob, candidate: cpu.CpuTuning, target: Target) -> tuple[ir.PrimFunc, CpuKernel]:
@@ -386,12 +425,12 @@ class CpuFlow(TargetFlow):
     def cost(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
              target: Target) -> float:
         """Seconds per call (measured for half the time of the final measurement)."""
-        return self._seconds(job, compiled, job.layer.pack(*inputs, job.packing), job.min_time / 2)
+        return self._seconds(job, compiled, _packed(job, inputs), job.min_time / 2)
 
     def execute(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
                 target: Target) -> Execution:
         func, kernel = compiled
-        packed = job.layer.pack(*inputs, job.packing)
+        packed = _packed(job, inputs)
         seconds = self._seconds(job, compiled, packed, job.min_time)
         out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
         kernel(*packed, out)
@@ -426,10 +465,16 @@ class CpuFlow(TargetFlow):
                  "float32": "f32 x f32 -> f32"}
         return {**job.layer.params, "isa": job.isa, "threads": job.threads, "tuning": str(candidate),
                 "selection": job.selection, "cpu": host_cpu()["cpu"], "dtype": names[job.layer.dtype],
-                "instruction": job.packing.instruction, "epilogue": job.layer.epilogue}
+                "instruction": job.packing.instruction, "bias": job.layer.bias,
+                "epilogue": job.layer.epilogue}
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
         return {"tuning": str(candidate), "seconds": cost}
+
+
+def _packed(job: CpuJob, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The job's inputs (data, weights and, with a bias, the bias) in the kernel's layouts."""
+    return job.layer.pack(inputs[0], inputs[1], job.packing, *inputs[2:])
 
 
 def peak_of(job: CpuJob) -> tuple[str, float | None]:
@@ -718,13 +763,13 @@ FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, GEMM_FLOW),
 def compile_layer(
     layer: CpuLayer, isa: str, tuning: cpu.CpuTuning, threads: int, target: Target
 ) -> tuple[ir.PrimFunc, CpuKernel]:
-    """Schedule, run the ``cpu`` pipeline for ``target`` (its x86 spec) and build with LLVM; a layer's
-    epilogue is an element-wise nest after the operator's, fused into it by PolyDL's Algorithm 3
+    """Schedule, run the ``cpu`` pipeline for ``target`` (its x86 spec) and build with LLVM; a layer's bias
+    and epilogue are an element-wise nest after the operator's, fused into it by PolyDL's Algorithm 3
     (``fuse_elementwise``; RunError if it cannot be)."""
     sched = layer.schedule(isa, tuning, target)
     func = lower(sched.schedule, sched.args)
-    if layer.epilogue is not None:
-        func = _fused_epilogue(func, layer.epilogue)
+    if layer.epilogue is not None or layer.bias:
+        func = _fused_epilogue(func, layer)
     func = compile_func(func, target)
     return func, build(func, threads=threads)
 
@@ -737,18 +782,26 @@ EPILOGUES = {
 }
 
 
-def _fused_epilogue(func: ir.PrimFunc, epilogue: str) -> ir.PrimFunc:
-    """``func`` followed by ``epilogue`` on every element of its output, fused into it."""
+def _fused_epilogue(func: ir.PrimFunc, layer: CpuLayer) -> ir.PrimFunc:
+    """``func`` followed by ``layer``'s bias add and epilogue on every element of its output (one element-wise
+    nest; the bias a new parameter before the output, ``CpuLayer.pack``'s layout), fused into it."""
     out = func.params[-1]
     index = tuple(ir.Var(f"e{d}") for d in range(len(out.shape)))
-    nest: ir.Stmt = ir.Store(out, index, EPILOGUES[epilogue][0](out[index]))
+    value, params = out[index], func.params
+    if layer.bias:
+        shape = (out.shape[0],) if layer.op == "gemm_t" else (out.shape[1], out.shape[-1])
+        bias = ir.Buffer("bias", shape, out.dtype)
+        value, params = value + bias[layer.bias_index(index)], (*params[:-1], bias, out)
+    if layer.epilogue is not None:
+        value = EPILOGUES[layer.epilogue][0](value)
+    nest: ir.Stmt = ir.Store(out, index, value)
     for var, extent in reversed(list(zip(index, out.shape, strict=True))):
         nest = ir.For(var, ir.const(0), ir.const(extent), nest)
-    both = dataclasses.replace(func, body=ir.seq(func.body, nest))
+    both = dataclasses.replace(func, params=params, body=ir.seq(func.body, nest))
     fused = fuse_elementwise(both)
     if fused is both:   # left as it was: say why
-        raise RunError(f"cpu: the {epilogue} epilogue cannot be fused into {func.name}: "
-                       f"{fusions(both)[-1].why}")
+        what = " and ".join(x for x in ("bias" if layer.bias else "", layer.epilogue or "") if x)
+        raise RunError(f"cpu: the {what} epilogue cannot be fused into {func.name}: {fusions(both)[-1].why}")
     return fused
 
 

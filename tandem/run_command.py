@@ -187,6 +187,9 @@ def _print_cpu(r) -> None:
         ("scalar fallback", f"{r.scalar_fallback} marked statements"),
         ("compile / run", f"{r.compile_s:.2f} s / {r.simulate_s:.2f} s"),
     ]
+    epilogue = [x for x in ("bias add" if p.get("bias") else "", p.get("epilogue") or "") if x]
+    if epilogue:   # fused into the operator (PolyDL's Algorithm 3)
+        rows.insert(4, ("epilogue", " then ".join(epilogue) + ", fused into the operator"))
     for k, v in rows:
         table.add_row(k, v)
     console = Console(highlight=False)

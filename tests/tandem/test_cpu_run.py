@@ -170,6 +170,51 @@ def test_an_epilogue_is_fused_into_the_operator_and_checked_against_numpy(layer:
     assert str(plain.body).count("for ") == str(func.body).count("for ")   # no loop nest of its own
 
 
+@pytest.mark.parametrize(("layer", "epilogue"), [
+    (CpuLayer.conv2d(14, 14, 32, 40), "relu"), (CpuLayer.gemm(20, 40, 64), None),
+    (CpuLayer.conv2d(9, 9, 16, 32, dtype="float32"), "relu6")], ids=["conv-relu", "gemm", "f32-relu6"])
+def test_a_bias_add_is_fused_with_the_epilogue_and_checked_against_numpy(layer: CpuLayer,
+                                                                         epilogue: str | None) -> None:
+    """The bias add (one value per output channel, a third input) and the epilogue are one element-wise
+    nest fused by Algorithm 3: the result is numpy's operator + bias, then the epilogue; 40 channels leave
+    a block of 16 lanes with 8 padding lanes, which read the packed bias's zeros."""
+    import dataclasses
+
+    biased = dataclasses.replace(layer, bias=True, epilogue=epilogue)
+    r = run_cpu(biased, threads=1, min_time=0.005)
+    assert r.validated and r.params["bias"] is True and r.params["epilogue"] == epilogue
+    data, weight, bias = biased.inputs(0)
+    assert bias.shape == ((layer.conv.oc,) if layer.conv else (layer.mnk[1],)) and bias.any()
+    without = dataclasses.replace(layer, epilogue=epilogue).reference(data, weight)
+    assert not np.array_equal(r.output, without)   # the bias changed the result
+    func, _ = compile_layer(biased, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
+    assert [p.name for p in func.params][-2:] == ["bias", func.params[-1].name]
+    plain, _ = compile_layer(layer, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
+    assert str(plain.body).count("for ") == str(func.body).count("for ")   # no loop nest of its own
+
+
+def test_gemm_t_reads_one_bias_value_per_output_row() -> None:
+    """gemm_t's output is [N, M/16, 16]: its bias is indexed by the row, not by the lanes."""
+    import dataclasses
+
+    layer = dataclasses.replace(CpuLayer("gemm_t", mnk=(20, 40, 64)), bias=True)
+    data, weight, bias = layer.inputs(1)
+    func, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer)[0], 1, load_target("cpu"))
+    out = np.zeros(func.params[-1].shape, np.int32)
+    kernel(*layer.pack(data, weight, bias=bias), out)
+    np.testing.assert_array_equal(layer.unpack(out), layer.reference(data, weight, bias))
+
+
+def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
+    from tandem.run import RunError, run
+
+    with pytest.raises(RunError, match="bias must be true or false"):
+        run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "bias": 2})
+    with pytest.raises(RunError, match=r"\(data, weights, bias\), but got"):
+        run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "bias": 1},
+            inputs=[np.zeros((8, 8), np.uint8), np.zeros((16, 8), np.int8), np.zeros(8, np.int32)])
+
+
 def test_a_bad_epilogue_is_refused() -> None:
     from tandem.run import RunError, run
 
