@@ -10,13 +10,14 @@ each one it runs the verifier for the stage the pass leaves the program in (on b
 Targets:
 - ``reference``: simplify, then flatten to one-dimensional buffers — what the interpreter and the
   LLVM backend consume.
-- ``diannao``: seed 001's flow: flatten, fold padding into zero-fill + copy (Alg. 1's padding case, before
-  partitioning cuts the padded copy apart), partition loops to remove guards (Alg. 2), simplify, preprocess
-  marked statements against instruction constraints (Alg. 1), partition again (preprocessing turns a
-  padded copy into a guarded one), select tensor instructions (Sec. IV-D), and let one core per cluster
-  fill the SMEM tiles its cluster shares (the two-level tiling of Sec. V).
-  ``compiler.backend.diannao`` turns the result into an SPMD program. ``skip`` drops passes by name
-  (``loop_partition``, ``preprocess``) to measure what each one buys.
+- ``diannao``: seed 001's flow: flatten, fold an element-wise stage into the NMEM tile it reads (``inplace``:
+  a conv's ReLU epilogue becomes the in-place ``relu``), fold padding into zero-fill + copy (Alg. 1's padding
+  case, before partitioning cuts the padded copy apart), partition loops to remove guards (Alg. 2), simplify,
+  preprocess marked statements against instruction constraints (Alg. 1), partition again (preprocessing turns
+  a padded copy into a guarded one), select tensor instructions (Sec. IV-D), and let one core per cluster fill
+  the SMEM tiles its cluster shares (the two-level tiling of Sec. V). ``compiler.backend.diannao`` turns the
+  result into an SPMD program. ``skip`` drops passes by name (``loop_partition``, ``preprocess``) to measure
+  what each one buys.
 - ``vita``: TVM Sec. 3.4-3.5's flow for VITA: flatten, fold the epilogue stages into the accumulator
   (``inplace``), turn marked copies into 2-D DMA loads and stores with padding (``inject_dma``), select
   GEMM/ALU tile instructions (``tensorize_tiles``) and add the dependency tokens between the load,
@@ -94,6 +95,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     "diannao": (
         Pass("simplify", simplify, "loop-ir"),
         Pass("flatten", flatten, "flat"),
+        Pass("inplace", inplace, "flat"),
         Pass("fold_padding", fold_padding, "flat", group="preprocess", spec=True),
         Pass("loop_partition", loop_partition, "flat"),
         Pass("simplify_partitioned", simplify, "flat"),

@@ -137,6 +137,7 @@ class DiannaoJob:
     mnk: tuple[int, int, int] | None = None   # a GEMM's rows, columns and reduction (DiannaoGemmFlow)
     candidates: tuple = (None,)   # one schedule: the card's tiles follow from its capacities (a conv's
     #                               cut: the given ConvPlan, else the schedule's estimate's)
+    relu: bool = False   # a conv's ReLU epilogue, on each output tile in NMEM (compiler.ops.diannao.conv2d)
 
     @property
     def where(self) -> str:
@@ -177,11 +178,15 @@ class DiannaoFlow(TargetFlow):
             plan = params.pop("plan", None)
             if plan is not None and not isinstance(plan, dops.ConvPlan):
                 raise RunError(f"{where}: plan must be a compiler.ops.diannao.ConvPlan, not {plan!r}")
+            relu = params.pop("relu", False)
+            if not isinstance(relu, bool | int | np.integer) or relu not in (0, 1):
+                raise RunError(f"{where}: relu must be true or false (1 or 0), but got {relu!r}")
         else:
-            shape, plan = tuple(params.pop("shape", DEFAULT_SHAPE)), None
-        reject_unknown(params, ("shape", *OPTIONS, *(("H", "W", "IC", "OC", "K", "S", "P") if conv else ())),
-                       where)
-        return _fits(DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,)), target)
+            shape, plan, relu = tuple(params.pop("shape", DEFAULT_SHAPE)), None, False
+        reject_unknown(params, ("shape", *OPTIONS, *(("H", "W", "IC", "OC", "K", "S", "P", "relu") if conv
+                                                     else ())), where)
+        job = DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,), relu=bool(relu))
+        return _fits(job, target)
 
     @staticmethod
     def _options(params: dict[str, Any], cores: int, target: Target, where: str):
@@ -249,7 +254,7 @@ class DiannaoFlow(TargetFlow):
             func = compile_func(lower(sched.schedule, list(sched.args), job.user.name), target, skip=job.skip)
         elif job.conv is not None:
             sched, func = compile_conv2d(_to_blocks(job.conv, target.spec), job.dtype, job.cores, target,
-                                         job.skip, plan=candidate)
+                                         job.skip, plan=candidate, relu=job.relu)
         else:
             sched = dops.elementwise(job.op, job.shape, job.dtype, job.cores, job.tile, spec=target.spec)
             func = compile_func(lower(sched.schedule, list(sched.args), job.op), target, skip=job.skip)
@@ -280,7 +285,7 @@ class DiannaoFlow(TargetFlow):
             return job.user.reference(inputs)
         if job.conv is not None:
             x, wt = inputs
-            want64 = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC")
+            want64 = _activated(reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC"), job.relu)
             out_dt = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]])
             return want64.astype(np.int64).astype(out_dt) if out_dt.kind == "i" else want64.astype(out_dt)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -294,9 +299,9 @@ class DiannaoFlow(TargetFlow):
         if job.conv is None or got.dtype.kind == "i":
             return super().validate(job, inputs, got, want)
         x, wt = inputs
-        want64 = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC")
+        want64 = _activated(reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC"), job.relu)
         err = float(np.max(np.abs(got.astype(np.float64) - want64))) if got.size else 0.0
-        ok = conv2d_within_bound(got, x, wt, job.conv.s, job.conv.p)
+        ok = conv2d_within_bound(got, x, wt, job.conv.s, job.conv.p, relu=job.relu)
         detail = "within the f32 summation bound" if ok else f"max |err| {err:.3g} against numpy"
         return Check(ok, err, detail)
 
@@ -313,8 +318,13 @@ class DiannaoFlow(TargetFlow):
             out["operator"] = job.user.params
         if job.conv is not None:
             c = job.conv
-            out.update(H=c.h, W=c.w, IC=c.ic, OC=c.oc, K=c.k, S=c.s, P=c.p)
+            out.update(H=c.h, W=c.w, IC=c.ic, OC=c.oc, K=c.k, S=c.s, P=c.p, relu=job.relu)
         return out
+
+
+def _activated(out: np.ndarray, relu: bool) -> np.ndarray:
+    """A conv's result with its epilogue (ReLU where asked)."""
+    return np.maximum(out, 0) if relu else out
 
 
 def _execution(compiled: DiannaoCompiled, result: DiannaoResult, output: np.ndarray, target: Target,
@@ -552,14 +562,14 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
 
 
 def compile_conv2d(conv: ConvShape, dtype: str, cores: int, target: Target,
-                   skip: Collection[str] = (), plan: dops.ConvPlan | None = None
+                   skip: Collection[str] = (), plan: dops.ConvPlan | None = None, relu: bool = False
                    ) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
-    """The conv2d schedule for the DianNao card (``plan``'s cut, else the estimate's best) and the
-    ``diannao`` pipeline's output (less ``skip``); use ``compiler.passes.tensorize.unmatched`` on the
-    function to see what stayed scalar without simulating."""
+    """The conv2d schedule for the DianNao card (``plan``'s cut, else the estimate's best; with ``relu``, its
+    epilogue on each tile in NMEM) and the ``diannao`` pipeline's output (less ``skip``); use
+    ``compiler.passes.tensorize.unmatched`` on the function to see what stayed scalar without simulating."""
     try:
         sched = dops.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype, cores, plan,
-                            spec=target.spec)
+                            spec=target.spec, relu=relu)
     except ScheduleError as e:
         raise RunError(str(e)) from None
     return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), target, skip=tuple(skip))
@@ -604,11 +614,13 @@ def conv2d_matches(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, 
     return conv2d_within_bound(out, x, wt, stride, pad)
 
 
-def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> bool:
+def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int,
+                        relu: bool = False) -> bool:
     """Whether the float conv ``out`` is within the error of summing n = k*k*cin products in f32 in any order
     and rounding once to out's dtype: |out - exact| <= (n + 2) 2**-24 sum|x w| + u |exact| + tiny, with
-    u = 2**-11 for f16 outputs and 0 for f32."""
-    exact = reference.conv2d(x, wt, stride, pad, layout="HWC")
+    u = 2**-11 for f16 outputs and 0 for f32; with ``relu``, against max(exact, 0) (a ReLU moves two values
+    no further apart)."""
+    exact = _activated(reference.conv2d(x, wt, stride, pad, layout="HWC"), relu)
     magnitude = reference.conv2d(np.abs(x), np.abs(wt), stride, pad, layout="HWC")
     n = wt.shape[1] * wt.shape[2] * wt.shape[3]
     u, tiny = (2.0**-11, 2.0**-25) if out.dtype == np.float16 else (0.0, 2.0**-150)

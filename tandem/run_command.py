@@ -71,7 +71,8 @@ def run_command(
         min=1, help="cpu: threads for parallel loops (default: every core).")] = None,
     relu: Annotated[bool, typer.Option("--relu", help="vita: clip at 0 instead of -128; cpu (conv2d, gemm): "
                                                       "a ReLU fused into the reduction (PolyDL's Algorithm "
-                                                      "3).")] = False,
+                                                      "3); diannao (conv2d): a ReLU on each output tile in "
+                                                      "NMEM.")] = False,
     no_partition: Annotated[
         bool, typer.Option("--no-partition", help="diannao: compile without loop partitioning (seed 001 "
                                                   "Alg. 2).")
@@ -252,6 +253,8 @@ def _print(r) -> None:
             ("tensor / scalar instructions", f"{r.tensor_instructions:,} / {r.scalar_instructions:,}"),
             ("scalar fallback", f"{r.scalar_fallback:,}"),
             ("passes skipped", ", ".join(r.params["skip"]) or "none"),
+            *([("epilogue", "relu on each output tile in NMEM, before its copy-out")] if p.get("relu")
+              else []),
         ])
     for reason in r.unmatched:
         console.print(f"  not tensorized: {reason}", markup=False)

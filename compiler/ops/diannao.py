@@ -323,7 +323,7 @@ def _output_bytes(layer: _Layer) -> int:
 
 def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad: int = 1,
            dtype: str = "float32", cores: int = 16, plan: ConvPlan | None = None, *,
-           spec: isa.ISA, analysis: bool = False) -> DiannaoSchedule:
+           spec: isa.ISA, analysis: bool = False, relu: bool = False) -> DiannaoSchedule:
     """2-D convolution, input (h, w, cin) HWC, weights blocked (cout/CONV_BLOCK, k, k, cin, CONV_BLOCK) as the
     conv instruction reads them, output (oh, ow, cout) HWC.
 
@@ -339,6 +339,11 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     ``analysis``: the same schedule with the cores' loops left apart and unbound (row groups, channel
     groups, and in the cluster-shared form the sub-rows): a form to analyse, as fusing them into the core
     axis leaves divisions by the group counts, which no polyhedral analysis reads; not a form to run.
+
+    ``relu``: the epilogue max(out, 0), PolyDL's fusion (Algorithm 3) as the card does it: computed on each
+    tile in NMEM right after the conv that finishes it (the reduction is one instruction) and before the
+    tile is copied out, so the output crosses GMEM once. The stage reads the conv's NMEM tile at its own
+    index, which the ``inplace`` pass turns into the tile itself: the in-place vector ``relu``.
     """
     block = spec.params["CONV_BLOCK"]
     itemsize = np.dtype(dtype).itemsize
@@ -356,15 +361,16 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
         a = ir.cast(xp[y * stride + ky, xx * stride + kx, ci], acc)
         return a * ir.cast(wb[co // block, ky, kx, ci, co % block], acc)
 
-    out = te.compute((plan.oh, plan.ow, cout),
-                     lambda y, xx, co: te.sum(product(y, xx, co), axis=[ky, kx, ci]), name="Y")
+    conv = te.compute((plan.oh, plan.ow, cout),
+                      lambda y, xx, co: te.sum(product(y, xx, co), axis=[ky, kx, ci]), name="Y")
+    out = te.compute(conv.shape, lambda *i: ir.max_(conv[i], ir.const(0, acc)), name="Yr") if relu else conv
     s = create_schedule(out)
-    xs = s.cache_read(xp, "smem", [out]) if plan.sub_rows else None
-    xn = s.cache_read(xs if xs is not None else xp, "nmem", [out])
-    wn = s.cache_read(wb, "wmem", [out])
+    xs = s.cache_read(xp, "smem", [conv]) if plan.sub_rows else None
+    xn = s.cache_read(xs if xs is not None else xp, "nmem", [conv])
+    wn = s.cache_read(wb, "wmem", [conv])
     if xp is not x:
         s[xp].compute_inline()
-    local = s.cache_write(out, "nmem")
+    local = s.cache_write(out, "nmem")   # the tile copied out: the conv's, or its epilogue's
     y, xx, co = out.op.axis
     rg, yin = s[out].split(y, nparts=plan.row_groups, names=(CORE_LOOPS[0], "yin"))
     cg, coin = s[out].split(co, nparts=plan.cout_groups, names=(CORE_LOOPS[2], "coin"))
@@ -385,10 +391,14 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
         s[out].bind(core, te.thread_axis("core", name="tid"))
     s[wn].compute_at(s[out], core)
     s[xn].compute_at(s[out], yt)
+    if relu:   # the conv's tile in NMEM too, its epilogue right after it
+        s[conv].set_scope("nmem")
+        s[conv].compute_at(s[out], yt)
+        s[local].pragma(s[local].fuse(*s[local].op.axis), "intrin", "relu")   # one vector: the tile
     s[local].compute_at(s[out], yt)
     for t in (xn, wn) if xs is None else (xs, xn, wn):
         s[t].pragma(s[t].op.axis[0], "intrin", "copy")
-    s[local].pragma(s[local].op.axis[0], "intrin", "conv")
+    s[conv if relu else local].pragma(s[conv if relu else local].op.axis[0], "intrin", "conv")
     s[out].pragma(yi, "intrin", "copy")
     return DiannaoSchedule(s, (x, wb, out), plan.cores, plan.tile_rows)
 

@@ -1,13 +1,15 @@
 """inplace: compute an element-wise stage into the buffer it reads, when that buffer dies there.
 
-An accelerator's ALU (VITA's, VTA's) updates its register file in place: ``dst = op(dst, imm)``. A tensor
-expression instead names every stage's result: ``shr = res >> 8; lo = max(shr, -128); ...``, each in its
-own "acc" buffer. This pass is the storage rewrite between the two (TVM's StorageRewrite does the same
-for VTA's epilogues): a buffer ``B`` allocated in a scope, whose only writer is a nest
-``B[i] = f(A[i], ...)`` that reads a buffer ``A`` of the same scope, dtype and size only at the same index
-(and any others anywhere: ``B[i] = A[i] + C[j]``, an ALU's ``dst = dst + src``), becomes ``A`` when no
-statement after that nest reads ``A`` (the first such ``A`` the value reads). ``B``'s allocation goes away
-and the nest becomes ``A[i] = f(A[i], ...)``.
+An accelerator's ALU (VITA's, VTA's) updates its register file in place: ``dst = op(dst, imm)``, and
+DianNao's activations their NMEM vector (``relu``: ``dst[i] = max(dst[i], 0)``). A tensor expression
+instead names every stage's result: ``shr = res >> 8; lo = max(shr, -128); ...``, each in its own "acc"
+buffer. This pass is the storage rewrite between the two (TVM's StorageRewrite does the same for VTA's
+epilogues): a buffer ``B`` allocated in a scope, whose only writer is a nest ``B[i] = f(A[i], ...)``
+(guarded or not) that reads a buffer ``A`` of the same scope, dtype and size only at the same index (and
+any others anywhere: ``B[i] = A[i] + C[j]``, an ALU's ``dst = dst + src``), becomes ``A`` when no
+statement after that nest reads ``A`` (the first such ``A`` the value reads) and no loop lies between their
+allocations (a later iteration of the loop could read ``A`` again). ``B``'s allocation goes away and the
+nest becomes ``A[i] = f(A[i], ...)``.
 
 Contract: flat IR in, flat IR out, computing the same (each element of ``A`` is read once, by the
 statement that overwrites it, before it is overwritten). Statements are only renamed, never moved.
@@ -50,6 +52,16 @@ class _Inplace(IRMutator):
         self.enclosing.pop()
         return s if body is s.body else ir.Allocate(s.buffer, body)
 
+    def mutate_For(self, s: ir.For) -> ir.Stmt:
+        # a buffer allocated outside a loop lives across its iterations: a later iteration may read it
+        # again, which the statements after a nest in one iteration do not show; only the buffers allocated
+        # inside the loop are candidates for the allocations in it
+        outside, self.enclosing = self.enclosing, []
+        try:
+            return self.generic_mutate(s)
+        finally:
+            self.enclosing = outside
+
 
 def _allocations(s: ir.Stmt) -> tuple[list[ir.Buffer], ir.Stmt]:
     """The buffers of a chain of directly nested Allocates, and the statement inside them."""
@@ -84,9 +96,10 @@ def _fold_source(b: ir.Buffer, stmts: list[ir.Stmt], enclosing: set[ir.Buffer]) 
 
 
 def _element_store(s: ir.Stmt) -> ir.Store | None:
-    """The store of a perfect nest (under marks), or None."""
-    while isinstance(s, ir.Attr | ir.For):
-        s = s.body
+    """The store of a perfect nest (under marks, and guards with no else: an element the guard skips keeps
+    the value it had in the buffer read, which nothing was to read in the buffer written), or None."""
+    while isinstance(s, ir.Attr | ir.For) or isinstance(s, ir.IfThenElse) and s.else_case is None:
+        s = s.then_case if isinstance(s, ir.IfThenElse) else s.body
     return s if isinstance(s, ir.Store) else None
 
 

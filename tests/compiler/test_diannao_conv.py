@@ -29,8 +29,8 @@ SPEC = isa.load_isa("diannao")
 TARGET = Target("diannao", SPEC)
 
 
-def stages(h, w, cin, cout, k=3, stride=1, pad=1, dtype="float32", cores=4, skip=()):
-    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, cores, spec=SPEC)
+def stages(h, w, cin, cout, k=3, stride=1, pad=1, dtype="float32", cores=4, skip=(), relu=False):
+    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, cores, spec=SPEC, relu=relu)
     out: list[tuple[str, PrimFunc]] = []
     compile_func(lower(d.schedule, list(d.args), "conv"), TARGET, dump=lambda n, f: out.append((n, f)),
                  skip=skip)
@@ -78,6 +78,43 @@ def test_every_pass_keeps_the_result(hw, cin, cout, k, stride, pad, cores, dtype
     for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
         # tensorize replaces the loop's f32 sum by the instruction's, in another order: 1e-5 relative
         assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(
+    hw=st.tuples(st.integers(3, 9), st.integers(3, 9)),
+    cin=st.sampled_from([1, 4]),
+    cout=st.sampled_from([16, 32, 64]),
+    k=st.sampled_from([1, 3]),
+    cores=st.sampled_from([1, 2, 4, 16]),
+    dtype=st.sampled_from(["float32", "int8"]),
+)
+def test_a_relu_epilogue_runs_in_place_on_each_tile_and_every_pass_keeps_the_result(hw, cin, cout, k, cores,
+                                                                                    dtype) -> None:
+    """PolyDL's fusion (Algorithm 3) on the card: the ReLU runs on each output tile in NMEM right after the
+    conv that finishes it, as one in-place ``relu`` on the conv's own tile (the ``inplace`` pass folds the
+    epilogue's buffer into it), and the tile is copied out once: as many relus as convs, no NMEM buffer of
+    its own, the same copies as without it."""
+    funcs = stages(*hw, cin, cout, k, 1, 1, dtype, cores, relu=True)
+    note(str(funcs[-1][1]))
+    for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
+        assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+    final = funcs[-1][1]
+    assert unmatched(final, SPEC) == []
+    found = insns(final)
+    convs = [i for i in found if i.name in ("conv", "qconv")]
+    relus = [i for i in found if i.name == "relu"]
+    assert len(relus) == len(convs) > 0
+    assert {r.buffer.name for i in relus for r in i.regions} == {r.buffer.name for i in convs
+                                                                for r in i.regions if r.operand == "out"}
+    plain = insns(stages(*hw, cin, cout, k, 1, 1, dtype, cores)[-1][1])
+    assert _copies_out(found, "Yr") == _copies_out(plain, "Y")
+
+
+def _copies_out(found: list[ir.TensorInsn], out: str) -> list[str]:
+    """The fields of the copies into GMEM array ``out``."""
+    return sorted(str(i.fields) for i in found if i.name == "memcpy" and
+                  any(r.operand == "dst" and r.buffer.name == out for r in i.regions))
 
 
 @st.composite
@@ -214,3 +251,23 @@ def test_channel_group_counts_that_are_not_powers_of_two_divide_the_core_index(o
     report = run_diannao("conv2d", (12, 12, 16), "int8", cores=12, conv=ConvShape(12, 12, 16, oc, 3, 1, 1))
     assert report.validated and report.max_abs_err == 0 and report.params["cores_used"] == 12
     assert report.scalar_fallback == 0
+
+
+def test_the_flows_relu_is_the_epilogue_checked_against_numpy_and_timed() -> None:
+    """``tandem run conv2d --target diannao --relu``: the output equals numpy's max(conv, 0) (bit for bit in
+    int8), one relu per conv runs on the simulated card, and the epilogue's vector time is added."""
+    from tandem.run import RunError, run
+    from tandem.targets import load_target
+
+    target = load_target("diannao")
+    layer = {"H": 10, "W": 10, "IC": 8, "OC": 32, "dtype": "int8"}
+    plain, fused = (run("conv2d", target, {**layer, **extra}) for extra in ({}, {"relu": True}))
+    assert plain.validated and fused.validated and fused.params["relu"] is True
+    assert (fused.output >= 0).all() and (fused.output == 0).any() and (plain.output < 0).any()
+    np.testing.assert_array_equal(fused.output, np.maximum(plain.output, 0))
+    assert fused.instructions["relu"] == fused.instructions["qconv"] and "relu" not in plain.instructions
+    assert fused.cycles > plain.cycles
+    with pytest.raises(RunError, match="relu must be true or false"):
+        run("conv2d", target, {**layer, "relu": 2})
+    with pytest.raises(RunError, match="unknown parameter 'relu'"):
+        run("add", target, {"shape": (4, 64), "relu": True})
