@@ -107,6 +107,11 @@ class CpuLayer:
     epilogue: str | None = None   # an element-wise operator on the output (EPILOGUES), fused (Algorithm 3)
     bias: bool = False   # a per-output-channel bias added before the epilogue (conv2d, gemm, gemm_t), fused
 
+    def __post_init__(self) -> None:
+        if self.bias and self.window is not None:
+            raise ValueError(f"CpuLayer: a bias is for conv2d, gemm and gemm_t, not a {self.op} of "
+                             f"TensorIR's kinds")
+
     @staticmethod
     def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1,
                dtype: str = "uint8") -> CpuLayer:

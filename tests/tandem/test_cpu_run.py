@@ -206,7 +206,11 @@ def test_gemm_t_reads_one_bias_value_per_output_row() -> None:
 
 
 def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
+    from compiler.ops.cpu import Window
     from tandem.run import RunError, run
+
+    with pytest.raises(ValueError, match="a bias is for conv2d, gemm and gemm_t"):
+        CpuLayer("window", window=Window((8,), 16, 16, 3, 1, 1, 1, False, False), bias=True)
 
     with pytest.raises(RunError, match="bias must be true or false"):
         run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "bias": 2})
