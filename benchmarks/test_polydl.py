@@ -3,8 +3,9 @@ the variant it chooses, fp32 and int8 (``experiments/polydl.py`` compares the ch
 measured search and with onnxruntime on PolyDL's whole layer lists).
 
 ``test_ranking`` times ``tandem.cpu_polydl.choose`` (the first loop order lowered, the others its polyhedral
-nest reordered, every variant's working sets computed with islpy and placed in this CPU's caches); ``test_chosen_kernel`` times the chosen kernel, checked against numpy first, and records
-GOPS and the share of the measured peak (vpdpbusd for int8, the FMA for fp32) in ``extra_info``.
+nest reordered, every variant's working sets computed with islpy and placed in this CPU's caches);
+``test_chosen_kernel`` times the chosen kernel, checked against numpy first, and records GOPS and the share of
+the measured peak (vpdpbusd for int8, the FMA for fp32) in ``extra_info``.
 
     pytest benchmarks/test_polydl.py --benchmark-only
 """

@@ -6,7 +6,7 @@ preprocessing: ``skip``), generates the SPMD program (compiler/backend/diannao.p
 sim/diannao. Its parameters besides the layer: ``dtype`` (default float32), ``cores`` (16), ``tile``
 (elements per core's tile; the schedule's choice by default), ``skip`` (pass names) and, for a conv2d,
 ``plan`` (a ``compiler.ops.diannao.ConvPlan``: the cut over the cores; the schedule's estimate's best by
-default). Element-wise
+default) and ``relu`` (true: the ReLU on each output tile in NMEM before its copy-out). Element-wise
 outputs are bit-exact with numpy; integer convolutions too, float ones within the bound of summing in f32
 (``conv2d_within_bound``). ``utilization`` is per unit (vfu, tfu, dma); ``roofline_cycles`` is GMEM traffic
 at its bandwidth, or the vector/tensor units at their throughput.
