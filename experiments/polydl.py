@@ -217,7 +217,8 @@ def search_diannao(key: str, conv: ConvShape, target, cores: int = 16) -> dict:
     compile_conv2d(conv, "float32", cores, target, plan=chosen)
     polydl_s = time.perf_counter() - t0
     t0 = time.perf_counter()   # the flow's choice: the plans' estimate (conv_plan), compiled
-    model = dops.conv_plan(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, 4, cores, target.spec)
+    model = dops.conv_plan(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p,
+                           np.dtype(np.float32).itemsize, cores, target.spec)
     compile_conv2d(conv, "float32", cores, target, plan=model)
     default_s = time.perf_counter() - t0
     best = min(cycles, key=cycles.get)

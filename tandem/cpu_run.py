@@ -183,24 +183,23 @@ class CpuLayer:
 
     def pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8,
              bias: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-        """The kernel's inputs in its packed layouts: data and weights, and the bias where given, blocked as
-        the output's channels are (``bias_index``)."""
+        """The kernel's inputs in its packed layouts: data and weights, and the bias where given, laid out
+        as the output's channels are (``bias_axes``)."""
         packed = self._pack(data, weight, pk)
         if bias is None:
             return packed
-        if self.op == "gemm_t":   # the output's rows are the GEMM's N: one bias value per row
+        if len(self.bias_axes) == 1:   # the output's rows are its channels: one bias value per row
             return (*packed, np.ascontiguousarray(bias))
         blocks = np.zeros(-(-bias.size // pk.lanes) * pk.lanes, bias.dtype)
         blocks[: bias.size] = bias
         return (*packed, blocks.reshape(-1, pk.lanes))
 
-    def bias_index(self, index: Sequence[ir.Expr]) -> tuple[ir.Expr, ...]:
-        """The packed bias element (``pack``) of the packed output element at ``index``: conv2d's output
-        ``[1, OC/y, OH, OW, y]`` and gemm's ``[M, N/y, y]`` read bias ``[OC/y, y]``; gemm_t's ``[N, M/y, y]``
-        reads bias ``[N]``."""
-        if self.op == "gemm_t":
-            return (index[0],)
-        return (index[1], index[-1])
+    @property
+    def bias_axes(self) -> tuple[int, ...]:
+        """The axes of the packed output that say its element's channel, which index the packed bias
+        (``pack``): conv2d's output ``[1, OC/y, OH, OW, y]`` and gemm's ``[M, N/y, y]`` read bias
+        ``[OC/y, y]`` at axes 1 and -1; gemm_t's ``[N, M/y, y]`` reads bias ``[N]`` at axis 0."""
+        return (0,) if self.op == "gemm_t" else (1, -1)
 
     def _pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing) -> tuple[np.ndarray, np.ndarray]:
         if self.window is not None and self.window.depthwise:
@@ -794,9 +793,8 @@ def _fused_epilogue(func: ir.PrimFunc, layer: CpuLayer) -> ir.PrimFunc:
     index = tuple(ir.Var(f"e{d}") for d in range(len(out.shape)))
     value, params = out[index], func.params
     if layer.bias:
-        shape = (out.shape[0],) if layer.op == "gemm_t" else (out.shape[1], out.shape[-1])
-        bias = ir.Buffer("bias", shape, out.dtype)
-        value, params = value + bias[layer.bias_index(index)], (*params[:-1], bias, out)
+        bias = ir.Buffer("bias", tuple(out.shape[a] for a in layer.bias_axes), out.dtype)
+        value, params = value + bias[tuple(index[a] for a in layer.bias_axes)], (*params[:-1], bias, out)
     if layer.epilogue is not None:
         value = EPILOGUES[layer.epilogue][0](value)
     nest: ir.Stmt = ir.Store(out, index, value)
