@@ -63,6 +63,17 @@ def test_the_experiment_compiles_its_quick_workloads_without_a_gpu():
     assert done.stdout.count("wmma.mma") == 4
 
 
+def test_the_experiment_runs_its_groups_in_the_order_named_and_refuses_unknown_ones():
+    command = ["experiments/unit_gpu.py", "--quick", "--compile-only", "--tune", "1", "--groups"]
+    done = subprocess.run([sys.executable, *command, "gemm,table1"], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert 0 <= done.stdout.index("gemm 512:") < done.stdout.index("table1 #5:")
+    done = subprocess.run([sys.executable, *command, "table1,gemms"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert done.returncode == 2 and "--groups" in done.stdout and "'table1,gemms'" in done.stdout
+
+
 def test_tandem_compile_prints_the_ptx_and_checks_it_in_the_interpreter(tmp_path):
     out = tmp_path / "gemm.ptx"
     command = ["compile", "gemm", "--target", "cuda", "-p", "M=48", "-p", "N=40", "-p", "K=72", "--run",
