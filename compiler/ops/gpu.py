@@ -78,8 +78,8 @@ WARP = 32
 PAD = 8            # f16 elements added to each shared row: 16 bytes, against bank conflicts
 VECTOR = 8         # f16 elements per vector copy (16 bytes)
 MAX_ACC_REGS = 128  # accumulator registers per thread a tuning may keep
-#: A gathered tile's elements per thread unrolled at most (more: a loop; a warpgroup's conv tile of
-#: 64 x 256 is 64 per thread, 277 KB of PTX unrolled)
+#: A gathered tile's elements per thread unrolled at most (more: a loop over groups of that many, unrolled;
+#: a warpgroup's conv tile of 64 x 256 is 64 per thread, 277 KB of PTX and spilled registers unrolled)
 UNROLLED_STEPS = 16
 OTHER_REGS = 64     # registers a thread needs besides its accumulators (addresses, copies), roughly
 BLOCK_REGS = 65536  # 32-bit registers of a multiprocessor (sm_70-sm_90), all a block's threads together
@@ -346,26 +346,33 @@ def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_in
         """All threads copy a rows x cols tile, ``vector`` elements per thread and step: ``move(ty, tx,
         it, row, col, v)`` is one element's statement (``v`` the vector lane, None without one), each
         vector an asynchronous copy where ``asynchronous``. The steps are unrolled, unless ``rolled`` and
-        a thread has more than ``UNROLLED_STEPS`` of them (a loop then: the copy's index arithmetic once)."""
+        a thread has more than ``UNROLLED_STEPS`` of them: then a loop over groups of ``UNROLLED_STEPS``
+        unrolled steps (the code stays small, and each group's loads are independent of each other, in
+        flight together rather than one global load's latency per step)."""
         chunks_per_row = cols // vector
         chunks = rows * chunks_per_row
+        steps = _steps(chunks, threads)
+        grouped = rolled and steps > UNROLLED_STEPS
 
         def body(ty, tx):
             it = ir.Var(f"it_{label}")
-            chunk = (it * warps + ty) * lanes + tx
+            group = ir.Var(f"group_{label}")
+            index = group * UNROLLED_STEPS + it if grouped else it
+            chunk = (index * warps + ty) * lanes + tx
             row, col = chunk // chunks_per_row, chunk % chunks_per_row * vector
             if vector > 1:
                 v = ir.Var(f"v_{label}")
-                inner = ir.For(v, ir.const(0), ir.const(vector), move(ty, tx, it, row, col, v),
+                inner = ir.For(v, ir.const(0), ir.const(vector), move(ty, tx, index, row, col, v),
                                ir.ForKind.VECTORIZED)
                 inner = async_copy(inner) if asynchronous else inner
             else:
-                inner = move(ty, tx, it, row, col, None)
-            if _steps(chunks, threads) * threads != chunks:
+                inner = move(ty, tx, index, row, col, None)
+            unrolled = UNROLLED_STEPS if grouped else steps
+            groups = _steps(steps, unrolled)
+            if groups * unrolled * threads != chunks:
                 inner = ir.IfThenElse(ir.LT(chunk, ir.const(chunks)), inner)
-            steps = _steps(chunks, threads)
-            kind = ir.ForKind.SERIAL if rolled and steps > UNROLLED_STEPS else ir.ForKind.UNROLLED
-            return ir.For(it, ir.const(0), ir.const(steps), inner, kind)
+            loop = ir.For(it, ir.const(0), ir.const(unrolled), inner, ir.ForKind.UNROLLED)
+            return ir.For(group, ir.const(0), ir.const(groups), loop, ir.ForKind.SERIAL) if grouped else loop
         return thread_loop(label, body)
 
     b_vector = VECTOR if b_rows_contiguous else 1

@@ -228,15 +228,18 @@ def test_every_tuning_the_device_check_sweeps_fits_the_h100():
 
 
 def test_a_warpgroup_convs_gathered_tile_is_a_loop_and_assembles_without_spills(tmp_path):
-    """64 elements per thread of a 64 x 256 im2col tile: a loop (unrolled, the kernel spilled registers)."""
+    """64 elements per thread of a 64 x 256 im2col tile: a loop over 4 groups of 16 unrolled elements (all
+    64 unrolled, the kernel spilled registers; one per iteration, each waited a global load's latency)."""
     cfg = H100.config
     layer = ConvShape(h=28, w=28, ic=128, oc=256, k=3, s=1, p=1, n=1)
     s = gpu.conv2d(layer, gpu.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256), spec=H100.spec,
                    shared_limit=cfg.shared_bytes, features=cfg.features)
-    gathers = []
-    post_order_visit(s.func.body, lambda x: gathers.append(x) if isinstance(x, ir.For) and
-                     x.var.name == "it_b" else None)
-    assert gathers and all(g.kind is ir.ForKind.SERIAL for g in gathers)
+    groups = []
+    post_order_visit(s.func.body, lambda x: groups.append(x) if isinstance(x, ir.For) and
+                     x.var.name == "group_b" else None)
+    assert groups and all(g.kind is ir.ForKind.SERIAL and g.extent.value == 4 for g in groups)
+    assert all(g.body.var.name == "it_b" and g.body.kind is ir.ForKind.UNROLLED and
+               g.body.extent.value == gpu.UNROLLED_STEPS for g in groups)
     kernel = nvptx.build(s.func, arch="sm_90a", shared_limit=cfg.shared_bytes)
     if PTXAS is not None:
         src = tmp_path / "conv.ptx"
