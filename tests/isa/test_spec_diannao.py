@@ -105,7 +105,7 @@ def test_every_instruction_has_a_timing_unit_and_a_group():
 
 def test_type_variables_allow_exactly_the_documented_dtypes():
     allowed = {name: dict(instr.types) for name, instr in SPEC.instructions.items() if instr.types}
-    expected = {op: {"T": tuple(ALL_T)} for op in [*BINARY, "relu", "vabs"]}
+    expected = {op: {"T": tuple(ALL_T)} for op in [*BINARY, "vcycadd", "relu", "vabs"]}
     floats = {"T": ("f16", "f32")}
     expected |= {act: floats for act in ACTIVATIONS} | {"conv": floats, "matmul": floats}
     expected["qconv"] = {"T": ("i8", "i16")}
@@ -149,6 +149,32 @@ def test_vadd_i8_overflow_wraps_around():
     a = np.full(64, 127, np.int8)
     b = np.ones(64, np.int8)
     assert np.all(execute(SPEC, insn, {"dst": np.zeros(64, np.int8), "a": a, "b": b})["dst"] == -128)
+
+
+@pytest.mark.parametrize("dt", ALL_T)
+def test_vcycadd_adds_the_segment_to_every_one_of_counts_segments(dt):
+    """Cambricon's cycle add: b (m elements) added to each of a's count rows of m (a conv's bias on an HWC
+    tile); integers wrap, floats round once, as vadd of a and b repeated count times."""
+    count, m = 12, 16
+    a, b = (v.reshape(count, m) for v in vectors(dt, count * m, seed=200 + ALL_T.index(dt)))
+    b = b[3]   # a row carrying edge values
+    insn = SPEC.insn("vcycadd", T=dt, dst=0, a=0, b=4096, count=count, m=m)
+    assert check_constraints(SPEC, insn) == []
+    got = execute(SPEC, insn, {"dst": np.zeros((count, m), NP[dt]), "a": a, "b": b})
+    assert set(got) == {"dst"}
+    assert np.array_equal(got["dst"], ref_binary("vadd", a, np.tile(b, (count, 1))), equal_nan=True)
+    cycles = -(-count * m * np.dtype(NP[dt]).itemsize // P["VFU_BYTES_PER_CYCLE"])
+    assert timing_of(SPEC, insn) == ("vfu", P["VFU_LATENCY"], cycles)
+
+
+@pytest.mark.parametrize(("fields", "rule"), [
+    ({"count": 3, "m": 16}, "multiple of VECTOR_ELEMS"),        # 48 elements
+    ({"count": 4, "m": 16, "b": 32}, "b must be VECTOR_ALIGN-byte aligned"),
+    ({"count": 4, "m": 16, "b": 64}, "dst must not overlap b"),
+])
+def test_vcycadd_constraints_name_the_rule_they_break(fields, rule):
+    insn = SPEC.insn("vcycadd", T="f32", **{"dst": 0, "a": 0, "b": 4096, **fields})
+    assert any(rule in v.message for v in check_constraints(SPEC, insn))
 
 
 @pytest.mark.parametrize("dt", ALL_T)
@@ -851,6 +877,7 @@ VALID = {
                     count=4, dst_stride=256, src_stride=1024),
     "vzero": dict(dst_space="NMEM", dst=64, n=1024),
     **{op: dict(T="f32", dst=0, a=8192, b=16384, n=1024) for op in BINARY},
+    "vcycadd": dict(T="i8", dst=0, a=0, b=8192, count=28, m=16),
     "relu": dict(T="i8", dst=0, n=128),
     "vabs": dict(T="i16", dst=64, n=128),
     "sigmoid": dict(T="f16", dst=128, n=64),
