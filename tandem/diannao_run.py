@@ -6,7 +6,9 @@ preprocessing: ``skip``), generates the SPMD program (compiler/backend/diannao.p
 sim/diannao. Its parameters besides the layer: ``dtype`` (default float32), ``cores`` (16), ``tile``
 (elements per core's tile; the schedule's choice by default), ``skip`` (pass names) and, for a conv2d,
 ``plan`` (a ``compiler.ops.diannao.ConvPlan``: the cut over the cores; the schedule's estimate's best by
-default) and ``relu`` (true: the ReLU on each output tile in NMEM before its copy-out). Element-wise
+default), ``relu`` (true: the ReLU on each output tile in NMEM before its copy-out) and ``bias`` (true: a
+per-output-channel bias of the output's type, a third input, added to each output tile in NMEM before the
+ReLU, one cycle add per tile). Element-wise
 outputs are bit-exact with numpy; integer convolutions too, float ones within the bound of summing in f32
 (``conv2d_within_bound``). ``utilization`` is per unit (vfu, tfu, dma); ``roofline_cycles`` is GMEM traffic
 at its bandwidth, or the vector/tensor units at their throughput.
@@ -138,6 +140,7 @@ class DiannaoJob:
     candidates: tuple = (None,)   # one schedule: the card's tiles follow from its capacities (a conv's
     #                               cut: the given ConvPlan, else the schedule's estimate's)
     relu: bool = False   # a conv's ReLU epilogue, on each output tile in NMEM (compiler.ops.diannao.conv2d)
+    bias: bool = False   # a conv's per-output-channel bias, a third input, added before the ReLU in NMEM
 
     @property
     def where(self) -> str:
@@ -178,14 +181,16 @@ class DiannaoFlow(TargetFlow):
             plan = params.pop("plan", None)
             if plan is not None and not isinstance(plan, dops.ConvPlan):
                 raise RunError(f"{where}: plan must be a compiler.ops.diannao.ConvPlan, not {plan!r}")
-            relu = params.pop("relu", False)
-            if not isinstance(relu, bool | int | np.integer) or relu not in (0, 1):
-                raise RunError(f"{where}: relu must be true or false (1 or 0), but got {relu!r}")
+            relu, bias = (params.pop(name, False) for name in ("relu", "bias"))
+            for name, value in (("relu", relu), ("bias", bias)):
+                if not isinstance(value, bool | int | np.integer) or value not in (0, 1):
+                    raise RunError(f"{where}: {name} must be true or false (1 or 0), but got {value!r}")
         else:
-            shape, plan, relu = tuple(params.pop("shape", DEFAULT_SHAPE)), None, False
-        reject_unknown(params, ("shape", *OPTIONS, *(("H", "W", "IC", "OC", "K", "S", "P", "relu") if conv
-                                                     else ())), where)
-        job = DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,), relu=bool(relu))
+            shape, plan, relu, bias = tuple(params.pop("shape", DEFAULT_SHAPE)), None, False, False
+        reject_unknown(params, ("shape", *OPTIONS, *(("H", "W", "IC", "OC", "K", "S", "P", "relu", "bias")
+                                                     if conv else ())), where)
+        job = DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,), relu=bool(relu),
+                         bias=bool(bias))
         return _fits(job, target)
 
     @staticmethod
@@ -214,8 +219,13 @@ class DiannaoFlow(TargetFlow):
             n = math.prod(job.shape)
             return [_random(rng, n, job.dtype) for _ in range(1 if job.op == "relu" else 2)]
         c = job.conv
-        return [_random(rng, c.h * c.w * c.ic, job.dtype).reshape(job.shape),
-                _random(rng, c.oc * c.k * c.k * c.ic, job.dtype).reshape(c.oc, c.k, c.k, c.ic)]
+        arrays = [_random(rng, c.h * c.w * c.ic, job.dtype).reshape(job.shape),
+                  _random(rng, c.oc * c.k * c.k * c.ic, job.dtype).reshape(c.oc, c.k, c.k, c.ic)]
+        if job.bias:   # the output's type: an integer conv's in [-2^16, 2^16), as a quantized bias would be
+            out_dt = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]])
+            arrays.append(rng.integers(-(1 << 16), 1 << 16, c.oc).astype(out_dt) if out_dt.kind == "i"
+                          else rng.standard_normal(c.oc).astype(out_dt))
+        return arrays
 
     def check_inputs(self, job: DiannaoJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
         if job.user is not None:
@@ -223,15 +233,21 @@ class DiannaoFlow(TargetFlow):
         np_dt = NUMPY_DTYPES[job.dtype]
         if job.conv is not None:
             c = job.conv
-            if len(given) != 2:
-                raise RunError(f"{job.where}: expected 2 input arrays (input, weights), but got {len(given)}")
-            x, wt = (np.asarray(a) for a in given)
+            names = "input, weights, bias" if job.bias else "input, weights"
+            if len(given) != 2 + job.bias:
+                raise RunError(f"{job.where}: expected {2 + job.bias} input arrays ({names}), but got "
+                               f"{len(given)}")
+            x, wt, *bias = (np.asarray(a) for a in given)
             want = [(c.h, c.w, c.ic), (c.oc, c.k, c.k, c.ic)]
             if [x.shape, wt.shape] != want or x.dtype != np_dt or wt.dtype != np_dt:
                 raise RunError(f"{job.where}: expected an input {list(want[0])} and weights "
                                f"{list(want[1])} of {job.dtype}, but got {list(x.shape)} {x.dtype} and "
                                f"{list(wt.shape)} {wt.dtype}")
-            return [x, wt]
+            out_dt = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]])
+            if bias and (bias[0].shape != (c.oc,) or bias[0].dtype != out_dt):
+                raise RunError(f"{job.where}: expected a bias of {c.oc} {out_dt} (the output's type), but "
+                               f"got {list(bias[0].shape)} {bias[0].dtype}")
+            return [x, wt, *bias]
         count, n = 1 if job.op == "relu" else 2, math.prod(job.shape)
         if len(given) != count:
             raise RunError(f"{job.where}: expected {count} input array(s), but got {len(given)}")
@@ -254,7 +270,7 @@ class DiannaoFlow(TargetFlow):
             func = compile_func(lower(sched.schedule, list(sched.args), job.user.name), target, skip=job.skip)
         elif job.conv is not None:
             sched, func = compile_conv2d(_to_blocks(job.conv, target.spec), job.dtype, job.cores, target,
-                                         job.skip, plan=candidate, relu=job.relu)
+                                         job.skip, plan=candidate, relu=job.relu, bias=job.bias)
         else:
             sched = dops.elementwise(job.op, job.shape, job.dtype, job.cores, job.tile, spec=target.spec)
             func = compile_func(lower(sched.schedule, list(sched.args), job.op), target, skip=job.skip)
@@ -271,8 +287,9 @@ class DiannaoFlow(TargetFlow):
             block = target.spec.params["CONV_BLOCK"]
             wt = np.transpose(inputs[1], (1, 2, 3, 0))
             wt = np.pad(wt, ((0, 0),) * 3 + ((0, out_shape[-1] - wt.shape[-1]),))
-            arrays = [inputs[0], dops.block_weights(wt, block),
-                      np.zeros(out_shape, NUMPY_DTYPES[CONV_DTYPES[job.dtype]])]
+            out_dt = NUMPY_DTYPES[CONV_DTYPES[job.dtype]]
+            bias = [np.pad(b, (0, out_shape[-1] - b.size)) for b in inputs[2:]]   # zero past cout, too
+            arrays = [inputs[0], dops.block_weights(wt, block), *bias, np.zeros(out_shape, out_dt)]
         result, after = run_kernel(kernel, arrays, config=target)
         out = after[-1].reshape(job.shape if job.user is not None else out_shape)
         if job.conv is not None:
@@ -284,10 +301,15 @@ class DiannaoFlow(TargetFlow):
         if job.user is not None:
             return job.user.reference(inputs)
         if job.conv is not None:
-            x, wt = inputs
-            want64 = _activated(reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC"), job.relu)
             out_dt = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]])
-            return want64.astype(np.int64).astype(out_dt) if out_dt.kind == "i" else want64.astype(out_dt)
+            if out_dt.kind == "f":
+                return _conv_exact(job, inputs).astype(out_dt)
+            # integers wrap in the output's type (i32) after the conv and after the bias's add, then the ReLU
+            x, wt, *bias = inputs
+            out = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC").astype(np.int64)
+            out = out.astype(out_dt)
+            out = (out.astype(np.int64) + bias[0]).astype(out_dt) if bias else out
+            return np.maximum(out, 0) if job.relu else out
         with np.errstate(over="ignore", invalid="ignore"):
             if job.op == "relu":
                 return np.maximum(inputs[0], 0).astype(NUMPY_DTYPES[job.dtype])
@@ -298,10 +320,11 @@ class DiannaoFlow(TargetFlow):
             return job.user.validate(got, want)
         if job.conv is None or got.dtype.kind == "i":
             return super().validate(job, inputs, got, want)
-        x, wt = inputs
-        want64 = _activated(reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC"), job.relu)
+        x, wt, *bias = inputs
+        want64 = _conv_exact(job, inputs)
         err = float(np.max(np.abs(got.astype(np.float64) - want64))) if got.size else 0.0
-        ok = conv2d_within_bound(got, x, wt, job.conv.s, job.conv.p, relu=job.relu)
+        ok = conv2d_within_bound(got, x, wt, job.conv.s, job.conv.p, relu=job.relu,
+                                 bias=bias[0] if bias else None)
         detail = "within the f32 summation bound" if ok else f"max |err| {err:.3g} against numpy"
         return Check(ok, err, detail)
 
@@ -318,13 +341,21 @@ class DiannaoFlow(TargetFlow):
             out["operator"] = job.user.params
         if job.conv is not None:
             c = job.conv
-            out.update(H=c.h, W=c.w, IC=c.ic, OC=c.oc, K=c.k, S=c.s, P=c.p, relu=job.relu)
+            out.update(H=c.h, W=c.w, IC=c.ic, OC=c.oc, K=c.k, S=c.s, P=c.p, relu=job.relu, bias=job.bias)
         return out
 
 
-def _activated(out: np.ndarray, relu: bool) -> np.ndarray:
-    """A conv's result with its epilogue (ReLU where asked)."""
+def _activated(out: np.ndarray, relu: bool, bias: np.ndarray | None = None) -> np.ndarray:
+    """A conv's result with its epilogue (the bias added, then the ReLU, where asked)."""
+    out = out + bias.astype(np.float64) if bias is not None else out
     return np.maximum(out, 0) if relu else out
+
+
+def _conv_exact(job: DiannaoJob, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    """A conv job's exact result (float64) with its epilogue, from its inputs (input, weights[, bias])."""
+    x, wt, *bias = inputs
+    return _activated(reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC"), job.relu,
+                      bias[0] if bias else None)
 
 
 def _execution(compiled: DiannaoCompiled, result: DiannaoResult, output: np.ndarray, target: Target,
@@ -562,14 +593,14 @@ def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
 
 
 def compile_conv2d(conv: ConvShape, dtype: str, cores: int, target: Target,
-                   skip: Collection[str] = (), plan: dops.ConvPlan | None = None, relu: bool = False
-                   ) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
-    """The conv2d schedule for the DianNao card (``plan``'s cut, else the estimate's best; with ``relu``, its
-    epilogue on each tile in NMEM) and the ``diannao`` pipeline's output (less ``skip``); use
+                   skip: Collection[str] = (), plan: dops.ConvPlan | None = None, relu: bool = False,
+                   bias: bool = False) -> tuple[dops.DiannaoSchedule, ir.PrimFunc]:
+    """The conv2d schedule for the DianNao card (``plan``'s cut, else the estimate's best; with ``bias`` and
+    ``relu``, its epilogue on each tile in NMEM) and the ``diannao`` pipeline's output (less ``skip``); use
     ``compiler.passes.tensorize.unmatched`` on the function to see what stayed scalar without simulating."""
     try:
         sched = dops.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype, cores, plan,
-                            spec=target.spec, relu=relu)
+                            spec=target.spec, relu=relu, bias=bias)
     except ScheduleError as e:
         raise RunError(str(e)) from None
     return sched, compile_func(lower(sched.schedule, list(sched.args), "conv2d"), target, skip=tuple(skip))
@@ -615,14 +646,16 @@ def conv2d_matches(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, 
 
 
 def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int,
-                        relu: bool = False) -> bool:
+                        relu: bool = False, bias: np.ndarray | None = None) -> bool:
     """Whether the float conv ``out`` is within the error of summing n = k*k*cin products in f32 in any order
     and rounding once to out's dtype: |out - exact| <= (n + 2) 2**-24 sum|x w| + u |exact| + tiny, with
     u = 2**-11 for f16 outputs and 0 for f32; with ``relu``, against max(exact, 0) (a ReLU moves two values
-    no further apart)."""
-    exact = _activated(reference.conv2d(x, wt, stride, pad, layout="HWC"), relu)
+    no further apart); with a ``bias``, exact and sum|x w| count it and n one rounding more (its add's)."""
+    exact = _activated(reference.conv2d(x, wt, stride, pad, layout="HWC"), relu, bias)
     magnitude = reference.conv2d(np.abs(x), np.abs(wt), stride, pad, layout="HWC")
     n = wt.shape[1] * wt.shape[2] * wt.shape[3]
+    if bias is not None:
+        magnitude, n = magnitude + np.abs(bias.astype(np.float64)), n + 1
     u, tiny = (2.0**-11, 2.0**-25) if out.dtype == np.float16 else (0.0, 2.0**-150)
     bound = (n + 2) * 2.0**-24 * magnitude * (1 + u) + u * np.abs(exact) + tiny
     return out.shape == exact.shape and bool((np.abs(out.astype(np.float64) - exact) <= bound).all())

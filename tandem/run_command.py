@@ -253,8 +253,8 @@ def _print(r) -> None:
             ("tensor / scalar instructions", f"{r.tensor_instructions:,} / {r.scalar_instructions:,}"),
             ("scalar fallback", f"{r.scalar_fallback:,}"),
             ("passes skipped", ", ".join(r.params["skip"]) or "none"),
-            *([("epilogue", "relu on each output tile in NMEM, before its copy-out")] if p.get("relu")
-              else []),
+            *([("epilogue", f"{' + '.join(e for e in ('bias', 'relu') if p.get(e))} on each output tile in "
+                              f"NMEM, before its copy-out")] if p.get("relu") or p.get("bias") else []),
         ])
     for reason in r.unmatched:
         console.print(f"  not tensorized: {reason}", markup=False)

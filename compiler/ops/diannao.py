@@ -323,7 +323,7 @@ def _output_bytes(layer: _Layer) -> int:
 
 def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad: int = 1,
            dtype: str = "float32", cores: int = 16, plan: ConvPlan | None = None, *,
-           spec: isa.ISA, analysis: bool = False, relu: bool = False) -> DiannaoSchedule:
+           spec: isa.ISA, analysis: bool = False, relu: bool = False, bias: bool = False) -> DiannaoSchedule:
     """2-D convolution, input (h, w, cin) HWC, weights blocked (cout/CONV_BLOCK, k, k, cin, CONV_BLOCK) as the
     conv instruction reads them, output (oh, ow, cout) HWC.
 
@@ -344,10 +344,22 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     tile in NMEM right after the conv that finishes it (the reduction is one instruction) and before the
     tile is copied out, so the output crosses GMEM once. The stage reads the conv's NMEM tile at its own
     index, which the ``inplace`` pass turns into the tile itself: the in-place vector ``relu``.
+
+    ``bias``: a per-output-channel bias ``B`` (cout values of the conv's accumulator type, an input between
+    the weights and the output) added before the ReLU, the same way: each core copies its channels of ``B``
+    into NMEM once, and each output tile, rows of the core's channels (HWC), gets them added by one cycle
+    add (the spec's ``dst[r, c] = a[r, c] + b[c]``, Cambricon's ``__bang_cycle_add``), in place.
     """
     block = spec.params["CONV_BLOCK"]
     itemsize = np.dtype(dtype).itemsize
-    plan = plan or conv_plan(h, w, cin, cout, k, stride, pad, itemsize, cores, spec)
+    if plan is None:
+        plans = conv_plans(h, w, cin, cout, k, stride, pad, itemsize, cores, spec)
+        # the bias's cycle add takes whole vectors (VECTOR_ELEMS; preprocessing pads only one-dimensional
+        # statements, as the relu's): such tiles first, as the estimate leaves the epilogue out (done
+        # scalar, the add would cost more than the conv)
+        vec = spec.params["VECTOR_ELEMS"]
+        plan = min(plans, key=lambda p: (bias and p.tile_rows * p.ow * (cout // p.cout_groups) % vec != 0,
+                                         p.estimate))
     x = te.placeholder((h, w, cin), dtype, name="X")
     wb = te.placeholder((cout // block, k, k, cin, block), dtype, name="Wb")
     # the cluster-shared form's last SMEM tiles may cover rows past the layer's: pad below with zeros to the
@@ -363,11 +375,15 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
 
     conv = te.compute((plan.oh, plan.ow, cout),
                       lambda y, xx, co: te.sum(product(y, xx, co), axis=[ky, kx, ci]), name="Y")
-    out = te.compute(conv.shape, lambda *i: ir.max_(conv[i], ir.const(0, acc)), name="Yr") if relu else conv
+    b = te.placeholder((cout,), acc, name="B") if bias else None
+    biased = te.compute(conv.shape, lambda y, xx, co: conv[y, xx, co] + b[co], name="Yb") if bias else conv
+    out = te.compute(conv.shape, lambda *i: ir.max_(biased[i], ir.const(0, acc)), name="Yr") \
+        if relu else biased
     s = create_schedule(out)
     xs = s.cache_read(xp, "smem", [conv]) if plan.sub_rows else None
     xn = s.cache_read(xs if xs is not None else xp, "nmem", [conv])
     wn = s.cache_read(wb, "wmem", [conv])
+    bn = s.cache_read(b, "nmem", [biased]) if bias else None
     if xp is not x:
         s[xp].compute_inline()
     local = s.cache_write(out, "nmem")   # the tile copied out: the conv's, or its epilogue's
@@ -391,16 +407,27 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
         s[out].bind(core, te.thread_axis("core", name="tid"))
     s[wn].compute_at(s[out], core)
     s[xn].compute_at(s[out], yt)
-    if relu:   # the conv's tile in NMEM too, its epilogue right after it
-        s[conv].set_scope("nmem")
-        s[conv].compute_at(s[out], yt)
-        s[local].pragma(s[local].fuse(*s[local].op.axis), "intrin", "relu")   # one vector: the tile
+    # the stages on each tile in NMEM, in order: the conv, the bias's cycle add, the ReLU (the last one is
+    # ``local``, the tile copied out); each reads the one before at its own index (``inplace`` folds them)
+    stages = [(conv, "conv"), *([(biased, "vcycadd")] if bias else []), *([(out, "relu")] if relu else [])]
+    for stage, intrin in stages:
+        if stage is out:
+            stage = local
+        else:
+            s[stage].set_scope("nmem")
+            s[stage].compute_at(s[out], yt)
+        if intrin == "relu":   # one vector: the tile
+            s[stage].pragma(s[stage].fuse(*s[stage].op.axis), "intrin", intrin)
+        else:   # the conv; the cycle add: rows of the core's channels, the bias's channels along each
+            s[stage].pragma(s[stage].op.axis[0], "intrin", intrin)
     s[local].compute_at(s[out], yt)
-    for t in (xn, wn) if xs is None else (xs, xn, wn):
+    copies = [t for t in (xs, xn, wn, bn) if t is not None]
+    if bn is not None:
+        s[bn].compute_at(s[out], core)
+    for t in copies:
         s[t].pragma(s[t].op.axis[0], "intrin", "copy")
-    s[conv if relu else local].pragma(s[conv if relu else local].op.axis[0], "intrin", "conv")
     s[out].pragma(yi, "intrin", "copy")
-    return DiannaoSchedule(s, (x, wb, out), plan.cores, plan.tile_rows)
+    return DiannaoSchedule(s, (x, wb, *([b] if bias else []), out), plan.cores, plan.tile_rows)
 
 
 def block_weights(w: np.ndarray, block: int = 16) -> np.ndarray:

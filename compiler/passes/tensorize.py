@@ -32,7 +32,10 @@ operand's accesses are proven equal to the instruction's (``compiler/passes/inde
 A guard whose condition no loop of the marked statement changes is control around the instruction: it
 stays, outside the mark.
 
-Non-Goals: element-wise operands indexed other than the destination (a transpose) are not matched.
+An operand indexed by some of the destination's index variables, in their order (``b[c]`` of
+``dst[r, c] = a[r, c] + b[c]``), is broadcast along the others: its index steps 0 in their loops.
+
+Non-Goals: element-wise operands indexed otherwise (a transpose) are not matched.
 
 Real CPUs (an ISA whose operands are registers, such as x86) take UNIT's path instead: the schedule has
 already tiled and marked the loops the Inspector mapped, and ``compiler.passes.tensorize_registers``
@@ -239,6 +242,7 @@ class _Matcher:
         self.stmt, self.spec, self.instr, self.types = stmt, spec, instr, types
         self.tree = TreeMatch(types, index=lambda load: flat_index(load.buffer, load.indices))
         self.stage = 0
+        self.broadcast: dict[str, list[int]] = {}   # operand -> the destination dimensions it is indexed by
 
     @property
     def operands(self) -> dict[str, tuple[ir.Buffer, ir.Expr]]:
@@ -263,8 +267,12 @@ class _Matcher:
         self._bind(assign.target, store.buffer, flat_index(store.buffer, store.indices))
         self._tree(assign.value, store.value)
         for access in (a for a in t.walk(assign.value) if isinstance(a, t.Access)):
-            if [i.id if isinstance(i, t.Name) else None for i in access.indices] != dims:
+            own = [dims.index(i.id) if isinstance(i, t.Name) and i.id in dims else None
+                   for i in access.indices]
+            if None in own or own != sorted(set(own)):
                 raise self.fail(f"operand {access.tensor} is indexed unlike the destination")
+            if len(own) < len(dims):   # a broadcast operand: some of the destination's dimensions, in order
+                self.broadcast[access.tensor] = own
         self.stage = 2
         bytewise = self._check_dtypes()
         self.stage = 3
@@ -517,20 +525,26 @@ class _Matcher:
 
         for name in self.operands:
             op = self.instr.operand(name)
+            own = self.broadcast.get(name, range(ndims))
+            for k, d in enumerate(own):
+                equate(op.shape[k], loops[d].extent, f"dimension {k} of {name}", loops[d])
             for d, loop in enumerate(loops):
-                equate(op.shape[d], loop.extent, f"dimension {d} of {name}", loop)
+                if d not in own and loop.extent > 1 and loop.coefs[name] != 0:
+                    raise self.fail(f"{name} steps {loop.coefs[name]} along dimension {d}, which it is "
+                                    f"not indexed by")
             if op.strides is None:
                 for d, loop in enumerate(loops):
-                    want = math.prod(x.extent for x in loops[d + 1 :])
-                    if loop.extent > 1 and loop.coefs[name] != want:
+                    want = math.prod(loops[e].extent for e in own if e > d)
+                    if d in own and loop.extent > 1 and loop.coefs[name] != want:
                         raise self.fail(
                             f"{name} is not row-major: stride {loop.coefs[name]}, expected {want}"
                         )
         for name in self.operands:  # explicit strides, after every shape field is known
             op = self.instr.operand(name)
-            for d, loop in enumerate(loops if op.strides is not None else ()):
-                stride = loop.coefs[name] if loop.extent > 1 else _contiguous(op, d, fields, self)
-                equate(op.strides[d], stride, f"stride {d} of {name}", None)
+            own = self.broadcast.get(name, range(ndims))
+            for k, d in enumerate(own if op.strides is not None else ()):
+                stride = loops[d].coefs[name] if loops[d].extent > 1 else _contiguous(op, k, fields, self)
+                equate(op.strides[k], stride, f"stride {k} of {name}", None)
         self._spaces(fields)
         env = self.spec.scalar_env(fields, self.types)
         for expr, value, what in checks:

@@ -7,6 +7,8 @@ becomes an instruction."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, note, settings
@@ -18,6 +20,7 @@ from compiler.ir import PrimFunc, dtypes
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import diannao as dops
+from compiler.ops import reference
 from compiler.ops.diannao import block_weights
 from compiler.passes.tensorize import Match, NoMatch, select, unmatched
 from compiler.pipeline import compile_func
@@ -29,8 +32,8 @@ SPEC = isa.load_isa("diannao")
 TARGET = Target("diannao", SPEC)
 
 
-def stages(h, w, cin, cout, k=3, stride=1, pad=1, dtype="float32", cores=4, skip=(), relu=False):
-    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, cores, spec=SPEC, relu=relu)
+def stages(h, w, cin, cout, k=3, stride=1, pad=1, dtype="float32", cores=4, skip=(), relu=False, bias=False):
+    d = dops.conv2d(h, w, cin, cout, k, stride, pad, dtype, cores, spec=SPEC, relu=relu, bias=bias)
     out: list[tuple[str, PrimFunc]] = []
     compile_func(lower(d.schedule, list(d.args), "conv"), TARGET, dump=lambda n, f: out.append((n, f)),
                  skip=skip)
@@ -109,6 +112,59 @@ def test_a_relu_epilogue_runs_in_place_on_each_tile_and_every_pass_keeps_the_res
                                                                 for r in i.regions if r.operand == "out"}
     plain = insns(stages(*hw, cin, cout, k, 1, 1, dtype, cores)[-1][1])
     assert _copies_out(found, "Yr") == _copies_out(plain, "Y")
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(
+    hw=st.tuples(st.integers(3, 9), st.integers(3, 9)),
+    cin=st.sampled_from([1, 4]),
+    cout=st.sampled_from([16, 32, 64]),
+    k=st.sampled_from([1, 3]),
+    cores=st.sampled_from([1, 2, 4, 16]),
+    dtype=st.sampled_from(["float32", "int8"]),
+    relu=st.booleans(),
+)
+def test_a_bias_is_one_cycle_add_on_each_tile_before_the_relu_and_every_pass_keeps_the_result(
+        hw, cin, cout, k, cores, dtype, relu) -> None:
+    """The per-output-channel bias on the card: each core copies its channels of B into NMEM once, and each
+    output tile (rows of the core's channels, HWC) gets them added by one ``vcycadd`` on the conv's own tile,
+    right after the conv and before the ReLU, where the tile is whole vectors (the plan prefers such tiles);
+    otherwise the add stays scalar and ``unmatched`` names the rule."""
+    funcs = stages(*hw, cin, cout, k, 1, 1, dtype, cores, relu=relu, bias=True)
+    note(str(funcs[-1][1]))
+    for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
+        assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+    final = funcs[-1][1]
+    found = insns(final)
+    convs = [i for i in found if i.name in ("conv", "qconv")]
+    adds = [i for i in found if i.name == "vcycadd"]
+    missed = unmatched(final, SPEC)
+    assert all("count * m % VECTOR_ELEMS" in m.reason for m in missed)
+    assert len(adds) + len(missed) == len(convs) > 0
+    tiles = {r.buffer.name for i in convs for r in i.regions if r.operand == "out"}
+    assert all({r.buffer.name for r in i.regions if r.operand in ("dst", "a")} == tiles for i in adds)
+    order = " ".join(i.name for i in found if i.name in ("conv", "qconv", "vcycadd", "relu"))
+    for tile in re.split(r"\bq?conv\b", order)[1:]:   # after each conv: its epilogue
+        assert tile.split() in (["vcycadd", "relu"] if relu else ["vcycadd"], ["relu"] if relu else [])
+    # once per core (not per tile): the core's channels of B, as many as each add's segment
+    bias_copies = [_fields(i) for i in found if i.name == "memcpy" and
+                   any(r.operand == "src" and r.buffer.name == "B" for r in i.regions)]
+    assert 0 < len(bias_copies) <= len(convs)
+    assert {c["len"] * c["count"] for c in bias_copies} >= {4 * _fields(a)["m"] for a in adds}
+
+
+def _fields(insn: ir.TensorInsn) -> dict[str, int]:
+    return {f.name: f.value.value for f in insn.fields}
+
+
+def test_a_bias_on_a_layer_whose_tiles_are_whole_vectors_is_all_cycle_adds() -> None:
+    """16 x 16 outputs, 16 channels a core: 4-row tiles of 1024 elements, one vcycadd per conv."""
+    final = stages(16, 16, 8, 64, 3, 1, 1, "int8", 16, bias=True)[-1][1]
+    assert unmatched(final, SPEC) == []
+    found = insns(final)
+    adds = [str(i) for i in found if i.name == "vcycadd"]
+    assert len(adds) == len([i for i in found if i.name == "qconv"]) > 0
+    assert set(adds) == {"diannao.vcycadd(count=64, m=16, dst=Y[0], a=Y[0], b=B.nmem[0])"}   # the conv's tile
 
 
 def _copies_out(found: list[ir.TensorInsn], out: str) -> list[str]:
@@ -271,3 +327,40 @@ def test_the_flows_relu_is_the_epilogue_checked_against_numpy_and_timed() -> Non
         run("conv2d", target, {**layer, "relu": 2})
     with pytest.raises(RunError, match="unknown parameter 'relu'"):
         run("add", target, {"shape": (4, 64), "relu": True})
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "float32"])
+def test_the_flows_bias_is_added_before_the_relu_checked_against_numpy(dtype) -> None:
+    """``tandem run conv2d --target diannao -p bias=1 [--relu]``: a third input, one value per output channel
+    in the output's type, added on the card by one vcycadd per conv; the output equals numpy's conv + bias
+    (then max(., 0)): bit for bit in integers, within the f32 bound (one rounding more) in float32."""
+    from tandem.diannao_run import FLOW
+    from tandem.run import RunError, run
+    from tandem.targets import load_target
+
+    target = load_target("diannao")
+    layer = {"H": 16, "W": 16, "IC": 8, "OC": 48, "dtype": dtype}
+    for relu in (False, True):
+        report = run("conv2d", target, {**layer, "bias": True, "relu": relu})
+        assert report.validated and report.params["bias"] is True and report.scalar_fallback == 0
+        conv = "conv" if dtype == "float32" else "qconv"
+        assert report.instructions["vcycadd"] == report.instructions[conv]
+        job = FLOW.plan("conv2d", {**layer, "bias": True, "relu": relu}, target)
+        x, wt, b = FLOW.inputs(job, np.random.default_rng(0))   # run's inputs (seed 0)
+        assert b.shape == (48,) and b.dtype == (np.float32 if dtype == "float32" else np.int32)
+        exact = reference.conv2d(x, wt, 1, 1, layout="HWC")
+        if dtype == "float32":
+            want = exact + b
+            np.testing.assert_allclose(report.output, np.maximum(want, 0) if relu else want, rtol=1e-5,
+                                       atol=1e-4)
+        else:   # i16 products overflow i32: the card wraps after the conv and after the add, then the ReLU
+            want = (exact.astype(np.int64).astype(np.int32).astype(np.int64) + b).astype(np.int32)
+            np.testing.assert_array_equal(report.output, np.maximum(want, 0) if relu else want)
+    with pytest.raises(RunError, match="bias must be true or false"):
+        run("conv2d", target, {**layer, "bias": 3})
+    job = FLOW.plan("conv2d", {**layer, "bias": True}, target)
+    x, wt, b = FLOW.inputs(job, np.random.default_rng(0))
+    with pytest.raises(RunError, match=r"expected 3 input arrays \(input, weights, bias\)"):
+        FLOW.check_inputs(job, [x, wt])
+    with pytest.raises(RunError, match="expected a bias of 48"):
+        FLOW.check_inputs(job, [x, wt, b[:47]])

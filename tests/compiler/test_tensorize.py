@@ -140,6 +140,25 @@ def test_relu_is_in_place_and_commutes() -> None:
         assert str(found) == "diannao.relu(n=64, dst=a[0])"
 
 
+def _bias_nest(bias_index) -> PrimFunc:
+    """``y[r, x, c] += b[...]`` over an 8 x 4 x 16 NMEM tile, the bias ``b`` (16) in NMEM too."""
+    y = Buffer("y", (512,), dtypes.float32, "nmem")
+    b = Buffer("b", (16,), dtypes.float32, "nmem")
+    r, x, c = Var("r"), Var("x"), Var("c")
+    at = r * 64 + x * 16 + c
+    body = loop(r, 8, loop(x, 4, loop(c, 16, Store(y, (at,), y[at] + b[bias_index(r, x, c)]))))
+    return marked("bias", (y, b), body, "vcycadd")
+
+
+def test_an_operand_indexed_by_some_of_the_destinations_variables_is_broadcast_along_the_others() -> None:
+    """The cycle add ``dst[r, c] = a[r, c] + b[c]``: the tile's rows (r and x merged: 32) are its count, the
+    bias steps 0 along them; the same bias read along the rows (b[r]) is no such instruction."""
+    (found,) = insns(tensorized(_bias_nest(lambda r, x, c: c)))
+    assert str(found) == "diannao.vcycadd(count=32, m=16, dst=y[0], a=y[0], b=b[0])"
+    (why,) = unmatched(tensorize(_bias_nest(lambda r, x, c: r * 2), DIANNAO), DIANNAO)
+    assert "b steps 2 along dimension 0, which it is not indexed by" in why.reason
+
+
 def test_contiguous_nests_merge_into_one_dimension() -> None:
     src = Buffer("A", (5, 7, 9), dtypes.float32)
     dst = Buffer("L", (315,), dtypes.float32, "nmem")
