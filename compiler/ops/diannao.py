@@ -352,14 +352,7 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     """
     block = spec.params["CONV_BLOCK"]
     itemsize = np.dtype(dtype).itemsize
-    if plan is None:
-        plans = conv_plans(h, w, cin, cout, k, stride, pad, itemsize, cores, spec)
-        # the bias's cycle add takes whole vectors (VECTOR_ELEMS; preprocessing pads only one-dimensional
-        # statements, as the relu's): such tiles first, as the estimate leaves the epilogue out (done
-        # scalar, the add would cost more than the conv)
-        vec = spec.params["VECTOR_ELEMS"]
-        plan = min(plans, key=lambda p: (bias and p.tile_rows * p.ow * (cout // p.cout_groups) % vec != 0,
-                                         p.estimate))
+    plan = plan or conv_plan(h, w, cin, cout, k, stride, pad, itemsize, cores, spec)
     x = te.placeholder((h, w, cin), dtype, name="X")
     wb = te.placeholder((cout // block, k, k, cin, block), dtype, name="Wb")
     # the cluster-shared form's last SMEM tiles may cover rows past the layer's: pad below with zeros to the

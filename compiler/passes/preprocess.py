@@ -5,7 +5,9 @@ for an instruction that ``tensorize`` would reject, the constraint that fails (i
 spec, not a table here) picks a rewrite that keeps the function's result and removes the reason:
 
 - ``divisible`` (COM + ALIGN: AddExtraCompute, ExpandAllocation): an extent such as ``n`` must be a
-  multiple of ``VECTOR_ELEMS``. The loop is extended to the next extent the rule accepts, so the
+  multiple of ``VECTOR_ELEMS``. The loop is extended to the next extent the rule accepts (in a
+  two-dimensional statement such as the cycle add's ``dst[r, c] = a[r, c] + b[c]``, its rows' outermost
+  loop, a row at a time; an operand that steps 0 along them takes no extra elements), so the
   instruction computes a few harmless extra elements. The buffers it touches must be on-chip allocations;
   each grows (ExpandAllocation) when the extra elements would fall outside it, and the extra elements it
   reads are zero-filled at the start of the allocation's scope (a fill statement, itself marked for
@@ -222,7 +224,10 @@ class _Preprocess(IRMutator):
         return _wrap(loops, copy), _wrap(loops, compute)
 
     def _extend(self, stmt: ir.Stmt, why: NoMatch) -> ir.Stmt:
-        """COM + ALIGN: grow the loop that sets the rule's field until the rule holds."""
+        """COM + ALIGN: grow the loop that sets the rule's field until the rule holds: a contiguous
+        one-dimensional statement's loop, or the outermost loop of a statement's first dimension where the
+        loops of that dimension merged into one (the rows of ``dst[r, c] = a[r, c] + b[c]``: one more row
+        at a time; an operand that steps 0 along them, ``b``, takes no extra elements)."""
         loops, store = _nest(stmt)
         stepping = [x for x in why.loops if x.extent > 1]
         if store is not None and len(stepping) == 1 and all(c == 1 for c in stepping[0].coefs.values()):
@@ -230,26 +235,41 @@ class _Preprocess(IRMutator):
             target = next((s for s in loops if s.var is loop.var), None)
         elif store is not None and not stepping and len(loops) == 1 and loops[0].extent.value == 1:
             loop, target = why.loops[0], loops[0]  # one element
+        elif store is not None and len(stepping) > 1 and stepping[0].var is loops[0].var:
+            loop, target = stepping[0], loops[0]  # the outermost dimension, by its outermost loop
         else:
-            return stmt  # only contiguous one-dimensional statements are extended
+            return stmt  # only the statements above are extended
         names = t.names_in(why.constraint.rule) & set(why.fields)
         scaled = [n for n in names if why.field_loops.get(n) is loop]
-        if target is None or target.extent.value != loop.extent or len(scaled) != 1:
+        rows = loop.extent // target.extent.value if target is not None else 0   # per iteration of target
+        if target is None or rows * target.extent.value != loop.extent or len(scaled) != 1 or \
+                (rows > 1 and len(stepping) == 1):
             return stmt  # the loop counts bytes of a wider element, or several fields depend on it
+        if any(c < 0 for x in stepping for c in x.coefs.values()):
+            return stmt
         (name,) = scaled
         per_iter = why.fields[name] // loop.extent
-        new_extent = self._satisfying(why, name, per_iter, loop.extent)
+        new_extent = self._satisfying(why, name, per_iter * rows, target.extent.value)
         if new_extent is None:
             return stmt
         instr = self.spec.instruction(why.instruction)
         reads = {r for s in instr.typed.values() for r in s.reads}
+
+        def span(operand: str, extent: int) -> int:
+            """The elements after its start that the statement covers in the operand's buffer."""
+            if not stepping:
+                return extent
+            return 1 + sum(((extent if x is loop else x.extent) - 1) * x.coefs[operand] for x in stepping)
+
         plans = []
         for operand, (buf, offset) in why.regions.items():
             lf = linear_form(offset)
             if buf not in self.allocs or lf is None or not lf.is_const:
                 return stmt  # only on-chip buffers at constant offsets can take extra elements
-            start = lf.const  # the statement covers [start, start + extent) of buf
-            plans.append((operand in reads, buf, start + loop.extent, start + new_extent))
+            start = lf.const  # the statement covers [start, start + span) of buf
+            old, new = span(operand, loop.extent), span(operand, new_extent * rows)
+            if new > old:
+                plans.append((operand in reads, buf, start + old, start + new))
         for is_read, buf, lo, hi in plans:
             self.grow[buf] = max(self.grow.get(buf, buf.size), hi)
             if is_read:
