@@ -83,15 +83,20 @@ def test_every_pass_keeps_the_result(hw, cin, cout, k, stride, pad, cores, dtype
         assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
 
 
+#: The layers the epilogue tests draw (stride 1, padding 1).
+EPILOGUE_LAYERS = dict(hw=st.tuples(st.integers(3, 9), st.integers(3, 9)), cin=st.sampled_from([1, 4]),
+                       cout=st.sampled_from([16, 32, 64]), k=st.sampled_from([1, 3]),
+                       cores=st.sampled_from([1, 2, 4, 16]), dtype=st.sampled_from(["float32", "int8"]))
+
+
+def _every_pass_keeps_the_result(funcs: list[tuple[str, PrimFunc]]) -> None:
+    note(str(funcs[-1][1]))
+    for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
+        assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+
+
 @settings(max_examples=8, deadline=None, derandomize=True)
-@given(
-    hw=st.tuples(st.integers(3, 9), st.integers(3, 9)),
-    cin=st.sampled_from([1, 4]),
-    cout=st.sampled_from([16, 32, 64]),
-    k=st.sampled_from([1, 3]),
-    cores=st.sampled_from([1, 2, 4, 16]),
-    dtype=st.sampled_from(["float32", "int8"]),
-)
+@given(**EPILOGUE_LAYERS)
 def test_a_relu_epilogue_runs_in_place_on_each_tile_and_every_pass_keeps_the_result(hw, cin, cout, k, cores,
                                                                                     dtype) -> None:
     """PolyDL's fusion (Algorithm 3) on the card: the ReLU runs on each output tile in NMEM right after the
@@ -99,9 +104,7 @@ def test_a_relu_epilogue_runs_in_place_on_each_tile_and_every_pass_keeps_the_res
     epilogue's buffer into it), and the tile is copied out once: as many relus as convs, no NMEM buffer of
     its own, the same copies as without it."""
     funcs = stages(*hw, cin, cout, k, 1, 1, dtype, cores, relu=True)
-    note(str(funcs[-1][1]))
-    for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
-        assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+    _every_pass_keeps_the_result(funcs)
     final = funcs[-1][1]
     assert unmatched(final, SPEC) == []
     found = insns(final)
@@ -115,15 +118,7 @@ def test_a_relu_epilogue_runs_in_place_on_each_tile_and_every_pass_keeps_the_res
 
 
 @settings(max_examples=8, deadline=None, derandomize=True)
-@given(
-    hw=st.tuples(st.integers(3, 9), st.integers(3, 9)),
-    cin=st.sampled_from([1, 4]),
-    cout=st.sampled_from([16, 32, 64]),
-    k=st.sampled_from([1, 3]),
-    cores=st.sampled_from([1, 2, 4, 16]),
-    dtype=st.sampled_from(["float32", "int8"]),
-    relu=st.booleans(),
-)
+@given(**EPILOGUE_LAYERS, relu=st.booleans())
 def test_a_bias_is_one_cycle_add_on_each_tile_before_the_relu_and_every_pass_keeps_the_result(
         hw, cin, cout, k, cores, dtype, relu) -> None:
     """The per-output-channel bias on the card: each core copies its channels of B into NMEM once, and each
@@ -131,9 +126,7 @@ def test_a_bias_is_one_cycle_add_on_each_tile_before_the_relu_and_every_pass_kee
     right after the conv and before the ReLU; a tile that is no whole number of vectors is extended by rows
     (preprocessing) until it is."""
     funcs = stages(*hw, cin, cout, k, 1, 1, dtype, cores, relu=relu, bias=True)
-    note(str(funcs[-1][1]))
-    for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
-        assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+    _every_pass_keeps_the_result(funcs)
     final = funcs[-1][1]
     found = insns(final)
     convs = [i for i in found if i.name in ("conv", "qconv")]
