@@ -105,8 +105,9 @@ def run_command(
             if key in NOT_P and (not user or key == "min_time"):
                 raise WorkloadError(f"-p {key}", f"give it as {NOT_P[key]}" if NOT_P[key] else
                                     "not a command-line parameter (tandem.run.run takes it from Python)")
-        values: dict = {k: int_param(k, v, 0 if k in ("seed", "P") else None if (user and k not in OWN) or
-                                     k in SIGNED else 1) for k, v in given.items()}
+        at_least = {"seed": 0, "P": 0, "bias": 0}   # else 1, or none for signed and a user operator's own
+        values: dict = {k: int_param(k, v, at_least.get(k, None if (user and k not in OWN) or k in SIGNED
+                                                         else 1)) for k, v in given.items()}
         if shape is not None:
             values["shape"] = parse_shape(shape)
         dropped = (("loop_partition", no_partition), ("preprocess", no_preprocess))

@@ -82,6 +82,16 @@ def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) ->
     assert "Traceback" not in result.output
 
 
+def test_a_bias_is_switched_on_and_off_by_1_and_0_and_named_in_the_table() -> None:
+    layer = ["conv2d", "-p", "H=8", "-p", "W=8", "-p", "IC=8", "-p", "OC=16"]
+    assert run_json(*layer, "-p", "bias=0")["params"]["bias"] is False
+    result = RUNNER.invoke(app, ["run", *layer, "-p", "bias=1", "--relu"])
+    assert result.exit_code == 0, result.output
+    assert "bias + relu on each output tile" in result.output
+    result = RUNNER.invoke(app, ["run", *layer, "-p", "bias=-1"])
+    assert result.exit_code == 2 and "-p bias: expected an integer >= 0, but got -1" in result.output
+
+
 def test_roofline_is_gmem_traffic_at_the_card_bandwidth() -> None:
     target = load_target("diannao")
     cfg = target.config
