@@ -75,6 +75,7 @@ from tandem.run import (
     TargetFlow,
     check_host_memory,
     exact,
+    random_bias,
     reject_unknown,
     run,
     take_conv,
@@ -177,9 +178,7 @@ class CpuLayer:
         if not self.bias:
             return arrays
         channels = self.conv.oc if self.conv is not None else self.mnk[1]
-        bias = rng.uniform(-1, 1, channels).astype(np.float32) if self.is_float else \
-            rng.integers(-(1 << 16), 1 << 16, channels).astype(np.int32)
-        return (*arrays, bias)
+        return (*arrays, random_bias(rng, channels, np.float32 if self.is_float else np.int32))
 
     def pack(self, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8,
              bias: np.ndarray | None = None) -> tuple[np.ndarray, ...]:

@@ -65,6 +65,7 @@ from tandem.run import (
     RunReport,
     TargetFlow,
     check_host_memory,
+    random_bias,
     reject_unknown,
     run,
     take_conv,
@@ -221,10 +222,8 @@ class DiannaoFlow(TargetFlow):
         c = job.conv
         arrays = [_random(rng, c.h * c.w * c.ic, job.dtype).reshape(job.shape),
                   _random(rng, c.oc * c.k * c.k * c.ic, job.dtype).reshape(c.oc, c.k, c.k, c.ic)]
-        if job.bias:   # the output's type: an integer conv's in [-2^16, 2^16), as a quantized bias would be
-            out_dt = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]])
-            arrays.append(rng.integers(-(1 << 16), 1 << 16, c.oc).astype(out_dt) if out_dt.kind == "i"
-                          else rng.standard_normal(c.oc).astype(out_dt))
+        if job.bias:
+            arrays.append(random_bias(rng, c.oc, NUMPY_DTYPES[CONV_DTYPES[job.dtype]]))
         return arrays
 
     def check_inputs(self, job: DiannaoJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -302,14 +301,7 @@ class DiannaoFlow(TargetFlow):
             return job.user.reference(inputs)
         if job.conv is not None:
             out_dt = np.dtype(NUMPY_DTYPES[CONV_DTYPES[job.dtype]])
-            if out_dt.kind == "f":
-                return _conv_exact(job, inputs).astype(out_dt)
-            # integers wrap in the output's type (i32) after the conv and after the bias's add, then the ReLU
-            x, wt, *bias = inputs
-            out = reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC").astype(np.int64)
-            out = out.astype(out_dt)
-            out = (out.astype(np.int64) + bias[0]).astype(out_dt) if bias else out
-            return np.maximum(out, 0) if job.relu else out
+            return _conv_exact(job, inputs, out_dt if out_dt.kind == "i" else None).astype(out_dt)
         with np.errstate(over="ignore", invalid="ignore"):
             if job.op == "relu":
                 return np.maximum(inputs[0], 0).astype(NUMPY_DTYPES[job.dtype])
@@ -324,7 +316,7 @@ class DiannaoFlow(TargetFlow):
         want64 = _conv_exact(job, inputs)
         err = float(np.max(np.abs(got.astype(np.float64) - want64))) if got.size else 0.0
         ok = conv2d_within_bound(got, x, wt, job.conv.s, job.conv.p, relu=job.relu,
-                                 bias=bias[0] if bias else None)
+                                 bias=bias[0] if bias else None, exact=want64)
         detail = "within the f32 summation bound" if ok else f"max |err| {err:.3g} against numpy"
         return Check(ok, err, detail)
 
@@ -345,17 +337,23 @@ class DiannaoFlow(TargetFlow):
         return out
 
 
-def _activated(out: np.ndarray, relu: bool, bias: np.ndarray | None = None) -> np.ndarray:
-    """A conv's result with its epilogue (the bias added, then the ReLU, where asked)."""
-    out = out + bias.astype(np.float64) if bias is not None else out
+def _activated(out: np.ndarray, relu: bool, bias: np.ndarray | None = None,
+               wrap: np.dtype | None = None) -> np.ndarray:
+    """A conv's exact result (float64) with its epilogue: the bias added, then the ReLU, where asked; with
+    ``wrap`` (an integer type), wrapped to it after the conv and after the add, as the card's i32 does."""
+    if wrap is not None:
+        out = out.astype(np.int64).astype(wrap).astype(np.int64)
+        out = (out + bias).astype(wrap) if bias is not None else out
+    elif bias is not None:
+        out = out + bias.astype(np.float64)
     return np.maximum(out, 0) if relu else out
 
 
-def _conv_exact(job: DiannaoJob, inputs: Sequence[np.ndarray]) -> np.ndarray:
-    """A conv job's exact result (float64) with its epilogue, from its inputs (input, weights[, bias])."""
+def _conv_exact(job: DiannaoJob, inputs: Sequence[np.ndarray], wrap: np.dtype | None = None) -> np.ndarray:
+    """A conv job's exact result with its epilogue (``_activated``) from its inputs (x, weights[, bias])."""
     x, wt, *bias = inputs
     return _activated(reference.conv2d(x, wt, job.conv.s, job.conv.p, layout="HWC"), job.relu,
-                      bias[0] if bias else None)
+                      bias[0] if bias else None, wrap)
 
 
 def _execution(compiled: DiannaoCompiled, result: DiannaoResult, output: np.ndarray, target: Target,
@@ -646,12 +644,15 @@ def conv2d_matches(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, 
 
 
 def conv2d_within_bound(out: np.ndarray, x: np.ndarray, wt: np.ndarray, stride: int, pad: int,
-                        relu: bool = False, bias: np.ndarray | None = None) -> bool:
+                        relu: bool = False, bias: np.ndarray | None = None,
+                        exact: np.ndarray | None = None) -> bool:
     """Whether the float conv ``out`` is within the error of summing n = k*k*cin products in f32 in any order
     and rounding once to out's dtype: |out - exact| <= (n + 2) 2**-24 sum|x w| + u |exact| + tiny, with
     u = 2**-11 for f16 outputs and 0 for f32; with ``relu``, against max(exact, 0) (a ReLU moves two values
-    no further apart); with a ``bias``, exact and sum|x w| count it and n one rounding more (its add's)."""
-    exact = _activated(reference.conv2d(x, wt, stride, pad, layout="HWC"), relu, bias)
+    no further apart); with a ``bias``, exact and sum|x w| count it and n one rounding more (its add's).
+    ``exact``: that exact result (float64, epilogue applied) where the caller has it already."""
+    if exact is None:
+        exact = _activated(reference.conv2d(x, wt, stride, pad, layout="HWC"), relu, bias)
     magnitude = reference.conv2d(np.abs(x), np.abs(wt), stride, pad, layout="HWC")
     n = wt.shape[1] * wt.shape[2] * wt.shape[3]
     if bias is not None:

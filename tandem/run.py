@@ -374,6 +374,14 @@ def within_bound(got: np.ndarray, want: np.ndarray, magnitude: np.ndarray, k: in
                               f"of the inputs; largest error {worst:.3g}")
 
 
+def random_bias(rng: np.random.Generator, channels: int, dtype: np.dtype | type) -> np.ndarray:
+    """A per-output-channel bias of the output's ``dtype``: floats uniform in [-1, 1), integers (an int32
+    accumulator's) in [-2^16, 2^16), as a quantized layer's bias would be."""
+    if np.dtype(dtype).kind == "f":
+        return rng.uniform(-1, 1, channels).astype(dtype)
+    return rng.integers(-(1 << 16), 1 << 16, channels).astype(dtype)
+
+
 # ---- parameters shared by the flows
 
 def take_int(params: dict[str, Any], key: str, default: int | None, minimum: int, where: str) -> int | None:
