@@ -21,7 +21,7 @@ from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
-from tandem.targets import load_target
+from tandem.flows.targets import load_target
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "diannao_loop_partition.py"
 

@@ -1,4 +1,4 @@
-"""Whole networks (tandem/network_run.py): ``tandem model --builtin resnet50 --target vita``, as a user runs
+"""Whole networks (tandem/network/run.py): ``tandem model --builtin resnet50 --target vita``, as a user runs
 it (import, the onnxruntime check where installed, int8 calibration, every step compiled, simulated and
 checked bit for bit), in a child process pinned to one core; ``extra_info`` records the wall time, the
 child's peak RSS and the network's simulated cycles. The networks issue's budget: <= 60 s and <= 1.5 GB.
@@ -26,7 +26,7 @@ def _one_core() -> None:
 def test_network_on_vita(benchmark, model: str) -> None:
     def run_once() -> tuple[dict, float]:
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "tandem.cli", "model", "--builtin", model, "--target",
+        done = subprocess.run([sys.executable, "-m", "tandem", "model", "--builtin", model, "--target",
                                "vita", "--json"], capture_output=True, text=True, check=False,
                               preexec_fn=_one_core)
         assert done.returncode == 0, done.stderr[-2000:]

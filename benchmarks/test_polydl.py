@@ -2,7 +2,7 @@
 the variant it chooses, fp32 and int8 (``experiments/polydl.py`` compares the choice with an exhaustive
 measured search and with onnxruntime on PolyDL's whole layer lists).
 
-``test_ranking`` times ``tandem.cpu_polydl.choose`` (the first loop order lowered, the others its polyhedral
+``test_ranking`` times ``tandem.flows.polydl.choose`` (the first loop order lowered, the others its polyhedral
 nest reordered, every variant's working sets computed with islpy and placed in this CPU's caches);
 ``test_chosen_kernel`` times the chosen kernel, checked against numpy first, and records GOPS and the share of
 the measured peak (vpdpbusd for int8, the FMA for fp32) in ``extra_info``.
@@ -18,10 +18,10 @@ import pytest
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu
-from tandem.cpu_polydl import choose
-from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
-from tandem.layers import POLYDL_RESNET50
-from tandem.targets import load_target
+from tandem.flows.cpu import CpuLayer, compile_layer, tuning_space
+from tandem.flows.layer_tables import POLYDL_RESNET50
+from tandem.flows.polydl import choose
+from tandem.flows.targets import load_target
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
 LAYERS = ("3", "7", "14")   # ResNet-50's 56x56 3x3, 28x28 3x3 and 14x14 1x1 (1024 -> 256)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tandem.cli import tandem_version
-from tandem.results import ResultStore
-from tandem.sweep_file import read_sweep
-from tandem.sweep_run import sweep
+from tandem.cli.app import tandem_version
+from tandem.sweep.file import read_sweep
+from tandem.sweep.results import ResultStore
+from tandem.sweep.run import sweep
 
 SWEEP = Path(__file__).resolve().parents[1] / "examples/sweeps/vita-resnet18.toml"
 

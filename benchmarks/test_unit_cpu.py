@@ -16,9 +16,9 @@ import pytest
 
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
-from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
-from tandem.layers import RESNET18, padding
-from tandem.targets import load_target
+from tandem.flows.cpu import CpuLayer, compile_layer, tuning_space
+from tandem.flows.layer_tables import RESNET18, padding
+from tandem.flows.targets import load_target
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
 LAYERS = {name: CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k))

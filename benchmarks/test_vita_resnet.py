@@ -29,8 +29,8 @@ def _experiment():
 
 def run_set(vthreads: int = 2) -> list:
     """Compile, simulate and validate every layer; the reports, all bit-exact."""
-    from tandem.targets import load_target
-    from tandem.vita_run import run_vita
+    from tandem.flows.targets import load_target
+    from tandem.flows.vita import run_vita
 
     config = load_target("vita", "tvm-paper")
     reports = [run_vita(layer.vita, vthreads, config) for layer in _experiment().layers()]

@@ -10,7 +10,7 @@ of the system (``tandem/``: the command line, the Python API, a sweep) turns nam
 every pass, schedule and emitter receives the spec as a value from it, so a changed buffer size, GEMM shape
 or instruction reaches all of them at once. Nothing here looks a spec up by name.
 
-Non-goals: loading files (``tandem.targets`` does that) and knowing a simulator's config type (compiler/
+Non-goals: loading files (``tandem.flows.targets`` does that) and knowing a simulator's config type (compiler/
 never imports sim/; ``config`` is carried for the driver, which hands it to the simulator).
 """
 

@@ -27,8 +27,8 @@ from compiler.lower import lower  # noqa: E402
 from compiler.ops import diannao as dops  # noqa: E402
 from compiler.ops import vita  # noqa: E402
 from compiler.pipeline import compile_func  # noqa: E402
-from tandem.targets import load_target  # noqa: E402
-from tandem.vita_run import VitaLayer, compile_layer, machine_costs  # noqa: E402
+from tandem.flows.targets import load_target  # noqa: E402
+from tandem.flows.vita import VitaLayer, compile_layer, machine_costs  # noqa: E402
 
 SEED = 0
 DIANNAO_SHAPE, DIANNAO_STRIDE = (4, 64, 64), 0x10000   # 16,384 f32 = 64 KiB per array

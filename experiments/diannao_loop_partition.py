@@ -4,7 +4,7 @@ Table II, Figs. 5-8).
 For each of Table II's 48 cases (16 shapes each of element-wise binary, in-place relu and conv), three
 variants run on the simulated card (sim/diannao, 16 cores, the ``default`` config):
 
-- (a) Tandem with every pass: ``tandem.run.run_diannao(op, shape)``;
+- (a) Tandem with every pass: ``tandem.flows.run.run_diannao(op, shape)``;
 - (b) the same without seed 001's passes: ``skip=("loop_partition", "preprocess")``, so guarded or misfit
   statements stay scalar code;
 - (c) the vendor's hand-written library (``baselines.diannao_library``), the paper's baseline.
@@ -72,8 +72,8 @@ from baselines import diannao_library as library
 from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from sim.diannao.config import load_config
-from tandem.diannao_run import compile_conv2d, conv2d_within_bound, run_diannao
-from tandem.targets import load_target
+from tandem.flows.diannao import compile_conv2d, conv2d_within_bound, run_diannao
+from tandem.flows.targets import load_target
 
 # ----------------------------------------------------------------------------------------- Table II
 #: Element-wise binary (add, sub, mul) and relu shapes, Table II order.

@@ -1,5 +1,6 @@
-"""The five builtin networks (tandem/models.py) in int8 on VITA (the TVM paper's configuration), DianNao and
-this CPU: every step compiled, run and checked bit for bit against the integer graph (tandem/network_run.py).
+"""The five builtin networks (tandem/network/models.py) in int8 on VITA (the TVM paper's configuration),
+DianNao and
+this CPU: every step compiled, run and checked bit for bit against the integer graph (tandem/network/run.py).
 
 Recorded per model and target: validated, total cycles (simulated) or seconds (the CPU's kernels, timed for
 real on 1 thread), the share of the multiply-adds on tensor instructions, the GEMM core's utilization over
@@ -32,10 +33,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tandem import graph as tg
-from tandem import models, quantize
-from tandem.network_run import NetworkReport, run_network
-from tandem.targets import load_target
+from tandem.flows.targets import load_target
+from tandem.network import graph as tg
+from tandem.network import models, quantize
+from tandem.network.run import NetworkReport, run_network
 
 CONFIGS = {"vita": "tvm-paper", "diannao": None, "cpu": None}
 SEED = 0

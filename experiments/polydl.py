@@ -2,7 +2,8 @@
 best of an exhaustive measured search over the same variants, and against onnxruntime.
 
 For every layer of PolyDL's lists (ResNet-50's and Fast R-CNN's convolutions, its eight GEMMs;
-``tandem.layers``), in int8 (u8 x s8 -> s32 on the VNNI microkernel) and fp32 (f32 on the AVX-512 FMA
+``tandem.flows.layer_tables``), in int8 (u8 x s8 -> s32 on the VNNI microkernel) and fp32 (f32 on the AVX-512
+FMA
 microkernel, PolyDL's own setting), on 1 and 2 threads (list ``vita``: ResNet-18 C2-C12 on the simulated
 VITA, int8, every tiling that fits its buffers, PolyDL ranking them over the scratchpads against the
 hand-written cost model, ``default`` in the table; list ``diannao``: the same layers on the simulated
@@ -11,7 +12,8 @@ against the schedule's estimate, ``default``; there the default is what the flow
 ranked better than PolyDL's, so the issue's targets are read on it, its search time the model's ranking
 plus compiling its choice, ``default_s``, with PolyDL's own reported beside):
 
-- **exhaustive**: every variant of ``tandem.cpu_polydl.variants`` (UNIT's register tile fixed, the outer loops
+- **exhaustive**: every variant of ``tandem.flows.polydl.variants`` (UNIT's register tile fixed, the outer
+loops
   in every order, every parallel breaking point) is compiled, checked against numpy (int8 bit for bit, fp32
   within K * 2^-23 * sum|a*b|) and timed; the search's time is the sum of the compile and timing times;
 - **PolyDL**: ``choose`` ranks the same variants by the working-set analysis in this CPU's caches; its time is
@@ -56,15 +58,15 @@ from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu, vita
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
-from tandem.cpu_polydl import choose, variants
-from tandem.cpu_run import CpuLayer, compile_layer, tuning_space
-from tandem.diannao_run import compile_conv2d
-from tandem.diannao_run import polydl_ranked as diannao_ranked
-from tandem.layers import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, padding, resnet18_layers
-from tandem.run import run
-from tandem.targets import load_target
-from tandem.vita_run import compile_layer as vita_compile
-from tandem.vita_run import machine_costs, polydl_ranked, run_vita
+from tandem.flows.cpu import CpuLayer, compile_layer, tuning_space
+from tandem.flows.diannao import compile_conv2d
+from tandem.flows.diannao import polydl_ranked as diannao_ranked
+from tandem.flows.layer_tables import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, padding, resnet18_layers
+from tandem.flows.polydl import choose, variants
+from tandem.flows.run import run
+from tandem.flows.targets import load_target
+from tandem.flows.vita import compile_layer as vita_compile
+from tandem.flows.vita import machine_costs, polydl_ranked, run_vita
 
 SEED = 0
 LISTS = ("resnet50", "fastrcnn", "gemm", "vita", "diannao")
@@ -166,7 +168,7 @@ def _model_tilings(layer, target) -> list:
 def search_vita(key: str, layer, target) -> dict:
     """The same comparison on VITA (simulated, int8): every tiling that fits the buffers (no virtual
     threads) compiled, simulated and checked against numpy; PolyDL's choice over the scratchpads
-    (``tandem.vita_run.polydl_ranked``) and the hand-written cost model's (``vita.rank_tilings``' first)."""
+    (``tandem.flows.vita.polydl_ranked``) and the hand-written cost model's (``vita.rank_tilings``' first)."""
     tilings = _model_tilings(layer, target)
     cycles: dict[vita.Tiling, int] = {}
     exhaustive_s, validated = 0.0, True
@@ -200,7 +202,7 @@ def search_vita(key: str, layer, target) -> dict:
 def search_diannao(key: str, conv: ConvShape, target, cores: int = 16) -> dict:
     """The same comparison on the DianNao card (simulated, fp32): every conv plan that fits
     (``compiler.ops.diannao.conv_plans``) compiled, simulated and checked against numpy; PolyDL's choice
-    (``tandem.diannao_run.polydl_ranked``: the plans that use the most cores, ranked over NMEM, WMEM and
+    (``tandem.flows.diannao.polydl_ranked``: the plans that use the most cores, ranked over NMEM, WMEM and
     SMEM) and the schedule's estimate's (``conv_plan``, what the flow runs). Output channels: whole blocks."""
     plans = dops.conv_plans(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, 4, cores, target.spec)
     layer = {"H": conv.h, "W": conv.w, "IC": conv.ic, "OC": conv.oc, "K": conv.k, "S": conv.s, "P": conv.p}

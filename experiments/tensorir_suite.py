@@ -2,7 +2,8 @@
 
 The eight kinds -- C1D, C2D, C3D, DEP (depthwise), DIL (dilated), GMM, GRP (grouped), T2D (transposed 2-D
 convolution) -- at batch 1 and 16, each mapped onto the target's tensor instruction and run through the one
-flow (``tandem.run.run``): simulated on VITA (GEMM) and DianNao (qconv, the card's GEMM being a 1 x 1 conv),
+flow (``tandem.flows.run.run``): simulated on VITA (GEMM) and DianNao (qconv, the card's GEMM being a 1 x 1
+conv),
 mapped by characteristic vectors (``compiler/passes/reindex.py``) onto GEMMs of reindexed operands; run for
 real on this CPU (vpdpbusd, one thread), where the convolutions run directly, the window read in the kernel
 (UNIT's schedule in 1 to 3 dimensions, with stride, dilation and groups; depthwise with its channels on the
@@ -49,8 +50,8 @@ from baselines.cpu_peers import OnnxRuntimePeer, prepare_contraction, prepare_co
 from compiler.errors import TandemError
 from compiler.ops import contractions
 from sim.core.errors import SimError
-from tandem.run import RunError, run
-from tandem.targets import load_target
+from tandem.flows.run import RunError, run
+from tandem.flows.targets import load_target
 
 SEED = 0
 SOURCE = "Ansor artifact, shape_configs.py (single_op_shape_dict); TensorIR gives no shapes"

@@ -43,8 +43,8 @@ from rich.table import Table
 from baselines.cpu_peers import ALL_PEERS, ConvSpec, time_callable
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
-from tandem.cpu_run import CpuLayer, run_cpu
-from tandem.layers import RESNET18, UNIT_TABLE1, padding
+from tandem.flows.cpu import CpuLayer, run_cpu
+from tandem.flows.layer_tables import RESNET18, UNIT_TABLE1, padding
 
 QUICK = {"q1": ("resnet18", (14, 32, 32, 3, 1)), "q2": ("table1", (16, 20, 24, 3, 2))}
 IMPLEMENTATIONS = (

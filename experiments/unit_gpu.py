@@ -1,6 +1,6 @@
 """UNIT on a GPU (Weng et al., CGO 2021, Sec. V.E, Fig. 9, 11): fp16 convolutions and GEMMs on Tensor Cores.
 
-Tandem's kernels (``tandem.run`` on the ``cuda`` target: UNIT's Inspector maps cuda.toml's
+Tandem's kernels (``tandem.flows.run`` on the ``cuda`` target: UNIT's Inspector maps cuda.toml's
 wmma_m16n16k16_f16_f32 onto the contraction, the schedule of compiler/ops/gpu.py (H x W fusion, p x q
 accumulator tiles per warp, split-K with a shared-memory reduction), LLVM's NVPTX backend, the CUDA driver),
 each tuned over the first ``--tune`` tunings of the model's ranking (measured on the device), against
@@ -12,7 +12,7 @@ PyTorch's fp16 kernels on the same inputs: ``torch.nn.functional.conv2d`` (cuDNN
 - ``gemm``: square fp16 GEMMs 1024^3 to 8192^3.
 
 Every Tandem result is checked against numpy's exact result of the same fp16 inputs (each output within
-K * 2^-23 * sum|a*b|, tandem/cuda_run.py). Times are GPU times, the same way for both: 20 calls captured in
+K * 2^-23 * sum|a*b|, tandem/flows/cuda.py). Times are GPU times, the same way for both: 20 calls captured in
 a CUDA graph, the graph replayed between CUDA events (no host launch overhead between kernels);
 TFLOP/s count the layer's MACs, not the padding. Writes ``<out>/unit_gpu.csv``, ``<out>/summary.json``
 (geomean of cuDNN time / Tandem time per group, Tandem's share of cuBLAS on the GEMMs, the measured Tensor
@@ -39,8 +39,8 @@ from rich.console import Console
 from rich.table import Table
 
 from compiler.backend import cuda_runtime
-from tandem.layers import RESNET18, UNIT_TABLE1, padding
-from tandem.targets import load_target
+from tandem.flows.layer_tables import RESNET18, UNIT_TABLE1, padding
+from tandem.flows.targets import load_target
 
 GEMMS = (1024, 2048, 4096, 8192)
 QUICK = [("table1", "#5", "conv2d", {"H": 16, "W": 16, "IC": 128, "OC": 128, "K": 3, "S": 1, "P": 0,
@@ -157,8 +157,8 @@ def main(
              "resnet18_b16, gemm.")] = None,
 ) -> None:
     """Run UNIT's GPU experiment on this machine's GPU: Tandem vs cuDNN / cuBLAS (PyTorch)."""
-    from tandem import cuda_run
-    from tandem.run import run
+    from tandem.flows import cuda as cuda_run
+    from tandem.flows.run import run
 
     console = Console(highlight=False)
     todo = QUICK if quick else workloads()

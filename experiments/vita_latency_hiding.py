@@ -7,7 +7,7 @@ the ``tvm-paper`` config (16x16 GEMM at 200 MHz, 32 KiB input / weight buffers, 
 - threaded: ``--vthreads`` virtual threads (2 by default), interleaved by ``inject_virtual_thread`` so
   that one thread's loads overlap another's GEMMs.
 
-Both run through ``tandem.vita_run.run_vita`` on the same seeded inputs and are compared with numpy bit for
+Both run through ``tandem.flows.vita.run_vita`` on the same seeded inputs and are compared with numpy bit for
 bit. Each picks its own tiling: with ``--tune K`` (default 4) the best of the cost model's first K tilings by
 simulated cycles, with ``--tune 0`` the model's first choice. Recorded per layer: cycles of both, the
 latency reduction ``1 - threaded / serial``, GEMM utilization (GEMM busy cycles / cycles), achieved MACs per
@@ -43,9 +43,9 @@ from rich.table import Table
 
 from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
-from tandem.layers import ConvLayer, resnet18_layers
-from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, dram_bytes_per_cycle, machine_costs, run_vita
+from tandem.flows.layer_tables import ConvLayer, resnet18_layers
+from tandem.flows.targets import load_target
+from tandem.flows.vita import VitaLayer, dram_bytes_per_cycle, machine_costs, run_vita
 
 PAPER = "latency reduction 7%-54% per layer; GEMM utilization at best 52% without, up to 74% with"
 SEED = 0
@@ -60,7 +60,7 @@ COLUMNS = (
 
 
 def layers(quick: bool = False) -> list[ConvLayer]:
-    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/layers.py)."""
+    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/flows/layer_tables.py)."""
     return resnet18_layers(quick)
 
 

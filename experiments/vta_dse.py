@@ -3,7 +3,7 @@ and the Pareto front of cycles vs area.
 
 VTA++ (Intel Labs, TVMCon 2021) explored tens of VTA configurations on an area-performance curve: the GEMM
 shape, the scratchpads, the DRAM width, a fully pipelined ALU and a clip opcode. Here the same knobs are
-one sweep file (``<out>/vta_dse.toml``, run by ``tandem.sweep_run.sweep`` into ``<out>/vta_dse.sqlite``):
+one sweep file (``<out>/vta_dse.toml``, run by ``tandem.sweep.run.sweep`` into ``<out>/vta_dse.sqlite``):
 
 - ``LOG_BLOCK`` 4 or 5: a 16x16 or 32x32 GEMM core (BATCH 1: the networks run one image);
 - ``LOG_WGT_BUFF_SIZE`` 17 or 18: 128 or 256 KiB of weights (inputs 32 KiB, accumulators 128 KiB);
@@ -37,11 +37,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from tandem.cli import tandem_version
-from tandem.report_html import pareto, write_report
-from tandem.results import ResultStore
-from tandem.sweep_file import read_sweep
-from tandem.sweep_run import sweep
+from tandem.cli.app import tandem_version
+from tandem.sweep.file import read_sweep
+from tandem.sweep.report import pareto, write_report
+from tandem.sweep.results import ResultStore
+from tandem.sweep.run import sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RELAXED = ROOT / "experiments/specs/vita_relaxed_encoding.toml"

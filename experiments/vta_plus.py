@@ -47,9 +47,9 @@ import isa
 from compiler.ops import vita
 from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
-from tandem.layers import ConvLayer, resnet18_layers
-from tandem.targets import load_target
-from tandem.vita_run import dram_bytes_per_cycle, one_uop_timing, run_vita
+from tandem.flows.layer_tables import ConvLayer, resnet18_layers
+from tandem.flows.targets import load_target
+from tandem.flows.vita import dram_bytes_per_cycle, one_uop_timing, run_vita
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINED = ROOT / "tests/extensions/vita_pipelined.toml"
@@ -65,7 +65,7 @@ COLUMNS = ("step", "layer", "H", "IC", "OC", "K", "S", "cycles", "gemm_util", "g
 
 
 def layers(quick: bool = False) -> list[ConvLayer]:
-    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/layers.py)."""
+    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/flows/layer_tables.py)."""
     return resnet18_layers(quick)
 
 

@@ -35,9 +35,9 @@ import typer
 from rich.console import Console
 
 from sim.core.energy import load_table
-from tandem.layers import ConvLayer, padding, resnet18_layers
-from tandem.targets import load_target
-from tandem.vita_run import run_vita
+from tandem.flows.layer_tables import ConvLayer, padding, resnet18_layers
+from tandem.flows.targets import load_target
+from tandem.flows.vita import run_vita
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = ("layer", "H", "IC", "OC", "K", "S", "macs", "tandem_cycles", "zigzag_cycles", "cycles_ratio",

@@ -1,6 +1,7 @@
 """The device check's GEMM sweep: chosen tunings of square fp16 GEMMs measured on this GPU, each one
 compiled by the cuda flow, run once and checked against the exact product of its inputs (within
-K * 2^-23 * sum|a*b|), then timed as the flow times (tandem/cuda_run.py); cuBLAS (PyTorch) on the same inputs
+K * 2^-23 * sum|a*b|), then timed as the flow times (tandem/flows/cuda.py); cuBLAS (PyTorch) on the same
+inputs
 once per size. Where the tuning model's first few candidates miss the fastest block shape or pipeline depth,
 this shows by how much.
 
@@ -22,9 +23,9 @@ import numpy as np
 
 from compiler.backend import cuda_runtime
 from compiler.ops import gpu
-from tandem import cuda_run
-from tandem.run import RunError, within_bound
-from tandem.targets import load_target
+from tandem.flows import cuda as cuda_run
+from tandem.flows.run import RunError, within_bound
+from tandem.flows.targets import load_target
 
 W128, W256 = "wgmma_m64n128k16_f16_f32", "wgmma_m64n256k16_f16_f32"
 #: The best wmma tunings of the earlier H100 runs, then Hopper's warpgroup instruction around the first

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tandem.diannao_run import conv2d_within_bound, run_diannao
-from tandem.run import RunError
+from tandem.flows.diannao import conv2d_within_bound, run_diannao
+from tandem.flows.run import RunError
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "diannao_loop_partition.py"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tandem.cli import app
+from tandem.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "isa-extension.md"

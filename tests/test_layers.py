@@ -124,7 +124,7 @@ def test_every_layer_has_files() -> None:
     ("module", "source", "bad"),
     [
         ("sim.vita.core", "import numpy\nfrom compiler.ir import For\n", "compiler.ir"),
-        ("sim.diannao", "import tandem.cli\n", "tandem.cli"),
+        ("sim.diannao", "import tandem.cli.app\n", "tandem.cli.app"),
         ("isa.spec", "import os\n\nimport sim\n", "sim"),
         ("compiler.lower", "from sim.core import Memory\n", "sim.core"),
         ("compiler.lower", "import importlib\nm = importlib.import_module('tandem')\n", "tandem"),
@@ -143,7 +143,7 @@ def test_checker_catches_violation(module: str, source: str, bad: str) -> None:
     [
         ("compiler.passes.flatten", "from ..ir import nodes\nfrom isa.spec import Spec\n"),
         ("sim.vita.core", "import numpy as np\nfrom isa.program import Program\n"),
-        ("tandem.cli", "import compiler\nimport sim\nimport isa\n"),
+        ("tandem.cli.app", "import compiler\nimport sim\nimport isa\n"),
         ("isa.spec", "from . import expr\nimport tomllib\n"),
     ],
 )

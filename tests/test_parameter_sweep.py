@@ -20,9 +20,9 @@ from compiler.ops.vita import Tiling
 from sim.core.errors import SimConfigError
 from sim.diannao.config import DiannaoConfig
 from sim.vita.config import load_config
-from tandem.diannao_run import run_diannao
-from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, run_vita
+from tandem.flows.diannao import run_diannao
+from tandem.flows.targets import load_target
+from tandem.flows.vita import VitaLayer, run_vita
 
 KIB = 1024
 BANDWIDTHS = (4, 8, 16, 32, 64)

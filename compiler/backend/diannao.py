@@ -2,7 +2,7 @@
 (sim/diannao) runs.
 
     kernel = codegen(func)                       # DiannaoKernel
-    result, outputs = tandem.diannao_run.run_kernel(kernel, arrays)
+    result, outputs = tandem.flows.diannao.run_kernel(kernel, arrays)
 
 Calling convention (as baselines/diannao_kernels.py's hand-written kernels): at launch R0, R1, ... hold the
 GMEM byte addresses of ``func.params`` in order; the last register (R31) is set to 0 in the prologue and stays

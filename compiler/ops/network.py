@@ -1,5 +1,6 @@
 """The operators a network needs besides its convolutions and matmuls, written the way a user writes an
-operator of their own (tandem/user_ops.py): ``NAME(**params) -> (inputs, output)`` as tensor expressions, and
+operator of their own (tandem/flows/user_ops.py): ``NAME(**params) -> (inputs, output)`` as tensor
+expressions, and
 ``NAME_reference(*arrays)``, which calls the one numpy reference (compiler/ops/reference.py).
 
     residual_add, relu, clip         int32 [C, H, W] element-wise (clip to [LO, HI])
@@ -234,7 +235,7 @@ def gelu_reference(x: np.ndarray) -> np.ndarray:
     return reference.gelu_tanh(x).astype(np.float32)
 
 
-# ---- a quantized ONNX model's operators (tandem/qdq.py): onnxruntime's float32 requantization
+# ---- a quantized ONNX model's operators (tandem/network/qdq.py): onnxruntime's float32 requantization
 
 
 _ROUNDER = 12582912.0   # 1.5 * 2**23: adding and subtracting it rounds a float32 of magnitude < 2**22 to an

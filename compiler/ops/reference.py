@@ -6,7 +6,8 @@ of its own. Results are exact: int64 for integer inputs, float64 for float ones.
 the kernel's output type to compare (integer sums wrap the same in any order); compare a float result within
 the summation bound of the kernel's precision.
 
-Non-goal: reproducing a kernel's float rounding order (``tandem.workloads`` keeps the loop-order sums the
+Non-goal: reproducing a kernel's float rounding order (``tandem.flows.catalogue`` keeps the loop-order sums
+the
 reference interpreter is checked against bit for bit).
 """
 
@@ -172,7 +173,7 @@ def rounded_mean(sums: np.ndarray, count: int) -> np.ndarray:
     return (np.asarray(sums, np.int64) + count // 2) // count
 
 
-# ---- ONNX's affine quantization as onnxruntime's x86-64 kernels compute it (tandem/qdq.py): float32
+# ---- ONNX's affine quantization as onnxruntime's x86-64 kernels compute it (tandem/network/qdq.py): float32
 # arithmetic, one rounding per operation (or per fused multiply-add), round half to even
 
 

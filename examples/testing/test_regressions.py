@@ -1,4 +1,5 @@
-"""A regression suite of your own with Tandem's pytest plugin (tandem/testing.py; docs/regression-testing.md).
+"""A regression suite of your own with Tandem's pytest plugin (tandem/regress/plugin.py;
+docs/regression-testing.md).
 
 Each test compiles an operator for a target, checks it against numpy bit for bit and compares its simulated
 cycles with the golden file beside this one (golden_cycles/test_regressions/<test>.json): a compiler or spec

@@ -6,7 +6,8 @@ the config file; without it the driver uses the built-in spec of the simulator's
 numbers for every other field of the dataclass (float where the field's default is a float, integer
 otherwise). Errors are ``SimConfigError`` naming the file and the key.
 
-A config never loads a spec itself: the edge (``tandem.targets``) resolves the spec value and applies the
+A config never loads a spec itself: the edge (``tandem.flows.targets``) resolves the spec value and applies
+the
 config's parameters with ``spec_for``, so the compiler and the simulator receive the same spec object.
 """
 

@@ -68,7 +68,7 @@ from compiler.ir import (
 from compiler.pipeline import build
 from compiler.schedule import create_schedule
 from sim.diannao.config import DiannaoConfig
-from tandem.diannao_run import run_kernel
+from tandem.flows.diannao import run_kernel
 
 RNG_SEED = 2024
 SPEC = isa.load_isa("diannao")

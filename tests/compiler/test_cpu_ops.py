@@ -156,8 +156,8 @@ def test_small_conv_after_each_pass_of_the_cpu_pipeline(golden) -> None:
 @pytest.mark.parametrize("source", ["resnet18", "table1"])
 def test_every_resnet18_and_unit_table1_layer_is_bit_exact(source: str) -> None:
     """The experiment's 27 layers at full size, UNIT's default tuning, one run each."""
-    from tandem.cpu_run import CpuLayer, tuning_space
-    from tandem.layers import RESNET18, UNIT_TABLE1, padding
+    from tandem.flows.cpu import CpuLayer, tuning_space
+    from tandem.flows.layer_tables import RESNET18, UNIT_TABLE1, padding
 
     if source == "resnet18":
         layers = [CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k)) for hw, ic, oc, k, s in RESNET18.values()]
@@ -186,7 +186,7 @@ def windows(draw) -> Window:
 def test_direct_convolutions_equal_numpy_and_put_every_product_on_vpdpbusd(window, tuning) -> None:
     """``cpu.conv`` (the window read in the kernel): random windows of every form compile through the
     pipeline, every product on the instruction, and equal the reference bit for bit."""
-    from tandem.cpu_run import CpuLayer
+    from tandem.flows.cpu import CpuLayer
 
     layer = CpuLayer("window", window=window)
     data, weight = layer.inputs(0)

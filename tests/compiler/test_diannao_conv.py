@@ -26,7 +26,7 @@ from compiler.passes.tensorize import Match, NoMatch, select, unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from compiler.testing import assert_same_results
-from tandem.diannao_run import conv2d_matches, run_kernel
+from tandem.flows.diannao import conv2d_matches, run_kernel
 
 SPEC = isa.load_isa("diannao")
 TARGET = Target("diannao", SPEC)
@@ -161,8 +161,8 @@ def test_a_bias_adds_whole_vectors_extending_a_tile_by_rows_where_it_is_not(hw, 
     adds = [_fields(i) for i in found if i.name == "vcycadd"]
     assert len(adds) == len([i for i in found if i.name == "qconv"]) > 0
     assert {a["count"] for a in adds} == counts and {a["m"] for a in adds} == {16}
-    from tandem.run import run
-    from tandem.targets import load_target
+    from tandem.flows.run import run
+    from tandem.flows.targets import load_target
 
     report = run("conv2d", load_target("diannao"), {"H": hw, "W": hw, "IC": 8, "OC": 64, "dtype": "int8",
                                                      "bias": True})
@@ -305,7 +305,7 @@ def test_channel_group_counts_that_are_not_powers_of_two_divide_the_core_index(o
     # 12 cores over 3 or 6 channel groups: the core's group is tid // groups, its part tid % groups, which
     # the scalar unit computes by a multiply and a shift (it has no divide)
     from compiler.ops.nn import ConvShape
-    from tandem.diannao_run import run_diannao
+    from tandem.flows.diannao import run_diannao
 
     report = run_diannao("conv2d", (12, 12, 16), "int8", cores=12, conv=ConvShape(12, 12, 16, oc, 3, 1, 1))
     assert report.validated and report.max_abs_err == 0 and report.params["cores_used"] == 12
@@ -315,8 +315,8 @@ def test_channel_group_counts_that_are_not_powers_of_two_divide_the_core_index(o
 def test_the_flows_relu_is_the_epilogue_checked_against_numpy_and_timed() -> None:
     """``tandem run conv2d --target diannao --relu``: the output equals numpy's max(conv, 0) (bit for bit in
     int8), one relu per conv runs on the simulated card, and the epilogue's vector time is added."""
-    from tandem.run import RunError, run
-    from tandem.targets import load_target
+    from tandem.flows.run import RunError, run
+    from tandem.flows.targets import load_target
 
     target = load_target("diannao")
     layer = {"H": 10, "W": 10, "IC": 8, "OC": 32, "dtype": "int8"}
@@ -337,9 +337,9 @@ def test_the_flows_bias_is_added_before_the_relu_checked_against_numpy(dtype) ->
     """``tandem run conv2d --target diannao -p bias=1 [--relu]``: a third input, one value per output channel
     in the output's type, added on the card by one vcycadd per conv; the output equals numpy's conv + bias
     (then max(., 0)): bit for bit in integers, within the f32 bound (one rounding more) in float32."""
-    from tandem.diannao_run import FLOW
-    from tandem.run import RunError, run
-    from tandem.targets import load_target
+    from tandem.flows.diannao import FLOW
+    from tandem.flows.run import RunError, run
+    from tandem.flows.targets import load_target
 
     target = load_target("diannao")
     layer = {"H": 16, "W": 16, "IC": 8, "OC": 48, "dtype": dtype}

@@ -105,7 +105,7 @@ def test_unit_cpu_conv_with_a_relu_fuses_into_the_copy_out_and_runs_on_this_cpu(
     from compiler.ops import cpu, reference
     from compiler.ops.nn import ConvShape
     from compiler.pipeline import compile_func
-    from tandem.targets import load_target
+    from tandem.flows.targets import load_target
 
     target = load_target("cpu")
     layer = ConvShape(8, 8, 16, 32, 3, 1, 1)

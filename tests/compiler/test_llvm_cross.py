@@ -24,7 +24,7 @@ from compiler.ops.nn import ConvShape
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from isa.loader import SPECS_DIR
-from tandem.cpu_run import CpuLayer, issued_instructions
+from tandem.flows.cpu import CpuLayer, issued_instructions
 
 ARM = isa.load_isa("arm")
 TARGET = Target("arm", ARM)

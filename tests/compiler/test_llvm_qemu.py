@@ -22,7 +22,7 @@ from compiler.ops import cpu
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
-from tandem.cpu_run import CpuLayer
+from tandem.flows.cpu import CpuLayer
 
 TARGET = Target("arm", isa.load_isa("arm"))
 MISSING = unavailable(TARGET.triple)

@@ -12,8 +12,8 @@ from compiler.errors import IRTypeError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.schedule import create_schedule
-from tandem.run import run
-from tandem.targets import load_target
+from tandem.flows.run import run
+from tandem.flows.targets import load_target
 
 OP_FILE = '''
 from compiler import te

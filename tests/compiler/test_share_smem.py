@@ -40,7 +40,7 @@ from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
-from tandem.diannao_run import conv2d_matches, run_kernel
+from tandem.flows.diannao import conv2d_matches, run_kernel
 
 SPEC = isa.load_isa("diannao")
 SPACE = {name: s.id for name, s in SPEC.spaces.items()}

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tandem.cli import app
-from tandem.run import RunError, run
-from tandem.targets import load_target
-from tandem.user_ops import UserOpError, load_user_op
+from tandem.cli.app import app
+from tandem.flows.run import RunError, run
+from tandem.flows.targets import load_target
+from tandem.flows.user_ops import UserOpError, load_user_op
 
 HERE = Path(__file__).parent
 OPS, VADDRELU = HERE / "my_ops.py", HERE / "diannao_vaddrelu.toml"

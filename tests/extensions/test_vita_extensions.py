@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 import isa
 from compiler.ops.vita import Tiling
-from tandem.cli import app
-from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, run_vita
+from tandem.cli.app import app
+from tandem.flows.targets import load_target
+from tandem.flows.vita import VitaLayer, run_vita
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent

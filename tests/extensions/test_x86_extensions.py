@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from compiler.backend.llvm import host_cpu
-from tandem.cli import app
+from tandem.cli.app import app
 
 VPDPWSSD = Path(__file__).parent / "x86_vpdpwssd.toml"
 RUNNER = CliRunner()

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from compiler.ops.contractions import KINDS
 from compiler.ops.network import OPERATORS
-from tandem.cli import app
+from tandem.cli.app import app
 
 RUNNER = CliRunner()
 TENSORIR_KINDS = [kind for kind in KINDS if kind != "conv2d"]   # on vita and cpu

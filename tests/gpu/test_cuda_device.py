@@ -1,5 +1,5 @@
 """The GPU flow on a GPU: PTX from the NVPTX backend loaded by the CUDA driver, run, and compared with numpy's
-exact result of the same fp16 inputs within the fp32 accumulation bound (tandem/cuda_run.py). Skipped, with
+exact result of the same fp16 inputs within the fp32 accumulation bound (tandem/flows/cuda.py). Skipped, with
 the reason, where there is no GPU (CuPy, a driver and a device): gpu/run_device_checks.sh runs these on a
 lent GPU machine."""
 
@@ -17,8 +17,8 @@ from compiler.backend.cuda_runtime import KernelFault
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ops import gpu
-from tandem.run import run
-from tandem.targets import load_target
+from tandem.flows.run import run
+from tandem.flows.targets import load_target
 
 REASON = cuda_runtime.unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no GPU here: {REASON}")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from compiler.backend import cuda_runtime
-from tandem.run import RunError, run
-from tandem.targets import TargetError, load_target
+from tandem.flows.run import RunError, run
+from tandem.flows.targets import TargetError, load_target
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_GPU = cuda_runtime.unavailable()
@@ -19,7 +19,7 @@ NO_GPU = cuda_runtime.unavailable()
 
 def test_the_configs_name_the_architecture_and_every_value_has_a_source():
     from sim.core.config import uncommented_values
-    from tandem.cuda_config import CONFIGS_DIR
+    from tandem.flows.cuda_config import CONFIGS_DIR
 
     assert load_target("cuda").config.arch == "sm_90"
     assert load_target("cuda", "sm80").config.arch == "sm_80"

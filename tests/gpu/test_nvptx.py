@@ -21,9 +21,9 @@ from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor
 from compiler.ops import gpu, reference
 from compiler.ops.nn import ConvShape
-from tandem.cuda_run import left_scalar
-from tandem.run import within_bound
-from tandem.targets import load_target
+from tandem.flows.cuda import left_scalar
+from tandem.flows.run import within_bound
+from tandem.flows.targets import load_target
 
 SPEC = isa.load_isa("cuda")
 CUDA_TOML = Path(isa.__file__).parent / "specs" / "cuda.toml"

@@ -23,9 +23,10 @@ from compiler.ir.functor import IRMutator, post_order_visit
 from compiler.ops import gpu, reference
 from compiler.ops.nn import ConvShape
 from sim.core.errors import SimConfigError
-from tandem import cuda_config, cuda_run
-from tandem.run import RunError, within_bound
-from tandem.targets import load_target
+from tandem.flows import cuda as cuda_run
+from tandem.flows import cuda_config
+from tandem.flows.run import RunError, within_bound
+from tandem.flows.targets import load_target
 
 H100 = load_target("cuda")
 A100 = load_target("cuda", "sm80")

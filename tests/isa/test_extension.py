@@ -20,7 +20,7 @@ import isa
 from isa.binary import decode_insn, encode_insn
 from isa.errors import EncodingError
 from isa.instance import check_constraints, execute, operand_shape, timing_of
-from tandem.cli import app
+from tandem.cli.app import app
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fused_vector.toml"
 ISA_DIR = Path(isa.__file__).parent

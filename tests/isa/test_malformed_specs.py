@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 import isa
 from isa.errors import ISASpecError
-from tandem.cli import app
+from tandem.cli.app import app
 
 HERE = Path(__file__).resolve().parent
 MALFORMED = HERE / "malformed"

@@ -25,8 +25,8 @@ from sim.diannao import energy as diannao_energy
 from sim.vita import energy as vita_energy
 from sim.vita.functional import uop_count
 from sim.vita.machine import simulate
-from tandem.cli import app
-from tandem.targets import load_target
+from tandem.cli.app import app
+from tandem.flows.targets import load_target
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = tomllib.loads((TABLES / "horowitz-45nm.toml").read_text())

@@ -19,8 +19,8 @@ from isa.loader import SPECS_DIR
 from sim.diannao.machine import simulate as simulate_diannao
 from sim.vita.config import load_config
 from sim.vita.machine import simulate as simulate_vita
-from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, run_vita
+from tandem.flows.targets import load_target
+from tandem.flows.vita import VitaLayer, run_vita
 
 
 def edited(family: str, tmp_path: Path, *edits: tuple[str, str], count: int = 1) -> isa.ISA:

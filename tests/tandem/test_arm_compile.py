@@ -1,4 +1,5 @@
-"""``tandem compile gemm|conv2d --target arm`` (tandem/arm_compile.py, tandem/cli.py): the AArch64 assembly,
+"""``tandem compile gemm|conv2d --target arm`` (tandem/flows/cross.py, tandem/cli/app.py): the AArch64
+assembly,
 the tensor instructions issued, the checks, and clean errors (exit 2)."""
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 import isa
-import tandem.arm_compile
+import tandem.flows.cross
 from compiler.backend.llvm_qemu import unavailable
-from tandem.arm_compile import compile_arm, emulated, interpreted
-from tandem.cli import app
-from tandem.run import RunError
-from tandem.targets import load_target
+from tandem.cli.app import app
+from tandem.flows.cross import compile_arm, emulated, interpreted
+from tandem.flows.run import RunError
+from tandem.flows.targets import load_target
 
 runner = CliRunner()
 GEMM = ["compile", "gemm", "--target", "arm", "-p", "M=16", "-p", "N=32", "-p", "K=64"]
@@ -54,7 +55,7 @@ def test_asm_writes_the_file_and_run_checks_in_the_interpreter_and_qemu(tmp_path
 
 
 def test_without_qemu_the_run_says_why_it_did_not_emulate(monkeypatch) -> None:
-    monkeypatch.setattr(tandem.arm_compile, "unavailable", lambda triple: "no qemu-aarch64 on PATH")
+    monkeypatch.setattr(tandem.flows.cross, "unavailable", lambda triple: "no qemu-aarch64 on PATH")
     result = invoke("compile", "gemm", "--target", "arm", "--run", "--asm", "/dev/null")
     assert result.exit_code == 0, result.output
     last = result.output.splitlines()[-1]
@@ -75,9 +76,9 @@ def test_conv2d_with_a_tuning_and_dump_passes() -> None:
 
 
 def test_a_mismatch_exits_1(monkeypatch) -> None:
-    from tandem.validate import Comparison
+    from tandem.flows.check import Comparison
 
-    monkeypatch.setattr(tandem.arm_compile, "interpreted", lambda build: Comparison(False, "1 of 4 differ"))
+    monkeypatch.setattr(tandem.flows.cross, "interpreted", lambda build: Comparison(False, "1 of 4 differ"))
     result = invoke("compile", "gemm", "--target", "arm", "--run", "--asm", "/dev/null")
     assert result.exit_code == 1 and "interpreter: MISMATCH: 1 of 4 differ" in result.output
 

@@ -1,13 +1,13 @@
-"""Tests of the ``tandem`` command line (tandem/cli.py)."""
+"""Tests of the ``tandem`` command line (tandem/cli/app.py)."""
 
 from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
 
-import tandem.demo
-from tandem.cli import app
-from tandem.demo import Check
+import tandem.cli.demo
+from tandem.cli.app import app
+from tandem.cli.demo import Check
 
 runner = CliRunner()
 
@@ -33,7 +33,7 @@ def test_demo_exits_nonzero_when_a_check_fails(monkeypatch: pytest.MonkeyPatch) 
         Check("good", True, "fine"),
         Check("bad", False, "ValueError: expected [4], but got [5]"),
     ]
-    monkeypatch.setattr(tandem.demo, "run_demo", lambda: checks)
+    monkeypatch.setattr(tandem.cli.demo, "run_demo", lambda: checks)
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 1, result.output
     assert "FAIL" in result.output and "PASS" in result.output
@@ -46,7 +46,7 @@ def test_demo_exits_zero_when_all_checks_pass(monkeypatch: pytest.MonkeyPatch) -
         Check("one", True, "fine", ir="for i in range(4):\n  C[i] = A[i]"),
         Check("two", True, "ok"),
     ]
-    monkeypatch.setattr(tandem.demo, "run_demo", lambda: checks)
+    monkeypatch.setattr(tandem.cli.demo, "run_demo", lambda: checks)
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
     assert "FAIL" not in result.output
@@ -58,7 +58,7 @@ def test_demo_exits_zero_when_all_checks_pass(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_demo_exits_nonzero_when_no_check_ran(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tandem.demo, "run_demo", lambda: [])
+    monkeypatch.setattr(tandem.cli.demo, "run_demo", lambda: [])
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 1, result.output
 

@@ -1,4 +1,4 @@
-"""Tests of ``tandem isa list|show|check`` (tandem/isa_commands.py).
+"""Tests of ``tandem isa list|show|check`` (tandem/cli/isa.py).
 
 Most tests use tests/isa/valid_minimal.toml (two instructions, vrelu and vsum), installed as the only built-in
 spec "mini" by the ``builtins`` fixture, so they do not depend on the contents of isa/specs/. A few tests run
@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 import isa
 import isa.loader
-import tandem.isa_commands
-from tandem.cli import app
+import tandem.cli.isa
+from tandem.cli.app import app
 
 VALID = Path(__file__).resolve().parents[1] / "isa" / "valid_minimal.toml"
 WIDE = {"COLUMNS": "250"}
@@ -281,6 +281,6 @@ def test_check_turns_an_unexpected_exception_into_an_error_line(monkeypatch: pyt
     def broken(*args, **kwargs):
         raise ValueError("invalid literal for int() with base 0: '01'")
 
-    monkeypatch.setattr(tandem.isa_commands.isa, "load_spec_file", broken)
+    monkeypatch.setattr(tandem.cli.isa.isa, "load_spec_file", broken)
     result = invoke("isa", "check", str(VALID))
     assert_clean_error(result, 1, "internal error while loading the spec (ValueError: invalid literal")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tandem.cli import app
-from tandem.diannao_run import roofline_cycles, run_diannao
-from tandem.targets import load_target
+from tandem.cli.app import app
+from tandem.flows.diannao import roofline_cycles, run_diannao
+from tandem.flows.targets import load_target
 
 RUNNER = CliRunner()
 CONTRACT = {"op", "target", "params", "validated", "max_abs_err", "cycles", "instructions", "scalar_fallback",
@@ -134,7 +134,7 @@ def test_output_channels_that_are_not_whole_blocks_are_computed_padded_and_dropp
     assert report["validated"] is True and report["scalar_fallback"] == 0
     assert report["params"]["OC"] == 40 and report["instructions"]["conv" if dtype == "f32" else "qconv"] >= 1
     from compiler.ops.nn import ConvShape
-    from tandem.diannao_run import run_diannao
+    from tandem.flows.diannao import run_diannao
 
     assert run_diannao("conv2d", (8, 8, 16), conv=ConvShape(8, 8, 16, 40, 3, 1, 1)).output.shape == (8, 8, 40)
 

@@ -8,9 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tandem.cli import app
-from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, roofline_cycles, run_vita
+from tandem.cli.app import app
+from tandem.flows.targets import load_target
+from tandem.flows.vita import VitaLayer, roofline_cycles, run_vita
 
 RUNNER = CliRunner()
 CONTRACT = {"op", "target", "params", "validated", "max_abs_err", "cycles", "instructions", "scalar_fallback",
@@ -121,7 +121,7 @@ def test_the_padding_lanes_of_given_inputs_must_be_zero() -> None:
     import numpy as np
 
     from compiler.ops import vita
-    from tandem.run import RunError
+    from tandem.flows.run import RunError
 
     layer = VitaLayer.gemm(4, 16, 20)
     rng = np.random.default_rng(0)

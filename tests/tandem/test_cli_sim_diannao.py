@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import isa
 from baselines.diannao_kernels import elementwise_program
 from sim.diannao.machine import Card
-from tandem.cli import app
+from tandem.cli.app import app
 
 RUNNER = CliRunner()
 CORES = 4

@@ -1,4 +1,5 @@
-"""Tests of ``tandem compile`` (tandem/cli.py, tandem/compile.py): output, --run, and clean errors."""
+"""Tests of ``tandem compile`` (tandem/cli/app.py, tandem/flows/compile.py): output, --run, and clean
+errors."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import tandem.compile
+import tandem.flows.compile
 from compiler.errors import LoweringError
-from tandem.cli import app
-from tandem.validate import Comparison, compare
+from tandem.cli.app import app
+from tandem.flows.check import Comparison, compare
 
 runner = CliRunner()
 
@@ -67,7 +68,8 @@ def test_run_matches_numpy_for_other_operators(args: list[str]) -> None:
 
 
 def test_run_exits_1_on_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tandem.compile, "compare", lambda got, want, dt: Comparison(False, "3 of 196 differ"))
+    monkeypatch.setattr(tandem.flows.compile, "compare",
+                        lambda got, want, dt: Comparison(False, "3 of 196 differ"))
     result = invoke(*SEED_001, "--run")
     assert result.exit_code == 1, result.output
     assert "MISMATCH: 3 of 196 differ" in result.output
@@ -119,7 +121,7 @@ def test_compiler_error_during_the_pipeline_is_one_clean_line(monkeypatch: pytes
     def broken(*args, **kwargs):
         raise LoweringError("lower add: something [in brackets] went wrong")
 
-    monkeypatch.setattr(tandem.compile.pipeline, "build", broken)
+    monkeypatch.setattr(tandem.flows.compile.pipeline, "build", broken)
     result = invoke(*SEED_001)
     assert result.exit_code == 2, result.output
     assert result.output == "error: lower add: something [in brackets] went wrong\n"

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tandem.cli import app
-from tandem.run import RunError, flow_for, run
-from tandem.targets import load_target
+from tandem.cli.app import app
+from tandem.flows.run import RunError, flow_for, run
+from tandem.flows.targets import load_target
 
 RUNNER = CliRunner()
 TARGET = load_target("vita")
@@ -188,7 +188,7 @@ def test_the_cpu_puts_the_pixels_on_the_lanes_of_a_gemm_of_few_columns(monkeypat
     """Batched GEMMs of 3 columns: vpdpbusd multiplies u8 data by s8 weights, so the operands cannot swap;
     the CPU runs the GEMM transposed instead (gemm_t: the data's rows on the lanes, each weight group
     broadcast), with the same result as the plain GEMM's."""
-    from tandem.cpu_run import CpuContractionFlow
+    from tandem.flows.cpu import CpuContractionFlow
 
     params = {"B": 2, "M": 40, "N": 3, "K": 32, "min_time": 0.01}
     lanes = run("batch_matmul", CPU, dict(params))
@@ -202,7 +202,7 @@ def test_the_cpu_puts_the_pixels_on_the_lanes_of_a_gemm_of_few_columns(monkeypat
 def test_the_card_keeps_a_gemm_untransposed_when_the_data_would_not_fit_as_weights():
     """Transposed, the data are the conv's weights, which the card holds whole in WMEM: a transposed conv to
     RGB at batch 16 (65536 pixels x 1024) would need 64 MiB of the card's 16 MiB, so it runs as it is."""
-    from tandem.diannao_run import DiannaoContractionFlow
+    from tandem.flows.diannao import DiannaoContractionFlow
 
     flow = DiannaoContractionFlow()
     assert flow.transposed((4096, 3, 1024), DIANNAO, {"dtype": "int8"}) is True

@@ -1,4 +1,4 @@
-"""PolyDL's choice of a CPU tuning (tandem/cpu_polydl.py): the variants around UNIT's microkernel, their
+"""PolyDL's choice of a CPU tuning (tandem/flows/polydl.py): the variants around UNIT's microkernel, their
 analysis, the ranking, and ``tandem run --target cpu`` taking the top-ranked variant with nothing timed."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ops.cpu import CpuTuning
-from tandem import cpu_polydl
-from tandem.cpu_polydl import analysis_nest, choose, fused_loops, variants
-from tandem.cpu_run import MEASURED_FALLBACK, CpuLayer, compile_layer, run_cpu, tuning_space
-from tandem.targets import load_target
+from tandem.flows import polydl as cpu_polydl
+from tandem.flows.cpu import MEASURED_FALLBACK, CpuLayer, compile_layer, run_cpu, tuning_space
+from tandem.flows.polydl import analysis_nest, choose, fused_loops, variants
+from tandem.flows.targets import load_target
 
 TARGET = load_target("cpu")
 CONV = CpuLayer.conv2d(14, 14, 64, 64)           # 14 columns: a tile of 4 leaves a tail

@@ -1,4 +1,4 @@
-"""``tandem run --target cpu`` (tandem/cpu_run.py): compile, run for real on this CPU, validate, time."""
+"""``tandem run --target cpu`` (tandem/flows/cpu.py): compile, run for real on this CPU, validate, time."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typer.testing import CliRunner
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak, tsc_hz
 from compiler.ops.cpu import CpuTuning
-from tandem.cli import app
-from tandem.cpu_run import (
+from tandem.cli.app import app
+from tandem.flows.cpu import (
     CpuLayer,
     compile_layer,
     issued_instructions,
     run_cpu,
     tuning_space,
 )
-from tandem.targets import load_target
+from tandem.flows.targets import load_target
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
 runner = CliRunner()
@@ -97,7 +97,7 @@ def test_the_wide_layers_keep_their_tunings() -> None:
 def test_int8_runs_vectorized_and_vnni_says_it_has_no_s8_x_s8_instruction(op: str) -> None:
     """s8 x s8 (the arm target's sdot dtype) on x86: vpdpbusd is u8 x s8, so x86-vnni names the missing
     instruction; x86-avx512 computes it bit-exactly, its inputs drawn over s8's whole range."""
-    from tandem.run import RunError, run
+    from tandem.flows.run import RunError, run
 
     params = {"M": 12, "N": 20, "K": 9} if op == "gemm" else {"W": 20, "IC": 8, "OC": 20, "K": 3}
     r = run(op, load_target("cpu"), {**params, "dtype": "int8", "isa": "x86-avx512", "min_time": 0.005})
@@ -128,7 +128,7 @@ def test_float32_runs_on_avx512_fmas_within_the_rounding_bound(layer: CpuLayer) 
 
 
 def test_a_wrong_float_result_is_caught() -> None:
-    from tandem.cpu_run import FLOW
+    from tandem.flows.cpu import FLOW
 
     layer = CpuLayer.gemm(8, 16, 32, dtype="float32")
     job = FLOW.plan("gemm", {"M": 8, "N": 16, "K": 32, "dtype": "float32", "threads": 1}, load_target("cpu"))
@@ -207,7 +207,7 @@ def test_gemm_t_reads_one_bias_value_per_output_row() -> None:
 
 def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
     from compiler.ops.cpu import Window
-    from tandem.run import RunError, run
+    from tandem.flows.run import RunError, run
 
     with pytest.raises(ValueError, match="a bias is for conv2d, gemm and gemm_t"):
         CpuLayer("window", window=Window((8,), 16, 16, 3, 1, 1, 1, False, False), bias=True)
@@ -220,7 +220,7 @@ def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
 
 
 def test_a_bad_epilogue_is_refused() -> None:
-    from tandem.run import RunError, run
+    from tandem.flows.run import RunError, run
 
     with pytest.raises(RunError, match="unknown epilogue 'gelu'; expected one of relu, relu6"):
         run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "epilogue": "gelu"})

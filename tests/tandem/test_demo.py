@@ -1,11 +1,11 @@
-"""Tests of tandem/demo.py that do not need the compiler: references, comparison, error rows."""
+"""Tests of tandem/cli/demo.py that do not need the compiler: references, comparison, error rows."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import tandem.demo as demo
+import tandem.cli.demo as demo
 
 
 def test_run_demo_turns_exceptions_into_failed_rows(monkeypatch: pytest.MonkeyPatch) -> None:

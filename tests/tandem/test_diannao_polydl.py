@@ -1,4 +1,4 @@
-"""PolyDL over the DianNao card's scratchpads (tandem/diannao_run.py ``polydl_ranked``): the conv plans that
+"""PolyDL over the DianNao card's scratchpads (tandem/flows/diannao.py ``polydl_ranked``): the conv plans that
 use the most cores, each in its analysis form (the core loops apart and parallel), ranked by the reuses of
 their GMEM arrays placed in NMEM, WMEM and SMEM."""
 
@@ -12,9 +12,9 @@ from compiler.ir.functor import post_order_visit
 from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
-from tandem.diannao_run import polydl_ranked
-from tandem.run import RunError, run
-from tandem.targets import load_target
+from tandem.flows.diannao import polydl_ranked
+from tandem.flows.run import RunError, run
+from tandem.flows.targets import load_target
 
 TARGET = load_target("diannao")
 SPEC = TARGET.spec

@@ -1,4 +1,4 @@
-"""Tests of tandem/diannao_run.py: ``run_kernel`` checks the arrays against the kernel's parameters, places
+"""Tests of tandem/flows/diannao.py: ``run_kernel`` checks the arrays against the kernel's parameters, places
 them in GMEM, launches the kernel on its cores and reads every array back with its own shape and dtype."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from compiler.backend.diannao import DiannaoKernel, codegen
 from compiler.ir import Buffer, For, ForKind, PrimFunc, Store, Var, const, dtypes
 from sim.diannao.config import DiannaoConfig
 from sim.diannao.errors import LaunchError
-from tandem.diannao_run import run_kernel
+from tandem.flows.diannao import run_kernel
 
 CORES, PER_CORE = 3, 4
 

@@ -1,4 +1,5 @@
-"""Networks from ONNX (tandem/graph.py) and the builtin models (tandem/models.py): the five models import with
+"""Networks from ONNX (tandem/network/graph.py) and the builtin models (tandem/network/models.py): the five
+models import with
 their batch norms folded and the published multiply-accumulate counts; the graph as Tandem computes it equals
 onnxruntime's run of the same model (where onnxruntime is installed), also for random small graphs; bad
 input (not ONNX, an unsupported operator, a symbolic shape) gets a typed error naming the file, node or
@@ -16,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tandem import graph as tg
-from tandem import models
-from tandem.cli import app
+from tandem.cli.app import app
+from tandem.network import graph as tg
+from tandem.network import models
 
 RUNNER = CliRunner()
 

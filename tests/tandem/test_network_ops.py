@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from compiler.ops import network
-from tandem.cli import app
-from tandem.run import RunError, run
-from tandem.targets import load_target
+from tandem.cli.app import app
+from tandem.flows.run import RunError, run
+from tandem.flows.targets import load_target
 
 RUNNER = CliRunner()
 CPU = load_target("cpu")

@@ -1,6 +1,6 @@
-"""Whole int8 networks on every target (tandem/network_run.py, tandem/network_place.py): each step runs
+"""Whole int8 networks on every target (tandem/network/run.py, tandem/network/place.py): each step runs
 through the one ``run`` flow on the outputs the target computed before it, and is bit-exact with the integer
-graph (tandem/quantize.py); what runs on the host is named with the reason."""
+graph (tandem/network/quantize.py); what runs on the host is named with the reason."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tandem import graph as tg
-from tandem import models, quantize
-from tandem.cli import app
-from tandem.network_run import run_network, steps
-from tandem.run import RunError, run
-from tandem.targets import load_target
+from tandem.cli.app import app
+from tandem.flows.run import RunError, run
+from tandem.flows.targets import load_target
+from tandem.network import graph as tg
+from tandem.network import models, quantize
+from tandem.network.run import run_network, steps
 
 TARGETS = ("vita", "cpu", "diannao")
 #: the CPU's kernels are timed for real: briefly here

@@ -1,4 +1,5 @@
-"""The one ``tandem run`` flow (tandem/run.py): the same steps for every target, bad parameters refused before
+"""The one ``tandem run`` flow (tandem/flows/run.py): the same steps for every target, bad parameters refused
+before
 any work, tuning keeps the cheapest candidate, and the report's contract is the same everywhere."""
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ import numpy as np
 import pytest
 
 from compiler.backend.llvm import host_cpu
-from tandem import run as flow_module
-from tandem.diannao_run import run_diannao
-from tandem.run import Execution, RunError, TargetFlow, exact, flow_for, run
-from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, run_vita
+from tandem.flows import run as flow_module
+from tandem.flows.diannao import run_diannao
+from tandem.flows.run import Execution, RunError, TargetFlow, exact, flow_for, run
+from tandem.flows.targets import load_target
+from tandem.flows.vita import VitaLayer, run_vita
 
 CONTRACT = {"op", "target", "params", "validated", "max_abs_err", "detail", "cycles", "instructions",
             "tensor_instructions", "scalar_instructions", "scalar_fallback", "unmatched", "utilization",
@@ -170,10 +171,10 @@ def test_progress_is_reported_per_measured_candidate(monkeypatch) -> None:
 def test_a_run_larger_than_the_host_memory_is_refused_in_plan(kind, op, params, monkeypatch):
     """On a machine with 1 MiB of memory, a 512-cubed GEMM's arrays and copies do not fit: the plan says so
     before anything is allocated or compiled."""
-    import tandem.run
+    import tandem.flows.run
 
     pages = {"SC_PHYS_PAGES": 256, "SC_PAGE_SIZE": 4096}
-    monkeypatch.setattr(tandem.run.os, "sysconf", lambda name: pages[name])
+    monkeypatch.setattr(tandem.flows.run.os, "sysconf", lambda name: pages[name])
     monkeypatch.setattr(type(flow_for(kind)), "compile", lambda *a: pytest.fail("compiled a bad request"))
     with pytest.raises(RunError, match=r"the run needs about [\d,]+ bytes of memory, but this machine has "
                        r"1,048,576; give a smaller layer"):

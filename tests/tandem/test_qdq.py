@@ -1,4 +1,5 @@
-"""Quantized ONNX models (tandem/qdq.py, tandem/qdq_write.py): the import, onnxruntime's integer arithmetic
+"""Quantized ONNX models (tandem/network/qdq.py, tandem/network/qdq_write.py): the import, onnxruntime's
+integer arithmetic
 (compiler/ops/reference.py), the network on every target bit-exact per step, and the output equal to
 onnxruntime's bit for bit (where onnxruntime is installed)."""
 
@@ -12,11 +13,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.ops import network, reference
-from tandem import graph as tg
-from tandem import models, qdq, qdq_write, quantize
-from tandem.network_run import run_network
-from tandem.run import run
-from tandem.targets import load_target
+from tandem.flows.run import run
+from tandem.flows.targets import load_target
+from tandem.network import graph as tg
+from tandem.network import models, qdq, qdq_write, quantize
+from tandem.network.run import run_network
 
 f32 = np.float32
 
@@ -278,7 +279,7 @@ def test_onnxruntimes_own_quantizer(tmp_path):
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     from typer.testing import CliRunner
 
-    from tandem.cli import app
+    from tandem.cli.app import app
 
     result = CliRunner().invoke(app, ["model", str(tmp_path / "q.onnx"), "--target", "cpu", "--json"])
     assert result.exit_code == 0, result.output

@@ -1,4 +1,5 @@
-"""int8 quantization of imported graphs (tandem/quantize.py): per-tensor power-of-two exponents, the largest
+"""int8 quantization of imported graphs (tandem/network/quantize.py): per-tensor power-of-two exponents, the
+largest
 that keep the calibrated values in int8; quantized weights within half a step; the integer graph of one
 convolution equal to the formula written out; whole quantized networks close to their float32 selves."""
 
@@ -8,9 +9,9 @@ import numpy as np
 import pytest
 
 from compiler.ops import reference
-from tandem import graph as tg
-from tandem import models
-from tandem import quantize as tq
+from tandem.network import graph as tg
+from tandem.network import models
+from tandem.network import quantize as tq
 
 
 def test_the_exponent_is_the_largest_that_keeps_the_peak_in_int8():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tandem.regress import RegressError, compare, read_suite
+from tandem.regress.suite import RegressError, compare, read_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "regress" / "experiments.toml"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tandem.cli import app, tandem_version
-from tandem.results import TIMING_COLUMNS, ResultsError, ResultStore
-from tandem.sweep_file import SweepError, expand, read_sweep
-from tandem.sweep_run import sweep
+from tandem.cli.app import app, tandem_version
+from tandem.sweep.file import SweepError, expand, read_sweep
+from tandem.sweep.results import TIMING_COLUMNS, ResultsError, ResultStore
+from tandem.sweep.run import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = CliRunner()
@@ -163,7 +163,7 @@ def test_kill_9_in_the_middle_then_resume_gives_the_uninterrupted_table(tmp_path
     path = write(tmp_path, SMALL.format(extra=""))
     whole = run_sweep(path, tmp_path / "whole.sqlite", jobs=1)
     db = tmp_path / "killed.sqlite"
-    command = [sys.executable, "-m", "tandem.cli", "sweep", str(path), "--db", str(db), "--jobs", "1",
+    command = [sys.executable, "-m", "tandem.cli.app", "sweep", str(path), "--db", str(db), "--jobs", "1",
                "--json"]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, cwd=ROOT)
@@ -229,7 +229,7 @@ def test_the_report_renders_in_headless_chromium_with_every_figure(tmp_path: Pat
     result = RUNNER.invoke(app, ["report", str(db), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert (out / "results.csv").read_text().count("\n") == 17
-    from tandem.report_html import FIGURES
+    from tandem.sweep.report import FIGURES
 
     for name in FIGURES:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -277,7 +277,7 @@ def test_a_spec_file_that_does_not_load_is_refused_naming_the_line(tmp_path: Pat
 
 
 def test_the_report_reads_a_store_without_writing_it(tmp_path: Path) -> None:
-    from tandem.results import open_results
+    from tandem.sweep.results import open_results
 
     db = tmp_path / "r.sqlite"
     run_sweep(write(tmp_path, SMALL.format(extra="")), db, jobs=1)

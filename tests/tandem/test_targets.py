@@ -14,8 +14,8 @@ import isa
 from compiler.errors import LoweringError
 from compiler.target import Target
 from isa.loader import SPECS_DIR
-from tandem.cli import app
-from tandem.targets import TargetError, load_target
+from tandem.cli.app import app
+from tandem.flows.targets import TargetError, load_target
 
 runner = CliRunner()
 

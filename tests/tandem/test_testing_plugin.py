@@ -1,4 +1,5 @@
-"""Tandem's pytest plugin (tandem/testing.py, a pytest11 entry point): the example suite passes against its
+"""Tandem's pytest plugin (tandem/regress/plugin.py, a pytest11 entry point): the example suite passes
+against its
 committed golden cycles, a changed golden value fails naming the test, the case and both values, a missing
 one is written and fails once, and --tandem-update-golden accepts new values."""
 
@@ -31,7 +32,8 @@ def suite(tmp_path: Path) -> Path:
 
 
 def test_the_plugin_is_registered_as_a_pytest_entry_point():
-    assert any(e.name == "tandem" and e.value == "tandem.testing" for e in entry_points(group="pytest11"))
+    assert any(e.name == "tandem" and e.value == "tandem.regress.plugin"
+               for e in entry_points(group="pytest11"))
 
 
 def test_the_example_suite_passes_against_its_golden_cycles(suite):

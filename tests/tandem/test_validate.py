@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tandem.validate import compare
+from tandem.flows.check import compare
 
 
 def test_compare_is_bit_exact_for_ints() -> None:

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 import isa
 from compiler.errors import ScheduleError
 from compiler.ops import vita
-from tandem.run import RunError, run
-from tandem.targets import load_target
+from tandem.flows.run import RunError, run
+from tandem.flows.targets import load_target
 
 VITA = load_target("vita")
 CLIP_SPEC = Path(__file__).resolve().parents[1] / "extensions" / "vita_alu_clip.toml"

@@ -1,11 +1,11 @@
-"""PolyDL over VITA's scratchpads (tandem/vita_run.py ``polydl_ranked``, poly_rank's ``rank_staged``): the
+"""PolyDL over VITA's scratchpads (tandem/flows/vita.py ``polydl_ranked``, poly_rank's ``rank_staged``): the
 tilings ranked by the reuses of their DRAM arrays, placed in the input and weight buffers."""
 
 from __future__ import annotations
 
 from compiler.ops import vita
-from tandem.targets import load_target
-from tandem.vita_run import VitaLayer, machine_costs, polydl_ranked
+from tandem.flows.targets import load_target
+from tandem.flows.vita import VitaLayer, machine_costs, polydl_ranked
 
 TARGET = load_target("vita")
 LAYER = VitaLayer.conv2d(7, 7, 32, 32, 3, 1, 1)   # 2 channel blocks each way, 7 output rows

@@ -1,4 +1,4 @@
-"""Tests of the ``tandem compile`` operator registry (tandem/workloads.py) against the compiler."""
+"""Tests of the ``tandem compile`` operator registry (tandem/flows/catalogue.py) against the compiler."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from compiler.interp import run
 from compiler.ir import dtypes
 from compiler.pipeline import build
-from tandem.workloads import OPS, WorkloadError, build_op, parse_params, parse_shape
+from tandem.flows.catalogue import OPS, WorkloadError, build_op, parse_params, parse_shape
 
 
 def run_workload(op: str, shape=None, dtype=None, params=None, seed: int = 0):

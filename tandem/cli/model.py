@@ -1,0 +1,330 @@
+"""``tandem model FILE.onnx | --builtin NAME``: import a network (tandem/network/graph.py) and print its
+layers.
+
+Prints a table of the imported graph (each layer's operator, output shape and multiply-accumulates; the
+batch norms folded into their convolutions) or, with ``--json``, one JSON object. Where onnxruntime is
+installed, the import is checked: the graph as Tandem computes it (``graph.run_reference``, float32 layers)
+against onnxruntime's run of the same model on seeded random inputs, within FP32_TOLERANCE of the output's
+largest magnitude. With ``--int8``, the graph is also quantized (tandem/network/quantize.py) and the integer
+graph
+compared with float32.
+
+With ``--target vita|cpu|diannao`` (and ``--config``, ``--spec`` as ``tandem run`` takes them), the int8
+network runs on the target, step by step (tandem/network/run.py), each step's output checked bit for bit
+against the integer graph: a per-layer table (operator, shape, where it ran and why a step ran on the host,
+the kernels, cycles or time, utilization, DRAM bytes) and the totals; ``--save FILE.json`` and ``--csv
+FILE.csv`` write it, ``--trace FILE.json`` one Chrome/Perfetto trace of the whole network. The network's
+output is compared with onnxruntime's float32 run of the model on the same input, within twice the
+quantization's own error on a calibration input. A model already quantized (QDQ, tandem/network/qdq.py) keeps
+its
+quantization, and both its integer graph and the target's output are compared with onnxruntime's run of it
+bit for bit. Exit status: 0 when the import, every step and the output
+check (or cannot be checked), 1 when one differs, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tandem.cli.console import fail
+from tandem.flows.catalogue import WorkloadError, parse_shape
+from tandem.network import qdq
+
+#: the largest |Tandem - onnxruntime| accepted, relative to the largest |output|: float32 layers computed in
+#: another order, and batch norms folded into float32 weights (a few ulps per layer, over 50-150 layers)
+FP32_TOLERANCE = 1e-4
+
+
+def model_command(
+    file: Annotated[Path | None, typer.Argument(help="An ONNX model file.")] = None,
+    builtin: Annotated[str | None, typer.Option(
+        help="A builtin model instead of a file: resnet18, resnet50, mobilenet_v2, bert_encoder, "
+             "vit_block; or a quantized CNN: resnet18_qdq, resnet50_qdq, mobilenet_v2_qdq.")] = None,
+    input_shape: Annotated[list[str] | None, typer.Option(
+        "--input-shape", help="NAME=1x3x224x224: a graph input's shape (needed where it is symbolic).")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the builtin model's weights and of the check's "
+                                                  "inputs.")] = 0,
+    int8: Annotated[bool, typer.Option("--int8", help="Also quantize to int8 "
+                                                      "(tandem.network.quantize: VTA's rule) "
+                                                      "and compare the integer graph with float32.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    target: Annotated[str | None, typer.Option(
+        help="Run the int8 network on a target: vita, cpu or diannao.")] = None,
+    config: Annotated[str | None, typer.Option(
+        help="The target's simulator config (built-in name or TOML file), as tandem run takes it.")] = None,
+    spec: Annotated[Path | None, typer.Option(help="A spec file of the target's ISA family.")] = None,
+    threads: Annotated[int, typer.Option(min=1, help="CPU threads for every kernel (--target cpu).")] = 1,
+    resimulate: Annotated[bool, typer.Option(
+        "--resimulate", help="Simulate every step, also kernels whose timing was already measured on a "
+                             "target whose timing does not depend on the data (VITA).")] = False,
+    save: Annotated[Path | None, typer.Option(help="Write the network run as JSON to this file.")] = None,
+    csv_file: Annotated[Path | None, typer.Option("--csv", help="Write the per-layer table as CSV to this "
+                                                                 "file.")] = None,
+    trace: Annotated[Path | None, typer.Option(help="Write the network's run as one Chrome/Perfetto trace "
+                                                    "(a slice per step and per kernel).")] = None,
+) -> None:
+    """Import a network (an ONNX file or a builtin model), fold its batch norms, and print its layers; with
+    --target, run it in int8 on the target and check every layer against the integer graph, and its
+    output against onnxruntime."""
+    from tandem.network import graph as tg
+    from tandem.network import models
+
+    if (file is None) == (builtin is None):
+        raise fail("give an ONNX file or --builtin NAME (one of them)", 2)
+    for path, flag in ((save, "--save"), (csv_file, "--csv"), (trace, "--trace")):
+        if path is not None and not path.parent.is_dir():
+            raise fail(f"{flag} {path}: the folder {path.parent} does not exist", 2)
+    resolved = _target(target, config, spec) if target is not None else None
+    try:
+        shapes = {}
+        for item in input_shape or ():
+            name, sep, text = item.partition("=")
+            if not sep or not name:
+                raise WorkloadError("--input-shape", f"expected NAME=1x3x224x224, got {item!r}")
+            shapes[name] = parse_shape(text)
+        model = models.build(builtin, seed) if builtin else None
+        source = model if model is not None else file
+        proto, where = tg.read(source)   # parsed once
+        if qdq.is_qdq(proto):   # already quantized: its own integer graph, exact against onnxruntime
+            q = qdq.load(proto, shapes, where)
+            g = q.graph
+            inputs = tg.random_inputs(g, np.random.default_rng(seed))
+            check = _exact_against_onnxruntime(source, q, inputs, None)
+            quantized = {"rule": "the model's own (QDQ): --int8 quantizes nothing more"} if int8 else None
+        else:
+            g = tg.load(proto, shapes, where=where)
+            check = _check(g, source, seed)
+            quantized = _int8(g, seed) if int8 else None
+            q = None
+    except (WorkloadError, tg.GraphError, models.ModelError) as exc:
+        raise fail(str(exc), 2) from None
+    network = None
+    if resolved is not None:
+        network, versus_ort = _run_network(g, q, source, resolved, seed, threads, resimulate, quiet=as_json)
+    report = {"model": builtin or str(file), "inputs": {k: list(v) for k, v in g.inputs.items()},
+              "layers": [{"name": layer.name, "op": layer.op, "shape": list(layer.shape), "macs": layer.macs,
+                          "inputs": list(layer.inputs)} for layer in g.layers],
+              "macs": g.macs, "folded_batch_norms": len(g.folded), "folded_biases": len(g.biases),
+              "check": check,
+              **({"int8": quantized} if quantized is not None else {}),
+              **({"network": {**network.to_json(), "onnxruntime": versus_ort}} if network else {})}
+    if save is not None and network is not None:
+        save.write_text(json.dumps(report["network"], indent=1))
+    if csv_file is not None and network is not None:
+        csv_file.write_text(network.to_csv())
+    if trace is not None and network is not None:
+        from sim.core.trace import write_json
+
+        write_json(network.chrome_trace(_clock_mhz(resolved)), trace)
+    if as_json:
+        typer.echo(json.dumps(report))
+    elif network is not None:
+        _print_network(network, check, versus_ort)
+    else:
+        _print(g, report)
+    if (check["checked"] and not check["passed"]) or (network is not None and not network.validated) or \
+            (network is not None and versus_ort["checked"] and not versus_ort["passed"]):
+        raise typer.Exit(1)
+
+
+def _clock_mhz(target) -> float:
+    """The clock a trace's cycles run at: the simulator config's, or this CPU's time-stamp counter's."""
+    if target.kind == "cpu":
+        from compiler.backend.llvm_probe import tsc_hz
+
+        return tsc_hz() / 1e6
+    return float(target.config.clock_mhz)
+
+
+def _target(kind: str, config: str | None, spec: Path | None):
+    from compiler.errors import TandemError
+    from isa.errors import ISAError
+    from sim.core.errors import SimError
+    from tandem.flows.run import FLOWS
+    from tandem.flows.targets import TargetError, load_target
+
+    if kind not in FLOWS:
+        raise fail(f"unknown target {kind!r}; expected one of {', '.join(FLOWS)}", 2)
+    try:
+        return load_target(kind, config, spec)
+    except (TargetError, TandemError, SimError, ISAError) as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool, quiet: bool):
+    """The int8 network on ``target`` (``q``: a quantized model's own; None: ``g`` quantized with VTA's
+    rule), with a progress bar of its steps (none with --json), and its output against onnxruntime's run
+    of the model on the same input (``_against_onnxruntime``; a quantized model's: exactly)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from tandem.flows.run import RunError
+    from tandem.network import quantize
+    from tandem.network.run import run_network
+
+    given = q is not None
+    q = q if given else quantize.quantize(g, seed)
+    from tandem.network.run import run_inputs
+
+    inputs = run_inputs(g, seed)
+    options = {"threads": threads, "min_time": 0.05} if target.kind == "cpu" else None
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  transient=True, disable=quiet) as bar:
+        task = bar.add_task("layers", total=None)
+
+        def progress(done: int, total: int, step: str) -> None:
+            bar.update(task, completed=done, total=total, description=step or "done")
+        try:
+            network = run_network(q, target, inputs, options=options, resimulate=resimulate,
+                                  progress=progress)
+        except RunError as exc:
+            raise fail(str(exc), 2) from None
+    if given:
+        return network, _exact_against_onnxruntime(model, q, inputs, network.output)
+    return network, _against_onnxruntime(model, q, inputs, network.output, seed)
+
+
+def _exact_against_onnxruntime(model, q, inputs: dict, output: np.ndarray | None) -> dict:
+    """A quantized model's output (``output``: a target's; None: the integer graph's) against
+    onnxruntime's run of the same model on the same inputs: equal bit for bit, or the count that differ."""
+    from tandem.network import quantize
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return {"checked": False, "passed": None, "detail": "onnxruntime is not installed (pip install -e "
+                "'.[peers]'): the quantized model's output is not compared with it"}
+    if output is None:
+        output = quantize.run_integer(q, inputs)[q.graph.output]
+    source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
+    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    want = np.asarray(session.run(None, inputs)[0])
+    got = quantize.dequantize(q, q.graph.output, output).astype(want.dtype)
+    differ = int(np.count_nonzero(got != want)) if got.shape == want.shape else want.size
+    passed = differ == 0
+    verdict = "equal bit for bit to" if passed else f"{differ} of {want.size} values differ from"
+    return {"checked": True, "passed": passed, "exact": passed, "differ": differ, "values": int(want.size),
+            "detail": f"{verdict} onnxruntime's run of the quantized model ({want.size} values, its integer "
+                      f"kernels)"}
+
+
+def _against_onnxruntime(model, q, inputs: dict, output: np.ndarray, seed: int) -> dict:
+    """The target's int8 output, dequantized, against onnxruntime's float32 run of the model on the same
+    inputs. The tolerance is derived from the quantization itself: twice the relative L2 error of the
+    integer graph against Tandem's float32 graph on the first calibration input (``seed``'s), measured
+    here. An int8 network computes the integer graph bit for bit, so what is left is the quantization's
+    own error on another input, plus the float32 import differences (``FP32_TOLERANCE``, far smaller)."""
+    from tandem.network import quantize
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return {"checked": False, "passed": None, "detail": "onnxruntime is not installed (pip install -e "
+                "'.[peers]'): the network's output is not compared with it"}
+    calibration = quantize.check_against_float(q, seed)["relative_l2"]
+    tolerance = 2 * calibration
+    source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
+    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    want = session.run([q.graph.output] if q.graph.output in names else None, inputs)[0]
+    got = quantize.compare_output(q, output, want)
+    passed = got["relative_l2"] <= tolerance
+    return {"checked": True, "passed": passed, **got, "tolerance": tolerance,
+            "detail": f"relative L2 error {got['relative_l2']:.4f} against onnxruntime's float32 output "
+                      f"({'within' if passed else 'OUTSIDE'} the tolerance {tolerance:.4f}: twice the "
+                      f"quantization's {calibration:.4f} on a calibration input); the top output "
+                      f"{'agrees' if got['top1_agrees'] else 'differs'}"}
+
+
+def _print_network(network, check: dict, versus_ort: dict) -> None:
+    console = Console(width=max(Console().width, 150))   # the table's ten columns, also when piped
+    totals = network.totals()
+    table = Table(title=f"{network.model} on {network.target} ({network.config or 'this CPU'}): int8, "
+                        f"{totals['steps']} steps")
+    cpu = network.target == "cpu"
+    for column in ("step", "op", "output", "where", "kernels", "MACs", "time (ms)" if cpu else "cycles",
+                   "util", "DRAM bytes", "check"):
+        table.add_column(column, justify="right" if column in ("MACs", "cycles", "time (ms)", "util",
+                                                               "DRAM bytes") else "left")
+    for r in network.rows:
+        measured = (f"{r.seconds * 1e3:.3f}" if cpu and r.seconds is not None else
+                    f"{r.cycles:,}" if r.cycles is not None and not cpu else "")
+        reused = f" ({r.timing})" if "reused" in r.timing else ""
+        status = ("bit-exact" if r.validated else "DIFFERS") + reused
+        table.add_row(r.step, r.op, "x".join(map(str, r.shape)), r.where, r.kernel or "(see below)",
+                      f"{r.macs:,}" if r.macs else "", measured,
+                      f"{r.utilization:.1%}" if r.utilization is not None and r.macs else "",
+                      f"{r.dram_bytes:,}" if r.dram_bytes is not None else "", status)
+    console.print(table)
+    for r in network.rows:
+        if r.where == "host":
+            console.print(f"{r.step} ran on the host: {r.why}", markup=False)
+    measured = (f"{totals['seconds'] * 1e3:.3f} ms" if cpu and totals["seconds"] is not None else
+                f"{totals['cycles']:,} cycles")
+    console.print(f"total: {measured}, {totals['macs'] / 1e9:.3f} GMACs, "
+                  f"{totals['tensor_macs_share']:.2%} of them on tensor instructions; on the host: "
+                  f"{', '.join(totals['on_host']) or 'nothing'}; every step "
+                  f"{'bit-exact with the integer graph' if network.validated else 'NOT bit-exact'} "
+                  f"({totals['wall_s']:.1f} s)", markup=False)
+    console.print(f"import check: {check['detail']}", markup=False)
+    console.print(f"end to end: {versus_ort['detail']}", markup=False)
+
+
+def _check(g, model, seed: int) -> dict:
+    """The imported graph against onnxruntime's run of the model, where onnxruntime is installed."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return {"checked": False, "passed": None,
+                "detail": "onnxruntime is not installed (pip install -e '.[peers]'): the import is not "
+                          "checked"}
+    from tandem.network import graph as tg
+
+    inputs = tg.random_inputs(g, np.random.default_rng(seed))
+    source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
+    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    options = [o.name for o in session.get_outputs()]
+    want = session.run([g.output] if g.output in options else None, inputs)[0]
+    got = tg.run_reference(g, inputs)
+    err = float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
+    scale = float(np.max(np.abs(want))) or 1.0
+    passed = got.shape == want.shape and err <= FP32_TOLERANCE * scale
+    return {"checked": True, "passed": passed, "max_abs_err": err, "relative": err / scale,
+            "detail": f"{'matches' if passed else 'differs from'} onnxruntime: max |err| {err:.3g} "
+                      f"({err / scale:.2g} of the largest output; tolerance {FP32_TOLERANCE:g})"}
+
+
+def _int8(g, seed: int) -> dict:
+    """The graph quantized with VTA's rule (calibrated on seed's inputs), against float32 on another input."""
+    from tandem.network import quantize
+
+    q = quantize.quantize(g, seed)
+    return {"rule": "per-tensor power-of-two exponents, calibrated on 4 seeded inputs",
+            **quantize.check_against_float(q, seed + 1)}
+
+
+def _print(g, report: dict) -> None:
+    console = Console()
+    table = Table(title=f"{report['model']}: {len(g.layers)} layers, {g.macs / 1e9:.3f} GMACs, "
+                        f"{len(g.folded)} batch norms folded")
+    for column in ("#", "layer", "op", "output", "MACs"):
+        table.add_column(column, justify="right" if column in ("#", "MACs") else "left")
+    for k, layer in enumerate(g.layers):
+        table.add_row(str(k), layer.name, layer.op, "x".join(map(str, layer.shape)),
+                      f"{layer.macs:,}" if layer.macs else "")
+    console.print(table)
+    console.print(f"import check: {report['check']['detail']}", markup=False)   # keeps '.[peers]' as text
+    if "int8" in report and "relative_l2" not in report["int8"]:
+        console.print(f"int8: {report['int8']['rule']}", markup=False)
+    elif "int8" in report:
+        q = report["int8"]
+        agree = "agrees" if q["top1_agrees"] else "differs"
+        console.print(f"int8 ({q['rule']}): relative L2 error {q['relative_l2']:.3f} against float32; the "
+                      f"top output {agree}", markup=False)

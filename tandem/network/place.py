@@ -1,0 +1,480 @@
+"""Where each step of an int8 network runs on each target (tandem/network/run.py): the ``run`` operator,
+its parameters, the arrays in the kernel's layouts, and how the output reads back.
+
+What each target runs (the rest runs on the host, and the table says why):
+
+======================  ===========================================  ======================================
+step                    VITA                                         CPU and DianNao
+======================  ===========================================  ======================================
+Conv (+ReLU/ReLU6)      conv2d with the epilogue: bias (its           conv2d int8 x int8 -> int32, then
+                        rounding constant folded in), shift, clip;    ``requantize`` (network.py) on the
+                        depthwise: a block-diagonal conv2d per        target: bias, shift, clip; depthwise:
+                        BLOCK channels                                the depthwise kind
+Gemm, MatMul (+ReLU)    gemm, the same epilogue                       gemm, then ``requantize``
+MatMul of activations   one gemm per head                             one gemm per head, then requantize
+Add (+ReLU)             ``quantized_add`` on the ALU                  ``quantized_add``
+MaxPool                 max_pool on the input padded with int8's     max_pool, the same padding
+                        minimum (the host's packing)
+GlobalAveragePool       global_avg_pool (channels split to fit the    ``rounded_mean`` (CPU; DianNao: the
+                        accumulators)                                 host, a reduction)
+Flatten, Reshape,       host: a view of the same int8 values          host
+Transpose
+======================  ===========================================  ======================================
+
+A conv's requantization shifts right by ``s = e_x + e_w - e_out`` (tandem/network/quantize.py): a left shift
+(``s < 0``) is not what these kernels compute, and such a layer runs on the host, as do grouped convolutions
+other than depthwise (no schedule takes a bias and groups yet) and the float layers (softmax, layer norm,
+GELU, a Mul).
+
+A quantized ONNX model's graph (tandem/network/qdq.py) requantizes by float32 scales, with zero points: the
+data
+moves to the target's 8-bit type and the zero point's weight sums come off the bias (``_data_operand``);
+the CPU and DianNao then run ``requantize_scaled`` (DianNao's in float32: no float-to-int conversion), the
+CPU ``qlinear_add`` and ``scaled_mean`` (DianNao's adds and pool run on the host); VITA, whose epilogue
+only shifts, runs its max pools and leaves the float-scaled steps to the host (``NO_FLOAT_REQUANTIZE``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from compiler.ops import network, vita
+from compiler.target import Target
+from tandem.network import qdq
+from tandem.network.quantize import QuantizedGraph, clip_bounds
+from tandem.network.run import NotOnTarget, Placed, Placement, Step
+
+#: on the CPU, a GEMM of fewer multiply-adds runs on one thread whatever the network's thread count: an
+#: attention head's 128 x 128 x 64 takes ~5 us, and waking a second thread for it cost up to milliseconds on
+#: the 2-core guests measured (experiments/networks.py)
+ONE_THREAD_MACS = 1 << 21
+def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    """How ``target`` runs ``step`` on ``values`` (the int8 tensors computed so far); NotOnTarget when it
+    runs on the host."""
+    first = step.layers[0]
+    placer = PLACERS.get(first.op)
+    if placer is None:
+        raise NotOnTarget(WHY_HOST.get(first.op, f"no {target.kind} kernel computes {first.op}"))
+    if q.affine and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
+        raise NotOnTarget(NO_FLOAT_REQUANTIZE[target.kind])
+    return placer(step, q, values, target)
+
+
+#: a quantized ONNX model's steps that requantize by a float32 scale (tandem/network/qdq.py), and the targets
+# that
+#: cannot: why
+SCALED = ("Conv", "Gemm", "MatMul", "Add", "GlobalAveragePool")
+NO_FLOAT_REQUANTIZE = {
+    "vita": "a float32 requantization (a quantized ONNX model's scale, tandem/network/qdq.py): VITA's "
+            "epilogue shifts and clips, its ALU has no float multiply, and its stores write 8 bits (its "
+            "int32 sums cannot leave for the host)",
+}
+
+
+WHY_HOST = {
+    "Flatten": "data movement: a view of the same int8 values",
+    "Reshape": "data movement: a view of the same int8 values",
+    "Transpose": "data movement: the int8 values reordered on the host",
+    "Softmax": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
+    "LayerNormalization": "computed in float on dequantized values (tandem/network/quantize.py); no int8 "
+                          "kernel yet",
+    "Gelu": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
+    "Mul": "a float scale (tandem/network/quantize.py); no int8 kernel yet",
+    "Concat": "no int8 concat of tensors at different exponents yet",
+}
+
+
+# ---- what a step computes, whatever the target
+
+
+def _one_image(x: np.ndarray) -> np.ndarray:
+    """``x``, an image tensor of batch 1 (NotOnTarget otherwise: the runner runs one image)."""
+    if x.shape[0] != 1:
+        raise NotOnTarget(f"a batch of {x.shape[0]} images; the network runner runs one")
+    return x
+
+
+def _contraction(step: Step, q: QuantizedGraph) -> tuple[int, np.ndarray, tuple[int, int]]:
+    """The requantization of a conv/GEMM step: its right shift, the int32 bias with the rounding constant
+    folded in (zeros where the layer has none), and the clip (the fused ReLU's)."""
+    layer = step.layers[0]
+    e = q.exponents
+    ex = e[layer.inputs[0]] if layer.name in q.weights else e[layer.inputs[0]] + e[layer.inputs[1]]
+    ew = q.weight_exponents[layer.name][1] if layer.name in q.weights else 0
+    shift = ex + ew - e[step.output]
+    if shift < 0:
+        raise NotOnTarget(f"its requantization shifts left by {-shift} (e_x + e_w < e_out); the kernels "
+                          f"shift right")
+    channels = step.layers[0].shape[1] if layer.op == "Conv" else step.layers[0].shape[-1]
+    weights = q.weights.get(layer.name, {})
+    bias = np.asarray(weights.get(2, np.zeros(channels, np.int64)), np.int64) + ((1 << shift) >> 1)
+    if bias.size and (bias.min() < -2**31 or bias.max() >= 2**31):
+        raise NotOnTarget("its bias does not fit the accumulators' int32")
+    bounds = clip_bounds(q, step.layers[-1]) if len(step.layers) > 1 else (-128, 127)
+    return shift, bias, bounds
+
+
+def _depthwise(step: Step) -> bool:
+    layer = step.layers[0]
+    groups = layer.attrs.get("group", 1)
+    return groups > 1 and groups == layer.weights[1].shape[0] == groups * layer.weights[1].shape[1]
+
+
+def _conv_layer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], depthwise: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """The int8 input and weights of a conv step and its ``run`` parameters (H W IC OC K S P); a depthwise
+    one (one group per channel) only where the target runs those (``depthwise``)."""
+    layer = step.layers[0]
+    a = layer.attrs
+    if a.get("group", 1) != 1 and not (depthwise and _depthwise(step)):
+        raise NotOnTarget(f"a grouped convolution ({a['group']} groups): no schedule takes one with its "
+                          f"epilogue yet")
+    if any(d != 1 for d in a.get("dilations", [1])):
+        raise NotOnTarget("a dilated convolution with a bias: no schedule yet")
+    x, w = _one_image(values[layer.inputs[0]]), q.weights[layer.name][1]
+    oc, ic, kh, kw = w.shape
+    strides, pads = a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0])
+    if kh != kw or len(set(strides)) != 1 or len(set(pads)) != 1:
+        raise NotOnTarget(f"a {kh} x {kw} kernel, strides {strides}, pads {pads}: the schedules take square "
+                          f"kernels and one stride and padding")
+    return x, w, {"H": x.shape[2], "W": x.shape[3], "IC": ic, "OC": oc, "K": kh, "S": strides[0],
+                  "P": pads[0]}
+
+
+def _gemm_operands(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray]
+                   ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(data [M, K], weights [N, K]) of each GEMM a Gemm/MatMul step is: one, or one per head for a MatMul
+    of two activations."""
+    layer = step.layers[0]
+    x = values[layer.inputs[0]]
+    if layer.name in q.weights:
+        w = q.weights[layer.name][1]
+        w = w if layer.op == "Gemm" and layer.attrs.get("transB") else w.T
+        if layer.op == "Gemm" and layer.attrs.get("transA"):
+            raise NotOnTarget("Gemm with transA")
+        return [(x.reshape(-1, x.shape[-1]), w)]
+    b = values[layer.inputs[1]]
+    if x.ndim < 2 or x.shape[:-2] != b.shape[:-2]:
+        raise NotOnTarget(f"a MatMul of {list(x.shape)} by {list(b.shape)}: broadcasting is not run")
+    heads = x.reshape(-1, *x.shape[-2:]), b.reshape(-1, *b.shape[-2:])
+    return [(xa, np.ascontiguousarray(xb.T)) for xa, xb in zip(*heads, strict=True)]
+
+
+def _stacked(shape: tuple[int, ...]) -> Callable[[list[np.ndarray]], np.ndarray]:
+    return lambda outs: np.stack(outs).reshape(shape)
+
+
+def _elementwise_shape(shape: tuple[int, ...]) -> dict[str, int]:
+    """An element-wise operator's [C, H, W] for a tensor of ``shape`` (NCHW with N = 1, or flattened)."""
+    if len(shape) == 4 and shape[0] == 1:
+        return dict(zip("CHW", shape[1:], strict=True))
+    return {"C": 1, "H": 1, "W": math.prod(shape)}
+
+
+def _add(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    layer = step.layers[0]
+    if len(layer.inputs) != 2:
+        raise NotOnTarget("an Add of a constant: computed in float on dequantized values "
+                          "(tandem/network/quantize.py)")
+    a, b = (values[name] for name in layer.inputs)
+    if a.shape != b.shape:
+        raise NotOnTarget(f"an Add broadcasting {list(a.shape)} with {list(b.shape)}")
+    dims = _elementwise_shape(a.shape)
+    arrays = [x.astype(np.int32).reshape(tuple(dims.values())) for x in (a, b)]
+    if q.affine:
+        return _qlinear_add(step, q, dims, arrays, a.shape, target)
+    e, eo = q.exponents, q.exponents[step.output]
+    lo, hi = clip_bounds(q, step.layers[-1]) if len(step.layers) > 1 else (-128, 127)
+    params = {**dims, "SA": e[layer.inputs[0]] - eo, "SB": e[layer.inputs[1]] - eo, "LO": lo, "HI": hi}
+    return Placement((Placed(network.user_op("quantized_add"), params, arrays,
+                             lambda out: out.reshape(a.shape).astype(np.int8), "quantized_add"),))
+
+
+def _qlinear_add(step: Step, q: QuantizedGraph, dims: dict[str, int], arrays: list[np.ndarray],
+                 shape: tuple[int, ...], target: Target) -> Placement:
+    """A quantized ONNX model's Add: ``qlinear_add``, onnxruntime's fused multiply-adds as exact int64
+    arithmetic (compiler/ops/network.py), where the target has int64 and its sums hold."""
+    if target.kind == "diannao":
+        raise NotOnTarget("onnxruntime's QLinearAdd (fused float32 multiply-adds): DianNao's scalar unit has "
+                          "neither an FMA nor the int64 that computes one exactly")
+    out = q.affine[step.output]
+    params = {**dims, "LO": out.bounds[0], "HI": out.bounds[1]}
+    for name, constant in zip("ABF", qdq.add_constants(q, step.layers[0]), strict=True):
+        params[f"M{name}"], params[f"E{name}"] = network.dyadic(constant)
+    if not network.qlinear_add_fits(params):
+        raise NotOnTarget("its QLinearAdd constants are too far apart in magnitude for exact int64 sums")
+    return Placement((Placed(network.user_op("qlinear_add"), params, arrays,
+                             lambda out_: out_.reshape(shape).astype(out.dtype), "qlinear_add"),))
+
+
+def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    layer = step.layers[0]
+    a = layer.attrs
+    (kh, kw), strides, pads = a["kernel_shape"], a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0])
+    if kh != kw or len(set(strides)) != 1 or len(set(pads)) != 1 or a.get("dilations", [1])[0] != 1:
+        raise NotOnTarget(f"a {kh} x {kw} window, strides {strides}, pads {pads}: the pools take square "
+                          f"windows and one stride and padding")
+    x = _one_image(values[layer.inputs[0]])
+    p = pads[0]
+    dtype = q.affine[layer.output].dtype if q.affine else "int8"
+    if q.affine and not q.affine[layer.inputs[0]].same(q.affine[layer.output]):
+        raise NotOnTarget("a max pool that changes the quantization: dequantized, pooled, quantized again")
+    offset = -128 if dtype == "uint8" else 0   # uint8 values move to int8's range (max commutes with it)
+    padded = np.pad(x[0].astype(np.int32) + offset, ((0, 0), (p, p), (p, p)), constant_values=-128)
+    params = {"C": padded.shape[0], "H": padded.shape[1], "W": padded.shape[2], "K": kh, "S": strides[0]}
+    return Placement((Placed("max_pool", params, [padded],
+                             lambda out: (out.reshape(layer.shape) - offset).astype(dtype)),))
+
+
+# ---- VITA
+
+
+def _vita_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    if _depthwise(step):
+        return _vita_depthwise(step, q, values, target)
+    x, w, dims = _conv_layer(step, q, values)
+    shift, bias, bounds = _contraction(step, q)
+    return Placement((_vita_conv2d(x, w, bias, dims, shift, bounds, target),))
+
+
+def _vita_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, dims: dict[str, int], shift: int,
+                 bounds: tuple[int, int], target: Target, label: str = "") -> Placed:
+    """VITA's conv2d of int8 ``x`` (one image) by ``w`` with the whole epilogue: ``bias`` (rounding constant
+    included), ``shift``, the clip to ``bounds``."""
+    batch = vita.batch_of(target.spec)
+    images = np.concatenate([x, np.zeros((batch - 1, *x.shape[1:]), np.int8)]) if batch > 1 else x
+    data, kernel = vita.pack_conv(images, w, target.spec)
+    params = {**dims, "N": batch, "bias": True, "shift": shift, "clip": bounds}
+    oc = w.shape[0]
+    return Placed("conv2d", params, [data, kernel, vita.pack_bias(bias, target.spec)],
+                  lambda out: vita.unpack_out(out, "conv2d", oc)[:1].astype(np.int8), label)
+
+
+def _vita_depthwise(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
+                    ) -> Placement:
+    """A depthwise conv on VITA's GEMM core, which has no per-channel form: each block of BLOCK channels a
+    conv2d whose weights are zero off the diagonal (a channel's output reads only its own input channel),
+    so every multiply-add runs on GEMM instructions, BLOCK times as many as the layer's (the GEMM
+    utilization counts them all; TVM's VTA flow leaves depthwise convs to the CPU instead)."""
+    x, w, dims = _conv_layer(step, q, values, depthwise=True)
+    shift, bias, bounds = _contraction(step, q)
+    block = vita.block_of(target.spec)
+    channels, k = w.shape[0], w.shape[-1]
+    parts = []
+    for lo in range(0, channels, block):
+        c = min(block, channels - lo)
+        diagonal = np.zeros((c, c, k, k), np.int8)
+        diagonal[np.arange(c), np.arange(c)] = w[lo:lo + c, 0]
+        parts.append(_vita_conv2d(x[:, lo:lo + c], diagonal, bias[lo:lo + c], {**dims, "IC": c, "OC": c},
+                                  shift, bounds, target, "conv2d (block-diagonal)"))
+    return Placement(tuple(parts), lambda outs: np.concatenate(outs, axis=1))
+
+
+def _vita_gemm(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    shift, bias, bounds = _contraction(step, q)
+    parts = []
+    for data, weight in _gemm_operands(step, q, values):
+        (m, k), n = data.shape, weight.shape[0]
+        packed = vita.pack_dense(data, weight, target.spec)
+        params = {"M": m, "N": n, "K": k, "bias": True, "shift": shift, "clip": bounds}
+        parts.append(Placed("gemm", params, [*packed, vita.pack_bias(bias[:n], target.spec)],
+                            lambda out, m=m, n=n: vita.unpack_out(out, "gemm", n)[:m].astype(np.int8)))
+    return Placement(tuple(parts), _stacked(step.layers[-1].shape))
+
+
+def _vita_global_avg_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
+                          ) -> Placement:
+    """The pool by groups of channels that fit the accumulators (all the image's rows at once)."""
+    x = _one_image(values[step.layers[0].inputs[0]])
+    c, h, w = x.shape[1:]
+    lanes = vita.batch_of(target.spec) * vita.block_of(target.spec)
+    blocks = -(-c // lanes)
+    fits = [b for b in range(blocks, 0, -1) if vita.pool_rows(b, h, w, (h, w), 1, target.spec) is not None]
+    if not fits:
+        raise NotOnTarget(f"one channel block of a {h} x {w} image does not fit the accumulators")
+    per = fits[0] * lanes
+    parts = tuple(Placed("global_avg_pool", {"C": min(per, c - lo), "H": h, "W": w},
+                         [x[0, lo:lo + per].astype(np.int32)], lambda out: out.astype(np.int8))
+                  for lo in range(0, c, per))
+    return Placement(parts, lambda outs: np.concatenate(outs).reshape(step.layers[-1].shape))
+
+
+# ---- the CPU and DianNao: int32 sums on the target, then the epilogue (requantize) on the target
+
+
+def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_chw: Callable,
+                          from_chw: Callable, channels: int, spatial: tuple[int, int],
+                          correction: np.ndarray | int = 0, target_kind: str = "cpu") -> Placement:
+    """The step as its int32 sums (``sums``) and then ``requantize`` on the target over [C, H, W] (``to_chw``
+    of the sums' outputs; ``from_chw`` back to the graph's layout), ``correction`` (per channel, or per
+    element of [C, H, W]) added to the bias. A quantized ONNX model's step: ``requantize_scaled`` by its
+    float32 scale per channel instead (its output float32 where the target has no float-to-int
+    conversion: exact integers, converted to 8 bits on the host)."""
+    dims = {"C": channels, "H": spatial[0], "W": spatial[1]}
+    if q.affine:
+        layer, out = step.layers[0], q.affine[step.output]
+        bias = np.asarray(q.weights[layer.name].get(2, np.zeros(channels, np.int64)), np.int64)
+        scale = np.broadcast_to(qdq.contraction_scale(q, layer)[:, None, None], (channels, *spatial)).copy()
+        params = {**dims, "ZP": out.zero_point, "LO": out.bounds[0], "HI": out.bounds[1],
+                  "F": int(target_kind == "diannao")}
+        op, extra = "requantize_scaled", [scale]
+        dtype = out.dtype
+    else:
+        shift, bias, bounds = _contraction(step, q)
+        params = {**dims, "S": shift, "LO": bounds[0], "HI": bounds[1]}
+        op, extra, dtype = "requantize", [], "int8"
+    correction = np.asarray(correction, np.int64)
+    if correction.ndim == 1:
+        correction = correction[:, None, None]
+    total = bias[:, None, None] + correction
+    if total.size and (total.min() < -2**31 or total.max() >= 2**31):
+        raise NotOnTarget("its bias and offset correction do not fit int32")
+    repeated = np.broadcast_to(total.astype(np.int32), (channels, *spatial)).copy()
+    epilogue = Placed(network.user_op(op), params, lambda outs: [to_chw(outs), repeated, *extra],
+                      lambda out: from_chw(out).astype(dtype), op, sums=False)
+    return Placement((*sums, epilogue), lambda outs: outs[-1])
+
+
+def _nonnegative(q: QuantizedGraph, name: str) -> bool:
+    """Whether tensor ``name`` of the integer graph is >= 0 by construction: a ReLU's (or a clip's at 0 or
+    above), or what pooling or data movement makes of such."""
+    producer = next((layer for layer in q.graph.layers if layer.output == name), None)
+    if producer is None:
+        return False
+    if producer.op in ("Relu", "Clip"):
+        return clip_bounds(q, producer)[0] >= 0
+    if producer.op == "Softmax":   # probabilities, quantized by rounding: >= 0
+        return True
+    if producer.op in ("MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose"):
+        return _nonnegative(q, producer.inputs[0])
+    return False
+
+
+def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pad: int, unsigned: bool
+                  ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Data for a target's 8-bit multiplier, uint8 (the CPU's vpdpbusd: u8 x s8) or int8 (DianNao's,
+    VITA's), with what comes off each output channel's bias. The data moves by an offset to the target's
+    type (+128 for int8 on the CPU, -128 for uint8 on DianNao); where the tensor's real zero (its zero point:
+    0 in a power-of-two graph) is then not 0, the input is padded on the host first with that zero, and
+    ``(zero + offset) * sum(w)`` comes off each channel's bias. int8 data that is >= 0 by construction
+    (after a ReLU) goes to the CPU as it is. Returns the data, the bias correction and the padding the
+    kernel still applies."""
+    if q.affine:
+        a = q.affine[name]
+        zero = a.zero_point
+        offset = {("uint8", True): 0, ("int8", True): 128, ("uint8", False): -128, ("int8", False): 0
+                  }[(a.dtype, unsigned)]
+    elif unsigned and not _nonnegative(q, name):
+        zero, offset = 0, 128
+    else:
+        zero, offset = 0, 0
+    dtype = np.uint8 if unsigned else np.int8
+    if zero + offset == 0:
+        return (x.astype(np.int16) + offset).astype(dtype), np.zeros(w.shape[0], np.int64), pad
+    if pad:
+        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(pad, pad)] * 2, constant_values=zero)
+    correction = -(zero + offset) * w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
+    return (x.astype(np.int16) + offset).astype(dtype), correction, 0
+
+
+def _sums_op(step: Step, dims: dict[str, int]) -> tuple[str, dict[str, int]]:
+    """The ``run`` operator of a conv's int32 sums and its parameters: conv2d, or depthwise (C channels)."""
+    if not _depthwise(step):
+        return "conv2d", dims
+    return "depthwise", {"H": dims["H"], "W": dims["W"], "C": dims["OC"], "K": dims["K"], "S": dims["S"],
+                         "P": dims["P"]}
+
+
+def _cpu_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    x, w, dims = _conv_layer(step, q, values, depthwise=True)
+    _, oc, oh, ow = step.layers[-1].shape
+    data, correction, pad = _data_operand(q, step.layers[0].inputs[0], x, w, dims["P"], unsigned=True)
+    op, dims = _sums_op(step, {**dims, "H": data.shape[2], "W": data.shape[3], "P": pad})
+    sums = Placed(op, dims, [data, w], lambda out: out.reshape(oc, oh, ow))
+    return _sums_then_requantize(step, q, [sums], lambda outs: outs[0],
+                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction, "cpu")
+
+
+def _diannao_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    x, w, dims = _conv_layer(step, q, values, depthwise=True)
+    _, oc, oh, ow = step.layers[-1].shape
+    x, correction, pad = _data_operand(q, step.layers[0].inputs[0], x, w, dims["P"], unsigned=False)
+    dims = {**dims, "H": x.shape[2], "W": x.shape[3], "P": pad}
+    if _depthwise(step):   # the contraction flow's layouts: NCHW data, [C, 1, K, K] weights
+        op, dims = _sums_op(step, dims)
+        sums = Placed(op, {**dims, "dtype": "int8"}, [x, w], lambda out: out.reshape(oc, oh, ow))
+    else:
+        sums = Placed("conv2d", {**dims, "dtype": "int8"},
+                      [np.ascontiguousarray(x[0].transpose(1, 2, 0)),      # HWC data, OHWI weights
+                       np.ascontiguousarray(w.transpose(0, 2, 3, 1))],
+                      lambda out: np.ascontiguousarray(out.transpose(2, 0, 1)))
+    return _sums_then_requantize(step, q, [sums], lambda outs: outs[0],
+                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction, "diannao")
+
+
+def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
+                          ) -> Placement:
+    """Each GEMM's int32 sums [M, N], then one requantize over [N, GEMMs * M] (channels first). The data goes
+    in the target's type (``_data_operand``; the correction of each GEMM is its own columns', also when its
+    "weights" are an activation: a MatMul of two)."""
+    operands = _gemm_operands(step, q, values)
+    m, n = operands[0][0].shape[0], operands[0][1].shape[0]
+    g = len(operands)
+    unsigned = target.kind == "cpu"
+    moved = [_data_operand(q, step.layers[0].inputs[0], d, wt, 0, unsigned) for d, wt in operands]
+    operands = [(u[0], wt) for u, (_, wt) in zip(moved, operands, strict=True)]
+    per_gemm = np.stack([u[1] for u in moved], axis=1)   # [N, G]
+    correction = np.repeat(per_gemm, m, axis=1)[:, :, None]   # [N, G * M, 1]
+    options: dict[str, object] = {} if unsigned else {"dtype": "int8"}
+    if target.kind == "cpu" and m * n * operands[0][0].shape[1] < ONE_THREAD_MACS:
+        options["threads"] = 1
+    sums = [Placed("gemm", {"M": d.shape[0], "N": wt.shape[0], "K": d.shape[1], **options},
+                   [d, wt], lambda out: out) for d, wt in operands]
+    shape = step.layers[-1].shape
+
+    def to_chw(outs):   # [G, M, N] -> [N, G * M, 1]
+        return np.ascontiguousarray(np.stack(outs[:g]).reshape(g * m, n).T).reshape(n, g * m, 1)
+
+    def from_chw(out):
+        return np.ascontiguousarray(out.reshape(n, g * m).T).reshape(shape)
+    return _sums_then_requantize(step, q, sums, to_chw, from_chw, n, (g * m, 1), correction, target.kind)
+
+
+def _rounded_mean(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    x = _one_image(values[step.layers[0].inputs[0]])
+    c, h, w = x.shape[1:]
+    if q.affine:   # onnxruntime's QLinearGlobalAveragePool
+        layer, out = step.layers[0], q.affine[step.output]
+        params = {"C": c, "H": h, "W": w, "Z": q.affine[layer.inputs[0]].zero_point * h * w,
+                  "ZP": out.zero_point, "LO": out.bounds[0], "HI": out.bounds[1]}
+        scale = np.full(c, qdq.mean_scale(q, layer, h * w), np.float32)
+        return Placement((Placed(network.user_op("scaled_mean"), params, [x[0].astype(np.int32), scale],
+                                 lambda out_: out_.reshape(layer.shape).astype(out.dtype), "scaled_mean"),))
+    return Placement((Placed(network.user_op("rounded_mean"), {"C": c, "H": h, "W": w},
+                             [x[0].astype(np.int32)], lambda out: out.reshape(step.layers[-1].shape),
+                             "rounded_mean"),))
+
+
+def _no_rounded_mean(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
+                     ) -> Placement:
+    raise NotOnTarget("DianNao's schedules take element-wise user operators (one stage); its int8 rounded "
+                      "mean, a reduction, has none yet")
+
+
+def _by_target(**placers: Callable) -> Callable:
+    def placer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+        return placers[target.kind](step, q, values, target)
+    return placer
+
+
+PLACERS: dict[str, Callable[..., Placement]] = {
+    "Conv": _by_target(vita=_vita_conv, cpu=_cpu_conv, diannao=_diannao_conv),
+    "Gemm": _by_target(vita=_vita_gemm, cpu=_gemm_then_requantize, diannao=_gemm_then_requantize),
+    "MatMul": _by_target(vita=_vita_gemm, cpu=_gemm_then_requantize, diannao=_gemm_then_requantize),
+    "Add": _add,
+    "MaxPool": _max_pool,
+    "GlobalAveragePool": _by_target(vita=_vita_global_avg_pool, cpu=_rounded_mean, diannao=_no_rounded_mean),
+}

@@ -1,0 +1,311 @@
+"""Quantized ONNX models (QDQ: QuantizeLinear/DequantizeLinear around float operators, as onnxruntime's
+``quantize_static`` writes them): their import, and their integer graph computed as onnxruntime computes it.
+
+    q = qdq.load("resnet18_int8.onnx")        # a QuantizedGraph with ``affine`` parameters
+    run_integer(q, {"input": x})              # tandem/network/quantize.py: every tensor, as onnxruntime's
+    kernels
+
+The rule is ONNX's affine quantization: a tensor is ``(q - zero_point) * scale`` with q uint8 or int8, one
+float32 scale per tensor (per output channel for weights). Import: a DequantizeLinear of a constant is a
+quantized weight or bias; a QuantizeLinear gives the activation it reads its parameters, and the
+DequantizeLinear that reads it back is the same tensor; what remains are the float operators, imported as
+a graph of their own (tandem/network/graph.py, nothing folded: each layer requantizes). Every activation a
+layer
+reads and writes must be quantized, weights symmetric (zero point 0), a bias int32 at the scale
+``x_scale * w_scale`` with zero point 0 (what onnxruntime fuses into its integer kernels; anything else is a
+``GraphError`` naming the node).
+
+The integer graph (``integer_layer``) is onnxruntime 1.32's on x86-64 (its QDQ groups fused into
+QLinearConv, QGemm, QLinearAdd, QLinearGlobalAveragePool and an 8-bit MaxPool), arithmetic for arithmetic:
+
+- Conv, Gemm, MatMul by constant weights: int32 sums of ``(x - zx) * w`` plus the bias, then
+  ``requantize_scaled`` by ``(sx * sw) / sy`` in float32 (per channel: each channel's ``sw``);
+- Add: ``qlinear_add`` (fused multiply-adds in float32, compiler/ops/reference.py);
+- GlobalAveragePool: the int32 sum minus ``zx * n``, requantized by ``sx / (sy * n)``;
+- MaxPool, Flatten, Reshape, Transpose between tensors of equal parameters: the integers themselves;
+- anything else (a ReLU or Clip the quantizer kept, a MaxPool that changes parameters): dequantized to
+  float32, the float operator, quantized again: what onnxruntime does with a QDQ group it does not fuse.
+
+All of it is exact (tests/tandem/test_qdq.py compares each with onnxruntime bit for bit, and whole
+quantized networks end to end). onnxruntime fuses these groups for uint8 activations (its default on x86);
+with int8 activations it leaves some convolutions in float32, which no integer graph reproduces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.ops import reference
+from tandem.network import graph as tg
+from tandem.network.graph import GraphError, Layer
+
+#: the float operators a QDQ model's groups may hold
+OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose",
+       "Relu", "Clip")
+MOVES = ("Flatten", "Reshape", "Transpose")
+DTYPES = {2: "uint8", 3: "int8"}   # ONNX TensorProto's element types
+
+
+@dataclass(frozen=True)
+class Affine:
+    """A tensor's quantization: ``real = (q - zero_point) * scale``, q of ``dtype`` (uint8 or int8);
+    ``scale`` is float32, a scalar or one per output channel (weights)."""
+
+    scale: np.ndarray
+    zero_point: int
+    dtype: str
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        info = np.iinfo(self.dtype)
+        return int(info.min), int(info.max)
+
+    def same(self, other: Affine) -> bool:
+        return (self.zero_point == other.zero_point and self.dtype == other.dtype
+                and np.array_equal(self.scale, other.scale))
+
+
+def weight_key(layer: Layer, position: int) -> str:
+    """The ``affine`` key of a layer's quantized weight (1) or bias (2)."""
+    return f"{layer.name}:{position}"
+
+
+def is_qdq(model: Any) -> bool:
+    """Whether ``model`` (a ModelProto) holds QuantizeLinear or DequantizeLinear nodes."""
+    return any(node.op_type in ("QuantizeLinear", "DequantizeLinear") for node in model.graph.node)
+
+
+# ------------------------------------------------------------------------------------------ import
+
+def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, where: str | None = None):
+    """Import the QDQ model ``model`` (a path or a ModelProto) as a QuantizedGraph with ``affine``
+    parameters (the module's rule); ``where`` names the model in errors."""
+    import onnx
+    from onnx import numpy_helper
+
+    from tandem.network.quantize import QuantizedGraph
+
+    model, named = tg.read(model)
+    where = where or named
+    graph = model.graph
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    params: dict[str, Affine] = {}      # a quantized activation (its float name) -> its parameters
+    made_by: dict[str, str] = {}        # a QuantizeLinear's output -> the activation it quantizes
+    alias: dict[str, str] = {}          # a DequantizeLinear's output -> that activation
+    weights: dict[str, tuple[np.ndarray, Affine]] = {}   # a DequantizeLinear's output -> constant, params
+    kept = []
+    for node in graph.node:
+        label = f"{where}: node {node.name or node.output[0]} ({node.op_type})"
+        if node.op_type == "Constant":
+            continue
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            affine = _affine(node, consts, label)
+            source = alias.get(node.input[0], node.input[0])
+            if node.op_type == "QuantizeLinear":
+                if source in consts:
+                    raise GraphError(f"{label}: quantizes a constant; Tandem takes weights stored quantized "
+                                     f"(a DequantizeLinear of an integer initializer)")
+                if source in params and not params[source].same(affine):
+                    raise GraphError(f"{label}: {source} is quantized twice with different parameters")
+                params[source], made_by[node.output[0]] = affine, source
+            elif source in consts:
+                weights[node.output[0]] = (consts[source], affine)
+            elif source in made_by:
+                if not params[made_by[source]].same(affine):
+                    raise GraphError(f"{label}: dequantizes {source} with other parameters than its "
+                                     f"QuantizeLinear's")
+                alias[node.output[0]] = made_by[source]
+            else:
+                raise GraphError(f"{label}: dequantizes {source}, which no QuantizeLinear writes (an integer "
+                                 f"graph input is not supported: give the model float inputs)")
+            continue
+        if node.op_type not in OPS:
+            raise GraphError(f"{label}: operator {node.op_type} in a quantized model; Tandem computes these "
+                             f"exactly as onnxruntime does: {', '.join(OPS)}")
+        renamed = onnx.NodeProto()
+        renamed.CopyFrom(node)
+        renamed.input[:] = [alias.get(name, name) for name in node.input]
+        kept.append(renamed)
+    floats = _float_model(model, kept, weights, alias, where)
+    g = tg.load(floats, input_shapes, fold=False, where=where)
+    affine: dict[str, Affine] = {}
+    quantized: dict[str, dict[int, np.ndarray]] = {}
+    for name in g.inputs:
+        affine[name] = _quantized(params, name, f"{where}: graph input {name}")
+    for layer in g.layers:
+        label = f"{where}: node {layer.name} ({layer.op})"
+        for name in layer.inputs:
+            affine[name] = _quantized(params, name, f"{label}: its input {name}")
+        affine[layer.output] = _quantized(params, layer.output, f"{label}: its output {layer.output}")
+        if layer.op in ("Conv", "Gemm", "MatMul"):
+            quantized[layer.name] = _contraction_weights(layer, weights, affine, label)
+            for position in quantized[layer.name]:
+                affine[weight_key(layer, position)] = weights[layer.operands[position]][1]
+    return QuantizedGraph(g, {}, quantized, {}, affine)
+
+
+def _affine(node, consts: Mapping[str, np.ndarray], label: str) -> Affine:
+    """The parameters of a QuantizeLinear/DequantizeLinear node (constant scale and zero point)."""
+    names = list(node.input) + [""] * (3 - len(node.input))
+    if names[1] not in consts or (names[2] and names[2] not in consts):
+        raise GraphError(f"{label}: its scale and zero point must be constants")
+    scale = np.asarray(consts[names[1]], np.float32)
+    zero = consts[names[2]] if names[2] else np.zeros((), np.uint8)
+    if zero.dtype not in (np.uint8, np.int8, np.int32):
+        raise GraphError(f"{label}: zero point of type {zero.dtype}; Tandem takes uint8 and int8 tensors "
+                         f"(and int32 biases)")
+    if np.unique(zero).size > 1:
+        raise GraphError(f"{label}: a zero point per channel; Tandem takes one zero point per tensor")
+    if not np.all(scale > 0) or not np.all(np.isfinite(scale)):
+        raise GraphError(f"{label}: scales must be positive and finite")
+    return Affine(scale, int(zero.reshape(-1)[0]) if zero.size else 0, str(zero.dtype))
+
+
+def _quantized(params: Mapping[str, Affine], name: str, what: str) -> Affine:
+    if name not in params:
+        raise GraphError(f"{what} is not quantized (no QuantizeLinear writes it): Tandem runs a quantized "
+                         f"model's layers on quantized tensors only")
+    if params[name].scale.size != 1 or params[name].dtype not in ("uint8", "int8"):
+        raise GraphError(f"{what}: an activation must have one scale and a uint8 or int8 type")
+    return params[name]
+
+
+def _float_model(model, kept: list, weights: Mapping[str, tuple[np.ndarray, Affine]],
+                 alias: Mapping[str, str], where: str):
+    """The model with its QuantizeLinear/DequantizeLinear nodes gone: the float operators on the
+    activations, each dequantized weight an initializer of its float value."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    inits = [numpy_helper.from_array(
+        reference.dequantize_linear(q, a.scale.reshape((-1,) + (1,) * (q.ndim - 1)) if a.scale.size > 1
+                                    else a.scale, a.zero_point), name) for name, (q, a) in weights.items()]
+    used = {name for node in kept for name in node.input}
+    inits += [t for t in graph.initializer if t.name in used]
+    outputs = []
+    for value in graph.output:
+        out = onnx.ValueInfoProto()
+        out.CopyFrom(value)
+        out.name = alias.get(value.name, value.name)
+        outputs.append(out)
+    if len(outputs) != 1:
+        raise GraphError(f"{where}: {len(outputs)} graph outputs; Tandem runs models of one output")
+    inputs = [i for i in graph.input if i.name not in {t.name for t in graph.initializer}]
+    float_graph = helper.make_graph(kept, graph.name or "quantized", inputs, outputs, inits)
+    out = helper.make_model(float_graph, opset_imports=list(model.opset_import))
+    out.ir_version = model.ir_version
+    return out
+
+
+def _contraction_weights(layer: Layer, weights: Mapping[str, tuple[np.ndarray, Affine]],
+                         affine: Mapping[str, Affine], label: str) -> dict[int, np.ndarray]:
+    """A Conv's, Gemm's or MatMul's quantized weights (int8, symmetric) and bias (int32 at ``sx * sw``)."""
+    if layer.operands[1] not in weights:
+        raise GraphError(f"{label}: its weights must be a quantized constant (a MatMul of two activations is "
+                         f"not imported from a quantized model yet)")
+    if layer.op == "Gemm" and (layer.attrs.get("transA") or layer.attrs.get("alpha", 1.0) != 1.0
+                               or layer.attrs.get("beta", 1.0) != 1.0):
+        raise GraphError(f"{label}: a Gemm with transA, alpha or beta")
+    w, wa = weights[layer.operands[1]]
+    if w.dtype != np.int8 or wa.zero_point != 0:
+        raise GraphError(f"{label}: weights must be int8 with zero point 0 (symmetric), not {w.dtype} with "
+                         f"zero point {wa.zero_point}")
+    out = {1: w}
+    if len(layer.operands) > 2 and layer.operands[2]:
+        if layer.operands[2] not in weights:
+            raise GraphError(f"{label}: its bias must be a quantized constant (int32)")
+        b, ba = weights[layer.operands[2]]
+        want = np.float32(affine[layer.inputs[0]].scale) * wa.scale
+        if b.dtype != np.int32 or ba.zero_point != 0 or ba.scale.size not in (1, want.size) or not np.all(
+                ba.scale.reshape(-1) == want.reshape(-1)):
+            raise GraphError(f"{label}: its bias must be int32 at the scale x_scale * w_scale with zero "
+                             f"point 0 (as onnxruntime's quantizer writes it)")
+        out[2] = b
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the integer graph
+
+def quantize_input(q, name: str, x: np.ndarray) -> np.ndarray:
+    """The graph input ``name`` quantized (QuantizeLinear)."""
+    a = q.affine[name]
+    return reference.quantize_linear(x, a.scale, a.zero_point, *a.bounds).astype(a.dtype)
+
+
+def dequantize(q, name: str, value: np.ndarray) -> np.ndarray:
+    a = q.affine[name]
+    return reference.dequantize_linear(value, a.scale, a.zero_point)
+
+
+def contraction_scale(q, layer: Layer) -> np.ndarray:
+    """The float32 requantization scale of a Conv/Gemm/MatMul, per output channel: ``(sx * sw) / sy``."""
+    sx, sy = q.affine[layer.inputs[0]].scale, q.affine[layer.output].scale
+    sw = q.affine[weight_key(layer, 1)].scale
+    channels = layer.shape[1] if layer.op == "Conv" else layer.shape[-1]
+    return np.broadcast_to((np.float32(sx) * sw) / np.float32(sy), (channels,)).astype(np.float32)
+
+
+def mean_scale(q, layer: Layer, count: int) -> np.float32:
+    """The float32 requantization scale of a global average pool of ``count`` values: ``sx / (sy * n)``."""
+    sx, sy = np.float32(q.affine[layer.inputs[0]].scale), np.float32(q.affine[layer.output].scale)
+    return np.float32(sx / np.float32(sy * np.float32(count)))
+
+
+def add_constants(q, layer: Layer) -> tuple[np.float32, np.float32, np.float32]:
+    pa, pb, pc = (q.affine[name] for name in (*layer.inputs, layer.output))
+    return reference.qlinear_add_constants(pa.scale, pa.zero_point, pb.scale, pb.zero_point, pc.scale,
+                                           pc.zero_point)
+
+
+def integer_layer(q, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
+    """``layer``'s quantized output from its inputs' (the module's rule)."""
+    op, p = layer.op, q.affine
+    out = p[layer.output]
+    ins = [np.asarray(values[name], np.int64) for name in layer.inputs]
+    if op in ("Conv", "Gemm", "MatMul") and layer.name in q.weights:
+        w = q.weights[layer.name]
+        x = ins[0] - p[layer.inputs[0]].zero_point
+        if op == "Conv":
+            a = layer.attrs
+            acc = reference.conv_nd(x, w[1].astype(np.int64), a.get("strides", [1])[0], a.get("pads", [0])[0],
+                                    a.get("dilations", [1])[0], a.get("group", 1))
+            bias = w[2].reshape(1, -1, 1, 1) if 2 in w else 0
+            scale = contraction_scale(q, layer).reshape(1, -1, 1, 1)
+        else:
+            wt = w[1].T if op == "Gemm" and layer.attrs.get("transB") else w[1]
+            acc = np.matmul(x, wt.astype(np.int64))
+            bias, scale = (w[2] if 2 in w else 0), contraction_scale(q, layer)
+        return reference.requantize_scaled(acc + bias, scale, out.zero_point, *out.bounds).astype(out.dtype)
+    if op == "Add" and len(ins) == 2:
+        return reference.qlinear_add(*ins, *add_constants(q, layer), *out.bounds).astype(out.dtype)
+    same = all(p[name].same(out) for name in layer.inputs)
+    if op == "GlobalAveragePool":
+        count = math.prod(ins[0].shape[2:])
+        acc = ins[0].sum(axis=(2, 3), keepdims=True) - p[layer.inputs[0]].zero_point * count
+        return reference.requantize_scaled(acc, mean_scale(q, layer, count), out.zero_point,
+                                           *out.bounds).astype(out.dtype)
+    if op == "MaxPool" and same:
+        return max_pool(layer, ins[0], out.bounds[0]).astype(out.dtype)
+    if op in MOVES and same:
+        return tg.evaluate(layer, dict(zip(layer.inputs, ins, strict=True))).astype(out.dtype)
+    # a group onnxruntime does not fuse: dequantize, the float operator (float32), quantize
+    floats = {name: dequantize(q, name, v) for name, v in zip(layer.inputs, ins, strict=True)}
+    result = tg.evaluate(layer, floats).astype(np.float32)
+    return reference.quantize_linear(result, out.scale, out.zero_point, *out.bounds).astype(out.dtype)
+
+
+def max_pool(layer: Layer, x: np.ndarray, lowest: int) -> np.ndarray:
+    """A max pool on integers, padded with the type's lowest value (no window's maximum is below it)."""
+    a = layer.attrs
+    pad, stride = a.get("pads", [0])[0], a.get("strides", [1])[0]
+    x = np.pad(np.asarray(x, np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=lowest)
+    return np.stack([reference.pool2d(image, tuple(a["kernel_shape"]), stride, "max") for image in x])
