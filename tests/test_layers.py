@@ -201,3 +201,145 @@ def test_the_code_execution_check_can_fail():
     assert code_executing_calls(bad, "bad.py") == [
         "bad.py:1: imports pickle", "bad.py:2: imports marshal", "bad.py:3: calls eval()",
         "bad.py:4: calls exec()"]
+
+
+# ---- tandem/'s packages: one order between them, no import circle
+
+#: tandem/'s packages in dependency order: each may import the ones before it (and itself), never after
+TANDEM_ORDER = ("flows", "network", "sweep", "regress", "cli")
+
+
+def tandem_package(module: str) -> str | None:
+    """The package of ``TANDEM_ORDER`` a ``tandem.*`` module belongs to (None for tandem itself and
+    tandem/__main__)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "tandem" and parts[1] in TANDEM_ORDER else None
+
+
+def runtime_imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """``imported_modules`` less the imports under ``if TYPE_CHECKING:`` (they never run) and with
+    ``from package import submodule`` resolved to the submodule where one exists under REPO."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for child in node.body for n in ast.walk(child)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = (node.module or "") if node.level == 0 else resolve_relative(
+                module, is_package, node.level, node.module) or ""
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                path = REPO.joinpath(*sub.split("."))
+                is_module = path.with_suffix(".py").exists() or path.is_dir()
+                found.append((node.lineno, sub if is_module else base))
+        elif isinstance(node, ast.Import | ast.Call):
+            holder = ast.Module(body=[node] if isinstance(node, ast.Import) else [ast.Expr(node)],
+                                type_ignores=[])
+            found += imported_modules(holder, module, is_package)
+    return found
+
+
+def tandem_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the tandem modules it imports (anywhere in the file, functions included)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((root / "tandem").rglob("*.py")):
+        module, is_package = module_name(path, root)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        graph[module] = {name for _, name in runtime_imports(tree, module, is_package)
+                         if name.split(".")[0] == "tandem" and name != module}
+    return graph
+
+
+def package_order_violations(graph: dict[str, set[str]]) -> list[str]:
+    """'a imports b' for every import of a tandem package that comes later in TANDEM_ORDER."""
+    bad = []
+    for module, imports in sorted(graph.items()):
+        mine = tandem_package(module)
+        for name in sorted(imports):
+            theirs = tandem_package(name)
+            if mine and theirs and TANDEM_ORDER.index(theirs) > TANDEM_ORDER.index(mine):
+                bad.append(f"{module} imports {name} ({mine} comes before {theirs}: "
+                           f"{' <- '.join(TANDEM_ORDER)})")
+    return bad
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more modules (Tarjan), each sorted: the import circles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph:
+                continue
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            members = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                members.append(top)
+                if top == node:
+                    break
+            if len(members) > 1:
+                circles.append(sorted(members))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+def test_tandem_packages_import_in_one_order() -> None:
+    graph = tandem_graph(REPO)
+    assert {tandem_package(m) for m in graph} >= set(TANDEM_ORDER)
+    bad = package_order_violations(graph)
+    assert not bad, "tandem/ package order violated:\n" + "\n".join(bad)
+
+
+def test_tandem_has_no_import_circle() -> None:
+    circles = import_circles(tandem_graph(REPO))
+    assert not circles, "import circles in tandem/ (imports inside functions count):\n" + "\n".join(
+        " <-> ".join(c) for c in circles)
+
+
+def test_typer_is_imported_only_by_the_command_line() -> None:
+    offenders = []
+    for path in sorted((REPO / "tandem").rglob("*.py")):
+        module, is_package = module_name(path, REPO)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        if tandem_package(module) != "cli" and any(
+                name.split(".")[0] == "typer" for _, name in imported_modules(tree, module, is_package)):
+            offenders.append(str(path.relative_to(REPO)))
+    assert not offenders, f"typer imported outside tandem/cli: {offenders}"
+
+
+def test_the_circle_and_order_checks_can_fail() -> None:
+    graph = {"tandem.flows.a": {"tandem.flows.b"}, "tandem.flows.b": {"tandem.flows.c"},
+             "tandem.flows.c": {"tandem.flows.a", "tandem.cli.app"}, "tandem.cli.app": set(),
+             "tandem.network.x": {"tandem.network.x"}}
+    assert import_circles(graph) == [["tandem.flows.a", "tandem.flows.b", "tandem.flows.c"]]
+    assert package_order_violations(graph) == [
+        "tandem.flows.c imports tandem.cli.app (flows comes before cli: flows <- network <- sweep <- regress "
+        "<- cli)"]
+
+
+def test_imports_inside_functions_and_from_package_imports_are_edges() -> None:
+    source = "def f():\n    from tandem.network import graph\n\nimport typing\nif typing.TYPE_CHECKING:\n" \
+             "    from tandem.cli import app\n"
+    tree = ast.parse(source)
+    found = sorted(runtime_imports(tree, "tandem.flows.x", False))
+    assert found == [(2, "tandem.network.graph"), (4, "typing")]
