@@ -23,43 +23,48 @@ from compiler.errors import CodegenError
 
 
 @cache
-def _native() -> dict[str, object]:
-    """JIT helpers: the time-stamp counter and a vpdpbusd throughput loop (kept alive with their engine)."""
-    module = ll.Module("tandem_cpu_probe")
+def _jit(name: str) -> tuple[object, Callable]:
+    """One JIT helper, compiled in a module of its own (kept alive with its engine): ``tsc``, the
+    time-stamp counter, or ``vnni`` / ``fma``, a throughput loop of that instruction. Each is compiled only
+    when asked for, so a CPU without AVX-512 VNNI still reads its counter (LLVM aborts the process on an
+    intrinsic the CPU lacks: ``measure_peak`` refuses first)."""
+    module = ll.Module(f"tandem_cpu_probe_{name}")
     i32, i64 = ll.IntType(32), ll.IntType(64)
-    tsc = ll.Function(module, ll.FunctionType(i64, []), "tandem_tsc")
-    b = ll.IRBuilder(tsc.append_basic_block())
-    b.ret(b.call(ll.Function(module, ll.FunctionType(i64, []), "llvm.readcyclecounter"), []))
-    v16, v64 = ll.VectorType(i32, 16), ll.VectorType(ll.IntType(8), 64)
-    f16 = ll.VectorType(ll.FloatType(), 16)
-    dot = ll.Function(module, ll.FunctionType(v16, [v16, v64, v64]), "llvm.x86.avx512.vpdpbusd.512")
-    fma = ll.Function(module, ll.FunctionType(f16, [f16, f16, f16]), "llvm.fma.v16f32")
+    if name == "tsc":
+        tsc = ll.Function(module, ll.FunctionType(i64, []), "tandem_tsc")
+        b = ll.IRBuilder(tsc.append_basic_block())
+        b.ret(b.call(ll.Function(module, ll.FunctionType(i64, []), "llvm.readcyclecounter"), []))
+        proto = ctypes.CFUNCTYPE(ctypes.c_int64)
+    elif name == "vnni":
+        v16, v64 = ll.VectorType(i32, 16), ll.VectorType(ll.IntType(8), 64)
+        dot = ll.Function(module, ll.FunctionType(v16, [v16, v64, v64]), "llvm.x86.avx512.vpdpbusd.512")
 
-    def vnni_operands(b: ll.IRBuilder, seed: ll.Value) -> tuple[ll.Value, ll.Value]:
-        a = b.bitcast(b.insert_element(ll.Constant(v16, None), seed, ll.Constant(i32, 0)), v64)
-        w = b.insert_element(ll.Constant(v16, None), b.add(seed, ll.Constant(i32, 1)), ll.Constant(i32, 0))
-        return a, b.bitcast(w, v64)
+        def vnni_operands(b: ll.IRBuilder, seed: ll.Value) -> tuple[ll.Value, ll.Value]:
+            a = b.bitcast(b.insert_element(ll.Constant(v16, None), seed, ll.Constant(i32, 0)), v64)
+            w = b.insert_element(ll.Constant(v16, None), b.add(seed, ll.Constant(i32, 1)),
+                                 ll.Constant(i32, 0))
+            return a, b.bitcast(w, v64)
 
-    def fma_operands(b: ll.IRBuilder, seed: ll.Value) -> tuple[ll.Value, ll.Value]:
-        x = b.sitofp(seed, ll.FloatType())
-        return (b.insert_element(ll.Constant(f16, None), x, ll.Constant(i32, 0)),
-                b.insert_element(ll.Constant(f16, None), b.fadd(x, ll.Constant(ll.FloatType(), 1.0)),
-                                 ll.Constant(i32, 0)))
+        _throughput_loop(module, "tandem_vnni", v16, vnni_operands,
+                         lambda b, acc, a, w: b.call(dot, [acc, a, w]))
+        proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)
+    else:
+        f16 = ll.VectorType(ll.FloatType(), 16)
+        fma = ll.Function(module, ll.FunctionType(f16, [f16, f16, f16]), "llvm.fma.v16f32")
 
-    _throughput_loop(module, "tandem_vnni_loop", v16, vnni_operands,
-                     lambda b, acc, a, w: b.call(dot, [acc, a, w]))
-    _throughput_loop(module, "tandem_fma_loop", f16, fma_operands,
-                     lambda b, acc, a, w: b.call(fma, [a, w, acc]))
+        def fma_operands(b: ll.IRBuilder, seed: ll.Value) -> tuple[ll.Value, ll.Value]:
+            x = b.sitofp(seed, ll.FloatType())
+            return (b.insert_element(ll.Constant(f16, None), x, ll.Constant(i32, 0)),
+                    b.insert_element(ll.Constant(f16, None), b.fadd(x, ll.Constant(ll.FloatType(), 1.0)),
+                                     ll.Constant(i32, 0)))
+
+        _throughput_loop(module, "tandem_fma", f16, fma_operands,
+                         lambda b, acc, a, w: b.call(fma, [a, w, acc]))
+        proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)
     tm = target_machine()  # initializes LLVM's native target before the parse
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), tm)
     engine.finalize_object()
-    loop = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)
-    return {
-        "engine": engine,
-        "tsc": ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address("tandem_tsc")),
-        "vnni": loop(engine.get_function_address("tandem_vnni_loop")),
-        "fma": loop(engine.get_function_address("tandem_fma_loop")),
-    }
+    return engine, proto(engine.get_function_address(f"tandem_{name}"))
 
 
 def _throughput_loop(module: ll.Module, name: str, vector: ll.VectorType, operands: Callable, step: Callable
@@ -100,7 +105,7 @@ ACCUMULATORS = 12  # independent vpdpbusd chains: enough to cover its latency at
 
 def tsc_ticks(fn: Callable[[], object]) -> int:
     """Time-stamp-counter ticks one call of ``fn`` takes."""
-    tsc = _native()["tsc"]
+    tsc = _jit("tsc")[1]
     t0 = tsc()
     fn()
     return tsc() - t0
@@ -109,7 +114,7 @@ def tsc_ticks(fn: Callable[[], object]) -> int:
 @cache
 def tsc_hz() -> float:
     """Ticks of the time-stamp counter per second, measured against ``time.perf_counter`` over 50 ms."""
-    tsc = _native()["tsc"]
+    tsc = _jit("tsc")[1]
     t0, c0 = time.perf_counter(), tsc()
     while time.perf_counter() - t0 < 0.05:
         pass
@@ -133,7 +138,7 @@ def measure_peak(threads: int = 1, instruction: str = "vnni") -> float:
         raise CodegenError("cpu: this CPU has no AVX-512 VNNI to measure")
     if instruction == "fma" and not host_cpu()["avx512f"]:
         raise CodegenError("cpu: this CPU has no AVX-512 to measure")
-    loop = _native()[instruction]
+    loop = _jit(instruction)[1]
     iterations = 300_000
     ops = iterations * ACCUMULATORS * PEAK_OPS[instruction] * 2
 
