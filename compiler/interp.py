@@ -89,8 +89,10 @@ import isa
 from compiler.errors import InterpError
 from compiler.ir import dtypes
 from compiler.ir import nodes as n
+from compiler.ir.dae_tokens import DepToken
 from compiler.ir.dtypes import DType
 from compiler.ir.functor import post_order_visit
+from compiler.ir.intrinsics import INTRINSICS, MATH, Call
 from isa.lang.scalar import evaluate as evaluate_scalar
 
 Value = int | float | bool
@@ -509,15 +511,15 @@ class _Compiler:
 
         return select
 
-    def expr_Call(self, e: n.Call) -> ExprFn:
-        if e.name not in n.INTRINSICS:
+    def expr_Call(self, e: Call) -> ExprFn:
+        if e.name not in INTRINSICS:
             raise InterpError(f"unknown intrinsic '{e.name}' in '{e}'")
-        if len(e.args) != n.INTRINSICS[e.name]:
+        if len(e.args) != INTRINSICS[e.name]:
             raise InterpError(
-                f"intrinsic '{e.name}': expected {n.INTRINSICS[e.name]} arguments, "
+                f"intrinsic '{e.name}': expected {INTRINSICS[e.name]} arguments, "
                 f"but got {len(e.args)} in '{e}'"
             )
-        if e.name in n.MATH:   # exact in float64, rounded once to the result's type
+        if e.name in MATH:   # exact in float64, rounded once to the result's type
             fx, rnd, fn = self.expr(e.args[0]), _rounder(e.dtype), getattr(np, e.name)
 
             def math_fn(env: Env) -> float:
@@ -729,7 +731,7 @@ class _Compiler:
 
         return evaluate_
 
-    def stmt_DepToken(self, s: n.DepToken) -> StmtFn:
+    def stmt_DepToken(self, s: DepToken) -> StmtFn:
         for x in s.label:  # compiled for its static checks (bound variables); tokens order nothing here
             self.expr(x)
         return lambda env: None

@@ -47,8 +47,10 @@ from compiler.arith import Interval, bound, linear_form
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
 from compiler.ir import nodes as n
+from compiler.ir.dae_tokens import DepToken
 from compiler.ir.dtypes import DType
 from compiler.ir.functor import IRVisitor, free_vars
+from compiler.ir.intrinsics import MATH, Call
 
 MAX_UNROLL = 64
 STACK_LIMIT = 512 * 1024
@@ -181,7 +183,7 @@ class FunctionEmitter:
         finally:
             self.contract = False
 
-    def stmt_DepToken(self, s: n.DepToken) -> None:
+    def stmt_DepToken(self, s: DepToken) -> None:
         """Tokens order the units of a decoupled machine; sequential code needs none."""
 
     def stmt_Evaluate(self, s: n.Evaluate) -> None:
@@ -608,8 +610,8 @@ class FunctionEmitter:
             c, t, f = self.splat(c), self.splat(t), self.splat(f)
         return self.builder.select(c, t, f)
 
-    def expr_Call(self, e: n.Call) -> ll.Value:
-        if e.name in n.MATH:   # LLVM's intrinsic of the same name (a libm call, per lane)
+    def expr_Call(self, e: Call) -> ll.Value:
+        if e.name in MATH:   # LLVM's intrinsic of the same name (a libm call, per lane)
             x = self.expr(e.args[0])
             scalar = _scalar(x.type)
             suffix = {ll.HalfType: "f16", ll.FloatType: "f32", ll.DoubleType: "f64"}[type(scalar)]
@@ -792,7 +794,7 @@ class _Straight(IRVisitor):
             self.ok = False
         self.generic_visit(s)
 
-    def visit_Call(self, e: n.Call) -> None:
+    def visit_Call(self, e: Call) -> None:
         if e.name == "if_then_else" and self._lane_dependent(e.args[0]):
             self.ok = False
         self.generic_visit(e)
