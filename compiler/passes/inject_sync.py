@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import isa
 from compiler.arith import simplify
 from compiler.errors import LoweringError
-from compiler.interp import read_operands, written_operands
+from compiler.interp.tensor_insn import read_operands, written_operands
 from compiler.ir import nodes as ir
 from compiler.ir.dae_tokens import DAE_UNITS, DepToken
 from compiler.ir.functor import post_order_visit
