@@ -23,26 +23,26 @@ from compiler.errors import IRTypeError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor
+from compiler.ir.intrinsics import Call, if_then_else, math_call
 
 cast = ir.cast
 const = ir.const
-if_then_else = ir.if_then_else
 
 
-def exp(x) -> ir.Call:
-    return ir.math_call("exp", x)
+def exp(x) -> Call:
+    return math_call("exp", x)
 
 
-def log(x) -> ir.Call:
-    return ir.math_call("log", x)
+def log(x) -> Call:
+    return math_call("log", x)
 
 
-def sqrt(x) -> ir.Call:
-    return ir.math_call("sqrt", x)
+def sqrt(x) -> Call:
+    return math_call("sqrt", x)
 
 
-def tanh(x) -> ir.Call:
-    return ir.math_call("tanh", x)
+def tanh(x) -> Call:
+    return math_call("tanh", x)
 
 
 class IterKind(enum.Enum):

@@ -52,7 +52,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER, ConvSpec, GemmSpec, time_callable
+from baselines.cpu_layers import ConvSpec, GemmSpec
+from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER
+from baselines.peer import time_callable
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu, vita

@@ -46,7 +46,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from baselines.cpu_peers import OnnxRuntimePeer, prepare_contraction, prepare_contraction_tvm, time_callable
+from baselines.onnxruntime_peer import OnnxRuntimePeer, prepare_contraction
+from baselines.peer import time_callable
+from baselines.tvm_contractions import prepare_contraction_tvm
 from compiler.errors import TandemError
 from compiler.ops import contractions
 from sim.core.errors import SimError

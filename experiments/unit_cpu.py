@@ -40,7 +40,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from baselines.cpu_peers import ALL_PEERS, ConvSpec, time_callable
+from baselines.cpu_layers import ConvSpec
+from baselines.cpu_peers import ALL_PEERS
+from baselines.peer import time_callable
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from tandem.flows.cpu import CpuLayer, run_cpu

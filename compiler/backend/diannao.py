@@ -39,7 +39,7 @@ Accepted IR (anything else raises ``LoweringError`` naming the node):
   offsets may depend on loop variables and the core index), split into rows or several instructions where the
   spec's field widths require it (``split_copy``); every other instruction has immediate addresses, so its
   region offsets must simplify to constants. Type fields follow the regions' buffer dtypes as in
-  compiler/interp.py, and operands must lie in the spaces the spec gives them.
+  compiler/interp/, and operands must lie in the spaces the spec gives them.
 
 Marked regions: an ``Attr`` whose key starts with "pragma_" marks code meant to become tensor instructions.
 Every scalar instruction emitted inside one (loop control, address arithmetic, loads, ops, stores) is a
@@ -64,7 +64,7 @@ from compiler.arith import Interval, simplify
 from compiler.backend.diannao_emit import TENSOR_GROUPS, Code, Label, Late, RegisterFile
 from compiler.backend.diannao_scalar import Binding, Place, Scalar, Val, float_bits
 from compiler.errors import InterpError, LoweringError, VerifyError
-from compiler.interp import bind_types
+from compiler.interp.tensor_insn import bind_types
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor, fields_of, post_order_visit
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED

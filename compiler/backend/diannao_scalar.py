@@ -38,6 +38,7 @@ from compiler.backend.diannao_emit import Code, Label, Late, RegisterFile
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.dtypes import DType
+from compiler.ir.intrinsics import Call
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 _F32 = struct.Struct("<f")
@@ -419,7 +420,7 @@ class Scalar:
     def _Select(self, e: ir.Select) -> Val:
         return self._select(e, e.cond, e.true_value, e.false_value)
 
-    def _Call(self, e: ir.Call) -> Val:
+    def _Call(self, e: Call) -> Val:
         if e.name != "if_then_else" or len(e.args) != 3:
             raise self.error(f"the DianNao backend has no intrinsic '{e.name}'", e)
         return self._select(e, *e.args)

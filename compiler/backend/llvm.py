@@ -42,7 +42,7 @@ from compiler.backend.llvm_emit import ErrorTable, FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
 from compiler.backend.llvm_parallel import emit_fork, emit_repeat, openmp_available
 from compiler.errors import CodegenError, CpuRuntimeError
-from compiler.interp import contiguous_args, match_args, stored_buffers
+from compiler.interp.args import contiguous_args, match_args, stored_buffers
 from compiler.ir import nodes as n
 from compiler.ir.functor import IRVisitor
 

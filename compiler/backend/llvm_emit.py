@@ -25,7 +25,8 @@ local buffers fold and LLVM keeps them in registers); a vectorized loop with a c
 is straight-line code (Stores, Lets, guards that do not depend on the lane) becomes vector IR, one lane per
 iteration: loads and stores contiguous in the loop variable are vector loads and stores, lane-invariant ones
 stay scalar, any other is gathered or scattered lane by lane. A vectorized loop that cannot be (a nested
-loop, a lane-dependent guard, a buffer both loaded and stored at different indices) runs as a serial loop.
+loop, a lane-dependent guard, a buffer both loaded and stored at different indices) runs as a serial loop
+(``compiler.backend.llvm_vectorize`` tells them apart).
 Parallel and thread-bound loops below the top level run serially inside their thread.
 
 Allocations become stack memory (``alloca`` in the entry block) up to ``STACK_LIMIT`` bytes per function,
@@ -44,11 +45,14 @@ from dataclasses import dataclass, field
 from llvmlite import ir as ll
 
 from compiler.arith import Interval, bound, linear_form
+from compiler.backend.llvm_vectorize import _const_int, vectorizable
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
 from compiler.ir import nodes as n
+from compiler.ir.dae_tokens import DepToken
 from compiler.ir.dtypes import DType
-from compiler.ir.functor import IRVisitor, free_vars
+from compiler.ir.functor import free_vars
+from compiler.ir.intrinsics import MATH, Call
 
 MAX_UNROLL = 64
 STACK_LIMIT = 512 * 1024
@@ -181,7 +185,7 @@ class FunctionEmitter:
         finally:
             self.contract = False
 
-    def stmt_DepToken(self, s: n.DepToken) -> None:
+    def stmt_DepToken(self, s: DepToken) -> None:
         """Tokens order the units of a decoupled machine; sequential code needs none."""
 
     def stmt_Evaluate(self, s: n.Evaluate) -> None:
@@ -608,8 +612,8 @@ class FunctionEmitter:
             c, t, f = self.splat(c), self.splat(t), self.splat(f)
         return self.builder.select(c, t, f)
 
-    def expr_Call(self, e: n.Call) -> ll.Value:
-        if e.name in n.MATH:   # LLVM's intrinsic of the same name (a libm call, per lane)
+    def expr_Call(self, e: Call) -> ll.Value:
+        if e.name in MATH:   # LLVM's intrinsic of the same name (a libm call, per lane)
             x = self.expr(e.args[0])
             scalar = _scalar(x.type)
             suffix = {ll.HalfType: "f16", ll.FloatType: "f32", ll.DoubleType: "f64"}[type(scalar)]
@@ -734,10 +738,6 @@ def _resize_float(b: ll.IRBuilder, v: ll.Value, target: ll.Type) -> ll.Value:
     return b.fpext(v, target) if want > have else b.fptrunc(v, target)
 
 
-def _const_int(e: n.Expr) -> int | None:
-    return int(e.value) if isinstance(e, n.IntImm) else None
-
-
 def _flat_expr(buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> n.Expr:
     """The row-major flat index of ``buffer[indices]`` as an IR expression (in the indices' dtype when
     they share one and the buffer's size fits it, else int64)."""
@@ -750,66 +750,3 @@ def _flat_expr(buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> n.Expr:
         i = n.cast(index, dt)
         flat = i if flat is None else flat * size + i
     return flat
-
-
-def vectorizable(loop: n.For) -> bool:
-    """Whether a vectorized loop can be vector IR: straight-line code, lanes independent."""
-    if _const_int(loop.extent) is None or _const_int(loop.extent) < 2:
-        return False
-    checker = _Straight(loop.var)
-    checker.visit(loop.body)
-    if not checker.ok:
-        return False
-    for buffer, stored in checker.stores.items():  # a lane must not read what another lane writes
-        loaded = checker.loads.get(buffer, set())
-        if any(idx not in stored for idx in loaded) or len(stored) > 1:
-            return False
-    return True
-
-
-class _Straight(IRVisitor):
-    """Straight-line code whose guards do not depend on the lane; collects each buffer's accesses."""
-
-    def __init__(self, var: n.Var) -> None:
-        self.varying, self.ok = {var}, True
-        self.loads: dict[n.Buffer, set[tuple]] = {}
-        self.stores: dict[n.Buffer, set[tuple]] = {}
-
-    def _lane_dependent(self, e: n.Expr) -> bool:
-        return any(v in self.varying for v in free_vars(e))
-
-    def visit_For(self, s: n.For) -> None:
-        self.ok = False
-
-    def visit_TensorInsn(self, s: n.TensorInsn) -> None:
-        self.ok = False
-
-    def visit_Allocate(self, s: n.Allocate) -> None:
-        self.ok = False
-
-    def visit_IfThenElse(self, s: n.IfThenElse) -> None:
-        if self._lane_dependent(s.cond):
-            self.ok = False
-        self.generic_visit(s)
-
-    def visit_Call(self, e: n.Call) -> None:
-        if e.name == "if_then_else" and self._lane_dependent(e.args[0]):
-            self.ok = False
-        self.generic_visit(e)
-
-    def visit_Let(self, s: n.Let) -> None:
-        if self._lane_dependent(s.value):
-            self.varying.add(s.var)
-        self.generic_visit(s)
-
-    def visit_Load(self, e: n.Load) -> None:
-        self.loads.setdefault(e.buffer, set()).add(tuple(map(_key, e.indices)))
-        self.generic_visit(e)
-
-    def visit_Store(self, s: n.Store) -> None:
-        self.stores.setdefault(s.buffer, set()).add(tuple(map(_key, s.indices)))
-        self.generic_visit(s)
-
-
-def _key(e: n.Expr) -> str:
-    return str(e)

@@ -36,7 +36,7 @@ from compiler.backend.llvm import target_machine
 from compiler.backend.llvm_cross import CrossObject
 from compiler.backend.llvm_emit import I8, I32, I64, PTR, declare
 from compiler.errors import CodegenError, CpuRuntimeError
-from compiler.interp import check_array, match_args, stored_buffers
+from compiler.interp.args import check_array, match_args, stored_buffers
 
 __all__ = ["emulator", "linker", "run_emulated", "unavailable"]
 

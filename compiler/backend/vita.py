@@ -34,6 +34,7 @@ from compiler.arith import linear_form
 from compiler.errors import LoweringError
 from compiler.interp import evaluate
 from compiler.ir import nodes as ir
+from compiler.ir.dae_tokens import DAE_UNITS, DepToken
 from compiler.ir.functor import substitute
 from compiler.passes.check_token_order import Token
 from compiler.passes.tensorize import space_of
@@ -87,7 +88,7 @@ class _Emitter:
         self.func, self.spec, self.p = func, spec, spec.params
         self.insns: list[dict] = []          # {"name", "unit", fields...}
         self.last: dict[str, int] = {}       # unit -> index of its last instruction
-        self.pending: dict[str, list[tuple[str, Token]]] = {u: [] for u in ir.DAE_UNITS}
+        self.pending: dict[str, list[tuple[str, Token]]] = {u: [] for u in DAE_UNITS}
         self.tokens: list[Token] = []
         self.uops: list[isa.Insn] = []
         self.uop_lists: dict[tuple, int] = {}
@@ -145,7 +146,7 @@ class _Emitter:
                 self.walk(s.then_case, env)
             elif s.else_case is not None:
                 self.walk(s.else_case, env)
-        elif isinstance(s, ir.DepToken):
+        elif isinstance(s, DepToken):
             label = tuple(self.value(x, env) for x in s.label)
             tok = Token(len(self.insns), s.action, s.src, s.dst, s.token, label)
             if s.action == "push":

@@ -4,6 +4,7 @@ Import the nodes from here: ``from compiler.ir import For, Load, Store, Var, ...
 """
 
 from compiler.ir import dtypes
+from compiler.ir.dae_tokens import DepToken
 from compiler.ir.dtypes import DType, dtype
 from compiler.ir.equality import assert_structural_equal, structural_equal
 from compiler.ir.functor import (
@@ -14,23 +15,20 @@ from compiler.ir.functor import (
     post_order_visit,
     substitute,
 )
+from compiler.ir.intrinsics import INTRINSICS, MATH, Call, if_then_else, math_call
 from compiler.ir.nodes import (
     EQ,
     GE,
     GT,
-    INTRINSICS,
     LE,
     LT,
-    MATH,
     NE,
     Add,
     Allocate,
     And,
     Attr,
     Buffer,
-    Call,
     Cast,
-    DepToken,
     Div,
     Evaluate,
     Expr,
@@ -64,8 +62,6 @@ from compiler.ir.nodes import (
     as_expr,
     cast,
     const,
-    if_then_else,
-    math_call,
     max_,
     min_,
     seq,

@@ -4,6 +4,8 @@ Nodes are frozen, slotted dataclasses; edit them with ``dataclasses.replace`` or
 ``Var`` and ``Buffer`` have identity semantics (two variables named ``i`` are different variables);
 every other node compares by value, so ``==`` is exact syntactic equality under variable identity.
 Use ``compiler.ir.structural_equal`` to compare programs up to renaming of bound variables.
+Intrinsic calls (``Call``) are in ``compiler.ir.intrinsics``, dependency tokens (``DepToken``) in
+``compiler.ir.dae_tokens``.
 
 Expressions overload Python operators (``+ - * // % / < <= > >= & | ~``) to build nodes; ``==`` keeps its
 Python meaning (node equality), so build comparisons with ``EQ(a, b)`` / ``NE(a, b)``.
@@ -447,29 +449,6 @@ class Load(Expr):
         return self.buffer.dtype
 
 
-#: Intrinsics known to the IR: name -> number of arguments.
-INTRINSICS = {
-    "if_then_else": 3,  # lazy select: only the chosen branch is evaluated
-    "exp": 1, "log": 1, "sqrt": 1, "tanh": 1,   # float math (MATH)
-}
-#: The float math intrinsics: the functions of the spec language (isa/lang), of one float argument, whose
-#: result has the argument's type (computed exactly and rounded once, like the other float operations).
-MATH = ("exp", "log", "sqrt", "tanh")
-
-
-@dataclass(frozen=True, slots=True)
-class Call(Expr):
-    """Call of an intrinsic ``name`` on ``args`` with result type ``type``."""
-
-    name: str
-    args: tuple[Expr, ...]
-    type: DType
-
-    @property
-    def dtype(self) -> DType:
-        return self.type
-
-
 class ReduceCombiner(enum.Enum):
     """How a reduction combines values: the combiner and its identity."""
 
@@ -657,44 +636,6 @@ class Let(Stmt):
             raise IRTypeError(f"Let {self.var.name}: value dtype {self.value.dtype} != {self.var.dtype}")
 
 
-#: The units of a decoupled access/execute machine, in pipeline order (TVM Sec. 3.5, VTA's stages).
-DAE_UNITS = ("load", "compute", "store")
-
-
-@dataclass(frozen=True, slots=True)
-class DepToken(Stmt):
-    """A dependency token between two units of a decoupled access/execute machine (TVM Sec. 3.5).
-
-    ``action`` "push": unit ``src`` sends a token to unit ``dst`` once everything it issued before this point
-    is done; "pop": unit ``dst`` waits here for a token from ``src``. ``src`` and ``dst`` are adjacent
-    units of DAE_UNITS. ``token`` names the dependency and ``label`` (integer expressions, evaluated where
-    the statement runs) tells one pair of a push and its pop apart from the others: a push and the pop meant
-    to receive its token carry the same token and label, which is what ``check_token_order`` checks.
-    Sequential execution ignores tokens.
-    """
-
-    action: str
-    src: str
-    dst: str
-    token: str
-    label: tuple[Expr, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.action not in ("push", "pop"):
-            raise IRTypeError(f"DepToken: action must be 'push' or 'pop', but got {self.action!r}")
-        if self.src not in DAE_UNITS or self.dst not in DAE_UNITS or \
-                abs(DAE_UNITS.index(self.src) - DAE_UNITS.index(self.dst)) != 1:
-            raise IRTypeError(f"DepToken {self.token}: {self.src} -> {self.dst} are not adjacent units of "
-                              f"{', '.join(DAE_UNITS)}")
-        if not all(isinstance(x, Expr) and x.dtype.is_int for x in self.label):
-            raise IRTypeError(f"DepToken {self.token}: the label must be integer expressions")
-
-    @property
-    def unit(self) -> str:
-        """The unit that executes this token: the sender of a push, the receiver of a pop."""
-        return self.src if self.action == "push" else self.dst
-
-
 def _text(x) -> str:
     return str(x) if isinstance(x, Expr) else repr(x)
 
@@ -811,31 +752,6 @@ def cast(value, dt: DType | str) -> Expr:
     dt = dtypes.dtype(dt)
     value = as_expr(value, dt if not isinstance(value, Expr) else None)
     return value if value.dtype == dt else Cast(value, dt)
-
-
-def if_then_else(cond: Expr, true_value, false_value) -> Call:
-    """Lazy select: evaluates only the chosen value (safe around out-of-range loads, e.g. padding)."""
-    t = as_expr(true_value) if isinstance(true_value, Expr) else None
-    f = as_expr(false_value) if isinstance(false_value, Expr) else None
-    ref = t if t is not None else f
-    if ref is None:
-        t, f = as_expr(true_value), as_expr(false_value)
-    else:
-        t = const_like(true_value, ref)
-        f = const_like(false_value, ref)
-    _check_bool("if_then_else", cond)
-    _check_same("if_then_else", t, f)
-    return Call("if_then_else", (cond, t, f), t.dtype)
-
-
-def math_call(name: str, x) -> Call:
-    """The float math intrinsic ``name`` (one of ``MATH``) of ``x``."""
-    if name not in MATH:
-        raise IRTypeError(f"no math intrinsic {name!r}; expected one of {', '.join(MATH)}")
-    x = as_expr(x)
-    if not x.dtype.is_float:
-        raise IRTypeError(f"{name}: expected a float argument, but '{x}' is {x.dtype}")
-    return Call(name, (x,), x.dtype)
 
 
 def min_(a, b) -> Expr:

@@ -11,6 +11,8 @@ output depends only on the program's structure.
 from __future__ import annotations
 
 from compiler.ir import nodes as n
+from compiler.ir.dae_tokens import DepToken
+from compiler.ir.intrinsics import Call
 
 INDENT = "  "
 
@@ -99,7 +101,7 @@ class _Printer:
             name = self.name(e.buffer)  # names are numbered in textual order: the buffer first
             idx = ", ".join(self.expr(i) for i in e.indices)
             return f"{name}[{idx}]", _ATOM
-        if t is n.Call:
+        if t is Call:
             return f"{e.name}({', '.join(self.expr(a) for a in e.args)})", _ATOM
         if t is n.Reduce:
             source = self.expr(e.source)
@@ -155,7 +157,7 @@ class _Printer:
             self.stmt(s.body, depth + 1)
         elif t is n.TensorInsn:
             self.emit(depth, self.tensor_insn(s))
-        elif t is n.DepToken:
+        elif t is DepToken:
             label = ", ".join(self.expr(x) for x in s.label)
             self.emit(depth, f"{s.action}_dep({s.src} -> {s.dst}, {s.token!r}, [{label}])")
         else:

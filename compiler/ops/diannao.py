@@ -353,25 +353,8 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     block = spec.params["CONV_BLOCK"]
     itemsize = np.dtype(dtype).itemsize
     plan = plan or conv_plan(h, w, cin, cout, k, stride, pad, itemsize, cores, spec)
-    x = te.placeholder((h, w, cin), dtype, name="X")
-    wb = te.placeholder((cout // block, k, k, cin, block), dtype, name="Wb")
-    # the cluster-shared form's last SMEM tiles may cover rows past the layer's: pad below with zeros to the
-    # last row they read, so that a tile is filled in full and a core may read all of it
-    below = pad + max(0, (_rows_covered(plan) - 1) * stride + k - (h + 2 * pad)) if plan.sub_rows else pad
-    xp = nn.pad(x, (pad, pad, 0), (below, pad, 0), name="Xp") if pad or below else x
-    ky, kx, ci = te.reduce_axis(k, name="ky"), te.reduce_axis(k, name="kx"), te.reduce_axis(cin, name="ci")
-    acc = "int32" if np.dtype(dtype).kind == "i" else dtype  # qconv: i8/i16 products summed in i32
-
-    def product(y, xx, co):
-        a = ir.cast(xp[y * stride + ky, xx * stride + kx, ci], acc)
-        return a * ir.cast(wb[co // block, ky, kx, ci, co % block], acc)
-
-    conv = te.compute((plan.oh, plan.ow, cout),
-                      lambda y, xx, co: te.sum(product(y, xx, co), axis=[ky, kx, ci]), name="Y")
-    b = te.placeholder((cout,), acc, name="B") if bias else None
-    biased = te.compute(conv.shape, lambda y, xx, co: conv[y, xx, co] + b[co], name="Yb") if bias else conv
-    out = te.compute(conv.shape, lambda *i: ir.max_(biased[i], ir.const(0, acc)), name="Yr") \
-        if relu else biased
+    x, wb, xp, conv, b, biased, out = _conv_tensors(h, w, cin, cout, k, stride, pad, dtype, plan, block,
+                                                    relu, bias)
     s = create_schedule(out)
     xs = s.cache_read(xp, "smem", [conv]) if plan.sub_rows else None
     xn = s.cache_read(xs if xs is not None else xp, "nmem", [conv])
@@ -380,24 +363,7 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     if xp is not x:
         s[xp].compute_inline()
     local = s.cache_write(out, "nmem")   # the tile copied out: the conv's, or its epilogue's
-    y, xx, co = out.op.axis
-    rg, yin = s[out].split(y, nparts=plan.row_groups, names=(CORE_LOOPS[0], "yin"))
-    cg, coin = s[out].split(co, nparts=plan.cout_groups, names=(CORE_LOOPS[2], "coin"))
-    if xs is None:
-        yt, yi = s[out].split(yin, factor=plan.tile_rows, names=("yt", "yi"))
-        s[out].reorder(rg, cg, yt, yi, xx, coin)
-        core = cg if analysis else s[out].fuse(rg, cg)
-    else:
-        ys, ysi = s[out].split(yin, factor=plan.smem_rows, names=("ys", "ysi"))
-        sub, yr = s[out].split(ysi, nparts=plan.sub_rows, names=(CORE_LOOPS[1], "yr"))
-        yt, yi = s[out].split(yr, factor=plan.tile_rows, names=("yt", "yi"))
-        s[out].reorder(rg, sub, cg, ys, yt, yi, xx, coin)
-        core = cg if analysis else s[out].fuse(sub, cg)
-        if not analysis:
-            s[out].bind(rg, te.thread_axis("cluster", name="cl"))
-        s[xs].compute_at(s[out], ys)
-    if not analysis:
-        s[out].bind(core, te.thread_axis("core", name="tid"))
+    core, yt, yi = _core_loops(s, out, plan, xs, analysis)
     s[wn].compute_at(s[out], core)
     s[xn].compute_at(s[out], yt)
     # the stages on each tile in NMEM, in order: the conv, the bias's cycle add, the ReLU (the last one is
@@ -421,6 +387,60 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
         s[t].pragma(s[t].op.axis[0], "intrin", "copy")
     s[out].pragma(yi, "intrin", "copy")
     return DiannaoSchedule(s, (x, wb, *([b] if bias else []), out), plan.cores, plan.tile_rows)
+
+
+def _conv_tensors(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, dtype: str,
+                  plan: ConvPlan, block: int, relu: bool, bias: bool) -> tuple[te.Tensor | None, ...]:
+    """The tensors of ``conv2d``: the input X, the blocked weights Wb, the padded input (X when there is no
+    padding), the conv Y, the bias B (None without ``bias``), the biased conv (Y without ``bias``) and the
+    output (the biased conv without ``relu``)."""
+    x = te.placeholder((h, w, cin), dtype, name="X")
+    wb = te.placeholder((cout // block, k, k, cin, block), dtype, name="Wb")
+    # the cluster-shared form's last SMEM tiles may cover rows past the layer's: pad below with zeros to the
+    # last row they read, so that a tile is filled in full and a core may read all of it
+    below = pad + max(0, (_rows_covered(plan) - 1) * stride + k - (h + 2 * pad)) if plan.sub_rows else pad
+    xp = nn.pad(x, (pad, pad, 0), (below, pad, 0), name="Xp") if pad or below else x
+    ky, kx, ci = te.reduce_axis(k, name="ky"), te.reduce_axis(k, name="kx"), te.reduce_axis(cin, name="ci")
+    acc = "int32" if np.dtype(dtype).kind == "i" else dtype  # qconv: i8/i16 products summed in i32
+
+    def product(y, xx, co):
+        a = ir.cast(xp[y * stride + ky, xx * stride + kx, ci], acc)
+        return a * ir.cast(wb[co // block, ky, kx, ci, co % block], acc)
+
+    conv = te.compute((plan.oh, plan.ow, cout),
+                      lambda y, xx, co: te.sum(product(y, xx, co), axis=[ky, kx, ci]), name="Y")
+    b = te.placeholder((cout,), acc, name="B") if bias else None
+    biased = te.compute(conv.shape, lambda y, xx, co: conv[y, xx, co] + b[co], name="Yb") if bias else conv
+    out = te.compute(conv.shape, lambda *i: ir.max_(biased[i], ir.const(0, acc)), name="Yr") \
+        if relu else biased
+    return x, wb, xp, conv, b, biased, out
+
+
+def _core_loops(s: Schedule, out: te.Tensor, plan: ConvPlan, xs: te.Tensor | None,
+                analysis: bool) -> tuple[te.IterVar, te.IterVar, te.IterVar]:
+    """Split ``conv2d``'s output rows over row groups (and in the cluster-shared form, ``xs`` its SMEM copy,
+    over SMEM tiles and sub-rows) and its channels over channel groups, then the rows into tiles; fuse the
+    groups into the core axis and bind it (left apart and unbound for ``analysis``). Returns the core loop
+    and the tile's outer and inner row loops."""
+    y, xx, co = out.op.axis
+    rg, yin = s[out].split(y, nparts=plan.row_groups, names=(CORE_LOOPS[0], "yin"))
+    cg, coin = s[out].split(co, nparts=plan.cout_groups, names=(CORE_LOOPS[2], "coin"))
+    if xs is None:
+        yt, yi = s[out].split(yin, factor=plan.tile_rows, names=("yt", "yi"))
+        s[out].reorder(rg, cg, yt, yi, xx, coin)
+        core = cg if analysis else s[out].fuse(rg, cg)
+    else:
+        ys, ysi = s[out].split(yin, factor=plan.smem_rows, names=("ys", "ysi"))
+        sub, yr = s[out].split(ysi, nparts=plan.sub_rows, names=(CORE_LOOPS[1], "yr"))
+        yt, yi = s[out].split(yr, factor=plan.tile_rows, names=("yt", "yi"))
+        s[out].reorder(rg, sub, cg, ys, yt, yi, xx, coin)
+        core = cg if analysis else s[out].fuse(sub, cg)
+        if not analysis:
+            s[out].bind(rg, te.thread_axis("cluster", name="cl"))
+        s[xs].compute_at(s[out], ys)
+    if not analysis:
+        s[out].bind(core, te.thread_axis("core", name="tid"))
+    return core, yt, yi
 
 
 def block_weights(w: np.ndarray, block: int = 16) -> np.ndarray:

@@ -12,6 +12,7 @@ from compiler import te
 from compiler.errors import IRTypeError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
+from compiler.ir.intrinsics import if_then_else
 
 
 def _pair(value, what: str) -> tuple[int, int]:
@@ -64,7 +65,7 @@ def pad(
         cond = conds[0]
         for c in conds[1:]:
             cond = cond & c
-        return ir.if_then_else(cond, data[tuple(src)], value)
+        return if_then_else(cond, data[tuple(src)], value)
 
     return te.compute(shape, f, name=name)
 

@@ -32,6 +32,7 @@ from compiler.arith import LinearForm, linear_form, simplify
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, free_vars, substitute
+from compiler.ir.intrinsics import Call
 from compiler.passes.tensorize import space_of
 from isa.lang import tree as t
 from isa.lang.scalar import ScalarEnv
@@ -87,8 +88,8 @@ class _Copy:
     def lower(self) -> ir.Stmt:
         loops, store = self._nest()
         value, guard = store.value, None
-        if isinstance(value, ir.Call) and value.name == "if_then_else" or isinstance(value, ir.Select):
-            cond, then, other = value.args if isinstance(value, ir.Call) else \
+        if isinstance(value, Call) and value.name == "if_then_else" or isinstance(value, ir.Select):
+            cond, then, other = value.args if isinstance(value, Call) else \
                 (value.cond, value.true_value, value.false_value)
             if not isinstance(other, ir.IntImm) or other.value != 0:
                 raise _fail(self.stmt, f"the padding value is {other}, not 0")

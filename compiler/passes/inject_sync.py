@@ -43,8 +43,9 @@ from dataclasses import dataclass
 import isa
 from compiler.arith import simplify
 from compiler.errors import LoweringError
-from compiler.interp import read_operands, written_operands
+from compiler.interp.tensor_insn import read_operands, written_operands
 from compiler.ir import nodes as ir
+from compiler.ir.dae_tokens import DAE_UNITS, DepToken
 from compiler.ir.functor import post_order_visit
 
 
@@ -56,8 +57,8 @@ def inject_sync(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
 def insn_unit(spec: isa.ISA, insn: ir.TensorInsn) -> str:
     """The unit of the decoupled machine that runs ``insn`` (its spec's ``timing.unit``)."""
     unit = spec.instruction(insn.name).timing.unit
-    if unit not in ir.DAE_UNITS:
-        raise LoweringError(f"{insn.name} runs on unit {unit!r}, not one of {ir.DAE_UNITS}")
+    if unit not in DAE_UNITS:
+        raise LoweringError(f"{insn.name} runs on unit {unit!r}, not one of {DAE_UNITS}")
     return unit
 
 
@@ -122,10 +123,10 @@ class _Sync:
 
     @staticmethod
     def token(action: str, src: str, dst: str, name: str, loops: tuple[ir.For, ...],
-              iteration: ir.Expr | None = None) -> ir.DepToken:
+              iteration: ir.Expr | None = None) -> DepToken:
         """A token labelled by the iterations of ``loops`` (and, for a carried one, of its own loop)."""
         label = tuple(lp.var for lp in loops) + ((iteration,) if iteration is not None else ())
-        return ir.DepToken(action, src, dst, name, label)
+        return DepToken(action, src, dst, name, label)
 
     # ---- one statement list
 
@@ -136,8 +137,8 @@ class _Sync:
         stmts = [self.stmt(x, loops) for x in stmts]
         acc = [self.accesses(x) for x in stmts]
         inside = [_Ordering.of(x, self.unit_of) for x in stmts]
-        pushes: dict[int, list[ir.DepToken]] = {}
-        pops: dict[int, list[ir.DepToken]] = {}
+        pushes: dict[int, list[DepToken]] = {}
+        pops: dict[int, list[DepToken]] = {}
         placed: dict[tuple[str, str], list[tuple[int, int]]] = {}
 
         def ordered(i: int, j: int, conflict: tuple[str, str, ir.Buffer], between) -> bool:
@@ -206,9 +207,9 @@ class _Ordering:
         guarded: set[int] = set()   # pops skipped in a loop's first iteration order nothing there
 
         def visit(node) -> None:   # leaves come in program order
-            if isinstance(node, ir.IfThenElse) and isinstance(node.then_case, ir.DepToken):
+            if isinstance(node, ir.IfThenElse) and isinstance(node.then_case, DepToken):
                 guarded.add(id(node.then_case))
-            elif isinstance(node, ir.DepToken) and id(node) not in guarded:
+            elif isinstance(node, DepToken) and id(node) not in guarded:
                 events.append((node.action, node.src, node.dst))
             elif isinstance(node, ir.TensorInsn):
                 unit = unit_of(node)
@@ -237,7 +238,7 @@ def is_pop(s: ir.Stmt) -> bool:
     """Whether ``s`` is a ``pop_dep``, or one guarded to skip a loop's first iteration."""
     if isinstance(s, ir.IfThenElse) and s.else_case is None:
         s = s.then_case
-    return isinstance(s, ir.DepToken) and s.action == "pop"
+    return isinstance(s, DepToken) and s.action == "pop"
 
 
 def _before_first(events: list[tuple], action: str) -> frozenset[tuple[str, str, ir.Buffer]]:
@@ -261,7 +262,7 @@ def _conflicts(first: list[_Access], second: list[_Access]) -> set[tuple[str, st
     for a in first:
         for b in second:
             if a.unit != b.unit and a.buffer is b.buffer and (a.writes or b.writes):
-                if abs(ir.DAE_UNITS.index(a.unit) - ir.DAE_UNITS.index(b.unit)) != 1:
+                if abs(DAE_UNITS.index(a.unit) - DAE_UNITS.index(b.unit)) != 1:
                     raise LoweringError(f"inject_sync: {a.unit} and {b.unit} both use {a.buffer.name}, but "
                                         f"no token queue joins them")
                 out.add((a.unit, b.unit, a.buffer))

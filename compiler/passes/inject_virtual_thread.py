@@ -31,6 +31,7 @@ from __future__ import annotations
 import isa
 from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
+from compiler.ir.dae_tokens import DepToken
 from compiler.ir.functor import IRMutator, free_vars, post_order_visit, substitute
 from compiler.passes.inject_sync import insn_unit, is_pop
 
@@ -116,7 +117,7 @@ def _units(stmts: list[ir.Stmt], units_of) -> list[list[ir.Stmt]]:
     for s in stmts:
         if is_pop(s):
             pending.append(s)
-        elif isinstance(s, ir.DepToken):   # a push ends the unit of the statement before it
+        elif isinstance(s, DepToken):   # a push ends the unit of the statement before it
             if pending or not units or _is_host(units[-1][-1]):
                 close([[x] for x in [*pending, s]])
                 pending = []
@@ -145,7 +146,7 @@ def _is_host(s: ir.Stmt) -> bool:
 
 def _has_tokens(s: ir.Stmt) -> bool:
     found = []
-    post_order_visit(s, lambda node: found.append(node) if isinstance(node, ir.DepToken) else None)
+    post_order_visit(s, lambda node: found.append(node) if isinstance(node, DepToken) else None)
     return bool(found)
 
 

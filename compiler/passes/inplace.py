@@ -17,7 +17,8 @@ statement that overwrites it, before it is overwritten). Statements are only ren
 
 from __future__ import annotations
 
-from compiler.interp import read_operands, stored_buffers
+from compiler.interp.args import stored_buffers
+from compiler.interp.tensor_insn import read_operands
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, buffers_of, loads_in
 

@@ -67,6 +67,7 @@ from compiler.arith import Interval, LinearForm
 from compiler.errors import IRTypeError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, IRVisitor, free_vars
+from compiler.ir.intrinsics import Call
 
 #: The most pieces one loop is split into (before / middle / after).
 MAX_PIECES = 3
@@ -136,7 +137,7 @@ def _select_cond(e: ir.Expr) -> ir.Expr | None:
     """The condition of a ``Select`` or ``if_then_else`` call, else None."""
     if isinstance(e, ir.Select):
         return e.cond
-    if isinstance(e, ir.Call) and e.name == "if_then_else":
+    if isinstance(e, Call) and e.name == "if_then_else":
         return e.args[0]
     return None
 
@@ -363,7 +364,7 @@ class _Collect(_Scoped, IRVisitor):
             self.add(e.cond, primary=False)
         self.generic_visit(e)
 
-    def visit_Call(self, e: ir.Call) -> None:
+    def visit_Call(self, e: Call) -> None:
         cond = _select_cond(e)
         if self.marked and cond is not None:
             self.add(cond, primary=False)
@@ -513,7 +514,7 @@ class _Eliminate(_Scoped, IRMutator):
         picked = self._pick(e.cond, e.true_value, e.false_value)
         return self.generic_mutate(e) if picked is None else picked
 
-    def mutate_Call(self, e: ir.Call) -> ir.Expr:
+    def mutate_Call(self, e: Call) -> ir.Expr:
         if _select_cond(e) is not None:
             picked = self._pick(*e.args)
             if picked is not None:
@@ -642,7 +643,7 @@ class _Partition:
                 counts[1] += bool(self.marked)
                 self.generic_visit(e)
 
-            def visit_Call(self, e: ir.Call) -> None:
+            def visit_Call(self, e: Call) -> None:
                 counts[1] += bool(self.marked) and e.name == "if_then_else"
                 self.generic_visit(e)
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from compiler.arith import linear_form
 from compiler.ir import nodes as ir
+from compiler.ir.intrinsics import MATH, Call
 from isa.lang import tree as t
 from isa.lang.scalar import ScalarEnv
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -151,8 +152,8 @@ class TreeMatch:
                 raise NoTreeMatch(f"expected a shift (a floor division by a power of two), found {e}")
             self.match(pat.lhs, e.a)
             self.match(pat.rhs, ir.const(e.b.value.bit_length() - 1, e.b.dtype))
-        elif isinstance(pat, t.Call) and pat.func in ir.MATH:
-            if not isinstance(e, ir.Call) or e.name != pat.func:
+        elif isinstance(pat, t.Call) and pat.func in MATH:
+            if not isinstance(e, Call) or e.name != pat.func:
                 raise NoTreeMatch(f"opcode mismatch: the instruction has {pat.func}, the code '{e}'")
             self.match(pat.args[0], e.args[0])
         elif isinstance(pat, t.Binary) and pat.op == "+" and isinstance(e, ir.Sub) \

@@ -37,6 +37,7 @@ import isa
 from compiler.arith import Interval, bound, linear_form
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, loads_in, post_order_visit
+from compiler.ir.intrinsics import Call
 from compiler.passes.tensorize import MARKS, Match, NoMatch, match, select
 from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -158,7 +159,7 @@ class _Preprocess(IRMutator):
         if not isinstance(inner, ir.Store) or inner.buffer not in self.allocs:
             return None
         v = inner.value
-        if not (isinstance(v, ir.Call) and v.name == "if_then_else"):
+        if not (isinstance(v, Call) and v.name == "if_then_else"):
             return None
         cond, value, other = v.args
         if not isinstance(other, ir.IntImm | ir.FloatImm) or other.value != 0:

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from compiler.interp import read_operands, stored_buffers
+from compiler.interp.args import stored_buffers
+from compiler.interp.tensor_insn import read_operands
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, free_vars, loads_in, post_order_visit
 from compiler.lower import SHARED_SCOPES

@@ -16,6 +16,7 @@ import dataclasses
 from compiler import arith
 from compiler.arith import Interval
 from compiler.ir import nodes as ir
+from compiler.ir.dae_tokens import DepToken
 from compiler.ir.functor import IRMutator, substitute
 
 _EMPTY = ir.Seq(())
@@ -60,7 +61,7 @@ class _Simplify(IRMutator):
     def mutate_Region(self, r: ir.Region) -> ir.Region:
         return _keep(r, offset=self._expr(r.offset))
 
-    def mutate_DepToken(self, s: ir.DepToken) -> ir.Stmt:
+    def mutate_DepToken(self, s: DepToken) -> ir.Stmt:
         return _keep(s, label=tuple(self._expr(e) for e in s.label))
 
     def mutate_For(self, s: ir.For) -> ir.Stmt:

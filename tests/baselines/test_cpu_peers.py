@@ -15,30 +15,28 @@ import time
 import numpy as np
 import pytest
 
-from baselines.cpu_peers import (
-    ALL_PEERS,
-    FP32_PEER,
-    PEERS,
-    QLINEAR_PEER,
-    TVM_VNNI_PEER,
-    VNNI_INTRIN,
-    VNNI_INTRIN_I8,
+from baselines.cpu_layers import (
     ConvSpec,
     GemmSpec,
-    OnnxRuntimePeer,
-    Peer,
-    TvmPeer,
-    TvmVnniPeer,
-    VnniProbe,
-    _first_line,
-    _run_tvm_vnni_probe,
     conv_inputs,
     conv_reference,
     gemm_inputs,
     gemm_reference,
     qlinear_shift,
     requantize,
-    time_callable,
+)
+from baselines.cpu_peers import ALL_PEERS, FP32_PEER, PEERS, QLINEAR_PEER
+from baselines.onnxruntime_peer import OnnxRuntimePeer
+from baselines.peer import Peer, time_callable
+from baselines.tvm_peer import TvmPeer
+from baselines.tvm_vnni_peer import (
+    TVM_VNNI_PEER,
+    VNNI_INTRIN,
+    VNNI_INTRIN_I8,
+    TvmVnniPeer,
+    VnniProbe,
+    _first_line,
+    _run_tvm_vnni_probe,
     tvm_vnni_probe,
 )
 from compiler.ops import reference
@@ -307,7 +305,7 @@ def test_probe_errors_keep_the_line_after_a_trailing_colon() -> None:
 def test_onnxruntime_runs_tensorirs_kinds_exactly(kind: str, params: dict[str, int]) -> None:
     """The suite's CPU peer: ConvInteger / MatMulInteger equal the one reference bit for bit, and the
     requantizing QLinear form runs on the same inputs; a transposed conv has no ONNX integer operator."""
-    from baselines.cpu_peers import prepare_contraction
+    from baselines.onnxruntime_peer import prepare_contraction
     from compiler.ops import contractions
 
     ready(OnnxRuntimePeer())
@@ -336,7 +334,7 @@ def test_onnxruntime_runs_tensorirs_kinds_exactly(kind: str, params: dict[str, i
 def test_tvm_runs_tensorirs_kinds_exactly(kind: str, params: dict[str, int]) -> None:
     """The suite's second CPU peer: TVM tensorized with vpdpbusd (a depthwise conv: its vectorized NCHW16c
     schedule) equals the one reference bit for bit on every kind."""
-    from baselines.cpu_peers import prepare_contraction_tvm
+    from baselines.tvm_contractions import prepare_contraction_tvm
     from compiler.ops import contractions
 
     ready(TVM_VNNI_PEER)

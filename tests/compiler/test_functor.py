@@ -48,13 +48,15 @@ from compiler.ir import (
     Var,
     buffers_of,
     const,
+    dae_tokens,
     dtypes,
     free_vars,
+    intrinsics,
+    nodes,
     post_order_visit,
     seq,
     substitute,
 )
-from compiler.ir import nodes as nodes_module
 
 i, j, k, n = Var("i"), Var("j"), Var("k"), Var("n")
 f = Var("f", dtypes.float32)
@@ -94,10 +96,11 @@ def every_node_kind() -> PrimFunc:
 
 
 def node_classes() -> set[type]:
-    """Every concrete node class of compiler.ir.nodes."""
+    """Every concrete node class of the modules that define them: ir.nodes, intrinsics and dae_tokens."""
     return {
         cls
-        for cls in vars(nodes_module).values()
+        for module in (nodes, intrinsics, dae_tokens)
+        for cls in vars(module).values()
         if inspect.isclass(cls) and issubclass(cls, Node) and dataclasses.is_dataclass(cls)
     }
 
@@ -126,7 +129,7 @@ def test_visitor_visits_every_node_and_every_buffer_reference() -> None:
             buffers.append(buffer.name)
 
     Record().visit(func)
-    assert {getattr(nodes_module, name) for name in names} == node_classes()
+    assert set(names) == {cls.__name__ for cls in node_classes()}
     seen: list[str] = []
     post_order_visit(func, lambda x: seen.append(type(x).__name__))
     assert sorted(names) == sorted(seen)  # both walks see the same nodes, as many times

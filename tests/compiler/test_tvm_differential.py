@@ -4,9 +4,9 @@ InjectVirtualThread (apache-tvm 0.27).
 Each case is an operator written in TVM's TE, scheduled with splits that do not divide their loops (and
 nested splits, fused loops, parallel loops, reductions), lowered by TVM to loops with ``likely`` guards.
 The same lowered PrimFunc goes to TVM's ``LoopPartition`` (``partition_const_loop``) and, imported
-(tandem/tvm_import.py), to Tandem's ``loop_partition``; TVM builds its function before and after, Tandem's
-LLVM backend builds its own before and after, all four run on this CPU on the same inputs and must equal
-numpy's result exactly (integers). The virtual-thread cases bind a loop (or two) to 1-4 virtual threads
+(compiler/frontend/tvm_import.py), to Tandem's ``loop_partition``; TVM builds its function before and after,
+Tandem's LLVM backend builds its own before and after, all four run on this CPU on the same inputs and must
+equal numpy's result exactly (integers). The virtual-thread cases bind a loop (or two) to 1-4 virtual threads
 (``vthread.x``/``vthread.y``) and compare TVM's ``InjectVirtualThread`` with Tandem's
 ``inject_virtual_thread`` the same way. ``test_the_passes_leave_different_code`` and
 ``test_the_virtual_threads_are_interleaved_at_different_depths`` record where the passes differ in the code
@@ -28,11 +28,11 @@ import tvm.tirx as tir  # noqa: E402
 from tvm import te  # noqa: E402
 
 from compiler.backend.llvm import build  # noqa: E402
+from compiler.frontend.tvm_import import from_tvm  # noqa: E402
 from compiler.ir import nodes as ir  # noqa: E402
 from compiler.ir.functor import IRVisitor  # noqa: E402
 from compiler.passes.inject_virtual_thread import inject_virtual_thread  # noqa: E402
 from compiler.passes.loop_partition import loop_partition  # noqa: E402
-from tandem.tvm_import import from_tvm  # noqa: E402
 
 LOWER = tvm.transform.Sequential([
     s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),

@@ -15,6 +15,7 @@ import isa
 from compiler.backend.vita import build_vita
 from compiler.errors import TokenOrderError
 from compiler.ir import nodes as ir
+from compiler.ir.dae_tokens import DepToken
 from compiler.ir.functor import IRMutator, post_order_visit
 from compiler.ops import vita
 from compiler.passes import check_token_order
@@ -31,9 +32,9 @@ vdense = functools.partial(vita.dense, spec=VITA)
 interleave = sys.modules["compiler.passes.inject_virtual_thread"]
 
 
-def _tokens(func: ir.PrimFunc) -> list[ir.DepToken]:
-    found: list[ir.DepToken] = []
-    post_order_visit(func.body, lambda n: found.append(n) if isinstance(n, ir.DepToken) else None)
+def _tokens(func: ir.PrimFunc) -> list[DepToken]:
+    found: list[DepToken] = []
+    post_order_visit(func.body, lambda n: found.append(n) if isinstance(n, DepToken) else None)
     return found
 
 

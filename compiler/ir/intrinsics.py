@@ -1,0 +1,60 @@
+"""Intrinsic calls of the loop IR: the intrinsics it knows, the ``Call`` node, and the constructors of calls.
+
+``if_then_else`` is the lazy select (only the chosen branch is evaluated); ``math_call`` builds the float
+math intrinsics (``MATH``), the functions of the spec language.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.errors import IRTypeError
+from compiler.ir.dtypes import DType
+from compiler.ir.nodes import Expr, _check_bool, _check_same, as_expr, const_like
+
+#: Intrinsics known to the IR: name -> number of arguments.
+INTRINSICS = {
+    "if_then_else": 3,  # lazy select: only the chosen branch is evaluated
+    "exp": 1, "log": 1, "sqrt": 1, "tanh": 1,   # float math (MATH)
+}
+#: The float math intrinsics: the functions of the spec language (isa/lang), of one float argument, whose
+#: result has the argument's type (computed exactly and rounded once, like the other float operations).
+MATH = ("exp", "log", "sqrt", "tanh")
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Expr):
+    """Call of an intrinsic ``name`` on ``args`` with result type ``type``."""
+
+    name: str
+    args: tuple[Expr, ...]
+    type: DType
+
+    @property
+    def dtype(self) -> DType:
+        return self.type
+
+
+def if_then_else(cond: Expr, true_value, false_value) -> Call:
+    """Lazy select: evaluates only the chosen value (safe around out-of-range loads, e.g. padding)."""
+    t = as_expr(true_value) if isinstance(true_value, Expr) else None
+    f = as_expr(false_value) if isinstance(false_value, Expr) else None
+    ref = t if t is not None else f
+    if ref is None:
+        t, f = as_expr(true_value), as_expr(false_value)
+    else:
+        t = const_like(true_value, ref)
+        f = const_like(false_value, ref)
+    _check_bool("if_then_else", cond)
+    _check_same("if_then_else", t, f)
+    return Call("if_then_else", (cond, t, f), t.dtype)
+
+
+def math_call(name: str, x) -> Call:
+    """The float math intrinsic ``name`` (one of ``MATH``) of ``x``."""
+    if name not in MATH:
+        raise IRTypeError(f"no math intrinsic {name!r}; expected one of {', '.join(MATH)}")
+    x = as_expr(x)
+    if not x.dtype.is_float:
+        raise IRTypeError(f"{name}: expected a float argument, but '{x}' is {x.dtype}")
+    return Call(name, (x,), x.dtype)
