@@ -11,6 +11,11 @@ timing (the pipeline fills in ``latency`` cycles, then takes one more per extra 
 take their latency, a vector op ``VFU_LATENCY + ceil(bytes / VFU_BYTES_PER_CYCLE) - 1``, a copy its memory
 level's latency plus its rows at the DMA rate.
 
+What runs: each instruction is decoded once, by what its spec says (sim/diannao/decode.py): a tensor
+instruction runs on its numpy fast path or the spec's generic executor (sim/diannao/functional.py), a scalar
+one on the scalar unit's fast path for its contract or, for any other scalar instruction the spec describes,
+the generic executor too (sim/diannao/scalar.py).
+
 Time: each core keeps a local clock and runs its core-local work (scalar code, vector and tensor ops, copies
 inside the core) without touching simpy. It synchronizes with simulated time only before it touches
 something shared: a copy or scalar access to GMEM or SMEM, a barrier, halt. So shared accesses happen in
@@ -31,9 +36,7 @@ some core still waits).
 
 from __future__ import annotations
 
-import math
-import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,14 +44,11 @@ import simpy
 
 import isa
 from isa.asm import format_insn
-from isa.dtypes import DTYPES
-from isa.instance import reads_operands
-from isa.lang.scalar import compile_scalar
-from isa.lang.tree import Name
 from sim.core.config import spec_difference
 from sim.core.errors import deadlock_message
 from sim.core.ports import Ports
 from sim.diannao.config import DiannaoConfig, load_config
+from sim.diannao.decode import Barrier, Decoder, GenericScalar, ScalarAccess, TensorOp
 from sim.diannao.errors import (
     CONSTRAINT_ERRORS,
     BarrierDeadlockError,
@@ -59,56 +59,24 @@ from sim.diannao.errors import (
     OutOfBoundsError,
     RunawayLoopError,
 )
-from sim.diannao.functional import CardMemory, execute_generic, fast_path
-
-# ------------------------------------------------------------------------------- decoded instruction kinds
-# Each instruction decodes once into a tuple whose first element is its kind; the interpreter tests the kinds
-# in this order (most frequent first).
-(ADDI, BLT, BNE, BGE, BEQ, JMP, LOAD, STORE, FLOAD, FSTORE, FADD, FSUB, FMUL, FMAX, FMIN, FCVT, ADD, SUB, MUL,
- AND, OR, XOR, SLL, SRA, SRL, SLT, LI, RDID, TENSOR, BARRIER, HALT) = range(31)
-
-RRR = {"add": ADD, "sub": SUB, "mul": MUL, "and": AND, "or": OR, "xor": XOR, "sll": SLL, "sra": SRA,
-       "srl": SRL, "slt": SLT, "fadd": FADD, "fsub": FSUB, "fmul": FMUL, "fmax": FMAX, "fmin": FMIN}
-BRANCHES = {"beq": BEQ, "bne": BNE, "blt": BLT, "bge": BGE}
-# scalar memory access: instruction -> (kind, struct format per element type, or one format)
-SCALAR_MEMORY = {"ld": LOAD, "lde": LOAD, "st": STORE, "ste": STORE, "fld": FLOAD, "fst": FSTORE}
-LOAD_FORMATS = {"i8": "<b", "i16": "<h", "i32": "<i", "f16": "<e", "f32": "<f"}
-STORE_FORMATS = {"i8": "<B", "i16": "<H", "i32": "<I", "f16": "<e", "f32": "<f"}
-STORE_MASKS = {"i8": 0xFF, "i16": 0xFFFF, "i32": 0xFFFFFFFF}
-TENSOR_GROUPS = ("dma", "vector", "unary", "tensor")
-
-_F32 = struct.Struct("<f")
-_F16 = struct.Struct("<e")
-
-
-def _f32(x: float) -> float:
-    """``x`` rounded to the nearest f32 (infinities where it overflows)."""
-    try:
-        return _F32.unpack(_F32.pack(x))[0]
-    except OverflowError:
-        return math.copysign(math.inf, x)
-
-
-def _fmax(a: float, b: float) -> float:
-    """RISC-V FMAX.S, as the spec says: a NaN operand gives the other one, and -0.0 < +0.0."""
-    if a != a:
-        return b
-    if b != b or a > b:
-        return a
-    if a == b:
-        return a if math.copysign(1.0, a) > 0 else b
-    return b
-
-
-def _fmin(a: float, b: float) -> float:
-    """RISC-V FMIN.S, as the spec says: a NaN operand gives the other one, and -0.0 < +0.0."""
-    if a != a:
-        return b
-    if b != b or a < b:
-        return a
-    if a == b:
-        return a if math.copysign(1.0, a) < 0 else b
-    return b
+from sim.diannao.functional import CardMemory, execute_generic
+from sim.diannao.scalar import (
+    ADDI,
+    BARRIER,
+    BGE,
+    BLT,
+    BNE,
+    FCVT,
+    FSTORE,
+    JMP,
+    RDID,
+    SCALAR,
+    TENSOR,
+    access,
+    alu,
+    execute_scalar,
+    fpu,
+)
 
 
 # ----------------------------------------------------------------------------------------------- results
@@ -158,119 +126,6 @@ class DiannaoResult:
         return self.cycles / self.clock_mhz
 
 
-# ----------------------------------------------------------------------------------------------- decoding
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What the machine knows about one instruction before running it."""
-
-    op: tuple                  # the decoded tuple the interpreter runs; op[0] is its kind
-    unit: str                  # timing unit of the spec ("scalar", "vfu", "tfu", "dma", "ctrl")
-    cycles: int                # core cycles of one execution (without waiting)
-    work: int                  # cycles of the spec's "cycles" (throughput part), for unit utilization
-    moves: tuple[tuple[str, int], ...] = ()   # ("GMEM->NMEM", bytes) per execution
-    ports: tuple[tuple[str, int], ...] = ()   # ("gmem" | "smem", cycles held) per execution
-
-    @property
-    def tensor(self) -> bool:
-        return self.op[0] == TENSOR
-
-
-class _Decoder:
-    def __init__(self, program: isa.Program, config: DiannaoConfig, space_names: dict[int, str]) -> None:
-        self.spec = program.isa
-        self.config = config
-        self.space_names = space_names
-        self.fast_paths: dict[str, Callable | None] = {}
-
-    def fast_path(self, name: str) -> Callable | None:
-        """The fast path of instruction ``name`` of this spec (by its contract, not its name), or None."""
-        if name not in self.fast_paths:
-            self.fast_paths[name] = fast_path(self.spec.instruction(name))
-        return self.fast_paths[name]
-
-    def plans(self, program: isa.Program) -> list[_Plan]:
-        return [self.plan(pc, insn) for pc, insn in enumerate(program.insns)]
-
-    def plan(self, pc: int, insn: isa.Insn) -> _Plan:
-        spec = self.spec
-        instr = spec.instruction(insn.name)
-        f = insn.values
-        unit, latency, cycles = isa.timing_of(spec, insn)
-        latency, cycles = latency or 1, max(cycles or 1, 1)
-        duration = latency + cycles - 1
-        name = insn.name
-        types = spec.types_of(insn)
-        if name in RRR:
-            kind = RRR[name]
-            return _Plan((kind, f["rd"], f["rs1"], f["rs2"]), unit, duration, cycles)
-        if name == "fcvt":
-            return _Plan((FCVT, f["rd"], f["rs1"]), unit, duration, cycles)
-        if name == "addi":
-            return _Plan((ADDI, f["rd"], f["rs1"], f["imm"]), unit, duration, cycles)
-        if name == "li":
-            return _Plan((LI, f["rd"], f["imm"]), unit, duration, cycles)
-        if name == "rdid":
-            return _Plan((RDID, f["rd"], f["which"]), unit, duration, cycles)
-        if name in BRANCHES:
-            kind = BRANCHES[name]
-            return _Plan((kind, f["rs1"], f["rs2"], f["target"]), unit, duration, cycles)
-        if name == "jmp":
-            return _Plan((JMP, f["target"]), unit, duration, cycles)
-        if name in SCALAR_MEMORY:
-            return self.scalar_memory(insn, f, types, unit, duration, cycles)
-        if name == "barrier":
-            return _Plan((BARRIER, f["scope"]), unit, latency, cycles)
-        if name == "halt":
-            return _Plan((HALT,), unit, duration, cycles)
-        if instr.group not in TENSOR_GROUPS:
-            raise LaunchError(f"pc {pc} ({format_insn(spec, insn)}): the DianNao simulator cannot run "
-                              f"'{name}' (group {instr.group!r})", pc=pc, insn=format_insn(spec, insn))
-        return self.tensor(insn, f, types, unit, latency, cycles)
-
-    def scalar_memory(self, insn, f, types, unit, duration, cycles) -> _Plan:
-        name = insn.name
-        kind = SCALAR_MEMORY[name]
-        dtype = types.get("T", "i32")
-        space = self.space_names[f["space"]]
-        load = kind in (LOAD, FLOAD)
-        fmt = struct.Struct(LOAD_FORMATS[dtype] if load else STORE_FORMATS[dtype])
-        reg = f["rd"] if load else f["rs2"]
-        mask = STORE_MASKS.get(dtype, 0)
-        shared = space in ("GMEM", "SMEM")
-        move = (f"{space}->REG" if load else f"REG->{space}", fmt.size)
-        ports = self.ports(space, space, fmt.size) if shared else ()
-        duration = duration - cycles + max([cycles] + [c for _, c in ports])
-        op = (kind, reg, f["rs1"], f["imm"], f["space"], fmt, mask, shared)
-        return _Plan(op, unit, duration, cycles, (move,), ports)
-
-    def ports(self, a: str, b: str, nbytes: int) -> tuple[tuple[str, int], ...]:
-        out = []
-        if "GMEM" in (a, b):
-            out.append(("gmem", -(-nbytes // self.config.gmem_bytes_per_cycle)))
-        if "SMEM" in (a, b):
-            out.append(("smem", -(-nbytes // self.config.smem_bytes_per_cycle)))
-        return tuple(out)
-
-    def tensor(self, insn, f, types, unit, latency, cycles) -> _Plan:
-        instr = self.spec.instruction(insn.name)
-        dt = np.dtype(DTYPES[types["T"]].numpy) if "T" in types else None
-        moves: tuple[tuple[str, int], ...] = ()
-        ports: tuple[tuple[str, int], ...] = ()
-        if insn.name in ("memcpy", "memcpyr"):
-            src, dst = self.space_names[f["src_space"]], self.space_names[f["dst_space"]]
-            nbytes = f["count"] * f["len"]
-            moves = ((f"{src}->{dst}", nbytes),)
-            ports = self.ports(src, dst, nbytes)
-        duration = latency + max([cycles] + [c for _, c in ports]) - 1
-        env = self.spec.scalar_env(f, types)
-        addresses = tuple((op.name, compile_scalar(op.addr, env)) for op in instr.operands
-                          if op.kind == "tensor" and not isinstance(op.addr, Name))
-        rules = tuple(compile_scalar(c.rule, env) for c in instr.constraints if reads_operands(c))
-        dynamic = (addresses, rules) if addresses or rules else None
-        op = (TENSOR, self.fast_path(insn.name), f, dt, bool(ports), dynamic)
-        return _Plan(op, unit, duration, cycles, moves, ports)
-
-
 # ----------------------------------------------------------------------------------------------- machine
 class _Barrier:
     def __init__(self, env: simpy.Environment, members: tuple[int, ...]) -> None:
@@ -289,13 +144,11 @@ class _Machine:
         self.launched = tuple(cores)
         self.args = tuple(args)
         self.tracing = trace
-        self.fast = fast
         p = self.spec.params
         self.cpc = p["CORES_PER_CLUSTER"]
         self.num_regs = p["NUM_REGS"]
-        self.barrier_latency = p["BARRIER_LATENCY"]
         self.spaces = memory.names
-        self.plans = _Decoder(program, config, self.spaces).plans(program)
+        self.plans = Decoder(program, config, self.spaces, fast).plans(program)
         self.ops = [plan.op for plan in self.plans]
         self.costs = [plan.cycles for plan in self.plans]
         self.checked = [False] * len(self.plans)
@@ -323,6 +176,20 @@ class _Machine:
         return cls(f"{self.where(core, pc)}: {message}", core=core, pc=pc,
                    insn=format_insn(self.spec, insn) if insn is not None else None, rule=rule)
 
+    def runaway(self, core: int, pc: int) -> RunawayLoopError:
+        """The error of a core that executed more instructions than the config's budget."""
+        return self.error(RunawayLoopError, core, pc, "executed more than the instruction budget of "
+                          f"{self.config.instruction_budget} instructions (a runaway loop?); raise "
+                          "instruction_budget in the config if the kernel is meant to run longer")
+
+    def out_of_bounds(self, core: int, pc: int, op: ScalarAccess, R: list[int], size: int):
+        """The error of a scalar access outside its memory of ``size`` bytes."""
+        addr, nbytes = R[op.base] + op.offset, op.element.size
+        where = f"R[{op.base}] = {R[op.base]} + {op.offset}"
+        return self.error(OutOfBoundsError, core, pc, f"address {addr} ({where}) is outside "
+                          f"{self.spaces[op.space]}: {nbytes} bytes at {addr} must lie in [0, {size})",
+                          "0 <= address <= capacity - size")
+
     def check(self, core: int, pc: int) -> None:
         """The spec's constraints of the tensor instruction at ``pc`` (once per pc: they depend only on its
         fields)."""
@@ -349,182 +216,134 @@ class _Machine:
             self.trace.append((f"core {core}", "scalar code", self.last_event[core], until, "scalar"))
 
     # ------------------------------------------------------------------ one core
-    def core(self, core: int):
-        """Run the kernel on ``core``: a tight interpreter over the decoded instructions, leaving it only
-        for shared accesses, barriers and halt."""
-        env = self.env
-        ops, costs, hits = self.ops, self.costs, self.hits[core]
-        n = len(ops)
+    def registers(self, core: int) -> tuple[list[int], list[float], tuple[int, ...]]:
+        """Core ``core``'s registers at launch: R holding the kernel arguments, F zeros, and its ids (core id
+        in its cluster, cluster id, cores per cluster, clusters of the launch)."""
         R = [0] * self.num_regs
         R[:len(self.args)] = self.args
         F = [0.0] * self.num_regs
-        cluster = core // self.cpc
-        ids = (core % self.cpc, cluster, self.core_dim, self.cluster_dim)
+        return R, F, (core % self.cpc, core // self.cpc, self.core_dim, self.cluster_dim)
+
+    def core(self, core: int):
+        """Run the kernel on ``core``: a tight interpreter over the decoded instructions that runs core-local
+        scalar code inline and leaves it for the steps below (shared accesses, tensor instructions, the
+        generic executor, barriers, halt). ``t`` is the core's clock, at the end of the instruction run."""
+        ops, costs, hits = self.ops, self.costs, self.hits[core]
+        n = len(ops)
+        R, F, ids = self.registers(core)
         mems = {code: self.memory.space(code, core) for code in self.spaces}
-        f32 = _f32
         left = self.config.instruction_budget
-        t = 0
-        pc = 0
+        t = pc = 0
         while True:
             if pc >= n:
                 raise self.error(ControlError, core, pc, f"ran past the last instruction ({n - 1}) without "
                                  "halt; every path of a kernel must end with halt")
             op = ops[pc]
-            k = op[0]
+            k = op.kind
             hits[pc] += 1
             left -= 1
             t += costs[pc]
             if k == ADDI:
-                R[op[1]] = ((R[op[2]] + op[3] + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+                R[op.rd] = ((R[op.rs1] + op.imm + 0x80000000) & 0xFFFFFFFF) - 0x80000000
                 pc += 1
-            elif k <= JMP:  # branches
+            elif k <= JMP:
                 if k == BLT:
-                    taken = R[op[1]] < R[op[2]]
+                    taken = R[op.rs1] < R[op.rs2]
                 elif k == BNE:
-                    taken = R[op[1]] != R[op[2]]
+                    taken = R[op.rs1] != R[op.rs2]
                 elif k == BGE:
-                    taken = R[op[1]] >= R[op[2]]
-                elif k == BEQ:
-                    taken = R[op[1]] == R[op[2]]
+                    taken = R[op.rs1] >= R[op.rs2]
                 else:
-                    taken = True
+                    taken = k == JMP or R[op.rs1] == R[op.rs2]
                 if taken:
-                    pc = op[-1]
+                    pc = op.target
                     if left < 0:
-                        raise self.error(RunawayLoopError, core, pc, "executed more than the "
-                                         f"instruction budget of {self.config.instruction_budget} "
-                                         "instructions (a runaway loop?); raise instruction_budget in the "
-                                         "config if the kernel is meant to run longer")
+                        raise self.runaway(core, pc)
                 else:
                     pc += 1
-            elif k <= FSTORE:  # scalar memory
-                mem = mems[op[4]]
-                addr = R[op[2]] + op[3]
-                size = op[5].size
-                if addr < 0 or addr + size > mem.size:
-                    raise self.error(OutOfBoundsError, core, pc, f"address {addr} (R[{op[2]}] = {R[op[2]]} "
-                                     f"+ {op[3]}) is outside {self.spaces[op[4]]}: {size} bytes at {addr} "
-                                     f"must lie in [0, {mem.size})", "0 <= address <= capacity - size")
-                if op[7]:  # GMEM or SMEM: shared, in global time order
-                    t -= costs[pc]
-                    if t > env.now:
-                        yield env.timeout(t - env.now)
-                    start = self.reserve(core, self.plans[pc].ports, t)
-                    if self.tracing and start > t:
-                        self.scalar_run(core, t)
-                        self.trace.append((f"core {core}", "wait for the memory port", t, start, "stall"))
-                        self.last_event[core] = start
-                    self.stalled[core] += start - t
-                    t = start + costs[pc]
-                if k == LOAD:
-                    R[op[1]] = op[5].unpack_from(mem, addr)[0]
-                elif k == STORE:
-                    op[5].pack_into(mem, addr, R[op[1]] & op[6])
-                elif k == FLOAD:
-                    F[op[1]] = op[5].unpack_from(mem, addr)[0]
-                else:
-                    try:
-                        op[5].pack_into(mem, addr, F[op[1]])
-                    except OverflowError:  # f16 overflow rounds to infinity
-                        op[5].pack_into(mem, addr, math.copysign(math.inf, F[op[1]]))
+            elif k <= FSTORE:
+                mem = mems[op.space]
+                addr = R[op.base] + op.offset
+                if addr < 0 or addr + op.element.size > mem.size:
+                    raise self.out_of_bounds(core, pc, op, R, mem.size)
+                if op.shared:
+                    t = yield from self.take_ports(core, pc, t)
+                access(k, op, mem, addr, R, F)
                 pc += 1
             elif k <= FCVT:
-                if k == FADD:
-                    F[op[1]] = f32(F[op[2]] + F[op[3]])
-                elif k == FSUB:
-                    F[op[1]] = f32(F[op[2]] - F[op[3]])
-                elif k == FMUL:
-                    F[op[1]] = f32(F[op[2]] * F[op[3]])
-                elif k == FMAX:
-                    F[op[1]] = _fmax(F[op[2]], F[op[3]])
-                elif k == FMIN:
-                    F[op[1]] = _fmin(F[op[2]], F[op[3]])
-                else:
-                    F[op[1]] = f32(float(R[op[2]]))
+                F[op.rd] = fpu(k, op, F, R)
                 pc += 1
             elif k <= RDID:
-                R[op[1]] = self.alu(k, op, R, ids)
+                R[op.rd] = alu(k, op, R, ids)
                 pc += 1
             elif k == TENSOR:
-                t -= costs[pc]
-                if not self.checked[pc]:
-                    self.check(core, pc)
-                fields = op[2] if op[5] is None else self.resolve(core, pc, op, R)
-                if op[4]:  # touches GMEM or SMEM
-                    if t > env.now:
-                        yield env.timeout(t - env.now)
-                    start = self.reserve(core, self.plans[pc].ports, t)
-                else:
-                    start = t
-                self.run_tensor(core, pc, op, fields, R)
-                self.stalled[core] += start - t
-                end = start + costs[pc]
-                if self.tracing:
-                    self.trace_tensor(core, pc, t, start, end)
-                t = end
+                t = yield from self.tensor(core, pc, op, t, R)
                 pc += 1
+            elif k == SCALAR:
+                if op.shared:
+                    t = yield from self.take_ports(core, pc, t)
+                step = self.generic(core, pc, op, R, F, ids)
+                if step != pc + 1 and left < 0:
+                    raise self.runaway(core, step)
+                pc = step
             elif k == BARRIER:
-                t -= costs[pc]
-                if t > env.now:
-                    yield env.timeout(t - env.now)
-                if self.tracing:
-                    self.scalar_run(core, t)
-                release = yield from self.barrier(core, pc, op[1], t)
-                last_arrival = release - self.barrier_latency
-                self.stalled[core] += last_arrival - t
-                if self.tracing:
-                    track = f"core {core}"
-                    if last_arrival > t:
-                        self.trace.append((track, "wait for the other cores at the barrier", t, last_arrival,
-                                           "stall"))
-                    what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
-                    self.trace.append((track, what, last_arrival, release, "instruction"))
-                    self.last_event[core] = release
-                t = release
+                t = yield from self.barrier(core, pc, op, t)
                 pc += 1
             else:  # HALT
-                if t > env.now:
-                    yield env.timeout(t - env.now)
-                if self.tracing:
-                    self.scalar_run(core, t)
-                self.halted[core] = (t, pc)
+                yield from self.halt(core, pc, t)
                 return
 
-    @staticmethod
-    def alu(k: int, op: tuple, R: list[int], ids: tuple[int, ...]) -> int:
-        if k == LI:
-            return op[2]
-        if k == RDID:
-            return ids[op[2]]
-        a, b = R[op[2]], R[op[3]]
-        if k == ADD:
-            v = a + b
-        elif k == SUB:
-            v = a - b
-        elif k == MUL:
-            v = a * b
-        elif k == AND:
-            return a & b
-        elif k == OR:
-            return a | b
-        elif k == XOR:
-            return a ^ b
-        elif k == SLL:
-            v = a << min(max(b, 0), 32)
-        elif k == SRA:
-            return a >> min(max(b, 0), 32)
-        elif k == SRL:
-            v = (a & 0xFFFFFFFF) >> min(b & 0xFFFFFFFF, 32)
-        else:  # SLT
-            return 1 if a < b else 0
-        return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+    def take_ports(self, core: int, pc: int, t: int):
+        """Start the shared access at ``pc`` in global time order: wait until the core's clock (``t`` less the
+        instruction's cost), then for every port it holds; return the cycle it ends (its wait counts as
+        stalled)."""
+        cost = self.costs[pc]
+        t -= cost
+        if t > self.env.now:
+            yield self.env.timeout(t - self.env.now)
+        start = self.reserve(core, self.plans[pc].ports, t)
+        if self.tracing and start > t:
+            self.scalar_run(core, t)
+            self.trace.append((f"core {core}", "wait for the memory port", t, start, "stall"))
+            self.last_event[core] = start
+        self.stalled[core] += start - t
+        return start + cost
 
-    def resolve(self, core: int, pc: int, op: tuple, R: list[int]) -> dict[str, int]:
+    def generic(self, core: int, pc: int, op: GenericScalar, R: list[int], F: list[float],
+                ids: tuple[int, ...]) -> int:
+        """Run the scalar instruction at ``pc`` through the spec's semantics; return the next pc."""
+        try:
+            return execute_scalar(self.spec, op.insn, op.files, self.memory if op.memory else None, core, pc,
+                                  R, F, ids)
+        except (IndexError, ValueError, isa.ExecError) as e:
+            raise self.error(OutOfBoundsError if isinstance(e, IndexError) else DiannaoError, core, pc,
+                             str(e)) from None
+
+    def tensor(self, core: int, pc: int, op: TensorOp, t: int, R: list[int]):
+        """Run the tensor instruction at ``pc``, whose cost ``t`` includes: check its rules (once), wait for
+        the shared ports it holds, run it; return the cycle it ends."""
+        t -= self.costs[pc]
+        if not self.checked[pc]:
+            self.check(core, pc)
+        fields = self.resolve(core, pc, op, R) if op.dynamic else op.fields
+        if op.shared:
+            if t > self.env.now:
+                yield self.env.timeout(t - self.env.now)
+            start = self.reserve(core, self.plans[pc].ports, t)
+        else:
+            start = t
+        self.run_tensor(core, pc, op, fields, R)
+        self.stalled[core] += start - t
+        end = start + self.costs[pc]
+        if self.tracing:
+            self.trace_tensor(core, pc, t, start, end)
+        return end
+
+    def resolve(self, core: int, pc: int, op: TensorOp, R: list[int]) -> dict[str, int]:
         """The fields of a tensor instruction whose operand addresses read registers, each such operand's
         name mapped to its address now; checks the rules that read registers."""
-        addresses, rules = op[5]
         tensors = {"R": np.array(R, np.int32)}
-        for rule in rules:
+        for rule in op.rules:
             try:
                 ok = rule(tensors)
             except isa.ExecError:
@@ -532,16 +351,16 @@ class _Machine:
             if not ok:  # the slow path, for the message
                 broken = isa.check_constraints(self.spec, self.program.insns[pc], tensors, which="dynamic")
                 self.raise_violation(core, pc, broken)
-        fields = dict(op[2])
-        for name, address in addresses:
+        fields = dict(op.fields)
+        for name, address in op.addresses:
             fields[name] = int(address(tensors))
         return fields
 
-    def run_tensor(self, core: int, pc: int, op: tuple, fields: dict[str, int], R: list[int]) -> None:
-        fast = op[1]
+    def run_tensor(self, core: int, pc: int, op: TensorOp, fields: dict[str, int], R: list[int]) -> None:
+        """Run the tensor instruction at ``pc`` on ``fields``: its fast path, or the spec's semantics."""
         try:
-            if fast is not None and self.fast:
-                fast(self.memory, core, fields, op[3])
+            if op.fast is not None:
+                op.fast(self.memory, core, fields, op.dtype)
             else:
                 execute_generic(self.spec, self.program.insns[pc], self.memory, core,
                                 {"R": np.array(R, np.int32)})
@@ -560,9 +379,29 @@ class _Machine:
         self.trace.append((track, what, start, end, "instruction"))
         self.last_event[core] = end
 
-    def barrier(self, core: int, pc: int, scope: int, now: int):
-        """Arrive at the barrier of ``scope`` (0 = this cluster, 1 = every launched core); return the cycle
-        it releases: BARRIER_LATENCY after the last core of the scope arrived."""
+    def barrier(self, core: int, pc: int, op: Barrier, t: int):
+        """Wait at the barrier at ``pc`` from the core's clock (``t`` less its cost) until every core of its
+        scope arrived; return the cycle it releases, its cost after the last arrival (waiting is stalled)."""
+        t -= self.costs[pc]
+        if t > self.env.now:
+            yield self.env.timeout(t - self.env.now)
+        if self.tracing:
+            self.scalar_run(core, t)
+        last_arrival, release = yield from self.arrive(core, pc, op.scope, t)
+        self.stalled[core] += last_arrival - t
+        if self.tracing:
+            track = f"core {core}"
+            if last_arrival > t:
+                self.trace.append((track, "wait for the other cores at the barrier", t, last_arrival,
+                                   "stall"))
+            what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
+            self.trace.append((track, what, last_arrival, release, "instruction"))
+            self.last_event[core] = release
+        return release
+
+    def arrive(self, core: int, pc: int, scope: int, now: int):
+        """Arrive at the barrier of ``scope`` (0 = this cluster, 1 = every launched core) at ``now``; return
+        (the last core's arrival, the cycle it releases: the cost of the last core's barrier later)."""
         cluster_scope = self.spec.enums["scope"].name_of(scope) == "CLUSTER"
         key = ("cluster", core // self.cpc) if cluster_scope else ("all",)
         b = self.barriers.get(key)
@@ -572,13 +411,21 @@ class _Machine:
         b.arrived[core] = pc
         if len(b.arrived) == len(b.members):
             del self.barriers[key]
-            release = now + self.barrier_latency
-            b.event.succeed(release)
-            return release
+            times = (now, now + self.costs[pc])
+            b.event.succeed(times)
+            return times
         self.waiting[core] = (key, pc)
-        release = yield b.event
+        times = yield b.event
         del self.waiting[core]
-        return release
+        return times
+
+    def halt(self, core: int, pc: int, t: int):
+        """End the kernel on ``core`` at its clock ``t`` (in global time, where the kernel's cycles are)."""
+        if t > self.env.now:
+            yield self.env.timeout(t - self.env.now)
+        if self.tracing:
+            self.scalar_run(core, t)
+        self.halted[core] = (t, pc)
 
     # ------------------------------------------------------------------ running
     def run(self) -> DiannaoResult:
@@ -752,8 +599,8 @@ class Card:
                trace: bool = False, fast: bool = True) -> DiannaoResult:
         """Run ``program`` (a Program, or its binary form) on ``cores`` cores (default: all) and return what
         the launch measured. ``args`` preload registers R0, R1, ... of every core (kernel arguments);
-        ``trace`` records a Perfetto trace; ``fast=False`` runs every tensor instruction through the spec's
-        generic executor instead of its numpy fast path."""
+        ``trace`` records a Perfetto trace; ``fast=False`` runs every instruction (tensor and scalar) through
+        the spec's generic executor instead of its fast path."""
         if isinstance(program, bytes | bytearray):
             program = isa.decode_program(bytes(program), spec=self.spec)
         problem = spec_difference(program.isa, self.spec)

@@ -1,0 +1,354 @@
+"""Decoding for the DianNao machine: each instruction of a program, once, into a record the interpreter runs
+and a plan of what it costs, all of it from the spec.
+
+    plans = Decoder(program, config, memory.names).plans(program)
+    plans[pc].op          # e.g. RegisterOp(kind=ADD, rd=3, rs1=1, rs2=2)
+    plans[pc].cycles      # latency + cycles - 1 of the spec's timing, with the shared ports' time
+
+How an instruction decodes depends on what its spec says, never on its mnemonic:
+
+- group ``dma``, ``vector``, ``unary`` or ``tensor``: a ``TensorOp``, run by its numpy fast path when its
+  contract has one (sim/diannao/functional.py), else by the generic executor. An instruction of the ``dma``
+  unit moves the bytes of the operand it writes from the space of the operand it reads;
+- group ``sync``: a ``Barrier`` over the cores of its ``scope`` field; group ``control``: ``Halt``;
+- any other group is scalar code: a record of the fast path whose contract the instruction has
+  (sim/diannao/scalar.py: ``RegisterOp``, ``AddImmediate``, ``Branch``, ``ScalarAccess``, ...), else a
+  ``GenericScalar`` that the spec's semantics run. Its memory operands (shape and address from the spec) move
+  their bytes to or from the registers.
+
+A copy (the ``dma`` unit) or a scalar access that reads or writes GMEM or SMEM holds the card's GMEM port or
+its cluster's SMEM port for its bytes at the port's rate (the config's), and waits for it: its ``ports``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+import isa
+from isa.asm import format_insn
+from isa.dtypes import DTYPES
+from isa.instance import reads_operands
+from isa.lang.scalar import compile_scalar, evaluate
+from isa.lang.tree import Name
+from sim.diannao.config import DiannaoConfig
+from sim.diannao.errors import LaunchError
+from sim.diannao.functional import fast_path
+from sim.diannao.scalar import (
+    ACCESSES,
+    ADDI,
+    BARRIER,
+    BRANCHES,
+    FCVT,
+    FLOAD,
+    FLOAT_OPS,
+    HALT,
+    INTEGER_OPS,
+    LI,
+    LOAD,
+    LOAD_FORMATS,
+    RDID,
+    REGISTER_FILES,
+    SCALAR,
+    STORE_FORMATS,
+    STORE_MASKS,
+    TENSOR,
+    scalar_kind,
+)
+
+TENSOR_GROUPS = ("dma", "vector", "unary", "tensor")
+SHARED = ("GMEM", "SMEM")  # the spaces behind a shared port
+
+
+# ------------------------------------------------------------------------------------------------- records
+# One record per kind of decoded instruction; ``kind`` (sim/diannao/scalar.py) is what the interpreter tests.
+class RegisterOp(NamedTuple):
+    """An integer (ADD..SLT) or float (FADD..FMIN) op: register rd of its file = rs1 op rs2."""
+
+    kind: int
+    rd: int
+    rs1: int
+    rs2: int
+
+
+class Convert(NamedTuple):
+    """FCVT: F[rd] = R[rs1] rounded to f32."""
+
+    kind: int
+    rd: int
+    rs1: int
+
+
+class AddImmediate(NamedTuple):
+    """ADDI: R[rd] = R[rs1] + imm, wrapping to 32 bits."""
+
+    kind: int
+    rd: int
+    rs1: int
+    imm: int
+
+
+class LoadImmediate(NamedTuple):
+    """LI: R[rd] = imm."""
+
+    kind: int
+    rd: int
+    imm: int
+
+
+class ReadId(NamedTuple):
+    """RDID: R[rd] = the id register ``which`` (core id, cluster id, cores per cluster, clusters)."""
+
+    kind: int
+    rd: int
+    which: int
+
+
+class Branch(NamedTuple):
+    """BEQ, BNE, BLT, BGE: to ``target`` if R[rs1] compares so with R[rs2], else on; JMP: to ``target``."""
+
+    kind: int
+    rs1: int
+    rs2: int
+    target: int
+
+
+class ScalarAccess(NamedTuple):
+    """LOAD, STORE (register file R) or FLOAD, FSTORE (F): one ``element`` between register ``reg`` and the
+    memory ``space`` at byte address R[base] + offset."""
+
+    kind: int
+    reg: int
+    base: int
+    offset: int
+    space: int                 # the space code
+    element: struct.Struct     # the element's format in memory
+    mask: int                  # the low bits of R an integer store keeps
+    shared: bool               # GMEM or SMEM: the access runs in global time order
+
+
+class GenericScalar(NamedTuple):
+    """SCALAR: a scalar instruction no fast path implements, run by the spec's semantics."""
+
+    kind: int
+    insn: isa.Insn
+    files: tuple[str, ...]     # the register files its semantics name (of REGISTER_FILES)
+    memory: bool               # it has memory operands
+    shared: bool               # one of them is in GMEM or SMEM: it runs in global time order
+
+
+class TensorOp(NamedTuple):
+    """TENSOR: a tensor instruction (copy, vector, unary, conv, matmul)."""
+
+    kind: int
+    fast: Callable | None      # the numpy fast path of its contract, or None: the generic executor runs it
+    fields: dict[str, int]
+    dtype: np.dtype | None     # the numpy dtype of T, if it has one
+    shared: bool               # touches GMEM or SMEM: runs in global time order
+    addresses: tuple[tuple[str, Callable], ...]  # operand -> its address, where that reads registers
+    rules: tuple[Callable, ...]                   # the spec's rules that read registers
+    dynamic: bool              # it has addresses or rules that read registers
+
+
+class Barrier(NamedTuple):
+    """BARRIER: wait for every core of ``scope`` (enum scope: this cluster, or every launched core)."""
+
+    kind: int
+    scope: int
+
+
+class Halt(NamedTuple):
+    """HALT: this core's kernel ends."""
+
+    kind: int
+
+
+class MemoryOperand(NamedTuple):
+    """A memory operand of one instance: its name, the space it lies in, its size, whether it is written."""
+
+    name: str
+    space: str
+    nbytes: int
+    written: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the machine knows about one instruction before running it."""
+
+    op: tuple                  # the decoded record the interpreter runs
+    unit: str                  # timing unit of the spec ("scalar", "vfu", "tfu", "dma", "ctrl")
+    cycles: int                # core cycles of one execution (without waiting)
+    work: int                  # cycles of the spec's "cycles" (throughput part), for unit utilization
+    moves: tuple[tuple[str, int], ...] = ()   # ("GMEM->NMEM", bytes) per execution
+    ports: tuple[tuple[str, int], ...] = ()   # ("gmem" | "smem", cycles held) per execution
+
+    @property
+    def tensor(self) -> bool:
+        """Whether it is a tensor instruction (counted apart from scalar code)."""
+        return self.op.kind == TENSOR
+
+
+# ------------------------------------------------------------------------------------------------ decoding
+class Decoder:
+    """Decodes the instructions of programs for one spec and card (see the module docstring). With ``fast``
+    False, every instruction decodes to the generic executor's record, none to a fast path."""
+
+    def __init__(self, program: isa.Program, config: DiannaoConfig, space_names: dict[int, str],
+                 fast: bool = True) -> None:
+        self.spec = program.isa
+        self.config = config
+        self.space_names = space_names
+        self.fast = fast
+        self.fast_paths: dict[str, Callable | None] = {}
+        self.scalar_kinds: dict[str, int | None] = {}
+
+    def plans(self, program: isa.Program) -> list[Plan]:
+        """The plan of every instruction of ``program``, in order."""
+        return [self.plan(pc, insn) for pc, insn in enumerate(program.insns)]
+
+    def plan(self, pc: int, insn: isa.Insn) -> Plan:
+        """The plan of ``insn`` at ``pc``: its record, unit, cycles, moves and ports."""
+        spec = self.spec
+        instr = spec.instruction(insn.name)
+        unit, latency, cycles = isa.timing_of(spec, insn)
+        latency, cycles = latency or 1, max(cycles or 1, 1)
+        if instr.group in TENSOR_GROUPS:
+            return self.tensor(insn, instr, unit, latency, cycles)
+        if instr.group in ("sync", "control"):
+            if instr.statements:
+                self.refuse(pc, insn, f"group {instr.group!r} has no semantics, but this one has some")
+            if instr.group == "sync" and insn.get("scope") is None:
+                self.refuse(pc, insn, "a barrier (group 'sync') needs a field 'scope' (enum scope)")
+            record = Barrier(BARRIER, insn["scope"]) if instr.group == "sync" else Halt(HALT)
+            return Plan(record, unit, latency + cycles - 1, cycles)  # a barrier: from the last arrival
+        return self.scalar(pc, insn, instr, unit, latency, cycles)
+
+    def refuse(self, pc: int, insn: isa.Insn, why: str):
+        """Raise the LaunchError of an instruction this machine cannot run, saying ``why``."""
+        text = format_insn(self.spec, insn)
+        raise LaunchError(f"pc {pc} ({text}): the DianNao simulator cannot run '{insn.name}': {why}",
+                          pc=pc, insn=text)
+
+    def ports(self, spaces, nbytes: int) -> tuple[tuple[str, int], ...]:
+        """The ports a transfer of ``nbytes`` to or from ``spaces`` holds, each for its cycles."""
+        out = []
+        if "GMEM" in spaces:
+            out.append(("gmem", -(-nbytes // self.config.gmem_bytes_per_cycle)))
+        if "SMEM" in spaces:
+            out.append(("smem", -(-nbytes // self.config.smem_bytes_per_cycle)))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ memory operands
+    def memory_operands(self, insn: isa.Insn, instr: isa.Instruction) -> list[MemoryOperand]:
+        """The memory operands of ``insn``, their shapes evaluated on its fields."""
+        types = self.spec.types_of(insn)
+        sem = instr.typed_semantics(types)
+        env = self.spec.scalar_env(insn.values, types)
+        out = []
+        for op in instr.operands:
+            if op.kind != "tensor":
+                continue
+            code = insn[op.space] if op.space_is_field else self.spec.spaces[op.space].id
+            elements = 1
+            for e in op.shape:
+                elements *= int(evaluate(e, env))
+            nbytes = elements * DTYPES[instr.operand_dtype(op, types)].bytes
+            out.append(MemoryOperand(op.name, self.space_names[code], nbytes, op.name in sem.writes))
+        return out
+
+    # ------------------------------------------------------------------ tensor instructions
+    def tensor(self, insn: isa.Insn, instr: isa.Instruction, unit: str, latency: int, cycles: int) -> Plan:
+        """The plan of a tensor instruction: a DMA copy holds the ports of the spaces it copies between."""
+        spec = self.spec
+        f = insn.values
+        types = spec.types_of(insn)
+        dt = np.dtype(DTYPES[types["T"]].numpy) if "T" in types else None
+        moves: tuple[tuple[str, int], ...] = ()
+        ports: tuple[tuple[str, int], ...] = ()
+        if unit == "dma":
+            operands = self.memory_operands(insn, instr)
+            sources = [op.space for op in operands if not op.written]
+            moves = tuple((f"{src}->{dst.space}", dst.nbytes) for dst in operands if dst.written
+                          for src in sources)
+            for move, nbytes in moves:
+                ports += self.ports(move.split("->"), nbytes)
+        duration = latency + max([cycles] + [c for _, c in ports]) - 1
+        env = spec.scalar_env(f, types)
+        addresses = tuple((op.name, compile_scalar(op.addr, env)) for op in instr.operands
+                          if op.kind == "tensor" and not isinstance(op.addr, Name))
+        rules = tuple(compile_scalar(c.rule, env) for c in instr.constraints if reads_operands(c))
+        record = TensorOp(TENSOR, self.fast_path(instr), f, dt, bool(ports), addresses, rules,
+                          bool(addresses or rules))
+        return Plan(record, unit, duration, cycles, moves, ports)
+
+    def fast_path(self, instr: isa.Instruction) -> Callable | None:
+        """The numpy fast path of tensor instruction ``instr`` (by its contract), or None."""
+        if not self.fast:
+            return None
+        if instr.name not in self.fast_paths:
+            self.fast_paths[instr.name] = fast_path(instr)
+        return self.fast_paths[instr.name]
+
+    # ------------------------------------------------------------------ scalar instructions
+    def scalar(self, pc: int, insn: isa.Insn, instr: isa.Instruction, unit: str, latency: int,
+               cycles: int) -> Plan:
+        """The plan of a scalar instruction: its fast path's record, or the generic executor's; its memory
+        operands move their bytes between the registers and their spaces."""
+        operands = self.memory_operands(insn, instr)
+        moves = tuple((f"REG->{op.space}" if op.written else f"{op.space}->REG", op.nbytes)
+                      for op in operands)
+        shared = [op for op in operands if op.space in SHARED]
+        ports = self.ports({op.space for op in shared}, sum(op.nbytes for op in shared)) if shared else ()
+        duration = latency + max([cycles] + [c for _, c in ports]) - 1
+        kind = self.scalar_kind(instr) if self.fast else None
+        if kind is None:
+            record = self.generic(pc, insn, instr, bool(operands), bool(shared))
+        else:
+            record = self.fast_record(kind, insn, instr, bool(shared))
+        return Plan(record, unit, duration, cycles, moves, ports)
+
+    def scalar_kind(self, instr: isa.Instruction) -> int | None:
+        """The scalar fast path kind of ``instr`` (by its contract), or None."""
+        if instr.name not in self.scalar_kinds:
+            self.scalar_kinds[instr.name] = scalar_kind(instr)
+        return self.scalar_kinds[instr.name]
+
+    def fast_record(self, kind: int, insn: isa.Insn, instr: isa.Instruction, shared: bool) -> tuple:
+        """The record of a scalar instruction whose contract is fast path ``kind``; the contract names its
+        fields."""
+        f = insn.values
+        if kind in INTEGER_OPS or kind in FLOAT_OPS:
+            return RegisterOp(kind, f["rd"], f["rs1"], f["rs2"])
+        if kind == FCVT:
+            return Convert(kind, f["rd"], f["rs1"])
+        if kind == ADDI:
+            return AddImmediate(kind, f["rd"], f["rs1"], f["imm"])
+        if kind == LI:
+            return LoadImmediate(kind, f["rd"], f["imm"])
+        if kind == RDID:
+            return ReadId(kind, f["rd"], f["which"])
+        if kind in BRANCHES:
+            return Branch(kind, f.get("rs1", 0), f.get("rs2", 0), f["target"])
+        assert kind in ACCESSES, kind
+        dtype = instr.operand_dtype(instr.operand("m"), self.spec.types_of(insn))
+        load = kind in (LOAD, FLOAD)
+        element = struct.Struct(LOAD_FORMATS[dtype] if load else STORE_FORMATS[dtype])
+        return ScalarAccess(kind, f["rd"] if load else f["rs2"], f["rs1"], f["imm"], f["space"], element,
+                            STORE_MASKS.get(dtype, 0), shared)
+
+    def generic(self, pc: int, insn: isa.Insn, instr: isa.Instruction, memory: bool,
+                shared: bool) -> GenericScalar:
+        """The record of a scalar instruction the spec's semantics run; refused if its semantics name
+        register state this machine does not have, or write its id registers."""
+        files = tuple(op.name for op in instr.operands if op.kind != "tensor")
+        if unknown := [name for name in files if name not in REGISTER_FILES]:
+            self.refuse(pc, insn, f"its register operand(s) {', '.join(map(repr, unknown))} name no register "
+                        f"state of the machine (it has {', '.join(REGISTER_FILES)})")
+        if "ids" in instr.typed_semantics(self.spec.types_of(insn)).writes:
+            self.refuse(pc, insn, "it writes the id registers 'ids', which are read only")
+        return GenericScalar(SCALAR, insn, files, memory, shared)
