@@ -26,9 +26,11 @@ from llvmlite import ir as ll
 
 from compiler.backend.llvm import optimized
 from compiler.backend.llvm_emit import ErrorTable
-from compiler.backend.nvptx_emit import STATIC_SHARED_LIMIT, KernelEmitter, Launch, launch_of
+from compiler.backend.nvptx_emit import KernelEmitter
+from compiler.backend.nvptx_launch import Launch, launch_of
 from compiler.errors import CodegenError
 from compiler.ir import nodes as n
+from compiler.ir.cuda import STATIC_SHARED_LIMIT
 
 TRIPLE = "nvptx64-nvidia-cuda"
 

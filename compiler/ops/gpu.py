@@ -50,7 +50,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
-from compiler.backend.nvptx_emit import (
+from compiler.errors import ScheduleError
+from compiler.ir import dtypes
+from compiler.ir import nodes as ir
+from compiler.ir.cuda import (
     FRAGMENT,
     STATIC_SHARED_LIMIT,
     SWIZZLE_BYTES,
@@ -65,9 +68,6 @@ from compiler.backend.nvptx_emit import (
     warpgroup_fence,
     warpgroup_wait,
 )
-from compiler.errors import ScheduleError
-from compiler.ir import dtypes
-from compiler.ir import nodes as ir
 from compiler.ops.nn import ConvShape
 from compiler.passes.inspector import Mapping, inspect_op
 from compiler.passes.tensorize_registers import tensorize_registers

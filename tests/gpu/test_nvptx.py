@@ -14,10 +14,10 @@ import pytest
 import isa
 from compiler import interp
 from compiler.backend import nvptx
-from compiler.backend.nvptx_emit import FRAGMENT, barrier
 from compiler.errors import CodegenError, ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
+from compiler.ir.cuda import FRAGMENT, barrier
 from compiler.ir.functor import IRVisitor
 from compiler.ops import gpu, reference
 from compiler.ops.nn import ConvShape

@@ -16,9 +16,9 @@ import pytest
 
 from compiler import interp
 from compiler.backend import nvptx
-from compiler.backend.nvptx_emit import SWIZZLE, swizzled_offset
 from compiler.errors import CodegenError, ScheduleError
 from compiler.ir import nodes as ir
+from compiler.ir.cuda import SWIZZLE, swizzled_offset
 from compiler.ir.functor import IRMutator, post_order_visit
 from compiler.ops import gpu, reference
 from compiler.ops.nn import ConvShape
