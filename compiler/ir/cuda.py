@@ -1,6 +1,6 @@
 """The loop IR's CUDA vocabulary: the hardware axes, memory scopes and statements of an NVIDIA GPU kernel.
 
-A cuda schedule (``compiler.ops.gpu``) builds its kernel from the loop IR's nodes and these names; the
+A cuda schedule (``compiler.ops.cuda``) builds its kernel from the loop IR's nodes and these names; the
 NVPTX emitter (``compiler.backend.nvptx_emit``) says what each becomes in PTX. Sequentially (the reference
 interpreter) a bound loop is a loop, and the statements below that only order threads do nothing.
 

@@ -36,8 +36,9 @@ laid out in the 128-byte swizzle the instruction's descriptors describe (``bk`` 
 step's instructions are fenced, committed as one group and, over a ring of buffers, left in flight into
 the next step (the copies then run ``stages - 2`` steps ahead), so the Tensor Cores work across the barrier.
 
-The result is a ``PrimFunc`` of loop IR whose marked nests (``tensorize``) the tensorize pass turns into
-the instruction; ``compiler.backend.nvptx`` compiles it and ``compiler.interp`` runs it on any machine.
+The result is a ``PrimFunc`` of loop IR whose marked nests (``tensorize``) the ``cuda`` pipeline's
+``tensorize_registers`` (``compiler.pipeline``) turns into the instruction; ``compiler.backend.nvptx``
+compiles the result and ``compiler.interp`` runs either on any machine.
 """
 
 from __future__ import annotations
@@ -70,7 +71,6 @@ from compiler.ir.cuda import (
 )
 from compiler.ops.nn import ConvShape
 from compiler.passes.inspector import Mapping, inspect_op
-from compiler.passes.tensorize_registers import tensorize_registers
 from isa import ISA
 from isa.instance import timing_of
 
@@ -221,11 +221,10 @@ class GpuTuning:
 
 @dataclass(frozen=True)
 class GpuSchedule:
-    """A scheduled operator: the kernel's loop IR (``func``, tensorized; ``source``, the same before the
-    tensorize pass), the padded extents and the tuning."""
+    """A scheduled operator: the kernel's loop IR (``func``, its Tensor Core nests marked for the ``cuda``
+    pipeline's ``tensorize_registers``), the padded extents and the tuning."""
 
     func: ir.PrimFunc
-    source: ir.PrimFunc
     m: int
     n: int
     k: int
@@ -259,9 +258,9 @@ def gemm(m: int, n: int, k: int, tuning: GpuTuning | None = None, *, spec: ISA,
     def b_tile(z, row, col, v):
         return b[row, col + v] if v is not None else b[row, col]
 
-    source = _contraction("gemm", (a, b, c), mp, np_, kp, 1, b_tile, True,
-                          lambda z, row, col: (row, col), t, insn)
-    return GpuSchedule(_tensorized(source, spec), source, mp, np_, kp, t, insn)
+    func = _contraction("gemm", (a, b, c), mp, np_, kp, 1, b_tile, True,
+                        lambda z, row, col: (row, col), t, insn)
+    return GpuSchedule(func, mp, np_, kp, t, insn)
 
 
 def conv2d(layer: ConvShape, tuning: GpuTuning | None = None, *, spec: ISA,
@@ -290,14 +289,9 @@ def conv2d(layer: ConvShape, tuning: GpuTuning | None = None, *, spec: ISA,
         value = data[z, ir.min_(c, layer.ic - 1), ir.min_(h * st + r, hp - 1), ir.min_(w * st + s, wp - 1)]
         return ir.Select(inside, value, ir.const(0.0, F16))
 
-    source = _contraction("conv2d", (data, kernel, out), mp, np_, kp, layer.n, b_tile, False,
-                          lambda z, row, col: (z, row, col), t, insn, a=kernel)
-    return GpuSchedule(_tensorized(source, spec), source, mp, np_, kp, t, insn, layer.n)
-
-
-def _tensorized(func: ir.PrimFunc, spec: ISA) -> ir.PrimFunc:
-    """UNIT's rewriter, last step: each marked nest becomes the instruction (the Inspector checks it)."""
-    return ir.PrimFunc(func.name, func.params, tensorize_registers(func.body, spec), func.attrs)
+    func = _contraction("conv2d", (data, kernel, out), mp, np_, kp, layer.n, b_tile, False,
+                        lambda z, row, col: (z, row, col), t, insn, a=kernel)
+    return GpuSchedule(func, mp, np_, kp, t, insn, layer.n)
 
 
 def _check(t: GpuTuning, insn: TensorCoreInstruction, shared_limit: int, op: str) -> None:
