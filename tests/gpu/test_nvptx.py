@@ -21,7 +21,7 @@ from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ir.cuda import FRAGMENT, barrier
 from compiler.ir.functor import IRVisitor
-from compiler.ops import cuda, reference
+from compiler.ops import cuda, cuda_kernel, reference
 from compiler.ops.nn import ConvShape
 from compiler.pipeline import compile_func, passes_for
 from compiler.target import Target
@@ -112,7 +112,7 @@ def test_the_schedule_writes_loop_ir_and_the_cuda_pipeline_tensorizes_it():
     """cuda is compiled through compiler/pipeline.py like every target: its schedule builds the kernel from
     compiler/ir alone (no emitter, no pass), and the pipeline's pass selects the instruction."""
     assert [p.name for p in passes_for("cuda")] == ["tensorize_registers"]
-    for module in (cuda,):
+    for module in (cuda, cuda_kernel):
         tree = ast.parse(Path(module.__file__).read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}

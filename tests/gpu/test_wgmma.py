@@ -21,7 +21,7 @@ from compiler.ir import nodes as ir
 from compiler.ir.cuda import SWIZZLE, swizzled_offset
 from compiler.ir.functor import IRMutator, post_order_visit
 from compiler.ops import cuda, reference
-from compiler.ops.cuda import UNROLLED_STEPS
+from compiler.ops.cuda_kernel import UNROLLED_STEPS
 from compiler.ops.nn import ConvShape
 from compiler.pipeline import compile_func
 from sim.core.errors import SimConfigError
