@@ -32,6 +32,10 @@ Targets:
   result for this CPU.
 - ``arm``: the ``cpu`` passes, with the AArch64 spec (UNIT's ARM DOT, sdot); ``compiler.backend.llvm_cross``
   compiles the result to AArch64 object code.
+- ``cuda``: UNIT's flow for NVIDIA Tensor Cores (Sec. V.E): the schedule (``compiler.ops.cuda``) writes the
+  kernel's loop IR itself (thread bindings, shared tiles, fragments) with each Tensor Core nest marked;
+  ``tensorize_registers`` replaces each marked nest by the spec's instruction. ``compiler.backend.nvptx``
+  compiles the result to PTX.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from compiler.passes import (
     share_smem,
     simplify,
     tensorize,
+    tensorize_registers,
     tensorize_tiles,
 )
 from compiler.schedule import Schedule
@@ -121,6 +126,9 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("simplify_partitioned", simplify, "loop-ir", group="simplify"),
         Pass("tensorize", tensorize, "loop-ir", spec=True),
         Pass("simplify_tensorized", simplify, "loop-ir", group="simplify"),
+    ),
+    "cuda": (
+        Pass("tensorize_registers", tensorize_registers, "loop-ir", spec=True),
     ),
 }
 PIPELINES["arm"] = PIPELINES["cpu"]   # UNIT's flow is the same; only the spec (and LLVM's triple) differ

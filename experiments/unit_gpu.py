@@ -1,7 +1,7 @@
 """UNIT on a GPU (Weng et al., CGO 2021, Sec. V.E, Fig. 9, 11): fp16 convolutions and GEMMs on Tensor Cores.
 
 Tandem's kernels (``tandem.flows.run`` on the ``cuda`` target: UNIT's Inspector maps cuda.toml's
-wmma_m16n16k16_f16_f32 onto the contraction, the schedule of compiler/ops/gpu.py (H x W fusion, p x q
+wmma_m16n16k16_f16_f32 onto the contraction, the schedule of compiler/ops/cuda.py (H x W fusion, p x q
 accumulator tiles per warp, split-K with a shared-memory reduction), LLVM's NVPTX backend, the CUDA driver),
 each tuned over the first ``--tune`` tunings of the model's ranking (measured on the device), against
 PyTorch's fp16 kernels on the same inputs: ``torch.nn.functional.conv2d`` (cuDNN, NCHW, Tensor Cores on,

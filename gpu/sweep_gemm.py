@@ -7,7 +7,7 @@ this shows by how much.
 
     python3 gpu/sweep_gemm.py [--sizes 2048,4096,8192] [--tunings "2,2,4,4,32,1,4;2,4,4,4,32,1,3"]
 
-A tuning is ``warps_m,warps_n,p,q,bk,split_k,stages[,instruction]`` (compiler/ops/gpu.py's GpuTuning; the
+A tuning is ``warps_m,warps_n,p,q,bk,split_k,stages[,instruction]`` (compiler/ops/cuda.py's GpuTuning; the
 instruction a name of isa/specs/cuda.toml's, the spec's first when omitted). Prints one JSON
 line per measurement (``"tuning"``, ``"tflops"``, ``"validated"``, or ``"error"``) and one per size for
 cuBLAS; exits non-zero when a kernel is wrong.
@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 from compiler.backend import cuda_runtime
-from compiler.ops import gpu
+from compiler.ops import cuda
 from tandem.flows import cuda as cuda_run
 from tandem.flows.run import RunError, within_bound
 from tandem.flows.targets import load_target
@@ -36,14 +36,14 @@ TUNINGS = ("2,4,4,4,32,1,3 2,2,4,4,64,1,4 "
            f"2,1,1,2,64,1,4,{W128} 1,2,2,1,64,1,4,{W128} 2,2,1,1,64,1,4,{W128} 2,1,1,1,64,1,4,{W128}")
 
 
-def parse(text: str) -> list[gpu.GpuTuning]:
+def parse(text: str) -> list[cuda.GpuTuning]:
     found = []
     for item in text.replace(";", " ").split():
         parts = item.split(",")
         if len(parts) not in (7, 8) or not all(x.isdigit() for x in parts[:7]):
             raise SystemExit(f"--tunings: {item!r} is not "
                              "warps_m,warps_n,p,q,bk,split_k,stages[,instruction]")
-        found.append(gpu.GpuTuning(*(int(x) for x in parts[:7]), *parts[7:]))
+        found.append(cuda.GpuTuning(*(int(x) for x in parts[:7]), *parts[7:]))
     return found
 
 

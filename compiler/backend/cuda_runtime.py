@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from compiler.backend.nvptx import GpuKernel
-from compiler.backend.nvptx_emit import STATIC_SHARED_LIMIT
 from compiler.errors import CodegenError
+from compiler.ir.cuda import STATIC_SHARED_LIMIT
 
 
 class KernelFault(RuntimeError):

@@ -3,7 +3,7 @@
     kernel = build(func, arch="sm_90")      # PTX text, launch shape, parameters, fault table
     assemble(kernel)                        # ptxas -arch=sm_90 (where installed): None, or the error text
 
-``func`` is a kernel in the form ``compiler.ops.gpu`` schedules: its body is a nest of loops bound to
+``func`` is a kernel in the form ``compiler.ops.cuda`` schedules: its body is a nest of loops bound to
 ``blockIdx``/``threadIdx`` axes (``compiler.backend.nvptx_emit`` says what each construct becomes); its
 parameters are device buffers. The module is verified and optimized with LLVM's O3 pipeline for the
 ``nvptx64-nvidia-cuda`` triple and the config's architecture and PTX ISA version, then printed as PTX. The
@@ -26,9 +26,11 @@ from llvmlite import ir as ll
 
 from compiler.backend.llvm import optimized
 from compiler.backend.llvm_emit import ErrorTable
-from compiler.backend.nvptx_emit import STATIC_SHARED_LIMIT, KernelEmitter, Launch, launch_of
+from compiler.backend.nvptx_emit import KernelEmitter
+from compiler.backend.nvptx_launch import Launch, launch_of
 from compiler.errors import CodegenError
 from compiler.ir import nodes as n
+from compiler.ir.cuda import STATIC_SHARED_LIMIT
 
 TRIPLE = "nvptx64-nvidia-cuda"
 

@@ -2,7 +2,9 @@
 
 A ``KernelEmitter`` is the CPU's ``FunctionEmitter`` (expressions, loops, bounds checks, vector loops: the
 same semantics, bit for bit, as the reference interpreter) with what a GPU adds (TensorIR Sec. 8.2's
-thread bindings and memory scopes; UNIT Sec. III.A's Tensor Core instructions):
+thread bindings and memory scopes; UNIT Sec. III.A's Tensor Core instructions). The constructs are the
+loop IR's CUDA vocabulary (``compiler.ir.cuda``); the launch shape is ``compiler.backend.nvptx_launch``'s,
+the matrix instructions' geometry and register layouts ``compiler.backend.nvptx_matrix``'s:
 
 - **The kernel**: ``void @name(ptr addrspace(1) noalias %buffer..., ptr addrspace(1) %fault)``, with the
   ``ptx_kernel`` calling convention. A run-time fault (an index out of bounds, a division by zero) writes its
@@ -50,26 +52,22 @@ thread bindings and memory scopes; UNIT Sec. III.A's Tensor Core instructions):
   them: the accumulator registers are tied through the fence and the wait, so that nothing reads or writes
   them while an instruction is in flight. ``proxy_fence()`` (``fence.proxy.async``) makes the threads'
   writes to shared memory visible to the instructions, which read it through the async proxy.
-- **Swizzled shared buffers**: ``swizzle(allocate)`` lays a shared buffer ``[..., rows, cols]`` out as
-  Hopper's 128-byte swizzle: its columns in panels of 128 bytes (each panel's rows consecutive), and in each
-  row the 16-byte chunk ``c`` stored at ``c ^ (row % 8)``. Every access goes through that mapping; loop IR
-  (and the interpreter) sees the logical layout. The buffer is 1024-byte aligned (checked at run time).
+- **Swizzled shared buffers**: ``swizzle(allocate)`` (Hopper's 128-byte swizzle, ``compiler.ir.cuda``):
+  every access goes through the mapping of ``swizzled_offset``, computed in LLVM; loop IR (and the
+  interpreter) sees the logical layout. The buffer is 1024-byte aligned (checked at run time).
 
 Non-goals: warp shuffles, atomics, and fragment accesses at indices known only at run time.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir as ll
 
-import isa
 from compiler.arith import linear_form, simplify
 from compiler.backend.llvm_emit import (
-    HALF,
     I32,
     FunctionEmitter,
     _const_int,
@@ -78,245 +76,40 @@ from compiler.backend.llvm_emit import (
     memory_type,
     value_type,
 )
+from compiler.backend.nvptx_launch import Launch, shared_bytes
+from compiler.backend.nvptx_matrix import Geometry, fragment_registers, geometry, operand_region
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
 from compiler.ir import nodes as n
-from compiler.ir.functor import IRVisitor, post_order_visit, substitute
-from compiler.passes.inspector import instruction_accesses
-from isa.instance import operand_shape
+from compiler.ir.cuda import (
+    ASYNC_COMMIT,
+    ASYNC_COPY,
+    ASYNC_WAIT,
+    BARRIER,
+    BLOCK_AXES,
+    CHUNK,
+    FRAGMENT,
+    PROXY_FENCE,
+    STATIC_SHARED_LIMIT,
+    SWIZZLE,
+    SWIZZLE_ALIGN,
+    SWIZZLE_BYTES,
+    SWIZZLE_ROWS,
+    THREAD,
+    THREAD_AXES,
+    WARP,
+    WG_COMMIT,
+    WG_FENCE,
+    WG_WAIT,
+)
+from compiler.ir.functor import IRVisitor, substitute
 
-#: The hardware axes a loop can be bound to, and the PTX special register each one reads.
-BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
-THREAD_AXES = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+#: The PTX special register each hardware axis reads.
 _SREG = {**{a: f"llvm.nvvm.read.ptx.sreg.ctaid.{a[-1]}" for a in BLOCK_AXES},
          **{a: f"llvm.nvvm.read.ptx.sreg.tid.{a[-1]}" for a in THREAD_AXES}}
-#: The scope of a warp's register fragments, of a buffer with one slice per thread, and the statement
-#: attribute of a block-wide barrier.
-FRAGMENT = "fragment"
-THREAD = "thread"
-BARRIER = "barrier"
-#: The statement attributes of an asynchronous copy, of closing a group of them and of waiting for groups.
-ASYNC_COPY, ASYNC_COMMIT, ASYNC_WAIT = "async_copy", "async_commit", "async_wait"
-#: The attributes ordering warpgroup instructions, of the async-proxy fence and of a swizzled layout.
-WG_FENCE, WG_COMMIT, WG_WAIT = "warpgroup_fence", "warpgroup_commit", "warpgroup_wait"
-PROXY_FENCE, SWIZZLE = "proxy_fence", "swizzle"
-#: The swizzle span (bytes of a row of a swizzle atom), its rows, and the bytes of one chunk.
-SWIZZLE_BYTES, SWIZZLE_ROWS, CHUNK = 128, 8, 16
-SWIZZLE_ALIGN = SWIZZLE_BYTES * SWIZZLE_ROWS
-WARP = 32
 GLOBAL_AS, SHARED_AS = 1, 3
-#: A kernel's statically allocated shared memory may not exceed this (CUDA's limit per block); a kernel
-#: that needs more gets it as dynamic shared memory.
-STATIC_SHARED_LIMIT = 48 * 1024
 #: The alignment of each buffer in dynamic shared memory (bytes).
 DYNAMIC_ALIGN = 128
-
-
-def barrier() -> n.Stmt:
-    """A block-wide barrier (``__syncthreads``): every thread of the block waits here for all the others;
-    shared memory written before it is visible after it. Sequentially (the interpreter) it does nothing."""
-    return n.Attr(BARRIER, "shared", n.Evaluate(n.const(0)))
-
-
-def async_copy(copy: n.For) -> n.Stmt:
-    """``copy`` (a vectorized loop storing 4, 8 or 16 contiguous bytes of a global buffer into a shared
-    buffer) issued asynchronously: the thread goes on, and the bytes are in shared memory once an
-    ``async_wait`` after the ``async_commit`` that closes its group has returned."""
-    return n.Attr(ASYNC_COPY, "shared", copy)
-
-
-def async_commit() -> n.Stmt:
-    """Close this thread's group of asynchronous copies issued since the last commit (possibly none)."""
-    return n.Attr(ASYNC_COMMIT, "shared", n.Evaluate(n.const(0)))
-
-
-def async_wait(pending: int) -> n.Stmt:
-    """Wait until at most ``pending`` of this thread's committed groups of copies are still in flight."""
-    return n.Attr(ASYNC_WAIT, pending, n.Evaluate(n.const(0)))
-
-
-def warpgroup_fence() -> n.Stmt:
-    """``wgmma.fence``: before the first warpgroup instruction of a batch (and after anything else wrote
-    its accumulators)."""
-    return n.Attr(WG_FENCE, "warpgroup", n.Evaluate(n.const(0)))
-
-
-def warpgroup_commit() -> n.Stmt:
-    """Close the warpgroup's batch of matrix instructions issued since the last commit into a group."""
-    return n.Attr(WG_COMMIT, "warpgroup", n.Evaluate(n.const(0)))
-
-
-def warpgroup_wait(pending: int) -> n.Stmt:
-    """Wait until at most ``pending`` of the warpgroup's groups of matrix instructions are in flight."""
-    return n.Attr(WG_WAIT, pending, n.Evaluate(n.const(0)))
-
-
-def proxy_fence() -> n.Stmt:
-    """Make this thread's writes to shared memory visible to the asynchronous proxy (warpgroup matrix
-    instructions read their shared operands through it); a barrier after it publishes all threads'."""
-    return n.Attr(PROXY_FENCE, "shared", n.Evaluate(n.const(0)))
-
-
-def swizzle(allocate: n.Allocate) -> n.Stmt:
-    """``allocate`` (of a shared buffer) in the 128-byte swizzled layout (the module docstring)."""
-    return n.Attr(SWIZZLE, SWIZZLE_BYTES, allocate)
-
-
-def swizzled_offset(flat: int, shape: tuple[int, ...], elem_bytes: int) -> int:
-    """The physical element offset of logical element ``flat`` of a swizzled buffer of ``shape``."""
-    rows, cols = shape[-2], shape[-1]
-    span, vec = SWIZZLE_BYTES // elem_bytes, CHUNK // elem_bytes
-    lead, rest = divmod(flat, rows * cols)
-    r, c = divmod(rest, cols)
-    panel, cc = divmod(c, span)
-    chunk, within = divmod(cc, vec)
-    return lead * rows * cols + panel * rows * span + r * span + (chunk ^ (r % SWIZZLE_ROWS)) * vec + within
-
-
-def shared_bytes(body: n.Stmt) -> int:
-    """The bytes of the shared buffers ``body`` allocates."""
-    found: list[n.Buffer] = []
-    post_order_visit(body, lambda x: found.append(x.buffer) if isinstance(x, n.Allocate) and
-                     x.buffer.scope == "shared" else None)
-    return sum(b.nbytes for b in found)
-
-
-# ------------------------------------------------------------------------------------------ launch shape
-@dataclass(frozen=True)
-class Launch:
-    """The grid and block of a kernel: extents on x, y, z."""
-
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-
-    @property
-    def threads(self) -> int:
-        return math.prod(self.block)
-
-
-def launch_of(body: n.Stmt) -> Launch:
-    """The launch ``body``'s bound loops need (CodegenError for a bound loop of no constant extent, or
-    an axis that is not a GPU's)."""
-    extents: dict[str, int] = {}
-
-    class _Axes(IRVisitor):
-        def visit_For(self, s: n.For) -> None:
-            if s.kind is n.ForKind.THREAD_BINDING:
-                if s.thread not in _SREG:
-                    raise CodegenError(f"nvptx: loop {s.var.name} is bound to {s.thread!r}; a GPU has "
-                                       f"{', '.join(_SREG)}")
-                ext, lo = _const_int(s.extent), _const_int(s.min)
-                if ext is None or lo != 0:
-                    raise CodegenError(f"nvptx: loop {s.var.name} bound to {s.thread} must run from 0 to a "
-                                       f"constant, but runs from {s.min} for {s.extent}")
-                extents[s.thread] = max(extents.get(s.thread, 1), ext)
-            self.generic_visit(s)
-
-    _Axes().visit(body)
-    grid = tuple(extents.get(a, 1) for a in BLOCK_AXES)
-    block = tuple(extents.get(a, 1) for a in THREAD_AXES)
-    return Launch(grid, block)
-
-
-# ------------------------------------------------------------------------------------------ fragments
-@dataclass(frozen=True)
-class Geometry:
-    """A warp- or warpgroup-level matrix instruction read from its spec: ``d[m, n] (+)= a[m, k] x b[k, n]``,
-    with the operand that plays each role (``a``, ``b``, ``c``: c is read and written), each one's element
-    type, the threads that run it together (32: a warp; 128: a warpgroup) and whether a and b are read from
-    shared memory (``shared``: a warpgroup instruction's descriptors) or from register fragments."""
-
-    instruction: str
-    intrinsic: str
-    m: int
-    n: int
-    k: int
-    roles: dict[str, str]          # role -> operand name
-    dtypes: dict[str, str]         # role -> element type (the spec's short name: f16, f32, s8, s32)
-    threads: int = WARP
-    shared: bool = False
-
-    def shape(self, role: str) -> tuple[int, int]:
-        return {"a": (self.m, self.k), "b": (self.k, self.n), "c": (self.m, self.n)}[role]
-
-    def name(self, op: str) -> str:
-        """The NVVM name of the geometry, as in ``llvm.nvvm.wmma.m16n16k16.load.a...``."""
-        return f"llvm.nvvm.wmma.m{self.m}n{self.n}k{self.k}.{op}"
-
-
-#: The instruction families the emitter lowers: NVVM's wmma intrinsics (warp, register fragments) and PTX's
-#: wgmma.mma_async (warpgroup, shared operands; emitted as inline PTX).
-WMMA_PREFIX, WGMMA_PREFIX = "llvm.nvvm.wmma.", "wgmma.mma_async."
-
-
-def geometry(spec: isa.ISA, name: str) -> Geometry:
-    """The roles of instruction ``name``'s operands, from its semantics: the written operand is the
-    accumulator ``c``; of the two others, the one indexed by c's first index is ``a``, the other ``b``."""
-    instr = spec.instruction(name)
-    shared = (instr.intrinsic or "").startswith(WGMMA_PREFIX)
-    if not (instr.intrinsic or "").startswith(WMMA_PREFIX) and not shared:
-        raise CodegenError(f"nvptx: {spec.name}.{name} names intrinsic {instr.intrinsic!r}, not a matrix "
-                           f"instruction ({WMMA_PREFIX}* or PTX {WGMMA_PREFIX}*)")
-    sem = instr.typed_semantics()
-    if len(sem.writes) != 1:
-        raise CodegenError(f"nvptx: {spec.name}.{name} writes {list(sem.writes)}; a matrix instruction "
-                           "writes one accumulator")
-    (c,) = sem.writes
-    accesses = _operand_indices(sem)
-    rows = accesses[c][0]
-    others = [op.name for op in instr.operands if op.name != c]
-    if len(others) != 2:
-        raise CodegenError(f"nvptx: {spec.name}.{name} has operands {[o.name for o in instr.operands]}; "
-                           "a matrix instruction has two factors and an accumulator")
-    a = next((o for o in others if accesses[o][0] == rows), None)
-    if a is None:
-        raise CodegenError(f"nvptx: no operand of {spec.name}.{name} is indexed by its result's rows "
-                           f"({rows})")
-    b = next(o for o in others if o != a)
-    insn = spec.insn(name)
-    (m, k), (_, ncols) = (tuple(operand_shape(spec, insn, x)) for x in (a, b))
-    roles = {"a": a, "b": b, "c": c}
-    kinds = {r: instr.operand(o).kind for r, o in roles.items()}
-    want = {"a": "tensor", "b": "tensor", "c": "register"} if shared else dict.fromkeys(roles, "register")
-    if kinds != want or instr.threads != (4 * WARP if shared else WARP):
-        raise CodegenError(f"nvptx: {spec.name}.{name}: a {'warpgroup' if shared else 'warp'} matrix "
-                           f"instruction has operands of kinds {want} and threads = "
-                           f"{4 * WARP if shared else WARP}, not {kinds} and {instr.threads}")
-    return Geometry(name, instr.intrinsic, m, ncols, k, roles,
-                    {r: instr.operand(o).dtype for r, o in roles.items()}, instr.threads, shared)
-
-
-def _operand_indices(sem) -> dict[str, tuple[str, ...]]:
-    """Each operand's index variables, in the order the semantics writes them (``c[i, j]`` -> (i, j))."""
-    return {name: tuple(str(i) for i in access.indices) for name, access in instruction_accesses(sem).items()}
-
-
-def fragment_registers(role: str, dtype: str, shape: tuple[int, int], threads: int = WARP
-                       ) -> tuple[ll.Type, int]:
-    """The registers of one thread's part of a fragment, as LLVM's NVVM intrinsics pass them (LLVM's
-    ``WMMA_REGS`` in IntrinsicsNVPTX.td): the ``threads`` of a warp (or warpgroup) share ``rows x cols``
-    elements; an f16 factor of every k16 geometry (m16n16k16, m32n8k16, m8n32k16) is 16 halves per lane,
-    replicated as Volta's quad pairs need, as eight ``<2 x half>``; an f16 accumulator two to a
-    ``<2 x half>``; f32/s32 accumulators one per register; 8-bit factors four to an ``i32``."""
-    per_lane = shape[0] * shape[1] // threads
-    if dtype == "f16":
-        return ll.VectorType(HALF, 2), 8 if role in ("a", "b") else per_lane // 2
-    if dtype in ("f32", "s32"):
-        return (ll.FloatType() if dtype == "f32" else I32), per_lane
-    if dtype in ("s8", "u8"):
-        return I32, per_lane // 4
-    raise CodegenError(f"nvptx: no Tensor Core fragment of {dtype} elements (operand role {role})")
-
-
-def _operand(geo: Geometry, regions: dict[str, n.Region], role: str, text: str) -> n.Region:
-    """The region of the operand playing ``role``, of the instruction's element type."""
-    r = regions.get(geo.roles[role])
-    if r is None:
-        raise CodegenError(f"nvptx: {text}: no region for operand {geo.roles[role]}")
-    if r.buffer.dtype.short != geo.dtypes[role]:
-        raise CodegenError(f"nvptx: {text}: operand {r.operand} is {geo.dtypes[role]}, but buffer "
-                           f"{r.buffer.name} holds {r.buffer.dtype.short}")
-    return r
 
 
 def _struct(ty: ll.Type, count: int) -> ll.LiteralStructType:
@@ -325,6 +118,7 @@ def _struct(ty: ll.Type, count: int) -> ll.LiteralStructType:
 
 def _ptx_type(dtype: str) -> str:
     return {"f16": "f16", "f32": "f32", "s32": "s32", "s8": "s8", "u8": "u8"}[dtype]
+
 
 
 @dataclass
@@ -637,7 +431,7 @@ class KernelEmitter(FunctionEmitter):
             return
         values: list[ll.Value] = []
         for role in ("a", "b", "c"):
-            r = _operand(geo, regions, role, text)
+            r = operand_region(geo, regions, role, text)
             elem, count = fragment_registers(role, geo.dtypes[role], geo.shape(role))
             regs = _struct(elem, count)
             if r.buffer in self.fragments:
@@ -667,7 +461,7 @@ class KernelEmitter(FunctionEmitter):
         fragment tile (its registers in and out of the inline PTX)."""
         descs, flips = [], []
         for role in ("a", "b"):
-            desc, flip = self._descriptor(_operand(geo, regions, role, text), role, geo, text)
+            desc, flip = self._descriptor(operand_region(geo, regions, role, text), role, geo, text)
             descs.append(desc)
             flips.append(flip)
         out = regions.get(geo.roles["c"])

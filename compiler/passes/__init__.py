@@ -14,8 +14,9 @@ from compiler.passes.preprocess import fold_padding, preprocess
 from compiler.passes.share_smem import share_smem
 from compiler.passes.simplify import simplify
 from compiler.passes.tensorize import tensorize
+from compiler.passes.tensorize_registers import tensorize_registers
 from compiler.passes.tensorize_tiles import tensorize_tiles
 
 __all__ = ["check_token_order", "flatten", "fold_padding", "inject_dma", "inject_sync",
            "inject_virtual_thread", "inplace", "loop_partition", "preprocess", "share_smem", "simplify",
-           "tensorize", "tensorize_tiles"]
+           "tensorize", "tensorize_registers", "tensorize_tiles"]

@@ -133,7 +133,7 @@ def tensorize(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     Statements that do not match are left unchanged; ``unmatched`` says why.
     """
     if is_register_isa(spec):  # a real CPU: UNIT's rewriter (compiler/passes/tensorize_registers.py)
-        return ir.PrimFunc(func.name, func.params, tensorize_registers(func.body, spec), func.attrs)
+        return tensorize_registers(func, spec)
     return ir.PrimFunc(func.name, func.params, _Tensorizer(spec).mutate(func.body), func.attrs)
 
 

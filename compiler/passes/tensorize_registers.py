@@ -1,8 +1,10 @@
-"""The tensorize pass for real CPUs (register operands): UNIT's rewriter, last step (Sec. III.C and IV.B.3).
+"""The tensorize pass of UNIT's schedules for real CPUs and GPUs: UNIT's rewriter, last step (Sec. III.C and
+IV.B.3). The ``cpu`` and ``arm`` pipelines run it through ``tensorize`` (an ISA whose operands are all
+registers), the ``cuda`` pipeline directly (its warpgroup instructions read a and b from shared memory).
 
-By the time this runs, the UNIT schedule (``compiler.ops.cpu``) has tiled the loops the Inspector mapped by
-the instruction's extents, moved them innermost and marked them ``tensorize = <instruction>``. Each marked
-statement is then:
+By the time this runs, the UNIT schedule (``compiler.ops.cpu``, ``compiler.ops.cuda``) has tiled the loops
+the Inspector mapped by the instruction's extents, moved them innermost and marked them ``tensorize =
+<instruction>``. Each marked statement is then:
 - the reduction's update nest ``for ki: for ci: out[..] = out[..] + i32(data[..]) * i32(kernel[..])``: the
   Inspector runs again on exactly these loops (``inspector.inspect_nest``); a mapping whose extents equal
   the loops' replaces the nest by one ``TensorInsn`` whose regions say where each register's elements are:
@@ -34,9 +36,9 @@ def is_register_isa(spec: isa.ISA) -> bool:
     return bool(ops) and all(op.kind == "register" for op in ops)
 
 
-def tensorize_registers(body: ir.Stmt, spec: isa.ISA) -> ir.Stmt:
+def tensorize_registers(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Replace every marked nest that an instruction of ``spec`` computes by that instruction."""
-    return _Rewrite(spec).mutate(body)
+    return ir.PrimFunc(func.name, func.params, _Rewrite(spec).mutate(func.body), func.attrs)
 
 
 def why_not(stmt: ir.Stmt, spec: isa.ISA, name: str) -> str | None:

@@ -275,8 +275,8 @@ def _compile_cuda(console: Console, op: str, shape: str | None, dtype: str | Non
         seed = values.pop("seed", 0)
         job = FLOW.plan(op, dict(values), target)
         build = compile_gpu(job, job.candidates[0], target)
-        stages = [("schedule (compiler/ops/gpu.py)", str(build.schedule.source)),
-                  ("tensorize", str(build.schedule.func))]
+        stages = [("schedule (compiler/ops/cuda.py)", str(build.schedule.func)),
+                  ("tensorize", str(build.func))]
         for name, text in stages if dump_passes else stages[-1:]:
             if dump_passes:
                 console.print(Text(f"── after {name} ──", style="bold"))
@@ -301,7 +301,7 @@ def _compile_cuda(console: Console, op: str, shape: str | None, dtype: str | Non
                        if tool is None else nvptx.assemble(kernel, tool)))
         if run:
             inputs = FLOW.inputs(job, np.random.default_rng(seed))
-            checks.append(("interpreter", interpreted(job, build.schedule.func, build.schedule, inputs)
+            checks.append(("interpreter", interpreted(job, build.func, build.schedule, inputs)
                            if job.macs <= 1 << 22 else f"{job.macs:,} MACs: too many to interpret (at most "
                            f"{1 << 22:,})"))
             reason = cuda_runtime.unavailable()

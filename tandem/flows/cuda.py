@@ -1,11 +1,10 @@
-"""The GPU's part of the one ``tandem run`` flow (tandem/flows/run.py): an fp16 GEMM or conv2d scheduled for
-Tensor
-Cores as UNIT schedules a GPU (``compiler.ops.gpu``), compiled to PTX by the NVPTX backend for the config's
+"""The GPU's part of the one ``tandem run`` flow (tandem/flows/run.py): an fp16 GEMM or conv2d scheduled
+for Tensor Cores as UNIT schedules a GPU (``compiler.ops.cuda``), compiled to PTX by the NVPTX backend for the config's
 architecture, run on the GPU through the CUDA driver, compared with numpy within a stated bound and timed.
 
 Parameters besides the layer (conv2d: ``H W IC OC K S P N``; gemm: ``M N K``): ``tuning`` (a
-``compiler.ops.gpu.GpuTuning``), ``tune`` (> 0: time the first ``tune`` tunings of the model's ranking,
-``compiler.ops.gpu.tuning_space``, on the device and keep the fastest; 0: the model's first) and
+``compiler.ops.cuda.GpuTuning``), ``tune`` (> 0: time the first ``tune`` tunings of the model's ranking,
+``compiler.ops.cuda.tuning_space``, on the device and keep the fastest; 0: the model's first) and
 ``min_time`` (seconds of timing per measurement, default 0.05). The report's
 
 - ``validated``: every output within ``K * 2^-23 * sum_k |a_k b_k|`` of the exact (float64) result of the
@@ -38,9 +37,10 @@ from compiler.backend import cuda_runtime, nvptx
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor
-from compiler.ops import gpu, reference
+from compiler.ops import cuda, reference
 from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize_registers import MARKS, why_not
+from compiler.pipeline import compile_func
 from compiler.target import Target
 from tandem.flows.run import (
     CONV_KEYS,
@@ -65,7 +65,7 @@ class GpuJob:
     """One operator to run: ``gemm`` (m, n, k) or ``conv2d`` (a ConvShape), and its candidate tunings."""
 
     op: str
-    candidates: tuple[gpu.GpuTuning, ...]
+    candidates: tuple[cuda.GpuTuning, ...]
     gemm: tuple[int, int, int] | None = None
     conv: ConvShape | None = None
     min_time: float = 0.05
@@ -87,26 +87,29 @@ class GpuJob:
 
 @dataclass(frozen=True)
 class Compiled:
-    schedule: gpu.GpuSchedule
+    schedule: cuda.GpuSchedule
+    func: ir.PrimFunc            # the schedule's loop IR after the cuda pipeline (tensorized)
     kernel: nvptx.GpuKernel
     unmatched: tuple[str, ...]
 
 
-def schedule(job: GpuJob, tuning: gpu.GpuTuning, target: Target) -> gpu.GpuSchedule:
+def schedule(job: GpuJob, tuning: cuda.GpuTuning, target: Target) -> cuda.GpuSchedule:
     """The job's kernel with ``tuning`` (ScheduleError if it does not fit the config's shared memory)."""
     limit, features = target.config.shared_bytes, target.config.features
     if job.gemm is not None:
-        return gpu.gemm(*job.gemm, tuning, spec=target.spec, shared_limit=limit, features=features)
-    return gpu.conv2d(job.conv, tuning, spec=target.spec, shared_limit=limit, features=features)
+        return cuda.gemm(*job.gemm, tuning, spec=target.spec, shared_limit=limit, features=features)
+    return cuda.conv2d(job.conv, tuning, spec=target.spec, shared_limit=limit, features=features)
 
 
-def compile_gpu(job: GpuJob, tuning: gpu.GpuTuning, target: Target) -> Compiled:
-    """Schedule, tensorize and compile to PTX for the target's config: runs on any machine."""
+def compile_gpu(job: GpuJob, tuning: cuda.GpuTuning, target: Target) -> Compiled:
+    """Schedule, run the cuda pipeline (compiler/pipeline.py) and compile to PTX for the target's config: runs
+    on any machine."""
     s = schedule(job, tuning, target)
-    kernel = nvptx.build(s.func, arch=target.config.arch_for(s.instruction.features),
+    func = compile_func(s.func, target)
+    kernel = nvptx.build(func, arch=target.config.arch_for(s.instruction.features),
                          ptx=target.config.ptx_version,
                          shared_limit=target.config.shared_bytes)
-    return Compiled(s, kernel, tuple(left_scalar(s.func, target)))
+    return Compiled(s, func, kernel, tuple(left_scalar(func, target)))
 
 
 def left_scalar(func: ir.PrimFunc, target: Target) -> list[str]:
@@ -147,10 +150,10 @@ class CudaFlow(TargetFlow):
         reject_unknown(params, (*GEMM_KEYS, *CONV_KEYS, "N"), where)
         insns = _instructions(target, where)
         if given is not None:
-            if not isinstance(given, gpu.GpuTuning):
-                raise RunError(f"{where}: tuning must be a compiler.ops.gpu.GpuTuning, not {given!r}")
+            if not isinstance(given, cuda.GpuTuning):
+                raise RunError(f"{where}: tuning must be a compiler.ops.cuda.GpuTuning, not {given!r}")
             try:
-                insn = gpu.tensor_core_instruction(target.spec, given.instruction, target.config.features)
+                insn = cuda.tensor_core_instruction(target.spec, given.instruction, target.config.features)
             except ScheduleError:
                 raise RunError(f"{where}: tuning ({given}) names instruction {given.instruction!r}, which is "
                                f"not one of the usable {', '.join(i.name for i in insns)}") from None
@@ -160,8 +163,8 @@ class CudaFlow(TargetFlow):
             candidates = (given,)
         else:
             cfg = target.config
-            ranked = gpu.tuning_space(m, n, k, batch, insns, cfg.shared_bytes, cfg.sm_count,
-                                      cfg.sm_shared_bytes, gathered=conv is not None)
+            ranked = cuda.tuning_space(m, n, k, batch, insns, cfg.shared_bytes, cfg.sm_count,
+                                       cfg.sm_shared_bytes, gathered=conv is not None)
             candidates = tuple(ranked[: max(1, tune)])
         job = GpuJob(op, candidates, shape, conv, float(min_time))
         elements = (m * k + k * n + m * n * 2) * batch if conv is None else \
@@ -179,7 +182,7 @@ class CudaFlow(TargetFlow):
                            f"{[np.shape(g) for g in given]}")
         return [np.asarray(g, np.float16) for g in given]
 
-    def compile(self, job: GpuJob, candidate: gpu.GpuTuning, target: Target) -> Compiled:
+    def compile(self, job: GpuJob, candidate: cuda.GpuTuning, target: Target) -> Compiled:
         try:
             return compile_gpu(job, candidate, target)
         except ScheduleError as exc:
@@ -195,7 +198,7 @@ class CudaFlow(TargetFlow):
     def cost(self, job: GpuJob, compiled: Compiled, inputs: list[np.ndarray], target: Target) -> float:
         return self._launcher(job, compiled, inputs).seconds(job.min_time)
 
-    def tuned_entry(self, candidate: gpu.GpuTuning, cost: float) -> dict[str, Any]:
+    def tuned_entry(self, candidate: cuda.GpuTuning, cost: float) -> dict[str, Any]:
         return {"candidate": str(candidate), "seconds": cost}
 
     def execute(self, job: GpuJob, compiled: Compiled, inputs: list[np.ndarray], target: Target) -> Execution:
@@ -230,7 +233,7 @@ class CudaFlow(TargetFlow):
         peak = execution.measured["peak_tflops"] * 1e12
         return math.ceil(2 * job.macs / peak * dev["clock_mhz"] * 1e6)
 
-    def params(self, job: GpuJob, candidate: gpu.GpuTuning, target: Target) -> dict[str, Any]:
+    def params(self, job: GpuJob, candidate: cuda.GpuTuning, target: Target) -> dict[str, Any]:
         layer = {"M": job.gemm[0], "N": job.gemm[1], "K": job.gemm[2]} if job.gemm is not None else \
             {"H": job.conv.h, "W": job.conv.w, "IC": job.conv.ic, "OC": job.conv.oc, "K": job.conv.k,
              "S": job.conv.s, "P": job.conv.p, "N": job.conv.n}
@@ -238,20 +241,20 @@ class CudaFlow(TargetFlow):
                 "arch": target.config.arch, "config": target.config.name}
 
 
-def packed(job: GpuJob, s: gpu.GpuSchedule, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+def packed(job: GpuJob, s: cuda.GpuSchedule, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The kernel's arguments: the inputs in its layout (padded to its tiles) and a zeroed output."""
     if job.gemm is not None:
-        return [*gpu.pack_gemm(inputs[0], inputs[1], s), np.zeros((s.m, s.n), np.float32)]
-    return [*gpu.pack_conv(inputs[0], inputs[1], job.conv, s), np.zeros((s.batch, s.m, s.n), np.float32)]
+        return [*cuda.pack_gemm(inputs[0], inputs[1], s), np.zeros((s.m, s.n), np.float32)]
+    return [*cuda.pack_conv(inputs[0], inputs[1], job.conv, s), np.zeros((s.batch, s.m, s.n), np.float32)]
 
 
 def unpacked(job: GpuJob, out: np.ndarray) -> np.ndarray:
     """The operator's result from the kernel's output buffer."""
-    return gpu.unpack_gemm(out, job.gemm[0], job.gemm[1]) if job.gemm is not None else \
-        gpu.unpack_conv(out, job.conv)
+    return cuda.unpack_gemm(out, job.gemm[0], job.gemm[1]) if job.gemm is not None else \
+        cuda.unpack_conv(out, job.conv)
 
 
-def interpreted(job: GpuJob, func: ir.PrimFunc, s: gpu.GpuSchedule, inputs: Sequence[np.ndarray]) -> Check:
+def interpreted(job: GpuJob, func: ir.PrimFunc, s: cuda.GpuSchedule, inputs: Sequence[np.ndarray]) -> Check:
     """Run the kernel's loop IR ``func`` on the reference interpreter and check it like a GPU result."""
     from compiler import interp
 
@@ -261,10 +264,10 @@ def interpreted(job: GpuJob, func: ir.PrimFunc, s: gpu.GpuSchedule, inputs: Sequ
     return within_bound(got, exact(job, inputs), exact(job, [np.abs(x) for x in inputs]), job.reduction)
 
 
-def _instructions(target: Target, where: str) -> list[gpu.TensorCoreInstruction]:
+def _instructions(target: Target, where: str) -> list[cuda.TensorCoreInstruction]:
     """The spec's Tensor Core instructions this GPU has (its architecture-specific features)."""
     try:
-        return gpu.tensor_core_instructions(target.spec, target.config.features)
+        return cuda.tensor_core_instructions(target.spec, target.config.features)
     except ScheduleError as exc:
         raise RunError(f"{where}: {exc}") from None
 

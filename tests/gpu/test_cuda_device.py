@@ -16,7 +16,7 @@ from compiler.backend import cuda_runtime, nvptx
 from compiler.backend.cuda_runtime import KernelFault
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
-from compiler.ops import gpu
+from compiler.ops import cuda
 from tandem.flows.run import run
 from tandem.flows.targets import load_target
 
@@ -24,13 +24,13 @@ REASON = cuda_runtime.unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no GPU here: {REASON}")
 
 GEMMS = [
-    ({"M": 256, "N": 256, "K": 256}, gpu.GpuTuning(2, 2, 2, 2, 32, 1)),
-    ({"M": 100, "N": 72, "K": 200}, gpu.GpuTuning(1, 2, 2, 1, 32, 1)),      # padded in every dimension
-    ({"M": 64, "N": 64, "K": 1024}, gpu.GpuTuning(1, 1, 2, 2, 64, 4)),      # split-K
-    ({"M": 512, "N": 384, "K": 320}, gpu.GpuTuning(2, 2, 4, 2, 32, 1)),
-    ({"M": 200, "N": 136, "K": 328}, gpu.GpuTuning(1, 2, 2, 2, 32, 1, 3)),   # cp.async, padded
-    ({"M": 512, "N": 512, "K": 1024}, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 4)),  # 75776 B of dynamic shared
-    ({"M": 256, "N": 256, "K": 2048}, gpu.GpuTuning(1, 2, 2, 2, 64, 2, 3)),  # ... with split-K
+    ({"M": 256, "N": 256, "K": 256}, cuda.GpuTuning(2, 2, 2, 2, 32, 1)),
+    ({"M": 100, "N": 72, "K": 200}, cuda.GpuTuning(1, 2, 2, 1, 32, 1)),      # padded in every dimension
+    ({"M": 64, "N": 64, "K": 1024}, cuda.GpuTuning(1, 1, 2, 2, 64, 4)),      # split-K
+    ({"M": 512, "N": 384, "K": 320}, cuda.GpuTuning(2, 2, 4, 2, 32, 1)),
+    ({"M": 200, "N": 136, "K": 328}, cuda.GpuTuning(1, 2, 2, 2, 32, 1, 3)),   # cp.async, padded
+    ({"M": 512, "N": 512, "K": 1024}, cuda.GpuTuning(2, 2, 4, 4, 32, 1, 4)),  # 75776 B of dynamic shared
+    ({"M": 256, "N": 256, "K": 2048}, cuda.GpuTuning(1, 2, 2, 2, 64, 2, 3)),  # ... with split-K
 ]
 
 
@@ -43,26 +43,26 @@ def test_gemm_on_the_gpu_is_within_the_bound_of_numpy(layer, tuning):
 
 
 CONVS = [
-    ({"H": 14, "W": 14, "IC": 256, "OC": 256, "K": 3, "S": 1, "P": 1}, gpu.GpuTuning(2, 2, 1, 1, 64, 2)),
-    ({"H": 56, "W": 56, "IC": 64, "OC": 128, "K": 1, "S": 2, "P": 0, "N": 4}, gpu.GpuTuning()),
-    ({"H": 32, "W": 32, "IC": 3, "OC": 64, "K": 7, "S": 2, "P": 3}, gpu.GpuTuning(2, 1, 2, 2, 32, 1)),
-    ({"H": 7, "W": 7, "IC": 512, "OC": 512, "K": 3, "S": 1, "P": 1}, gpu.GpuTuning(2, 2, 1, 1, 64, 4)),
+    ({"H": 14, "W": 14, "IC": 256, "OC": 256, "K": 3, "S": 1, "P": 1}, cuda.GpuTuning(2, 2, 1, 1, 64, 2)),
+    ({"H": 56, "W": 56, "IC": 64, "OC": 128, "K": 1, "S": 2, "P": 0, "N": 4}, cuda.GpuTuning()),
+    ({"H": 32, "W": 32, "IC": 3, "OC": 64, "K": 7, "S": 2, "P": 3}, cuda.GpuTuning(2, 1, 2, 2, 32, 1)),
+    ({"H": 7, "W": 7, "IC": 512, "OC": 512, "K": 3, "S": 1, "P": 1}, cuda.GpuTuning(2, 2, 1, 1, 64, 4)),
     ({"H": 28, "W": 28, "IC": 128, "OC": 128, "K": 3, "S": 1, "P": 1, "N": 4},
-     gpu.GpuTuning(2, 2, 2, 2, 32, 1, 4)),                                   # the kernel's tiles async
+     cuda.GpuTuning(2, 2, 2, 2, 32, 1, 4)),                                   # the kernel's tiles async
 ]
 
 
 W128, W256 = "wgmma_m64n128k16_f16_f32", "wgmma_m64n256k16_f16_f32"
 WGMMA = [   # Hopper's warpgroup instruction: a and b from swizzled shared memory, b MN-major (transposed)
-    ("gemm", {"M": 256, "N": 256, "K": 256}, gpu.GpuTuning(2, 1, 1, 1, 64, 1, 1, W128)),
-    ("gemm", {"M": 200, "N": 300, "K": 328}, gpu.GpuTuning(1, 1, 1, 1, 64, 1, 3, W256)),   # padded
-    ("gemm", {"M": 512, "N": 512, "K": 1024}, gpu.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256)),  # 192 KB shared
-    ("gemm", {"M": 256, "N": 512, "K": 512}, gpu.GpuTuning(1, 2, 2, 1, 128, 1, 2, W128)),  # two panels of K
-    ("gemm", {"M": 128, "N": 512, "K": 256}, gpu.GpuTuning(2, 1, 1, 2, 64, 1, 3, W128)),   # q = 2
+    ("gemm", {"M": 256, "N": 256, "K": 256}, cuda.GpuTuning(2, 1, 1, 1, 64, 1, 1, W128)),
+    ("gemm", {"M": 200, "N": 300, "K": 328}, cuda.GpuTuning(1, 1, 1, 1, 64, 1, 3, W256)),   # padded
+    ("gemm", {"M": 512, "N": 512, "K": 1024}, cuda.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256)),  # 192 KB shared
+    ("gemm", {"M": 256, "N": 512, "K": 512}, cuda.GpuTuning(1, 2, 2, 1, 128, 1, 2, W128)),  # two panels of K
+    ("gemm", {"M": 128, "N": 512, "K": 256}, cuda.GpuTuning(2, 1, 1, 2, 64, 1, 3, W128)),   # q = 2
     ("conv2d", {"H": 14, "W": 14, "IC": 256, "OC": 256, "K": 3, "S": 1, "P": 1},
-     gpu.GpuTuning(2, 1, 1, 1, 64, 1, 3, W128)),
+     cuda.GpuTuning(2, 1, 1, 1, 64, 1, 3, W128)),
     ("conv2d", {"H": 28, "W": 28, "IC": 128, "OC": 128, "K": 3, "S": 1, "P": 1, "N": 4},
-     gpu.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256)),
+     cuda.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256)),
 ]
 
 

@@ -1,10 +1,12 @@
-"""The GPU flow on any machine: UNIT's Tensor Core schedule (compiler/ops/gpu.py), the tensorize pass that
-turns its marked nests into the spec's instruction, and the NVPTX backend's PTX, assembled by ptxas where it
-is installed. Every kernel's loop IR runs on the reference interpreter before and after tensorization and is
-compared with numpy's exact result of the same fp16 inputs (within the fp32 accumulation bound)."""
+"""The GPU flow on any machine: UNIT's Tensor Core schedule (compiler/ops/cuda.py), the cuda pipeline's
+tensorize pass that turns its marked nests into the spec's instruction, and the NVPTX backend's PTX,
+assembled by ptxas where it is installed. Every kernel's loop IR runs on the reference interpreter before and
+after tensorization and is compared with numpy's exact result of the same fp16 inputs (within the fp32
+accumulation bound)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -14,13 +16,15 @@ import pytest
 import isa
 from compiler import interp
 from compiler.backend import nvptx
-from compiler.backend.nvptx_emit import FRAGMENT, barrier
 from compiler.errors import CodegenError, ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
+from compiler.ir.cuda import FRAGMENT, barrier
 from compiler.ir.functor import IRVisitor
-from compiler.ops import gpu, reference
+from compiler.ops import cuda, cuda_kernel, reference
 from compiler.ops.nn import ConvShape
+from compiler.pipeline import compile_func, passes_for
+from compiler.target import Target
 from tandem.flows.cuda import left_scalar
 from tandem.flows.run import within_bound
 from tandem.flows.targets import load_target
@@ -41,11 +45,16 @@ def _insns(func: ir.PrimFunc) -> list[ir.TensorInsn]:
     return found
 
 
-def _run_gemm(func: ir.PrimFunc, s: gpu.GpuSchedule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    pa, pb = gpu.pack_gemm(a, b, s)
+def _tensorized(s: cuda.GpuSchedule, spec: isa.ISA = SPEC) -> ir.PrimFunc:
+    """The schedule's loop IR after the cuda pipeline (its marked nests become the spec's instruction)."""
+    return compile_func(s.func, Target("cuda", spec))
+
+
+def _run_gemm(func: ir.PrimFunc, s: cuda.GpuSchedule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    pa, pb = cuda.pack_gemm(a, b, s)
     c = np.zeros((s.m, s.n), np.float32)
     interp.run(func, [pa, pb, c])
-    return gpu.unpack_gemm(c, a.shape[0], b.shape[1])
+    return cuda.unpack_gemm(c, a.shape[0], b.shape[1])
 
 
 def _f16(rng, shape) -> np.ndarray:
@@ -54,7 +63,7 @@ def _f16(rng, shape) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------ selection
 def test_the_inspector_selects_the_f32_accumulating_wmma_from_the_spec():
-    insn = gpu.tensor_core_instruction(SPEC)
+    insn = cuda.tensor_core_instruction(SPEC)
     assert (insn.name, insn.tm, insn.tn, insn.tk) == ("wmma_m16n16k16_f16_f32", 16, 16, 16)
 
 
@@ -73,15 +82,16 @@ def test_a_spec_of_another_shape_is_selected_and_emitted_with_no_python_change(t
     path = tmp_path / "cuda-m32n8k16.toml"
     path.write_text(text)
     spec = isa.load_spec_file(path)
-    insn = gpu.tensor_core_instruction(spec)
+    insn = cuda.tensor_core_instruction(spec)
     assert (insn.name, insn.tm, insn.tn, insn.tk) == ("wmma_m32n8k16_f16_f32", 32, 8, 16)
-    s = gpu.gemm(64, 32, 32, gpu.GpuTuning(1, 2, 2, 2, 32), spec=spec)
+    s = cuda.gemm(64, 32, 32, cuda.GpuTuning(1, 2, 2, 2, 32), spec=spec)
     rng = np.random.default_rng(1)
     a, b = _f16(rng, (64, 32)), _f16(rng, (32, 32))
     want, size = reference.dense(a, b.T), reference.dense(abs(a), abs(b).T)
-    check = within_bound(_run_gemm(s.func, s, a, b), want, size, 32)
+    func = _tensorized(s, spec)
+    check = within_bound(_run_gemm(func, s, a, b), want, size, 32)
     assert check.validated, check.detail
-    ptx = nvptx.build(s.func).ptx
+    ptx = nvptx.build(func).ptx
     assert "wmma.mma.sync.aligned.row.row.m32n8k16.f32.f32" in ptx
     assert "wmma.load.a.sync.aligned.row.m32n8k16.shared.f16" in ptx
 
@@ -94,82 +104,95 @@ def test_a_spec_without_an_f32_accumulating_instruction_is_refused_with_each_rea
     path.write_text(text)
     why = r"no instruction that computes .*wmma_m16n16k16_f16_f16 is not applicable \(compute\)"
     with pytest.raises(ScheduleError, match=why):
-        gpu.tensor_core_instruction(isa.load_spec_file(path))
+        cuda.tensor_core_instruction(isa.load_spec_file(path))
 
 
 # ------------------------------------------------------------------------------------------ schedules
+def test_the_schedule_writes_loop_ir_and_the_cuda_pipeline_tensorizes_it():
+    """cuda is compiled through compiler/pipeline.py like every target: its schedule builds the kernel from
+    compiler/ir alone (no emitter, no pass), and the pipeline's pass selects the instruction."""
+    assert [p.name for p in passes_for("cuda")] == ["tensorize_registers"]
+    for module in (cuda, cuda_kernel):
+        tree = ast.parse(Path(module.__file__).read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+        assert not {m for m in imported if m.startswith(("compiler.backend", "compiler.pipeline",
+                                                         "compiler.passes.tensorize"))}, module.__name__
+
+
 GEMM_CASES = [
-    ((32, 64, 64), gpu.GpuTuning(2, 2, 1, 1, 32, 1)),
-    ((20, 24, 40), gpu.GpuTuning(1, 1, 2, 2, 32, 1)),        # padded in every dimension
-    ((32, 32, 128), gpu.GpuTuning(2, 1, 1, 2, 64, 2)),       # split-K over 2 warp groups
-    ((32, 32, 64), gpu.GpuTuning(1, 1, 2, 2, 64, 4)),        # split-K over 4
-    ((32, 32, 96), gpu.GpuTuning(2, 2, 1, 1, 32, 1, 2)),     # the next tiles prefetched, two shared buffers
-    ((20, 24, 72), gpu.GpuTuning(1, 1, 2, 2, 32, 2, 2)),     # ... with split-K and padding
-    ((32, 32, 160), gpu.GpuTuning(2, 1, 1, 2, 32, 1, 3)),    # asynchronous copies, a ring of 3 buffers
-    ((20, 40, 200), gpu.GpuTuning(1, 1, 2, 2, 32, 2, 4)),    # ... 4 buffers, split-K and padding
-    ((32, 32, 32), gpu.GpuTuning(2, 2, 1, 1, 32, 1, 4)),     # ... fewer steps than buffers in flight
+    ((32, 64, 64), cuda.GpuTuning(2, 2, 1, 1, 32, 1)),
+    ((20, 24, 40), cuda.GpuTuning(1, 1, 2, 2, 32, 1)),        # padded in every dimension
+    ((32, 32, 128), cuda.GpuTuning(2, 1, 1, 2, 64, 2)),       # split-K over 2 warp groups
+    ((32, 32, 64), cuda.GpuTuning(1, 1, 2, 2, 64, 4)),        # split-K over 4
+    ((32, 32, 96), cuda.GpuTuning(2, 2, 1, 1, 32, 1, 2)),     # the next tiles prefetched, two shared buffers
+    ((20, 24, 72), cuda.GpuTuning(1, 1, 2, 2, 32, 2, 2)),     # ... with split-K and padding
+    ((32, 32, 160), cuda.GpuTuning(2, 1, 1, 2, 32, 1, 3)),    # asynchronous copies, a ring of 3 buffers
+    ((20, 40, 200), cuda.GpuTuning(1, 1, 2, 2, 32, 2, 4)),    # ... 4 buffers, split-K and padding
+    ((32, 32, 32), cuda.GpuTuning(2, 2, 1, 1, 32, 1, 4)),     # ... fewer steps than buffers in flight
 ]
 
 
 @pytest.mark.parametrize(("shape", "tuning"), GEMM_CASES, ids=[str(t) for _, t in GEMM_CASES])
 def test_gemm_before_and_after_tensorize_computes_numpys_result(shape, tuning):
     m, n, k = shape
-    s = gpu.gemm(m, n, k, tuning, spec=SPEC)
+    s = cuda.gemm(m, n, k, tuning, spec=SPEC)
     rng = np.random.default_rng(k)
     a, b = _f16(rng, (m, k)), _f16(rng, (k, n))
     want, size = reference.dense(a, b.T), reference.dense(np.abs(a), np.abs(b).T)
-    for func in (s.source, s.func):
+    tensorized = _tensorized(s)
+    for func in (s.func, tensorized):
         check = within_bound(_run_gemm(func, s, a, b), want, size, k)
         assert check.validated, f"{func.name}: {check.detail}"
-    assert len(_insns(s.func)) == 1 and not _insns(s.source)   # the one mark became the instruction
-    assert not left_scalar(s.func, load_target("cuda"))
+    assert len(_insns(tensorized)) == 1 and not _insns(s.func)   # the one mark became the instruction
+    assert not left_scalar(tensorized, load_target("cuda"))
 
 
 CONV_CASES = [
-    (ConvShape(5, 5, 9, 20, 3, 2, 1, n=2), gpu.GpuTuning(1, 2, 1, 1, 32, 2)),
-    (ConvShape(6, 6, 16, 24, 1, 1, 0), gpu.GpuTuning(2, 1, 1, 1, 32, 1)),
-    (ConvShape(5, 5, 3, 16, 3, 1, 1), gpu.GpuTuning(1, 1, 1, 2, 32, 1)),    # a 3-channel stem: K padded
-    (ConvShape(5, 5, 7, 20, 3, 2, 1), gpu.GpuTuning(1, 2, 1, 1, 32, 2, 2)),   # prefetched
-    (ConvShape(6, 6, 9, 20, 3, 1, 1), gpu.GpuTuning(2, 1, 1, 1, 32, 1, 3)),   # the kernel copied async
+    (ConvShape(5, 5, 9, 20, 3, 2, 1, n=2), cuda.GpuTuning(1, 2, 1, 1, 32, 2)),
+    (ConvShape(6, 6, 16, 24, 1, 1, 0), cuda.GpuTuning(2, 1, 1, 1, 32, 1)),
+    (ConvShape(5, 5, 3, 16, 3, 1, 1), cuda.GpuTuning(1, 1, 1, 2, 32, 1)),    # a 3-channel stem: K padded
+    (ConvShape(5, 5, 7, 20, 3, 2, 1), cuda.GpuTuning(1, 2, 1, 1, 32, 2, 2)),   # prefetched
+    (ConvShape(6, 6, 9, 20, 3, 1, 1), cuda.GpuTuning(2, 1, 1, 1, 32, 1, 3)),   # the kernel copied async
 ]
 
 
 @pytest.mark.parametrize(("layer", "tuning"), CONV_CASES, ids=[str(t) for _, t in CONV_CASES])
 def test_conv2d_with_fused_pixels_computes_numpys_result(layer, tuning):
-    s = gpu.conv2d(layer, tuning, spec=SPEC)
+    s = cuda.conv2d(layer, tuning, spec=SPEC)
     rng = np.random.default_rng(layer.ic)
     data, kernel = _f16(rng, (layer.n, layer.ic, layer.h, layer.w)), _f16(rng, (layer.oc, layer.ic, layer.k,
                                                                                 layer.k))
     want = reference.conv2d(data, kernel, layer.s, layer.p)
     size = reference.conv2d(np.abs(data), np.abs(kernel), layer.s, layer.p)
-    for func in (s.source, s.func):
-        pd, pw = gpu.pack_conv(data, kernel, layer, s)
+    for func in (s.func, _tensorized(s)):
+        pd, pw = cuda.pack_conv(data, kernel, layer, s)
         out = np.zeros((layer.n, s.m, s.n), np.float32)
         interp.run(func, [pd, pw, out])
-        check = within_bound(gpu.unpack_conv(out, layer), want, size, layer.ic * layer.k * layer.k)
+        check = within_bound(cuda.unpack_conv(out, layer), want, size, layer.ic * layer.k * layer.k)
         assert check.validated, f"{func.name}: {check.detail}"
 
 
 def test_a_tuning_that_does_not_fit_is_refused_naming_the_rule():
     with pytest.raises(ScheduleError, match="bk 48 must be a multiple of 16 x split_k 2"):
-        gpu.gemm(64, 64, 64, gpu.GpuTuning(bk=48, split_k=2), spec=SPEC)
+        cuda.gemm(64, 64, 64, cuda.GpuTuning(bk=48, split_k=2), spec=SPEC)
     with pytest.raises(ScheduleError, match="bytes of shared memory exceed 8192"):
-        gpu.gemm(64, 64, 64, gpu.GpuTuning(2, 2, 2, 2, 64), spec=SPEC, shared_limit=8192)
+        cuda.gemm(64, 64, 64, cuda.GpuTuning(2, 2, 2, 2, 64), spec=SPEC, shared_limit=8192)
     with pytest.raises(ScheduleError, match="exceed 1024 threads"):
-        gpu.gemm(64, 64, 64, gpu.GpuTuning(4, 4, 1, 1, 64, 4), spec=SPEC)
+        cuda.gemm(64, 64, 64, cuda.GpuTuning(4, 4, 1, 1, 64, 4), spec=SPEC)
 
 
 def test_the_tuning_space_spreads_its_first_candidates_and_they_compile():
     """The first K tunings span K block shapes and reduction splits (the model is rough, the device measures
     them), and the first ones compile to PTX within the shared-memory limit."""
-    insn = gpu.tensor_core_instruction(SPEC)
-    space = gpu.tuning_space(196, 256, 2304, 1, insn, 232448, 132, 233472)
+    insn = cuda.tensor_core_instruction(SPEC)
+    space = cuda.tuning_space(196, 256, 2304, 1, insn, 232448, 132, 233472)
     assert len(space) >= 20 and len(set(space)) == len(space)
     first = space[:8]
     assert len({(t.warps_m, t.warps_n, t.p, t.q, t.split_k, t.stages) for t in first}) == 8
     assert {t.split_k for t in first} == {1, 2, 4}
     for t in space[:3]:
-        kernel = nvptx.build(gpu.gemm(196, 256, 2304, t, spec=SPEC, shared_limit=232448).func,
+        kernel = nvptx.build(_tensorized(cuda.gemm(196, 256, 2304, t, spec=SPEC, shared_limit=232448)),
                              shared_limit=232448)
         assert kernel.shared_bytes <= 232448 and kernel.instructions()["wmma.mma"] > 0
 
@@ -180,8 +203,8 @@ def _ptx_body(ptx: str) -> str:
 
 
 def test_the_gemm_ptx_keeps_the_accumulators_in_registers_and_loads_16_bytes_at_a_time():
-    s = gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 2, 2, 2, 32), spec=SPEC)
-    kernel = nvptx.build(s.func, arch="sm_90")
+    s = cuda.gemm(256, 256, 256, cuda.GpuTuning(2, 2, 2, 2, 32), spec=SPEC)
+    kernel = nvptx.build(_tensorized(s), arch="sm_90")
     ptx = _ptx_body(kernel.ptx)
     ops = kernel.instructions()
     assert ".target sm_90" in ptx and ".entry gemm(" in ptx
@@ -196,8 +219,8 @@ def test_the_gemm_ptx_keeps_the_accumulators_in_registers_and_loads_16_bytes_at_
 
 
 def test_a_prefetched_schedule_keeps_the_next_tiles_in_registers_with_one_barrier_per_step():
-    s = gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 2), spec=SPEC)
-    kernel = nvptx.build(s.func)
+    s = cuda.gemm(256, 256, 256, cuda.GpuTuning(2, 2, 4, 4, 32, 1, 2), spec=SPEC)
+    kernel = nvptx.build(_tensorized(s))
     ptx = _ptx_body(kernel.ptx)
     assert "local" not in ptx                                        # the prefetched tiles stay in registers
     assert kernel.shared_bytes == 2 * (128 * 40 + 32 * 136) * 2      # two buffers of each tile
@@ -208,8 +231,8 @@ def test_a_prefetched_schedule_keeps_the_next_tiles_in_registers_with_one_barrie
 def test_an_asynchronous_schedule_keeps_its_copies_in_flight_in_dynamic_shared_memory():
     """4 buffers of 128 x 32 and 32 x 128 tiles (75776 bytes: dynamic shared memory): cp.async copies of 16
     bytes, the prologue's 3 groups and one a step, a wait for all but the 2 youngest, one barrier a step."""
-    s = gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 4), spec=SPEC, shared_limit=232448)
-    kernel = nvptx.build(s.func, shared_limit=232448)
+    s = cuda.gemm(256, 256, 256, cuda.GpuTuning(2, 2, 4, 4, 32, 1, 4), spec=SPEC, shared_limit=232448)
+    kernel = nvptx.build(_tensorized(s), shared_limit=232448)
     ptx = _ptx_body(kernel.ptx)
     assert kernel.shared_bytes == kernel.dynamic_shared == 4 * (128 * 40 + 32 * 136) * 2
     assert ".extern .shared .align 1024 .b8 dynamic_shared[]" in ptx
@@ -218,13 +241,13 @@ def test_an_asynchronous_schedule_keeps_its_copies_in_flight_in_dynamic_shared_m
     assert len(re.findall(r"cp\.async\.wait_group\s+2;", ptx)) == 1
     loop = ptx[ptx.index("cp.async.wait_group"):]
     assert loop.count("bar.sync") == 1 and "local" not in ptx
-    small = nvptx.build(gpu.gemm(64, 64, 64, gpu.GpuTuning(1, 1, 2, 2, 32, 1, 3), spec=SPEC).func)
+    small = nvptx.build(_tensorized(cuda.gemm(64, 64, 64, cuda.GpuTuning(1, 1, 2, 2, 32, 1, 3), spec=SPEC)))
     assert small.dynamic_shared == 0 and ".extern" not in small.ptx         # 18432 bytes: static
 
 
 def test_the_split_k_reduction_sums_the_partials_in_shared_memory():
-    s = gpu.gemm(64, 64, 256, gpu.GpuTuning(1, 1, 2, 2, 64, 4), spec=SPEC)
-    ptx = _ptx_body(nvptx.build(s.func).ptx)
+    s = cuda.gemm(64, 64, 256, cuda.GpuTuning(1, 1, 2, 2, 64, 4), spec=SPEC)
+    ptx = _ptx_body(nvptx.build(_tensorized(s)).ptx)
     assert "wmma.store.d.sync.aligned.row.m16n16k16.shared.f32" in ptx     # the partials, into shared
     assert len(re.findall(r"add\.(rn\.)?f32", ptx)) >= 3                   # 4 groups: 3 additions each
 
@@ -233,16 +256,18 @@ def test_the_split_k_reduction_sums_the_partials_in_shared_memory():
                                            "'.[ptxas]')")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_gemm_and_conv_ptx_assemble_with_ptxas(arch):
-    kernels = [gpu.gemm(128, 128, 128, gpu.GpuTuning(2, 2, 2, 2, 32), spec=SPEC),
-               gpu.gemm(64, 64, 256, gpu.GpuTuning(1, 2, 2, 1, 64, 2), spec=SPEC),
-               gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 1, 1, 32, 2), spec=SPEC),
-               gpu.conv2d(ConvShape(56, 56, 64, 128, 1, 2, 0, n=2), gpu.GpuTuning(), spec=SPEC),
-               gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 2, 4, 4, 32, 1, 2), spec=SPEC),
-               gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 1, 1, 32, 2, 2), spec=SPEC),
-               gpu.gemm(256, 256, 256, gpu.GpuTuning(2, 4, 4, 4, 32, 1, 3), spec=SPEC, shared_limit=232448),
-               gpu.conv2d(ConvShape(14, 14, 64, 64, 3, 1, 1), gpu.GpuTuning(2, 2, 2, 2, 32, 1, 4), spec=SPEC)]
+    conv = ConvShape(14, 14, 64, 64, 3, 1, 1)
+    kernels = [cuda.gemm(128, 128, 128, cuda.GpuTuning(2, 2, 2, 2, 32), spec=SPEC),
+               cuda.gemm(64, 64, 256, cuda.GpuTuning(1, 2, 2, 1, 64, 2), spec=SPEC),
+               cuda.conv2d(conv, cuda.GpuTuning(2, 2, 1, 1, 32, 2), spec=SPEC),
+               cuda.conv2d(ConvShape(56, 56, 64, 128, 1, 2, 0, n=2), cuda.GpuTuning(), spec=SPEC),
+               cuda.gemm(256, 256, 256, cuda.GpuTuning(2, 2, 4, 4, 32, 1, 2), spec=SPEC),
+               cuda.conv2d(conv, cuda.GpuTuning(2, 2, 1, 1, 32, 2, 2), spec=SPEC),
+               cuda.gemm(256, 256, 256, cuda.GpuTuning(2, 4, 4, 4, 32, 1, 3), spec=SPEC, shared_limit=232448),
+               cuda.conv2d(conv, cuda.GpuTuning(2, 2, 2, 2, 32, 1, 4), spec=SPEC)]
     for s in kernels:
-        kernel = nvptx.build(s.func, arch=arch, ptx=70 if arch == "sm_80" else 80, shared_limit=166912)
+        kernel = nvptx.build(_tensorized(s), arch=arch, ptx=70 if arch == "sm_80" else 80,
+                             shared_limit=166912)
         assert f".target {arch}" in kernel.ptx
         assert nvptx.assemble(kernel) is None
 

@@ -16,12 +16,14 @@ import pytest
 
 from compiler import interp
 from compiler.backend import nvptx
-from compiler.backend.nvptx_emit import SWIZZLE, swizzled_offset
 from compiler.errors import CodegenError, ScheduleError
 from compiler.ir import nodes as ir
+from compiler.ir.cuda import SWIZZLE, swizzled_offset
 from compiler.ir.functor import IRMutator, post_order_visit
-from compiler.ops import gpu, reference
+from compiler.ops import cuda, reference
+from compiler.ops.cuda_kernel import UNROLLED_STEPS
 from compiler.ops.nn import ConvShape
+from compiler.pipeline import compile_func
 from sim.core.errors import SimConfigError
 from tandem.flows import cuda as cuda_run
 from tandem.flows import cuda_config
@@ -38,34 +40,39 @@ def _f16(rng, shape) -> np.ndarray:
     return rng.standard_normal(shape, np.float32).astype(np.float16)
 
 
-def _gemm(m, n, k, tuning) -> gpu.GpuSchedule:
+def _gemm(m, n, k, tuning) -> cuda.GpuSchedule:
     cfg = H100.config
-    return gpu.gemm(m, n, k, tuning, spec=H100.spec, shared_limit=cfg.shared_bytes, features=cfg.features)
+    return cuda.gemm(m, n, k, tuning, spec=H100.spec, shared_limit=cfg.shared_bytes, features=cfg.features)
+
+
+def _tensorized(s: cuda.GpuSchedule) -> ir.PrimFunc:
+    """The schedule's loop IR after the cuda pipeline (its marked nests become the spec's instruction)."""
+    return compile_func(s.func, H100)
 
 
 # ------------------------------------------------------------------------------------------ selection
 def test_the_h100_has_the_warpgroup_instructions_and_the_a100_does_not():
-    names = [i.name for i in gpu.tensor_core_instructions(H100.spec, H100.config.features)]
+    names = [i.name for i in cuda.tensor_core_instructions(H100.spec, H100.config.features)]
     assert names == ["wmma_m16n16k16_f16_f32", W256, W128]
-    w = gpu.tensor_core_instruction(H100.spec, W256, H100.config.features)
+    w = cuda.tensor_core_instruction(H100.spec, W256, H100.config.features)
     assert (w.tm, w.tn, w.tk, w.threads, w.shared) == (64, 256, 16, 128, True)
-    assert [i.name for i in gpu.tensor_core_instructions(A100.spec, A100.config.features)] == \
+    assert [i.name for i in cuda.tensor_core_instructions(A100.spec, A100.config.features)] == \
         ["wmma_m16n16k16_f16_f32"]
     with pytest.raises(ScheduleError, match=r"not one of the spec's usable .*wmma_m16n16k16_f16_f32\)"):
-        gpu.tensor_core_instruction(A100.spec, W256, A100.config.features)
+        cuda.tensor_core_instruction(A100.spec, W256, A100.config.features)
 
 
 def test_a_tuning_naming_the_warpgroup_instruction_on_an_a100_is_refused_before_compiling():
     with pytest.raises(RunError, match=f"names instruction '{W128}', which is not one of the usable"):
         cuda_run.FLOW.plan("gemm", {"M": 256, "N": 256, "K": 256,
-                                    "tuning": gpu.GpuTuning(2, 1, 1, 1, 64, 1, 3, W128)}, A100)
+                                    "tuning": cuda.GpuTuning(2, 1, 1, 1, 64, 1, 3, W128)}, A100)
 
 
 @pytest.mark.parametrize(("tuning", "rule"), [
-    (gpu.GpuTuning(2, 1, 1, 1, 32, 1, 3, W128), "bk must be a multiple of 64"),
-    (gpu.GpuTuning(2, 1, 1, 1, 64, 2, 3, W128), "split_k must be 1"),
-    (gpu.GpuTuning(1, 1, 2, 1, 64, 1, 3, W256), "keep 256 accumulator registers per thread"),
-    (gpu.GpuTuning(2, 2, 2, 1, 64, 1, 3, W128), "exceed the 65536 registers"),
+    (cuda.GpuTuning(2, 1, 1, 1, 32, 1, 3, W128), "bk must be a multiple of 64"),
+    (cuda.GpuTuning(2, 1, 1, 1, 64, 2, 3, W128), "split_k must be 1"),
+    (cuda.GpuTuning(1, 1, 2, 1, 64, 1, 3, W256), "keep 256 accumulator registers per thread"),
+    (cuda.GpuTuning(2, 2, 2, 1, 64, 1, 3, W128), "exceed the 65536 registers"),
 ])
 def test_a_warpgroup_tuning_that_cannot_work_is_refused_naming_the_rule(tuning, rule):
     with pytest.raises(ScheduleError, match=rule):
@@ -85,15 +92,15 @@ def test_large_gemms_measure_the_warpgroup_instruction_first_and_only_batched_co
     """A warpgroup's gathered conv tile adds to its step (its conv tunings ran 2.3-23x slower than the best
     wmma ones at batch 1 on an H200): a batch-1 conv measures wmma tunings, the same at batch 16 both."""
     cfg = H100.config
-    insns = gpu.tensor_core_instructions(H100.spec, cfg.features)
-    big = gpu.tuning_space(4096, 4096, 4096, 1, insns, cfg.shared_bytes, cfg.sm_count, cfg.sm_shared_bytes)
+    insns = cuda.tensor_core_instructions(H100.spec, cfg.features)
+    big = cuda.tuning_space(4096, 4096, 4096, 1, insns, cfg.shared_bytes, cfg.sm_count, cfg.sm_shared_bytes)
     assert big[0].instruction == W256
-    small, batched = (gpu.tuning_space(512, 196, 1024, n, insns, cfg.shared_bytes, cfg.sm_count,
-                                       cfg.sm_shared_bytes, gathered=True) for n in (1, 16))
+    small, batched = (cuda.tuning_space(512, 196, 1024, n, insns, cfg.shared_bytes, cfg.sm_count,
+                                        cfg.sm_shared_bytes, gathered=True) for n in (1, 16))
     assert not any(t.instruction for t in small[:6])
     assert batched[0].instruction == "" and any(t.instruction for t in batched[:3])
     for t in big[:6] + small[:6] + batched[:6]:
-        insn = gpu.tensor_core_instruction(H100.spec, t.instruction, cfg.features)
+        insn = cuda.tensor_core_instruction(H100.spec, t.instruction, cfg.features)
         assert t.why_not(insn, cfg.shared_bytes) is None
 
 
@@ -112,30 +119,30 @@ def test_the_swizzle_moves_whole_16_byte_chunks_within_a_row_and_is_a_bijection(
 
 # ------------------------------------------------------------------------------------------ interpreter
 GEMMS = [
-    ((70, 260, 136), gpu.GpuTuning(1, 1, 1, 1, 64, 1, 1, W256)),      # padded; global -> shared directly
-    ((128, 256, 192), gpu.GpuTuning(2, 1, 1, 1, 64, 1, 2, W128)),     # prefetched through registers
-    ((128, 256, 320), gpu.GpuTuning(2, 1, 1, 2, 64, 1, 3, W128)),     # ring of 3: one group in flight
-    ((256, 128, 384), gpu.GpuTuning(2, 1, 2, 1, 64, 1, 4, W128)),     # ring of 4, p = 2
-    ((128, 256, 256), gpu.GpuTuning(1, 1, 2, 1, 128, 1, 3, W128)),    # two panels of K per row
+    ((70, 260, 136), cuda.GpuTuning(1, 1, 1, 1, 64, 1, 1, W256)),      # padded; global -> shared directly
+    ((128, 256, 192), cuda.GpuTuning(2, 1, 1, 1, 64, 1, 2, W128)),     # prefetched through registers
+    ((128, 256, 320), cuda.GpuTuning(2, 1, 1, 2, 64, 1, 3, W128)),     # ring of 3: one group in flight
+    ((256, 128, 384), cuda.GpuTuning(2, 1, 2, 1, 64, 1, 4, W128)),     # ring of 4, p = 2
+    ((128, 256, 256), cuda.GpuTuning(1, 1, 2, 1, 128, 1, 3, W128)),    # two panels of K per row
 ]
 
 
-def _check_gemm(func: ir.PrimFunc, s: gpu.GpuSchedule, m: int, n: int, k: int) -> None:
+def _check_gemm(func: ir.PrimFunc, s: cuda.GpuSchedule, m: int, n: int, k: int) -> None:
     rng = np.random.default_rng(7)
     a, b = _f16(rng, (m, k)), _f16(rng, (k, n))
-    pa, pb = gpu.pack_gemm(a, b, s)
+    pa, pb = cuda.pack_gemm(a, b, s)
     c = np.zeros((s.m, s.n), np.float32)
     interp.run(func, [pa, pb, c])
     want = reference.dense(a, np.ascontiguousarray(b.T))
     scale = reference.dense(np.abs(a), np.ascontiguousarray(np.abs(b).T))
-    assert within_bound(gpu.unpack_gemm(c, m, n), want, scale, k).validated
+    assert within_bound(cuda.unpack_gemm(c, m, n), want, scale, k).validated
 
 
 def test_the_warpgroup_schedule_before_and_after_tensorize_computes_numpys_result():
     """The loop IR before the pass runs scalar in the interpreter (about a microsecond a multiply-add):
     the smallest block, one step."""
-    s = _gemm(64, 100, 64, gpu.GpuTuning(1, 1, 1, 1, 64, 1, 3, W128))
-    for func in (s.source, s.func):
+    s = _gemm(64, 100, 64, cuda.GpuTuning(1, 1, 1, 1, 64, 1, 3, W128))
+    for func in (s.func, _tensorized(s)):
         _check_gemm(func, s, 64, 100, 64)
 
 
@@ -143,28 +150,28 @@ def test_the_warpgroup_schedule_before_and_after_tensorize_computes_numpys_resul
                          ids=[f"{t.stages}-{t.p}x{t.q}-bk{t.bk}" for _, t in GEMMS])
 def test_warpgroup_gemms_compute_numpys_result(shape, tuning):
     s = _gemm(*shape, tuning)
-    _check_gemm(s.func, s, *shape)
+    _check_gemm(_tensorized(s), s, *shape)
 
 
 def test_a_warpgroup_conv_gathers_into_the_swizzled_tile_and_computes_numpys_result():
     layer = ConvShape(h=9, w=9, ic=24, oc=64, k=3, s=1, p=1, n=2)
     cfg = H100.config
-    s = gpu.conv2d(layer, gpu.GpuTuning(1, 1, 1, 1, 64, 1, 3, W128), spec=H100.spec,
-                   shared_limit=cfg.shared_bytes, features=cfg.features)
+    s = cuda.conv2d(layer, cuda.GpuTuning(1, 1, 1, 1, 64, 1, 3, W128), spec=H100.spec,
+                    shared_limit=cfg.shared_bytes, features=cfg.features)
     rng = np.random.default_rng(3)
     data, kernel = _f16(rng, (2, 24, 9, 9)), _f16(rng, (64, 24, 3, 3))
-    padded, flat = gpu.pack_conv(data, kernel, layer, s)
+    padded, flat = cuda.pack_conv(data, kernel, layer, s)
     out = np.zeros((2, s.m, s.n), np.float32)
-    interp.run(s.func, [padded, flat, out])
+    interp.run(_tensorized(s), [padded, flat, out])
     want = reference.conv2d(data, kernel, 1, 1)
     scale = reference.conv2d(np.abs(data), np.abs(kernel), 1, 1)
-    assert within_bound(gpu.unpack_conv(out, layer), want, scale, 24 * 9).validated
+    assert within_bound(cuda.unpack_conv(out, layer), want, scale, 24 * 9).validated
 
 
 # ------------------------------------------------------------------------------------------ PTX
 def test_the_ptx_reads_both_operands_through_descriptors_with_one_group_in_flight():
-    s = _gemm(512, 512, 512, gpu.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256))
-    kernel = nvptx.build(s.func, arch="sm_90a", shared_limit=H100.config.shared_bytes)
+    s = _gemm(512, 512, 512, cuda.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256))
+    kernel = nvptx.build(_tensorized(s), arch="sm_90a", shared_limit=H100.config.shared_bytes)
     ptx = kernel.ptx
     assert ".target sm_90a" in ptx and ".maxntid 128, 2, 1" in ptx
     assert ".extern .shared .align 1024 .b8 dynamic_shared[]" in ptx
@@ -184,11 +191,11 @@ def test_the_ptx_reads_both_operands_through_descriptors_with_one_group_in_fligh
 
 
 @pytest.mark.skipif(PTXAS is None, reason="no ptxas here (pip install -e \".[ptxas]\")")
-@pytest.mark.parametrize("tuning", [gpu.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256),
-                                    gpu.GpuTuning(2, 1, 2, 1, 64, 1, 4, W128)], ids=str)
+@pytest.mark.parametrize("tuning", [cuda.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256),
+                                    cuda.GpuTuning(2, 1, 2, 1, 64, 1, 4, W128)], ids=str)
 def test_the_warpgroup_ptx_assembles_for_sm_90a_without_serialized_instructions(tuning, tmp_path):
     s = _gemm(4096, 4096, 4096, tuning)
-    kernel = nvptx.build(s.func, arch="sm_90a", shared_limit=H100.config.shared_bytes)
+    kernel = nvptx.build(_tensorized(s), arch="sm_90a", shared_limit=H100.config.shared_bytes)
     src = tmp_path / "k.ptx"
     src.write_text(kernel.ptx)
     done = subprocess.run([PTXAS, "-arch=sm_90a", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
@@ -200,7 +207,7 @@ def test_the_warpgroup_ptx_assembles_for_sm_90a_without_serialized_instructions(
 
 def test_the_flow_compiles_a_warpgroup_kernel_for_sm_90a():
     job = cuda_run.FLOW.plan("gemm", {"M": 256, "N": 256, "K": 256,
-                                      "tuning": gpu.GpuTuning(2, 1, 1, 1, 64, 1, 3, W128)}, H100)
+                                      "tuning": cuda.GpuTuning(2, 1, 1, 1, 64, 1, 3, W128)}, H100)
     compiled = cuda_run.compile_gpu(job, job.candidates[0], H100)
     assert compiled.kernel.arch == "sm_90a" and not compiled.unmatched
     assert compiled.kernel.instructions()["wgmma"] > 0
@@ -212,8 +219,8 @@ class _Unswizzle(IRMutator):
 
 
 def test_a_warpgroup_instruction_on_an_unswizzled_buffer_is_refused_naming_it():
-    s = _gemm(128, 256, 64, gpu.GpuTuning(2, 1, 1, 1, 64, 1, 1, W128))
-    func = ir.PrimFunc(s.func.name, s.func.params, _Unswizzle().mutate(s.func.body), s.func.attrs)
+    done = _tensorized(_gemm(128, 256, 64, cuda.GpuTuning(2, 1, 1, 1, 64, 1, 1, W128)))
+    func = ir.PrimFunc(done.name, done.params, _Unswizzle().mutate(done.body), done.attrs)
     with pytest.raises(CodegenError, match="buffer A_shared must be a swizzled shared buffer"):
         nvptx.build(func, arch="sm_90a", shared_limit=H100.config.shared_bytes)
 
@@ -227,7 +234,7 @@ def test_every_tuning_the_device_check_sweeps_fits_the_h100():
     assert {t.instruction for t in tunings} == {"", W128, W256}
     cfg = H100.config
     for t in tunings:
-        insn = gpu.tensor_core_instruction(H100.spec, t.instruction, cfg.features)
+        insn = cuda.tensor_core_instruction(H100.spec, t.instruction, cfg.features)
         assert t.why_not(insn, cfg.shared_bytes) is None, t
 
 
@@ -236,15 +243,15 @@ def test_a_warpgroup_convs_gathered_tile_is_a_loop_and_assembles_without_spills(
     64 unrolled, the kernel spilled registers; one per iteration, each waited a global load's latency)."""
     cfg = H100.config
     layer = ConvShape(h=28, w=28, ic=128, oc=256, k=3, s=1, p=1, n=1)
-    s = gpu.conv2d(layer, gpu.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256), spec=H100.spec,
-                   shared_limit=cfg.shared_bytes, features=cfg.features)
+    s = cuda.conv2d(layer, cuda.GpuTuning(2, 1, 1, 1, 64, 1, 4, W256), spec=H100.spec,
+                    shared_limit=cfg.shared_bytes, features=cfg.features)
     groups = []
     post_order_visit(s.func.body, lambda x: groups.append(x) if isinstance(x, ir.For) and
                      x.var.name == "group_b" else None)
     assert groups and all(g.kind is ir.ForKind.SERIAL and g.extent.value == 4 for g in groups)
     assert all(g.body.var.name == "it_b" and g.body.kind is ir.ForKind.UNROLLED and
-               g.body.extent.value == gpu.UNROLLED_STEPS for g in groups)
-    kernel = nvptx.build(s.func, arch="sm_90a", shared_limit=cfg.shared_bytes)
+               g.body.extent.value == UNROLLED_STEPS for g in groups)
+    kernel = nvptx.build(_tensorized(s), arch="sm_90a", shared_limit=cfg.shared_bytes)
     if PTXAS is not None:
         src = tmp_path / "conv.ptx"
         src.write_text(kernel.ptx)

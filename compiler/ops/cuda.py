@@ -36,8 +36,10 @@ laid out in the 128-byte swizzle the instruction's descriptors describe (``bk`` 
 step's instructions are fenced, committed as one group and, over a ring of buffers, left in flight into
 the next step (the copies then run ``stages - 2`` steps ahead), so the Tensor Cores work across the barrier.
 
-The result is a ``PrimFunc`` of loop IR whose marked nests (``tensorize``) the tensorize pass turns into
-the instruction; ``compiler.backend.nvptx`` compiles it and ``compiler.interp`` runs it on any machine.
+The result is a ``PrimFunc`` of loop IR (``compiler.ops.cuda_kernel`` writes it) whose marked nests
+(``tensorize``) the ``cuda`` pipeline's ``tensorize_registers`` (``compiler.pipeline``) turns into the
+instruction; ``compiler.backend.nvptx`` compiles the result and ``compiler.interp`` runs either on any
+machine.
 """
 
 from __future__ import annotations
@@ -50,40 +52,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
-from compiler.backend.nvptx_emit import (
-    FRAGMENT,
-    STATIC_SHARED_LIMIT,
-    SWIZZLE_BYTES,
-    THREAD,
-    async_commit,
-    async_copy,
-    async_wait,
-    barrier,
-    proxy_fence,
-    swizzle,
-    warpgroup_commit,
-    warpgroup_fence,
-    warpgroup_wait,
-)
 from compiler.errors import ScheduleError
-from compiler.ir import dtypes
 from compiler.ir import nodes as ir
+from compiler.ir.cuda import STATIC_SHARED_LIMIT, SWIZZLE_BYTES, WARP
+from compiler.ops.cuda_kernel import F16, F32, PAD, BlockShape, Contraction, contraction_kernel
 from compiler.ops.nn import ConvShape
 from compiler.passes.inspector import Mapping, inspect_op
-from compiler.passes.tensorize_registers import tensorize_registers
 from isa import ISA
 from isa.instance import timing_of
 
-WARP = 32
-PAD = 8            # f16 elements added to each shared row: 16 bytes, against bank conflicts
-VECTOR = 8         # f16 elements per vector copy (16 bytes)
 MAX_ACC_REGS = 128  # accumulator registers per thread a tuning may keep
-#: A gathered tile's elements per thread unrolled at most (more: a loop over groups of that many, unrolled;
-#: a warpgroup's conv tile of 64 x 256 is 64 per thread, 277 KB of PTX and spilled registers unrolled)
-UNROLLED_STEPS = 16
 OTHER_REGS = 64     # registers a thread needs besides its accumulators (addresses, copies), roughly
 BLOCK_REGS = 65536  # 32-bit registers of a multiprocessor (sm_70-sm_90), all a block's threads together
-F16, F32 = dtypes.float16, dtypes.float32
 
 
 @dataclass(frozen=True)
@@ -221,11 +201,10 @@ class GpuTuning:
 
 @dataclass(frozen=True)
 class GpuSchedule:
-    """A scheduled operator: the kernel's loop IR (``func``, tensorized; ``source``, the same before the
-    tensorize pass), the padded extents and the tuning."""
+    """A scheduled operator: the kernel's loop IR (``func``, its Tensor Core nests marked for the ``cuda``
+    pipeline's ``tensorize_registers``), the padded extents and the tuning."""
 
     func: ir.PrimFunc
-    source: ir.PrimFunc
     m: int
     n: int
     k: int
@@ -259,9 +238,9 @@ def gemm(m: int, n: int, k: int, tuning: GpuTuning | None = None, *, spec: ISA,
     def b_tile(z, row, col, v):
         return b[row, col + v] if v is not None else b[row, col]
 
-    source = _contraction("gemm", (a, b, c), mp, np_, kp, 1, b_tile, True,
-                          lambda z, row, col: (row, col), t, insn)
-    return GpuSchedule(_tensorized(source, spec), source, mp, np_, kp, t, insn)
+    op = Contraction(name="gemm", params=(a, b, c), a=a, out=c, m=mp, n=np_, k=kp, batch=1, b_element=b_tile,
+                     b_rows_contiguous=True, out_index=lambda z, row, col: (row, col))
+    return GpuSchedule(contraction_kernel(op, BlockShape.of(t, insn)), mp, np_, kp, t, insn)
 
 
 def conv2d(layer: ConvShape, tuning: GpuTuning | None = None, *, spec: ISA,
@@ -290,246 +269,16 @@ def conv2d(layer: ConvShape, tuning: GpuTuning | None = None, *, spec: ISA,
         value = data[z, ir.min_(c, layer.ic - 1), ir.min_(h * st + r, hp - 1), ir.min_(w * st + s, wp - 1)]
         return ir.Select(inside, value, ir.const(0.0, F16))
 
-    source = _contraction("conv2d", (data, kernel, out), mp, np_, kp, layer.n, b_tile, False,
-                          lambda z, row, col: (z, row, col), t, insn, a=kernel)
-    return GpuSchedule(_tensorized(source, spec), source, mp, np_, kp, t, insn, layer.n)
-
-
-def _tensorized(func: ir.PrimFunc, spec: ISA) -> ir.PrimFunc:
-    """UNIT's rewriter, last step: each marked nest becomes the instruction (the Inspector checks it)."""
-    return ir.PrimFunc(func.name, func.params, tensorize_registers(func.body, spec), func.attrs)
+    op = Contraction(name="conv2d", params=(data, kernel, out), a=kernel, out=out, m=mp, n=np_, k=kp,
+                     batch=layer.n, b_element=b_tile, b_rows_contiguous=False,
+                     out_index=lambda z, row, col: (z, row, col))
+    return GpuSchedule(contraction_kernel(op, BlockShape.of(t, insn)), mp, np_, kp, t, insn, layer.n)
 
 
 def _check(t: GpuTuning, insn: TensorCoreInstruction, shared_limit: int, op: str) -> None:
     why = t.why_not(insn, shared_limit)
     if why:
         raise ScheduleError(f"cuda {op}: tuning ({t}) does not fit: {why}")
-
-
-def _contraction(name, params, m, n, k, batch, b_tile, b_rows_contiguous, out_index, t: GpuTuning,
-                 insn: TensorCoreInstruction, a: ir.Buffer | None = None) -> ir.PrimFunc:
-    """The kernel of ``C[z, m, n] = sum_k A[m, k] * B_z[k, n]``: A a row-major buffer, ``b_tile(z, row,
-    col, lane)`` B's element (a vector lane where ``b_rows_contiguous``), ``out_index`` C's indices."""
-    a = a or params[0]
-    out = params[2]
-    bm, bn = t.block(insn)
-    lanes = insn.threads                     # a warp, or a warpgroup
-    warps, threads = t.warps, t.warps * lanes
-    tile_m, tile_n = t.p * insn.tm, t.q * insn.tn
-    stages = t.stages
-    pad = 0 if insn.shared else PAD          # an instruction reading shared rows itself: swizzled, unpadded
-    a_sh = ir.Buffer("A_shared", (stages, bm, t.bk + pad), F16, "shared")
-    b_sh = ir.Buffer("B_shared", (stages, t.bk, bn + pad), F16, "shared")
-    acc = ir.Buffer("acc", (warps, tile_m, tile_n), F32, FRAGMENT)
-    bz, by, bx = ir.Var("bz"), ir.Var("by"), ir.Var("bx")
-    m0, n0 = by * bm, bx * bn
-    ko = ir.Var("ko")
-    k_tiles = k // t.bk
-
-    def position(ty):
-        """The warp's column and row in the block (and, below, its reduction group)."""
-        return ty % t.warps_n, (ty // t.warps_n) % t.warps_m
-
-    def warp_loop(label: str, body_of) -> ir.Stmt:
-        ty = ir.Var(f"warp_{label}")
-        return ir.For(ty, ir.const(0), ir.const(warps), body_of(ty), ir.ForKind.THREAD_BINDING, "threadIdx.y")
-
-    def thread_loop(label: str, body_of) -> ir.Stmt:
-        def each_lane(ty):
-            tx = ir.Var(f"lane_{label}")
-            return ir.For(tx, ir.const(0), ir.const(lanes), body_of(ty, tx), ir.ForKind.THREAD_BINDING,
-                          "threadIdx.x")
-        return warp_loop(label, each_lane)
-
-    def copy(label: str, rows: int, cols: int, vector: int, move, asynchronous: bool = False,
-             rolled: bool = False) -> ir.Stmt:
-        """All threads copy a rows x cols tile, ``vector`` elements per thread and step: ``move(ty, tx,
-        it, row, col, v)`` is one element's statement (``v`` the vector lane, None without one), each
-        vector an asynchronous copy where ``asynchronous``. The steps are unrolled, unless ``rolled`` and
-        a thread has more than ``UNROLLED_STEPS`` of them: then a loop over groups of ``UNROLLED_STEPS``
-        unrolled steps (the code stays small, and each group's loads are independent of each other, in
-        flight together rather than one global load's latency per step)."""
-        chunks_per_row = cols // vector
-        chunks = rows * chunks_per_row
-        steps = _steps(chunks, threads)
-        grouped = rolled and steps > UNROLLED_STEPS
-
-        def body(ty, tx):
-            it = ir.Var(f"it_{label}")
-            group = ir.Var(f"group_{label}")
-            index = group * UNROLLED_STEPS + it if grouped else it
-            chunk = (index * warps + ty) * lanes + tx
-            row, col = chunk // chunks_per_row, chunk % chunks_per_row * vector
-            if vector > 1:
-                v = ir.Var(f"v_{label}")
-                inner = ir.For(v, ir.const(0), ir.const(vector), move(ty, tx, index, row, col, v),
-                               ir.ForKind.VECTORIZED)
-                inner = async_copy(inner) if asynchronous else inner
-            else:
-                inner = move(ty, tx, index, row, col, None)
-            unrolled = UNROLLED_STEPS if grouped else steps
-            groups = _steps(steps, unrolled)
-            if groups * unrolled * threads != chunks:
-                inner = ir.IfThenElse(ir.LT(chunk, ir.const(chunks)), inner)
-            loop = ir.For(it, ir.const(0), ir.const(unrolled), inner, ir.ForKind.UNROLLED)
-            return ir.For(group, ir.const(0), ir.const(groups), loop, ir.ForKind.SERIAL) if grouped else loop
-        return thread_loop(label, body)
-
-    b_vector = VECTOR if b_rows_contiguous else 1
-
-    def a_value(kt, row, col, v):
-        return a[m0 + row, kt * t.bk + col + v]
-
-    def b_value(kt, row, col, v):
-        return b_tile(bz, kt * t.bk + row, n0 + col, v)
-
-    def lane(v):
-        return v if v is not None else ir.const(0)
-
-    if stages != 2:   # global -> shared directly (asynchronously when there are 3 or more buffers)
-        a_async, b_async = stages > 2, stages > 2 and b_vector > 1
-
-        def load_tiles(kt, stage):
-            return ir.seq(
-                copy("a", bm, t.bk, VECTOR, lambda ty, tx, it, row, col, v: ir.Store(
-                    a_sh, (stage, row, col + v), a_value(kt, row, col, v)), a_async),
-                copy("b", t.bk, bn, b_vector, lambda ty, tx, it, row, col, v: ir.Store(
-                    b_sh, (stage, row, col + lane(v)), b_value(kt, row, col, v)), b_async,
-                    rolled=b_vector == 1))
-    else:             # the next step's tiles are loaded into registers while this step computes
-        a_steps = _steps(bm * t.bk // VECTOR, threads)
-        regs_a = ir.Buffer("A_next", (warps, lanes, a_steps, VECTOR), F16, THREAD)
-        regs_b = ir.Buffer("B_next", (warps, lanes, _steps(t.bk * bn // b_vector, threads), b_vector), F16,
-                           THREAD)
-
-        def fetch(kt):
-            return ir.seq(
-                copy("fa", bm, t.bk, VECTOR, lambda ty, tx, it, row, col, v: ir.Store(
-                    regs_a, (ty, tx, it, v), a_value(kt, row, col, v))),
-                copy("fb", t.bk, bn, b_vector, lambda ty, tx, it, row, col, v: ir.Store(
-                    regs_b, (ty, tx, it, lane(v)), b_value(kt, row, col, v))))
-
-        def put(stage):
-            return ir.seq(
-                copy("pa", bm, t.bk, VECTOR, lambda ty, tx, it, row, col, v: ir.Store(
-                    a_sh, (stage, row, col + v), regs_a[ty, tx, it, v])),
-                copy("pb", t.bk, bn, b_vector, lambda ty, tx, it, row, col, v: ir.Store(
-                    b_sh, (stage, row, col + lane(v)), regs_b[ty, tx, it, lane(v)])))
-
-    steps = t.bk // insn.tk // t.split_k
-
-    def compute(stage):
-        def body(ty):
-            wn, wm = position(ty)
-            group = ty // (t.warps_n * t.warps_m)
-            kk, pi, qj = ir.Var("kk"), ir.Var("pi"), ir.Var("qj")
-            i, j, kr = ir.Var("i"), ir.Var("j"), ir.Var("k")
-            kstep = (group * steps + kk) * insn.tk if t.split_k > 1 else kk * insn.tk
-            row, col = pi * insn.tm + i, qj * insn.tn + j
-            update = ir.Store(acc, (ty, row, col), acc[ty, row, col] + ir.cast(
-                a_sh[stage, wm * tile_m + row, kstep + kr], F32) * ir.cast(
-                b_sh[stage, kstep + kr, wn * tile_n + col], F32))
-            nest = ir.For(i, ir.const(0), ir.const(insn.tm), ir.For(
-                j, ir.const(0), ir.const(insn.tn), ir.For(kr, ir.const(0), ir.const(insn.tk), update)))
-            marked = ir.Attr("tensorize", insn.name, nest)
-            columns = ir.For(qj, ir.const(0), ir.const(t.q), marked, ir.ForKind.UNROLLED)
-            tiles = ir.For(pi, ir.const(0), ir.const(t.p), columns, ir.ForKind.UNROLLED)
-            issue = ir.For(kk, ir.const(0), ir.const(steps), tiles, ir.ForKind.UNROLLED)
-            if not insn.shared:
-                return issue
-            # asynchronous warpgroup instructions: fenced, committed as one group; the step's group (or,
-            # with a ring of buffers, the previous step's) waited for before the barrier after which its
-            # shared operands may be overwritten
-            return ir.seq(warpgroup_fence(), issue, warpgroup_commit(), warpgroup_wait(in_flight))
-        return warp_loop("compute", body)
-
-    def fill(ty):
-        i, j = ir.Var("i0"), ir.Var("j0")
-        return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
-            j, ir.const(0), ir.const(tile_n), ir.Store(acc, (ty, i, j), ir.const(0.0, F32))))
-
-    def store_out(ty):
-        i, j = ir.Var("i1"), ir.Var("j1")
-        wn, wm = position(ty)
-        dst = out_index(bz, m0 + wm * tile_m + i, n0 + wn * tile_n + j)
-        return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
-            j, ir.const(0), ir.const(tile_n), ir.Store(out, dst, acc[ty, i, j])))
-
-    # A warpgroup instruction over a ring of buffers leaves its step's group in flight into the next step (its
-    # Tensor Cores busy across the barrier and the copies); the copies then run one step less ahead, so
-    # that the buffer they fill is the one the group before last read.
-    in_flight = 1 if insn.shared and stages > 2 else 0
-
-    def published():
-        """The barrier after which this step's shared tiles are read (preceded, for an instruction that
-        reads them through the async proxy, by each thread's proxy fence)."""
-        return ir.seq(proxy_fence(), barrier()) if insn.shared else barrier()
-
-    if stages == 1:
-        main = ir.For(ko, ir.const(0), ir.const(k_tiles), ir.seq(
-            load_tiles(ko, ir.const(0)), published(), compute(ir.const(0)), barrier()))
-    elif stages > 2:
-        # Step j's copies are the j-th group a thread commits (the prologue's groups, empty past the last
-        # step, keep the count); at step ko at most ahead - 1 groups may be in flight, so step ko's tiles
-        # have landed, and past the barrier every warp is done with the buffer step ko - 1 - in_flight
-        # read, which step ko + ahead fills.
-        ahead = stages - 1 - in_flight
-        prologue = [ir.seq(load_tiles(ir.const(j), ir.const(j)), async_commit()) if j < k_tiles
-                    else async_commit() for j in range(ahead)]
-        if in_flight:
-            # no branch between a warpgroup's instructions and their wait (ptxas would serialize them):
-            # past the last step the copies repeat the last tiles into a buffer no step reads again
-            copies = load_tiles(ir.min_(ko + ahead, k_tiles - 1), (ko + ahead) % stages)
-        else:
-            copies = ir.IfThenElse(ir.LT(ko + ahead, ir.const(k_tiles)),
-                                   load_tiles(ko + ahead, (ko + ahead) % stages))
-        step = ir.seq(async_wait(ahead - 1), published(), copies, async_commit(), compute(ko % stages))
-        main = ir.seq(*prologue, ir.For(ko, ir.const(0), ir.const(k_tiles), step))
-        if in_flight:   # the last step's group, before the accumulators are read
-            main = ir.seq(main, warp_loop("drain", lambda ty: warpgroup_wait(0)))
-    else:
-        more = ir.LT(ko + 1, ir.const(k_tiles))
-        step = ir.seq(ir.IfThenElse(more, fetch(ko + 1)), compute(ko % 2),
-                      ir.IfThenElse(more, put((ko + 1) % 2)), published())
-        main = ir.seq(fetch(ir.const(0)), put(ir.const(0)), published(),
-                      ir.For(ko, ir.const(0), ir.const(k_tiles), step))
-        main = ir.Allocate(regs_a, ir.Allocate(regs_b, main))
-    if t.split_k == 1:
-        epilogue = warp_loop("store", store_out)
-        block = ir.seq(warp_loop("fill", fill), main, epilogue)
-        block = ir.Allocate(acc, block)
-    else:
-        partial = ir.Buffer("partial", (warps, tile_m, tile_n), F32, "shared")
-
-        def spill(ty):
-            i, j = ir.Var("i2"), ir.Var("j2")
-            return ir.For(i, ir.const(0), ir.const(tile_m), ir.For(
-                j, ir.const(0), ir.const(tile_n), ir.Store(partial, (ty, i, j), acc[ty, i, j])))
-
-        def reduce(ty, tx, it, row, col, v):
-            wm, wn = row // tile_m, col // tile_n
-            total = None
-            for g in range(t.split_k):
-                part = partial[(g * t.warps_m + wm) * t.warps_n + wn, row % tile_m,
-                               col % tile_n]
-                total = part if total is None else total + part
-            return ir.Store(out, out_index(bz, m0 + row, n0 + col), total)
-
-        epilogue = ir.seq(warp_loop("spill", spill), barrier(), copy("sum", bm, bn, 1, reduce))
-        block = ir.Allocate(partial, ir.Allocate(acc, ir.seq(warp_loop("fill", fill), main, epilogue)))
-    if insn.shared:
-        block = swizzle(ir.Allocate(a_sh, swizzle(ir.Allocate(b_sh, block))))
-    else:
-        block = ir.Allocate(a_sh, ir.Allocate(b_sh, block))
-    grid = ir.For(bz, ir.const(0), ir.const(batch), ir.For(
-        by, ir.const(0), ir.const(m // bm), ir.For(bx, ir.const(0), ir.const(n // bn), block,
-                                                   ir.ForKind.THREAD_BINDING, "blockIdx.x"),
-        ir.ForKind.THREAD_BINDING, "blockIdx.y"), ir.ForKind.THREAD_BINDING, "blockIdx.z")
-    return ir.PrimFunc(name, tuple(params), grid)
-
-
-def _steps(chunks: int, threads: int) -> int:
-    return -(-chunks // threads)
 
 
 # ------------------------------------------------------------------------------------------ data layouts
