@@ -1,6 +1,7 @@
 """The GPU's part of the one ``tandem run`` flow (tandem/flows/run.py): an fp16 GEMM or conv2d scheduled
 for Tensor Cores as UNIT schedules a GPU (``compiler.ops.cuda``), compiled to PTX by the NVPTX backend for
-the config's architecture, run on the GPU through the CUDA driver, compared with numpy within a stated bound and timed.
+the config's architecture, run on the GPU through the CUDA driver, compared with numpy within a stated bound
+and timed.
 
 Parameters besides the layer (conv2d: ``H W IC OC K S P N``; gemm: ``M N K``): ``tuning`` (a
 ``compiler.ops.cuda.GpuTuning``), ``tune`` (> 0: time the first ``tune`` tunings of the model's ranking,
