@@ -45,7 +45,7 @@ from compiler.ops import network, vita
 from compiler.target import Target
 from tandem.network import qdq
 from tandem.network.quantize import QuantizedGraph, clip_bounds
-from tandem.network.run import NotOnTarget, Placed, Placement, Step
+from tandem.network.steps import NotOnTarget, Placed, Placement, Step
 
 #: on the CPU, a GEMM of fewer multiply-adds runs on one thread whatever the network's thread count: an
 #: attention head's 128 x 128 x 64 takes ~5 us, and waking a second thread for it cost up to milliseconds on

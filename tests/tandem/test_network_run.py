@@ -18,7 +18,8 @@ from tandem.flows.run import RunError, run
 from tandem.flows.targets import load_target
 from tandem.network import graph as tg
 from tandem.network import models, quantize
-from tandem.network.run import run_network, steps
+from tandem.network.run import run_network
+from tandem.network.steps import steps
 
 TARGETS = ("vita", "cpu", "diannao")
 #: the CPU's kernels are timed for real: briefly here
