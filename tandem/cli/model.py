@@ -194,19 +194,17 @@ def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool,
 def _exact_against_onnxruntime(model, q, inputs: dict, output: np.ndarray | None) -> dict:
     """A quantized model's output (``output``: a target's; None: the integer graph's) against
     onnxruntime's run of the same model on the same inputs: equal bit for bit, or the count that differ."""
-    from tandem.network import quantize
-
     try:
         import onnxruntime as ort
     except ImportError:
         return {"checked": False, "passed": None, "detail": "onnxruntime is not installed (pip install -e "
                 "'.[peers]'): the quantized model's output is not compared with it"}
     if output is None:
-        output = quantize.run_integer(q, inputs)[q.graph.output]
+        output = q.run_integer(inputs)[q.graph.output]
     source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
     session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     want = np.asarray(session.run(None, inputs)[0])
-    got = quantize.dequantize(q, q.graph.output, output).astype(want.dtype)
+    got = q.dequantize(q.graph.output, output).astype(want.dtype)
     differ = int(np.count_nonzero(got != want)) if got.shape == want.shape else want.size
     passed = differ == 0
     verdict = "equal bit for bit to" if passed else f"{differ} of {want.size} values differ from"
@@ -221,20 +219,18 @@ def _against_onnxruntime(model, q, inputs: dict, output: np.ndarray, seed: int) 
     integer graph against Tandem's float32 graph on the first calibration input (``seed``'s), measured
     here. An int8 network computes the integer graph bit for bit, so what is left is the quantization's
     own error on another input, plus the float32 import differences (``FP32_TOLERANCE``, far smaller)."""
-    from tandem.network import quantize
-
     try:
         import onnxruntime as ort
     except ImportError:
         return {"checked": False, "passed": None, "detail": "onnxruntime is not installed (pip install -e "
                 "'.[peers]'): the network's output is not compared with it"}
-    calibration = quantize.check_against_float(q, seed)["relative_l2"]
+    calibration = q.check_against_float(seed)["relative_l2"]
     tolerance = 2 * calibration
     source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
     session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     want = session.run([q.graph.output] if q.graph.output in names else None, inputs)[0]
-    got = quantize.compare_output(q, output, want)
+    got = q.compare_output(output, want)
     passed = got["relative_l2"] <= tolerance
     return {"checked": True, "passed": passed, **got, "tolerance": tolerance,
             "detail": f"relative L2 error {got['relative_l2']:.4f} against onnxruntime's float32 output "
@@ -307,7 +303,7 @@ def _int8(g, seed: int) -> dict:
 
     q = quantize.quantize(g, seed)
     return {"rule": "per-tensor power-of-two exponents, calibrated on 4 seeded inputs",
-            **quantize.check_against_float(q, seed + 1)}
+            **q.check_against_float(seed + 1)}
 
 
 def _print(g, report: dict) -> None:

@@ -1,6 +1,6 @@
-"""Whole networks on a target: every layer of the int8 graph (tandem/network/quantize.py) compiled and run
-through the one ``run`` flow (tandem/flows/run.py), each output checked bit for bit against the integer
-graph.
+"""Whole networks on a target: every layer of an int8 graph (tandem/network/quantized.py, either scheme)
+compiled and run through the one ``run`` flow (tandem/flows/run.py), each output checked bit for bit
+against the integer graph.
 
     q = quantize(load(tandem.network.models.build("resnet18")))
     report = run_network(q, load_target("vita"))
@@ -40,7 +40,7 @@ from sim.core.energy import CostReport, summed
 from tandem.flows.run import FLOWS, exact, reference_of, run
 from tandem.network.graph import random_inputs
 from tandem.network.place import place
-from tandem.network.quantize import QuantizedGraph, integer_layer, run_integer
+from tandem.network.quantized import QuantizedGraph
 from tandem.network.steps import NotOnTarget, Placement, Step, steps
 
 
@@ -187,7 +187,7 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
     start = time.perf_counter()
     if inputs is None:
         inputs = random_inputs(q.graph, np.random.default_rng(seed))
-    oracle = run_integer(q, inputs)
+    oracle = q.run_integer(inputs)
     values = {name: oracle[name] for name in q.graph.inputs}   # the int8 network inputs
     cache: dict = {}
     measured: dict[tuple, tuple[str, Any]] = {}   # a kernel's key -> (the step it ran on, its report)
@@ -241,7 +241,7 @@ def timing_depends_on_data(target: Target) -> bool:
 def _host_row(q: QuantizedGraph, step: Step, values: dict[str, np.ndarray], why: str) -> Row:
     """Run ``step`` on the host: the integer graph's layers themselves, on the target's values."""
     for layer in step.layers:
-        values[layer.output] = integer_layer(q, layer, values)
+        values[layer.output] = q.integer_layer(layer, values)
     return Row(step.name, step.op, list(step.shape), "host", "", step.macs, 0, None, None, None, None, True,
                None, 0.0, "", 0.0, 0.0, why, [])
 

@@ -2,8 +2,9 @@
 
 ``steps`` groups a quantized graph's layers into what a target runs as one kernel: a Conv, Gemm or MatMul
 with the ReLU or ReLU6 that alone reads it (the epilogue's clip), an Add with its ReLU (``FUSED_AFTER``),
-where the graph's scheme keeps an activation's quantization (tandem/network/quantize.py: a ReLU keeps its
-input's exponent; a quantized ONNX model's every layer requantizes, so nothing fuses). A placer
+where the graph's scheme keeps the activation's quantization (``QuantizedGraph.fuses_activations``: a ReLU
+keeps its input's exponent in tandem/network/quantize.py's; in a quantized ONNX model's every layer
+requantizes, so nothing fuses). A placer
 (tandem/network/place.py) says how a target runs a step: a ``Placement`` of ``Placed`` kernels, or
 ``NotOnTarget`` when it runs on the host; tandem/network/run.py runs them.
 """
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tandem.network.graph import Layer, reader_counts
-from tandem.network.quantize import QuantizedGraph
+from tandem.network.quantized import QuantizedGraph
 
 #: layers fused into the conv, GEMM or add before them when they alone read its output
 FUSED_AFTER = {"Conv": ("Relu", "Clip"), "Gemm": ("Relu", "Clip"), "MatMul": ("Relu", "Clip"),
@@ -66,7 +67,7 @@ def steps(q: QuantizedGraph) -> list[Step]:
         group = [layers[i]]
         nxt = layers[i + 1] if i + 1 < len(layers) else None
         head = group[0]
-        if (not q.affine and nxt is not None and nxt.op in FUSED_AFTER.get(head.op, ())
+        if (q.fuses_activations and nxt is not None and nxt.op in FUSED_AFTER.get(head.op, ())
                 and nxt.inputs == (head.output,)
                 and readers.get(head.output, 0) == 1 and q.graph.output != head.output):
             group.append(nxt)
