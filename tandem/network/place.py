@@ -26,12 +26,12 @@ A conv's requantization shifts right by ``s = e_x + e_w - e_out`` (tandem/networ
 other than depthwise (no schedule takes a bias and groups yet) and the float layers (softmax, layer norm,
 GELU, a Mul).
 
-A quantized ONNX model's graph (tandem/network/qdq.py) requantizes by float32 scales, with zero points: the
-data
-moves to the target's 8-bit type and the zero point's weight sums come off the bias (``_data_operand``);
-the CPU and DianNao then run ``requantize_scaled`` (DianNao's in float32: no float-to-int conversion), the
-CPU ``qlinear_add`` and ``scaled_mean`` (DianNao's adds and pool run on the host); VITA, whose epilogue
-only shifts, runs its max pools and leaves the float-scaled steps to the host (``NO_FLOAT_REQUANTIZE``).
+A quantized ONNX model's graph (tandem/network/qdq.py's ``AffineGraph``) requantizes by float32 scales, with
+zero points: the data moves to the target's 8-bit type and the zero point's weight sums come off the bias
+(``_data_operand``); the CPU and DianNao then run ``requantize_scaled`` (DianNao's in float32: no
+float-to-int conversion), the CPU ``qlinear_add`` and ``scaled_mean`` (DianNao's adds and pool run on the
+host); VITA, whose epilogue only shifts, runs its max pools and leaves the float-scaled steps to the host
+(``NO_FLOAT_REQUANTIZE``).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ from tandem.network.steps import NotOnTarget, Placed, Placement, Step
 #: attention head's 128 x 128 x 64 takes ~5 us, and waking a second thread for it cost up to milliseconds on
 #: the 2-core guests measured (experiments/networks.py)
 ONE_THREAD_MACS = 1 << 21
+
+
 def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     """How ``target`` runs ``step`` on ``values`` (the int8 tensors computed so far); NotOnTarget when it
     runs on the host."""
@@ -65,9 +67,8 @@ def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: 
     return placer(step, q, values, target)
 
 
-#: a quantized ONNX model's steps that requantize by a float32 scale (tandem/network/qdq.py), and the targets
-# that
-#: cannot: why
+#: a quantized ONNX model's steps that requantize by a float32 scale (tandem/network/qdq.py), and the
+#: targets that cannot: why
 SCALED = ("Conv", "Gemm", "MatMul", "Add", "GlobalAveragePool")
 NO_FLOAT_REQUANTIZE = {
     "vita": "a float32 requantization (a quantized ONNX model's scale, tandem/network/qdq.py): VITA's "

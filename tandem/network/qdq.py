@@ -47,7 +47,6 @@ from tandem.network.quantized import QuantizedGraph, max_pool
 OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose",
        "Relu", "Clip")
 MOVES = ("Flatten", "Reshape", "Transpose")
-DTYPES = {2: "uint8", 3: "int8"}   # ONNX TensorProto's element types
 
 
 @dataclass(frozen=True)
