@@ -1,6 +1,6 @@
 """The five builtin networks (tandem/network/models.py) in int8 on VITA (the TVM paper's configuration),
-DianNao and
-this CPU: every step compiled, run and checked bit for bit against the integer graph (tandem/network/run.py).
+DianNao and this CPU: every step compiled, run and checked bit for bit against the integer graph
+(tandem/network/run.py).
 
 Recorded per model and target: validated, total cycles (simulated) or seconds (the CPU's kernels, timed for
 real on 1 thread), the share of the multiply-adds on tensor instructions, the GEMM core's utilization over
@@ -34,8 +34,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tandem.flows.targets import load_target
-from tandem.network import graph as tg
-from tandem.network import models, quantize
+from tandem.network import models
+from tandem.network.load import load_network
 from tandem.network.run import NetworkReport, run_network
 
 CONFIGS = {"vita": "tvm-paper", "diannao": None, "cpu": None}
@@ -45,10 +45,9 @@ CPU_RUNS = 3
 
 def run_model(name: str, kind: str, threads: int = 1, input_size: int | None = None) -> NetworkReport:
     """``name`` quantized (seed 0) and run on ``kind`` (the CPU's kernels on ``threads``)."""
-    model = models.build(name, SEED)
     shapes = {"input": (1, 3, input_size, input_size)} if input_size and name not in ("bert_encoder",
                                                                                       "vit_block") else None
-    q = quantize.quantize(tg.load(model, shapes), SEED)
+    q = load_network(builtin=name, seed=SEED, input_shapes=shapes).quantized
     options = {"threads": threads, "min_time": 0.05} if kind == "cpu" else None
     return run_network(q, load_target(kind, CONFIGS[kind]), seed=SEED + 1, options=options)
 

@@ -1,13 +1,12 @@
-"""``tandem model FILE.onnx | --builtin NAME``: import a network (tandem/network/graph.py) and print its
-layers.
+"""``tandem model FILE.onnx | --builtin NAME``: import a network (tandem/network/load.py,
+tandem/network/graph.py) and print its layers.
 
 Prints a table of the imported graph (each layer's operator, output shape and multiply-accumulates; the
 batch norms folded into their convolutions) or, with ``--json``, one JSON object. Where onnxruntime is
 installed, the import is checked: the graph as Tandem computes it (``graph.run_reference``, float32 layers)
 against onnxruntime's run of the same model on seeded random inputs, within FP32_TOLERANCE of the output's
 largest magnitude. With ``--int8``, the graph is also quantized (tandem/network/quantize.py) and the integer
-graph
-compared with float32.
+graph compared with float32.
 
 With ``--target vita|cpu|diannao`` (and ``--config``, ``--spec`` as ``tandem run`` takes them), the int8
 network runs on the target, step by step (tandem/network/run.py), each step's output checked bit for bit
@@ -15,11 +14,10 @@ against the integer graph: a per-layer table (operator, shape, where it ran and 
 the kernels, cycles or time, utilization, DRAM bytes) and the totals; ``--save FILE.json`` and ``--csv
 FILE.csv`` write it, ``--trace FILE.json`` one Chrome/Perfetto trace of the whole network. The network's
 output is compared with onnxruntime's float32 run of the model on the same input, within twice the
-quantization's own error on a calibration input. A model already quantized (QDQ, tandem/network/qdq.py) keeps
-its
-quantization, and both its integer graph and the target's output are compared with onnxruntime's run of it
-bit for bit. Exit status: 0 when the import, every step and the output
-check (or cannot be checked), 1 when one differs, 2 for bad input.
+quantization's own error on a calibration input. A model already quantized (QDQ, tandem/network/qdq.py)
+keeps its quantization, and both its integer graph and the target's output are compared with onnxruntime's
+run of it bit for bit. Exit status: 0 when the import, every step and the output check (or cannot be
+checked), 1 when one differs, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ from rich.table import Table
 
 from tandem.cli.console import fail
 from tandem.flows.catalogue import WorkloadError, parse_shape
-from tandem.network import qdq
 
 #: the largest |Tandem - onnxruntime| accepted, relative to the largest |output|: float32 layers computed in
 #: another order, and batch norms folded into float32 weights (a few ulps per layer, over 50-150 layers)
@@ -76,63 +73,87 @@ def model_command(
     output against onnxruntime."""
     from tandem.network import graph as tg
     from tandem.network import models
+    from tandem.network.load import load_network
 
     if (file is None) == (builtin is None):
         raise fail("give an ONNX file or --builtin NAME (one of them)", 2)
-    for path, flag in ((save, "--save"), (csv_file, "--csv"), (trace, "--trace")):
-        if path is not None and not path.parent.is_dir():
-            raise fail(f"{flag} {path}: the folder {path.parent} does not exist", 2)
+    _check_folders({"--save": save, "--csv": csv_file, "--trace": trace})
     resolved = _target(target, config, spec) if target is not None else None
     try:
-        shapes = {}
-        for item in input_shape or ():
-            name, sep, text = item.partition("=")
-            if not sep or not name:
-                raise WorkloadError("--input-shape", f"expected NAME=1x3x224x224, got {item!r}")
-            shapes[name] = parse_shape(text)
-        model = models.build(builtin, seed) if builtin else None
-        source = model if model is not None else file
-        proto, where = tg.read(source)   # parsed once
-        if qdq.is_qdq(proto):   # already quantized: its own integer graph, exact against onnxruntime
-            q = qdq.load(proto, shapes, where)
-            g = q.graph
-            inputs = tg.random_inputs(g, np.random.default_rng(seed))
-            check = _exact_against_onnxruntime(source, q, inputs, None)
-            quantized = {"rule": "the model's own (QDQ): --int8 quantizes nothing more"} if int8 else None
-        else:
-            g = tg.load(proto, shapes, where=where)
-            check = _check(g, source, seed)
-            quantized = _int8(g, seed) if int8 else None
-            q = None
+        loaded = load_network(file, builtin=builtin, seed=seed, input_shapes=_input_shapes(input_shape))
+        check, quantized = _import_checks(loaded, seed, int8)
     except (WorkloadError, tg.GraphError, models.ModelError) as exc:
         raise fail(str(exc), 2) from None
-    network = None
+    network, versus_ort = None, None
     if resolved is not None:
-        network, versus_ort = _run_network(g, q, source, resolved, seed, threads, resimulate, quiet=as_json)
-    report = {"model": builtin or str(file), "inputs": {k: list(v) for k, v in g.inputs.items()},
-              "layers": [{"name": layer.name, "op": layer.op, "shape": list(layer.shape), "macs": layer.macs,
-                          "inputs": list(layer.inputs)} for layer in g.layers],
-              "macs": g.macs, "folded_batch_norms": len(g.folded), "folded_biases": len(g.biases),
-              "check": check,
-              **({"int8": quantized} if quantized is not None else {}),
-              **({"network": {**network.to_json(), "onnxruntime": versus_ort}} if network else {})}
-    if save is not None and network is not None:
-        save.write_text(json.dumps(report["network"], indent=1))
-    if csv_file is not None and network is not None:
-        csv_file.write_text(network.to_csv())
-    if trace is not None and network is not None:
-        from sim.core.trace import write_json
-
-        write_json(network.chrome_trace(_clock_mhz(resolved)), trace)
+        network, versus_ort = _run_network(loaded, resolved, seed, threads, resimulate, quiet=as_json)
+    report = _report(builtin or str(file), loaded.graph, check, quantized, network, versus_ort)
+    if network is not None:
+        _write(network, report, resolved, save, csv_file, trace)
     if as_json:
         typer.echo(json.dumps(report))
     elif network is not None:
         _print_network(network, check, versus_ort)
     else:
-        _print(g, report)
+        _print(loaded.graph, report)
     if (check["checked"] and not check["passed"]) or (network is not None and not network.validated) or \
             (network is not None and versus_ort["checked"] and not versus_ort["passed"]):
         raise typer.Exit(1)
+
+
+def _check_folders(paths: dict[str, Path | None]) -> None:
+    """Each output file's folder exists (exit 2 naming the option otherwise)."""
+    for flag, path in paths.items():
+        if path is not None and not path.parent.is_dir():
+            raise fail(f"{flag} {path}: the folder {path.parent} does not exist", 2)
+
+
+def _input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """--input-shape NAME=1x3x224x224 options as {name: shape}."""
+    shapes = {}
+    for item in items or ():
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise WorkloadError("--input-shape", f"expected NAME=1x3x224x224, got {item!r}")
+        shapes[name] = parse_shape(text)
+    return shapes
+
+
+def _import_checks(loaded, seed: int, int8: bool) -> tuple[dict, dict | None]:
+    """The import checked against onnxruntime (a QDQ model's integer graph: bit for bit; a float model's
+    graph: within FP32_TOLERANCE), and with ``int8`` the quantization's error against float32."""
+    from tandem.network import graph as tg
+
+    if loaded.own is not None:   # already quantized: its own integer graph, exact against onnxruntime
+        inputs = tg.random_inputs(loaded.graph, np.random.default_rng(seed))
+        check = _exact_against_onnxruntime(loaded.model, loaded.own, inputs, None)
+        return check, {"rule": "the model's own (QDQ): --int8 quantizes nothing more"} if int8 else None
+    check = _check(loaded.graph, loaded.model, seed)
+    return check, _int8(loaded.quantized, seed) if int8 else None
+
+
+def _report(model: str, g, check: dict, quantized: dict | None, network, versus_ort: dict | None) -> dict:
+    """The command's JSON object: the graph's inputs and layers, the checks, and the network's run."""
+    return {"model": model, "inputs": {k: list(v) for k, v in g.inputs.items()},
+            "layers": [{"name": layer.name, "op": layer.op, "shape": list(layer.shape), "macs": layer.macs,
+                        "inputs": list(layer.inputs)} for layer in g.layers],
+            "macs": g.macs, "folded_batch_norms": len(g.folded), "folded_biases": len(g.biases),
+            "check": check,
+            **({"int8": quantized} if quantized is not None else {}),
+            **({"network": {**network.to_json(), "onnxruntime": versus_ort}} if network else {})}
+
+
+def _write(network, report: dict, target, save: Path | None, csv_file: Path | None, trace: Path | None
+           ) -> None:
+    """The network's run as --save JSON, --csv table and --trace Chrome/Perfetto trace, those asked for."""
+    if save is not None:
+        save.write_text(json.dumps(report["network"], indent=1))
+    if csv_file is not None:
+        csv_file.write_text(network.to_csv())
+    if trace is not None:
+        from sim.core.trace import write_json
+
+        write_json(network.chrome_trace(_clock_mhz(target)), trace)
 
 
 def _clock_mhz(target) -> float:
@@ -159,21 +180,17 @@ def _target(kind: str, config: str | None, spec: Path | None):
         raise fail(str(exc), 2) from None
 
 
-def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool, quiet: bool):
-    """The int8 network on ``target`` (``q``: a quantized model's own; None: ``g`` quantized with VTA's
-    rule), with a progress bar of its steps (none with --json), and its output against onnxruntime's run
-    of the model on the same input (``_against_onnxruntime``; a quantized model's: exactly)."""
+def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, quiet: bool):
+    """The int8 network (``loaded.quantized``: a QDQ model's own, or the float graph quantized with VTA's
+    rule) on ``target``, with a progress bar of its steps (none with --json), and its output against
+    onnxruntime's run of the model on the same input (``_against_onnxruntime``; a QDQ model's: exactly)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from tandem.flows.run import RunError
-    from tandem.network import quantize
-    from tandem.network.run import run_network
+    from tandem.network.run import run_inputs, run_network
 
-    given = q is not None
-    q = q if given else quantize.quantize(g, seed)
-    from tandem.network.run import run_inputs
-
-    inputs = run_inputs(g, seed)
+    q = loaded.quantized
+    inputs = run_inputs(loaded.graph, seed)
     options = {"threads": threads, "min_time": 0.05} if target.kind == "cpu" else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   transient=True, disable=quiet) as bar:
@@ -186,27 +203,25 @@ def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool,
                                   progress=progress)
         except RunError as exc:
             raise fail(str(exc), 2) from None
-    if given:
-        return network, _exact_against_onnxruntime(model, q, inputs, network.output)
-    return network, _against_onnxruntime(model, q, inputs, network.output, seed)
+    if loaded.own is not None:
+        return network, _exact_against_onnxruntime(loaded.model, q, inputs, network.output)
+    return network, _against_onnxruntime(loaded.model, q, inputs, network.output, seed)
 
 
 def _exact_against_onnxruntime(model, q, inputs: dict, output: np.ndarray | None) -> dict:
     """A quantized model's output (``output``: a target's; None: the integer graph's) against
     onnxruntime's run of the same model on the same inputs: equal bit for bit, or the count that differ."""
-    from tandem.network import quantize
-
     try:
         import onnxruntime as ort
     except ImportError:
         return {"checked": False, "passed": None, "detail": "onnxruntime is not installed (pip install -e "
                 "'.[peers]'): the quantized model's output is not compared with it"}
     if output is None:
-        output = quantize.run_integer(q, inputs)[q.graph.output]
+        output = q.run_integer(inputs)[q.graph.output]
     source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
     session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     want = np.asarray(session.run(None, inputs)[0])
-    got = quantize.dequantize(q, q.graph.output, output).astype(want.dtype)
+    got = q.dequantize(q.graph.output, output).astype(want.dtype)
     differ = int(np.count_nonzero(got != want)) if got.shape == want.shape else want.size
     passed = differ == 0
     verdict = "equal bit for bit to" if passed else f"{differ} of {want.size} values differ from"
@@ -221,20 +236,18 @@ def _against_onnxruntime(model, q, inputs: dict, output: np.ndarray, seed: int) 
     integer graph against Tandem's float32 graph on the first calibration input (``seed``'s), measured
     here. An int8 network computes the integer graph bit for bit, so what is left is the quantization's
     own error on another input, plus the float32 import differences (``FP32_TOLERANCE``, far smaller)."""
-    from tandem.network import quantize
-
     try:
         import onnxruntime as ort
     except ImportError:
         return {"checked": False, "passed": None, "detail": "onnxruntime is not installed (pip install -e "
                 "'.[peers]'): the network's output is not compared with it"}
-    calibration = quantize.check_against_float(q, seed)["relative_l2"]
+    calibration = q.check_against_float(seed)["relative_l2"]
     tolerance = 2 * calibration
     source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
     session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     want = session.run([q.graph.output] if q.graph.output in names else None, inputs)[0]
-    got = quantize.compare_output(q, output, want)
+    got = q.compare_output(output, want)
     passed = got["relative_l2"] <= tolerance
     return {"checked": True, "passed": passed, **got, "tolerance": tolerance,
             "detail": f"relative L2 error {got['relative_l2']:.4f} against onnxruntime's float32 output "
@@ -301,13 +314,11 @@ def _check(g, model, seed: int) -> dict:
                       f"({err / scale:.2g} of the largest output; tolerance {FP32_TOLERANCE:g})"}
 
 
-def _int8(g, seed: int) -> dict:
-    """The graph quantized with VTA's rule (calibrated on seed's inputs), against float32 on another input."""
-    from tandem.network import quantize
-
-    q = quantize.quantize(g, seed)
+def _int8(q, seed: int) -> dict:
+    """``q``, the graph quantized with VTA's rule (calibrated on seed's inputs), against float32 on another
+    input."""
     return {"rule": "per-tensor power-of-two exponents, calibrated on 4 seeded inputs",
-            **quantize.check_against_float(q, seed + 1)}
+            **q.check_against_float(seed + 1)}
 
 
 def _print(g, report: dict) -> None:

@@ -8,8 +8,7 @@
                             MLP 3072, pre-norm, GELU (tanh form)
 
 and each CNN quantized (tandem/network/qdq_write.py: uint8 activations, int8 weights, as onnxruntime's
-quantizer
-writes them) as NAME_qdq: resnet18_qdq, resnet50_qdq, mobilenet_v2_qdq.
+quantizer writes them) as NAME_qdq: resnet18_qdq, resnet50_qdq, mobilenet_v2_qdq.
 
 ``build(name, seed)`` returns the ``onnx.ModelProto`` (opset ``OPSET``); weights are drawn from ``seed`` with
 He-style scales so that activations stay O(1) through the network (batch norms get random statistics, so that
@@ -23,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+
+from tandem.network import graph as tg
+from tandem.network import qdq_write
 
 OPSET = 20   # Gelu (with approximate="tanh") is in opset 20
 NAMES = ("resnet18", "resnet50", "mobilenet_v2", "bert_encoder", "vit_block")
@@ -201,9 +203,6 @@ def build(name: str, seed: int = 0):
     """The builtin model ``name`` (one of ``NAMES`` or ``QUANTIZED``) as an ``onnx.ModelProto`` with weights
     drawn from ``seed`` (a quantized one calibrated on inputs from it too): its one input is "input"."""
     if name in QUANTIZED:
-        from tandem.network import graph as tg
-        from tandem.network import qdq_write
-
         return qdq_write.write(tg.load(build(name.removesuffix("_qdq"), seed)), seed)
     if name not in BUILDERS:
         raise ModelError(f"no builtin model {name!r}; expected one of {', '.join(NAMES + QUANTIZED)}")

@@ -26,12 +26,12 @@ A conv's requantization shifts right by ``s = e_x + e_w - e_out`` (tandem/networ
 other than depthwise (no schedule takes a bias and groups yet) and the float layers (softmax, layer norm,
 GELU, a Mul).
 
-A quantized ONNX model's graph (tandem/network/qdq.py) requantizes by float32 scales, with zero points: the
-data
-moves to the target's 8-bit type and the zero point's weight sums come off the bias (``_data_operand``);
-the CPU and DianNao then run ``requantize_scaled`` (DianNao's in float32: no float-to-int conversion), the
-CPU ``qlinear_add`` and ``scaled_mean`` (DianNao's adds and pool run on the host); VITA, whose epilogue
-only shifts, runs its max pools and leaves the float-scaled steps to the host (``NO_FLOAT_REQUANTIZE``).
+A quantized ONNX model's graph (tandem/network/qdq.py's ``AffineGraph``) requantizes by float32 scales, with
+zero points: the data moves to the target's 8-bit type and the zero point's weight sums come off the bias
+(``_data_operand``); the CPU and DianNao then run ``requantize_scaled`` (DianNao's in float32: no
+float-to-int conversion), the CPU ``qlinear_add`` and ``scaled_mean`` (DianNao's adds and pool run on the
+host); VITA, whose epilogue only shifts, runs its max pools and leaves the float-scaled steps to the host
+(``NO_FLOAT_REQUANTIZE``).
 """
 
 from __future__ import annotations
@@ -44,13 +44,17 @@ import numpy as np
 from compiler.ops import network, vita
 from compiler.target import Target
 from tandem.network import qdq
-from tandem.network.quantize import QuantizedGraph, clip_bounds
-from tandem.network.run import NotOnTarget, Placed, Placement, Step
+from tandem.network.qdq import AffineGraph
+from tandem.network.quantize import PowerOfTwoGraph, clip_bounds
+from tandem.network.quantized import QuantizedGraph
+from tandem.network.steps import NotOnTarget, Placed, Placement, Step
 
 #: on the CPU, a GEMM of fewer multiply-adds runs on one thread whatever the network's thread count: an
 #: attention head's 128 x 128 x 64 takes ~5 us, and waking a second thread for it cost up to milliseconds on
 #: the 2-core guests measured (experiments/networks.py)
 ONE_THREAD_MACS = 1 << 21
+
+
 def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     """How ``target`` runs ``step`` on ``values`` (the int8 tensors computed so far); NotOnTarget when it
     runs on the host."""
@@ -58,14 +62,13 @@ def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: 
     placer = PLACERS.get(first.op)
     if placer is None:
         raise NotOnTarget(WHY_HOST.get(first.op, f"no {target.kind} kernel computes {first.op}"))
-    if q.affine and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
+    if isinstance(q, AffineGraph) and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
         raise NotOnTarget(NO_FLOAT_REQUANTIZE[target.kind])
     return placer(step, q, values, target)
 
 
-#: a quantized ONNX model's steps that requantize by a float32 scale (tandem/network/qdq.py), and the targets
-# that
-#: cannot: why
+#: a quantized ONNX model's steps that requantize by a float32 scale (tandem/network/qdq.py), and the
+#: targets that cannot: why
 SCALED = ("Conv", "Gemm", "MatMul", "Add", "GlobalAveragePool")
 NO_FLOAT_REQUANTIZE = {
     "vita": "a float32 requantization (a quantized ONNX model's scale, tandem/network/qdq.py): VITA's "
@@ -97,7 +100,7 @@ def _one_image(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _contraction(step: Step, q: QuantizedGraph) -> tuple[int, np.ndarray, tuple[int, int]]:
+def _contraction(step: Step, q: PowerOfTwoGraph) -> tuple[int, np.ndarray, tuple[int, int]]:
     """The requantization of a conv/GEMM step: its right shift, the int32 bias with the rounding constant
     folded in (zeros where the layer has none), and the clip (the fused ReLU's)."""
     layer = step.layers[0]
@@ -184,7 +187,7 @@ def _add(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: T
         raise NotOnTarget(f"an Add broadcasting {list(a.shape)} with {list(b.shape)}")
     dims = _elementwise_shape(a.shape)
     arrays = [x.astype(np.int32).reshape(tuple(dims.values())) for x in (a, b)]
-    if q.affine:
+    if isinstance(q, AffineGraph):
         return _qlinear_add(step, q, dims, arrays, a.shape, target)
     e, eo = q.exponents, q.exponents[step.output]
     lo, hi = clip_bounds(q, step.layers[-1]) if len(step.layers) > 1 else (-128, 127)
@@ -193,7 +196,7 @@ def _add(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: T
                              lambda out: out.reshape(a.shape).astype(np.int8), "quantized_add"),))
 
 
-def _qlinear_add(step: Step, q: QuantizedGraph, dims: dict[str, int], arrays: list[np.ndarray],
+def _qlinear_add(step: Step, q: AffineGraph, dims: dict[str, int], arrays: list[np.ndarray],
                  shape: tuple[int, ...], target: Target) -> Placement:
     """A quantized ONNX model's Add: ``qlinear_add``, onnxruntime's fused multiply-adds as exact int64
     arithmetic (compiler/ops/network.py), where the target has int64 and its sums hold."""
@@ -219,8 +222,9 @@ def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], targ
                           f"windows and one stride and padding")
     x = _one_image(values[layer.inputs[0]])
     p = pads[0]
-    dtype = q.affine[layer.output].dtype if q.affine else "int8"
-    if q.affine and not q.affine[layer.inputs[0]].same(q.affine[layer.output]):
+    affine = isinstance(q, AffineGraph)
+    dtype = q.affine[layer.output].dtype if affine else "int8"
+    if affine and not q.affine[layer.inputs[0]].same(q.affine[layer.output]):
         raise NotOnTarget("a max pool that changes the quantization: dequantized, pooled, quantized again")
     offset = -128 if dtype == "uint8" else 0   # uint8 values move to int8's range (max commutes with it)
     padded = np.pad(x[0].astype(np.int32) + offset, ((0, 0), (p, p), (p, p)), constant_values=-128)
@@ -314,7 +318,7 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
     float32 scale per channel instead (its output float32 where the target has no float-to-int
     conversion: exact integers, converted to 8 bits on the host)."""
     dims = {"C": channels, "H": spatial[0], "W": spatial[1]}
-    if q.affine:
+    if isinstance(q, AffineGraph):
         layer, out = step.layers[0], q.affine[step.output]
         bias = np.asarray(q.weights[layer.name].get(2, np.zeros(channels, np.int64)), np.int64)
         scale = np.broadcast_to(qdq.contraction_scale(q, layer)[:, None, None], (channels, *spatial)).copy()
@@ -338,7 +342,7 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
     return Placement((*sums, epilogue), lambda outs: outs[-1])
 
 
-def _nonnegative(q: QuantizedGraph, name: str) -> bool:
+def _nonnegative(q: PowerOfTwoGraph, name: str) -> bool:
     """Whether tensor ``name`` of the integer graph is >= 0 by construction: a ReLU's (or a clip's at 0 or
     above), or what pooling or data movement makes of such."""
     producer = next((layer for layer in q.graph.layers if layer.output == name), None)
@@ -362,7 +366,7 @@ def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pa
     ``(zero + offset) * sum(w)`` comes off each channel's bias. int8 data that is >= 0 by construction
     (after a ReLU) goes to the CPU as it is. Returns the data, the bias correction and the padding the
     kernel still applies."""
-    if q.affine:
+    if isinstance(q, AffineGraph):
         a = q.affine[name]
         zero = a.zero_point
         offset = {("uint8", True): 0, ("int8", True): 128, ("uint8", False): -128, ("int8", False): 0
@@ -446,7 +450,7 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
 def _rounded_mean(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     x = _one_image(values[step.layers[0].inputs[0]])
     c, h, w = x.shape[1:]
-    if q.affine:   # onnxruntime's QLinearGlobalAveragePool
+    if isinstance(q, AffineGraph):   # onnxruntime's QLinearGlobalAveragePool
         layer, out = step.layers[0], q.affine[step.output]
         params = {"C": c, "H": h, "W": w, "Z": q.affine[layer.inputs[0]].zero_point * h * w,
                   "ZP": out.zero_point, "LO": out.bounds[0], "HI": out.bounds[1]}

@@ -1,21 +1,19 @@
 """Quantized ONNX models (QDQ: QuantizeLinear/DequantizeLinear around float operators, as onnxruntime's
 ``quantize_static`` writes them): their import, and their integer graph computed as onnxruntime computes it.
 
-    q = qdq.load("resnet18_int8.onnx")        # a QuantizedGraph with ``affine`` parameters
-    run_integer(q, {"input": x})              # tandem/network/quantize.py: every tensor, as onnxruntime's
-    kernels
+    q = qdq.load("resnet18_int8.onnx")        # an AffineGraph (tandem/network/quantized.py's interface)
+    q.run_integer({"input": x})               # every tensor, as onnxruntime's kernels compute it
 
 The rule is ONNX's affine quantization: a tensor is ``(q - zero_point) * scale`` with q uint8 or int8, one
 float32 scale per tensor (per output channel for weights). Import: a DequantizeLinear of a constant is a
 quantized weight or bias; a QuantizeLinear gives the activation it reads its parameters, and the
 DequantizeLinear that reads it back is the same tensor; what remains are the float operators, imported as
 a graph of their own (tandem/network/graph.py, nothing folded: each layer requantizes). Every activation a
-layer
-reads and writes must be quantized, weights symmetric (zero point 0), a bias int32 at the scale
+layer reads and writes must be quantized, weights symmetric (zero point 0), a bias int32 at the scale
 ``x_scale * w_scale`` with zero point 0 (what onnxruntime fuses into its integer kernels; anything else is a
 ``GraphError`` naming the node).
 
-The integer graph (``integer_layer``) is onnxruntime 1.32's on x86-64 (its QDQ groups fused into
+The integer graph (``AffineGraph.integer_layer``) is onnxruntime 1.32's on x86-64 (its QDQ groups fused into
 QLinearConv, QGemm, QLinearAdd, QLinearGlobalAveragePool and an 8-bit MaxPool), arithmetic for arithmetic:
 
 - Conv, Gemm, MatMul by constant weights: int32 sums of ``(x - zx) * w`` plus the bias, then
@@ -42,13 +40,13 @@ import numpy as np
 
 from compiler.ops import reference
 from tandem.network import graph as tg
-from tandem.network.graph import GraphError, Layer
+from tandem.network.graph import Graph, GraphError, Layer
+from tandem.network.quantized import QuantizedGraph, max_pool
 
 #: the float operators a QDQ model's groups may hold
 OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose",
        "Relu", "Clip")
 MOVES = ("Flatten", "Reshape", "Transpose")
-DTYPES = {2: "uint8", 3: "int8"}   # ONNX TensorProto's element types
 
 
 @dataclass(frozen=True)
@@ -69,10 +67,73 @@ class Affine:
         return (self.zero_point == other.zero_point and self.dtype == other.dtype
                 and np.array_equal(self.scale, other.scale))
 
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        """Real values ``x`` in this quantization (QuantizeLinear)."""
+        return reference.quantize_linear(x, self.scale, self.zero_point, *self.bounds).astype(self.dtype)
+
+    def dequantize(self, q: np.ndarray) -> np.ndarray:
+        """The real values of ``q`` (DequantizeLinear: float32)."""
+        return reference.dequantize_linear(q, self.scale, self.zero_point)
+
 
 def weight_key(layer: Layer, position: int) -> str:
     """The ``affine`` key of a layer's quantized weight (1) or bias (2)."""
     return f"{layer.name}:{position}"
+
+
+@dataclass(frozen=True)
+class AffineGraph(QuantizedGraph):
+    """A quantized ONNX model's graph: the float operators between its QuantizeLinear and DequantizeLinear
+    nodes, each Conv's, Gemm's or MatMul's quantized weights (position -> int8 weights, int32 bias), and
+    each tensor's quantization (``affine``: activations by name, weights by ``weight_key``); its integer
+    graph is the module's rule."""
+
+    graph: Graph
+    weights: dict[str, dict[int, np.ndarray]]
+    affine: dict[str, Affine]
+    fuses_activations = False   # every layer requantizes to its own output's parameters
+
+    def quantize_input(self, name: str, x: np.ndarray) -> np.ndarray:
+        return self.affine[name].quantize(x)
+
+    def dequantize(self, name: str, value: np.ndarray) -> np.ndarray:
+        return self.affine[name].dequantize(value).astype(np.float64)
+
+    def integer_layer(self, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
+        """``layer``'s quantized output from its inputs' (the module's rule)."""
+        op, p = layer.op, self.affine
+        out = p[layer.output]
+        ins = [np.asarray(values[name], np.int64) for name in layer.inputs]
+        if op in ("Conv", "Gemm", "MatMul") and layer.name in self.weights:
+            w = self.weights[layer.name]
+            x = ins[0] - p[layer.inputs[0]].zero_point
+            if op == "Conv":
+                a = layer.attrs
+                acc = reference.conv_nd(x, w[1].astype(np.int64), a.get("strides", [1])[0],
+                                        a.get("pads", [0])[0], a.get("dilations", [1])[0], a.get("group", 1))
+                bias = w[2].reshape(1, -1, 1, 1) if 2 in w else 0
+                scale = contraction_scale(self, layer).reshape(1, -1, 1, 1)
+            else:
+                wt = w[1].T if op == "Gemm" and layer.attrs.get("transB") else w[1]
+                acc = np.matmul(x, wt.astype(np.int64))
+                bias, scale = (w[2] if 2 in w else 0), contraction_scale(self, layer)
+            return reference.requantize_scaled(acc + bias, scale, out.zero_point, *out.bounds
+                                               ).astype(out.dtype)
+        if op == "Add" and len(ins) == 2:
+            return reference.qlinear_add(*ins, *add_constants(self, layer), *out.bounds).astype(out.dtype)
+        same = all(p[name].same(out) for name in layer.inputs)
+        if op == "GlobalAveragePool":
+            count = math.prod(ins[0].shape[2:])
+            acc = ins[0].sum(axis=(2, 3), keepdims=True) - p[layer.inputs[0]].zero_point * count
+            return reference.requantize_scaled(acc, mean_scale(self, layer, count), out.zero_point,
+                                               *out.bounds).astype(out.dtype)
+        if op == "MaxPool" and same:
+            return max_pool(layer, ins[0], out.bounds[0]).astype(out.dtype)
+        if op in MOVES and same:
+            return tg.evaluate(layer, dict(zip(layer.inputs, ins, strict=True))).astype(out.dtype)
+        # a group onnxruntime does not fuse: dequantize, the float operator (float32), quantize
+        floats = {name: p[name].dequantize(v) for name, v in zip(layer.inputs, ins, strict=True)}
+        return out.quantize(tg.evaluate(layer, floats).astype(np.float32))
 
 
 def is_qdq(model: Any) -> bool:
@@ -82,13 +143,12 @@ def is_qdq(model: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------ import
 
-def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, where: str | None = None):
-    """Import the QDQ model ``model`` (a path or a ModelProto) as a QuantizedGraph with ``affine``
-    parameters (the module's rule); ``where`` names the model in errors."""
+def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, where: str | None = None
+         ) -> AffineGraph:
+    """Import the QDQ model ``model`` (a path or a ModelProto) as an AffineGraph (the module's rule);
+    ``where`` names the model in errors."""
     import onnx
     from onnx import numpy_helper
-
-    from tandem.network.quantize import QuantizedGraph
 
     model, named = tg.read(model)
     where = where or named
@@ -149,7 +209,7 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
             quantized[layer.name] = _contraction_weights(layer, weights, affine, label)
             for position in quantized[layer.name]:
                 affine[weight_key(layer, position)] = weights[layer.operands[position]][1]
-    return QuantizedGraph(g, {}, quantized, {}, affine)
+    return AffineGraph(g, quantized, affine)
 
 
 def _affine(node, consts: Mapping[str, np.ndarray], label: str) -> Affine:
@@ -235,18 +295,7 @@ def _contraction_weights(layer: Layer, weights: Mapping[str, tuple[np.ndarray, A
 
 # ------------------------------------------------------------------------------------------ the integer graph
 
-def quantize_input(q, name: str, x: np.ndarray) -> np.ndarray:
-    """The graph input ``name`` quantized (QuantizeLinear)."""
-    a = q.affine[name]
-    return reference.quantize_linear(x, a.scale, a.zero_point, *a.bounds).astype(a.dtype)
-
-
-def dequantize(q, name: str, value: np.ndarray) -> np.ndarray:
-    a = q.affine[name]
-    return reference.dequantize_linear(value, a.scale, a.zero_point)
-
-
-def contraction_scale(q, layer: Layer) -> np.ndarray:
+def contraction_scale(q: AffineGraph, layer: Layer) -> np.ndarray:
     """The float32 requantization scale of a Conv/Gemm/MatMul, per output channel: ``(sx * sw) / sy``."""
     sx, sy = q.affine[layer.inputs[0]].scale, q.affine[layer.output].scale
     sw = q.affine[weight_key(layer, 1)].scale
@@ -254,58 +303,13 @@ def contraction_scale(q, layer: Layer) -> np.ndarray:
     return np.broadcast_to((np.float32(sx) * sw) / np.float32(sy), (channels,)).astype(np.float32)
 
 
-def mean_scale(q, layer: Layer, count: int) -> np.float32:
+def mean_scale(q: AffineGraph, layer: Layer, count: int) -> np.float32:
     """The float32 requantization scale of a global average pool of ``count`` values: ``sx / (sy * n)``."""
     sx, sy = np.float32(q.affine[layer.inputs[0]].scale), np.float32(q.affine[layer.output].scale)
     return np.float32(sx / np.float32(sy * np.float32(count)))
 
 
-def add_constants(q, layer: Layer) -> tuple[np.float32, np.float32, np.float32]:
+def add_constants(q: AffineGraph, layer: Layer) -> tuple[np.float32, np.float32, np.float32]:
     pa, pb, pc = (q.affine[name] for name in (*layer.inputs, layer.output))
     return reference.qlinear_add_constants(pa.scale, pa.zero_point, pb.scale, pb.zero_point, pc.scale,
                                            pc.zero_point)
-
-
-def integer_layer(q, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``layer``'s quantized output from its inputs' (the module's rule)."""
-    op, p = layer.op, q.affine
-    out = p[layer.output]
-    ins = [np.asarray(values[name], np.int64) for name in layer.inputs]
-    if op in ("Conv", "Gemm", "MatMul") and layer.name in q.weights:
-        w = q.weights[layer.name]
-        x = ins[0] - p[layer.inputs[0]].zero_point
-        if op == "Conv":
-            a = layer.attrs
-            acc = reference.conv_nd(x, w[1].astype(np.int64), a.get("strides", [1])[0], a.get("pads", [0])[0],
-                                    a.get("dilations", [1])[0], a.get("group", 1))
-            bias = w[2].reshape(1, -1, 1, 1) if 2 in w else 0
-            scale = contraction_scale(q, layer).reshape(1, -1, 1, 1)
-        else:
-            wt = w[1].T if op == "Gemm" and layer.attrs.get("transB") else w[1]
-            acc = np.matmul(x, wt.astype(np.int64))
-            bias, scale = (w[2] if 2 in w else 0), contraction_scale(q, layer)
-        return reference.requantize_scaled(acc + bias, scale, out.zero_point, *out.bounds).astype(out.dtype)
-    if op == "Add" and len(ins) == 2:
-        return reference.qlinear_add(*ins, *add_constants(q, layer), *out.bounds).astype(out.dtype)
-    same = all(p[name].same(out) for name in layer.inputs)
-    if op == "GlobalAveragePool":
-        count = math.prod(ins[0].shape[2:])
-        acc = ins[0].sum(axis=(2, 3), keepdims=True) - p[layer.inputs[0]].zero_point * count
-        return reference.requantize_scaled(acc, mean_scale(q, layer, count), out.zero_point,
-                                           *out.bounds).astype(out.dtype)
-    if op == "MaxPool" and same:
-        return max_pool(layer, ins[0], out.bounds[0]).astype(out.dtype)
-    if op in MOVES and same:
-        return tg.evaluate(layer, dict(zip(layer.inputs, ins, strict=True))).astype(out.dtype)
-    # a group onnxruntime does not fuse: dequantize, the float operator (float32), quantize
-    floats = {name: dequantize(q, name, v) for name, v in zip(layer.inputs, ins, strict=True)}
-    result = tg.evaluate(layer, floats).astype(np.float32)
-    return reference.quantize_linear(result, out.scale, out.zero_point, *out.bounds).astype(out.dtype)
-
-
-def max_pool(layer: Layer, x: np.ndarray, lowest: int) -> np.ndarray:
-    """A max pool on integers, padded with the type's lowest value (no window's maximum is below it)."""
-    a = layer.attrs
-    pad, stride = a.get("pads", [0])[0], a.get("strides", [1])[0]
-    x = np.pad(np.asarray(x, np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=lowest)
-    return np.stack([reference.pool2d(image, tuple(a["kernel_shape"]), stride, "max") for image in x])

@@ -7,8 +7,7 @@ The rule: every activation (the graph input and each layer's output) gets a Quan
 DequantizeLinear with asymmetric uint8 parameters from its calibrated range ``[lo, hi]`` (widened to hold
 0): ``scale = (hi - lo) / 255``, ``zero_point = round(-lo / scale)``, the range measured by the float32
 reference (tandem/network/graph.py) on ``samples`` standard-normal inputs drawn from ``seed``; weights are
-int8,
-symmetric, one scale per tensor ``max|w| / 127``; a bias is int32 at the scale ``x_scale * w_scale``.
+int8, symmetric, one scale per tensor ``max|w| / 127``; a bias is int32 at the scale ``x_scale * w_scale``.
 The float layers stay as they are (batch norms already folded into their convolutions by the import), each
 between a DequantizeLinear of its inputs and a QuantizeLinear of its output, except a ReLU (or a Clip at 0)
 that alone reads a convolution's, GEMM's or add's output: its range quantizes that output and it is left out,
@@ -16,8 +15,7 @@ as onnxruntime's quantizer does (uint8's saturation at the zero point is the ReL
 calibrated maximum, at most 6).
 
 Used for builtin quantized models (``tandem.network.models``: NAME_qdq) and the tests: onnxruntime runs what
-this
-writes in its integer kernels, and Tandem's import computes the same bits (tandem/network/qdq.py).
+this writes in its integer kernels, and Tandem's import computes the same bits (tandem/network/qdq.py).
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ import numpy as np
 
 from compiler.ops import reference
 from tandem.network import graph as tg
+from tandem.network import qdq
 from tandem.network.graph import Graph, GraphError
 
 OPSET = 20
@@ -34,8 +33,6 @@ OPSET = 20
 def write(graph: Graph, seed: int = 0, samples: int = 2):
     """``graph`` (imported, float32) as a QDQ ``onnx.ModelProto`` (the module's rule)."""
     from onnx import TensorProto, helper, numpy_helper
-
-    from tandem.network import qdq
 
     ranges = tg.ranges(graph, seed, samples)
     absorbed = _absorbed_activations(graph)   # a ReLU/Clip output -> the conv/GEMM output it replaces

@@ -1,6 +1,6 @@
 """int8 quantization of an imported graph (tandem/network/graph.py), the rule of VTA's flow: per-tensor
-power-of-two
-scales calibrated on seeded random inputs, and the integer reference of the quantized graph.
+power-of-two scales calibrated on seeded random inputs (``quantize``), and the integer reference of the
+quantized graph (``PowerOfTwoGraph``, a tandem/network/quantized.py ``QuantizedGraph``).
 
 The rule. A tensor t is represented as ``q * 2**-e`` with q int8 and one exponent e per tensor:
 ``e = floor(log2(127 / max|t|))``, the largest that keeps every calibrated value inside int8 (max|t| over
@@ -11,29 +11,29 @@ average pooling, and the data movement: Flatten, Reshape, Transpose) keep their 
 one of their own, so that they need no requantization and fuse with their producer (a conv's ReLU is its
 epilogue's clip at 0, as in VTA).
 
-The integer graph (``run_integer``): convolutions and matrix products multiply int8 by int8 into int32,
-add the bias, and requantize to the output's exponent with VTA's epilogue, an arithmetic shift right by
-``s = e_x + e_w - e_out`` and a clip to int8 (``reference.shift_clip``), after adding ``2**(s-1)`` so that
-the shift rounds to nearest (a target folds that constant into the bias, or adds it with an ALU
-immediate; truncating instead doubles the error of a 50-layer network); ReLU and ReLU6 clip; an Add
-shifts both operands to the output's exponent (rounding the same way) and adds; max pooling is exact; an
-average over a window is the rounded mean of the window sum (as VITA computes it); data movement moves
-int8. Softmax, layer norm, GELU and a Mul by a constant compute in float on the dequantized input and
-quantize their result (the float operators DianNao and the CPU run in f32). Everything the integer graph
-computes is exact: it is the per-layer oracle of the quantized network on every target.
+The integer graph (``PowerOfTwoGraph.integer_layer``): convolutions and matrix products multiply int8 by int8
+into int32, add the bias, and requantize to the output's exponent with VTA's epilogue, an arithmetic shift
+right by ``s = e_x + e_w - e_out`` and a clip to int8 (``reference.shift_clip``), after adding ``2**(s-1)`` so
+that the shift rounds to nearest (a target folds that constant into the bias, or adds it with an ALU
+immediate; truncating instead doubles the error of a 50-layer network); ReLU and ReLU6 clip; an Add shifts
+both operands to the output's exponent (rounding the same way) and adds; max pooling is exact; an average over
+a window is the rounded mean of the window sum (as VITA computes it); data movement moves int8. Softmax, layer
+norm, GELU and a Mul by a constant compute in float on the dequantized input and quantize their result (the
+float operators DianNao and the CPU run in f32). Everything the integer graph computes is exact: it is the
+per-layer oracle of the quantized network on every target.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.ops import reference
-from tandem.network import qdq
-from tandem.network.graph import Graph, GraphError, Layer, evaluate, random_inputs, ranges, tensors
+from tandem.network.graph import Graph, Layer, evaluate, ranges
+from tandem.network.quantized import QuantizedGraph, max_pool
 
 INT8 = (-128, 127)
 #: operators whose output keeps the exponent of their (first) input
@@ -54,19 +54,51 @@ def to_int8(x: np.ndarray, e: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class QuantizedGraph:
-    """The graph, each tensor's exponent, and each layer's quantized weights (position -> int array). A
-    quantized ONNX model's graph (tandem/network/qdq.py) has ``affine`` parameters instead of exponents: each
-    tensor's (and each weight's, ``qdq.weight_key``) scale and zero point."""
+class PowerOfTwoGraph(QuantizedGraph):
+    """The graph, each tensor's exponent, each layer's quantized weights (position -> int array) and their
+    exponents; its integer graph is the module's rule."""
 
     graph: Graph
     exponents: dict[str, int]
     weights: dict[str, dict[int, np.ndarray]]
     weight_exponents: dict[str, dict[int, int]]
-    affine: dict[str, qdq.Affine] = field(default_factory=dict)
+    fuses_activations = True   # a ReLU keeps its input's exponent
+
+    def quantize_input(self, name: str, x: np.ndarray) -> np.ndarray:
+        return to_int8(x, self.exponents[name])
+
+    def dequantize(self, name: str, value: np.ndarray) -> np.ndarray:
+        return value.astype(np.float64) * 2.0 ** -self.exponents[name]
+
+    def integer_layer(self, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
+        """``layer``'s int8 output in the integer graph, from the int8 ``values`` of its inputs."""
+        op, e = layer.op, self.exponents
+        eo = e[layer.output]
+        ins = [values[name] for name in layer.inputs]
+        if op in ("Conv", "Gemm") or (op == "MatMul" and layer.name in self.weights):
+            return _requantize(_contraction(layer, ins[0], self.weights[layer.name]),
+                               e[layer.inputs[0]] + self.weight_exponents[layer.name][1] - eo)
+        if op == "MatMul":   # two activations (attention): int8 x int8 in int32
+            acc = np.matmul(ins[0].astype(np.int64), ins[1].astype(np.int64))
+            return _requantize(acc, e[layer.inputs[0]] + e[layer.inputs[1]] - eo)
+        if op in ("Relu", "Clip"):
+            x = reference.rounding_shift(ins[0], e[layer.inputs[0]] - eo)
+            return np.clip(x, *clip_bounds(self, layer)).astype(np.int8)
+        if op == "Add" and len(ins) == 2:
+            return reference.quantized_add(*ins, *(e[name] - eo for name in layer.inputs))
+        if op == "MaxPool":
+            return _requantize(max_pool(layer, ins[0], INT8[0]), e[layer.inputs[0]] - eo)
+        if op in ("GlobalAveragePool", "AveragePool"):
+            return _requantize(_rounded_mean(layer, ins[0]), e[layer.inputs[0]] - eo)
+        if op in ("Flatten", "Reshape", "Transpose", "Concat") and all(e[n] == eo for n in layer.inputs):
+            return evaluate(layer, {n: v.astype(np.int64) for n, v in zip(layer.inputs, ins, strict=True)}
+                            ).astype(np.int8)
+        # the float layers: dequantize, compute, quantize
+        floats = {n: self.dequantize(n, v) for n, v in zip(layer.inputs, ins, strict=True)}
+        return to_int8(evaluate(layer, floats), eo)
 
 
-def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> QuantizedGraph:
+def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> PowerOfTwoGraph:
     """Calibrate every activation's exponent on ``samples`` seeded random inputs and quantize the weights
     (the module's rule)."""
     exponents = {name: exponent_of(max(-lo, hi)) for name, (lo, hi) in ranges(graph, seed, samples).items()}
@@ -84,77 +116,36 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> QuantizedGraph:
         if 2 in layer.weights:
             q[2] = np.rint(layer.weights[2].astype(np.float64) * 2.0 ** (ex + ew)).astype(np.int64)
         weights[layer.name], weight_exponents[layer.name] = q, {1: ew, 2: ex + ew}
-    return QuantizedGraph(graph, exponents, weights, weight_exponents)
+    return PowerOfTwoGraph(graph, exponents, weights, weight_exponents)
 
 
-def run_integer(q: QuantizedGraph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every tensor of the quantized graph for float ``inputs`` (quantized at their exponents), as int8 (the
-    float-computed layers' results quantized too)."""
-    values: dict[str, np.ndarray] = {}
-    for name in q.graph.inputs:
-        values[name] = (qdq.quantize_input(q, name, inputs[name]) if q.affine else
-                        to_int8(inputs[name], q.exponents[name]))
-    for layer in q.graph.layers:
-        values[layer.output] = integer_layer(q, layer, values)
-    return values
+def _contraction(layer: Layer, x: np.ndarray, w: Mapping[int, np.ndarray]) -> np.ndarray:
+    """A Conv's, Gemm's or MatMul's int32 (int64) sums of int8 ``x`` by its int8 weights, plus its bias."""
+    x = x.astype(np.int64)
+    if layer.op == "Conv":
+        a = layer.attrs
+        acc = reference.conv_nd(x, w[1], a.get("strides", [1])[0], a.get("pads", [0])[0],
+                                a.get("dilations", [1])[0], a.get("group", 1))
+        return acc + w[2].reshape(1, -1, 1, 1) if 2 in w else acc
+    if layer.op == "Gemm":
+        wt = w[1].T if layer.attrs.get("transB") else w[1]
+        return np.matmul(x, wt.astype(np.int64)) + (w[2] if 2 in w else 0)
+    return np.matmul(x, w[1].astype(np.int64)) + (w[2] if 2 in w else 0)
 
 
-def dequantize(q: QuantizedGraph, name: str, value: np.ndarray) -> np.ndarray:
-    if q.affine:
-        return qdq.dequantize(q, name, value).astype(np.float64)
-    return value.astype(np.float64) * 2.0 ** -q.exponents[name]
+def _rounded_mean(layer: Layer, x: np.ndarray) -> np.ndarray:
+    """An average pool (or a global one) of int8 ``x``: each window's sum, its rounded mean."""
+    x = x.astype(np.int64)
+    if layer.op == "GlobalAveragePool":
+        window, stride = x.shape[2:], 1
+    else:
+        window, stride = tuple(layer.attrs["kernel_shape"]), layer.attrs.get("strides", [1])[0]
+    n = math.prod(window)
+    sums = np.stack([reference.pool2d(image, window, stride, "sum") for image in x]).astype(np.int64)
+    return reference.rounded_mean(sums, n)
 
 
-def integer_layer(q: QuantizedGraph, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``layer``'s int8 output in the integer graph, from the int8 ``values`` of its inputs (a quantized
-    ONNX model's: tandem/network/qdq.py's rule)."""
-    if q.affine:
-        return qdq.integer_layer(q, layer, values)
-    op, e = layer.op, q.exponents
-    eo = e[layer.output]
-    ins = [values[name] for name in layer.inputs]
-    if op in ("Conv", "Gemm") or (op == "MatMul" and layer.name in q.weights):
-        w = q.weights[layer.name]
-        x = ins[0].astype(np.int64)
-        if op == "Conv":
-            a = layer.attrs
-            acc = reference.conv_nd(x, w[1], a.get("strides", [1])[0], a.get("pads", [0])[0],
-                                    a.get("dilations", [1])[0], a.get("group", 1))
-            acc = acc + w[2].reshape(1, -1, 1, 1) if 2 in w else acc
-        elif op == "Gemm":
-            wt = w[1].T if layer.attrs.get("transB") else w[1]
-            acc = np.matmul(x, wt.astype(np.int64)) + (w[2] if 2 in w else 0)
-        else:
-            acc = np.matmul(x, w[1].astype(np.int64)) + (w[2] if 2 in w else 0)
-        return _requantize(acc, e[layer.inputs[0]] + q.weight_exponents[layer.name][1] - eo)
-    if op == "MatMul":   # two activations (attention): int8 x int8 in int32
-        acc = np.matmul(ins[0].astype(np.int64), ins[1].astype(np.int64))
-        return _requantize(acc, e[layer.inputs[0]] + e[layer.inputs[1]] - eo)
-    if op in ("Relu", "Clip"):
-        x = reference.rounding_shift(ins[0], e[layer.inputs[0]] - eo)
-        return np.clip(x, *clip_bounds(q, layer)).astype(np.int8)
-    if op == "Add" and len(ins) == 2:
-        return reference.quantized_add(*ins, *(e[name] - eo for name in layer.inputs))
-    if op == "MaxPool":
-        return _requantize(qdq.max_pool(layer, ins[0], INT8[0]), e[layer.inputs[0]] - eo)
-    if op in ("GlobalAveragePool", "AveragePool"):
-        x = ins[0].astype(np.int64)
-        if op == "GlobalAveragePool":
-            window, stride = x.shape[2:], 1
-        else:
-            window, stride = tuple(layer.attrs["kernel_shape"]), layer.attrs.get("strides", [1])[0]
-        n = math.prod(window)
-        sums = np.stack([reference.pool2d(image, window, stride, "sum") for image in x]).astype(np.int64)
-        return _requantize(reference.rounded_mean(sums, n), e[layer.inputs[0]] - eo)
-    if op in ("Flatten", "Reshape", "Transpose", "Concat") and all(e[n] == eo for n in layer.inputs):
-        return evaluate(layer, {n: v.astype(np.int64) for n, v in zip(layer.inputs, ins, strict=True)}
-                        ).astype(np.int8)
-    # the float layers: dequantize, compute, quantize
-    floats = {n: dequantize(q, n, v) for n, v in zip(layer.inputs, ins, strict=True)}
-    return to_int8(evaluate(layer, floats), eo)
-
-
-def clip_bounds(q: QuantizedGraph, layer: Layer) -> tuple[int, int]:
+def clip_bounds(q: PowerOfTwoGraph, layer: Layer) -> tuple[int, int]:
     """The int8 bounds of a Relu ([0, 127]) or a Clip (its bounds at the output's exponent, within int8)."""
     if layer.op == "Relu":
         return 0, 127
@@ -171,22 +162,3 @@ def _requantize(acc: np.ndarray, shift: int) -> np.ndarray:
     if shift > 0:
         return reference.shift_clip(np.asarray(acc, np.int64) + (1 << (shift - 1)), shift)
     return np.clip(reference.rounding_shift(acc, shift), *INT8).astype(np.int8)
-
-
-def check_against_float(q: QuantizedGraph, seed: int = 1) -> dict[str, float]:
-    """How far the quantized network's output is from the float32 one on a seeded input: the relative L2
-    error and, for a classifier, whether the top class agrees."""
-    inputs = random_inputs(q.graph, np.random.default_rng(seed))
-    want = tensors(q.graph, inputs)[q.graph.output].astype(np.float64)
-    return compare_output(q, run_integer(q, inputs)[q.graph.output], want)
-
-
-def compare_output(q: QuantizedGraph, output: np.ndarray, want: np.ndarray) -> dict[str, float]:
-    """The int8 network ``output`` (dequantized) against a float ``want``: the relative L2 error and
-    whether the top output (a classifier's class) agrees."""
-    got = dequantize(q, q.graph.output, output)
-    want = np.asarray(want, np.float64)
-    if got.shape != want.shape:
-        raise GraphError(f"{q.graph.name}: the quantized output has shape {got.shape}, not {want.shape}")
-    rel = float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
-    return {"relative_l2": rel, "top1_agrees": float(np.argmax(got) == np.argmax(want))}

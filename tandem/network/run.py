@@ -1,19 +1,19 @@
-"""Whole networks on a target: every layer of the int8 graph (tandem/network/quantize.py) compiled and run
-through
-the one ``run`` flow (tandem/flows/run.py), each output checked bit for bit against the integer graph.
+"""Whole networks on a target: every layer of an int8 graph (tandem/network/quantized.py, either scheme)
+compiled and run through the one ``run`` flow (tandem/flows/run.py), each output checked bit for bit
+against the integer graph.
 
     q = quantize(load(tandem.network.models.build("resnet18")))
     report = run_network(q, load_target("vita"))
     report.validated, report.cycles, report.rows[0]
 
-Steps. ``steps`` groups the graph's layers into what a target runs as one kernel: a Conv, Gemm or MatMul
-with the ReLU or ReLU6 that alone reads it (the epilogue's clip), an Add with its ReLU. ``place``
-(tandem/network/place.py) says, per target, which ``run`` operator computes a step, with which parameters
-and on which arrays in the kernel's layouts, and how its output reads back; a step no kernel of the target
-computes runs on the host (the integer graph's own layer), and its row says why. The layers run in order,
-each on the outputs the target computed for the layers before it (not the integer graph's), so the network's
-output is the target's; each step's output is compared with the integer graph's value of the same tensor on
-the same network input: the table's ``validated``.
+Steps. ``steps`` (tandem/network/steps.py) groups the graph's layers into what a target runs as one kernel:
+a Conv, Gemm or MatMul with the ReLU or ReLU6 that alone reads it (the epilogue's clip), an Add with its
+ReLU. ``place`` (tandem/network/place.py) says, per target, which ``run`` operator computes a step, with
+which parameters and on which arrays in the kernel's layouts, and how its output reads back; a step no
+kernel of the target computes runs on the host (the integer graph's own layer), and its row says why. The
+layers run in order, each on the outputs the target computed for the layers before it (not the integer
+graph's), so the network's output is the target's; each step's output is compared with the integer graph's
+value of the same tensor on the same network input: the table's ``validated``.
 
 Speed. Each distinct kernel is compiled once per network (``run``'s ``cache``: keyed by the operator, its
 parameters and the target), so a ResNet's repeated blocks compile once. On a target whose timing does not
@@ -37,95 +37,11 @@ import numpy as np
 
 from compiler.target import Target
 from sim.core.energy import CostReport, summed
-from tandem.flows.run import FLOWS, RunError, exact, reference_of, run
-from tandem.network.graph import Layer, random_inputs, reader_counts
-from tandem.network.quantize import QuantizedGraph, integer_layer, run_integer
-
-#: layers fused into the conv, GEMM or add before them when they alone read its output
-FUSED_AFTER = {"Conv": ("Relu", "Clip"), "Gemm": ("Relu", "Clip"), "MatMul": ("Relu", "Clip"),
-               "Add": ("Relu",)}
-
-
-class NetworkError(RunError):
-    """A network a target cannot run as asked (named with the layer)."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """Layers a target runs as one kernel: the first computes, the rest (a ReLU) are its epilogue."""
-
-    layers: tuple[Layer, ...]
-
-    @property
-    def name(self) -> str:
-        return self.layers[0].name
-
-    @property
-    def op(self) -> str:
-        return "+".join(layer.op for layer in self.layers)
-
-    @property
-    def output(self) -> str:
-        return self.layers[-1].output
-
-    @property
-    def inputs(self) -> tuple[str, ...]:
-        return self.layers[0].inputs
-
-    @property
-    def macs(self) -> int:
-        return sum(layer.macs for layer in self.layers)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.layers[-1].shape
-
-
-def steps(q: QuantizedGraph) -> list[Step]:
-    """The graph's layers grouped into steps (the module's rule for fusing; none in a quantized ONNX
-    model's graph, whose every layer requantizes to its own output's parameters)."""
-    readers = reader_counts(q.graph.layers)
-    out: list[Step] = []
-    layers = list(q.graph.layers)
-    i = 0
-    while i < len(layers):
-        group = [layers[i]]
-        nxt = layers[i + 1] if i + 1 < len(layers) else None
-        head = group[0]
-        if (not q.affine and nxt is not None and nxt.op in FUSED_AFTER.get(head.op, ())
-                and nxt.inputs == (head.output,)
-                and readers.get(head.output, 0) == 1 and q.graph.output != head.output):
-            group.append(nxt)
-        out.append(Step(tuple(group)))
-        i += len(group)
-    return out
-
-
-@dataclass(frozen=True)
-class Placed:
-    """How a target runs (part of) a step: ``run(op, target, params, inputs=inputs)``, then ``unpack`` turns
-    the kernel's output into the tensor (or its part) in the graph's layout. ``inputs`` may be a function of
-    the unpacked outputs of the step's parts before this one (an epilogue reads its sums)."""
-
-    op: str
-    params: dict[str, Any]
-    inputs: list[np.ndarray] | Callable[[list[np.ndarray]], list[np.ndarray]]   # or: from the parts before
-    unpack: Callable[[np.ndarray], np.ndarray]
-    label: str = ""   # how the row names the kernel (default: op)
-    sums: bool = True   # whether it computes the step's multiply-adds (an epilogue does not)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """A step on the target: its kernels, run in order (several when a step is split to fit, or computes its
-    sums and then their epilogue), and how their outputs join into the step's output."""
-
-    parts: tuple[Placed, ...]
-    join: Callable[[list[np.ndarray]], np.ndarray] = field(default=lambda outs: outs[0])
-
-
-class NotOnTarget(Exception):
-    """Raised by a placement: the step runs on the host; ``str()`` says why."""
+from tandem.flows.run import FLOWS, exact, reference_of, run
+from tandem.network.graph import random_inputs
+from tandem.network.place import place
+from tandem.network.quantized import QuantizedGraph
+from tandem.network.steps import NotOnTarget, Placement, Step, steps
 
 
 @dataclass
@@ -268,12 +184,10 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
     input name; default: standard-normal ones from ``seed``); ``options`` are ``run`` parameters every
     kernel takes (the CPU's ``threads``, ``min_time``). ``progress(done, total, step)`` is called before each
     step."""
-    from tandem.network.place import place
-
     start = time.perf_counter()
     if inputs is None:
         inputs = random_inputs(q.graph, np.random.default_rng(seed))
-    oracle = run_integer(q, inputs)
+    oracle = q.run_integer(inputs)
     values = {name: oracle[name] for name in q.graph.inputs}   # the int8 network inputs
     cache: dict = {}
     measured: dict[tuple, tuple[str, Any]] = {}   # a kernel's key -> (the step it ran on, its report)
@@ -327,7 +241,7 @@ def timing_depends_on_data(target: Target) -> bool:
 def _host_row(q: QuantizedGraph, step: Step, values: dict[str, np.ndarray], why: str) -> Row:
     """Run ``step`` on the host: the integer graph's layers themselves, on the target's values."""
     for layer in step.layers:
-        values[layer.output] = integer_layer(q, layer, values)
+        values[layer.output] = q.integer_layer(layer, values)
     return Row(step.name, step.op, list(step.shape), "host", "", step.macs, 0, None, None, None, None, True,
                None, 0.0, "", 0.0, 0.0, why, [])
 

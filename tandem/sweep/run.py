@@ -83,20 +83,13 @@ def evaluate(point: Point) -> dict[str, Any]:
 
 def _network(point: Point, target: Any):
     """A network workload in int8 on ``target``: a QDQ model with its own quantization, any other
-    quantized with VTA's rule (``tandem model --target``'s flow)."""
-
-    from tandem.network import graph as tg
-    from tandem.network import models, qdq, quantize
+    quantized with VTA's rule (tandem/network/load.py, as ``tandem model --target`` loads it)."""
+    from tandem.network.load import load_network
     from tandem.network.run import run_inputs, run_network
 
     w = point.workload
-    source = models.build(w.model, point.seed) if w.model is not None else w.onnx
-    proto, where = tg.read(source)
-    shapes = {k: tuple(v) for k, v in w.input_shape}
-    if qdq.is_qdq(proto):
-        q = qdq.load(proto, shapes, where)
-    else:
-        q = quantize.quantize(tg.load(proto, shapes, where=where), point.seed)
+    q = load_network(w.onnx, builtin=w.model, seed=point.seed,
+                     input_shapes={k: tuple(v) for k, v in w.input_shape}).quantized
     return run_network(q, target, run_inputs(q.graph, point.seed))
 
 

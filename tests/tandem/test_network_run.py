@@ -18,14 +18,15 @@ from tandem.flows.run import RunError, run
 from tandem.flows.targets import load_target
 from tandem.network import graph as tg
 from tandem.network import models, quantize
-from tandem.network.run import run_network, steps
+from tandem.network.run import run_network
+from tandem.network.steps import steps
 
 TARGETS = ("vita", "cpu", "diannao")
 #: the CPU's kernels are timed for real: briefly here
 OPTIONS = {"cpu": {"threads": 1, "min_time": 0.002}}
 
 
-def quantized(model) -> quantize.QuantizedGraph:
+def quantized(model) -> quantize.PowerOfTwoGraph:
     return quantize.quantize(tg.load(model), samples=2)
 
 
@@ -74,7 +75,7 @@ def test_random_small_networks_run_bit_exact_step_by_step_on_each_target(kind, m
             assert kind == "diannao" or row.op == "Flatten"
         else:
             assert row.cycles and row.cycles > 0
-    assert np.array_equal(report.output, quantize.run_integer(q, _inputs(q))[q.graph.output])
+    assert np.array_equal(report.output, q.run_integer(_inputs(q))[q.graph.output])
 
 
 @st.composite
@@ -109,7 +110,7 @@ def test_random_small_encoder_blocks_run_bit_exact_step_by_step_on_each_target(k
     assert report.tensor_macs_share == 1.0
 
 
-def _inputs(q: quantize.QuantizedGraph, seed: int = 0) -> dict[str, np.ndarray]:
+def _inputs(q: quantize.PowerOfTwoGraph, seed: int = 0) -> dict[str, np.ndarray]:
     return tg.random_inputs(q.graph, np.random.default_rng(seed))
 
 

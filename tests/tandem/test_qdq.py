@@ -16,7 +16,7 @@ from compiler.ops import network, reference
 from tandem.flows.run import run
 from tandem.flows.targets import load_target
 from tandem.network import graph as tg
-from tandem.network import models, qdq, qdq_write, quantize
+from tandem.network import models, qdq, qdq_write
 from tandem.network.run import run_network
 
 f32 = np.float32
@@ -75,7 +75,7 @@ def test_import_reads_every_parameter():
 def test_a_conv_is_onnxruntimes_qlinearconv():
     q = qdq.load(small("resnet18"))
     conv = q.graph.layers[0]
-    values = quantize.run_integer(q, inputs(q))
+    values = q.run_integer(inputs(q))
     x, w, b = values["input"].astype(np.int64), q.weights[conv.name][1], q.weights[conv.name][2]
     px, py = q.affine["input"], q.affine[conv.output]
     acc = reference.conv_nd(x - px.zero_point, w.astype(np.int64), 2, 3) + b.reshape(1, -1, 1, 1)
@@ -171,7 +171,7 @@ def test_every_step_is_bit_exact(kind):
     options = {"min_time": 0.001} if kind == "cpu" else None
     report = run_network(q, load_target(kind), inputs(q), options=options)
     assert report.validated and all(row.validated for row in report.rows)
-    assert np.array_equal(report.output, quantize.run_integer(q, inputs(q))[q.graph.output])
+    assert np.array_equal(report.output, q.run_integer(inputs(q))[q.graph.output])
     where = {row.op: row.where for row in report.rows}
     if kind == "vita":   # a float scale is not what VITA's epilogue computes: named, on the host
         assert where["Conv"] == "host" and where["MaxPool"] == "vita"
@@ -249,7 +249,7 @@ def test_onnxruntime_runs_the_same_network(name):
     session = _session(model)
     for seed in range(2):
         x = inputs(q, seed)
-        got = quantize.dequantize(q, q.graph.output, quantize.run_integer(q, x)[q.graph.output])
+        got = q.dequantize(q.graph.output, q.run_integer(x)[q.graph.output])
         assert np.array_equal(got.astype(np.float32), session.run(None, x)[0])
 
 

@@ -47,7 +47,7 @@ def test_the_integer_conv_is_int8_products_plus_bias_shifted_to_nearest_and_clip
     graph = tg.load(conv_relu_model(seed=5))
     q = tq.quantize(graph, seed=1)
     x = np.random.default_rng(9).standard_normal((1, 3, 6, 6)).astype(np.float32)
-    got = tq.run_integer(q, {"input": x})
+    got = q.run_integer({"input": x})
     conv, relu = graph.layers
     ex, eo = q.exponents["input"], q.exponents[conv.output]
     xq = np.clip(np.rint(x.astype(np.float64) * 2.0**ex), -128, 127).astype(np.int64)
@@ -65,5 +65,5 @@ def test_a_quantized_network_stays_close_to_its_float_self(name, bound):
     """Measured relative L2 errors (seed 1, two calibration inputs): resnet18 0.083, mobilenet_v2 0.125,
     bert_encoder 0.082, vit_block 0.091 (resnet50 0.175); the bounds leave room for other seeds."""
     q = tq.quantize(tg.load(models.build(name)), samples=2)
-    result = tq.check_against_float(q)
+    result = q.check_against_float()
     assert result["relative_l2"] <= bound and result["top1_agrees"] == 1.0

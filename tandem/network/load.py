@@ -1,0 +1,59 @@
+"""A network loaded for a run: a builtin model (tandem/network/models.py) or an ONNX model, float or already
+quantized (QDQ, tandem/network/qdq.py), imported once, with its int8 graph. ``tandem model``, a sweep's
+network workloads and experiments/networks.py load their networks here.
+
+    network = load_network(builtin="resnet18", seed=0, input_shapes={"input": (1, 3, 64, 64)})
+    network.quantized          # a float model quantized with VTA's rule (tandem/network/quantize.py)
+    load_network("resnet18_int8.onnx").quantized    # a QDQ model's own quantization
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from tandem.network import graph as tg
+from tandem.network import models, qdq
+from tandem.network.graph import Graph
+from tandem.network.qdq import AffineGraph
+from tandem.network.quantize import quantize
+from tandem.network.quantized import QuantizedGraph
+
+
+@dataclass(frozen=True)
+class Network:
+    """A loaded network: ``model``, what onnxruntime runs (a builtin's ModelProto, or the file's path);
+    ``graph``, the imported float graph (a QDQ model's: its float operators, nothing folded); ``seed``, the
+    seed of the builtin's weights and of the calibration; ``own``, a QDQ model's own quantization (None for
+    a float model)."""
+
+    model: Any
+    graph: Graph
+    seed: int
+    own: AffineGraph | None = None
+
+    @cached_property
+    def quantized(self) -> QuantizedGraph:
+        """The int8 graph: a QDQ model's own, else the float graph quantized with VTA's rule (calibrated on
+        ``seed``'s inputs; computed once)."""
+        return self.own if self.own is not None else quantize(self.graph, self.seed)
+
+
+def load_network(model: str | Path | Any = None, *, builtin: str | None = None, seed: int = 0,
+                 input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Network:
+    """Load ``model`` (an ONNX file's path, or a ModelProto) or the builtin model ``builtin`` (its weights
+    drawn from ``seed``), one of them; ``input_shapes`` gives graph inputs their shapes (required for
+    symbolic dimensions). Raises ModelError (an unknown builtin) or GraphError (a model Tandem cannot
+    import)."""
+    if (model is None) == (builtin is None):
+        raise ValueError("expected an ONNX model or a builtin name, one of them")
+    if builtin is not None:
+        model = models.build(builtin, seed)
+    proto, where = tg.read(model)   # parsed once
+    if qdq.is_qdq(proto):
+        own = qdq.load(proto, input_shapes, where)
+        return Network(model, own.graph, seed, own)
+    return Network(model, tg.load(proto, input_shapes, where=where), seed)
