@@ -90,32 +90,32 @@ def demo(
     from tandem.cli.demo import run_demo  # late import so tests can monkeypatch tandem.cli.demo.run_demo
 
     console = Console(highlight=False)
-    checks = run_demo()
+    rows = run_demo()
 
     table = Table(title="tandem demo")
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail", overflow="fold")
-    for check in checks:
+    for row in rows:
         # Text, not markup strings: error messages may contain [brackets]
-        verdict = Text("PASS", style="green") if check.passed else Text("FAIL", style="bold red")
-        table.add_row(Text(check.name), verdict, Text(check.detail))
+        verdict = Text("PASS", style="green") if row.check.validated else Text("FAIL", style="bold red")
+        table.add_row(Text(row.name), verdict, Text(row.check.detail))
     console.print(table)
 
     if show_ir:
-        for check in checks:
-            if check.ir:
-                console.rule(check.name)
-                console.print(check.ir, markup=False, soft_wrap=True)
+        for row in rows:
+            if row.ir:
+                console.rule(row.name)
+                console.print(row.ir, markup=False, soft_wrap=True)
 
-    failed = [c for c in checks if not c.passed]
-    if not checks:
+    failed = [row for row in rows if not row.check.validated]
+    if not rows:
         console.print("[bold red]no checks ran[/bold red]")
         raise typer.Exit(code=1)
     if failed:
-        console.print(f"[bold red]{len(failed)} of {len(checks)} checks failed[/bold red]")
+        console.print(f"[bold red]{len(failed)} of {len(rows)} checks failed[/bold red]")
         raise typer.Exit(code=1)
-    console.print(f"[green]all {len(checks)} checks passed[/green]")
+    console.print(f"[green]all {len(rows)} checks passed[/green]")
 
 
 @app.command("compile")
@@ -191,7 +191,7 @@ def compile_(
     except (WorkloadError, TandemError) as exc:
         raise fail(str(exc), 2) from None
     if check is not None:
-        if not check.passed:
+        if not check.validated:
             console.print(Text(f"MISMATCH: {check.detail}", style="bold red"))
             raise typer.Exit(code=1)
         console.print(Text(f"match: {check.detail}", style="green"))
@@ -245,10 +245,10 @@ def _compile_cross(console: Console, op: str, shape: str | None, dtype: str | No
         if isinstance(check, str):
             console.print(Text(f"{name}: not run: {check}", style="yellow"), soft_wrap=True)
             continue
-        failed |= not check.passed
-        style = "green" if check.passed else "bold red"
-        console.print(Text(f"{name}: {'match' if check.passed else 'MISMATCH'}: {check.detail}", style=style),
-                      soft_wrap=True)
+        failed |= not check.validated
+        style = "green" if check.validated else "bold red"
+        verdict = "match" if check.validated else "MISMATCH"
+        console.print(Text(f"{name}: {verdict}: {check.detail}", style=style), soft_wrap=True)
     if failed:
         raise typer.Exit(code=1)
 

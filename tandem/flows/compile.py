@@ -21,7 +21,7 @@ from compiler import interp, pipeline
 from compiler.ir import nodes as ir
 from compiler.target import Target
 from tandem.flows.catalogue import Workload, build_op, parse_params, parse_shape
-from tandem.flows.check import Comparison, compare
+from tandem.flows.check import Check, compare
 
 SEED = 0
 
@@ -56,7 +56,7 @@ def compile_op(
     return Compiled(workload, func, tuple(stages))
 
 
-def check_on_random_inputs(compiled: Compiled, seed: int = SEED) -> Comparison:
+def check_on_random_inputs(compiled: Compiled, seed: int = SEED) -> Check:
     """Interpret the compiled function on seeded random inputs and compare with the numpy reference."""
     w = compiled.workload
     inputs = w.random_inputs(np.random.default_rng(seed))

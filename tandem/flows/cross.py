@@ -38,7 +38,7 @@ from compiler.lower import lower
 from compiler.ops import cpu
 from compiler.pipeline import compile_func
 from compiler.target import Target
-from tandem.flows.check import Comparison, compare
+from tandem.flows.check import Check, compare
 from tandem.flows.cpu import CpuLayer, issued_instructions, tuning_space
 from tandem.flows.run import CONV_KEYS, GEMM_KEYS, RunError, reject_unknown, take_conv, take_gemm, take_int
 
@@ -114,14 +114,14 @@ def packed_inputs(build: ArmBuild, seed: int | None = None) -> tuple[tuple[np.nd
     return plain, [*packed, np.zeros(build.func.params[-1].shape, np.int32)]
 
 
-def interpreted(build: ArmBuild, seed: int | None = None) -> Comparison:
+def interpreted(build: ArmBuild, seed: int | None = None) -> Check:
     """The compiled loop IR run by the reference interpreter (each sdot by its spec semantics) vs numpy."""
     plain, args = packed_inputs(build, seed)
     interp.run(build.func, args)
     return compare(build.layer.unpack(args[-1]), build.layer.reference(*plain), dtypes.int32)
 
 
-def emulated(build: ArmBuild, seed: int | None = None) -> Comparison | str:
+def emulated(build: ArmBuild, seed: int | None = None) -> Check | str:
     """The object code run under qemu vs numpy, or why it cannot run here (no emulator or linker)."""
     reason = unavailable(build.obj.triple)
     if reason is not None:

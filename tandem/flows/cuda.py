@@ -42,10 +42,10 @@ from compiler.ops import gpu, reference
 from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize_registers import MARKS, why_not
 from compiler.target import Target
+from tandem.flows.check import Check, within_bound
 from tandem.flows.run import (
     CONV_KEYS,
     GEMM_KEYS,
-    Check,
     Execution,
     RunError,
     TargetFlow,
@@ -54,7 +54,6 @@ from tandem.flows.run import (
     take_conv,
     take_gemm,
     take_int,
-    within_bound,
 )
 
 OPS = ("gemm", "conv2d")

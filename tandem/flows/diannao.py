@@ -54,12 +54,12 @@ from sim.diannao import energy as diannao_energy
 from sim.diannao.config import DiannaoConfig, card_cores
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
+from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, canonical_mapping, pads_less_transposed
 from tandem.flows.run import (
     CONV_KEYS,
     GEMM_KEYS,
     ByOperator,
-    Check,
     Execution,
     RunError,
     RunReport,

@@ -47,6 +47,7 @@ import numpy as np
 from compiler.ops.nn import ConvShape
 from compiler.target import Target
 from sim.core.energy import CostReport
+from tandem.flows.check import Check, exact
 
 #: Where each target kind's flow lives (imported when first used: the CPU's needs LLVM).
 FLOWS = {"diannao": "tandem.flows.diannao", "vita": "tandem.flows.vita", "cpu": "tandem.flows.cpu",
@@ -117,15 +118,6 @@ class Execution:
     measured: dict[str, Any] = field(default_factory=dict)
     #: the run's energy and the machine's area (sim/core/energy.py), where the target models them
     costs: CostReport | None = None
-
-
-@dataclass(frozen=True)
-class Check:
-    """How the output compared with the reference."""
-
-    validated: bool
-    max_abs_err: float
-    detail: str
 
 
 class TargetFlow(ABC):
@@ -333,45 +325,6 @@ def reference_of(op: str, target: Target, params: Mapping[str, Any], inputs: Seq
 def _cache_key(target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any) -> tuple:
     given = sorted((k, repr(v)) for k, v in (params or {}).items() if k != "seed")
     return (target.kind, id(target.spec), id(target.config), op, tuple(given), repr(candidate))
-
-
-def exact(got: np.ndarray, want: np.ndarray) -> Check:
-    """Bit-for-bit equality (NaN equals NaN), with the largest difference where they differ."""
-    if got.shape != want.shape:
-        return Check(False, float("inf"), f"output shape {list(got.shape)}, numpy's {list(want.shape)}")
-    equal = got == want
-    if got.dtype.kind == "f" and want.dtype.kind == "f":
-        equal |= np.isnan(got) & np.isnan(want)
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    err = float(np.nanmax(diff)) if diff.size and not np.isnan(diff).all() else 0.0
-    if equal.all():
-        return Check(True, err, "bit-exact with numpy")
-    return Check(False, err, f"{int(np.count_nonzero(~equal))} of {got.size} outputs differ from numpy "
-                             f"(max |err| {err:.3g})")
-
-
-#: twice fp32's unit roundoff: the most one fp32 rounding (of a product or a partial sum) errs by, relative to
-#: the sum of the products' magnitudes
-ROUNDING = 2.0 ** -23
-
-
-def within_bound(got: np.ndarray, want: np.ndarray, magnitude: np.ndarray, k: int) -> Check:
-    """Whether every element of ``got`` is within ``k * 2^-23 * magnitude`` of ``want`` (``magnitude`` =
-    the sum of the products' absolute values)."""
-    if got.shape != want.shape:
-        return Check(False, float("inf"), f"output shape {list(got.shape)}, numpy's {list(want.shape)}")
-    err = np.abs(got.astype(np.float64) - want)
-    bound = k * ROUNDING * magnitude
-    worst = float(err.max()) if err.size else 0.0
-    bad = int(np.count_nonzero(err > bound)) + int(np.count_nonzero(~np.isfinite(got)))
-    if bad:
-        at = np.unravel_index(int(np.argmax(err - bound)), err.shape)
-        return Check(False, worst, f"{bad} of {err.size} outputs outside K * 2^-23 * sum|a*b| of numpy's "
-                                   f"exact result; worst at {tuple(map(int, at))}: {float(got[at])} vs "
-                                   f"{float(want[at])}")
-    return Check(True, worst, f"every output within K * 2^-23 * sum|a*b| (K = {k}) of numpy's exact result "
-                              f"of the inputs; largest error {worst:.3g}")
 
 
 def random_bias(rng: np.random.Generator, channels: int, dtype: np.dtype | type) -> np.ndarray:

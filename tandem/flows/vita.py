@@ -44,12 +44,12 @@ from sim.core.energy import summed, table_for
 from sim.vita import energy as vita_energy
 from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
+from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, pads_less_transposed, plain_traffic
 from tandem.flows.run import (
     CONV_KEYS,
     GEMM_KEYS,
     ByOperator,
-    Check,
     Execution,
     RunError,
     RunReport,

@@ -21,8 +21,8 @@ from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor
 from compiler.ops import gpu, reference
 from compiler.ops.nn import ConvShape
+from tandem.flows.check import within_bound
 from tandem.flows.cuda import left_scalar
-from tandem.flows.run import within_bound
 from tandem.flows.targets import load_target
 
 SPEC = isa.load_isa("cuda")

@@ -12,8 +12,9 @@ import pytest
 
 from compiler.backend.llvm import host_cpu
 from tandem.flows import run as flow_module
+from tandem.flows.check import exact
 from tandem.flows.diannao import run_diannao
-from tandem.flows.run import Execution, RunError, TargetFlow, exact, flow_for, run
+from tandem.flows.run import Execution, RunError, TargetFlow, flow_for, run
 from tandem.flows.targets import load_target
 from tandem.flows.vita import VitaLayer, run_vita
 
