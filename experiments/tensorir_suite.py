@@ -50,7 +50,8 @@ from baselines.cpu_peers import OnnxRuntimePeer, prepare_contraction, prepare_co
 from compiler.errors import TandemError
 from compiler.ops import contractions
 from sim.core.errors import SimError
-from tandem.flows.run import RunError, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 
 SEED = 0

@@ -204,7 +204,7 @@ def _compile_cross(console: Console, op: str, shape: str | None, dtype: str | No
     from compiler.ir import dtypes
     from tandem.flows.catalogue import WorkloadError, int_param, parse_params
     from tandem.flows.cross import compile_arm, emulated, interpreted
-    from tandem.flows.run import RunError
+    from tandem.flows.flow import RunError
 
     try:
         if shape is not None:
@@ -262,7 +262,7 @@ def _compile_cuda(console: Console, op: str, shape: str | None, dtype: str | Non
     from compiler.errors import TandemError
     from tandem.flows.catalogue import WorkloadError, int_param, parse_params
     from tandem.flows.cuda import FLOW, compile_gpu, interpreted
-    from tandem.flows.run import RunError
+    from tandem.flows.flow import RunError
     from tandem.flows.run import run as run_flow
 
     try:

@@ -165,7 +165,7 @@ def _run_network(g, q, model, target, seed: int, threads: int, resimulate: bool,
     of the model on the same input (``_against_onnxruntime``; a quantized model's: exactly)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tandem.flows.run import RunError
+    from tandem.flows.flow import RunError
     from tandem.network import quantize
     from tandem.network.run import run_network
 

@@ -90,7 +90,8 @@ def run_command(
     from compiler.errors import TandemError
     from isa.errors import ISAError
     from sim.core.errors import SimError
-    from tandem.flows.run import FLOWS, RunError, run
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import FLOWS, run
     from tandem.flows.targets import TargetError, load_target
     from tandem.flows.user_ops import is_user_op
 

@@ -66,7 +66,7 @@ from tandem.flows.contraction import (
     pads_less_transposed,
     repeated,
 )
-from tandem.flows.run import (
+from tandem.flows.flow import (
     CONV_KEYS,
     GEMM_KEYS,
     ByOperator,
@@ -77,11 +77,11 @@ from tandem.flows.run import (
     check_host_memory,
     random_bias,
     reject_unknown,
-    run,
     take_conv,
     take_gemm,
     take_int,
 )
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 from tandem.flows.user_ops import UserOp, load_user_op
 

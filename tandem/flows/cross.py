@@ -40,7 +40,7 @@ from compiler.pipeline import compile_func
 from compiler.target import Target
 from tandem.flows.check import Check, compare
 from tandem.flows.cpu import CpuLayer, issued_instructions, tuning_space
-from tandem.flows.run import CONV_KEYS, GEMM_KEYS, RunError, reject_unknown, take_conv, take_gemm, take_int
+from tandem.flows.flow import CONV_KEYS, GEMM_KEYS, RunError, reject_unknown, take_conv, take_gemm, take_int
 
 OPS = ("gemm", "conv2d")
 ISA = "arm-dot"

@@ -43,7 +43,7 @@ from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize_registers import MARKS, why_not
 from compiler.target import Target
 from tandem.flows.check import Check, within_bound
-from tandem.flows.run import (
+from tandem.flows.flow import (
     CONV_KEYS,
     GEMM_KEYS,
     Execution,

@@ -28,10 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler import interp, pipeline, te
-from compiler.schedule import create_schedule
+from compiler import te
 from tandem.flows.check import Check, compare
-from tandem.flows.run import RunError
+from tandem.flows.flow import RunError
 
 
 class UserOpError(RunError):
@@ -86,6 +85,10 @@ class UserOp:
         else the reference interpreter's."""
         shape, dt = tuple(self.output.shape), np.dtype(self.output.dtype.numpy)
         if self.reference_fn is None:
+            # imported here: tandem.flows.run imports this module, and ``tandem --help`` imports that
+            from compiler import interp, pipeline
+            from compiler.schedule import create_schedule
+
             func = pipeline.build(create_schedule(self.output), [*self.inputs, self.output], name=self.name)
             out = np.zeros(shape, dt)
             interp.run(func, [*arrays, out])

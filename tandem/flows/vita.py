@@ -46,7 +46,7 @@ from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
 from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, pads_less_transposed, plain_traffic
-from tandem.flows.run import (
+from tandem.flows.flow import (
     CONV_KEYS,
     GEMM_KEYS,
     ByOperator,
@@ -56,11 +56,11 @@ from tandem.flows.run import (
     TargetFlow,
     check_host_memory,
     reject_unknown,
-    run,
     take_conv,
     take_gemm,
     take_int,
 )
+from tandem.flows.run import run
 from tandem.flows.targets import as_target
 from tandem.flows.user_ops import UserOp, load_user_op
 

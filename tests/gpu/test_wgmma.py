@@ -26,7 +26,7 @@ from sim.core.errors import SimConfigError
 from tandem.flows import cuda as cuda_run
 from tandem.flows import cuda_config
 from tandem.flows.check import within_bound
-from tandem.flows.run import RunError
+from tandem.flows.flow import RunError
 from tandem.flows.targets import load_target
 
 H100 = load_target("cuda")

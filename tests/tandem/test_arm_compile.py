@@ -14,7 +14,7 @@ import tandem.flows.cross
 from compiler.backend.llvm_qemu import unavailable
 from tandem.cli.app import app
 from tandem.flows.cross import compile_arm, emulated, interpreted
-from tandem.flows.run import RunError
+from tandem.flows.flow import RunError
 from tandem.flows.targets import load_target
 
 runner = CliRunner()
