@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tandem.cli.app import tandem_version
+from tandem.cli.console import tandem_version
 from tandem.sweep.file import read_sweep
 from tandem.sweep.results import ResultStore
 from tandem.sweep.run import sweep

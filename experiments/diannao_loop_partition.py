@@ -4,7 +4,7 @@ Table II, Figs. 5-8).
 For each of Table II's 48 cases (16 shapes each of element-wise binary, in-place relu and conv), three
 variants run on the simulated card (sim/diannao, 16 cores, the ``default`` config):
 
-- (a) Tandem with every pass: ``tandem.flows.run.run_diannao(op, shape)``;
+- (a) Tandem with every pass: ``tandem.flows.diannao.run_diannao(op, shape)``;
 - (b) the same without seed 001's passes: ``skip=("loop_partition", "preprocess")``, so guarded or misfit
   statements stay scalar code;
 - (c) the vendor's hand-written library (``baselines.diannao_library``), the paper's baseline.

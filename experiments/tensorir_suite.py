@@ -52,7 +52,8 @@ from baselines.tvm_contractions import prepare_contraction_tvm
 from compiler.errors import TandemError
 from compiler.ops import contractions
 from sim.core.errors import SimError
-from tandem.flows.run import RunError, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 
 SEED = 0

@@ -37,7 +37,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from tandem.cli.app import tandem_version
+from tandem.cli.console import tandem_version
 from tandem.sweep.file import read_sweep
 from tandem.sweep.report import pareto, write_report
 from tandem.sweep.results import ResultStore

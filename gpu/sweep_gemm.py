@@ -24,7 +24,8 @@ import numpy as np
 from compiler.backend import cuda_runtime
 from compiler.ops import cuda
 from tandem.flows import cuda as cuda_run
-from tandem.flows.run import RunError, within_bound
+from tandem.flows.check import within_bound
+from tandem.flows.flow import RunError
 from tandem.flows.targets import load_target
 
 W128, W256 = "wgmma_m64n128k16_f16_f32", "wgmma_m64n256k16_f16_f32"

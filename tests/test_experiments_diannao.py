@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tandem.flows.diannao import conv2d_within_bound, run_diannao
-from tandem.flows.run import RunError
+from tandem.flows.flow import RunError
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "diannao_loop_partition.py"
 

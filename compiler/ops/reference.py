@@ -6,9 +6,8 @@ of its own. Results are exact: int64 for integer inputs, float64 for float ones.
 the kernel's output type to compare (integer sums wrap the same in any order); compare a float result within
 the summation bound of the kernel's precision.
 
-Non-goal: reproducing a kernel's float rounding order (``tandem.flows.catalogue`` keeps the loop-order sums
-the
-reference interpreter is checked against bit for bit).
+Non-goal: reproducing a kernel's float rounding order (a float sum is checked within its bound instead, as
+``tandem run`` and ``tandem compile --run`` do).
 """
 
 from __future__ import annotations
@@ -98,6 +97,21 @@ def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _exact(a) + _exact(b)
 
 
+def sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a - b``."""
+    return _exact(a) - _exact(b)
+
+
+def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a * b``, element by element."""
+    return _exact(a) * _exact(b)
+
+
+def maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The larger of ``a`` and ``b``, element by element."""
+    return np.maximum(_exact(a), _exact(b))
+
+
 def clip(x: np.ndarray, lo: int | float | None, hi: int | float | None) -> np.ndarray:
     """``x`` clipped to ``[lo, hi]`` (None: unbounded on that side; ReLU is ``clip(x, 0, None)``)."""
     return np.clip(_exact(x), lo, hi)
@@ -142,6 +156,11 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b.T`` of ``a`` [M, K] and ``b`` [N, K]: [M, N]."""
     return _matmul(_exact(a), _exact(b).T)
+
+
+def gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` of ``a`` [M, K] and ``b`` [K, N]: [M, N]."""
+    return _matmul(_exact(a), _exact(b))
 
 
 def shift_clip(acc: np.ndarray, shift: int, relu: bool = False,

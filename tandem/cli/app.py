@@ -25,8 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-import tandem
-from tandem.cli.console import fail
+from tandem.cli.console import fail, tandem_version
 from tandem.cli.isa import isa_app
 from tandem.cli.model import model_command
 from tandem.cli.regress import regress_command
@@ -61,14 +60,6 @@ def _version_of(dist: str) -> str:
         return "not installed"
 
 
-def tandem_version() -> str:
-    """Tandem's version from the installed metadata, falling back to ``tandem.__version__``."""
-    try:
-        return metadata.version("tandem")
-    except metadata.PackageNotFoundError:
-        return tandem.__version__
-
-
 @app.command()
 def version() -> None:
     """Print Tandem's version and the versions of python, numpy, simpy and llvmlite."""
@@ -90,32 +81,32 @@ def demo(
     from tandem.cli.demo import run_demo  # late import so tests can monkeypatch tandem.cli.demo.run_demo
 
     console = Console(highlight=False)
-    checks = run_demo()
+    rows = run_demo()
 
     table = Table(title="tandem demo")
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail", overflow="fold")
-    for check in checks:
+    for row in rows:
         # Text, not markup strings: error messages may contain [brackets]
-        verdict = Text("PASS", style="green") if check.passed else Text("FAIL", style="bold red")
-        table.add_row(Text(check.name), verdict, Text(check.detail))
+        verdict = Text("PASS", style="green") if row.check.validated else Text("FAIL", style="bold red")
+        table.add_row(Text(row.name), verdict, Text(row.check.detail))
     console.print(table)
 
     if show_ir:
-        for check in checks:
-            if check.ir:
-                console.rule(check.name)
-                console.print(check.ir, markup=False, soft_wrap=True)
+        for row in rows:
+            if row.ir:
+                console.rule(row.name)
+                console.print(row.ir, markup=False, soft_wrap=True)
 
-    failed = [c for c in checks if not c.passed]
-    if not checks:
+    failed = [row for row in rows if not row.check.validated]
+    if not rows:
         console.print("[bold red]no checks ran[/bold red]")
         raise typer.Exit(code=1)
     if failed:
-        console.print(f"[bold red]{len(failed)} of {len(checks)} checks failed[/bold red]")
+        console.print(f"[bold red]{len(failed)} of {len(rows)} checks failed[/bold red]")
         raise typer.Exit(code=1)
-    console.print(f"[green]all {len(checks)} checks passed[/green]")
+    console.print(f"[green]all {len(rows)} checks passed[/green]")
 
 
 @app.command("compile")
@@ -191,7 +182,7 @@ def compile_(
     except (WorkloadError, TandemError) as exc:
         raise fail(str(exc), 2) from None
     if check is not None:
-        if not check.passed:
+        if not check.validated:
             console.print(Text(f"MISMATCH: {check.detail}", style="bold red"))
             raise typer.Exit(code=1)
         console.print(Text(f"match: {check.detail}", style="green"))
@@ -199,134 +190,89 @@ def compile_(
 
 def _compile_cross(console: Console, op: str, shape: str | None, dtype: str | None, params: list[str],
                    target, dump_passes: bool, run: bool, asm: Path | None) -> None:
-    """``tandem compile --target arm``: the loop IR, the assembly, the instruction counts, the checks."""
-    from compiler.errors import IRTypeError, TandemError
-    from compiler.ir import dtypes
-    from tandem.flows.catalogue import WorkloadError, int_param, parse_params
-    from tandem.flows.cross import compile_arm, emulated, interpreted
-    from tandem.flows.run import RunError
+    """``tandem compile --target arm``: the loop IR, the assembly, the instruction counts, the checks
+    (tandem/flows/cross.py)."""
+    from compiler.errors import TandemError
+    from tandem.flows import cross
+    from tandem.flows.catalogue import WorkloadError
+    from tandem.flows.flow import RunError
 
     try:
-        if shape is not None:
-            raise WorkloadError("--shape", f"target {target.kind!r} takes the layer as -p (gemm: M, N, K; "
-                                           "conv2d: H, W, IC, OC, K, S, P)")
-        try:
-            element = dtypes.dtype(dtype or "int8").name
-        except IRTypeError:
-            raise WorkloadError("--dtype", f"expected int8, uint8 or int16, but got {dtype!r}") from None
-        values = {k: int_param(k, v, None) for k, v in parse_params(params).items()}
-        build = compile_arm(op, values, target, element)
-        for name, text in build.stages if dump_passes else build.stages[-1:]:
-            if dump_passes:
-                console.print(Text(f"── after {name} ──", style="bold"))
-            console.print(text, markup=False, soft_wrap=True)
+        build = cross.compile_options(op, shape, dtype, params, target)
+        _print_stages(console, build.stages, dump_passes)
         where = f"{build.obj.triple}, {build.obj.cpu}, features {','.join(build.obj.features) or 'none'}"
-        if asm is not None:
-            try:
-                asm.write_text(build.obj.assembly)
-            except OSError as exc:
-                raise WorkloadError("--asm", f"cannot write {asm}: {exc.strerror}") from None
-            console.print(f"assembly ({where}): {asm} ({build.obj.assembly.count(chr(10))} lines)",
-                          markup=False, soft_wrap=True)
-        else:
-            console.print(Text(f"── assembly ({where}) ──", style="bold"))
-            console.print(build.obj.assembly, markup=False, soft_wrap=True)
+        _print_code(console, "assembly", where, build.obj.assembly, asm)
         static = build.mnemonic_counts()
         for name, count in build.issued.items():
             console.print(f"tensor instructions: {name} x {count:,} issued per call, {static[name]} "
                           f"{name.split('_')[0]} in the assembly", markup=False, soft_wrap=True)
-        checks = [("interpreter", interpreted(build))] if run else []
-        if run:
-            checks.append((f"qemu ({build.obj.triple})", emulated(build)))
+        checks = cross.run_checks(build) if run else []
     except (WorkloadError, RunError, TandemError, OSError) as exc:
         raise fail(str(exc), 2) from None
-    failed = False
-    for name, check in checks:
-        if isinstance(check, str):
-            console.print(Text(f"{name}: not run: {check}", style="yellow"), soft_wrap=True)
-            continue
-        failed |= not check.passed
-        style = "green" if check.passed else "bold red"
-        console.print(Text(f"{name}: {'match' if check.passed else 'MISMATCH'}: {check.detail}", style=style),
-                      soft_wrap=True)
-    if failed:
+    if not _print_checks(console, checks):
         raise typer.Exit(code=1)
 
 
 def _compile_cuda(console: Console, op: str, shape: str | None, dtype: str | None, params: list[str],
                   target, dump_passes: bool, run: bool, ptx: Path | None) -> None:
-    """``tandem compile --target cuda``: the loop IR, the PTX, its instruction counts, ptxas, the checks."""
-    import numpy as np
-
-    from compiler.backend import cuda_runtime, nvptx
+    """``tandem compile --target cuda``: the loop IR, the PTX, its instruction counts, ptxas, the checks
+    (tandem/flows/cuda.py)."""
     from compiler.errors import TandemError
-    from tandem.flows.catalogue import WorkloadError, int_param, parse_params
-    from tandem.flows.cuda import FLOW, compile_gpu, interpreted
-    from tandem.flows.run import RunError
-    from tandem.flows.run import run as run_flow
+    from tandem.flows import cuda
+    from tandem.flows.catalogue import WorkloadError
+    from tandem.flows.flow import RunError
 
     try:
-        if shape is not None:
-            raise WorkloadError("--shape", "target 'cuda' takes the layer as -p (gemm: M, N, K; conv2d: H, "
-                                           "W, IC, OC, K, S, P, N)")
-        values = {k: int_param(k, v, 0 if k in ("seed", "P") else 1) for k, v in parse_params(params).items()}
-        if dtype is not None:
-            values["dtype"] = {"f16": "float16"}.get(dtype, dtype)
-        seed = values.pop("seed", 0)
-        job = FLOW.plan(op, dict(values), target)
-        build = compile_gpu(job, job.candidates[0], target)
-        stages = [("schedule (compiler/ops/cuda.py)", str(build.schedule.func)),
-                  ("tensorize", str(build.func))]
-        for name, text in stages if dump_passes else stages[-1:]:
-            if dump_passes:
-                console.print(Text(f"── after {name} ──", style="bold"))
-            console.print(text, markup=False, soft_wrap=True)
-        kernel = build.kernel
-        where = f"{kernel.arch}, {job.candidates[0]}, grid {kernel.launch.grid}, block {kernel.launch.block}"
-        if ptx is not None:
-            try:
-                ptx.write_text(kernel.ptx)
-            except OSError as exc:
-                raise WorkloadError("--asm", f"cannot write {ptx}: {exc.strerror}") from None
-            console.print(f"PTX ({where}): {ptx} ({kernel.ptx.count(chr(10))} lines)", markup=False,
-                          soft_wrap=True)
-        else:
-            console.print(Text(f"── PTX ({where}) ──", style="bold"))
-            console.print(kernel.ptx, markup=False, soft_wrap=True)
+        build = cuda.compile_options(op, shape, dtype, params, target)
+        _print_stages(console, build.stages, dump_passes)
+        kernel = build.compiled.kernel
+        where = (f"{kernel.arch}, {build.job.candidates[0]}, grid {kernel.launch.grid}, "
+                 f"block {kernel.launch.block}")
+        _print_code(console, "PTX", where, kernel.ptx, ptx)
         console.print("PTX instructions: " + ", ".join(f"{k} {v}" for k, v in kernel.instructions().items()),
                       markup=False, soft_wrap=True)
-        checks: list[tuple[str, object]] = []
-        tool = nvptx.ptxas()
-        checks.append((f"ptxas ({kernel.arch})", "ptxas is not installed (pip install -e \".[ptxas]\")"
-                       if tool is None else nvptx.assemble(kernel, tool)))
-        if run:
-            inputs = FLOW.inputs(job, np.random.default_rng(seed))
-            checks.append(("interpreter", interpreted(job, build.func, build.schedule, inputs)
-                           if job.macs <= 1 << 22 else f"{job.macs:,} MACs: too many to interpret (at most "
-                           f"{1 << 22:,})"))
-            reason = cuda_runtime.unavailable()
-            checks.append(("GPU", reason if reason else run_flow(op, target, {**values, "seed": seed,
-                                                                             "tuning": job.candidates[0]})))
+        assembles, verdict = cuda.ptxas_check(kernel)
+        checks = cuda.run_checks(build, op, target) if run else []
     except (WorkloadError, RunError, TandemError, OSError) as exc:
         raise fail(str(exc), 2) from None
-    failed = False
+    style = {True: "green", False: "bold red", None: "yellow"}[assembles]
+    console.print(Text(f"ptxas ({kernel.arch}): {verdict}", style=style), soft_wrap=True)
+    if not _print_checks(console, checks) or assembles is False:
+        raise typer.Exit(code=1)
+
+
+def _print_stages(console: Console, stages, dump_passes: bool) -> None:
+    """The printed IR after the last step, or after every step with a header each (--dump-passes)."""
+    for name, text in stages if dump_passes else stages[-1:]:
+        if dump_passes:
+            console.print(Text(f"── after {name} ──", style="bold"))
+        console.print(text, markup=False, soft_wrap=True)
+
+
+def _print_code(console: Console, what: str, where: str, code: str, path: Path | None) -> None:
+    """The generated code (``what``: assembly, PTX) printed, or written to ``path`` (--asm) and named."""
+    if path is None:
+        console.print(Text(f"── {what} ({where}) ──", style="bold"))
+        console.print(code, markup=False, soft_wrap=True)
+        return
+    try:
+        path.write_text(code)
+    except OSError as exc:
+        raise fail(f"--asm: cannot write {path}: {exc.strerror}", 2) from None
+    console.print(f"{what} ({where}): {path} ({code.count(chr(10))} lines)", markup=False, soft_wrap=True)
+
+
+def _print_checks(console: Console, checks) -> bool:
+    """One line per check (a ``Check``, or why it did not run); whether none failed."""
+    passed = True
     for name, check in checks:
-        if name.startswith("ptxas"):
-            ok = check is None
-            text = f"{name}: assembles" if ok else f"{name}: does not assemble: {check}"
-            if isinstance(check, str) and check.startswith("ptxas is not installed"):
-                console.print(Text(f"{name}: not run: {check}", style="yellow"), soft_wrap=True)
-                continue
-        elif isinstance(check, str):
+        if isinstance(check, str):
             console.print(Text(f"{name}: not run: {check}", style="yellow"), soft_wrap=True)
             continue
-        else:
-            ok = check.validated
-            text = f"{name}: {'match' if ok else 'MISMATCH'}: {check.detail}"
-        failed |= not ok
-        console.print(Text(text, style="green" if ok else "bold red"), soft_wrap=True)
-    if failed:
-        raise typer.Exit(code=1)
+        passed &= check.validated
+        verdict, style = ("match", "green") if check.validated else ("MISMATCH", "bold red")
+        console.print(Text(f"{name}: {verdict}: {check.detail}", style=style), soft_wrap=True)
+    return passed
 
 
 def main() -> None:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from tandem.flows.check import compare
+from tandem.flows.check import Check, compare
 
 if TYPE_CHECKING:  # the checks import what they run late, so that a broken layer fails only its rows
     from baselines.diannao_kernels import KernelRun
@@ -32,12 +32,13 @@ SEED = 0
 
 
 @dataclass(frozen=True, slots=True)
-class Check:
-    """One demo result: a name, whether it passed, and a one-line detail (values or error)."""
+class Row:
+    """One row of the demo table: the check's name, how its result compared with numpy (the ``Check``'s
+    detail opened by the row's note and closed by the seconds it took, or the error it raised), and the
+    text ``--show-ir`` prints."""
 
     name: str
-    passed: bool
-    detail: str
+    check: Check
     ir: str = ""
 
 
@@ -379,22 +380,22 @@ CHECKS: list[tuple[str, CheckFn]] = [
 ]
 
 
-def run_demo() -> list[Check]:
-    """Run every demo check and return one ``Check`` per row; never raises for a failing check.
+def run_demo() -> list[Row]:
+    """Run every demo check and return one ``Row`` per check; never raises for a failing check.
 
     Each check gets its own generator seeded with ``SEED``, so results do not depend on order.
-    ``Check.ir`` holds the printed lowered IR of every check that got as far as lowering.
+    ``Row.ir`` holds the printed lowered IR of every check that got as far as lowering.
     """
-    results: list[Check] = []
+    rows: list[Row] = []
     for name, fn in CHECKS:
         start = time.perf_counter()
         try:
             got, want, ir, note = Outcome(*fn(np.random.default_rng(SEED)))
-            result = compare(got, want)
-            passed, detail = result.passed, result.detail
+            check = compare(got, want)
         except Exception as exc:  # a demo row, not a traceback: report and go on
-            results.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
+            rows.append(Row(name, Check(False, float("nan"), f"{type(exc).__name__}: {exc}")))
             continue
         elapsed = time.perf_counter() - start
-        results.append(Check(name, passed, f"{note + '; ' if note else ''}{detail}; {elapsed:.2f} s", ir))
-    return results
+        detail = f"{note + '; ' if note else ''}{check.detail}; {elapsed:.2f} s"
+        rows.append(Row(name, replace(check, detail=detail), ir))
+    return rows

@@ -186,7 +186,7 @@ def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, quie
     onnxruntime's run of the model on the same input (``_against_onnxruntime``; a QDQ model's: exactly)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tandem.flows.run import RunError
+    from tandem.flows.flow import RunError
     from tandem.network.run import run_inputs, run_network
 
     q = loaded.quantized

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tandem.cli.console import fail
+from tandem.cli.console import fail, tandem_version
 
 
 def regress_command(
@@ -41,7 +41,6 @@ def regress_command(
     gets slower fails the run (exit status 1)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tandem.cli.app import tandem_version
     from tandem.regress.suite import (
         RegressError,
         baseline_json,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -90,38 +91,59 @@ def run_command(
     from compiler.errors import TandemError
     from isa.errors import ISAError
     from sim.core.errors import SimError
-    from tandem.flows.run import FLOWS, RunError, run
-    from tandem.flows.targets import TargetError, load_target
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import run
     from tandem.flows.user_ops import is_user_op
 
-    if target not in FLOWS:
-        raise fail(f"unknown target {target!r}; expected one of {', '.join(FLOWS)}", 2)
+    resolved = _target(target, config, spec)
+    user = is_user_op(op)   # a user's operator takes any integers; the flow's own options stay checked
+    skip = [name for name, off in (("loop_partition", no_partition), ("preprocess", no_preprocess)) if off]
+    options = {"dtype": DTYPE_NAMES.get(dtype, dtype) if dtype else None, "vthreads": vthreads, "tune": tune,
+               "isa": isa, "threads": threads, "relu": relu or None, "skip": skip or None}
     try:
-        resolved = load_target(target, config, spec)
-    except (TargetError, TandemError, SimError, ISAError) as exc:
-        raise fail(str(exc), 2) from None
-    try:
-        user = is_user_op(op)   # a user's operator takes any integers; the flow's own options stay checked
-        given = parse_params(params or ())
-        for key in given:   # a user's operator may take these names, but min_time the CPU's flow takes first
-            if key in NOT_P and (not user or key == "min_time"):
-                raise WorkloadError(f"-p {key}", f"give it as {NOT_P[key]}" if NOT_P[key] else
-                                    "not a command-line parameter (tandem.flows.run.run takes it from "
-                                    "Python)")
-        at_least = {"seed": 0, "P": 0, "bias": 0}   # else 1, or none for signed and a user operator's own
-        values: dict = {k: int_param(k, v, at_least.get(k, None if (user and k not in OWN) or k in SIGNED
-                                                         else 1)) for k, v in given.items()}
-        if shape is not None:
-            values["shape"] = parse_shape(shape)
-        dropped = (("loop_partition", no_partition), ("preprocess", no_preprocess))
-        skip = [name for name, off in dropped if off]
-        options = {"dtype": DTYPE_NAMES.get(dtype, dtype) if dtype else None, "vthreads": vthreads,
-                   "tune": tune, "isa": isa, "threads": threads, "relu": relu or None, "skip": skip or None}
-        values.update({k: v for k, v in options.items() if v is not None})
+        values = _values(params or (), shape, user, options)
         with _tuning_progress(enabled=not as_json and sys.stdout.isatty()) as progress:
             report = run(op, resolved, values, progress=progress)
     except (WorkloadError, RunError, TandemError, SimError, ISAError, OSError) as exc:
         raise fail(str(exc), 2) from None
+    _show(report, target, user, as_json)
+
+
+def _target(target: str, config: str | None, spec: Path | None):
+    """The resolved target (tandem/flows/targets.py), or exit 2 naming what is wrong."""
+    from compiler.errors import TandemError
+    from isa.errors import ISAError
+    from sim.core.errors import SimError
+    from tandem.flows.run import FLOWS
+    from tandem.flows.targets import TargetError, load_target
+
+    if target not in FLOWS:
+        raise fail(f"unknown target {target!r}; expected one of {', '.join(FLOWS)}", 2)
+    try:
+        return load_target(target, config, spec)
+    except (TargetError, TandemError, SimError, ISAError) as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _values(params: Sequence[str], shape: str | None, user: bool, options: dict) -> dict:
+    """``run``'s parameters: the ``-p`` values as integers (WorkloadError for one that is not, or that has an
+    option of its own), ``--shape``, and the ``options`` given."""
+    given = parse_params(params)
+    for key in given:   # a user's operator may take these names, but min_time the CPU's flow takes first
+        if key in NOT_P and (not user or key == "min_time"):
+            raise WorkloadError(f"-p {key}", f"give it as {NOT_P[key]}" if NOT_P[key] else
+                                "not a command-line parameter (tandem.flows.run.run takes it from Python)")
+    at_least = {"seed": 0, "P": 0, "bias": 0}   # else 1, or none for signed and a user operator's own
+    values: dict = {k: int_param(k, v, at_least.get(k, None if (user and k not in OWN) or k in SIGNED else 1))
+                    for k, v in given.items()}
+    if shape is not None:
+        values["shape"] = parse_shape(shape)
+    values.update({k: v for k, v in options.items() if v is not None})
+    return values
+
+
+def _show(report, target: str, user: bool, as_json: bool) -> None:
+    """The report as JSON or as the target's table; exit 1 when the output did not validate."""
     if as_json:
         typer.echo(json.dumps(report.to_json()))
     elif (user or "operator" in report.params) and target != "diannao":   # an operator written as a user's

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from tandem.cli.console import fail
+from tandem.cli.console import fail, tandem_version
 
 
 def sweep_command(
@@ -40,7 +40,6 @@ def sweep_command(
     area), stored in SQLite as it finishes; a killed sweep run again does only the missing points."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tandem.cli.app import tandem_version
     from tandem.sweep.file import SweepError, read_sweep
     from tandem.sweep.results import ResultsError, ResultStore, write_csv
     from tandem.sweep.run import ENGINES, import_ray, sweep

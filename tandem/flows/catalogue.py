@@ -13,27 +13,31 @@ conv2d                      NxCxHxW          int8->int32  k (out channels, 8), r
                             (1x4x8x8)                     padding (1), layout (nchw | nhwc; HWIO kernel)
 ==========================  ===============  ===========  ==================================================
 
-Integer operators of dense, gemm and conv2d accumulate in int32 (as does the numpy reference); float
-ones compute in their dtype. Schedule params act on the output stage's loops, in this order:
+Integer operators of dense, gemm and conv2d accumulate in int32; float ones compute in their dtype. Each
+operator's reference is compiler/ops/reference.py's (exact: int64 or float64, in the output's layout);
+``Workload.reduction`` says how many products each output sums, the bound a float sum is checked within
+(tandem/flows/compile.py). Schedule params act on the output stage's loops, in this order:
 ``split=AXIS:FACTOR`` or ``nparts=AXIS:N`` splits a loop, then ``bind=AXIS:TAG`` binds one to a
 hardware axis (``core``). AXIS is a loop's position among the stage's current loops (0 is the
 outermost; after a split, 0 is the outer part) or its name.
 
-Bad input raises ``WorkloadError`` (a ``typer.BadParameter``) naming the option and the value.
+Bad input raises ``WorkloadError`` (a ``ValueError``) naming the option and the value; the command line
+prints it as its one error line.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import typer
 
 from compiler import ops, te
 from compiler.errors import IRTypeError
 from compiler.ir import dtypes
+from compiler.ops import reference as numpy_reference
 from compiler.schedule import Schedule, create_schedule
 
 OPS = frozenset({"add", "sub", "mul", "maximum", "relu", "dense", "gemm", "conv2d"})
@@ -50,12 +54,14 @@ SHAPE_LETTERS = {"dense": "MxNxK", "gemm": "MxNxK", "conv2d": "NxCxHxW"}
 CONV2D_DEFAULTS = {"k": "8", "r": "3", "stride": "1", "padding": "1", "layout": "nchw"}
 
 
-class WorkloadError(typer.BadParameter):
-    """A bad operator name, shape, dtype or param; ``str()`` is ``"<option>: <message>"``."""
+class WorkloadError(ValueError):
+    """A bad operator name, shape, dtype or param: ``hint`` names the option (``--shape``, ``-p k``, ``OP``);
+    ``str()`` is ``"<option>: <message>"``."""
 
     def __init__(self, hint: str, message: str) -> None:
-        super().__init__(message, param_hint=hint)
+        super().__init__(hint, message)
         self.hint = hint
+        self.message = message
 
     def __str__(self) -> str:
         return f"{self.hint}: {self.message}"
@@ -65,8 +71,10 @@ class WorkloadError(typer.BadParameter):
 class Workload:
     """One operator ready to compile: its tensors (inputs, then the output) and default schedule.
 
-    ``reference(inputs)`` computes the expected output with numpy; ``random_inputs(rng)`` draws inputs
-    of the right shapes and dtypes (bfloat16 as bfloat16-representable float32).
+    ``reference(inputs)`` is the exact result (compiler/ops/reference.py: int64 or float64) in the output's
+    layout; ``random_inputs(rng)`` draws inputs of the right shapes and dtypes (bfloat16 as
+    bfloat16-representable float32); ``reduction`` is the number of products summed into each output (0 for
+    an element-wise operator).
     """
 
     name: str
@@ -74,6 +82,7 @@ class Workload:
     schedule: Schedule
     reference: Callable[[Sequence[np.ndarray]], np.ndarray]
     random_inputs: Callable[[np.random.Generator], list[np.ndarray]]
+    reduction: int = 0
 
     @property
     def output(self) -> te.Tensor:
@@ -136,7 +145,7 @@ def _dtype(text: str | None, default: str) -> dtypes.DType:
 
 
 # --------------------------------------------------------------------------------------------------
-# Random inputs and numpy helpers
+# Random inputs
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dt: dtypes.DType) -> np.ndarray:
@@ -147,33 +156,9 @@ def _random(rng: np.random.Generator, shape: tuple[int, ...], dt: dtypes.DType) 
     return dtypes.round_bfloat16(values) if dt.kind == "bfloat" else values
 
 
-def _in_dtype(values: np.ndarray, dt: dtypes.DType) -> np.ndarray:
-    """``values`` computed in a wider type, stored as ``dt`` (rounded to bfloat16 for bfloat16)."""
-    out = np.asarray(values).astype(dt.numpy)
-    return dtypes.round_bfloat16(out) if dt.kind == "bfloat" else out
-
-
 def _acc(dt: dtypes.DType) -> dtypes.DType:
     """The accumulator (and output) dtype of dense, gemm and conv2d on ``dt`` inputs."""
     return dtypes.int32 if dt.is_int else dt
-
-
-def _product(a: np.ndarray, b: np.ndarray, out: dtypes.DType) -> np.ndarray:
-    """``cast(a, out) * cast(b, out)`` rounded (or wrapped) to ``out``, as the compiled code does it."""
-    return _in_dtype(a.astype(out.numpy) * b.astype(out.numpy), out)
-
-
-def _accumulate(terms: Iterable[np.ndarray], shape: tuple[int, ...], out: dtypes.DType) -> np.ndarray:
-    """Sum ``terms`` in order, rounding (or wrapping) to ``out`` after every addition.
-
-    This is the order and precision of the lowered reduction loops, so float results are bit-exact
-    too (each float step is one correctly rounded operation on both sides).
-    """
-    acc = np.zeros(shape, out.numpy)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for term in terms:
-            acc = _in_dtype(acc + term, out)
-    return acc
 
 
 # --------------------------------------------------------------------------------------------------
@@ -189,14 +174,6 @@ def _check_ndim(op: str, shape: tuple[int, ...], ndim: int | None) -> None:
         )
 
 
-_NUMPY_EWISE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "maximum": np.maximum,
-}
-
-
 def _elementwise(op: str, shape: tuple[int, ...], dt: dtypes.DType):
     a = te.placeholder(shape, dt, name="A")
     if op == "relu":
@@ -204,7 +181,7 @@ def _elementwise(op: str, shape: tuple[int, ...], dt: dtypes.DType):
         tensors = (a, out)
 
         def reference(x):
-            return np.maximum(x[0], np.zeros((), x[0].dtype))
+            return numpy_reference.clip(x[0], 0, None)
 
     else:
         b = te.placeholder(shape, dt, name="B")
@@ -212,10 +189,7 @@ def _elementwise(op: str, shape: tuple[int, ...], dt: dtypes.DType):
         tensors = (a, b, out)
 
         def reference(x):
-            # numpy computes float16 in float32 and rounds once, as the interpreter does; bfloat16
-            # inputs are float32 arrays, so round the float32 result
-            with np.errstate(over="ignore"):
-                return _in_dtype(_NUMPY_EWISE[op](x[0], x[1]), dt)
+            return getattr(numpy_reference, op)(x[0], x[1])
 
     def inputs(rng):
         return [_random(rng, shape, dt) for _ in tensors[:-1]]
@@ -230,64 +204,18 @@ def _matmul(op: str, shape: tuple[int, ...], dt: dtypes.DType):
         x = te.placeholder((m, k), dt, name="X")
         w = te.placeholder((n, k), dt, name="W")
         out = ops.dense(x, w, out_dtype=acc.name)
-
-        def reference(arrays):
-            a, b = arrays
-            terms = (_product(a[:, kk, None], b[None, :, kk], acc) for kk in range(k))
-            return _accumulate(terms, (m, n), acc)
-
     else:
         x = te.placeholder((m, k), dt, name="A")
         w = te.placeholder((k, n), dt, name="B")
         out = ops.gemm(x, w, out_dtype=acc.name)
 
-        def reference(arrays):
-            a, b = arrays
-            terms = (_product(a[:, kk, None], b[None, kk, :], acc) for kk in range(k))
-            return _accumulate(terms, (m, n), acc)
+    def reference(arrays):
+        return getattr(numpy_reference, op)(arrays[0], arrays[1])
 
     def inputs(rng):
         return [_random(rng, x.shape, dt), _random(rng, w.shape, dt)]
 
     return (x, w, out), reference, inputs
-
-
-def conv2d_reference(
-    data: np.ndarray, kernel: np.ndarray, stride: int, padding: int, out: dtypes.DType, layout: str
-) -> np.ndarray:
-    """Direct 2-D convolution: NCHW data with a (K, C, R, S) kernel, or NHWC data with HWIO.
-
-    Accumulates over (c, r, s) for NCHW and (r, s, c) for NHWC, the order of the lowered loops.
-    """
-    if layout == "nchw":
-        n, c, h, w = data.shape
-        k, _, kr, ks = kernel.shape
-        spatial = ((0, 0), (0, 0), (padding, padding), (padding, padding))
-    else:
-        n, h, w, c = data.shape
-        kr, ks, _, k = kernel.shape
-        spatial = ((0, 0), (padding, padding), (padding, padding), (0, 0))
-    padded = np.pad(data, spatial)
-    oh, ow = (h + 2 * padding - kr) // stride + 1, (w + 2 * padding - ks) // stride + 1
-
-    def window(ci: int, r: int, s: int) -> np.ndarray:
-        rows, cols = slice(r, r + stride * oh, stride), slice(s, s + stride * ow, stride)
-        if layout == "nchw":
-            return padded[:, ci, rows, cols][:, None, :, :]
-        return padded[:, rows, cols, ci][:, :, :, None]
-
-    def weight(ci: int, r: int, s: int) -> np.ndarray:
-        if layout == "nchw":
-            return kernel[:, ci, r, s][None, :, None, None]
-        return kernel[r, s, ci, :][None, None, None, :]
-
-    if layout == "nchw":
-        order = ((ci, r, s) for ci in range(c) for r in range(kr) for s in range(ks))
-        shape = (n, k, oh, ow)
-    else:
-        order = ((ci, r, s) for r in range(kr) for s in range(ks) for ci in range(c))
-        shape = (n, oh, ow, k)
-    return _accumulate((_product(window(*p), weight(*p), out) for p in order), shape, out)
 
 
 def _conv2d(shape: tuple[int, ...], dt: dtypes.DType, params: Mapping[str, str]):
@@ -313,15 +241,17 @@ def _conv2d(shape: tuple[int, ...], dt: dtypes.DType, params: Mapping[str, str])
         out = ops.conv2d_nchw(data, kernel, stride, padding, out_dtype=acc.name)
 
         def reference(arrays):
-            return conv2d_reference(arrays[0], arrays[1], stride, padding, acc, layout)
+            return numpy_reference.conv2d(arrays[0], arrays[1], stride, padding)
 
     else:
         data = te.placeholder((n, h, w, c), dt, name="data")
         kernel = te.placeholder((r, r, c, k), dt, name="kernel")  # HWIO
         out = ops.conv2d_nhwc(data, kernel, stride, padding, out_dtype=acc.name)
 
-        def reference(arrays):
-            return conv2d_reference(arrays[0], arrays[1], stride, padding, acc, layout)
+        def reference(arrays):   # NHWC data and an HWIO kernel around the NCHW reference
+            nchw = numpy_reference.conv2d(arrays[0].transpose(0, 3, 1, 2), arrays[1].transpose(3, 2, 0, 1),
+                                          stride, padding)
+            return nchw.transpose(0, 2, 3, 1)
 
     def inputs(rng):
         return [_random(rng, data.shape, dt), _random(rng, kernel.shape, dt)]
@@ -400,4 +330,6 @@ def build_op(
         tensors, reference, inputs = _elementwise(op, shape, dt)
     sch = create_schedule(tensors[-1])
     _apply_schedule(sch, tensors[-1], params)
-    return Workload(op, tensors, sch, reference, inputs)
+    reduce_axes = tensors[-1].op.reduce_axis
+    reduction = math.prod(iv.extent for iv in reduce_axes) if reduce_axes else 0
+    return Workload(op, tensors, sch, reference, inputs, reduction)

@@ -27,7 +27,7 @@ from compiler.ops import contractions
 from compiler.passes.reindex import IntrinsicMapping, canonical_gemm, map_to_intrinsic
 from compiler.target import Target
 from sim.core.energy import summed
-from tandem.flows.run import GEMM_KEYS, Execution, RunError, TargetFlow, reject_unknown, take_int
+from tandem.flows.flow import GEMM_KEYS, Execution, RunError, TargetFlow, reject_unknown, take_int
 
 #: the value range of each element type the kinds take
 RANGES = {"int8": (-128, 128), "uint8": (0, 256), "int16": (-2**15, 2**15)}

@@ -55,6 +55,7 @@ from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
 from tandem.flows import polydl as cpu_polydl
+from tandem.flows.check import Check, exact, within_bound
 from tandem.flows.contraction import (
     ContractionFlow,
     ContractionJob,
@@ -65,25 +66,22 @@ from tandem.flows.contraction import (
     pads_less_transposed,
     repeated,
 )
-from tandem.flows.run import (
+from tandem.flows.flow import (
     CONV_KEYS,
     GEMM_KEYS,
     ByOperator,
-    Check,
     Execution,
     RunError,
     RunReport,
     TargetFlow,
     check_host_memory,
-    exact,
     random_bias,
     reject_unknown,
-    run,
     take_conv,
     take_gemm,
     take_int,
-    within_bound,
 )
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 from tandem.flows.user_ops import UserOp, load_user_op
 

@@ -18,11 +18,14 @@ Parameters (``-p``): gemm ``M N K`` (16 each by default), conv2d ``H W IC OC K S
 ``parallel``, ``unroll_oc`` and ``unroll_x`` (UNIT's breaking points, ``compiler.ops.cpu.CpuTuning``; by
 default the first of ``tandem.flows.cpu.tuning_space`` for the instruction's lanes); ``seed`` (of the checks'
 inputs, 0 by default). Bad input is a ``RunError`` naming the parameter.
+
+``tandem compile --target arm`` calls ``compile_options`` (its options as text: ``WorkloadError`` for a bad
+option) and, with ``--run``, ``run_checks``; the command line only prints what they return.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,16 +34,17 @@ import numpy as np
 from compiler import interp
 from compiler.backend.llvm_cross import CrossObject, cross_build
 from compiler.backend.llvm_qemu import run_emulated, unavailable
-from compiler.errors import ScheduleError
+from compiler.errors import IRTypeError, ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu
 from compiler.pipeline import compile_func
 from compiler.target import Target
-from tandem.flows.check import Comparison, compare
+from tandem.flows.catalogue import WorkloadError, int_param, parse_params
+from tandem.flows.check import Check, compare
 from tandem.flows.cpu import CpuLayer, issued_instructions, tuning_space
-from tandem.flows.run import CONV_KEYS, GEMM_KEYS, RunError, reject_unknown, take_conv, take_gemm, take_int
+from tandem.flows.flow import CONV_KEYS, GEMM_KEYS, RunError, reject_unknown, take_conv, take_gemm, take_int
 
 OPS = ("gemm", "conv2d")
 ISA = "arm-dot"
@@ -114,14 +118,14 @@ def packed_inputs(build: ArmBuild, seed: int | None = None) -> tuple[tuple[np.nd
     return plain, [*packed, np.zeros(build.func.params[-1].shape, np.int32)]
 
 
-def interpreted(build: ArmBuild, seed: int | None = None) -> Comparison:
+def interpreted(build: ArmBuild, seed: int | None = None) -> Check:
     """The compiled loop IR run by the reference interpreter (each sdot by its spec semantics) vs numpy."""
     plain, args = packed_inputs(build, seed)
     interp.run(build.func, args)
     return compare(build.layer.unpack(args[-1]), build.layer.reference(*plain), dtypes.int32)
 
 
-def emulated(build: ArmBuild, seed: int | None = None) -> Comparison | str:
+def emulated(build: ArmBuild, seed: int | None = None) -> Check | str:
     """The object code run under qemu vs numpy, or why it cannot run here (no emulator or linker)."""
     reason = unavailable(build.obj.triple)
     if reason is not None:
@@ -129,3 +133,24 @@ def emulated(build: ArmBuild, seed: int | None = None) -> Comparison | str:
     plain, args = packed_inputs(build, seed)
     run_emulated(build.obj, args)
     return compare(build.layer.unpack(args[-1]), build.layer.reference(*plain), dtypes.int32)
+
+
+def compile_options(op: str, shape: str | None, dtype: str | None, params: Sequence[str], target: Target
+                    ) -> ArmBuild:
+    """``tandem compile --target arm``'s options compiled by ``compile_arm``: the layer as ``-p KEY=VALUE``
+    (integers; no ``--shape``), an integer ``--dtype`` (int8 by default). WorkloadError for a bad option,
+    RunError for a bad parameter."""
+    if shape is not None:
+        raise WorkloadError("--shape", f"target {target.kind!r} takes the layer as -p (gemm: M, N, K; "
+                                       "conv2d: H, W, IC, OC, K, S, P)")
+    try:
+        element = dtypes.dtype(dtype or "int8").name
+    except IRTypeError:
+        raise WorkloadError("--dtype", f"expected int8, uint8 or int16, but got {dtype!r}") from None
+    values = {k: int_param(k, v, None) for k, v in parse_params(params).items()}
+    return compile_arm(op, values, target, element)
+
+
+def run_checks(build: ArmBuild) -> list[tuple[str, Check | str]]:
+    """``--run``'s checks by name: the interpreter's, then qemu's (or why it cannot run here)."""
+    return [("interpreter", interpreted(build)), (f"qemu ({build.obj.triple})", emulated(build))]

@@ -23,6 +23,9 @@ Parameters besides the layer (conv2d: ``H W IC OC K S P N``; gemm: ``M N K``): `
 
 Without a GPU (CuPy, a driver and a device), ``run`` stops with a RunError that says why, after the kernel is
 compiled; ``compile_gpu`` gives the PTX on any machine.
+
+``tandem compile --target cuda`` calls ``compile_options`` (its options as text: ``WorkloadError`` for a bad
+option), ``ptxas_check`` and, with ``--run``, ``run_checks``; the command line only prints what they return.
 """
 
 from __future__ import annotations
@@ -43,10 +46,11 @@ from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize_registers import MARKS, why_not
 from compiler.pipeline import compile_func
 from compiler.target import Target
-from tandem.flows.run import (
+from tandem.flows.catalogue import WorkloadError, int_param, parse_params
+from tandem.flows.check import Check, within_bound
+from tandem.flows.flow import (
     CONV_KEYS,
     GEMM_KEYS,
-    Check,
     Execution,
     RunError,
     TargetFlow,
@@ -55,10 +59,12 @@ from tandem.flows.run import (
     take_conv,
     take_gemm,
     take_int,
-    within_bound,
 )
+from tandem.flows.run import run
 
 OPS = ("gemm", "conv2d")
+#: the most multiply-accumulates ``tandem compile --target cuda --run`` runs in the reference interpreter
+INTERPRETED_MACS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -290,3 +296,63 @@ def exact(job: GpuJob, inputs: Sequence[np.ndarray]) -> np.ndarray:
 
 
 FLOW = CudaFlow()
+
+
+@dataclass(frozen=True)
+class OptionsBuild:
+    """``tandem compile --target cuda``'s kernel: the job, its first tuning compiled, the run's parameters
+    (the layer and dtype as ``run`` takes them) and the seed of the checks' inputs."""
+
+    job: GpuJob
+    compiled: Compiled
+    params: dict[str, Any]
+    seed: int
+
+    @property
+    def stages(self) -> list[tuple[str, str]]:
+        """The loop IR after each step: the schedule, then tensorization."""
+        return [("schedule (compiler/ops/cuda.py)", str(self.compiled.schedule.func)),
+                ("tensorize", str(self.compiled.func))]
+
+
+def compile_options(op: str, shape: str | None, dtype: str | None, params: Sequence[str], target: Target
+                    ) -> OptionsBuild:
+    """``tandem compile --target cuda``'s options compiled with the first tuning of the plan: the layer as
+    ``-p KEY=VALUE`` (integers; no ``--shape``), ``--dtype`` f16 or float16. WorkloadError for a bad option,
+    RunError for a bad parameter."""
+    if shape is not None:
+        raise WorkloadError("--shape", "target 'cuda' takes the layer as -p (gemm: M, N, K; conv2d: H, "
+                                       "W, IC, OC, K, S, P, N)")
+    values = {k: int_param(k, v, 0 if k in ("seed", "P") else 1) for k, v in parse_params(params).items()}
+    if dtype is not None:
+        values["dtype"] = {"f16": "float16"}.get(dtype, dtype)
+    seed = values.pop("seed", 0)
+    job = FLOW.plan(op, dict(values), target)
+    return OptionsBuild(job, compile_gpu(job, job.candidates[0], target), values, seed)
+
+
+def ptxas_check(kernel: nvptx.GpuKernel) -> tuple[bool | None, str]:
+    """NVIDIA's assembler on the kernel's PTX: ``(True, "assembles")``, ``(False, "does not assemble:
+    ERROR")``, or ``(None, "not run: WHY")`` where ptxas is not installed."""
+    tool = nvptx.ptxas()
+    if tool is None:
+        return None, 'not run: ptxas is not installed (pip install -e ".[ptxas]")'
+    error = nvptx.assemble(kernel, tool)
+    return (True, "assembles") if error is None else (False, f"does not assemble: {error}")
+
+
+def run_checks(build: OptionsBuild, op: str, target: Target) -> list[tuple[str, Check | str]]:
+    """``--run``'s checks by name: the loop IR in the reference interpreter (up to ``INTERPRETED_MACS``),
+    then the kernel on this machine's GPU through ``run`` (or why either cannot run here)."""
+    job, s = build.job, build.compiled.schedule
+    inputs = FLOW.inputs(job, np.random.default_rng(build.seed))
+    checks: list[tuple[str, Check | str]] = [
+        ("interpreter", interpreted(job, build.compiled.func, s, inputs) if job.macs <= INTERPRETED_MACS
+         else f"{job.macs:,} MACs: too many to interpret (at most {INTERPRETED_MACS:,})")]
+    reason = cuda_runtime.unavailable()
+    if reason:
+        checks.append(("GPU", reason))
+    else:
+        report = run(op, target, {**build.params, "seed": build.seed, "tuning": job.candidates[0]})
+        checks.append(("GPU", Check(report.validated, report.max_abs_err, report.detail)))
+    return checks

@@ -54,12 +54,12 @@ from sim.diannao import energy as diannao_energy
 from sim.diannao.config import DiannaoConfig, card_cores
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
+from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, canonical_mapping, pads_less_transposed
-from tandem.flows.run import (
+from tandem.flows.flow import (
     CONV_KEYS,
     GEMM_KEYS,
     ByOperator,
-    Check,
     Execution,
     RunError,
     RunReport,
@@ -67,10 +67,10 @@ from tandem.flows.run import (
     check_host_memory,
     random_bias,
     reject_unknown,
-    run,
     take_conv,
     take_int,
 )
+from tandem.flows.run import run
 from tandem.flows.targets import as_target
 from tandem.flows.user_ops import UserOp, is_user_op, load_user_op
 

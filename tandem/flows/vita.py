@@ -44,23 +44,23 @@ from sim.core.energy import summed, table_for
 from sim.vita import energy as vita_energy
 from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
+from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, pads_less_transposed, plain_traffic
-from tandem.flows.run import (
+from tandem.flows.flow import (
     CONV_KEYS,
     GEMM_KEYS,
     ByOperator,
-    Check,
     Execution,
     RunError,
     RunReport,
     TargetFlow,
     check_host_memory,
     reject_unknown,
-    run,
     take_conv,
     take_gemm,
     take_int,
 )
+from tandem.flows.run import run
 from tandem.flows.targets import as_target
 from tandem.flows.user_ops import UserOp, load_user_op
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from compiler.ops import reference
-from tandem.flows.run import RunError
+from tandem.flows.flow import RunError
 
 SUPPORTED = ("Conv", "BatchNormalization", "Relu", "Clip", "Add", "Mul", "MaxPool", "AveragePool",
              "GlobalAveragePool", "Flatten", "Gemm", "MatMul", "Reshape", "Transpose", "Softmax",

@@ -37,7 +37,8 @@ import numpy as np
 
 from compiler.target import Target
 from sim.core.energy import CostReport, summed
-from tandem.flows.run import FLOWS, exact, reference_of, run
+from tandem.flows.check import exact
+from tandem.flows.run import FLOWS, reference_of, run
 from tandem.network.graph import random_inputs
 from tandem.network.place import place
 from tandem.network.quantized import QuantizedGraph

@@ -234,7 +234,8 @@ def read_workloads(raw: Any, path: Path, lines: SourceLines, target: str, base_t
     from tandem.network.models import NAMES, QUANTIZED
 
     builtin = NAMES + QUANTIZED
-    from tandem.flows.run import RunError, flow_for
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import flow_for
 
     if not isinstance(raw, list) or not raw:
         raise lines.error("workloads", "at least one [[workloads]] table is required")

@@ -40,7 +40,7 @@ from baselines.tvm_vnni_peer import (
     tvm_vnni_probe,
 )
 from compiler.ops import reference
-from tandem.flows.run import within_bound
+from tandem.flows.check import within_bound
 
 CONVS = [
     ConvSpec(c=3, h=9, w=9, k=5, r=3, stride=2, pad=1),    # channels not a multiple of 4 or 16

@@ -315,7 +315,8 @@ def test_channel_group_counts_that_are_not_powers_of_two_divide_the_core_index(o
 def test_the_flows_relu_is_the_epilogue_checked_against_numpy_and_timed() -> None:
     """``tandem run conv2d --target diannao --relu``: the output equals numpy's max(conv, 0) (bit for bit in
     int8), one relu per conv runs on the simulated card, and the epilogue's vector time is added."""
-    from tandem.flows.run import RunError, run
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import run
     from tandem.flows.targets import load_target
 
     target = load_target("diannao")
@@ -338,7 +339,8 @@ def test_the_flows_bias_is_added_before_the_relu_checked_against_numpy(dtype) ->
     in the output's type, added on the card by one vcycadd per conv; the output equals numpy's conv + bias
     (then max(., 0)): bit for bit in integers, within the f32 bound (one rounding more) in float32."""
     from tandem.flows.diannao import FLOW
-    from tandem.flows.run import RunError, run
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import run
     from tandem.flows.targets import load_target
 
     target = load_target("diannao")

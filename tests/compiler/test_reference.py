@@ -54,6 +54,29 @@ def test_dense_and_the_shift_clip_epilogue() -> None:
     np.testing.assert_array_equal(reference.shift_clip(acc, 4, relu=True), [0, 0, 0, 127, 127])
 
 
+def test_gemm_is_dense_with_the_second_operand_transposed() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (5, 7), dtype=np.int8)
+    b = rng.integers(-128, 128, (7, 4), dtype=np.int8)
+    got = reference.gemm(a, b)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
+    np.testing.assert_array_equal(got, reference.dense(a, b.T))
+
+
+def test_element_wise_operators_are_exact_and_do_not_wrap() -> None:
+    a = np.array([127, -128, 3], np.int8)
+    b = np.array([1, 1, -5], np.int8)
+    np.testing.assert_array_equal(reference.sub(a, b), [126, -129, 8])
+    np.testing.assert_array_equal(reference.mul(a, b), [127, -128, -15])
+    np.testing.assert_array_equal(reference.maximum(a, b), [127, 1, 3])
+    assert reference.sub(a, b).dtype == reference.mul(a, b).dtype == np.int64
+    x, y = np.float32([0.1, 3.0]), np.float32([0.2, -1.5])
+    assert reference.mul(x, y).dtype == np.float64
+    np.testing.assert_array_equal(reference.mul(x, y), x.astype(np.float64) * y.astype(np.float64))
+    np.testing.assert_array_equal(reference.maximum(x, y), [y[0], x[1]])
+
+
 def test_integer_sums_are_exact_beyond_float64s_mantissa() -> None:
     """Sums that float64 cannot hold exactly take the int64 path: still the exact result."""
     a = np.full((1, 4), 2**30 + 1, np.int64)

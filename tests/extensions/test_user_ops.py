@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tandem.cli.app import app
-from tandem.flows.run import RunError, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 from tandem.flows.user_ops import UserOpError, load_user_op
 

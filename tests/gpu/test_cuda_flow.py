@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from compiler.backend import cuda_runtime
-from tandem.flows.run import RunError, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import run
 from tandem.flows.targets import TargetError, load_target
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,8 +25,8 @@ from compiler.ops import cuda, cuda_kernel, reference
 from compiler.ops.nn import ConvShape
 from compiler.pipeline import compile_func, passes_for
 from compiler.target import Target
+from tandem.flows.check import within_bound
 from tandem.flows.cuda import left_scalar
-from tandem.flows.run import within_bound
 from tandem.flows.targets import load_target
 
 SPEC = isa.load_isa("cuda")

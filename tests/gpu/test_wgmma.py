@@ -27,7 +27,8 @@ from compiler.pipeline import compile_func
 from sim.core.errors import SimConfigError
 from tandem.flows import cuda as cuda_run
 from tandem.flows import cuda_config
-from tandem.flows.run import RunError, within_bound
+from tandem.flows.check import within_bound
+from tandem.flows.flow import RunError
 from tandem.flows.targets import load_target
 
 H100 = load_target("cuda")

@@ -14,7 +14,7 @@ import tandem.flows.cross
 from compiler.backend.llvm_qemu import unavailable
 from tandem.cli.app import app
 from tandem.flows.cross import compile_arm, emulated, interpreted
-from tandem.flows.run import RunError
+from tandem.flows.flow import RunError
 from tandem.flows.targets import load_target
 
 runner = CliRunner()
@@ -76,9 +76,9 @@ def test_conv2d_with_a_tuning_and_dump_passes() -> None:
 
 
 def test_a_mismatch_exits_1(monkeypatch) -> None:
-    from tandem.flows.check import Comparison
+    from tandem.flows.check import Check
 
-    monkeypatch.setattr(tandem.flows.cross, "interpreted", lambda build: Comparison(False, "1 of 4 differ"))
+    monkeypatch.setattr(tandem.flows.cross, "interpreted", lambda build: Check(False, 1.0, "1 of 4 differ"))
     result = invoke("compile", "gemm", "--target", "arm", "--run", "--asm", "/dev/null")
     assert result.exit_code == 1 and "interpreter: MISMATCH: 1 of 4 differ" in result.output
 
@@ -113,8 +113,8 @@ def test_compile_arm_from_python_takes_a_spec_value() -> None:
     build = compile_arm("gemm", {"M": 5, "N": 6, "K": 9, "seed": 4}, target)
     assert build.issued == {"sdot_v4i32": 5 * 2 * 3} and build.seed == 4
     assert build.mnemonic_counts()["sdot_v4i32"] >= 1
-    assert interpreted(build).passed
+    assert interpreted(build).validated
     check = emulated(build)
-    assert check == MISSING if MISSING is not None else check.passed
+    assert check == MISSING if MISSING is not None else check.validated
     with pytest.raises(RunError, match="compiles for the arm target, not 'cpu'"):
         compile_arm("gemm", {}, load_target("cpu"))

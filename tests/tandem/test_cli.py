@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 import tandem.cli.demo
 from tandem.cli.app import app
-from tandem.cli.demo import Check
+from tandem.cli.demo import Row
+from tandem.flows.check import Check
 
 runner = CliRunner()
 
@@ -30,8 +31,8 @@ def test_version_prints_tandem_and_runtime_versions() -> None:
 
 def test_demo_exits_nonzero_when_a_check_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     checks = [
-        Check("good", True, "fine"),
-        Check("bad", False, "ValueError: expected [4], but got [5]"),
+        Row("good", Check(True, 0.0, "fine")),
+        Row("bad", Check(False, float("nan"), "ValueError: expected [4], but got [5]")),
     ]
     monkeypatch.setattr(tandem.cli.demo, "run_demo", lambda: checks)
     result = runner.invoke(app, ["demo"])
@@ -43,8 +44,8 @@ def test_demo_exits_nonzero_when_a_check_fails(monkeypatch: pytest.MonkeyPatch) 
 
 def test_demo_exits_zero_when_all_checks_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     checks = [
-        Check("one", True, "fine", ir="for i in range(4):\n  C[i] = A[i]"),
-        Check("two", True, "ok"),
+        Row("one", Check(True, 0.0, "fine"), ir="for i in range(4):\n  C[i] = A[i]"),
+        Row("two", Check(True, 0.0, "ok")),
     ]
     monkeypatch.setattr(tandem.cli.demo, "run_demo", lambda: checks)
     result = runner.invoke(app, ["demo"])

@@ -121,7 +121,7 @@ def test_the_padding_lanes_of_given_inputs_must_be_zero() -> None:
     import numpy as np
 
     from compiler.ops import vita
-    from tandem.flows.run import RunError
+    from tandem.flows.flow import RunError
 
     layer = VitaLayer.gemm(4, 16, 20)
     rng = np.random.default_rng(0)

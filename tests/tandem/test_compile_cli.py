@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import tandem.flows.compile
 from compiler.errors import LoweringError
 from tandem.cli.app import app
-from tandem.flows.check import Comparison, compare
+from tandem.flows.check import Check, compare
 
 runner = CliRunner()
 
@@ -69,7 +69,7 @@ def test_run_matches_numpy_for_other_operators(args: list[str]) -> None:
 
 def test_run_exits_1_on_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tandem.flows.compile, "compare",
-                        lambda got, want, dt: Comparison(False, "3 of 196 differ"))
+                        lambda got, want, dt: Check(False, 1.0, "3 of 196 differ"))
     result = invoke(*SEED_001, "--run")
     assert result.exit_code == 1, result.output
     assert "MISMATCH: 3 of 196 differ" in result.output
@@ -133,12 +133,11 @@ def test_compare_is_bit_exact_for_ints_and_tolerant_for_low_precision_floats() -
     want = np.arange(6, dtype=np.int32).reshape(2, 3)
     got = want.copy()
     got[1, 2] += 1
-    assert compare(want.copy(), want, dtypes.int32).passed
+    assert compare(want.copy(), want, dtypes.int32).validated
     check = compare(got, want, dtypes.int32)
-    assert (
-        not check.passed and "1 of 6 elements differ; first at (1, 2): expected 5, but got 6" in check.detail
-    )
-    assert not compare(want[:1], want, dtypes.int32).passed
+    assert not check.validated
+    assert "1 of 6 elements differ; first at (1, 2): expected 5, but got 6" in check.detail
+    assert not compare(want[:1], want, dtypes.int32).validated
     f = np.linspace(1, 2, 6, dtype=np.float32)
-    assert compare(f * np.float32(1 + 1e-3), f, dtypes.bfloat16).passed
-    assert not compare(f * np.float32(1 + 1e-3), f, dtypes.float32).passed
+    assert compare(f * np.float32(1 + 1e-3), f, dtypes.bfloat16).validated
+    assert not compare(f * np.float32(1 + 1e-3), f, dtypes.float32).validated

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tandem.cli.app import app
-from tandem.flows.run import RunError, flow_for, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import flow_for, run
 from tandem.flows.targets import load_target
 
 RUNNER = CliRunner()

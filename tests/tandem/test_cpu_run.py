@@ -97,7 +97,8 @@ def test_the_wide_layers_keep_their_tunings() -> None:
 def test_int8_runs_vectorized_and_vnni_says_it_has_no_s8_x_s8_instruction(op: str) -> None:
     """s8 x s8 (the arm target's sdot dtype) on x86: vpdpbusd is u8 x s8, so x86-vnni names the missing
     instruction; x86-avx512 computes it bit-exactly, its inputs drawn over s8's whole range."""
-    from tandem.flows.run import RunError, run
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import run
 
     params = {"M": 12, "N": 20, "K": 9} if op == "gemm" else {"W": 20, "IC": 8, "OC": 20, "K": 3}
     r = run(op, load_target("cpu"), {**params, "dtype": "int8", "isa": "x86-avx512", "min_time": 0.005})
@@ -207,7 +208,8 @@ def test_gemm_t_reads_one_bias_value_per_output_row() -> None:
 
 def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
     from compiler.ops.cpu import Window
-    from tandem.flows.run import RunError, run
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import run
 
     with pytest.raises(ValueError, match="a bias is for conv2d, gemm and gemm_t"):
         CpuLayer("window", window=Window((8,), 16, 16, 3, 1, 1, 1, False, False), bias=True)
@@ -220,7 +222,8 @@ def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
 
 
 def test_a_bad_epilogue_is_refused() -> None:
-    from tandem.flows.run import RunError, run
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import run
 
     with pytest.raises(RunError, match="unknown epilogue 'gelu'; expected one of relu, relu6"):
         run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "epilogue": "gelu"})

@@ -17,7 +17,7 @@ def test_run_demo_turns_exceptions_into_failed_rows(monkeypatch: pytest.MonkeyPa
         return out, out.copy(), "ir text"
 
     monkeypatch.setattr(demo, "CHECKS", [("boom", boom), ("fine", fine)])
-    checks = demo.run_demo()
-    assert [c.name for c in checks] == ["boom", "fine"]
-    assert not checks[0].passed and checks[0].detail.startswith("ValueError: expected a positive")
-    assert checks[1].passed and checks[1].ir == "ir text"
+    rows = demo.run_demo()
+    assert [row.name for row in rows] == ["boom", "fine"]
+    assert not rows[0].check.validated and rows[0].check.detail.startswith("ValueError: expected a positive")
+    assert rows[1].check.validated and rows[1].ir == "ir text"

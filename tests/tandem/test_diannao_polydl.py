@@ -13,7 +13,8 @@ from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
 from tandem.flows.diannao import polydl_ranked
-from tandem.flows.run import RunError, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 
 TARGET = load_target("diannao")

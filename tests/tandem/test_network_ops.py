@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from compiler.ops import network
 from tandem.cli.app import app
-from tandem.flows.run import RunError, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 
 RUNNER = CliRunner()

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tandem.cli.app import app
-from tandem.flows.run import RunError, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 from tandem.network import graph as tg
 from tandem.network import models, quantize

@@ -12,8 +12,10 @@ import pytest
 
 from compiler.backend.llvm import host_cpu
 from tandem.flows import run as flow_module
+from tandem.flows.check import exact
 from tandem.flows.diannao import run_diannao
-from tandem.flows.run import Execution, RunError, TargetFlow, exact, flow_for, run
+from tandem.flows.flow import Execution, RunError, TargetFlow
+from tandem.flows.run import flow_for, run
 from tandem.flows.targets import load_target
 from tandem.flows.vita import VitaLayer, run_vita
 
@@ -171,10 +173,10 @@ def test_progress_is_reported_per_measured_candidate(monkeypatch) -> None:
 def test_a_run_larger_than_the_host_memory_is_refused_in_plan(kind, op, params, monkeypatch):
     """On a machine with 1 MiB of memory, a 512-cubed GEMM's arrays and copies do not fit: the plan says so
     before anything is allocated or compiled."""
-    import tandem.flows.run
+    import tandem.flows.flow
 
     pages = {"SC_PHYS_PAGES": 256, "SC_PAGE_SIZE": 4096}
-    monkeypatch.setattr(tandem.flows.run.os, "sysconf", lambda name: pages[name])
+    monkeypatch.setattr(tandem.flows.flow.os, "sysconf", lambda name: pages[name])
     monkeypatch.setattr(type(flow_for(kind)), "compile", lambda *a: pytest.fail("compiled a bad request"))
     with pytest.raises(RunError, match=r"the run needs about [\d,]+ bytes of memory, but this machine has "
                        r"1,048,576; give a smaller layer"):

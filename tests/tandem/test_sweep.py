@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tandem.cli.app import app, tandem_version
+from tandem.cli.app import app
+from tandem.cli.console import tandem_version
 from tandem.sweep.file import SweepError, expand, read_sweep
 from tandem.sweep.results import TIMING_COLUMNS, ResultsError, ResultStore
 from tandem.sweep.run import sweep

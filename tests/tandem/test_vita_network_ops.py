@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 import isa
 from compiler.errors import ScheduleError
 from compiler.ops import vita
-from tandem.flows.run import RunError, run
+from tandem.flows.flow import RunError
+from tandem.flows.run import run
 from tandem.flows.targets import load_target
 
 VITA = load_target("vita")
