@@ -4,6 +4,7 @@ status) and the version it records (``tandem version``, sweep results, regressio
 from __future__ import annotations
 
 from importlib import metadata
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -26,3 +27,20 @@ def tandem_version() -> str:
         return metadata.version("tandem")
     except metadata.PackageNotFoundError:
         return tandem.__version__
+
+
+def resolve_target(kind: str, config: str | None, spec: Path | None):
+    """The target of ``--target``/``--config``/``--spec`` (tandem/flows/targets.py), or the Exit (status 2)
+    naming what is wrong: a kind no flow runs, or a config or spec that does not load."""
+    from compiler.errors import TandemError
+    from isa.errors import ISAError
+    from sim.core.errors import SimError
+    from tandem.flows.run import FLOWS
+    from tandem.flows.targets import TargetError, load_target
+
+    if kind not in FLOWS:
+        raise fail(f"unknown target {kind!r}; expected one of {', '.join(FLOWS)}", 2)
+    try:
+        return load_target(kind, config, spec)
+    except (TargetError, TandemError, SimError, ISAError) as exc:
+        raise fail(str(exc), 2) from None

@@ -31,7 +31,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tandem.cli.console import fail
+from tandem.cli.console import fail, resolve_target
 from tandem.flows.catalogue import WorkloadError, parse_shape
 
 #: the largest |Tandem - onnxruntime| accepted, relative to the largest |output|: float32 layers computed in
@@ -78,7 +78,7 @@ def model_command(
     if (file is None) == (builtin is None):
         raise fail("give an ONNX file or --builtin NAME (one of them)", 2)
     _check_folders({"--save": save, "--csv": csv_file, "--trace": trace})
-    resolved = _target(target, config, spec) if target is not None else None
+    resolved = resolve_target(target, config, spec) if target is not None else None
     try:
         loaded = load_network(file, builtin=builtin, seed=seed, input_shapes=_input_shapes(input_shape))
         check, quantized = _import_checks(loaded, seed, int8)
@@ -163,21 +163,6 @@ def _clock_mhz(target) -> float:
 
         return tsc_hz() / 1e6
     return float(target.config.clock_mhz)
-
-
-def _target(kind: str, config: str | None, spec: Path | None):
-    from compiler.errors import TandemError
-    from isa.errors import ISAError
-    from sim.core.errors import SimError
-    from tandem.flows.run import FLOWS
-    from tandem.flows.targets import TargetError, load_target
-
-    if kind not in FLOWS:
-        raise fail(f"unknown target {kind!r}; expected one of {', '.join(FLOWS)}", 2)
-    try:
-        return load_target(kind, config, spec)
-    except (TargetError, TandemError, SimError, ISAError) as exc:
-        raise fail(str(exc), 2) from None
 
 
 def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, quiet: bool):

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tandem.cli.console import fail
+from tandem.cli.console import fail, resolve_target
 from tandem.flows.catalogue import WorkloadError, int_param, parse_params, parse_shape
 
 OWN = ("cores", "tile", "threads")   # -p options of a flow, not of a user's operator
@@ -95,7 +95,7 @@ def run_command(
     from tandem.flows.run import run
     from tandem.flows.user_ops import is_user_op
 
-    resolved = _target(target, config, spec)
+    resolved = resolve_target(target, config, spec)
     user = is_user_op(op)   # a user's operator takes any integers; the flow's own options stay checked
     skip = [name for name, off in (("loop_partition", no_partition), ("preprocess", no_preprocess)) if off]
     options = {"dtype": DTYPE_NAMES.get(dtype, dtype) if dtype else None, "vthreads": vthreads, "tune": tune,
@@ -107,22 +107,6 @@ def run_command(
     except (WorkloadError, RunError, TandemError, SimError, ISAError, OSError) as exc:
         raise fail(str(exc), 2) from None
     _show(report, target, user, as_json)
-
-
-def _target(target: str, config: str | None, spec: Path | None):
-    """The resolved target (tandem/flows/targets.py), or exit 2 naming what is wrong."""
-    from compiler.errors import TandemError
-    from isa.errors import ISAError
-    from sim.core.errors import SimError
-    from tandem.flows.run import FLOWS
-    from tandem.flows.targets import TargetError, load_target
-
-    if target not in FLOWS:
-        raise fail(f"unknown target {target!r}; expected one of {', '.join(FLOWS)}", 2)
-    try:
-        return load_target(target, config, spec)
-    except (TargetError, TandemError, SimError, ISAError) as exc:
-        raise fail(str(exc), 2) from None
 
 
 def _values(params: Sequence[str], shape: str | None, user: bool, options: dict) -> dict:
