@@ -342,9 +342,10 @@ def _check_compiled_cpu_conv(rng: np.random.Generator) -> Outcome:
     and against the same schedule without the tensorized instruction. Where the CPU has no AVX-512 VNNI, the
     row runs the vectorized schedule alone."""
     from compiler.backend.llvm import host_cpu
-    from tandem.flows.cpu import CpuLayer, run_cpu
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.cpu import run_cpu
 
-    layer = CpuLayer.conv2d(14, 14, 256, 256)
+    layer = ConvShape(14, 14, 256, 256)
     seed = _seed(rng)
     plain = run_cpu(layer, "x86-avx512", threads=1, seed=seed, min_time=0.05)
     if not host_cpu()["avx512vnni"]:
