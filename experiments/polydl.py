@@ -58,13 +58,14 @@ from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu, vita
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape, GemmShape
-from tandem.flows import cpu_layers
+from tandem.flows import cpu_layers, vita_layers
 from tandem.flows.cpu import compile_layer
 from tandem.flows.cpu_layers import CpuOptions
 from tandem.flows.cpu_tuning import tuning_space
 from tandem.flows.diannao import compile_conv2d
 from tandem.flows.diannao import polydl_ranked as diannao_ranked
-from tandem.flows.layer_tables import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, padding, resnet18_layers
+from tandem.flows.layer_tables import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, resnet18_layers
+from tandem.flows.layers import params as layers_params
 from tandem.flows.polydl import choose, variants
 from tandem.flows.run import run
 from tandem.flows.targets import load_target
@@ -84,13 +85,9 @@ TARGETS = {"chosen_over_best": 0.95, "search_ratio": 1 / 20, "fp32_conv_pct_of_p
 def layers(name: str, dtype: str, quick: bool) -> list[tuple[str, ConvShape | GemmShape]]:
     """(key, layer) of list ``name``: the CPU's (run in ``dtype``), or VITA's and DianNao's (listed for
     uint8 only)."""
-    if name == "vita":   # ResNet-18 C2-C12 (VITA's paper's layers), int8 only
-        chosen = [x for x in resnet18_layers(quick) if not quick or x.name == "q1"]
-        return [(x.name, x.vita) for x in chosen] if dtype == "uint8" else []
-    if name == "diannao":   # the same layers, fp32 (the card's default type), listed once
-        chosen = [x for x in resnet18_layers(quick) if not quick or x.name == "q1"]
-        return [(x.name, ConvShape(x.hw, x.hw, x.ic, x.oc, x.k, x.s, padding(x.k))) for x in chosen] \
-            if dtype == "uint8" else []
+    if name in SIMULATED:   # ResNet-18 C2-C12, VITA's paper's layers (VITA: int8; DianNao: fp32), listed once
+        chosen = [(key, x) for key, x in resnet18_layers(quick).items() if not quick or key == "q1"]
+        return chosen if dtype == "uint8" else []
     table = QUICK[name] if quick else {"resnet50": POLYDL_RESNET50, "fastrcnn": POLYDL_FASTRCNN,
                                        "gemm": POLYDL_GEMMS}[name]
     if name == "gemm":
@@ -168,13 +165,13 @@ def search(name: str, key: str, layer: ConvShape | GemmShape, options: CpuOption
     }
 
 
-def _model_tilings(layer, target) -> list:
+def _model_tilings(layer: ConvShape, target) -> list:
     """Every tiling that fits the buffers with no virtual threads, the hand-written model's best first."""
-    return [t for t in vita.rank_tilings(layer.tiled(target.spec), 0, spec=target.spec,
+    return [t for t in vita.rank_tilings(vita_layers.tiled(layer, target.spec), 0, spec=target.spec,
                                          costs=machine_costs(target)) if t.vthread_axis == "oc"]
 
 
-def search_vita(key: str, layer, target) -> dict:
+def search_vita(key: str, layer: ConvShape, target) -> dict:
     """The same comparison on VITA (simulated, int8): every tiling that fits the buffers (no virtual
     threads) compiled, simulated and checked against numpy; PolyDL's choice over the scratchpads
     (``tandem.flows.vita.polydl_ranked``) and the hand-written cost model's (``vita.rank_tilings``' first)."""
@@ -197,8 +194,9 @@ def search_vita(key: str, layer, target) -> dict:
     default_s = time.perf_counter() - t0
     best = min(cycles, key=cycles.get)
     return {
-        "list": "vita", "layer": key, "dtype": "int8", "threads": 1, "shape": json.dumps(layer.params),
-        "macs": layer.conv.macs, "variants": len(cycles), "chosen": str(chosen), "best": str(best),
+        "list": "vita", "layer": key, "dtype": "int8", "threads": 1,
+        "shape": json.dumps(layers_params(layer)), "macs": layer.macs, "variants": len(cycles),
+        "chosen": str(chosen), "best": str(best),
         "default": str(model), "chosen_cycles": cycles[chosen], "best_cycles": cycles[best],
         "default_cycles": cycles[model], "chosen_over_best": cycles[best] / cycles[chosen],
         "default_over_best": cycles[best] / cycles[model],
