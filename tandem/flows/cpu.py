@@ -30,9 +30,9 @@ element-wise statement; conv2d and gemm). On a real CPU the report's
   there is no such peak: ``peak_gops``, ``roofline_cycles`` and ``roofline_pct`` are null and
   ``utilization`` is empty.
 
-The flows here: ``CpuFlow`` (conv2d and gemm), ``CpuContractionFlow`` (batch matmul, as GEMMs),
+The flows here: ``CpuLayerFlow`` (conv2d and gemm), ``CpuContractionFlow`` (batch matmul, as GEMMs),
 ``CpuWindowFlow`` (TensorIR's convolution kinds, the window read in the kernel), ``CpuUserFlow`` (an operator
-of the user's own) and ``NetworkOpFlow`` (compiler/ops/network.py's operators). What the CPU does with a
+of the user's own) and ``CpuNetworkOpFlow`` (compiler/ops/network.py's operators). What the CPU does with a
 layer (schedule, packing, reference, check) is tandem/flows/cpu_layers.py; its tunings,
 tandem/flows/cpu_tuning.py and tandem/flows/polydl.py.
 """
@@ -114,7 +114,10 @@ class CpuJob:
     selection: dict[str, Any] = dataclasses.field(default_factory=dict)   # how the candidates were chosen
 
 
-class CpuFlow(TargetFlow):
+class CpuLayerFlow(TargetFlow):
+    """conv2d and gemm (and gemm_t, for the contraction flow) on this CPU: UNIT's schedule of the layer, its
+    tuning chosen by PolyDL or timed (tandem/flows/cpu_tuning.py), compiled by LLVM, run and timed."""
+
     kind = "cpu"
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> CpuJob:
@@ -286,16 +289,16 @@ def _threads(params: dict[str, Any], where: str) -> int:
     return threads
 
 
-GEMM_FLOW = CpuFlow()
+LAYER_FLOW = CpuLayerFlow()
 
 
 class CpuContractionFlow(ContractionFlow):
     """Batch matmul on this CPU (tandem/flows/contraction.py): mapped onto the canonical GEMM of the data and
-    weight types, run as the GEMMs of CpuFlow (UNIT's tunings, vpdpbusd or the spec's instruction), timed on
-    this CPU; the int32 sums are the output. The convolution kinds run directly (``CpuWindowFlow``)."""
+    weight types, run as the GEMMs of CpuLayerFlow (UNIT's tunings, vpdpbusd or the spec's instruction), timed
+    on this CPU; the int32 sums are the output. The convolution kinds run directly (``CpuWindowFlow``)."""
 
     kind = "cpu"
-    gemm_flow = GEMM_FLOW
+    gemm_flow = LAYER_FLOW
     options = ("isa", "threads", "tune", "dtype", "min_time")
 
     def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
@@ -358,7 +361,7 @@ class CpuWindowFlow(TargetFlow):
         if not window.depthwise and window.s == 1 and \
                 pads_less_transposed((window.out[-1], window.oc, 0), 1, cpu.LANES):
             window = dataclasses.replace(window, pixels=True)
-        job = GEMM_FLOW.plan_layer(window, CpuOptions(dtype), options, (), target, where)
+        job = LAYER_FLOW.plan_layer(window, CpuOptions(dtype), options, (), target, where)
         return WindowJob(operator, job, count)
 
     def inputs(self, job: WindowJob, rng: np.random.Generator) -> list[np.ndarray]:
@@ -368,14 +371,14 @@ class CpuWindowFlow(TargetFlow):
         return check_contraction_inputs(job.op, given)
 
     def compile(self, job: WindowJob, candidate: cpu.CpuTuning, target: Target) -> Any:
-        return GEMM_FLOW.compile(job.job, candidate, target)
+        return LAYER_FLOW.compile(job.job, candidate, target)
 
     def cost(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
         """Every group runs the same kernel on arrays of one shape: the first's cost, times their count."""
-        return GEMM_FLOW.cost(job.job, compiled, self._problems(job, inputs)[0], target) * job.count
+        return LAYER_FLOW.cost(job.job, compiled, self._problems(job, inputs)[0], target) * job.count
 
     def execute(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
-        runs = [GEMM_FLOW.execute(job.job, compiled, arrays, target)
+        runs = [LAYER_FLOW.execute(job.job, compiled, arrays, target)
                 for arrays in self._problems(job, inputs)]
         output = np.stack([r.output for r in runs], axis=1)   # [n, group, channels, *out]
         if job.op.kind == "depthwise":
@@ -399,7 +402,7 @@ class CpuWindowFlow(TargetFlow):
     def params(self, job: WindowJob, candidate: cpu.CpuTuning, target: Target) -> dict[str, Any]:
         w = job.job.layer
         window = cpu_layers.params(w)
-        return {**job.op.params, **{k: v for k, v in GEMM_FLOW.params(job.job, candidate, target).items()
+        return {**job.op.params, **{k: v for k, v in LAYER_FLOW.params(job.job, candidate, target).items()
                                      if k not in window},
                 "window": {"count": job.count, **window, "out": list(w.out)},
                 "mapping": "lanes = channels, reduction = taps along W" if w.depthwise else
@@ -407,7 +410,7 @@ class CpuWindowFlow(TargetFlow):
                            "lanes = output channels, reduction = input channels"}
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
-        return GEMM_FLOW.tuned_entry(candidate, cost)
+        return LAYER_FLOW.tuned_entry(candidate, cost)
 
 
 @dataclass(frozen=True)
@@ -480,7 +483,7 @@ class CpuUserFlow(TargetFlow):
 USER_FLOW = CpuUserFlow()
 
 
-class NetworkOpFlow(CpuUserFlow):
+class CpuNetworkOpFlow(CpuUserFlow):
     """The operators of compiler/ops/network.py (pooling, residual add, ReLU, clip) on this CPU: written as
     operators of our own, run like a user's (their tensor expressions compiled by LLVM, timed)."""
 
@@ -490,10 +493,10 @@ class NetworkOpFlow(CpuUserFlow):
 
 #: the kinds that run as direct convolutions (the rest: batch_matmul, mapped onto the GEMM)
 WINDOW_KINDS = ("conv1d", "conv3d", "dilated_conv", "group_conv", "depthwise", "conv_transpose")
-FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, GEMM_FLOW),
+FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, LAYER_FLOW),
                           **dict.fromkeys(contractions.KINDS.keys() - set(OPS), CpuContractionFlow()),
                           **dict.fromkeys(WINDOW_KINDS, CpuWindowFlow()),
-                          **dict.fromkeys(network.OPERATORS, NetworkOpFlow())})
+                          **dict.fromkeys(network.OPERATORS, CpuNetworkOpFlow())})
 
 
 def compile_layer(layer: Layer, isa: str, tuning: cpu.CpuTuning, threads: int, target: Target,

@@ -153,7 +153,10 @@ def check_budget(macs: int, target: Target, what: str) -> None:
                        f"of your own (--config)")
 
 
-class VitaFlow(TargetFlow):
+class VitaLayerFlow(TargetFlow):
+    """conv2d and gemm on VITA: the cost model's tilings (or ``tune`` of them simulated), compiled with the
+    layer's epilogue, simulated on sim/vita and compared with numpy bit for bit."""
+
     kind = "vita"
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> VitaJob:
@@ -244,16 +247,16 @@ class VitaFlow(TargetFlow):
         return {"tiling": asdict(candidate), "cycles": int(cost)}
 
 
-GEMM_FLOW = VitaFlow()
+LAYER_FLOW = VitaLayerFlow()
 
 
 class VitaContractionFlow(ContractionFlow):
     """TensorIR's kinds on VITA (tandem/flows/contraction.py): mapped onto the spec's GEMM instruction, run as
-    the GEMMs of VitaFlow (tilings, virtual threads, tuning), operands packed in its layouts, the int8
+    the GEMMs of VitaLayerFlow (tilings, virtual threads, tuning), operands packed in its layouts, the int8
     shift-and-clip epilogue applied."""
 
     kind = "vita"
-    gemm_flow = GEMM_FLOW
+    gemm_flow = LAYER_FLOW
     options = ("vthreads", "tune", "relu")
 
     def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
@@ -312,7 +315,7 @@ class NetworkJob:
     candidates: tuple[None, ...] = (None,)
 
 
-class VitaNetworkFlow(TargetFlow):
+class VitaNetworkOpFlow(TargetFlow):
     """The network operators VITA's ALU computes (``compiler.ops.vita.elementwise`` and ``pool``):
     residual_add, relu, clip, concat, max_pool, avg_pool and global_avg_pool over int32 [C, H, W] tensors
     (``compiler/ops/network.py``'s shapes and parameters), loaded into the accumulators, stored as int8:
@@ -568,9 +571,9 @@ class VitaUserFlow(TargetFlow):
 USER_FLOW = VitaUserFlow()
 
 
-FLOW = ByOperator("vita", {**dict.fromkeys(OPS, GEMM_FLOW),
+FLOW = ByOperator("vita", {**dict.fromkeys(OPS, LAYER_FLOW),
                            **dict.fromkeys(contractions.KINDS.keys() - set(OPS), VitaContractionFlow()),
-                           **dict.fromkeys(network.OPERATORS, VitaNetworkFlow())})
+                           **dict.fromkeys(network.OPERATORS, VitaNetworkOpFlow())})
 
 
 def _ranked_with_fallback(layer: Layer, vthreads: int, target: Target, epilogue: Epilogue
