@@ -18,7 +18,11 @@ import pytest
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu
-from tandem.flows.cpu import CpuLayer, compile_layer, tuning_space
+from compiler.ops.nn import ConvShape
+from tandem.flows import cpu_layers
+from tandem.flows.cpu import compile_layer
+from tandem.flows.cpu_layers import CpuOptions
+from tandem.flows.cpu_tuning import tuning_space
 from tandem.flows.layer_tables import POLYDL_RESNET50
 from tandem.flows.polydl import choose
 from tandem.flows.targets import load_target
@@ -28,14 +32,14 @@ LAYERS = ("3", "7", "14")   # ResNet-50's 56x56 3x3, 28x28 3x3 and 14x14 1x1 (10
 DTYPES = {"int8": ("uint8", "x86-vnni", "vnni"), "fp32": ("float32", "x86-avx512", "fma")}
 
 
-def _layer(name: str, dtype: str) -> CpuLayer:
-    return CpuLayer.conv2d(*POLYDL_RESNET50[name], dtype=DTYPES[dtype][0])
+def _layer(name: str) -> ConvShape:
+    return ConvShape(*POLYDL_RESNET50[name])
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", LAYERS)
 def test_ranking(benchmark, name: str, threads: int) -> None:
-    layer = _layer(name, "int8")
+    layer = _layer(name)
     target = load_target("cpu")
     choice = benchmark(choose, layer, tuning_space(layer, threads=threads)[0], "x86-vnni", threads, target)
     benchmark.extra_info.update(variants=len(choice.ranked), chosen=str(choice.tuning))
@@ -44,17 +48,18 @@ def test_ranking(benchmark, name: str, threads: int) -> None:
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("name", LAYERS)
 def test_chosen_kernel(benchmark, name: str, dtype: str) -> None:
-    layer = _layer(name, dtype)
+    layer, options = _layer(name), CpuOptions(DTYPES[dtype][0])
     target = load_target("cpu")
     _, isa, probe = DTYPES[dtype]
-    choice = choose(layer, tuning_space(layer)[0], isa, 1, target)
-    func, kernel = compile_layer(layer, isa, choice.tuning, 1, target)
-    data, weight = layer.inputs(0)
-    packed = layer.pack(data, weight, cpu.packing(isa, layer.dtype, target.spec))
+    choice = choose(layer, tuning_space(layer)[0], isa, 1, target, options=options)
+    func, kernel = compile_layer(layer, isa, choice.tuning, 1, target, options)
+    data, weight = cpu_layers.inputs(layer, 0, options)
+    packed = cpu_layers.pack(layer, data, weight, cpu.packing(isa, options.dtype, target.spec))
     out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
     benchmark(kernel, *packed, out)
-    magnitude = layer.magnitude(data, weight) if layer.is_float else None
-    check = layer.check(layer.unpack(out), layer.reference(data, weight), magnitude)
+    magnitude = cpu_layers.magnitude(layer, data, weight, options=options) if options.is_float else None
+    want = cpu_layers.reference(layer, data, weight, options=options)
+    check = cpu_layers.check(layer, cpu_layers.unpack(layer, out), want, magnitude, options)
     assert check.validated, check.detail
     gops = 2 * layer.macs / benchmark.stats.stats.median / 1e9
     benchmark.extra_info.update(gops=gops, pct_of_peak=100 * gops / measure_peak(1, probe),

@@ -16,12 +16,15 @@ import pytest
 
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
-from tandem.flows.cpu import CpuLayer, compile_layer, tuning_space
+from compiler.ops.nn import ConvShape
+from tandem.flows import cpu_layers
+from tandem.flows.cpu import compile_layer
+from tandem.flows.cpu_tuning import tuning_space
 from tandem.flows.layer_tables import RESNET18, padding
 from tandem.flows.targets import load_target
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
-LAYERS = {name: CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k))
+LAYERS = {name: ConvShape(hw, hw, ic, oc, k, s, padding(k))
           for name, (hw, ic, oc, k, s) in RESNET18.items()}
 
 
@@ -30,10 +33,10 @@ LAYERS = {name: CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k))
 def test_resnet18_layer(benchmark, name: str, threads: int) -> None:
     layer = LAYERS[name]
     func, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer)[0], threads, load_target("cpu"))
-    data, weight = layer.inputs(0)
-    packed = layer.pack(data, weight)
+    data, weight = cpu_layers.inputs(layer, 0)
+    packed = cpu_layers.pack(layer, data, weight)
     out = np.zeros(func.params[-1].shape, np.int32)
     benchmark(kernel, *packed, out)
-    np.testing.assert_array_equal(layer.unpack(out), layer.reference(data, weight))
+    np.testing.assert_array_equal(cpu_layers.unpack(layer, out), cpu_layers.reference(layer, data, weight))
     gops = 2 * layer.macs / benchmark.stats.stats.median / 1e9
     benchmark.extra_info.update(gops=gops, pct_of_peak=100 * gops / measure_peak(threads), threads=threads)

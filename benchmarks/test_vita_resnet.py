@@ -33,7 +33,7 @@ def run_set(vthreads: int = 2) -> list:
     from tandem.flows.vita import run_vita
 
     config = load_target("vita", "tvm-paper")
-    reports = [run_vita(layer.vita, vthreads, config) for layer in _experiment().layers()]
+    reports = [run_vita(layer, vthreads, config) for layer in _experiment().layers().values()]
     assert all(r.validated for r in reports), [r.detail for r in reports]
     return reports
 

@@ -26,9 +26,11 @@ from compiler.backend.diannao import codegen  # noqa: E402
 from compiler.lower import lower  # noqa: E402
 from compiler.ops import diannao as dops  # noqa: E402
 from compiler.ops import vita  # noqa: E402
+from compiler.ops.nn import GemmShape  # noqa: E402
 from compiler.pipeline import compile_func  # noqa: E402
 from tandem.flows.targets import load_target  # noqa: E402
-from tandem.flows.vita import VitaLayer, compile_layer, machine_costs  # noqa: E402
+from tandem.flows.vita import compile_layer, machine_costs  # noqa: E402
+from tandem.flows.vita_layers import tiled  # noqa: E402
 
 SEED = 0
 DIANNAO_SHAPE, DIANNAO_STRIDE = (4, 64, 64), 0x10000   # 16,384 f32 = 64 KiB per array
@@ -36,8 +38,8 @@ DIANNAO_SHAPE, DIANNAO_STRIDE = (4, 64, 64), 0x10000   # 16,384 f32 = 64 KiB per
 
 def vita_files() -> dict[str, bytes]:
     target = load_target("vita", "tvm-paper")
-    layer = VitaLayer.gemm(16, 32, 64)
-    tiling = vita.choose_tiling(layer.tiled(target.spec), 0, spec=target.spec, costs=machine_costs(target))
+    layer = GemmShape(16, 32, 64)
+    tiling = vita.choose_tiling(tiled(layer, target.spec), 0, spec=target.spec, costs=machine_costs(target))
     vs, kernel = compile_layer(layer, tiling, target)
     rng = np.random.default_rng(SEED)
     inputs = [rng.integers(-128, 128, a.shape, dtype=np.int8) for a in vs.args[:2]]

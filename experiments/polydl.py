@@ -59,11 +59,15 @@ from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu, vita
 from compiler.ops import diannao as dops
-from compiler.ops.nn import ConvShape
-from tandem.flows.cpu import CpuLayer, compile_layer, tuning_space
+from compiler.ops.nn import ConvShape, GemmShape
+from tandem.flows import cpu_layers, vita_layers
+from tandem.flows.cpu import compile_layer
+from tandem.flows.cpu_layers import CpuOptions
+from tandem.flows.cpu_tuning import tuning_space
 from tandem.flows.diannao import compile_conv2d
 from tandem.flows.diannao import polydl_ranked as diannao_ranked
-from tandem.flows.layer_tables import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, padding, resnet18_layers
+from tandem.flows.layer_tables import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, resnet18_layers
+from tandem.flows.layers import params as layers_params
 from tandem.flows.polydl import choose, variants
 from tandem.flows.run import run
 from tandem.flows.targets import load_target
@@ -80,57 +84,59 @@ ROUNDS = 5   # head-to-head timings of the search's pick, PolyDL's and the defau
 TARGETS = {"chosen_over_best": 0.95, "search_ratio": 1 / 20, "fp32_conv_pct_of_peak": 80.0}
 
 
-def layers(name: str, dtype: str, quick: bool) -> list[tuple[str, CpuLayer]]:
-    if name == "vita":   # ResNet-18 C2-C12 (VITA's paper's layers), int8 only
-        chosen = [x for x in resnet18_layers(quick) if not quick or x.name == "q1"]
-        return [(x.name, x.vita) for x in chosen] if dtype == "uint8" else []
-    if name == "diannao":   # the same layers, fp32 (the card's default type), listed once
-        chosen = [x for x in resnet18_layers(quick) if not quick or x.name == "q1"]
-        return [(x.name, ConvShape(x.hw, x.hw, x.ic, x.oc, x.k, x.s, padding(x.k))) for x in chosen] \
-            if dtype == "uint8" else []
+def layers(name: str, dtype: str, quick: bool) -> list[tuple[str, ConvShape | GemmShape]]:
+    """(key, layer) of list ``name``: the CPU's (run in ``dtype``), or VITA's and DianNao's (listed for
+    uint8 only)."""
+    if name in SIMULATED:   # ResNet-18 C2-C12, VITA's paper's layers (VITA: int8; DianNao: fp32), listed once
+        chosen = [(key, x) for key, x in resnet18_layers(quick).items() if not quick or key == "q1"]
+        return chosen if dtype == "uint8" else []
     table = QUICK[name] if quick else {"resnet50": POLYDL_RESNET50, "fastrcnn": POLYDL_FASTRCNN,
                                        "gemm": POLYDL_GEMMS}[name]
     if name == "gemm":
-        return [(key, CpuLayer.gemm(*mnk, dtype=dtype)) for key, mnk in table.items()]
-    return [(key, CpuLayer.conv2d(*shape, dtype=dtype)) for key, shape in table.items()]
+        return [(key, GemmShape(*mnk)) for key, mnk in table.items()]
+    return [(key, ConvShape(*shape)) for key, shape in table.items()]
 
 
-def peer_runner(layer: CpuLayer, data: np.ndarray, weight: np.ndarray, threads: int):
+def peer_runner(layer: ConvShape | GemmShape, is_float: bool, data: np.ndarray, weight: np.ndarray,
+                threads: int):
     """onnxruntime on the same inputs, or None where it is not installed."""
-    peer = FP32_PEER if layer.is_float else QLINEAR_PEER
+    peer = FP32_PEER if is_float else QLINEAR_PEER
     if peer.available() is not None:
         return None
-    if layer.conv is not None:
-        c = layer.conv
+    if isinstance(layer, ConvShape):
+        c = layer
         return peer.prepare_conv(ConvSpec(c.ic, c.h, c.w, c.oc, c.k, c.s, c.p), data, weight, threads)
-    return peer.prepare_gemm(GemmSpec(*layer.mnk), data, weight, threads)
+    return peer.prepare_gemm(GemmSpec(layer.m, layer.n, layer.k), data, weight, threads)
 
 
-def search(name: str, key: str, layer: CpuLayer, isa: str, threads: int, min_time: float, target) -> dict:
-    """The exhaustive search and PolyDL's choice for one layer (see the module docstring)."""
-    pk = cpu.packing(isa, layer.dtype, target.spec)
-    data, weight = layer.inputs(SEED)
-    packed = layer.pack(data, weight, pk)
-    want = layer.reference(data, weight)
-    magnitude = layer.magnitude(data, weight) if layer.is_float else None
+def search(name: str, key: str, layer: ConvShape | GemmShape, options: CpuOptions, isa: str, threads: int,
+           min_time: float, target) -> dict:
+    """The exhaustive search and PolyDL's choice for one layer of ``options``' type (see the module
+    docstring)."""
+    pk = cpu.packing(isa, options.dtype, target.spec)
+    data, weight = cpu_layers.inputs(layer, SEED, options)
+    packed = cpu_layers.pack(layer, data, weight, pk)
+    want = cpu_layers.reference(layer, data, weight, options=options)
+    magnitude = cpu_layers.magnitude(layer, data, weight, options=options) if options.is_float else None
     first = tuning_space(layer, threads=threads)[0]
     measured: dict[cpu.CpuTuning, float] = {}
     kernels = {}
     exhaustive_s, validated = 0.0, True
     for tuning in variants(layer, first, threads):
         t0 = time.perf_counter()
-        func, kernel = compile_layer(layer, isa, tuning, threads, target)
+        func, kernel = compile_layer(layer, isa, tuning, threads, target, options)
         compiled = time.perf_counter()
         out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
         kernel(*packed, out)
-        validated &= layer.check(layer.unpack(out), want, magnitude).validated
+        got = cpu_layers.unpack(layer, out)
+        validated &= cpu_layers.check(layer, got, want, magnitude, options).validated
         t1 = time.perf_counter()
         measured[tuning] = kernel.time(*packed, out, min_time=min_time / 5, threads=threads)
         exhaustive_s += (compiled - t0) + (time.perf_counter() - t1)
         kernels[tuning] = kernel, out
     t0 = time.perf_counter()
-    choice = choose(layer, first, isa, threads, target)
-    compile_layer(layer, isa, choice.tuning, threads, target)
+    choice = choose(layer, first, isa, threads, target, options=options)
+    compile_layer(layer, isa, choice.tuning, threads, target, options)
     polydl_s = time.perf_counter() - t0
     # the search's pick, PolyDL's and the default timed again head to head (rounds interleaved, median):
     # one short timing a variant picks the search's best, but its time is the luckiest of many samples
@@ -143,12 +149,12 @@ def search(name: str, key: str, layer: CpuLayer, isa: str, threads: int, min_tim
                                                threads=threads))
     final = {t: float(np.median(v)) for t, v in samples.items()}
     best = min(final, key=final.get)   # the faster of the search's pick and PolyDL's
-    runner = peer_runner(layer, data, weight, threads)
+    runner = peer_runner(layer, options.is_float, data, weight, threads)
     peer_s = time_callable(runner, min_time=min_time / 5) if runner is not None else None
     ops = 2 * layer.macs
     return {
-        "list": name, "layer": key, "dtype": "fp32" if layer.is_float else "int8", "threads": threads,
-        "shape": json.dumps(layer.params), "macs": layer.macs, "variants": len(measured),
+        "list": name, "layer": key, "dtype": "fp32" if options.is_float else "int8", "threads": threads,
+        "shape": json.dumps(cpu_layers.params(layer)), "macs": layer.macs, "variants": len(measured),
         "chosen": str(choice.tuning), "best": str(best), "default": str(first),
         "chosen_gops": ops / final[choice.tuning] / 1e9, "best_gops": ops / final[best] / 1e9,
         "default_gops": ops / final[first] / 1e9,
@@ -161,13 +167,13 @@ def search(name: str, key: str, layer: CpuLayer, isa: str, threads: int, min_tim
     }
 
 
-def _model_tilings(layer, target) -> list:
+def _model_tilings(layer: ConvShape, target) -> list:
     """Every tiling that fits the buffers with no virtual threads, the hand-written model's best first."""
-    return [t for t in vita.rank_tilings(layer.tiled(target.spec), 0, spec=target.spec,
+    return [t for t in vita.rank_tilings(vita_layers.tiled(layer, target.spec), 0, spec=target.spec,
                                          costs=machine_costs(target)) if t.vthread_axis == "oc"]
 
 
-def search_vita(key: str, layer, target) -> dict:
+def search_vita(key: str, layer: ConvShape, target) -> dict:
     """The same comparison on VITA (simulated, int8): every tiling that fits the buffers (no virtual
     threads) compiled, simulated and checked against numpy; PolyDL's choice over the scratchpads
     (``tandem.flows.vita.polydl_ranked``) and the hand-written cost model's (``vita.rank_tilings``' first)."""
@@ -190,8 +196,9 @@ def search_vita(key: str, layer, target) -> dict:
     default_s = time.perf_counter() - t0
     best = min(cycles, key=cycles.get)
     return {
-        "list": "vita", "layer": key, "dtype": "int8", "threads": 1, "shape": json.dumps(layer.params),
-        "macs": layer.conv.macs, "variants": len(cycles), "chosen": str(chosen), "best": str(best),
+        "list": "vita", "layer": key, "dtype": "int8", "threads": 1,
+        "shape": json.dumps(layers_params(layer)), "macs": layer.macs, "variants": len(cycles),
+        "chosen": str(chosen), "best": str(best),
         "default": str(model), "chosen_cycles": cycles[chosen], "best_cycles": cycles[best],
         "default_cycles": cycles[model], "chosen_over_best": cycles[best] / cycles[chosen],
         "default_over_best": cycles[best] / cycles[model],
@@ -412,7 +419,7 @@ def main(
                           f"{row['exhaustive_s']:.2f} s" + ("" if row["validated"] else
                                                            " -- OUTPUT DIFFERS FROM NUMPY"), markup=False)
             continue
-        row = search(name, key, layer, DTYPES[dtype][1], t, min_time, target)
+        row = search(name, key, layer, CpuOptions(DTYPES[dtype][0]), DTYPES[dtype][1], t, min_time, target)
         rows.append(row)
         write_rows(rows, out)
         console.print(f"[{k}/{len(jobs)}] {name} {key} {dtype} {t}t: chosen {row['chosen_gops']:.1f} GOPS = "

@@ -45,7 +45,9 @@ from baselines.cpu_peers import ALL_PEERS
 from baselines.peer import time_callable
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
-from tandem.flows.cpu import CpuLayer, run_cpu
+from compiler.ops.nn import ConvShape
+from tandem.flows import cpu_layers
+from tandem.flows.cpu import run_cpu
 from tandem.flows.layer_tables import RESNET18, UNIT_TABLE1, padding
 
 QUICK = {"q1": ("resnet18", (14, 32, 32, 3, 1)), "q2": ("table1", (16, 20, 24, 3, 2))}
@@ -63,29 +65,29 @@ PEERS = ("tvm", "tvm_vnni", "onnxruntime", "onnxruntime_qlinear", "numpy")
 SEED = 0
 
 
-def layers(quick: bool = False) -> list[tuple[str, str, CpuLayer]]:
+def layers(quick: bool = False) -> list[tuple[str, str, ConvShape]]:
     """(name, source, layer): ResNet-18 C2-C12 then Table I #1-#16, or the ``--quick`` stand-ins."""
     if quick:
         out = []
         for name, (source, shape) in QUICK.items():
             hw, c, k, r, s = shape
             out.append(
-                (name, source, CpuLayer.conv2d(hw, hw, c, k, r, s, padding(r) if source == "resnet18" else 0))
+                (name, source, ConvShape(hw, hw, c, k, r, s, padding(r) if source == "resnet18" else 0))
             )
         return out
     found = [
-        (name, "resnet18", CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k)))
+        (name, "resnet18", ConvShape(hw, hw, ic, oc, k, s, padding(k)))
         for name, (hw, ic, oc, k, s) in RESNET18.items()
     ]
     found += [
-        (name, "table1", CpuLayer.conv2d(ihw, ihw, c, k, r, s, 0))
+        (name, "table1", ConvShape(ihw, ihw, c, k, r, s, 0))
         for name, (c, ihw, k, r, s) in UNIT_TABLE1.items()
     ]
     return found
 
 
-def run_layer(name: str, source: str, layer: CpuLayer, tune: int, min_time: float) -> dict:
-    c = layer.conv
+def run_layer(name: str, source: str, layer: ConvShape, tune: int, min_time: float) -> dict:
+    c = layer
     row = {
         "layer": name,
         "source": source,
@@ -106,8 +108,8 @@ def run_layer(name: str, source: str, layer: CpuLayer, tune: int, min_time: floa
         row[f"{key}_gops"] = r.measured["gops"]
         validated &= r.validated
     row["tuning"] = one.params["tuning"]
-    data, weight = layer.inputs(SEED)
-    want = layer.reference(data, weight)
+    data, weight = cpu_layers.inputs(layer, SEED)
+    want = cpu_layers.reference(layer, data, weight)
     spec = ConvSpec(c=c.ic, h=c.h, w=c.w, k=c.oc, r=c.k, stride=c.s, pad=c.p)
     for peer in ALL_PEERS:
         key = peer.name.replace("-", "_")

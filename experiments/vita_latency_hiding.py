@@ -32,7 +32,6 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -41,11 +40,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from compiler.ops.nn import ConvShape
 from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
-from tandem.flows.layer_tables import ConvLayer, resnet18_layers
+from tandem.flows import vita_layers
+from tandem.flows.layer_tables import resnet18_layers
+from tandem.flows.layers import params as layer_params
 from tandem.flows.targets import load_target
-from tandem.flows.vita import VitaLayer, dram_bytes_per_cycle, machine_costs, run_vita
+from tandem.flows.vita import dram_bytes_per_cycle, machine_costs, run_vita
 
 PAPER = "latency reduction 7%-54% per layer; GEMM utilization at best 52% without, up to 74% with"
 SEED = 0
@@ -59,32 +61,31 @@ COLUMNS = (
 )
 
 
-def layers(quick: bool = False) -> list[ConvLayer]:
-    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/flows/layer_tables.py)."""
+def layers(quick: bool = False) -> dict[str, ConvShape]:
+    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/flows/layer_tables.py), by name."""
     return resnet18_layers(quick)
 
 
-def compute_unit_cycles(layer: VitaLayer, target: Target) -> int:
+def compute_unit_cycles(layer: ConvShape, target: Target) -> int:
     """What the compute unit must spend at least: every GEMM micro-op at one per cycle and the epilogue's
     ALU operations at the ALU's initiation interval, one per output vector each."""
-    c = layer.conv
-    vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
+    vectors = layer.oh * layer.ow * layer.oc // target.spec.params["BLOCK_OUT"]
     costs = machine_costs(target)
-    return (math.ceil(c.macs / peak_macs_per_cycle(target.spec))
+    return (math.ceil(layer.macs / peak_macs_per_cycle(target.spec))
             + costs.epilogue_ops * costs.alu_cycles_per_uop * vectors)
 
 
-def run_layer(layer: ConvLayer, vthreads: int, tune: int, target: Target) -> dict:
+def run_layer(name: str, layer: ConvShape, vthreads: int, tune: int, target: Target) -> dict:
     """Both schedules of ``layer`` on the same inputs; its CSV row plus ``wall_s``."""
     start = time.perf_counter()
-    v, c = layer.vita, layer.vita.conv
-    serial = run_vita(v, 0, target, tune=tune, seed=SEED)   # one seed: both see the same inputs
-    threaded = run_vita(v, vthreads, target, tune=tune, seed=SEED)
+    macs, dram_bytes = layer.macs, vita_layers.dram_bytes(layer)
+    serial = run_vita(layer, 0, target, tune=tune, seed=SEED)   # one seed: both see the same inputs
+    threaded = run_vita(layer, vthreads, target, tune=tune, seed=SEED)
     peak = peak_macs_per_cycle(target.spec)
-    intensity = c.macs / v.dram_bytes()
+    intensity = macs / dram_bytes
     ridge = peak / dram_bytes_per_cycle(target)
     row = {
-        "layer": layer.name, **v.params, "macs": c.macs, "dram_bytes": v.dram_bytes(),
+        "layer": name, **layer_params(layer), "macs": macs, "dram_bytes": dram_bytes,
         "intensity": round(intensity, 2), "ridge": ridge,
         "bound": "compute" if intensity >= ridge else "memory",
         "tiling_serial": _tiling(serial.params["tiling"]),
@@ -92,14 +93,21 @@ def run_layer(layer: ConvLayer, vthreads: int, tune: int, target: Target) -> dic
         "cycles_serial": serial.cycles, "cycles_threaded": threaded.cycles,
         "reduction_pct": round(100.0 * (1 - threaded.cycles / serial.cycles), 2),
         "gemm_util_serial": serial.utilization["gemm"], "gemm_util_threaded": threaded.utilization["gemm"],
-        "macs_per_cycle_serial": round(c.macs / serial.cycles, 2),
-        "macs_per_cycle_threaded": round(c.macs / threaded.cycles, 2),
+        "macs_per_cycle_serial": round(macs / serial.cycles, 2),
+        "macs_per_cycle_threaded": round(macs / threaded.cycles, 2),
         "peak_macs_per_cycle": peak, "roofline_cycles": threaded.roofline_cycles,
-        "roofline_pct_threaded": threaded.roofline_pct, "compute_unit_cycles": compute_unit_cycles(v, target),
+        "roofline_pct_threaded": threaded.roofline_pct,
+        "compute_unit_cycles": compute_unit_cycles(layer, target),
         "validated_serial": serial.validated, "validated_threaded": threaded.validated,
     }
     row["wall_s"] = time.perf_counter() - start
     return row
+
+
+def table_row(name: str, layer: ConvShape) -> dict:
+    """``layer`` as its row of the layer table (tandem/flows/layer_tables.py): name, input size, channels,
+    kernel and stride."""
+    return {"name": name, "hw": layer.h, "ic": layer.ic, "oc": layer.oc, "k": layer.k, "s": layer.s}
 
 
 def _tiling(t: dict) -> str:
@@ -216,10 +224,10 @@ def main(out: Annotated[Path, typer.Option(help="Output folder.")] = DEFAULT_OUT
     start = time.perf_counter()
     rows = []
     chosen = layers(quick)
-    for k, layer in enumerate(chosen, 1):
-        row = run_layer(layer, vthreads, 0 if quick else tune, cfg)
+    for k, (name, layer) in enumerate(chosen.items(), 1):
+        row = run_layer(name, layer, vthreads, 0 if quick else tune, cfg)
         rows.append(row)
-        console.print(f"[{k}/{len(chosen)}] {layer.name} {asdict(layer)}: {row['cycles_serial']:,} -> "
+        console.print(f"[{k}/{len(chosen)}] {name} {table_row(name, layer)}: {row['cycles_serial']:,} -> "
                       f"{row['cycles_threaded']:,} cycles ({row['reduction_pct']:.1f}% less), GEMM "
                       f"{row['gemm_util_serial']:.0%} -> {row['gemm_util_threaded']:.0%} "
                       f"({row['wall_s']:.1f} s)", markup=False)

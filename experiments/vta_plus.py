@@ -45,9 +45,11 @@ from rich.table import Table
 
 import isa
 from compiler.ops import vita
+from compiler.ops.nn import ConvShape
 from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
-from tandem.flows.layer_tables import ConvLayer, resnet18_layers
+from tandem.flows import vita_layers
+from tandem.flows.layer_tables import resnet18_layers
 from tandem.flows.targets import load_target
 from tandem.flows.vita import dram_bytes_per_cycle, one_uop_timing, run_vita
 
@@ -64,8 +66,8 @@ COLUMNS = ("step", "layer", "H", "IC", "OC", "K", "S", "cycles", "gemm_util", "g
 
 
 
-def layers(quick: bool = False) -> list[ConvLayer]:
-    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/flows/layer_tables.py)."""
+def layers(quick: bool = False) -> dict[str, ConvShape]:
+    """ResNet-18's C2-C12, or the ``--quick`` stand-ins (tandem/flows/layer_tables.py), by name."""
     return resnet18_layers(quick)
 
 
@@ -107,13 +109,13 @@ def step_target(step: Step, config: str, spec_dir: Path) -> Target:
     return Target("vita", spec.with_params(params), cfg)
 
 
-def bounds(layer: ConvLayer, target: Target) -> dict[str, int]:
+def bounds(layer: ConvShape, target: Target) -> dict[str, int]:
     """The simulated machine's three lower bounds on the layer's cycles."""
-    c = layer.vita.conv
+    c = layer
     vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
     gemm = math.ceil(c.macs / peak_macs_per_cycle(target.spec))
     per_vector = sum(one_uop_timing(target.spec, name)[1] for name in ("GEMM_RESET", *_epilogue(target.spec)))
-    dram = math.ceil(layer.vita.dram_bytes() / dram_bytes_per_cycle(target))
+    dram = math.ceil(vita_layers.dram_bytes(layer) / dram_bytes_per_cycle(target))
     return {"gemm_bound": gemm, "dram_bound": dram, "compute_unit_bound": gemm + per_vector * vectors}
 
 
@@ -122,22 +124,22 @@ def _epilogue(spec: isa.ISA) -> tuple[str, ...]:
     return ("ALU_SHR", clip) if clip else ("ALU_SHR", "ALU_MAX", "ALU_MIN")
 
 
-def run_step(step: Step, chosen: list[ConvLayer], vthreads: int, tune: int, config: str, spec_dir: Path,
+def run_step(step: Step, chosen: dict[str, ConvShape], vthreads: int, tune: int, config: str, spec_dir: Path,
              console: Console) -> list[dict]:
     target = step_target(step, config, spec_dir)
     rows = []
-    for layer in chosen:
+    for name, layer in chosen.items():
         start = time.perf_counter()
-        r = run_vita(layer.vita, vthreads, target, tune=tune, seed=SEED)
+        r = run_vita(layer, vthreads, target, tune=tune, seed=SEED)
         b = bounds(layer, target)
         limit = max(b, key=b.get)
-        rows.append({"step": step.name, "layer": layer.name, "H": layer.hw, "IC": layer.ic, "OC": layer.oc,
+        rows.append({"step": step.name, "layer": name, "H": layer.h, "IC": layer.ic, "OC": layer.oc,
                      "K": layer.k, "S": layer.s, "cycles": r.cycles, "gemm_util": r.utilization["gemm"], **b,
                      "limit": limit.removesuffix("_bound"), "limit_pct": round(100 * b[limit] / r.cycles, 1),
                      "tiling": "{rows}r x {oc_block}oc x {ic_block}ic".format(**r.params["tiling"]),
                      "validated": r.validated})
         row = rows[-1]
-        console.print(f"  {step.name:12} {layer.name:4} {r.cycles:>9,} cycles, GEMM {row['gemm_util']:.0%}, "
+        console.print(f"  {step.name:12} {name:4} {r.cycles:>9,} cycles, GEMM {row['gemm_util']:.0%}, "
                       f"{row['limit_pct']:.0f}% of the {row['limit']} bound "
                       f"({time.perf_counter() - start:.1f} s)", markup=False)
     return rows

@@ -34,8 +34,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from compiler.ops.nn import ConvShape
 from sim.core.energy import load_table
-from tandem.flows.layer_tables import ConvLayer, padding, resnet18_layers
+from tandem.flows.layer_tables import resnet18_layers
 from tandem.flows.targets import load_target
 from tandem.flows.vita import run_vita
 
@@ -89,31 +90,30 @@ def vita_accelerator(target: Any, table: Any) -> dict[str, Any]:
     }
 
 
-def zigzag_layer(layer: ConvLayer, k: int) -> dict[str, Any]:
-    """The layer in ZigZag's workload form (batch 1, padded as ResNet-18 pads)."""
-    out = (layer.hw + 2 * padding(layer.k) - layer.k) // layer.s + 1
-    pad = padding(layer.k)
-    return {"id": k, "name": layer.name, "operator_type": "Conv",
+def zigzag_layer(name: str, layer: ConvShape, k: int) -> dict[str, Any]:
+    """The square layer in ZigZag's workload form (batch 1, padded as ResNet-18 pads)."""
+    out, pad = layer.oh, layer.p
+    return {"id": k, "name": name, "operator_type": "Conv",
             "equation": "O[b][k][oy][ox]+=W[k][c][fy][fx]*I[b][c][iy][ix]",
             "dimension_relations": [f"ix={layer.s}*ox+1*fx", f"iy={layer.s}*oy+1*fy"],
             "loop_dims": ["B", "K", "C", "OY", "OX", "FY", "FX"],
             "loop_sizes": [1, layer.oc, layer.ic, out, out, layer.k, layer.k],
             "operand_precision": {"W": 8, "I": 8, "O": 32, "O_final": 8},
             "operand_source": {"I": k}, "pr_loop_dims": ["IX", "IY"],
-            "pr_loop_sizes": [layer.hw + 2 * pad, layer.hw + 2 * pad], "padding": [[pad, pad], [pad, pad]]}
+            "pr_loop_sizes": [layer.h + 2 * pad, layer.h + 2 * pad], "padding": [[pad, pad], [pad, pad]]}
 
 
-def run_zigzag(layer: ConvLayer, accelerator: dict, out: Path) -> dict[str, float]:
+def run_zigzag(name: str, layer: ConvShape, accelerator: dict, out: Path) -> dict[str, float]:
     """ZigZag's estimate of ``layer`` on ``accelerator`` (its latency-optimal mapping): cycles (and the
     ideal ones, without loading), energy in pJ, and the energy of the weight and accumulator buffers and of
     DRAM."""
     import yaml
     from zigzag.api import get_hardware_performance_zigzag
 
-    folder = out / "zigzag" / layer.name
+    folder = out / "zigzag" / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "accelerator.yaml").write_text(yaml.safe_dump(accelerator, sort_keys=False))
-    (folder / "workload.yaml").write_text(yaml.safe_dump([zigzag_layer(layer, 0)], sort_keys=False))
+    (folder / "workload.yaml").write_text(yaml.safe_dump([zigzag_layer(name, layer, 0)], sort_keys=False))
     p = accelerator["operational_array"]["sizes"]
     mapping = [{"name": "default", "spatial_mapping": {"D1": [f"K, {p[0]}"], "D2": [f"C, {p[1]}"]},
                 "memory_operand_links": {"O": "O", "W": "I2", "I": "I1"}}]
@@ -145,14 +145,13 @@ def main(
     table = load_table(target.config.energy_table_path, target.config.technology_nm)
     accelerator = vita_accelerator(target, table)
     rows = []
-    for layer in resnet18_layers(quick):
-        report = run_vita(layer.vita, 2, target)
-        zz = run_zigzag(layer, accelerator, out)
+    for name, layer in resnet18_layers(quick).items():
+        report = run_vita(layer, 2, target)
+        zz = run_zigzag(name, layer, accelerator, out)
         zz_cycles, zz_pj = zz["cycles"], zz["pj"]
         mine = report.costs.energy_pj
-        conv = layer.vita.conv
-        rows.append({"layer": layer.name, "H": layer.hw, "IC": layer.ic, "OC": layer.oc, "K": layer.k,
-                     "S": layer.s, "macs": conv.macs, "tandem_cycles": report.cycles,
+        rows.append({"layer": name, "H": layer.h, "IC": layer.ic, "OC": layer.oc, "K": layer.k,
+                     "S": layer.s, "macs": layer.macs, "tandem_cycles": report.cycles,
                      "zigzag_cycles": round(zz_cycles), "cycles_ratio": round(report.cycles / zz_cycles, 3),
                      "zigzag_ideal_cycles": round(zz["ideal"]),
                      "zigzag_load_cycles": round(zz_cycles - zz["ideal"]),
@@ -168,12 +167,12 @@ def main(
                      "tandem_dram_bytes": report.measured["dram_bytes"],
                      "gemm_util": report.utilization["gemm"]})
         r = rows[-1]
-        console.print(f"  {layer.name:4} Tandem {r['tandem_cycles']:>10,} cycles "
+        console.print(f"  {name:4} Tandem {r['tandem_cycles']:>10,} cycles "
                       f"{r['tandem_energy_uj']:>9} uJ | ZigZag {r['zigzag_cycles']:>10,} cycles "
                       f"{r['zigzag_energy_uj']:>9} uJ | x{r['cycles_ratio']} cycles, "
                       f"x{r['energy_ratio']} energy")
         if not report.validated:
-            raise typer.Exit(f"{layer.name}: Tandem's output differs from numpy ({report.detail})")
+            raise typer.Exit(f"{name}: Tandem's output differs from numpy ({report.detail})")
     with open(out / "zigzag_compare.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()

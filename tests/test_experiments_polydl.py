@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from compiler.backend.llvm import host_cpu
+from compiler.ops.nn import GemmShape
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "polydl.py"
 spec = importlib.util.spec_from_file_location("polydl_experiment", SCRIPT)
@@ -28,11 +29,11 @@ def test_the_full_lists_are_the_papers():
     assert (len(resnet), len(fastrcnn), len(gemms)) == (19, 25, 8)
     # ResNet-50 layer 5: 56 x 56, 256 -> 512, 1 x 1 at stride 2 (28 x 28 out); Fast R-CNN 12: pre-padded
     # 77 x 96, 3 x 3 at stride 2 (38 x 47 out); GNMT's first GEMM
-    c5 = dict(resnet)["5"].conv
+    c5 = dict(resnet)["5"]
     assert (c5.h, c5.ic, c5.oc, c5.k, c5.s, c5.oh) == (56, 256, 512, 1, 2, 28)
     c12 = dict(fastrcnn)["12"]
-    assert c12.is_float and (c12.conv.oh, c12.conv.ow) == (47, 38)
-    assert dict(gemms)["GNMT-1"].mnk == (128, 2048, 4096)
+    assert (c12.oh, c12.ow) == (47, 38)
+    assert dict(gemms)["GNMT-1"] == GemmShape(128, 2048, 4096)
 
 
 @pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")

@@ -24,12 +24,12 @@ spec.loader.exec_module(exp)
 def test_the_full_run_is_resnet18_c2_to_c12_then_unit_table1() -> None:
     found = exp.layers()
     assert [name for name, _, _ in found] == [f"C{k}" for k in range(2, 13)] + [f"#{k}" for k in range(1, 17)]
-    table1 = {name: layer.conv for name, source, layer in found if source == "table1"}
+    table1 = {name: layer for name, source, layer in found if source == "table1"}
     # Table I's output sizes: IHW includes the padding, so OHW = (IHW - R) / stride + 1
     assert {name: c.oh for name, c in table1.items()} == {
         "#1": 17, "#2": 7, "#3": 7, "#4": 71, "#5": 14, "#6": 14, "#7": 14, "#8": 14, "#9": 14, "#10": 14,
         "#11": 14, "#12": 14, "#13": 14, "#14": 27, "#15": 28, "#16": 14}
-    c2 = dict((name, layer.conv) for name, _, layer in found)["C2"]
+    c2 = {name: layer for name, _, layer in found}["C2"]
     assert (c2.h, c2.ic, c2.oc, c2.k, c2.s, c2.p) == (56, 64, 64, 3, 1, 1)
 
 

@@ -30,7 +30,7 @@ def quick(tmp_path_factory) -> Path:
 
 
 def test_the_full_run_is_resnet18_c2_to_c12():
-    got = [(layer.name, layer.hw, layer.ic, layer.oc, layer.k, layer.s) for layer in exp.layers()]
+    got = [(name, c.h, c.ic, c.oc, c.k, c.s) for name, c in exp.layers().items()]
     assert got == [
         ("C2", 56, 64, 64, 3, 1), ("C3", 56, 64, 64, 1, 1), ("C4", 56, 64, 128, 3, 2),
         ("C5", 56, 64, 128, 1, 2),

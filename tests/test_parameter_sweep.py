@@ -15,22 +15,22 @@ import itertools
 import pytest
 
 import isa
-from compiler.ops.nn import ConvShape
+from compiler.ops.nn import ConvShape, GemmShape
 from compiler.ops.vita import Tiling
 from sim.core.errors import SimConfigError
 from sim.diannao.config import DiannaoConfig
 from sim.vita.config import load_config
 from tandem.flows.diannao import run_diannao
 from tandem.flows.targets import load_target
-from tandem.flows.vita import VitaLayer, run_vita
+from tandem.flows.vita import run_vita
 
 KIB = 1024
 BANDWIDTHS = (4, 8, 16, 32, 64)
 
 
-def vita_layers(batch: int) -> dict[str, VitaLayer]:
+def vita_layers(batch: int) -> dict[str, ConvShape | GemmShape]:
     """A conv of a batch of BATCH images (the GEMM core multiplies BATCH rows at once) and a GEMM."""
-    return {"conv": VitaLayer.conv2d(6, 6, 64, 64, 3, 1, 1, n=batch), "gemm": VitaLayer.gemm(16, 64, 128)}
+    return {"conv": ConvShape(6, 6, 64, 64, 3, 1, 1, n=batch), "gemm": GemmShape(16, 64, 128)}
 
 
 def vita_target(log_block: int, buffer_kib: int, bandwidth: int = 8, log_batch: int = 0):
@@ -65,7 +65,7 @@ def test_vita_sweep_compiles_simulates_and_validates_at_every_point_and_bandwidt
 
 
 def test_a_bigger_gemm_core_is_faster_on_a_compute_bound_layer():
-    layer = VitaLayer.gemm(64, 128, 256)
+    layer = GemmShape(64, 128, 256)
     cycles = {}
     for log_batch, log_block in ((0, 3), (0, 4), (0, 5), (1, 4)):
         target = vita_target(log_block, 64 if log_block > 3 else 16, bandwidth=64, log_batch=log_batch)

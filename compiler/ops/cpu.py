@@ -24,10 +24,14 @@ spec, sdot_v4i32 for int8 in the built-in arm spec: UNIT's AVX-512 VNNI and ARM 
 names are the same schedule; which instruction is used is the spec's, not the name's), ``x86-avx512`` (no
 tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit multiply-adds), ``none``
 (scalar loops; LLVM may still vectorize them).
+
+``fused_epilogue`` ends a lowered operator with a per-channel bias add and an element-wise operator
+(``EPILOGUES``: relu, relu6), one nest fused into the operator by PolyDL's Algorithm 3.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -39,6 +43,7 @@ from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ops.contractions import Contraction
 from compiler.ops.nn import ConvShape
+from compiler.passes.fuse_elementwise import fuse_elementwise, fusions
 from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
 from compiler.schedule import Schedule, create_schedule
 from isa import ISA
@@ -439,6 +444,40 @@ def _unit_schedule(
     if dtypes.dtype(pk.acc).is_float:   # each multiply and add may fuse into one FMA (one rounding)
         inner.pragma(acc.op.reduce_axis[0], "fp_contract")
     return CpuSchedule(sch, tuple(args), tuning, isa, mapping, pk)
+
+
+# -------------------------------------------------------------------------------------------- epilogue
+
+#: the element-wise operators a CPU conv2d or GEMM can end with: the loop IR of one element, and numpy's
+EPILOGUES = {
+    "relu": (lambda x: ir.max_(x, ir.const(0, x.dtype)), lambda a: np.maximum(a, 0)),
+    "relu6": (lambda x: ir.min_(ir.max_(x, ir.const(0, x.dtype)), ir.const(6, x.dtype)),
+              lambda a: np.clip(a, 0, 6)),
+}
+
+
+def fused_epilogue(func: ir.PrimFunc, epilogue: str | None, bias_axes: tuple[int, ...] | None) -> ir.PrimFunc:
+    """``func`` followed by a bias add and ``epilogue`` (a key of ``EPILOGUES``, or None) on every element of
+    its output, one element-wise nest fused into the operator by PolyDL's Algorithm 3 (``fuse_elementwise``).
+    ``bias_axes``: the output's axes that index the bias, a new parameter ``bias`` before the output (None:
+    no bias). ScheduleError saying why where the nest cannot be fused."""
+    out = func.params[-1]
+    index = tuple(ir.Var(f"e{d}") for d in range(len(out.shape)))
+    value, params = out[index], func.params
+    if bias_axes is not None:
+        bias = ir.Buffer("bias", tuple(out.shape[a] for a in bias_axes), out.dtype)
+        value, params = value + bias[tuple(index[a] for a in bias_axes)], (*params[:-1], bias, out)
+    if epilogue is not None:
+        value = EPILOGUES[epilogue][0](value)
+    nest: ir.Stmt = ir.Store(out, index, value)
+    for var, extent in reversed(list(zip(index, out.shape, strict=True))):
+        nest = ir.For(var, ir.const(0), ir.const(extent), nest)
+    both = dataclasses.replace(func, params=params, body=ir.seq(func.body, nest))
+    fused = fuse_elementwise(both)
+    if fused is both:   # left as it was: say why
+        what = " and ".join(x for x in ("bias" if bias_axes is not None else "", epilogue or "") if x)
+        raise ScheduleError(f"the {what} epilogue cannot be fused into {func.name}: {fusions(both)[-1].why}")
+    return fused
 
 
 # -------------------------------------------------------------------------------------------- numpy side

@@ -1,4 +1,5 @@
-"""Neural-network operators: padding, dense/GEMM and 2-D convolution (NCHW and NHWC).
+"""Neural-network operators: padding, dense/GEMM and 2-D convolution (NCHW and NHWC); the layer shapes
+``ConvShape`` and ``GemmShape``.
 
 Integer variants multiply in ``out_dtype`` (``int8 x int8 -> int32``: both operands are cast to int32
 before the multiply, as VTA and VNNI compute); float variants compute in ``out_dtype``.
@@ -230,3 +231,20 @@ class ConvShape:
         if self.k > min(hp, wp):
             return f"a {self.k}x{self.k} kernel does not fit the padded {hp}x{wp} input"
         return None
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """A GEMM layer: ``out[m, n] = sum_k data[m, k] * weight[n, k]`` (data ``[M, K]``, weights ``[N, K]``, the
+    layout of ``dense``).
+
+    The one GEMM shape of Tandem, beside ``ConvShape``: the run flows and the experiments take it; each
+    target packs it in its own layouts."""
+
+    m: int
+    n: int
+    k: int
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.n * self.k

@@ -323,9 +323,10 @@ def _check_compiled_vita_conv(rng: np.random.Generator) -> Outcome:
     """TVM's flow for VITA: ResNet-18's C9 (14x14, 256 -> 256, 3x3) int8 compiled with two virtual threads
     (DMA, GEMM tensorization, dependency tokens, interleaving), its tokens checked against Theorem 3.1,
     simulated on the tvm-paper machine: right, and faster than the same layer without virtual threads."""
-    from tandem.flows.vita import VitaLayer, run_vita
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.vita import run_vita
 
-    layer = VitaLayer.conv2d(14, 14, 256, 256)
+    layer = ConvShape(14, 14, 256, 256)
     seed = _seed(rng)   # one seed: both runs see the same inputs
     serial = run_vita(layer, 0, "tvm-paper", seed=seed)
     threaded = run_vita(layer, 2, "tvm-paper", seed=seed)
@@ -343,9 +344,10 @@ def _check_compiled_cpu_conv(rng: np.random.Generator) -> Outcome:
     and against the same schedule without the tensorized instruction. Where the CPU has no AVX-512 VNNI, the
     row runs the vectorized schedule alone."""
     from compiler.backend.llvm import host_cpu
-    from tandem.flows.cpu import CpuLayer, run_cpu
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.cpu import run_cpu
 
-    layer = CpuLayer.conv2d(14, 14, 256, 256)
+    layer = ConvShape(14, 14, 256, 256)
     seed = _seed(rng)
     plain = run_cpu(layer, "x86-avx512", threads=1, seed=seed, min_time=0.05)
     if not host_cpu()["avx512vnni"]:

@@ -211,7 +211,7 @@ def _print_cpu(r) -> None:
 
 def _print_vita(r) -> None:
     p = r.params
-    if "kernels" in p:   # a network operator on the ALU (VitaNetworkFlow)
+    if "kernels" in p:   # a network operator on the ALU (VitaNetworkOpFlow)
         shape = " ".join(f"{k}={p[k]}" for k in ("C", "H", "W", "C2", "LO", "HI", "K", "S") if k in p)
         _show_table(f"{r.op} {shape} int32 -> int8 on vita (the ALU)", r, [
             ("chunks", ", ".join(f"{k['tiles'] // k['chunk']} x {k['chunk']} tiles" if "tiles" in k else

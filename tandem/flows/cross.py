@@ -16,8 +16,8 @@ nothing about an ARM core's.
 
 Parameters (``-p``): gemm ``M N K`` (16 each by default), conv2d ``H W IC OC K S P`` (as ``tandem run``);
 ``parallel``, ``unroll_oc`` and ``unroll_x`` (UNIT's breaking points, ``compiler.ops.cpu.CpuTuning``; by
-default the first of ``tandem.flows.cpu.tuning_space`` for the instruction's lanes); ``seed`` (of the checks'
-inputs, 0 by default). Bad input is a ``RunError`` naming the parameter.
+default the first of ``tandem.flows.cpu_tuning.tuning_space`` for the instruction's lanes); ``seed`` (of the
+checks' inputs, 0 by default). Bad input is a ``RunError`` naming the parameter.
 
 ``tandem compile --target arm`` calls ``compile_options`` (its options as text: ``WorkloadError`` for a bad
 option) and, with ``--run``, ``run_checks``; the command line only prints what they return.
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from compiler import interp
+from compiler.analysis.issued import issued_instructions
 from compiler.backend.llvm_cross import CrossObject, cross_build
 from compiler.backend.llvm_qemu import run_emulated, unavailable
 from compiler.errors import IRTypeError, ScheduleError
@@ -39,11 +40,14 @@ from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu
+from compiler.ops.nn import GemmShape
 from compiler.pipeline import compile_func
 from compiler.target import Target
+from tandem.flows import cpu_layers
 from tandem.flows.catalogue import WorkloadError, int_param, parse_params
 from tandem.flows.check import Check, compare
-from tandem.flows.cpu import CpuLayer, issued_instructions, tuning_space
+from tandem.flows.cpu_layers import DEFAULT_OPTIONS, CpuOptions, Layer
+from tandem.flows.cpu_tuning import tuning_space
 from tandem.flows.flow import CONV_KEYS, GEMM_KEYS, RunError, reject_unknown, take_conv, take_gemm, take_int
 
 OPS = ("gemm", "conv2d")
@@ -56,12 +60,13 @@ SEED = 0
 class ArmBuild:
     """A compiled layer: its schedule, the loop IR after the pipeline (and after each step), the object."""
 
-    layer: CpuLayer
+    layer: Layer
     schedule: cpu.CpuSchedule
     func: ir.PrimFunc
     stages: tuple[tuple[str, str], ...]
     obj: CrossObject
     seed: int = SEED   # of the inputs ``interpreted`` and ``emulated`` draw
+    options: CpuOptions = DEFAULT_OPTIONS   # the element type
 
     @property
     def issued(self) -> dict[str, int]:
@@ -90,10 +95,10 @@ def compile_arm(op: str, params: Mapping[str, Any], target: Target, dtype: str =
                        f"(int8: s8 x s8, sdot's)")
     where, given = f"arm {op}", dict(params)
     if op == "gemm":
-        layer, keys = CpuLayer.gemm(*take_gemm(given, where), dtype=dtype), GEMM_KEYS
+        layer, keys = GemmShape(*take_gemm(given, where)), GEMM_KEYS
     else:
-        c = take_conv(given, where)
-        layer, keys = CpuLayer.conv2d(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, dtype=dtype), CONV_KEYS
+        layer, keys = take_conv(given, where), CONV_KEYS
+    options = CpuOptions(dtype)
     chosen = {key: take_int(given, key, None, 1, where) for key in TUNING_KEYS}
     seed = take_int(given, "seed", SEED, 0, where)
     reject_unknown(given, (*keys, *TUNING_KEYS), where)
@@ -101,20 +106,20 @@ def compile_arm(op: str, params: Mapping[str, Any], target: Target, dtype: str =
         pk = cpu.packing(ISA, dtype, target.spec)
         tuning = tuning_space(layer, pk.lanes)[0]
         tuning = cpu.CpuTuning(**{k: v if v is not None else getattr(tuning, k) for k, v in chosen.items()})
-        sched = layer.schedule(ISA, tuning, target)
+        sched = cpu_layers.schedule(layer, ISA, tuning, target, options)
     except ScheduleError as exc:
         raise RunError(f"{where}: {exc}") from None
     stages: list[tuple[str, str]] = []
     func = compile_func(lower(sched.schedule, sched.args, f"{op}_arm"), target,
                         dump=lambda name, f: stages.append((name, str(f))))
-    return ArmBuild(layer, sched, func, tuple(stages), cross_build(func, target.triple), seed)
+    return ArmBuild(layer, sched, func, tuple(stages), cross_build(func, target.triple), seed, options)
 
 
 def packed_inputs(build: ArmBuild, seed: int | None = None) -> tuple[tuple[np.ndarray, np.ndarray], list]:
     """Seeded data and weights in the plain layout, and the kernel's arguments (packed, output zeroed);
     ``seed`` by default the build's."""
-    plain = build.layer.inputs(build.seed if seed is None else seed)
-    packed = build.layer.pack(*plain, build.schedule.packing)
+    plain = cpu_layers.inputs(build.layer, build.seed if seed is None else seed, build.options)
+    packed = cpu_layers.pack(build.layer, *plain, build.schedule.packing, options=build.options)
     return plain, [*packed, np.zeros(build.func.params[-1].shape, np.int32)]
 
 
@@ -122,7 +127,8 @@ def interpreted(build: ArmBuild, seed: int | None = None) -> Check:
     """The compiled loop IR run by the reference interpreter (each sdot by its spec semantics) vs numpy."""
     plain, args = packed_inputs(build, seed)
     interp.run(build.func, args)
-    return compare(build.layer.unpack(args[-1]), build.layer.reference(*plain), dtypes.int32)
+    return compare(cpu_layers.unpack(build.layer, args[-1]), cpu_layers.reference(build.layer, *plain),
+                   dtypes.int32)
 
 
 def emulated(build: ArmBuild, seed: int | None = None) -> Check | str:
@@ -132,7 +138,8 @@ def emulated(build: ArmBuild, seed: int | None = None) -> Check | str:
         return reason
     plain, args = packed_inputs(build, seed)
     run_emulated(build.obj, args)
-    return compare(build.layer.unpack(args[-1]), build.layer.reference(*plain), dtypes.int32)
+    return compare(cpu_layers.unpack(build.layer, args[-1]), cpu_layers.reference(build.layer, *plain),
+                   dtypes.int32)
 
 
 def compile_options(op: str, shape: str | None, dtype: str | None, params: Sequence[str], target: Target

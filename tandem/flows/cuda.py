@@ -133,7 +133,7 @@ def left_scalar(func: ir.PrimFunc, target: Target) -> list[str]:
     return reasons
 
 
-class CudaFlow(TargetFlow):
+class CudaLayerFlow(TargetFlow):
     """GEMM and conv2d on an NVIDIA GPU's Tensor Cores (fp16 x fp16 -> fp32)."""
 
     kind = "cuda"
@@ -295,7 +295,7 @@ def exact(job: GpuJob, inputs: Sequence[np.ndarray]) -> np.ndarray:
     return reference.conv2d(inputs[0], inputs[1], c.s, c.p)
 
 
-FLOW = CudaFlow()
+FLOW = CudaLayerFlow()
 
 
 @dataclass(frozen=True)

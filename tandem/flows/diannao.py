@@ -155,7 +155,10 @@ class DiannaoCompiled:
     kernel: DiannaoKernel
 
 
-class DiannaoFlow(TargetFlow):
+class DiannaoLayerFlow(TargetFlow):
+    """The card's built-in operators (``OPS``: element-wise add, sub, mul, maximum and relu; conv2d) and a
+    user's element-wise operator (``FILE.py:NAME``), scheduled on its cores and simulated on sim/diannao."""
+
     kind = "diannao"
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
@@ -401,7 +404,7 @@ def _fits(job: DiannaoJob, target: Target) -> DiannaoJob:
     return job
 
 
-class DiannaoGemmFlow(DiannaoFlow):
+class DiannaoGemmFlow(DiannaoLayerFlow):
     """GEMM ``out[M, N] = data[M, K] x weight[N, K]^T`` on the card as a convolution whose memory layout is
     the GEMM's own: the 1 x 1 convolution of M pixels of K channels (H = M, W = 1, IC = K, OC = N), or, where
     K is more than the conv instruction's fields hold, the f x f convolution with stride f of an (M f) x f
@@ -517,7 +520,7 @@ class DiannaoContractionFlow(ContractionFlow):
         return tensor_roofline(job.op.macs, size, traffic, job.gemm.cores, target)
 
 
-class NetworkOpFlow(DiannaoFlow):
+class DiannaoNetworkOpFlow(DiannaoLayerFlow):
     """The operators of compiler/ops/network.py on the card, written as operators of our own (their inputs,
     reference and validation are a user operator's): residual_add, relu and clip element-wise on the vector
     units (``elementwise_of``, as a user's); pooling, global average pooling, concat, softmax, layer norm
@@ -563,8 +566,8 @@ class NetworkOpFlow(DiannaoFlow):
 
 
 INTEGER_KINDS = ("int8", "int16")
-USER_FLOW = DiannaoFlow()   # the flow of the built-in operators takes user operators (FILE.py:NAME) too
-NETWORK_FLOW = NetworkOpFlow()
+USER_FLOW = DiannaoLayerFlow()   # the flow of the built-in operators takes user operators (FILE.py:NAME) too
+NETWORK_FLOW = DiannaoNetworkOpFlow()
 FLOW = ByOperator("diannao", {**dict.fromkeys(network.OPERATORS, NETWORK_FLOW),
                               **dict.fromkeys(OPS, USER_FLOW), "gemm": DiannaoContractionFlow.gemm_flow,
                               **dict.fromkeys(contractions.KINDS.keys() - {"conv2d"},

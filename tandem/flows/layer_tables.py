@@ -7,13 +7,13 @@
 - ``POLYDL_RESNET50``, ``POLYDL_FASTRCNN``, ``POLYDL_GEMMS``: PolyDL's convolution layers (name -> (H, W, IC,
   OC, K, S, P)) and GEMMs (name -> (M, N, K)), papers/polydl.md.
 - ``VITA_QUICK``: three small stand-ins for ResNet-18's kinds of layer (3x3, 1x1 stride 2, deep 3x3), which
-  the VITA experiments' ``--quick`` modes run; ``ConvLayer`` and ``resnet18_layers`` give either table as
-  layers.
+  the VITA experiments' ``--quick`` modes run; ``resnet18_layers`` gives either table as conv layers
+  (``compiler.ops.nn.ConvShape``) by name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from compiler.ops.nn import ConvShape
 
 RESNET18 = {
     "C2": (56, 64, 64, 3, 1), "C3": (56, 64, 64, 1, 1), "C4": (56, 64, 128, 3, 2), "C5": (56, 64, 128, 1, 2),
@@ -71,26 +71,12 @@ def padding(kernel: int) -> int:
     return kernel // 2
 
 
-@dataclass(frozen=True)
-class ConvLayer:
-    """A named square conv layer of batch 1: ``hw`` x ``hw`` input, ``ic`` -> ``oc`` channels, a ``k`` x
-    ``k`` kernel at stride ``s``, padded by ``padding(k)``."""
-
-    name: str
-    hw: int
-    ic: int
-    oc: int
-    k: int
-    s: int
-
-    @property
-    def vita(self):
-        """The layer as ``tandem.flows.vita`` runs it."""
-        from tandem.flows.vita import VitaLayer
-
-        return VitaLayer.conv2d(self.hw, self.hw, self.ic, self.oc, self.k, self.s, padding(self.k))
+def square_conv(hw: int, ic: int, oc: int, k: int, s: int) -> ConvShape:
+    """A row of ``RESNET18`` or ``VITA_QUICK`` as a conv layer of batch 1: ``hw`` x ``hw`` input, ``ic`` ->
+    ``oc`` channels, a ``k`` x ``k`` kernel at stride ``s``, padded by ``padding(k)``."""
+    return ConvShape(hw, hw, ic, oc, k, s, padding(k))
 
 
-def resnet18_layers(quick: bool = False) -> list[ConvLayer]:
-    """ResNet-18's C2-C12, or with ``quick`` the three small stand-ins of ``VITA_QUICK``."""
-    return [ConvLayer(name, *shape) for name, shape in (VITA_QUICK if quick else RESNET18).items()]
+def resnet18_layers(quick: bool = False) -> dict[str, ConvShape]:
+    """ResNet-18's C2-C12, or with ``quick`` the three small stand-ins of ``VITA_QUICK``, by name."""
+    return {name: square_conv(*shape) for name, shape in (VITA_QUICK if quick else RESNET18).items()}

@@ -37,7 +37,9 @@ from compiler.analysis.working_set import Nest, NotAnalysable, polyhedral, worki
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.ops import cpu
+from compiler.ops.nn import GemmShape
 from compiler.target import Target
+from tandem.flows.cpu_layers import DEFAULT_OPTIONS, CpuOptions, Layer, fused_extents, schedule
 
 
 @dataclass(frozen=True)
@@ -51,17 +53,20 @@ class Choice:
     seconds: float
 
 
-def variants(layer, first: cpu.CpuTuning, threads: int, lanes: int = cpu.LANES) -> list[cpu.CpuTuning]:
-    """PolyDL's variants of ``layer`` (a ``tandem.flows.cpu.CpuLayer``) around the microkernel of ``first``
-    (``tuning_space``'s first candidate, which comes first): see the module docstring. On more than one
-    thread a parallel loop of fewer than two iterations per thread is no variant."""
-    extents = list(layer.fused_extents(lanes))
+def variants(layer: Layer, first: cpu.CpuTuning, threads: int, lanes: int = cpu.LANES,
+             options: CpuOptions = DEFAULT_OPTIONS) -> list[cpu.CpuTuning]:
+    """PolyDL's variants of ``layer`` (computed as ``options`` say, tandem/flows/cpu_layers.py) around the
+    microkernel of ``first`` (``tuning_space``'s first candidate, which comes first): see the module
+    docstring. On more than one thread a parallel loop of fewer than two iterations per thread is no
+    variant."""
+    extents = list(fused_extents(layer, lanes, options))
     count, columns = len(extents), len(extents) - 1
     tail = extents[columns] % first.unroll_x != 0
-    oc_axis = 0 if layer.mnk is not None else 1
+    gemm = isinstance(layer, GemmShape)
+    oc_axis = 0 if gemm else 1
     extents[oc_axis] = -(-extents[oc_axis] // first.unroll_oc)   # the loops' extents outside the tile
     extents[columns] = -(-extents[columns] // first.unroll_x)
-    fixed = 0 if layer.mnk is not None else 1   # a convolution's batch stays outermost
+    fixed = 0 if gemm else 1   # a convolution's batch stays outermost
     head = tuple(range(fixed))
     out = [first]
     for rest in itertools.permutations(range(fixed, count)):
@@ -75,9 +80,10 @@ def variants(layer, first: cpu.CpuTuning, threads: int, lanes: int = cpu.LANES) 
     return list(dict.fromkeys(out))
 
 
-def analysis_nest(layer, isa: str, tuning: cpu.CpuTuning, target: Target) -> ir.Stmt:
+def analysis_nest(layer: Layer, isa: str, tuning: cpu.CpuTuning, target: Target,
+                  options: CpuOptions = DEFAULT_OPTIONS) -> ir.Stmt:
     """The loop nest PolyDL analyses for ``tuning``: its schedule lowered with no loop fused."""
-    sched = layer.schedule(isa, replace(tuning, parallel=1), target)
+    sched = schedule(layer, isa, replace(tuning, parallel=1), target, options)
     return lower(sched.schedule, sched.args).body
 
 
@@ -91,25 +97,25 @@ def fused_loops(body: ir.Stmt, count: int) -> tuple[ir.Var, ...]:
     return tuple(fused)
 
 
-def choose(layer, first: cpu.CpuTuning, isa: str, threads: int, target: Target,
+def choose(layer: Layer, first: cpu.CpuTuning, isa: str, threads: int, target: Target,
            levels: Sequence[MemoryLevel] | None = None, memory: MemoryLevel = MEMORY,
-           line_bytes: int | str | None = "os") -> Choice:
-    """Rank ``variants(layer, first, threads)`` in ``levels`` (default: this CPU's caches) and take the
-    cheapest; NotAnalysable (naming the variant) where a variant's loop nest is outside the polyhedral model.
-    Working sets count cache lines of ``line_bytes`` (``"os"``, the default: this CPU's,
-    ``cache_line_bytes``), or with None elements, as PolyDL's do: measured on AMD EPYC znver4 (1 thread),
-    counting elements chose the column tiles outermost on Fast R-CNN's large 1 x 1 layers (each line of the
-    data touched for a quarter of its bytes, then again a whole sweep later) and ran them at 0.50-0.86 of the
-    best variant, counting lines at 0.74-0.99."""
+           line_bytes: int | str | None = "os", options: CpuOptions = DEFAULT_OPTIONS) -> Choice:
+    """Rank ``variants(layer, first, threads)`` (``layer`` computed as ``options`` say) in ``levels``
+    (default: this CPU's caches) and take the cheapest; NotAnalysable (naming the variant) where a variant's
+    loop nest is outside the polyhedral model. Working sets count cache lines of ``line_bytes`` (``"os"``,
+    the default: this CPU's, ``cache_line_bytes``), or with None elements, as PolyDL's do: measured on AMD
+    EPYC znver4 (1 thread), counting elements chose the column tiles outermost on Fast R-CNN's large 1 x 1
+    layers (each line of the data touched for a quarter of its bytes, then again a whole sweep later) and ran
+    them at 0.50-0.86 of the best variant, counting lines at 0.74-0.99."""
     start = time.perf_counter()
     levels = tuple(cpu_caches() if levels is None else levels)
     line = cache_line_bytes() if line_bytes == "os" else line_bytes
-    candidates = variants(layer, first, threads)
+    candidates = variants(layer, first, threads, options=options)
     by_order: dict[tuple[int, ...], list[cpu.CpuTuning]] = {}
     for tuning in candidates:
         by_order.setdefault(tuning.order, []).append(tuning)
     found: dict[cpu.CpuTuning, list] = {}
-    count = len(layer.fused_extents(cpu.LANES))
+    count = len(fused_extents(layer, cpu.LANES, options))
     base: tuple[Nest, dict[int, ir.Var]] | None = None   # the first order's nest and its loop of each axis
     for order, group in by_order.items():   # the variants of one order share one nest and its dependences
         axes = order or tuple(range(count))
@@ -122,7 +128,7 @@ def choose(layer, first: cpu.CpuTuning, isa: str, threads: int, target: Target,
                 except ValueError:
                     nest = None
             if nest is None:
-                body = analysis_nest(layer, isa, group[0], target)
+                body = analysis_nest(layer, isa, group[0], target, options)
                 nest, outer = polyhedral(body, line_bytes=line), fused_loops(body, count)
                 if base is None and len(outer) == count:
                     base = nest, dict(zip(axes, outer, strict=True))

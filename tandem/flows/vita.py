@@ -18,6 +18,9 @@ depend on the data). In the report:
 - ``utilization``: the GEMM core's busy cycles over all cycles ("gemm") and each unit's busy share;
 - ``roofline_cycles``: the larger of the layer's multiply-adds at the GEMM core's peak and its compulsory
   DRAM traffic (input, weights, output once) at the DRAM bandwidth.
+
+A layer is a ``ConvShape`` or a ``GemmShape`` (tandem/flows/layers.py); VITA's functions of one (schedule,
+packing, reference, DRAM traffic) and the ``Epilogue`` are tandem/flows/vita_layers.py.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from compiler.backend.vita import VitaKernel, build_vita
 from compiler.errors import LoweringError, ScheduleError
 from compiler.lower import lower
 from compiler.ops import contractions, network, reference, vita
+from compiler.ops.nn import GemmShape
 from compiler.passes import check_token_order
 from compiler.passes.reindex import IntrinsicMapping, map_to_intrinsic
 from compiler.pipeline import build
@@ -44,6 +48,7 @@ from sim.core.energy import summed, table_for
 from sim.vita import energy as vita_energy
 from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
+from tandem.flows import layers, vita_layers
 from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, pads_less_transposed, plain_traffic
 from tandem.flows.flow import (
@@ -60,9 +65,11 @@ from tandem.flows.flow import (
     take_gemm,
     take_int,
 )
+from tandem.flows.layers import Layer
 from tandem.flows.run import run
 from tandem.flows.targets import as_target
 from tandem.flows.user_ops import UserOp, load_user_op
+from tandem.flows.vita_layers import DEFAULT_EPILOGUE, Epilogue
 
 DEFAULT_CONFIG = "vta-default"
 OPS = ("conv2d", "gemm")
@@ -71,122 +78,13 @@ TIMING_DEPENDS_ON_DATA = False
 OPTIONS = ("vthreads", "tune", "relu", "shift", "bias", "clip", "tiling")
 
 
-@dataclass(frozen=True)
-class Epilogue:
-    """What the accumulators do after a conv2d's or GEMM's sums (``compiler.ops.vita.conv2d``'s options): add
-    a bias per output channel (``bias``: an int32 input; a network folds its rounding constant into it),
-    shift right by ``shift``, clip to ``bounds`` (default [0 if ``relu`` else -128, 127])."""
-
-    shift: int = 8
-    relu: bool = False
-    bias: bool = False
-    bounds: tuple[int, int] | None = None
-
-    @property
-    def options(self) -> dict[str, Any]:
-        return {"shift": self.shift, "relu": self.relu, "bias": self.bias, "bounds": self.bounds}
-
-    @property
-    def params(self) -> dict[str, Any]:
-        """As the report's params show it: relu always; shift, bias and clip where not the default."""
-        given = {"shift": self.shift if self.shift != 8 else None, "bias": self.bias or None,
-                 "clip": list(self.bounds) if self.bounds is not None else None}
-        return {"relu": self.relu, **{k: v for k, v in given.items() if v is not None}}
-
-    @staticmethod
-    def take(params: dict[str, Any], where: str) -> Epilogue:
-        """Pop ``relu``, ``shift``, ``bias`` and ``clip`` from ``params`` (RunError naming a bad one)."""
-        relu, bias = bool(params.pop("relu", False)), bool(params.pop("bias", False))
-        shift = take_int(params, "shift", 8, 0, where)
-        if shift >= 31:
-            raise RunError(f"{where}: shift must be below 31 (the accumulators are int32), but got {shift}")
-        clip = params.pop("clip", None)
-        if clip is not None:
-            if (not isinstance(clip, tuple | list) or len(clip) != 2
-                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in clip)
-                    or not -128 <= clip[0] <= clip[1] <= 127):
-                raise RunError(f"{where}: clip must be (lo, hi) with -128 <= lo <= hi <= 127, but got "
-                               f"{clip!r}")
-            clip = (int(clip[0]), int(clip[1]))
-        return Epilogue(shift, relu, bias, clip)
-
-
-@dataclass(frozen=True)
-class VitaLayer:
-    """What ``run_vita`` runs: a conv2d layer, or a GEMM of m x k data with n x k weights."""
-
-    op: str
-    conv: vita.ConvShape
-
-    @staticmethod
-    def conv2d(h: int, w: int, ic: int, oc: int, k: int = 3, s: int = 1, p: int = 1, n: int = 1) -> VitaLayer:
-        return VitaLayer("conv2d", vita.ConvShape(h, w, ic, oc, k, s, p, n))
-
-    @staticmethod
-    def gemm(m: int, n: int, k: int) -> VitaLayer:
-        return VitaLayer("gemm", vita.ConvShape(m, 1, k, n, 1, 1, 0))   # dense is conv2d of m x 1, 1 x 1
-
-    @property
-    def params(self) -> dict[str, int]:
-        c = self.conv
-        if self.op == "gemm":
-            return {"M": c.h, "N": c.oc, "K": c.ic}
-        images = {"N": c.n} if c.n != 1 else {}
-        return {**images, "H": c.h, "W": c.w, "IC": c.ic, "OC": c.oc, "K": c.k, "S": c.s, "P": c.p}
-
-    def tiled(self, spec: isa.ISA) -> vita.ConvShape:
-        """The layer the schedule tiles on ``spec``'s machine: channels padded to whole blocks (a GEMM's rows
-        come in batch blocks)."""
-        c = self.conv
-        return vita.dense_shape(c.h, c.oc, c.ic, spec) if self.op == "gemm" else vita.to_blocks(c, spec)
-
-    def pack(self, arrays: Sequence[np.ndarray], spec: isa.ISA) -> list[np.ndarray]:
-        """Plain data and weights (NCHW and OIHW, or (M, K) and (N, K)) in the packed layouts, padded."""
-        pack = vita.pack_dense if self.op == "gemm" else vita.pack_conv
-        return list(pack(*arrays, spec))
-
-    def unpack(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """``pack`` undone: the plain arrays, the padding dropped."""
-        c = self.conv
-        if self.op == "gemm":
-            return list(vita.unpack_dense(*inputs, (c.h, c.oc, c.ic)))
-        return list(vita.unpack_conv(*inputs, c))
-
-    def plain_shapes(self) -> list[tuple[int, ...]]:
-        c = self.conv
-        if self.op == "gemm":
-            return [(c.h, c.ic), (c.oc, c.ic)]
-        return [(c.n, c.ic, c.h, c.w), (c.oc, c.ic, c.k, c.k)]
-
-    def schedule(self, tiling: vita.Tiling, spec, epilogue: Epilogue = Epilogue()) -> vita.VitaSchedule:
-        c = self.conv
-        if self.op == "gemm":
-            return vita.dense(c.h, c.oc, c.ic, tiling=tiling, vthreads=tiling.vthreads, spec=spec,
-                              **epilogue.options)
-        return vita.conv2d(c, tiling=tiling, vthreads=tiling.vthreads, spec=spec, **epilogue.options)
-
-    def reference(self, inputs: list[np.ndarray], epilogue: Epilogue = Epilogue()) -> np.ndarray:
-        c = self.conv
-        data, weight, *bias = inputs
-        options = {**epilogue.options, "bias": bias[0] if bias else None}
-        if self.op == "gemm":
-            return vita.dense_reference(data, weight, mnk=(c.h, c.oc, c.ic), **options)
-        return vita.conv2d_reference(data, weight, c, **options)
-
-    def dram_bytes(self, spec: isa.ISA | None = None) -> int:
-        """Compulsory DRAM traffic in bytes: int8 input, weights and output, each once (in the layouts that
-        ``spec``'s machine pads to whole blocks, when given)."""
-        c = self.conv if spec is None else vita.to_blocks(self.conv, spec)
-        return c.n * c.h * c.w * c.ic + c.oc * c.ic * c.k * c.k + c.n * c.oh * c.ow * c.oc
-
-
 def one_uop_timing(spec: isa.ISA, name: str) -> tuple[int, int]:
     """(latency, cycles) of instruction ``name`` of ``spec`` with one micro-op, from its timing."""
     _, latency, cycles = isa.timing_of(spec, spec.insn(name, uop_end=1, iter_out=1, iter_in=1))
     return latency or 0, cycles or 0
 
 
-def machine_costs(target: Target, epilogue: Epilogue = Epilogue()) -> vita.MachineCosts:
+def machine_costs(target: Target, epilogue: Epilogue = DEFAULT_EPILOGUE) -> vita.MachineCosts:
     """The numbers the schedule's cost model uses: the spec's timing (DRAM bandwidth, the GEMM and ALU
     instructions' pipeline fill, the ALU's cycles per micro-op and how many ALU instructions the epilogue
     takes on this spec) and the config's DRAM latency."""
@@ -202,17 +100,17 @@ def dram_bytes_per_cycle(target: Target) -> int:
     return target.spec.params["DRAM_BYTES_PER_CYCLE"]
 
 
-def roofline_cycles(layer: VitaLayer, target: Target) -> int:
+def roofline_cycles(layer: Layer, target: Target) -> int:
     """The larger of the layer's MACs at the GEMM core's peak and its compulsory traffic at DRAM speed."""
-    return max(math.ceil(layer.conv.macs / peak_macs_per_cycle(target.spec)),
-               math.ceil(layer.dram_bytes() / dram_bytes_per_cycle(target)))
+    return max(math.ceil(layer.macs / peak_macs_per_cycle(target.spec)),
+               math.ceil(vita_layers.dram_bytes(layer) / dram_bytes_per_cycle(target)))
 
 
-def compile_layer(layer: VitaLayer, tiling: vita.Tiling, target: Target, epilogue: Epilogue = Epilogue()
+def compile_layer(layer: Layer, tiling: vita.Tiling, target: Target, epilogue: Epilogue = DEFAULT_EPILOGUE
                   ) -> tuple[vita.VitaSchedule, VitaKernel]:
     """Schedule ``layer`` with ``tiling``, run the ``vita`` pipeline and emit the program; its tokens are
     checked against Theorem 3.1 (``check_token_order``)."""
-    vs = layer.schedule(tiling, target.spec, epilogue)
+    vs = vita_layers.schedule(layer, tiling, target.spec, epilogue)
     kernel = build_vita(build(vs.schedule, vs.args, target=target), target.spec)
     check_token_order(kernel.tokens)
     return vs, kernel
@@ -220,7 +118,9 @@ def compile_layer(layer: VitaLayer, tiling: vita.Tiling, target: Target, epilogu
 
 @dataclass(frozen=True)
 class VitaJob:
-    layer: VitaLayer
+    """A conv2d or GEMM to run on VITA: its epilogue, candidate tilings and packed input shapes."""
+
+    layer: Layer
     vthreads: int
     epilogue: Epilogue
     candidates: tuple[vita.Tiling, ...]
@@ -229,16 +129,17 @@ class VitaJob:
     vthreads_used: int = 0                       # fewer than asked when that many do not cut the layer
 
 
-def _check_size(layer: VitaLayer, target: Target) -> None:
+def _check_size(layer: Layer, target: Target) -> None:
     """The layer fits the machine's DRAM space and its work the config's micro-op budget: checked before any
     tiling is ranked, code emitted or array allocated."""
-    have, need = target.spec.spaces["DRAM"].bytes, layer.dram_bytes(target.spec)
+    have, need = target.spec.spaces["DRAM"].bytes, vita_layers.dram_bytes(layer, target.spec)
+    op, params = layers.op_of(layer), layers.params(layer)
     if need > have:
-        raise RunError(f"VITA {layer.op} {layer.params}: its input, weights and output need "
+        raise RunError(f"VITA {op} {params}: its input, weights and output need "
                        f"{need:,} bytes of DRAM, but the machine addresses {have:,}")
     # the DRAM image, the simulator's copy of it and the result's; the packed inputs and the reference
-    check_host_memory(4 * need, f"VITA {layer.op}", layer.params)
-    check_budget(layer.conv.macs, target, f"VITA {layer.op} {layer.params}")
+    check_host_memory(4 * need, f"VITA {op}", params)
+    check_budget(layer.macs, target, f"VITA {op} {params}")
 
 
 def check_budget(macs: int, target: Target, what: str) -> None:
@@ -252,18 +153,21 @@ def check_budget(macs: int, target: Target, what: str) -> None:
                        f"of your own (--config)")
 
 
-class VitaFlow(TargetFlow):
+class VitaLayerFlow(TargetFlow):
+    """conv2d and gemm on VITA: the cost model's tilings (or ``tune`` of them simulated), compiled with the
+    layer's epilogue, simulated on sim/vita and compared with numpy bit for bit."""
+
     kind = "vita"
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> VitaJob:
         if op not in OPS:
             raise RunError(f"VITA: no schedule for operator {op!r}; expected one of {', '.join(OPS)}")
         where = f"vita {op}"
+        layer: Layer
         if op == "gemm":
-            layer, keys = VitaLayer.gemm(*take_gemm(params, where)), GEMM_KEYS
+            layer, keys = GemmShape(*take_gemm(params, where)), GEMM_KEYS
         else:
-            c = take_conv(params, where, images=True)
-            layer, keys = VitaLayer("conv2d", c), (*CONV_KEYS, "N", "shape")
+            layer, keys = take_conv(params, where, images=True), (*CONV_KEYS, "N", "shape")
         vthreads = take_int(params, "vthreads", 0, 0, where)
         tune = take_int(params, "tune", 0, 0, where)
         epilogue = Epilogue.take(params, where)
@@ -280,18 +184,18 @@ class VitaFlow(TargetFlow):
             else:
                 ranked, used = _ranked_with_fallback(layer, vthreads, target, epilogue)
                 candidates = ranked[:tune] if tune > 0 else ranked[:1]
-            args = layer.schedule(candidates[0], target.spec, epilogue).args[:-1]
+            args = vita_layers.schedule(layer, candidates[0], target.spec, epilogue).args[:-1]
         except ScheduleError as exc:
-            raise RunError(f"VITA {layer.op} {layer.params}: {exc}") from None
+            raise RunError(f"VITA {op} {layers.params(layer)}: {exc}") from None
         shapes = tuple(tuple(a.shape) for a in args)
         return VitaJob(layer, vthreads, epilogue, tuple(candidates), shapes, target.spec, used)
 
     def inputs(self, job: VitaJob, rng: np.random.Generator) -> list[np.ndarray]:
-        plain = [rng.integers(-128, 128, shape, dtype=np.int8) for shape in job.layer.plain_shapes()]
-        packed = job.layer.pack(plain, job.spec)
+        plain = [rng.integers(-128, 128, shape, dtype=np.int8) for shape in layers.plain_shapes(job.layer)]
+        packed = vita_layers.pack(job.layer, plain, job.spec)
         if job.epilogue.bias:   # sums of about the accumulators' magnitude, so that the bias matters
             reach = 1 << (job.epilogue.shift + 7)
-            packed.append(vita.pack_bias(rng.integers(-reach, reach, job.layer.conv.oc), job.spec))
+            packed.append(vita.pack_bias(rng.integers(-reach, reach, layers.channels(job.layer)), job.spec))
         return packed
 
     def check_inputs(self, job: VitaJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -300,15 +204,15 @@ class VitaFlow(TargetFlow):
         want = [(s, np.dtype(np.int8 if i < 2 else np.int32)) for i, s in enumerate(job.input_shapes)]
         if got != want:
             bias = " and an int32 bias" if job.epilogue.bias else ""
-            raise RunError(f"VITA {job.layer.op}: expected int8 data and weights{bias} of shapes "
+            raise RunError(f"VITA {layers.op_of(job.layer)}: expected int8 data and weights{bias} of shapes "
                            f"{[list(s) for s in job.input_shapes]}, but got "
                            f"{[(list(s), str(d)) for s, d in got]}")
-        repacked = job.layer.pack(job.layer.unpack(arrays[:2]), job.spec)
+        repacked = vita_layers.pack(job.layer, vita_layers.unpack(job.layer, arrays[:2]), job.spec)
         for name, array, clean in zip(("data", "weights"), arrays[:2], repacked, strict=True):
             if not np.array_equal(array, clean):
-                raise RunError(f"VITA {job.layer.op} {job.layer.params}: the lanes of the {name} past the "
-                               f"layer's channels (the padding to whole blocks of {vita.block_of(job.spec)}) "
-                               f"must be 0")
+                raise RunError(f"VITA {layers.op_of(job.layer)} {layers.params(job.layer)}: the lanes of the "
+                               f"{name} past the layer's channels (the padding to whole blocks of "
+                               f"{vita.block_of(job.spec)}) must be 0")
         return arrays
 
     def compile(self, job: VitaJob, candidate: vita.Tiling, target: Target
@@ -329,13 +233,13 @@ class VitaFlow(TargetFlow):
                                                                                 table_for(target.config)))
 
     def reference(self, job: VitaJob, inputs: list[np.ndarray]) -> np.ndarray:
-        return job.layer.reference(inputs, job.epilogue)
+        return vita_layers.reference(job.layer, inputs, job.epilogue)
 
     def roofline(self, job: VitaJob, target: Target, execution: Execution) -> int:
         return roofline_cycles(job.layer, target)
 
     def params(self, job: VitaJob, candidate: vita.Tiling, target: Target) -> dict[str, Any]:
-        return {**job.layer.params, "vthreads": job.vthreads, "vthreads_used": job.vthreads_used,
+        return {**layers.params(job.layer), "vthreads": job.vthreads, "vthreads_used": job.vthreads_used,
                 "tiling": asdict(candidate),
                 "config": target.config.name, **job.epilogue.params}
 
@@ -343,16 +247,16 @@ class VitaFlow(TargetFlow):
         return {"tiling": asdict(candidate), "cycles": int(cost)}
 
 
-GEMM_FLOW = VitaFlow()
+LAYER_FLOW = VitaLayerFlow()
 
 
 class VitaContractionFlow(ContractionFlow):
     """TensorIR's kinds on VITA (tandem/flows/contraction.py): mapped onto the spec's GEMM instruction, run as
-    the GEMMs of VitaFlow (tilings, virtual threads, tuning), operands packed in its layouts, the int8
+    the GEMMs of VitaLayerFlow (tilings, virtual threads, tuning), operands packed in its layouts, the int8
     shift-and-clip epilogue applied."""
 
     kind = "vita"
-    gemm_flow = GEMM_FLOW
+    gemm_flow = LAYER_FLOW
     options = ("vthreads", "tune", "relu")
 
     def mapping(self, op: contractions.Contraction, target: Target, where: str) -> IntrinsicMapping:
@@ -411,7 +315,7 @@ class NetworkJob:
     candidates: tuple[None, ...] = (None,)
 
 
-class VitaNetworkFlow(TargetFlow):
+class VitaNetworkOpFlow(TargetFlow):
     """The network operators VITA's ALU computes (``compiler.ops.vita.elementwise`` and ``pool``):
     residual_add, relu, clip, concat, max_pool, avg_pool and global_avg_pool over int32 [C, H, W] tensors
     (``compiler/ops/network.py``'s shapes and parameters), loaded into the accumulators, stored as int8:
@@ -667,17 +571,17 @@ class VitaUserFlow(TargetFlow):
 USER_FLOW = VitaUserFlow()
 
 
-FLOW = ByOperator("vita", {**dict.fromkeys(OPS, GEMM_FLOW),
+FLOW = ByOperator("vita", {**dict.fromkeys(OPS, LAYER_FLOW),
                            **dict.fromkeys(contractions.KINDS.keys() - set(OPS), VitaContractionFlow()),
-                           **dict.fromkeys(network.OPERATORS, VitaNetworkFlow())})
+                           **dict.fromkeys(network.OPERATORS, VitaNetworkOpFlow())})
 
 
-def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, epilogue: Epilogue
+def _ranked_with_fallback(layer: Layer, vthreads: int, target: Target, epilogue: Epilogue
                           ) -> tuple[list[vita.Tiling], int]:
     """The ranked tilings for ``vthreads`` virtual threads or, when no tiling cuts the layer into that many
     threads' whole tiles, for the largest count below that does (down to none); and the count used. The
     ScheduleError of the count asked for when none works."""
-    tiled = layer.tiled(target.spec)
+    tiled = vita_layers.tiled(layer, target.spec)
     # no count above both the output channel blocks and the output rows can cut the layer
     most = max(tiled.oc // vita.block_of(target.spec), tiled.oh, 1)
     first = None
@@ -690,8 +594,8 @@ def _ranked_with_fallback(layer: VitaLayer, vthreads: int, target: Target, epilo
     raise first
 
 
-def polydl_ranked(layer: VitaLayer, tilings: Sequence[vita.Tiling], target: Target,
-                  epilogue: Epilogue = Epilogue()) -> list[tuple[vita.Tiling, float]]:
+def polydl_ranked(layer: Layer, tilings: Sequence[vita.Tiling], target: Target,
+                  epilogue: Epilogue = DEFAULT_EPILOGUE) -> list[tuple[vita.Tiling, float]]:
     """``tilings`` ranked by PolyDL over VITA's scratchpads (``compiler.analysis.poly_rank.rank_staged``):
     each tiling's schedule lowered with its copies between DRAM and the input and weight buffers, the
     reuses of the DRAM arrays placed in the buffer their copies fill, costed by Eq. (1) with the config's
@@ -699,22 +603,23 @@ def polydl_ranked(layer: VitaLayer, tilings: Sequence[vita.Tiling], target: Targ
     (more rows, then output and input channel blocks: fewer instructions)."""
     bodies = {}
     for tiling in sorted(tilings, key=lambda t: (-t.rows, -t.oc_block, -t.ic_block)):
-        vs = layer.schedule(tiling, target.spec, epilogue)
+        vs = vita_layers.schedule(layer, tiling, target.spec, epilogue)
         bodies[tiling] = lower(vs.schedule, vs.args).body
     dram = MemoryLevel("DRAM", 0, float(target.config.dram_latency_cycles),
                        float(dram_bytes_per_cycle(target)))
     return [(r.name, r.cost) for r in rank_staged(bodies, target.spec, dram)]
 
 
-def run_vita(layer: VitaLayer, vthreads: int = 0, config: str | VitaConfig | Target = DEFAULT_CONFIG,
+def run_vita(layer: Layer, vthreads: int = 0, config: str | VitaConfig | Target = DEFAULT_CONFIG,
              tiling: vita.Tiling | None = None, tune: int = 0, relu: bool = False, seed: int = 0,
              inputs: list[np.ndarray] | None = None) -> RunReport:
-    """``run`` for VITA: ``layer`` with ``vthreads`` virtual threads (0: none) on ``config`` (the target, or
-    a machine config, object, name or file, to run with its spec). The tiling is ``tiling``, else the best
-    of ``tune`` simulated candidates when ``tune`` > 0, else the cost model's first choice."""
-    params: dict[str, Any] = {**layer.params, "vthreads": vthreads, "tiling": tiling, "tune": tune,
+    """``run`` for VITA: ``layer`` (a conv2d or a GEMM) with ``vthreads`` virtual threads (0: none) on
+    ``config`` (the target, or a machine config, object, name or file, to run with its spec). The tiling is
+    ``tiling``, else the best of ``tune`` simulated candidates when ``tune`` > 0, else the cost model's first
+    choice."""
+    params: dict[str, Any] = {**layers.params(layer), "vthreads": vthreads, "tiling": tiling, "tune": tune,
                               "relu": relu, "seed": seed}
-    return run(layer.op, as_target("vita", config), params, inputs=inputs)
+    return run(layers.op_of(layer), as_target("vita", config), params, inputs=inputs)
 
 
 def dram_bytes(result: VitaResult) -> int:

@@ -156,15 +156,15 @@ def test_small_conv_after_each_pass_of_the_cpu_pipeline(golden) -> None:
 @pytest.mark.parametrize("source", ["resnet18", "table1"])
 def test_every_resnet18_and_unit_table1_layer_is_bit_exact(source: str) -> None:
     """The experiment's 27 layers at full size, UNIT's default tuning, one run each."""
-    from tandem.flows.cpu import CpuLayer, tuning_space
+    from tandem.flows.cpu_tuning import tuning_space
     from tandem.flows.layer_tables import RESNET18, UNIT_TABLE1, padding
 
     if source == "resnet18":
-        layers = [CpuLayer.conv2d(hw, hw, ic, oc, k, s, padding(k)) for hw, ic, oc, k, s in RESNET18.values()]
+        layers = [ConvShape(hw, hw, ic, oc, k, s, padding(k)) for hw, ic, oc, k, s in RESNET18.values()]
     else:
-        layers = [CpuLayer.conv2d(ihw, ihw, c, k, r, s, 0) for c, ihw, k, r, s in UNIT_TABLE1.values()]
+        layers = [ConvShape(ihw, ihw, c, k, r, s, 0) for c, ihw, k, r, s in UNIT_TABLE1.values()]
     for layer in layers:
-        run_conv(layer.conv, "x86-vnni", tuning_space(layer)[0])
+        run_conv(layer, "x86-vnni", tuning_space(layer)[0])
 
 
 @st.composite
@@ -186,17 +186,16 @@ def windows(draw) -> Window:
 def test_direct_convolutions_equal_numpy_and_put_every_product_on_vpdpbusd(window, tuning) -> None:
     """``cpu.conv`` (the window read in the kernel): random windows of every form compile through the
     pipeline, every product on the instruction, and equal the reference bit for bit."""
-    from tandem.flows.cpu import CpuLayer
+    from tandem.flows import cpu_layers
 
-    layer = CpuLayer("window", window=window)
-    data, weight = layer.inputs(0)
+    data, weight = cpu_layers.inputs(window, 0)
     sched = conv(window, "x86-vnni", tuning, spec=X86)
     func = compiled(sched)
     assert unmatched(func, X86) == [] and instructions(func) > 0
-    packed = layer.pack(data, weight)
+    packed = cpu_layers.pack(window, data, weight)
     out = np.zeros(func.params[-1].shape, np.int32)
     build(func, threads=1)(*packed, out)
-    np.testing.assert_array_equal(layer.unpack(out), layer.reference(data, weight))
+    np.testing.assert_array_equal(cpu_layers.unpack(window, out), cpu_layers.reference(window, data, weight))
 
 
 def test_a_window_that_is_no_convolution_is_refused() -> None:

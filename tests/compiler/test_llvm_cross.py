@@ -16,25 +16,28 @@ import pytest
 
 import isa
 from compiler import interp
+from compiler.analysis.issued import issued_instructions
 from compiler.backend.llvm_cross import cross_build, function_assembly, needed_features
 from compiler.errors import CodegenError, ScheduleError
 from compiler.lower import lower
 from compiler.ops import cpu
-from compiler.ops.nn import ConvShape
+from compiler.ops.nn import ConvShape, GemmShape
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from isa.loader import SPECS_DIR
-from tandem.flows.cpu import CpuLayer, issued_instructions
+from tandem.flows import cpu_layers
+from tandem.flows.cpu_layers import CpuOptions, Layer
 
 ARM = isa.load_isa("arm")
 TARGET = Target("arm", ARM)
 SDOT_Q = re.compile(r"^\s*sdot\s+v\d+\.4s, v\d+\.16b, v\d+\.16b$", re.MULTILINE)
 X86 = re.compile(r"%[a-z]|[xyz]mm\d|vpdpbusd|avx|\bvp[a-z]+", re.IGNORECASE)
+S8 = CpuOptions("int8")   # sdot's s8 x s8
 
 
-def compiled(layer: CpuLayer, tuning: cpu.CpuTuning | None = None, target: Target = TARGET):
-    """The layer's schedule, its loop IR after the arm pipeline, and the object for AArch64."""
-    sched = layer.schedule("arm-dot", tuning or cpu.CpuTuning(), target)
+def compiled(layer: Layer, tuning: cpu.CpuTuning | None = None, target: Target = TARGET):
+    """The int8 layer's schedule, its loop IR after the arm pipeline, and the object for AArch64."""
+    sched = cpu_layers.schedule(layer, "arm-dot", tuning or cpu.CpuTuning(), target, S8)
     func = compile_func(lower(sched.schedule, sched.args), target)
     return sched, func, cross_build(func, target.triple)
 
@@ -50,12 +53,12 @@ def loops(asm: str) -> dict[str, str]:
     return found
 
 
-def interpreted(layer: CpuLayer, sched, func, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The compiled loop IR's result on seeded inputs (unpacked) and numpy's."""
-    data, weight = layer.inputs(seed)
-    args = [*layer.pack(data, weight, sched.packing), np.zeros(func.params[-1].shape, np.int32)]
+def interpreted(layer: Layer, sched, func, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The compiled loop IR's result on seeded int8 inputs (unpacked) and numpy's."""
+    data, weight = cpu_layers.inputs(layer, seed, S8)
+    args = [*cpu_layers.pack(layer, data, weight, sched.packing), np.zeros(func.params[-1].shape, np.int32)]
     interp.run(func, args)
-    return layer.unpack(args[-1]), layer.reference(data, weight)
+    return cpu_layers.unpack(layer, args[-1]), cpu_layers.reference(layer, data, weight)
 
 
 def test_the_blocking_is_read_from_the_spec_instruction() -> None:
@@ -79,7 +82,7 @@ def test_gemm_inner_loop_is_one_sdot_per_accumulator_of_the_tile(golden) -> None
     vector per oc block (ldr q) and one broadcast group per row (ld1r), on q registers. The golden file is
     the loop IR after the arm pipeline: what LLVM compiles."""
     tuning = cpu.CpuTuning(parallel=2, unroll_oc=2, unroll_x=4)
-    layer = CpuLayer.gemm(16, 32, 64, dtype="int8")
+    layer = GemmShape(16, 32, 64)
     sched, func, obj = compiled(layer, tuning)
     golden.check(str(func))
     assert issued_instructions(func) == {"sdot_v4i32": 16 * (32 // 4) * (64 // 4)}
@@ -94,7 +97,7 @@ def test_gemm_inner_loop_is_one_sdot_per_accumulator_of_the_tile(golden) -> None
 
 
 def test_no_x86_leaks_into_the_aarch64_code() -> None:
-    _, func, obj = compiled(CpuLayer.gemm(8, 8, 16, dtype="int8"))
+    _, func, obj = compiled(GemmShape(8, 8, 16))
     assert obj.features == ("dotprod",) and needed_features(func) == ("dotprod",)
     assert "llvm.aarch64.neon.sdot.v4i32.v16i8" in obj.llvm_ir and "x86" not in obj.llvm_ir
     assert obj.llvm_ir.count('target triple = "aarch64-unknown-linux-gnu"') == 1
@@ -106,7 +109,7 @@ def test_no_x86_leaks_into_the_aarch64_code() -> None:
 @pytest.mark.parametrize("mnk", [(16, 32, 64), (13, 10, 7), (1, 4, 4), (5, 36, 20)])
 def test_gemm_after_tensorize_is_bit_exact_in_the_interpreter(mnk) -> None:
     """Shapes whose rows, columns or K are not whole tiles or blocks: partitioned tails, zero padding."""
-    layer = CpuLayer.gemm(*mnk, dtype="int8")
+    layer = GemmShape(*mnk)
     sched, func, obj = compiled(layer)
     got, want = interpreted(layer, sched, func, seed=sum(mnk))
     np.testing.assert_array_equal(got, want)
@@ -116,21 +119,21 @@ def test_gemm_after_tensorize_is_bit_exact_in_the_interpreter(mnk) -> None:
 @pytest.mark.parametrize("conv", [ConvShape(6, 6, 8, 8, 3, 1, 1), ConvShape(7, 9, 5, 6, 3, 2, 1),
                                   ConvShape(4, 4, 4, 4, 1, 1, 0)])
 def test_conv2d_after_tensorize_is_bit_exact_in_the_interpreter(conv: ConvShape) -> None:
-    layer = CpuLayer.conv2d(conv.h, conv.w, conv.ic, conv.oc, conv.k, conv.s, conv.p, dtype="int8")
-    sched, func, obj = compiled(layer, cpu.CpuTuning(parallel=3, unroll_oc=1, unroll_x=4))
-    got, want = interpreted(layer, sched, func)
+    sched, func, obj = compiled(conv, cpu.CpuTuning(parallel=3, unroll_oc=1, unroll_x=4))
+    got, want = interpreted(conv, sched, func)
     np.testing.assert_array_equal(got, want)
     assert issued_instructions(func)["sdot_v4i32"] >= conv.oh * conv.ow and SDOT_Q.search(obj.assembly)
 
 
 def test_int8_extremes_wrap_as_numpy_int32() -> None:
     """Every product -128 x -128: the int32 sums are exact, as sdot's are."""
-    layer = CpuLayer.gemm(4, 8, 64, dtype="int8")
+    layer = GemmShape(4, 8, 64)
     sched, func, _ = compiled(layer)
     a, b = np.full((4, 64), -128, np.int8), np.full((8, 64), -128, np.int8)
-    args = [*layer.pack(a, b, sched.packing), np.zeros(func.params[-1].shape, np.int32)]
+    args = [*cpu_layers.pack(layer, a, b, sched.packing), np.zeros(func.params[-1].shape, np.int32)]
     interp.run(func, args)
-    np.testing.assert_array_equal(layer.unpack(args[-1]), np.full((4, 8), 64 * 128 * 128, np.int32))
+    np.testing.assert_array_equal(cpu_layers.unpack(layer, args[-1]),
+                                  np.full((4, 8), 64 * 128 * 128, np.int32))
 
 
 def test_a_spec_with_only_the_64_bit_sdot_blocks_by_2_lanes(tmp_path) -> None:
@@ -141,7 +144,7 @@ def test_a_spec_with_only_the_64_bit_sdot_blocks_by_2_lanes(tmp_path) -> None:
     spec = isa.load_spec_text(text, str(tmp_path / "arm-64.toml"))
     target = Target("arm", spec)
     assert cpu.packing("arm-dot", "int8", spec) == cpu.Packing("int8", "int8", 2, 4, "sdot_v2i32")
-    layer = CpuLayer.gemm(6, 10, 12, dtype="int8")
+    layer = GemmShape(6, 10, 12)
     sched, func, obj = compiled(layer, target=target)
     got, want = interpreted(layer, sched, func)
     np.testing.assert_array_equal(got, want)
@@ -149,13 +152,13 @@ def test_a_spec_with_only_the_64_bit_sdot_blocks_by_2_lanes(tmp_path) -> None:
 
 
 def test_a_target_without_the_spec_feature_is_refused() -> None:
-    _, func, _ = compiled(CpuLayer.gemm(4, 4, 4, dtype="int8"))
+    _, func, _ = compiled(GemmShape(4, 4, 4))
     with pytest.raises(CodegenError, match=r"the target \(features none\) lacks dotprod"):
         cross_build(func, TARGET.triple, features=())
 
 
 def test_unknown_triple_and_function_are_named() -> None:
-    _, func, obj = compiled(CpuLayer.gemm(4, 4, 4, dtype="int8"))
+    _, func, obj = compiled(GemmShape(4, 4, 4))
     with pytest.raises(CodegenError, match="no LLVM target for triple 'nonsense-none-none'"):
         cross_build(func, "nonsense-none-none")
     with pytest.raises(CodegenError, match="no function 'missing'"):

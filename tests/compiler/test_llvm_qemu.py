@@ -19,40 +19,44 @@ from compiler.backend.llvm_qemu import STUB_WORDS, harness_module, run_emulated,
 from compiler.errors import CodegenError, CpuRuntimeError
 from compiler.lower import lower
 from compiler.ops import cpu
+from compiler.ops.nn import ConvShape, GemmShape
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
-from tandem.flows.cpu import CpuLayer
+from tandem.flows import cpu_layers
+from tandem.flows.cpu_layers import CpuOptions, Layer
 
 TARGET = Target("arm", isa.load_isa("arm"))
 MISSING = unavailable(TARGET.triple)
 needs_qemu = pytest.mark.skipif(MISSING is not None, reason=f"cannot run AArch64 code here: {MISSING}")
+S8 = CpuOptions("int8")   # sdot's s8 x s8
 
 
-def build(layer: CpuLayer, tuning: cpu.CpuTuning | None = None):
-    sched = layer.schedule("arm-dot", tuning or cpu.CpuTuning(), TARGET)
+def build(layer: Layer, tuning: cpu.CpuTuning | None = None):
+    sched = cpu_layers.schedule(layer, "arm-dot", tuning or cpu.CpuTuning(), TARGET, S8)
     func = compile_func(lower(sched.schedule, sched.args), TARGET)
     return sched, cross_build(func, TARGET.triple)
 
 
-def emulate(layer: CpuLayer, sched, obj, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    data, weight = layer.inputs(seed)
-    args = [*layer.pack(data, weight, sched.packing), np.zeros(obj.func.params[-1].shape, np.int32)]
+def emulate(layer: Layer, sched, obj, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    data, weight = cpu_layers.inputs(layer, seed, S8)
+    out = np.zeros(obj.func.params[-1].shape, np.int32)
+    args = [*cpu_layers.pack(layer, data, weight, sched.packing), out]
     run_emulated(obj, args)
-    return layer.unpack(args[-1]), layer.reference(data, weight)
+    return cpu_layers.unpack(layer, args[-1]), cpu_layers.reference(layer, data, weight)
 
 
 @needs_qemu
 @pytest.mark.parametrize("mnk", [(16, 32, 64), (13, 10, 7), (33, 20, 132)])
 def test_gemm_under_qemu_equals_numpy(mnk) -> None:
-    layer = CpuLayer.gemm(*mnk, dtype="int8")
+    layer = GemmShape(*mnk)
     got, want = emulate(layer, *build(layer), seed=sum(mnk))
     np.testing.assert_array_equal(got, want)
 
 
 @needs_qemu
 def test_conv2d_under_qemu_equals_numpy() -> None:
-    layer = CpuLayer.conv2d(9, 7, 12, 20, 3, 2, 1, dtype="int8")
+    layer = ConvShape(9, 7, 12, 20, 3, 2, 1)
     got, want = emulate(layer, *build(layer, cpu.CpuTuning(parallel=3, unroll_oc=2, unroll_x=4)))
     np.testing.assert_array_equal(got, want)
 
@@ -74,7 +78,7 @@ def test_a_fault_is_reported_by_its_message() -> None:
 
 @needs_qemu
 def test_bad_arguments_are_refused_before_running() -> None:
-    layer = CpuLayer.gemm(4, 4, 4, dtype="int8")
+    layer = GemmShape(4, 4, 4)
     _, obj = build(layer)
     with pytest.raises(CpuRuntimeError, match="expected 3 arguments"):
         run_emulated(obj, [np.zeros((4, 4), np.int8)])
@@ -86,7 +90,7 @@ def test_without_the_tools_the_reason_is_named(monkeypatch) -> None:
     monkeypatch.setenv("PATH", "")
     assert "no qemu-aarch64" in unavailable(TARGET.triple)
     assert "only aarch64" in unavailable("x86_64-unknown-linux-gnu")
-    _, obj = build(CpuLayer.gemm(4, 4, 4, dtype="int8"))
+    _, obj = build(GemmShape(4, 4, 4))
     with pytest.raises(CodegenError, match="cannot run main for aarch64-unknown-linux-gnu: no qemu-aarch64"):
         run_emulated(obj, [np.zeros((4, 4), np.int8), np.zeros((1, 1, 4, 4), np.int8),
                            np.zeros((4, 1, 4), np.int32)])
@@ -95,7 +99,7 @@ def test_without_the_tools_the_reason_is_named(monkeypatch) -> None:
 def test_the_harness_calls_each_segment_and_writes_only_outputs() -> None:
     """No emulator needed: the harness module's text. The 3 x 4 int32 output (48 bytes) is written, the
     inputs not; a fault and the end exit."""
-    _, obj = build(CpuLayer.gemm(3, 4, 4, dtype="int8"))
+    _, obj = build(GemmShape(3, 4, 4))
     arrays = [np.zeros((3, 4), np.int8), np.zeros((1, 1, 4, 4), np.int8), np.zeros((3, 1, 4), np.int32)]
     text = str(harness_module(obj, arrays))
     assert all(f'call i32 @"{s.name}"' in text for s in obj.segments) and 'define void @"_start"()' in text

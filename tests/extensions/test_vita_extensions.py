@@ -10,10 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 import isa
+from compiler.ops.nn import ConvShape
 from compiler.ops.vita import Tiling
 from tandem.cli.app import app
 from tandem.flows.targets import load_target
-from tandem.flows.vita import VitaLayer, run_vita
+from tandem.flows.vita import run_vita
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -51,7 +52,7 @@ def test_alu_clip_is_timed_by_its_own_spec_timing(tmp_path: Path) -> None:
                     f'timing = {{ cycles = "16 * iter_out * iter_in * max(uop_end - uop_bgn, 0)" }}\n')
     fast = run("conv2d", "--spec", str(CLIP))
     tiling = Tiling(**fast["params"]["tiling"])
-    layer = VitaLayer.conv2d(14, 14, 64, 64)
+    layer = ConvShape(14, 14, 64, 64)
     same = run_vita(layer, 0, load_target("vita", "tvm-paper", CLIP), tiling=tiling)
     slower = run_vita(layer, 0, load_target("vita", "tvm-paper", slow), tiling=tiling)
     assert same.cycles == fast["cycles"] and slower.validated

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 import isa
+from compiler.ops.nn import GemmShape
 from isa.loader import SPECS_DIR
 from sim.diannao.machine import simulate as simulate_diannao
 from sim.vita.config import load_config
 from sim.vita.machine import simulate as simulate_vita
 from tandem.flows.targets import load_target
-from tandem.flows.vita import VitaLayer, run_vita
+from tandem.flows.vita import run_vita
 
 
 def edited(family: str, tmp_path: Path, *edits: tuple[str, str], count: int = 1) -> isa.ISA:
@@ -38,7 +39,7 @@ def test_a_gemm_eight_times_slower_in_the_spec_gives_more_cycles(tmp_path):
     gemm_cycles = 'cycles = "iter_out * iter_in * max(uop_end - uop_bgn, 0)"'
     slow = edited("vita", tmp_path,
                   (gemm_cycles, 'cycles = "8 * iter_out * iter_in * max(uop_end - uop_bgn, 0)"'))
-    layer = VitaLayer.gemm(64, 64, 256)      # compute-bound: one GEMM core's cycles dominate
+    layer = GemmShape(64, 64, 256)      # compute-bound: one GEMM core's cycles dominate
     base = run_vita(layer, 0, load_target("vita", "tvm-paper"))
     slower = run_vita(layer, 0, load_target("vita", "tvm-paper", slow), tiling=_tiling(base))
     assert base.validated and slower.validated

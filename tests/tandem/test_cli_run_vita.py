@@ -8,9 +8,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from compiler.ops.nn import ConvShape, GemmShape
 from tandem.cli.app import app
 from tandem.flows.targets import load_target
-from tandem.flows.vita import VitaLayer, roofline_cycles, run_vita
+from tandem.flows.vita import roofline_cycles, run_vita
 
 RUNNER = CliRunner()
 CONTRACT = {"op", "target", "params", "validated", "max_abs_err", "cycles", "instructions", "scalar_fallback",
@@ -55,15 +56,15 @@ def test_tuning_measures_candidates_and_keeps_the_fastest() -> None:
 
 def test_roofline_is_the_larger_of_peak_compute_and_compulsory_traffic() -> None:
     target = load_target("vita", "tvm-paper")
-    conv = VitaLayer.conv2d(56, 56, 64, 64, 1, 1, 0)   # 1x1: memory-bound on this machine
+    conv = ConvShape(56, 56, 64, 64, 1, 1, 0)   # 1x1: memory-bound on this machine
     traffic = 56 * 56 * 64 * 2 + 64 * 64
     assert roofline_cycles(conv, target) == -(-traffic // target.spec.params["DRAM_BYTES_PER_CYCLE"])
-    gemm = VitaLayer.gemm(256, 256, 256)
+    gemm = GemmShape(256, 256, 256)
     assert roofline_cycles(gemm, target) == 256 ** 3 // 256
 
 
 def test_runs_are_deterministic() -> None:
-    layer = VitaLayer.conv2d(8, 8, 32, 32)
+    layer = ConvShape(8, 8, 32, 32)
     first, second = run_vita(layer, 2), run_vita(layer, 2)
     assert first.cycles == second.cycles and first.instructions == second.instructions
 
@@ -112,7 +113,7 @@ def test_a_batch_that_is_not_a_whole_block_is_padded_too() -> None:
     config = load_config("vta-default")
     params = {**config.isa_params, "LOG_BATCH": 1}
     target = load_target("vita", dataclasses.replace(config, isa_params=params))
-    report = run_vita(VitaLayer.gemm(5, 15, 20), 0, target)
+    report = run_vita(GemmShape(5, 15, 20), 0, target)
     assert report.validated and report.output.shape == (3, 1, 2, 16)
     assert not report.output[2, :, 1].any() and not report.output[..., 15:].any()   # the padding lanes
 
@@ -123,7 +124,7 @@ def test_the_padding_lanes_of_given_inputs_must_be_zero() -> None:
     from compiler.ops import vita
     from tandem.flows.flow import RunError
 
-    layer = VitaLayer.gemm(4, 16, 20)
+    layer = GemmShape(4, 16, 20)
     rng = np.random.default_rng(0)
     a, w = rng.integers(-128, 128, (4, 20), dtype=np.int8), rng.integers(-128, 128, (16, 20), dtype=np.int8)
     data, weight = vita.pack_dense(a, w, load_target("vita").spec)

@@ -16,14 +16,18 @@ from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ops.cpu import CpuTuning
+from compiler.ops.nn import ConvShape, GemmShape
+from tandem.flows import cpu_layers
 from tandem.flows import polydl as cpu_polydl
-from tandem.flows.cpu import MEASURED_FALLBACK, CpuLayer, compile_layer, run_cpu, tuning_space
+from tandem.flows.cpu import compile_layer, run_cpu
+from tandem.flows.cpu_layers import fused_extents
+from tandem.flows.cpu_tuning import MEASURED_FALLBACK, tuning_space
 from tandem.flows.polydl import analysis_nest, choose, fused_loops, variants
 from tandem.flows.targets import load_target
 
 TARGET = load_target("cpu")
-CONV = CpuLayer.conv2d(14, 14, 64, 64)           # 14 columns: a tile of 4 leaves a tail
-GEMM = CpuLayer.gemm(64, 64, 256)
+CONV = ConvShape(14, 14, 64, 64)           # 14 columns: a tile of 4 leaves a tail
+GEMM = GemmShape(64, 64, 256)
 LEVELS = [MemoryLevel("L1", 32 * 1024, 4, 192), MemoryLevel("L2", 1024 * 1024, 14, 96)]
 vnni = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
 
@@ -35,7 +39,7 @@ def test_the_variants_are_every_order_of_the_outer_loops_around_one_microkernel(
     assert {(t.unroll_oc, t.unroll_x) for t in space} == {(first.unroll_oc, first.unroll_x)}
     orders = {t.order or (0, 1, 2, 3) for t in space}
     assert orders == {(0, *rest) for rest in itertools.permutations((1, 2, 3))}   # the batch stays outermost
-    tail = CONV.fused_extents()[-1] % first.unroll_x != 0
+    tail = fused_extents(CONV)[-1] % first.unroll_x != 0
     for t in space:   # a column-tile loop with a tail is never fused
         assert not tail or 3 not in (t.order or (0, 1, 2, 3))[: t.parallel]
     gemm = variants(GEMM, tuning_space(GEMM)[0], threads=1)
@@ -44,7 +48,7 @@ def test_the_variants_are_every_order_of_the_outer_loops_around_one_microkernel(
 
 def test_on_two_threads_every_parallel_loop_gives_each_thread_two_iterations():
     first = tuning_space(CONV, threads=2)[0]
-    extents = list(CONV.fused_extents())
+    extents = list(fused_extents(CONV))
     extents[1], extents[3] = -(-extents[1] // first.unroll_oc), -(-extents[3] // first.unroll_x)
     space = variants(CONV, first, threads=2)
     assert space and all(math.prod(extents[k] for k in (t.order or (0, 1, 2, 3))[: t.parallel]) >= 4
@@ -53,7 +57,7 @@ def test_on_two_threads_every_parallel_loop_gives_each_thread_two_iterations():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("layer", [CONV, GEMM, CpuLayer.conv2d(7, 7, 32, 48, k=3, s=2, p=1)],
+@pytest.mark.parametrize("layer", [CONV, GEMM, ConvShape(7, 7, 32, 48, k=3, s=2, p=1)],
                          ids=["conv2d", "gemm", "conv2d-3x3s2"])
 def test_choose_ranks_as_if_every_order_were_lowered_and_analysed_on_its_own(layer, threads):
     """choose lowers the first order only and reorders its polyhedral nest for the others."""
@@ -72,18 +76,18 @@ def test_choose_ranks_as_if_every_order_were_lowered_and_analysed_on_its_own(lay
 @vnni
 @pytest.mark.parametrize("layer", [CONV, GEMM], ids=["conv2d", "gemm"])
 def test_every_variant_compiles_and_is_bit_exact(layer):
-    data, weight = layer.inputs(3)
-    want = layer.reference(data, weight)
+    data, weight = cpu_layers.inputs(layer, 3)
+    want = cpu_layers.reference(layer, data, weight)
     for tuning in variants(layer, tuning_space(layer, threads=2)[0], threads=2):
         func, kernel = compile_layer(layer, "x86-vnni", tuning, 2, TARGET)
         out = np.zeros(func.params[-1].shape, np.int32)
-        kernel(*layer.pack(data, weight), out)
-        assert np.array_equal(layer.unpack(out), want), tuning
+        kernel(*cpu_layers.pack(layer, data, weight), out)
+        assert np.array_equal(cpu_layers.unpack(layer, out), want), tuning
 
 
 def test_a_bad_order_is_refused_naming_the_loops():
     with pytest.raises(ScheduleError, match=r"order must be a permutation of 0..3, the loops n, ko.outer"):
-        CONV.schedule("x86-vnni", CpuTuning(1, 2, 4, (0, 1, 1, 2)), TARGET)
+        cpu_layers.schedule(CONV, "x86-vnni", CpuTuning(1, 2, 4, (0, 1, 1, 2)), TARGET)
 
 
 def test_the_analysed_nest_is_unfused_and_its_parallel_loops_are_the_outermost():

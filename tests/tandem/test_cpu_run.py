@@ -8,27 +8,28 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from compiler.analysis.issued import issued_instructions
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak, tsc_hz
 from compiler.ops.cpu import CpuTuning
+from compiler.ops.nn import ConvShape, GemmShape
 from tandem.cli.app import app
-from tandem.flows.cpu import (
-    CpuLayer,
-    compile_layer,
-    issued_instructions,
-    run_cpu,
-    tuning_space,
-)
+from tandem.flows import cpu_layers
+from tandem.flows.cpu import compile_layer, run_cpu
+from tandem.flows.cpu_layers import CpuOptions, Layer
+from tandem.flows.cpu_tuning import tuning_space
+from tandem.flows.layers import op_of
 from tandem.flows.targets import load_target
 
 pytestmark = pytest.mark.skipif(not host_cpu()["avx512vnni"], reason="this CPU has no AVX-512 VNNI")
 runner = CliRunner()
+F32 = CpuOptions("float32")
 
 
-@pytest.mark.parametrize("layer", [CpuLayer.conv2d(14, 14, 32, 32), CpuLayer.conv2d(9, 9, 5, 20, 3, 2, 0),
-                                   CpuLayer.gemm(20, 40, 36)], ids=lambda x: x.op)
+@pytest.mark.parametrize("layer", [ConvShape(14, 14, 32, 32), ConvShape(9, 9, 5, 20, 3, 2, 0),
+                                   GemmShape(20, 40, 36)], ids=op_of)
 @pytest.mark.parametrize("isa", ["x86-vnni", "x86-avx512", "none"])
-def test_run_cpu_validates_bit_exact_and_reports_gops(layer: CpuLayer, isa: str) -> None:
+def test_run_cpu_validates_bit_exact_and_reports_gops(layer: Layer, isa: str) -> None:
     r = run_cpu(layer, isa, threads=2, min_time=0.005)
     m = r.measured
     assert r.validated and r.max_abs_err == 0 and r.detail == "bit-exact with numpy"
@@ -39,13 +40,13 @@ def test_run_cpu_validates_bit_exact_and_reports_gops(layer: CpuLayer, isa: str)
 
 
 def test_vnni_issues_one_instruction_per_64_padded_multiply_adds() -> None:
-    layer = CpuLayer.conv2d(14, 14, 32, 32, 3, 1, 1)
+    layer = ConvShape(14, 14, 32, 32, 3, 1, 1)
     r = run_cpu(layer, "x86-vnni", threads=1, tuning=CpuTuning(3, 2, 7), min_time=0.005)
     assert r.instructions == {"vpdpbusd_512": layer.macs // 64}
 
 
 def test_tuning_measures_candidates_and_keeps_the_fastest() -> None:
-    layer = CpuLayer.conv2d(14, 14, 32, 32)
+    layer = ConvShape(14, 14, 32, 32)
     space = tuning_space(layer)
     assert space[0].unroll_oc * space[0].unroll_x <= 28 and len(space) >= 8
     r = run_cpu(layer, threads=1, tune=3, min_time=0.005)
@@ -73,15 +74,15 @@ def test_cli_json_contract_and_errors() -> None:
 
 
 def test_issued_instructions_multiplies_the_loop_extents() -> None:
-    layer = CpuLayer.gemm(32, 32, 64)
+    layer = GemmShape(32, 32, 64)
     func, _ = compile_layer(layer, "x86-vnni", CpuTuning(2, 1, 4), threads=1, target=load_target("cpu"))
     assert issued_instructions(func) == {"vpdpbusd_512": 32 * 2 * 16}  # rows x column blocks x K/4
 
 
-@pytest.mark.parametrize("layer", [CpuLayer.gemm(1, 17, 3), CpuLayer.conv2d(3, 3, 16, 16),
-                                   CpuLayer.conv2d(1, 1, 16, 16, 1, 1, 0)],
+@pytest.mark.parametrize("layer", [GemmShape(1, 17, 3), ConvShape(3, 3, 16, 16),
+                                   ConvShape(1, 1, 16, 16, 1, 1, 0)],
                          ids=["gemv", "3x3-map", "1x1-map"])
-def test_outputs_narrower_than_four_columns_compile_and_run(layer: CpuLayer) -> None:
+def test_outputs_narrower_than_four_columns_compile_and_run(layer: Layer) -> None:
     assert tuning_space(layer), "a legal layer needs at least one tuning"
     r = run_cpu(layer, threads=1, min_time=0.005)
     assert r.validated and r.max_abs_err == 0
@@ -90,7 +91,7 @@ def test_outputs_narrower_than_four_columns_compile_and_run(layer: CpuLayer) -> 
 def test_the_wide_layers_keep_their_tunings() -> None:
     # UNIT Table I #1 (35x35 input, 3x3 stride 2: 17 columns) has no dividing tile of 4+ columns; it must not
     # fall back to 1-column tiles
-    assert tuning_space(CpuLayer.conv2d(35, 35, 288, 384, 3, 2, 0))[0].unroll_x >= 4
+    assert tuning_space(ConvShape(35, 35, 288, 384, 3, 2, 0))[0].unroll_x >= 4
 
 
 @pytest.mark.parametrize("op", ["gemm", "conv1d"])
@@ -103,27 +104,25 @@ def test_int8_runs_vectorized_and_vnni_says_it_has_no_s8_x_s8_instruction(op: st
     params = {"M": 12, "N": 20, "K": 9} if op == "gemm" else {"W": 20, "IC": 8, "OC": 20, "K": 3}
     r = run(op, load_target("cpu"), {**params, "dtype": "int8", "isa": "x86-avx512", "min_time": 0.005})
     assert r.validated and r.params["dtype"] == "s8 x s8 -> s32"
-    assert CpuLayer.gemm(4, 4, 4, dtype="int8").inputs(0)[0].dtype == "int8"
+    assert cpu_layers.inputs(GemmShape(4, 4, 4), 0, CpuOptions("int8"))[0].dtype == "int8"
     with pytest.raises(RunError, match="no instruction that sums int8 x int8 products"):
         run(op, load_target("cpu"), {**params, "dtype": "int8", "min_time": 0.005})
 
 
-FLOAT_LAYERS = [CpuLayer.conv2d(14, 14, 32, 48, dtype="float32"),
-                CpuLayer.conv2d(9, 9, 5, 20, 3, 2, 0, dtype="float32"),
-                CpuLayer.gemm(20, 40, 36, dtype="float32")]
+FLOAT_LAYERS = [ConvShape(14, 14, 32, 48), ConvShape(9, 9, 5, 20, 3, 2, 0), GemmShape(20, 40, 36)]
 
 
 @pytest.mark.parametrize("layer", FLOAT_LAYERS, ids=["conv", "conv-s2", "gemm"])
-def test_float32_runs_on_avx512_fmas_within_the_rounding_bound(layer: CpuLayer) -> None:
+def test_float32_runs_on_avx512_fmas_within_the_rounding_bound(layer: Layer) -> None:
     """PolyDL's fp32 setting: the untensorized schedule with its reduction in a fp_contract pragma, so LLVM
     fuses each multiply and add into vfmadd; the output is within K * 2^-23 * sum|a*b| of numpy's exact
     result and the run is held to the measured FMA peak."""
-    r = run_cpu(layer, threads=1, min_time=0.005)
+    r = run_cpu(layer, threads=1, min_time=0.005, options=F32)
     assert r.params["isa"] == "x86-avx512" and r.params["dtype"] == "f32 x f32 -> f32"
     assert r.validated and "K * 2^-23" in r.detail and r.max_abs_err > 0   # fused: not numpy's roundings
     assert r.utilization["fma"] == pytest.approx(r.measured["gops"] / r.measured["peak_gops"])
     assert r.output.dtype == np.float32
-    func, kernel = compile_layer(layer, "x86-avx512", tuning_space(layer)[0], 1, load_target("cpu"))
+    func, kernel = compile_layer(layer, "x86-avx512", tuning_space(layer)[0], 1, load_target("cpu"), F32)
     assert "pragma_fp_contract" in str(func.body)
     assert "fmul contract" in kernel.llvm_ir and "vfmadd" in kernel.assembly()
 
@@ -131,10 +130,10 @@ def test_float32_runs_on_avx512_fmas_within_the_rounding_bound(layer: CpuLayer) 
 def test_a_wrong_float_result_is_caught() -> None:
     from tandem.flows.cpu import FLOW
 
-    layer = CpuLayer.gemm(8, 16, 32, dtype="float32")
+    layer = GemmShape(8, 16, 32)
     job = FLOW.plan("gemm", {"M": 8, "N": 16, "K": 32, "dtype": "float32", "threads": 1}, load_target("cpu"))
-    data, weight = layer.inputs(0)
-    want = layer.reference(data, weight)
+    data, weight = cpu_layers.inputs(layer, 0, F32)
+    want = cpu_layers.reference(layer, data, weight, options=F32)
     off = want.astype(np.float32)
     off[3, 5] += 1e-3
     check = FLOW.validate(job, [data, weight], off, want)
@@ -148,62 +147,61 @@ def test_float32_is_refused_where_the_flow_has_no_float_schedule(op: str) -> Non
     assert result.exit_code == 2 and "dtype float32 runs conv2d and gemm only" in result.output
 
 
-@pytest.mark.parametrize(("layer", "epilogue"), [
-    (CpuLayer.conv2d(14, 14, 32, 32), "relu"), (CpuLayer.gemm(20, 48, 64), "relu"),
-    (CpuLayer.conv2d(9, 9, 16, 32, dtype="float32"), "relu6")], ids=["conv-relu", "gemm-relu", "f32-relu6"])
-def test_an_epilogue_is_fused_into_the_operator_and_checked_against_numpy(layer: CpuLayer,
+@pytest.mark.parametrize(("layer", "dtype", "epilogue"), [
+    (ConvShape(14, 14, 32, 32), "uint8", "relu"), (GemmShape(20, 48, 64), "uint8", "relu"),
+    (ConvShape(9, 9, 16, 32), "float32", "relu6")], ids=["conv-relu", "gemm-relu", "f32-relu6"])
+def test_an_epilogue_is_fused_into_the_operator_and_checked_against_numpy(layer: Layer, dtype: str,
                                                                            epilogue: str) -> None:
     """PolyDL's Algorithm 3 on the CPU flow: the element-wise nest after the operator goes into it (UNIT's
     schedule copies each accumulator out once: right after that copy), the output equals numpy's
     operator followed by the epilogue, and no separate pass over the output is left."""
-    import dataclasses
-
-    with_epilogue = dataclasses.replace(layer, epilogue=epilogue)
-    r = run_cpu(with_epilogue, threads=1, min_time=0.005)
+    without, with_epilogue = CpuOptions(dtype), CpuOptions(dtype, epilogue)
+    r = run_cpu(layer, threads=1, min_time=0.005, options=with_epilogue)
     assert r.validated and r.params["epilogue"] == epilogue
     assert (r.output >= 0).all() and (r.output == 0).any()
-    data, weight = layer.inputs(0)   # a float bound scales with the products, not the clipped output
-    np.testing.assert_array_equal(with_epilogue.magnitude(data, weight),
-                                  layer.reference(np.abs(data), np.abs(weight)))
-    func, _ = compile_layer(with_epilogue, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
+    # a float bound scales with the products, not the clipped output
+    data, weight = cpu_layers.inputs(layer, 0, without)
+    np.testing.assert_array_equal(cpu_layers.magnitude(layer, data, weight, options=with_epilogue),
+                                  cpu_layers.reference(layer, np.abs(data), np.abs(weight), options=without))
+    first, target = tuning_space(layer)[0], load_target("cpu")
+    func, _ = compile_layer(layer, r.params["isa"], first, 1, target, with_epilogue)
     assert "max(" in str(func.body)
-    plain, _ = compile_layer(layer, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
+    plain, _ = compile_layer(layer, r.params["isa"], first, 1, target, without)
     assert str(plain.body).count("for ") == str(func.body).count("for ")   # no loop nest of its own
 
 
-@pytest.mark.parametrize(("layer", "epilogue"), [
-    (CpuLayer.conv2d(14, 14, 32, 40), "relu"), (CpuLayer.gemm(20, 40, 64), None),
-    (CpuLayer.conv2d(9, 9, 16, 32, dtype="float32"), "relu6")], ids=["conv-relu", "gemm", "f32-relu6"])
-def test_a_bias_add_is_fused_with_the_epilogue_and_checked_against_numpy(layer: CpuLayer,
+@pytest.mark.parametrize(("layer", "dtype", "epilogue"), [
+    (ConvShape(14, 14, 32, 40), "uint8", "relu"), (GemmShape(20, 40, 64), "uint8", None),
+    (ConvShape(9, 9, 16, 32), "float32", "relu6")], ids=["conv-relu", "gemm", "f32-relu6"])
+def test_a_bias_add_is_fused_with_the_epilogue_and_checked_against_numpy(layer: Layer, dtype: str,
                                                                          epilogue: str | None) -> None:
     """The bias add (one value per output channel, a third input) and the epilogue are one element-wise
     nest fused by Algorithm 3: the result is numpy's operator + bias, then the epilogue; 40 channels leave
     a block of 16 lanes with 8 padding lanes, which read the packed bias's zeros."""
-    import dataclasses
-
-    biased = dataclasses.replace(layer, bias=True, epilogue=epilogue)
-    r = run_cpu(biased, threads=1, min_time=0.005)
+    biased = CpuOptions(dtype, epilogue, bias=True)
+    r = run_cpu(layer, threads=1, min_time=0.005, options=biased)
     assert r.validated and r.params["bias"] is True and r.params["epilogue"] == epilogue
-    data, weight, bias = biased.inputs(0)
-    assert bias.shape == ((layer.conv.oc,) if layer.conv else (layer.mnk[1],)) and bias.any()
-    without = dataclasses.replace(layer, epilogue=epilogue).reference(data, weight)
+    data, weight, bias = cpu_layers.inputs(layer, 0, biased)
+    assert bias.shape == ((layer.oc,) if isinstance(layer, ConvShape) else (layer.n,)) and bias.any()
+    without = cpu_layers.reference(layer, data, weight, options=CpuOptions(dtype, epilogue))
     assert not np.array_equal(r.output, without)   # the bias changed the result
-    func, _ = compile_layer(biased, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
+    first, target = tuning_space(layer)[0], load_target("cpu")
+    func, _ = compile_layer(layer, r.params["isa"], first, 1, target, biased)
     assert [p.name for p in func.params][-2:] == ["bias", func.params[-1].name]
-    plain, _ = compile_layer(layer, r.params["isa"], tuning_space(layer)[0], 1, load_target("cpu"))
+    plain, _ = compile_layer(layer, r.params["isa"], first, 1, target, CpuOptions(dtype))
     assert str(plain.body).count("for ") == str(func.body).count("for ")   # no loop nest of its own
 
 
 def test_gemm_t_reads_one_bias_value_per_output_row() -> None:
     """gemm_t's output is [N, M/16, 16]: its bias is indexed by the row, not by the lanes."""
-    import dataclasses
-
-    layer = dataclasses.replace(CpuLayer("gemm_t", mnk=(20, 40, 64)), bias=True)
-    data, weight, bias = layer.inputs(1)
-    func, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer)[0], 1, load_target("cpu"))
+    layer, options = GemmShape(20, 40, 64), CpuOptions(bias=True, transposed=True)
+    data, weight, bias = cpu_layers.inputs(layer, 1, options)
+    func, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer, options=options)[0], 1,
+                                 load_target("cpu"), options)
     out = np.zeros(func.params[-1].shape, np.int32)
-    kernel(*layer.pack(data, weight, bias=bias), out)
-    np.testing.assert_array_equal(layer.unpack(out), layer.reference(data, weight, bias))
+    kernel(*cpu_layers.pack(layer, data, weight, bias=bias, options=options), out)
+    np.testing.assert_array_equal(cpu_layers.unpack(layer, out, options),
+                                  cpu_layers.reference(layer, data, weight, bias, options))
 
 
 def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
@@ -212,7 +210,7 @@ def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
     from tandem.flows.run import run
 
     with pytest.raises(ValueError, match="a bias is for conv2d, gemm and gemm_t"):
-        CpuLayer("window", window=Window((8,), 16, 16, 3, 1, 1, 1, False, False), bias=True)
+        cpu_layers.inputs(Window((8,), 16, 16, 3, 1, 1, 1, False, False), 0, CpuOptions(bias=True))
 
     with pytest.raises(RunError, match="bias must be true or false"):
         run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "bias": 2})

@@ -11,13 +11,15 @@ import numpy as np
 import pytest
 
 from compiler.backend.llvm import host_cpu
+from compiler.ops.nn import ConvShape
 from tandem.flows import run as flow_module
 from tandem.flows.check import exact
 from tandem.flows.diannao import run_diannao
 from tandem.flows.flow import Execution, RunError, TargetFlow
+from tandem.flows.layers import params
 from tandem.flows.run import flow_for, run
 from tandem.flows.targets import load_target
-from tandem.flows.vita import VitaLayer, run_vita
+from tandem.flows.vita import run_vita
 
 CONTRACT = {"op", "target", "params", "validated", "max_abs_err", "detail", "cycles", "instructions",
             "tensor_instructions", "scalar_instructions", "scalar_fallback", "unmatched", "utilization",
@@ -144,9 +146,9 @@ def test_exact_treats_nan_as_equal_and_names_a_shape_mismatch() -> None:
 
 
 def test_the_target_wrappers_are_the_one_flow() -> None:
-    layer = VitaLayer.conv2d(6, 6, 16, 32)
+    layer = ConvShape(6, 6, 16, 32)
     target = load_target("vita", "tvm-paper")
-    assert run_vita(layer, 2, target).cycles == run("conv2d", target, {**layer.params, "vthreads": 2}).cycles
+    assert run_vita(layer, 2, target).cycles == run("conv2d", target, {**params(layer), "vthreads": 2}).cycles
     direct = run("sub", load_target("diannao"), {"shape": (9, 70), "cores": 3})
     assert run_diannao("sub", (9, 70), cores=3).cycles == direct.cycles
 

@@ -4,15 +4,17 @@ tilings ranked by the reuses of their DRAM arrays, placed in the input and weigh
 from __future__ import annotations
 
 from compiler.ops import vita
+from compiler.ops.nn import ConvShape
 from tandem.flows.targets import load_target
-from tandem.flows.vita import VitaLayer, machine_costs, polydl_ranked
+from tandem.flows.vita import machine_costs, polydl_ranked
+from tandem.flows.vita_layers import tiled
 
 TARGET = load_target("vita")
-LAYER = VitaLayer.conv2d(7, 7, 32, 32, 3, 1, 1)   # 2 channel blocks each way, 7 output rows
+LAYER = ConvShape(7, 7, 32, 32, 3, 1, 1)   # 2 channel blocks each way, 7 output rows
 
 
 def tilings() -> list[vita.Tiling]:
-    return [t for t in vita.rank_tilings(LAYER.tiled(TARGET.spec), 0, spec=TARGET.spec,
+    return [t for t in vita.rank_tilings(tiled(LAYER, TARGET.spec), 0, spec=TARGET.spec,
                                          costs=machine_costs(TARGET)) if t.vthread_axis == "oc"]
 
 

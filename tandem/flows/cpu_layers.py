@@ -1,0 +1,230 @@
+"""The CPU's functions of a layer: what the cpu flows (tandem/flows/cpu.py) do with a conv2d
+(``ConvShape``), a GEMM (``GemmShape``) or a direct convolution of TensorIR's kinds
+(``compiler.ops.cpu.Window``), computed as ``CpuOptions`` say (element type, a fused bias and epilogue, a
+GEMM's rows on the lanes).
+
+- ``schedule``: UNIT's schedule of the layer (``compiler.ops.cpu``);
+- ``inputs``: seeded data, weights and bias in the plain layouts (tandem/flows/layers.py);
+- ``pack`` / ``unpack``: to and from the kernel's layouts (``compiler.ops.cpu``'s ``pack_*``), with
+  ``bias_axes`` the packed output's axes that index the bias;
+- ``reference``, ``magnitude``, ``check``: numpy's result, the float rounding bound's scale, the comparison;
+- ``fused_extents``: the data-parallel loops outside the unrolled tile, which the tunings cut
+  (tandem/flows/cpu_tuning.py, tandem/flows/polydl.py);
+- ``fits``: the size check before a run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from compiler.ops import cpu
+from compiler.ops.nn import ConvShape, GemmShape
+from compiler.ops.reference import conv_nd
+from compiler.target import Target
+from tandem.flows import layers
+from tandem.flows.check import Check, exact, within_bound
+from tandem.flows.flow import RunError, check_host_memory, random_bias
+
+#: what the CPU flows run: a conv2d, a GEMM, or a direct convolution of TensorIR's kinds
+Layer = ConvShape | GemmShape | cpu.Window
+
+
+@dataclass(frozen=True)
+class CpuOptions:
+    """How the CPU computes a layer: ``dtype`` (u8 data x s8 weights; or ``compiler.ops.cpu.DTYPES``' others),
+    an element-wise ``epilogue`` on the output (``compiler.ops.cpu.EPILOGUES``) and a per-output-channel
+    ``bias`` added before it (conv2d and GEMM), both fused into the operator (PolyDL's Algorithm 3); for a
+    GEMM, ``transposed``: the kernel with the data's rows on the lanes (``compiler.ops.cpu.gemm_t``)."""
+
+    dtype: str = "uint8"
+    epilogue: str | None = None
+    bias: bool = False
+    transposed: bool = False
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype == "float32"
+
+    @property
+    def params(self) -> dict[str, str | bool]:
+        """The element type, bias and epilogue as ``run`` parameters (none for the defaults: u8 x s8, no bias,
+        no epilogue)."""
+        return {**({"dtype": self.dtype} if self.dtype != "uint8" else {}),
+                **({"bias": True} if self.bias else {}),
+                **({"epilogue": self.epilogue} if self.epilogue else {})}
+
+
+#: u8 data x s8 weights, no epilogue, no bias: what a layer runs as unless told otherwise
+DEFAULT_OPTIONS = CpuOptions()
+
+
+def op_of(layer: Layer, options: CpuOptions = DEFAULT_OPTIONS) -> str:
+    """The CPU's operator of ``layer``: ``conv2d``, ``gemm``, ``gemm_t`` (transposed) or ``window``."""
+    if isinstance(layer, cpu.Window):
+        return "window"
+    return "gemm_t" if options.transposed and isinstance(layer, GemmShape) else layers.op_of(layer)
+
+
+def params(layer: Layer) -> dict[str, object]:
+    """``layer`` as the report's parameters: a window's sizes, channels, kernel, stride, dilation and kind,
+    else ``tandem.flows.layers.params``."""
+    if isinstance(layer, cpu.Window):
+        return {"N": layer.n, "sizes": list(layer.sizes), "IC": layer.ic, "OC": layer.oc, "K": layer.k,
+                "S": layer.s, "DIL": layer.dil, "depthwise": layer.depthwise}
+    return layers.params(layer)
+
+
+def _check_bias(layer: Layer, options: CpuOptions) -> None:
+    if options.bias and isinstance(layer, cpu.Window):
+        raise ValueError("cpu: a bias is for conv2d, gemm and gemm_t, not a window of TensorIR's kinds")
+
+
+def schedule(layer: Layer, isa: str, tuning: cpu.CpuTuning, target: Target,
+             options: CpuOptions = DEFAULT_OPTIONS) -> cpu.CpuSchedule:
+    """UNIT's schedule of ``layer`` for ``isa`` on ``target``'s spec with ``tuning``'s breaking points."""
+    _check_bias(layer, options)
+    if isinstance(layer, cpu.Window):
+        return cpu.conv(layer, isa, tuning, spec=target.spec, dtype=options.dtype)
+    if isinstance(layer, ConvShape):
+        return cpu.conv2d(layer, isa, tuning, spec=target.spec, dtype=options.dtype)
+    kernel = cpu.gemm_t if options.transposed else cpu.gemm
+    return kernel(layer.m, layer.n, layer.k, isa, tuning, spec=target.spec, dtype=options.dtype)
+
+
+def inputs(layer: Layer, seed: int | np.random.Generator, options: CpuOptions = DEFAULT_OPTIONS
+           ) -> tuple[np.ndarray, ...]:
+    """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]), each over its
+    element type's whole range (``compiler.ops.cpu.DTYPES``: u8 and s8, s8 and s8, or int16), or uniform in
+    [-1, 1) for float32; with a bias, then the bias, one per output channel (conv2d: OC; a GEMM: N) in the
+    result's type: int32 in [-2^16, 2^16), or float32 in [-1, 1)."""
+    _check_bias(layer, options)
+    rng = np.random.default_rng(seed)
+    if isinstance(layer, cpu.Window):
+        taps = (layer.k,) * len(layer.sizes)
+        shapes = ((layer.n, layer.ic, *layer.sizes),
+                  (layer.oc, *taps) if layer.depthwise else (layer.oc, layer.ic, *taps))
+    else:
+        shapes = layers.plain_shapes(layer)
+    arrays = tuple(rng.uniform(-1, 1, shape).astype(t) if np.dtype(t).kind == "f" else
+                   rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
+                   for shape, t in zip(shapes, cpu.DTYPES[options.dtype], strict=True))
+    if not options.bias:
+        return arrays
+    return (*arrays, random_bias(rng, layers.channels(layer), np.float32 if options.is_float else np.int32))
+
+
+def bias_axes(options: CpuOptions) -> tuple[int, ...]:
+    """The axes of the packed output that say its element's channel, which index the packed bias (``pack``):
+    conv2d's output ``[1, OC/y, OH, OW, y]`` and gemm's ``[M, N/y, y]`` read bias ``[OC/y, y]`` at axes 1 and
+    -1; the transposed GEMM's ``[N, M/y, y]`` reads bias ``[N]`` at axis 0."""
+    return (0,) if options.transposed else (1, -1)
+
+
+def pack(layer: Layer, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8,
+         bias: np.ndarray | None = None, options: CpuOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, ...]:
+    """The kernel's inputs in its packed layouts: data and weights, and the bias where given, laid out as
+    the output's channels are (``bias_axes``)."""
+    packed = _pack(layer, data, weight, pk, options)
+    if bias is None:
+        return packed
+    if len(bias_axes(options)) == 1:   # the output's rows are its channels: one bias value per row
+        return (*packed, np.ascontiguousarray(bias))
+    blocks = np.zeros(-(-bias.size // pk.lanes) * pk.lanes, bias.dtype)
+    blocks[: bias.size] = bias
+    return (*packed, blocks.reshape(-1, pk.lanes))
+
+
+def _pack(layer: Layer, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing, options: CpuOptions
+          ) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(layer, cpu.Window) and layer.depthwise:
+        return cpu.pack_depthwise(data, weight, layer.k, layer.dil, pk)
+    if isinstance(layer, cpu.Window) and layer.pixels:
+        return cpu.pack_pixels(data, weight, layer, pk)
+    if isinstance(layer, cpu.Window):
+        return cpu.pack_window(data, weight, pk)
+    if isinstance(layer, ConvShape):
+        return cpu.pack_conv(data, weight, layer, pk)
+    return (cpu.pack_gemm_t if options.transposed else cpu.pack_gemm)(data, weight, pk)
+
+
+def unpack(layer: Layer, out: np.ndarray, options: CpuOptions = DEFAULT_OPTIONS) -> np.ndarray:
+    """The kernel's packed output in the operator's plain layout (padding dropped)."""
+    if isinstance(layer, cpu.Window) and layer.pixels:
+        return cpu.unpack_pixels(out, layer.out[-1])
+    if isinstance(layer, cpu.Window):
+        return cpu.unpack_window(out, layer.oc)
+    if isinstance(layer, ConvShape):
+        return cpu.unpack_conv(out, layer)
+    return cpu.unpack_gemm_t(out, layer.m) if options.transposed else cpu.unpack_gemm(out, layer.n)
+
+
+def reference(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None,
+              options: CpuOptions = DEFAULT_OPTIONS) -> np.ndarray:
+    """numpy's result (its bias added and its epilogue applied): int32 for the integer types, exact
+    (float64) for float32."""
+    if isinstance(layer, cpu.Window):
+        kernels, groups = (weight[:, None], layer.ic) if layer.depthwise else (weight, 1)
+        out = conv_nd(data, kernels, layer.s, 0, layer.dil, groups)
+    else:
+        out = layers.exact(layer, data, weight)
+    if bias is not None:   # one per output channel: NCHW's C, or the GEMM's N
+        out = out + bias.astype(out.dtype).reshape((-1, 1, 1) if isinstance(layer, ConvShape) else (-1,))
+    if options.epilogue is not None:
+        out = cpu.EPILOGUES[options.epilogue][1](out)
+    return out.astype(np.float64 if options.is_float else np.int32)
+
+
+def magnitude(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None,
+              options: CpuOptions = DEFAULT_OPTIONS) -> np.ndarray:
+    """Each output's sum of its products' magnitudes and its bias's (float64, no epilogue): what ``check``
+    scales a float result's rounding bound by."""
+    return reference(layer, np.abs(data), np.abs(weight), None if bias is None else np.abs(bias),
+                     replace(options, epilogue=None))
+
+
+def check(layer: Layer, got: np.ndarray, want: np.ndarray, magnitude: np.ndarray | None = None,
+          options: CpuOptions = DEFAULT_OPTIONS) -> Check:
+    """``got`` against numpy's ``want``: integers bit for bit; float32 within K * 2^-23 * ``magnitude`` of
+    the exact result, K the reduction's length, one more with a bias (each of its roundings, fused or not,
+    errs by at most 2^-24 of a partial sum, and a ReLU or ReLU6 after it only narrows the difference)."""
+    if not options.is_float:
+        return exact(got, want)
+    return within_bound(got, want, magnitude, layer.macs // max(1, want.size) + options.bias)
+
+
+def fused_extents(layer: Layer, lanes: int = cpu.LANES, options: CpuOptions = DEFAULT_OPTIONS
+                  ) -> tuple[int, ...]:
+    """Extents of the data-parallel loops outside the unrolled tile (before tiling), with ``lanes`` output
+    channels per instruction."""
+    if isinstance(layer, cpu.Window) and layer.pixels:
+        return (layer.n, layer.oc, *layer.out[:-1], -(-layer.out[-1] // lanes))
+    if isinstance(layer, cpu.Window):
+        return (layer.n, -(-layer.oc // lanes), *layer.out)
+    if isinstance(layer, ConvShape):
+        return (1, -(-layer.oc // lanes), layer.oh, layer.ow)
+    m, n = layer.m, layer.n
+    return (-(-m // lanes), n) if options.transposed else (-(-n // lanes), m)
+
+
+def fits(layer: Layer, where: str, options: CpuOptions = DEFAULT_OPTIONS) -> None:
+    """RunError unless each of ``layer``'s arrays (data, weights, output) has fewer than 2**31 elements (the
+    compiler's int32 extents) and all of them, with the copies the run makes (packed inputs; the int32
+    output, numpy's int64 reference and their float64 difference), fit in this machine's memory."""
+    if isinstance(layer, cpu.Window):
+        taps = layer.k ** len(layer.sizes)
+        weights = layer.oc * taps * (1 if layer.depthwise else layer.ic)
+        inputs_ = [layer.n * layer.ic * math.prod(layer.sizes), weights]
+        output = layer.n * layer.oc * math.prod(layer.out)
+    elif isinstance(layer, ConvShape):
+        c = layer
+        inputs_, output = [c.ic * c.h * c.w, c.oc * c.ic * c.k * c.k], max(c.oc * c.oh * c.ow, 0)
+    else:
+        inputs_, output = [layer.m * layer.k, layer.n * layer.k], layer.m * layer.n
+    item = np.dtype(cpu.DTYPES[options.dtype][0]).itemsize
+    if max(*inputs_, output) >= 2**31:
+        raise RunError(f"{where} {params(layer)}: an array of {max(*inputs_, output):,} elements; the "
+                       f"compiler's extents are int32, so each array must have fewer than 2**31")
+    check_host_memory(2 * item * sum(inputs_) + 32 * output, where, params(layer))

@@ -1,0 +1,96 @@
+"""The CPU's tuning space and the choice among it: UNIT's breaking points (``compiler.ops.cpu.CpuTuning``) for
+a layer of the cpu flows (tandem/flows/cpu_layers.py), and which of them a run compiles (``select``:
+the one given, the first few timed, or PolyDL's top-ranked variant, tandem/flows/polydl.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from compiler.analysis.working_set import NotAnalysable
+from compiler.ops import cpu
+from compiler.ops.nn import GemmShape
+from compiler.target import Target
+from tandem.flows import polydl
+from tandem.flows.cpu_layers import DEFAULT_OPTIONS, CpuOptions, Layer, fused_extents
+
+#: where PolyDL's analysis cannot rank a layer's variants, this many of ``tuning_space`` are timed instead
+MEASURED_FALLBACK = 4
+
+
+def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1, options: CpuOptions = DEFAULT_OPTIONS
+                 ) -> list[cpu.CpuTuning]:
+    """Candidate breaking points (UNIT Sec. IV.B), the likeliest first.
+
+    The unrolled tile (oc blocks x columns, one accumulator register each) holds at most 24 instructions, so
+    that the accumulators, a weight vector per oc block and the broadcasts fit in AVX-512's 32 registers. A
+    GEMM prefers tiles that divide it (no tail), then those of at least 16 instructions (enough to hide
+    vpdpbusd's latency at its throughput), then the widest; its parallel loop fuses as many outer loops as
+    keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" is the optimum for more than
+    half of UNIT's layers), and each tile is tried with one fused loop fewer as well. A convolution prefers
+    tiles with no tail of at least 8 instructions, the fewest, with 2 output-channel blocks where it can,
+    and a parallel loop of the fewest outer loops that give each of ``threads`` two iterations (then the
+    same tile with UNIT's parallel loop): measured on AMD EPYC znver4, 1 thread, 2 blocks x 4 columns with
+    that loop ran ResNet-18's C2/C3/C5 at 97.8/93.8/93.7% of the vpdpbusd peak, UNIT's (4, 2, 8) at
+    95.9/87.1/89.1%: fusing the rows into the parallel loop costs time even on one thread, and a 1 x 1
+    conv's short reduction favours a small tile. A depthwise
+    conv's instructions each take a data register of their own (shuffled from memory, not a broadcast): at
+    most 14 per tile, sorted as a GEMM's, with the rows out of the parallel loop (fused: 21-25% of peak on
+    7 x 7 x 1024 and 112 x 112 x 32 against 39-45%). A column-tile loop with a tail is never fused into the
+    parallel loop, so that loop partitioning can split the tail off. Outputs narrower than 4 columns (a GEMV,
+    a 1x1 feature map) get tiles of their own width. ``lanes``: the instruction's output lanes (16 for
+    vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has).
+    """
+    gemm = isinstance(layer, GemmShape)
+    outer = list(fused_extents(layer, lanes, options))
+    oc_axis, columns = (0 if gemm else 1), outer[-1]
+    blocks = outer[oc_axis]
+    depthwise = isinstance(layer, cpu.Window) and layer.depthwise
+    most = 14 if depthwise else 24
+
+    def tiles_of(widths: tuple[int, ...]) -> list[tuple[int, int]]:
+        return [(oc, x) for oc in (1, 2, 3, 4) for x in widths
+                if oc * x <= most and x <= columns and oc <= blocks]
+
+    def tail(t: tuple[int, int]) -> bool:
+        return columns % t[1] != 0 or blocks % t[0] != 0
+
+    # tiles of fewer than 4 columns only where the output has fewer (a GEMV, a tiny feature map)
+    tiles = tiles_of((16, 14, 12, 8, 7, 6, 5, 4)) or tiles_of((3, 2, 1))
+    if gemm or depthwise:
+        tiles.sort(key=lambda t: (tail(t), -min(t[0] * t[1], 16), -t[1]))
+    else:
+        tiles.sort(key=lambda t: (tail(t), t[0] * t[1] < 8, abs(t[0] * t[1] - 8), abs(t[0] - 2), -t[1]))
+    space = []
+    for oc, x in tiles:
+        extents = list(outer)
+        extents[oc_axis], extents[-1] = -(-blocks // oc), -(-columns // x)
+        limit = len(extents) if columns % x == 0 else len(extents) - 1
+        widest = max([1] + [p for p in range(1, limit + 1) if math.prod(extents[:p]) < 3000])
+        if gemm:
+            space += [cpu.CpuTuning(p, oc, x) for p in (widest, widest - 1) if p >= 1]
+            continue
+        fewest = next((p for p in range(1, limit + 1) if math.prod(extents[:p]) >= 2 * threads), limit)
+        space += [cpu.CpuTuning(p, oc, x) for p in ((min(fewest, 2),) if depthwise else (fewest, widest))]
+    return list(dict.fromkeys(space))
+
+
+def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTuning | None, target: Target,
+           options: CpuOptions = DEFAULT_OPTIONS) -> tuple[list[cpu.CpuTuning], dict[str, Any]]:
+    """The candidates to compile and how they were chosen: the ``tuning`` given; with ``tune`` > 0 the
+    first ``tune`` of ``tuning_space``, to be timed; otherwise PolyDL's top-ranked variant, nothing timed
+    (``tandem.flows.polydl``), or, where its analysis cannot rank them, the first ``MEASURED_FALLBACK`` of
+    ``tuning_space``, timed, and why."""
+    if tuning is not None:
+        return [tuning], {"by": "given"}
+    space = tuning_space(layer, threads=threads, options=options)
+    if tune > 0:
+        return space[:tune], {"by": "measured", "candidates": len(space[:tune])}
+    try:
+        choice = polydl.choose(layer, space[0], isa, threads, target, options=options)
+    except NotAnalysable as exc:
+        return space[:MEASURED_FALLBACK], {"by": "measured", "candidates": len(space[:MEASURED_FALLBACK]),
+                                           "why": f"PolyDL cannot rank this layer's variants: {exc}"}
+    return [choice.tuning], {"by": "polydl", "variants": len(choice.ranked),
+                             "analysis_s": round(choice.seconds, 4), "cost": choice.ranked[0].cost}
