@@ -265,6 +265,12 @@ def _plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _pct(bound_pct: float | None) -> str:
+    """A run's share of its bound, or why there is none (a CPU without the instruction whose peak bounds
+    it)."""
+    return "no bound" if bound_pct is None else f"{bound_pct:.1f}%"
+
+
 def print_summary(rows: list[dict], summary: dict, console: Console) -> None:
     table = Table(title="TensorIR's suite: % of each target's bound (validated, tensorized)")
     for col in ("kind", "batch", *summary["targets"]):
@@ -276,7 +282,7 @@ def print_summary(rows: list[dict], summary: dict, console: Console) -> None:
                 hit = [r for r in rows if (r["kind"], r["target"], r["batch"]) == (kind, target, batch)]
                 r = hit[0] if hit else None
                 cells.append("-" if r is None else "refused" if r["error"] else
-                             f"{r['bound_pct']:.1f}%" + ("" if r["validated"] else " NOT VALID"))
+                             _pct(r["bound_pct"]) + ("" if r["validated"] else " NOT VALID"))
             table.add_row(kind, str(batch), *cells)
     console.print(table)
     for target, s in summary["targets"].items():
@@ -319,7 +325,8 @@ def main(out: Annotated[Path, typer.Option(help="Output folder.")] = DEFAULT_OUT
         r = rows[-1]
         console.print(f"[{k}/{len(runs)}] {kind} batch {batch} on {target}: "
                       + (f"refused: {r['error']}" if r["error"] else
-                         f"{'validated' if r['validated'] else 'NOT VALIDATED'}, {r['bound_pct']}% of bound")
+                         f"{'validated' if r['validated'] else 'NOT VALIDATED'}, {_pct(r['bound_pct'])} "
+                         "of bound")
                       + f" ({r['wall_s']} s)", markup=False)
     summary = summarize(rows)
     write_outputs(rows, summary, out)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.backend.llvm import host_cpu
 from compiler.ops import contractions
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "tensorir_suite.py"
@@ -37,7 +38,11 @@ def test_every_kind_validates_tensorized_on_every_target(quick: Path) -> None:
     assert {(r["kind"], r["batch"], r["target"]) for r in rows} == {
         (k, b, t) for k in exp.SUITE for b in ("1", "2") for t in ("vita", "diannao", "cpu")}
     for r in rows:
-        assert r["error"] == "" and r["validated"] == "True" and r["tensorized"] == "True", r
+        assert r["error"] == "" and r["validated"] == "True", r
+        assert r["tensorized"] == "True", r
+        if r["target"] == "cpu" and not host_cpu()["avx512vnni"]:   # no vpdpbusd peak to hold it to
+            assert r["bound_pct"] == "", r
+            continue
         # a simulated run never beats its roofline; the CPU's peak is itself measured (a few % of noise)
         assert 0 < float(r["bound_pct"]) <= (110 if r["target"] == "cpu" else 100)
         if r["gemm_m"]:   # the GEMMs of the mapping compute the operator's multiply-adds, no more

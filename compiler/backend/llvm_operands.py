@@ -42,6 +42,12 @@ def runs_on_cpu(s: n.TensorInsn, features: frozenset[str] | None = None) -> bool
         instr = s.isa.instruction(s.name)
     except KeyError:
         return False
+    return instruction_runs_on_cpu(instr, features)
+
+
+def instruction_runs_on_cpu(instr, features: frozenset[str] | None = None) -> bool:
+    """Whether the spec instruction ``instr`` names an LLVM intrinsic (with its arguments) and a CPU with
+    ``features`` (LLVM's names; by default this CPU's) has one of the feature sets its spec lists."""
     if not instr.intrinsic or not instr.intrinsic_args:
         return False
     have = host_features() if features is None else features

@@ -48,6 +48,7 @@ import numpy as np
 
 from compiler.analysis.issued import issued_instructions
 from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
+from compiler.backend.llvm_operands import instruction_runs_on_cpu
 from compiler.backend.llvm_probe import measure_peak, tsc_hz
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
@@ -114,6 +115,20 @@ class CpuJob:
     selection: dict[str, Any] = dataclasses.field(default_factory=dict)   # how the candidates were chosen
 
 
+def default_isa(options: CpuOptions, target: Target) -> str:
+    """The isa a layer runs with when none is asked for: ``x86-avx512`` (the vectorized schedule) for floats,
+    which no dot-product instruction sums; for integers ``x86-vnni`` where this CPU has the features of the
+    spec's instruction that sums the layer's products, else ``x86-avx512``, so that a CPU without it (an AVX2
+    one) runs the layer rather than refusing it."""
+    if options.is_float:
+        return "x86-avx512"
+    try:
+        instruction = cpu.packing("x86-vnni", options.dtype, target.spec).instruction
+    except ScheduleError:
+        return "x86-vnni"   # plan_layer names why the spec has none
+    return "x86-vnni" if instruction_runs_on_cpu(target.spec.instruction(instruction)) else "x86-avx512"
+
+
 class CpuLayerFlow(TargetFlow):
     """conv2d and gemm (and gemm_t, for the contraction flow) on this CPU: UNIT's schedule of the layer, its
     tuning chosen by PolyDL or timed (tandem/flows/cpu_tuning.py), compiled by LLVM, run and timed."""
@@ -144,7 +159,7 @@ class CpuLayerFlow(TargetFlow):
         left that is not one of ``keys`` is refused), its tunings, the instruction's packing."""
         cpu_layers.fits(layer, where, options)
         dtype = options.dtype
-        isa = params.pop("isa", "x86-avx512" if options.is_float else "x86-vnni")   # no float dot product
+        isa = params.pop("isa", None) or default_isa(options, target)
         if isa not in ISAS:
             raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
         if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
