@@ -60,7 +60,7 @@ from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
-from tandem.flows import cpu_layers
+from tandem.flows import cpu_layers, flow
 from tandem.flows.check import Check
 from tandem.flows.contraction import (
     ContractionFlow,
@@ -74,20 +74,7 @@ from tandem.flows.contraction import (
 )
 from tandem.flows.cpu_layers import DEFAULT_OPTIONS, CpuOptions, Layer
 from tandem.flows.cpu_tuning import select
-from tandem.flows.flow import (
-    CONV_KEYS,
-    GEMM_KEYS,
-    ByOperator,
-    Execution,
-    RunError,
-    RunReport,
-    TargetFlow,
-    check_host_memory,
-    reject_unknown,
-    take_conv,
-    take_gemm,
-    take_int,
-)
+from tandem.flows.flow import ByOperator, Execution, RunError, RunReport, TargetFlow
 from tandem.flows.run import run
 from tandem.flows.targets import load_target
 from tandem.flows.user_ops import UserOp, load_user_op
@@ -147,9 +134,9 @@ class CpuLayerFlow(TargetFlow):
             raise RunError(f"{where}: bias must be true or false (1 or 0), but got {bias!r}")
         layer: Layer
         if op in GEMM_KERNELS:
-            layer, keys = GemmShape(*take_gemm(params, where)), GEMM_KEYS
+            layer, keys = GemmShape(*flow.take_gemm(params, where)), flow.GEMM_KEYS
         else:
-            layer, keys = take_conv(params, where), (*CONV_KEYS, "shape")
+            layer, keys = flow.take_conv(params, where), (*flow.CONV_KEYS, "shape")
         options = CpuOptions(dtype, epilogue, bool(bias), transposed=op == "gemm_t")
         return self.plan_layer(layer, options, params, keys, target, where)
 
@@ -165,14 +152,14 @@ class CpuLayerFlow(TargetFlow):
         if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
             raise RunError("cpu: this CPU has no AVX-512 VNNI; use --isa x86-avx512 or none")
         threads = _threads(params, where)
-        tune = take_int(params, "tune", 0, 0, where)
+        tune = flow.take_int(params, "tune", 0, 0, where)
         tuning = params.pop("tuning", None)
         if tuning is not None and not isinstance(tuning, cpu.CpuTuning):
             raise RunError(f"{where}: tuning must be a compiler.ops.cpu.CpuTuning, but got {tuning!r}")
         min_time = params.pop("min_time", 0.2)
         if not isinstance(min_time, int | float) or not min_time > 0:
             raise RunError(f"{where}: min_time must be a number of seconds > 0, but got {min_time!r}")
-        reject_unknown(params, (*keys, *OPTIONS), where)
+        flow.reject_unknown(params, (*keys, *OPTIONS), where)
         try:
             pk = cpu.packing(isa, dtype, target.spec)
             candidates, selection = select(layer, isa, threads, tune, tuning, target, options)
@@ -298,7 +285,7 @@ def take_dtype(params: dict[str, Any], where: str, floats: bool = False) -> str:
 def _threads(params: dict[str, Any], where: str) -> int:
     """Pop ``threads`` (default: every core), at most the cores this process may run on: more would only
     take turns on them, and the peak measurement runs one instruction chain per thread."""
-    threads = take_int(params, "threads", None, 1, where) or default_threads()
+    threads = flow.take_int(params, "threads", None, 1, where) or default_threads()
     if threads > default_threads():
         raise RunError(f"{where}: threads = {threads}, but this process may run on {default_threads()} cores")
     return threads
@@ -331,8 +318,8 @@ class CpuContractionFlow(ContractionFlow):
     def check_size(self, job_shape: tuple[int, int, int, int], target: Target, where: str) -> None:
         """The reindexed operands of every GEMM fit in memory (the GEMM flow checks one GEMM's arrays)."""
         count, m, n, k = job_shape
-        check_host_memory(count * (4 * (m * k + n * k) + 32 * m * n), where, {"gemms": count, "M": m, "N": n,
-                                                                              "K": k})
+        flow.check_host_memory(count * (4 * (m * k + n * k) + 32 * m * n), where,
+                               {"gemms": count, "M": m, "N": n, "K": k})
 
     def roofline(self, job: ContractionJob, target: Target, execution: Execution) -> int | None:
         return roofline_ticks(job.op.macs, execution)

@@ -46,20 +46,10 @@ from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize_registers import MARKS, why_not
 from compiler.pipeline import compile_func
 from compiler.target import Target
+from tandem.flows import flow
 from tandem.flows.catalogue import WorkloadError, int_param, parse_params
 from tandem.flows.check import Check, within_bound
-from tandem.flows.flow import (
-    CONV_KEYS,
-    GEMM_KEYS,
-    Execution,
-    RunError,
-    TargetFlow,
-    check_host_memory,
-    reject_unknown,
-    take_conv,
-    take_gemm,
-    take_int,
-)
+from tandem.flows.flow import Execution, RunError, TargetFlow
 from tandem.flows.run import run
 
 OPS = ("gemm", "conv2d")
@@ -145,16 +135,16 @@ class CudaLayerFlow(TargetFlow):
         dtype = params.pop("dtype", "float16")
         if dtype != "float16":
             raise RunError(f"{where}: dtype must be f16 (fp16 inputs, fp32 accumulation), not {dtype!r}")
-        tune = take_int(params, "tune", 0, 0, where)
+        tune = flow.take_int(params, "tune", 0, 0, where)
         min_time = params.pop("min_time", 0.05)
         given = params.pop("tuning", None)
         if op == "gemm":
-            shape, conv = take_gemm(params, where), None
+            shape, conv = flow.take_gemm(params, where), None
             m, n, k, batch = *shape, 1
         else:
-            conv, shape = take_conv(params, where, images=True), None
+            conv, shape = flow.take_conv(params, where, images=True), None
             m, n, k, batch = conv.oc, conv.oh * conv.ow, conv.ic * conv.k * conv.k, conv.n
-        reject_unknown(params, (*GEMM_KEYS, *CONV_KEYS, "N"), where)
+        flow.reject_unknown(params, (*flow.GEMM_KEYS, *flow.CONV_KEYS, "N"), where)
         insns = _instructions(target, where)
         if given is not None:
             if not isinstance(given, cuda.GpuTuning):
@@ -176,7 +166,7 @@ class CudaLayerFlow(TargetFlow):
         job = GpuJob(op, candidates, shape, conv, float(min_time))
         elements = (m * k + k * n + m * n * 2) * batch if conv is None else \
             conv.n * conv.ic * (conv.h + 2 * conv.p) * (conv.w + 2 * conv.p) + m * k + batch * m * n * 2
-        check_host_memory(elements * 8, where, params)
+        flow.check_host_memory(elements * 8, where, params)
         return job
 
     def inputs(self, job: GpuJob, rng: np.random.Generator) -> list[np.ndarray]:

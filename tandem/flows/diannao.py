@@ -54,22 +54,10 @@ from sim.diannao import energy as diannao_energy
 from sim.diannao.config import DiannaoConfig, card_cores
 from sim.diannao.errors import LaunchError
 from sim.diannao.machine import Card, DiannaoResult
+from tandem.flows import flow
 from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, canonical_mapping, pads_less_transposed
-from tandem.flows.flow import (
-    CONV_KEYS,
-    GEMM_KEYS,
-    ByOperator,
-    Execution,
-    RunError,
-    RunReport,
-    TargetFlow,
-    check_host_memory,
-    random_bias,
-    reject_unknown,
-    take_conv,
-    take_int,
-)
+from tandem.flows.flow import ByOperator, Execution, RunError, RunReport, TargetFlow
 from tandem.flows.run import run
 from tandem.flows.targets import as_target
 from tandem.flows.user_ops import UserOp, is_user_op, load_user_op
@@ -172,7 +160,7 @@ class DiannaoLayerFlow(TargetFlow):
         dtype = params.pop("dtype", "float32")
         if dtype not in NUMPY_DTYPES:
             raise RunError(f"DianNao: unsupported dtype {dtype!r}; expected one of {', '.join(NUMPY_DTYPES)}")
-        cores = take_int(params, "cores", 16, 1, where)
+        cores = flow.take_int(params, "cores", 16, 1, where)
         tile, skip = self._options(params, cores, target, where)
         conv = None
         if op == "conv2d":
@@ -180,7 +168,7 @@ class DiannaoLayerFlow(TargetFlow):
                 raise RunError(f"DianNao conv2d: dtype {dtype} is not compiled: the conv instruction sums "
                                f"f16 inputs in f32 and rounds once, which a one-stage tensor expression "
                                f"cannot state; expected one of {', '.join(CONV_DTYPES)}")
-            conv = take_conv(params, where)
+            conv = flow.take_conv(params, where)
             shape = (conv.h, conv.w, conv.ic)
             plan = params.pop("plan", None)
             if plan is not None and not isinstance(plan, dops.ConvPlan):
@@ -191,8 +179,8 @@ class DiannaoLayerFlow(TargetFlow):
                     raise RunError(f"{where}: {name} must be true or false (1 or 0), but got {value!r}")
         else:
             shape, plan, relu, bias = tuple(params.pop("shape", DEFAULT_SHAPE)), None, False, False
-        reject_unknown(params, ("shape", *OPTIONS, *(("H", "W", "IC", "OC", "K", "S", "P", "relu", "bias")
-                                                     if conv else ())), where)
+        conv_keys = ("H", "W", "IC", "OC", "K", "S", "P", "relu", "bias") if conv else ()
+        flow.reject_unknown(params, ("shape", *OPTIONS, *conv_keys), where)
         job = DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,), relu=bool(relu),
                          bias=bool(bias))
         return _fits(job, target)
@@ -203,11 +191,11 @@ class DiannaoLayerFlow(TargetFlow):
         if cores > card_cores(target.spec):
             raise RunError(f"DianNao: {cores} cores requested, but config {target.config.name!r} has "
                            f"{card_cores(target.spec)}")
-        return take_int(params, "tile", None, 1, where), tuple(sorted(params.pop("skip", ())))
+        return flow.take_int(params, "tile", None, 1, where), tuple(sorted(params.pop("skip", ())))
 
     def _plan_user(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
         """A user's operator: the card's options first, every other parameter is the operator's."""
-        cores = take_int(params, "cores", 16, 1, op)
+        cores = flow.take_int(params, "cores", 16, 1, op)
         tile, skip = self._options(params, cores, target, op)
         user = load_user_op(op, {k: params.pop(k) for k in list(params)})
         dtype = user.output.dtype.name
@@ -226,7 +214,7 @@ class DiannaoLayerFlow(TargetFlow):
         arrays = [_random(rng, c.h * c.w * c.ic, job.dtype).reshape(job.shape),
                   _random(rng, c.oc * c.k * c.k * c.ic, job.dtype).reshape(c.oc, c.k, c.k, c.ic)]
         if job.bias:
-            arrays.append(random_bias(rng, c.oc, NUMPY_DTYPES[CONV_DTYPES[job.dtype]]))
+            arrays.append(flow.random_bias(rng, c.oc, NUMPY_DTYPES[CONV_DTYPES[job.dtype]]))
         return arrays
 
     def check_inputs(self, job: DiannaoJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -416,7 +404,7 @@ class DiannaoGemmFlow(DiannaoLayerFlow):
 
     def plan(self, op: str, params: dict[str, Any], target: Target) -> DiannaoJob:
         where = "DianNao gemm"
-        m, n, k = (take_int(params, key, None, 1, where) for key in GEMM_KEYS)
+        m, n, k = (flow.take_int(params, key, None, 1, where) for key in flow.GEMM_KEYS)
         if None in (m, n, k):
             raise RunError(f"{where}: M, N and K must be given")
         options = {key: params.pop(key) for key in list(params)}
@@ -462,8 +450,8 @@ class DiannaoGemmFlow(DiannaoLayerFlow):
     def params(self, job: DiannaoJob, candidate: DiannaoCompiled, target: Target) -> dict[str, Any]:
         both = super().params(job, candidate, target)
         m, n, k = job.mnk
-        return {**{key: v for key, v in both.items() if key not in CONV_KEYS}, "shape": [m, n, k], "M": m,
-                "N": n, "K": k, "conv": {key: v for key, v in both.items() if key in CONV_KEYS}}
+        return {**{key: v for key, v in both.items() if key not in flow.CONV_KEYS}, "shape": [m, n, k],
+                "M": m, "N": n, "K": k, "conv": {key: v for key, v in both.items() if key in flow.CONV_KEYS}}
 
 
 def _conv_form(job: DiannaoJob, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -501,7 +489,7 @@ class DiannaoContractionFlow(ContractionFlow):
         """The reindexed operands of every GEMM fit in this machine's memory (the GEMM flow checks that one
         GEMM's arrays fit in GMEM)."""
         count, m, n, k = job_shape
-        check_host_memory(count * (2 * (m * k + n * k) + 8 * m * n), where,
+        flow.check_host_memory(count * (2 * (m * k + n * k) + 8 * m * n), where,
                           {"gemms": count, "M": m, "N": n, "K": k})
 
     def transposed(self, mnk: tuple[int, int, int], target: Target, options: dict[str, Any]) -> bool:

@@ -48,23 +48,10 @@ from sim.core.energy import summed, table_for
 from sim.vita import energy as vita_energy
 from sim.vita.config import VitaConfig, peak_macs_per_cycle
 from sim.vita.machine import VitaResult, simulate
-from tandem.flows import layers, vita_layers
+from tandem.flows import flow, layers, vita_layers
 from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, pads_less_transposed, plain_traffic
-from tandem.flows.flow import (
-    CONV_KEYS,
-    GEMM_KEYS,
-    ByOperator,
-    Execution,
-    RunError,
-    RunReport,
-    TargetFlow,
-    check_host_memory,
-    reject_unknown,
-    take_conv,
-    take_gemm,
-    take_int,
-)
+from tandem.flows.flow import ByOperator, Execution, RunError, RunReport, TargetFlow
 from tandem.flows.layers import Layer
 from tandem.flows.run import run
 from tandem.flows.targets import as_target
@@ -138,7 +125,7 @@ def _check_size(layer: Layer, target: Target) -> None:
         raise RunError(f"VITA {op} {params}: its input, weights and output need "
                        f"{need:,} bytes of DRAM, but the machine addresses {have:,}")
     # the DRAM image, the simulator's copy of it and the result's; the packed inputs and the reference
-    check_host_memory(4 * need, f"VITA {op}", params)
+    flow.check_host_memory(4 * need, f"VITA {op}", params)
     check_budget(layer.macs, target, f"VITA {op} {params}")
 
 
@@ -165,18 +152,18 @@ class VitaLayerFlow(TargetFlow):
         where = f"vita {op}"
         layer: Layer
         if op == "gemm":
-            layer, keys = GemmShape(*take_gemm(params, where)), GEMM_KEYS
+            layer, keys = GemmShape(*flow.take_gemm(params, where)), flow.GEMM_KEYS
         else:
-            layer, keys = take_conv(params, where, images=True), (*CONV_KEYS, "N", "shape")
-        vthreads = take_int(params, "vthreads", 0, 0, where)
-        tune = take_int(params, "tune", 0, 0, where)
+            layer, keys = flow.take_conv(params, where, images=True), (*flow.CONV_KEYS, "N", "shape")
+        vthreads = flow.take_int(params, "vthreads", 0, 0, where)
+        tune = flow.take_int(params, "tune", 0, 0, where)
         epilogue = Epilogue.take(params, where)
         tiling = params.pop("tiling", None)
         if isinstance(tiling, dict):
             tiling = vita.Tiling(**tiling)
         if tiling is not None and not isinstance(tiling, vita.Tiling):
             raise RunError(f"{where}: tiling must be a compiler.ops.vita.Tiling, but got {tiling!r}")
-        reject_unknown(params, (*keys, *OPTIONS), where)
+        flow.reject_unknown(params, (*keys, *OPTIONS), where)
         _check_size(layer, target)
         try:
             if tiling is not None:
@@ -342,11 +329,12 @@ class VitaNetworkOpFlow(TargetFlow):
                 **({"C2": 0} if op == "concat" else {}),
                 **({"K": 2, "S": 2} if op in ("max_pool", "avg_pool") else {})}
         least = {"C": 1, "H": 1, "W": 1, "C2": 0, "LO": -2**31, "HI": -2**31, "K": 1, "S": 1}
-        values = {key: take_int(params, key, default, least[key], where) for key, default in keys.items()}
+        values = {key: flow.take_int(params, key, default, least[key], where)
+                  for key, default in keys.items()}
         missing = [key for key, value in values.items() if value is None]
         if missing:
             raise RunError(f"{where}: {missing[0]} must be given; {op} needs C, H and W")
-        reject_unknown(params, keys, where)
+        flow.reject_unknown(params, keys, where)
         c, h, w = values["C"], values["H"], values["W"]
         lo, hi = (values["LO"], values["HI"]) if op == "clip" else (0 if op == "relu" else -128, 127)
         if op == "clip" and not lo <= hi:
@@ -357,7 +345,7 @@ class VitaNetworkOpFlow(TargetFlow):
         shapes = [(c, h, w)] * (2 if op in ("residual_add", "concat") else 1)
         if op == "concat":
             shapes[1] = (values["C2"] or c, h, w)
-        check_host_memory(sum(5 * math.prod(x) for x in shapes), where, values)
+        flow.check_host_memory(sum(5 * math.prod(x) for x in shapes), where, values)
         if op in self.POOLS:
             return NetworkJob(op, values, tuple(shapes), bounds, (self._pool(op, values, target, where),))
         inputs = 2 if op == "residual_add" else 1
@@ -521,7 +509,7 @@ class VitaUserFlow(TargetFlow):
     def plan(self, op: str, params: dict[str, Any], target: Target) -> VitaUserJob:
         user = load_user_op(op, params)
         n = math.prod(user.output.shape)
-        check_host_memory(5 * n * (len(user.inputs) + 1), op, user.params)
+        flow.check_host_memory(5 * n * (len(user.inputs) + 1), op, user.params)
         tiles, chunk = alu_tiles(n, len(user.inputs), target)
         return VitaUserJob(user, tiles, chunk)
 
