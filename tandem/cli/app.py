@@ -16,6 +16,8 @@ Commands:
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated
@@ -188,16 +190,27 @@ def compile_(
         console.print(Text(f"match: {check.detail}", style="green"))
 
 
-def _compile_cross(console: Console, op: str, shape: str | None, dtype: str | None, params: list[str],
-                   target, dump_passes: bool, run: bool, asm: Path | None) -> None:
-    """``tandem compile --target arm``: the loop IR, the assembly, the instruction counts, the checks
-    (tandem/flows/cross.py)."""
+@contextmanager
+def _refused() -> Iterator[None]:
+    """``tandem compile``'s refusals (a bad option, parameter or layer; a file it cannot write) as exit
+    status 2 with the message."""
     from compiler.errors import TandemError
-    from tandem.flows import cross
     from tandem.flows.catalogue import WorkloadError
     from tandem.flows.flow import RunError
 
     try:
+        yield
+    except (WorkloadError, RunError, TandemError, OSError) as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _compile_cross(console: Console, op: str, shape: str | None, dtype: str | None, params: list[str],
+                   target, dump_passes: bool, run: bool, asm: Path | None) -> None:
+    """``tandem compile --target arm``: the loop IR, the assembly, the instruction counts, the checks
+    (tandem/flows/cross.py)."""
+    from tandem.flows import cross
+
+    with _refused():
         build = cross.compile_options(op, shape, dtype, params, target)
         _print_stages(console, build.stages, dump_passes)
         where = f"{build.obj.triple}, {build.obj.cpu}, features {','.join(build.obj.features) or 'none'}"
@@ -207,8 +220,6 @@ def _compile_cross(console: Console, op: str, shape: str | None, dtype: str | No
             console.print(f"tensor instructions: {name} x {count:,} issued per call, {static[name]} "
                           f"{name.split('_')[0]} in the assembly", markup=False, soft_wrap=True)
         checks = cross.run_checks(build) if run else []
-    except (WorkloadError, RunError, TandemError, OSError) as exc:
-        raise fail(str(exc), 2) from None
     if not _print_checks(console, checks):
         raise typer.Exit(code=1)
 
@@ -217,12 +228,9 @@ def _compile_cuda(console: Console, op: str, shape: str | None, dtype: str | Non
                   target, dump_passes: bool, run: bool, ptx: Path | None) -> None:
     """``tandem compile --target cuda``: the loop IR, the PTX, its instruction counts, ptxas, the checks
     (tandem/flows/cuda.py)."""
-    from compiler.errors import TandemError
     from tandem.flows import cuda
-    from tandem.flows.catalogue import WorkloadError
-    from tandem.flows.flow import RunError
 
-    try:
+    with _refused():
         build = cuda.compile_options(op, shape, dtype, params, target)
         _print_stages(console, build.stages, dump_passes)
         kernel = build.compiled.kernel
@@ -233,8 +241,6 @@ def _compile_cuda(console: Console, op: str, shape: str | None, dtype: str | Non
                       markup=False, soft_wrap=True)
         assembles, verdict = cuda.ptxas_check(kernel)
         checks = cuda.run_checks(build, op, target) if run else []
-    except (WorkloadError, RunError, TandemError, OSError) as exc:
-        raise fail(str(exc), 2) from None
     style = {True: "green", False: "bold red", None: "yellow"}[assembles]
     console.print(Text(f"ptxas ({kernel.arch}): {verdict}", style=style), soft_wrap=True)
     if not _print_checks(console, checks) or assembles is False:

@@ -68,8 +68,9 @@ def run_command(
                     "0 = PolyDL's top-ranked loop order, nothing timed); cuda: time this many of "
                     "UNIT's tunings.")] = None,
     isa: Annotated[str | None, typer.Option(
-        help="cpu: x86-vnni (default; vpdpbusd, UNIT's tensorization), x86-avx512 (vectorized, no "
-             "tensorized instruction) or none.")] = None,
+        help="cpu: x86-vnni (vpdpbusd, UNIT's tensorization; the default for integers where this CPU has "
+             "it), x86-avx512 (vectorized, no tensorized instruction; the default otherwise) or "
+             "none.")] = None,
     threads: Annotated[int | None, typer.Option(
         min=1, help="cpu: threads for parallel loops (default: every core).")] = None,
     relu: Annotated[bool, typer.Option("--relu", help="vita: clip at 0 instead of -128; cpu (conv2d, gemm): "
