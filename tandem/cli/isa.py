@@ -12,6 +12,8 @@ like ``tandem compile``. Every error is printed as ``error: ...`` lines on stder
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -215,6 +217,20 @@ def instruction_tables(spec: isa.ISA, names: list[str], width: int) -> list[Tabl
     return tables
 
 
+@contextmanager
+def _loading(name: str, bad_spec: int) -> Iterator[None]:
+    """A spec being loaded by a command: a usage mistake exits 2, a spec's errors exit ``bad_spec`` listing
+    each, anything else is a bug in isa/ (exit 1, said to be one, with no traceback)."""
+    try:
+        yield
+    except _Usage as e:
+        raise fail([str(e)], 2) from None
+    except isa.ISASpecError as e:
+        raise fail(_spec_errors(e), bad_spec) from None
+    except Exception as e:  # a bug in isa/: still no traceback, but say it is one
+        raise fail([_internal(name, e)], 1) from None
+
+
 @isa_app.command()
 def show(
     name: Annotated[
@@ -229,7 +245,7 @@ def show(
     ] = None,
 ) -> None:
     """Print a spec: header and parameters, then a table of its instructions (exit 2 on a bad argument)."""
-    try:
+    with _loading(name, bad_spec=2):
         spec = load_named(name, parse_params(params))
         names = list(spec.instructions)
         if instruction is not None:
@@ -237,12 +253,6 @@ def show(
                 raise _Usage(f"--instruction: ISA '{spec.name}' has no instruction {instruction!r}; it has "
                              f"{', '.join(names) or 'none'}")
             names = [instruction]
-    except _Usage as e:
-        raise fail([str(e)], 2) from None
-    except isa.ISASpecError as e:
-        raise fail(_spec_errors(e), 2) from None
-    except Exception as e:  # a bug in isa/: still no traceback, but say it is one
-        raise fail([_internal(name, e)], 1) from None
     out = _out()
     for line in _header(spec):
         out.print(Text(line), soft_wrap=True)
@@ -262,17 +272,11 @@ def check(
     A missing or unreadable file exits with status 2.
     """
     path = Path(file)
-    try:
+    with _loading(file, bad_spec=1):
         if not path.exists() and file in isa.builtin_specs():
             spec = isa.load_isa(file)
         elif not path.is_file():
             raise _Usage(f"{file}: {'is a directory, not a spec file' if path.is_dir() else 'no such file'}")
         else:
             spec = isa.load_spec_file(path)
-    except _Usage as e:
-        raise fail([str(e)], 2) from None
-    except isa.ISASpecError as e:
-        raise fail(_spec_errors(e), 1) from None
-    except Exception as e:  # a bug in isa/: still no traceback, but say it is one
-        raise fail([_internal(file, e)], 1) from None
     _out().print(f"ok: {len(spec.instructions)} instructions")
