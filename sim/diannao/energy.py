@@ -18,17 +18,8 @@ from collections.abc import Sequence
 
 import isa
 from isa.dtypes import dtype
-from sim.core.energy import (
-    Activity,
-    Architecture,
-    CostReport,
-    Datapath,
-    EnergyTable,
-    Memory,
-    cost_report,
-    datapath_dtypes,
-    instruction_activity,
-)
+from sim.core import energy
+from sim.core.energy import Architecture, CostReport, Datapath, Memory
 from sim.diannao.config import card_cores
 
 #: the space the card's DMA reaches off chip (the machine's GMEM port)
@@ -46,7 +37,7 @@ def architecture(spec: isa.ISA) -> Architecture:
     datapaths = []
     for unit in ("tfu", "vfu", "scalar"):
         members = [i for i in spec.instructions.values() if i.timing.unit == unit]
-        for op, dt in sorted(datapath_dtypes(spec, members).items()):
+        for op, dt in sorted(energy.datapath_dtypes(spec, members).items()):
             # the units' rates in bytes a cycle (the spec's timing: TFU_MACS_PER_CYCLE MACs of 2-byte
             # operands, wider ones at a proportionally lower rate; the VFU's VFU_BYTES_PER_CYCLE)
             rate = {"tfu": 2 * p["TFU_MACS_PER_CYCLE"], "vfu": p["VFU_BYTES_PER_CYCLE"]}
@@ -55,16 +46,16 @@ def architecture(spec: isa.ISA) -> Architecture:
     return Architecture(tuple(memories), tuple(datapaths))
 
 
-def activity(program: isa.Program, executed: Sequence[int]) -> Activity:
+def activity(program: isa.Program, executed: Sequence[int]) -> energy.Activity:
     """The actions of a launch of ``program`` whose instruction at each pc ran ``executed[pc]`` times in
     all (``DiannaoResult.executed``)."""
-    out = Activity()
+    out = energy.Activity()
     for insn, times in zip(program.insns, executed, strict=True):
         if times:
-            out.add(instruction_activity(program.isa, insn), times)
+            out.add(energy.instruction_activity(program.isa, insn), times)
     return out
 
 
-def costs(program: isa.Program, executed: Sequence[int], table: EnergyTable) -> CostReport:
+def costs(program: isa.Program, executed: Sequence[int], table: energy.EnergyTable) -> CostReport:
     """Energy of a launch of ``program`` and area of the card it ran on, priced by ``table``."""
-    return cost_report(activity(program, executed), architecture(program.isa), table)
+    return energy.cost_report(activity(program, executed), architecture(program.isa), table)

@@ -13,17 +13,8 @@ the UOP buffer; each instruction's bytes fetched from DRAM.
 from __future__ import annotations
 
 import isa
-from sim.core.energy import (
-    Activity,
-    Architecture,
-    CostReport,
-    Datapath,
-    EnergyTable,
-    Memory,
-    cost_report,
-    datapath_dtypes,
-    instruction_activity,
-)
+from sim.core import energy
+from sim.core.energy import Architecture, CostReport, Datapath, Memory
 from sim.vita.functional import tile_kinds, uop_count
 from sim.vita.plan import MICRO_OP_ACTIONS, plan_spec
 
@@ -40,11 +31,11 @@ def architecture(spec: isa.ISA) -> Architecture:
                          ("alu", p["BATCH"] * p["BLOCK_OUT"])):
         members = [i for i in spec.instructions.values() if i.group == group]
         datapaths += [Datapath(group, op, dt, lanes)
-                      for op, dt in sorted(datapath_dtypes(spec, members).items())]
+                      for op, dt in sorted(energy.datapath_dtypes(spec, members).items())]
     return Architecture((*memories, Memory(DRAM, "dram", 0)), tuple(datapaths))
 
 
-def activity(program: isa.Program) -> Activity:
+def activity(program: isa.Program) -> energy.Activity:
     """The actions of one run of ``program``: each instruction's semantics once (``instruction_activity``:
     a load's DRAM read and buffer write, a store's OUT read and DRAM write), a micro-op instruction's once
     per micro-op with its micro-op's read from UOP, and every instruction's fetch from DRAM. The program is
@@ -52,18 +43,18 @@ def activity(program: isa.Program) -> Activity:
     spec = program.isa
     plans = plan_spec(spec)
     uop_bytes = tile_kinds(spec)["UOP"].nbytes
-    out = Activity()
+    out = energy.Activity()
     for insn in program.insns:
         if plans[insn.name].action in MICRO_OP_ACTIONS:
             uops = uop_count(dict(insn.fields))
-            out.add(instruction_activity(spec, insn), uops)
+            out.add(energy.instruction_activity(spec, insn), uops)
             out.reads["UOP"] += uops * uop_bytes
         else:
-            out.add(instruction_activity(spec, insn))
+            out.add(energy.instruction_activity(spec, insn))
     out.reads[DRAM] += len(program.insns) * (spec.insn_bits or 0) // 8
     return out
 
 
-def costs(program: isa.Program, table: EnergyTable) -> CostReport:
+def costs(program: isa.Program, table: energy.EnergyTable) -> CostReport:
     """Energy of one run of ``program`` and area of the machine it ran on, priced by ``table``."""
-    return cost_report(activity(program), architecture(program.isa), table)
+    return energy.cost_report(activity(program), architecture(program.isa), table)
