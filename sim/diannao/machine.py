@@ -66,7 +66,9 @@ from sim.diannao.scalar import (
     BGE,
     BLT,
     BNE,
+    FADD,
     FCVT,
+    FLOAD,
     FSTORE,
     JMP,
     RDID,
@@ -75,6 +77,7 @@ from sim.diannao.scalar import (
     access,
     alu,
     execute_scalar,
+    f32,
     fpu,
 )
 
@@ -268,10 +271,13 @@ class _Machine:
                     raise self.out_of_bounds(core, pc, op, R, mem.size)
                 if op.shared:
                     t = yield from self.take_ports(core, pc, t)
-                access(k, op, mem, addr, R, F)
+                if k == FLOAD:   # the commonest access and float op inline; the others in scalar.py
+                    F[op.reg] = op.element.unpack_from(mem, addr)[0]
+                else:
+                    access(k, op, mem, addr, R, F)
                 pc += 1
             elif k <= FCVT:
-                F[op.rd] = fpu(k, op, F, R)
+                F[op.rd] = f32(F[op.rs1] + F[op.rs2]) if k == FADD else fpu(k, op, F, R)
                 pc += 1
             elif k <= RDID:
                 R[op.rd] = alu(k, op, R, ids)
