@@ -12,6 +12,8 @@ Non-goal: reproducing a kernel's float rounding order (a float sum is checked wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 LAYOUTS = ("NCHW", "HWC")
@@ -53,23 +55,34 @@ def conv2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0, 
     return out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
 
 
-def conv_nd(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0, dilation: int = 1,
+def conv_nd(data: np.ndarray, kernel: np.ndarray, stride: int | Sequence[int] = 1,
+            pad: int | Sequence[tuple[int, int]] = 0, dilation: int | Sequence[int] = 1,
             groups: int = 1) -> np.ndarray:
-    """Convolution over any number of spatial dimensions, with zero padding ``pad`` on every side, kernel
-    taps ``dilation`` apart and ``groups`` channel groups: ``data`` [N, C, *S], ``kernel`` [O, C/groups, *K],
-    result [N, O, *OS]. Summed one kernel tap at a time (each tap a product over the group's channels)."""
+    """Convolution over any number of spatial dimensions, with zero padding, kernel taps ``dilation``
+    apart and ``groups`` channel groups: ``data`` [N, C, *S], ``kernel`` [O, C/groups, *K], result
+    [N, O, *OS]. ``stride`` and ``dilation`` are one per spatial axis or one for all; ``pad`` is the same
+    on every side, or a (before, after) pair per axis. Summed one kernel tap at a time (each tap a product
+    over the group's channels)."""
     n, c, *size = data.shape
     o, cg, *taps = kernel.shape
-    x = np.pad(_exact(data), ((0, 0), (0, 0), *[(pad, pad)] * len(size)))
-    x = x.reshape(n, groups, cg, *(s + 2 * pad for s in size))
+    strides, dilations = _per_axis(stride, len(size)), _per_axis(dilation, len(size))
+    pads = [(pad, pad)] * len(size) if isinstance(pad, int | np.integer) else [tuple(p) for p in pad]
+    x = np.pad(_exact(data), ((0, 0), (0, 0), *pads))
+    x = x.reshape(n, groups, cg, *x.shape[2:])
     w = _exact(kernel).reshape(groups, o // groups, cg, *taps)
-    out_size = [(s + 2 * pad - dilation * (k - 1) - 1) // stride + 1 for s, k in zip(size, taps, strict=True)]
+    out_size = [(s + b + e - d * (k - 1) - 1) // st + 1
+                for s, (b, e), d, k, st in zip(size, pads, dilations, taps, strides, strict=True)]
     out = np.zeros((n, groups, o // groups, *out_size), x.dtype)
     for tap in np.ndindex(*taps):
-        window = tuple(slice(t * dilation, t * dilation + stride * (m - 1) + 1, stride)
-                       for t, m in zip(tap, out_size, strict=True))
+        window = tuple(slice(t * d, t * d + st * (m - 1) + 1, st)
+                       for t, m, d, st in zip(tap, out_size, dilations, strides, strict=True))
         out += np.einsum("ngc...,goc->ngo...", x[(slice(None),) * 3 + window], w[(..., *tap)])
     return out.reshape(n, o, *out_size)
+
+
+def _per_axis(value: int | Sequence[int], rank: int) -> list[int]:
+    """One value per spatial axis: ``value`` repeated, or the sequence as given."""
+    return [int(value)] * rank if isinstance(value, int | np.integer) else [int(v) for v in value]
 
 
 def conv_transpose2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
@@ -128,6 +141,48 @@ def pool2d(x: np.ndarray, k: int | tuple[int, int], stride: int, kind: str) -> n
     shape = (k, k) if isinstance(k, int) else tuple(k)
     windows = np.lib.stride_tricks.sliding_window_view(_exact(x), shape, axis=(1, 2))[:, ::stride, ::stride]
     return {"max": np.max, "sum": np.sum, "avg": np.mean}[kind](windows, axis=(3, 4))
+
+
+def pool_nd(x: np.ndarray, window: Sequence[int], strides: Sequence[int], pads: Sequence[tuple[int, int]],
+            dilations: Sequence[int], out_size: Sequence[int], kind: str, count_pads: bool = False
+            ) -> np.ndarray:
+    """Max ("max") or mean ("avg") of each window of ``x`` [N, C, *S], or where the maximum is ("argmax":
+    its index into ``x`` flattened, the first of equal ones): ``window`` taps ``dilations`` apart, windows
+    ``strides`` apart, ``out_size`` of them per axis, over ``x`` padded by ``pads`` (a (before, after)
+    pair per axis). A padded position never holds the maximum, and counts in a mean only with
+    ``count_pads``; positions past the padding (where a rounded-up output size puts its last window)
+    count in neither."""
+    x = _exact(x)
+    rank = x.ndim - 2
+    spans = [(k - 1) * d + 1 for k, d in zip(window, dilations, strict=True)]
+    ends = [max(e, (o - 1) * s + span - n - b)
+            for o, s, span, n, (b, e) in zip(out_size, strides, spans, x.shape[2:], pads, strict=True)]
+    widths = [(b, end) for (b, _), end in zip(pads, ends, strict=True)]
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    padded = np.pad(x, [(0, 0), (0, 0), *widths], constant_values=0 if kind == "avg" else low)
+
+    def windows(a: np.ndarray) -> np.ndarray:
+        axes = tuple(range(a.ndim - rank, a.ndim))
+        view = np.lib.stride_tricks.sliding_window_view(a, spans, axis=axes)
+        lead = (slice(None),) * (a.ndim - rank)
+        outs = tuple(slice(None, (o - 1) * s + 1, s) for o, s in zip(out_size, strides, strict=True))
+        return view[lead + outs + tuple(slice(None, None, d) for d in dilations)]
+
+    taps = tuple(range(-rank, 0))
+    if kind == "max":
+        return windows(padded).max(axis=taps)
+    if kind == "argmax":
+        values = windows(padded)
+        flat = values.reshape(*values.shape[:x.ndim], -1)
+        where = np.pad(np.arange(x.size).reshape(x.shape), [(0, 0), (0, 0), *widths], constant_values=-1)
+        index = windows(where).reshape(flat.shape)
+        return np.take_along_axis(index, flat.argmax(axis=-1)[..., None], axis=-1)[..., 0]
+    if count_pads:   # ones over the data and its padding, zeros past it
+        inside = [n + b + e for n, (b, e) in zip(x.shape[2:], pads, strict=True)]
+        counted = np.pad(np.ones(inside), [(0, end - e) for (_, e), end in zip(pads, ends, strict=True)])
+    else:            # ones over the data alone
+        counted = np.pad(np.ones(x.shape[2:]), widths)
+    return windows(padded).sum(axis=taps) / windows(counted).sum(axis=taps)
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:

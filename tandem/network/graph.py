@@ -8,16 +8,19 @@ subgraphs evaluated and each batch norm that follows a convolution folded into i
 
 Import steps: parse with ``onnx`` (anything else is a ``GraphError`` naming the file); give each graph input
 its shape (``input_shapes``, else the model's own, which must be static: a symbolic dimension names the input
-and asks for ``--input-shape``); infer every tensor's shape (``onnx.shape_inference``); evaluate nodes whose
-inputs are all constants (a Reshape's target shape); fold ``BatchNormalization`` into the ``Conv`` it
-follows when the conv's output feeds nothing else: ``W' = W * g``, ``B' = (B - mean) * g + beta`` with
-``g = gamma / sqrt(var + eps)`` per output channel (exact in real arithmetic; the folded float32 weights
-differ from the unfolded graph's by rounding); fold each Add of a constant vector into the MatMul by
-constant weights it follows, as that layer's bias (a dense layer as transformer exporters write it). An
-operator outside ``SUPPORTED`` is named with its node.
+and asks for ``--input-shape``); infer every tensor's shape and type (``onnx.shape_inference``); check each
+node against tandem/network/operators' table (an operator, attribute or output it does not implement is
+refused by name, never ignored); pass each Identity's input on; evaluate nodes whose inputs are all
+constants (a Reshape's target shape) and those that depend on shapes alone (Shape); fold
+``BatchNormalization`` into the ``Conv`` it follows when the conv's output feeds nothing else:
+``W' = W * g``, ``B' = (B - mean) * g + beta`` with ``g = gamma / sqrt(var + eps)`` per output channel (exact
+in real arithmetic; the folded float32 weights differ from the unfolded graph's by rounding); fold each Add
+of a constant vector into the MatMul by constant weights it follows, as that layer's bias (a dense layer as
+transformer exporters write it).
 
-``run_reference`` computes the graph with compiler/ops/reference.py's operators (the one reference per
-operator) and numpy for the data movement (Reshape, Transpose, Flatten).
+``tensors`` computes every layer with the operators' functions (compiler/ops/reference.py's arithmetic, exact)
+and rounds each result to the type ONNX declares for it; a result whose shape is not the declared one is a
+``GraphError`` naming the node.
 """
 
 from __future__ import annotations
@@ -30,33 +33,41 @@ from typing import Any
 
 import numpy as np
 
-from compiler.ops import reference
 from tandem.flows.flow import RunError
-
-SUPPORTED = ("Conv", "BatchNormalization", "Relu", "Clip", "Add", "Mul", "MaxPool", "AveragePool",
-             "GlobalAveragePool", "Flatten", "Gemm", "MatMul", "Reshape", "Transpose", "Softmax",
-             "LayerNormalization", "Gelu", "Concat")
+from tandem.network.operators import OPERATORS, Node, OperatorError, compute
 
 
 class GraphError(RunError):
     """A model Tandem cannot import: not ONNX, an unsupported operator or attribute (named with its node),
-    a shape left unknown."""
+    a shape left unknown, a computed shape other than the model declares."""
 
 
 @dataclass(frozen=True)
 class Layer:
     """One node of the imported graph: ``operands`` its ONNX inputs in order ("" for an omitted optional
     one), ``weights`` the constant ones by position, ``inputs`` the activations it reads (graph inputs or
-    earlier layers' outputs), ``shape`` its output's shape."""
+    earlier layers' outputs), ``outputs`` its ONNX outputs ("" for an omitted one) with the ``shapes`` and
+    ``dtypes`` (numpy names) ONNX inference declares for them, ``opset`` the default domain's version the
+    model was written for."""
 
     name: str
     op: str
     operands: tuple[str, ...]
-    output: str
+    outputs: tuple[str, ...]
     attrs: dict[str, Any]
     weights: dict[int, np.ndarray]
-    shape: tuple[int, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...] = ("float32",)
+    opset: int = 18
     macs: int = 0
+
+    @property
+    def output(self) -> str:
+        return self.outputs[0]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.shapes[0]
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -73,14 +84,21 @@ class Layer:
 
 @dataclass(frozen=True)
 class Graph:
-    """The imported network: its inputs' shapes, its layers in order, its output."""
+    """The imported network: its inputs' shapes (and ``input_types``, numpy names), its layers in order,
+    its ``outputs`` (``output`` the first; ``constants`` holds those that fold to constants)."""
 
     name: str
     inputs: dict[str, tuple[int, ...]]
     layers: tuple[Layer, ...]
-    output: str
+    outputs: tuple[str, ...]
     folded: tuple[str, ...] = field(default=())   # the batch norms folded into their convs
     biases: tuple[str, ...] = field(default=())   # the bias Adds folded into their MatMuls
+    input_types: dict[str, str] = field(default_factory=dict)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def output(self) -> str:
+        return self.outputs[0]
 
     @property
     def macs(self) -> int:
@@ -109,15 +127,15 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
     inputs their shapes (required for symbolic dimensions). ``fold=False`` keeps batch norms and bias Adds
     as layers of their own (a quantized model requantizes between them); ``where`` names the model in
     errors."""
-    import onnx
-    from onnx import numpy_helper, shape_inference
+    from onnx import shape_inference
 
     model, named = read(model)
     where = where or named
     graph = model.graph
     if not graph.node:
         raise GraphError(f"{where}: the graph has no nodes (is it an ONNX model?)")
-    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    opset = _opset(model, where)
+    consts = {t.name: _array(t) for t in graph.initializer}
     shapes = _input_shapes(graph, consts, dict(input_shapes or {}), where)
     for name, shape in shapes.items():
         dim = graph.input[[i.name for i in graph.input].index(name)].type.tensor_type.shape
@@ -128,40 +146,33 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
         inferred = shape_inference.infer_shapes(model, strict_mode=True).graph
     except Exception as exc:
         raise GraphError(f"{where}: ONNX shape inference failed: {exc}") from None
-    for v in (*inferred.value_info, *inferred.output):
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
-        if v.type.tensor_type.HasField("shape") and None not in dims:
-            shapes.setdefault(v.name, tuple(dims))
+    types = _declared(inferred, shapes)
+    alias: dict[str, str] = {}       # an Identity's output -> the tensor it passes on
     layers: list[Layer] = []
     for node in graph.node:
-        label = f"node {node.name or node.output[0]} ({node.op_type})"
-        if node.op_type == "Constant":
-            consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+        label = f"{where}: node {node.name or node.output[0]} ({node.op_type})"
+        layer = _layer(node, alias, consts, shapes, types, opset, label)
+        if layer is None:
             continue
-        if node.op_type not in SUPPORTED:
-            raise GraphError(f"{where}: {label}: operator {node.op_type} is not supported; Tandem imports "
-                             f"{', '.join(SUPPORTED)}")
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
-        weights = {i: consts[n] for i, n in enumerate(node.input) if n in consts}
-        out = node.output[0]
-        layer = Layer(node.name or out, node.op_type, tuple(node.input), out, attrs, weights,
-                      shapes.get(out, ()))
-        _check_attrs(layer, label, where)
-        if not layer.inputs:   # a constant subgraph: evaluate it now
-            consts[out] = evaluate(layer, {}).astype(_dtype_of(layer))
+        static = OPERATORS[layer.op].static
+        if not layer.inputs or static:   # a constant subgraph, or a function of shapes: evaluate it now
+            known = {n: np.broadcast_to(np.zeros((), types.get(n, "float32")), shapes[n])
+                     for n in layer.inputs}
+            for name, value in zip(layer.outputs, _outputs(layer, known, where), strict=False):
+                if name:
+                    consts[name] = value
             continue
-        if out not in shapes:
-            raise GraphError(f"{where}: {label}: the shape of its output {out} is unknown")
         layers.append(layer)
-    layers = [_with_macs(layer, shapes) for layer in layers]
+    layers = [_with_macs(layer, shapes, consts) for layer in layers]
     folded_layers, folded, biases = layers, [], []
     if fold:
         folded_layers, folded = _fold_batch_norms(layers)
         folded_layers, biases = _fold_biases(folded_layers)
-    output = graph.output[0].name
-    return Graph(graph.name or where, {n: shapes[n] for n in _graph_inputs(graph, consts)},
-                 tuple(folded_layers), output, tuple(folded), tuple(biases))
+    outputs = tuple(alias.get(v.name, v.name) for v in graph.output)
+    inputs = _graph_inputs(graph, consts)
+    return Graph(graph.name or where, {n: shapes[n] for n in inputs}, tuple(folded_layers), outputs,
+                 tuple(folded), tuple(biases), {n: types.get(n, "float32") for n in inputs},
+                 {n: consts[n] for n in outputs if n in consts})
 
 
 def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -171,8 +182,15 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Standard-normal float32 arrays for the graph's inputs, drawn from ``rng`` in input order."""
-    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in graph.inputs.items()}
+    """Standard-normal arrays for the graph's (floating-point) inputs, drawn from ``rng`` in input order."""
+    out = {}
+    for name, shape in graph.inputs.items():
+        dtype = np.dtype(graph.input_types.get(name, "float32"))
+        if dtype.kind != "f":
+            raise GraphError(f"{graph.name}: input {name} holds {dtype} values, which Tandem cannot draw at "
+                             f"random (give the inputs)")
+        out[name] = rng.standard_normal(shape).astype(dtype)
+    return out
 
 
 def ranges(graph: Graph, seed: int, samples: int) -> dict[str, tuple[float, float]]:
@@ -190,22 +208,133 @@ def ranges(graph: Graph, seed: int, samples: int) -> dict[str, tuple[float, floa
 
 
 def tensors(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every tensor ``run_reference`` computes, by name (the graph inputs too)."""
-    values: dict[str, np.ndarray] = {}
+    """Every tensor ``run_reference`` computes, by name (the graph inputs too), each in the type ONNX
+    declares for it; a layer whose result has another shape than the model declares is a GraphError
+    naming it."""
+    values: dict[str, np.ndarray] = dict(graph.constants)
     for name, shape in graph.inputs.items():
         if name not in inputs:
             raise GraphError(f"{graph.name}: no array for the graph input {name}")
-        x = np.asarray(inputs[name], np.float32)
+        x = np.asarray(inputs[name]).astype(graph.input_types.get(name, "float32"), copy=False)
         if x.shape != shape:
             raise GraphError(f"{graph.name}: input {name}: expected shape {list(shape)}, but got "
                              f"{list(x.shape)}")
         values[name] = x
     for layer in graph.layers:
-        values[layer.output] = evaluate(layer, values).astype(np.float32)
+        for name, value in zip(layer.outputs, _outputs(layer, values, graph.name), strict=False):
+            if name:
+                values[name] = value
     return values
 
 
 # ------------------------------------------------------------------------------------------ import helpers
+
+def _opset(model, where: str) -> int:
+    """The version of the default (ai.onnx) domain the model imports."""
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    raise GraphError(f"{where}: the model imports no version of the default ONNX domain (opset_import)")
+
+
+def _array(tensor) -> np.ndarray:
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(tensor)
+
+
+def _declared(inferred, shapes: dict[str, tuple[int, ...]]) -> dict[str, str]:
+    """Fill ``shapes`` with every static shape ONNX inference declares; each tensor's element type (numpy
+    name) by name."""
+    from onnx import helper
+
+    types = {}
+    for v in (*inferred.input, *inferred.value_info, *inferred.output):
+        tensor = v.type.tensor_type
+        if tensor.elem_type:
+            try:
+                types[v.name] = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
+            except (KeyError, TypeError):
+                types[v.name] = "unsupported"
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        if tensor.HasField("shape") and None not in dims:
+            shapes.setdefault(v.name, tuple(dims))
+    return types
+
+
+def _constant(node, label: str) -> np.ndarray:
+    """A Constant node's value."""
+    import onnx
+
+    (attr,) = node.attribute
+    value = onnx.helper.get_attribute_value(attr)
+    if attr.name == "value":
+        return _array(value)
+    if attr.name in ("value_float", "value_floats"):
+        return np.asarray(value, np.float32)
+    if attr.name in ("value_int", "value_ints"):
+        return np.asarray(value, np.int64)
+    raise GraphError(f"{label}: a constant given as {attr.name} is not supported (Tandem takes value, "
+                     f"value_float(s) and value_int(s))")
+
+
+def _layer(node, alias: dict[str, str], consts: dict[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]],
+           types: Mapping[str, str], opset: int, label: str) -> Layer | None:
+    """``node`` as a Layer, its attributes checked; None for a node that makes no layer (a Constant, an
+    Identity: their outputs are recorded in ``consts`` and ``alias``)."""
+    import onnx
+
+    operands = tuple(alias.get(n, n) for n in node.input)
+    if node.domain not in ("", "ai.onnx"):
+        raise GraphError(f"{label}: operator of domain {node.domain!r}; Tandem imports the default ONNX "
+                         f"domain's operators")
+    if node.op_type == "Constant":
+        consts[node.output[0]] = _constant(node, label)
+        return None
+    if node.op_type == "Identity":
+        alias[node.output[0]] = operands[0]
+        return None
+    op = OPERATORS.get(node.op_type)
+    if op is None:
+        raise GraphError(f"{label}: operator {node.op_type} is not supported; Tandem imports "
+                         f"{', '.join(sorted((*OPERATORS, 'Constant', 'Identity')))}")
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+    weights = {i: consts[n] for i, n in enumerate(operands) if n in consts}
+    outputs = tuple(node.output)
+    for name in outputs:
+        if name and name not in shapes:
+            raise GraphError(f"{label}: the shape of its output {name} is unknown")
+        if name and types.get(name) == "unsupported":
+            raise GraphError(f"{label}: its output {name} has an element type numpy cannot hold")
+    layer = Layer(node.name or outputs[0], node.op_type, operands, outputs, attrs, weights,
+                  tuple(shapes.get(n, ()) for n in outputs), tuple(types.get(n, "float32") for n in outputs),
+                  opset)
+    in_shapes = tuple(None if not n else consts[n].shape if n in consts else shapes.get(n) for n in operands)
+    reason = op.refusal(Node(layer.op, attrs, opset, tuple(weights.get(i) for i in range(len(operands))),
+                             layer.shapes, in_shapes=in_shapes), outputs)
+    if reason:
+        raise GraphError(f"{label}: {reason}")
+    return layer
+
+
+def _outputs(layer: Layer, values: Mapping[str, np.ndarray], where: str) -> tuple[np.ndarray, ...]:
+    """``layer``'s outputs from ``values``, each in its declared type and checked against its declared
+    shape."""
+    label = f"{where}: node {layer.name} ({layer.op})"
+    try:
+        results = evaluate_all(layer, values)
+    except OperatorError as exc:
+        raise GraphError(f"{label}: {exc}") from None
+    out = []
+    for name, value, shape, dtype in zip(layer.outputs, results, layer.shapes, layer.dtypes, strict=False):
+        value = np.asarray(value)
+        if name and value.shape != shape:
+            raise GraphError(f"{label}: computes {name} of shape {list(value.shape)}, but the model declares "
+                             f"{list(shape)}")
+        out.append(value.astype(dtype, copy=False))
+    return tuple(out)
+
 
 def _graph_inputs(graph, consts: Mapping[str, np.ndarray]) -> list[str]:
     return [i.name for i in graph.input if i.name not in consts]
@@ -225,8 +354,8 @@ def _input_shapes(graph, consts, given: dict[str, tuple[int, ...]], where: str) 
             shapes[value.name] = tuple(int(d) for d in given[value.name])
             continue
         dims = value.type.tensor_type.shape.dim
-        static = [d.dim_value for d in dims if d.HasField("dim_value") and d.dim_value > 0]
-        if len(static) != len(dims) or not dims:
+        static = [d.dim_value for d in dims if d.HasField("dim_value") and d.dim_value >= 0]
+        if len(static) != len(dims):
             shown = [d.dim_param or "?" if not d.HasField("dim_value") else d.dim_value for d in dims]
             raise GraphError(f"{where}: input {value.name} has the dynamic shape {shown}; give it with "
                              f"--input-shape {value.name}=1x3x224x224 (its real sizes)")
@@ -234,38 +363,19 @@ def _input_shapes(graph, consts, given: dict[str, tuple[int, ...]], where: str) 
     return shapes
 
 
-def _check_attrs(layer: Layer, label: str, where: str) -> None:
-    """Refuse the attribute values the reference (and the targets) do not take."""
-    a = layer.attrs
-    if layer.op in ("Conv", "MaxPool", "AveragePool"):
-        pads, strides = a.get("pads", [0] * 4), a.get("strides", [1, 1])
-        if len(set(pads)) > 1 or len(set(strides)) > 1 or a.get("auto_pad", "NOTSET") != "NOTSET":
-            raise GraphError(f"{where}: {label}: pads {list(pads)} and strides {list(strides)} must be the "
-                             f"same on every side (no auto_pad)")
-        if len(set(a.get("dilations", [1, 1]))) > 1:
-            raise GraphError(f"{where}: {label}: dilations must be the same in both directions")
-    if layer.op == "AveragePool" and any(a.get("pads", [0])):
-        raise GraphError(f"{where}: {label}: a padded average pool is not supported")
-    if layer.op == "Gelu" and a.get("approximate", "none") not in ("none", "tanh"):
-        raise GraphError(f"{where}: {label}: approximate={a['approximate']!r}")
-    if layer.op == "LayerNormalization" and a.get("axis", -1) not in (-1, len(layer.shape) - 1):
-        raise GraphError(f"{where}: {label}: layer norm over axis {a['axis']}; Tandem normalizes the last "
-                         f"axis")
-
-
-def _dtype_of(layer: Layer) -> type:
-    return np.int64 if layer.op in ("Reshape", "Concat") and not layer.inputs else np.float32
-
-
-def _with_macs(layer: Layer, shapes: Mapping[str, tuple[int, ...]]) -> Layer:
+def _with_macs(layer: Layer, shapes: Mapping[str, tuple[int, ...]], consts: Mapping[str, np.ndarray]
+               ) -> Layer:
     """``layer`` with its multiply-accumulates counted (convolutions and matrix products)."""
+    def shape_of(position: int) -> tuple[int, ...]:
+        name = layer.operands[position]
+        return consts[name].shape if name in consts else shapes[name]
+
     out = math.prod(layer.shape)
     if layer.op == "Conv":
-        w = layer.weights[1]
-        return replace(layer, macs=out * math.prod(w.shape[1:]))
+        return replace(layer, macs=out * math.prod(shape_of(1)[1:]))
     if layer.op in ("MatMul", "Gemm"):
-        a = shapes[layer.inputs[0]] if layer.inputs else layer.weights[0].shape
-        k = a[-1] if not (layer.op == "Gemm" and layer.attrs.get("transA")) else a[0]
+        a = shape_of(0)
+        k = a[0] if layer.op == "Gemm" and layer.attrs.get("transA") else a[-1]
         return replace(layer, macs=out * k)
     return layer
 
@@ -300,18 +410,20 @@ def _fold(layers: list[Layer], merge: Callable[[Layer, Layer], Layer | None]
 
 
 def _fold_batch_norms(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
-    """Each BatchNormalization whose input is a Conv's output that nothing else reads, folded into it."""
+    """Each BatchNormalization (inference mode, one output) whose input is a Conv's output that nothing
+    else reads, folded into it."""
     def merge(conv: Layer, bn: Layer) -> Layer | None:
-        if bn.op != "BatchNormalization" or set(bn.weights) != {1, 2, 3, 4} or conv.op != "Conv":
+        if (bn.op != "BatchNormalization" or set(bn.weights) != {1, 2, 3, 4} or conv.op != "Conv"
+                or 1 not in conv.weights or bn.attrs.get("training_mode", 0) or any(bn.outputs[1:])):
             return None
         gamma, beta, mean, var = (bn.weights[k].astype(np.float64) for k in (1, 2, 3, 4))
         g = gamma / np.sqrt(var + bn.attrs.get("epsilon", 1e-5))
         w = conv.weights[1].astype(np.float64)
         b = conv.weights.get(2, np.zeros(w.shape[0])).astype(np.float64)
-        weights = {1: (w * g[:, None, None, None]).astype(np.float32),
+        weights = {1: (w * g.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32),
                    2: ((b - mean) * g + beta).astype(np.float32)}
-        return replace(conv, operands=(conv.operands[0], "W", "B"), output=bn.output, weights=weights,
-                       shape=bn.shape)
+        return replace(conv, operands=(conv.operands[0], "W", "B"), outputs=bn.outputs[:1], weights=weights,
+                       shapes=bn.shapes[:1], dtypes=bn.dtypes[:1])
     return _fold(layers, merge)
 
 
@@ -325,80 +437,27 @@ def _fold_biases(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
         (bias,) = add.weights.values()
         if bias.ndim != 1 or bias.size != mm.shape[-1] or add.shape != mm.shape:
             return None
-        return replace(mm, operands=(mm.operands[0], mm.operands[1], "B"), output=add.output,
-                       weights={1: mm.weights[1], 2: bias}, shape=add.shape)
+        return replace(mm, operands=(mm.operands[0], mm.operands[1], "B"), outputs=add.outputs,
+                       weights={1: mm.weights[1], 2: bias}, shapes=add.shapes, dtypes=add.dtypes)
     return _fold(layers, merge)
 
 
 # ------------------------------------------------------------------------------------------ evaluation
 
+def evaluate_all(layer: Layer, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Every output of one layer, exactly (float64 for floating point, int64 for integers), from its
+    operands (``values``: the activations by name); an OperatorError for values it cannot compute."""
+    args = tuple(layer.operand(i, values) for i in range(len(layer.operands)))
+    shapes = tuple(None if a is None else np.shape(a) for a in args)
+    return compute(Node(layer.op, layer.attrs, layer.opset, args, layer.shapes,
+                        tuple(np.dtype(d) for d in layer.dtypes), shapes,
+                        tuple(bool(n) for n in layer.outputs)))
+
+
 def evaluate(layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
-    """One layer, exactly (float64), from its operands (``values``: the activations by name)."""
-    a, op = layer.attrs, layer.op
-
-    def arg(position: int) -> np.ndarray:
-        x = layer.operand(position, values)
-        return x.astype(np.float64) if x.dtype.kind == "f" else x
-
-    def given(position: int) -> bool:
-        x = layer.operand(position, values)
-        return x is not None and x.size > 0
-
-    if op == "Conv":
-        pad, stride = a.get("pads", [0])[0], a.get("strides", [1])[0]
-        out = reference.conv_nd(arg(0), arg(1), stride, pad, a.get("dilations", [1])[0], a.get("group", 1))
-        return out + arg(2).reshape(1, -1, 1, 1) if given(2) else out
-    if op == "BatchNormalization":
-        x, gamma, beta, mean, var = (arg(k) for k in range(5))
-        shape = (1, -1) + (1,) * (x.ndim - 2)
-        g = gamma / np.sqrt(var + a.get("epsilon", 1e-5))
-        return (x - mean.reshape(shape)) * g.reshape(shape) + beta.reshape(shape)
-    if op == "Relu":
-        return reference.clip(arg(0), 0, None)
-    if op == "Clip":
-        lo = float(arg(1)) if given(1) else a.get("min")
-        hi = float(arg(2)) if given(2) else a.get("max")
-        return reference.clip(arg(0), lo, hi)
-    if op == "Add":
-        return reference.add(arg(0), arg(1))
-    if op == "Mul":
-        return arg(0) * arg(1)
-    if op in ("MaxPool", "AveragePool"):
-        x, k = arg(0), a["kernel_shape"]
-        pad, stride = a.get("pads", [0])[0], a.get("strides", [1])[0]
-        if pad:
-            x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
-        kind = "max" if op == "MaxPool" else "avg"
-        return np.stack([reference.pool2d(image, tuple(k), stride, kind) for image in x])
-    if op == "GlobalAveragePool":
-        return np.stack([reference.pool2d(image, image.shape[1:], 1, "avg") for image in arg(0)])
-    if op == "Flatten":
-        x, axis = arg(0), a.get("axis", 1)
-        return x.reshape(math.prod(x.shape[:axis]), -1)
-    if op == "Gemm":
-        x, w = arg(0), arg(1)
-        x = x.T if a.get("transA") else x
-        w = w.T if a.get("transB") else w
-        out = a.get("alpha", 1.0) * reference.dense(x, w.T)
-        return out + a.get("beta", 1.0) * arg(2) if given(2) else out
-    if op == "MatMul":   # with a bias folded into it (weights[2], over the last axis)
-        out = np.matmul(arg(0), arg(1))
-        return out + arg(2) if given(2) else out
-    if op == "Reshape":
-        x, target = arg(0), [int(d) for d in layer.operand(1, values)]
-        target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
-        return x.reshape(target)
-    if op == "Transpose":
-        return np.transpose(arg(0), a.get("perm"))
-    if op == "Softmax":
-        return reference.softmax(arg(0), axis=a.get("axis", -1))
-    if op == "LayerNormalization":
-        return reference.layer_norm(arg(0), arg(1), arg(2) if given(2) else 0.0, a.get("epsilon", 1e-5))
-    if op == "Gelu":
-        x = arg(0)
-        if a.get("approximate", "none") == "tanh":
-            return reference.gelu_tanh(x)
-        return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
-    if op == "Concat":
-        return reference.concat([arg(k) for k in range(len(layer.operands))], axis=a["axis"])
-    raise GraphError(f"{layer.name}: operator {op} has no reference")
+    """One layer's (first) output, exactly (float64), from its operands (``values``: the activations by
+    name)."""
+    try:
+        return evaluate_all(layer, values)[0]
+    except OperatorError as exc:
+        raise GraphError(f"node {layer.name} ({layer.op}): {exc}") from None

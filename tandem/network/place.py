@@ -44,6 +44,7 @@ import numpy as np
 from compiler.ops import network, vita
 from compiler.target import Target
 from tandem.network import qdq
+from tandem.network.operators.nn import square_window
 from tandem.network.qdq import AffineGraph
 from tandem.network.quantize import PowerOfTwoGraph, clip_bounds
 from tandem.network.quantized import QuantizedGraph
@@ -123,7 +124,8 @@ def _contraction(step: Step, q: PowerOfTwoGraph) -> tuple[int, np.ndarray, tuple
 def _depthwise(step: Step) -> bool:
     layer = step.layers[0]
     groups = layer.attrs.get("group", 1)
-    return groups > 1 and groups == layer.weights[1].shape[0] == groups * layer.weights[1].shape[1]
+    w = layer.weights.get(1)
+    return groups > 1 and w is not None and groups == w.shape[0] == groups * w.shape[1]
 
 
 def _conv_layer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], depthwise: bool = False
@@ -135,16 +137,23 @@ def _conv_layer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], de
     if a.get("group", 1) != 1 and not (depthwise and _depthwise(step)):
         raise NotOnTarget(f"a grouped convolution ({a['group']} groups): no schedule takes one with its "
                           f"epilogue yet")
-    if any(d != 1 for d in a.get("dilations", [1])):
-        raise NotOnTarget("a dilated convolution with a bias: no schedule yet")
+    if layer.name not in q.weights or len(layer.shape) != 4:
+        raise NotOnTarget("a convolution whose weights are not constant" if layer.name not in q.weights
+                          else f"a {len(layer.shape) - 2}-D convolution: the schedules take 2-D ones")
     x, w = _one_image(values[layer.inputs[0]]), q.weights[layer.name][1]
     oc, ic, kh, kw = w.shape
-    strides, pads = a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0])
-    if kh != kw or len(set(strides)) != 1 or len(set(pads)) != 1:
-        raise NotOnTarget(f"a {kh} x {kw} kernel, strides {strides}, pads {pads}: the schedules take square "
-                          f"kernels and one stride and padding")
-    return x, w, {"H": x.shape[2], "W": x.shape[3], "IC": ic, "OC": oc, "K": kh, "S": strides[0],
-                  "P": pads[0]}
+    window = square_window("Conv", a, x.shape[2:], (kh, kw))
+    if kh != kw or window is None:
+        raise NotOnTarget(f"a {kh} x {kw} kernel, {_window_attrs(a)}: the schedules take square kernels, one "
+                          f"stride, the same padding on every side and no dilation")
+    stride, pad = window
+    return x, w, {"H": x.shape[2], "W": x.shape[3], "IC": ic, "OC": oc, "K": kh, "S": stride, "P": pad}
+
+
+def _window_attrs(attrs: dict) -> str:
+    """A windowed layer's geometry attributes, as an error shows them."""
+    shown = {k: attrs[k] for k in ("strides", "pads", "dilations", "auto_pad", "ceil_mode") if k in attrs}
+    return ", ".join(f"{k} {v}" for k, v in shown.items()) or "default strides and pads"
 
 
 def _gemm_operands(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray]
@@ -216,19 +225,20 @@ def _qlinear_add(step: Step, q: AffineGraph, dims: dict[str, int], arrays: list[
 def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     layer = step.layers[0]
     a = layer.attrs
-    (kh, kw), strides, pads = a["kernel_shape"], a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0])
-    if kh != kw or len(set(strides)) != 1 or len(set(pads)) != 1 or a.get("dilations", [1])[0] != 1:
-        raise NotOnTarget(f"a {kh} x {kw} window, strides {strides}, pads {pads}: the pools take square "
-                          f"windows and one stride and padding")
+    kernel = tuple(a["kernel_shape"])
+    window = square_window("MaxPool", a, tuple(values[layer.inputs[0]].shape[2:]), kernel)
+    if len(set(kernel)) != 1 or window is None:
+        raise NotOnTarget(f"a {' x '.join(map(str, kernel))} window, {_window_attrs(a)}: the pools take "
+                          f"square 2-D windows, one stride, the same padding on every side and no dilation")
+    kh, (stride, p) = kernel[0], window
     x = _one_image(values[layer.inputs[0]])
-    p = pads[0]
     affine = isinstance(q, AffineGraph)
     dtype = q.affine[layer.output].dtype if affine else "int8"
     if affine and not q.affine[layer.inputs[0]].same(q.affine[layer.output]):
         raise NotOnTarget("a max pool that changes the quantization: dequantized, pooled, quantized again")
     offset = -128 if dtype == "uint8" else 0   # uint8 values move to int8's range (max commutes with it)
     padded = np.pad(x[0].astype(np.int32) + offset, ((0, 0), (p, p), (p, p)), constant_values=-128)
-    params = {"C": padded.shape[0], "H": padded.shape[1], "W": padded.shape[2], "K": kh, "S": strides[0]}
+    params = {"C": padded.shape[0], "H": padded.shape[1], "W": padded.shape[2], "K": kh, "S": stride}
     return Placement((Placed("max_pool", params, [padded],
                              lambda out: (out.reshape(layer.shape) - offset).astype(dtype)),))
 

@@ -41,7 +41,7 @@ import numpy as np
 from compiler.ops import reference
 from tandem.network import graph as tg
 from tandem.network.graph import Graph, GraphError, Layer
-from tandem.network.quantized import QuantizedGraph, max_pool
+from tandem.network.quantized import QuantizedGraph, integer_conv, max_pool, single_outputs
 
 #: the float operators a QDQ model's groups may hold
 OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose",
@@ -108,11 +108,10 @@ class AffineGraph(QuantizedGraph):
             w = self.weights[layer.name]
             x = ins[0] - p[layer.inputs[0]].zero_point
             if op == "Conv":
-                a = layer.attrs
-                acc = reference.conv_nd(x, w[1].astype(np.int64), a.get("strides", [1])[0],
-                                        a.get("pads", [0])[0], a.get("dilations", [1])[0], a.get("group", 1))
-                bias = w[2].reshape(1, -1, 1, 1) if 2 in w else 0
-                scale = contraction_scale(self, layer).reshape(1, -1, 1, 1)
+                acc = integer_conv(layer, x, {1: w[1]})
+                channel = (1, -1) + (1,) * (acc.ndim - 2)
+                bias = w[2].reshape(channel) if 2 in w else 0
+                scale = contraction_scale(self, layer).reshape(channel)
             else:
                 wt = w[1].T if op == "Gemm" and layer.attrs.get("transB") else w[1]
                 acc = np.matmul(x, wt.astype(np.int64))
@@ -124,11 +123,12 @@ class AffineGraph(QuantizedGraph):
         same = all(p[name].same(out) for name in layer.inputs)
         if op == "GlobalAveragePool":
             count = math.prod(ins[0].shape[2:])
-            acc = ins[0].sum(axis=(2, 3), keepdims=True) - p[layer.inputs[0]].zero_point * count
+            spatial = tuple(range(2, ins[0].ndim))
+            acc = ins[0].sum(axis=spatial, keepdims=True) - p[layer.inputs[0]].zero_point * count
             return reference.requantize_scaled(acc, mean_scale(self, layer, count), out.zero_point,
                                                *out.bounds).astype(out.dtype)
         if op == "MaxPool" and same:
-            return max_pool(layer, ins[0], out.bounds[0]).astype(out.dtype)
+            return max_pool(layer, ins[0]).astype(out.dtype)
         if op in MOVES and same:
             return tg.evaluate(layer, dict(zip(layer.inputs, ins, strict=True))).astype(out.dtype)
         # a group onnxruntime does not fuse: dequantize, the float operator (float32), quantize
@@ -196,6 +196,7 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
         kept.append(renamed)
     floats = _float_model(model, kept, weights, alias, where)
     g = tg.load(floats, input_shapes, fold=False, where=where)
+    single_outputs(g, where)
     affine: dict[str, Affine] = {}
     quantized: dict[str, dict[int, np.ndarray]] = {}
     for name in g.inputs:

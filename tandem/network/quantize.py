@@ -33,7 +33,8 @@ import numpy as np
 
 from compiler.ops import reference
 from tandem.network.graph import Graph, Layer, evaluate, ranges
-from tandem.network.quantized import QuantizedGraph, max_pool
+from tandem.network.operators.nn import square_window
+from tandem.network.quantized import QuantizedGraph, integer_conv, max_pool, single_outputs
 
 INT8 = (-128, 127)
 #: operators whose output keeps the exponent of their (first) input
@@ -75,10 +76,10 @@ class PowerOfTwoGraph(QuantizedGraph):
         op, e = layer.op, self.exponents
         eo = e[layer.output]
         ins = [values[name] for name in layer.inputs]
-        if op in ("Conv", "Gemm") or (op == "MatMul" and layer.name in self.weights):
+        if op in ("Conv", "Gemm", "MatMul") and layer.name in self.weights:
             return _requantize(_contraction(layer, ins[0], self.weights[layer.name]),
                                e[layer.inputs[0]] + self.weight_exponents[layer.name][1] - eo)
-        if op == "MatMul":   # two activations (attention): int8 x int8 in int32
+        if op == "MatMul" and len(ins) == 2:   # two activations (attention): int8 x int8 in int32
             acc = np.matmul(ins[0].astype(np.int64), ins[1].astype(np.int64))
             return _requantize(acc, e[layer.inputs[0]] + e[layer.inputs[1]] - eo)
         if op in ("Relu", "Clip"):
@@ -87,8 +88,8 @@ class PowerOfTwoGraph(QuantizedGraph):
         if op == "Add" and len(ins) == 2:
             return reference.quantized_add(*ins, *(e[name] - eo for name in layer.inputs))
         if op == "MaxPool":
-            return _requantize(max_pool(layer, ins[0], INT8[0]), e[layer.inputs[0]] - eo)
-        if op in ("GlobalAveragePool", "AveragePool"):
+            return _requantize(max_pool(layer, ins[0]), e[layer.inputs[0]] - eo)
+        if op in ("GlobalAveragePool", "AveragePool") and _plain_mean(layer, ins[0].shape):
             return _requantize(_rounded_mean(layer, ins[0]), e[layer.inputs[0]] - eo)
         if op in ("Flatten", "Reshape", "Transpose", "Concat") and all(e[n] == eo for n in layer.inputs):
             return evaluate(layer, {n: v.astype(np.int64) for n, v in zip(layer.inputs, ins, strict=True)}
@@ -101,6 +102,7 @@ class PowerOfTwoGraph(QuantizedGraph):
 def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> PowerOfTwoGraph:
     """Calibrate every activation's exponent on ``samples`` seeded random inputs and quantize the weights
     (the module's rule)."""
+    single_outputs(graph, graph.name)
     exponents = {name: exponent_of(max(-lo, hi)) for name, (lo, hi) in ranges(graph, seed, samples).items()}
     for layer in graph.layers:   # in order, so a chain of them takes its first input's exponent
         if layer.op in SAME_EXPONENT:
@@ -123,14 +125,24 @@ def _contraction(layer: Layer, x: np.ndarray, w: Mapping[int, np.ndarray]) -> np
     """A Conv's, Gemm's or MatMul's int32 (int64) sums of int8 ``x`` by its int8 weights, plus its bias."""
     x = x.astype(np.int64)
     if layer.op == "Conv":
-        a = layer.attrs
-        acc = reference.conv_nd(x, w[1], a.get("strides", [1])[0], a.get("pads", [0])[0],
-                                a.get("dilations", [1])[0], a.get("group", 1))
-        return acc + w[2].reshape(1, -1, 1, 1) if 2 in w else acc
+        return integer_conv(layer, x, w)
     if layer.op == "Gemm":
         wt = w[1].T if layer.attrs.get("transB") else w[1]
         return np.matmul(x, wt.astype(np.int64)) + (w[2] if 2 in w else 0)
     return np.matmul(x, w[1].astype(np.int64)) + (w[2] if 2 in w else 0)
+
+
+def _plain_mean(layer: Layer, size: tuple[int, ...]) -> bool:
+    """Whether an average pool's windows all hold the same count of values (a 2-D pool with no padding, no
+    dilation, no rounded-up size; any global one over [N, C, H, W]; ``size`` the input's shape): its
+    integer mean is
+    ``_rounded_mean``'s; any other is computed in float (the module's rule)."""
+    if len(size) != 4:
+        return False
+    if layer.op == "GlobalAveragePool":
+        return True
+    window = square_window(layer.op, layer.attrs, size[2:], tuple(layer.attrs["kernel_shape"]))
+    return window is not None and window[1] == 0
 
 
 def _rounded_mean(layer: Layer, x: np.ndarray) -> np.ndarray:

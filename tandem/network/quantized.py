@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops import reference
-from tandem.network.graph import Graph, GraphError, Layer, random_inputs, tensors
+from tandem.network.graph import Graph, GraphError, Layer, evaluate, random_inputs, tensors
 
 
 class QuantizedGraph(ABC):
@@ -73,9 +73,23 @@ class QuantizedGraph(ABC):
         return {"relative_l2": rel, "top1_agrees": float(np.argmax(got) == np.argmax(want))}
 
 
-def max_pool(layer: Layer, x: np.ndarray, lowest: int) -> np.ndarray:
-    """A max pool on integers, padded with the type's lowest value (no window's maximum is below it)."""
-    a = layer.attrs
-    pad, stride = a.get("pads", [0])[0], a.get("strides", [1])[0]
-    x = np.pad(np.asarray(x, np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=lowest)
-    return np.stack([reference.pool2d(image, tuple(a["kernel_shape"]), stride, "max") for image in x])
+def max_pool(layer: Layer, x: np.ndarray) -> np.ndarray:
+    """A max pool on integers (int64): a padded position never holds a window's maximum."""
+    return evaluate(layer, {layer.inputs[0]: np.asarray(x, np.int64)})
+
+
+def integer_conv(layer: Layer, x: np.ndarray, weights: Mapping[int, np.ndarray]) -> np.ndarray:
+    """A Conv layer's exact sums (int64) of integer ``x`` by integer ``weights`` (position -> array: 1 the
+    kernel, 2 the bias if any), with every attribute of the layer."""
+    operands = (layer.operands[0], "W") + (("B",) if 2 in weights else ())
+    return evaluate(replace(layer, operands=operands, weights=dict(weights)),
+                    {layer.operands[0]: np.asarray(x, np.int64)})
+
+
+def single_outputs(graph: Graph, where: str) -> None:
+    """Refuse a layer that asks for more than one output: an integer graph computes one per layer."""
+    for layer in graph.layers:
+        if any(layer.outputs[1:]):
+            extra = ", ".join(n for n in layer.outputs[1:] if n)
+            raise GraphError(f"{where}: node {layer.name} ({layer.op}): its outputs {extra} besides the "
+                             f"first: Tandem's int8 graph computes one output per layer")

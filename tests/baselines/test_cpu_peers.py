@@ -39,6 +39,7 @@ from baselines.tvm_vnni_peer import (
     _run_tvm_vnni_probe,
     tvm_vnni_probe,
 )
+from compiler.backend.llvm import host_cpu
 from compiler.ops import reference
 from tandem.flows.check import within_bound
 
@@ -50,6 +51,10 @@ CONVS = [
 GEMMS = [GemmSpec(m=7, n=11, k=19), GemmSpec(m=32, n=48, k=64)]
 EXACT = [p for p in ALL_PEERS if p.exact]
 TWO = min(2, os.cpu_count() or 1)     # "two threads", where there are two cpus
+#: onnxruntime's u8 x s8 matrix kernels on a CPU without VNNI (AVX2's vpmaddubsw) saturate each pair's sum
+#: of products at int16 (checked: that model reproduces their output exactly); its ConvInteger does not
+ORT_SATURATES = not (host_cpu()["avx512vnni"] or host_cpu()["avxvnni"])
+SATURATES = "onnxruntime's u8 x s8 GEMM saturates pair sums at int16 on a CPU without VNNI"
 
 
 def ready(peer: Peer) -> Peer:
@@ -139,6 +144,8 @@ def test_exact_peers_conv_is_bit_exact(peer: Peer, spec: ConvSpec) -> None:
 @pytest.mark.parametrize("peer", EXACT, ids=lambda p: p.name)
 @pytest.mark.parametrize("spec", GEMMS, ids=str)
 def test_exact_peers_gemm_is_bit_exact(peer: Peer, spec: GemmSpec) -> None:
+    if peer.name == "onnxruntime" and ORT_SATURATES:
+        pytest.skip(SATURATES)
     a, b = gemm_inputs(spec, seed=2)
     got = ready(peer).prepare_gemm(spec, a, b, threads=TWO)()
     assert got.dtype == np.int32 and np.array_equal(got, gemm_reference(a, b)), (peer, spec)
@@ -153,6 +160,7 @@ def test_exact_peers_are_bit_exact_on_two_threads_and_repeat_calls(peer: Peer) -
     assert np.array_equal(run(), want) and np.array_equal(run(), want)
 
 
+@pytest.mark.skipif(ORT_SATURATES, reason=SATURATES)
 def test_qlinear_peer_requantizes_the_reference() -> None:
     """QLinearConv / QLinearMatMul: clip(round-half-even(acc / 2**shift), 0, 255), within 1."""
     ready(QLINEAR_PEER)
@@ -309,6 +317,8 @@ def test_onnxruntime_runs_tensorirs_kinds_exactly(kind: str, params: dict[str, i
     from compiler.ops import contractions
 
     ready(OnnxRuntimePeer())
+    if kind == "batch_matmul" and ORT_SATURATES:
+        pytest.skip(SATURATES)
     op = contractions.contraction(kind, params, ("uint8", "int8"))
     rng = np.random.default_rng(5)
     data = rng.integers(0, 256, op.plain[0]).astype(np.uint8)
