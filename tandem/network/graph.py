@@ -137,11 +137,16 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
     opset = _opset(model, where)
     consts = {t.name: _array(t) for t in graph.initializer}
     shapes = _input_shapes(graph, consts, dict(input_shapes or {}), where)
+    resized = False
     for name, shape in shapes.items():
         dim = graph.input[[i.name for i in graph.input].index(name)].type.tensor_type.shape
+        resized |= [d.dim_value if d.HasField("dim_value") else None for d in dim.dim] != list(shape)
         del dim.dim[:]
         for d in shape:
             dim.dim.add().dim_value = d
+    if resized:   # the shapes the model declares for other input shapes do not hold: inferred afresh
+        for value in (*graph.value_info, *graph.output):
+            value.type.tensor_type.ClearField("shape")
     try:
         inferred = shape_inference.infer_shapes(model, strict_mode=True).graph
     except Exception as exc:

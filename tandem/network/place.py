@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -65,7 +66,37 @@ def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: 
         raise NotOnTarget(WHY_HOST.get(first.op, f"no {target.kind} kernel computes {first.op}"))
     if isinstance(q, AffineGraph) and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
         raise NotOnTarget(NO_FLOAT_REQUANTIZE[target.kind])
+    batch = values[first.inputs[0]].shape[0] if first.inputs and values[first.inputs[0]].ndim else 1
+    if first.op in PER_IMAGE and batch > 1:
+        return _per_image(placer, step, q, values, target, batch)
     return placer(step, q, values, target)
+
+
+#: the steps whose kernels take one image: a batch runs them once per image (the batch an outer loop)
+PER_IMAGE = ("Conv", "MaxPool", "GlobalAveragePool")
+
+
+def _per_image(placer: Callable[..., Placement], step: Step, q: QuantizedGraph, values: dict[str, np.ndarray],
+               target: Target, batch: int) -> Placement:
+    """``step`` over a batch of ``batch`` images: the placement of each image in turn (the step's layers
+    with batch 1, its inputs' image), their parts in order, their outputs joined along the batch."""
+    one = Step(tuple(replace(layer, shapes=tuple((1, *s[1:]) if s else s for s in layer.shapes))
+                     for layer in step.layers))
+    placements = []
+    for image in range(batch):
+        sliced = {**values, **{n: values[n][image:image + 1] for n in step.inputs}}
+        placements.append(placer(one, q, sliced, target))
+    parts, spans = [], []
+    for placement in placements:
+        spans.append((len(parts), len(placement.parts)))
+        for part in placement.parts:   # an input computed from the parts before: this image's parts
+            if callable(part.inputs):
+                part = replace(part, inputs=lambda outs, f=part.inputs, at=spans[-1][0]: f(outs[at:]))
+            parts.append(part)
+
+    def join(outs: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate([p.join(outs[at:at + n]) for p, (at, n) in zip(placements, spans, strict=True)])
+    return Placement(tuple(parts), join)
 
 
 #: a quantized ONNX model's steps that requantize by a float32 scale (tandem/network/qdq.py), and the
@@ -95,9 +126,9 @@ WHY_HOST = {
 
 
 def _one_image(x: np.ndarray) -> np.ndarray:
-    """``x``, an image tensor of batch 1 (NotOnTarget otherwise: the runner runs one image)."""
+    """``x``, an image tensor of batch 1 (a batch's steps are placed per image: ``_per_image``)."""
     if x.shape[0] != 1:
-        raise NotOnTarget(f"a batch of {x.shape[0]} images; the network runner runs one")
+        raise ValueError(f"a batch of {x.shape[0]} images reached a one-image placer")
     return x
 
 

@@ -181,3 +181,24 @@ def test_the_model_command_refuses_an_unknown_target_and_a_missing_output_folder
     result = CliRunner().invoke(app, ["model", "--builtin", "resnet18", "--target", "vita", "--save",
                                       str(tmp_path / "nowhere" / "r.json")])
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+def test_a_batch_runs_each_image_on_the_target_with_no_host_step_that_one_image_has_not(kind: str):
+    """A batch is an outer loop over the per-image kernels (a conv, a pool, a global pool); the GEMM takes
+    the batch in its M. Every step is bit-exact with the integer graph of the whole batch."""
+    def model(batch: int):
+        g = models._Graph(3)
+        x = g.node("MaxPool", [g.conv_bn("input", 3, 16, 3, 2)], kernel_shape=[3, 3], strides=[2, 2],
+                   pads=[1, 1, 1, 1])
+        y = g.node("Relu", [g.node("Add", [x, g.conv_bn(x, 16, 16, 3, 1, act=None)])])
+        return g.model("net", [("input", (batch, 3, 12, 12))], models._classifier(g, y, 16))
+
+    host = {}
+    for batch in (1, 3):
+        q, report = run_checked(model(batch), kind)
+        host[batch] = [(r.op, r.why) for r in report.rows if r.where == "host"]
+        if batch == 3:
+            convs = [r for r in report.rows if r.op.startswith("Conv")]
+            assert all(len(r.kernels) % 3 == 0 for r in convs)   # each image's kernels
+    assert host[3] == host[1]
