@@ -84,3 +84,12 @@ def test_every_other_case_is_refused_with_a_typed_error():
 @pytest.mark.parametrize("name", sorted(GAPS))
 def test_a_gap_says_why(name):
     assert len(GAPS[name]) > 20
+
+
+def test_the_readmes_backend_example_runs_as_written():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Tandem as an ONNX backend"):]
+    (example,) = re.findall(r"```python\n(.*?)```", section[:section.index("\n## ")], flags=re.S)
+    exec(compile(example, "README.md", "exec"), {})
