@@ -45,7 +45,7 @@ import numpy as np
 from compiler.ops import network, vita
 from compiler.target import Target
 from tandem.network import qdq
-from tandem.network.operators.nn import square_window
+from tandem.network.operators.nn import padded_window
 from tandem.network.qdq import AffineGraph
 from tandem.network.quantize import PowerOfTwoGraph, clip_bounds
 from tandem.network.quantized import QuantizedGraph
@@ -173,12 +173,25 @@ def _conv_layer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], de
                           else f"a {len(layer.shape) - 2}-D convolution: the schedules take 2-D ones")
     x, w = _one_image(values[layer.inputs[0]]), q.weights[layer.name][1]
     oc, ic, kh, kw = w.shape
-    window = square_window("Conv", a, x.shape[2:], (kh, kw))
+    window = padded_window("Conv", a, x.shape[2:], (kh, kw))
     if kh != kw or window is None:
         raise NotOnTarget(f"a {kh} x {kw} kernel, {_window_attrs(a)}: the schedules take square kernels, one "
-                          f"stride, the same padding on every side and no dilation")
-    stride, pad = window
+                          f"stride and no dilation")
+    stride, pads = window
+    pad = pads[0][0]
+    if len({p for pair in pads for p in pair}) > 1:   # uneven padding: laid out on the host, none in-kernel
+        x, pad = _padded(x, pads, _zero_of(q, layer.inputs[0])), 0
     return x, w, {"H": x.shape[2], "W": x.shape[3], "IC": ic, "OC": oc, "K": kh, "S": stride, "P": pad}
+
+
+def _padded(x: np.ndarray, pads: tuple[tuple[int, int], ...], value: int) -> np.ndarray:
+    """Image tensor ``x`` [N, C, H, W] padded by ``pads`` ((top, bottom), (left, right)) with ``value``."""
+    return np.pad(x, ((0, 0), (0, 0), *pads), constant_values=value)
+
+
+def _zero_of(q: QuantizedGraph, name: str) -> int:
+    """The integer that stands for 0.0 in tensor ``name`` (its zero point; 0 in a power-of-two graph)."""
+    return q.affine[name].zero_point if isinstance(q, AffineGraph) else 0
 
 
 def _window_attrs(attrs: dict) -> str:
@@ -257,19 +270,19 @@ def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], targ
     layer = step.layers[0]
     a = layer.attrs
     kernel = tuple(a["kernel_shape"])
-    window = square_window("MaxPool", a, tuple(values[layer.inputs[0]].shape[2:]), kernel)
+    window = padded_window("MaxPool", a, tuple(values[layer.inputs[0]].shape[2:]), kernel)
     if len(set(kernel)) != 1 or window is None:
         raise NotOnTarget(f"a {' x '.join(map(str, kernel))} window, {_window_attrs(a)}: the pools take "
-                          f"square 2-D windows, one stride, the same padding on every side and no dilation")
-    kh, (stride, p) = kernel[0], window
+                          f"square 2-D windows, one stride and no dilation")
+    stride, pads = window
     x = _one_image(values[layer.inputs[0]])
     affine = isinstance(q, AffineGraph)
     dtype = q.affine[layer.output].dtype if affine else "int8"
     if affine and not q.affine[layer.inputs[0]].same(q.affine[layer.output]):
         raise NotOnTarget("a max pool that changes the quantization: dequantized, pooled, quantized again")
     offset = -128 if dtype == "uint8" else 0   # uint8 values move to int8's range (max commutes with it)
-    padded = np.pad(x[0].astype(np.int32) + offset, ((0, 0), (p, p), (p, p)), constant_values=-128)
-    params = {"C": padded.shape[0], "H": padded.shape[1], "W": padded.shape[2], "K": kh, "S": stride}
+    padded = _padded(x.astype(np.int32) + offset, pads, -128)[0]
+    params = {"C": padded.shape[0], "H": padded.shape[1], "W": padded.shape[2], "K": kernel[0], "S": stride}
     return Placement((Placed("max_pool", params, [padded],
                              lambda out: (out.reshape(layer.shape) - offset).astype(dtype)),))
 

@@ -202,3 +202,18 @@ def test_a_batch_runs_each_image_on_the_target_with_no_host_step_that_one_image_
             convs = [r for r in report.rows if r.op.startswith("Conv")]
             assert all(len(r.kernels) % 3 == 0 for r in convs)   # each image's kernels
     assert host[3] == host[1]
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+def test_uneven_padding_and_rounded_up_pools_run_on_the_target_padded_by_the_host(kind: str):
+    """A conv with auto_pad SAME_UPPER at stride 2 (one more row and column after than before) and a max
+    pool with ceil_mode (its last window past the input): the host lays the input out padded (the zero,
+    int8's lowest), the kernel runs unpadded, bit-exact with the integer graph."""
+    g = models._Graph(4)
+    w = g.weight("w", (16, 3, 3, 3), 27)
+    x = g.node("Conv", ["input", w], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
+    x = g.node("MaxPool", [g.node("Relu", [x])], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+    model = g.model("net", [("input", (1, 3, 16, 16))], models._classifier(g, x, 16))
+    q, report = run_checked(model, kind)
+    assert [layer.shape for layer in q.graph.layers[:3]] == [(1, 16, 8, 8), (1, 16, 8, 8), (1, 16, 4, 4)]
+    assert not [r.op for r in report.rows if r.where == "host" and r.op.startswith(("Conv", "MaxPool"))]

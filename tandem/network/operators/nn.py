@@ -49,25 +49,37 @@ def window_geometry(node: Node, size: tuple[int, ...], kernel: tuple[int, ...], 
     return pads, outs
 
 
-def square_window(op: str, attrs: dict, size: tuple[int, ...], kernel: tuple[int, ...]
-                  ) -> tuple[int, int] | None:
-    """``(stride, pad)`` of a 2-D windowed operator with one stride, the same padding on every side and no
-    dilation, ``auto_pad`` resolved and a ``ceil_mode`` that changes nothing (what the targets' schedules
-    take), over input ``size`` with ``kernel``; None for any other window."""
+def padded_window(op: str, attrs: dict, size: tuple[int, ...], kernel: tuple[int, ...]
+                  ) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+    """``(stride, pads)`` of a 2-D windowed operator with one stride and no dilation, over input ``size``
+    with ``kernel``: the (before, after) padding of each axis, ``auto_pad`` resolved, the end padding grown
+    to hold a rounded-up (``ceil_mode``) last window, so that the operator without padding on the padded
+    input computes the same (what the targets' schedules take, the padding done by whoever lays the input
+    out); None for any other window."""
     node = Node(op, attrs, 0, ())
     if len(size) != 2 or len(kernel) != 2:
         return None
+    strides = set(_ints(node, "strides", 2, 1))
+    if len(strides) != 1 or set(_ints(node, "dilations", 2, 1)) != {1}:
+        return None
+    stride = strides.pop()
     try:
         pads, outs = window_geometry(node, size, kernel, ceil=bool(attrs.get("ceil_mode", 0)))
-        _, floor_outs = window_geometry(node, size, kernel)
     except OperatorError:
         return None
-    flat = {p for pair in pads for p in pair}
-    strides = set(_ints(node, "strides", 2, 1))
-    dilated = set(_ints(node, "dilations", 2, 1)) != {1}
-    if len(flat) != 1 or len(strides) != 1 or dilated or outs != floor_outs:
+    grown = tuple((b, max(e, (o - 1) * stride + k - n - b))
+                  for (b, e), o, k, n in zip(pads, outs, kernel, size, strict=True))
+    return stride, grown
+
+
+def square_window(op: str, attrs: dict, size: tuple[int, ...], kernel: tuple[int, ...]
+                  ) -> tuple[int, int] | None:
+    """``(stride, pad)`` of a 2-D windowed operator whose ``padded_window`` pads every side the same;
+    None for any other window."""
+    window = padded_window(op, attrs, size, kernel)
+    if window is None or len({p for pair in window[1] for p in pair}) != 1:
         return None
-    return strides.pop(), flat.pop()
+    return window[0], window[1][0][0]
 
 
 def _ints(node: Node, name: str, rank: int, default: int) -> list[int]:
