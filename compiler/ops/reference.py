@@ -12,6 +12,7 @@ Non-goal: reproducing a kernel's float rounding order (a float sum is checked wi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -206,6 +207,12 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     approximate="tanh", PyTorch's approximate='tanh')."""
     x = _exact(x)
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function, ``2/sqrt(pi)`` times the integral of ``exp(-t**2)`` from 0 to ``x``, element by
+    element, in float64 (Python's ``math.erf``)."""
+    return np.vectorize(math.erf, otypes=[np.float64])(_exact(x))
 
 
 def dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -61,13 +61,8 @@ class Node:
 
     def arg(self, position: int) -> np.ndarray:
         """Operand ``position``, exact: float64 for a floating-point tensor, int64 for an integer one
-        (bool as is)."""
-        x = np.asarray(self.raw(position))
-        if x.dtype.kind == "f":
-            return x.astype(np.float64)
-        if x.dtype.kind in "iu":
-            return x.astype(np.int64)
-        return x
+        (bool as is; see ``exact``)."""
+        return exact(self.raw(position))
 
     def ints(self, position: int) -> tuple[int, ...]:
         """Operand ``position`` (a constant list of integers: axes, a shape) as a tuple."""
@@ -131,6 +126,20 @@ def compute(node: Node) -> tuple[np.ndarray, ...]:
     """``node``'s outputs, exact, as a tuple (an operator returning one array gives a tuple of one)."""
     out = OPERATORS[node.op].compute(node)
     return out if isinstance(out, tuple) else (out,)
+
+
+def exact(x: np.ndarray) -> np.ndarray:
+    """``x`` as float64 (any floating-point type, the narrow ones ml_dtypes gives numpy too: bfloat16,
+    float8, float4), int64 (any integer type, int4 and int2 too), or as is (bool, strings)."""
+    x = np.asarray(x)
+    kind, name = x.dtype.kind, x.dtype.name
+    if kind == "V":   # ml_dtypes' types: int4, uint2, ..., bfloat16, float8_e4m3fn, ...
+        kind = "i" if name.startswith(("int", "uint")) else "f" if "float" in name else kind
+    if kind == "f":
+        return x.astype(np.float64)
+    if kind in "iu":
+        return x.astype(np.int64)
+    return x
 
 
 def axis_of(axis: int, rank: int, what: str = "axis") -> int:
