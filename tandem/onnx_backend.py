@@ -9,7 +9,8 @@ The float reference computes every layer exactly (float64) and rounds it to its 
 attribute ONNX gives the operators it claims (tandem/network/operators); a model it cannot compute (an
 operator, attribute or output it does not implement) is refused at ``prepare`` with a GraphError naming the
 node, and never computed wrong. A model whose input shapes are symbolic is imported again for each new set
-of input shapes, at ``run``.
+of input shapes, at ``run``; one with a shape that depends on its inputs' values, at each ``run`` with
+those values as constants.
 
 ONNX's own node tests run against it in tests/tandem/test_onnx_backend.py; the cases of the claimed
 operators it does not pass are listed, with their reasons, in tandem/network/operators/gaps.py.
@@ -24,47 +25,61 @@ import numpy as np
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from tandem.network import graph as tg
-from tandem.network.graph import Graph, GraphError
+from tandem.network.graph import DataDependentShapeError, DynamicInputError, Graph, GraphError
 
 #: the devices Tandem's backend runs on: the host's float reference
 DEVICES = ("CPU",)
 
 
 class TandemRep(BackendRep):
-    """A prepared model: its import for the input shapes seen so far (one import per set of shapes)."""
+    """A prepared model: imported once where its shapes are static; else imported for each new set of
+    input shapes (symbolic input dimensions), or for each run with the inputs' values as constants (a shape
+    that depends on them, e.g. a reduction's axes given as a graph input)."""
 
-    def __init__(self, model: Any, graph: Graph | None) -> None:
+    def __init__(self, model: Any, graph: Graph | None, by_values: bool = False) -> None:
         self.model = model
         self.names = [v.name for v in model.graph.output]
+        self.inputs = [v.name for v in model.graph.input
+                       if v.name not in {t.name for t in model.graph.initializer}]
         self.graphs: dict[tuple, Graph] = {}
-        self.first = graph
+        self.by_values = by_values
         if graph is not None:
             self.graphs[tuple(graph.inputs.values())] = graph
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         """The model's outputs (in graph order) for ``inputs``: a list in the graph inputs' order, one
         array, or a mapping by name."""
-        graph = self.first or self._graph_for(inputs)
-        named = _named(graph, inputs)
-        shapes = tuple(np.shape(named[n]) for n in graph.inputs)
-        if shapes != tuple(graph.inputs.values()):
-            graph = self._graph_for(named)
-        values = tg.tensors(graph, named)
+        named = self._named(inputs)
+        if self.by_values:
+            graph = tg.load(_with_constants(self.model, named), fold=False)
+            values = tg.tensors(graph, {})
+        else:
+            shapes = {n: tuple(np.shape(named[n])) for n in self.inputs}
+            key = tuple(shapes.values())
+            if key not in self.graphs:
+                self.graphs[key] = tg.load(self.model, shapes, fold=False)
+            graph = self.graphs[key]
+            values = tg.tensors(graph, named)
         return namedtupledict("Outputs", self.names)(*[values[n] for n in graph.outputs])
 
-    def _graph_for(self, inputs: Any) -> Graph:
-        names = [v.name for v in self.model.graph.input
-                 if v.name not in {t.name for t in self.model.graph.initializer}]
-        arrays = inputs if isinstance(inputs, Mapping) else dict(zip(names, _listed(inputs), strict=False))
-        for name, value in arrays.items():
+    def _named(self, inputs: Any) -> dict[str, np.ndarray]:
+        """``inputs`` by graph input name, each a tensor."""
+        if isinstance(inputs, Mapping):
+            named = dict(inputs)
+        else:
+            arrays = _listed(inputs)
+            if len(arrays) != len(self.inputs):
+                raise GraphError(f"{len(arrays)} inputs given for the {len(self.inputs)} graph inputs "
+                                 f"({', '.join(self.inputs)})")
+            named = dict(zip(self.inputs, arrays, strict=True))
+        missing = [n for n in self.inputs if n not in named]
+        if missing:
+            raise GraphError(f"no array for the graph input {missing[0]}")
+        for name, value in named.items():
             if not isinstance(value, np.ndarray | np.generic):
                 raise GraphError(f"input {name} is a {type(value).__name__}: Tandem's backend takes tensors "
                                  f"(numpy arrays), not sequences, maps or optionals")
-        shapes = {n: tuple(np.shape(arrays[n])) for n in names if n in arrays}
-        key = tuple(shapes.values())
-        if key not in self.graphs:
-            self.graphs[key] = tg.load(self.model, shapes, fold=False)
-        return self.graphs[key]
+        return named
 
 
 class TandemBackend(Backend):
@@ -76,12 +91,11 @@ class TandemBackend(Backend):
         _check_device(device)
         proto, _ = tg.read(model)
         try:
-            graph = tg.load(proto, fold=False)
-        except GraphError as exc:
-            if "dynamic shape" not in str(exc):
-                raise
-            graph = None   # imported at run, for the inputs' shapes
-        return TandemRep(proto, graph)
+            return TandemRep(proto, tg.load(proto, fold=False))
+        except DynamicInputError:
+            return TandemRep(proto, None)                     # imported at run, for the inputs' shapes
+        except DataDependentShapeError:
+            return TandemRep(proto, None, by_values=True)     # imported at run, with the inputs' values
 
     @classmethod
     def run_model(cls, model: Any, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:
@@ -90,6 +104,19 @@ class TandemBackend(Backend):
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return device.split(":")[0].upper() in DEVICES
+
+
+def _with_constants(model: Any, values: Mapping[str, np.ndarray]) -> Any:
+    """``model`` with its graph inputs made initializers holding ``values``."""
+    from onnx import numpy_helper
+
+    out = type(model)()
+    out.CopyFrom(model)
+    kept = [v for v in out.graph.input if v.name not in values]
+    del out.graph.input[:]
+    out.graph.input.extend(kept)
+    out.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n) for n, v in values.items())
+    return out
 
 
 def _check_device(device: str) -> None:
@@ -104,14 +131,3 @@ def _listed(inputs: Any) -> list[np.ndarray]:
         return list(inputs)
     raise GraphError(f"inputs of type {type(inputs).__name__}: give a list of arrays, one array or a dict "
                      f"by input name")
-
-
-def _named(graph: Graph, inputs: Any) -> dict[str, np.ndarray]:
-    """``inputs`` by graph input name."""
-    if isinstance(inputs, Mapping):
-        return dict(inputs)
-    arrays = _listed(inputs)
-    if len(arrays) != len(graph.inputs):
-        raise GraphError(f"{graph.name}: {len(arrays)} inputs given for the {len(graph.inputs)} graph inputs "
-                         f"({', '.join(graph.inputs)})")
-    return dict(zip(graph.inputs, arrays, strict=True))

@@ -42,6 +42,15 @@ class GraphError(RunError):
     a shape left unknown, a computed shape other than the model declares."""
 
 
+class DynamicInputError(GraphError):
+    """A graph input whose shape is symbolic and not given (``input_shapes``, ``--input-shape``)."""
+
+
+class DataDependentShapeError(GraphError):
+    """A tensor whose shape depends on the values of the graph's inputs (ONNX inference declares none):
+    Tandem imports a graph whose every shape is known from its input shapes."""
+
+
 @dataclass(frozen=True)
 class Layer:
     """One node of the imported graph: ``operands`` its ONNX inputs in order ("" for an omitted optional
@@ -309,7 +318,8 @@ def _layer(node, alias: dict[str, str], consts: dict[str, np.ndarray], shapes: M
     outputs = tuple(node.output)
     for name in outputs:
         if name and name not in shapes:
-            raise GraphError(f"{label}: the shape of its output {name} is unknown")
+            raise DataDependentShapeError(f"{label}: the shape of its output {name} is unknown (it depends "
+                                          f"on the values of the graph's inputs)")
         if name and types.get(name) == "unsupported":
             raise GraphError(f"{label}: its output {name} has an element type numpy cannot hold")
     layer = Layer(node.name or outputs[0], node.op_type, operands, outputs, attrs, weights,
@@ -362,8 +372,8 @@ def _input_shapes(graph, consts, given: dict[str, tuple[int, ...]], where: str) 
         static = [d.dim_value for d in dims if d.HasField("dim_value") and d.dim_value >= 0]
         if len(static) != len(dims):
             shown = [d.dim_param or "?" if not d.HasField("dim_value") else d.dim_value for d in dims]
-            raise GraphError(f"{where}: input {value.name} has the dynamic shape {shown}; give it with "
-                             f"--input-shape {value.name}=1x3x224x224 (its real sizes)")
+            raise DynamicInputError(f"{where}: input {value.name} has the dynamic shape {shown}; give it "
+                                    f"with --input-shape {value.name}=1x3x224x224 (its real sizes)")
         shapes[value.name] = tuple(static)
     return shapes
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 #: Dropout's training cases that drop values (elementwise.py computes inference, and training with ratio 0)
 RANDOM_DROPOUT = ("Dropout in training mode with a ratio above 0 drops values at random: Tandem computes "
                   "inference")
-#: a function's expansion whose inner reduction reads its axes from a graph input (reduce.py takes them)
-AXES_FROM_INPUT = ("an inner ReduceSum reads its axes from a graph input, so its output's shape depends on "
-                   "the input's values (ONNX declares none): Tandem's import needs all shapes before it runs")
 
 GAPS: dict[str, str] = {
     # values that are not tensors
@@ -25,27 +22,4 @@ GAPS: dict[str, str] = {
     "test_training_dropout_default": RANDOM_DROPOUT,
     "test_training_dropout_default_mask": RANDOM_DROPOUT,
     "test_training_dropout_mask": RANDOM_DROPOUT,
-    "test_reduce_l2_default_axes_keepdims_example_expanded": AXES_FROM_INPUT,
-    "test_reduce_l2_default_axes_keepdims_random_expanded": AXES_FROM_INPUT,
-    "test_reduce_l2_do_not_keepdims_example_expanded": AXES_FROM_INPUT,
-    "test_reduce_l2_do_not_keepdims_random_expanded": AXES_FROM_INPUT,
-    "test_reduce_l2_empty_set_expanded": AXES_FROM_INPUT,
-    "test_reduce_l2_keep_dims_example_expanded": AXES_FROM_INPUT,
-    "test_reduce_l2_keep_dims_random_expanded": AXES_FROM_INPUT,
-    "test_reduce_l2_negative_axes_keep_dims_example_expanded": AXES_FROM_INPUT,
-    "test_reduce_l2_negative_axes_keep_dims_random_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_asc_axes_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_default_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_desc_axes_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_empty_set_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_default_axes_keepdims_example_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_default_axes_keepdims_random_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_do_not_keepdims_example_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_do_not_keepdims_random_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_empty_set_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_keepdims_example_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_keepdims_random_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_negative_axes_keepdims_example_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_exp_negative_axes_keepdims_random_expanded": AXES_FROM_INPUT,
-    "test_reduce_log_sum_negative_axes_expanded": AXES_FROM_INPUT,
 }
