@@ -8,10 +8,11 @@ subgraphs evaluated and each batch norm that follows a convolution folded into i
 
 Import steps: parse with ``onnx`` (anything else is a ``GraphError`` naming the file); give each graph input
 its shape (``input_shapes``, else the model's own, which must be static: a symbolic dimension names the input
-and asks for ``--input-shape``); infer every tensor's shape and type (``onnx.shape_inference``); check each
-node against tandem/network/operators' table (an operator, attribute or output it does not implement is
-refused by name, never ignored); pass each Identity's input on; evaluate nodes whose inputs are all
-constants (a Reshape's target shape) and those that depend on shapes alone (Shape); fold
+and asks for ``--input-shape``); infer every tensor's shape and type (``onnx.shape_inference``, with its
+data propagation: a shape computed from Shape nodes, as exporters write ``x.view(x.size(0), -1)``, is
+known); check each node against tandem/network/operators' table (an operator, attribute or output it does
+not implement is refused by name, never ignored); pass each Identity's input on; evaluate nodes whose inputs
+are all constants (a Reshape's target shape) and those that depend on shapes alone (Shape); fold
 ``BatchNormalization`` into the ``Conv`` it follows when the conv's output feeds nothing else:
 ``W' = W * g``, ``B' = (B - mean) * g + beta`` with ``g = gamma / sqrt(var + eps)`` per output channel (exact
 in real arithmetic; the folded float32 weights differ from the unfolded graph's by rounding); fold each Add
@@ -143,7 +144,7 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
         for d in shape:
             dim.dim.add().dim_value = d
     try:
-        inferred = shape_inference.infer_shapes(model, strict_mode=True).graph
+        inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph
     except Exception as exc:
         raise GraphError(f"{where}: ONNX shape inference failed: {exc}") from None
     types = _declared(inferred, shapes)
