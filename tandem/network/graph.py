@@ -8,10 +8,11 @@ subgraphs evaluated and each batch norm that follows a convolution folded into i
 
 Import steps: parse with ``onnx`` (anything else is a ``GraphError`` naming the file); give each graph input
 its shape (``input_shapes``, else the model's own, which must be static: a symbolic dimension names the input
-and asks for ``--input-shape``); infer every tensor's shape and type (``onnx.shape_inference``); check each
-node against tandem/network/operators' table (an operator, attribute or output it does not implement is
-refused by name, never ignored); pass each Identity's input on; evaluate nodes whose inputs are all
-constants (a Reshape's target shape) and those that depend on shapes alone (Shape); fold
+and asks for ``--input-shape``); infer every tensor's shape and type (``onnx.shape_inference``, with its
+data propagation: a shape computed from Shape nodes, as exporters write ``x.view(x.size(0), -1)``, is
+known); check each node against tandem/network/operators' table (an operator, attribute or output it does
+not implement is refused by name, never ignored); pass each Identity's input on; evaluate nodes whose inputs
+are all constants (a Reshape's target shape) and those that depend on shapes alone (Shape); fold
 ``BatchNormalization`` into the ``Conv`` it follows when the conv's output feeds nothing else:
 ``W' = W * g``, ``B' = (B - mean) * g + beta`` with ``g = gamma / sqrt(var + eps)`` per output channel (exact
 in real arithmetic; the folded float32 weights differ from the unfolded graph's by rounding); fold each Add
@@ -136,8 +137,6 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
     inputs their shapes (required for symbolic dimensions). ``fold=False`` keeps batch norms and bias Adds
     as layers of their own (a quantized model requantizes between them); ``where`` names the model in
     errors."""
-    from onnx import shape_inference
-
     model, named = read(model)
     where = where or named
     graph = model.graph
@@ -156,25 +155,30 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
     if resized:   # the shapes the model declares for other input shapes do not hold: inferred afresh
         for value in (*graph.value_info, *graph.output):
             value.type.tensor_type.ClearField("shape")
-    try:
-        inferred = shape_inference.infer_shapes(model, strict_mode=True).graph
-    except Exception as exc:
-        raise GraphError(f"{where}: ONNX shape inference failed: {exc}") from None
-    types = _declared(inferred, shapes)
+    types = _declared(_infer(model, {}, where), shapes)
     alias: dict[str, str] = {}       # an Identity's output -> the tensor it passes on
     layers: list[Layer] = []
+    folded_since: list[str] = []     # constants evaluated since shapes were last inferred
     for node in graph.node:
         label = f"{where}: node {node.name or node.output[0]} ({node.op_type})"
-        layer = _layer(node, alias, consts, shapes, types, opset, label)
+        try:
+            layer = _layer(node, alias, consts, shapes, types, opset, label)
+        except DataDependentShapeError:
+            if not folded_since:
+                raise
+            # shapes computed from constants evaluated here (a Shape's): inferred again, knowing them
+            types.update(_declared(_infer(model, {n: consts[n] for n in folded_since}, where), shapes))
+            folded_since = []
+            layer = _layer(node, alias, consts, shapes, types, opset, label)
         if layer is None:
             continue
-        static = OPERATORS[layer.op].static
-        if not layer.inputs or static:   # a constant subgraph, or a function of shapes: evaluate it now
+        if not layer.inputs or OPERATORS[layer.op].static:   # constants, or a function of shapes: now
             known = {n: np.broadcast_to(np.zeros((), types.get(n, "float32")), shapes[n])
                      for n in layer.inputs}
             for name, value in zip(layer.outputs, _outputs(layer, known, where), strict=False):
                 if name:
-                    consts[name] = value
+                    consts[name], shapes[name] = value, value.shape
+                    folded_since.append(name)
             continue
         layers.append(layer)
     layers = [_with_macs(layer, shapes, consts) for layer in layers]
@@ -251,6 +255,26 @@ def _opset(model, where: str) -> int:
     raise GraphError(f"{where}: the model imports no version of the default ONNX domain (opset_import)")
 
 
+def _infer(model, constants: Mapping[str, np.ndarray], where: str):
+    """The graph as ONNX shape inference (strict, with data propagation) completes it, ``constants``
+    (tensors Tandem evaluated) given as initializers."""
+    from onnx import numpy_helper, shape_inference
+
+    if constants:   # the nodes that computed them give way to initializers of their values
+        known = type(model)()
+        known.CopyFrom(model)
+        kept = [n for n in known.graph.node if not all(o in constants for o in n.output if o)]
+        del known.graph.node[:]
+        known.graph.node.extend(kept)
+        known.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n)
+                                       for n, v in constants.items())
+        model = known
+    try:
+        return shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph
+    except Exception as exc:
+        raise GraphError(f"{where}: ONNX shape inference failed: {exc}") from None
+
+
 def _array(tensor) -> np.ndarray:
     from onnx import numpy_helper
 
@@ -316,14 +340,15 @@ def _layer(node, alias: dict[str, str], consts: dict[str, np.ndarray], shapes: M
     attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
     weights = {i: consts[n] for i, n in enumerate(operands) if n in consts}
     outputs = tuple(node.output)
+    folds = op.static or all(n in consts for n in operands if n)   # evaluated at import: its shapes computed
     for name in outputs:
-        if name and name not in shapes:
+        if name and name not in shapes and not folds:
             raise DataDependentShapeError(f"{label}: the shape of its output {name} is unknown (it depends "
                                           f"on the values of the graph's inputs)")
         if name and types.get(name) == "unsupported":
             raise GraphError(f"{label}: its output {name} has an element type numpy cannot hold")
     layer = Layer(node.name or outputs[0], node.op_type, operands, outputs, attrs, weights,
-                  tuple(shapes.get(n, ()) for n in outputs), tuple(types.get(n, "float32") for n in outputs),
+                  tuple(shapes.get(n) for n in outputs), tuple(types.get(n, "float32") for n in outputs),
                   opset)
     in_shapes = tuple(None if not n else consts[n].shape if n in consts else shapes.get(n) for n in operands)
     reason = op.refusal(Node(layer.op, attrs, opset, tuple(weights.get(i) for i in range(len(operands))),
@@ -344,7 +369,7 @@ def _outputs(layer: Layer, values: Mapping[str, np.ndarray], where: str) -> tupl
     out = []
     for name, value, shape, dtype in zip(layer.outputs, results, layer.shapes, layer.dtypes, strict=False):
         value = np.asarray(value)
-        if name and value.shape != shape:
+        if name and shape is not None and value.shape != shape:
             raise GraphError(f"{label}: computes {name} of shape {list(value.shape)}, but the model declares "
                              f"{list(shape)}")
         out.append(value.astype(dtype, copy=False))

@@ -16,11 +16,11 @@ import numpy as np
 import onnx.backend.test
 import pytest
 from onnx.backend.test.loader import load_model_tests
-from onnx.backend.test.runner import _normalize_tensor
+from onnx.backend.test.runner import Runner, _normalize_tensor
 
 from tandem.network.graph import GraphError
 from tandem.network.operators import OPERATORS
-from tandem.network.operators.gaps import GAPS
+from tandem.network.operators.gaps import GAPS, TOLERANCES
 from tandem.onnx_backend import TandemBackend
 
 CLAIMED = frozenset(OPERATORS) | {"Constant", "Identity"}
@@ -35,7 +35,7 @@ def claims(case) -> bool:
     return {node.op_type for node in case.model.graph.node} <= CLAIMED
 
 
-PASSING = sorted(case.name for case in CASES if claims(case) and case.name not in GAPS)
+PASSING = sorted(case.name for case in CASES if claims(case) and case.name not in {**GAPS, **TOLERANCES})
 REFUSED = [case for case in CASES if not claims(case) or case.name in GAPS]
 
 backend_test = onnx.backend.test.BackendTest(TandemBackend, __name__)
@@ -56,7 +56,22 @@ def test_every_claimed_operator_passes_conformance_cases_of_its_own():
 
 def test_every_gap_is_a_case_of_a_claimed_operator():
     names = {case.name for case in CASES if claims(case)}
-    assert not set(GAPS) - names, f"gaps.py lists cases that are not claimed cases: {set(GAPS) - names}"
+    listed = set(GAPS) | set(TOLERANCES)
+    assert not listed - names, f"gaps.py lists cases that are not claimed cases: {listed - names}"
+
+
+@pytest.mark.parametrize("name", sorted(TOLERANCES))
+def test_a_case_with_a_stated_tolerance_passes_within_it_and_not_within_onnxs(name):
+    (case,) = [case for case in CASES if case.name == name]
+    rtol, why = TOLERANCES[name]
+    rep = TandemBackend.prepare(case.model)
+    for inputs, outputs in case.data_sets:
+        got = list(rep.run([_normalize_tensor(x) for x in inputs]))
+        want = [_normalize_tensor(y) for y in outputs]
+        Runner.assert_similar_outputs(want, got, rtol=rtol, atol=case.atol)
+        with pytest.raises(AssertionError):   # else it leaves the list
+            Runner.assert_similar_outputs(want, got, rtol=case.rtol, atol=case.atol)
+    assert len(why) > 20
 
 
 def _outcome(case) -> str:

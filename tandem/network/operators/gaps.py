@@ -23,3 +23,13 @@ GAPS: dict[str, str] = {
     "test_training_dropout_default_mask": RANDOM_DROPOUT,
     "test_training_dropout_mask": RANDOM_DROPOUT,
 }
+
+#: cases Tandem computes within a wider tolerance than ONNX's runner gives them, and why (checked at that
+#: tolerance by the test): each layer exact, then rounded to its type, against expected values that carry
+#: the rounding of narrow intermediate arithmetic
+TOLERANCES: dict[str, tuple[float, str]] = {
+    "test_attention_4d_causal_fp16_expanded": (
+        2e-3, "float16 attention as a function's expansion: ONNX's expected values round every step's "
+              "intermediate sums to float16; Tandem rounds each exact result once (2 of 192 elements differ "
+              "by one float16 ulp, 1.04e-3 relative)"),
+}

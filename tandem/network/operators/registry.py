@@ -81,8 +81,9 @@ class Node:
 @dataclass(frozen=True)
 class Operator:
     """One operator: its ``name``, ``compute`` (Node -> outputs), the ``attrs`` it implements, the
-    ``outputs`` it computes (their names, for the refusal of one it does not), and ``refuse`` (Node ->
-    the reason it cannot compute these attribute values, or None)."""
+    ``outputs`` it computes (their names, for the refusal of one it does not; a last name ending in "..."
+    is variadic, as Split's), and ``refuse`` (Node -> the reason it cannot compute these attribute values,
+    or None)."""
 
     name: str
     compute: Callable[[Node], Outputs]
@@ -100,8 +101,9 @@ class Operator:
             takes = ", ".join(sorted(self.attrs)) or "none"
             return (f"attribute {unknown[0]!r} is not implemented by Tandem's {self.name} (it takes: "
                     f"{takes})")
+        variadic = self.outputs[-1].endswith("...")   # ONNX's variadic output: any number
         for position, name in enumerate(requested):
-            if name and position >= len(self.outputs):
+            if name and position >= len(self.outputs) and not variadic:
                 return f"output {position} ({name}) is not computed: Tandem's {self.name} computes " \
                        f"{', '.join(self.outputs)}"
         return self.refuse(node) if self.refuse is not None else None

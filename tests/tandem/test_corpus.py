@@ -1,0 +1,53 @@
+"""The models users bring: PyTorch's exports of real architectures (tests/models/corpus/, both exporters,
+their weights stripped and filled with seeded values at load: tests/models/corpus.py) import, compute what
+onnxruntime computes, and run as int8 networks on the targets with every target step bit-exact."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tandem.network import graph as tg
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+sys.path.insert(0, str(MODELS_DIR))
+import corpus  # noqa: E402
+
+FILES = sorted(corpus.CORPUS.glob("*.onnx"))
+CASES = [tuple(path.name.split(".")[:2]) for path in FILES]
+HAS_ORT = importlib.util.find_spec("onnxruntime") is not None
+
+
+def test_the_corpus_holds_every_architecture_from_both_exporters():
+    assert set(CASES) == {(name, exporter) for name in (*corpus.ARCHITECTURES, *corpus.TRANSFORMERS)
+                          for exporter in corpus.EXPORTERS}
+    assert sum(path.stat().st_size for path in FILES) < 4 << 20   # stripped: a few MiB in all
+
+
+def test_a_stripped_model_is_filled_the_same_from_the_same_seed_and_otherwise_from_another():
+    a, b, c = (corpus.load("resnet18", "dynamo", seed) for seed in (0, 0, 1))
+    assert a.SerializeToString() == b.SerializeToString() != c.SerializeToString()
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES, ids=[f"{n}-{e}" for n, e in CASES])
+def test_each_export_imports_and_computes_what_onnxruntime_computes(name: str, exporter: str):
+    model = corpus.load(name, exporter)
+    graph = tg.load(model)
+    inputs = tg.random_inputs(graph, np.random.default_rng(0))
+    values = tg.tensors(graph, inputs)
+    outputs = [values[n] for n in graph.outputs]
+    assert all(np.all(np.isfinite(y)) for y in outputs)
+    if not HAS_ORT:
+        pytest.skip("onnxruntime is not installed (the test extra): the import is not compared")
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in zip(outputs, session.run(None, inputs), strict=True):
+        scale = max(float(np.abs(want).max()), 1e-6)
+        assert got.shape == want.shape and float(np.abs(got - want).max()) <= 1e-4 * scale, (name, exporter)
+        assert math.isfinite(scale)
