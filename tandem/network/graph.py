@@ -158,17 +158,18 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
     types = _declared(_infer(model, {}, where), shapes)
     alias: dict[str, str] = {}       # an Identity's output -> the tensor it passes on
     layers: list[Layer] = []
-    folded_since: list[str] = []     # constants evaluated since shapes were last inferred
+    evaluated: list[str] = []        # the constants evaluated here (a Shape's, what follows from it)
+    fresh = False                    # whether some were evaluated since shapes were last inferred
     for node in graph.node:
         label = f"{where}: node {node.name or node.output[0]} ({node.op_type})"
         try:
             layer = _layer(node, alias, consts, shapes, types, opset, label)
         except DataDependentShapeError:
-            if not folded_since:
+            if not fresh:
                 raise
             # shapes computed from constants evaluated here (a Shape's): inferred again, knowing them
-            types.update(_declared(_infer(model, {n: consts[n] for n in folded_since}, where), shapes))
-            folded_since = []
+            types.update(_declared(_infer(model, {n: consts[n] for n in evaluated}, where), shapes))
+            fresh = False
             layer = _layer(node, alias, consts, shapes, types, opset, label)
         if layer is None:
             continue
@@ -178,7 +179,8 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
             for name, value in zip(layer.outputs, _outputs(layer, known, where), strict=False):
                 if name:
                     consts[name], shapes[name] = value, value.shape
-                    folded_since.append(name)
+                    evaluated.append(name)
+                    fresh = True
             continue
         layers.append(layer)
     layers = [_with_macs(layer, shapes, consts) for layer in layers]
