@@ -13,4 +13,17 @@ GAPS: dict[str, str] = {
     # values that are not tensors
     "test_identity_sequence": "a sequence of tensors: Tandem's graphs hold tensors",
     "test_identity_opt": "an optional value: Tandem's graphs hold tensors",
+    # convolutions, normalizations, products and the softmax family (conv.py, normalization.py, products.py)
+    "test_mvn": "ONNX's shape inference (strict mode) fails on the node: the opset-13 "
+                "MeanVarianceNormalization function body's Constant takes its value from the attribute axes, "
+                "which the case leaves at its default, and the inferencer does not substitute defaults (with "
+                "axes given, the same node passes)",
+}
+
+#: claimed operators that pass no node case of ONNX's (the installed package generates none, or only gaps
+#: above), and where each is tested instead
+UNCOVERED: dict[str, str] = {
+    "GlobalLpPool": "tests/tandem/test_onnx_operators_conv.py: LpPool with the whole input as its window",
+    "MeanVarianceNormalization": "tests/tandem/test_onnx_operators_conv.py: test_mvn's node with its axes "
+                                 "given, against the formula",
 }

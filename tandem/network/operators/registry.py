@@ -60,10 +60,10 @@ class Node:
         return self.args[position]
 
     def arg(self, position: int) -> np.ndarray:
-        """Operand ``position``, exact: float64 for a floating-point tensor, int64 for an integer one
-        (bool as is)."""
+        """Operand ``position``, exact: float64 for a floating-point tensor (ml_dtypes' bfloat16 and 8-bit
+        floats too), int64 for an integer one (bool as is)."""
         x = np.asarray(self.raw(position))
-        if x.dtype.kind == "f":
+        if x.dtype.kind == "f" or x.dtype.name.startswith(("bfloat16", "float8", "float4")):
             return x.astype(np.float64)
         if x.dtype.kind in "iu":
             return x.astype(np.int64)
