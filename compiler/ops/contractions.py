@@ -74,7 +74,7 @@ class Contraction:
             return reference.batch_matmul(data, weight)
         p = self.params
         if self.kind == "conv_transpose":
-            return reference.conv_transpose2d(data, weight, p["S"], p["P"])
+            return reference.conv_transpose_nd(data, weight, p["S"], p["P"])
         return reference.conv_nd(data, weight, p["S"], p["P"], p["DIL"], self.groups)
 
     def layout_data(self, data: np.ndarray) -> np.ndarray:

@@ -86,19 +86,39 @@ def _per_axis(value: int | Sequence[int], rank: int) -> list[int]:
     return [int(value)] * rank if isinstance(value, int | np.integer) else [int(v) for v in value]
 
 
-def conv_transpose2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
-    """2-D transposed convolution (the gradient of conv2d with respect to its input): ``data`` [N, C, H, W],
-    ``kernel`` [C, O, KH, KW], result [N, O, (H-1)*stride + KH - 2*pad, ...]. Each input pixel scatters its
-    kernel-weighted value to the outputs ``stride`` apart, the ``pad`` outermost rows and columns cropped."""
-    n, _, h, w = data.shape
-    _, o, kh, kw = kernel.shape
-    full = np.zeros((n, o, (h - 1) * stride + kh, (w - 1) * stride + kw), np.int64 if data.dtype.kind in "iub"
-                    else np.float64)
-    x, k = _exact(data), _exact(kernel)
-    for ty, tx in np.ndindex(kh, kw):
-        full[:, :, ty:ty + (h - 1) * stride + 1:stride, tx:tx + (w - 1) * stride + 1:stride] += \
-            np.einsum("nchw,co->nohw", x, k[:, :, ty, tx])
-    return full[:, :, pad:full.shape[2] - pad, pad:full.shape[3] - pad]
+def conv_transpose_nd(data: np.ndarray, kernel: np.ndarray, stride: int | Sequence[int] = 1,
+                      crop: int | Sequence[tuple[int, int]] = 0, dilation: int | Sequence[int] = 1,
+                      groups: int = 1) -> np.ndarray:
+    """Transposed convolution over any number of spatial dimensions (the adjoint of ``conv_nd`` with
+    respect to its input): ``data`` [N, C, *S], ``kernel`` [C, O/groups, *K], result [N, O, *OS]. Each
+    input position scatters its value times the kernel (taps ``dilation`` apart) to the outputs ``stride``
+    apart, each group's input channels to its own output channels: a full result of
+    ``(S - 1) * stride + (K - 1) * dilation + 1`` per axis, of which ``crop`` (one value for every side, or
+    a (begin, end) pair per axis) is cut off; a negative crop extends that side with zeros instead.
+    ``stride`` and ``dilation`` are one per spatial axis or one for all."""
+    n, c, *size = data.shape
+    _, og, *taps = kernel.shape
+    strides, dilations = _per_axis(stride, len(size)), _per_axis(dilation, len(size))
+    x = _exact(data).reshape(n, groups, c // groups, *size)
+    w = _exact(kernel).reshape(groups, c // groups, og, *taps)
+    full = [(s - 1) * st + (k - 1) * d + 1
+            for s, st, k, d in zip(size, strides, taps, dilations, strict=True)]
+    out = np.zeros((n, groups, og, *full), np.result_type(x, w))
+    for tap in np.ndindex(*taps):
+        window = tuple(slice(t * d, t * d + st * (s - 1) + 1, st)
+                       for t, s, d, st in zip(tap, size, dilations, strides, strict=True))
+        out[(slice(None),) * 3 + window] += np.einsum("ngc...,gco->ngo...", x, w[(..., *tap)])
+    return _cropped(out.reshape(n, groups * og, *full), crop)
+
+
+def _cropped(out: np.ndarray, crop: int | Sequence[tuple[int, int]]) -> np.ndarray:
+    """``out`` [N, C, *S] with ``crop`` (one value for every side, or a (begin, end) pair per spatial axis)
+    cut off its spatial sides, a negative value extending that side with zeros."""
+    rank = out.ndim - 2
+    pairs = [(crop, crop)] * rank if isinstance(crop, int | np.integer) else [tuple(p) for p in crop]
+    out = np.pad(out, [(0, 0), (0, 0), *[(max(-b, 0), max(-e, 0)) for b, e in pairs]])
+    return out[(slice(None),) * 2 + tuple(slice(max(b, 0), m - max(e, 0))
+                                          for (b, e), m in zip(pairs, out.shape[2:], strict=True))]
 
 
 def batch_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -147,12 +167,12 @@ def pool2d(x: np.ndarray, k: int | tuple[int, int], stride: int, kind: str) -> n
 def pool_nd(x: np.ndarray, window: Sequence[int], strides: Sequence[int], pads: Sequence[tuple[int, int]],
             dilations: Sequence[int], out_size: Sequence[int], kind: str, count_pads: bool = False
             ) -> np.ndarray:
-    """Max ("max") or mean ("avg") of each window of ``x`` [N, C, *S], or where the maximum is ("argmax":
-    its index into ``x`` flattened, the first of equal ones): ``window`` taps ``dilations`` apart, windows
-    ``strides`` apart, ``out_size`` of them per axis, over ``x`` padded by ``pads`` (a (before, after)
-    pair per axis). A padded position never holds the maximum, and counts in a mean only with
-    ``count_pads``; positions past the padding (where a rounded-up output size puts its last window)
-    count in neither."""
+    """Max ("max"), sum ("sum") or mean ("avg") of each window of ``x`` [N, C, *S], or where the maximum is
+    ("argmax": its index into ``x`` flattened, the first of equal ones): ``window`` taps ``dilations``
+    apart, windows ``strides`` apart, ``out_size`` of them per axis, over ``x`` padded by ``pads`` (a
+    (before, after) pair per axis). A padded position never holds the maximum, adds 0 to a sum, and counts
+    in a mean only with ``count_pads``; positions past the padding (where a rounded-up output size puts its
+    last window) count in neither."""
     x = _exact(x)
     rank = x.ndim - 2
     spans = [(k - 1) * d + 1 for k, d in zip(window, dilations, strict=True)]
@@ -160,7 +180,7 @@ def pool_nd(x: np.ndarray, window: Sequence[int], strides: Sequence[int], pads: 
             for o, s, span, n, (b, e) in zip(out_size, strides, spans, x.shape[2:], pads, strict=True)]
     widths = [(b, end) for (b, _), end in zip(pads, ends, strict=True)]
     low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    padded = np.pad(x, [(0, 0), (0, 0), *widths], constant_values=0 if kind == "avg" else low)
+    padded = np.pad(x, [(0, 0), (0, 0), *widths], constant_values=0 if kind in ("avg", "sum") else low)
 
     def windows(a: np.ndarray) -> np.ndarray:
         axes = tuple(range(a.ndim - rank, a.ndim))
@@ -172,6 +192,8 @@ def pool_nd(x: np.ndarray, window: Sequence[int], strides: Sequence[int], pads: 
     taps = tuple(range(-rank, 0))
     if kind == "max":
         return windows(padded).max(axis=taps)
+    if kind == "sum":
+        return windows(padded).sum(axis=taps)
     if kind == "argmax":
         values = windows(padded)
         flat = values.reshape(*values.shape[:x.ndim], -1)

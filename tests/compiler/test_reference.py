@@ -85,8 +85,8 @@ def test_integer_sums_are_exact_beyond_float64s_mantissa() -> None:
 
 
 @pytest.mark.parametrize(("stride", "pad", "k"), [(1, 0, 3), (2, 1, 3), (3, 2, 4), (2, 0, 2)])
-def test_conv_transpose2d_is_the_adjoint_of_conv2d(stride, pad, k):
-    """<conv2d(x, w), g> == <x, conv_transpose2d(g, w)> for every x and g: the transposed convolution is
+def test_conv_transpose_nd_is_the_adjoint_of_conv2d(stride, pad, k):
+    """<conv2d(x, w), g> == <x, conv_transpose_nd(g, w)> for every x and g: the transposed convolution is
     conv2d's adjoint (its gradient with respect to the input), which defines it."""
     rng = np.random.default_rng(stride * 10 + k)
     h = stride * 3 + k - 2 * pad          # an input whose windows tile it exactly
@@ -94,7 +94,7 @@ def test_conv_transpose2d_is_the_adjoint_of_conv2d(stride, pad, k):
     w = rng.integers(-9, 10, (4, 3, k, k))
     y = reference.conv2d(x, w, stride, pad)
     g = rng.integers(-9, 10, y.shape)
-    back = reference.conv_transpose2d(g, w, stride, pad)
+    back = reference.conv_transpose_nd(g, w, stride, pad)
     assert back.shape == x.shape
     assert int((y * g).sum()) == int((x * back).sum())
 

