@@ -257,22 +257,38 @@ def _opset(model, where: str) -> int:
     raise GraphError(f"{where}: the model imports no version of the default ONNX domain (opset_import)")
 
 
+#: initializers of more elements than this are given to shape inference as typed inputs (their shapes, not
+#: their values: what it needs of a weight), so that inferring a large model's shapes copies no weights
+INFERRED_BY_SHAPE = 4096
+
+
 def _infer(model, constants: Mapping[str, np.ndarray], where: str):
     """The graph as ONNX shape inference (strict, with data propagation) completes it, ``constants``
-    (tensors Tandem evaluated) given as initializers."""
-    from onnx import numpy_helper, shape_inference
+    (tensors Tandem evaluated) given as initializers in place of the nodes that computed them; large
+    initializers are given by their shapes (``INFERRED_BY_SHAPE``)."""
+    import onnx
+    from onnx import helper, numpy_helper, shape_inference
 
-    if constants:   # the nodes that computed them give way to initializers of their values
-        known = type(model)()
-        known.CopyFrom(model)
-        kept = [n for n in known.graph.node if not all(o in constants for o in n.output if o)]
-        del known.graph.node[:]
-        known.graph.node.extend(kept)
-        known.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n)
-                                       for n, v in constants.items())
-        model = known
+    skeleton = onnx.ModelProto()
+    skeleton.ir_version = model.ir_version
+    skeleton.opset_import.extend(model.opset_import)
+    skeleton.functions.extend(model.functions)
+    graph, source = skeleton.graph, model.graph
+    graph.name = source.name
+    graph.node.extend(n for n in source.node if not all(o in constants for o in n.output if o))
+    graph.output.extend(source.output)
+    graph.value_info.extend(source.value_info)
+    graph.input.extend(i for i in source.input if i.name not in constants)
+    inputs = {i.name for i in source.input}
+    for tensor in source.initializer:
+        if math.prod(tensor.dims) > INFERRED_BY_SHAPE:
+            if tensor.name not in inputs:
+                graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+        else:
+            graph.initializer.append(tensor)
+    graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n) for n, v in constants.items())
     try:
-        return shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph
+        return shape_inference.infer_shapes(skeleton, strict_mode=True, data_prop=True).graph
     except Exception as exc:
         raise GraphError(f"{where}: ONNX shape inference failed: {exc}") from None
 

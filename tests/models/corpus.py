@@ -24,6 +24,7 @@ CORPUS = Path(__file__).resolve().parent / "corpus"
 KEEP = 16
 ARCHITECTURES = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_0", "shufflenet_v2_x0_5",
                  "efficientnet_b0", "googlenet", "densenet121", "regnet_y_400mf", "convnext_tiny", "vit_b_16")
+TRANSFORMERS = ("bert_block", "gpt2_prefill", "gpt2_decode")   # tests/models/blocks.py
 EXPORTERS = ("torchscript", "dynamo")
 STRIPPED = "tandem_stripped"   # the doc_string of a stripped initializer
 

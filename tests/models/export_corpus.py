@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from corpus import ARCHITECTURES, strip  # noqa: E402
+from corpus import ARCHITECTURES, TRANSFORMERS, strip  # noqa: E402
 
 
 def build(name: str):
@@ -29,7 +29,8 @@ def build(name: str):
     import torchvision
 
     torch.manual_seed(0)
-    if name in ("gpt2_block", "bert_block"):
+    torch.backends.mha.set_fastpath_enabled(False)   # attention as its operators, which both exporters write
+    if name in TRANSFORMERS:
         import blocks
 
         return blocks.build(name)
@@ -49,7 +50,6 @@ def export(name: str, exporter: str):
         warnings.simplefilter("ignore")
         if exporter == "dynamo":
             program = torch.onnx.export(model, args, dynamo=True, opset_version=18, external_data=False)
-            program.save(buffer) if hasattr(program, "save") else None
             proto = program.model_proto
         else:
             torch.onnx.export(model, args, buffer, dynamo=False, opset_version=18)
@@ -59,7 +59,7 @@ def export(name: str, exporter: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", default=list(ARCHITECTURES))
+    parser.add_argument("names", nargs="*", default=[*ARCHITECTURES, *TRANSFORMERS])
     parser.add_argument("--out", type=Path, default=HERE / "corpus")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
