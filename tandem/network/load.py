@@ -15,8 +15,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tandem.network import graph as tg
 from tandem.network import models, qdq
+from tandem.network.calibrate import METHODS, read_samples
 from tandem.network.graph import Graph
 from tandem.network.qdq import AffineGraph
 from tandem.network.quantize import quantize
@@ -34,20 +37,30 @@ class Network:
     graph: Graph
     seed: int
     own: AffineGraph | None = None
+    #: the calibration rule (tandem/network/calibrate.py) and inputs (None: ``seed``'s random ones)
+    calibration: str = "max"
+    samples: tuple[dict[str, np.ndarray], ...] | None = None
 
     @cached_property
     def quantized(self) -> QuantizedGraph:
         """The int8 graph: a QDQ model's own, else the float graph quantized with VTA's rule (calibrated on
-        ``seed``'s inputs; computed once)."""
-        return self.own if self.own is not None else quantize(self.graph, self.seed)
+        ``samples``, else ``seed``'s inputs, by the ``calibration`` rule; computed once)."""
+        if self.own is not None:
+            return self.own
+        return quantize(self.graph, self.seed, calibration=self.calibration, inputs=self.samples)
 
 
 def load_network(model: str | Path | Any = None, *, builtin: str | None = None, seed: int = 0,
-                 input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Network:
+                 input_shapes: Mapping[str, tuple[int, ...]] | None = None, calibration: str = "max",
+                 calibrate: Path | None = None) -> Network:
     """Load ``model`` (an ONNX file's path, or a ModelProto) or the builtin model ``builtin`` (its weights
     drawn from ``seed``), one of them; ``input_shapes`` gives graph inputs their shapes (required for
-    symbolic dimensions). Raises ModelError (an unknown builtin) or GraphError (a model Tandem cannot
-    import)."""
+    symbolic dimensions); a float model's int8 graph is calibrated by the ``calibration`` rule on the
+    inputs of the .npz file ``calibrate`` (tandem/network/calibrate.py; default: seeded random ones).
+    Raises ModelError (an unknown builtin) or GraphError (a model Tandem cannot import, a calibration
+    file that does not fit it)."""
+    if calibration not in METHODS:
+        raise tg.GraphError(f"calibration {calibration!r}: Tandem calibrates by {' or '.join(METHODS)}")
     if (model is None) == (builtin is None):
         raise ValueError("expected an ONNX model or a builtin name, one of them")
     if builtin is not None:
@@ -56,4 +69,6 @@ def load_network(model: str | Path | Any = None, *, builtin: str | None = None, 
     if qdq.is_qdq(proto):
         own = qdq.load(proto, input_shapes, where)
         return Network(model, own.graph, seed, own)
-    return Network(model, tg.load(proto, input_shapes, where=where), seed)
+    graph = tg.load(proto, input_shapes, where=where)
+    samples = tuple(read_samples(calibrate, graph)) if calibrate is not None else None
+    return Network(model, graph, seed, calibration=calibration, samples=samples)

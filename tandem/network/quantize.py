@@ -26,13 +26,14 @@ per-layer oracle of the quantized network on every target.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.ops import reference
-from tandem.network.graph import Graph, Layer, evaluate, ranges
+from tandem.network.calibrate import activation_exponents, tensor_exponent
+from tandem.network.graph import Graph, Layer, evaluate, random_inputs
 from tandem.network.operators.nn import square_window
 from tandem.network.quantized import QuantizedGraph, integer_conv, max_pool, single_outputs
 
@@ -40,16 +41,6 @@ INT8 = (-128, 127)
 #: operators whose output keeps the exponent of their (first) input
 SAME_EXPONENT = ("Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
                  "Transpose")
-MAX_EXPONENT = 30   # a tensor that is all zeros gets this exponent (any exponent represents it)
-
-
-def exponent_of(max_abs: float) -> int:
-    """The largest e with ``max_abs * 2**e <= 127``."""
-    if max_abs <= 0 or not math.isfinite(max_abs):
-        return MAX_EXPONENT
-    return min(MAX_EXPONENT, math.floor(math.log2(127.0 / max_abs)))
-
-
 def to_int8(x: np.ndarray, e: int) -> np.ndarray:
     return np.clip(np.rint(np.asarray(x, np.float64) * 2.0**e), *INT8).astype(np.int8)
 
@@ -99,11 +90,16 @@ class PowerOfTwoGraph(QuantizedGraph):
         return to_int8(evaluate(layer, floats), eo)
 
 
-def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> PowerOfTwoGraph:
-    """Calibrate every activation's exponent on ``samples`` seeded random inputs and quantize the weights
-    (the module's rule)."""
+def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "mse",
+             inputs: Sequence[Mapping[str, np.ndarray]] | None = None) -> PowerOfTwoGraph:
+    """Calibrate every activation's exponent on ``inputs`` (input dicts; default: ``samples`` seeded random
+    ones) by the ``calibration`` rule of tandem/network/calibrate.py and quantize the weights by the same
+    rule (the module's rule)."""
     single_outputs(graph, graph.name)
-    exponents = {name: exponent_of(max(-lo, hi)) for name, (lo, hi) in ranges(graph, seed, samples).items()}
+    if inputs is None:
+        rng = np.random.default_rng(seed)
+        inputs = [random_inputs(graph, rng) for _ in range(samples)]
+    exponents = activation_exponents(graph, inputs, calibration)
     for layer in graph.layers:   # in order, so a chain of them takes its first input's exponent
         if layer.op in SAME_EXPONENT:
             exponents[layer.output] = exponents[layer.inputs[0]]
@@ -112,7 +108,7 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4) -> PowerOfTwoGraph:
         if layer.op not in ("Conv", "Gemm", "MatMul") or 1 not in layer.weights:
             continue
         w = layer.weights[1]
-        ew = exponent_of(float(np.max(np.abs(w))))
+        ew = tensor_exponent([w], calibration)
         q = {1: to_int8(w, ew)}
         ex = exponents[layer.inputs[0]]
         if 2 in layer.weights:

@@ -217,3 +217,11 @@ def test_uneven_padding_and_rounded_up_pools_run_on_the_target_padded_by_the_hos
     q, report = run_checked(model, kind)
     assert [layer.shape for layer in q.graph.layers[:3]] == [(1, 16, 8, 8), (1, 16, 8, 8), (1, 16, 4, 4)]
     assert not [r.op for r in report.rows if r.where == "host" and r.op.startswith(("Conv", "MaxPool"))]
+
+
+def test_the_end_to_end_check_holds_the_int8_output_to_the_budget_and_a_decisive_top_output():
+    from tandem.cli import model as cli_model
+
+    assert cli_model._decisive(np.array([0.0, 0.1, 5.0]))          # the top stands clear of the budget
+    assert not cli_model._decisive(np.array([1.0, 1.01, 0.9]))     # a near tie: any top output is accepted
+    assert cli_model.RELATIVE_L2_BUDGET == 0.15

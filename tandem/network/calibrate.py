@@ -1,0 +1,106 @@
+"""Calibration of a power-of-two int8 quantization (tandem/network/quantize.py): each tensor's exponent from
+values it takes on calibration inputs (the user's, ``--calibrate FILE.npz``, or seeded random ones).
+
+Two rules (``METHODS``). ``max``: the largest exponent that keeps every calibrated value inside int8
+(``floor(log2(127 / max|t|))``), so nothing clips and the step is as coarse as the largest outlier makes it.
+``mse`` (the default): among that exponent and the next ``EXTRA`` larger ones (finer steps that clip the
+largest values), the one with the least squared error over the calibration values, rounding and clipping
+together; a tie keeps the smaller exponent (no clipping). Weights are calibrated the same way on their own
+values.
+
+    exponents = activation_exponents(graph, samples, "mse")      # tensor name -> exponent
+    e = tensor_exponent([w], "mse")
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tandem.network.graph import Graph, GraphError, tensors
+
+METHODS = ("mse", "max")
+#: how many finer exponents than max's the MSE rule weighs
+EXTRA = 3
+MAX_EXPONENT = 30   # a tensor that is all zeros gets this exponent (any exponent represents it)
+
+
+def exponent_of(max_abs: float) -> int:
+    """The largest e with ``max_abs * 2**e <= 127``."""
+    if max_abs <= 0 or not math.isfinite(max_abs):
+        return MAX_EXPONENT
+    return min(MAX_EXPONENT, math.floor(math.log2(127.0 / max_abs)))
+
+
+def squared_error(x: np.ndarray, e: int) -> float:
+    """The squared error of ``x`` quantized to int8 at exponent ``e`` (rounded, clipped) and read back."""
+    x = np.asarray(x, np.float64)
+    q = np.clip(np.rint(x * 2.0**e), -128, 127)
+    return float(np.sum((q * 2.0**-e - x) ** 2))
+
+
+def tensor_exponent(values: Sequence[np.ndarray], method: str) -> int:
+    """The exponent of a tensor that takes ``values`` (the module's rules)."""
+    largest = max((float(np.max(np.abs(v))) for v in values if np.size(v)), default=0.0)
+    e = exponent_of(largest)
+    if method == "max" or e == MAX_EXPONENT:
+        return e
+    errors = [sum(squared_error(v, c) for v in values) for c in range(e, e + EXTRA + 1)]
+    return e + int(np.argmin(errors))   # the first of equal errors: the smallest exponent
+
+
+def activation_exponents(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
+                         ) -> dict[str, int]:
+    """Every tensor's exponent (graph inputs and layer outputs) over the float32 reference's values on
+    ``samples`` (input dicts)."""
+    if method not in METHODS:
+        raise GraphError(f"calibration {method!r}: Tandem calibrates by {' or '.join(METHODS)}")
+    largest: dict[str, float] = {}
+    errors: dict[str, np.ndarray] = {}
+    runs = [tensors(graph, inputs) for inputs in samples] if method == "mse" else None
+    for values in runs or (tensors(graph, inputs) for inputs in samples):
+        for name, value in values.items():
+            if np.issubdtype(value.dtype, np.floating) and value.size:
+                largest[name] = max(largest.get(name, 0.0), float(np.max(np.abs(value))))
+    if method == "max":
+        return {name: exponent_of(m) for name, m in largest.items()}
+    for values in runs:
+        for name, value in values.items():
+            if name in largest and exponent_of(largest[name]) != MAX_EXPONENT:
+                e = exponent_of(largest[name])
+                errors[name] = errors.get(name, 0) + np.array(
+                    [squared_error(value, c) for c in range(e, e + EXTRA + 1)])
+    return {name: exponent_of(m) + (int(np.argmin(errors[name])) if name in errors else 0)
+            for name, m in largest.items()}
+
+
+def read_samples(path: Path, graph: Graph) -> list[dict[str, np.ndarray]]:
+    """Calibration inputs from an .npz file: one array per graph input (by name), of the input's shape (one
+    sample) or with a leading axis of samples; every input given, the same number of samples each."""
+    if not Path(path).is_file():
+        raise GraphError(f"{path}: no such calibration file")
+    try:
+        arrays = dict(np.load(path, allow_pickle=False))
+    except Exception as exc:   # numpy's errors for a file that is not an .npz of arrays
+        raise GraphError(f"{path}: not an .npz file of arrays ({type(exc).__name__}: {exc})") from None
+    unknown = sorted(set(arrays) - set(graph.inputs))
+    missing = [n for n in graph.inputs if n not in arrays]
+    if unknown or missing:
+        raise GraphError(f"{path}: " + (f"holds {unknown[0]}, which is not a graph input" if unknown else
+                                         f"has no array for the graph input {missing[0]}") +
+                         f" (inputs: {', '.join(graph.inputs)})")
+    counts = set()
+    for name, shape in graph.inputs.items():
+        a = arrays[name]
+        if a.shape == shape:
+            arrays[name] = a[None]
+        elif a.shape[1:] != shape:
+            raise GraphError(f"{path}: {name} has shape {list(a.shape)}; expected {list(shape)} or "
+                             f"[samples, {', '.join(map(str, shape))}]")
+        counts.add(arrays[name].shape[0])
+    if len(counts) != 1 or 0 in counts:
+        raise GraphError(f"{path}: the inputs hold different numbers of samples ({sorted(counts)})")
+    return [{name: arrays[name][i] for name in graph.inputs} for i in range(counts.pop())]
