@@ -51,3 +51,24 @@ def test_each_export_imports_and_computes_what_onnxruntime_computes(name: str, e
         scale = max(float(np.abs(want).max()), 1e-6)
         assert got.shape == want.shape and float(np.abs(got - want).max()) <= 1e-4 * scale, (name, exporter)
         assert math.isfinite(scale)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "gpt2_decode"])
+@pytest.mark.parametrize("exporter", corpus.EXPORTERS)
+def test_an_architecture_exported_afresh_imports_and_computes_what_onnxruntime_computes(name, exporter):
+    """With the `models` extra (PyTorch): the exporter of today, not the committed graph."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (the models extra)")
+    pytest.importorskip("torchvision", reason="torchvision is not installed (the models extra)")
+    import export_corpus
+
+    model = corpus.fill(corpus.strip(export_corpus.export(name, exporter)), seed=0)
+    graph = tg.load(model)
+    inputs = tg.random_inputs(graph, np.random.default_rng(0))
+    values = tg.tensors(graph, inputs)
+    if not HAS_ORT:
+        pytest.skip("onnxruntime is not installed (the test extra): the import is not compared")
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in zip((values[n] for n in graph.outputs), session.run(None, inputs), strict=True):
+        assert np.abs(got - want).max() <= 1e-4 * max(float(np.abs(want).max()), 1e-6)
