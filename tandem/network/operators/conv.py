@@ -8,7 +8,14 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ops import reference
-from tandem.network.operators.nn import WINDOW, channel_vector, convolution, refuse_window, spatial_ints
+from tandem.network.operators.nn import (
+    WINDOW,
+    channel_vector,
+    checked_kernel,
+    convolution,
+    refuse_window,
+    spatial_ints,
+)
 from tandem.network.operators.products import requantized, zero_pointed
 from tandem.network.operators.registry import Node, OperatorError, operator
 
@@ -71,12 +78,7 @@ def conv_transpose(node: Node) -> np.ndarray:
     channels scattered to its own output channels), cropped by ``transpose_crops``, plus the bias ``B``
     [M] if given."""
     x, w = node.arg(0), node.arg(1)
-    if x.ndim < 3 or w.ndim != x.ndim:
-        raise OperatorError(f"input of rank {x.ndim} and weight of rank {w.ndim}: a ConvTranspose takes "
-                            f"[N, C, *S] and [C, M/group, *K] of the same rank, with a spatial axis or more")
-    kernel = tuple(node.attr("kernel_shape", w.shape[2:]))
-    if kernel != w.shape[2:]:
-        raise OperatorError(f"kernel_shape {list(kernel)} differs from the weight's {list(w.shape[2:])}")
+    kernel = checked_kernel(node, x, w, "[C, M/group, *K]")
     group = node.attr("group", 1)
     if x.shape[1] != w.shape[0] or x.shape[1] % group:
         raise OperatorError(f"{x.shape[1]} input channels, weight {list(w.shape)} and group {group} do not "

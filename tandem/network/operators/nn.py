@@ -116,15 +116,23 @@ def conv(node: Node) -> np.ndarray:
     return out + channel_vector(node.arg(2), out.ndim) if node.given(2) else out
 
 
-def convolution(node: Node, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """The convolution of ``x`` [N, C, *S] by ``w`` [M, C/group, *K] with ``node``'s window attributes
-    and ``group`` (Conv, ConvInteger and QLinearConv's, without a bias), exact."""
+def checked_kernel(node: Node, x: np.ndarray, w: np.ndarray, layout: str) -> tuple[int, ...]:
+    """The kernel's spatial shape of a convolution-like ``node`` over ``x`` [N, C, *S] by ``w`` (of
+    ``layout``), checked: the same rank, with a spatial axis or more, and ``kernel_shape`` (where given)
+    the weight's."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise OperatorError(f"input of rank {x.ndim} and weight of rank {w.ndim}: a {node.op} takes "
-                            f"[N, C, *S] and [M, C/group, *K] of the same rank, with a spatial axis or more")
+                            f"[N, C, *S] and {layout} of the same rank, with a spatial axis or more")
     kernel = tuple(node.attr("kernel_shape", w.shape[2:]))
     if kernel != w.shape[2:]:
         raise OperatorError(f"kernel_shape {list(kernel)} differs from the weight's {list(w.shape[2:])}")
+    return kernel
+
+
+def convolution(node: Node, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The convolution of ``x`` [N, C, *S] by ``w`` [M, C/group, *K] with ``node``'s window attributes
+    and ``group`` (Conv, ConvInteger and QLinearConv's, without a bias), exact."""
+    kernel = checked_kernel(node, x, w, "[M, C/group, *K]")
     group = node.attr("group", 1)
     if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
         raise OperatorError(f"{x.shape[1]} input channels, weight {list(w.shape)} and group {group} do not "
