@@ -308,8 +308,7 @@ def _check(g, model, seed: int) -> dict:
     inputs = tg.random_inputs(g, np.random.default_rng(seed))
     want = _onnxruntime(model, inputs, g.output)
     got = tg.run_reference(g, inputs)
-    err = float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
-    scale = float(np.max(np.abs(want))) or 1.0
+    err, scale = _max_error(got, want)
     passed = got.shape == want.shape and err <= FP32_TOLERANCE * scale
     return {"checked": True, "passed": passed, "max_abs_err": err, "relative": err / scale,
             "detail": f"{'matches' if passed else 'differs from'} onnxruntime: max |err| {err:.3g} "
@@ -322,6 +321,19 @@ def _int8(loaded, seed: int) -> dict:
     inputs = f"{len(loaded.samples)} inputs of the calibration file" if loaded.samples else "4 seeded inputs"
     return {"rule": f"per-tensor power-of-two exponents, calibrated ({loaded.calibration}) on {inputs}",
             **loaded.quantized.check_against_float(seed + 1)}
+
+
+def _max_error(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
+    """The largest |got - want| (values NaN in both, or the same infinity in both, agree; where one alone is
+    NaN, or the shapes differ: inf) and the largest finite |want| (1.0 where there is none, or it is 0)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return float("inf"), 1.0
+    with np.errstate(invalid="ignore"):
+        agree = (got == want) | (np.isnan(got) & np.isnan(want))
+        diff = np.nan_to_num(np.where(agree, 0.0, np.abs(got - want)), nan=np.inf)
+    finite = np.abs(want[np.isfinite(want)])
+    return float(diff.max()) if diff.size else 0.0, (float(finite.max()) if finite.size else 0.0) or 1.0
 
 
 def _onnxruntime(model, inputs: dict, output: str | None) -> np.ndarray:

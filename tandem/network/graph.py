@@ -142,9 +142,11 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
     graph = model.graph
     if not graph.node:
         raise GraphError(f"{where}: the graph has no nodes (is it an ONNX model?)")
-    opset = _opset(model, where)
-    consts = {t.name: _array(t) for t in graph.initializer}
+    opset = opset_of(model, where)
+    consts = {t.name: tensor_array(t, f"{where}: initializer {t.name}") for t in graph.initializer}
+    check_nodes(graph, opset, where)
     shapes = _input_shapes(graph, consts, dict(input_shapes or {}), where)
+    _check_inputs(graph, consts, shapes, where)
     resized = False
     for name, shape in shapes.items():
         dim = graph.input[[i.name for i in graph.input].index(name)].type.tensor_type.shape
@@ -160,8 +162,8 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
     layers: list[Layer] = []
     evaluated: list[str] = []        # the constants evaluated here (a Shape's, what follows from it)
     fresh = False                    # whether some were evaluated since shapes were last inferred
-    for node in graph.node:
-        label = f"{where}: node {node.name or node.output[0]} ({node.op_type})"
+    for index, node in enumerate(graph.node):
+        label = f"{where}: node {node_name(node, index)} ({node.op_type})"
         try:
             layer = _layer(node, alias, consts, shapes, types, opset, label)
         except DataDependentShapeError:
@@ -249,10 +251,108 @@ def tensors(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndar
 
 # ------------------------------------------------------------------------------------------ import helpers
 
-def _opset(model, where: str) -> int:
+#: the most elements a tensor of an imported graph may hold (a graph input, a computed tensor): 2**28,
+#: 2 GiB as the float64 the reference computes in; sizes beyond are refused before any work
+MAX_ELEMENTS = 2**28
+
+
+def too_large(shape: Sequence[int]) -> bool:
+    """Whether a tensor of ``shape`` holds more than MAX_ELEMENTS elements, or would if its sizes of 0 were
+    1 (numpy cannot index such a shape either)."""
+    return any(d > MAX_ELEMENTS for d in shape) or math.prod(shape) > MAX_ELEMENTS
+
+
+def node_name(node, index: int) -> str:
+    """How errors name ``node``, the ``index``-th of its graph: its name, else its first output's."""
+    return node.name or next((o for o in node.output if o), f"#{index}")
+
+
+def tensor_array(tensor, what: str) -> np.ndarray:
+    """An ONNX TensorProto (an initializer, a Constant's value) as a numpy array; data that does not fit its
+    dims or type is a GraphError naming it (``what``)."""
+    from onnx import TensorProto
+    from onnx.external_data_helper import uses_external_data
+
+    kind = TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in TensorProto.DataType.values() \
+        else str(tensor.data_type)
+    if uses_external_data(tensor):
+        raise GraphError(f"{what}: its data is in an external file that was not loaded")
+    if any(d < 0 for d in tensor.dims):
+        raise GraphError(f"{what}: its dims {list(tensor.dims)} are negative")
+    if too_large(tensor.dims):
+        raise GraphError(f"{what}: its dims {list(tensor.dims)} hold more than {MAX_ELEMENTS} elements, more "
+                         f"than Tandem computes")
+    try:
+        return _array(tensor)
+    except Exception as exc:   # numpy_helper's ValueError, TypeError, KeyError: data that does not fit
+        raise GraphError(f"{what}: its data is not a {kind} tensor of dims {list(tensor.dims)} "
+                         f"({type(exc).__name__}: {exc})") from None
+
+
+def _check_inputs(graph, consts: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]],
+                  where: str) -> None:
+    """Each graph input of an element type numpy holds and of at most MAX_ELEMENTS elements."""
+    from onnx import helper
+
+    for value in graph.input:
+        if value.name in consts:
+            continue
+        elem = value.type.tensor_type.elem_type
+        try:
+            np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+        except (KeyError, TypeError, ValueError):
+            raise GraphError(f"{where}: input {value.name} has element type {elem}, which Tandem cannot "
+                             f"hold (ONNX's numeric, bool and string tensor types)") from None
+        if too_large(shapes[value.name]):
+            raise GraphError(f"{where}: input {value.name} of shape {list(shapes[value.name])} holds more "
+                             f"than {MAX_ELEMENTS} elements, more than Tandem computes")
+
+
+def check_nodes(graph, opset: int, where: str) -> None:
+    """What ONNX requires of a graph's nodes, checked before anything reads them: each of the default
+    domain, its operator defined at ``opset`` with as many inputs and outputs and attributes of the types
+    its schema gives (``_schema``), reading only tensors computed before it (graph inputs, initializers,
+    earlier nodes' outputs: the nodes topologically sorted) and computing only new ones; the graph's
+    outputs, at least one, are tensors of the graph, each named once."""
+    known = {*(i.name for i in graph.input), *(t.name for t in graph.initializer)}
+    for index, node in enumerate(graph.node):
+        label = f"{where}: node {node_name(node, index)} ({node.op_type})"
+        if node.domain not in ("", "ai.onnx"):
+            raise GraphError(f"{label}: operator of domain {node.domain!r}; Tandem imports the default ONNX "
+                             f"domain's operators")
+        _schema(node, opset, label)
+        if node.op_type == "Constant" and len(node.attribute) != 1:
+            raise GraphError(f"{label}: a Constant holds its value in one attribute, not "
+                             f"{len(node.attribute)}")
+        for name in node.input:
+            if name and name not in known:
+                raise GraphError(f"{label}: its input {name} is no graph input, initializer or output of an "
+                                 f"earlier node")
+        for name in node.output:
+            if name in known:
+                raise GraphError(f"{label}: its output {name} is already computed by an earlier node or "
+                                 f"given as a graph input (each tensor is computed once)")
+        known.update(name for name in node.output if name)
+    outputs = [v.name for v in graph.output]
+    if not outputs:
+        raise GraphError(f"{where}: the graph declares no outputs")
+    for k, name in enumerate(outputs):
+        if name not in known:
+            raise GraphError(f"{where}: the graph output {name or '(unnamed)'} is no tensor of the graph")
+        if name in outputs[:k]:
+            raise GraphError(f"{where}: the graph output {name} is named twice")
+
+
+def opset_of(model, where: str) -> int:
     """The version of the default (ai.onnx) domain the model imports."""
+    from onnx import defs
+
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx"):
+            latest = defs.onnx_opset_version()
+            if not 1 <= entry.version <= latest:
+                raise GraphError(f"{where}: the model imports opset {entry.version} of the default ONNX "
+                                 f"domain; the installed onnx defines opsets 1 to {latest}")
             return int(entry.version)
     raise GraphError(f"{where}: the model imports no version of the default ONNX domain (opset_import)")
 
@@ -318,14 +418,14 @@ def _declared(inferred, shapes: dict[str, tuple[int, ...]]) -> dict[str, str]:
     return types
 
 
-def _constant(node, label: str) -> np.ndarray:
-    """A Constant node's value."""
+def constant_value(node, label: str) -> np.ndarray:
+    """A Constant node's value (its one attribute: ``check_nodes``)."""
     import onnx
 
     (attr,) = node.attribute
     value = onnx.helper.get_attribute_value(attr)
     if attr.name == "value":
-        return _array(value)
+        return tensor_array(value, f"{label}: its value")
     if attr.name in ("value_float", "value_floats"):
         return np.asarray(value, np.float32)
     if attr.name in ("value_int", "value_ints"):
@@ -341,11 +441,9 @@ def _layer(node, alias: dict[str, str], consts: dict[str, np.ndarray], shapes: M
     import onnx
 
     operands = tuple(alias.get(n, n) for n in node.input)
-    if node.domain not in ("", "ai.onnx"):
-        raise GraphError(f"{label}: operator of domain {node.domain!r}; Tandem imports the default ONNX "
-                         f"domain's operators")
+    schema = _schema(node, opset, label)   # found by check_nodes
     if node.op_type == "Constant":
-        consts[node.output[0]] = _constant(node, label)
+        consts[node.output[0]] = constant_value(node, label)
         return None
     if node.op_type == "Identity":
         alias[node.output[0]] = operands[0]
@@ -365,6 +463,9 @@ def _layer(node, alias: dict[str, str], consts: dict[str, np.ndarray], shapes: M
                                           f"on the values of the graph's inputs)")
         if name and types.get(name) == "unsupported":
             raise GraphError(f"{label}: its output {name} has an element type numpy cannot hold")
+        if name in shapes and too_large(shapes[name]):
+            raise GraphError(f"{label}: its output {name} of shape {list(shapes[name])} holds more than "
+                             f"{MAX_ELEMENTS} elements, more than Tandem computes")
     layer = Layer(node.name or outputs[0], node.op_type, operands, outputs, attrs, weights,
                   tuple(shapes.get(n) for n in outputs), tuple(types.get(n, "float32") for n in outputs),
                   opset)
@@ -373,7 +474,44 @@ def _layer(node, alias: dict[str, str], consts: dict[str, np.ndarray], shapes: M
                              layer.shapes, in_shapes=in_shapes), outputs)
     if reason:
         raise GraphError(f"{label}: {reason}")
+    for name in attrs:
+        if name not in schema.attributes:
+            raise GraphError(f"{label}: attribute {name!r} is not {node.op_type}'s at opset {opset} (ONNX's "
+                             f"{node.op_type}-{schema.since_version} takes: "
+                             f"{', '.join(sorted(schema.attributes)) or 'none'})")
     return layer
+
+
+def _schema(node, opset: int, label: str):
+    """The ONNX schema of ``node``'s operator at ``opset``; a GraphError where ONNX defines no such operator
+    at that opset, or the node's number of inputs or outputs, an attribute's type or a required attribute
+    is not the schema's. (Attributes the schema does not name are left to the operator table's refusal.)"""
+    from onnx import AttributeProto, defs
+
+    try:
+        schema = defs.get_schema(node.op_type, opset, "")
+    except defs.SchemaError:
+        if node.op_type not in OPERATORS and node.op_type not in ("Constant", "Identity"):
+            return None   # refused by name below
+        raise GraphError(f"{label}: ONNX defines no operator {node.op_type} at opset {opset}") from None
+    for what, count, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
+                                   ("outputs", len(node.output), schema.min_output, schema.max_output)):
+        if not low <= count <= high:
+            takes = f"{low}" if low == high else f"{low} to {high}" if high < 2**31 - 1 else f"{low} or more"
+            raise GraphError(f"{label}: {count} {what}; ONNX's {node.op_type}-{schema.since_version} takes "
+                             f"{takes}")
+    given = {a.name: a for a in node.attribute}
+    for attr in node.attribute:
+        if attr.type == AttributeProto.UNDEFINED:
+            raise GraphError(f"{label}: attribute {attr.name!r} has no type")
+    for name, spec in schema.attributes.items():
+        if name in given and given[name].type != spec.type.value:
+            raise GraphError(f"{label}: attribute {name!r} is given as "
+                             f"{AttributeProto.AttributeType.Name(given[name].type)}; "
+                             f"{node.op_type} takes {spec.type.name}")
+        if spec.required and name not in given:
+            raise GraphError(f"{label}: attribute {name!r} is required by {node.op_type}")
+    return schema
 
 
 def _outputs(layer: Layer, values: Mapping[str, np.ndarray], where: str) -> tuple[np.ndarray, ...]:
@@ -504,12 +642,20 @@ def _fold_biases(layers: list[Layer]) -> tuple[list[Layer], list[str]]:
 
 def evaluate_all(layer: Layer, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
     """Every output of one layer, exactly (float64 for floating point, int64 for integers), from its
-    operands (``values``: the activations by name); an OperatorError for values it cannot compute."""
+    operands (``values``: the activations by name); an OperatorError for values it cannot compute: the
+    operator's own refusal, or numpy's (a ValueError, IndexError, TypeError, ...: operands or attribute
+    values that are not what the operator takes, or a result too large to hold)."""
     args = tuple(layer.operand(i, values) for i in range(len(layer.operands)))
     shapes = tuple(None if a is None else np.shape(a) for a in args)
-    return compute(Node(layer.op, layer.attrs, layer.opset, args, layer.shapes,
-                        tuple(np.dtype(d) for d in layer.dtypes), shapes,
-                        tuple(bool(n) for n in layer.outputs)))
+    try:
+        return compute(Node(layer.op, layer.attrs, layer.opset, args, layer.shapes,
+                            tuple(np.dtype(d) for d in layer.dtypes), shapes,
+                            tuple(bool(n) for n in layer.outputs)))
+    except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError, MemoryError,
+            AttributeError) as exc:
+        raise OperatorError(f"{layer.op} cannot compute these operands and attributes (operand shapes "
+                            f"{[list(s) if s is not None else None for s in shapes]}): "
+                            f"{type(exc).__name__}: {exc}") from None
 
 
 def evaluate(layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -148,22 +148,23 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
     """Import the QDQ model ``model`` (a path or a ModelProto) as an AffineGraph (the module's rule);
     ``where`` names the model in errors."""
     import onnx
-    from onnx import numpy_helper
 
     model, named = tg.read(model)
     where = where or named
     graph = model.graph
-    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in graph.node:
+    consts = {t.name: tg.tensor_array(t, f"{where}: initializer {t.name}") for t in graph.initializer}
+    tg.check_nodes(graph, tg.opset_of(model, where), where)
+    for index, node in enumerate(graph.node):
         if node.op_type == "Constant":
-            consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+            consts[node.output[0]] = tg.constant_value(node, f"{where}: node {tg.node_name(node, index)} "
+                                                             f"(Constant)")
     params: dict[str, Affine] = {}      # a quantized activation (its float name) -> its parameters
     made_by: dict[str, str] = {}        # a QuantizeLinear's output -> the activation it quantizes
     alias: dict[str, str] = {}          # a DequantizeLinear's output -> that activation
     weights: dict[str, tuple[np.ndarray, Affine]] = {}   # a DequantizeLinear's output -> constant, params
     kept = []
-    for node in graph.node:
-        label = f"{where}: node {node.name or node.output[0]} ({node.op_type})"
+    for index, node in enumerate(graph.node):
+        label = f"{where}: node {tg.node_name(node, index)} ({node.op_type})"
         if node.op_type == "Constant":
             continue
         if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
