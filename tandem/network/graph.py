@@ -156,7 +156,8 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
             dim.dim.add().dim_value = d
     if resized:   # the shapes the model declares for other input shapes do not hold: inferred afresh
         for value in (*graph.value_info, *graph.output):
-            value.type.tensor_type.ClearField("shape")
+            if value.name not in consts:   # an initializer's shape is its own
+                value.type.tensor_type.ClearField("shape")
     types = _declared(_infer(model, {}, where), shapes)
     alias: dict[str, str] = {}       # an Identity's output -> the tensor it passes on
     layers: list[Layer] = []

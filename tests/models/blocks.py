@@ -80,14 +80,14 @@ class Decode(nn.Module):
         return self.block(x, past_k, past_v)
 
 
-def build(name: str):
+def build(name: str, batch: int = 1):
     """The block ``name`` ("bert_block", "gpt2_prefill", "gpt2_decode") in eval mode and its example
-    inputs."""
+    inputs of ``batch``."""
     torch.manual_seed(0)
     if name == "bert_block":
-        return BertBlock().eval(), (torch.randn(1, TOKENS, WIDTH),)
+        return BertBlock().eval(), (torch.randn(batch, TOKENS, WIDTH),)
     block = Gpt2Block().eval()
     if name == "gpt2_prefill":
-        return block, (torch.randn(1, TOKENS, WIDTH),)
-    cache = torch.randn(1, HEADS, TOKENS, WIDTH // HEADS)
-    return Decode(block).eval(), (torch.randn(1, 1, WIDTH), cache, cache.clone())
+        return block, (torch.randn(batch, TOKENS, WIDTH),)
+    cache = torch.randn(batch, HEADS, TOKENS, WIDTH // HEADS)
+    return Decode(block).eval(), (torch.randn(batch, 1, WIDTH), cache, cache.clone())

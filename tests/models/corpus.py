@@ -26,6 +26,8 @@ ARCHITECTURES = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_
                  "efficientnet_b0", "googlenet", "densenet121", "regnet_y_400mf", "convnext_tiny", "vit_b_16")
 TRANSFORMERS = ("bert_block", "gpt2_prefill", "gpt2_decode")   # tests/models/blocks.py
 EXPORTERS = ("torchscript", "dynamo")
+#: exported also with a symbolic batch axis (NAME.EXPORTER.batch.onnx): imported at batch 4 by the tests
+BATCHED = ("resnet18", "gpt2_prefill", "gpt2_decode")
 STRIPPED = "tandem_stripped"   # the doc_string of a stripped initializer
 
 
@@ -63,9 +65,10 @@ def fill(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     return out
 
 
-def load(name: str, exporter: str, seed: int = 0) -> onnx.ModelProto:
-    """The corpus model ``name`` as ``exporter`` wrote it, filled from ``seed``."""
-    return fill(onnx.load(str(CORPUS / f"{name}.{exporter}.onnx")), seed)
+def load(name: str, exporter: str, seed: int = 0, batch: bool = False) -> onnx.ModelProto:
+    """The corpus model ``name`` as ``exporter`` wrote it (with ``batch``: its symbolic-batch export),
+    filled from ``seed``."""
+    return fill(onnx.load(str(CORPUS / f"{name}.{exporter}{'.batch' if batch else ''}.onnx")), seed)
 
 
 def _roles(model: onnx.ModelProto) -> dict[str, tuple[str, int]]:

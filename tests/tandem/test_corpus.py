@@ -19,13 +19,15 @@ sys.path.insert(0, str(MODELS_DIR))
 import corpus  # noqa: E402
 
 FILES = sorted(corpus.CORPUS.glob("*.onnx"))
-CASES = [tuple(path.name.split(".")[:2]) for path in FILES]
+CASES = [tuple(path.name.split(".")[:2]) for path in FILES if not path.name.endswith(".batch.onnx")]
+BATCHED = [(name, exporter) for name in corpus.BATCHED for exporter in corpus.EXPORTERS]
 HAS_ORT = importlib.util.find_spec("onnxruntime") is not None
 
 
 def test_the_corpus_holds_every_architecture_from_both_exporters():
     assert set(CASES) == {(name, exporter) for name in (*corpus.ARCHITECTURES, *corpus.TRANSFORMERS)
                           for exporter in corpus.EXPORTERS}
+    assert len(FILES) == len(CASES) + len(BATCHED)
     assert sum(path.stat().st_size for path in FILES) < 4 << 20   # stripped: a few MiB in all
 
 
@@ -34,10 +36,9 @@ def test_a_stripped_model_is_filled_the_same_from_the_same_seed_and_otherwise_fr
     assert a.SerializeToString() == b.SerializeToString() != c.SerializeToString()
 
 
-@pytest.mark.parametrize(("name", "exporter"), CASES, ids=[f"{n}-{e}" for n, e in CASES])
-def test_each_export_imports_and_computes_what_onnxruntime_computes(name: str, exporter: str):
-    model = corpus.load(name, exporter)
-    graph = tg.load(model)
+def _compared(model, input_shapes=None):
+    """``model`` imported (at ``input_shapes``) and computed on seeded inputs, against onnxruntime."""
+    graph = tg.load(model, input_shapes)
     inputs = tg.random_inputs(graph, np.random.default_rng(0))
     values = tg.tensors(graph, inputs)
     outputs = [values[n] for n in graph.outputs]
@@ -49,8 +50,23 @@ def test_each_export_imports_and_computes_what_onnxruntime_computes(name: str, e
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for got, want in zip(outputs, session.run(None, inputs), strict=True):
         scale = max(float(np.abs(want).max()), 1e-6)
-        assert got.shape == want.shape and float(np.abs(got - want).max()) <= 1e-4 * scale, (name, exporter)
+        assert got.shape == want.shape and float(np.abs(got - want).max()) <= 1e-4 * scale
         assert math.isfinite(scale)
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES, ids=[f"{n}-{e}" for n, e in CASES])
+def test_each_export_imports_and_computes_what_onnxruntime_computes(name: str, exporter: str):
+    _compared(corpus.load(name, exporter))
+
+
+@pytest.mark.parametrize(("name", "exporter"), BATCHED, ids=[f"{n}-{e}" for n, e in BATCHED])
+def test_an_export_with_a_symbolic_batch_imports_at_batch_4(name: str, exporter: str):
+    model = corpus.load(name, exporter, batch=True)
+    inputs = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    shapes = {i.name: (4, *[d.dim_value for d in i.type.tensor_type.shape.dim][1:]) for i in inputs}
+    with pytest.raises(tg.GraphError, match="dynamic shape"):
+        tg.load(model)
+    _compared(model, shapes)
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "gpt2_decode"])
