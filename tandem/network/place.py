@@ -8,8 +8,9 @@ step                    VITA                                         CPU and Dia
 ======================  ===========================================  ======================================
 Conv (+ReLU/ReLU6)      conv2d with the epilogue: bias (its           conv2d int8 x int8 -> int32, then
                         rounding constant folded in), shift, clip;    ``requantize`` (network.py) on the
-                        depthwise: a block-diagonal conv2d per        target: bias, shift, clip; depthwise:
-                        BLOCK channels                                the depthwise kind
+                        grouped (depthwise too): a block-diagonal     target: bias, shift, clip; depthwise:
+                        conv2d per BLOCK input channels of whole      the depthwise kind; other grouped
+                        groups, joined along channels                 ones: a conv2d per group, joined
 Gemm, MatMul (+ReLU)    gemm, the same epilogue                       gemm, then ``requantize``
 MatMul of activations   one gemm per head                             one gemm per head, then requantize
 Add (+ReLU)             ``quantized_add`` on the ALU                  ``quantized_add``
@@ -17,14 +18,15 @@ MaxPool                 max_pool on the input padded with int8's     max_pool, t
                         minimum (the host's packing)
 GlobalAveragePool       global_avg_pool (channels split to fit the    ``rounded_mean`` (CPU; DianNao: the
                         accumulators)                                 host, a reduction)
-Flatten, Reshape,       host: a view of the same int8 values          host
-Transpose
+data movement (Reshape,  host: the int8 values moved (a view, or      host
+Transpose, Concat,      a copy)
+Split, Slice, ...)
 ======================  ===========================================  ======================================
 
 A conv's requantization shifts right by ``s = e_x + e_w - e_out`` (tandem/network/quantize.py): a left shift
-(``s < 0``) is not what these kernels compute, and such a layer runs on the host, as do grouped convolutions
-other than depthwise (no schedule takes a bias and groups yet) and the float layers (softmax, layer norm,
-GELU, a Mul).
+(``s < 0``) is not what these kernels compute, and such a layer runs on the host, as do the float layers
+(softmax, layer norm, GELU, a Mul) and the data movement (tandem/network/quantized.py's ``MOVES``: no
+kernel moves values; a layer of several outputs, a Split, is one).
 
 A quantized ONNX model's graph (tandem/network/qdq.py's ``AffineGraph``) requantizes by float32 scales, with
 zero points: the data moves to the target's 8-bit type and the zero point's weight sums come off the bias
@@ -48,7 +50,7 @@ from tandem.network import qdq
 from tandem.network.operators.nn import padded_window
 from tandem.network.qdq import AffineGraph
 from tandem.network.quantize import PowerOfTwoGraph, clip_bounds
-from tandem.network.quantized import QuantizedGraph
+from tandem.network.quantized import MOVES, QuantizedGraph, moved, moved_inputs
 from tandem.network.steps import NotOnTarget, Placed, Placement, Step
 
 #: on the CPU, a GEMM of fewer multiply-adds runs on one thread whatever the network's thread count: an
@@ -64,6 +66,8 @@ def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: 
     placer = PLACERS.get(first.op)
     if placer is None:
         raise NotOnTarget(WHY_HOST.get(first.op, f"no {target.kind} kernel computes {first.op}"))
+    if any(name for layer in step.layers for name in layer.outputs[1:]):
+        raise NotOnTarget(f"a {first.op} of several outputs: the kernels write one")
     if isinstance(q, AffineGraph) and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
         raise NotOnTarget(NO_FLOAT_REQUANTIZE[target.kind])
     batch = values[first.inputs[0]].shape[0] if first.inputs and values[first.inputs[0]].ndim else 1
@@ -110,6 +114,7 @@ NO_FLOAT_REQUANTIZE = {
 
 
 WHY_HOST = {
+    **{op: "data movement: the int8 values moved on the host" for op in MOVES},
     "Flatten": "data movement: a view of the same int8 values",
     "Reshape": "data movement: a view of the same int8 values",
     "Transpose": "data movement: the int8 values reordered on the host",
@@ -118,7 +123,6 @@ WHY_HOST = {
                           "kernel yet",
     "Gelu": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
     "Mul": "a float scale (tandem/network/quantize.py); no int8 kernel yet",
-    "Concat": "no int8 concat of tensors at different exponents yet",
 }
 
 
@@ -159,15 +163,34 @@ def _depthwise(step: Step) -> bool:
     return groups > 1 and w is not None and groups == w.shape[0] == groups * w.shape[1]
 
 
-def _conv_layer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], depthwise: bool = False
+def _groups(step: Step) -> int:
+    return int(step.layers[0].attrs.get("group", 1))
+
+
+def _group_parts(x: np.ndarray, w: np.ndarray, groups: int, per: int
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A grouped convolution of ``x`` (one image) by ``w`` [OC, IC / groups, K, K] as convolutions of
+    ``per`` consecutive groups each (the last of what remains): each part's input channels and its weights,
+    block-diagonal (a group's output channels read only its own input channels: zero elsewhere). Their
+    outputs, joined along channels in order, are the grouped convolution's."""
+    oc, icg = w.shape[:2]
+    ocg = oc // groups
+    parts = []
+    for first in range(0, groups, per):
+        n = min(per, groups - first)
+        block = np.zeros((n * ocg, n * icg, *w.shape[2:]), w.dtype)
+        for j in range(n):
+            block[j * ocg:(j + 1) * ocg, j * icg:(j + 1) * icg] = w[(first + j) * ocg:(first + j + 1) * ocg]
+        parts.append((x[:, first * icg:(first + n) * icg], block))
+    return parts
+
+
+def _conv_layer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray]
                 ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """The int8 input and weights of a conv step and its ``run`` parameters (H W IC OC K S P); a depthwise
-    one (one group per channel) only where the target runs those (``depthwise``)."""
+    """The int8 input and weights of a conv step and its ``run`` parameters (H W IC OC K S P; IC a group's
+    input channels, where the conv is grouped)."""
     layer = step.layers[0]
     a = layer.attrs
-    if a.get("group", 1) != 1 and not (depthwise and _depthwise(step)):
-        raise NotOnTarget(f"a grouped convolution ({a['group']} groups): no schedule takes one with its "
-                          f"epilogue yet")
     if layer.name not in q.weights or len(layer.shape) != 4:
         raise NotOnTarget("a convolution whose weights are not constant" if layer.name not in q.weights
                           else f"a {len(layer.shape) - 2}-D convolution: the schedules take 2-D ones")
@@ -291,8 +314,8 @@ def _max_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], targ
 
 
 def _vita_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
-    if _depthwise(step):
-        return _vita_depthwise(step, q, values, target)
+    if _groups(step) > 1:
+        return _vita_grouped(step, q, values, target)
     x, w, dims = _conv_layer(step, q, values)
     shift, bias, bounds = _contraction(step, q)
     return Placement((_vita_conv2d(x, w, bias, dims, shift, bounds, target),))
@@ -311,23 +334,24 @@ def _vita_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, dims: dict[str,
                   lambda out: vita.unpack_out(out, "conv2d", oc)[:1].astype(np.int8), label)
 
 
-def _vita_depthwise(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
-                    ) -> Placement:
-    """A depthwise conv on VITA's GEMM core, which has no per-channel form: each block of BLOCK channels a
-    conv2d whose weights are zero off the diagonal (a channel's output reads only its own input channel),
-    so every multiply-add runs on GEMM instructions, BLOCK times as many as the layer's (the GEMM
-    utilization counts them all; TVM's VTA flow leaves depthwise convs to the CPU instead)."""
-    x, w, dims = _conv_layer(step, q, values, depthwise=True)
+def _vita_grouped(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
+                  ) -> Placement:
+    """A grouped conv on VITA's GEMM core, which has no grouped or per-channel form: as conv2ds of as many
+    whole groups as fit BLOCK input channels (one at least), each block-diagonal (``_group_parts``: a
+    depthwise conv's BLOCK channels a diagonal), joined along channels. Every multiply-add runs on GEMM
+    instructions, up to BLOCK / (IC / groups) times as many as the layer's (the GEMM utilization counts them
+    all; TVM's VTA flow leaves depthwise convs to the CPU instead)."""
+    x, w, dims = _conv_layer(step, q, values)
     shift, bias, bounds = _contraction(step, q)
-    block = vita.block_of(target.spec)
-    channels, k = w.shape[0], w.shape[-1]
-    parts = []
-    for lo in range(0, channels, block):
-        c = min(block, channels - lo)
-        diagonal = np.zeros((c, c, k, k), np.int8)
-        diagonal[np.arange(c), np.arange(c)] = w[lo:lo + c, 0]
-        parts.append(_vita_conv2d(x[:, lo:lo + c], diagonal, bias[lo:lo + c], {**dims, "IC": c, "OC": c},
-                                  shift, bounds, target, "conv2d (block-diagonal)"))
+    groups, icg = _groups(step), w.shape[1]
+    per = max(1, vita.block_of(target.spec) // icg)
+    label = "conv2d (block-diagonal)" if per > 1 else "conv2d (a group)"
+    parts, lo = [], 0
+    for xg, wg in _group_parts(x, w, groups, per):
+        oc = wg.shape[0]
+        parts.append(_vita_conv2d(xg, wg, bias[lo:lo + oc], {**dims, "IC": wg.shape[1], "OC": oc}, shift,
+                                  bounds, target, label))
+        lo += oc
     return Placement(tuple(parts), lambda outs: np.concatenate(outs, axis=1))
 
 
@@ -343,11 +367,20 @@ def _vita_gemm(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
     return Placement(tuple(parts), _stacked(step.layers[-1].shape))
 
 
+#: the most values a global average pool on VITA takes (14 x 14 compiles in seconds; 16 x 16 nests its
+#: stages deeper than Python's default recursion limit, and 28 x 28 compiles in minutes)
+VITA_POOL_TAPS = 196
+
+
 def _vita_global_avg_pool(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
                           ) -> Placement:
     """The pool by groups of channels that fit the accumulators (all the image's rows at once)."""
     x = _one_image(values[step.layers[0].inputs[0]])
     c, h, w = x.shape[1:]
+    if h * w > VITA_POOL_TAPS:
+        raise NotOnTarget(f"a mean of {h} x {w} values: VITA's pool computes one ALU stage per value, and "
+                          f"its compiler nests them (more than {VITA_POOL_TAPS} exceed Python's recursion "
+                          f"limit)")
     lanes = vita.batch_of(target.spec) * vita.block_of(target.spec)
     blocks = -(-c // lanes)
     fits = [b for b in range(blocks, 0, -1) if vita.pool_rows(b, h, w, (h, w), 1, target.spec) is not None]
@@ -399,15 +432,19 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
 def _nonnegative(q: PowerOfTwoGraph, name: str) -> bool:
     """Whether tensor ``name`` of the integer graph is >= 0 by construction: a ReLU's (or a clip's at 0 or
     above), or what pooling or data movement makes of such."""
-    producer = next((layer for layer in q.graph.layers if layer.output == name), None)
+    producer = next((layer for layer in q.graph.layers if name in layer.outputs), None)
     if producer is None:
         return False
     if producer.op in ("Relu", "Clip"):
         return clip_bounds(q, producer)[0] >= 0
     if producer.op == "Softmax":   # probabilities, quantized by rounding: >= 0
         return True
-    if producer.op in ("MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose"):
+    if producer.op in ("MaxPool", "AveragePool", "GlobalAveragePool"):
         return _nonnegative(q, producer.inputs[0])
+    if moved(producer) and all(q.exponents[n] == q.exponents[name] for n in moved_inputs(producer)):
+        constants = [producer.weights[i] for i in moved(producer) if i in producer.weights]
+        return all(_nonnegative(q, n) for n in moved_inputs(producer)) and all(
+            np.all(np.asarray(c) >= 0) for c in constants)
     return False
 
 
@@ -446,31 +483,43 @@ def _sums_op(step: Step, dims: dict[str, int]) -> tuple[str, dict[str, int]]:
                          "P": dims["P"]}
 
 
-def _cpu_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
-    x, w, dims = _conv_layer(step, q, values, depthwise=True)
+def _sums_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    """A conv on the CPU or DianNao: its int32 sums, then ``requantize`` over all its channels. A depthwise
+    conv is the target's depthwise kind; another grouped one a conv2d per group, on its own input channels
+    (the groups' sums joined along channels before the one requantization)."""
+    x, w, dims = _conv_layer(step, q, values)
     _, oc, oh, ow = step.layers[-1].shape
-    data, correction, pad = _data_operand(q, step.layers[0].inputs[0], x, w, dims["P"], unsigned=True)
-    op, dims = _sums_op(step, {**dims, "H": data.shape[2], "W": data.shape[3], "P": pad})
-    sums = Placed(op, dims, [data, w], lambda out: out.reshape(oc, oh, ow))
-    return _sums_then_requantize(step, q, [sums], lambda outs: outs[0],
-                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction, "cpu")
-
-
-def _diannao_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
-    x, w, dims = _conv_layer(step, q, values, depthwise=True)
-    _, oc, oh, ow = step.layers[-1].shape
-    x, correction, pad = _data_operand(q, step.layers[0].inputs[0], x, w, dims["P"], unsigned=False)
-    dims = {**dims, "H": x.shape[2], "W": x.shape[3], "P": pad}
+    name, unsigned = step.layers[0].inputs[0], target.kind == "cpu"
+    int8 = {} if unsigned else {"dtype": "int8"}
+    sums, corrections = [], []
     if _depthwise(step):   # the contraction flow's layouts: NCHW data, [C, 1, K, K] weights
-        op, dims = _sums_op(step, dims)
-        sums = Placed(op, {**dims, "dtype": "int8"}, [x, w], lambda out: out.reshape(oc, oh, ow))
+        data, correction, pad = _data_operand(q, name, x, w, dims["P"], unsigned)
+        op, params = _sums_op(step, {**dims, "H": data.shape[2], "W": data.shape[3], "P": pad})
+        sums.append(Placed(op, {**params, **int8}, [data, w], lambda out: out.reshape(oc, oh, ow)))
+        corrections.append(correction)
     else:
-        sums = Placed("conv2d", {**dims, "dtype": "int8"},
-                      [np.ascontiguousarray(x[0].transpose(1, 2, 0)),      # HWC data, OHWI weights
-                       np.ascontiguousarray(w.transpose(0, 2, 3, 1))],
-                      lambda out: np.ascontiguousarray(out.transpose(2, 0, 1)))
-    return _sums_then_requantize(step, q, [sums], lambda outs: outs[0],
-                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction, "diannao")
+        for xg, wg in _group_parts(x, w, _groups(step), 1):
+            data, correction, pad = _data_operand(q, name, xg, wg, dims["P"], unsigned)
+            params = {**dims, "H": data.shape[2], "W": data.shape[3], "IC": wg.shape[1], "OC": wg.shape[0],
+                      "P": pad, **int8}
+            sums.append(_conv2d_sums(data, wg, params, unsigned, (oh, ow)))
+            corrections.append(correction)
+    n, correction = len(sums), np.concatenate(corrections)
+    return _sums_then_requantize(step, q, sums, lambda outs: np.concatenate(outs[:n]),
+                                 lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction,
+                                 target.kind)
+
+
+def _conv2d_sums(data: np.ndarray, w: np.ndarray, params: dict[str, int], nchw: bool, size: tuple[int, int]
+                 ) -> Placed:
+    """A conv2d's int32 sums as [OC, OH, OW]: on NCHW data by OIHW weights (the CPU's), or on HWC data by
+    OHWI weights (DianNao's)."""
+    oc = w.shape[0]
+    if nchw:
+        return Placed("conv2d", params, [data, w], lambda out: out.reshape(oc, *size))
+    return Placed("conv2d", params, [np.ascontiguousarray(data[0].transpose(1, 2, 0)),
+                                     np.ascontiguousarray(w.transpose(0, 2, 3, 1))],
+                  lambda out: np.ascontiguousarray(out.reshape(*size, oc).transpose(2, 0, 1)))
 
 
 def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
@@ -529,7 +578,7 @@ def _by_target(**placers: Callable) -> Callable:
 
 
 PLACERS: dict[str, Callable[..., Placement]] = {
-    "Conv": _by_target(vita=_vita_conv, cpu=_cpu_conv, diannao=_diannao_conv),
+    "Conv": _by_target(vita=_vita_conv, cpu=_sums_conv, diannao=_sums_conv),
     "Gemm": _by_target(vita=_vita_gemm, cpu=_gemm_then_requantize, diannao=_gemm_then_requantize),
     "MatMul": _by_target(vita=_vita_gemm, cpu=_gemm_then_requantize, diannao=_gemm_then_requantize),
     "Add": _add,

@@ -20,7 +20,12 @@ QLinearConv, QGemm, QLinearAdd, QLinearGlobalAveragePool and an 8-bit MaxPool), 
   ``requantize_scaled`` by ``(sx * sw) / sy`` in float32 (per channel: each channel's ``sw``);
 - Add: ``qlinear_add`` (fused multiply-adds in float32, compiler/ops/reference.py);
 - GlobalAveragePool: the int32 sum minus ``zx * n``, requantized by ``sx / (sy * n)``;
-- MaxPool, Flatten, Reshape, Transpose between tensors of equal parameters: the integers themselves;
+- MaxPool and the data movement (tandem/network/quantized.py's ``MOVES``: Flatten, Reshape, Transpose,
+  Squeeze, Unsqueeze, Slice, Split, Gather, Expand, Tile, Pad, Concat, nearest Resize, DepthToSpace,
+  SpaceToDepth, ReduceMax, ReduceMin, GlobalMaxPool, ...) between tensors of equal parameters: the integers
+  themselves (a Pad pads with the zero point, a constant moved is quantized as the output), as onnxruntime
+  runs them once its QDQ pairs of equal parameters are dropped (what a group computes in float then
+  quantizes back to the same integers);
 - anything else (a ReLU or Clip the quantizer kept, a MaxPool that changes parameters): dequantized to
   float32, the float operator, quantized again: what onnxruntime does with a QDQ group it does not fuse.
 
@@ -41,12 +46,22 @@ import numpy as np
 from compiler.ops import reference
 from tandem.network import graph as tg
 from tandem.network.graph import Graph, GraphError, Layer
-from tandem.network.quantized import QuantizedGraph, integer_conv, max_pool, single_outputs
+from tandem.network.quantized import MOVES as MOVE_OPS
+from tandem.network.quantized import (
+    QuantizedGraph,
+    computed_in_float,
+    float_outputs,
+    integer_conv,
+    max_pool,
+    move,
+    moved,
+    moved_inputs,
+)
 
+#: the operators that only move or select values (tandem/network/quantized.py's ``MOVES``)
+MOVES = tuple(op for op in MOVE_OPS if op != "Identity")
 #: the float operators a QDQ model's groups may hold
-OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose",
-       "Relu", "Clip")
-MOVES = ("Flatten", "Reshape", "Transpose")
+OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "GlobalAveragePool", "Relu", "Clip", *MOVES)
 
 
 @dataclass(frozen=True)
@@ -99,11 +114,26 @@ class AffineGraph(QuantizedGraph):
     def dequantize(self, name: str, value: np.ndarray) -> np.ndarray:
         return self.affine[name].dequantize(value).astype(np.float64)
 
-    def integer_layer(self, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
-        """``layer``'s quantized output from its inputs' (the module's rule)."""
+    def integer_outputs(self, layer: Layer, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """``layer``'s quantized outputs from its inputs' (the module's rule)."""
+        p = self.affine
+        out = p[layer.output]
+        if moved(layer) and all(p[name].same(out) for name in (*moved_inputs(layer), *layer.outputs) if name):
+            return tuple(np.asarray(v).astype(out.dtype) for v in move(layer, values, out.quantize))
+        ins = [np.asarray(values[name], np.int64) for name in layer.inputs]
+        result = self._integer(layer, ins)
+        if result is not None:
+            return (result,)
+        # a group onnxruntime does not fuse: dequantize, the float operator (float32), quantize
+        floats = {name: p[name].dequantize(v) for name, v in zip(layer.inputs, ins, strict=True)}
+        return tuple(p[n].quantize(np.asarray(v).astype(np.float32)) if n else v
+                     for n, v in zip(layer.outputs, computed_in_float(layer, floats), strict=False))
+
+    def _integer(self, layer: Layer, ins: list[np.ndarray]) -> np.ndarray | None:
+        """The quantized output of a group onnxruntime computes in integers (``ins``: its inputs' values,
+        int64); None for one it computes in float."""
         op, p = layer.op, self.affine
         out = p[layer.output]
-        ins = [np.asarray(values[name], np.int64) for name in layer.inputs]
         if op in ("Conv", "Gemm", "MatMul") and layer.name in self.weights:
             w = self.weights[layer.name]
             x = ins[0] - p[layer.inputs[0]].zero_point
@@ -120,20 +150,15 @@ class AffineGraph(QuantizedGraph):
                                                ).astype(out.dtype)
         if op == "Add" and len(ins) == 2:
             return reference.qlinear_add(*ins, *add_constants(self, layer), *out.bounds).astype(out.dtype)
-        same = all(p[name].same(out) for name in layer.inputs)
         if op == "GlobalAveragePool":
             count = math.prod(ins[0].shape[2:])
             spatial = tuple(range(2, ins[0].ndim))
             acc = ins[0].sum(axis=spatial, keepdims=True) - p[layer.inputs[0]].zero_point * count
             return reference.requantize_scaled(acc, mean_scale(self, layer, count), out.zero_point,
                                                *out.bounds).astype(out.dtype)
-        if op == "MaxPool" and same:
+        if op == "MaxPool" and p[layer.inputs[0]].same(out):
             return max_pool(layer, ins[0]).astype(out.dtype)
-        if op in MOVES and same:
-            return tg.evaluate(layer, dict(zip(layer.inputs, ins, strict=True))).astype(out.dtype)
-        # a group onnxruntime does not fuse: dequantize, the float operator (float32), quantize
-        floats = {name: p[name].dequantize(v) for name, v in zip(layer.inputs, ins, strict=True)}
-        return out.quantize(tg.evaluate(layer, floats).astype(np.float32))
+        return None
 
 
 def is_qdq(model: Any) -> bool:
@@ -197,7 +222,7 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
         kept.append(renamed)
     floats = _float_model(model, kept, weights, alias, where)
     g = tg.load(floats, input_shapes, fold=False, where=where)
-    single_outputs(g, where)
+    float_outputs(g, where)
     affine: dict[str, Affine] = {}
     quantized: dict[str, dict[int, np.ndarray]] = {}
     for name in g.inputs:
@@ -206,7 +231,8 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
         label = f"{where}: node {layer.name} ({layer.op})"
         for name in layer.inputs:
             affine[name] = _quantized(params, name, f"{label}: its input {name}")
-        affine[layer.output] = _quantized(params, layer.output, f"{label}: its output {layer.output}")
+        for name in filter(None, layer.outputs):
+            affine[name] = _quantized(params, name, f"{label}: its output {name}")
         if layer.op in ("Conv", "Gemm", "MatMul"):
             quantized[layer.name] = _contraction_weights(layer, weights, affine, label)
             for position in quantized[layer.name]:

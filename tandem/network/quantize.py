@@ -7,9 +7,17 @@ The rule. A tensor t is represented as ``q * 2**-e`` with q int8 and one exponen
 ``samples`` standard-normal inputs drawn from ``seed``, through the float32 reference). Weights get their own
 exponent the same way from their values; a bias is int32 at the exponent of its product, ``e_x + e_w``.
 ``q = clip(round(t * 2**e), -128, 127)``. The operators that cannot grow a value (ReLU, ReLU6, max and
-average pooling, and the data movement: Flatten, Reshape, Transpose) keep their input's exponent instead of
-one of their own, so that they need no requantization and fuse with their producer (a conv's ReLU is its
-epilogue's clip at 0, as in VTA).
+average pooling) and those that only move or select values (tandem/network/quantized.py's ``MOVES``:
+Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Slice, Split, Gather, Expand, Tile, Pad, Concat, nearest
+Resize, DepthToSpace, SpaceToDepth, ReduceMax, ReduceMin, GlobalMaxPool, ...) share one exponent with the
+tensors they read, so that they need no requantization and fuse with their producer (a conv's ReLU is its
+epilogue's clip at 0, as in VTA). The rule (``shared_exponents``): each such layer ties its outputs to the
+activations it reads (a Concat: all its inputs, a move: those whose values it moves), and every tensor of a
+tied group takes the group's smallest calibrated exponent, the one whose range holds every member's
+values. A group that is a chain (a ReLU after a conv) has its head's exponent, as before; a Concat's inputs
+all move to the widest of their ranges: their producers (convolutions, adds, float layers) requantize to it
+directly, so the Concat itself only moves int8 values and the integer graph stays exact (at the cost of
+the finer inputs' precision: a right shift more in their producer's epilogue).
 
 The integer graph (``PowerOfTwoGraph.integer_layer``): convolutions and matrix products multiply int8 by int8
 into int32, add the bias, and requantize to the output's exponent with VTA's epilogue, an arithmetic shift
@@ -17,7 +25,8 @@ right by ``s = e_x + e_w - e_out`` and a clip to int8 (``reference.shift_clip``)
 that the shift rounds to nearest (a target folds that constant into the bias, or adds it with an ALU
 immediate; truncating instead doubles the error of a 50-layer network); ReLU and ReLU6 clip; an Add shifts
 both operands to the output's exponent (rounding the same way) and adds; max pooling is exact; an average over
-a window is the rounded mean of the window sum (as VITA computes it); data movement moves int8. Softmax, layer
+a window is the rounded mean of the window sum (as VITA computes it); data movement moves int8 (every
+output of a Split), computed by the float reference's operator on the integers. Softmax, layer
 norm, GELU and a Mul by a constant compute in float on the dequantized input and quantize their result (the
 float operators DianNao and the CPU run in f32). Everything the integer graph computes is exact: it is the
 per-layer oracle of the quantized network on every target.
@@ -33,14 +42,28 @@ import numpy as np
 
 from compiler.ops import reference
 from tandem.network.calibrate import activation_exponents, tensor_exponent
-from tandem.network.graph import Graph, Layer, evaluate, random_inputs
+from tandem.network.graph import Graph, Layer, random_inputs
 from tandem.network.operators.nn import square_window
-from tandem.network.quantized import QuantizedGraph, integer_conv, max_pool, single_outputs
+from tandem.network.quantized import (
+    MOVES,
+    QuantizedGraph,
+    computed_in_float,
+    float_outputs,
+    integer_conv,
+    max_pool,
+    move,
+    moved,
+    moved_inputs,
+)
 
 INT8 = (-128, 127)
-#: operators whose output keeps the exponent of their (first) input
-SAME_EXPONENT = ("Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
-                 "Transpose")
+#: operators that cannot grow a value: their output keeps the exponent of their (first) input
+KEEPS_RANGE = ("Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool")
+#: operators whose outputs share the exponent of their inputs: those and the moves (where ``moved`` says a
+#: layer is one: a nearest Resize, a Gather by constant indices, ...)
+SAME_EXPONENT = (*KEEPS_RANGE, *MOVES)
+
+
 def to_int8(x: np.ndarray, e: int) -> np.ndarray:
     return np.clip(np.rint(np.asarray(x, np.float64) * 2.0**e), *INT8).astype(np.int8)
 
@@ -62,11 +85,25 @@ class PowerOfTwoGraph(QuantizedGraph):
     def dequantize(self, name: str, value: np.ndarray) -> np.ndarray:
         return value.astype(np.float64) * 2.0 ** -self.exponents[name]
 
-    def integer_layer(self, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
-        """``layer``'s int8 output in the integer graph, from the int8 ``values`` of its inputs."""
+    def integer_outputs(self, layer: Layer, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """``layer``'s int8 outputs in the integer graph, from the int8 ``values`` of its inputs."""
+        e = self.exponents
+        eo = e[layer.output]
+        if moved(layer) and all(e[name] == eo for name in moved_inputs(layer)):
+            return tuple(np.asarray(v).astype(np.int8) for v in move(layer, values, lambda c: to_int8(c, eo)))
+        out = self._integer(layer, [values[name] for name in layer.inputs])
+        if out is not None:
+            return (out,)
+        # the float layers: dequantize, compute, quantize (each output to its own exponent)
+        floats = {n: self.dequantize(n, values[n]) for n in layer.inputs}
+        return tuple(to_int8(v, e[n]) if n else v
+                     for n, v in zip(layer.outputs, computed_in_float(layer, floats), strict=False))
+
+    def _integer(self, layer: Layer, ins: list[np.ndarray]) -> np.ndarray | None:
+        """The int8 output of a layer the integer graph computes in integers (``ins``: its inputs' values);
+        None for a float layer."""
         op, e = layer.op, self.exponents
         eo = e[layer.output]
-        ins = [values[name] for name in layer.inputs]
         if op in ("Conv", "Gemm", "MatMul") and layer.name in self.weights:
             return _requantize(_contraction(layer, ins[0], self.weights[layer.name]),
                                e[layer.inputs[0]] + self.weight_exponents[layer.name][1] - eo)
@@ -82,27 +119,19 @@ class PowerOfTwoGraph(QuantizedGraph):
             return _requantize(max_pool(layer, ins[0]), e[layer.inputs[0]] - eo)
         if op in ("GlobalAveragePool", "AveragePool") and _plain_mean(layer, ins[0].shape):
             return _requantize(_rounded_mean(layer, ins[0]), e[layer.inputs[0]] - eo)
-        if op in ("Flatten", "Reshape", "Transpose", "Concat") and all(e[n] == eo for n in layer.inputs):
-            return evaluate(layer, {n: v.astype(np.int64) for n, v in zip(layer.inputs, ins, strict=True)}
-                            ).astype(np.int8)
-        # the float layers: dequantize, compute, quantize
-        floats = {n: self.dequantize(n, v) for n, v in zip(layer.inputs, ins, strict=True)}
-        return to_int8(evaluate(layer, floats), eo)
+        return None
 
 
-def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "mse",
+def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "max",
              inputs: Sequence[Mapping[str, np.ndarray]] | None = None) -> PowerOfTwoGraph:
     """Calibrate every activation's exponent on ``inputs`` (input dicts; default: ``samples`` seeded random
     ones) by the ``calibration`` rule of tandem/network/calibrate.py and quantize the weights by the same
     rule (the module's rule)."""
-    single_outputs(graph, graph.name)
+    float_outputs(graph, graph.name)
     if inputs is None:
         rng = np.random.default_rng(seed)
         inputs = [random_inputs(graph, rng) for _ in range(samples)]
-    exponents = activation_exponents(graph, inputs, calibration)
-    for layer in graph.layers:   # in order, so a chain of them takes its first input's exponent
-        if layer.op in SAME_EXPONENT:
-            exponents[layer.output] = exponents[layer.inputs[0]]
+    exponents = shared_exponents(graph, activation_exponents(graph, inputs, calibration))
     weights, weight_exponents = {}, {}
     for layer in graph.layers:
         if layer.op not in ("Conv", "Gemm", "MatMul") or 1 not in layer.weights:
@@ -115,6 +144,34 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "
             q[2] = np.rint(layer.weights[2].astype(np.float64) * 2.0 ** (ex + ew)).astype(np.int64)
         weights[layer.name], weight_exponents[layer.name] = q, {1: ew, 2: ex + ew}
     return PowerOfTwoGraph(graph, exponents, weights, weight_exponents)
+
+
+def shared_exponents(graph: Graph, calibrated: Mapping[str, int]) -> dict[str, int]:
+    """Each tensor's exponent: its ``calibrated`` one, or, where layers that keep their inputs' exponent
+    (``SAME_EXPONENT``) tie it to others, the smallest calibrated exponent of its tied group (the module's
+    rule)."""
+    parent = {name: name for name in calibrated}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for layer in graph.layers:
+        if layer.op in KEEPS_RANGE and layer.inputs:
+            tied = (layer.inputs[0], layer.output)
+        elif moved(layer):
+            tied = (*moved_inputs(layer), *(n for n in layer.outputs if n))
+        else:
+            continue
+        for name in tied[1:]:
+            parent[root(name)] = root(tied[0])
+    smallest: dict[str, int] = {}
+    for name, e in calibrated.items():
+        r = root(name)
+        smallest[r] = min(e, smallest.get(r, e))
+    return {name: smallest[root(name)] for name in calibrated}
 
 
 def _contraction(layer: Layer, x: np.ndarray, w: Mapping[int, np.ndarray]) -> np.ndarray:

@@ -7,20 +7,31 @@ points), and the integer max pool both schemes compute.
     q.compare_output(values[q.graph.output], float_output)      # dequantized, against a float run
 
 A scheme's type says how a graph input is quantized (``quantize_input``), how an integer tensor reads back
-as real values (``dequantize``) and what each layer computes in integers (``integer_layer``: exact, the
-per-layer oracle of the quantized network on every target); what follows from those three is here.
+as real values (``dequantize``) and what each layer computes in integers (``integer_outputs``: every output
+of the layer, exact, the per-layer oracle of the quantized network on every target; ``integer_layer`` its
+first); what follows from those three is here.
+
+Data movement. The operators that only move or select values (``MOVES``: reshaping, transposing, slicing,
+splitting, gathering by constant indices, expanding, tiling, padding, concatenating, nearest-neighbour
+resizing, depth/space rearrangement, max and min reductions, Dropout at inference) compute the same on the
+integers as on the real values they stand for, when every tensor they move in and out has one
+quantization: both schemes then compute them on the integers with the float reference's own operator
+functions (``move``: tandem.network.graph.evaluate on int64 arrays), a constant they move (a Concat's
+constant part, a Pad's constant value) quantized as their output is. Layers with several outputs (Split)
+write each (``run_integer``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
 
-from tandem.network.graph import Graph, GraphError, Layer, evaluate, random_inputs, tensors
+from tandem.network.graph import Graph, GraphError, Layer, evaluate, evaluate_all, random_inputs, tensors
+from tandem.network.operators import OperatorError
 
 
 class QuantizedGraph(ABC):
@@ -43,15 +54,26 @@ class QuantizedGraph(ABC):
         """The integers ``value`` of tensor ``name`` as the real values they stand for (float64)."""
 
     @abstractmethod
+    def integer_outputs(self, layer: Layer, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """``layer``'s outputs in the integer graph (in the order of ``layer.outputs``; an omitted one's place
+        may hold anything, or be missing at the end), from the integer ``values`` of its inputs."""
+
     def integer_layer(self, layer: Layer, values: Mapping[str, np.ndarray]) -> np.ndarray:
-        """``layer``'s output in the integer graph, from the integer ``values`` of its inputs."""
+        """``layer``'s (first) output in the integer graph, from the integer ``values`` of its inputs."""
+        return self.integer_outputs(layer, values)[0]
+
+    def write_outputs(self, layer: Layer, values: dict[str, np.ndarray]) -> None:
+        """Compute ``layer`` in the integer graph on ``values`` and store each of its outputs there."""
+        for name, value in zip(layer.outputs, self.integer_outputs(layer, values), strict=False):
+            if name:
+                values[name] = value
 
     def run_integer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every tensor of the integer graph for float ``inputs`` (quantized first), in the scheme's integer
         types (the float-computed layers' results quantized too)."""
         values = {name: self.quantize_input(name, inputs[name]) for name in self.graph.inputs}
         for layer in self.graph.layers:
-            values[layer.output] = self.integer_layer(layer, values)
+            self.write_outputs(layer, values)
         return values
 
     def check_against_float(self, seed: int = 1) -> dict[str, float]:
@@ -86,10 +108,75 @@ def integer_conv(layer: Layer, x: np.ndarray, weights: Mapping[int, np.ndarray])
                     {layer.operands[0]: np.asarray(x, np.int64)})
 
 
-def single_outputs(graph: Graph, where: str) -> None:
-    """Refuse a layer that asks for more than one output: an integer graph computes one per layer."""
+def float_outputs(graph: Graph, where: str) -> None:
+    """Refuse a layer that asks for an output besides its first that is not floating-point (a MaxPool's
+    indices, a Dropout's mask): an int8 graph quantizes real values, not indices or truth values."""
     for layer in graph.layers:
-        if any(layer.outputs[1:]):
-            extra = ", ".join(n for n in layer.outputs[1:] if n)
-            raise GraphError(f"{where}: node {layer.name} ({layer.op}): its outputs {extra} besides the "
-                             f"first: Tandem's int8 graph computes one output per layer")
+        for name, dtype in zip(layer.outputs[1:], layer.dtypes[1:], strict=False):
+            if name and np.dtype(dtype).kind != "f":
+                raise GraphError(f"{where}: node {layer.name} ({layer.op}): its output {name} holds {dtype} "
+                                 f"values; Tandem's int8 graph quantizes floating-point tensors only")
+
+
+# ------------------------------------------------------------------------------------------ data movement
+
+#: the operators that only move or select values, with the positions of the operands whose values they move
+#: (None: every operand, a Concat's); each other operand (shapes, axes, indices, pads) must be a constant
+MOVES: dict[str, tuple[int, ...] | None] = {
+    **dict.fromkeys(("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Split", "Gather",
+                     "GatherElements", "GatherND", "Expand", "Tile", "Resize", "Upsample", "DepthToSpace",
+                     "SpaceToDepth", "ReduceMax", "ReduceMin", "GlobalMaxPool", "Dropout", "Identity"), (0,)),
+    "Pad": (0, 2),   # the data and the constant it pads with
+    "Concat": None,
+}
+
+
+def moved(layer: Layer) -> tuple[int, ...]:
+    """The positions of the operands whose values ``layer`` moves to its outputs, if it is a move (the
+    module's rule: ``MOVES``, its other operands constants, a Resize or Upsample in nearest mode, a Pad's
+    constant value an operand, its outputs floating-point); () if it computes new values."""
+    if layer.op not in MOVES or any(name and np.dtype(dtype).kind != "f"
+                                    for name, dtype in zip(layer.outputs, layer.dtypes, strict=False)):
+        return ()
+    if layer.op in ("Resize", "Upsample") and layer.attrs.get("mode", "nearest") != "nearest":
+        return ()
+    if layer.op == "Pad" and layer.opset < 11 and layer.attrs.get("value", 0.0) != 0:
+        return ()
+    data = MOVES[layer.op]
+    positions = tuple(range(len(layer.operands))) if data is None else data
+    shapes = [i for i, name in enumerate(layer.operands) if name and i not in positions]
+    if any(i not in layer.weights for i in shapes):
+        return ()
+    return tuple(i for i in positions if i < len(layer.operands) and layer.operands[i])
+
+
+def moved_inputs(layer: Layer) -> tuple[str, ...]:
+    """The activations a move moves (its data operands that are not constants)."""
+    return tuple(layer.operands[i] for i in moved(layer) if i not in layer.weights)
+
+
+def move(layer: Layer, values: Mapping[str, np.ndarray], constant: Callable[[np.ndarray], np.ndarray]
+         ) -> tuple[np.ndarray, ...]:
+    """A move's outputs on integers (int64): the operator's own function on its inputs' integers, each
+    constant it moves ``constant`` (quantized as its output is); a constant-mode Pad pads with
+    ``constant(0)`` where it gives no value (the integer that stands for 0)."""
+    data = moved(layer)
+    weights = {i: constant(w) if i in data else w for i, w in layer.weights.items()}
+    operands = layer.operands
+    if layer.op == "Pad" and layer.opset >= 11 and layer.attrs.get("mode", "constant") == "constant" \
+            and 2 not in weights and (len(operands) < 3 or not operands[2]):
+        weights[2] = constant(np.zeros((), np.float32))
+        operands = (*operands[:2], "constant_value", *operands[3:])
+    ints = {name: np.asarray(values[name], np.int64) for name in layer.inputs}
+    try:
+        return evaluate_all(replace(layer, operands=operands, weights=weights), ints)
+    except OperatorError as exc:
+        raise GraphError(f"node {layer.name} ({layer.op}): {exc}") from None
+
+
+def computed_in_float(layer: Layer, floats: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Every output of a layer the integer graph computes in float, from its inputs' real values."""
+    try:
+        return evaluate_all(layer, floats)
+    except OperatorError as exc:
+        raise GraphError(f"node {layer.name} ({layer.op}): {exc}") from None

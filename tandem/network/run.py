@@ -242,7 +242,7 @@ def timing_depends_on_data(target: Target) -> bool:
 def _host_row(q: QuantizedGraph, step: Step, values: dict[str, np.ndarray], why: str) -> Row:
     """Run ``step`` on the host: the integer graph's layers themselves, on the target's values."""
     for layer in step.layers:
-        values[layer.output] = q.integer_layer(layer, values)
+        q.write_outputs(layer, values)
     return Row(step.name, step.op, list(step.shape), "host", "", step.macs, 0, None, None, None, None, True,
                None, 0.0, "", 0.0, 0.0, why, [])
 

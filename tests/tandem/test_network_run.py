@@ -225,3 +225,21 @@ def test_the_end_to_end_check_holds_the_int8_output_to_the_budget_and_a_decisive
     assert cli_model._decisive(np.array([0.0, 0.1, 5.0]))          # the top stands clear of the budget
     assert not cli_model._decisive(np.array([1.0, 1.01, 0.9]))     # a near tie: any top output is accepted
     assert cli_model.RELATIVE_L2_BUDGET == 0.15
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+def test_grouped_convs_run_on_the_target_as_convs_of_their_groups(kind: str):
+    """Grouped convs that are not depthwise (3 groups of 8 channels; 6 groups of 4 channels into 8 at stride
+    2) next to a depthwise one: each runs on the target as convolutions of its groups joined along channels
+    (VITA: block-diagonal conv2ds of the whole groups that fit BLOCK input channels; the CPU and DianNao: a
+    conv2d per group, then one requantize), bit-exact, every multiply-add on tensor instructions."""
+    g = models._Graph(3)
+    x = g.conv_bn("input", 3, 24, 3, 1)
+    x = g.conv_bn(x, 24, 24, 3, 1, groups=3)
+    x = g.conv_bn(x, 24, 48, 3, 2, groups=6, act=None)
+    x = g.conv_bn(x, 48, 48, 3, 1, groups=48, act="relu6")
+    q, report = run_checked(g.model("grouped", [("input", (1, 3, 9, 9))], models._classifier(g, x, 48)), kind)
+    assert report.tensor_macs_share == 1.0
+    convs = [r for r in report.rows if r.op.startswith("Conv")]
+    assert {r.where for r in convs} == {kind}
+    assert [len(r.kernels) for r in convs[1:3]] == ([2, 2] if kind == "vita" else [4, 7])

@@ -296,3 +296,49 @@ def test_onnxruntimes_own_quantizer(tmp_path):
     report = json.loads(result.output)
     assert report["check"]["exact"] and report["network"]["onnxruntime"]["exact"]
     assert report["network"]["validated"]
+
+
+def _moves_model():
+    """A QDQ model of data movement, every activation at one quantization (zero point 100): Split, Concat,
+    Pad (constant 0: the zero point), Slice, Transpose, nearest Resize, Gather, ReduceMax."""
+    q = {"s": f32(0.05), "z": np.uint8(100)}
+    nodes = []
+
+    def qdq_pair(name: str) -> str:
+        nodes.append(helper.make_node("QuantizeLinear", [name, "s", "z"], [f"{name}_q"], name=f"{name}_Q"))
+        nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", "s", "z"], [f"{name}_dq"],
+                                      name=f"{name}_DQ"))
+        return f"{name}_dq"
+
+    def op(kind: str, inputs: list[str], outputs: list[str], **attrs) -> list[str]:
+        nodes.append(helper.make_node(kind, inputs, outputs, name=outputs[0], **attrs))
+        return [qdq_pair(name) for name in outputs]
+
+    i64 = {"sizes": [1, 3], "pads": [0, 0, 1, 0, 0, 0, 2, 1], "starts": [1], "ends": [7], "axes": [2],
+           "idx": [2, 0, 3], "rmax": [3]}
+    consts = {**{k: np.array(v, np.int64) for k, v in i64.items()}, "scales": np.array([1, 1, 2, 1], f32)}
+    a, b = op("Split", [qdq_pair("x"), "sizes"], ["a", "b"], axis=1)
+    (y,) = op("Concat", [b, a], ["cat"], axis=1)
+    (y,) = op("Pad", [y, "pads"], ["pad"], mode="constant")
+    (y,) = op("Slice", [y, "starts", "ends", "axes"], ["slice"])
+    (y,) = op("Transpose", [y], ["t"], perm=[0, 1, 3, 2])
+    (y,) = op("Resize", [y, "", "scales"], ["up"], mode="nearest")
+    (y,) = op("Gather", [y, "idx"], ["g"], axis=1)
+    (y,) = op("ReduceMax", [y, "rmax"], ["m"], keepdims=1)
+    return _model(nodes, {**q, **consts}, output=y)
+
+
+def test_data_movement_computes_on_the_integers_as_onnxruntime_does():
+    model = _moves_model()
+    q = qdq.load(model)
+    assert all(qdq.moved(layer) for layer in q.graph.layers)
+    assert [len(layer.outputs) for layer in q.graph.layers][:2] == [2, 1]
+    x = {"x": np.random.default_rng(0).standard_normal((1, 4, 6, 6)).astype(np.float32) * 3}
+    values = q.run_integer(x)
+    pad = next(layer for layer in q.graph.layers if layer.op == "Pad")
+    assert np.all(values[pad.output][:, :, 0] == 100)   # the padded row: the zero point
+    report = run_network(q, load_target("cpu"), x)   # every step on the host, each output written
+    assert report.validated and {r.where for r in report.rows} == {"host"}
+    assert np.array_equal(report.output, values[q.graph.output])
+    got = q.dequantize(q.graph.output, values[q.graph.output]).astype(np.float32)
+    assert np.array_equal(got, _session(model).run(None, x)[0])
