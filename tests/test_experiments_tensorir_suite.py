@@ -52,8 +52,10 @@ def test_every_kind_validates_tensorized_on_every_target(quick: Path) -> None:
     for r in rows:   # the CPU's peers on its inputs, where they are installed and have the operator
         if r["target"] != "cpu":
             continue
+        # onnxruntime's u8 x s8 kernels on a CPU without VNNI saturate pair sums at int16 (vpmaddubsw)
+        saturates = not (host_cpu()["avx512vnni"] or host_cpu()["avxvnni"])
         if r["peer_error"] == "":
-            assert r["peer_exact"] == "True"
+            assert r["peer_exact"] == "True" or saturates
         else:
             assert r["peer_error"] in ("ONNX has no integer operator for it",
                                        "onnxruntime is not installed (No module named 'onnxruntime')")
