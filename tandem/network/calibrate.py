@@ -64,7 +64,11 @@ def activation_exponents(graph: Graph, samples: Sequence[Mapping[str, np.ndarray
     for values in runs or (tensors(graph, inputs) for inputs in samples):
         for name, value in values.items():
             if np.issubdtype(value.dtype, np.floating) and value.size:
-                largest[name] = max(largest.get(name, 0.0), float(np.max(np.abs(value))))
+                top = float(np.max(np.abs(value)))
+                if not math.isfinite(top):
+                    raise GraphError(f"{graph.name}: tensor {name} takes the value {top} on a calibration "
+                                     f"input: int8 cannot represent it")
+                largest[name] = max(largest.get(name, 0.0), top)
     if method == "max":
         return {name: exponent_of(m) for name, m in largest.items()}
     for values in runs:

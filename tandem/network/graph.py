@@ -325,6 +325,9 @@ def check_nodes(graph, opset: int, where: str) -> None:
         if node.op_type == "Constant" and len(node.attribute) != 1:
             raise GraphError(f"{label}: a Constant holds its value in one attribute, not "
                              f"{len(node.attribute)}")
+        parts = next((a.i for a in node.attribute if a.name == "num_outputs"), len(node.output))
+        if node.op_type == "Split" and parts != len(node.output):   # onnx's shape inference aborts on it
+            raise GraphError(f"{label}: num_outputs {parts} differs from its {len(node.output)} outputs")
         for name in node.input:
             if name and name not in known:
                 raise GraphError(f"{label}: its input {name} is no graph input, initializer or output of an "
@@ -480,7 +483,40 @@ def _layer(node, alias: dict[str, str], consts: dict[str, np.ndarray], shapes: M
             raise GraphError(f"{label}: attribute {name!r} is not {node.op_type}'s at opset {opset} (ONNX's "
                              f"{node.op_type}-{schema.since_version} takes: "
                              f"{', '.join(sorted(schema.attributes)) or 'none'})")
+    operand_types = [None if not n else consts[n].dtype if n in consts else types.get(n) for n in operands]
+    reason = _type_refusal(node, schema, operand_types)
+    if reason:
+        raise GraphError(f"{label}: {reason}")
     return layer
+
+
+def _type_refusal(node, schema, operand_types: Sequence[Any]) -> str | None:
+    """Why ``node``'s operands (their numpy types, None where unknown or omitted) are not of the types its
+    ONNX schema takes: a type its constraint does not allow, or two operands of one type variable (the T
+    of Add's A and B) of different types; None if they are."""
+    from onnx import TensorProto, helper
+
+    allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+    bound: dict[str, str] = {}
+    for position, dtype in enumerate(operand_types):
+        if dtype is None or dtype == "unsupported" or not schema.inputs:
+            continue
+        formal = schema.inputs[min(position, len(schema.inputs) - 1)]
+        try:
+            kind = TensorProto.DataType.Name(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+            given = f"tensor({kind.lower()})"
+        except (KeyError, TypeError, ValueError):
+            continue
+        takes = allowed.get(formal.type_str, [formal.type_str])
+        if given not in takes:
+            return (f"its input {node.input[position]} is a {given}; ONNX's {node.op_type} takes "
+                    f"{', '.join(takes)} there")
+        variadic_mixed = position >= len(schema.inputs) - 1 and not formal.is_homogeneous
+        if formal.type_str in allowed and not variadic_mixed:
+            if bound.setdefault(formal.type_str, given) != given:
+                return (f"its inputs of type {formal.type_str} are {bound[formal.type_str]} and {given}; "
+                        f"ONNX's {node.op_type} takes one type for them")
+    return None
 
 
 def _schema(node, opset: int, label: str):

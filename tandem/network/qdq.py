@@ -203,6 +203,7 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
                     raise GraphError(f"{label}: {source} is quantized twice with different parameters")
                 params[source], made_by[node.output[0]] = affine, source
             elif source in consts:
+                _check_axis(node, consts[source], affine, label)
                 weights[node.output[0]] = (consts[source], affine)
             elif source in made_by:
                 if not params[made_by[source]].same(affine):
@@ -242,11 +243,25 @@ def load(model: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None, 
 
 def _affine(node, consts: Mapping[str, np.ndarray], label: str) -> Affine:
     """The parameters of a QuantizeLinear/DequantizeLinear node (constant scale and zero point)."""
+    from onnx import helper
+
+    for attr in node.attribute:   # axis: _check_axis; the others at their defaults (no blocks, no float8)
+        value = helper.get_attribute_value(attr)
+        if attr.name != "axis" and (attr.name, value) not in (("block_size", 0), ("saturate", 1),
+                                                              ("output_dtype", 0)):
+            raise GraphError(f"{label}: attribute {attr.name}={value} is not supported (Tandem takes "
+                             f"per-tensor or per-axis quantization of integer types)")
     names = list(node.input) + [""] * (3 - len(node.input))
     if names[1] not in consts or (names[2] and names[2] not in consts):
         raise GraphError(f"{label}: its scale and zero point must be constants")
     scale = np.asarray(consts[names[1]], np.float32)
+    if scale.ndim > 1:
+        raise GraphError(f"{label}: its scale of shape {list(scale.shape)}; Tandem takes a scalar (per "
+                         f"tensor) or a vector (per axis)")
     zero = consts[names[2]] if names[2] else np.zeros((), np.uint8)
+    if zero.ndim > 1 or zero.size not in (1, scale.size):
+        raise GraphError(f"{label}: its zero point of shape {list(zero.shape)} does not go with its scale of "
+                         f"shape {list(scale.shape)} (a scalar, or one per scale)")
     if zero.dtype not in (np.uint8, np.int8, np.int32):
         raise GraphError(f"{label}: zero point of type {zero.dtype}; Tandem takes uint8 and int8 tensors "
                          f"(and int32 biases)")
@@ -255,6 +270,17 @@ def _affine(node, consts: Mapping[str, np.ndarray], label: str) -> Affine:
     if not np.all(scale > 0) or not np.all(np.isfinite(scale)):
         raise GraphError(f"{label}: scales must be positive and finite")
     return Affine(scale, int(zero.reshape(-1)[0]) if zero.size else 0, str(zero.dtype))
+
+
+def _check_axis(node, q: np.ndarray, affine: Affine, label: str) -> None:
+    """A constant's per-axis scales (a DequantizeLinear's ``axis``, ONNX's default 1): one per slice along
+    its first axis, as Tandem dequantizes them (a Conv's, or a transposed Gemm's, output channels)."""
+    if affine.scale.size == 1:
+        return
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    if q.ndim == 0 or not -q.ndim <= axis < q.ndim or axis % q.ndim != 0 or affine.scale.size != q.shape[0]:
+        raise GraphError(f"{label}: {affine.scale.size} scales along axis {axis} of a constant of shape "
+                         f"{list(q.shape)}; Tandem takes one per slice along axis 0 (output channels)")
 
 
 def _quantized(params: Mapping[str, Affine], name: str, what: str) -> Affine:
@@ -304,6 +330,9 @@ def _contraction_weights(layer: Layer, weights: Mapping[str, tuple[np.ndarray, A
                                or layer.attrs.get("beta", 1.0) != 1.0):
         raise GraphError(f"{label}: a Gemm with transA, alpha or beta")
     w, wa = weights[layer.operands[1]]
+    if wa.scale.size > 1 and not (layer.op == "Conv" or layer.op == "Gemm" and layer.attrs.get("transB")):
+        raise GraphError(f"{label}: weights with a scale per channel; Tandem takes them for a Conv's or a "
+                         f"transposed Gemm's output channels, per tensor otherwise")
     if w.dtype != np.int8 or wa.zero_point != 0:
         raise GraphError(f"{label}: weights must be int8 with zero point 0 (symmetric), not {w.dtype} with "
                          f"zero point {wa.zero_point}")

@@ -42,7 +42,7 @@ import numpy as np
 
 from compiler.ops import reference
 from tandem.network.calibrate import activation_exponents, tensor_exponent
-from tandem.network.graph import Graph, Layer, random_inputs
+from tandem.network.graph import Graph, GraphError, Layer, random_inputs
 from tandem.network.operators.nn import square_window
 from tandem.network.quantized import (
     MOVES,
@@ -128,6 +128,14 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "
     ones) by the ``calibration`` rule of tandem/network/calibrate.py and quantize the weights by the same
     rule (the module's rule)."""
     float_outputs(graph, graph.name)
+    for layer in graph.layers:
+        if layer.output and np.dtype(layer.dtypes[0]).kind != "f":
+            raise GraphError(f"{graph.name}: node {layer.name} ({layer.op}): its output {layer.output} holds "
+                             f"{layer.dtypes[0]} values; Tandem's int8 graph quantizes float16, float32 and "
+                             f"float64 tensors only")
+    if graph.output in graph.constants:
+        raise GraphError(f"{graph.name}: its output {graph.output} is a constant (it depends on no graph "
+                         f"input): there is no network to quantize")
     if inputs is None:
         rng = np.random.default_rng(seed)
         inputs = [random_inputs(graph, rng) for _ in range(samples)]
@@ -143,6 +151,7 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "
         if 2 in layer.weights:
             q[2] = np.rint(layer.weights[2].astype(np.float64) * 2.0 ** (ex + ew)).astype(np.int64)
         weights[layer.name], weight_exponents[layer.name] = q, {1: ew, 2: ex + ew}
+    _check_shifts(graph, exponents, weight_exponents)
     return PowerOfTwoGraph(graph, exponents, weights, weight_exponents)
 
 
@@ -172,6 +181,38 @@ def shared_exponents(graph: Graph, calibrated: Mapping[str, int]) -> dict[str, i
         r = root(name)
         smallest[r] = min(e, smallest.get(r, e))
     return {name: smallest[root(name)] for name in calibrated}
+
+
+#: the widest shift between two exponents the integer graph's 64-bit arithmetic takes
+MAX_SHIFT = 62
+#: the operators whose integer layer shifts its inputs (or its sums) to its output's exponent
+SHIFTED = ("Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "MaxPool", "AveragePool", "GlobalAveragePool")
+
+
+def _check_shifts(graph: Graph, exponents: Mapping[str, int], weight_exponents: Mapping[str, dict[int, int]]
+                  ) -> None:
+    """Each requantization of the integer graph (a layer's inputs, or a contraction's sums, to its output's
+    exponent) a shift of at most MAX_SHIFT bits, and each bias within 64 bits: a GraphError naming the layer
+    whose values span a wider range (huge weights, outputs)."""
+    for layer in graph.layers:
+        eo = exponents.get(layer.output)
+        ins = [exponents[n] for n in layer.inputs if n in exponents]
+        if eo is None or not ins or layer.op not in SHIFTED:
+            continue
+        if layer.name in weight_exponents:
+            ins = [ins[0] + weight_exponents[layer.name][1]]
+        elif layer.op == "MatMul" and len(ins) == 2:
+            ins = [ins[0] + ins[1]]
+        shift = max((e - eo for e in ins), key=abs)
+        if abs(shift) > MAX_SHIFT:
+            raise GraphError(f"{graph.name}: node {layer.name} ({layer.op}): requantizing it takes a shift "
+                             f"by {shift} bits (its output's exponent {eo}): its values span a wider range "
+                             f"than the integer graph's 64-bit arithmetic holds")
+        bias = weight_exponents.get(layer.name, {})
+        if 2 in layer.weights and 2 in bias and not np.all(
+                np.abs(layer.weights[2].astype(np.float64) * 2.0 ** bias[2]) < 2.0**MAX_SHIFT):
+            raise GraphError(f"{graph.name}: node {layer.name} ({layer.op}): its bias at exponent {bias[2]} "
+                             f"does not fit the integer graph's 64-bit arithmetic")
 
 
 def _contraction(layer: Layer, x: np.ndarray, w: Mapping[int, np.ndarray]) -> np.ndarray:

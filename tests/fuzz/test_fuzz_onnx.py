@@ -6,27 +6,32 @@ run takes a small derandomized slice of the same test (tests/fuzz/conftest.py).
 
 Each example is a seed model and up to three mutations of it. The seeds: small graphs written with
 ``onnx.helper`` (Conv, Relu, MaxPool, Gemm, Add, Softmax, Reshape, Concat, Transpose, LayerNormalization,
-Split, Slice, Gather, Resize, Expand, Tile, Pad, ConstantOfShape, Range, Where, Cast, ...), the builtin
-models of tandem/network/models.py at small sizes (their builders with few channels, short sequences) and a
-few of the corpus' exports (tests/models/corpus: resnet18, squeezenet1_0, bert_block, gpt2_decode). The
-mutations: an attribute's value changed (integers, floats, lists and strings: small, zero, negative, huge,
-of another length or type, tensors), an attribute added (known to some operator, or unknown) or deleted, a
-graph input's shape (rank, sizes 0 to huge, symbolic, none) or element type changed, an initializer's dims,
-type or data changed (sizes that do not match), a node's input dropped or renamed (to nothing, to a tensor
-that does not exist, to another tensor), its operator swapped for another, its domain changed, two nodes
-swapped (out of order), an output name duplicated, the opset changed, the serialized bytes truncated.
+Split, Slice, Gather, Resize, Expand, Tile, Pad, ConstantOfShape, Range, Where, Cast, ...; one in float16),
+the builtin models of tandem/network/models.py at small sizes (their builders with few channels, short
+sequences), two models in QDQ form (one written here, one by tandem/network/qdq_write.py) and a few of the
+corpus' exports (tests/models/corpus: resnet18, squeezenet1_0, bert_block, gpt2_decode). The mutations: an
+attribute's value changed (integers, floats, lists and strings: small, zero, negative, huge, of another
+length or type, tensors; or a value of its own type), an attribute added (known to some operator, or
+unknown) or deleted, a graph input's shape (rank, one size or all: 0 to huge, symbolic, none) or element
+type changed, an initializer's dims, type, data (sizes that do not match) or one of its values changed, a
+node's input dropped or renamed (to nothing, to a tensor that does not exist, to another tensor), its
+operator swapped for another, its domain changed, two nodes swapped (out of order), an output name
+duplicated, the opset changed, the serialized bytes truncated.
 
 The property. (a) ``load`` either returns a graph or raises GraphError; a graph whose inputs are all floating
 point is computed by ``tensors`` on seeded inputs (``random_inputs``), which either gives every layer's
 outputs in their declared shapes and types, and every graph output, or raises GraphError. (b) ``tandem model
 FILE --json`` (and ``--int8`` for about one example in four) either exits 0 with one JSON object whose import
-check ran against onnxruntime and passed (with ``--int8``, the quantized graph's error measured), or exits 1
-or 2 with one ``error:`` line; never a traceback. Every example runs under the fuzzers' 10 s alarm: a size
-must be refused before the work it would take.
+check ran against onnxruntime and passed (with ``--int8``, the quantized graph's error measured; a QDQ
+model's check may fail on a CPU without VNNI, where onnxruntime's int8 sums of weights over 64 saturate:
+exit 1, its JSON saying so), or exits 1 or 2 with one ``error:`` line; never a traceback. Every example runs
+under the fuzzers' 10 s alarm: a size must be refused before the work it would take. The full fuzzer
+prints what its examples came to (``pytest -m fuzz -rP tests/fuzz/test_fuzz_onnx.py``).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import math
@@ -157,6 +162,51 @@ def seed_where() -> onnx.ModelProto:
                   {"lo": np.float32(-1), "hi": np.float32(2)}, opset=20)
 
 
+def seed_half() -> onnx.ModelProto:
+    """A float16 graph (as models converted for GPUs are): its check allows float16's rounding."""
+    H = TensorProto.FLOAT16
+    nodes = [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Sigmoid", ["m"], ["s"]),
+             helper.make_node("ReduceSum", ["s", "axes"], ["r"], keepdims=1),
+             helper.make_node("Div", ["s", "r"], ["y"])]
+    return _model(nodes, [("x", H, [2, 8])], [("y", H, [2, 8])],
+                  {"w": _w(8).astype(np.float16), "axes": _i(1)})
+
+
+def seed_qdq() -> onnx.ModelProto:
+    """A quantized model as onnxruntime's quantizer writes one (uint8 activations, int8 weights per output
+    channel for the conv, an int32 bias at x_scale * w_scale), its weights within +-60: onnxruntime's int8
+    sums are then exact also without VNNI (``onnxruntime_sums_exactly``)."""
+    rng = np.random.default_rng(7)
+    sx, sc, sw2 = np.float32(0.04), np.float32(0.05), np.float32(0.02)
+    sw = np.array([0.01, 0.02, 0.015], np.float32)
+    u8, i8, i32 = (lambda v: np.array(v, np.uint8)), (lambda v: np.array(v, np.int8)), np.int32
+    inits = {"sx": sx, "zx": u8(128), "sc": sc, "zc": u8(0), "sg": np.float32(0.1), "zg": u8(128),
+             "w": rng.integers(-60, 61, (3, 2, 3, 3)).astype(np.int8), "sw": sw, "zw": i8([0, 0, 0]),
+             "b": rng.integers(-500, 500, 3).astype(i32), "sb": (sx * sw).astype(np.float32),
+             "zb": np.zeros(3, i32), "w2": rng.integers(-60, 61, (4, 27)).astype(np.int8), "sw2": sw2,
+             "zw2": i8(0), "b2": rng.integers(-500, 500, 4).astype(i32), "sb2": np.float32(sc * sw2),
+             "zb2": i32(0)}
+    node = helper.make_node
+
+    def requantized(name: str, scale: str, zero: str) -> list:
+        return [node("QuantizeLinear", [name, scale, zero], [f"{name}_q"]),
+                node("DequantizeLinear", [f"{name}_q", scale, zero], [f"{name}_d"])]
+    nodes = [*requantized("x", "sx", "zx"),
+             node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=0),
+             node("DequantizeLinear", ["b", "sb", "zb"], ["bd"], axis=0),
+             node("Conv", ["x_d", "wd", "bd"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             *requantized("c", "sc", "zc"), node("Relu", ["c_d"], ["r"]), *requantized("r", "sc", "zc"),
+             node("MaxPool", ["r_d"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             *requantized("p", "sc", "zc"),
+             node("Flatten", ["p_d"], ["f"]), *requantized("f", "sc", "zc"),
+             node("DequantizeLinear", ["w2", "sw2", "zw2"], ["w2d"]),
+             node("DequantizeLinear", ["b2", "sb2", "zb2"], ["b2d"]),
+             node("Gemm", ["f_d", "w2d", "b2d"], ["g"], transB=1),
+             node("QuantizeLinear", ["g", "sg", "zg"], ["g_q"]),
+             node("DequantizeLinear", ["g_q", "sg", "zg"], ["y"])]
+    return _model(nodes, [("x", F, [1, 2, 6, 6])], [("y", F, [1, 4])], inits, opset=13)
+
+
 def _builtin(make, shape: tuple[int, ...], name: str) -> onnx.ModelProto:
     g = models._Graph(0)
     return g.model(name, [("input", shape)], make(g))
@@ -165,13 +215,15 @@ def _builtin(make, shape: tuple[int, ...], name: str) -> onnx.ModelProto:
 SEEDS = {
     "conv": seed_conv, "gemm": seed_gemm, "reshape": seed_reshape, "norm_split": seed_norm_split,
     "slice_gather": seed_slice_gather, "resize": seed_resize, "expand": seed_expand, "where": seed_where,
+    "half": seed_half,
     # the builtin models' builders at small sizes
     "resnet": lambda: _builtin(lambda g: models._resnet(g, (1,), bottleneck=False), (1, 3, 16, 16), "resnet"),
     "bert_encoder": lambda: _builtin(lambda g: models._bert_encoder(g, tokens=4, d=8, heads=2, hidden=16),
                                      (1, 4, 8), "bert_encoder"),
     "vit_block": lambda: _builtin(lambda g: models._vit_block(g, tokens=5, d=8, heads=2, hidden=16),
                                   (1, 5, 8), "vit_block"),
-    # a quantized model (QDQ, as onnxruntime's quantizer writes it: tandem/network/qdq.py imports it)
+    # quantized models (QDQ, as onnxruntime's quantizer writes them: tandem/network/qdq.py imports them)
+    "qdq": seed_qdq,
     "resnet_qdq": lambda: qdq_write.write(tg.load(SEEDS["resnet"]()), 0),
     # the corpus' exports (weights filled at load)
     "resnet18": lambda: corpus.load("resnet18", "torchscript"),
@@ -212,7 +264,7 @@ ATTR_NAMES = st.one_of(st.sampled_from(sorted({a for op in OPERATORS.values() fo
 OP_TYPES = st.one_of(st.sampled_from(sorted(OPERATORS)),
                      st.sampled_from(["Identity", "Constant", "Loop", "If", "LSTM", "Nope", "", "relu",
                                       "QuantizeLinear", "DequantizeLinear", "Scan", "SequenceConstruct"]))
-DIMS = st.one_of(st.integers(1, 5), st.integers(0, 3), st.sampled_from([0, -1, 10**6, 2**31, 2**40, 2**62]),
+DIMS = st.one_of(st.integers(1, 5), st.integers(0, 3), st.sampled_from([0, -1, 2**29, 2**31, 2**40, 2**62]),
                  st.sampled_from(["N", "batch", ""]))
 SHAPES = st.one_of(st.none(), st.lists(DIMS, max_size=6))
 ELEM_TYPES = st.one_of(st.integers(0, 26), st.sampled_from([F, F, TensorProto.FLOAT16, TensorProto.DOUBLE,
@@ -475,19 +527,23 @@ CASES = cases()
 
 # ------------------------------------------------------------------------------------------ the property
 
-def check_api(path: Path) -> None:
+#: what the examples run in this process came to: (part, outcome) -> count, printed by the full fuzzer
+OUTCOMES: collections.Counter = collections.Counter()
+
+
+def check_api(path: Path) -> str:
     """``load`` gives a graph or a GraphError; ``tensors`` on seeded float inputs gives every declared
-    tensor in its declared shape and type, or a GraphError."""
+    tensor in its declared shape and type, or a GraphError. Returns the outcome."""
     try:
         graph = tg.load(path)
-    except tg.GraphError:
-        return
+    except tg.GraphError as exc:
+        return f"load refused: {type(exc).__name__}"
     if any(np.dtype(t).kind != "f" for t in graph.input_types.values()):
-        return   # random_inputs draws floats only
+        return "loaded (inputs not all floats: not computed)"
     try:
         values = tg.tensors(graph, tg.random_inputs(graph, np.random.default_rng(0)))
-    except tg.GraphError:
-        return
+    except tg.GraphError as exc:
+        return f"tensors refused: {type(exc).__name__}"
     for layer in graph.layers:
         for name, shape, dtype in zip(layer.outputs, layer.shapes, layer.dtypes, strict=False):
             if name:
@@ -496,6 +552,7 @@ def check_api(path: Path) -> None:
                 assert values[name].dtype == np.dtype(dtype), (layer.name, name, values[name].dtype, dtype)
     for name in graph.outputs:
         assert name in values, f"the graph output {name} is not computed"
+    return "loaded and computed, shapes and types checked"
 
 
 @functools.cache
@@ -507,8 +564,22 @@ def onnxruntime_sums_exactly() -> bool:
     return bool(cpu["avx512vnni"] or cpu["avxvnni"])
 
 
-def check_cli(path: Path, int8: bool) -> None:
-    """``tandem model FILE --json``: a checked result, or exit 1 or 2 with one ``error:`` line."""
+def may_saturate(path: Path) -> bool:
+    """Whether onnxruntime's int8 sums may saturate for the model at ``path`` here: no VNNI, and an int8
+    initializer (a weight) of a magnitude over 64 (255 * 64 * 2 <= 32767: a pair of smaller ones cannot)."""
+    if onnxruntime_sums_exactly():
+        return False
+    try:
+        weights = [numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer
+                   if t.data_type == TensorProto.INT8]
+    except Exception:   # unreadable: then the model is refused before any check
+        return False
+    return any(np.abs(w.astype(np.int64)).max(initial=0) > 64 for w in weights)
+
+
+def check_cli(path: Path, int8: bool) -> str:
+    """``tandem model FILE --json``: a checked result, or exit 1 or 2 with one ``error:`` line. Returns the
+    outcome."""
     result = RUNNER.invoke(app, ["model", str(path), "--json", *(["--int8"] if int8 else [])])
     out = result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), (
@@ -517,15 +588,18 @@ def check_cli(path: Path, int8: bool) -> None:
     if result.exit_code in (0, 1) and result.stdout.startswith("{"):
         report = json.loads(result.stdout)
         check = report["check"]
-        saturated = "exact" in check and not onnxruntime_sums_exactly()   # a QDQ model, see above
+        saturated = "exact" in check and may_saturate(path)   # a QDQ model, see above
         assert check["checked"] is True and (check["passed"] is True or saturated), check
         assert (result.exit_code == 0) == check["passed"], (result.exit_code, check)
         if int8:
             assert "rule" in report["int8"], report["int8"]
-        return
+        return "exit 0, checked against onnxruntime" if check["passed"] else \
+            "exit 1, checked: a QDQ model's int8 sums saturate in onnxruntime (no VNNI)"
     assert result.exit_code in (1, 2), (result.exit_code, out)
     errors = [line for line in out.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, out
+    return f"exit {result.exit_code}, error: " + (
+        "onnxruntime cannot run the model" if "onnxruntime cannot run" in errors[0] else "Tandem refuses")
 
 
 def check_case(case: tuple) -> None:
@@ -534,8 +608,8 @@ def check_case(case: tuple) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"{seed}.onnx"
         path.write_bytes(data)
-        check_api(path)
-        check_cli(path, int8)
+        OUTCOMES["API: " + check_api(path)] += 1
+        OUTCOMES[f"CLI{' --int8' if int8 else ''}: " + check_cli(path, int8)] += 1
 
 
 def test_seed_models_import_compute_and_check() -> None:
@@ -545,6 +619,7 @@ def test_seed_models_import_compute_and_check() -> None:
 
 
 def test_mutated_onnx_models_import_or_are_refused_with_a_typed_error(fuzz) -> None:
+    OUTCOMES.clear()
     fuzz.check(CASES, check_case, ci_examples=50, slow=True, pinned=[
         # found by this fuzzer: initializers whose data does not fit their dims or type (numpy_helper's
         # ValueError, TypeError, KeyError), also in a QDQ model
@@ -571,4 +646,19 @@ def test_mutated_onnx_models_import_or_are_refused_with_a_typed_error(fuzz) -> N
         ("norm_split", [("set_attr", 100, 255, math.nan)], False),
         # a huge input with a size of 0 besides: numpy's ValueError in random_inputs
         ("reshape", [("input_shape", 344, [0, 0, 3, 3, 2**40, 2**40])], True),
+        # --int8 of a conv weight of 4.6e18: a 66-bit requantization shift (OverflowError)
+        ("conv", [("init_value", 467, 211, 2**62), ("init_value", 1000, 313, 0)], True),
+        # a QDQ scale of shape [1, 1] (numpy's ValueError in the requantization), a zero point of shape
+        # [1, 1, 1, 1, 1] (onnxruntime's Fail); a weight of type int4 (computed; onnxruntime refuses it)
+        ("resnet_qdq", [("init_dims", 0, [1, 1])], True),
+        ("resnet_qdq", [("init_dims", 1, [1, 1, 1, 1, 1])], False),
+        ("resnet18", [("init_type", 1, 22)], False),
+        # --int8 of a graph folded to a constant (its input unused): KeyError in the integer graph
+        ("expand", [("rename_input", 0, 0, 153)], True),
+        # --int8 of a graph computing a bool (a Greater of its activations): KeyError in the integer graph;
+        # a Split of num_outputs other than its outputs: onnx's shape inference aborted the process
+        ("where", [("input_type", 0, 1)], True),
+        ("bert_block", [("set_attr", 2, 1, 2)], False),
     ])
+    if fuzz.profile == "fuzz":   # the outcomes, shown by pytest -s or -rP
+        print("\n".join(f"{n:6d}  {outcome}" for outcome, n in sorted(OUTCOMES.items())))

@@ -5,6 +5,7 @@ checked against onnxruntime."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -180,18 +181,49 @@ def invoke(tmp_path, m: onnx.ModelProto):
 
 
 def test_the_command_says_so_when_onnxruntime_cannot_run_the_model(tmp_path):
-    """onnxruntime's Fail came out of ``tandem model`` as a traceback (a Conv of group 0, which Tandem's
-    import took)."""
+    """onnxruntime's exceptions (its Fail for a Conv of group 0, which Tandem's import took) came out of
+    ``tandem model`` as a traceback. Here: an Add of bfloat16, which Tandem computes and onnxruntime's CPU
+    provider does not implement."""
     pytest.importorskip("onnxruntime")
-    node = helper.make_node("Conv", ["x", "w"], ["y"], name="the_node", group=0)
-    m = model([node], {"x": [1, 1, 3, 3]}, {"y": [1, 1, 3, 3]}, {"w": np.ones((1, 1, 1, 1), np.float32)})
-    result = invoke(tmp_path, m)
-    assert "Traceback" not in result.output
-    if result.exit_code == 1:
-        (line,) = [x for x in result.output.splitlines() if x.startswith("error:")]
-        assert "onnxruntime cannot run the model, so Tandem's result is not checked against it" in line
-    else:   # Tandem refuses group 0 itself
-        assert result.exit_code == 2 and "error:" in result.output
+    nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.BFLOAT16),
+             helper.make_node("Add", ["h", "h"], ["s"]), helper.make_node("Cast", ["s"], ["y"], to=F)]
+    result = invoke(tmp_path, model(nodes, {"x": [3]}, {"y": [3]}))
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    (line,) = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert "onnxruntime cannot run the model, so Tandem's result is not checked against it (NotImplemented" \
+        in line
+
+
+def test_onnxruntime_runs_in_a_child_whose_crash_is_a_typed_failure(monkeypatch):
+    """Some malformed models crash onnxruntime while it builds its session (a segmentation fault, a failed
+    assertion), which took Tandem's process with it; the child's crash is an OnnxRuntimeFailure."""
+    from tandem.cli import onnxruntime_run
+
+    m = model([relu()], {"x": [2]}, {"y": [2]})
+    x = {"x": np.array([-1, 2], np.float32)}
+    if importlib.util.find_spec("onnxruntime"):
+        assert np.array_equal(onnxruntime_run.run(m.SerializeToString(), x, "y"), [0, 2])
+    monkeypatch.setattr(onnxruntime_run, "CHILD", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(onnxruntime_run.OnnxRuntimeFailure, match=r"onnxruntime crashed \(SIGSEGV\)"):
+        onnxruntime_run.run(m.SerializeToString(), x, "y")
+
+
+def test_the_commands_check_of_a_float16_graph_allows_float16_rounding(tmp_path):
+    """An Exp in float16 differs from onnxruntime's by an ulp of float16 (about 1e-4 of the output here),
+    which the float32 tolerance called a difference (exit 1)."""
+    pytest.importorskip("onnxruntime")
+    nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+             helper.make_node("Exp", ["h"], ["e"]), helper.make_node("Cast", ["e"], ["y"], to=F)]
+    result = invoke(tmp_path, model(nodes, {"x": [64]}, {"y": [64]}))
+    assert result.exit_code == 0, result.output
+    assert "tolerance 0.015625" in json.loads(result.stdout)["check"]["detail"]
+
+
+def test_a_split_whose_num_outputs_differs_from_its_outputs_is_refused_before_shape_inference():
+    """onnx's shape inference aborts the process (a failed assertion) on it."""
+    node = helper.make_node("Split", ["x"], ["a", "b", "c"], name="the_node", axis=0, num_outputs=2)
+    with pytest.raises(tg.GraphError, match=r"the_node \(Split\): num_outputs 2 differs from its 3 outputs"):
+        tg.load(model([node], {"x": [6]}, {"a": [2], "b": [2], "c": [2]}))
 
 
 def test_the_commands_check_takes_nan_in_both_outputs_as_agreement_and_an_empty_output(tmp_path):
@@ -206,3 +238,110 @@ def test_the_commands_check_takes_nan_in_both_outputs_as_agreement_and_an_empty_
     assert result.exit_code == 0, result.output
     check = json.loads(result.stdout)["check"]
     assert check["passed"] is True and check["max_abs_err"] == 0.0
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")   # 1e30 * 1e30 in float32
+def test_int8_quantization_refuses_values_its_integer_graph_cannot_hold():
+    """A weight of 4.6e18 made a requantization shift 66 bits (OverflowError adding 1 << 65 to int64 sums;
+    here: weights of 1e38 on inputs of 1e-30); an activation that overflows float32 to inf was given the
+    exponent of an all-zero tensor."""
+    from tandem.network.quantize import quantize
+
+    nodes = [helper.make_node("Mul", ["x", "tiny"], ["t"]),
+             helper.make_node("Conv", ["t", "w"], ["y"], name="the_node")]
+    m = model(nodes, {"x": [1, 1, 2, 2]}, {"y": [1, 1, 2, 2]},
+              {"tiny": np.float32(1e-30), "w": np.full((1, 1, 1, 1), 1e38, np.float32)})
+    with pytest.raises(tg.GraphError, match=r"node the_node \(Conv\): requantizing it takes a shift by -\d+ "
+                                            r"bits"):
+        quantize(tg.load(m))
+    nodes = [helper.make_node("Mul", ["x", "big"], ["t"]), helper.make_node("Mul", ["t", "big"], ["y"])]
+    m = model(nodes, {"x": [4]}, {"y": [4]}, {"big": np.float32(1e30)})
+    with pytest.raises(tg.GraphError, match=r"tensor y takes the value inf on a calibration input: int8 "
+                                            r"cannot represent it"):
+        quantize(tg.load(m))
+
+
+def qdq_model(scale: np.ndarray, **attrs) -> onnx.ModelProto:
+    """x -> Q -> DQ -> Conv(DQ(w, scale, axis...)) -> Q -> DQ -> y: a QDQ conv."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], name="the_weights", **attrs),
+             helper.make_node("Conv", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "sx", "zx"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "sx", "zx"], ["y"])]
+    return model(nodes, {"x": [1, 2, 3, 3]}, {"y": [1, 2, 3, 3]},
+                 {"sx": np.float32(0.1), "zx": np.uint8(128), "w": np.ones((2, 2, 1, 1), np.int8),
+                  "sw": scale}, opset=21)
+
+
+def test_a_qdq_models_scales_and_attributes_are_what_tandem_computes():
+    """A scale of shape [1, 1] was numpy's ValueError in the conv's requantization (broadcast_to); per-axis
+    scales along another axis than 0 were applied along axis 0 regardless; blocked quantization
+    (block_size) was ignored."""
+    qdq.load(qdq_model(np.float32(0.5)))
+    qdq.load(qdq_model(np.array([0.5, 0.25], np.float32), axis=0))
+    with pytest.raises(tg.GraphError, match=r"the_weights \(DequantizeLinear\): its scale of shape \[1, 1\]"):
+        qdq.load(qdq_model(np.full((1, 1), 0.5, np.float32)))
+    with pytest.raises(tg.GraphError, match=r"2 scales along axis 1 of a constant of shape \[2, 2, 1, 1\]; "
+                                            r"Tandem takes one per slice along axis 0"):
+        qdq.load(qdq_model(np.array([0.5, 0.25], np.float32)))   # ONNX's default axis is 1
+    with pytest.raises(tg.GraphError, match=r"attribute block_size=2 is not supported"):
+        qdq.load(qdq_model(np.float32(0.5), block_size=2))
+
+
+def test_operand_types_are_checked_against_the_operators_type_constraints():
+    """A Gemm of int4 weights (an initializer's type changed) and an Add of float and double were computed;
+    onnxruntime refuses both models (ONNX's type constraints)."""
+    node = helper.make_node("Gemm", ["x", "w"], ["y"], name="the_node", transB=1)
+    m = model([node], {"x": [1, 2]}, {"y": [1, 2]}, {"w": np.ones((2, 2), np.float32)})
+    m.graph.initializer[0].data_type = TensorProto.INT4
+    with pytest.raises(tg.GraphError, match=r"the_node \(Gemm\): its input w is a tensor\(int4\); ONNX's "
+                                            r"Gemm takes tensor\(float16\), tensor\(float\)"):
+        tg.load(m)
+    node = helper.make_node("Add", ["x", "d"], ["y"], name="the_node")
+    with pytest.raises(tg.GraphError, match=r"the_node \(Add\): its inputs of type T are tensor\(float\) and "
+                                            r"tensor\(double\); ONNX's Add takes one type for them"):
+        tg.load(model([node], {"x": [2]}, {"y": [2]}, {"d": np.ones(2, np.float64)}))
+
+
+def test_the_command_names_the_node_tandem_refuses_before_asking_onnxruntime(tmp_path):
+    """A Gather index out of range was reported as onnxruntime's failure (it ran first), not Tandem's."""
+    pytest.importorskip("onnxruntime")
+    nodes = [helper.make_node("Cast", ["f"], ["i"], to=TensorProto.INT64),   # no inference sees through it
+             helper.make_node("Gather", ["x", "i"], ["y"], name="the_node")]
+    result = invoke(tmp_path, model(nodes, {"x": [3]}, {"y": [1]}, {"f": np.array([7], np.float32)}))
+    assert result.exit_code == 2, result.output
+    assert "the_node (Gather): an index of [7] is out of range" in result.output
+
+
+def test_a_qdq_zero_point_that_does_not_go_with_its_scale_is_refused():
+    """A zero point of shape [1, 1, 1, 1, 1] with a scalar scale: onnxruntime's Fail."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="the_node"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]
+    m = model(nodes, {"x": [2]}, {"y": [2]}, {"s": np.float32(0.5), "z": np.zeros((1, 1, 1, 1, 1), np.uint8)})
+    with pytest.raises(tg.GraphError, match=r"the_node \(QuantizeLinear\): its zero point of shape "
+                                            r"\[1, 1, 1, 1, 1\] does not go with its scale of shape \[\]"):
+        qdq.load(m)
+
+
+def test_int8_quantization_of_a_graph_whose_output_is_a_constant_is_refused():
+    """Every node folded to a constant at import (the graph input unused): the integer graph had no value
+    for the output (KeyError in check_against_float)."""
+    from tandem.network.quantize import quantize
+
+    node = helper.make_node("Add", ["c", "c"], ["y"])
+    m = model([node], {"x": [2]}, {"y": [2]}, {"c": np.ones(2, np.float32)})
+    with pytest.raises(tg.GraphError, match="its output y is a constant .*: there is no network to quantize"):
+        quantize(tg.load(m))
+
+
+def test_int8_quantization_of_a_layer_computing_truth_values_is_refused():
+    """A Greater's bool output had no exponent (KeyError in the integer graph)."""
+    from tandem.network.quantize import quantize
+
+    nodes = [helper.make_node("Greater", ["x", "z"], ["m"], name="the_node"),
+             helper.make_node("Where", ["m", "x", "z"], ["y"])]
+    m = model(nodes, {"x": [4], "z": [4]}, {"y": [4]})
+    with pytest.raises(tg.GraphError, match=r"the_node \(Greater\): its output m holds bool values; Tandem's "
+                                            r"int8 graph quantizes float16, float32 and float64"):
+        quantize(tg.load(m))
