@@ -22,11 +22,14 @@ The property. (a) ``load`` either returns a graph or raises GraphError; a graph 
 point is computed by ``tensors`` on seeded inputs (``random_inputs``), which either gives every layer's
 outputs in their declared shapes and types, and every graph output, or raises GraphError. (b) ``tandem model
 FILE --json`` (and ``--int8`` for about one example in four) either exits 0 with one JSON object whose import
-check ran against onnxruntime and passed (with ``--int8``, the quantized graph's error measured; a QDQ
-model's check may fail on a CPU without VNNI, where onnxruntime's int8 sums of weights over 64 saturate:
-exit 1, its JSON saying so), or exits 1 or 2 with one ``error:`` line; never a traceback. Every example runs
-under the fuzzers' 10 s alarm: a size must be refused before the work it would take. The full fuzzer
-prints what its examples came to (``pytest -m fuzz -rP tests/fuzz/test_fuzz_onnx.py``).
+check ran against onnxruntime and passed (with ``--int8``, the quantized graph's error measured), or exits 1
+or 2 with one ``error:`` line; never a traceback. A QDQ model's check may also find a difference (exit 1,
+its JSON saying so) where onnxruntime's int8 sums of weights over 64 saturate (a CPU without VNNI), or
+where it does not fuse a QDQ group and rounds its float operator's result otherwise: then each value is
+within one quantization step of Tandem's; a float model's, where the model holds an inf or NaN (where it
+lands is the implementation's). Every example runs under the fuzzers' 10 s alarm: a size must be
+refused before the work it would take. The full fuzzer prints what its examples came to (``pytest -m fuzz
+-rP tests/fuzz/test_fuzz_onnx.py``).
 """
 
 from __future__ import annotations
@@ -46,9 +49,10 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 from compiler.backend.llvm import host_cpu
+from tandem.cli import onnxruntime_run
 from tandem.cli.app import app
 from tandem.network import graph as tg
-from tandem.network import models, qdq_write
+from tandem.network import models, qdq, qdq_write
 from tandem.network.operators import OPERATORS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "models"))
@@ -577,6 +581,31 @@ def may_saturate(path: Path) -> bool:
     return any(np.abs(w.astype(np.int64)).max(initial=0) > 64 for w in weights)
 
 
+def non_finite_constants(path: Path) -> bool:
+    """Whether the model at ``path`` holds an inf or NaN among its float initializers or attributes: then
+    where such a value lands is the implementation's (IEEE's 0 * inf is NaN where Tandem multiplies a
+    padded zero by it; onnxruntime's kernels skip the padding), and a float check may find them apart."""
+    model = onnx.load(str(path))
+    values = [numpy_helper.to_array(t) for t in model.graph.initializer
+              if t.data_type in (F, TensorProto.FLOAT16, TensorProto.DOUBLE)]
+    values += [np.asarray(helper.get_attribute_value(a), np.float64) for n in model.graph.node
+               for a in n.attribute if a.type in (onnx.AttributeProto.FLOAT, onnx.AttributeProto.FLOATS)]
+    return any(not np.all(np.isfinite(v.astype(np.float64))) for v in values)
+
+
+def within_a_step(path: Path) -> bool:
+    """Whether Tandem's integer graph of the QDQ model at ``path`` is within one quantization step of the
+    output of onnxruntime's run on the command's input (seed 0): where onnxruntime does not fuse a QDQ group
+    (a DequantizeLinear without its zero point) it computes the float operator and rounds, which Tandem's
+    fused integer kernels may round the other way."""
+    q = qdq.load(path)
+    x = tg.random_inputs(q.graph, np.random.default_rng(0))
+    got = q.dequantize(q.graph.output, q.run_integer(x)[q.graph.output])
+    want = onnxruntime_run.run(str(path), x, None).astype(np.float64)
+    step = float(np.max(q.affine[q.graph.output].scale))
+    return got.shape == want.shape and float(np.max(np.abs(got - want), initial=0.0)) <= step * (1 + 1e-5)
+
+
 def check_cli(path: Path, int8: bool) -> str:
     """``tandem model FILE --json``: a checked result, or exit 1 or 2 with one ``error:`` line. Returns the
     outcome."""
@@ -588,18 +617,21 @@ def check_cli(path: Path, int8: bool) -> str:
     if result.exit_code in (0, 1) and result.stdout.startswith("{"):
         report = json.loads(result.stdout)
         check = report["check"]
-        saturated = "exact" in check and may_saturate(path)   # a QDQ model, see above
-        assert check["checked"] is True and (check["passed"] is True or saturated), check
+        rounded = "exact" in check and (may_saturate(path) or within_a_step(path))   # a QDQ model, see above
+        special = "exact" not in check and non_finite_constants(path)
+        assert check["checked"] is True and (check["passed"] is True or rounded or special), check
         assert (result.exit_code == 0) == check["passed"], (result.exit_code, check)
         if int8:
             assert "rule" in report["int8"], report["int8"]
         return "exit 0, checked against onnxruntime" if check["passed"] else \
-            "exit 1, checked: a QDQ model's int8 sums saturate in onnxruntime (no VNNI)"
+            "exit 1, checked: differs, where the model holds inf or NaN" if special else \
+            "exit 1, checked: a QDQ model differs (saturating sums, or a group onnxruntime does not fuse)"
     assert result.exit_code in (1, 2), (result.exit_code, out)
     errors = [line for line in out.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, out
-    return f"exit {result.exit_code}, error: " + (
-        "onnxruntime cannot run the model" if "onnxruntime cannot run" in errors[0] else "Tandem refuses")
+    said = "onnxruntime crashed" if "onnxruntime crashed" in errors[0] else \
+        "onnxruntime cannot run the model" if "onnxruntime cannot run" in errors[0] else "Tandem refuses"
+    return f"exit {result.exit_code}, error: {said}"
 
 
 def check_case(case: tuple) -> None:
@@ -620,7 +652,7 @@ def test_seed_models_import_compute_and_check() -> None:
 
 def test_mutated_onnx_models_import_or_are_refused_with_a_typed_error(fuzz) -> None:
     OUTCOMES.clear()
-    fuzz.check(CASES, check_case, ci_examples=50, slow=True, pinned=[
+    fuzz.check(CASES, check_case, ci_examples=25, slow=True, pinned=[
         # found by this fuzzer: initializers whose data does not fit their dims or type (numpy_helper's
         # ValueError, TypeError, KeyError), also in a QDQ model
         ("vit_block", [("init_dims", 253, [4])], True),
@@ -659,6 +691,11 @@ def test_mutated_onnx_models_import_or_are_refused_with_a_typed_error(fuzz) -> N
         # a Split of num_outputs other than its outputs: onnx's shape inference aborted the process
         ("where", [("input_type", 0, 1)], True),
         ("bert_block", [("set_attr", 2, 1, 2)], False),
+        # a QDQ model whose DequantizeLinear omits its zero point: onnxruntime does not fuse the Gemm's group
+        # and its float path rounds one value the other way (one step), which the check reports
+        ("qdq", [("drop_input", 57, 122)], True),
+        # a conv weight of inf: Tandem's 0 * inf in the padding is NaN, onnxruntime skips the padding
+        ("conv", [("init_value", 0, 0, math.inf)], False),
     ])
     if fuzz.profile == "fuzz":   # the outcomes, shown by pytest -s or -rP
         print("\n".join(f"{n:6d}  {outcome}" for outcome, n in sorted(OUTCOMES.items())))
