@@ -47,6 +47,7 @@ import numpy as np
 from compiler.ops import network, vita
 from compiler.target import Target
 from tandem.network import qdq
+from tandem.network.graph import Layer
 from tandem.network.operators.nn import padded_window
 from tandem.network.qdq import AffineGraph
 from tandem.network.quantize import PowerOfTwoGraph, clip_bounds
@@ -65,7 +66,7 @@ def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: 
     first = step.layers[0]
     placer = PLACERS.get(first.op)
     if placer is None:
-        raise NotOnTarget(WHY_HOST.get(first.op, f"no {target.kind} kernel computes {first.op}"))
+        raise NotOnTarget(_why_host(first, target))
     if any(name for layer in step.layers for name in layer.outputs[1:]):
         raise NotOnTarget(f"a {first.op} of several outputs: the kernels write one")
     if isinstance(q, AffineGraph) and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
@@ -113,8 +114,8 @@ NO_FLOAT_REQUANTIZE = {
 }
 
 
+MOVED = "data movement: the int8 values moved on the host"
 WHY_HOST = {
-    **{op: "data movement: the int8 values moved on the host" for op in MOVES},
     "Flatten": "data movement: a view of the same int8 values",
     "Reshape": "data movement: a view of the same int8 values",
     "Transpose": "data movement: the int8 values reordered on the host",
@@ -122,8 +123,25 @@ WHY_HOST = {
     "LayerNormalization": "computed in float on dequantized values (tandem/network/quantize.py); no int8 "
                           "kernel yet",
     "Gelu": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
-    "Mul": "a float scale (tandem/network/quantize.py); no int8 kernel yet",
+    "Mul": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
 }
+
+
+def _why_host(layer: Layer, target: Target) -> str:
+    """Why a layer no placer takes runs on the host: it moves values (``WHY_HOST``'s reason, or
+    ``MOVED``), or the integer graph computes it in float."""
+    if moved(layer):
+        return WHY_HOST.get(layer.op, MOVED)
+    if layer.op in WHY_HOST and layer.op not in MOVES:
+        return WHY_HOST[layer.op]
+    if layer.op in IN_INTEGERS:
+        return f"no {target.kind} kernel takes this {layer.op} yet: the integer graph's layer, on the host"
+    return (f"computed in float on dequantized values (the integer graph's rule for {layer.op}); no "
+            f"{target.kind} kernel computes it")
+
+
+#: the layers the integer graphs compute in integers where they can (tandem/network/quantize.py, qdq.py)
+IN_INTEGERS = ("Conv", "Gemm", "MatMul", "Add", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool")
 
 
 # ---- what a step computes, whatever the target
@@ -318,7 +336,27 @@ def _vita_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
         return _vita_grouped(step, q, values, target)
     x, w, dims = _conv_layer(step, q, values)
     shift, bias, bounds = _contraction(step, q)
+    if dims["K"] > 1 and dims["S"] == dims["K"] and dims["P"] == 0:
+        return _vita_windows_gemm(x, w, bias, shift, bounds, step.layers[-1].shape, target)
     return Placement((_vita_conv2d(x, w, bias, dims, shift, bounds, target),))
+
+
+def _vita_windows_gemm(x: np.ndarray, w: np.ndarray, bias: np.ndarray, shift: int, bounds: tuple[int, int],
+                       shape: tuple[int, ...], target: Target) -> Placement:
+    """A conv whose windows do not overlap (stride = kernel, no padding: a ViT's patch embedding) as one
+    GEMM of its windows [OH * OW, IC * K * K] by its kernels [OC, IC * K * K], with the same epilogue: no
+    value is read twice, and the GEMM tiles the weights, which a conv2d of a 16 x 16 kernel over 768 output
+    channels cannot hold in VITA's buffers."""
+    _, oc, oh, ow = shape
+    k = w.shape[-1]
+    windows = x[0, :, :oh * k, :ow * k].reshape(x.shape[1], oh, k, ow, k).transpose(1, 3, 0, 2, 4)
+    data = np.ascontiguousarray(windows.reshape(oh * ow, -1))
+    m, depth = data.shape
+    params = {"M": m, "N": oc, "K": depth, "bias": True, "shift": shift, "clip": bounds}
+    packed = vita.pack_dense(data, w.reshape(oc, -1), target.spec)
+    return Placement((Placed("gemm", params, [*packed, vita.pack_bias(bias, target.spec)],
+                             lambda out: vita.unpack_out(out, "gemm", oc)[:m].astype(np.int8).T
+                             .reshape(1, oc, oh, ow), "gemm (the conv's windows)"),))
 
 
 def _vita_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, dims: dict[str, int], shift: int,

@@ -235,3 +235,15 @@ def test_grouped_convs_run_on_the_target_as_convs_of_their_groups(kind: str):
     convs = [r for r in report.rows if r.op.startswith("Conv")]
     assert {r.where for r in convs} == {kind}
     assert [len(r.kernels) for r in convs[1:3]] == ([2, 2] if kind == "vita" else [4, 7])
+
+
+def test_a_conv_of_non_overlapping_windows_runs_on_vita_as_one_gemm_of_its_windows():
+    """A patch embedding (stride = kernel, no padding; the input's last rows and columns left over): VITA
+    runs it as a GEMM of its windows by its kernels with the conv's epilogue, bit-exact."""
+    g = models._Graph(1)
+    w = g.weight("w", (24, 3, 4, 4), 48)
+    y = g.node("Conv", ["input", w, g.const("b", np.full(24, 0.1, np.float32))], kernel_shape=[4, 4],
+               strides=[4, 4])
+    q, report = run_checked(g.model("patches", [("input", (1, 3, 18, 18))], g.node("Relu", [y])), "vita")
+    (row,) = report.rows
+    assert row.op == "Conv+Relu" and row.kernel == "gemm (the conv's windows)" and row.tensor_macs == row.macs
