@@ -336,27 +336,39 @@ def _vita_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
         return _vita_grouped(step, q, values, target)
     x, w, dims = _conv_layer(step, q, values)
     shift, bias, bounds = _contraction(step, q)
-    if dims["K"] > 1 and dims["S"] == dims["K"] and dims["P"] == 0:
+    if _disjoint_windows(dims):
         return _vita_windows_gemm(x, w, bias, shift, bounds, step.layers[-1].shape, target)
     return Placement((_vita_conv2d(x, w, bias, dims, shift, bounds, target),))
 
 
+def _disjoint_windows(dims: dict[str, int]) -> bool:
+    """Whether a conv's windows do not overlap and hold no padding (stride = kernel > 1, no padding: a ViT's
+    patch embedding): a GEMM of its windows by its kernels (``_windows``) on every target, which reads no
+    value twice; as a conv2d, a 16 x 16 kernel over 768 output channels fits no VITA tiling and runs past
+    DianNao's instruction budget."""
+    return dims["K"] > 1 and dims["S"] == dims["K"] and dims["P"] == 0
+
+
+def _windows(x: np.ndarray, k: int, size: tuple[int, int]) -> np.ndarray:
+    """The disjoint k x k windows of image ``x`` [1, C, H, W] (stride k: ``size`` = (OH, OW) of them, the rows
+    and columns past the last left out) as the rows of [OH * OW, C * k * k], in OIHW's order within a row."""
+    oh, ow = size
+    windows = x[0, :, :oh * k, :ow * k].reshape(x.shape[1], oh, k, ow, k).transpose(1, 3, 0, 2, 4)
+    return np.ascontiguousarray(windows.reshape(oh * ow, -1))
+
+
 def _vita_windows_gemm(x: np.ndarray, w: np.ndarray, bias: np.ndarray, shift: int, bounds: tuple[int, int],
                        shape: tuple[int, ...], target: Target) -> Placement:
-    """A conv whose windows do not overlap (stride = kernel, no padding: a ViT's patch embedding) as one
-    GEMM of its windows [OH * OW, IC * K * K] by its kernels [OC, IC * K * K], with the same epilogue: no
-    value is read twice, and the GEMM tiles the weights, which a conv2d of a 16 x 16 kernel over 768 output
-    channels cannot hold in VITA's buffers."""
+    """A conv of disjoint windows (``_disjoint_windows``) as one GEMM of its windows [OH * OW, IC * K * K] by
+    its kernels [OC, IC * K * K], with the conv's epilogue."""
     _, oc, oh, ow = shape
-    k = w.shape[-1]
-    windows = x[0, :, :oh * k, :ow * k].reshape(x.shape[1], oh, k, ow, k).transpose(1, 3, 0, 2, 4)
-    data = np.ascontiguousarray(windows.reshape(oh * ow, -1))
+    data = _windows(x, w.shape[-1], (oh, ow))
     m, depth = data.shape
     params = {"M": m, "N": oc, "K": depth, "bias": True, "shift": shift, "clip": bounds}
     packed = vita.pack_dense(data, w.reshape(oc, -1), target.spec)
     return Placement((Placed("gemm", params, [*packed, vita.pack_bias(bias, target.spec)],
                              lambda out: vita.unpack_out(out, "gemm", oc)[:m].astype(np.int8).T
-                             .reshape(1, oc, oh, ow), "gemm (the conv's windows)"),))
+                             .reshape(1, oc, oh, ow), WINDOWS_GEMM),))
 
 
 def _vita_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, dims: dict[str, int], shift: int,
@@ -405,6 +417,7 @@ def _vita_gemm(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
     return Placement(tuple(parts), _stacked(step.layers[-1].shape))
 
 
+WINDOWS_GEMM = "gemm (the conv's windows)"
 #: the most values a global average pool on VITA takes (14 x 14 compiles in seconds; 16 x 16 nests its
 #: stages deeper than Python's default recursion limit, and 28 x 28 compiles in minutes)
 VITA_POOL_TAPS = 196
@@ -522,15 +535,24 @@ def _sums_op(step: Step, dims: dict[str, int]) -> tuple[str, dict[str, int]]:
 
 
 def _sums_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
-    """A conv on the CPU or DianNao: its int32 sums, then ``requantize`` over all its channels. A depthwise
-    conv is the target's depthwise kind; another grouped one a conv2d per group, on its own input channels
-    (the groups' sums joined along channels before the one requantization)."""
+    """A conv on the CPU or DianNao: its int32 sums, then ``requantize`` over all its channels. A conv of
+    disjoint windows is one GEMM of its windows (``_disjoint_windows``); a depthwise conv the target's
+    depthwise kind; another grouped one a conv2d per group, on its own input channels (the groups' sums
+    joined along channels before the one requantization)."""
     x, w, dims = _conv_layer(step, q, values)
     _, oc, oh, ow = step.layers[-1].shape
     name, unsigned = step.layers[0].inputs[0], target.kind == "cpu"
     int8 = {} if unsigned else {"dtype": "int8"}
     sums, corrections = [], []
-    if _depthwise(step):   # the contraction flow's layouts: NCHW data, [C, 1, K, K] weights
+    if _groups(step) == 1 and _disjoint_windows(dims):   # one GEMM of its windows: [OH * OW, OC] sums
+        w = w.reshape(oc, -1)
+        data, correction, _ = _data_operand(q, name, _windows(x, dims["K"], (oh, ow)), w, 0, unsigned)
+        threads = {"threads": 1} if unsigned and data.size * oc < ONE_THREAD_MACS else {}
+        sums.append(Placed("gemm", {"M": oh * ow, "N": oc, "K": w.shape[1], **int8, **threads}, [data, w],
+                           lambda out: np.ascontiguousarray(out.reshape(oh * ow, oc).T).reshape(oc, oh, ow),
+                           WINDOWS_GEMM))
+        corrections.append(correction)
+    elif _depthwise(step):   # the contraction flow's layouts: NCHW data, [C, 1, K, K] weights
         data, correction, pad = _data_operand(q, name, x, w, dims["P"], unsigned)
         op, params = _sums_op(step, {**dims, "H": data.shape[2], "W": data.shape[3], "P": pad})
         sums.append(Placed(op, {**params, **int8}, [data, w], lambda out: out.reshape(oc, oh, ow)))
