@@ -217,13 +217,17 @@ def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarra
 
 
 def ranges(graph: Graph, seed: int, samples: int) -> dict[str, tuple[float, float]]:
-    """Every tensor's calibrated range ``(lo, hi)``, widened to hold 0: over ``samples`` inputs from
-    ``random_inputs`` with ``seed``, through the float32 reference."""
+    """Every tensor's calibrated range ``(lo, hi)`` of its finite values, widened to hold 0: over ``samples``
+    inputs from ``random_inputs`` with ``seed``, through the float32 reference. An infinity (an attention
+    mask's -inf) is left out: quantized, it saturates at the type's bound, which a softmax reads as a
+    masked position."""
     rng = np.random.default_rng(seed)
     out: dict[str, tuple[float, float]] = {}
     for _ in range(samples):
         for name, value in tensors(graph, random_inputs(graph, rng)).items():
             lo, hi = out.get(name, (0.0, 0.0))
+            if value.dtype.kind == "f":
+                value = value[np.isfinite(value)]
             if value.size:
                 lo, hi = min(lo, float(value.min())), max(hi, float(value.max()))
             out[name] = (lo, hi)

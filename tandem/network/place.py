@@ -47,6 +47,7 @@ import numpy as np
 from compiler.ops import network, vita
 from compiler.target import Target
 from tandem.network import qdq
+from tandem.network.graph import Layer
 from tandem.network.operators.nn import padded_window
 from tandem.network.qdq import AffineGraph
 from tandem.network.quantize import PowerOfTwoGraph, clip_bounds
@@ -65,7 +66,7 @@ def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: 
     first = step.layers[0]
     placer = PLACERS.get(first.op)
     if placer is None:
-        raise NotOnTarget(WHY_HOST.get(first.op, f"no {target.kind} kernel computes {first.op}"))
+        raise NotOnTarget(_why_host(first, target))
     if any(name for layer in step.layers for name in layer.outputs[1:]):
         raise NotOnTarget(f"a {first.op} of several outputs: the kernels write one")
     if isinstance(q, AffineGraph) and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
@@ -113,8 +114,8 @@ NO_FLOAT_REQUANTIZE = {
 }
 
 
+MOVED = "data movement: the int8 values moved on the host"
 WHY_HOST = {
-    **{op: "data movement: the int8 values moved on the host" for op in MOVES},
     "Flatten": "data movement: a view of the same int8 values",
     "Reshape": "data movement: a view of the same int8 values",
     "Transpose": "data movement: the int8 values reordered on the host",
@@ -122,8 +123,25 @@ WHY_HOST = {
     "LayerNormalization": "computed in float on dequantized values (tandem/network/quantize.py); no int8 "
                           "kernel yet",
     "Gelu": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
-    "Mul": "a float scale (tandem/network/quantize.py); no int8 kernel yet",
+    "Mul": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
 }
+
+
+def _why_host(layer: Layer, target: Target) -> str:
+    """Why a layer no placer takes runs on the host: it moves values (``WHY_HOST``'s reason, or
+    ``MOVED``), or the integer graph computes it in float."""
+    if moved(layer):
+        return WHY_HOST.get(layer.op, MOVED)
+    if layer.op in WHY_HOST and layer.op not in MOVES:
+        return WHY_HOST[layer.op]
+    if layer.op in IN_INTEGERS:
+        return f"no {target.kind} kernel takes this {layer.op} yet: the integer graph's layer, on the host"
+    return (f"computed in float on dequantized values (the integer graph's rule for {layer.op}); no "
+            f"{target.kind} kernel computes it")
+
+
+#: the layers the integer graphs compute in integers where they can (tandem/network/quantize.py, qdq.py)
+IN_INTEGERS = ("Conv", "Gemm", "MatMul", "Add", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool")
 
 
 # ---- what a step computes, whatever the target
@@ -318,7 +336,39 @@ def _vita_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
         return _vita_grouped(step, q, values, target)
     x, w, dims = _conv_layer(step, q, values)
     shift, bias, bounds = _contraction(step, q)
+    if _disjoint_windows(dims):
+        return _vita_windows_gemm(x, w, bias, shift, bounds, step.layers[-1].shape, target)
     return Placement((_vita_conv2d(x, w, bias, dims, shift, bounds, target),))
+
+
+def _disjoint_windows(dims: dict[str, int]) -> bool:
+    """Whether a conv's windows do not overlap and hold no padding (stride = kernel > 1, no padding: a ViT's
+    patch embedding): a GEMM of its windows by its kernels (``_windows``) on every target, which reads no
+    value twice; as a conv2d, a 16 x 16 kernel over 768 output channels fits no VITA tiling and runs past
+    DianNao's instruction budget."""
+    return dims["K"] > 1 and dims["S"] == dims["K"] and dims["P"] == 0
+
+
+def _windows(x: np.ndarray, k: int, size: tuple[int, int]) -> np.ndarray:
+    """The disjoint k x k windows of image ``x`` [1, C, H, W] (stride k: ``size`` = (OH, OW) of them, the rows
+    and columns past the last left out) as the rows of [OH * OW, C * k * k], in OIHW's order within a row."""
+    oh, ow = size
+    windows = x[0, :, :oh * k, :ow * k].reshape(x.shape[1], oh, k, ow, k).transpose(1, 3, 0, 2, 4)
+    return np.ascontiguousarray(windows.reshape(oh * ow, -1))
+
+
+def _vita_windows_gemm(x: np.ndarray, w: np.ndarray, bias: np.ndarray, shift: int, bounds: tuple[int, int],
+                       shape: tuple[int, ...], target: Target) -> Placement:
+    """A conv of disjoint windows (``_disjoint_windows``) as one GEMM of its windows [OH * OW, IC * K * K] by
+    its kernels [OC, IC * K * K], with the conv's epilogue."""
+    _, oc, oh, ow = shape
+    data = _windows(x, w.shape[-1], (oh, ow))
+    m, depth = data.shape
+    params = {"M": m, "N": oc, "K": depth, "bias": True, "shift": shift, "clip": bounds}
+    packed = vita.pack_dense(data, w.reshape(oc, -1), target.spec)
+    return Placement((Placed("gemm", params, [*packed, vita.pack_bias(bias, target.spec)],
+                             lambda out: vita.unpack_out(out, "gemm", oc)[:m].astype(np.int8).T
+                             .reshape(1, oc, oh, ow), WINDOWS_GEMM),))
 
 
 def _vita_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, dims: dict[str, int], shift: int,
@@ -367,6 +417,7 @@ def _vita_gemm(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
     return Placement(tuple(parts), _stacked(step.layers[-1].shape))
 
 
+WINDOWS_GEMM = "gemm (the conv's windows)"
 #: the most values a global average pool on VITA takes (14 x 14 compiles in seconds; 16 x 16 nests its
 #: stages deeper than Python's default recursion limit, and 28 x 28 compiles in minutes)
 VITA_POOL_TAPS = 196
@@ -484,15 +535,24 @@ def _sums_op(step: Step, dims: dict[str, int]) -> tuple[str, dict[str, int]]:
 
 
 def _sums_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
-    """A conv on the CPU or DianNao: its int32 sums, then ``requantize`` over all its channels. A depthwise
-    conv is the target's depthwise kind; another grouped one a conv2d per group, on its own input channels
-    (the groups' sums joined along channels before the one requantization)."""
+    """A conv on the CPU or DianNao: its int32 sums, then ``requantize`` over all its channels. A conv of
+    disjoint windows is one GEMM of its windows (``_disjoint_windows``); a depthwise conv the target's
+    depthwise kind; another grouped one a conv2d per group, on its own input channels (the groups' sums
+    joined along channels before the one requantization)."""
     x, w, dims = _conv_layer(step, q, values)
     _, oc, oh, ow = step.layers[-1].shape
     name, unsigned = step.layers[0].inputs[0], target.kind == "cpu"
     int8 = {} if unsigned else {"dtype": "int8"}
     sums, corrections = [], []
-    if _depthwise(step):   # the contraction flow's layouts: NCHW data, [C, 1, K, K] weights
+    if _groups(step) == 1 and _disjoint_windows(dims):   # one GEMM of its windows: [OH * OW, OC] sums
+        w = w.reshape(oc, -1)
+        data, correction, _ = _data_operand(q, name, _windows(x, dims["K"], (oh, ow)), w, 0, unsigned)
+        threads = {"threads": 1} if unsigned and data.size * oc < ONE_THREAD_MACS else {}
+        sums.append(Placed("gemm", {"M": oh * ow, "N": oc, "K": w.shape[1], **int8, **threads}, [data, w],
+                           lambda out: np.ascontiguousarray(out.reshape(oh * ow, oc).T).reshape(oc, oh, ow),
+                           WINDOWS_GEMM))
+        corrections.append(correction)
+    elif _depthwise(step):   # the contraction flow's layouts: NCHW data, [C, 1, K, K] weights
         data, correction, pad = _data_operand(q, name, x, w, dims["P"], unsigned)
         op, params = _sums_op(step, {**dims, "H": data.shape[2], "W": data.shape[3], "P": pad})
         sums.append(Placed(op, {**params, **int8}, [data, w], lambda out: out.reshape(oc, oh, ow)))

@@ -162,14 +162,17 @@ def move(layer: Layer, values: Mapping[str, np.ndarray], constant: Callable[[np.
     ``constant(0)`` where it gives no value (the integer that stands for 0)."""
     data = moved(layer)
     weights = {i: constant(w) if i in data else w for i, w in layer.weights.items()}
-    operands = layer.operands
-    if layer.op == "Pad" and layer.opset >= 11 and layer.attrs.get("mode", "constant") == "constant" \
-            and 2 not in weights and (len(operands) < 3 or not operands[2]):
-        weights[2] = constant(np.zeros((), np.float32))
-        operands = (*operands[:2], "constant_value", *operands[3:])
+    operands, attrs = layer.operands, layer.attrs
+    if layer.op == "Pad" and attrs.get("mode", "constant") == "constant":
+        zero = constant(np.zeros((), np.float32))
+        if layer.opset < 11:   # the value an attribute (0: ``moved``)
+            attrs = {**attrs, "value": float(zero)}
+        elif 2 not in weights and (len(operands) < 3 or not operands[2]):
+            weights[2] = zero
+            operands = (*operands[:2], "constant_value", *operands[3:])
     ints = {name: np.asarray(values[name], np.int64) for name in layer.inputs}
     try:
-        return evaluate_all(replace(layer, operands=operands, weights=weights), ints)
+        return evaluate_all(replace(layer, operands=operands, attrs=attrs, weights=weights), ints)
     except OperatorError as exc:
         raise GraphError(f"node {layer.name} ({layer.op}): {exc}") from None
 

@@ -154,3 +154,22 @@ def test_without_onnxruntime_the_command_says_the_import_is_unchecked_and_how_to
     result = RUNNER.invoke(app, ["model", "--builtin", "vit_block"])
     assert result.exit_code == 0 and "pip install -e '.[peers]'" in result.output
     assert "not checked" in result.output.replace("\n", " ")
+
+
+def test_weights_computed_from_constants_are_folded_at_import():
+    """A conv's weights that reach it through Identity, Transpose and Reshape of an initializer, and a
+    MatMul's through a Transpose (as exporters write a linear layer's W^T): both are constants of their
+    layer after the import, so their multiply-adds run on a target (tandem/network/place.py)."""
+    from onnx import helper
+
+    g = models._Graph(0)
+    w = g.weight("w", (3, 3, 8, 4), 36)   # [KH, KW, OC, IC]: transposed to OIHW, then an Identity
+    w = g.node("Reshape", [g.node("Transpose", [w], perm=[2, 3, 0, 1]), g.const("s", np.array([8, 4, 3, 3]))])
+    g.nodes.append(helper.make_node("Identity", [w], ["w_id"], name="w_id"))
+    y = g.node("Conv", ["input", "w_id"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    y = g.node("MatMul", [g.node("Flatten", [y]), g.node("Transpose", [g.weight("fc", (10, 8 * 25), 200)])])
+    graph = tg.load(g.model("folded", [("input", (1, 4, 5, 5))], y))
+    assert [layer.op for layer in graph.layers] == ["Conv", "Flatten", "MatMul"]
+    conv, _, matmul = graph.layers
+    assert set(conv.weights) == {1} and conv.weights[1].shape == (8, 4, 3, 3) and conv.macs == 8 * 25 * 36
+    assert set(matmul.weights) == {1} and matmul.weights[1].shape == (200, 10)

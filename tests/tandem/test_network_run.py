@@ -243,3 +243,18 @@ def test_grouped_convs_run_on_the_target_as_convs_of_their_groups(kind: str):
     convs = [r for r in report.rows if r.op.startswith("Conv")]
     assert {r.where for r in convs} == {kind}
     assert [len(r.kernels) for r in convs[1:3]] == ([2, 2] if kind == "vita" else [4, 7])
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+def test_a_conv_of_disjoint_windows_runs_as_one_gemm_of_its_windows(kind: str):
+    """A patch embedding (stride = kernel, no padding; the input's last rows and columns left over) runs as a
+    GEMM of its windows by its kernels with the conv's epilogue (the CPU's and DianNao's: requantize),
+    bit-exact, every multiply-add on the target's GEMM."""
+    g = models._Graph(1)
+    w = g.weight("w", (24, 3, 4, 4), 48)
+    y = g.node("Conv", ["input", w, g.const("b", np.full(24, 0.1, np.float32))], kernel_shape=[4, 4],
+               strides=[4, 4])
+    q, report = run_checked(g.model("patches", [("input", (1, 3, 18, 18))], g.node("Relu", [y])), kind)
+    (row,) = report.rows
+    assert row.op == "Conv+Relu" and row.kernel.startswith("gemm (the conv's windows)")
+    assert row.where == kind and row.tensor_macs == row.macs
