@@ -6,18 +6,19 @@ The rule. A tensor t is represented as ``q * 2**-e`` with q int8 and one exponen
 ``e = floor(log2(127 / max|t|))``, the largest that keeps every calibrated value inside int8 (max|t| over
 ``samples`` standard-normal inputs drawn from ``seed``, through the float32 reference). Weights get their own
 exponent the same way from their values; a bias is int32 at the exponent of its product, ``e_x + e_w``.
-``q = clip(round(t * 2**e), -128, 127)``. The operators that cannot grow a value (ReLU, ReLU6, max and
-average pooling) and those that only move or select values (tandem/network/quantized.py's ``MOVES``:
-Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Slice, Split, Gather, Expand, Tile, Pad, Concat, nearest
-Resize, DepthToSpace, SpaceToDepth, ReduceMax, ReduceMin, GlobalMaxPool, ...) share one exponent with the
-tensors they read, so that they need no requantization and fuse with their producer (a conv's ReLU is its
-epilogue's clip at 0, as in VTA). The rule (``shared_exponents``): each such layer ties its outputs to the
-activations it reads (a Concat: all its inputs, a move: those whose values it moves), and every tensor of a
-tied group takes the group's smallest calibrated exponent, the one whose range holds every member's
+``q = clip(round(t * 2**e), -128, 127)``. The operators that cannot grow a value (ReLU, ReLU6, max and average
+pooling) and those that only move or select values (tandem/network/quantized.py's ``MOVES``: Flatten, Reshape,
+Transpose, Squeeze, Unsqueeze, Slice, Split, Gather, Expand, Tile, Pad, Concat, nearest Resize, DepthToSpace,
+SpaceToDepth, ReduceMax, ReduceMin, GlobalMaxPool, ...) share one exponent with the tensors they read, so that
+they need no requantization and fuse with their producer (a conv's ReLU is its epilogue's clip at 0, as in
+VTA), and the tensor a ReLU or Clip alone reads takes the activation's exponent (``clipped_ranges``: it may
+saturate where the activation clips anyway). The rule (``shared_exponents``): each such layer ties its outputs
+to the activations it reads (a Concat: all its inputs, a move: those whose values it moves), and every tensor
+of a tied group takes the group's smallest calibrated exponent, the one whose range holds every member's
 values. A group that is a chain (a ReLU after a conv) has its head's exponent, as before; a Concat's inputs
 all move to the widest of their ranges: their producers (convolutions, adds, float layers) requantize to it
-directly, so the Concat itself only moves int8 values and the integer graph stays exact (at the cost of
-the finer inputs' precision: a right shift more in their producer's epilogue).
+directly, so the Concat itself only moves int8 values and the integer graph stays exact (at the cost of the
+finer inputs' precision: a right shift more in their producer's epilogue).
 
 The integer graph (``PowerOfTwoGraph.integer_layer``): convolutions and matrix products multiply int8 by int8
 into int32, add the bias, and requantize to the output's exponent with VTA's epilogue, an arithmetic shift
@@ -42,7 +43,7 @@ import numpy as np
 
 from compiler.ops import reference
 from tandem.network.calibrate import activation_exponents, tensor_exponent
-from tandem.network.graph import Graph, GraphError, Layer, random_inputs
+from tandem.network.graph import Graph, GraphError, Layer, random_inputs, reader_counts
 from tandem.network.operators.nn import square_window
 from tandem.network.quantized import (
     MOVES,
@@ -159,6 +160,7 @@ def shared_exponents(graph: Graph, calibrated: Mapping[str, int]) -> dict[str, i
     """Each tensor's exponent: its ``calibrated`` one, or, where layers that keep their inputs' exponent
     (``SAME_EXPONENT``) tie it to others, the smallest calibrated exponent of its tied group (the module's
     rule)."""
+    calibrated = clipped_ranges(graph, calibrated)
     parent = {name: name for name in calibrated}
 
     def root(name: str) -> str:
@@ -181,6 +183,26 @@ def shared_exponents(graph: Graph, calibrated: Mapping[str, int]) -> dict[str, i
         r = root(name)
         smallest[r] = min(e, smallest.get(r, e))
     return {name: smallest[root(name)] for name in calibrated}
+
+
+#: the activations whose output is their input clipped (the tensor they alone read may saturate)
+CLIPPING = ("Relu", "Clip")
+
+
+def clipped_ranges(graph: Graph, calibrated: Mapping[str, int]) -> dict[str, int]:
+    """``calibrated`` with the exponent of each tensor that a Relu or Clip alone reads (not a graph output)
+    raised to that activation's own: the activation keeps only its clipped range of the values, so the
+    tensor may saturate beyond it (int8's bounds lie outside the clip's at the finer exponent, and the clip
+    then gives what it gives on the real values). A ReLU6 after a conv whose sums reach 30 then holds
+    [0, 6] in steps of 1/16 instead of 1/4 (the module's rule)."""
+    readers = reader_counts(graph.layers)
+    out = dict(calibrated)
+    for layer in graph.layers:
+        x = layer.inputs[0] if layer.inputs else None
+        if (layer.op in CLIPPING and x in out and layer.output in out and readers.get(x) == 1
+                and x not in graph.outputs and out[layer.output] > out[x]):
+            out[x] = out[layer.output]
+    return out
 
 
 #: the widest shift between two exponents the integer graph's 64-bit arithmetic takes

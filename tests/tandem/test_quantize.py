@@ -70,8 +70,10 @@ def test_calibration_and_weights_follow_the_rule():
         x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
         for name, value in tg.tensors(graph, {"input": x}).items():
             peaks[name] = max(peaks.get(name, 0.0), float(np.abs(value).max()))
-    assert q.exponents == {name: calibrate.exponent_of(peak) for name, peak in peaks.items()}
     (conv,) = [layer for layer in graph.layers if layer.op == "Conv"]
+    (relu,) = [layer for layer in graph.layers if layer.op == "Relu"]
+    peaks[conv.output] = peaks[relu.output]   # the conv's output saturates where its ReLU clips
+    assert q.exponents == {name: calibrate.exponent_of(peak) for name, peak in peaks.items()}
     w, ew = q.weights[conv.name][1], q.weight_exponents[conv.name][1]
     assert w.dtype == np.int8 and np.abs(conv.weights[1] - w * 2.0**-ew).max() <= 2.0 ** -(ew + 1)
 
@@ -90,6 +92,22 @@ def test_the_integer_conv_is_int8_products_plus_bias_shifted_to_nearest_and_clip
     want = np.clip((acc + (1 << (shift - 1))) >> shift, -128, 127)
     assert got[conv.output].dtype == np.int8 and np.array_equal(got[conv.output], want)
     assert np.array_equal(got[relu.output], np.clip(want, 0, 127))   # same exponent: a clip at 0
+
+
+def test_a_tensor_a_relu6_alone_reads_takes_the_relu6s_exponent_and_saturates_beyond_it():
+    g = models._Graph(3)
+    conv = g.conv("input", 3, 8, 3, 1, bias=True)
+    y = g.node("Clip", [conv, g.const("lo", np.float32(0)), g.const("hi", np.float32(6))])
+    graph = tg.load(g.model("conv_relu6", [("input", (1, 3, 6, 6))], y))
+    q = tq.quantize(graph, seed=1, samples=2, inputs=[{"input": 8 * np.ones((1, 3, 6, 6), np.float32)}])
+    conv_out, clip_out = (layer.output for layer in graph.layers)
+    assert q.exponents[conv_out] == q.exponents[clip_out] == 4   # [0, 6] in steps of 1/16: 6 -> 96
+    x = np.random.default_rng(4).standard_normal((1, 3, 6, 6)).astype(np.float32) * 4
+    got = q.run_integer({"input": x})
+    assert got[clip_out].max() <= 96 and got[clip_out].min() >= 0
+    assert np.array_equal(got[clip_out], np.clip(got[conv_out], 0, 96))   # the saturated sums clipped
+    want = tg.tensors(graph, {"input": x})[clip_out]
+    assert np.abs(q.dequantize(clip_out, got[clip_out]) - want).max() < 0.2
 
 
 @pytest.mark.parametrize(("name", "bound"), [("resnet18", 0.15), ("mobilenet_v2", 0.2),
