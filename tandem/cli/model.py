@@ -63,6 +63,10 @@ def model_command(
     calibrate: Annotated[Path | None, typer.Option(
         help="An .npz file of calibration inputs (one array per graph input, with a leading axis of "
              "samples); default: 4 seeded random inputs.")] = None,
+    scheme: Annotated[str, typer.Option(
+        help="A float model's int8 scheme: pow2 (per-tensor power-of-two exponents, VTA's rule; every "
+             "target), affine or affine-per-channel (onnxruntime's quantize_static: uint8 activations, "
+             "float scales; the CPU and DianNao).")] = "pow2",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     target: Annotated[str | None, typer.Option(
         help="Run the int8 network on a target: vita, cpu or diannao.")] = None,
@@ -92,7 +96,7 @@ def model_command(
     resolved = resolve_target(target, config, spec) if target is not None else None
     try:
         loaded = load_network(file, builtin=builtin, seed=seed, input_shapes=_input_shapes(input_shape),
-                              calibration=calibration, calibrate=calibrate)
+                              calibration=calibration, calibrate=calibrate, scheme=scheme)
         check, quantized = _import_checks(loaded, seed, int8)
     except (WorkloadError, tg.GraphError, models.ModelError) as exc:
         raise fail(str(exc), 2) from None
@@ -333,12 +337,21 @@ def _tolerance(g) -> float:
     return max([FP32_TOLERANCE, *(NARROW_ULPS * e for e in eps)])
 
 
+#: what each int8 scheme of a float model is (tandem/network/load.py's SCHEMES)
+SCHEME_RULES = {"pow2": "per-tensor power-of-two exponents, calibrated ({calibration})",
+                "affine": "onnxruntime's quantize_static rule: uint8 activations by their min/max, int8 "
+                          "weights with a float scale per tensor",
+                "affine-per-channel": "onnxruntime's quantize_static rule: uint8 activations by their "
+                                      "min/max, int8 weights with a float scale per output channel"}
+
+
 def _int8(loaded, seed: int) -> dict:
-    """The graph quantized with VTA's rule (calibrated by the network's rule on its inputs), against
-    float32 on another input."""
+    """The graph quantized by the network's scheme (calibrated by its rule on its inputs), against float32
+    on another input."""
     inputs = f"{len(loaded.samples)} inputs of the calibration file" if loaded.samples else "4 seeded inputs"
-    return {"rule": f"per-tensor power-of-two exponents, calibrated ({loaded.calibration}) on {inputs}",
-            **loaded.quantized.check_against_float(seed + 1)}
+    rule = SCHEME_RULES[loaded.scheme].format(calibration=loaded.calibration)
+    return {"rule": f"{rule}, on {inputs}", "scheme": loaded.scheme,
+            **loaded.quantized.check_against_float(seed + 1, loaded.graph)}
 
 
 def _max_error(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:

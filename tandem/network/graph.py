@@ -216,15 +216,18 @@ def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarra
     return out
 
 
-def ranges(graph: Graph, seed: int, samples: int) -> dict[str, tuple[float, float]]:
-    """Every tensor's calibrated range ``(lo, hi)`` of its finite values, widened to hold 0: over ``samples``
-    inputs from ``random_inputs`` with ``seed``, through the float32 reference. An infinity (an attention
-    mask's -inf) is left out: quantized, it saturates at the type's bound, which a softmax reads as a
-    masked position."""
-    rng = np.random.default_rng(seed)
+def ranges(graph: Graph, seed: int, samples: int, inputs: Sequence[Mapping[str, np.ndarray]] | None = None
+           ) -> dict[str, tuple[float, float]]:
+    """Every tensor's calibrated range ``(lo, hi)`` of its finite values, widened to hold 0: over ``inputs``
+    (input dicts; default: ``samples`` inputs from ``random_inputs`` with ``seed``), through the float32
+    reference. An infinity (an attention mask's -inf) is left out: quantized, it saturates at the type's
+    bound, which a softmax reads as a masked position."""
+    if inputs is None:
+        rng = np.random.default_rng(seed)
+        inputs = [random_inputs(graph, rng) for _ in range(samples)]
     out: dict[str, tuple[float, float]] = {}
-    for _ in range(samples):
-        for name, value in tensors(graph, random_inputs(graph, rng)).items():
+    for sample in inputs:
+        for name, value in tensors(graph, sample).items():
             lo, hi = out.get(name, (0.0, 0.0))
             if value.dtype.kind == "f":
                 value = value[np.isfinite(value)]

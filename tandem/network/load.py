@@ -5,6 +5,13 @@ network workloads and experiments/networks.py load their networks here.
     network = load_network(builtin="resnet18", seed=0, input_shapes={"input": (1, 3, 64, 64)})
     network.quantized          # a float model quantized with VTA's rule (tandem/network/quantize.py)
     load_network("resnet18_int8.onnx").quantized    # a QDQ model's own quantization
+    load_network("model.onnx", scheme="affine-per-channel").quantized   # as onnxruntime's quantize_static
+
+A float model's int8 schemes (``SCHEMES``): ``pow2``, per-tensor power-of-two exponents (VTA's rule,
+tandem/network/quantize.py; every target runs it), and ``affine`` / ``affine-per-channel``, onnxruntime's
+``quantize_static`` (uint8 activations with zero points, int8 weights with float scales per tensor or per
+output channel, tandem/network/qdq_write.py; the CPU and DianNao run it, VITA's epilogue has no float
+scale).
 """
 
 from __future__ import annotations
@@ -18,12 +25,15 @@ from typing import Any
 import numpy as np
 
 from tandem.network import graph as tg
-from tandem.network import models, qdq
+from tandem.network import models, qdq, qdq_write
 from tandem.network.calibrate import METHODS, read_samples
 from tandem.network.graph import Graph
 from tandem.network.qdq import AffineGraph
 from tandem.network.quantize import quantize
 from tandem.network.quantized import QuantizedGraph
+
+#: a float model's int8 schemes (the module's rule)
+SCHEMES = ("pow2", "affine", "affine-per-channel")
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,8 @@ class Network:
     #: the calibration rule (tandem/network/calibrate.py) and inputs (None: ``seed``'s random ones)
     calibration: str = "max"
     samples: tuple[dict[str, np.ndarray], ...] | None = None
+    #: a float model's int8 scheme (``SCHEMES``)
+    scheme: str = "pow2"
 
     @cached_property
     def quantized(self) -> QuantizedGraph:
@@ -47,20 +59,28 @@ class Network:
         ``samples``, else ``seed``'s inputs, by the ``calibration`` rule; computed once)."""
         if self.own is not None:
             return self.own
-        return quantize(self.graph, self.seed, calibration=self.calibration, inputs=self.samples)
+        if self.scheme == "pow2":
+            return quantize(self.graph, self.seed, calibration=self.calibration, inputs=self.samples)
+        return qdq_write.quantize(self.graph, self.seed, per_channel=self.scheme == "affine-per-channel",
+                                  inputs=self.samples)
 
 
 def load_network(model: str | Path | Any = None, *, builtin: str | None = None, seed: int = 0,
                  input_shapes: Mapping[str, tuple[int, ...]] | None = None, calibration: str = "max",
-                 calibrate: Path | None = None) -> Network:
+                 calibrate: Path | None = None, scheme: str = "pow2") -> Network:
     """Load ``model`` (an ONNX file's path, or a ModelProto) or the builtin model ``builtin`` (its weights
     drawn from ``seed``), one of them; ``input_shapes`` gives graph inputs their shapes (required for
     symbolic dimensions); a float model's int8 graph is calibrated by the ``calibration`` rule on the
-    inputs of the .npz file ``calibrate`` (tandem/network/calibrate.py; default: seeded random ones).
-    Raises ModelError (an unknown builtin) or GraphError (a model Tandem cannot import, a calibration
-    file that does not fit it)."""
+    inputs of the .npz file ``calibrate`` (tandem/network/calibrate.py; default: seeded random ones), in the
+    int8 ``scheme`` (``SCHEMES``). Raises ModelError (an unknown builtin) or GraphError (a model Tandem
+    cannot import, a calibration file that does not fit it, an unknown scheme or calibration rule)."""
     if calibration not in METHODS:
         raise tg.GraphError(f"calibration {calibration!r}: Tandem calibrates by {' or '.join(METHODS)}")
+    if scheme not in SCHEMES:
+        raise tg.GraphError(f"int8 scheme {scheme!r}: Tandem quantizes by {', '.join(SCHEMES)}")
+    if scheme != "pow2" and calibration != "max":
+        raise tg.GraphError(f"calibration {calibration!r} with the {scheme} scheme: it calibrates each "
+                            f"tensor's min/max range (onnxruntime's MinMax); only pow2 weighs the mse rule")
     if (model is None) == (builtin is None):
         raise ValueError("expected an ONNX model or a builtin name, one of them")
     if builtin is not None:
@@ -71,4 +91,4 @@ def load_network(model: str | Path | Any = None, *, builtin: str | None = None, 
         return Network(model, own.graph, seed, own)
     graph = tg.load(proto, input_shapes, where=where)
     samples = tuple(read_samples(calibrate, graph)) if calibrate is not None else None
-    return Network(model, graph, seed, calibration=calibration, samples=samples)
+    return Network(model, graph, seed, calibration=calibration, samples=samples, scheme=scheme)

@@ -20,6 +20,8 @@ this writes in its integer kernels, and Tandem's import computes the same bits (
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from compiler.ops import reference
@@ -30,11 +32,21 @@ from tandem.network.graph import Graph, GraphError
 OPSET = 20
 
 
-def write(graph: Graph, seed: int = 0, samples: int = 2):
-    """``graph`` (imported, float32) as a QDQ ``onnx.ModelProto`` (the module's rule)."""
+def quantize(graph: Graph, seed: int = 0, samples: int = 4, per_channel: bool = False,
+             inputs: Sequence[Mapping[str, np.ndarray]] | None = None) -> qdq.AffineGraph:
+    """``graph`` quantized by the module's rule and imported back (tandem/network/qdq.py): its integer
+    graph is what onnxruntime computes for the QDQ model ``write`` gives."""
+    return qdq.load(write(graph, seed, samples, per_channel, inputs), where=graph.name)
+
+
+def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = False,
+          inputs: Sequence[Mapping[str, np.ndarray]] | None = None):
+    """``graph`` (imported, float32) as a QDQ ``onnx.ModelProto`` (the module's rule), calibrated on
+    ``inputs`` (input dicts; default: ``samples`` seeded random ones)."""
     from onnx import TensorProto, helper, numpy_helper
 
-    ranges = tg.ranges(graph, seed, samples)
+    _check_floats(graph)
+    ranges = tg.ranges(graph, seed, samples, inputs)
     absorbed = _absorbed_activations(graph)   # a ReLU/Clip output -> the conv/GEMM output it replaces
     for relu, producer in absorbed.items():
         ranges[producer] = ranges[relu]
@@ -55,11 +67,14 @@ def write(graph: Graph, seed: int = 0, samples: int = 2):
         nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", s, z], [f"{name}_dq"],
                                       name=f"{name}_DQ"))
 
-    def quantized_const(name: str, q: np.ndarray, scale: np.float32) -> str:
-        zero = np.zeros((), q.dtype)
-        s, z = const(f"{name}_scale", np.float32(scale)), const(f"{name}_zero_point", zero)
+    def quantized_const(name: str, q: np.ndarray, scale: np.ndarray) -> str:
+        scale = np.asarray(scale, np.float32)
+        zero = np.zeros(scale.shape, q.dtype)
+        s, z = const(f"{name}_scale", scale), const(f"{name}_zero_point", zero)
         quantized = const(f"{name}_quantized", q)
-        nodes.append(helper.make_node("DequantizeLinear", [quantized, s, z], [name], name=f"{name}_DQ"))
+        per_axis = {"axis": 0} if scale.ndim else {}   # per output channel: along the first axis
+        nodes.append(helper.make_node("DequantizeLinear", [quantized, s, z], [name], name=f"{name}_DQ",
+                                      **per_axis))
         return name
 
     for name in graph.inputs:
@@ -67,9 +82,6 @@ def write(graph: Graph, seed: int = 0, samples: int = 2):
     for layer in graph.layers:
         if layer.output in absorbed:
             continue
-        if layer.op not in qdq.OPS:
-            raise GraphError(f"{graph.name}: layer {layer.name} ({layer.op}): a quantized model holds "
-                             f"{', '.join(qdq.OPS)}")
         if layer.op == "MatMul" and 2 in layer.weights:
             raise GraphError(f"{graph.name}: layer {layer.name}: a MatMul with a folded bias (no ONNX form)")
         operands = []
@@ -80,18 +92,24 @@ def write(graph: Graph, seed: int = 0, samples: int = 2):
                 operands.append(f"{absorbed.get(operand, operand)}_dq")
             elif layer.op in ("Conv", "Gemm", "MatMul") and position == 1:
                 w = layer.weights[1].astype(np.float64)
-                w_scale = np.float32(max(float(np.max(np.abs(w))), 1e-30) / 127.0)
-                q = reference.quantize_linear(w, w_scale, 0, -127, 127).astype(np.int8)
+                w_scale = weight_scale(layer, w, per_channel)
+                at = w_scale.reshape((-1,) + (1,) * (w.ndim - 1)) if w_scale.ndim else w_scale
+                q = reference.quantize_linear(w, at, 0, -127, 127).astype(np.int8)
                 operands.append(quantized_const(f"{layer.name}_W", q, w_scale))
             elif layer.op in ("Conv", "Gemm") and position == 2:
-                b_scale = np.float32(scales[absorbed.get(layer.inputs[0], layer.inputs[0])] * w_scale)
-                b = np.rint(layer.weights[2].astype(np.float64) / np.float64(b_scale)).astype(np.int32)
+                x_scale = scales[absorbed.get(layer.inputs[0], layer.inputs[0])]
+                b_scale = (x_scale * w_scale).astype(np.float32)
+                b = np.rint(layer.weights[2].astype(np.float64) / b_scale.astype(np.float64)).astype(np.int32)
                 operands.append(quantized_const(f"{layer.name}_B", b, b_scale))
             else:
                 operands.append(const(f"{layer.name}_{position}", layer.weights[position]))
-        nodes.append(helper.make_node(layer.op, operands, [layer.output], name=layer.name, **layer.attrs))
-        activation(layer.output)
-    shapes = {**graph.inputs, **{layer.output: layer.shape for layer in graph.layers}}
+        nodes.append(helper.make_node(layer.op, operands, list(layer.outputs), name=layer.name,
+                                      **layer.attrs))
+        for name in filter(None, layer.outputs):
+            activation(name)
+    shapes = {**graph.inputs, **{n: shape for layer in graph.layers for n, shape in zip(layer.outputs,
+                                                                                      layer.shapes,
+                                                                                      strict=False)}}
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in graph.inputs.items()]
     last = absorbed.get(graph.output, graph.output)
     output = helper.make_tensor_value_info(f"{last}_dq", TensorProto.FLOAT, list(shapes[graph.output]))
@@ -99,6 +117,27 @@ def write(graph: Graph, seed: int = 0, samples: int = 2):
                               opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 9
     return model
+
+
+def weight_scale(layer: tg.Layer, w: np.ndarray, per_channel: bool) -> np.ndarray:
+    """A Conv's, Gemm's or MatMul's int8 weight scale, ``max|w| / 127`` (symmetric): one per output channel
+    where ``per_channel`` and the layer's weights are laid out by output channel first (a Conv's, a
+    transposed Gemm's: what onnxruntime's quantizer writes with ``per_channel=True`` and its kernels take),
+    else one per tensor."""
+    if per_channel and (layer.op == "Conv" or layer.op == "Gemm" and layer.attrs.get("transB")):
+        peaks = np.abs(w).reshape(w.shape[0], -1).max(axis=1)
+        return (np.maximum(peaks, 1e-30) / 127.0).astype(np.float32)
+    return np.float32(max(float(np.max(np.abs(w))), 1e-30) / 127.0)
+
+
+def _check_floats(graph: Graph) -> None:
+    """Every tensor the QDQ model quantizes holds floats: a layer computing integers (an ArgMax's indices)
+    has no affine form."""
+    for layer in graph.layers:
+        for name, dtype in zip(layer.outputs, layer.dtypes, strict=False):
+            if name and np.dtype(dtype).kind != "f":
+                raise GraphError(f"{graph.name}: node {layer.name} ({layer.op}): its output {name} holds "
+                                 f"{dtype} values; a quantized model quantizes float tensors only")
 
 
 def _absorbed_activations(graph: Graph) -> dict[str, str]:

@@ -76,11 +76,13 @@ class QuantizedGraph(ABC):
             self.write_outputs(layer, values)
         return values
 
-    def check_against_float(self, seed: int = 1) -> dict[str, float]:
-        """How far the quantized network's output is from the float32 one on a seeded input: the relative
-        L2 error and, for a classifier, whether the top class agrees."""
-        inputs = random_inputs(self.graph, np.random.default_rng(seed))
-        want = tensors(self.graph, inputs)[self.graph.output].astype(np.float64)
+    def check_against_float(self, seed: int = 1, float_graph: Graph | None = None) -> dict[str, float]:
+        """How far the quantized network's output is from the float32 one (``float_graph``'s, the model it
+        quantizes; default its own graph) on a seeded input: the relative L2 error and, for a classifier,
+        whether the top class agrees."""
+        reference = float_graph or self.graph
+        inputs = random_inputs(reference, np.random.default_rng(seed))
+        want = tensors(reference, inputs)[reference.output].astype(np.float64)
         return self.compare_output(self.run_integer(inputs)[self.graph.output], want)
 
     def compare_output(self, output: np.ndarray, want: np.ndarray) -> dict[str, float]:

@@ -116,8 +116,18 @@ def test_a_hand_written_model_imports():
     assert q.affine["x"].zero_point == 128 and q.affine["yf"].zero_point == 100
 
 
+def test_an_operator_onnxruntime_does_not_fuse_computes_in_float_between_its_quantizations():
+    q = qdq.load(_conv_model(op="Softmax"))
+    assert [layer.op for layer in q.graph.layers] == ["Softmax"]
+    x = np.random.default_rng(0).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    xq = q.quantize_input("x", x)
+    real = reference.dequantize_linear(xq, f32(0.05), 128).astype(np.float32)
+    e = np.exp(real - real.max(axis=-1, keepdims=True))
+    want = q.affine["yf"].quantize((e / e.sum(axis=-1, keepdims=True)).astype(np.float32))
+    assert np.array_equal(q.run_integer({"x": x})["yf"], want)
+
+
 @pytest.mark.parametrize("model, message", [
-    (lambda: _conv_model(op="Softmax"), "node odd (Softmax): operator Softmax in a quantized model"),
     (lambda: _conv_model(w_zero=3), "node conv (Conv): weights must be int8 with zero point 0"),
     (lambda: _conv_model(bias_scale=0.5), "node conv (Conv): its bias must be int32 at the scale x_scale"),
 ])
@@ -181,6 +191,24 @@ def test_every_step_is_bit_exact(kind):
         assert where["Conv"] == kind   # (the last conv's 1 x 1 output takes DianNao's scalar fallback at
         assert report.totals()["tensor_macs_share"] > 0.99   # this size, as in the power-of-two graph)
         assert where["Add"] == ("cpu" if kind == "cpu" else "host")
+
+
+def test_weights_per_output_channel_are_written_and_run_bit_exact_on_the_cpu():
+    graph = tg.load(models.build("resnet18"), {"input": (1, 3, 32, 32)})
+    model = qdq_write.write(graph, per_channel=True)
+    onnx = pytest.importorskip("onnx")
+    onnx.checker.check_model(model)
+    q = qdq.load(model)
+    for layer in graph.layers:
+        if layer.op == "Conv":
+            scale = q.affine[qdq.weight_key(layer, 1)].scale
+            w = layer.weights[1].astype(np.float64)
+            assert scale.shape == (w.shape[0],)
+            assert np.allclose(scale, np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127, rtol=1e-6)
+            step = scale.reshape(-1, 1, 1, 1).astype(np.float64)
+            assert np.all(np.abs(q.weights[layer.name][1] * step - w) <= step * 0.5001)   # float32 rounding
+    report = run_network(q, load_target("cpu"), inputs(q), options={"min_time": 0.001})
+    assert report.validated and report.totals()["tensor_macs_share"] > 0.99
 
 
 def test_depthwise_and_relu6_run_on_the_cpu():
@@ -251,9 +279,10 @@ ORT_EXACT_SUMS = pytest.mark.skipif(not (host_cpu()["avx512vnni"] or host_cpu()[
 
 
 @ORT_EXACT_SUMS
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
-def test_onnxruntime_runs_the_same_network(name):
-    model = small(name, 32)
+@pytest.mark.parametrize(("name", "per_channel"), [("resnet18", False), ("mobilenet_v2", False),
+                                                   ("resnet18", True)])
+def test_onnxruntime_runs_the_same_network(name, per_channel):
+    model = qdq_write.write(tg.load(models.build(name), {"input": (1, 3, 32, 32)}), per_channel=per_channel)
     q = qdq.load(model)
     session = _session(model)
     for seed in range(2):
