@@ -6,7 +6,8 @@ Two rules (``METHODS``). ``max``: the largest exponent that keeps every calibrat
 ``mse`` (the default): among that exponent and the next ``EXTRA`` larger ones (finer steps that clip the
 largest values), the one with the least squared error over the calibration values, rounding and clipping
 together; a tie keeps the smaller exponent (no clipping). Weights are calibrated the same way on their own
-values.
+values. An infinity cannot be calibrated (a GraphError), but for the -inf of a softmax's masked positions
+(``softmax_inputs``: a causal mask), which is left out of the range.
 
     exponents = activation_exponents(graph, samples, "mse")      # tensor name -> exponent
     e = tensor_exponent([w], "mse")
@@ -56,29 +57,60 @@ def activation_exponents(graph: Graph, samples: Sequence[Mapping[str, np.ndarray
                          ) -> dict[str, int]:
     """Every tensor's exponent (graph inputs and layer outputs) over the float32 reference's values on
     ``samples`` (input dicts)."""
+    return calibrate(graph, samples, method)[0]
+
+
+def calibrate(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
+              ) -> tuple[dict[str, int], frozenset[str]]:
+    """Every tensor's exponent over the float32 reference's values on ``samples`` (input dicts), and the
+    softmax masks among them (``softmax_inputs``: their -inf left out of their range). Any other infinity
+    is a GraphError naming the tensor."""
     if method not in METHODS:
         raise GraphError(f"calibration {method!r}: Tandem calibrates by {' or '.join(METHODS)}")
     largest: dict[str, float] = {}
     errors: dict[str, np.ndarray] = {}
+    masks: set[str] = set()
+    softmax_only = softmax_inputs(graph)
     runs = [tensors(graph, inputs) for inputs in samples] if method == "mse" else None
     for values in runs or (tensors(graph, inputs) for inputs in samples):
         for name, value in values.items():
             if np.issubdtype(value.dtype, np.floating) and value.size:
-                top = float(np.max(np.abs(value)))
+                if name in softmax_only and np.any(value == -np.inf):
+                    masks.add(name)
+                value = _unmasked(value) if name in masks else value
+                top = float(np.max(np.abs(value))) if value.size else 0.0
                 if not math.isfinite(top):
                     raise GraphError(f"{graph.name}: tensor {name} takes the value {top} on a calibration "
                                      f"input: int8 cannot represent it")
                 largest[name] = max(largest.get(name, 0.0), top)
     if method == "max":
-        return {name: exponent_of(m) for name, m in largest.items()}
+        return {name: exponent_of(m) for name, m in largest.items()}, frozenset(masks)
     for values in runs:
         for name, value in values.items():
+            value = _unmasked(value) if name in masks else value
             if name in largest and exponent_of(largest[name]) != MAX_EXPONENT:
                 e = exponent_of(largest[name])
                 errors[name] = errors.get(name, 0) + np.array(
                     [squared_error(value, c) for c in range(e, e + EXTRA + 1)])
     return {name: exponent_of(m) + (int(np.argmin(errors[name])) if name in errors else 0)
-            for name, m in largest.items()}
+            for name, m in largest.items()}, frozenset(masks)
+
+
+def softmax_inputs(graph: Graph) -> set[str]:
+    """The tensors only Softmax layers read (not the graph's output). One that takes -inf on a calibration
+    input is a softmax mask (a GPT-2 prefill's causal mask: the future positions' scores filled with -inf):
+    its range is that of its finite values, and in the int8 graph its lowest value, -128, stands for -inf
+    (tandem/network/quantize.py), which the softmax gives exactly nothing."""
+    readers: dict[str, set[str]] = {}
+    for layer in graph.layers:
+        for name in layer.inputs:
+            readers.setdefault(name, set()).add(layer.op)
+    return {name for name, ops in readers.items() if ops == {"Softmax"} and name != graph.output}
+
+
+def _unmasked(value: np.ndarray) -> np.ndarray:
+    """The values of a softmax mask (``softmax_inputs``) but its masked positions (-inf)."""
+    return value[value != -np.inf]
 
 
 def read_samples(path: Path, graph: Graph) -> list[dict[str, np.ndarray]]:

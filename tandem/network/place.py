@@ -12,7 +12,9 @@ Conv (+ReLU/ReLU6)      conv2d with the epilogue: bias (its           conv2d int
                         conv2d per BLOCK input channels of whole      the depthwise kind; other grouped
                         groups, joined along channels                 ones: a conv2d per group, joined
 Gemm, MatMul (+ReLU)    gemm, the same epilogue                       gemm, then ``requantize``
-MatMul of activations   one gemm per head                             one gemm per head, then requantize
+MatMul of activations   one gemm per head (of each image)             one gemm per head, then requantize
+a batch of N > 1        a Gemm's or MatMul's M holds the batch; a     the same
+                        conv or pool runs once per image
 Add (+ReLU)             ``quantized_add`` on the ALU                  ``quantized_add``
 MaxPool                 max_pool on the input padded with int8's     max_pool, the same padding
                         minimum (the host's packing)

@@ -29,8 +29,10 @@ both operands to the output's exponent (rounding the same way) and adds; max poo
 a window is the rounded mean of the window sum (as VITA computes it); data movement moves int8 (every
 output of a Split), computed by the float reference's operator on the integers. Softmax, layer
 norm, GELU and a Mul by a constant compute in float on the dequantized input and quantize their result (the
-float operators DianNao and the CPU run in f32). Everything the integer graph computes is exact: it is the
-per-layer oracle of the quantized network on every target.
+float operators DianNao and the CPU run in f32); a softmax's input that takes -inf (a causal mask,
+tandem/network/calibrate.py's ``softmax_inputs``) is calibrated on its finite values, and its lowest int8
+value stands for -inf (``MASKED``), so that the masked positions get exactly nothing. Everything the
+integer graph computes is exact: it is the per-layer oracle of the quantized network on every target.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.ops import reference
-from tandem.network.calibrate import activation_exponents, tensor_exponent
+from tandem.network.calibrate import calibrate, tensor_exponent
 from tandem.network.graph import Graph, GraphError, Layer, random_inputs, reader_counts
 from tandem.network.operators.nn import square_window
 from tandem.network.quantized import (
@@ -69,6 +71,18 @@ def to_int8(x: np.ndarray, e: int) -> np.ndarray:
     return np.clip(np.rint(np.asarray(x, np.float64) * 2.0**e), *INT8).astype(np.int8)
 
 
+#: a softmax mask's masked position (-inf) in the int8 graph; its finite values clip to (MASKED, 127]
+MASKED = INT8[0]
+
+
+def mask_to_int8(x: np.ndarray, e: int) -> np.ndarray:
+    """A softmax mask (tandem/network/calibrate.py's ``softmax_inputs``) in int8: -inf to ``MASKED``, every
+    other value as ``to_int8`` gives it but above ``MASKED``."""
+    x = np.asarray(x, np.float64)
+    finite = np.clip(np.rint(np.where(x == -np.inf, 0.0, x) * 2.0**e), MASKED + 1, INT8[1])
+    return np.where(x == -np.inf, MASKED, finite).astype(np.int8)
+
+
 @dataclass(frozen=True)
 class PowerOfTwoGraph(QuantizedGraph):
     """The graph, each tensor's exponent, each layer's quantized weights (position -> int array) and their
@@ -78,13 +92,20 @@ class PowerOfTwoGraph(QuantizedGraph):
     exponents: dict[str, int]
     weights: dict[str, dict[int, np.ndarray]]
     weight_exponents: dict[str, dict[int, int]]
+    #: the softmax masks: tensors in which ``MASKED`` stands for -inf (a causal mask's future positions)
+    masks: frozenset[str] = frozenset()
     fuses_activations = True   # a ReLU keeps its input's exponent
 
     def quantize_input(self, name: str, x: np.ndarray) -> np.ndarray:
-        return to_int8(x, self.exponents[name])
+        return self._to_int8(name, x)
 
     def dequantize(self, name: str, value: np.ndarray) -> np.ndarray:
-        return value.astype(np.float64) * 2.0 ** -self.exponents[name]
+        real = value.astype(np.float64) * 2.0 ** -self.exponents[name]
+        return np.where(value == MASKED, -np.inf, real) if name in self.masks else real
+
+    def _to_int8(self, name: str, x: np.ndarray) -> np.ndarray:
+        """Real values ``x`` of tensor ``name`` in int8 at its exponent (a mask's: ``mask_to_int8``)."""
+        return (mask_to_int8 if name in self.masks else to_int8)(x, self.exponents[name])
 
     def integer_outputs(self, layer: Layer, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
         """``layer``'s int8 outputs in the integer graph, from the int8 ``values`` of its inputs."""
@@ -97,7 +118,7 @@ class PowerOfTwoGraph(QuantizedGraph):
             return (out,)
         # the float layers: dequantize, compute, quantize (each output to its own exponent)
         floats = {n: self.dequantize(n, values[n]) for n in layer.inputs}
-        return tuple(to_int8(v, e[n]) if n else v
+        return tuple(self._to_int8(n, v) if n else v
                      for n, v in zip(layer.outputs, computed_in_float(layer, floats), strict=False))
 
     def _integer(self, layer: Layer, ins: list[np.ndarray]) -> np.ndarray | None:
@@ -140,7 +161,8 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "
     if inputs is None:
         rng = np.random.default_rng(seed)
         inputs = [random_inputs(graph, rng) for _ in range(samples)]
-    exponents = shared_exponents(graph, activation_exponents(graph, inputs, calibration))
+    calibrated, masks = calibrate(graph, inputs, calibration)
+    exponents = shared_exponents(graph, calibrated)
     weights, weight_exponents = {}, {}
     for layer in graph.layers:
         if layer.op not in ("Conv", "Gemm", "MatMul") or 1 not in layer.weights:
@@ -153,7 +175,7 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "
             q[2] = np.rint(layer.weights[2].astype(np.float64) * 2.0 ** (ex + ew)).astype(np.int64)
         weights[layer.name], weight_exponents[layer.name] = q, {1: ew, 2: ex + ew}
     _check_shifts(graph, exponents, weight_exponents)
-    return PowerOfTwoGraph(graph, exponents, weights, weight_exponents)
+    return PowerOfTwoGraph(graph, exponents, weights, weight_exponents, masks)
 
 
 def shared_exponents(graph: Graph, calibrated: Mapping[str, int]) -> dict[str, int]:

@@ -3,7 +3,12 @@
 graph, every step left to the host named with its reason, and no more than ``MAX_HOST_MACS`` of a CNN's
 multiply-adds on the host. The default suite runs a representative subset (a ResNet on the three targets, a
 ShuffleNet's channel split and shuffle on the CPU, a GPT-2 decoding step's Split and KV-cache Concat on
-VITA); ``-m slow`` runs the whole corpus on the three targets."""
+VITA); ``-m slow`` runs the whole corpus on the three targets.
+
+A batch (issue 45): the symbolic-batch exports (``corpus.BATCHED``: ResNet-18 and the GPT-2 block, prefill and
+decoding step) imported at batch 1 and at ``BATCH`` run bit-exact on every target with no host step at the
+batch that one image does not have (the default suite: the GPT-2 prefill on the three targets, its decoding
+step and ResNet-18 on VITA, about a minute; ``-m slow`` the rest, about six)."""
 
 from __future__ import annotations
 
@@ -72,3 +77,49 @@ REST = [case for case in EVERY if case not in SUBSET]
 @pytest.mark.parametrize(("name", "exporter", "kind"), REST, ids=_ids(REST))
 def test_every_corpus_model_runs_bit_exact_on_every_target(name, exporter, kind):
     run_corpus_model(name, exporter, kind)
+
+
+BATCH = 4
+BATCH_SUBSET = [("gpt2_prefill", "dynamo", kind) for kind in TARGETS] + [("gpt2_decode", "dynamo", "vita"),
+                                                                          ("resnet18", "dynamo", "vita")]
+BATCH_REST = [(name, exporter, kind) for name in corpus.BATCHED for exporter in corpus.EXPORTERS
+              for kind in TARGETS if (name, exporter, kind) not in BATCH_SUBSET]
+
+
+def run_batched(name: str, exporter: str, kind: str, batch: int) -> NetworkReport:
+    """The symbolic-batch export of corpus model ``name`` imported at ``batch`` (every graph input's first
+    axis), quantized and run on ``kind``: every step bit-exact with the integer graph."""
+    model = corpus.load(name, exporter, batch=True)
+    constants = {t.name for t in model.graph.initializer}
+    shapes = {i.name: (batch, *[d.dim_value for d in i.type.tensor_type.shape.dim][1:])
+              for i in model.graph.input if i.name not in constants}
+    q = quantize.quantize(tg.load(model, shapes), samples=2)
+    report = run_network(q, load_target(kind), options=OPTIONS.get(kind))
+    assert report.validated, (batch, [(r.step, r.why) for r in report.rows if not r.validated])
+    return report
+
+
+def host_steps(report: NetworkReport) -> dict[tuple[str, str], str]:
+    """The steps a run left to the host, each by its first layer's name and its layers' operators (neither
+    depends on the batch), with the reason its row gives."""
+    return {(r.step, r.op): r.why for r in report.rows if r.where == "host"}
+
+
+def check_batch_adds_no_host_step(name: str, exporter: str, kind: str) -> None:
+    """Batch 1 and ``BATCH`` of the model on ``kind``: both bit-exact, the same steps, and no step on the
+    host at ``BATCH`` that batch 1 runs on the target (the extra ones named with their reasons)."""
+    one, many = (run_batched(name, exporter, kind, batch) for batch in (1, BATCH))
+    assert [(r.step, r.op) for r in many.rows] == [(r.step, r.op) for r in one.rows]
+    extra = {step: why for step, why in host_steps(many).items() if step not in host_steps(one)}
+    assert not extra, f"on the host at batch {BATCH} only: {extra}"
+
+
+@pytest.mark.parametrize(("name", "exporter", "kind"), BATCH_SUBSET, ids=_ids(BATCH_SUBSET))
+def test_a_batch_runs_bit_exact_with_no_host_step_that_one_image_has_not(name, exporter, kind):
+    check_batch_adds_no_host_step(name, exporter, kind)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "exporter", "kind"), BATCH_REST, ids=_ids(BATCH_REST))
+def test_every_batched_export_runs_bit_exact_with_no_host_step_that_one_image_has_not(name, exporter, kind):
+    check_batch_adds_no_host_step(name, exporter, kind)

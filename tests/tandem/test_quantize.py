@@ -110,6 +110,30 @@ def test_a_tensor_a_relu6_alone_reads_takes_the_relu6s_exponent_and_saturates_be
     assert np.abs(q.dequantize(clip_out, got[clip_out]) - want).max() < 0.2
 
 
+@pytest.mark.parametrize("calibration", ["max", "mse"])
+def test_a_causal_masks_minus_infinity_before_a_softmax_is_int8s_lowest_value(calibration):
+    """A GPT-2 prefill's masked scores (a Where filling the future positions with -inf, read only by the
+    softmax): calibrated on their finite values (the scores' exponent), -inf is -128 in the int8 graph and
+    reads back as -inf, the finite scores clip to [-127, 127], and the softmax gives the masked positions
+    exactly nothing. An infinity anywhere else is refused (test_onnx_errors.py)."""
+    g = models._Graph(2)
+    scores = g.node("MatMul", ["input", g.weight("w", (8, 8), 8)])
+    future = np.triu(np.ones((8, 8), bool), 1)
+    masked = g.node("Where", [g.const("future", future), g.const("minf", np.float32(-np.inf)), scores])
+    graph = tg.load(g.model("causal", [("input", (1, 8, 8))], g.node("Softmax", [masked], axis=-1)))
+    q = tq.quantize(graph, samples=2, calibration=calibration)
+    assert q.masks == {masked} and calibrate.softmax_inputs(graph) == {masked}
+    assert q.exponents[masked] == q.exponents[scores] < calibrate.MAX_EXPONENT
+    x = 4 * np.random.default_rng(5).standard_normal((1, 8, 8)).astype(np.float32)   # scores past the range
+    got = q.run_integer({"input": x})
+    assert np.all(got[masked][0][future] == tq.MASKED) and got[masked][0][~future].min() >= tq.MASKED + 1
+    assert np.all(q.dequantize(masked, got[masked])[0][future] == -np.inf)
+    probabilities = got[graph.output][0]
+    assert np.all(probabilities[future] == 0)
+    assert probabilities[0, 0] == min(127, 2 ** q.exponents[graph.output])   # the first token's row: 1.0
+    assert not tq.quantize(tg.load(conv_relu_model()), samples=1).masks
+
+
 @pytest.mark.parametrize(("name", "bound"), [("resnet18", 0.15), ("mobilenet_v2", 0.2),
                                              ("bert_encoder", 0.15), ("vit_block", 0.15)])
 def test_a_quantized_network_stays_close_to_its_float_self(name, bound):
