@@ -82,8 +82,10 @@ def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = Fal
     for layer in graph.layers:
         if layer.output in absorbed:
             continue
-        if layer.op == "MatMul" and 2 in layer.weights:
-            raise GraphError(f"{graph.name}: layer {layer.name}: a MatMul with a folded bias (no ONNX form)")
+        outputs = list(layer.outputs)
+        if layer.op == "MatMul" and 2 in layer.weights:   # a folded bias: the MatMul, then an Add of it
+            outputs = [f"{layer.output}_matmul"]
+            ranges[outputs[0]] = _before_bias(ranges[layer.output], layer.weights[2])
         operands = []
         for position, operand in enumerate(layer.operands):
             if not operand:
@@ -101,12 +103,16 @@ def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = Fal
                 b_scale = (x_scale * w_scale).astype(np.float32)
                 b = np.rint(layer.weights[2].astype(np.float64) / b_scale.astype(np.float64)).astype(np.int32)
                 operands.append(quantized_const(f"{layer.name}_B", b, b_scale))
-            else:
+            elif not (layer.op == "MatMul" and position == 2):
                 operands.append(const(f"{layer.name}_{position}", layer.weights[position]))
-        nodes.append(helper.make_node(layer.op, operands, list(layer.outputs), name=layer.name,
-                                      **layer.attrs))
-        for name in filter(None, layer.outputs):
+        nodes.append(helper.make_node(layer.op, operands, outputs, name=layer.name, **layer.attrs))
+        for name in filter(None, outputs):
             activation(name)
+        if outputs[0] != layer.output:
+            bias = const(f"{layer.name}_bias", layer.weights[2])
+            nodes.append(helper.make_node("Add", [f"{outputs[0]}_dq", bias], [layer.output],
+                                          name=f"{layer.name}_bias_add"))
+            activation(layer.output)
     shapes = {**graph.inputs, **{n: shape for layer in graph.layers for n, shape in zip(layer.outputs,
                                                                                       layer.shapes,
                                                                                       strict=False)}}
@@ -117,6 +123,12 @@ def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = Fal
                               opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 9
     return model
+
+
+def _before_bias(after: tuple[float, float], bias: np.ndarray) -> tuple[float, float]:
+    """The range of a MatMul's products whose sums with ``bias`` span ``after``: it holds every value."""
+    lo, hi = after
+    return min(0.0, lo - float(np.max(bias))), max(0.0, hi - float(np.min(bias)))
 
 
 def weight_scale(layer: tg.Layer, w: np.ndarray, per_channel: bool) -> np.ndarray:

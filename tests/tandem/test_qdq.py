@@ -211,6 +211,18 @@ def test_weights_per_output_channel_are_written_and_run_bit_exact_on_the_cpu():
     assert report.validated and report.totals()["tensor_macs_share"] > 0.99
 
 
+def test_a_matmul_with_its_bias_folded_is_written_as_the_matmul_and_an_add():
+    rng = np.random.default_rng(2)
+    w, b = rng.standard_normal((8, 6)).astype(f32), rng.standard_normal(6).astype(f32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"], name="mm"),
+             helper.make_node("Add", ["p", "b"], ["y"], name="bias")]
+    graph = tg.load(_model(nodes, {"w": w, "b": b}, (("x", TensorProto.FLOAT, [1, 4, 8]),)))
+    assert [(layer.op, sorted(layer.weights)) for layer in graph.layers] == [("MatMul", [1, 2])]
+    q = qdq_write.quantize(graph, samples=50)   # 32 values per sample: enough of them to hold the input's
+    assert [layer.op for layer in q.graph.layers] == ["MatMul", "Add"]
+    assert q.check_against_float(1, graph)["relative_l2"] < 0.02
+
+
 def test_depthwise_and_relu6_run_on_the_cpu():
     q = qdq.load(small("mobilenet_v2"))
     report = run_network(q, load_target("cpu"), inputs(q), options={"min_time": 0.001})
