@@ -58,7 +58,7 @@ def model_command(
                                                       "(tandem.network.quantize: VTA's rule) "
                                                       "and compare the integer graph with float32.")] = False,
     calibration: Annotated[str, typer.Option(
-        help="How the int8 graph's exponents are calibrated: max (nothing clips) or mse (the least squared "
+        help="How the int8 graph's ranges are calibrated: max (nothing clips) or mse (the least squared "
              "error, clipping outliers).")] = "max",
     calibrate: Annotated[Path | None, typer.Option(
         help="An .npz file of calibration inputs (one array per graph input, with a leading axis of "
@@ -339,10 +339,10 @@ def _tolerance(g) -> float:
 
 #: what each int8 scheme of a float model is (tandem/network/load.py's SCHEMES)
 SCHEME_RULES = {"pow2": "per-tensor power-of-two exponents, calibrated ({calibration})",
-                "affine": "onnxruntime's quantize_static rule: uint8 activations by their min/max, int8 "
-                          "weights with a float scale per tensor",
-                "affine-per-channel": "onnxruntime's quantize_static rule: uint8 activations by their "
-                                      "min/max, int8 weights with a float scale per output channel"}
+                "affine": "onnxruntime's quantize_static rule: uint8 activations calibrated ({calibration}), "
+                          "int8 weights with a float scale per tensor",
+                "affine-per-channel": "onnxruntime's quantize_static rule: uint8 activations calibrated "
+                                      "({calibration}), int8 weights with a float scale per output channel"}
 
 
 def _int8(loaded, seed: int) -> dict:

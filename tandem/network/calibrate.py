@@ -1,9 +1,10 @@
-"""Calibration of a power-of-two int8 quantization (tandem/network/quantize.py): each tensor's exponent from
-values it takes on calibration inputs (the user's, ``--calibrate FILE.npz``, or seeded random ones).
+"""Calibration of an int8 quantization (tandem/network/quantize.py's power-of-two exponents, qdq_write.py's
+affine ranges) from the values each tensor takes on calibration inputs (the user's, ``--calibrate
+FILE.npz``, or seeded random ones).
 
 Two rules (``METHODS``). ``max``: the largest exponent that keeps every calibrated value inside int8
 (``floor(log2(127 / max|t|))``), so nothing clips and the step is as coarse as the largest outlier makes it.
-``mse`` (the default): among that exponent and the next ``EXTRA`` larger ones (finer steps that clip the
+``mse``: among that exponent and the next ``EXTRA`` larger ones (finer steps that clip the
 largest values), the one with the least squared error over the calibration values, rounding and clipping
 together; a tie keeps the smaller exponent (no clipping). Weights are calibrated the same way on their own
 values. An infinity cannot be calibrated (a GraphError), but for the -inf of a softmax's masked positions
@@ -11,6 +12,10 @@ values. An infinity cannot be calibrated (a GraphError), but for the -inf of a s
 
     exponents = activation_exponents(graph, samples, "mse")      # tensor name -> exponent
     e = tensor_exponent([w], "mse")
+
+The affine scheme (tandem/network/qdq_write.py: uint8 with a zero point) calibrates each tensor's range
+``[lo, hi]`` by the same two rules (``affine_ranges``): its min/max (widened to hold 0), or the fraction of
+it (``SHRINKS``) with the least squared error over the calibration values.
 """
 
 from __future__ import annotations
@@ -140,3 +145,45 @@ def read_samples(path: Path, graph: Graph) -> list[dict[str, np.ndarray]]:
     if len(counts) != 1 or 0 in counts:
         raise GraphError(f"{path}: the inputs hold different numbers of samples ({sorted(counts)})")
     return [{name: arrays[name][i] for name in graph.inputs} for i in range(counts.pop())]
+
+
+#: the fractions of a tensor's min/max range the affine MSE rule weighs (1: nothing clips)
+SHRINKS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
+
+
+def affine_squared_error(x: np.ndarray, lo: float, hi: float) -> float:
+    """The squared error of ``x`` quantized to uint8 over ``[lo, hi]`` (as onnxruntime's QuantizeLinear:
+    scale ``(hi - lo) / 255``, zero point ``round(-lo / scale)``, rounded, clipped) and read back."""
+    scale = (hi - lo) / 255.0
+    if scale <= 0:
+        return float(np.sum(np.asarray(x, np.float64) ** 2))
+    zero = np.clip(np.rint(-lo / scale), 0, 255)
+    x = np.asarray(x, np.float64)
+    q = np.clip(np.rint(x / scale) + zero, 0, 255)
+    return float(np.sum(((q - zero) * scale - x) ** 2))
+
+
+def affine_ranges(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
+                  ) -> dict[str, tuple[float, float]]:
+    """Every float tensor's range for an affine (uint8, zero point) quantization over ``samples``: its
+    min/max widened to hold 0 (``max``, onnxruntime's MinMax), or (``mse``) the fraction ``SHRINKS`` of it
+    with the least squared error over the calibration values, rounding and clipping together (a tie keeps
+    the wider range). Infinities are left out (an attention mask's -inf saturates at the type's bound)."""
+    if method not in METHODS:
+        raise GraphError(f"calibration {method!r}: Tandem calibrates by {' or '.join(METHODS)}")
+    runs = [tensors(graph, inputs) for inputs in samples]
+    finite: dict[str, list[np.ndarray]] = {}
+    for values in runs:
+        for name, value in values.items():
+            if np.issubdtype(value.dtype, np.floating) and value.size:
+                finite.setdefault(name, []).append(value[np.isfinite(value)].astype(np.float64))
+    out = {}
+    for name, parts in finite.items():
+        lo = min(0.0, *(float(p.min()) for p in parts if p.size))
+        hi = max(0.0, *(float(p.max()) for p in parts if p.size))
+        if method == "mse" and hi > lo:
+            errors = [sum(affine_squared_error(p, lo * f, hi * f) for p in parts) for f in SHRINKS]
+            f = SHRINKS[int(np.argmin(errors))]
+            lo, hi = lo * f, hi * f
+        out[name] = (lo, hi)
+    return out

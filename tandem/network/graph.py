@@ -216,27 +216,6 @@ def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarra
     return out
 
 
-def ranges(graph: Graph, seed: int, samples: int, inputs: Sequence[Mapping[str, np.ndarray]] | None = None
-           ) -> dict[str, tuple[float, float]]:
-    """Every tensor's calibrated range ``(lo, hi)`` of its finite values, widened to hold 0: over ``inputs``
-    (input dicts; default: ``samples`` inputs from ``random_inputs`` with ``seed``), through the float32
-    reference. An infinity (an attention mask's -inf) is left out: quantized, it saturates at the type's
-    bound, which a softmax reads as a masked position."""
-    if inputs is None:
-        rng = np.random.default_rng(seed)
-        inputs = [random_inputs(graph, rng) for _ in range(samples)]
-    out: dict[str, tuple[float, float]] = {}
-    for sample in inputs:
-        for name, value in tensors(graph, sample).items():
-            lo, hi = out.get(name, (0.0, 0.0))
-            if value.dtype.kind == "f":
-                value = value[np.isfinite(value)]
-            if value.size:
-                lo, hi = min(lo, float(value.min())), max(hi, float(value.max()))
-            out[name] = (lo, hi)
-    return out
-
-
 def tensors(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every tensor ``run_reference`` computes, by name (the graph inputs too), each in the type ONNX
     declares for it; a layer whose result has another shape than the model declares is a GraphError

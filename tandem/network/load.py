@@ -62,7 +62,7 @@ class Network:
         if self.scheme == "pow2":
             return quantize(self.graph, self.seed, calibration=self.calibration, inputs=self.samples)
         return qdq_write.quantize(self.graph, self.seed, per_channel=self.scheme == "affine-per-channel",
-                                  inputs=self.samples)
+                                  inputs=self.samples, calibration=self.calibration)
 
 
 def load_network(model: str | Path | Any = None, *, builtin: str | None = None, seed: int = 0,
@@ -78,9 +78,6 @@ def load_network(model: str | Path | Any = None, *, builtin: str | None = None, 
         raise tg.GraphError(f"calibration {calibration!r}: Tandem calibrates by {' or '.join(METHODS)}")
     if scheme not in SCHEMES:
         raise tg.GraphError(f"int8 scheme {scheme!r}: Tandem quantizes by {', '.join(SCHEMES)}")
-    if scheme != "pow2" and calibration != "max":
-        raise tg.GraphError(f"calibration {calibration!r} with the {scheme} scheme: it calibrates each "
-                            f"tensor's min/max range (onnxruntime's MinMax); only pow2 weighs the mse rule")
     if (model is None) == (builtin is None):
         raise ValueError("expected an ONNX model or a builtin name, one of them")
     if builtin is not None:

@@ -6,8 +6,10 @@ onnxruntime's ``quantize_static`` writes one: uint8 activations, int8 weights, i
 The rule: every activation (the graph input and each layer's output) gets a QuantizeLinear and a
 DequantizeLinear with asymmetric uint8 parameters from its calibrated range ``[lo, hi]`` (widened to hold
 0): ``scale = (hi - lo) / 255``, ``zero_point = round(-lo / scale)``, the range measured by the float32
-reference (tandem/network/graph.py) on ``samples`` standard-normal inputs drawn from ``seed``; weights are
-int8, symmetric, one scale per tensor ``max|w| / 127``; a bias is int32 at the scale ``x_scale * w_scale``.
+reference (tandem/network/graph.py) on ``samples`` standard-normal inputs drawn from ``seed`` (or the
+caller's), its min/max or, calibrated by ``mse``, the part of it with the least squared error
+(tandem/network/calibrate.py); weights are int8, symmetric, one scale per tensor ``max|w| / 127`` (or per
+output channel); a bias is int32 at the scale ``x_scale * w_scale``.
 The float layers stay as they are (batch norms already folded into their convolutions by the import), each
 between a DequantizeLinear of its inputs and a QuantizeLinear of its output, except a ReLU (or a Clip at 0)
 that alone reads a convolution's, GEMM's or add's output: its range quantizes that output and it is left out,
@@ -27,26 +29,32 @@ import numpy as np
 from compiler.ops import reference
 from tandem.network import graph as tg
 from tandem.network import qdq
+from tandem.network.calibrate import affine_ranges
 from tandem.network.graph import Graph, GraphError
 
 OPSET = 20
 
 
 def quantize(graph: Graph, seed: int = 0, samples: int = 4, per_channel: bool = False,
-             inputs: Sequence[Mapping[str, np.ndarray]] | None = None) -> qdq.AffineGraph:
+             inputs: Sequence[Mapping[str, np.ndarray]] | None = None, calibration: str = "max"
+             ) -> qdq.AffineGraph:
     """``graph`` quantized by the module's rule and imported back (tandem/network/qdq.py): its integer
     graph is what onnxruntime computes for the QDQ model ``write`` gives."""
-    return qdq.load(write(graph, seed, samples, per_channel, inputs), where=graph.name)
+    return qdq.load(write(graph, seed, samples, per_channel, inputs, calibration), where=graph.name)
 
 
 def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = False,
-          inputs: Sequence[Mapping[str, np.ndarray]] | None = None):
-    """``graph`` (imported, float32) as a QDQ ``onnx.ModelProto`` (the module's rule), calibrated on
+          inputs: Sequence[Mapping[str, np.ndarray]] | None = None, calibration: str = "max"):
+    """``graph`` (imported, float32) as a QDQ ``onnx.ModelProto`` (the module's rule), each activation's
+    range calibrated by the ``calibration`` rule (tandem/network/calibrate.py's ``affine_ranges``) on
     ``inputs`` (input dicts; default: ``samples`` seeded random ones)."""
     from onnx import TensorProto, helper, numpy_helper
 
     _check_floats(graph)
-    ranges = tg.ranges(graph, seed, samples, inputs)
+    if inputs is None:
+        rng = np.random.default_rng(seed)
+        inputs = [tg.random_inputs(graph, rng) for _ in range(samples)]
+    ranges = affine_ranges(graph, inputs, calibration)
     absorbed = _absorbed_activations(graph)   # a ReLU/Clip output -> the conv/GEMM output it replaces
     for relu, producer in absorbed.items():
         ranges[producer] = ranges[relu]

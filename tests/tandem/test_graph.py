@@ -158,11 +158,9 @@ def test_the_model_command_quantizes_by_the_scheme_it_is_given():
     int8 = json.loads(result.output)["int8"]
     assert int8["scheme"] == "affine-per-channel" and "per output channel" in int8["rule"]
     assert int8["relative_l2"] < 0.04 and int8["top1_agrees"] == 1.0
-    for args, message in ((["--scheme", "fp8"], "int8 scheme 'fp8': Tandem quantizes by pow2, affine"),
-                          (["--scheme", "affine", "--calibration", "mse"],
-                           "calibration 'mse' with the affine")):
-        bad = RUNNER.invoke(app, ["model", "--builtin", "resnet18", "--int8", *args])
-        assert bad.exit_code == 2 and message in " ".join(bad.output.split()), bad.output
+    bad = RUNNER.invoke(app, ["model", "--builtin", "resnet18", "--int8", "--scheme", "fp8"])
+    assert bad.exit_code == 2 and "int8 scheme 'fp8': Tandem quantizes by pow2, affine" in " ".join(
+        bad.output.split()), bad.output
 
 
 def test_without_onnxruntime_the_command_says_the_import_is_unchecked_and_how_to_check_it(monkeypatch):

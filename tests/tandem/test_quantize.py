@@ -36,6 +36,23 @@ def test_the_mse_rule_takes_a_finer_step_where_clipping_an_outlier_costs_less_th
     assert calibrate.tensor_exponent([uniform], "mse") == calibrate.exponent_of(float(np.abs(uniform).max()))
 
 
+def test_affine_ranges_are_the_min_max_or_the_part_of_it_with_the_least_squared_error():
+    g = models._Graph(0)
+    graph = tg.load(g.model("relu", [("input", (1, 16, 64, 64))], g.node("Relu", ["input"])))
+    rng = np.random.default_rng(3)
+    samples = [{"input": rng.standard_normal((1, 16, 64, 64)).astype(np.float32)} for _ in range(2)]
+    samples[1]["input"][0, 0, 0, 0] = 7.0   # one outlier among 131,072 values: clipping it costs less
+    values = np.concatenate([s["input"].ravel() for s in samples]).astype(np.float64)
+    plain = calibrate.affine_ranges(graph, samples, "max")
+    assert plain["input"] == (float(values.min()), 7.0)
+    lo, hi = calibrate.affine_ranges(graph, samples, "mse")["input"]
+    assert hi < 7.0 and (lo, hi) in {(plain["input"][0] * f, 7.0 * f) for f in calibrate.SHRINKS}
+    error = calibrate.affine_squared_error
+    assert error(values, lo, hi) < error(values, *plain["input"])
+    relu = graph.layers[-1].output
+    assert plain[relu][0] == 0.0 < plain[relu][1]   # widened to hold 0
+
+
 def test_calibration_inputs_come_from_an_npz_file_of_samples(tmp_path):
     graph = tg.load(conv_relu_model())
     x = np.random.default_rng(3).standard_normal((5, 1, 3, 6, 6)).astype(np.float32)
@@ -210,8 +227,10 @@ def test_moves_share_their_inputs_exponent_and_compute_exactly_on_the_integers()
 def test_a_concat_gives_its_inputs_the_widest_of_their_exponents():
     graph = tg.load(moves_model())
     q = tq.quantize(graph, seed=1, samples=2)
+    rng = np.random.default_rng(1)   # quantize's own calibration inputs
+    samples = [tg.random_inputs(graph, rng) for _ in range(2)]
     calibrated = {name: calibrate.exponent_of(max(-lo, hi))
-                  for name, (lo, hi) in tg.ranges(graph, 1, 2).items()}
+                  for name, (lo, hi) in calibrate.affine_ranges(graph, samples, "max").items()}
     concat = next(layer for layer in graph.layers if layer.op == "Concat")
     a, b = concat.inputs
     assert calibrated[a] > calibrated[b]   # the Mul widened b: a's producer requantizes to b's exponent
