@@ -345,3 +345,22 @@ def test_int8_quantization_of_a_layer_computing_truth_values_is_refused():
     with pytest.raises(tg.GraphError, match=r"the_node \(Greater\): its output m holds bool values; Tandem's "
                                             r"int8 graph quantizes float16, float32 and float64"):
         quantize(tg.load(m))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")   # ONNX's reference
+def test_layer_normalization_computes_its_statistics_in_its_stash_type():
+    """A row holding 1e30 (a scale of 1e30 before it): its squares overflow float32, LayerNormalization's
+    stash type, so ONNX's function body (and onnxruntime) take the variance as inf and the row's normalized
+    values as 0 (the output is the bias); Tandem computed the variance in float64 and gave finite values
+    up to 4e30, which the command's check called a difference."""
+    from onnx.reference import ReferenceEvaluator
+
+    nodes = [helper.make_node("Mul", ["x", "big"], ["m"]),
+             helper.make_node("LayerNormalization", ["m", "s", "b"], ["y"], axis=-1)]
+    m = model(nodes, {"x": [2, 4]}, {"y": [2, 4]},
+              {"big": np.array([1, 1, 1e30, 1], np.float32), "s": np.array([1, 2, 3, 4], np.float32),
+               "b": np.array([0.5, -0.5, 0.25, 0], np.float32)})
+    x = {"x": np.array([[1, 2, 3, 4], [0.5, -1, 2, 0]], np.float32)}
+    got = tg.run_reference(tg.load(m), x)
+    want = ReferenceEvaluator(m).run(None, x)[0]
+    assert np.array_equal(got, want) and np.array_equal(got[0], [0.5, -0.5, 0.25, 0]), (got, want)

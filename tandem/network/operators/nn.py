@@ -293,20 +293,31 @@ def hardmax(node: Node) -> np.ndarray:
 
 @operator("LayerNormalization", attrs=("axis", "epsilon", "stash_type"),
           outputs=("Y", "Mean", "InvStdDev"),
-          refuse=lambda node: f"stash_type {node.attr('stash_type')} (Tandem computes the statistics in "
-                              f"float32 or wider: stash_type 1)" if node.attr("stash_type", 1) != 1 else None)
+          refuse=lambda node: f"stash_type {node.attr('stash_type')} (Tandem computes stage one in float32: "
+                              f"stash_type 1)" if node.attr("stash_type", 1) != 1 else None)
 def layer_norm(node: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Normalized over the axes from ``axis`` (default -1) to the last: ``(x - mean) / sqrt(var + eps)``
     (the biased variance) times ``Scale`` plus ``B``; its mean and inverse standard deviation too (the
-    normalized axes kept with size 1)."""
+    normalized axes kept with size 1). Stage one (the statistics and the normalized values) is computed in
+    the stash type, float32, as ONNX's function body defines it: each of its steps exact and rounded to
+    float32, so that a variance beyond float32's range is inf (the normalized values 0) and one that
+    underflows is 0, as in onnxruntime and ONNX's reference, not the float64 value."""
     x = node.arg(0)
     axis = axis_of(node.attr("axis", -1), x.ndim)
     axes = tuple(range(axis, x.ndim))
-    mean = x.mean(axis=axes, keepdims=True)
-    centered = x - mean
-    inv_std = 1.0 / np.sqrt((centered * centered).mean(axis=axes, keepdims=True) + node.attr("epsilon", 1e-5))
-    y = centered * inv_std * node.arg(1)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        x = _stash(x)
+        mean = _stash(x.mean(axis=axes, keepdims=True))
+        centered = _stash(x - mean)
+        variance = _stash(_stash(centered * centered).mean(axis=axes, keepdims=True))
+        inv_std = _stash(1.0 / _stash(np.sqrt(_stash(variance + node.attr("epsilon", 1e-5)))))
+        y = _stash(centered * inv_std) * node.arg(1)
     return (y + node.arg(2) if node.given(2) else y), mean, inv_std
+
+
+def _stash(value: np.ndarray) -> np.ndarray:
+    """``value`` rounded to float32 (LayerNormalization's stash type, inf beyond its range), as float64."""
+    return np.asarray(value).astype(np.float32).astype(np.float64)
 
 
 @operator("Gelu", attrs=("approximate",),
