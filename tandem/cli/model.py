@@ -5,8 +5,9 @@ Prints a table of the imported graph (each layer's operator, output shape and mu
 batch norms folded into their convolutions) or, with ``--json``, one JSON object. Where onnxruntime is
 installed, the import is checked: the graph as Tandem computes it (``graph.run_reference``, float32 layers)
 against onnxruntime's run of the same model on seeded random inputs, within FP32_TOLERANCE of the output's
-largest magnitude. With ``--int8``, the graph is also quantized (tandem/network/quantize.py) and the integer
-graph compared with float32.
+largest magnitude. With ``--int8``, the graph is also quantized (``--scheme``: pow2,
+tandem/network/quantize.py, VTA's rule; affine or affine-per-channel, tandem/network/qdq_write.py,
+onnxruntime's) and the integer graph compared with float32.
 
 With ``--target vita|cpu|diannao`` (and ``--config``, ``--spec`` as ``tandem run`` takes them), the int8
 network runs on the target, step by step (tandem/network/run.py), each step's output checked bit for bit
@@ -54,9 +55,8 @@ def model_command(
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the builtin model's weights and of the check's "
                                                   "inputs.")] = 0,
-    int8: Annotated[bool, typer.Option("--int8", help="Also quantize to int8 "
-                                                      "(tandem.network.quantize: VTA's rule) "
-                                                      "and compare the integer graph with float32.")] = False,
+    int8: Annotated[bool, typer.Option("--int8", help="Also quantize to int8 (by --scheme) and compare "
+                                                      "the integer graph with float32.")] = False,
     calibration: Annotated[str, typer.Option(
         help="How the int8 graph's ranges are calibrated: max (nothing clips) or mse (the least squared "
              "error, clipping outliers).")] = "max",
