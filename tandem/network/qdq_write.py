@@ -48,7 +48,7 @@ def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = Fal
     """``graph`` (imported, float32) as a QDQ ``onnx.ModelProto`` (the module's rule), each activation's
     range calibrated by the ``calibration`` rule (tandem/network/calibrate.py's ``affine_ranges``) on
     ``inputs`` (input dicts; default: ``samples`` seeded random ones)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     _check_floats(graph)
     if inputs is None:
@@ -94,23 +94,18 @@ def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = Fal
         if layer.op == "MatMul" and 2 in layer.weights:   # a folded bias: the MatMul, then an Add of it
             outputs = [f"{layer.output}_matmul"]
             ranges[outputs[0]] = _before_bias(ranges[layer.output], layer.weights[2])
+        quantized = {}
+        if layer.op in CONTRACTIONS and 1 in layer.weights:
+            x_scale = scales[absorbed.get(layer.inputs[0], layer.inputs[0])]
+            quantized = _contraction_constants(layer, x_scale, per_channel)
         operands = []
         for position, operand in enumerate(layer.operands):
             if not operand:
                 operands.append("")
             elif position not in layer.weights:
                 operands.append(f"{absorbed.get(operand, operand)}_dq")
-            elif layer.op in ("Conv", "Gemm", "MatMul") and position == 1:
-                w = layer.weights[1].astype(np.float64)
-                w_scale = weight_scale(layer, w, per_channel)
-                at = w_scale.reshape((-1,) + (1,) * (w.ndim - 1)) if w_scale.ndim else w_scale
-                q = reference.quantize_linear(w, at, 0, -127, 127).astype(np.int8)
-                operands.append(quantized_const(f"{layer.name}_W", q, w_scale))
-            elif layer.op in ("Conv", "Gemm") and position == 2:
-                x_scale = scales[absorbed.get(layer.inputs[0], layer.inputs[0])]
-                b_scale = (x_scale * w_scale).astype(np.float32)
-                b = np.rint(layer.weights[2].astype(np.float64) / b_scale.astype(np.float64)).astype(np.int32)
-                operands.append(quantized_const(f"{layer.name}_B", b, b_scale))
+            elif position in quantized:
+                operands.append(quantized_const(f"{layer.name}_{'WB'[position - 1]}", *quantized[position]))
             elif not (layer.op == "MatMul" and position == 2):
                 operands.append(const(f"{layer.name}_{position}", layer.weights[position]))
         nodes.append(helper.make_node(layer.op, operands, outputs, name=layer.name, **layer.attrs))
@@ -121,16 +116,42 @@ def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = Fal
             nodes.append(helper.make_node("Add", [f"{outputs[0]}_dq", bias], [layer.output],
                                           name=f"{layer.name}_bias_add"))
             activation(layer.output)
-    shapes = {**graph.inputs, **{n: shape for layer in graph.layers for n, shape in zip(layer.outputs,
-                                                                                      layer.shapes,
-                                                                                      strict=False)}}
+    return _model(graph, nodes, inits, f"{absorbed.get(graph.output, graph.output)}_dq")
+
+
+def _model(graph: Graph, nodes: list, inits: list, output: str):
+    """The QDQ ModelProto of ``nodes`` and initializers ``inits``: the graph's float inputs, its one float
+    output read back as ``output`` (a DequantizeLinear's)."""
+    from onnx import TensorProto, helper
+
+    shapes = {**graph.inputs, **{n: shape for layer in graph.layers
+                                 for n, shape in zip(layer.outputs, layer.shapes, strict=False)}}
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in graph.inputs.items()]
-    last = absorbed.get(graph.output, graph.output)
-    output = helper.make_tensor_value_info(f"{last}_dq", TensorProto.FLOAT, list(shapes[graph.output]))
-    model = helper.make_model(helper.make_graph(nodes, f"{graph.name}_qdq", inputs, [output], inits),
+    out = helper.make_tensor_value_info(output, TensorProto.FLOAT, list(shapes[graph.output]))
+    model = helper.make_model(helper.make_graph(nodes, f"{graph.name}_qdq", inputs, [out], inits),
                               opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 9
     return model
+
+
+#: the operators whose weights (and bias) the QDQ model holds quantized
+CONTRACTIONS = ("Conv", "Gemm", "MatMul")
+
+
+def _contraction_constants(layer: tg.Layer, x_scale: np.float32, per_channel: bool
+                           ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """A Conv's, Gemm's or MatMul's weights as int8 (position 1) and a Conv's or Gemm's bias as int32 at the
+    scale ``x_scale * w_scale`` (position 2), each with its scale (the module's rule; a MatMul's folded bias
+    is written as an Add of its float values)."""
+    w = layer.weights[1].astype(np.float64)
+    w_scale = weight_scale(layer, w, per_channel)
+    at = w_scale.reshape((-1,) + (1,) * (w.ndim - 1)) if w_scale.ndim else w_scale
+    out = {1: (reference.quantize_linear(w, at, 0, -127, 127).astype(np.int8), w_scale)}
+    if layer.op in ("Conv", "Gemm") and 2 in layer.weights:
+        b_scale = (x_scale * w_scale).astype(np.float32)
+        b = np.rint(layer.weights[2].astype(np.float64) / b_scale.astype(np.float64)).astype(np.int32)
+        out[2] = (b, b_scale)
+    return out
 
 
 def _before_bias(after: tuple[float, float], bias: np.ndarray) -> tuple[float, float]:
