@@ -14,7 +14,8 @@ square), which says how far an error can go before the top class flips. Every sc
   (tandem/network/qdq_write.py: uint8 activations by their min/max, int8 weights with a float scale per
   tensor or per output channel), computed by Tandem's integer graph (tandem/network/qdq.py; the CPU and
   DianNao run it); ``affine-per-channel-mse`` the same with each activation's range calibrated by least
-  squared error (tandem/network/calibrate.py's ``affine_ranges``);
+  squared error (tandem/network/calibrate.py's ``affine_ranges``), and ``-bc`` with each conv's and GEMM's
+  bias corrected for its weights' rounding (tandem/network/bias_correction.py);
 - ``ort``, ``ort-per-channel``: onnxruntime's own ``quantize_static`` (QDQ, QUInt8 activations, QInt8
   weights, MinMax) of the same model on the same calibration inputs, run by onnxruntime (on a CPU without
   VNNI its u8 x s8 kernels saturate pair sums at int16, which its figures then include);
@@ -56,7 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "models")
 import corpus  # noqa: E402
 
 CNNS = tuple(name for name in corpus.ARCHITECTURES if not name.startswith("vit"))
-TANDEM = ("pow2-max", "pow2-mse", "affine", "affine-per-channel", "affine-per-channel-mse")
+TANDEM = ("pow2-max", "pow2-mse", "affine", "affine-per-channel", "affine-per-channel-mse",
+          "affine-per-channel-mse-bc")
 PEER = ("ort", "ort-per-channel")
 BOUND = "int8-weights"
 EVALUATED_SEED = 100
@@ -75,7 +77,8 @@ def tandem_runner(graph: Graph, scheme: str, calibration: list[dict[str, np.ndar
         q = quantize(graph, calibration=scheme.removeprefix("pow2-"), inputs=calibration)
     else:
         q = qdq_write.quantize(graph, per_channel="per-channel" in scheme, inputs=calibration,
-                               calibration="mse" if scheme.endswith("-mse") else "max")
+                               calibration="mse" if "-mse" in scheme else "max",
+                               bias_correction=scheme.endswith("-bc"))
     return lambda x: q.dequantize(q.graph.output, q.run_integer(x)[q.graph.output])
 
 

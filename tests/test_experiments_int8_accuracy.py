@@ -22,7 +22,8 @@ def test_a_quick_run_measures_every_scheme_and_the_int8_weights_bound(tmp_path: 
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     rows = list(csv.DictReader(open(tmp_path / "int8_accuracy.csv")))
     assert [r["scheme"] for r in rows] == ["pow2-max", "pow2-mse", "affine", "affine-per-channel",
-                                           "affine-per-channel-mse", "int8-weights"]
+                                           "affine-per-channel-mse", "affine-per-channel-mse-bc",
+                                           "int8-weights"]
     errors = {r["scheme"]: float(r["relative_l2"]) for r in rows}
     assert all(0 < e < 0.1 for e in errors.values()), errors   # squeezenet1_0: 0.02-0.04
     assert errors["int8-weights"] <= errors["affine-per-channel"]   # the bound holds the weights' share only

@@ -67,6 +67,9 @@ def model_command(
         help="A float model's int8 scheme: pow2 (per-tensor power-of-two exponents, VTA's rule; every "
              "target), affine or affine-per-channel (onnxruntime's quantize_static: uint8 activations, "
              "float scales; the CPU and DianNao).")] = "pow2",
+    bias_correction: Annotated[bool, typer.Option(
+        "--bias-correction", help="Correct each conv's and GEMM's bias for the rounding of its int8 weights "
+                                  "(the mean shift of its outputs on the calibration inputs).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     target: Annotated[str | None, typer.Option(
         help="Run the int8 network on a target: vita, cpu or diannao.")] = None,
@@ -96,7 +99,8 @@ def model_command(
     resolved = resolve_target(target, config, spec) if target is not None else None
     try:
         loaded = load_network(file, builtin=builtin, seed=seed, input_shapes=_input_shapes(input_shape),
-                              calibration=calibration, calibrate=calibrate, scheme=scheme)
+                              calibration=calibration, calibrate=calibrate, scheme=scheme,
+                              bias_correction=bias_correction)
         check, quantized = _import_checks(loaded, seed, int8)
     except (WorkloadError, tg.GraphError, models.ModelError) as exc:
         raise fail(str(exc), 2) from None
@@ -349,7 +353,8 @@ def _int8(loaded, seed: int) -> dict:
     """The graph quantized by the network's scheme (calibrated by its rule on its inputs), against float32
     on another input."""
     inputs = f"{len(loaded.samples)} inputs of the calibration file" if loaded.samples else "4 seeded inputs"
-    rule = SCHEME_RULES[loaded.scheme].format(calibration=loaded.calibration)
+    rule = SCHEME_RULES[loaded.scheme].format(calibration=loaded.calibration) + (
+        ", biases corrected for the weights' rounding" if loaded.bias_correction else "")
     return {"rule": f"{rule}, on {inputs}", "scheme": loaded.scheme,
             **loaded.quantized.check_against_float(seed + 1, loaded.graph)}
 

@@ -50,8 +50,10 @@ class Network:
     #: the calibration rule (tandem/network/calibrate.py) and inputs (None: ``seed``'s random ones)
     calibration: str = "max"
     samples: tuple[dict[str, np.ndarray], ...] | None = None
-    #: a float model's int8 scheme (``SCHEMES``)
+    #: a float model's int8 scheme (``SCHEMES``), and whether its biases are corrected for the rounding of
+    #: its weights (tandem/network/bias_correction.py)
     scheme: str = "pow2"
+    bias_correction: bool = False
 
     @cached_property
     def quantized(self) -> QuantizedGraph:
@@ -60,19 +62,23 @@ class Network:
         if self.own is not None:
             return self.own
         if self.scheme == "pow2":
-            return quantize(self.graph, self.seed, calibration=self.calibration, inputs=self.samples)
+            return quantize(self.graph, self.seed, calibration=self.calibration, inputs=self.samples,
+                            bias_correction=self.bias_correction)
         return qdq_write.quantize(self.graph, self.seed, per_channel=self.scheme == "affine-per-channel",
-                                  inputs=self.samples, calibration=self.calibration)
+                                  inputs=self.samples, calibration=self.calibration,
+                                  bias_correction=self.bias_correction)
 
 
 def load_network(model: str | Path | Any = None, *, builtin: str | None = None, seed: int = 0,
                  input_shapes: Mapping[str, tuple[int, ...]] | None = None, calibration: str = "max",
-                 calibrate: Path | None = None, scheme: str = "pow2") -> Network:
+                 calibrate: Path | None = None, scheme: str = "pow2", bias_correction: bool = False
+                 ) -> Network:
     """Load ``model`` (an ONNX file's path, or a ModelProto) or the builtin model ``builtin`` (its weights
     drawn from ``seed``), one of them; ``input_shapes`` gives graph inputs their shapes (required for
     symbolic dimensions); a float model's int8 graph is calibrated by the ``calibration`` rule on the
     inputs of the .npz file ``calibrate`` (tandem/network/calibrate.py; default: seeded random ones), in the
-    int8 ``scheme`` (``SCHEMES``). Raises ModelError (an unknown builtin) or GraphError (a model Tandem
+    int8 ``scheme`` (``SCHEMES``), its biases corrected for its weights' rounding where ``bias_correction``
+    (a QDQ model keeps its own). Raises ModelError (an unknown builtin) or GraphError (a model Tandem
     cannot import, a calibration file that does not fit it, an unknown scheme or calibration rule)."""
     if calibration not in METHODS:
         raise tg.GraphError(f"calibration {calibration!r}: Tandem calibrates by {' or '.join(METHODS)}")
@@ -88,4 +94,5 @@ def load_network(model: str | Path | Any = None, *, builtin: str | None = None, 
         return Network(model, own.graph, seed, own)
     graph = tg.load(proto, input_shapes, where=where)
     samples = tuple(read_samples(calibrate, graph)) if calibrate is not None else None
-    return Network(model, graph, seed, calibration=calibration, samples=samples, scheme=scheme)
+    return Network(model, graph, seed, calibration=calibration, samples=samples, scheme=scheme,
+                   bias_correction=bias_correction)

@@ -29,6 +29,7 @@ import numpy as np
 from compiler.ops import reference
 from tandem.network import graph as tg
 from tandem.network import qdq
+from tandem.network.bias_correction import correct_biases
 from tandem.network.calibrate import affine_ranges
 from tandem.network.graph import Graph, GraphError
 
@@ -36,11 +37,25 @@ OPSET = 20
 
 
 def quantize(graph: Graph, seed: int = 0, samples: int = 4, per_channel: bool = False,
-             inputs: Sequence[Mapping[str, np.ndarray]] | None = None, calibration: str = "max"
-             ) -> qdq.AffineGraph:
+             inputs: Sequence[Mapping[str, np.ndarray]] | None = None, calibration: str = "max",
+             bias_correction: bool = False) -> qdq.AffineGraph:
     """``graph`` quantized by the module's rule and imported back (tandem/network/qdq.py): its integer
-    graph is what onnxruntime computes for the QDQ model ``write`` gives."""
+    graph is what onnxruntime computes for the QDQ model ``write`` gives; with ``bias_correction``, each
+    contraction's bias first corrected for its weights' rounding (tandem/network/bias_correction.py)."""
+    if inputs is None:
+        rng = np.random.default_rng(seed)
+        inputs = [tg.random_inputs(graph, rng) for _ in range(samples)]
+    if bias_correction:
+        graph = correct_biases(graph, inputs, lambda layer: rounded_weights(layer, per_channel))
     return qdq.load(write(graph, seed, samples, per_channel, inputs, calibration), where=graph.name)
+
+
+def rounded_weights(layer: tg.Layer, per_channel: bool) -> np.ndarray:
+    """A contraction's weights as the module's rule rounds them to int8, in float."""
+    w = layer.weights[1].astype(np.float64)
+    scale = weight_scale(layer, w, per_channel).astype(np.float64)
+    at = scale.reshape((-1,) + (1,) * (w.ndim - 1)) if scale.ndim else scale
+    return np.clip(np.rint(w / at), -127, 127) * at
 
 
 def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = False,

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.ops import reference
+from tandem.network.bias_correction import correct_biases
 from tandem.network.calibrate import calibrate, tensor_exponent
 from tandem.network.graph import Graph, GraphError, Layer, random_inputs, reader_counts
 from tandem.network.operators.nn import square_window
@@ -145,10 +146,12 @@ class PowerOfTwoGraph(QuantizedGraph):
 
 
 def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "max",
-             inputs: Sequence[Mapping[str, np.ndarray]] | None = None) -> PowerOfTwoGraph:
+             inputs: Sequence[Mapping[str, np.ndarray]] | None = None, bias_correction: bool = False
+             ) -> PowerOfTwoGraph:
     """Calibrate every activation's exponent on ``inputs`` (input dicts; default: ``samples`` seeded random
     ones) by the ``calibration`` rule of tandem/network/calibrate.py and quantize the weights by the same
-    rule (the module's rule)."""
+    rule (the module's rule); with ``bias_correction``, each contraction's bias first corrected for its
+    weights' rounding (tandem/network/bias_correction.py)."""
     float_outputs(graph, graph.name)
     for layer in graph.layers:
         if layer.output and np.dtype(layer.dtypes[0]).kind != "f":
@@ -161,6 +164,8 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "
     if inputs is None:
         rng = np.random.default_rng(seed)
         inputs = [random_inputs(graph, rng) for _ in range(samples)]
+    if bias_correction:
+        graph = correct_biases(graph, inputs, lambda layer: rounded_weights(layer, calibration))
     calibrated, masks = calibrate(graph, inputs, calibration)
     exponents = shared_exponents(graph, calibrated)
     weights, weight_exponents = {}, {}
@@ -176,6 +181,13 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "
         weights[layer.name], weight_exponents[layer.name] = q, {1: ew, 2: ex + ew}
     _check_shifts(graph, exponents, weight_exponents)
     return PowerOfTwoGraph(graph, exponents, weights, weight_exponents, masks)
+
+
+def rounded_weights(layer: Layer, calibration: str) -> np.ndarray:
+    """A contraction's weights as the module's rule rounds them to int8 (at their calibrated exponent), in
+    float."""
+    e = tensor_exponent([layer.weights[1]], calibration)
+    return to_int8(layer.weights[1], e).astype(np.float64) * 2.0**-e
 
 
 def shared_exponents(graph: Graph, calibrated: Mapping[str, int]) -> dict[str, int]:
