@@ -23,7 +23,7 @@ def test_a_quick_run_measures_every_scheme_and_the_int8_weights_bound(tmp_path: 
     rows = list(csv.DictReader(open(tmp_path / "int8_accuracy.csv")))
     assert [r["scheme"] for r in rows] == ["pow2-max", "pow2-mse", "affine", "affine-per-channel",
                                            "affine-per-channel-mse", "affine-per-channel-mse-bc",
-                                           "int8-weights"]
+                                           "int8-weights", "int8-weights-bc"]
     errors = {r["scheme"]: float(r["relative_l2"]) for r in rows}
     assert all(0 < e < 0.1 for e in errors.values()), errors   # squeezenet1_0: 0.02-0.04
     assert errors["int8-weights"] <= errors["affine-per-channel"]   # the bound holds the weights' share only
@@ -50,16 +50,21 @@ def _experiment():
                                   "shufflenet_v2_x0_5", "efficientnet_b0", "googlenet", "densenet121",
                                   "regnet_y_400mf", "convnext_tiny"])
 def test_every_cnn_is_within_the_int8_budget_and_no_worse_than_onnxruntimes_quantizer(name):
-    """Tandem's most accurate scheme (affine, weights per output channel, ranges by least squared error)
-    on 10 seeded inputs: within the relative L2 budget of an int8 network, and within 10% of onnxruntime's
-    quantize_static (per tensor, MinMax) on the same calibration inputs; its top class agrees at least as
-    often as the int8-weights bound's less two (seeded weights put the top two classes close)."""
+    """Tandem's most accurate scheme (affine, weights per output channel, ranges by least squared error,
+    biases corrected) on 10 seeded inputs: within the relative L2 budget of an int8 network, and within 10%
+    of onnxruntime's quantize_static (per tensor, MinMax) on the same calibration inputs; its top class
+    agrees on >= 9 of 10 inputs, or, where the network's int8 weights alone (biases corrected, every
+    activation in float) do not, on at least as many less two (seeded weights put the top two classes
+    close)."""
     experiment = _experiment()
     pytest.importorskip("onnxruntime")
     rows = {r["scheme"]: r for r in experiment.measure(name, "torchscript", 10, 4, (
-        "affine-per-channel-mse", "ort", "int8-weights"))}
-    ours, peer, bound = rows["affine-per-channel-mse"], rows["ort"], rows["int8-weights"]
+        "affine-per-channel-mse-bc", "ort", "int8-weights-bc"))}
+    ours, peer, bound = rows["affine-per-channel-mse-bc"], rows["ort"], rows["int8-weights-bc"]
     assert not ours["error"] and not peer["error"], (ours["error"], peer["error"])
     assert ours["relative_l2"] <= experiment.RELATIVE_L2_BUDGET, ours
     assert ours["relative_l2"] <= 1.1 * peer["relative_l2"], (ours, peer)
-    assert ours["top1_agree"] >= bound["top1_agree"] - 2, (ours, bound)
+    if bound["top1_agree"] >= 9:
+        assert ours["top1_agree"] >= 9, (ours, bound)
+    else:
+        assert ours["top1_agree"] >= bound["top1_agree"] - 2, (ours, bound)
