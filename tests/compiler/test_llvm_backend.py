@@ -217,7 +217,8 @@ def test_time_runs_the_whole_kernel_back_to_back_in_a_native_loop(threads: int) 
     kernel = build(func)
     out = np.zeros(32 * 48, np.int32)
     seconds = kernel.time(out, min_time=0.002, repeats=3, threads=threads)
-    assert 0 < seconds < 0.01 and out.min() == out.max() > 3
+    # a time, sane for 1,536 increments even on a loaded 2-core machine (how fast is benchmarks/' business)
+    assert 0 < seconds < 0.1 and out.min() == out.max() > 3
     with pytest.raises(CpuRuntimeError, match="time\\(\\) takes one C-contiguous, writeable numpy array"):
         kernel.time(out[::2], min_time=0.001)
 
