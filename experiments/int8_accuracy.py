@@ -115,11 +115,8 @@ def int8_weights_runner(graph: Graph) -> Runner:
     output channel for a Conv or a transposed Gemm, per tensor otherwise), all else float32."""
     layers = []
     for layer in graph.layers:
-        if layer.op in ("Conv", "Gemm", "MatMul") and 1 in layer.weights:
-            w = layer.weights[1].astype(np.float64)
-            scale = qdq_write.weight_scale(layer, w, per_channel=True).astype(np.float64)
-            at = scale.reshape((-1,) + (1,) * (w.ndim - 1)) if scale.ndim else scale
-            rounded = (np.clip(np.rint(w / at), -127, 127) * at).astype(layer.weights[1].dtype)
+        if layer.op in qdq_write.CONTRACTIONS and 1 in layer.weights:
+            rounded = qdq_write.rounded_weights(layer, per_channel=True).astype(layer.weights[1].dtype)
             layer = dataclasses.replace(layer, weights={**layer.weights, 1: rounded})
         layers.append(layer)
     rounded_graph = dataclasses.replace(graph, layers=tuple(layers))

@@ -216,6 +216,13 @@ def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarra
     return out
 
 
+def seeded_inputs(graph: Graph, seed: int, samples: int) -> list[dict[str, np.ndarray]]:
+    """``samples`` input dicts of ``random_inputs``, drawn one after another from one generator seeded with
+    ``seed`` (the default calibration inputs of both int8 schemes)."""
+    rng = np.random.default_rng(seed)
+    return [random_inputs(graph, rng) for _ in range(samples)]
+
+
 def tensors(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every tensor ``run_reference`` computes, by name (the graph inputs too), each in the type ONNX
     declares for it; a layer whose result has another shape than the model declares is a GraphError

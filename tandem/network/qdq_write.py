@@ -43,8 +43,7 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, per_channel: bool = 
     graph is what onnxruntime computes for the QDQ model ``write`` gives; with ``bias_correction``, each
     contraction's bias first corrected for its weights' rounding (tandem/network/bias_correction.py)."""
     if inputs is None:
-        rng = np.random.default_rng(seed)
-        inputs = [tg.random_inputs(graph, rng) for _ in range(samples)]
+        inputs = tg.seeded_inputs(graph, seed, samples)
     if bias_correction:
         graph = correct_biases(graph, inputs, lambda layer: rounded_weights(layer, per_channel))
     return qdq.load(write(graph, seed, samples, per_channel, inputs, calibration), where=graph.name)
@@ -53,9 +52,14 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, per_channel: bool = 
 def rounded_weights(layer: tg.Layer, per_channel: bool) -> np.ndarray:
     """A contraction's weights as the module's rule rounds them to int8, in float."""
     w = layer.weights[1].astype(np.float64)
-    scale = weight_scale(layer, w, per_channel).astype(np.float64)
-    at = scale.reshape((-1,) + (1,) * (w.ndim - 1)) if scale.ndim else scale
+    at = _along_channels(weight_scale(layer, w, per_channel).astype(np.float64), w.ndim)
     return np.clip(np.rint(w / at), -127, 127) * at
+
+
+def _along_channels(scale: np.ndarray, ndim: int) -> np.ndarray:
+    """A weight scale shaped to divide weights of ``ndim`` axes: one per slice along the first axis (output
+    channels), or the one scalar."""
+    return scale.reshape((-1,) + (1,) * (ndim - 1)) if scale.ndim else scale
 
 
 def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = False,
@@ -67,8 +71,7 @@ def write(graph: Graph, seed: int = 0, samples: int = 2, per_channel: bool = Fal
 
     _check_floats(graph)
     if inputs is None:
-        rng = np.random.default_rng(seed)
-        inputs = [tg.random_inputs(graph, rng) for _ in range(samples)]
+        inputs = tg.seeded_inputs(graph, seed, samples)
     ranges = affine_ranges(graph, inputs, calibration)
     absorbed = _absorbed_activations(graph)   # a ReLU/Clip output -> the conv/GEMM output it replaces
     for relu, producer in absorbed.items():
@@ -160,8 +163,8 @@ def _contraction_constants(layer: tg.Layer, x_scale: np.float32, per_channel: bo
     is written as an Add of its float values)."""
     w = layer.weights[1].astype(np.float64)
     w_scale = weight_scale(layer, w, per_channel)
-    at = w_scale.reshape((-1,) + (1,) * (w.ndim - 1)) if w_scale.ndim else w_scale
-    out = {1: (reference.quantize_linear(w, at, 0, -127, 127).astype(np.int8), w_scale)}
+    out = {1: (reference.quantize_linear(w, _along_channels(w_scale, w.ndim), 0, -127, 127).astype(np.int8),
+               w_scale)}
     if layer.op in ("Conv", "Gemm") and 2 in layer.weights:
         b_scale = (x_scale * w_scale).astype(np.float32)
         b = np.rint(layer.weights[2].astype(np.float64) / b_scale.astype(np.float64)).astype(np.int32)

@@ -46,7 +46,7 @@ import numpy as np
 from compiler.ops import reference
 from tandem.network.bias_correction import correct_biases
 from tandem.network.calibrate import calibrate, tensor_exponent
-from tandem.network.graph import Graph, GraphError, Layer, random_inputs, reader_counts
+from tandem.network.graph import Graph, GraphError, Layer, reader_counts, seeded_inputs
 from tandem.network.operators.nn import square_window
 from tandem.network.quantized import (
     MOVES,
@@ -162,8 +162,7 @@ def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "
         raise GraphError(f"{graph.name}: its output {graph.output} is a constant (it depends on no graph "
                          f"input): there is no network to quantize")
     if inputs is None:
-        rng = np.random.default_rng(seed)
-        inputs = [random_inputs(graph, rng) for _ in range(samples)]
+        inputs = seeded_inputs(graph, seed, samples)
     if bias_correction:
         graph = correct_biases(graph, inputs, lambda layer: rounded_weights(layer, calibration))
     calibrated, masks = calibrate(graph, inputs, calibration)

@@ -227,8 +227,7 @@ def test_moves_share_their_inputs_exponent_and_compute_exactly_on_the_integers()
 def test_a_concat_gives_its_inputs_the_widest_of_their_exponents():
     graph = tg.load(moves_model())
     q = tq.quantize(graph, seed=1, samples=2)
-    rng = np.random.default_rng(1)   # quantize's own calibration inputs
-    samples = [tg.random_inputs(graph, rng) for _ in range(2)]
+    samples = tg.seeded_inputs(graph, 1, 2)   # quantize's own calibration inputs
     calibrated = {name: calibrate.exponent_of(max(-lo, hi))
                   for name, (lo, hi) in calibrate.affine_ranges(graph, samples, "max").items()}
     concat = next(layer for layer in graph.layers if layer.op == "Concat")
