@@ -120,8 +120,8 @@ def bounds(layer: ConvShape, target: Target) -> dict[str, int]:
 
 
 def _epilogue(spec: isa.ISA) -> tuple[str, ...]:
-    clip = vita.clip_instruction(spec)
-    return ("ALU_SHR", clip) if clip else ("ALU_SHR", "ALU_MAX", "ALU_MIN")
+    """The ALU instructions of the epilogue's cover on ``spec`` (the compiler's own choice)."""
+    return vita.epilogue_cover(spec).instructions
 
 
 def run_step(step: Step, chosen: dict[str, ConvShape], vthreads: int, tune: int, config: str, spec_dir: Path,

@@ -23,7 +23,10 @@ from compiler import ops, te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops import nn
-from compiler.ops.elementwise import flatten
+from compiler.ops.diannao_vector import vector_cover
+from compiler.ops.elementwise import cover_stages, flatten
+from compiler.passes.cover import Step, strip_noop_casts
+from compiler.passes.tensorize import SCALAR_MARK
 from compiler.schedule import Schedule, create_schedule
 
 BINARY = {"add": ops.add, "sub": ops.sub, "mul": ops.mul, "maximum": ops.maximum}
@@ -75,14 +78,59 @@ def elementwise(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: 
 def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 16, tile: int | None = None,
                    *, spec: isa.ISA) -> DiannaoSchedule:
     """A user's element-wise operator: ``out`` computed from the placeholders ``inputs``, each read at the
-    output's own index (any shape; constants and the index itself may appear too). Scheduled as
-    ``elementwise`` on the flat view: the kernel's parameters are 1-D versions of ``inputs`` and ``out``
-    (same dtypes, ``prod(shape)`` elements), the inputs of a binary (or wider) operator staged into NMEM
-    per tile, a unary one read into its output tile (so that an in-place instruction can compute it there),
-    the compute marked for a vector instruction (one matches when the spec has an instruction with its
-    semantics, else it stays scalar). ScheduleError says why another operator is not element-wise."""
+    output's own index (any shape; constants, the index itself and element-wise stages between them may
+    appear too). Scheduled on the flat view (``elementwise.flatten``: the kernel's parameters are 1-D
+    versions of ``inputs`` and ``out``), per core and tile: the expression covered by the spec's vector
+    instructions with the fewest cycles (``compiler.ops.diannao_vector``). One instruction: as
+    ``elementwise`` (the inputs of a binary or wider operator staged into NMEM, a unary one read into its
+    output tile so that an in-place instruction computes it there). Several: the inputs staged into NMEM,
+    each step a stage of its own NMEM tile (``inplace`` folds a step into the tile it reads when that
+    dies), the last copied back; an operation no instruction computes is a scalar step, marked with the
+    reason. ScheduleError says why another operator is not element-wise."""
     flat_inputs, flat_out = flatten(inputs, out, f"DianNao operator {out.name}")
-    return _tiled(flat_inputs, flat_out, out.name, cores, tile, spec, stage_inputs=len(flat_inputs) > 1)
+    n = flat_out.shape[0]
+    share = math.ceil(n / max(cores, 1))
+    itemsize = max(t.dtype.bits // 8 for t in (*flat_inputs, flat_out))
+    axis = [iv.var for iv in flat_out.op.axis]
+    body = strip_noop_casts(flat_out.op.body)
+    chosen = vector_cover(body, spec, tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec))
+    if len(chosen.steps) <= 1:
+        mark = chosen.steps[0].instruction if chosen.steps and not chosen.steps[0].scalar else out.name
+        return _tiled(flat_inputs, flat_out, mark, cores, tile, spec, stage_inputs=len(flat_inputs) > 1)
+    stages = cover_stages(chosen, axis, flat_out.shape)
+    copy = te.compute(flat_out.shape, lambda i: ir.cast(stages[-1][i], flat_out.dtype), name=flat_out.name)
+    marks = [_mark_of(step) for step in chosen.steps]
+    return _tiled_stages(flat_inputs, stages, marks, copy, cores, tile, spec)
+
+
+def _mark_of(step: Step) -> str:
+    """A step's mark: its instruction, or ``scalar: <why>`` (``tensorize`` leaves it scalar, ``unmatched``
+    says why)."""
+    return f"{SCALAR_MARK}{step.reason}" if step.scalar else step.instruction
+
+
+def _tiled_stages(inputs: tuple[te.Tensor, ...], stages: tuple[te.Tensor, ...], marks: list[str],
+                  out: te.Tensor, cores: int, tile: int | None, spec: isa.ISA) -> DiannaoSchedule:
+    """The element-wise schedule of several stages: per core and tile, the inputs staged into NMEM, each
+    stage computed in an NMEM tile of its own and marked, the last stage copied back to ``out``."""
+    n = out.shape[0]
+    s = create_schedule(out)
+    itemsize = max(t.dtype.bits // 8 for t in (*inputs, *stages, out))
+    share = math.ceil(n / cores)
+    tile = min(tile, share) if tile else tile_elements(share, len(inputs) + len(stages), itemsize, spec)
+    staged = [s.cache_read(x, "nmem", [t for t in stages if x in t.op.input_tensors]) for x in inputs]
+    core, rest = s[out].split(out.op.axis[0], nparts=cores, names=("core", "rest"))
+    outer, inner = s[out].split(rest, factor=tile, names=("tile", "e"))
+    s[out].bind(core, te.thread_axis("core", name="tid"))
+    for t in (*staged, *stages):
+        s[t].compute_at(s[out], outer)
+    for t in staged:
+        s[t].pragma(s[t].op.axis[0], "intrin", "copy")
+    for t, mark in zip(stages, marks, strict=True):
+        s[t].set_scope("nmem")
+        s[t].pragma(s[t].op.axis[0], "intrin", mark)
+    s[out].pragma(inner, "intrin", "copy")
+    return DiannaoSchedule(s, (*inputs, out), cores, tile)
 
 
 def _tiled(inputs: tuple[te.Tensor, ...], out: te.Tensor, mark: str, cores: int, tile: int | None,

@@ -5,12 +5,13 @@ schedules take a user's operator)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from compiler import te
 from compiler.errors import IRTypeError, ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, substitute
+from compiler.passes.cover import Cover, key, substitute_nodes
 
 
 def _binary(name: str, fn: Callable[[ir.Expr, ir.Expr], ir.Expr]):
@@ -39,6 +40,24 @@ def relu(a: te.Tensor, out_name: str = "relu") -> te.Tensor:
     return te.compute(a.shape, lambda *i: ir.max_(a[i], 0), name=out_name)
 
 
+def cover_stages(chosen: Cover, axis: Sequence[ir.Var], shape: tuple[int, ...]) -> tuple[te.Tensor, ...]:
+    """The steps of ``chosen`` (a cover of an expression over loads indexed by ``axis``) as stages of
+    ``shape``, one per step, each reading the stages of its operands; a stage is named after its instruction
+    (``alu_shr``, ``vmul``), numbered when one is used twice."""
+    made: dict[str, te.Tensor] = {}
+    tensors: list[te.Tensor] = []
+    for step in chosen.steps:
+        def body(*index, step=step):
+            reads = {key(x): made[key(x)][index] for x in step.operands.values() if key(x) in made}
+            return substitute(substitute_nodes(step.node, reads), dict(zip(axis, index, strict=True)))
+        name = step.instruction.lower()
+        taken = sum(x.name.startswith(name) for x in tensors)
+        tensor = te.compute(shape, body, name=f"{name}{taken}" if taken else name)
+        made[step.computes] = tensor
+        tensors.append(tensor)
+    return tuple(tensors)
+
+
 def flatten(inputs: tuple[te.Tensor, ...], out: te.Tensor,
             where: str) -> tuple[tuple[te.Tensor, ...], te.Tensor]:
     """``out`` over 1-D copies of ``inputs``: input loads at the output's index become loads at the flat
@@ -49,10 +68,7 @@ def flatten(inputs: tuple[te.Tensor, ...], out: te.Tensor,
     if not isinstance(op, te.ComputeOp) or op.reduce_axis:
         raise ScheduleError(f"{where}: only element-wise operators take this schedule; this one "
                             f"{'reduces' if isinstance(op, te.ComputeOp) else 'is not a compute'}")
-    for t in op.input_tensors:
-        if t not in inputs:
-            raise ScheduleError(f"{where}: it reads {t.name}, which is not one of its inputs (a second stage "
-                                f"is not supported by the element-wise schedule)")
+    op_body = _inlined(op.body, inputs, where)
     n = math.prod(out.shape)
     flat = {t.buffer: te.placeholder((n,), t.dtype, name=t.name) for t in inputs}
     axes = [iv.var for iv in op.axis]
@@ -72,6 +88,31 @@ def flatten(inputs: tuple[te.Tensor, ...], out: te.Tensor,
                                     f"[{', '.join(v.name for v in axes)}] (not element-wise)")
             return tensor[i]
 
-    body = substitute(_Flatten().mutate(op.body), unravel)
+    body = substitute(_Flatten().mutate(op_body), unravel)
     flat_out = te.compute((n,), lambda x: substitute(body, {i: x}), name=out.name, axis_names=["i"])
     return tuple(flat[t.buffer] for t in inputs), flat_out
+
+
+def _inlined(body: ir.Expr, inputs: tuple[te.Tensor, ...], where: str) -> ir.Expr:
+    """``body`` with every read of an element-wise stage between the inputs and the output replaced by that
+    stage's expression at the index read (so that one expression over the inputs remains, which the
+    instruction cover splits again as the target's instructions need). ScheduleError names a stage that
+    reduces or reads something that is neither an input nor such a stage."""
+    buffers = {t.buffer for t in inputs}
+
+    class _Inline(IRMutator):
+        def mutate_Load(self, load: ir.Load) -> ir.Expr:
+            if load.buffer in buffers:
+                return self.generic_mutate(load)
+            stage = te.tensor_of(load.buffer)
+            if stage is None or not isinstance(stage.op, te.ComputeOp):
+                raise ScheduleError(f"{where}: it reads {load.buffer.name}, which is neither one of its "
+                                    f"inputs nor a stage computed from them")
+            if stage.op.reduce_axis:
+                raise ScheduleError(f"{where}: its stage {stage.name} reduces; only element-wise stages take "
+                                    f"the element-wise schedule")
+            indices = [self.mutate(x) for x in load.indices]
+            axes = {iv.var: x for iv, x in zip(stage.op.axis, indices, strict=True)}
+            return self.mutate(substitute(stage.op.body, axes))
+
+    return _Inline().mutate(body)

@@ -44,10 +44,10 @@ from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
-from compiler.ops import nn, reference
+from compiler.ir.functor import IRMutator, loads_in, substitute
+from compiler.ops import nn, reference, vita_alu
 from compiler.ops.elementwise import flatten
 from compiler.ops.nn import ConvShape
-from compiler.passes.tensorize_tiles import tile_instruction_for
 from compiler.schedule import Schedule, create_schedule
 
 
@@ -218,32 +218,36 @@ def choose_tiling(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
 # Operators
 
 
-def _epilogue(res: te.Tensor, shift: int, bounds: tuple[int, int], spec: isa.ISA,
-              bias: te.Tensor | None = None) -> tuple[te.Tensor, ...]:
-    """The epilogue stages in the accumulators, the int8 cast last: the per-channel ``bias`` added (one
-    accumulator tile per output channel block, the same for every pixel), the shift, and the clip to
-    ``bounds``: one stage when the spec has an instruction that clips in one pass (``clip_instruction``),
-    else a max and a min."""
+def _epilogue(res: te.Tensor, shift: int, bounds: tuple[int, int], spec: isa.ISA, uops: int,
+              bias: te.Tensor | None = None) -> tuple[vita_alu.AluStages, te.Tensor]:
+    """The epilogue stages in the accumulators, and the int8 cast: ``min(max((res + bias) >> shift, lo),
+    hi)`` (the per-channel ``bias`` one accumulator tile per output channel block, the same for every
+    pixel) covered by the spec's ALU instructions with the fewest cycles for ``uops`` tiles
+    (``compiler.ops.vita_alu``: a shift and a clip, or a max and a min, or one fused instruction)."""
+    _check_epilogue(shift, bounds)
+    axis = [ir.Var(f"i{d}") for d in range(len(res.shape))]
+    value = epilogue_expr(res[tuple(axis)], shift, bounds,
+                          bias[axis[1], axis[-2], axis[-1]] if bias is not None else None)
+    stages = vita_alu.alu_stages(value, axis, res.shape, spec, uops, "VITA epilogue")
+    out = te.compute(res.shape, lambda *i: ir.cast(stages.result[i], "int8"), name="out")
+    return stages, out
+
+
+def _check_epilogue(shift: int, bounds: tuple[int, int]) -> None:
     if not 0 <= shift < 31:
         raise ScheduleError(f"VITA: shift must be in [0, 31), but got {shift}")
     lo, hi = bounds
     if not -128 <= lo <= hi <= 127:
         raise ScheduleError(f"VITA: the clip [{lo}, {hi}] must lie in int8's [-128, 127], which STORE_OUT "
                             f"keeps")
-    stages: list[te.Tensor] = []
-    if bias is not None:   # bias[channel block, batch, lane]: a tile, read at the output's channel block
-        stages.append(te.compute(res.shape, lambda *i: res[i] + bias[i[1], i[-2], i[-1]], name="bias"))
-    value = stages[-1] if stages else res
-    shr = te.compute(res.shape, lambda *i: ir.FloorDiv(value[i], ir.const(1 << shift)), name="shr")
-    stages.append(shr)
-    if clip_instruction(spec, bounds=bounds) is not None:
-        stages.append(te.compute(res.shape, lambda *i: ir.Min(ir.Max(shr[i], ir.const(lo)), ir.const(hi)),
-                                 name="clip"))
-    else:
-        low = te.compute(res.shape, lambda *i: ir.Max(shr[i], ir.const(lo)), name="lo")
-        stages += [low, te.compute(res.shape, lambda *i: ir.Min(low[i], ir.const(hi)), name="hi")]
-    out = te.compute(res.shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
-    return (*stages, out)
+
+
+def epilogue_expr(acc: ir.Expr, shift: int, bounds: tuple[int, int], bias: ir.Expr | None = None) -> ir.Expr:
+    """VTA's epilogue of one accumulator value: ``min(max((acc + bias) >> shift, lo), hi)``."""
+    value = acc + bias if bias is not None else acc
+    if shift:
+        value = ir.FloorDiv(value, ir.const(1 << shift))
+    return ir.Min(ir.Max(value, ir.const(bounds[0])), ir.const(bounds[1]))
 
 
 def clip_bounds(relu: bool = False, bounds: tuple[int, int] | None = None) -> tuple[int, int]:
@@ -251,27 +255,22 @@ def clip_bounds(relu: bool = False, bounds: tuple[int, int] | None = None) -> tu
     return bounds if bounds is not None else (0 if relu else -128, 127)
 
 
-def clip_instruction(spec: isa.ISA, relu: bool = False, bounds: tuple[int, int] | None = None) -> str | None:
-    """The tile instruction of ``spec`` that clips an accumulator tile to [0 if relu else -128, 127] (or to
-    ``bounds``) in one pass, as the one matcher (``tile_instruction_for``) finds it on a probe tile; None
-    when the spec has none, and the epilogue clips with two instructions (max, then min)."""
+def epilogue_cover(spec: isa.ISA, relu: bool = False, bias: bool = False,
+                   bounds: tuple[int, int] | None = None, shift: int = 8, uops: int = 16
+                   ) -> vita_alu.covering.Cover:
+    """The ALU instructions the epilogue takes per tile on ``spec`` (the cover ``_epilogue`` uses)."""
     batch, block = batch_of(spec), block_of(spec)
     acc = ir.Buffer("acc", (batch * block,), dtypes.int32, "acc")
-    b, o = ir.Var("b"), ir.Var("o")
-    index = b * block + o
-    lo, hi = bounds or (0 if relu else -128, 127)
-    clip = ir.Min(ir.Max(acc[index], ir.const(lo)), ir.const(hi))
-    probe = ir.For(b, ir.const(0), ir.const(batch),
-                   ir.For(o, ir.const(0), ir.const(block), ir.Store(acc, (index,), clip)))
-    return tile_instruction_for(probe, spec)
+    tile = ir.Buffer("bias", (batch * block,), dtypes.int32, "acc")
+    i = ir.Var("i")
+    value = epilogue_expr(acc[i], shift, clip_bounds(relu, bounds), tile[i] if bias else None)
+    return vita_alu.alu_cover(value, spec, uops, "VITA epilogue")
 
 
 def epilogue_ops(spec: isa.ISA, relu: bool = False, bias: bool = False,
                  bounds: tuple[int, int] | None = None) -> int:
-    """How many ALU instructions the epilogue issues per tile: the bias add where there is one, the shift
-    and a clip, or a max and a min."""
-    clip = 1 if clip_instruction(spec, bounds=clip_bounds(relu, bounds)) is not None else 2
-    return int(bias) + 1 + clip
+    """How many ALU instructions the epilogue issues per tile (its cover's steps)."""
+    return len(epilogue_cover(spec, relu, bias, bounds).steps)
 
 
 def dense_shape(m: int, n: int, k: int, spec: isa.ISA) -> ConvShape:
@@ -318,11 +317,11 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
     res = te.compute((1, oc_b, layer.oh, layer.ow, batch, block),
                      lambda *i: te.sum(product(*i), axis=[ico, kh, kw, ici]), name="res")
     b = te.placeholder((oc_b, batch, block), "int32", name="bias") if bias else None
-    *epilogue, out = _epilogue(res, shift, clip_bounds(relu, bounds), spec, b)
+    epilogue, out = _epilogue(res, shift, clip_bounds(relu, bounds), spec, t.oc_block * t.rows * layer.ow, b)
     s = create_schedule(out)
     if padded is not data:
         s[padded].compute_inline()
-    _schedule_tiles(s, res, tuple(epilogue), out, t, padded, kernel, spatial=(2, 3), bias=b)
+    _schedule_tiles(s, res, epilogue, out, t, padded, kernel, spatial=(2, 3), bias=b)
     return VitaSchedule(s, (data, kernel, *([b] if b else []), out), t)
 
 
@@ -351,9 +350,9 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
         ir.cast(data[i, ko, b, ki], "int32") * ir.cast(weight[j, ko, o, ki], "int32"), axis=[ko, ki]),
         name="res")
     b = te.placeholder((nb, batch, block), "int32", name="bias") if bias else None
-    *epilogue, out = _epilogue(res, shift, clip_bounds(relu, bounds), spec, b)
+    epilogue, out = _epilogue(res, shift, clip_bounds(relu, bounds), spec, t.oc_block * t.rows, b)
     s = create_schedule(out)
-    _schedule_tiles(s, res, tuple(epilogue), out, t, data, weight, spatial=(0,), bias=b)
+    _schedule_tiles(s, res, epilogue, out, t, data, weight, spatial=(0,), bias=b)
     return VitaSchedule(s, (data, weight, *([b] if b else []), out), t)
 
 
@@ -362,10 +361,10 @@ def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *,
     """An element-wise network operator on VITA's ALU: ``inputs`` (1 or 2) int32 tensors of ``tiles``
     accumulator tiles each (``[tiles, BATCH, BLOCK_OUT]``; ``tiles`` a multiple of ``chunk``), summed when
     there are two, clipped to ``bounds`` (within int8's range) and stored as int8. Per chunk of tiles: each
-    input loaded into the accumulators (LOAD_ACC), the sum (ALU ADD of the second into the first), the clip
-    (the spec's one clip instruction where it has one, else a max and a min), the store (STORE_OUT, which
-    keeps the low 8 bits of values the clip leaves in int8's range). Residual add, ReLU and clip are these
-    (TVM's VTA offloads the same operators to its ALU)."""
+    input loaded into the accumulators (LOAD_ACC), ``min(max(a + b, lo), hi)`` as the ALU instructions of
+    its cheapest cover (``compiler.ops.vita_alu``: an add, then a clip or a max and a min), the store
+    (STORE_OUT, which keeps the low 8 bits of values the clip leaves in int8's range). Residual add, ReLU
+    and clip are these (TVM's VTA offloads the same operators to its ALU)."""
     batch, block = batch_of(spec), block_of(spec)
     lo, hi = bounds
     if not -128 <= lo <= hi <= 127:
@@ -374,38 +373,31 @@ def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *,
     if inputs not in (1, 2) or tiles < 1 or chunk < 1 or tiles % chunk:
         raise ScheduleError(f"VITA element-wise: {inputs} inputs of {tiles} tiles in chunks of {chunk}")
     args = [te.placeholder((tiles, batch, block), "int32", name=name) for name in ("a", "b")[:inputs]]
-    if inputs == 2:
-        a, b = args
-        stages = [te.compute(a.shape, lambda *i: a[i] + b[i], name="sum")]
-    else:
-        stages = []
-    value = stages[-1] if stages else args[0]
-    if clip_instruction(spec, bounds=bounds) is not None:
-        stages.append(te.compute(value.shape, lambda *i: ir.Min(ir.Max(value[i], ir.const(lo)), ir.const(hi)),
-                                 name="clip"))
-    else:
-        low = te.compute(value.shape, lambda *i: ir.Max(value[i], ir.const(lo)), name="lo")
-        stages += [low, te.compute(value.shape, lambda *i: ir.Min(low[i], ir.const(hi)), name="hi")]
-    out = te.compute(value.shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
+    axis = [ir.Var(f"i{d}") for d in range(3)]
+    value = args[0][tuple(axis)] + args[1][tuple(axis)] if inputs == 2 else args[0][tuple(axis)]
+    stages = vita_alu.alu_stages(ir.Min(ir.Max(value, ir.const(lo)), ir.const(hi)), axis, args[0].shape, spec,
+                                 chunk, "VITA element-wise")
+    out = te.compute(args[0].shape, lambda *i: ir.cast(stages.result[i], "int8"), name="out")
     return _alu_chunks(args, stages, out, chunk)
 
 
-def _alu_chunks(args: list[te.Tensor], stages: list[te.Tensor], out: te.Tensor, chunk: int) -> VitaSchedule:
+def _alu_chunks(args: list[te.Tensor], stages: vita_alu.AluStages, out: te.Tensor, chunk: int
+                ) -> VitaSchedule:
     """The schedule of ALU ``stages`` over accumulator tiles: per ``chunk`` of ``out``'s tiles, each input
-    loaded into the accumulators for the stages that read it (LOAD_ACC), every stage an ALU pass, the int8
-    result stored."""
+    loaded into the accumulators for the stages that read it (LOAD_ACC), every stage an ALU pass marked
+    with its instruction, the int8 result stored."""
     s = create_schedule(out)
-    for stage in stages:
+    for stage in stages.tensors:
         s[stage].set_scope("acc")
-    readers = [t for t in (*stages, out) if isinstance(t.op, te.ComputeOp)]
+    readers = [t for t in (*stages.tensors, out) if isinstance(t.op, te.ComputeOp)]
     loaded = [s.cache_read(x, "acc", [t for t in readers if x in t.op.input_tensors]) for x in args]
     outer, inner = s[out].split(out.op.axis[0], factor=chunk)
-    for stage in (*loaded, *stages):
+    for stage in (*loaded, *stages.tensors):
         s[stage].compute_at(s[out], outer)
     for stage in loaded:
         s[stage].pragma(s[stage].op.axis[0], "dma_copy")
-    for stage in stages:
-        s[stage].pragma(s[stage].op.axis[0], "alu")
+    for stage, instruction in zip(stages.tensors, stages.instructions, strict=True):
+        s[stage].pragma(s[stage].op.axis[0], "alu", instruction)
     s[out].pragma(inner, "dma_copy")
     return VitaSchedule(s, (*args, out), Tiling(rows=chunk, oc_block=1, ic_block=1))
 
@@ -415,13 +407,12 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, tiles: int, ch
     """A user's element-wise operator on VITA's ALU: ``out`` (int8, any shape) computed from the int32
     placeholders ``inputs`` read at its own index. On the flat view (``elementwise.flatten``) padded to
     ``tiles`` accumulator tiles ``[tiles, BATCH, BLOCK_OUT]`` (a multiple of ``chunk``), per chunk: each
-    input loaded into the accumulators (LOAD_ACC), every operation of the expression one ALU stage
-    ``dst = op(dst, src or imm)`` (post-order; the ``inplace`` pass gives each its dead operand's tiles),
-    the int8 result stored (STORE_OUT, which keeps the low 8 bits, as the cast does); a clip
-    ``min(max(x, lo), hi)`` is one stage where the spec clips in one instruction (``clip_instruction``, as
-    the conv epilogue asks). Which operations the ALU computes is the spec's: a stage no ALU instruction
-    matches is reported by ``tensorize_tiles``.
-    ScheduleError names what is not element-wise, an input that is not int32 or an output not int8."""
+    input loaded into the accumulators (LOAD_ACC), the expression as the ALU instructions of its cheapest
+    cover (``compiler.ops.vita_alu``: each ``dst = f(dst, src or imm)`` for whatever tree ``f`` the spec's
+    ALU semantics describe; the ``inplace`` pass gives each its dead operand's tiles), the int8 result
+    stored (STORE_OUT, which keeps the low 8 bits, as the cast does).
+    ScheduleError names what is not element-wise, an input that is not int32, an output not int8, and an
+    operation no ALU instruction of the spec computes."""
     where = f"VITA operator {out.name}"
     if out.dtype.name != "int8":
         raise ScheduleError(f"{where}: VITA's store writes int8 (STORE_OUT keeps 8 bits); end the operator "
@@ -440,48 +431,26 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, tiles: int, ch
     body = flat_out.op.body
     if not (isinstance(body, ir.Cast) and body.type.name == "int8"):
         body = ir.cast(body, "int8")   # an int8 constant or load: the store's own narrowing
-    stages: list[te.Tensor] = []
-
-    def value(e: ir.Expr):
-        """``e`` as a stage of ``shape`` (or a constant, or an input), its operands first."""
-        if isinstance(e, ir.Load) and e.buffer in by_buffer:
-            return by_buffer[e.buffer]
-        if isinstance(e, ir.IntImm):
-            return e
-        if isinstance(e, ir.Cast) and e.type.name == "int32":
-            return value(e.value)
-        bounds = _clip_bounds(e)
-        if bounds is not None and clip_instruction(spec, bounds=bounds) is not None:   # one ALU instruction
-            x = value(e.a.a)
-            stage = te.compute(shape, lambda *i: ir.Min(ir.Max(_at(x, i), ir.const(bounds[0])),
-                                                        ir.const(bounds[1])), name=f"alu{len(stages)}")
-            stages.append(stage)
-            return stage
-        if isinstance(e, ir.BinaryOp):
-            a, b = value(e.a), value(e.b)
-            stage = te.compute(shape, lambda *i: type(e)(_at(a, i), _at(b, i)), name=f"alu{len(stages)}")
-            stages.append(stage)
-            return stage
-        raise ScheduleError(f"{where}: '{e}' is not an operation VITA's ALU takes (its stages combine tiles "
-                            f"and constants: +, *, min, max, shifts)")
-
-    result = value(body.value)
-    if isinstance(result, ir.IntImm):
-        raise ScheduleError(f"{where}: the output is the constant {result}; nothing to compute")
-    return _alu_chunks(args, stages, te.compute(shape, lambda *i: ir.cast(result[i], "int8"), name="out"),
-                       chunk)
+    axis = [ir.Var(f"i{d}") for d in range(3)]
+    value = _reading(body.value, by_buffer, axis)
+    if not loads_in(value):
+        raise ScheduleError(f"{where}: the output is the constant {value}; nothing to compute")
+    stages = vita_alu.alu_stages(value, axis, shape, spec, chunk, where)
+    result = stages.tensors[-1][tuple(axis)] if stages.tensors else value   # a load alone: the store narrows
+    return _alu_chunks(args, stages, te.compute(shape, lambda *i: ir.cast(substitute(
+        result, dict(zip(axis, i, strict=True))), "int8"), name="out"), chunk)
 
 
-def _clip_bounds(e: ir.Expr) -> tuple[int, int] | None:
-    """(lo, hi) of ``min(max(x, lo), hi)`` with constant bounds, else None."""
-    if isinstance(e, ir.Min) and isinstance(e.a, ir.Max) and isinstance(e.b, ir.IntImm) \
-            and isinstance(e.a.b, ir.IntImm) and e.a.b.value <= e.b.value:
-        return e.a.b.value, e.b.value
-    return None
+def _reading(e: ir.Expr, by_buffer: dict, axis: list[ir.Var]) -> ir.Expr:
+    """``e`` with each load of a flat input read from its tiled placeholder at ``axis``."""
 
+    class _Tiles(IRMutator):
+        def mutate_Load(self, load: ir.Load) -> ir.Expr:
+            if load.buffer in by_buffer:
+                return by_buffer[load.buffer][tuple(axis)]
+            return self.generic_mutate(load)
 
-def _at(x, index):
-    return x if isinstance(x, ir.IntImm) else x[index]
+    return _Tiles().mutate(e)
 
 
 @dataclass(frozen=True)
@@ -566,12 +535,9 @@ def pool(kind: str, blocks: int, h: int, w: int, window: tuple[int, int], s: int
             stages.append(then(stages[-1], "mul", lambda v: v * ir.const(mean.mul)))
             stages.append(then(stages[-1], "shift", lambda v: ir.FloorDiv(v, ir.const(1 << mean.shift))))
         stages.append(then(stages[-1], "low", lambda v: v + ir.const(mean.low)))
-    last = stages[-1]
-    if clip_instruction(spec) is not None:
-        stages.append(then(last, "clip", lambda v: ir.Min(ir.Max(v, ir.const(-128)), ir.const(127))))
-    else:
-        low = then(last, "lo", lambda v: ir.Max(v, ir.const(-128)))
-        stages += [low, then(low, "hi", lambda v: ir.Min(v, ir.const(127)))]
+    clip = vita_alu.clip_stages(stages[-1], (-128, 127), spec, rows * ow * blocks, f"VITA {kind}_pool")
+    instructions = ["" for _ in stages] + list(clip.instructions)
+    stages += clip.tensors
     out = te.compute(shape, lambda *i: ir.cast(stages[-1][i], "int8"), name="out")
     sch = create_schedule(out)
     for stage in stages:
@@ -581,8 +547,8 @@ def pool(kind: str, blocks: int, h: int, w: int, window: tuple[int, int], s: int
     for stage in (loaded, *stages):
         sch[stage].compute_at(sch[out], outer)
     sch[loaded].pragma(sch[loaded].op.axis[0], "dma_copy")
-    for stage in stages:
-        sch[stage].pragma(sch[stage].op.axis[0], "alu")
+    for stage, instruction in zip(stages, instructions, strict=True):
+        sch[stage].pragma(sch[stage].op.axis[0], "alu", instruction)
     sch[out].pragma(inner, "dma_copy")
     return VitaSchedule(sch, (x, out), Tiling(rows=rows, oc_block=blocks, ic_block=1))
 
@@ -716,17 +682,19 @@ def _pad_axes(x: np.ndarray, multiples: dict[int, int]) -> np.ndarray:
     return np.pad(x, widths) if any(hi for _, hi in widths) else x
 
 
-def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...], out: te.Tensor,
+def _schedule_tiles(s: Schedule, res: te.Tensor, stages: vita_alu.AluStages, out: te.Tensor,
                     t: Tiling, data: te.Tensor, weight: te.Tensor, spatial: tuple[int, ...],
                     bias: te.Tensor | None = None) -> None:
     """Tile ``out`` by rows (its axis ``spatial[0]``) and channel blocks (axis 1), compute ``res`` and the
     epilogue per tile in "acc", stage ``data`` and ``weight`` per input-channel chunk and the tile's
     ``bias`` tiles (LOAD_ACC) per output tile."""
+    epilogue = stages.tensors
     for stage in (res, *epilogue):
         s[stage].set_scope("acc")
     inp = s.cache_read(data, "inp", [res])
     wgt = s.cache_read(weight, "wgt", [res])
-    acc_bias = s.cache_read(bias, "acc", [epilogue[0]]) if bias is not None else None
+    acc_bias = s.cache_read(bias, "acc", [x for x in epilogue if bias in x.op.input_tensors]) \
+        if bias is not None else None
     axes = list(out.op.axis)
     rows, co = axes[spatial[0]], axes[1]
     co_o, co_i = s[out].split(co, factor=t.oc_block, names=("co.o", "co.i"))
@@ -759,6 +727,6 @@ def _schedule_tiles(s: Schedule, res: te.Tensor, epilogue: tuple[te.Tensor, ...]
     for stage in (inp, wgt):
         s[stage].pragma(s[stage].op.axis[0], "dma_copy")
     s[res].tensorize(tile_sp[0], "gemm")
-    for stage in epilogue:
-        s[stage].pragma(s[stage].op.axis[0], "alu")
+    for stage, instruction in zip(epilogue, stages.instructions, strict=True):
+        s[stage].pragma(s[stage].op.axis[0], "alu", instruction)
     s[out].pragma(inner[0], "dma_copy")

@@ -19,9 +19,14 @@ once, here:
   ``select(flag != 0, a, b)`` on a field matches the branch the flag's value makes true; ``field % N`` (a
   hardware that keeps an amount's low bits) matches a constant ``c`` with ``0 <= c < N`` and sets the field
   to c;
+- **simplified forms**: on integers, ``0 - x`` (how the simplifier writes ``x * -1``) matches ``x * -1``;
+  ``x * 2`` (how it writes ``x + x``) matches ``x + x``; ``x - c`` matches ``x + -c``;
 - **shifts** (``shifts``): ``x >> n`` matches ``floordiv(x, 2**n)`` (the IR's arithmetic right shift);
 - **sums** (``sums``): ``sum(..., body)`` matches ``body`` alone, when the loop nest around the store walks
-  the reduce indices one product per store.
+  the reduce indices one product per store;
+- **subtrees** (``subtrees``, for covering, ``compiler/passes/cover.py``): an operand matches any expression
+  that is not a constant (``exprs`` records it: a value an earlier instruction computes into a tile), and an
+  operand met twice must be the same expression.
 
 What a pass does with the result (loops, fields, constraints) stays in the pass. Failures raise
 ``NoTreeMatch`` with the reason.
@@ -86,8 +91,10 @@ class TreeMatch:
     sums: bool = False
     index: Callable[[ir.Load], Index] = lambda load: load.indices[0]
     admit: Callable[[str, ir.Buffer], str | None] | None = None
+    subtrees: bool = False
     operands: dict[str, tuple[ir.Buffer, Index]] = field(default_factory=dict)
     values: dict[str, int] = field(default_factory=dict)
+    exprs: dict[str, ir.Expr] = field(default_factory=dict)
 
     def dtype(self, name: str | None) -> str | None:
         return self.types.get(name, name) if name is not None else None
@@ -116,7 +123,9 @@ class TreeMatch:
         if self.check_dtypes and want is not None and e.dtype.short != want:
             raise NoTreeMatch(f"dtype mismatch: the instruction has {want} at {t.to_text(pat)}, the code "
                               f"{e.dtype.short} at {e}")
-        if isinstance(pat, t.Access):
+        if isinstance(pat, t.Access) and self.subtrees:
+            self._bind_expr(pat.tensor, e)
+        elif isinstance(pat, t.Access):
             if not isinstance(e, ir.Load):
                 raise NoTreeMatch(f"expected a load for operand {pat.tensor}, found {e}")
             self.bind(pat.tensor, e.buffer, self.index(e))
@@ -159,6 +168,12 @@ class TreeMatch:
         elif isinstance(pat, t.Binary) and pat.op == "+" and isinstance(e, ir.Sub) \
                 and isinstance(e.b, ir.IntImm | ir.FloatImm):
             self._pair("+", (pat.lhs, pat.rhs), (e.a, ir.const(-e.b.value, e.b.dtype)))   # x - c is x + -c
+        elif isinstance(pat, t.Binary) and pat.op == "*" and isinstance(e, ir.Sub) and e.dtype.is_int \
+                and isinstance(e.a, ir.IntImm) and e.a.value == 0:
+            self._pair("*", (pat.lhs, pat.rhs), (e.b, ir.const(-1, e.b.dtype)))   # 0 - x is x * -1
+        elif isinstance(pat, t.Binary) and pat.op == "+" and isinstance(e, ir.Mul) \
+                and isinstance(e.b, ir.IntImm | ir.FloatImm) and e.b.value == 2:
+            self._pair("+", (pat.lhs, pat.rhs), (e.a, e.a))   # x * 2 is x + x
         elif isinstance(pat, t.Binary | t.Call):
             op = pat.op if isinstance(pat, t.Binary) else pat.func
             args = (pat.lhs, pat.rhs) if isinstance(pat, t.Binary) else pat.args
@@ -173,10 +188,17 @@ class TreeMatch:
     # ---- helpers
 
     def _saved(self):
-        return dict(self.operands), dict(self.values)
+        return dict(self.operands), dict(self.values), dict(self.exprs)
 
     def _restore(self, saved) -> None:
-        self.operands, self.values = dict(saved[0]), dict(saved[1])
+        self.operands, self.values, self.exprs = dict(saved[0]), dict(saved[1]), dict(saved[2])
+
+    def _bind_expr(self, name: str, e: ir.Expr) -> None:
+        if isinstance(e, ir.IntImm | ir.FloatImm):
+            raise NoTreeMatch(f"operand {name} is a tile, not the constant {e}")
+        have = self.exprs.setdefault(name, e)
+        if have is not e and str(have) != str(e):
+            raise NoTreeMatch(f"operand {name} is both {have} and {e}")
 
     def _pair(self, op: str, pats, exprs) -> None:
         saved = self._saved()

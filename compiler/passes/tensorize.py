@@ -65,6 +65,9 @@ from isa.lang import tree as t
 from isa.lang.scalar import evaluate as evaluate_scalar
 
 MARKS = ("pragma_intrin", "tensorize")
+#: A mark's value that starts so is scalar code by the schedule's choice (the instruction cover's step that no
+#: instruction computes); the rest of the value says why, and ``unmatched`` reports it.
+SCALAR_MARK = "scalar: "
 
 
 def space_of(scope: str) -> str:
@@ -151,7 +154,9 @@ def unmatched(func: ir.PrimFunc, spec: isa.ISA) -> list[NoMatch]:
                             if case is not None:
                                 self.visit(ir.Attr(s.key, s.value, case))
                         continue
-                    if register and not isinstance(stmt, ir.TensorInsn):
+                    if str(s.value).startswith(SCALAR_MARK):
+                        found.append(NoMatch("scalar", str(s.value)[len(SCALAR_MARK):]))
+                    elif register and not isinstance(stmt, ir.TensorInsn):
                         reason = why_not(stmt, spec, str(s.value))
                         if reason is not None:
                             found.append(NoMatch(str(s.value), reason))
@@ -208,7 +213,8 @@ class _Tensorizer(IRMutator):
                 else_case = stmt.else_case and self.mutate_Attr(ir.Attr(s.key, s.value, stmt.else_case))
                 out.append(ir.IfThenElse(stmt.cond, then_case, else_case))
                 continue
-            result = select(stmt, self.spec, str(s.value)) if not isinstance(stmt, ir.TensorInsn) else None
+            chosen = isinstance(stmt, ir.TensorInsn) or str(s.value).startswith(SCALAR_MARK)
+            result = select(stmt, self.spec, str(s.value)) if not chosen else None
             out.append(ir.Attr(s.key, s.value, result.to_insn() if isinstance(result, Match) else stmt))
         return ir.seq(*out)
 

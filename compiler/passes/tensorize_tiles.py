@@ -60,6 +60,15 @@ def tile_instruction_for(stmt: ir.Stmt, spec: isa.ISA) -> str | None:
     return None
 
 
+def tile_insn(stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction) -> ir.Stmt | str:
+    """``stmt`` (loops around one store) as instruction ``instr`` by the rules above (its tile loops
+    replaced by the ``TensorInsn``), or the reason it does not map: how the cover prices a candidate."""
+    try:
+        return _Match(stmt, spec, instr).run()
+    except _NoMatch as err:
+        return f"{instr.name}: {err}"
+
+
 class _NoMatch(Exception):
     pass
 
@@ -73,11 +82,13 @@ class _Select(IRMutator):
         if s.key not in MARKS:
             return self.generic_mutate(s)
         stmts = s.body.stmts if isinstance(s.body, ir.Seq) else (s.body,)
-        return ir.Attr(s.key, s.value, ir.seq(*(self._one(x) for x in stmts)))
+        return ir.Attr(s.key, s.value, ir.seq(*(self._one(x, str(s.value)) for x in stmts)))
 
-    def _one(self, stmt: ir.Stmt) -> ir.Stmt:
+    def _one(self, stmt: ir.Stmt, hint: str) -> ir.Stmt:
+        """The instruction the mark names first (the cover's choice), then the others in spec order."""
         reasons = []
-        for instr in self.candidates:
+        named = [i for i in self.candidates if i.name == hint]
+        for instr in [*named, *(i for i in self.candidates if i not in named)]:
             try:
                 return _Match(stmt, self.spec, instr).run()
             except _NoMatch as e:

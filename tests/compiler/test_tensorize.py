@@ -234,6 +234,6 @@ def test_vector_operands_must_be_in_nmem() -> None:
 def test_unknown_marks_report_the_closest_instruction() -> None:
     a = Buffer("a", (64,), dtypes.float32, "nmem")
     i = Var("i")
-    func = marked("f", (a,), loop(i, 64, Store(a, (i,), a[i] * 2.0)), "scale")
+    func = marked("f", (a,), loop(i, 64, Store(a, (i,), a[i] * 3.0)), "scale")
     (why,) = unmatched(tensorize(func, DIANNAO), DIANNAO)
     assert why.instruction != "scale" and "(the closest match to mark 'scale')" in why.reason

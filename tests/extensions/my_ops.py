@@ -37,7 +37,14 @@ def requantize(C: int = 4, H: int = 8, W: int = 8, LO: int = -20, HI: int = 50):
 
 
 def difference(n: int = 64):
-    """a - b as int8: VITA's ALU has no subtraction of two tiles."""
+    """a - b as int8: VITA's ALU has no subtraction of two tiles; the cover computes a + b * -1."""
     a = te.placeholder((n,), "int32", name="a")
     b = te.placeholder((n,), "int32", name="b")
     return [a, b], te.compute((n,), lambda i: ir.cast(a[i] - b[i], "int8"), name="difference")
+
+
+def quotient(n: int = 64):
+    """a // b as int8: no ALU instruction of VITA divides."""
+    a = te.placeholder((n,), "int32", name="a")
+    b = te.placeholder((n,), "int32", name="b")
+    return [a, b], te.compute((n,), lambda i: ir.cast(a[i] // b[i], "int8"), name="quotient")

@@ -1,0 +1,76 @@
+"""DianNao's vector stages, chosen by covering: which vector instructions compute an element-wise tree.
+
+An element-wise operator (``a * b + c``, ``max(a + b, 0)``, a user's tree of operations) is covered by the
+spec's vector instructions (``compiler.passes.cover``), each step one NMEM tile of the tile's length: the
+cover with the fewest cycles by each instruction's timing for that length. A step's probe is matched by
+``tensorize`` (the pass that selects it later), so the cover only names instructions that pass takes. An
+operation no vector instruction computes is a scalar step (the card's scalar unit), marked so that
+``tensorize.unmatched`` reports the cover's reason (the operation, by name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import isa
+from compiler.ir import nodes as ir
+from compiler.passes import cover as covering
+from compiler.passes.tensorize import NoMatch
+from compiler.passes.tensorize import match as match_instruction
+from isa.errors import ISAError
+from isa.lang import tree as t
+
+#: What a scalar step costs per element and operation: a load or two, the operation, a store and the loop
+#: (the card's scalar unit issues one instruction per cycle); only used to rank covers that need one.
+SCALAR_INSTRUCTIONS_PER_ELEMENT = 6
+
+
+def vector_select(spec: isa.ISA, tile: int) -> covering.Select:
+    """The cover's view of ``spec``'s vector unit: its vector instructions (not copies: every operand a
+    tensor of an on-chip space), inputs = tiles staged in NMEM, and a step's cycles = its instruction's
+    latency plus cycles for ``tile`` elements."""
+    instructions = tuple(i for i in spec.instructions.values()
+                         if i.operands and all(op.space for op in i.operands) and _computes(i))
+
+    def cycles(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr],
+               values: Mapping[str, int]) -> int | str:
+        found = match_instruction(_probe(instr, node, operands, tile), spec, instr)
+        if isinstance(found, NoMatch):
+            return found.reason
+        try:
+            _, latency, cyc = isa.timing_of(spec, spec.insn(instr.name, **found.fields))
+        except ISAError as err:
+            return str(err)
+        return (latency or 0) + (cyc or 0)
+
+    def scalar(node: ir.Expr) -> int:
+        return tile * SCALAR_INSTRUCTIONS_PER_ELEMENT
+
+    return covering.Select(instructions, spec.params, lambda e: isinstance(e, ir.Load), cycles, scalar)
+
+
+def vector_cover(expr: ir.Expr, spec: isa.ISA, tile: int) -> covering.Cover:
+    """The cheapest cover of ``expr`` (loads of tiles, constants) by ``spec``'s vector instructions, with
+    scalar steps where no instruction computes an operation."""
+    return covering.cover(expr, vector_select(spec, tile))
+
+
+def _computes(instr: isa.Instruction) -> bool:
+    """Whether ``instr`` computes from its operands (not a fill of constants, not a plain copy)."""
+    if len(instr.statements) != 1:
+        return False
+    value = instr.statements[0].value
+    return not isinstance(value, t.Access) and any(
+        isinstance(x, t.Access) for x in t.walk(value))
+
+
+def _probe(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr], tile: int) -> ir.Stmt:
+    """One tile of the step: ``node`` with each operand read from an NMEM tile of its own (the
+    destination's where the semantics read it), stored to the destination's tile."""
+    i = ir.Var("i")
+    target = instr.statements[0].target.tensor
+    dtypes_of = {name: x.dtype for name, x in operands.items()}
+    dtypes_of.setdefault(target, node.dtype)
+    tiles = {name: ir.Buffer(name, (tile,), dt, "nmem") for name, dt in dtypes_of.items()}
+    value = covering.substitute_nodes(node, {covering.key(x): tiles[n][i] for n, x in operands.items()})
+    return ir.For(i, ir.const(0), ir.const(tile), ir.Store(tiles[target], (i,), value))

@@ -1,0 +1,328 @@
+"""cover: instruction selection by covering an expression tree with the spec's instructions, by cost.
+
+The element-wise parts of a kernel (an operator's body, a conv's epilogue) are trees of operations over
+input tiles and constants. A target computes such a tree as a sequence of instructions, each writing a
+tile that later ones read. Which sequence is the spec's business: an instruction's semantics is a tree
+pattern (``dst[i] = a[i] * b[i] + c[i]``, ``dst[b, o] = min(max(dst[b, o] >> imm, lo), hi)``), and a
+cover assigns to some nodes of the expression an instruction whose pattern matches there, its operands
+bound to inputs or to subtrees that other instructions of the cover compute first (LLVM's SelectionDAG and
+Cranelift's ISLE cover DAGs the same way; Isaria and Diospyros derive the patterns from semantics too).
+
+``cover(expr, select)`` returns the cover with the fewest cycles (dynamic programming over the tree, as in
+BURS), the cycles of each candidate given by the target (``Select.cycles``: the spec's own timing of the
+instruction at the operands' sizes, found by matching a probe of the step with the pass that will select it
+later, so a cover never names an instruction that pass would refuse). Exact algebraic equivalences widen the
+search (``forms``): commutativity (the matcher's), associativity of ``+ *`` on integers and of ``max min``,
+distributivity on integers, ``x - y`` = ``x + y*(-1)`` on integers, ``x*2`` = ``x + x``, ``max(min(x, hi),
+lo)`` = ``min(max(x, lo), hi)`` for ``lo <= hi``, and ``x >> k`` = ``floordiv(x, 2**k)`` (the matcher's
+shift rule). A node no instruction computes is a ``scalar`` step where the target has scalar code (its
+reason names the operation), else ``NoCover`` says which operation no instruction of the spec provides.
+
+The one matcher (``compiler/passes/match.py``) compares patterns with the IR, with its ``subtrees`` rule:
+an operand may bind any non-constant expression.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import isa
+from compiler.ir import nodes as ir
+from compiler.ir.functor import IRMutator
+from compiler.passes.match import NoTreeMatch, TreeMatch
+from isa.lang import tree as t
+
+#: How many equivalent forms of one node the search considers at most (the rewrites close quickly on the
+#: small trees of element-wise operators; the bound keeps a pathological chain from exploding).
+MAX_FORMS = 24
+
+
+class NoCover(Exception):
+    """No instruction of the spec computes an operation of the tree (and the target has no scalar code)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One instruction of a cover: ``instruction`` computes ``node`` (an equivalent form of ``value``, the
+    expression the step stands for), reading ``operands`` (operand name -> the expression bound to it: an
+    input, or the ``value`` of an earlier step); ``scalar`` steps are the target's scalar code, ``reason``
+    says which operation no instruction provides."""
+
+    instruction: str
+    node: ir.Expr
+    operands: Mapping[str, ir.Expr]
+    cycles: int
+    reason: str = ""
+    value: ir.Expr | None = None
+
+    @property
+    def computes(self) -> str:
+        """The key of the expression this step's tile holds (what later steps' operands name)."""
+        return key(self.value if self.value is not None else self.node)
+
+    @property
+    def scalar(self) -> bool:
+        return self.instruction == SCALAR
+
+
+SCALAR = "scalar"
+
+
+@dataclass(frozen=True)
+class Cover:
+    """Steps in the order they run (operands first), and their cycles."""
+
+    steps: tuple[Step, ...]
+    cycles: int
+
+    @property
+    def instructions(self) -> tuple[str, ...]:
+        return tuple(s.instruction for s in self.steps)
+
+    def describe(self) -> str:
+        steps = " ; ".join(f"{s.instruction}({_show(s.node)})" for s in self.steps)
+        return f"{steps}  [{self.cycles} cycles]"
+
+
+@dataclass
+class Select:
+    """What a target contributes: the instructions that may compute a step, whether an expression is an
+    input (a leaf no step computes), and the cycles of one step (None with a reason when the instruction
+    cannot compute it there: a constraint, a dtype, an immediate that does not fit). ``scalar_cycles``
+    (None: the target has no scalar code) prices a node no instruction computes."""
+
+    instructions: tuple[isa.Instruction, ...]
+    params: Mapping[str, int]
+    is_input: Callable[[ir.Expr], bool]
+    cycles: Callable[[isa.Instruction, ir.Expr, Mapping[str, ir.Expr], Mapping[str, int]], int | str]
+    scalar_cycles: Callable[[ir.Expr], int] | None = None
+    memo: dict = field(default_factory=dict)
+
+
+def cover(expr: ir.Expr, select: Select) -> Cover:
+    """The cover of ``expr`` with the fewest cycles (module docstring); NoCover names the operation that no
+    instruction computes when the target has no scalar code."""
+    best = _best(expr, select)
+    if isinstance(best, str):
+        raise NoCover(best)
+    return best
+
+
+def alternatives(expr: ir.Expr, select: Select, count: int = 3) -> list[Cover]:
+    """The best cover for each instruction that can compute ``expr``'s root (cheapest first, at most
+    ``count``): what ``--explain`` shows next to the chosen one."""
+    options = _options(expr, select)
+    by_root: dict[str, Cover] = {}
+    for c in sorted(options, key=lambda c: c.cycles):
+        by_root.setdefault(c.steps[-1].instruction, c)
+    return list(by_root.values())[:count]
+
+
+# --------------------------------------------------------------------------------------------------
+# The search
+
+
+def _best(e: ir.Expr, select: Select) -> Cover | str:
+    k = key(e)
+    if k in select.memo:
+        return select.memo[k]
+    if select.is_input(e):
+        result: Cover | str = Cover((), 0)
+    else:
+        options = _options(e, select)
+        result = min(options, key=lambda c: (c.cycles, len(c.steps))) if options else _scalar(e, select)
+    select.memo[k] = result
+    return result
+
+
+def _options(e: ir.Expr, select: Select) -> list[Cover]:
+    """Every cover of ``e`` whose last step is an instruction matching one of ``e``'s forms."""
+    options = []
+    for form in forms(e):
+        for instr in select.instructions:
+            found = bind(instr, form, select.params)
+            if found is None:
+                continue
+            operands, values = found
+            if any(key(x) in (key(form), key(e)) for x in operands.values()):
+                continue   # a copy (dst = src) computes nothing
+            subs = [_best(x, select) for x in _distinct(operands.values())]
+            if any(isinstance(s, str) for s in subs):
+                continue
+            cycles = select.cycles(instr, form, operands, values)
+            if isinstance(cycles, str):
+                continue
+            options.append(_join(subs, Step(instr.name, form, operands, cycles, value=e)))
+    return options
+
+
+def _scalar(e: ir.Expr, select: Select) -> Cover | str:
+    """``e`` as the target's scalar code, its operands covered first; or why nothing computes it."""
+    what = _operation(e)
+    if select.scalar_cycles is None:
+        return f"no instruction computes {what} (in '{_show(e)}')"
+    children = [c for c in _children(e) if not isinstance(c, ir.IntImm | ir.FloatImm)]
+    subs = [_best(c, select) for c in _distinct(children)]
+    if any(isinstance(s, str) for s in subs):
+        return next(s for s in subs if isinstance(s, str))
+    step = Step(SCALAR, e, {f"x{i}": c for i, c in enumerate(children)}, select.scalar_cycles(e),
+                reason=f"no instruction computes {what}")
+    return _join(subs, step)
+
+
+def _join(subs: list[Cover], step: Step) -> Cover:
+    steps: dict[str, Step] = {}
+    for sub in subs:
+        for s in sub.steps:
+            steps.setdefault(s.computes, s)
+    steps[step.computes] = step
+    return Cover(tuple(steps.values()), sum(s.cycles for s in steps.values()))
+
+
+def bind(instr: isa.Instruction, e: ir.Expr, params: Mapping[str, int]
+         ) -> tuple[dict[str, ir.Expr], dict[str, int]] | None:
+    """The operands (operand -> expression) and fields of ``instr``'s one assignment matched at ``e``'s
+    root with the ``subtrees`` rule, or None; ``params`` (the spec's) are what a field condition may read
+    besides the fields."""
+    if len(instr.statements) != 1 or instr.statements[0].op != "=":
+        return None
+    defaults = {f.name: f.default for f in instr.fields if f.default is not None}
+    for types in instr.bindings():
+        (assign,) = instr.typed_semantics(types).statements
+        if any(isinstance(x, t.Reduce) for x in t.walk(assign.value)):
+            return None
+        tree = TreeMatch(types=types, fields=frozenset(f.name for f in instr.fields),
+                         field_defaults={**defaults, **params}, shifts=True, subtrees=True)
+        try:
+            tree.match(assign.value, e)
+        except NoTreeMatch:
+            continue
+        return dict(tree.exprs), dict(tree.values)
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Equivalent forms
+
+
+def forms(e: ir.Expr) -> list[ir.Expr]:
+    """``e`` and the forms the exact rewrites give at its root (module docstring), ``e`` first."""
+    seen = {key(e): e}
+    queue = [e]
+    while queue and len(seen) < MAX_FORMS:
+        for other in _rewrites(queue.pop(0)):
+            k = key(other)
+            if k not in seen and len(seen) < MAX_FORMS:
+                seen[k] = other
+                queue.append(other)
+    return list(seen.values())
+
+
+ASSOCIATIVE = (ir.Max, ir.Min)          # on every type
+INTEGER_ASSOCIATIVE = (ir.Add, ir.Mul)  # exact on integers only (floats round per operation)
+
+
+def _rewrites(e: ir.Expr) -> Iterable[ir.Expr]:
+    op = type(e)
+    exact_int = e.dtype.is_int
+    if isinstance(e, ASSOCIATIVE) or (exact_int and isinstance(e, INTEGER_ASSOCIATIVE)):
+        if type(e.a) is op:                      # (a . b) . c -> a . (b . c), and (a . c) . b
+            yield op(e.a.a, op(e.a.b, e.b))
+            yield op(op(e.a.a, e.b), e.a.b)
+        if type(e.b) is op:                      # a . (b . c) -> (a . b) . c
+            yield op(op(e.a, e.b.a), e.b.b)
+    if isinstance(e, ir.Max) and isinstance(e.a, ir.Min):   # max(min(x, hi), lo) = min(max(x, lo), hi)
+        lo, hi = _number(e.b), _number(e.a.b)
+        if lo is not None and hi is not None and lo <= hi:
+            yield ir.Min(ir.Max(e.a.a, e.b), e.a.b)
+    if isinstance(e, ir.Min) and isinstance(e.a, ir.Max):
+        lo, hi = _number(e.a.b), _number(e.b)
+        if lo is not None and hi is not None and lo <= hi:
+            yield ir.Max(ir.Min(e.a.a, e.b), e.a.b)
+    if exact_int and isinstance(e, ir.Add) and isinstance(e.a, ir.Mul) and isinstance(e.b, ir.Mul):
+        for x, y in ((e.a.a, e.a.b), (e.a.b, e.a.a)):      # x*y + x*z = x*(y + z)
+            for u, v in ((e.b.a, e.b.b), (e.b.b, e.b.a)):
+                if key(x) == key(u):
+                    yield ir.Mul(x, ir.Add(y, v))
+    if exact_int and isinstance(e, ir.Mul) and isinstance(e.b, ir.Add):   # x*(y + z) = x*y + x*z
+        yield ir.Add(ir.Mul(e.a, e.b.a), ir.Mul(e.a, e.b.b))
+    if isinstance(e, ir.Mul) and _number(e.b) == 2:   # x*2 = x + x (exact on every type)
+        yield ir.Add(e.a, e.a)
+    if isinstance(e, ir.Mul) and _number(e.a) == 2:
+        yield ir.Add(e.b, e.b)
+    if exact_int and isinstance(e, ir.Sub) and not isinstance(e.b, ir.IntImm):   # x - y = x + y*(-1)
+        yield ir.Add(e.a, ir.Mul(e.b, ir.const(-1, e.b.dtype)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def strip_noop_casts(e: ir.Expr) -> ir.Expr:
+    """``e`` without casts of a value to its own type (``i32(x)`` of an int32 ``x``)."""
+    if isinstance(e, ir.Cast):
+        inner = strip_noop_casts(e.value)
+        return ir.cast(inner, e.type)
+    if isinstance(e, ir.BinaryOp):
+        a, b = strip_noop_casts(e.a), strip_noop_casts(e.b)
+        return e if a is e.a and b is e.b else type(e)(a, b)
+    return e
+
+
+def substitute_nodes(e: ir.Expr, values: Mapping[str, ir.Expr]) -> ir.Expr:
+    """``e`` with each subtree whose ``key`` is a key of ``values`` replaced, wherever it occurs (top-down:
+    a replaced subtree is not visited): how a step's operands become reads of the tiles they are in."""
+
+    class _Replace(IRMutator):
+        def mutate(self, node):
+            if isinstance(node, ir.Expr) and key(node) in values:
+                return values[key(node)]
+            return super().mutate(node)
+
+    return _Replace().mutate(e)
+
+
+def key(e: ir.Expr) -> str:
+    """The identity of an expression in a cover (its text and type): equal subtrees are computed once."""
+    return f"{e}:{e.dtype}"
+
+
+def _distinct(exprs: Iterable[ir.Expr]) -> list[ir.Expr]:
+    return list({key(x): x for x in exprs}.values())
+
+
+def _number(e: ir.Expr) -> float | None:
+    return e.value if isinstance(e, ir.IntImm | ir.FloatImm) else None
+
+
+def _children(e: ir.Expr) -> list[ir.Expr]:
+    if isinstance(e, ir.BinaryOp):
+        return [e.a, e.b]
+    if isinstance(e, ir.Cast):
+        return [e.value]
+    return [x for x in getattr(e, "args", ()) if isinstance(x, ir.Expr)]
+
+
+OPERATIONS = {ir.Add: "an addition (+)", ir.Sub: "a subtraction (-)", ir.Mul: "a multiplication (*)",
+              ir.Div: "a division (/)", ir.FloorDiv: "a floor division (//)", ir.FloorMod: "a remainder (%)",
+              ir.Max: "max", ir.Min: "min", ir.Select: "a select"}
+
+
+def _operation(e: ir.Expr) -> str:
+    """What ``e``'s root computes, in words (an error names it)."""
+    if isinstance(e, ir.Cast):
+        return f"a cast to {e.type.name}"
+    if isinstance(e, ir.FloorDiv) and isinstance(e.b, ir.IntImm) and e.b.value > 0 \
+            and not e.b.value & (e.b.value - 1):
+        return f"a right shift by {e.b.value.bit_length() - 1}"
+    if type(e) in OPERATIONS:
+        constants = [str(x) for x in _children(e) if isinstance(x, ir.IntImm | ir.FloatImm)]
+        return OPERATIONS[type(e)] + (f" with the constant {constants[0]}" if constants else "")
+    name = getattr(e, "name", None) if not isinstance(e, ir.Load) else None
+    return f"'{name}'" if name else type(e).__name__
+
+
+def _show(e: ir.Expr) -> str:
+    text = str(e)
+    return text if len(text) <= 60 else text[:57] + "..."
