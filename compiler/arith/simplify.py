@@ -7,7 +7,7 @@ Index expressions (int32/int64, mathematical integers) are rebuilt from their li
 comparison becomes ``True``/``False`` when the ranges decide it, and otherwise keeps the left side's
 terms on the left with the constants moved right (``x + 1 < 5 -> x < 4``). And/Or/Not/Select and
 ``if_then_else`` fold constant operands; casts of integer constants fold (wrapping to the target
-width).
+width); a shift by a constant amount becomes the FloorDiv or Mul ``compiler.ir.shifts`` builds.
 
 Other dtypes only get constant folding of pure-constant integer subtrees (wrapping) and bool logic;
 float arithmetic is never changed. ``simplify`` is idempotent and preserves values for every
@@ -49,14 +49,17 @@ from compiler.ir import (
     Or,
     Reduce,
     Select,
+    Shl,
+    Shr,
     Sub,
     Var,
     dtypes,
+    shifts,
 )
 
 _TRUE = IntImm(1, dtypes.bool_)
 _FALSE = IntImm(0, dtypes.bool_)
-_ARITH = (Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max)
+_ARITH = (Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max, Shr, Shl)
 _COMPARE = (EQ, NE, LT, LE, GT, GE)
 
 
@@ -212,13 +215,21 @@ class Simplifier:
         raise NotImplementedError(f"simplify: no case for {t.__name__}")
 
     def _fold_arith(self, e: Expr) -> Expr:
-        """Non-index arithmetic: fold two integer constants, never touch float arithmetic."""
+        """Non-index arithmetic: fold two integer constants, never touch float arithmetic; a shift whose
+        amount became a constant in range is rebuilt as ``shifts.shift`` builds it (FloorDiv/Mul by a power
+        of two)."""
         a, b = self.visit(e.a), self.visit(e.b)
+        t = type(e)
         if isinstance(a, IntImm) and isinstance(b, IntImm):
-            v = _fold_int(type(e), a.value, b.value)
+            v = shifts.shifted(t, a.value, b.value, e.dtype) if t in shifts.OPERATOR else \
+                _fold_int(t, a.value, b.value)
             if v is not None:
                 return IntImm(dtypes.wrap_int(v, e.dtype), e.dtype)
-        return e if a is e.a and b is e.b else type(e)(a, b)
+        if t in shifts.OPERATOR and isinstance(b, IntImm) and 0 <= b.value < e.dtype.bits:
+            out = shifts.shift(shifts.OPERATOR[t], a, b)
+            if type(out) is not t:
+                return self.visit(out)
+        return e if a is e.a and b is e.b else t(a, b)
 
     def _compare(self, e: Expr) -> Expr:
         op = type(e)

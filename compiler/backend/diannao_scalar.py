@@ -18,6 +18,9 @@ Values:
   the enclosing constant loops): one multiply per term, constants folded into ``addi`` or the immediate of a
   load or store.
 
+Shifts by a non-constant amount (Shr, Shl) are ``sra``/``sll`` (int64 ones refused), a negative amount made 32
+first (numpy shifts every bit out there, the ISA clamps it to 0).
+
 Limits (LoweringError naming the expression): no divide (FloorDiv/FloorMod only by a positive power of two,
 with ``sra``/``and``; float Div never), no float->int cast, no float comparison, no bfloat16, unsigned or bool
 buffers. Float Max/Min are ``fmax``/``fmin`` (RISC-V): they differ from the IR's numpy semantics only on NaN
@@ -39,6 +42,7 @@ from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.dtypes import DType
 from compiler.ir.intrinsics import Call
+from compiler.ir.shifts import Shl, Shr
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 _F32 = struct.Struct("<f")
@@ -351,6 +355,29 @@ class Scalar:
         rd = self._dest(False, a, m)
         self.code.emit("and", rd=rd, rs1=a.reg, rs2=m.reg)  # two's complement: x & (2**k - 1) = x mod 2**k
         return Val(rd, temp=True)
+
+    def _shift(self, e: Shr | Shl) -> Val:
+        """``sra`` or ``sll`` on the value's register. The ISA clamps an amount to [0, 32], which gives
+        numpy's result for every amount of 0 or more (the value is sign-extended first for ``sra``; ``sll``
+        keeps the low bits right); a negative amount, which numpy reads as unsigned, becomes 32 first."""
+        if e.dtype.bits > 32:
+            raise self.error(f"the DianNao scalar unit shifts 32-bit registers, not {e.dtype}", e)
+        right = isinstance(e, Shr)
+        a = self.exact(self.value(e.a), e.dtype) if right else self.value(e.a)
+        amount = self.exact(self.value(e.b), e.dtype)
+        if not (isinstance(e.b, ir.IntImm) and e.b.value >= 0):
+            rd = amount.reg if amount.temp else self.take()
+            self.move(rd, amount)
+            done = Label()
+            self.code.emit("bge", rs1=rd, rs2=self.zero, target=done)
+            self.code.emit("li", rd=rd, imm=32)
+            self.code.place(done)
+            amount = Val(rd, temp=True)
+        rd = self._dest(False, a, amount)
+        self.code.emit("sra" if right else "sll", rd=rd, rs1=a.reg, rs2=amount.reg)
+        return Val(rd, False, True, right or e.dtype.bits == 32)
+
+    _Shr = _Shl = _shift
 
     def _minmax(self, e: ir.Min | ir.Max, fname: str) -> Val:
         if e.dtype.is_float:  # rounding is monotonic: max of unrounded f16 values rounds to the same

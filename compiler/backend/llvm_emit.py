@@ -14,6 +14,9 @@ Semantics are the reference interpreter's (``compiler.interp``), bit for bit:
   bfloat16 values live in ``float`` registers and are rounded to bfloat16 (nearest even) after every
   operation and when a bfloat16 parameter is loaded;
 - Min/Max follow ``np.minimum``/``np.maximum`` (a NaN operand wins; of two equal values, the second);
+- Shr/Shl follow ``np.right_shift``/``np.left_shift`` (ashr for signed values, lshr for unsigned; an amount
+  outside [0, bits), negative ones too, shifts every bit out: the amount is clamped, LLVM's shifts are not
+  defined there);
 - casts: float -> int truncates, and a value out of the target's range (or NaN/inf) is a fault;
   int -> bfloat16 rounds once (through an exact double);
 - ``if_then_else`` and ``IfThenElse`` evaluate only the chosen branch; Select evaluates both;
@@ -53,6 +56,7 @@ from compiler.ir.dae_tokens import DepToken
 from compiler.ir.dtypes import DType
 from compiler.ir.functor import free_vars
 from compiler.ir.intrinsics import MATH, Call
+from compiler.ir.shifts import Shl, Shr
 
 MAX_UNROLL = 64
 STACK_LIMIT = 512 * 1024
@@ -560,6 +564,21 @@ class FunctionEmitter:
 
     def expr_FloorMod(self, e: n.FloorMod) -> ll.Value:
         return self._divmod(e)
+
+    def _shift(self, e: Shr | Shl) -> ll.Value:
+        """numpy's shift: an amount outside [0, bits) (unsigned compare) is clamped to bits - 1, where ashr
+        sign-fills, and shl/lshr select 0; LLVM's own shifts are poison past the width."""
+        bld = self.builder
+        a, amount = self._pair(self.expr(e.a), self.expr(e.b))
+        ety, bits = _scalar(a.type), e.dtype.bits
+        inside = bld.icmp_unsigned("<", amount, self._like(a, ety, bits))
+        amount = bld.select(inside, amount, self._like(a, ety, bits - 1))
+        if isinstance(e, Shr) and e.dtype.kind == "int":
+            return bld.ashr(a, amount)
+        out = bld.lshr(a, amount) if isinstance(e, Shr) else bld.shl(a, amount)
+        return bld.select(inside, out, self._like(a, ety, 0))
+
+    expr_Shr = expr_Shl = _shift
 
     def _minmax(self, e: n.Min | n.Max, less: bool) -> ll.Value:
         a, b = self._pair(self.expr(e.a), self.expr(e.b))

@@ -17,7 +17,8 @@ Semantics:
 - **Values** are Python ``int``, ``float`` and ``bool``. Integer Add/Sub/Mul/FloorDiv are exact on
   Python ints, then wrapped to the dtype's width (``dtypes.wrap_int``), so overflow is numpy/C
   two's complement. FloorDiv/FloorMod are Python's ``//`` and ``%`` (floor semantics, the
-  remainder has the sign of the divisor); a zero divisor raises ``InterpError``. Float arithmetic
+  remainder has the sign of the divisor); a zero divisor raises ``InterpError``. Shr/Shl are numpy's
+  shifts (``compiler.ir.shifts``: an amount outside [0, bits) shifts every bit out). Float arithmetic
   is done on Python floats (IEEE double) and rounded to the dtype after every operation
   (``dtypes.round_to``); Div is float-only and follows IEEE (x/0 is inf or nan). Min/Max return the
   smaller/larger operand, the second of two equal ones (so max(-0.0, 0.0) is 0.0), and a nan operand

@@ -32,6 +32,7 @@ from compiler.ir import dtypes
 from compiler.ir import nodes as n
 from compiler.ir.dae_tokens import DepToken
 from compiler.ir.intrinsics import INTRINSICS, MATH, Call
+from compiler.ir.shifts import Shl, Shr, shifted
 from isa.lang.scalar import evaluate as evaluate_scalar
 
 Value = int | float | bool
@@ -151,6 +152,12 @@ class ClosureCompiler:
 
     def expr_FloorMod(self, e: n.FloorMod) -> ExprFn:
         return self._floor_op(e, operator.mod)
+
+    def _shift(self, e: Shr | Shl) -> ExprFn:
+        fa, fb, node, dt = self.expr(e.a), self.expr(e.b), type(e), e.dtype
+        return lambda env: shifted(node, fa(env), fb(env), dt)
+
+    expr_Shr = expr_Shl = _shift
 
     def expr_Min(self, e: n.Min) -> ExprFn:
         fa, fb = self.expr(e.a), self.expr(e.b)

@@ -67,6 +67,7 @@ from compiler.ir.nodes import (
     seq,
 )
 from compiler.ir.printer import format_node
+from compiler.ir.shifts import Shl, Shr
 
 __all__ = [
     "EQ",
@@ -113,6 +114,8 @@ __all__ = [
     "Region",
     "Select",
     "Seq",
+    "Shl",
+    "Shr",
     "Stmt",
     "Store",
     "Sub",

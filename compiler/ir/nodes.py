@@ -5,10 +5,10 @@ Nodes are frozen, slotted dataclasses; edit them with ``dataclasses.replace`` or
 every other node compares by value, so ``==`` is exact syntactic equality under variable identity.
 Use ``compiler.ir.structural_equal`` to compare programs up to renaming of bound variables.
 Intrinsic calls (``Call``) are in ``compiler.ir.intrinsics``, dependency tokens (``DepToken``) in
-``compiler.ir.dae_tokens``.
+``compiler.ir.dae_tokens``, shifts (``Shr``, ``Shl``) in ``compiler.ir.shifts``.
 
-Expressions overload Python operators (``+ - * // % / < <= > >= & | ~``) to build nodes; ``==`` keeps its
-Python meaning (node equality), so build comparisons with ``EQ(a, b)`` / ``NE(a, b)``.
+Expressions overload Python operators (``+ - * // % / >> << < <= > >= & | ~``) to build nodes; ``==`` keeps
+its Python meaning (node equality), so build comparisons with ``EQ(a, b)`` / ``NE(a, b)``.
 """
 
 from __future__ import annotations
@@ -92,6 +92,27 @@ class Expr(Node):
 
     def __neg__(self):
         return Sub(const_like(0, self), self)
+
+    # shifts of integers (a constant amount becomes FloorDiv/Mul by a power of two: compiler.ir.shifts)
+    def __rshift__(self, other):
+        from compiler.ir.shifts import shift
+
+        return shift(">>", self, other)
+
+    def __rrshift__(self, other):
+        from compiler.ir.shifts import shift
+
+        return shift(">>", other, self)
+
+    def __lshift__(self, other):
+        from compiler.ir.shifts import shift
+
+        return shift("<<", self, other)
+
+    def __rlshift__(self, other):
+        from compiler.ir.shifts import shift
+
+        return shift("<<", other, self)
 
     # comparisons (== and != keep Python semantics)
     def __lt__(self, other):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from compiler.ir import nodes as n
 from compiler.ir.dae_tokens import DepToken
 from compiler.ir.intrinsics import Call
+from compiler.ir.shifts import Shl, Shr
 
 INDENT = "  "
 
@@ -25,6 +26,8 @@ _BINARY = {
     n.LE: ("<=", 4),
     n.GT: (">", 4),
     n.GE: (">=", 4),
+    Shr: (">>", 4.5),  # Python's level: below + and -, above comparisons
+    Shl: ("<<", 4.5),
     n.Add: ("+", 5),
     n.Sub: ("-", 5),
     n.Mul: ("*", 6),
@@ -34,6 +37,7 @@ _BINARY = {
 }
 _ATOM = 9
 _COMPARE = 4
+_SHIFT = 4.5
 
 
 class _Names:
@@ -72,8 +76,9 @@ class _Printer:
         t = type(e)
         if t in _BINARY:
             op, prec = _BINARY[t]
-            # comparisons do not associate: `(a < b) == c` must not print as the chain `a < b == c`
-            left = self.expr(e.a, prec + 1 if prec == _COMPARE else prec)
+            # comparisons do not associate: `(a < b) == c` must not print as the chain `a < b == c`; a sum
+            # shifted prints in parentheses, `(a + b) >> c`, though Python would read it without
+            left = self.expr(e.a, prec + 1 if prec in (_COMPARE, _SHIFT) else prec)
             right = self.expr(e.b, prec + 1)
             if prec == 6:
                 return f"{left}{op}{right}", prec

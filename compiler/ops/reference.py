@@ -151,6 +151,19 @@ def clip(x: np.ndarray, lo: int | float | None, hi: int | float | None) -> np.nd
     return np.clip(_exact(x), lo, hi)
 
 
+def right_shift(x: np.ndarray, amount: np.ndarray | int) -> np.ndarray:
+    """``x >> amount`` (``np.right_shift``, as the IR's shifts: arithmetic on signed values, logical on
+    unsigned; an amount outside [0, bits), negative ones too, shifts every bit out). Exact in int64, equal to
+    the shift in ``x``'s own type for every amount."""
+    return np.right_shift(_exact(x), _exact(np.asarray(amount)))
+
+
+def left_shift(x: np.ndarray, amount: np.ndarray | int) -> np.ndarray:
+    """``x << amount`` (``np.left_shift``) in int64: cast to ``x``'s type for the IR's wrapping shift (an
+    amount outside [0, bits) gives 0 there)."""
+    return np.left_shift(_exact(x), _exact(np.asarray(amount)))
+
+
 def concat(arrays: list[np.ndarray], axis: int = 0) -> np.ndarray:
     """The arrays joined along ``axis``."""
     return np.concatenate([_exact(a) for a in arrays], axis=axis)

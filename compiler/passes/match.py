@@ -21,7 +21,12 @@ once, here:
   to c;
 - **simplified forms**: on integers, ``0 - x`` (how the simplifier writes ``x * -1``) matches ``x * -1``;
   ``x * 2`` (how it writes ``x + x``) matches ``x + x``; ``x - c`` matches ``x + -c``;
-- **shifts** (``shifts``): ``x >> n`` matches ``floordiv(x, 2**n)`` (the IR's arithmetic right shift);
+- **shifts** (``shifts``): ``x >> n`` matches ``floordiv(x, 2**n)`` (a shift by a constant, as
+  ``compiler.ir.shifts`` builds it), and ``x >> y`` / ``x << y`` the IR's ``Shr`` / ``Shl`` of the same
+  operands (a shift by a non-constant amount). The two agree on every amount of 0 or more; a negative amount,
+  which the spec language clamps to 0 and the IR (numpy) reads as unsigned (every bit shifted out), is the
+  one case where they differ, and the match assumes there is none (validation against the reference shows
+  one);
 - **sums** (``sums``): ``sum(..., body)`` matches ``body`` alone, when the loop nest around the store walks
   the reduce indices one product per store;
 - **subtrees** (``subtrees``, for covering, ``compiler/passes/cover.py``): an operand matches any expression
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 from compiler.arith import linear_form
 from compiler.ir import nodes as ir
 from compiler.ir.intrinsics import MATH, Call
+from compiler.ir.shifts import SHIFTS
 from isa.lang import tree as t
 from isa.lang.scalar import ScalarEnv
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -155,10 +161,13 @@ class TreeMatch:
             self.set_field(pat.lhs.id, e.value)
         elif isinstance(pat, t.Call) and pat.func == "select" and self.fields:
             self._select(pat, e)
+        elif isinstance(pat, t.Binary) and pat.op in SHIFTS and self.shifts and type(e) is SHIFTS[pat.op]:
+            self._pair(pat.op, (pat.lhs, pat.rhs), (e.a, e.b))
         elif isinstance(pat, t.Binary) and pat.op == ">>" and self.shifts:
             if not isinstance(e, ir.FloorDiv) or not isinstance(e.b, ir.IntImm) or e.b.value <= 0 \
                     or e.b.value & (e.b.value - 1):
-                raise NoTreeMatch(f"expected a shift (a floor division by a power of two), found {e}")
+                raise NoTreeMatch(f"expected a shift (a Shr, or a floor division by a power of two), "
+                                  f"found {e}")
             self.match(pat.lhs, e.a)
             self.match(pat.rhs, ir.const(e.b.value.bit_length() - 1, e.b.dtype))
         elif isinstance(pat, t.Call) and pat.func in MATH:

@@ -48,3 +48,49 @@ def quotient(n: int = 64):
     a = te.placeholder((n,), "int32", name="a")
     b = te.placeholder((n,), "int32", name="b")
     return [a, b], te.compute((n,), lambda i: ir.cast(a[i] // b[i], "int8"), name="quotient")
+
+
+def shift_clip(n: int = 256, SHIFT: int = 3):
+    """int8(clip(a >> SHIFT, -128, 127)) over int32: VTA's requantization with a shift written as one (VITA:
+    ALU_SHR with the amount as its immediate, then the clip)."""
+    a = te.placeholder((n,), "int32", name="a")
+    return [a], te.compute((n,), lambda i: ir.cast(ir.min_(ir.max_(a[i] >> SHIFT, -128), 127), "int8"),
+                           name="shift_clip")
+
+
+def shift_clip_reference(a, SHIFT=3):
+    import numpy as np
+
+    return np.clip(np.right_shift(a, SHIFT), -128, 127)
+
+
+def shifts(n: int = 256, BITS: int = 32):
+    """``(a >> b) + (a << b)`` over int{BITS}, the amounts a tensor's (``BITS`` and more, and negative ones,
+    shift every bit out, as in numpy): Shr and Shl nodes, not a floor division or a product."""
+    a = te.placeholder((n,), f"int{BITS}", name="a")
+    b = te.placeholder((n,), f"int{BITS}", name="b")
+    return [a, b], te.compute((n,), lambda i: (a[i] >> b[i]) + (a[i] << b[i]), name="shifts")
+
+
+def shifts_reference(a, b):
+    import numpy as np
+
+    return (np.right_shift(a, b) + np.left_shift(a, b)).astype(a.dtype)
+
+
+def shift_by(n: int = 256):
+    """int8(clip(a >> max(b, 0), -128, 127)) over int32, the amounts a tensor's (made non-negative: the spec
+    language's shifts agree with numpy's on those): a Shr node, which no built-in VITA instruction computes
+    (ALU_SHR shifts left by a negative amount and keeps an amount's low 5 bits) and
+    tests/extensions/vita_alu_shrv.toml's ALU_SHRV does."""
+    a = te.placeholder((n,), "int32", name="a")
+    b = te.placeholder((n,), "int32", name="b")
+    shifted = lambda i: a[i] >> ir.max_(b[i], 0)   # noqa: E731
+    return [a, b], te.compute((n,), lambda i: ir.cast(ir.min_(ir.max_(shifted(i), -128), 127), "int8"),
+                              name="shift_by")
+
+
+def shift_by_reference(a, b):
+    import numpy as np
+
+    return np.clip(np.right_shift(a, np.maximum(b, 0)), -128, 127)

@@ -1,8 +1,8 @@
 """User operators (``tandem run FILE.py:NAME``) and the DianNao vaddrelu extension: an add+relu written in a
 file of one's own compiles to the fused instruction when the spec has it, and to scalar code when it has not,
 bit-exact either way; on VITA an element-wise int32 -> int8 operator runs on the ALU, one instruction per
-operation, ALU_CLIP where the spec has it; mistakes in the user's file are named with the file and line,
-exit status 2."""
+operation, ALU_CLIP where the spec has it; shifts run as numpy's on each target (ALU_SHR for a constant
+amount on VITA); mistakes in the user's file are named with the file and line, exit status 2."""
 
 from __future__ import annotations
 
@@ -151,3 +151,42 @@ def test_random_shapes_of_a_users_operator_validate_on_vita(c, h, w, lo, hi, see
     report = run(f"{OPS}:requantize", load_target("vita"),
                  {"C": c, "H": h, "W": w, "LO": lo, "HI": hi, "seed": seed})
     assert report.validated and report.max_abs_err == 0
+
+
+SHRV = HERE / "vita_alu_shrv.toml"
+
+
+@pytest.mark.parametrize("shift", [3, 31])
+def test_a_shift_by_a_constant_runs_on_vitas_alu_shr(shift: int) -> None:
+    """``a >> 3`` is a floor division by 8, ``a >> 31`` (2**31 is no int32) a Shr node: ALU_SHR either way."""
+    report = run_json(f"{OPS}:shift_clip", "--target", "vita", "-p", f"SHIFT={shift}", "-p", "n=200")
+    assert report["validated"] is True and report["detail"].startswith("bit-exact")
+    alu = {name: count for name, count in report["instructions"].items() if name.startswith("ALU")}
+    assert alu == {"ALU_SHR": 1, "ALU_MAX": 1, "ALU_MIN": 1}
+
+
+def test_shifts_by_a_tensors_amounts_run_on_this_cpu_and_on_diannao_as_numpys() -> None:
+    result = RUNNER.invoke(app, ["run", f"{OPS}:shifts", "--target", "cpu", "-p", "n=300", "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    assert "validated" in result.output and "bit-exact" in result.output
+    for bits in (8, 32):   # amounts over [-4, bits + 8): in range, past the width, negative
+        dt = np.dtype(f"int{bits}")
+        a = np.random.default_rng(bits).integers(np.iinfo(dt).min, np.iinfo(dt).max, 300, dtype=dt)
+        b = (np.arange(300) % (bits + 12) - 4).astype(dt)
+        cpu = run(f"{OPS}:shifts", load_target("cpu"), {"n": 300, "BITS": bits, "threads": 1,
+                                                        "min_time": 0.001}, inputs=[a, b])
+        card = run(f"{OPS}:shifts", load_target("diannao"), {"n": 300, "BITS": bits, "cores": 2},
+                   inputs=[a, b])
+        want = (np.right_shift(a, b) + np.left_shift(a, b)).astype(dt)
+        for report in (cpu, card):
+            assert report.validated
+            np.testing.assert_array_equal(report.output.reshape(300), want)
+        assert card.instructions["sra"] >= 1 and card.instructions["sll"] >= 1
+
+
+def test_a_shift_by_a_tensors_amounts_selects_an_instruction_whose_semantics_shift_by_an_operand() -> None:
+    result = RUNNER.invoke(app, ["run", f"{OPS}:shift_by", "--target", "vita"])
+    assert result.exit_code == 2 and "matches no vita tile instruction" in result.output
+    report = run_json(f"{OPS}:shift_by", "--target", "vita", "--spec", str(SHRV))
+    assert report["validated"] is True and report["detail"].startswith("bit-exact")
+    assert report["instructions"]["ALU_SHRV"] == 1 and "ALU_SHR" not in report["instructions"]
