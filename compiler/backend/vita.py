@@ -7,8 +7,10 @@ stream. So does this backend, at compile time:
 - a nest of loops around one GEMM/ALU tile instruction (what ``tensorize_tiles`` leaves) becomes ONE
   instruction with micro-ops, as VTA's runtime builds them: the two outermost loops become
   ``iter_out``/``iter_in`` with each operand's step as its factor, the inner loops are enumerated into
-  the micro-op list (``dst_idx``, ``src_idx``, ``wgt_idx``, in tiles). Equal micro-op lists are stored
-  once; all of them are loaded by one LOAD_UOP at the start;
+  the micro-op list (``dst_idx``, ``src_idx``, ``wgt_idx``, in tiles). Which micro-op field and which
+  factor fields an operand has are the spec's (isa/micro_ops.py), so only the fields of the operands the
+  instruction has are written; a format without one is a ``LoweringError`` naming the instruction and the
+  field. Equal micro-op lists are stored once; all of them are loaded by one LOAD_UOP at the start;
 - on-chip buffers get tile addresses in their space (nested allocations stack; capacity is checked);
   parameters get DRAM addresses aligned to the largest tile;
 - ``push_dep`` sets the push flag of the pushing unit's last instruction, ``pop_dep`` the pop flag of its
@@ -38,12 +40,12 @@ from compiler.ir.dae_tokens import DAE_UNITS, DepToken
 from compiler.ir.functor import substitute
 from compiler.passes.check_token_order import Token
 from compiler.passes.tensorize import space_of
+from isa import micro_ops
 
 #: (unit, other unit) -> the flag name suffix: "prev" is the unit before in load -> compute -> store.
 _SIDE = {("load", "compute"): "next", ("compute", "load"): "prev", ("compute", "store"): "next",
          ("store", "compute"): "prev"}
 _TILE_SPACES = {"INP": "INP_ELEM_BYTES", "WGT": "WGT_ELEM_BYTES", "ACC": "ACC_ELEM_BYTES"}
-_UOP_OPERANDS = {"acc": "dst_idx", "dst": "dst_idx", "inp": "src_idx", "src": "src_idx", "wgt": "wgt_idx"}
 _NOOP = {"load": "LOAD_INP", "compute": "LOAD_UOP", "store": "STORE_OUT"}
 
 
@@ -253,6 +255,10 @@ class _Emitter:
             s = s.body
         instr = self.spec.instruction(s.name)
         fields = {f.name: self.value(f.value, env) for f in s.fields}
+        try:   # where the spec says each operand of a micro-op lies: its micro-op field and loop factors
+            where = {a.operand: a for a in micro_ops.addresses(self.spec, instr)}
+        except micro_ops.MicroOpError as e:
+            raise LoweringError(f"VITA backend: cannot emit {s.name} as a micro-op loop: {e}") from None
         loop_vars = {v for v, _, _ in loops}
         steps: dict[str, tuple[int, dict[ir.Var, int]]] = {}
         for r in s.regions:
@@ -270,11 +276,10 @@ class _Emitter:
         iters = loops[:2] + [(None, 0, 1)] * (2 - min(len(loops), 2))
         inner = loops[2:]
         key_fields = {}
-        for k, (var, _lo, ext) in zip(("out", "in"), iters, strict=True):
-            key_fields[f"iter_{k}"] = ext
+        for k, (var, _lo, ext) in enumerate(iters):
+            key_fields[("iter_out", "iter_in")[k]] = ext
             for operand, (_, coefs) in steps.items():
-                name = _UOP_OPERANDS[operand].replace("_idx", "")
-                key_fields[f"{name}_factor_{k}"] = coefs.get(var, 0) if var is not None else 0
+                key_fields[where[operand].factors[k]] = coefs.get(var, 0) if var is not None else 0
         lows = {var: lo for var, lo, _ in iters if var is not None}
         uops = []
         for point in itertools.product(*(range(lo, lo + ext) for _, lo, ext in inner)):
@@ -282,7 +287,7 @@ class _Emitter:
             values = {}
             for operand, (base, coefs) in steps.items():
                 idx = base + sum(c * at.get(v, 0) for v, c in coefs.items())
-                values[_UOP_OPERANDS[operand]] = idx
+                values[where[operand].index] = idx
             uops.append(self.spec.insn("uop", **values))
         key = tuple(tuple(sorted(u.values.items())) for u in uops)
         begin = self.uop_lists.get(key)

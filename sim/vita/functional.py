@@ -5,8 +5,10 @@ int8, ``acc[depth, BATCH*BLOCK_OUT]`` int32, ``uop[depth]`` uint32); DRAM is a f
 instruction semantics are the spec's: the methods here are hand-written fast paths of them (a GEMM runs all
 the micro-ops of its two-level loop as one batched product), each used only for instructions whose contract
 (``FAST_PATHS``) is the one it implements, and tests/sim/vita/test_functional.py proves each equal to the
-generic executor running the spec's semantics micro-op by micro-op. Any other micro-op instruction on ACC
-tiles (a new ALU operation, a changed one) runs through ``execute_generic``.
+generic executor running the spec's semantics micro-op by micro-op. Any other micro-op instruction on
+ACC, INP or WGT tiles (a new ALU operation, a changed one) runs through ``execute_generic``. Which tile each
+operand of a micro-op is comes from the spec's addressing (isa/micro_ops.py), for the operands the
+instruction has: its format may lay out its other fields as it likes.
 
 Errors are ``VitaExecError`` naming the instruction and the broken rule: an SRAM index outside its buffer,
 a micro-op range outside the uop buffer, a DRAM access outside DRAM, padding on a store.
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import isa
+from isa import micro_ops
 from sim.core.contract import fast_path_for
 from sim.core.errors import ConstraintError, SimError
 
@@ -37,6 +40,16 @@ class VitaBudgetError(VitaExecError):
 
 class VitaConstraintError(VitaExecError, ConstraintError):
     """A VITA instruction breaks a rule of its spec: names its index, unit, the instruction and the rule."""
+
+
+class VitaUnsupportedError(VitaExecError):
+    """The VITA machine cannot run an instruction of the program's spec: found before cycle 0. ``pc`` is its
+    index in the program, ``insn`` its assembly text, ``field`` the field its format lacks where that is the
+    reason (a micro-op operand's loop factor, a loop field), else None."""
+
+    def __init__(self, message: str, *, pc: int, insn: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.pc, self.insn, self.field = pc, insn, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +93,7 @@ class VitaState:
         self.buffers = {name: np.zeros((k.depth, k.elems), k.dtype) for name, k in self.kinds.items()
                         if name != "OUT"}
         self._uop_cache: dict[tuple, dict] = {}
+        self._addresses: dict[str, tuple[micro_ops.Address, ...]] = {}
         uop_fmt = spec.data["uop"].format
         self.uop_fields = {f.name: (f.lsb, (1 << f.bits) - 1) for f in uop_fmt.fields}
 
@@ -145,14 +159,25 @@ class VitaState:
             typed, shape=(ys, xs, kind.elems), strides=(stride * tile, tile, item), writeable=write)
 
     # ------------------------------------------------------------------ GEMM and ALU
+    def addresses(self, insn: isa.Insn) -> tuple[micro_ops.Address, ...]:
+        """Where each operand of ``insn``'s micro-ops lies, as its spec says (isa/micro_ops.py)."""
+        found = self._addresses.get(insn.name)
+        if found is None:
+            try:
+                found = micro_ops.addresses(self.spec, self.spec.instruction(insn.name))
+            except micro_ops.MicroOpError as e:
+                raise VitaExecError(str(e)) from None
+            self._addresses[insn.name] = found
+        return found
+
     def uop_chunks(self, insn: isa.Insn, f: dict[str, int] | None = None) -> Iterator[tuple[int, dict]]:
         """The micro-ops of the instruction's two-level loop, in execution order, as runs of at most
-        ``BATCH_UOPS``: ``(position of the run's first micro-op, indices)``, where ``indices`` holds the
-        dst/src/wgt tile index of each micro-op and ``independent`` (see ``_indices``).
+        ``BATCH_UOPS``: ``(position of the run's first micro-op, indices)``, where ``indices`` holds the tile
+        index of each micro-op for each operand (by its name) and ``independent`` (see ``_indices``).
 
         Memory stays bounded whatever the loop's size. Programs repeat the same micro-op loops, so a loop of
-        one run is cached by the loop fields and the micro-op words themselves (never stale, whoever writes
-        the uop buffer); treat the arrays as read-only.
+        one run is cached by its addresses, the loop fields and the micro-op words themselves (never stale,
+        whoever writes the uop buffer); treat the arrays as read-only.
         """
         f = insn.values if f is None else f
         bgn, end = f["uop_bgn"], f["uop_end"]
@@ -161,42 +186,45 @@ class VitaState:
             raise VitaExecError(f"{insn.name}: micro-op range {bgn}..{end} is outside the uop buffer "
                                 f"(depth {depth})")
         words = self.buffers["UOP"][bgn:end, 0]
+        loop = tuple((a, f[a.factors[0]], f[a.factors[1]]) for a in self.addresses(insn))
         n = uop_count(f)
         if n > BATCH_UOPS:
             for lo in range(0, n, BATCH_UOPS):
-                yield lo, self._indices(words, f, lo, min(n, lo + BATCH_UOPS))
+                yield lo, self._indices(words, f["iter_in"], loop, lo, min(n, lo + BATCH_UOPS))
             return
-        key = (words.tobytes(), f["iter_out"], f["iter_in"], f["dst_factor_out"], f["dst_factor_in"],
-               *(f.get(k) for k in ("src_factor_out", "src_factor_in", "wgt_factor_out", "wgt_factor_in")))
+        key = (words.tobytes(), f["iter_out"], f["iter_in"], loop)
         cached = self._uop_cache.get(key)
         if cached is None:
-            cached = self._indices(words, f, 0, n)
+            cached = self._indices(words, f["iter_in"], loop, 0, n)
             if len(self._uop_cache) >= 4096:
                 self._uop_cache.clear()
             self._uop_cache[key] = cached
         yield 0, cached
 
-    def _indices(self, words: np.ndarray, f: dict[str, int], lo: int, hi: int) -> dict[str, np.ndarray]:
+    def _indices(self, words: np.ndarray, iter_in: int, loop: tuple, lo: int,
+                 hi: int) -> dict[str, np.ndarray]:
         """Tile indices of micro-ops ``lo..hi-1`` of the loop over ``words``: position k runs micro-op
-        ``k % n`` of inner iteration ``k // n % iter_in`` of outer iteration ``k // (n * iter_in)``, n words.
+        ``k % n`` of inner iteration ``j = k // n % iter_in`` of outer iteration ``i = k // (n * iter_in)``,
+        n words; ``loop`` holds each operand's address with its two factors' values, and the operand is at
+        ``record[index] + i * outer factor + j * inner factor``.
 
         ``independent`` says whether the micro-ops may run as one vector operation: (with an immediate) no
-        destination repeats, (with a source tile) neither does any source that is another micro-op's
-        destination.
+        destination (the operand of role dst) repeats, (with a source tile) neither does any source (role
+        src) that is another micro-op's destination.
         """
         k = np.arange(lo, hi, dtype=np.int64)
         u, rest = k % words.size, k // words.size
-        j, i = rest % f["iter_in"], rest // f["iter_in"]
-        out = {}
-        for name, out_f, in_f in (("dst", "dst_factor_out", "dst_factor_in"),
-                                  ("src", "src_factor_out", "src_factor_in"),
-                                  ("wgt", "wgt_factor_out", "wgt_factor_in")):
-            if out_f not in f:   # an operand the format has no loop factors for (a dst-only ALU operation)
-                continue
-            lsb, mask = self.uop_fields[f"{name}_idx"]
+        j, i = rest % iter_in, rest // iter_in
+        out, roles = {}, {}
+        for address, outer, inner in loop:
+            lsb, mask = self.uop_fields[address.index]
             base = (words.astype(np.int64) >> lsb) & mask
-            out[name] = base[u] + i * f[out_f] + j * f[in_f]
-        dst, src = out["dst"], out.get("src", out["dst"])
+            out[address.operand] = roles[address.role] = base[u] + i * outer + j * inner
+        dst = roles.get("dst")
+        if dst is None:   # nothing written by role: the micro-ops run one by one
+            out["independent"] = (False, False)
+            return out
+        src = roles.get("src", dst)
         unique = np.unique(dst).size == dst.size
         out["independent"] = (unique, unique and not np.isin(src[src != dst], dst).any())
         return out
@@ -213,20 +241,20 @@ class VitaState:
         acc = self.buffers["ACC"]
         b, bi, bo = self.batch, self.block_in, self.block_out
         for first, idx in self.uop_chunks(insn, f):
-            self._check(insn, idx["dst"], "ACC", "accumulator", first)
-            self._check(insn, idx["src"], "INP", "input", first)
+            self._check(insn, idx["acc"], "ACC", "accumulator", first)
+            self._check(insn, idx["inp"], "INP", "input", first)
             self._check(insn, idx["wgt"], "WGT", "weight", first)
-            inp = self.buffers["INP"][idx["src"]].reshape(-1, b, bi).astype(np.int32)
+            inp = self.buffers["INP"][idx["inp"]].reshape(-1, b, bi).astype(np.int32)
             wgt = self.buffers["WGT"][idx["wgt"]].reshape(-1, bo, bi).astype(np.int32)
             prod = np.einsum("nbk,nok->nbo", inp, wgt, dtype=np.int32).reshape(-1, b * bo)
             # additions modulo 2**32 commute, so repeated destinations add up exactly as in sequence
-            np.add.at(acc, idx["dst"], prod)
+            np.add.at(acc, idx["acc"], prod)
 
     def gemm_reset(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """GEMM with reset_reg: zero every addressed accumulator tile."""
         for first, idx in self.uop_chunks(insn, f):
-            self._check(insn, idx["dst"], "ACC", "accumulator", first)
-            self.buffers["ACC"][idx["dst"]] = 0
+            self._check(insn, idx["acc"], "ACC", "accumulator", first)
+            self.buffers["ACC"][idx["acc"]] = 0
 
     def alu(self, insn: isa.Insn, op: str, f: dict[str, int] | None = None) -> None:
         """ALU_<op>: acc[dst] = op(acc[dst], imm or acc[src]) for every micro-op, in order."""
@@ -252,19 +280,19 @@ def uop_count(f: dict[str, int]) -> int:
 
 def execute_generic(state: VitaState, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
     """A micro-op instruction whose semantics no fast path implements, through the spec's generic executor:
-    for every micro-op of its two-level loop, in order, each operand is the ACC tile its micro-op field
-    (``dst_idx``, ``src_idx``) and the loop factors address, and the written operands are stored back."""
-    instr = state.spec.instruction(insn.name)
-    names = [op.name for op in instr.operands if op.kind == "tensor"]
-    acc = state.buffers["ACC"]
-    shape = (state.batch, state.block_out)
+    for every micro-op of its two-level loop, in order, each operand is the tile of its space its address
+    gives (``VitaState.addresses``: the micro-op field and loop factors the spec addresses it by), and the
+    written operands are stored back."""
+    spaces = {a.operand: a.space for a in state.addresses(insn)}
+    shapes = {name: isa.operand_shape(state.spec, insn, name) for name in spaces}
     for first, idx in state.uop_chunks(insn, f):
-        for name in names:
-            state._check(insn, idx[name], "ACC", name, first)
-        for k in range(idx["dst"].size):
-            tiles = {name: acc[idx[name][k]].reshape(shape) for name in names}
+        for name, space in spaces.items():
+            state._check(insn, idx[name], space, name, first)
+        for k in range(min((idx[name].size for name in spaces), default=0)):
+            tiles = {name: state.buffers[space][idx[name][k]].reshape(shapes[name])
+                     for name, space in spaces.items()}
             for name, value in isa.execute(state.spec, insn, tiles).items():
-                acc[idx[name][k]] = np.asarray(value).reshape(-1)
+                state.buffers[spaces[name]][idx[name][k]] = np.asarray(value).reshape(-1)
 
 
 # ---------------------------------------------------------------------------- the fast paths' contracts

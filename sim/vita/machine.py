@@ -42,6 +42,7 @@ from sim.vita.functional import (
     VitaConstraintError,
     VitaExecError,
     VitaState,
+    VitaUnsupportedError,
     execute_generic,
     uop_count,
 )
@@ -217,8 +218,9 @@ class _Machine:
             known = timing.get(insn)
             if known is None:
                 if plan.action is None:
-                    raise VitaExecError(f"{self.where(pc)}: the VITA machine cannot run '{insn.name}': "
-                                        f"{plan.reason}")
+                    raise VitaUnsupportedError(f"{self.where(pc)}: the VITA machine cannot run "
+                                               f"'{insn.name}': {plan.reason}", pc=pc,
+                                               insn=isa.format_insn(self.spec, insn), field=plan.missing)
                 violations = isa.check_constraints(self.spec, insn, which="static")
                 if violations:
                     v = violations[0]

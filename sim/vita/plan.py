@@ -8,9 +8,13 @@ For every instruction the spec defines:
   by it, as VTA's fetch does by opcode;
 - ``action``: what it does to the machine's state. ``load``/``store``/``gemm``/``reset``/``alu`` are the
   fast paths of sim/vita/functional.py, chosen by the instruction's contract (semantics and operands), not by
-  its name; ``generic`` runs a micro-op instruction on ACC tiles through the spec's semantics (a new or
-  changed ALU operation); ``finish`` ends the program (group ``finish``); ``None`` with ``reason`` set when
-  the machine cannot run it (reported when a program uses it).
+  its name; ``generic`` runs a micro-op instruction on ACC, INP and WGT tiles through the spec's semantics
+  (a new or changed ALU operation); ``finish`` ends the program (group ``finish``); ``None`` with ``reason``
+  set when the machine cannot run it (reported, before cycle 0, when a program uses it);
+- ``addresses``: for a micro-op instruction, the tile each of its operands reads or writes, from the
+  micro-op record and the loop factors the spec says address it (isa/micro_ops.py), never from field names
+  the instruction does not have: a format without a field its operands' addresses need is refused, with the
+  field in ``missing``.
 
 Each instance's timing and rules are the spec's too: the machine evaluates them with ``isa.timing_of`` and
 ``isa.check_constraints`` once per distinct instruction before the program starts.
@@ -24,26 +28,36 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import isa
+from isa import micro_ops
 from isa.lang.tree import to_text
 from sim.vita.functional import fast_path
 
 UNITS = ("load", "compute", "store")
-# the fields of VTA's micro-op loop, which a generic micro-op instruction's format must have
-UOP_LOOP = ("uop_bgn", "uop_end", "iter_out", "iter_in")
 TRANSFERS = ("load", "store")
 # the actions that run a two-level loop of micro-ops (the work ``uop_budget`` bounds)
 MICRO_OP_ACTIONS = ("gemm", "reset", "alu", "generic")
+# the tiles a micro-op operand may be, by memory space: (shape, dtype) as the buffers hold them
+TILES = {"ACC": (("BATCH", "BLOCK_OUT"), "i32"), "INP": (("BATCH", "BLOCK_IN"), "i8"),
+         "WGT": (("BLOCK_OUT", "BLOCK_IN"), "i8")}
+# the fields the ALU fast path reads besides the loop's (its contract's semantics name them)
+ALU_FIELDS = ("use_imm", "imm")
 
 
 @dataclass(frozen=True)
 class InsnPlan:
-    """The machine's view of one instruction of the spec (see the module docstring)."""
+    """The machine's view of one instruction of the spec (see the module docstring).
+
+    ``addresses``: where each tensor operand of a micro-op instruction lies (isa/micro_ops.py); ``missing``:
+    the field whose absence keeps the machine from running it, where that is the reason.
+    """
 
     name: str
     unit: str | None
     action: str | None
     arg: str | None
     reason: str = ""
+    addresses: tuple[micro_ops.Address, ...] = ()
+    missing: str | None = None
 
     @property
     def transfer(self) -> bool:
@@ -57,39 +71,48 @@ def plan_spec(spec: isa.ISA) -> Mapping[str, InsnPlan]:
 
 
 def _plan(spec: isa.ISA, instr: isa.Instruction) -> InsnPlan:
-    action, arg, reason = _action(spec, instr, {f.name for f in instr.fields})
+    action, arg, reason, missing = _action(instr, {f.name for f in instr.fields})
     unit = instr.timing.unit
     if unit not in UNITS:
-        action, reason = None, (f"its timing unit is {unit!r}; the VITA machine has the units "
-                                f"{', '.join(UNITS)}")
-    return InsnPlan(instr.name, unit, action, arg, reason)
+        action, reason, missing = None, (f"its timing unit is {unit!r}; the VITA machine has the units "
+                                         f"{', '.join(UNITS)}"), None
+    if action not in MICRO_OP_ACTIONS:
+        return InsnPlan(instr.name, unit, action, arg, reason, (), missing)
+    try:
+        addresses = micro_ops.addresses(spec, instr)
+    except micro_ops.MicroOpError as e:
+        return InsnPlan(instr.name, unit, None, None, f"its micro-ops cannot be addressed: {e}", (), e.field)
+    return InsnPlan(instr.name, unit, action, arg, reason, addresses)
 
 
-def _action(spec: isa.ISA, instr: isa.Instruction, fields: set[str]) -> tuple[str | None, str | None, str]:
-    """(action, argument, why not) of ``instr``: a fast path by contract, the generic executor, or none."""
+def _action(instr: isa.Instruction, fields: set[str]) -> tuple[str | None, str | None, str, str | None]:
+    """(action, argument, why not, the missing field that is why) of ``instr``: a fast path by contract, the
+    generic executor, or none. The ALU fast path reads ``ALU_FIELDS`` as fields: where the semantics name a
+    parameter instead, the generic executor runs it."""
     if instr.group == "finish":
         if instr.statements:
-            return None, None, "a finish instruction has no semantics, but this one has some"
-        return "finish", None, ""
+            return None, None, "a finish instruction has no semantics, but this one has some", None
+        return "finish", None, "", None
     fast = fast_path(instr)
-    if fast is not None:
-        return fast[0], fast[1], ""
-    tensors = [op for op in instr.operands if op.kind == "tensor"]
-    shape = ["BATCH", "BLOCK_OUT"]
+    if fast is not None and (fast[0] != "alu" or all(name in fields for name in ALU_FIELDS)):
+        return fast[0], fast[1], "", None
+    if not micro_ops.runs_micro_ops(instr):
+        missing = [name for name in micro_ops.LOOP if name not in fields]
+        why = ("its semantics match no fast path of the VITA machine, and it cannot run on the generic "
+               f"executor: its format has no micro-op loop fields {', '.join(missing)}")
+        return None, None, why, missing[0]
     problems = []
-    if missing := [f for f in UOP_LOOP if f not in fields]:
-        problems.append(f"its format has no micro-op loop fields {', '.join(missing)}")
-    if "dst" not in {op.name for op in tensors}:
-        problems.append("it has no 'dst' operand")
-    for op in tensors:
-        if op.name not in ("dst", "src"):
-            problems.append(f"operand '{op.name}' is neither 'dst' nor 'src' (micro-ops address dst_idx and "
-                            "src_idx)")
-        elif op.space != "ACC" or [to_text(e) for e in op.shape] != shape:
-            problems.append(f"operand '{op.name}' is not an ACC tile [BATCH, BLOCK_OUT]")
-        elif f"{op.name}_factor_out" not in fields:
-            problems.append(f"its format has no {op.name}_factor_out / {op.name}_factor_in fields")
+    for op in instr.operands:
+        if op.kind != "tensor":
+            problems.append(f"operand '{op.name}' is a {op.kind}, not a tile")
+            continue
+        tile = TILES.get(op.space)
+        if tile is None:
+            problems.append(f"operand '{op.name}' is in {op.space}, not in a tile buffer "
+                            f"({', '.join(TILES)})")
+        elif tuple(to_text(e) for e in op.shape) != tile[0] or op.dtype != tile[1]:
+            problems.append(f"operand '{op.name}' is not an {op.space} tile {tile[1]}[{', '.join(tile[0])}]")
     if problems:
         return None, None, ("its semantics match no fast path of the VITA machine, and it cannot run on the "
-                            "generic executor: " + "; ".join(problems))
-    return "generic", None, ""
+                            "generic executor: " + "; ".join(problems)), None
+    return "generic", None, "", None
