@@ -25,7 +25,7 @@ from compiler.ir import nodes as ir
 from compiler.ops import nn
 from compiler.ops.diannao_vector import vector_cover
 from compiler.ops.elementwise import cover_stages, flatten
-from compiler.passes.cover import Step, strip_noop_casts
+from compiler.passes.cover import Step, in_place, strip_noop_casts
 from compiler.passes.tensorize import SCALAR_MARK
 from compiler.schedule import Schedule, create_schedule
 
@@ -95,8 +95,11 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     body = strip_noop_casts(flat_out.op.body)
     chosen = vector_cover(body, spec, tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec))
     if len(chosen.steps) <= 1:
-        mark = chosen.steps[0].instruction if chosen.steps and not chosen.steps[0].scalar else out.name
-        return _tiled(flat_inputs, flat_out, mark, cores, tile, spec, stage_inputs=len(flat_inputs) > 1)
+        step = chosen.steps[0] if chosen.steps else None
+        instr = spec.instructions[step.instruction] if step is not None and not step.scalar else None
+        # an in-place instruction (relu) computes in the output tile the input is read into; others read NMEM
+        staged = not in_place(instr) if instr is not None else len(flat_inputs) > 1
+        return _tiled(flat_inputs, flat_out, instr.name if instr else out.name, cores, tile, spec, staged)
     stages = cover_stages(chosen, axis, flat_out.shape)
     copy = te.compute(flat_out.shape, lambda i: ir.cast(stages[-1][i], flat_out.dtype), name=flat_out.name)
     marks = [_mark_of(step) for step in chosen.steps]
@@ -118,7 +121,8 @@ def _tiled_stages(inputs: tuple[te.Tensor, ...], stages: tuple[te.Tensor, ...], 
     itemsize = max(t.dtype.bits // 8 for t in (*inputs, *stages, out))
     share = math.ceil(n / cores)
     tile = min(tile, share) if tile else tile_elements(share, len(inputs) + len(stages), itemsize, spec)
-    staged = [s.cache_read(x, "nmem", [t for t in stages if x in t.op.input_tensors]) for x in inputs]
+    readers = {x: [t for t in stages if x in t.op.input_tensors] for x in inputs}
+    staged = [s.cache_read(x, "nmem", readers[x]) for x in inputs if readers[x]]
     core, rest = s[out].split(out.op.axis[0], nparts=cores, names=("core", "rest"))
     outer, inner = s[out].split(rest, factor=tile, names=("tile", "e"))
     s[out].bind(core, te.thread_axis("core", name="tid"))
@@ -147,7 +151,8 @@ def _tiled(inputs: tuple[te.Tensor, ...], out: te.Tensor, mark: str, cores: int,
     share = math.ceil(n / cores)
     buffers = len(inputs) + 1 if stage_inputs else 1
     tile = min(tile, share) if tile else tile_elements(share, buffers, itemsize, spec)
-    staged = [s.cache_read(x, "nmem", [out]) for x in inputs] if stage_inputs else []
+    read = out.op.input_tensors
+    staged = [s.cache_read(x, "nmem", [out]) for x in inputs if x in read] if stage_inputs else []
     local = s.cache_write(out, "nmem")
     core, rest = s[out].split(out.op.axis[0], nparts=cores, names=("core", "rest"))
     outer, inner = s[out].split(rest, factor=tile, names=("tile", "e"))

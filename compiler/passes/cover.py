@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import isa
+from compiler.arith import simplify
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator
 from compiler.passes.match import NoTreeMatch, TreeMatch
@@ -103,7 +104,7 @@ class Select:
 def cover(expr: ir.Expr, select: Select) -> Cover:
     """The cover of ``expr`` with the fewest cycles (module docstring); NoCover names the operation that no
     instruction computes when the target has no scalar code."""
-    best = _best(expr, select)
+    best = _best(simplify(strip_noop_casts(expr)), select)   # the form the passes after the schedule see
     if isinstance(best, str):
         raise NoCover(best)
     return best
@@ -112,7 +113,7 @@ def cover(expr: ir.Expr, select: Select) -> Cover:
 def alternatives(expr: ir.Expr, select: Select, count: int = 3) -> list[Cover]:
     """The best cover for each instruction that can compute ``expr``'s root (cheapest first, at most
     ``count``): what ``--explain`` shows next to the chosen one."""
-    options = _options(expr, select)
+    options = _options(simplify(strip_noop_casts(expr)), select)
     by_root: dict[str, Cover] = {}
     for c in sorted(options, key=lambda c: c.cycles):
         by_root.setdefault(c.steps[-1].instruction, c)
@@ -200,6 +201,13 @@ def bind(instr: isa.Instruction, e: ir.Expr, params: Mapping[str, int]
             continue
         return dict(tree.exprs), dict(tree.values)
     return None
+
+
+def in_place(instr: isa.Instruction) -> bool:
+    """Whether ``instr`` reads the operand it writes (``dst = max(dst, 0)``, VITA's ``dst = dst + src``)."""
+    (assign,) = instr.statements[:1] or (None,)
+    return assign is not None and any(isinstance(x, t.Access) and x.tensor == assign.target.tensor
+                                      for x in t.walk(assign.value))
 
 
 # --------------------------------------------------------------------------------------------------
