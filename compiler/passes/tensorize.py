@@ -152,7 +152,7 @@ def unmatched(func: ir.PrimFunc, spec: isa.ISA) -> list[NoMatch]:
                                 self.visit(ir.Attr(s.key, s.value, case))
                         continue
                     if register and not isinstance(stmt, ir.TensorInsn):
-                        reason = why_not(stmt, spec, str(s.value))
+                        reason = why_not(stmt, spec, str(s.value), func.body)
                         if reason is not None:
                             found.append(NoMatch(str(s.value), reason))
                     elif not isinstance(stmt, ir.TensorInsn):
