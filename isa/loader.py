@@ -145,6 +145,8 @@ class _Loader(TableLoader, InstructionLoader):
             doc = _toml(self.text)
         except ValueError as e:   # a TOMLDecodeError, or what _toml says instead
             raise self.toml_error(e) from None
+        own = doc.get("instructions")
+        declared = tuple(own) if isinstance(own, dict) else ()
         doc = self.extend(doc, self.file, ())
         self.keys(doc, _TOP_KEYS, "the spec file", field=None)
         self.where = "table [isa]"
@@ -185,7 +187,7 @@ class _Loader(TableLoader, InstructionLoader):
         data = self.load_data(doc.get("data", {}), formats)
         return ISA(name, summary, insn_bits, MappingProxyType(dict(self.params)), MappingProxyType(enums),
                    MappingProxyType(spaces), MappingProxyType(formats), MappingProxyType(instructions),
-                   MappingProxyType(data), self.file, MappingProxyType(defaults), self.text)
+                   MappingProxyType(data), self.file, MappingProxyType(defaults), self.text, declared)
 
     def extend(self, doc: dict, file: str, chain: tuple[str, ...], merged: dict | None = None,
                included: set[str] | None = None) -> dict:

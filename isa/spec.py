@@ -239,6 +239,10 @@ class ISA:
     source: str = "<spec>"
     defaults: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     text: str = field(default="", repr=False)  # the TOML it was loaded from ("" when built in Python)
+    #: the instructions the spec's own file declares (new ones and changed ones), in its order; the others
+    #: come from the specs it ``extends``. The CPU schedules' choice of a dot product (compiler/ops/cpu.py,
+    #: ``packing``) tries these first, so that an extension's instruction is the one used.
+    declared: tuple[str, ...] = ()
 
     def __hash__(self) -> int:
         return hash((self.name, self.source, self.text, tuple(sorted(self.params.items()))))

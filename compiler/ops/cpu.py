@@ -82,7 +82,9 @@ U8 = Packing("uint8", "int8", LANES, 4)   # the layout of u8 x s8 operators (vpd
 def packing(isa: str, dtype: str, spec: ISA) -> Packing:
     """The blocking of ``dtype``'s operators under ``isa``: for a tensorized isa (``x86-vnni``,
     ``arm-dot``), that of the first instruction of ``spec`` whose semantics sum ``dtype``'s products into
-    int32 register lanes, with its lane count and reduction width read from its operands and indices."""
+    int32 register lanes, with its lane count and reduction width read from its operands and indices. The
+    instructions the spec's own file declares come first (``ISA.declared``): an extension that adds one for
+    these products (vpdpbusds over x86's vpdpbusd) is asking for it."""
     if isa not in ISAS:
         raise ScheduleError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
     if dtype not in DTYPES:
@@ -90,7 +92,7 @@ def packing(isa: str, dtype: str, spec: ISA) -> Packing:
     data, weight = DTYPES[dtype]
     if isa not in TENSORIZED:
         return Packing(data, weight, LANES, max(1, 32 // dtypes.dtype(data).bits))
-    for instr in spec.instructions.values():
+    for instr in sorted(spec.instructions.values(), key=lambda i: i.name not in spec.declared):
         found = _packing_of(instr, spec, data, weight)
         if found is not None:
             return found

@@ -20,6 +20,12 @@ loop IR (``inspect_nest``, what the tensorize pass sees after the rewriter tiled
    Mappings are tried from the innermost loop outward and the first feasible one is returned, as UNIT's
    implementation does.
 
+Beyond the paper, an instruction whose sum is widened, clamped (saturating) or narrowed around the
+accumulation, ``d = i32(min(max(i64(c) + sum(...), LO), HI))`` (vpdpbusds), is matched as the wrapping sum it
+equals where nothing wraps or saturates, and only there: the range proof of compiler/passes/ranges.py over
+the whole reduction (``Accumulation``: the reduce axes from 0 for a tensor expression; what the caller says
+for a loop nest). Where it fails, the check is "range" and the reason names the bound.
+
 The result is a ``Mapping`` (which operation loop feeds each instruction loop, and each operand's access) or a
 ``NotApplicable`` that says why, naming the check that failed.
 """
@@ -27,14 +33,16 @@ The result is a ``Mapping`` (which operation loop feeds each instruction loop, a
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import isa
 from compiler import te
-from compiler.arith import linear_form
+from compiler.arith import Interval, linear_form
 from compiler.ir import nodes as ir
 from compiler.ir.functor import free_vars
+from compiler.passes import ranges
 from compiler.passes.match import NoTreeMatch, TreeMatch
 from isa.lang import tree as t
 
@@ -80,7 +88,8 @@ class Mapping:
 
 @dataclass(frozen=True)
 class NotApplicable:
-    """Why the instruction cannot compute the operation: ``check`` is "compute" or "access"."""
+    """Why the instruction cannot compute the operation: ``check`` is "compute", "range" (a saturating or
+    narrowing instruction whose range proof failed) or "access"."""
 
     instruction: str
     check: str
@@ -100,13 +109,18 @@ def inspect_op(op: te.ComputeOp, spec: isa.ISA, instruction: str) -> Mapping | N
         Axis(iv.var, iv.extent, "reduce") for iv in op.reduce_axis
     ]
     out = Access(op.output.buffer, tuple(iv.var for iv in op.axis))
-    return inspect(axes, out, op.body, spec, instruction)
+    whole = ranges.Accumulation(math.prod(iv.extent for iv in op.reduce_axis), Interval.point(0),
+                                f"the reduction over {', '.join(iv.var.name for iv in op.reduce_axis)}")
+    return inspect(axes, out, op.body, spec, instruction, whole)
 
 
 def inspect_nest(
-    loops: Sequence[ir.For], update: ir.Store, spec: isa.ISA, instruction: str
+    loops: Sequence[ir.For], update: ir.Store, spec: isa.ISA, instruction: str,
+    accumulation: ranges.Accumulation | str | None = None,
 ) -> Mapping | NotApplicable:
-    """Inspect a loop nest ``for ...: out[idx] = out[idx] + body`` (the loops the instruction replaces)."""
+    """Inspect a loop nest ``for ...: out[idx] = out[idx] + body`` (the loops the instruction replaces);
+    ``accumulation``: the whole reduction into ``out`` (or why it is not known), which a saturating or
+    narrowing instruction's range proof needs."""
     out = Access(update.buffer, update.indices)
     value = update.value
     if (
@@ -136,26 +150,30 @@ def inspect_nest(
         tuple(a.var for a in axes if a.kind == "reduce"),
         tuple((0, a.extent) for a in axes if a.kind == "reduce"),
     )
-    return inspect(axes, out, body, spec, instruction)
+    return inspect(axes, out, body, spec, instruction, accumulation)
 
 
 def inspect(
-    axes: Sequence[Axis], out: Access, value: ir.Expr, spec: isa.ISA, instruction: str
+    axes: Sequence[Axis], out: Access, value: ir.Expr, spec: isa.ISA, instruction: str,
+    accumulation: ranges.Accumulation | str | None = None,
 ) -> Mapping | NotApplicable:
     """The first feasible mapping of ``out = value`` (a sum over the reduce axes) onto the instruction."""
-    binding = compute_binding(out, value, spec, instruction)
+    binding = compute_binding(out, value, spec, instruction, accumulation)
     if isinstance(binding, NotApplicable):
         return binding
     return _find_mapping(spec, spec.instruction(instruction), axes, binding)
 
 
-def compute_binding(out: Access, value: ir.Expr, spec: isa.ISA, instruction: str
+def compute_binding(out: Access, value: ir.Expr, spec: isa.ISA, instruction: str,
+                    accumulation: ranges.Accumulation | str | None = None
                     ) -> dict[str, Access] | NotApplicable:
     """Compute isomorphism (Algorithm 1) of ``out = value`` with the instruction: each instruction operand's
-    access in the operation (the accumulator and result bound to ``out``), or why there is none."""
+    access in the operation (the accumulator and result bound to ``out``), or why there is none. A
+    saturating or narrowing instruction (``ranges.envelope``) is compared as the sum it equals in ``out``'s
+    dtype, then held to the range proof over ``accumulation``."""
     instr = spec.instruction(instruction)
     try:
-        acc, result, red = _accumulation(instr)
+        acc, result, red, env = _accumulation(instr, out.buffer.dtype.short)
         if not isinstance(value, ir.Reduce):
             raise _Fail(
                 f"the operation is not a reduction ({value}); the instruction sums over {', '.join(red.axes)}"
@@ -177,29 +195,32 @@ def compute_binding(out: Access, value: ir.Expr, spec: isa.ISA, instruction: str
             binding[name] = out
     except _Fail as e:
         return NotApplicable(instruction, "compute", str(e))
+    if env is not None:
+        reason = ranges.prove(env, instr.name, accumulation, out.buffer.dtype.short)
+        if reason is not None:
+            return NotApplicable(instruction, "range", reason)
     return binding
 
 
-def _accumulation(instr: isa.Instruction) -> tuple[str, str, t.Reduce]:
-    """(accumulator operand, result operand, the reduction) of ``d = c + sum(...)``, ``c += sum(...)`` or
-    ``c += body`` over reduce indices the instruction declares (VITA's GEMM)."""
+def _accumulation(instr: isa.Instruction, dtype: str) -> tuple[str, str, t.Reduce, ranges.Envelope | None]:
+    """(accumulator operand, result operand, the reduction, None) of ``d = c + sum(...)``, ``c += sum(...)``
+    or ``c += body`` over reduce indices the instruction declares (VITA's GEMM); for ``d = layers(casts(c)
+    + sum(...))`` (``ranges.envelope``: widened, clamped, narrowed), the reduction computed in ``dtype``
+    (the operation's) and the envelope, which ``ranges.prove`` must then hold to."""
     sem = instr.typed_semantics()
     if len(sem.statements) == 1:
         (stmt,) = sem.statements
         v = stmt.value
         if stmt.op == "+=" and isinstance(v, t.Reduce):
-            return stmt.target.tensor, stmt.target.tensor, v
+            return stmt.target.tensor, stmt.target.tensor, v, None
         reduce = tuple(iv.name for iv in sem.indices if iv.kind == "reduce")
         if stmt.op == "+=" and reduce:
-            return stmt.target.tensor, stmt.target.tensor, t.Reduce("sum", reduce, v, v.dtype)
-        if (
-            stmt.op == "="
-            and isinstance(v, t.Binary)
-            and v.op == "+"
-            and isinstance(v.lhs, t.Access)
-            and isinstance(v.rhs, t.Reduce)
-        ):
-            return v.lhs.tensor, stmt.target.tensor, v.rhs
+            return stmt.target.tensor, stmt.target.tensor, t.Reduce("sum", reduce, v, v.dtype), None
+        env = ranges.envelope(v) if stmt.op == "=" else None
+        if env is not None and env.plain:
+            return env.acc, stmt.target.tensor, env.reduce, None
+        if env is not None:
+            return env.acc, stmt.target.tensor, ranges.narrowed(env, dtype), env
     raise _Fail(f"the instruction is not a sum accumulated into a register: {sem}")
 
 

@@ -157,7 +157,7 @@ def unmatched(func: ir.PrimFunc, spec: isa.ISA) -> list[NoMatch]:
                     if str(s.value).startswith(SCALAR_MARK):
                         found.append(NoMatch("scalar", str(s.value)[len(SCALAR_MARK):]))
                     elif register and not isinstance(stmt, ir.TensorInsn):
-                        reason = why_not(stmt, spec, str(s.value))
+                        reason = why_not(stmt, spec, str(s.value), func.body)
                         if reason is not None:
                             found.append(NoMatch(str(s.value), reason))
                     elif not isinstance(stmt, ir.TensorInsn):

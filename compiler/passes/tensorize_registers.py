@@ -7,11 +7,14 @@ the Inspector mapped by the instruction's extents, moved them innermost and mark
 <instruction>``. Each marked statement is then:
 - the reduction's update nest ``for ki: for ci: out[..] = out[..] + i32(data[..]) * i32(kernel[..])``: the
   Inspector runs again on exactly these loops (``inspector.inspect_nest``); a mapping whose extents equal
-  the loops' replaces the nest by one ``TensorInsn`` whose regions say where each register's elements are:
-  the access's flat offset with the mapped loops at 0, and a view (``Region.shape``/``strides``) whose
-  strides are the mapped loops' coefficients in that offset (UNIT's operand-preparation input: each
-  replaced loop variable and its coefficient). A stride of 0 is a broadcast; the LLVM backend turns views
-  into vector loads, broadcasts and shuffles (``compiler.backend.llvm_operands``);
+  the loops' replaces the nest by one ``TensorInsn`` (an instruction that saturates or narrows its sum,
+  vpdpbusds, only where the range proof holds over the whole accumulation, ``ranges.accumulation_in``: the
+  loops and stores around the accumulator in the function) whose regions say where each register's
+  elements are: the access's flat offset with the mapped loops at 0, and a view
+  (``Region.shape``/``strides``) whose strides are the mapped loops' coefficients in that offset (UNIT's
+  operand-preparation input: each replaced loop variable and its coefficient). A stride of 0 is a
+  broadcast; the LLVM backend turns views into vector loads, broadcasts and shuffles
+  (``compiler.backend.llvm_operands``);
 - the reduction's init nest ``for ki: out[..] = 0`` (lowering marks it too): its loop is vectorized, which
   zeroes the accumulator lanes at once;
 - a guard inside the nest that none of its loops changes (the tail of a tile that does not divide the
@@ -25,7 +28,7 @@ import isa
 from compiler.arith import linear_form, simplify
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, free_vars, loads_in, substitute
-from compiler.passes import inspector
+from compiler.passes import inspector, ranges
 
 MARKS = ("pragma_intrin", "tensorize")
 
@@ -38,23 +41,25 @@ def is_register_isa(spec: isa.ISA) -> bool:
 
 def tensorize_registers(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Replace every marked nest that an instruction of ``spec`` computes by that instruction."""
-    return ir.PrimFunc(func.name, func.params, _Rewrite(spec).mutate(func.body), func.attrs)
+    return ir.PrimFunc(func.name, func.params, _Rewrite(spec, func.body).mutate(func.body), func.attrs)
 
 
-def why_not(stmt: ir.Stmt, spec: isa.ISA, name: str) -> str | None:
-    """Why marked ``stmt`` does not become instruction ``name``; None when it does (or is an init nest)."""
-    result = _rewrite(stmt, spec, name)
+def why_not(stmt: ir.Stmt, spec: isa.ISA, name: str, body: ir.Stmt | None = None) -> str | None:
+    """Why marked ``stmt`` (in the function body ``body``, which a saturating instruction's range proof
+    reads) does not become instruction ``name``; None when it does (or is an init nest)."""
+    result = _rewrite(stmt, spec, name, body)
     return result if isinstance(result, str) else None
 
 
 class _Rewrite(IRMutator):
-    def __init__(self, spec: isa.ISA) -> None:
+    def __init__(self, spec: isa.ISA, body: ir.Stmt) -> None:
         self.spec = spec
+        self.body = body
 
     def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
         if s.key not in MARKS:
             return self.generic_mutate(s)
-        result = _rewrite(s.body, self.spec, str(s.value))
+        result = _rewrite(s.body, self.spec, str(s.value), self.body)
         return ir.Attr(s.key, s.value, s.body if isinstance(result, str) else result)
 
 
@@ -77,8 +82,9 @@ def _guarded(guards: list[ir.Expr], stmt: ir.Stmt) -> ir.Stmt:
     return stmt
 
 
-def _rewrite(stmt: ir.Stmt, spec: isa.ISA, name: str) -> ir.Stmt | str:
-    """The instruction (or the vectorized init) that replaces ``stmt``, or the reason it stays."""
+def _rewrite(stmt: ir.Stmt, spec: isa.ISA, name: str, body: ir.Stmt | None) -> ir.Stmt | str:
+    """The instruction (or the vectorized init) that replaces ``stmt`` (in the function body ``body``), or
+    the reason it stays."""
     if name not in spec.instructions:
         return f"{spec.name} has no instruction {name!r}"
     loops, guards, store = _nest(stmt)
@@ -91,7 +97,9 @@ def _rewrite(stmt: ir.Stmt, spec: isa.ISA, name: str) -> ir.Stmt | str:
     if not any(isinstance(x, ir.Load) and x.buffer is store.buffer for x in loads_in(store.value)):
         init = _vectorized_init(loops, store)
         return init if isinstance(init, str) else _guarded(guards, init)
-    mapping = inspector.inspect_nest(loops, store, spec, name)
+    saturates = ranges.envelope_of(spec.instruction(name)) is not None
+    whole = ranges.accumulation_in(body, store) if saturates and body is not None else None
+    mapping = inspector.inspect_nest(loops, store, spec, name, whole)
     if isinstance(mapping, inspector.NotApplicable):
         return str(mapping)
     for index, axis in mapping.loops.items():

@@ -191,20 +191,31 @@ class CpuLayerFlow(TargetFlow):
     def execute(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
                 target: Target) -> Execution:
         func, kernel = compiled
-        packed = _packed(job, inputs)
-        seconds = self._seconds(job, compiled, packed, job.min_time)
-        out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
-        kernel(*packed, out)
+        seconds = self._seconds(job, compiled, _packed(job, inputs), job.min_time)
+        output = self.output(job, compiled, inputs, target)
         cycles = round(seconds * tsc_hz())   # the time-stamp counter's ticks in the median call
         gops = 2 * job.layer.macs / seconds / 1e9
         name, peak = peak_of(job)
         counts = issued_instructions(func)
         left = unmatched(func, target.spec)
         return Execution(
-            output=cpu_layers.unpack(job.layer, out, job.options), cycles=cycles, instructions=counts,
+            output=output, cycles=cycles, instructions=counts,
             tensor_instructions=sum(counts.values()), scalar_instructions=None, scalar_fallback=len(left),
             unmatched=[str(x) for x in left], utilization={name: gops / peak} if peak else {},
             program=kernel.llvm_ir, measured={"gops": gops, "seconds": seconds, "peak_gops": peak})
+
+    def output(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
+               target: Target) -> np.ndarray:
+        """One call of the kernel on ``inputs``, its output in the layer's plain layout."""
+        func, kernel = compiled
+        out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
+        kernel(*_packed(job, inputs), out)
+        return cpu_layers.unpack(job.layer, out, job.options)
+
+    def extreme_inputs(self, job: CpuJob, inputs: list[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
+        """Integer layers: data, weights and bias at their types' extremes (``flow.extremes``); one more call
+        and numpy reference each."""
+        return flow.extremes(inputs)
 
     @staticmethod
     def _seconds(job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], packed, min_time: float) -> float:

@@ -163,8 +163,9 @@ def unpack(layer: Layer, out: np.ndarray, options: CpuOptions = DEFAULT_OPTIONS)
 
 def reference(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None,
               options: CpuOptions = DEFAULT_OPTIONS) -> np.ndarray:
-    """numpy's result (its bias added and its epilogue applied): int32 for the integer types, exact
-    (float64) for float32."""
+    """numpy's result (its bias added and its epilogue applied): int32 for the integer types (the sum and the
+    bias wrapped to int32 before the epilogue, as the kernel's int32 arithmetic has them), exact (float64)
+    for float32."""
     if isinstance(layer, cpu.Window):
         kernels, groups = (weight[:, None], layer.ic) if layer.depthwise else (weight, 1)
         out = conv_nd(data, kernels, layer.s, 0, layer.dil, groups)
@@ -172,6 +173,8 @@ def reference(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarr
         out = layers.exact(layer, data, weight)
     if bias is not None:   # one per output channel: NCHW's C, or the GEMM's N
         out = out + bias.astype(out.dtype).reshape((-1, 1, 1) if isinstance(layer, ConvShape) else (-1,))
+    if not options.is_float:   # the kernel sums (and adds the bias) in int32, wrapping before its epilogue
+        out = out.astype(np.int32)
     if options.epilogue is not None:
         out = cpu.EPILOGUES[options.epilogue][1](out)
     return out.astype(np.float64 if options.is_float else np.int32)

@@ -6,7 +6,8 @@
 - ``RunError``: a request a flow cannot serve, naming the parameter; ``Execution``: what an executor
   measured; ``RunReport``: what ``run`` reports (the ``tandem run --json`` object);
 - the parameter steps the flows share: ``take_int``, ``take_conv`` (``CONV_KEYS``, ``CONV_DEFAULTS``),
-  ``take_gemm`` (``GEMM_KEYS``), ``reject_unknown``, ``check_host_memory``, and ``random_bias``.
+  ``take_gemm`` (``GEMM_KEYS``), ``reject_unknown``, ``check_host_memory``, and ``random_bias``;
+  ``extremes``, the inputs at their types' extremes that a flow's ``extreme_inputs`` may give.
 
 A flow compares its output with the reference through tandem/flows/check.py (``exact`` by default).
 """
@@ -145,6 +146,16 @@ class TargetFlow(ABC):
         """Compare the output with the reference (default: bit for bit)."""
         return exact(got, want)
 
+    def extreme_inputs(self, job: Any, inputs: list[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
+        """Named inputs like ``inputs`` (the seeded ones) but at their types' extremes, on which ``run`` also
+        validates the kernel: where a sum saturates or wraps, which random inputs never reach (default:
+        none; a flow whose kernels are integer and cheap to run again gives ``extremes(inputs)``)."""
+        return []
+
+    def output(self, job: Any, compiled: Any, inputs: list[np.ndarray], target: Target) -> np.ndarray:
+        """The output of ``compiled`` on ``inputs`` alone, nothing measured (default: ``execute``'s)."""
+        return self.execute(job, compiled, inputs, target).output
+
 
 @dataclass(frozen=True)
 class Routed:
@@ -204,6 +215,12 @@ class ByOperator(TargetFlow):
     def validate(self, job: Routed, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
         return job.flow.validate(job.job, inputs, got, want)
 
+    def extreme_inputs(self, job: Routed, inputs: list[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
+        return job.flow.extreme_inputs(job.job, inputs)
+
+    def output(self, job: Routed, compiled: Any, inputs: list[np.ndarray], target: Target) -> np.ndarray:
+        return job.flow.output(job.job, compiled, inputs, target)
+
 
 def random_bias(rng: np.random.Generator, channels: int, dtype: np.dtype | type) -> np.ndarray:
     """A per-output-channel bias of the output's ``dtype``: floats uniform in [-1, 1), integers (an int32
@@ -211,6 +228,22 @@ def random_bias(rng: np.random.Generator, channels: int, dtype: np.dtype | type)
     if np.dtype(dtype).kind == "f":
         return rng.uniform(-1, 1, channels).astype(dtype)
     return rng.integers(-(1 << 16), 1 << 16, channels).astype(dtype)
+
+
+def extremes(inputs: Sequence[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
+    """Arrays shaped and typed as ``inputs`` (integers: data, weights, a bias) at their types' extremes, the
+    corners of a sum's range: all at their maxima, all at their minima, the first (the data) at its maximum
+    and the others at their minima and the other way round (u8 x s8: 255 x -128, the most negative
+    products), and every array alternating maximum and minimum element by element. None where an array is
+    not integer."""
+    if not inputs or any(np.dtype(a.dtype).kind not in "iu" for a in inputs):
+        return []
+    lo, hi = ([np.full(a.shape, getattr(np.iinfo(a.dtype), end), a.dtype) for a in inputs]
+              for end in ("min", "max"))
+    alternating = [np.where(np.arange(a.size).reshape(a.shape) % 2 == 0, h, m).astype(a.dtype)
+                   for a, m, h in zip(inputs, lo, hi, strict=True)]
+    return [("all max", hi), ("all min", lo), ("data max and others min", [hi[0], *lo[1:]]),
+            ("data min and others max", [lo[0], *hi[1:]]), ("alternating max and min", alternating)]
 
 
 # ---- parameters shared by the flows

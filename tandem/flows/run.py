@@ -16,7 +16,10 @@ and ``reference_of``. The steps:
    is measured (simulated cycles, or seconds on this CPU) and the cheapest kept;
 4. ``execute``: simulate the program (DianNao, VITA) or run the kernel on this CPU;
 5. ``reference`` and ``validate``: the result of compiler/ops/reference on the same inputs, compared bit for
-   bit (integers and element-wise floats) or within a stated bound (float convolutions);
+   bit (integers and element-wise floats) or within a stated bound (float convolutions); with seeded inputs,
+   also on the flow's ``extreme_inputs`` (the CPU's integer layers: every array at its type's maximum or
+   minimum, and alternating), each run again (``output``) and compared the same way, so that a kernel
+   whose instruction saturates or wraps where the operator's sum does not is caught;
 6. ``roofline``: the machine's bound for the operator.
 
 Parameters: ``seed`` (default 0) for every target, the layer (conv2d: ``H W IC OC K S P``, with ``N`` images
@@ -45,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from compiler.target import Target
+from tandem.flows.check import Check
 from tandem.flows.flow import RunError, RunReport, TargetFlow
 from tandem.flows.user_ops import is_user_op
 
@@ -116,6 +120,8 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
     simulate_s = time.perf_counter() - t0
     want = flow.reference(job, data)
     check = flow.validate(job, data, execution.output, want)
+    if inputs is None and check.validated:
+        check = _at_extremes(flow, job, compiled, target, data, check)
     roof = flow.roofline(job, target, execution)
     return RunReport(
         op=op, target=target.kind,
@@ -130,6 +136,22 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         wall_s=round(time.perf_counter() - start, 4), detail=check.detail, measured=execution.measured,
         costs=execution.costs, output=execution.output, reference=want, program=execution.program,
     )
+
+
+def _at_extremes(flow: TargetFlow, job: Any, compiled: Any, target: Target, data: list[np.ndarray],
+                 seeded: Check) -> Check:
+    """``seeded`` (the check on the seeded inputs), or the first check that fails on the flow's inputs at
+    their types' extremes, naming them."""
+    cases = flow.extreme_inputs(job, data)
+    for name, arrays in cases:
+        got = flow.output(job, compiled, arrays, target)
+        check = flow.validate(job, arrays, got, flow.reference(job, arrays))
+        if not check.validated:
+            return Check(False, check.max_abs_err, f"on inputs at their extremes ({name}): {check.detail}")
+    if not cases:
+        return seeded
+    return Check(True, seeded.max_abs_err, f"{seeded.detail}, also on {len(cases)} inputs at their types' "
+                                           f"extremes ({'; '.join(name for name, _ in cases)})")
 
 
 def reference_of(op: str, target: Target, params: Mapping[str, Any], inputs: Sequence[np.ndarray]

@@ -75,6 +75,16 @@ def test_the_intrinsics_arguments_and_cpu_features_come_from_the_spec() -> None:
     assert x86.instruction("vpdpbusd_256").features == (("avxvnni",), ("avx512vnni", "avx512vl"))
 
 
+def test_declared_lists_the_instructions_the_file_itself_declares(tmp_path: Path) -> None:
+    """What selection tries first (``compiler.ops.cpu.packing``): an extension's own instructions."""
+    x86 = isa.load_isa("x86")
+    assert x86.declared == tuple(x86.instructions)
+    path = write(tmp_path, "x.toml", X86 + 'summary = "changed"\n[instructions.vpdpbusd_256]\ngroup = "g"\n')
+    spec = isa.load_spec_file(path)
+    assert spec.declared == ("vpdpbusd_512", "vpdpbusd_256")
+    assert list(spec.instructions) == list(x86.instructions)
+
+
 @pytest.mark.parametrize(("line", "message"), [
     ('intrinsic_args = ["c", "z"]', "'intrinsic_args' names 'z', which is not an operand"),
     ("intrinsic_args = 3", "'intrinsic_args' must be a list of operand names"),

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from compiler.backend.llvm import host_cpu
-from compiler.ops.nn import ConvShape
+from compiler.ops.nn import ConvShape, GemmShape
 from tandem.flows import run as flow_module
 from tandem.flows.check import exact
+from tandem.flows.cpu import run_cpu
+from tandem.flows.cpu_layers import CpuOptions
 from tandem.flows.diannao import run_diannao
-from tandem.flows.flow import Execution, RunError, TargetFlow
+from tandem.flows.flow import Execution, RunError, TargetFlow, extremes
 from tandem.flows.layers import params
 from tandem.flows.run import flow_for, run
 from tandem.flows.targets import load_target
@@ -183,3 +185,53 @@ def test_a_run_larger_than_the_host_memory_is_refused_in_plan(kind, op, params, 
     with pytest.raises(RunError, match=r"the run needs about [\d,]+ bytes of memory, but this machine has "
                        r"1,048,576; give a smaller layer"):
         run(op, load_target(kind), params)
+
+
+class SaturatingToy(ToyFlow):
+    """A kernel that doubles its int8 input into int16 but saturates at +-100 where numpy's sum does not:
+    random inputs in [-10, 10] never show it; the inputs at their types' extremes do."""
+
+    def inputs(self, job, rng):
+        return [rng.integers(-10, 11, 8).astype(np.int8)]
+
+    def execute(self, job, compiled, inputs, target) -> Execution:
+        self.steps.append("execute")
+        return Execution(np.clip(2 * inputs[0].astype(np.int16), -100, 100), 1, {}, 0, 0, 0, [], {})
+
+    def reference(self, job, inputs):
+        return 2 * inputs[0].astype(np.int16)
+
+    def extreme_inputs(self, job, inputs):
+        return extremes(inputs)
+
+
+def test_integer_kernels_are_validated_also_at_their_inputs_extremes(monkeypatch) -> None:
+    """Issue 46 item 2: a kernel that saturates where the operator wraps (or the other way round) passes
+    on random inputs and is caught at the extremes; given inputs are the caller's and are checked alone."""
+    toy = SaturatingToy()
+    monkeypatch.setattr(flow_module, "flow_for", lambda kind, op=None: toy)
+    report = run("add", load_target("diannao"), {"candidates": [0]})
+    assert not report.validated and report.max_abs_err == 154.0   # 2 * 127 = 254, clamped to 100
+    assert report.detail == ("on inputs at their extremes (all max): 8 of 8 outputs differ from numpy "
+                             "(max |err| 154)")
+    given = run("add", load_target("diannao"), {"candidates": [0]}, inputs=[np.arange(8, dtype=np.int8)])
+    assert given.validated and given.detail == "bit-exact with numpy"
+
+
+def test_the_extremes_are_every_array_at_its_maximum_or_minimum_and_alternating() -> None:
+    cases = dict(extremes([np.zeros((2, 2), np.uint8), np.zeros(3, np.int8)]))
+    assert list(cases) == ["all max", "all min", "data max and others min", "data min and others max",
+                           "alternating max and min"]
+    assert [a.tolist() for a in cases["data max and others min"]] == [[[255, 255], [255, 255]], [-128] * 3]
+    assert [a.tolist() for a in cases["alternating max and min"]] == [[[255, 0], [255, 0]], [127, -128, 127]]
+    assert extremes([np.zeros(3, np.float32)]) == []
+
+
+def test_a_cpu_gemm_whose_sum_wraps_validates_at_the_extremes_with_its_bias_and_relu() -> None:
+    """int16 x int16 at -32768 each: 8 products of 2**30 wrap int32 to 0; the bias (at its extremes, int32)
+    wraps with them and the ReLU comes after, in the kernel and in numpy's reference alike."""
+    report = run_cpu(GemmShape(2, 16, 8), "x86-avx512", threads=1, min_time=0.002,
+                     options=CpuOptions("int16", "relu", True))
+    assert report.validated, report.detail
+    assert report.detail.startswith("bit-exact with numpy, also on 5 inputs at their types' extremes "
+                                    "(all max; ")
