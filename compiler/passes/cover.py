@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import isa
 from compiler.arith import simplify
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator
+from compiler.ir.functor import IRMutator, loads_in
+from compiler.ir.shifts import Shl, Shr
 from compiler.passes.match import NoTreeMatch, TreeMatch
 from isa.lang import tree as t
 
@@ -104,7 +105,7 @@ class Select:
 def cover(expr: ir.Expr, select: Select) -> Cover:
     """The cover of ``expr`` with the fewest cycles (module docstring); NoCover names the operation that no
     instruction computes when the target has no scalar code."""
-    best = _best(simplify(strip_noop_casts(expr)), select)   # the form the passes after the schedule see
+    best = _best(_prepared(expr), select)
     if isinstance(best, str):
         raise NoCover(best)
     return best
@@ -113,7 +114,7 @@ def cover(expr: ir.Expr, select: Select) -> Cover:
 def alternatives(expr: ir.Expr, select: Select, count: int = 3) -> list[Cover]:
     """The best cover for each instruction that can compute ``expr``'s root (cheapest first, at most
     ``count``): what ``--explain`` shows next to the chosen one."""
-    options = _options(simplify(strip_noop_casts(expr)), select)
+    options, _ = _options(_prepared(expr), select)
     by_root: dict[str, Cover] = {}
     for c in sorted(options, key=lambda c: c.cycles):
         by_root.setdefault(c.steps[-1].instruction, c)
@@ -124,6 +125,14 @@ def alternatives(expr: ir.Expr, select: Select, count: int = 3) -> list[Cover]:
 # The search
 
 
+def _prepared(expr: ir.Expr) -> ir.Expr:
+    """``expr`` as the passes after the schedule see it (simplified, no casts to a value's own type), unless
+    simplifying leaves no input to compute from (``min(max(x, 0), 0)``: the operations stay)."""
+    plain = strip_noop_casts(expr)
+    simplified = simplify(plain)
+    return simplified if loads_in(simplified) else plain
+
+
 def _best(e: ir.Expr, select: Select) -> Cover | str:
     k = key(e)
     if k in select.memo:
@@ -131,15 +140,21 @@ def _best(e: ir.Expr, select: Select) -> Cover | str:
     if select.is_input(e):
         result: Cover | str = Cover((), 0)
     else:
-        options = _options(e, select)
-        result = min(options, key=lambda c: (c.cycles, len(c.steps))) if options else _scalar(e, select)
+        options, failed = _options(e, select)
+        if options:
+            result = min(options, key=lambda c: (c.cycles, len(c.steps)))
+        elif failed and select.scalar_cycles is None:
+            result = failed[0]   # an instruction computes this node, but nothing computes its operand
+        else:
+            result = _scalar(e, select)
     select.memo[k] = result
     return result
 
 
-def _options(e: ir.Expr, select: Select) -> list[Cover]:
-    """Every cover of ``e`` whose last step is an instruction matching one of ``e``'s forms."""
-    options = []
+def _options(e: ir.Expr, select: Select) -> tuple[list[Cover], list[str]]:
+    """Every cover of ``e`` whose last step is an instruction matching one of ``e``'s forms, and why the
+    operands of those that matched could not be covered."""
+    options, failed = [], []
     for form in forms(e):
         for instr in select.instructions:
             found = bind(instr, form, select.params)
@@ -150,12 +165,13 @@ def _options(e: ir.Expr, select: Select) -> list[Cover]:
                 continue   # a copy (dst = src) computes nothing
             subs = [_best(x, select) for x in _distinct(operands.values())]
             if any(isinstance(s, str) for s in subs):
+                failed.extend(s for s in subs if isinstance(s, str))
                 continue
             cycles = select.cycles(instr, form, operands, values)
             if isinstance(cycles, str):
                 continue
             options.append(_join(subs, Step(instr.name, form, operands, cycles, value=e)))
-    return options
+    return options, failed
 
 
 def _scalar(e: ir.Expr, select: Select) -> Cover | str:
@@ -312,7 +328,8 @@ def _children(e: ir.Expr) -> list[ir.Expr]:
     return [x for x in getattr(e, "args", ()) if isinstance(x, ir.Expr)]
 
 
-OPERATIONS = {ir.Add: "an addition (+)", ir.Sub: "a subtraction (-)", ir.Mul: "a multiplication (*)",
+OPERATIONS = {Shr: "a right shift by a tensor (>>)", Shl: "a left shift by a tensor (<<)",
+              ir.Add: "an addition (+)", ir.Sub: "a subtraction (-)", ir.Mul: "a multiplication (*)",
               ir.Div: "a division (/)", ir.FloorDiv: "a floor division (//)", ir.FloorMod: "a remainder (%)",
               ir.Max: "max", ir.Min: "min", ir.Select: "a select"}
 

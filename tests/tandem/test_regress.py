@@ -132,7 +132,7 @@ def test_an_operator_of_your_own_and_an_isa_extension_run_as_cases(tmp_path):
     (tmp_path / "ext.toml").write_text(
         '[suite]\nname = "ext"\n\n[[targets]]\ntarget = "diannao"\nname = "plain"\n\n[[targets]]\n'
         'target = "diannao"\nspec = "vaddrelu.toml"\nname = "fused"\n\n[[cases]]\n'
-        'layer = "my_ops.py:add_relu"\nparams = { n = 4096, rows = 3, cores = 4 }\nname = "add_relu"\n')
+        'layer = "my_ops.py:add_relu"\nparams = { n = 4096, rows = 3, cores = 1 }\nname = "add_relu"\n')
     done = regress(str(tmp_path / "ext.toml"), "--update", "--jobs", "1", "--json", cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(done.stdout)["results"]
