@@ -23,9 +23,17 @@ from compiler import ops, te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops import nn
-from compiler.ops.diannao_vector import vector_cover
+from compiler.ops.diannao_tiles import (
+    constant_vector,
+    fill_constants,
+    flat_plan,
+    flat_tiles,
+    lanes_of,
+    mark_intrin,
+)
+from compiler.ops.diannao_vector import constants_of, vector_cover
 from compiler.ops.elementwise import cover_stages, flatten
-from compiler.passes.cover import Step, in_place, strip_noop_casts
+from compiler.passes.cover import Cover, Step, in_place, key, strip_noop_casts
 from compiler.passes.tensorize import SCALAR_MARK
 from compiler.schedule import Schedule, create_schedule
 
@@ -93,7 +101,12 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     itemsize = max(t.dtype.bits // 8 for t in (*flat_inputs, flat_out))
     axis = [iv.var for iv in flat_out.op.axis]
     body = strip_noop_casts(flat_out.op.body)
-    chosen = vector_cover(body, spec, tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec))
+    estimate = tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec)
+    chosen = vector_cover(body, spec, estimate)
+    if tile is None and n % lanes_of(spec) == 0 and any(x.scalar for x in chosen.steps):
+        filled = vector_cover(body, spec, estimate, constants=True)   # constants as vectors, filled per core
+        if constants_of(filled) and not any(x.scalar for x in filled.steps):
+            return _with_constants(flat_inputs, flat_out, filled, cores, spec)
     if len(chosen.steps) <= 1:
         step = chosen.steps[0] if chosen.steps else None
         instr = spec.instructions[step.instruction] if step is not None and not step.scalar else None
@@ -104,6 +117,37 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     copy = te.compute(flat_out.shape, lambda i: ir.cast(stages[-1][i], flat_out.dtype), name=flat_out.name)
     marks = [_mark_of(step) for step in chosen.steps]
     return _tiled_stages(flat_inputs, stages, marks, copy, cores, tile, spec)
+
+
+def _with_constants(inputs: tuple[te.Tensor, ...], out: te.Tensor, chosen: Cover, cores: int,
+                    spec: isa.ISA) -> DiannaoSchedule:
+    """The element-wise schedule of a cover whose instructions read constants: each constant a vector of a
+    tile's length filled once per core (``diannao_tiles.fill_constants``), the tiles dividing each core's
+    share (``flat_plan``, so that element i of a tile is ``i % tile``), the inputs staged into NMEM, each step
+    a marked stage, the last copied back."""
+    lanes = lanes_of(spec)
+    values = constants_of(chosen)
+    itemsize = max(t.dtype.bits // 8 for t in (*inputs, out))
+    cores, tile = flat_plan(out.shape[0], len(inputs) + len(chosen.steps) + 2 * len(values) + 1, itemsize,
+                            cores, spec)
+    vectors = [constant_vector(c.value, tile, lanes, f"c{k}", c.dtype.name) for k, c in enumerate(values)]
+    leaves = {key(c): (lambda i, v=v[-1]: v[i % tile]) for c, v in zip(values, vectors, strict=True)}
+    stages = cover_stages(chosen, [iv.var for iv in out.op.axis], out.shape, leaves)
+    copy = te.compute(out.shape, lambda i: ir.cast(stages[-1][i], out.dtype), name=out.name)
+    s = create_schedule(copy)
+    readers = {x: [t for t in stages if x in t.op.input_tensors] for x in inputs}
+    staged = [s.cache_read(x, "nmem", readers[x]) for x in inputs if readers[x]]
+    core, outer, inner = flat_tiles(s, copy, cores, tile, lanes)
+    fill_constants(s, vectors, s[copy], core)
+    for t in (*staged, *stages):
+        s[t].compute_at(s[copy], outer)
+    for t in staged:
+        mark_intrin(s[t], s[t].op.axis[0], "copy")
+    for t, step in zip(stages, chosen.steps, strict=True):
+        s[t].set_scope("nmem")
+        mark_intrin(s[t], s[t].op.axis[0], _mark_of(step))
+    mark_intrin(s[copy], inner, "copy")
+    return DiannaoSchedule(s, (*inputs, copy), cores, tile)
 
 
 def _mark_of(step: Step) -> str:

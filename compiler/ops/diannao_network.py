@@ -38,8 +38,18 @@ from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops.diannao import DiannaoSchedule
+from compiler.ops.diannao_tiles import (
+    constant_vector,
+    fill_constants,
+    flat_plan,
+    flat_tiles,
+    lanes_of,
+    launchable,
+    mark_intrin,
+    per_core,
+)
 from compiler.ops.network import EPS
-from compiler.schedule import Schedule, Stage, create_schedule
+from compiler.schedule import Schedule, create_schedule
 
 OPERATORS = ("clip", "max_pool", "avg_pool", "global_avg_pool", "concat", "softmax", "layer_norm", "gelu")
 MAX_TAPS = 64   # a pool's taps (and partial results) are nested buffers: more nest deeper than the IR's
@@ -47,9 +57,6 @@ MAX_TAPS = 64   # a pool's taps (and partial results) are nested buffers: more n
 GELU_C = float(np.sqrt(2.0 / np.pi))   # GELU's tanh form: 0.5 x (1 + tanh(GELU_C (x + 0.044715 x^3)))
 
 
-def lanes_of(spec: isa.ISA) -> int:
-    """The elements of one vector: every vector instruction's count is a multiple of VECTOR_ELEMS."""
-    return spec.params["VECTOR_ELEMS"]
 
 
 def _f32(value: float) -> ir.Expr:
@@ -63,70 +70,18 @@ def _nmem_check(where: str, need: int, spec: isa.ISA, hint: str) -> None:
                             f"(NMEM_BYTES); {hint}")
 
 
-def launchable(cores: int, work: int, spec: isa.ISA) -> int:
-    """The most cores, at most ``cores`` and at most one per unit of ``work``, that the card launches: 1 to
-    CORES_PER_CLUSTER, or whole clusters."""
-    per_cluster = spec.params["CORES_PER_CLUSTER"]
-    n = max(1, min(cores, work))
-    return n if n <= per_cluster else n // per_cluster * per_cluster
 
 
-def _constant(value: float, n: int, lanes: int, name: str, dtype: str = "float32") -> list[te.Tensor]:
-    """A vector of ``n`` copies of ``value``, in two stages: no instruction fills a vector with a constant,
-    so LANES of them are scalar stores, and copies of that seed make the rest (``_fill_at``)."""
-    seed = te.compute((lanes,), lambda i: te.const(value, dtype), name=f"{name}_seed")
-    if n == lanes:
-        return [seed]
-    return [seed, te.compute((n,), lambda i: seed[i % lanes], name=name)]
 
 
-def _fill_at(s: Schedule, constants: Sequence[Sequence[te.Tensor]], stage: Stage, axis: te.IterVar) -> None:
-    """Compute constant vectors (each ``_constant``'s stages) once, at ``axis`` of ``stage`` (a core's
-    start): each seed marked as a fill (scalar), each copy one LANES-element copy per chunk."""
-    for seed, *copies in constants:
-        s[seed].set_scope("nmem")
-        s[seed].compute_at(stage, axis)
-        _mark(s[seed], seed.op.axis[0], "fill")
-        for t in copies:
-            s[t].set_scope("nmem")
-            s[t].compute_at(stage, axis)
-            outer, inner = s[t].split(t.op.axis[0], factor=seed.shape[0], names=("chunk", "lane"))
-            _mark(s[t], inner, "copy", unroll=[outer])
 
 
-def _per_core(s: Schedule, out: te.Tensor, axis: te.IterVar, cores: int) -> tuple[te.IterVar, te.IterVar]:
-    """``out``'s ``axis`` split over ``cores`` cores: (the bound core loop, the rest)."""
-    core, rest = s[out].split(axis, nparts=cores, names=("core", "rest"))
-    s[out].bind(core, te.thread_axis("core", name="tid"))
-    return core, rest
 
 
-def flat_plan(n: int, buffers: int, itemsize: int, cores: int, spec: isa.ISA) -> tuple[int, int]:
-    """(cores, tile) for a 1-D operator over ``n`` elements in whole vectors of LANES: the vectors shared by
-    the cores the card launches, each core's share walked in tiles of as many vectors as ``buffers`` tile
-    buffers fit in NMEM, a divisor of the share (so that element i of a tile is i % tile)."""
-    lanes = lanes_of(spec)
-    vectors = -(-n // lanes)
-    cores = launchable(cores, vectors, spec)
-    share = -(-vectors // cores)
-    fit = max(1, spec.params["NMEM_BYTES"] // buffers // (lanes * itemsize))
-    return cores, lanes * max(v for v in range(1, min(share, fit) + 1) if share % v == 0)
 
 
-def _flat_tiles(s: Schedule, out: te.Tensor, cores: int, tile: int,
-                lanes: int) -> tuple[te.IterVar, te.IterVar, te.IterVar]:
-    """``out`` (1-D) split as ``flat_plan`` says: (the core loop, the tile loop, the tile's vector loop),
-    loops ordered core, tile, vector, lane."""
-    vec, _ = s[out].split(out.op.axis[0], factor=lanes, names=("vec", "lane"))
-    core, rest = _per_core(s, out, vec, cores)
-    tile_loop, v = s[out].split(rest, factor=tile // lanes, names=("tile", "v"))
-    return core, tile_loop, v
 
 
-def _mark(stage: Stage, axis: te.IterVar, mark: str, unroll: Sequence[te.IterVar] = ()) -> None:
-    for loop in unroll:
-        stage.unroll(loop)
-    stage.pragma(axis, "intrin", mark)
 
 
 def _reduce_by_vectors(s: Schedule, t: te.Tensor, mark: str) -> None:
@@ -134,7 +89,7 @@ def _reduce_by_vectors(s: Schedule, t: te.Tensor, mark: str) -> None:
     unrolled, one vector instruction (``mark``) per step."""
     (axis,), (raxis,) = t.op.axis, t.op.reduce_axis
     s[t].reorder(raxis, axis)
-    _mark(s[t], axis, mark, unroll=[raxis])
+    mark_intrin(s[t], axis, mark, unroll=[raxis])
 
 
 # ------------------------------------------------------------------------------------------ pooling
@@ -181,7 +136,7 @@ def pool(kind: str, h: int, w: int, c: int, k: int, stride: int, dtype: str, cor
         partial.append(combine(partial[-1], tap, n))
     last, consts = partial[-1], []
     if kind == "avg":
-        consts = [_constant(1.0 / taps_n, row, lanes, "inv_area")]
+        consts = [constant_vector(1.0 / taps_n, row, lanes, "inv_area")]
         area = consts[0][-1]
         total = last
         last = te.compute(shape, lambda y, xo, ch: total[y, xo, ch] * area[xo * c + ch], name="mean")
@@ -192,16 +147,16 @@ def pool(kind: str, h: int, w: int, c: int, k: int, stride: int, dtype: str, cor
         s[t].set_scope("nmem")
     cores = launchable(cores, oh, spec)
     y, _, _ = out.op.axis
-    core, rest = _per_core(s, out, y, cores)
+    core, rest = per_core(s, out, y, cores)
     for t in (*taps, *partial[1:]):
         s[t].compute_at(s[out], rest)
     for t in taps:
-        _mark(s[t], s[t].op.axis[0], "copy")
+        mark_intrin(s[t], s[t].op.axis[0], "copy")
     for t in partial[1:]:
         mark = "mul" if t is last and kind == "avg" else "maximum" if kind == "max" else "add"
-        _mark(s[t], s[t].fuse(*s[t].op.axis), mark)
-    _fill_at(s, consts, s[out], core)
-    _mark(s[out], s[out].op.axis[1], "copy")
+        mark_intrin(s[t], s[t].fuse(*s[t].op.axis), mark)
+    fill_constants(s, consts, s[out], core)
+    mark_intrin(s[out], s[out].op.axis[1], "copy")
     return DiannaoSchedule(s, (x, out), cores, row)
 
 
@@ -225,7 +180,7 @@ def global_avg_pool(pixels: int, c: int, cores: int, *, spec: isa.ISA) -> Dianna
     x = te.placeholder((pixels, c), "float32", name="x")
     p = te.reduce_axis(pixels, "p")
     total = te.compute((c,), lambda ch: te.sum(x[p, ch], axis=p), name="total")
-    consts = [_constant(1.0 / pixels, share, lanes, "inv_area")]
+    consts = [constant_vector(1.0 / pixels, share, lanes, "inv_area")]
     scale = consts[0][-1]
     mean = te.compute((c,), lambda ch: total[ch] * scale[ch % share], name="mean")
     out = te.compute((c,), lambda ch: mean[ch], name="out")
@@ -234,18 +189,18 @@ def global_avg_pool(pixels: int, c: int, cores: int, *, spec: isa.ISA) -> Dianna
     for t in (total, mean):
         s[t].set_scope("nmem")
     vec, _ = s[out].split(out.op.axis[0], factor=lanes, names=("vec", "lane"))
-    core, rest = _per_core(s, out, vec, cores)
+    core, rest = per_core(s, out, vec, cores)
     for t in (total, mean):
         s[t].compute_at(s[out], core)
-    _fill_at(s, consts, s[out], core)
+    fill_constants(s, consts, s[out], core)
     (ch,), (red,) = total.op.axis, total.op.reduce_axis
     po, pi = s[total].split(red, factor=chunk, names=("p.chunk", "p"))
     s[total].reorder(po, pi, ch)
     s[staged].compute_at(s[total], po)
-    _mark(s[staged], s[staged].op.axis[0], "copy")
-    _mark(s[total], ch, "add", unroll=[pi])
-    _mark(s[mean], mean.op.axis[0], "mul")
-    _mark(s[out], rest, "copy")
+    mark_intrin(s[staged], s[staged].op.axis[0], "copy")
+    mark_intrin(s[total], ch, "add", unroll=[pi])
+    mark_intrin(s[mean], mean.op.axis[0], "mul")
+    mark_intrin(s[out], rest, "copy")
     return DiannaoSchedule(s, (x, out), cores, share)
 
 
@@ -257,7 +212,7 @@ def clip(n: int, lo: int, hi: int, dtype: str, cores: int, *, spec: isa.ISA) -> 
     lanes = lanes_of(spec)
     cores, tile = flat_plan(n, 6, np.dtype(dtype).itemsize, cores, spec)   # x, two stages, two constants
     x = te.placeholder((n,), dtype, name="x")
-    consts = [_constant(lo, tile, lanes, "lo", dtype), _constant(hi, tile, lanes, "hi", dtype)]
+    consts = [constant_vector(lo, tile, lanes, "lo", dtype), constant_vector(hi, tile, lanes, "hi", dtype)]
     low, high = (group[-1] for group in consts)
     raised = te.compute((n,), lambda i: ir.Max(x[i], low[i % tile]), name="raised")
     res = te.compute((n,), lambda i: ir.Min(raised[i], high[i % tile]), name="res")
@@ -266,14 +221,14 @@ def clip(n: int, lo: int, hi: int, dtype: str, cores: int, *, spec: isa.ISA) -> 
     staged = s.cache_read(x, "nmem", [raised])
     for t in (raised, res):
         s[t].set_scope("nmem")
-    core, outer, inner = _flat_tiles(s, out, cores, tile, lanes)
-    _fill_at(s, consts, s[out], core)
+    core, outer, inner = flat_tiles(s, out, cores, tile, lanes)
+    fill_constants(s, consts, s[out], core)
     for t in (staged, raised, res):
         s[t].compute_at(s[out], outer)
-    _mark(s[staged], staged.op.axis[0], "copy")
-    _mark(s[raised], raised.op.axis[0], "maximum")
-    _mark(s[res], res.op.axis[0], "minimum")
-    _mark(s[out], inner, "copy")
+    mark_intrin(s[staged], staged.op.axis[0], "copy")
+    mark_intrin(s[raised], raised.op.axis[0], "maximum")
+    mark_intrin(s[res], res.op.axis[0], "minimum")
+    mark_intrin(s[out], inner, "copy")
     return DiannaoSchedule(s, (x, out), cores, tile)
 
 
@@ -299,11 +254,11 @@ def concat(pixels: int, c1: int, c2: int, dtype: str, cores: int, *, spec: isa.I
     s = create_schedule(out)
     s[joined].set_scope("nmem")
     px, _ = out.op.axis
-    _, rest = _per_core(s, out, px, cores)
+    _, rest = per_core(s, out, px, cores)
     outer, inner = s[out].split(rest, factor=tile, names=("tile", "px"))
     s[joined].compute_at(s[out], outer)
-    _mark(s[joined], s[joined].op.axis[0], "copy")
-    _mark(s[out], inner, "copy")
+    mark_intrin(s[joined], s[joined].op.axis[0], "copy")
+    mark_intrin(s[out], inner, "copy")
     return DiannaoSchedule(s, (a, b, out), cores, tile)
 
 
@@ -316,7 +271,7 @@ def _row_tiles(s: Schedule, out: te.Tensor, rows: int, lanes: int, cores: int, s
     d, r = out.op.axis
     tile, lane = s[out].split(r, factor=lanes, names=("tile", "lane"))
     cores = launchable(cores, rows // lanes, spec)
-    core, rest = _per_core(s, out, tile, cores)
+    core, rest = per_core(s, out, tile, cores)
     s[out].reorder(core, rest, d, lane)
     return cores, core, rest, d, lane
 
@@ -352,13 +307,13 @@ def softmax(rows: int, d: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedule:
     for t in (staged, peak, e, total, inv, res):
         s[t].compute_at(s[out], tile)
     s[shifted].compute_at(s[e], e.op.axis[0])
-    _mark(s[staged], s[staged].op.axis[0], "copy")
+    mark_intrin(s[staged], s[staged].op.axis[0], "copy")
     _reduce_by_vectors(s, peak, "maximum")
     _reduce_by_vectors(s, total, "add")
     for t, mark in ((shifted, "sub"), (e, "exp"), (res, "mul")):
-        _mark(s[t], t.op.axis[1], mark, unroll=[t.op.axis[0]])
-    _mark(s[inv], inv.op.axis[0], "recip")
-    _mark(s[out], row, "copy")
+        mark_intrin(s[t], t.op.axis[1], mark, unroll=[t.op.axis[0]])
+    mark_intrin(s[inv], inv.op.axis[0], "recip")
+    mark_intrin(s[out], row, "copy")
     return DiannaoSchedule(s, (x, out), cores, lanes)
 
 
@@ -377,7 +332,7 @@ def layer_norm(rows: int, d: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedu
     gamma = te.placeholder((d, lanes), "float32", name="gamma")
     beta = te.placeholder((d, lanes), "float32", name="beta")
     j, k = te.reduce_axis(d, "j"), te.reduce_axis(d, "k")
-    consts = [_constant(1.0 / d, lanes, lanes, "inv_d"), _constant(EPS, lanes, lanes, "eps")]
+    consts = [constant_vector(1.0 / d, lanes, lanes, "inv_d"), constant_vector(EPS, lanes, lanes, "eps")]
     (inv_d,), (eps,) = consts
 
     total = te.compute((rows,), lambda r: te.sum(x[j, r], axis=j), name="total")
@@ -404,7 +359,7 @@ def layer_norm(rows: int, d: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedu
     cores, core, tile, row, lane = _row_tiles(s, out, rows, lanes, cores, spec)
     row_o, row_i = s[out].split(row, factor=chunk, names=("chunk", "row"))
     s[out].unroll(row_o)
-    _fill_at(s, consts, s[out], core)
+    fill_constants(s, consts, s[out], core)
     for t in (staged, *vectors):
         s[t].compute_at(s[out], tile)
     for t in (gamma_l, beta_l, res):
@@ -414,15 +369,15 @@ def layer_norm(rows: int, d: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedu
     for t in (dev, square):
         s[t].compute_at(s[squares], squares.op.reduce_axis[0])
     for t in (staged, gamma_l, beta_l):
-        _mark(s[t], s[t].op.axis[0], "copy")
+        mark_intrin(s[t], s[t].op.axis[0], "copy")
     _reduce_by_vectors(s, total, "add")
     _reduce_by_vectors(s, squares, "add")
     for t, mark in ((mean, "mul"), (var, "mul"), (shifted, "add"), (scale, "rsqrt")):
-        _mark(s[t], t.op.axis[0], mark)
+        mark_intrin(s[t], t.op.axis[0], mark)
     for t, mark in ((dev, "sub"), (square, "mul"), (dev2, "sub"), (normed, "mul"), (scaled, "mul")):
-        _mark(s[t], t.op.axis[1], mark)
-    _mark(s[res], res.op.axis[1], "add", unroll=[res.op.axis[0]])
-    _mark(s[out], row_i, "copy")
+        mark_intrin(s[t], t.op.axis[1], mark)
+    mark_intrin(s[res], res.op.axis[1], "add", unroll=[res.op.axis[0]])
+    mark_intrin(s[out], row_i, "copy")
     return DiannaoSchedule(s, (x, gamma, beta, out), cores, lanes)
 
 
@@ -433,7 +388,7 @@ def gelu(n: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedule:
     lanes = lanes_of(spec)
     cores, tile = flat_plan(n, 15, 4, cores, spec)   # x, nine stages, four constants, a spare
     x = te.placeholder((n,), "float32", name="x")
-    consts = [_constant(v, tile, lanes, name) for v, name in
+    consts = [constant_vector(v, tile, lanes, name) for v, name in
               ((0.044715, "c_cube"), (GELU_C, "c_gelu"), (1.0, "one"), (0.5, "half"))]
     c_cube, c_gelu, one, half = (group[-1] for group in consts)
 
@@ -455,14 +410,14 @@ def gelu(n: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedule:
     staged = s.cache_read(x, "nmem", [square, cube, inner, halfx])
     for t in stages:
         s[t].set_scope("nmem")
-    core, outer, inner_axis = _flat_tiles(s, out, cores, tile, lanes)
-    _fill_at(s, consts, s[out], core)
+    core, outer, inner_axis = flat_tiles(s, out, cores, tile, lanes)
+    fill_constants(s, consts, s[out], core)
     for t in (staged, *stages):
         s[t].compute_at(s[out], outer)
-    _mark(s[staged], s[staged].op.axis[0], "copy")
+    mark_intrin(s[staged], s[staged].op.axis[0], "copy")
     for t, mark in zip(stages, ("mul", "mul", "mul", "add", "mul", "tanh", "add", "mul", "mul"), strict=True):
-        _mark(s[t], t.op.axis[0], mark)
-    _mark(s[out], inner_axis, "copy")
+        mark_intrin(s[t], t.op.axis[0], mark)
+    mark_intrin(s[out], inner_axis, "copy")
     return DiannaoSchedule(s, (x, out), cores, tile)
 
 

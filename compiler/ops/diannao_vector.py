@@ -25,10 +25,12 @@ from isa.lang import tree as t
 SCALAR_INSTRUCTIONS_PER_ELEMENT = 6
 
 
-def vector_select(spec: isa.ISA, tile: int) -> covering.Select:
+def vector_select(spec: isa.ISA, tile: int, constants: bool = False) -> covering.Select:
     """The cover's view of ``spec``'s vector unit: its vector instructions (not copies: every operand a
     tensor of an on-chip space), inputs = tiles staged in NMEM, and a step's cycles = its instruction's
-    latency plus cycles for ``tile`` elements."""
+    latency plus cycles for ``tile`` elements. With ``constants`` an operand may be a constant (a vector of
+    it, filled once per core: a cycle each, so that an instruction with the constant built in, relu's
+    ``max(x, 0)``, wins a tie)."""
     instructions = tuple(i for i in spec.instructions.values()
                          if i.operands and all(op.space for op in i.operands) and _computes(i))
 
@@ -41,18 +43,27 @@ def vector_select(spec: isa.ISA, tile: int) -> covering.Select:
             _, latency, cyc = isa.timing_of(spec, spec.insn(instr.name, **found.fields))
         except ISAError as err:
             return str(err)
-        return (latency or 0) + (cyc or 0)
+        filled = sum(isinstance(x, ir.IntImm | ir.FloatImm) for x in operands.values())
+        return (latency or 0) + (cyc or 0) + filled
 
     def scalar(node: ir.Expr) -> int:
         return tile * SCALAR_INSTRUCTIONS_PER_ELEMENT
 
-    return covering.Select(instructions, spec.params, lambda e: isinstance(e, ir.Load), cycles, scalar)
+    return covering.Select(instructions, spec.params, lambda e: isinstance(e, ir.Load), cycles, scalar,
+                           constants=constants)
 
 
-def vector_cover(expr: ir.Expr, spec: isa.ISA, tile: int) -> covering.Cover:
+def vector_cover(expr: ir.Expr, spec: isa.ISA, tile: int, constants: bool = False) -> covering.Cover:
     """The cheapest cover of ``expr`` (loads of tiles, constants) by ``spec``'s vector instructions, with
-    scalar steps where no instruction computes an operation."""
-    return covering.cover(expr, vector_select(spec, tile))
+    scalar steps where no instruction computes an operation (``constants``: see ``vector_select``)."""
+    return covering.cover(expr, vector_select(spec, tile, constants))
+
+
+def constants_of(cover: covering.Cover) -> list[ir.Expr]:
+    """The constants the cover's instructions read as operands (each a vector to fill), in order."""
+    found = [x for step in cover.steps for x in step.operands.values()
+             if isinstance(x, ir.IntImm | ir.FloatImm)]
+    return list({covering.key(x): x for x in found}.values())
 
 
 def _computes(instr: isa.Instruction) -> bool:
@@ -69,7 +80,7 @@ def _probe(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr
     destination's where the semantics read it), stored to the destination's tile."""
     i = ir.Var("i")
     target = instr.statements[0].target.tensor
-    dtypes_of = {name: x.dtype for name, x in operands.items()}
+    dtypes_of = {name: x.dtype for name, x in operands.items()}   # a constant operand: a tile of its type
     dtypes_of.setdefault(target, node.dtype)
     tiles = {name: ir.Buffer(name, (tile,), dt, "nmem") for name, dt in dtypes_of.items()}
     value = covering.substitute_nodes(node, {covering.key(x): tiles[n][i] for n, x in operands.items()})

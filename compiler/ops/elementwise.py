@@ -5,7 +5,7 @@ schedules take a user's operator)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from compiler import te
 from compiler.errors import IRTypeError, ScheduleError
@@ -40,15 +40,19 @@ def relu(a: te.Tensor, out_name: str = "relu") -> te.Tensor:
     return te.compute(a.shape, lambda *i: ir.max_(a[i], 0), name=out_name)
 
 
-def cover_stages(chosen: Cover, axis: Sequence[ir.Var], shape: tuple[int, ...]) -> tuple[te.Tensor, ...]:
+def cover_stages(chosen: Cover, axis: Sequence[ir.Var], shape: tuple[int, ...],
+                 leaves: Mapping[str, Callable[..., ir.Expr]] | None = None) -> tuple[te.Tensor, ...]:
     """The steps of ``chosen`` (a cover of an expression over loads indexed by ``axis``) as stages of
-    ``shape``, one per step, each reading the stages of its operands; a stage is named after its instruction
-    (``alu_shr``, ``vmul``), numbered when one is used twice."""
+    ``shape``, one per step, each reading the stages of its operands (and ``leaves[key](*index)`` for an
+    operand the caller provides: a constant's vector); a stage is named after its instruction (``alu_shr``,
+    ``vmul``), numbered when one is used twice."""
     made: dict[str, te.Tensor] = {}
     tensors: list[te.Tensor] = []
+    leaves = leaves or {}
     for step in chosen.steps:
         def body(*index, step=step):
             reads = {key(x): made[key(x)][index] for x in step.operands.values() if key(x) in made}
+            reads |= {key(x): leaves[key(x)](*index) for x in step.operands.values() if key(x) in leaves}
             return substitute(substitute_nodes(step.node, reads), dict(zip(axis, index, strict=True)))
         name = step.instruction.lower()
         taken = sum(x.name.startswith(name) for x in tensors)

@@ -90,15 +90,17 @@ class Cover:
 @dataclass
 class Select:
     """What a target contributes: the instructions that may compute a step, whether an expression is an
-    input (a leaf no step computes), and the cycles of one step (None with a reason when the instruction
-    cannot compute it there: a constraint, a dtype, an immediate that does not fit). ``scalar_cycles``
-    (None: the target has no scalar code) prices a node no instruction computes."""
+    input (a leaf no step computes; with ``constants``, a constant is one too), and the cycles of one step
+    (a string, the reason, when the instruction cannot compute it there: a constraint, a dtype, an immediate
+    that does not fit). ``scalar_cycles`` (None: the target has no scalar code) prices a node no instruction
+    computes."""
 
     instructions: tuple[isa.Instruction, ...]
     params: Mapping[str, int]
     is_input: Callable[[ir.Expr], bool]
     cycles: Callable[[isa.Instruction, ir.Expr, Mapping[str, ir.Expr], Mapping[str, int]], int | str]
     scalar_cycles: Callable[[ir.Expr], int] | None = None
+    constants: bool = False   # an operand may be a constant (the target fills a tile with it)
     memo: dict = field(default_factory=dict)
 
 
@@ -137,27 +139,27 @@ def _best(e: ir.Expr, select: Select) -> Cover | str:
     k = key(e)
     if k in select.memo:
         return select.memo[k]
-    if select.is_input(e):
+    if select.is_input(e) or (select.constants and isinstance(e, ir.IntImm | ir.FloatImm)):
         result: Cover | str = Cover((), 0)
     else:
         options, failed = _options(e, select)
         if options:
             result = min(options, key=lambda c: (c.cycles, len(c.steps)))
         elif failed and select.scalar_cycles is None:
-            result = failed[0]   # an instruction computes this node, but nothing computes its operand
+            result = failed[0]   # an instruction computes this node, but not here or not its operand
         else:
-            result = _scalar(e, select)
+            result = _scalar(e, select, failed[0] if failed else "")
     select.memo[k] = result
     return result
 
 
 def _options(e: ir.Expr, select: Select) -> tuple[list[Cover], list[str]]:
-    """Every cover of ``e`` whose last step is an instruction matching one of ``e``'s forms, and why the
-    operands of those that matched could not be covered."""
-    options, failed = [], []
+    """Every cover of ``e`` whose last step is an instruction matching one of ``e``'s forms, and why those
+    that matched were not taken (an operand nothing covers; the instruction refusing the step)."""
+    options, failed, refused = [], [], []
     for form in forms(e):
         for instr in select.instructions:
-            found = bind(instr, form, select.params)
+            found = bind(instr, form, select.params, select.constants)
             if found is None:
                 continue
             operands, values = found
@@ -169,14 +171,16 @@ def _options(e: ir.Expr, select: Select) -> tuple[list[Cover], list[str]]:
                 continue
             cycles = select.cycles(instr, form, operands, values)
             if isinstance(cycles, str):
+                refused.append(f"{instr.name} matches but {cycles}")
                 continue
             options.append(_join(subs, Step(instr.name, form, operands, cycles, value=e)))
-    return options, failed
+    return options, failed + refused
 
 
-def _scalar(e: ir.Expr, select: Select) -> Cover | str:
-    """``e`` as the target's scalar code, its operands covered first; or why nothing computes it."""
-    what = _operation(e)
+def _scalar(e: ir.Expr, select: Select, why: str = "") -> Cover | str:
+    """``e`` as the target's scalar code, its operands covered first; or why nothing computes it (``why``:
+    why an instruction that matched was not taken)."""
+    what = _operation(e) + (f" here ({why})" if why else "")
     if select.scalar_cycles is None:
         return f"no instruction computes {what} (in '{_show(e)}')"
     children = [c for c in _children(e) if not isinstance(c, ir.IntImm | ir.FloatImm)]
@@ -197,11 +201,11 @@ def _join(subs: list[Cover], step: Step) -> Cover:
     return Cover(tuple(steps.values()), sum(s.cycles for s in steps.values()))
 
 
-def bind(instr: isa.Instruction, e: ir.Expr, params: Mapping[str, int]
+def bind(instr: isa.Instruction, e: ir.Expr, params: Mapping[str, int], constants: bool = False
          ) -> tuple[dict[str, ir.Expr], dict[str, int]] | None:
     """The operands (operand -> expression) and fields of ``instr``'s one assignment matched at ``e``'s
-    root with the ``subtrees`` rule, or None; ``params`` (the spec's) are what a field condition may read
-    besides the fields."""
+    root with the ``subtrees`` rule (and ``constants``: an operand may be a constant), or None; ``params``
+    (the spec's) are what a field condition may read besides the fields."""
     if len(instr.statements) != 1 or instr.statements[0].op != "=":
         return None
     defaults = {f.name: f.default for f in instr.fields if f.default is not None}
@@ -210,7 +214,8 @@ def bind(instr: isa.Instruction, e: ir.Expr, params: Mapping[str, int]
         if any(isinstance(x, t.Reduce) for x in t.walk(assign.value)):
             return None
         tree = TreeMatch(types=types, fields=frozenset(f.name for f in instr.fields),
-                         field_defaults={**defaults, **params}, shifts=True, subtrees=True)
+                         field_defaults={**defaults, **params}, shifts=True, subtrees=True,
+                         constants=constants)
         try:
             tree.match(assign.value, e)
         except NoTreeMatch:

@@ -30,8 +30,9 @@ once, here:
 - **sums** (``sums``): ``sum(..., body)`` matches ``body`` alone, when the loop nest around the store walks
   the reduce indices one product per store;
 - **subtrees** (``subtrees``, for covering, ``compiler/passes/cover.py``): an operand matches any expression
-  that is not a constant (``exprs`` records it: a value an earlier instruction computes into a tile), and an
-  operand met twice must be the same expression.
+  that is not a constant (``exprs`` records it: a value an earlier instruction computes into a tile), or a
+  constant too with ``constants`` (a target that fills a tile with it); an operand met twice must be the
+  same expression.
 
 What a pass does with the result (loops, fields, constraints) stays in the pass. Failures raise
 ``NoTreeMatch`` with the reason.
@@ -98,6 +99,7 @@ class TreeMatch:
     index: Callable[[ir.Load], Index] = lambda load: load.indices[0]
     admit: Callable[[str, ir.Buffer], str | None] | None = None
     subtrees: bool = False
+    constants: bool = False
     operands: dict[str, tuple[ir.Buffer, Index]] = field(default_factory=dict)
     values: dict[str, int] = field(default_factory=dict)
     exprs: dict[str, ir.Expr] = field(default_factory=dict)
@@ -203,7 +205,7 @@ class TreeMatch:
         self.operands, self.values, self.exprs = dict(saved[0]), dict(saved[1]), dict(saved[2])
 
     def _bind_expr(self, name: str, e: ir.Expr) -> None:
-        if isinstance(e, ir.IntImm | ir.FloatImm):
+        if isinstance(e, ir.IntImm | ir.FloatImm) and not self.constants:
             raise NoTreeMatch(f"operand {name} is a tile, not the constant {e}")
         have = self.exprs.setdefault(name, e)
         if have is not e and str(have) != str(e):

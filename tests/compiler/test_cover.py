@@ -138,3 +138,11 @@ def test_random_trees_on_diannao_are_vector_instructions_only(expr: str) -> None
 @given(expr=VITA_TREES)
 def test_random_trees_on_vitas_alu_are_alu_instructions_only(expr: str) -> None:
     _check(expr, "vita", "int32", True, alu_select(VITA, 32))
+
+
+def test_a_constant_operand_on_diannao_is_a_vector_filled_once_per_core() -> None:
+    report = run(f"{ISEL / 'isel_ops.py'}:scaled", load_target("diannao"), {})
+    assert report.validated and report.instructions["vmul"] >= 1 and report.instructions["vadd"] >= 1
+    assert all(why.startswith("memcpy") and "'fill'" in why for why in report.unmatched)   # the seed stores
+    odd = run(f"{ISEL / 'isel_ops.py'}:scaled", load_target("diannao"), {"n": 1000})   # not whole vectors
+    assert odd.validated and any("multiple of VECTOR_ELEMS" in why for why in odd.unmatched)

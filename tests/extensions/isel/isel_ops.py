@@ -46,3 +46,10 @@ def mul_add(n: int = 1024):
     a, b = _inputs("ab", n, "int32")
     return [a, b], te.compute((n,), lambda i: ir.cast(ir.Min(ir.Max(a[i] * 3 + b[i], ir.const(-128)),
                                                               ir.const(127)), "int8"), name="mul_add")
+
+
+def scaled(n: int = 4096):
+    """3 * a + b over float32: DianNao has no vector instruction with a constant operand; the constant is a
+    vector filled once per core, and the expression vmul then vadd."""
+    a, b = _inputs("ab", n, "float32")
+    return [a, b], te.compute((n,), lambda i: a[i] * 3.0 + b[i], name="scaled")
