@@ -119,6 +119,17 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     return _tiled_stages(flat_inputs, stages, marks, copy, cores, tile, spec)
 
 
+def covered(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int, *, spec: isa.ISA) -> DiannaoSchedule:
+    """A network operator's element-wise ``out`` (1-D) over ``inputs``: its cheapest cover by the spec's
+    vector instructions, constants as vectors filled once per core (``_with_constants``); ScheduleError
+    names an operation no vector instruction computes."""
+    chosen = vector_cover(strip_noop_casts(out.op.body), spec, lanes_of(spec), constants=True)
+    scalar = [step.reason for step in chosen.steps if step.scalar]
+    if scalar:
+        raise ScheduleError(f"DianNao {out.name}: {scalar[0]}")
+    return _with_constants(inputs, out, chosen, cores, spec)
+
+
 def _with_constants(inputs: tuple[te.Tensor, ...], out: te.Tensor, chosen: Cover, cores: int,
                     spec: isa.ISA) -> DiannaoSchedule:
     """The element-wise schedule of a cover whose instructions read constants: each constant a vector of a
@@ -128,8 +139,8 @@ def _with_constants(inputs: tuple[te.Tensor, ...], out: te.Tensor, chosen: Cover
     lanes = lanes_of(spec)
     values = constants_of(chosen)
     itemsize = max(t.dtype.bits // 8 for t in (*inputs, out))
-    cores, tile = flat_plan(out.shape[0], len(inputs) + len(chosen.steps) + 2 * len(values) + 1, itemsize,
-                            cores, spec)
+    cores, tile = flat_plan(out.shape[0], len(inputs) + len(chosen.steps) + len(values) + 1, itemsize, cores,
+                            spec)   # a buffer per input, step and constant, and a spare (the seeds)
     vectors = [constant_vector(c.value, tile, lanes, f"c{k}", c.dtype.name) for k, c in enumerate(values)]
     leaves = {key(c): (lambda i, v=v[-1]: v[i % tile]) for c, v in zip(values, vectors, strict=True)}
     stages = cover_stages(chosen, [iv.var for iv in out.op.axis], out.shape, leaves)

@@ -2,10 +2,11 @@
 global average pooling, concat, softmax, layer norm and GELU (compiler/ops/network.py defines them; residual
 add and ReLU are one vector instruction each and take ``diannao.elementwise_of``, as a user's operator).
 
-Every computation is a vector instruction of the spec, found by the one matcher from a loose mark (seed 001
-Sec. IV-B), and every input reaches NMEM by a marked copy; what no instruction computes stays scalar and is
-reported (``unmatched``): the start value of a max reduction (-inf) and the constant vectors (1 / K^2,
-GELU's coefficients, clip's bounds), LANES scalar stores once per core. The vector instructions have
+Every computation is a vector instruction of the spec: clip and GELU are element-wise trees covered by the
+spec's instructions (``diannao.covered``, compiler/passes/cover.py), the others found by the one matcher from
+a loose mark (seed 001 Sec. IV-B); every input reaches NMEM by a marked copy; what no instruction computes
+stays scalar and is reported (``unmatched``): the start value of a max reduction (-inf) and the constant
+vectors (1 / K^2, GELU's coefficients, clip's bounds), LANES scalar stores once per core. The vector instructions have
 immediate NMEM addresses, so the loops that walk a tile's vectors are unrolled.
 
 The card's layouts (``pack`` converts network.py's on the host, as VITA's flow packs its blocks):
@@ -37,12 +38,10 @@ import isa
 from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
-from compiler.ops.diannao import DiannaoSchedule
+from compiler.ops.diannao import DiannaoSchedule, covered
 from compiler.ops.diannao_tiles import (
     constant_vector,
     fill_constants,
-    flat_plan,
-    flat_tiles,
     lanes_of,
     launchable,
     mark_intrin,
@@ -207,29 +206,13 @@ def global_avg_pool(pixels: int, c: int, cores: int, *, spec: isa.ISA) -> Dianna
 # ------------------------------------------------------------------------------------------ clip
 
 def clip(n: int, lo: int, hi: int, dtype: str, cores: int, *, spec: isa.ISA) -> DiannaoSchedule:
-    """x [N] clipped to [LO, HI]: per tile, x staged, vmax against a vector of LO, vmin against one of HI
-    (the constant vectors filled once per core; relu, LO = 0 and no HI, is one in-place instruction)."""
-    lanes = lanes_of(spec)
-    cores, tile = flat_plan(n, 6, np.dtype(dtype).itemsize, cores, spec)   # x, two stages, two constants
+    """x [N] clipped to [LO, HI], ``min(max(x, LO), HI)`` covered by the spec's vector instructions
+    (``diannao.covered``: vmax against a vector of LO, vmin against one of HI, the constant vectors filled
+    once per core)."""
     x = te.placeholder((n,), dtype, name="x")
-    consts = [constant_vector(lo, tile, lanes, "lo", dtype), constant_vector(hi, tile, lanes, "hi", dtype)]
-    low, high = (group[-1] for group in consts)
-    raised = te.compute((n,), lambda i: ir.Max(x[i], low[i % tile]), name="raised")
-    res = te.compute((n,), lambda i: ir.Min(raised[i], high[i % tile]), name="res")
-    out = te.compute((n,), lambda i: res[i], name="out")
-    s = create_schedule(out)
-    staged = s.cache_read(x, "nmem", [raised])
-    for t in (raised, res):
-        s[t].set_scope("nmem")
-    core, outer, inner = flat_tiles(s, out, cores, tile, lanes)
-    fill_constants(s, consts, s[out], core)
-    for t in (staged, raised, res):
-        s[t].compute_at(s[out], outer)
-    mark_intrin(s[staged], staged.op.axis[0], "copy")
-    mark_intrin(s[raised], raised.op.axis[0], "maximum")
-    mark_intrin(s[res], res.op.axis[0], "minimum")
-    mark_intrin(s[out], inner, "copy")
-    return DiannaoSchedule(s, (x, out), cores, tile)
+    bounds = ir.const(lo, dtype), ir.const(hi, dtype)
+    out = te.compute((n,), lambda i: ir.Min(ir.Max(x[i], bounds[0]), bounds[1]), name="res")
+    return covered((x,), out, cores, spec=spec)
 
 
 # ------------------------------------------------------------------------------------------ concat
@@ -382,43 +365,17 @@ def layer_norm(rows: int, d: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedu
 
 
 def gelu(n: int, cores: int, *, spec: isa.ISA) -> DiannaoSchedule:
-    """GELU's tanh form over x [N] (float32): per tile, x staged, then
-    0.5 x (1 + tanh(GELU_C (x + 0.044715 x^3))) as whole-tile vector operations (vmul, vadd, tanh), the
-    constants vectors filled once per core."""
-    lanes = lanes_of(spec)
-    cores, tile = flat_plan(n, 15, 4, cores, spec)   # x, nine stages, four constants, a spare
+    """GELU's tanh form over x [N] (float32), 0.5 x (1 + tanh(GELU_C (x + 0.044715 x^3))) evaluated in this
+    order (numpy's), covered by the spec's vector instructions (``diannao.covered``: vmul, vadd, tanh; the
+    constants vectors filled once per core)."""
     x = te.placeholder((n,), "float32", name="x")
-    consts = [constant_vector(v, tile, lanes, name) for v, name in
-              ((0.044715, "c_cube"), (GELU_C, "c_gelu"), (1.0, "one"), (0.5, "half"))]
-    c_cube, c_gelu, one, half = (group[-1] for group in consts)
 
-    def at(t: te.Tensor):
-        return lambda i: t[i % tile]
+    def value(i):
+        cube = x[i] * x[i] * x[i]
+        inner = (x[i] + cube * _f32(0.044715)) * _f32(GELU_C)
+        return x[i] * _f32(0.5) * (te.tanh(inner) + _f32(1.0))
 
-    square = te.compute((n,), lambda i: x[i] * x[i], name="square")
-    cube = te.compute((n,), lambda i: square[i] * x[i], name="cube")
-    term = te.compute((n,), lambda i: cube[i] * at(c_cube)(i), name="term")
-    inner = te.compute((n,), lambda i: x[i] + term[i], name="inner")
-    arg = te.compute((n,), lambda i: inner[i] * at(c_gelu)(i), name="arg")
-    th = te.compute((n,), lambda i: te.tanh(arg[i]), name="th")
-    plus = te.compute((n,), lambda i: th[i] + at(one)(i), name="plus")
-    halfx = te.compute((n,), lambda i: x[i] * at(half)(i), name="halfx")
-    res = te.compute((n,), lambda i: halfx[i] * plus[i], name="res")
-    out = te.compute((n,), lambda i: res[i], name="out")
-    s = create_schedule(out)
-    stages = (square, cube, term, inner, arg, th, plus, halfx, res)
-    staged = s.cache_read(x, "nmem", [square, cube, inner, halfx])
-    for t in stages:
-        s[t].set_scope("nmem")
-    core, outer, inner_axis = flat_tiles(s, out, cores, tile, lanes)
-    fill_constants(s, consts, s[out], core)
-    for t in (staged, *stages):
-        s[t].compute_at(s[out], outer)
-    mark_intrin(s[staged], s[staged].op.axis[0], "copy")
-    for t, mark in zip(stages, ("mul", "mul", "mul", "add", "mul", "tanh", "add", "mul", "mul"), strict=True):
-        mark_intrin(s[t], t.op.axis[0], mark)
-    mark_intrin(s[out], inner_axis, "copy")
-    return DiannaoSchedule(s, (x, out), cores, tile)
+    return covered((x,), te.compute((n,), value, name="res"), cores, spec=spec)
 
 
 # ------------------------------------------------------------------- the network operators' layouts
