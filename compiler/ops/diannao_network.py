@@ -6,8 +6,8 @@ Every computation is a vector instruction of the spec: clip and GELU are element
 spec's instructions (``diannao.covered``, compiler/passes/cover.py), the others found by the one matcher from
 a loose mark (seed 001 Sec. IV-B); every input reaches NMEM by a marked copy; what no instruction computes
 stays scalar and is reported (``unmatched``): the start value of a max reduction (-inf) and the constant
-vectors (1 / K^2, GELU's coefficients, clip's bounds), LANES scalar stores once per core. The vector instructions have
-immediate NMEM addresses, so the loops that walk a tile's vectors are unrolled.
+vectors (1 / K^2, GELU's coefficients, clip's bounds), LANES scalar stores once per core. The vector
+instructions have immediate NMEM addresses, so the loops that walk a tile's vectors are unrolled.
 
 The card's layouts (``pack`` converts network.py's on the host, as VITA's flow packs its blocks):
 
