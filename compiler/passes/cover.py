@@ -139,6 +139,7 @@ def _best(e: ir.Expr, select: Select) -> Cover | str:
     k = key(e)
     if k in select.memo:
         return select.memo[k]
+    select.memo[k] = f"no cover of '{_show(e)}' (it needs itself)"   # until found: a rewrite cycle ends here
     if select.is_input(e) or (select.constants and isinstance(e, ir.IntImm | ir.FloatImm)):
         result: Cover | str = Cover((), 0)
     else:
