@@ -13,6 +13,7 @@ instruction that matches is found from the isa/ semantics (``compiler.passes.ten
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -23,9 +24,9 @@ from compiler import ops, te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops import nn
-from compiler.ops.diannao_vector import vector_cover
+from compiler.ops.diannao_vector import vector_choose
 from compiler.ops.elementwise import cover_stages, flatten
-from compiler.passes.cover import Step, in_place, strip_noop_casts
+from compiler.passes.cover import Selected, Step, in_place, strip_noop_casts
 from compiler.passes.tensorize import SCALAR_MARK
 from compiler.schedule import Schedule, create_schedule
 
@@ -38,12 +39,14 @@ UNARY = {"relu": ops.relu}
 
 @dataclass(frozen=True)
 class DiannaoSchedule:
-    """A schedule with its argument tensors (inputs, then the output) and the tile it chose."""
+    """A schedule with its argument tensors (inputs, then the output), the tile it chose, and the record of
+    each cover it chose (an element-wise operator's: ``compiler.passes.explain`` reads them)."""
 
     schedule: Schedule
     args: tuple[te.Tensor, ...]
     cores: int
     tile: int
+    selection: tuple[Selected, ...] = ()
 
 
 def tile_elements(elements_per_core: int, buffers: int, itemsize: int, spec: isa.ISA) -> int:
@@ -93,17 +96,22 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     itemsize = max(t.dtype.bits // 8 for t in (*flat_inputs, flat_out))
     axis = [iv.var for iv in flat_out.op.axis]
     body = strip_noop_casts(flat_out.op.body)
-    chosen = vector_cover(body, spec, tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec))
+    selected = vector_choose(body, spec, tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec),
+                             f"DianNao operator {out.name}")
+    chosen = selected.chosen
     if len(chosen.steps) <= 1:
         step = chosen.steps[0] if chosen.steps else None
         instr = spec.instructions[step.instruction] if step is not None and not step.scalar else None
         # an in-place instruction (relu) computes in the output tile the input is read into; others read NMEM
         staged = not in_place(instr) if instr is not None else len(flat_inputs) > 1
-        return _tiled(flat_inputs, flat_out, instr.name if instr else out.name, cores, tile, spec, staged)
-    stages = cover_stages(chosen, axis, flat_out.shape)
-    copy = te.compute(flat_out.shape, lambda i: ir.cast(stages[-1][i], flat_out.dtype), name=flat_out.name)
-    marks = [_mark_of(step) for step in chosen.steps]
-    return _tiled_stages(flat_inputs, stages, marks, copy, cores, tile, spec)
+        sched = _tiled(flat_inputs, flat_out, instr.name if instr else out.name, cores, tile, spec, staged)
+    else:
+        stages = cover_stages(chosen, axis, flat_out.shape)
+        copy = te.compute(flat_out.shape, lambda i: ir.cast(stages[-1][i], flat_out.dtype),
+                          name=flat_out.name)
+        marks = [_mark_of(step) for step in chosen.steps]
+        sched = _tiled_stages(flat_inputs, stages, marks, copy, cores, tile, spec)
+    return dataclasses.replace(sched, selection=(selected,))
 
 
 def _mark_of(step: Step) -> str:

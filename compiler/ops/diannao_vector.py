@@ -26,11 +26,12 @@ SCALAR_INSTRUCTIONS_PER_ELEMENT = 6
 
 
 def vector_select(spec: isa.ISA, tile: int) -> covering.Select:
-    """The cover's view of ``spec``'s vector unit: its vector instructions (not copies: every operand a
-    tensor of an on-chip space), inputs = tiles staged in NMEM, and a step's cycles = its instruction's
-    latency plus cycles for ``tile`` elements."""
+    """The cover's view of ``spec``'s vector unit: its vector instructions (not copies, not reductions:
+    every operand a tensor of an on-chip space), inputs = tiles staged in NMEM, and a step's cycles = its
+    instruction's latency plus cycles for ``tile`` elements."""
     instructions = tuple(i for i in spec.instructions.values()
-                         if i.operands and all(op.space for op in i.operands) and _computes(i))
+                         if i.operands and all(op.space for op in i.operands) and _computes(i)
+                         and covering.element_wise(i))
 
     def cycles(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr],
                values: Mapping[str, int]) -> int | str:
@@ -53,6 +54,12 @@ def vector_cover(expr: ir.Expr, spec: isa.ISA, tile: int) -> covering.Cover:
     """The cheapest cover of ``expr`` (loads of tiles, constants) by ``spec``'s vector instructions, with
     scalar steps where no instruction computes an operation."""
     return covering.cover(expr, vector_select(spec, tile))
+
+
+def vector_choose(expr: ir.Expr, spec: isa.ISA, tile: int, where: str) -> covering.Selected:
+    """``vector_cover`` with the record of its search (``covering.choose``), the statement named
+    ``where``."""
+    return covering.choose(expr, vector_select(spec, tile), where)
 
 
 def _computes(instr: isa.Instruction) -> bool:
