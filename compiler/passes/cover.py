@@ -296,7 +296,9 @@ def why_not(instr: isa.Instruction, e: ir.Expr, select: Select) -> str:
         cycles = select.cycles(instr, form, operands, values)
         if isinstance(cycles, str):
             return f"it matches, but the target refuses it: {cycles}"
-    return reasons[0] if reasons else f"nothing of it matches '{_show(e)}'"
+    if not reasons:
+        return f"nothing of it matches '{_show(e)}'"
+    return "; ".join(dict.fromkeys(reasons[0].split("; ")))   # each alternative of the semantics once
 
 
 def element_wise(instr: isa.Instruction) -> bool:

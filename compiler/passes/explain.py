@@ -115,6 +115,8 @@ def _fused(node, s: Selected) -> str:
 def lines(report: dict) -> list[str]:
     """The ``selection`` object as text: per statement its expression, the chosen cover and the
     alternatives with their cycles, then the unused instructions and why."""
+    if not report["statements"]:
+        return []
     out = []
     for st in report["statements"]:
         out.append(f"{st['statement']}: {st['expression']}")

@@ -107,3 +107,17 @@ def test_a_scalar_step_says_why_under_not_tensorized(tmp_path: Path) -> None:
     table, explained = out.split("selection:")
     assert "not tensorized: scalar: no instruction computes a remainder" in " ".join(table.split())
     assert "scalar step" in explained and "vadd" in explained
+
+
+def test_the_plain_table_names_every_selected_instruction() -> None:
+    spec = str(ISEL / "vita_alu_shrclip.toml")
+    shift_clip = [f"{ISEL / 'isel_ops.py'}:shift_clip", "--target", "vita"]
+    for args in ([*CONV, "--spec", spec], [*shift_clip, "--spec", spec]):
+        table = " ".join(_run(*args).split())
+        assert "ALU_SHRCLIP" in table and "ALU_MAX" not in table
+
+
+def test_an_operator_with_no_cover_says_so() -> None:
+    out = _run("conv2d", "--target", "diannao", "-p", "H=8", "-p", "W=8", "-p", "IC=16", "-p", "OC=16",
+               "--explain")
+    assert "no statement's instructions were chosen by a cover" in " ".join(out.split())
