@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import isa
 from compiler.passes import cover as covering
 from compiler.passes.cover import Cover, Selected
 
@@ -60,12 +61,12 @@ def unused(selected: Sequence[Selected]) -> list[dict]:
     for name, instr in candidates.items():
         ranked = [(_closest(instr, s), k, s) for k, s in enumerate(selected)
                   if any(i.name == name for i in s.select.instructions)]
-        (rank, reason), _, s = min(ranked, key=lambda r: (r[0][0], r[1]))
+        (_, reason), _, s = min(ranked, key=lambda r: (r[0][0], r[1]))
         out.append({"instruction": name, "statement": s.where, "reason": reason})
     return out
 
 
-def _closest(instr, s: Selected) -> tuple[tuple, str]:
+def _closest(instr: isa.Instruction, s: Selected) -> tuple[tuple, str]:
     """How close ``instr`` came at statement ``s`` (a rank, lower is closer) and why it was not used: a loss
     on cost at the root; else at a subtree (where it may be the cheapest, but the chosen cover computes that
     subtree inside a fused step); else ``cover.why_not`` at the root."""
