@@ -13,6 +13,7 @@ instruction that matches is found from the isa/ semantics (``compiler.passes.ten
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -31,9 +32,9 @@ from compiler.ops.diannao_tiles import (
     lanes_of,
     mark_intrin,
 )
-from compiler.ops.diannao_vector import constants_of, vector_cover
+from compiler.ops.diannao_vector import constants_of, vector_choose
 from compiler.ops.elementwise import cover_stages, flatten
-from compiler.passes.cover import Cover, Step, in_place, key, strip_noop_casts
+from compiler.passes.cover import Cover, Selected, Step, in_place, key, strip_noop_casts
 from compiler.passes.tensorize import SCALAR_MARK
 from compiler.schedule import Schedule, create_schedule
 
@@ -46,12 +47,14 @@ UNARY = {"relu": ops.relu}
 
 @dataclass(frozen=True)
 class DiannaoSchedule:
-    """A schedule with its argument tensors (inputs, then the output) and the tile it chose."""
+    """A schedule with its argument tensors (inputs, then the output), the tile it chose, and the record of
+    each cover it chose (an element-wise operator's: ``compiler.passes.explain`` reads them)."""
 
     schedule: Schedule
     args: tuple[te.Tensor, ...]
     cores: int
     tile: int
+    selection: tuple[Selected, ...] = ()
 
 
 def tile_elements(elements_per_core: int, buffers: int, itemsize: int, spec: isa.ISA) -> int:
@@ -102,32 +105,40 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     axis = [iv.var for iv in flat_out.op.axis]
     body = strip_noop_casts(flat_out.op.body)
     estimate = tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec)
-    chosen = vector_cover(body, spec, estimate)
+    where = f"DianNao operator {out.name}"
+    selected = vector_choose(body, spec, estimate, where)
+    chosen = selected.chosen
     if tile is None and n % lanes_of(spec) == 0 and any(x.scalar for x in chosen.steps):
-        filled = vector_cover(body, spec, estimate, constants=True)   # constants as vectors, filled per core
-        if constants_of(filled) and not any(x.scalar for x in filled.steps):
-            return _with_constants(flat_inputs, flat_out, filled, cores, spec)
+        filled = vector_choose(body, spec, estimate, where, constants=True)   # constants as filled vectors
+        if constants_of(filled.chosen) and not any(x.scalar for x in filled.chosen.steps):
+            sched = _with_constants(flat_inputs, flat_out, filled.chosen, cores, spec)
+            return dataclasses.replace(sched, selection=(filled,))
     if len(chosen.steps) <= 1:
         step = chosen.steps[0] if chosen.steps else None
         instr = spec.instructions[step.instruction] if step is not None and not step.scalar else None
         # an in-place instruction (relu) computes in the output tile the input is read into; others read NMEM
         staged = not in_place(instr) if instr is not None else len(flat_inputs) > 1
-        return _tiled(flat_inputs, flat_out, instr.name if instr else out.name, cores, tile, spec, staged)
-    stages = cover_stages(chosen, axis, flat_out.shape)
-    copy = te.compute(flat_out.shape, lambda i: ir.cast(stages[-1][i], flat_out.dtype), name=flat_out.name)
-    marks = [_mark_of(step) for step in chosen.steps]
-    return _tiled_stages(flat_inputs, stages, marks, copy, cores, tile, spec)
+        sched = _tiled(flat_inputs, flat_out, instr.name if instr else out.name, cores, tile, spec, staged)
+    else:
+        stages = cover_stages(chosen, axis, flat_out.shape)
+        copy = te.compute(flat_out.shape, lambda i: ir.cast(stages[-1][i], flat_out.dtype),
+                          name=flat_out.name)
+        marks = [_mark_of(step) for step in chosen.steps]
+        sched = _tiled_stages(flat_inputs, stages, marks, copy, cores, tile, spec)
+    return dataclasses.replace(sched, selection=(selected,))
 
 
 def covered(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int, *, spec: isa.ISA) -> DiannaoSchedule:
     """A network operator's element-wise ``out`` (1-D) over ``inputs``: its cheapest cover by the spec's
     vector instructions, constants as vectors filled once per core (``_with_constants``); ScheduleError
     names an operation no vector instruction computes."""
-    chosen = vector_cover(strip_noop_casts(out.op.body), spec, lanes_of(spec), constants=True)
-    scalar = [step.reason for step in chosen.steps if step.scalar]
+    selected = vector_choose(strip_noop_casts(out.op.body), spec, lanes_of(spec), f"DianNao {out.name}",
+                             constants=True)
+    scalar = [step.reason for step in selected.chosen.steps if step.scalar]
     if scalar:
         raise ScheduleError(f"DianNao {out.name}: {scalar[0]}")
-    return _with_constants(inputs, out, chosen, cores, spec)
+    sched = _with_constants(inputs, out, selected.chosen, cores, spec)
+    return dataclasses.replace(sched, selection=(selected,))
 
 
 def _with_constants(inputs: tuple[te.Tensor, ...], out: te.Tensor, chosen: Cover, cores: int,

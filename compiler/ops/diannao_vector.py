@@ -32,7 +32,8 @@ def vector_select(spec: isa.ISA, tile: int, constants: bool = False) -> covering
     it, filled once per core: a cycle each, so that an instruction with the constant built in, relu's
     ``max(x, 0)``, wins a tie)."""
     instructions = tuple(i for i in spec.instructions.values()
-                         if i.operands and all(op.space for op in i.operands) and _computes(i))
+                         if i.operands and all(op.space for op in i.operands) and _computes(i)
+                         and covering.element_wise(i))
 
     def cycles(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr],
                values: Mapping[str, int]) -> int | str:
@@ -64,6 +65,13 @@ def constants_of(cover: covering.Cover) -> list[ir.Expr]:
     found = [x for step in cover.steps for x in step.operands.values()
              if isinstance(x, ir.IntImm | ir.FloatImm)]
     return list({covering.key(x): x for x in found}.values())
+
+
+def vector_choose(expr: ir.Expr, spec: isa.ISA, tile: int, where: str, constants: bool = False
+                  ) -> covering.Selected:
+    """``vector_cover`` with the record of its search (``covering.choose``), the statement named
+    ``where``."""
+    return covering.choose(expr, vector_select(spec, tile, constants), where)
 
 
 def _computes(instr: isa.Instruction) -> bool:

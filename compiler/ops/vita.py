@@ -70,11 +70,13 @@ class Tiling:
 
 @dataclass(frozen=True)
 class VitaSchedule:
-    """A schedule with its argument tensors (inputs, then the output) and the tiling it uses."""
+    """A schedule with its argument tensors (inputs, then the output), the tiling it uses, and the record
+    of each cover it chose (the epilogue, an ALU operator: ``compiler.passes.explain`` reads them)."""
 
     schedule: Schedule
     args: tuple[te.Tensor, ...]
     tiling: Tiling
+    selection: tuple[vita_alu.covering.Selected, ...] = ()
 
 
 def block_of(spec: isa.ISA) -> int:
@@ -322,7 +324,7 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
     if padded is not data:
         s[padded].compute_inline()
     _schedule_tiles(s, res, epilogue, out, t, padded, kernel, spatial=(2, 3), bias=b)
-    return VitaSchedule(s, (data, kernel, *([b] if b else []), out), t)
+    return VitaSchedule(s, (data, kernel, *([b] if b else []), out), t, (epilogue.selected,))
 
 
 def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
@@ -353,7 +355,7 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     epilogue, out = _epilogue(res, shift, clip_bounds(relu, bounds), spec, t.oc_block * t.rows, b)
     s = create_schedule(out)
     _schedule_tiles(s, res, epilogue, out, t, data, weight, spatial=(0,), bias=b)
-    return VitaSchedule(s, (data, weight, *([b] if b else []), out), t)
+    return VitaSchedule(s, (data, weight, *([b] if b else []), out), t, (epilogue.selected,))
 
 
 def elementwise(inputs: int, tiles: int, chunk: int, bounds: tuple[int, int], *, spec: isa.ISA
@@ -399,7 +401,7 @@ def _alu_chunks(args: list[te.Tensor], stages: vita_alu.AluStages, out: te.Tenso
     for stage, instruction in zip(stages.tensors, stages.instructions, strict=True):
         s[stage].pragma(s[stage].op.axis[0], "alu", instruction)
     s[out].pragma(inner, "dma_copy")
-    return VitaSchedule(s, (*args, out), Tiling(rows=chunk, oc_block=1, ic_block=1))
+    return VitaSchedule(s, (*args, out), Tiling(rows=chunk, oc_block=1, ic_block=1), (stages.selected,))
 
 
 def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, tiles: int, chunk: int, *,
@@ -550,7 +552,7 @@ def pool(kind: str, blocks: int, h: int, w: int, window: tuple[int, int], s: int
     for stage, instruction in zip(stages, instructions, strict=True):
         sch[stage].pragma(sch[stage].op.axis[0], "alu", instruction)
     sch[out].pragma(inner, "dma_copy")
-    return VitaSchedule(sch, (x, out), Tiling(rows=rows, oc_block=blocks, ic_block=1))
+    return VitaSchedule(sch, (x, out), Tiling(rows=rows, oc_block=blocks, ic_block=1), (clip.selected,))
 
 
 def max_pool(blocks: int, h: int, w: int, k: int, s: int, rows: int, *, spec: isa.ISA) -> VitaSchedule:

@@ -29,12 +29,16 @@ from isa.errors import ISAError
 
 @dataclass(frozen=True)
 class AluStages:
-    """The stages of a cover (``tensors[k]`` computes ``cover.steps[k]`` with ``instructions[k]``) and the
-    tensor holding the tree's value."""
+    """The stages of a cover (``tensors[k]`` computes ``cover.steps[k]`` with ``instructions[k]``), the
+    tensor holding the tree's value, and the record of the selection (``--explain``)."""
 
     tensors: tuple[te.Tensor, ...]
     instructions: tuple[str, ...]
-    cover: covering.Cover
+    selected: covering.Selected
+
+    @property
+    def cover(self) -> covering.Cover:
+        return self.selected.chosen
 
     @property
     def result(self) -> te.Tensor:
@@ -67,8 +71,13 @@ def alu_select(spec: isa.ISA, uops: int) -> covering.Select:
 
 def alu_cover(expr: ir.Expr, spec: isa.ISA, uops: int, where: str) -> covering.Cover:
     """The cheapest cover of ``expr`` (loads of tiles, constants) by ``spec``'s ALU instructions."""
+    return alu_choose(expr, spec, uops, where).chosen
+
+
+def alu_choose(expr: ir.Expr, spec: isa.ISA, uops: int, where: str) -> covering.Selected:
+    """``alu_cover`` with the record of its search (``covering.choose``), the statement named ``where``."""
     try:
-        return covering.cover(covering.strip_noop_casts(expr), alu_select(spec, uops))
+        return covering.choose(covering.strip_noop_casts(expr), alu_select(spec, uops), where)
     except covering.NoCover as err:
         raise ScheduleError(f"{where}: {err}: VITA's ALU has no instruction for it in spec "
                             f"{spec.name!r} (VITA has no scalar code)") from None
@@ -77,8 +86,8 @@ def alu_cover(expr: ir.Expr, spec: isa.ISA, uops: int, where: str) -> covering.C
 def alu_stages(expr: ir.Expr, axis: Sequence[ir.Var], shape: tuple[int, ...], spec: isa.ISA, uops: int,
                where: str) -> AluStages:
     """``expr`` (over loads indexed by ``axis``) as ALU stages of ``shape``, one per step of its cover."""
-    chosen = alu_cover(expr, spec, uops, where)
-    return AluStages(cover_stages(chosen, axis, shape), chosen.instructions, chosen)
+    selected = alu_choose(expr, spec, uops, where)
+    return AluStages(cover_stages(selected.chosen, axis, shape), selected.chosen.instructions, selected)
 
 
 def clip_stages(value: te.Tensor, bounds: tuple[int, int], spec: isa.ISA, uops: int, where: str,

@@ -102,6 +102,21 @@ class Select:
     scalar_cycles: Callable[[ir.Expr], int] | None = None
     constants: bool = False   # an operand may be a constant (the target fills a tile with it)
     memo: dict = field(default_factory=dict)
+    #: each node's covers by root instruction (``_options``), kept so that ``alternatives`` and ``why_not``
+    #: after a ``cover`` search nothing again
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Selected:
+    """The record of one statement's selection (``choose``): ``where`` (the schedule's name for the
+    statement), ``expr`` as the search saw it, the ``chosen`` cover, and the target's ``select`` whose memo
+    holds the search (so ``alternatives`` and ``why_not`` on it cost little: what ``--explain`` shows)."""
+
+    where: str
+    expr: ir.Expr
+    chosen: Cover
+    select: Select = field(repr=False, compare=False)
 
 
 def cover(expr: ir.Expr, select: Select) -> Cover:
@@ -113,14 +128,41 @@ def cover(expr: ir.Expr, select: Select) -> Cover:
     return best
 
 
+def choose(expr: ir.Expr, select: Select, where: str) -> Selected:
+    """``cover(expr, select)`` with the record of the search (``Selected``: what ``--explain`` reads)."""
+    prepared = _prepared(expr)
+    best = _best(prepared, select)
+    if isinstance(best, str):
+        raise NoCover(best)
+    return Selected(where, prepared, best, select)
+
+
 def alternatives(expr: ir.Expr, select: Select, count: int = 3) -> list[Cover]:
     """The best cover for each instruction that can compute ``expr``'s root (cheapest first, at most
     ``count``): what ``--explain`` shows next to the chosen one."""
-    options, _ = _options(_prepared(expr), select)
+    return rooted(_prepared(expr), select)[:count]
+
+
+def rooted(e: ir.Expr, select: Select) -> list[Cover]:
+    """The best cover of ``e`` (as the search saw it: ``Selected.expr`` or one of its subtrees) with each
+    instruction at its root, cheapest first."""
+    options, _ = _options(e, select)
     by_root: dict[str, Cover] = {}
-    for c in sorted(options, key=lambda c: c.cycles):
+    for c in sorted(options, key=lambda c: (c.cycles, len(c.steps))):
         by_root.setdefault(c.steps[-1].instruction, c)
-    return list(by_root.values())[:count]
+    return list(by_root.values())
+
+
+def best_of(e: ir.Expr, select: Select) -> Cover | str:
+    """The cheapest cover of ``e`` (as the search saw it), or why there is none."""
+    return _best(e, select)
+
+
+def subtrees(e: ir.Expr, select: Select) -> list[ir.Expr]:
+    """``e`` and the subtrees under it that a step computes (not inputs, not constants), root first."""
+    if select.is_input(e) or isinstance(e, ir.IntImm | ir.FloatImm):
+        return []
+    return [e, *(x for c in _children(e) for x in subtrees(c, select))]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -155,8 +197,15 @@ def _best(e: ir.Expr, select: Select) -> Cover | str:
 
 
 def _options(e: ir.Expr, select: Select) -> tuple[list[Cover], list[str]]:
-    """Every cover of ``e`` whose last step is an instruction matching one of ``e``'s forms, and why those
-    that matched were not taken (an operand nothing covers; the instruction refusing the step)."""
+    """Every cover of ``e`` whose last step is an instruction matching one of ``e``'s forms, and why the
+    operands of those that matched could not be covered (memoized in ``select.options``)."""
+    k = key(e)
+    if k not in select.options:
+        select.options[k] = _search_options(e, select)
+    return select.options[k]
+
+
+def _search_options(e: ir.Expr, select: Select) -> tuple[list[Cover], list[str]]:
     options, failed, refused = [], [], []
     for form in forms(e):
         for instr in select.instructions:
@@ -207,22 +256,66 @@ def bind(instr: isa.Instruction, e: ir.Expr, params: Mapping[str, int], constant
     """The operands (operand -> expression) and fields of ``instr``'s one assignment matched at ``e``'s
     root with the ``subtrees`` rule (and ``constants``: an operand may be a constant), or None; ``params``
     (the spec's) are what a field condition may read besides the fields."""
+    found = _bind(instr, e, params, constants)
+    return None if isinstance(found, str) else found
+
+
+def _bind(instr: isa.Instruction, e: ir.Expr, params: Mapping[str, int], constants: bool = False
+          ) -> tuple[dict[str, ir.Expr], dict[str, int]] | str:
+    """``bind``, or why not: the matcher's reason for the first binding of types tried."""
     if len(instr.statements) != 1 or instr.statements[0].op != "=":
-        return None
+        return "its semantics are not one assignment"
     defaults = {f.name: f.default for f in instr.fields if f.default is not None}
+    reasons = []
     for types in instr.bindings():
         (assign,) = instr.typed_semantics(types).statements
         if any(isinstance(x, t.Reduce) for x in t.walk(assign.value)):
-            return None
+            return "its semantics reduce (a sum), not an element-wise step"
         tree = TreeMatch(types=types, fields=frozenset(f.name for f in instr.fields),
                          field_defaults={**defaults, **params}, shifts=True, subtrees=True,
                          constants=constants)
         try:
             tree.match(assign.value, e)
-        except NoTreeMatch:
+        except NoTreeMatch as err:
+            reasons.append(str(err))
             continue
         return dict(tree.exprs), dict(tree.values)
-    return None
+    return reasons[0] if reasons else "it has no binding of types"
+
+
+def why_not(instr: isa.Instruction, e: ir.Expr, select: Select) -> str:
+    """Why no cover of ``e`` (a statement's prepared expression) ends with ``instr`` at its root: the
+    matcher's reason at the root, what the target refused where it matched (a constraint, an immediate),
+    or the operand nothing covers."""
+    reasons = []
+    for form in forms(e):
+        found = _bind(instr, form, select.params, select.constants)
+        if isinstance(found, str):
+            reasons.append(found)
+            continue
+        operands, values = found
+        if any(key(x) in (key(form), key(e)) for x in operands.values()):
+            return f"it would copy '{_show(e)}' (dst = src), computing nothing"
+        failed = [s for s in (_best(x, select) for x in _distinct(operands.values())) if isinstance(s, str)]
+        if failed:
+            return f"it matches, but an operand cannot be computed: {failed[0]}"
+        cycles = select.cycles(instr, form, operands, values)
+        if isinstance(cycles, str):
+            return f"it matches, but the target refuses it: {cycles}"
+    if not reasons:
+        return f"nothing of it matches '{_show(e)}'"
+    return "; ".join(dict.fromkeys(reasons[0].split("; ")))   # each alternative of the semantics once
+
+
+def element_wise(instr: isa.Instruction) -> bool:
+    """Whether ``instr`` could be a step of a cover: one assignment that reduces nothing."""
+    if len(instr.statements) != 1 or instr.statements[0].op != "=":
+        return False
+    types = next(iter(instr.bindings()), None)
+    if types is None:
+        return False
+    (assign,) = instr.typed_semantics(types).statements
+    return not any(isinstance(x, t.Reduce) for x in t.walk(assign.value))
 
 
 def in_place(instr: isa.Instruction) -> bool:

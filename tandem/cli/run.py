@@ -86,6 +86,11 @@ def run_command(
                                                    "Alg. 1).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="After the table, per statement whose instructions a cover chose: the chosen "
+                          "cover, its cycles and the best alternatives; then each instruction of the spec no "
+                          "statement used, with the closest statement and why (with --json: the "
+                          "selection's unused list).")] = False,
 ) -> None:
     """Compile OP for TARGET, run it on seeded random inputs (simulated, or on this CPU) and compare with
     numpy. An option that does not apply to TARGET is refused."""
@@ -104,10 +109,14 @@ def run_command(
     try:
         values = _values(params or (), shape, user, options)
         with _tuning_progress(enabled=not as_json and sys.stdout.isatty()) as progress:
-            report = run(op, resolved, values, progress=progress)
+            report = run(op, resolved, values, progress=progress, explain=explain)
     except (WorkloadError, RunError, TandemError, SimError, ISAError, OSError) as exc:
         raise fail(str(exc), 2) from None
     _show(report, target, user, as_json)
+    if explain and not as_json:
+        _print_selection(report)
+    if not report.validated:
+        raise typer.Exit(code=1)
 
 
 def _values(params: Sequence[str], shape: str | None, user: bool, options: dict) -> dict:
@@ -128,15 +137,25 @@ def _values(params: Sequence[str], shape: str | None, user: bool, options: dict)
 
 
 def _show(report, target: str, user: bool, as_json: bool) -> None:
-    """The report as JSON or as the target's table; exit 1 when the output did not validate."""
+    """The report as JSON or as the target's table."""
     if as_json:
         typer.echo(json.dumps(report.to_json()))
     elif (user or "operator" in report.params) and target != "diannao":   # an operator written as a user's
         _print_user(report)
     else:
         PRINTERS[target](report)
-    if not report.validated:
-        raise typer.Exit(code=1)
+
+
+def _print_selection(report) -> None:
+    """``--explain``: what selection chose per statement, and the instructions no statement used."""
+    from compiler.passes.explain import lines
+
+    console = Console(highlight=False)
+    text = lines(report.selection)
+    console.print("selection:" if text else "selection: no statement's instructions were chosen by a cover "
+                  "on this operator (its tensor instructions are matched directly)", markup=False)
+    for line in text:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
 
 
 @contextmanager
@@ -262,6 +281,7 @@ def _print(r) -> None:
         f"{r.op} {layer} {p['dtype']} on {r.target} "
         f"({p.get('cores_used', p['cores'])} cores, tile {p['tile']})", r, [
             ("tensor / scalar instructions", f"{r.tensor_instructions:,} / {r.scalar_instructions:,}"),
+            ("instructions", ", ".join(f"{k} {v:,}" for k, v in sorted(r.instructions.items()))),
             ("scalar fallback", f"{r.scalar_fallback:,}"),
             ("passes skipped", ", ".join(r.params["skip"]) or "none"),
             *([("epilogue", f"{' + '.join(e for e in ('bias', 'relu') if p.get(e))} on each output tile in "

@@ -317,6 +317,9 @@ class DiannaoLayerFlow(TargetFlow):
         operands = len(job.user.inputs) + 1 if job.user is not None else 2 if job.op == "relu" else 3
         return roofline_cycles(operands, math.prod(job.shape), job.dtype, job.cores, target)
 
+    def selection(self, job: DiannaoJob, compiled: DiannaoCompiled) -> tuple:
+        return compiled.sched.selection
+
     def params(self, job: DiannaoJob, candidate: None, target: Target) -> dict[str, Any]:
         out = {"shape": list(job.shape), "dtype": job.dtype, "cores": job.cores, "config": target.config.name,
                "skip": list(job.skip)}

@@ -4,7 +4,8 @@
   ``execute``, ``reference``, ``validate``, ``roofline``, ``params``; ``cost`` and ``tuned_entry`` when it
   tunes); ``ByOperator`` combines several, each operator to the flow that compiles it (``Routed`` jobs);
 - ``RunError``: a request a flow cannot serve, naming the parameter; ``Execution``: what an executor
-  measured; ``RunReport``: what ``run`` reports (the ``tandem run --json`` object);
+  measured; ``RunReport``: what ``run`` reports (the ``tandem run --json`` object); a flow's ``selection``
+  gives the covers its schedules chose, which the report's ``selection`` explains;
 - the parameter steps the flows share: ``take_int``, ``take_conv`` (``CONV_KEYS``, ``CONV_DEFAULTS``),
   ``take_gemm`` (``GEMM_KEYS``), ``reject_unknown``, ``check_host_memory``, and ``random_bias``;
   ``extremes``, the inputs at their types' extremes that a flow's ``extreme_inputs`` may give.
@@ -18,7 +19,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from compiler.ops.nn import ConvShape
 from compiler.target import Target
 from sim.core.energy import CostReport
 from tandem.flows.check import Check, exact
+
+if TYPE_CHECKING:
+    from compiler.passes.cover import Selected
 
 CONV_KEYS = ("H", "W", "IC", "OC", "K", "S", "P")
 GEMM_KEYS = ("M", "N", "K")
@@ -59,6 +63,9 @@ class RunReport:
     simulate_s: float
     wall_s: float
     detail: str = ""
+    #: what instruction selection chose per covered statement, and with --explain the unused instructions
+    #: (compiler/passes/explain.py's ``selection``)
+    selection: dict[str, Any] = field(default_factory=lambda: {"statements": [], "unused": None})
     #: a target's own measures (the CPU's gops, seconds, peak_gops), top-level keys of the JSON object
     measured: dict[str, Any] = field(default_factory=dict)
     #: energy of the run and area of the machine (simulated targets), top-level keys of the JSON object
@@ -156,6 +163,11 @@ class TargetFlow(ABC):
         """The output of ``compiled`` on ``inputs`` alone, nothing measured (default: ``execute``'s)."""
         return self.execute(job, compiled, inputs, target).output
 
+    def selection(self, job: Any, compiled: Any) -> tuple[Selected, ...]:
+        """The record of each cover ``compiled``'s schedules chose (``VitaSchedule.selection``,
+        ``DiannaoSchedule.selection``), what the report's ``selection`` explains (default: none)."""
+        return ()
+
 
 @dataclass(frozen=True)
 class Routed:
@@ -220,6 +232,9 @@ class ByOperator(TargetFlow):
 
     def output(self, job: Routed, compiled: Any, inputs: list[np.ndarray], target: Target) -> np.ndarray:
         return job.flow.output(job.job, compiled, inputs, target)
+
+    def selection(self, job: Routed, compiled: Any) -> tuple[Selected, ...]:
+        return job.flow.selection(job.job, compiled)
 
 
 def random_bias(rng: np.random.Generator, channels: int, dtype: np.dtype | type) -> np.ndarray:

@@ -35,6 +35,14 @@ on VITA, or ``shape`` = (H, W, IC); gemm: ``M N K``; element-wise: ``shape``) an
   marked statement became a tensor instruction), with ``unmatched``, why each such statement stayed scalar;
 - ``utilization`` per unit, ``roofline_cycles`` and ``roofline_pct`` (null where the machine has no bound);
 - ``compile_s`` (every candidate compiled), ``simulate_s`` (the final execution) and ``wall_s``;
+- ``selection``: what instruction selection chose (compiler/passes/explain.py), an object of
+  ``statements``, one per statement a cover chose instructions for (VITA's epilogue and ALU operators,
+  DianNao's element-wise operators; empty elsewhere), each ``{statement, expression, chosen, alternatives}``,
+  a cover being ``{instructions, cycles, steps: [{instruction, node, cycles, reason?}]}`` and the
+  alternatives the best cover with each other instruction at the root, cheapest first; and ``unused``
+  (null unless ``explain``): each candidate instruction no chosen cover uses, ``{instruction, statement,
+  reason}``, the statement where it came closest and why not (the matcher's reason, or "costs N cycles where
+  the chosen cover costs M");
 - a target's own measures at the top level (the CPU's ``gops``, ``seconds`` and ``peak_gops``).
 """
 
@@ -74,13 +82,15 @@ def flow_for(kind: str, op: str | None = None) -> TargetFlow:
 
 def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         inputs: Sequence[np.ndarray] | None = None,
-        progress: Callable[[int, int], None] | None = None, cache: dict | None = None) -> RunReport:
+        progress: Callable[[int, int], None] | None = None, cache: dict | None = None,
+        explain: bool = False) -> RunReport:
     """Compile ``op`` for ``target``, execute it on ``inputs`` (default: seeded random arrays), compare the
     output with numpy and report what was measured (see the module docstring for the steps and parameters).
     Bad parameters raise RunError before anything is compiled. With several candidates, ``progress(done,
     total)`` is called as each is measured (the command line draws a progress bar with it). ``cache`` (a
     dict the caller keeps) holds compiled kernels by target, operator, parameters and candidate: a kernel
-    found there is not compiled again (``compile_s`` is then 0)."""
+    found there is not compiled again (``compile_s`` is then 0). ``explain`` adds the unused instructions to
+    the report's ``selection`` (the search for why each was not used)."""
     start = time.perf_counter()
     flow = flow_for(target.kind, op)
     rest = dict(params or {})
@@ -123,6 +133,9 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
     if inputs is None and check.validated:
         check = _at_extremes(flow, job, compiled, target, data, check)
     roof = flow.roofline(job, target, execution)
+    from compiler.passes import explain as explanation  # here: ``tandem --help`` imports this module
+
+    chosen = explanation.selection(flow.selection(job, compiled), unused_too=explain)
     return RunReport(
         op=op, target=target.kind,
         params={**flow.params(job, winner, target), **execution.chosen, "seed": seed, "tuned": tuned},
@@ -133,7 +146,8 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         roofline_pct=round(100.0 * roof / execution.cycles, 2) if roof and execution.cycles else
         (None if roof is None else 0.0),
         compile_s=round(compile_s, 4), simulate_s=round(simulate_s, 4),
-        wall_s=round(time.perf_counter() - start, 4), detail=check.detail, measured=execution.measured,
+        wall_s=round(time.perf_counter() - start, 4), detail=check.detail, selection=chosen,
+        measured=execution.measured,
         costs=execution.costs, output=execution.output, reference=want, program=execution.program,
     )
 

@@ -233,6 +233,9 @@ class VitaLayerFlow(TargetFlow):
     def tuned_entry(self, candidate: vita.Tiling, cost: float) -> dict[str, Any]:
         return {"tiling": asdict(candidate), "cycles": int(cost)}
 
+    def selection(self, job: VitaJob, compiled: tuple[vita.VitaSchedule, VitaKernel]) -> tuple:
+        return compiled[0].selection
+
 
 LAYER_FLOW = VitaLayerFlow()
 
@@ -447,6 +450,9 @@ class VitaNetworkOpFlow(TargetFlow):
         traffic = 4 * sum(math.prod(x) for x in job.shapes) + execution.output.size
         return math.ceil(traffic / dram_bytes_per_cycle(target))
 
+    def selection(self, job: NetworkJob, compiled: list[tuple[Any, VitaKernel]]) -> tuple:
+        return tuple(s for vs, _ in compiled for s in vs.selection)
+
     def params(self, job: NetworkJob, candidate: None, target: Target) -> dict[str, Any]:
         return {**job.params, "kernels": list(job.kernels), "clip": list(job.bounds)}
 
@@ -548,6 +554,9 @@ class VitaUserFlow(TargetFlow):
         """The compulsory traffic at DRAM speed: the int32 inputs in, the int8 output out."""
         traffic = 4 * sum(math.prod(t.shape) for t in job.user.inputs) + execution.output.size
         return math.ceil(traffic / dram_bytes_per_cycle(target))
+
+    def selection(self, job: VitaUserJob, compiled: tuple[Any, VitaKernel]) -> tuple:
+        return compiled[0].selection
 
     def params(self, job: VitaUserJob, candidate: None, target: Target) -> dict[str, Any]:
         return {"operator": job.user.params, "tiles": job.tiles, "chunk": job.chunk}

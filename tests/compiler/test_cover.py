@@ -70,6 +70,21 @@ def test_alternatives_list_each_root_instruction_with_its_cycles() -> None:
     assert options[0].cycles < options[1].cycles == options[2].cycles   # either order of the clip
 
 
+def test_choose_keeps_the_search_so_alternatives_and_why_not_price_nothing_again() -> None:
+    spec = isa.load_spec_file(ROOT / "tests/extensions/vita_alu_clip.toml")
+    (x,) = tiles("a")
+    select = alu_select(spec, 16)
+    priced = []
+    cycles = select.cycles
+    select.cycles = lambda *args: priced.append(args[0].name) or cycles(*args)
+    selected = covering.choose(ir.Min(ir.Max(x, ir.const(0)), ir.const(127)), select, "clip")
+    assert selected.chosen.instructions == ("ALU_CLIP",) and selected.where == "clip"
+    searched = len(priced)
+    assert [c.instructions for c in covering.rooted(selected.expr, select)][0] == ("ALU_CLIP",)
+    assert len(priced) == searched   # the root's options were kept
+    assert "opcode mismatch" in covering.why_not(spec.instructions["ALU_MUL"], selected.expr, select)
+
+
 # ---- the property: random trees compile to instructions only, validate, and cost no more than one
 # instruction per operation
 
