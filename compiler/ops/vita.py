@@ -392,7 +392,13 @@ def _alu_chunks(args: list[te.Tensor], stages: vita_alu.AluStages, out: te.Tenso
     for stage in stages.tensors:
         s[stage].set_scope("acc")
     readers = [t for t in (*stages.tensors, out) if isinstance(t.op, te.ComputeOp)]
-    loaded = [s.cache_read(x, "acc", [t for t in readers if x in t.op.input_tensors]) for x in args]
+    own = dict(zip(stages.tensors, stages.own_loads, strict=False))
+    loaded = []
+    for x in args:   # a stage that overwrites an input others read gets its own load of it
+        alone = [t for t in readers if own.get(t) is x.buffer]
+        shared = [t for t in readers if x in t.op.input_tensors and t not in alone]
+        groups = ([shared] if shared else []) + [[t] for t in alone]
+        loaded += [s.cache_read(x, "acc", group) for group in groups]
     outer, inner = s[out].split(out.op.axis[0], factor=chunk)
     for stage in (*loaded, *stages.tensors):
         s[stage].compute_at(s[out], outer)

@@ -35,6 +35,7 @@ class AluStages:
     tensors: tuple[te.Tensor, ...]
     instructions: tuple[str, ...]
     selected: covering.Selected
+    own_loads: tuple[ir.Buffer | None, ...] = ()   # per stage: the input it overwrites that others read
 
     @property
     def cover(self) -> covering.Cover:
@@ -87,7 +88,27 @@ def alu_stages(expr: ir.Expr, axis: Sequence[ir.Var], shape: tuple[int, ...], sp
                where: str) -> AluStages:
     """``expr`` (over loads indexed by ``axis``) as ALU stages of ``shape``, one per step of its cover."""
     selected = alu_choose(expr, spec, uops, where)
-    return AluStages(cover_stages(selected.chosen, axis, shape), selected.chosen.instructions, selected)
+    own = _overwritten_inputs(selected.chosen, spec, where)
+    return AluStages(cover_stages(selected.chosen, axis, shape), selected.chosen.instructions, selected, own)
+
+
+def _overwritten_inputs(chosen: covering.Cover, spec: isa.ISA, where: str) -> tuple[ir.Buffer | None, ...]:
+    """Per step, the input whose tile its instruction overwrites (VITA's ALU computes in place: ``dst =
+    op(dst, ...)``) while a later step still reads it: that step needs a tile of its own (a second
+    LOAD_ACC). A computed value in that position has no second copy (the ALU has no move): ScheduleError."""
+    steps, own = chosen.steps, []
+    for k, step in enumerate(steps):
+        instr = spec.instructions[step.instruction]
+        target = instr.statements[0].target.tensor
+        value = step.operands.get(target) if covering.in_place(instr) else None
+        read_later = {covering.key(x) for s in steps[k + 1:] for x in s.operands.values()}
+        later = value is not None and covering.key(value) in read_later
+        if later and not isinstance(value, ir.Load):
+            raise ScheduleError(f"{where}: {step.instruction} overwrites the tile of '{value}', which a "
+                                f"later instruction still reads; VITA's ALU computes in place and has no "
+                                f"copy of a tile (compute the value once per use)")
+        own.append(value.buffer if later else None)
+    return tuple(own)
 
 
 def clip_stages(value: te.Tensor, bounds: tuple[int, int], spec: isa.ISA, uops: int, where: str,

@@ -19,6 +19,7 @@ from compiler.ir import nodes as ir
 from compiler.ops.diannao_vector import vector_select
 from compiler.ops.vita_alu import alu_select
 from compiler.passes import cover as covering
+from tandem.flows.flow import RunError
 from tandem.flows.run import run
 from tandem.flows.targets import load_target
 
@@ -130,7 +131,11 @@ def _check(expr: str, target: str, dtype: str, narrow: bool, select) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "random_op.py"
         path.write_text(_operator(expr, dtype, narrow))
-        report = run(f"{path}:op", load_target(target), {"cores": 1} if target == "diannao" else {})
+        try:
+            report = run(f"{path}:op", load_target(target), {"cores": 1} if target == "diannao" else {})
+        except RunError as err:   # VITA's ALU has no copy: a computed value overwritten in place, read again
+            assume("which a later instruction still reads" not in str(err))
+            raise
         assert report.validated, expr
         assert not report.scalar_fallback and not report.unmatched, expr   # no scalar step
         sys.modules.pop("random_op", None)

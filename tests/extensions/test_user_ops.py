@@ -190,3 +190,22 @@ def test_a_shift_by_a_tensors_amounts_selects_an_instruction_whose_semantics_shi
     report = run_json(f"{OPS}:shift_by", "--target", "vita", "--spec", str(SHRV))
     assert report["validated"] is True and report["detail"].startswith("bit-exact")
     assert report["instructions"]["ALU_SHRV"] == 1 and "ALU_SHR" not in report["instructions"]
+
+
+def test_an_input_read_twice_on_vita_is_loaded_again_for_the_instruction_that_overwrites_it(tmp_path) -> None:
+    """VITA's ALU computes in place: max(a, 0) overwrites a's tile, which a + max(a, 0) still reads, so that
+    instruction gets its own LOAD_ACC of a; a computed value read after being overwritten is refused."""
+    ops = tmp_path / "shared_ops.py"
+    ops.write_text("from compiler import te\nfrom compiler.ir import nodes as ir\n\n\n"
+                   "def twice(n: int = 512):\n    a = te.placeholder((n,), 'int32', name='a')\n"
+                   "    return [a], te.compute((n,), lambda i: ir.cast(a[i] + ir.max_(a[i], 0), 'int8'), "
+                   "name='op')\n"
+                   "\n\ndef product_twice(n: int = 512):\n"
+                   "    a, b = (te.placeholder((n,), 'int32', name=x) for x in 'ab')\n"
+                   "    p = lambda i: a[i] * b[i]\n"
+                   "    return [a, b], te.compute((n,), lambda i: ir.cast(p(i) + ir.max_(p(i), 0), 'int8'), "
+                   "name='op')\n")
+    report = run_json(f"{ops}:twice", "--target", "vita")
+    assert report["validated"] is True and report["instructions"]["LOAD_ACC"] == 2
+    result = RUNNER.invoke(app, ["run", f"{ops}:product_twice", "--target", "vita"])
+    assert result.exit_code == 2 and "which a later instruction still reads" in result.output
