@@ -20,10 +20,12 @@ Targets:
   what each one buys.
 - ``vita``: TVM Sec. 3.4-3.5's flow for VITA: flatten, fold the epilogue stages into the accumulator
   (``inplace``), turn marked copies into 2-D DMA loads and stores with padding (``inject_dma``), select
-  GEMM/ALU tile instructions (``tensorize_tiles``) and add the dependency tokens between the load,
-  compute and store units (``inject_sync``, per virtual thread), then give each virtual thread its own
-  buffers and interleave the threads into one stream (``inject_virtual_thread``), and simplify the
-  addresses the threads' numbers made constant. ``compiler.backend.vita`` emits the program.
+  GEMM/ALU tile instructions (``tensorize_tiles``), fuse each reduction's init and epilogue into its first
+  and last GEMM steps where the spec has instructions for them (``fuse_reduction_ends``), add the
+  dependency tokens between the load, compute and store units (``inject_sync``, per virtual thread), then
+  give each virtual thread its own buffers and interleave the threads into one stream
+  (``inject_virtual_thread``), and simplify the addresses the threads' numbers made constant.
+  ``compiler.backend.vita`` emits the program.
 - ``cpu``: UNIT's flow for x86 (Sec. III.C): the schedule (``compiler.ops.cpu``) already tiled and marked
   the loops the Inspector mapped; simplify, partition the loops whose tiles do not divide the layer (seed
   001's Alg. 2: the tail becomes its own guard-free copy, where UNIT leaves a ``likely`` guard around every
@@ -50,6 +52,7 @@ from compiler.lower import lower
 from compiler.passes import (
     flatten,
     fold_padding,
+    fuse_reduction_ends,
     inject_dma,
     inject_sync,
     inject_virtual_thread,
@@ -116,6 +119,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("inplace", inplace, "flat"),
         Pass("inject_dma", inject_dma, "flat", spec=True),
         Pass("tensorize_tiles", tensorize_tiles, "flat", spec=True),
+        Pass("fuse_reduction_ends", fuse_reduction_ends, "flat", spec=True),
         Pass("inject_sync", inject_sync, "flat", spec=True),
         Pass("inject_virtual_thread", inject_virtual_thread, "flat", spec=True),
         Pass("simplify_threads", simplify, "flat", group="simplify"),

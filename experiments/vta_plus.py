@@ -8,6 +8,10 @@ cumulatively, each as a spec file or a parameter (no Python change between steps
 1. ``baseline``: tvm-paper with the built-in spec (isa/specs/vita.toml);
 2. ``+pipelined``: tests/extensions/vita_pipelined.toml (ALU at one micro-op per cycle, one-cycle issue);
 3. ``+clip``: tests/extensions/vita_alu_clip.toml on top (the epilogue's max and min in one ALU_CLIP);
+   ``+fused ends``: instead, the pipelined machine with tests/extensions/vita_gemm_first.toml and
+   vita_gemm_last_shrclip.toml (a GEMM that overwrites its accumulators for a reduction's first step, one
+   that also shifts and clips for its last: no reset, and no ALU work per output vector;
+   compiler/passes/fuse_reduction_ends.py);
 4. ``+dram16``, ``+dram32``, ``+dram64``: DRAM_BYTES_PER_CYCLE = 16, 32, 64 (8 on tvm-paper);
 5. ``+2x buffers``: experiments/specs/vita_relaxed_encoding.toml on top (256-bit instructions) with every
    buffer twice tvm-paper's (input and weights 64 KiB, accumulators 256 KiB, micro-ops 64 KiB).
@@ -56,6 +60,8 @@ from tandem.flows.vita import dram_bytes_per_cycle, one_uop_timing, run_vita
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINED = ROOT / "tests/extensions/vita_pipelined.toml"
 CLIP = ROOT / "tests/extensions/vita_alu_clip.toml"
+FIRST = ROOT / "tests/extensions/vita_gemm_first.toml"
+LAST = ROOT / "tests/extensions/vita_gemm_last_shrclip.toml"
 RELAXED = ROOT / "experiments/specs/vita_relaxed_encoding.toml"
 BUFFERS = ("LOG_INP_BUFF_SIZE", "LOG_WGT_BUFF_SIZE", "LOG_ACC_BUFF_SIZE", "LOG_UOP_BUFF_SIZE")
 VTA_PLUS = 4.9   # VTA++: ResNet-18 cycles, baseline over pipelined ALU/GEMM
@@ -85,6 +91,7 @@ STEPS = (
     Step("baseline"),
     Step("+pipelined", (PIPELINED,)),
     Step("+clip", (PIPELINED, CLIP)),
+    Step("+fused ends", (PIPELINED, FIRST, LAST)),
     Step("+dram16", (PIPELINED, CLIP), {"DRAM_BYTES_PER_CYCLE": 16}),
     Step("+dram32", (PIPELINED, CLIP), {"DRAM_BYTES_PER_CYCLE": 32}),
     Step("+dram64", (PIPELINED, CLIP), {"DRAM_BYTES_PER_CYCLE": 64}),
@@ -115,6 +122,8 @@ def bounds(layer: ConvShape, target: Target) -> dict[str, int]:
     vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
     gemm = math.ceil(c.macs / peak_macs_per_cycle(target.spec))
     per_vector = sum(one_uop_timing(target.spec, name)[1] for name in ("GEMM_RESET", *_epilogue(target.spec)))
+    if {"GEMM_FIRST", "GEMM_LAST_SHRCLIP"} <= target.spec.instructions.keys():
+        per_vector = 0   # the reset and the epilogue ride on the first and last GEMM steps
     dram = math.ceil(vita_layers.dram_bytes(layer) / dram_bytes_per_cycle(target))
     return {"gemm_bound": gemm, "dram_bound": dram, "compute_unit_bound": gemm + per_vector * vectors}
 

@@ -49,7 +49,11 @@ def test_the_quick_run_validates_every_step_and_each_step_is_faster(quick: Path)
 
 def test_every_step_is_a_spec_file_or_a_parameter(tmp_path: Path) -> None:
     names = [s.name for s in exp.STEPS]
-    assert names == ["baseline", "+pipelined", "+clip", "+dram16", "+dram32", "+dram64", "+2x buffers"]
+    assert names == ["baseline", "+pipelined", "+clip", "+fused ends", "+dram16", "+dram32", "+dram64",
+                     "+2x buffers"]
+    fused = exp.step_target(exp.STEPS[3], "tvm-paper", tmp_path)
+    assert {"GEMM_FIRST", "GEMM_LAST_SHRCLIP"} <= fused.spec.instructions.keys()
+    assert "ALU_CLIP" not in fused.spec.instructions
     last = exp.step_target(exp.STEPS[-1], "tvm-paper", tmp_path)
     assert last.spec.insn_bits == 256 and last.spec.params["DRAM_BYTES_PER_CYCLE"] == 64
     assert last.spec.params["LOG_ACC_BUFF_SIZE"] == 18 and "ALU_CLIP" in last.spec.instructions

@@ -5,6 +5,7 @@ The order in which a target runs them is in ``compiler.pipeline``.
 
 from compiler.passes.check_token_order import check_token_order
 from compiler.passes.flatten import flatten
+from compiler.passes.fuse_reduction_ends import fuse_reduction_ends
 from compiler.passes.inject_dma import inject_dma
 from compiler.passes.inject_sync import inject_sync
 from compiler.passes.inject_virtual_thread import inject_virtual_thread
@@ -17,6 +18,6 @@ from compiler.passes.tensorize import tensorize
 from compiler.passes.tensorize_registers import tensorize_registers
 from compiler.passes.tensorize_tiles import tensorize_tiles
 
-__all__ = ["check_token_order", "flatten", "fold_padding", "inject_dma", "inject_sync",
+__all__ = ["check_token_order", "flatten", "fold_padding", "fuse_reduction_ends", "inject_dma", "inject_sync",
            "inject_virtual_thread", "inplace", "loop_partition", "preprocess", "share_smem", "simplify",
            "tensorize", "tensorize_registers", "tensorize_tiles"]

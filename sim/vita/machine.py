@@ -368,7 +368,11 @@ class _Machine:
                 self.counters["alu_counter"] += uops
             else:  # "generic": the spec's semantics, micro-op by micro-op
                 execute_generic(self.state, insn, f)
-                self.counters["alu_counter"] += uops
+                if plan.arg == "gemm":   # the GEMM core's work (sim/vita/plan.py)
+                    self.counters["gemm_counter"] += uops
+                    self.gemm_busy += work
+                else:
+                    self.counters["alu_counter"] += uops
         stats.busy += cycles
         return cycles
 

@@ -9,7 +9,8 @@ For every instruction the spec defines:
 - ``action``: what it does to the machine's state. ``load``/``store``/``gemm``/``reset``/``alu`` are the
   fast paths of sim/vita/functional.py, chosen by the instruction's contract (semantics and operands), not by
   its name; ``generic`` runs a micro-op instruction on ACC, INP and WGT tiles through the spec's semantics
-  (a new or changed ALU operation); ``finish`` ends the program (group ``finish``); ``None`` with ``reason``
+  (a new or changed ALU operation; ``arg`` "gemm" for a gemm-group one that sums, GEMM core work);
+  ``finish`` ends the program (group ``finish``); ``None`` with ``reason``
   set when the machine cannot run it (reported, before cycle 0, when a program uses it);
 - ``addresses``: for a micro-op instruction, the tile each of its operands reads or writes, from the
   micro-op record and the loop factors the spec says address it (isa/micro_ops.py), never from field names
@@ -115,4 +116,7 @@ def _action(instr: isa.Instruction, fields: set[str]) -> tuple[str | None, str |
     if problems:
         return None, None, ("its semantics match no fast path of the VITA machine, and it cannot run on the "
                             "generic executor: " + "; ".join(problems)), None
-    return "generic", None, "", None
+    # a gemm-group instruction that sums over a reduce index is the GEMM core's work (GEMM_FIRST, a GEMM
+    # with its epilogue): the machine counts its cycles as GEMM busy, as it does GEMM's
+    sums = instr.group == "gemm" and any(iv.kind == "reduce" for iv in instr.typed_semantics().indices)
+    return "generic", "gemm" if sums else None, "", None
