@@ -50,8 +50,7 @@ from rich.table import Table
 import isa
 from compiler.ops import vita
 from compiler.ops.nn import ConvShape
-from compiler.passes.cover import in_place
-from compiler.passes.fuse_reduction_ends import Ends
+from compiler.passes.fuse_reduction_ends import fusable_ends
 from compiler.target import Target
 from sim.vita.config import peak_macs_per_cycle
 from tandem.flows import vita_layers
@@ -123,18 +122,11 @@ def bounds(layer: ConvShape, target: Target) -> dict[str, int]:
     c = layer
     vectors = c.oh * c.ow * c.oc // target.spec.params["BLOCK_OUT"]
     gemm = math.ceil(c.macs / peak_macs_per_cycle(target.spec))
-    first, last = _fused_ends(target.spec)   # the reset and the epilogue ride on the first and last GEMMs
+    first, last = fusable_ends(target.spec)   # the reset and the epilogue ride on the first and last GEMMs
     per_vector_work = (*(() if first else ("GEMM_RESET",)), *(() if last else _epilogue(target.spec)))
     per_vector = sum(one_uop_timing(target.spec, name)[1] for name in per_vector_work)
     dram = math.ceil(vita_layers.dram_bytes(layer) / dram_bytes_per_cycle(target))
     return {"gemm_bound": gemm, "dram_bound": dram, "compute_unit_bound": gemm + per_vector * vectors}
-
-
-def _fused_ends(spec: isa.ISA) -> tuple[bool, bool]:
-    """Whether ``spec`` has an instruction for a reduction's first step (``acc = sum(...)``) and one for its
-    last (``acc = E(acc + sum(...))``), by their semantics (compiler/passes/fuse_reduction_ends.py)."""
-    candidates = Ends(spec).candidates
-    return any(not in_place(i) for i in candidates), any(in_place(i) for i in candidates)
 
 
 def _epilogue(spec: isa.ISA) -> tuple[str, ...]:

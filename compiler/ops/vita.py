@@ -146,6 +146,7 @@ class MachineCosts:
     pipeline_fill: int = 4     # GEMM and ALU, per instruction
     alu_cycles_per_uop: int = 2
     epilogue_ops: int = 3      # ALU instructions per tile: shift, max, min (or shift and one clip)
+    reset_per_vector: int = 1  # GEMM_RESET's micro-op per output vector (0 where the first GEMM overwrites)
 
 
 def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCosts = MachineCosts()) -> int:
@@ -169,7 +170,8 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     wgt = t.oc_block * t.ic_block * layer.k * layer.k * block * block
     load = math.ceil((inp + wgt) / c.dram_bytes_per_cycle) + 2 * c.dram_latency
     gemm = vectors * t.ic_block * layer.k * layer.k + c.pipeline_fill
-    epilogue = vectors + c.epilogue_ops * (c.alu_cycles_per_uop * vectors + c.pipeline_fill)   # reset, ALU
+    alu = c.epilogue_ops * (c.alu_cycles_per_uop * vectors + c.pipeline_fill)
+    epilogue = c.reset_per_vector * vectors + alu   # the reset and the ALU passes
     store = math.ceil(vectors * block / c.dram_bytes_per_cycle) + c.dram_latency
     n = t.threads
     if n == 1:

@@ -70,6 +70,16 @@ def fuse_reduction_ends(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     return func if body is func.body else ir.PrimFunc(func.name, func.params, body, func.attrs)
 
 
+def fusable_ends(spec: isa.ISA) -> tuple[bool, bool]:
+    """Whether ``spec`` has an instruction for a reduction's first step (``acc = sum(...)``) and one for its
+    last (``acc = E(acc + sum(...))``, reading the accumulator it writes), by their semantics: what a cost
+    model may assume this pass will fuse (it still checks each nest, and the timing)."""
+    candidates = Ends(spec).candidates
+    reads_acc = [any(isinstance(x, t.Access) and x.tensor == _stmt(i).target.tensor
+                     for x in t.walk(_stmt(i).value)) for i in candidates]
+    return not all(reads_acc) if candidates else False, any(reads_acc)
+
+
 class _NoFuse(Exception):
     pass
 

@@ -41,6 +41,7 @@ from compiler.lower import lower
 from compiler.ops import contractions, network, reference, vita
 from compiler.ops.nn import GemmShape
 from compiler.passes import check_token_order
+from compiler.passes.fuse_reduction_ends import fusable_ends
 from compiler.passes.reindex import IntrinsicMapping, map_to_intrinsic
 from compiler.pipeline import build
 from compiler.target import Target
@@ -74,12 +75,16 @@ def one_uop_timing(spec: isa.ISA, name: str) -> tuple[int, int]:
 def machine_costs(target: Target, epilogue: Epilogue = DEFAULT_EPILOGUE) -> vita.MachineCosts:
     """The numbers the schedule's cost model uses: the spec's timing (DRAM bandwidth, the GEMM and ALU
     instructions' pipeline fill, the ALU's cycles per micro-op and how many ALU instructions the epilogue
-    takes on this spec) and the config's DRAM latency."""
+    takes on this spec) and the config's DRAM latency. Where the spec has instructions for a reduction's
+    first and last steps (``fuse_reduction_ends.fusable_ends``), no reset, and no epilogue without a bias
+    (the pass fuses none with one), is charged per output vector."""
     gemm_fill, _ = one_uop_timing(target.spec, "GEMM")
     alu_fill, alu_per_uop = one_uop_timing(target.spec, "ALU_MAX")
+    first, last = fusable_ends(target.spec)
+    ops = 0 if last and not epilogue.bias else vita.epilogue_ops(target.spec, epilogue.relu, epilogue.bias,
+                                                                  epilogue.bounds)
     return vita.MachineCosts(dram_bytes_per_cycle(target), target.config.dram_latency_cycles,
-                             max(gemm_fill, alu_fill), alu_per_uop,
-                             vita.epilogue_ops(target.spec, epilogue.relu, epilogue.bias, epilogue.bounds))
+                             max(gemm_fill, alu_fill), alu_per_uop, ops, 0 if first else 1)
 
 
 def dram_bytes_per_cycle(target: Target) -> int:
