@@ -112,7 +112,7 @@ def tile_fits(layer: ConvShape, t: Tiling, spec: isa.ISA, bias: bool = False) ->
     a tile's bias takes one accumulator tile per output channel block), or None."""
     p = spec.params
     n = t.threads
-    in_rows = (t.rows - 1) * layer.s + layer.k
+    in_rows = input_rows(layer, t.rows)
     in_cols = layer.w + 2 * layer.p
     need = {
         "INP": t.ic_block * in_rows * in_cols,
@@ -124,6 +124,12 @@ def tile_fits(layer: ConvShape, t: Tiling, spec: isa.ISA, bias: bool = False) ->
         if tiles * n > depth[space]:
             return f"{space} needs {tiles} x {n} tiles, has {depth[space]}"
     return None
+
+
+def input_rows(layer: ConvShape, rows: int) -> int:
+    """The input rows a tile of ``rows`` output rows loads: the window's span, or for a strided 1 x 1 conv
+    just the rows it reads (``_strided_rows``)."""
+    return rows if layer.k == 1 and layer.s > 1 else (rows - 1) * layer.s + layer.k
 
 
 def _uneven(layer: ConvShape, t: Tiling) -> str | None:
@@ -164,7 +170,7 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     oc_b, ic_b = layer.oc // block, layer.ic // block
     tiles = math.ceil(layer.oh / t.rows) * math.ceil(oc_b / t.oc_block)
     chunks = math.ceil(ic_b / t.ic_block)
-    in_rows = (t.rows - 1) * layer.s + layer.k
+    in_rows = input_rows(layer, t.rows)
     vectors = t.oc_block * t.rows * layer.ow   # accumulator rows of one tile
     inp = t.ic_block * in_rows * (layer.w + 2 * layer.p) * block
     wgt = t.oc_block * t.ic_block * layer.k * layer.k * block * block
@@ -314,8 +320,11 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
                         te.reduce_axis(layer.k, name="kw"), te.reduce_axis(block, name="ic_i"))
     s_ = layer.s
 
+    rows = _strided_rows(data, layer) if layer.k == 1 and layer.s > 1 else None
+    source, row_step = (rows, 1) if rows is not None else (padded, s_)
+
     def product(n, co, y, x, bi, ci):
-        a = ir.cast(padded[n, ico, y * s_ + kh, x * s_ + kw, bi, ici], "int32")
+        a = ir.cast(source[n, ico, y * row_step + kh, x * s_ + kw, bi, ici], "int32")
         return a * ir.cast(kernel[co, ico, kh, kw, ci, ici], "int32")
 
     res = te.compute((1, oc_b, layer.oh, layer.ow, batch, block),
@@ -325,8 +334,17 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
     s = create_schedule(out)
     if padded is not data:
         s[padded].compute_inline()
-    _schedule_tiles(s, res, epilogue, out, t, padded, kernel, spatial=(2, 3), bias=b)
+    _schedule_tiles(s, res, epilogue, out, t, padded, kernel, spatial=(2, 3), bias=b, staged=rows)
     return VitaSchedule(s, (data, kernel, *([b] if b else []), out), t, (epilogue.selected,))
+
+
+def _strided_rows(data: te.Tensor, layer: ConvShape) -> te.Tensor:
+    """The input rows a 1 x 1 conv of stride S reads (every S-th), as a stage the schedule loads into INP
+    with one DMA per chunk whose DRAM rows are S rows apart (LOAD_INP's row pitch): a stride-2 1 x 1 conv
+    then loads half the input rows instead of all of them."""
+    s = layer.s
+    return te.compute((*data.shape[:2], layer.oh, *data.shape[3:]),
+                      lambda n, c, y, x, b, i: data[n, c, y * s, x, b, i], name="rows")
 
 
 def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Tiling | None = None,
@@ -694,14 +712,18 @@ def _pad_axes(x: np.ndarray, multiples: dict[int, int]) -> np.ndarray:
 
 def _schedule_tiles(s: Schedule, res: te.Tensor, stages: vita_alu.AluStages, out: te.Tensor,
                     t: Tiling, data: te.Tensor, weight: te.Tensor, spatial: tuple[int, ...],
-                    bias: te.Tensor | None = None) -> None:
+                    bias: te.Tensor | None = None, staged: te.Tensor | None = None) -> None:
     """Tile ``out`` by rows (its axis ``spatial[0]``) and channel blocks (axis 1), compute ``res`` and the
     epilogue per tile in "acc", stage ``data`` and ``weight`` per input-channel chunk and the tile's
     ``bias`` tiles (LOAD_ACC) per output tile."""
     epilogue = stages.tensors
     for stage in (res, *epilogue):
         s[stage].set_scope("acc")
-    inp = s.cache_read(data, "inp", [res])
+    if staged is not None:   # the input rows a strided 1x1 conv reads, as their own stage (_strided_rows)
+        s[staged].set_scope("inp")
+        inp = staged
+    else:
+        inp = s.cache_read(data, "inp", [res])
     wgt = s.cache_read(weight, "wgt", [res])
     acc_bias = s.cache_read(bias, "acc", [x for x in epilogue if bias in x.op.input_tensors]) \
         if bias is not None else None

@@ -104,3 +104,17 @@ def test_a_max_pool_keeps_its_result_through_each_pass():
         assert_same_results(before, func, step.name, seeds=2)
     assert set(_instructions(func)) == {"LOAD_ACC", "GEMM_RESET", "ALU_ADD", "ALU_MAX", "ALU_MIN",
                                         "STORE_OUT"}
+
+
+def test_a_strided_1x1_conv_loads_only_the_input_rows_it_reads() -> None:
+    """A 1 x 1 conv of stride 2 reads every other input row: each LOAD_INP takes a tile's output rows of
+    input, 2 rows apart in DRAM (its row pitch), and the result is bit-exact."""
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.targets import load_target
+    from tandem.flows.vita import compile_layer, run_vita
+    target, layer = load_target("vita", "tvm-paper"), ConvShape(28, 28, 64, 64, 1, 2, 0)
+    tiling = vita.Tiling(rows=2, oc_block=4, ic_block=4)
+    _, kernel = compile_layer(layer, tiling, target)
+    loads = [i.values for i in kernel.program.insns if i.name == "LOAD_INP" and i.values["y_size"]]
+    assert loads and all(v["y_size"] == 2 and v["x_stride"] == 2 * layer.w for v in loads)
+    assert run_vita(layer, 0, target, tiling=tiling).validated
