@@ -127,9 +127,10 @@ def tile_fits(layer: ConvShape, t: Tiling, spec: isa.ISA, bias: bool = False) ->
 
 
 def input_rows(layer: ConvShape, rows: int) -> int:
-    """The input rows a tile of ``rows`` output rows loads: the window's span, or for a strided 1 x 1 conv
-    just the rows it reads (``_strided_rows``)."""
-    return rows if layer.k == 1 and layer.s > 1 else (rows - 1) * layer.s + layer.k
+    """The input rows a tile of ``rows`` output rows spans (the window's). A strided 1 x 1 conv loads fewer
+    (``_strided_rows``: only the rows it reads); the capacity check and the cost model keep the span, an
+    upper bound, so that they rank tilings as before and each tiling only gets cheaper."""
+    return (rows - 1) * layer.s + layer.k
 
 
 def _uneven(layer: ConvShape, t: Tiling) -> str | None:
