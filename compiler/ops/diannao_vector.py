@@ -18,7 +18,6 @@ from compiler.passes import cover as covering
 from compiler.passes.tensorize import NoMatch
 from compiler.passes.tensorize import match as match_instruction
 from isa.errors import ISAError
-from isa.lang import tree as t
 
 #: What a scalar step costs per element and operation: a load or two, the operation, a store and the loop
 #: (the card's scalar unit issues one instruction per cycle); only used to rank covers that need one.
@@ -32,8 +31,7 @@ def vector_select(spec: isa.ISA, tile: int, constants: bool = False) -> covering
     it, filled once per core: a cycle each, so that an instruction with the constant built in, relu's
     ``max(x, 0)``, wins a tie)."""
     instructions = tuple(i for i in spec.instructions.values()
-                         if i.operands and all(op.space for op in i.operands) and _computes(i)
-                         and covering.element_wise(i))
+                         if i.operands and all(op.space for op in i.operands) and covering.element_wise(i))
 
     def cycles(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr],
                values: Mapping[str, int]) -> int | str:
@@ -72,15 +70,6 @@ def vector_choose(expr: ir.Expr, spec: isa.ISA, tile: int, where: str, constants
     """``vector_cover`` with the record of its search (``covering.choose``), the statement named
     ``where``."""
     return covering.choose(expr, vector_select(spec, tile, constants), where)
-
-
-def _computes(instr: isa.Instruction) -> bool:
-    """Whether ``instr`` computes from its operands (not a fill of constants, not a plain copy)."""
-    if len(instr.statements) != 1:
-        return False
-    value = instr.statements[0].value
-    return not isinstance(value, t.Access) and any(
-        isinstance(x, t.Access) for x in t.walk(value))
 
 
 def _probe(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr], tile: int) -> ir.Stmt:

@@ -308,14 +308,17 @@ def why_not(instr: isa.Instruction, e: ir.Expr, select: Select) -> str:
 
 
 def element_wise(instr: isa.Instruction) -> bool:
-    """Whether ``instr`` could be a step of a cover: one assignment that reduces nothing."""
+    """Whether ``instr`` could be a step of a cover: one assignment that reduces nothing and computes from
+    its operands (not a fill of constants, not a plain copy)."""
     if len(instr.statements) != 1 or instr.statements[0].op != "=":
         return False
     types = next(iter(instr.bindings()), None)
     if types is None:
         return False
     (assign,) = instr.typed_semantics(types).statements
-    return not any(isinstance(x, t.Reduce) for x in t.walk(assign.value))
+    nodes = list(t.walk(assign.value))
+    return (not any(isinstance(x, t.Reduce) for x in nodes) and not isinstance(assign.value, t.Access)
+            and any(isinstance(x, t.Access) for x in nodes))
 
 
 def in_place(instr: isa.Instruction) -> bool:

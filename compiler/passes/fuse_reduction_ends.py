@@ -52,6 +52,7 @@ from compiler.arith import simplify
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, free_vars, substitute
+from compiler.passes.cover import in_place
 from compiler.passes.match import NoTreeMatch, TreeMatch, same_index
 from compiler.passes.tensorize_tiles import GROUPS, MARKS
 from isa.lang import tree as t
@@ -74,10 +75,8 @@ def fusable_ends(spec: isa.ISA) -> tuple[bool, bool]:
     """Whether ``spec`` has an instruction for a reduction's first step (``acc = sum(...)``) and one for its
     last (``acc = E(acc + sum(...))``, reading the accumulator it writes), by their semantics: what a cost
     model may assume this pass will fuse (it still checks each nest, and the timing)."""
-    candidates = Ends(spec).candidates
-    reads_acc = [any(isinstance(x, t.Access) and x.tensor == _stmt(i).target.tensor
-                     for x in t.walk(_stmt(i).value)) for i in candidates]
-    return not all(reads_acc) if candidates else False, any(reads_acc)
+    reads_acc = [in_place(i) for i in Ends(spec).candidates]
+    return not all(reads_acc) if reads_acc else False, any(reads_acc)
 
 
 class _NoFuse(Exception):
