@@ -21,7 +21,8 @@ Targets:
 - ``vita``: TVM Sec. 3.4-3.5's flow for VITA: flatten, fold the epilogue stages into the accumulator
   (``inplace``), turn marked copies into 2-D DMA loads and stores with padding (``inject_dma``), select
   GEMM/ALU tile instructions (``tensorize_tiles``), fuse each reduction's init and epilogue into its first
-  and last GEMM steps where the spec has instructions for them (``fuse_reduction_ends``), add the
+  and last GEMM steps where the spec has instructions for them (``fuse_reduction_ends``), lift each
+  loop body's allocations to its start so that its statements share one list (``lift_alloc``), add the
   dependency tokens between the load, compute and store units (``inject_sync``, per virtual thread), then
   give each virtual thread its own buffers and interleave the threads into one stream
   (``inject_virtual_thread``), and simplify the addresses the threads' numbers made constant.
@@ -57,6 +58,7 @@ from compiler.passes import (
     inject_sync,
     inject_virtual_thread,
     inplace,
+    lift_alloc,
     loop_partition,
     preprocess,
     share_smem,
@@ -120,6 +122,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("inject_dma", inject_dma, "flat", spec=True),
         Pass("tensorize_tiles", tensorize_tiles, "flat", spec=True),
         Pass("fuse_reduction_ends", fuse_reduction_ends, "flat", spec=True),
+        Pass("lift_alloc", lift_alloc, "flat"),
         Pass("inject_sync", inject_sync, "flat", spec=True),
         Pass("inject_virtual_thread", inject_virtual_thread, "flat", spec=True),
         Pass("simplify_threads", simplify, "flat", group="simplify"),

@@ -33,8 +33,6 @@ so that the loads of one overlap the GEMM of the other (Sec. 3.5's latency hidin
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,24 +46,24 @@ from compiler.ir.functor import IRMutator, loads_in, substitute
 from compiler.ops import nn, reference, vita_alu
 from compiler.ops.elementwise import flatten
 from compiler.ops.nn import ConvShape
+from compiler.ops.vita_tiling import (  # noqa: F401  (the tiling API, re-exported: vita.Tiling, ...)
+    MachineCosts,
+    Tiling,
+    _round_up,
+    _uneven,
+    batch_of,
+    block_of,
+    choose_tiling,
+    estimate_cycles,
+    input_rows,
+    loaded_rows,
+    rank_tilings,
+    shared_weights,
+    strided_1x1,
+    tile_fits,
+    to_blocks,
+)
 from compiler.schedule import Schedule, create_schedule
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """How one output tile is cut: ``rows`` output rows (all columns), ``oc_block`` output channel blocks,
-    and chunks of ``ic_block`` input channel blocks staged at a time; ``vthreads`` virtual threads over
-    ``vthread_axis`` ("oc" or "h"), 0 or 1 for none."""
-
-    rows: int
-    oc_block: int
-    ic_block: int
-    vthreads: int = 0
-    vthread_axis: str = "oc"
-
-    @property
-    def threads(self) -> int:
-        return max(self.vthreads, 1)
 
 
 @dataclass(frozen=True)
@@ -77,152 +75,6 @@ class VitaSchedule:
     args: tuple[te.Tensor, ...]
     tiling: Tiling
     selection: tuple[vita_alu.covering.Selected, ...] = ()
-
-
-def block_of(spec: isa.ISA) -> int:
-    p = spec.params
-    if p["BLOCK_IN"] != p["BLOCK_OUT"]:
-        raise ScheduleError(f"VITA schedules need BLOCK_IN = BLOCK_OUT, but the ISA has "
-                            f"BLOCK_IN={p['BLOCK_IN']}, BLOCK_OUT={p['BLOCK_OUT']}")
-    return p["BLOCK_IN"]
-
-
-def batch_of(spec: isa.ISA) -> int:
-    """BATCH: the input rows one GEMM micro-op multiplies at once (the packed layouts' batch block)."""
-    return spec.params["BATCH"]
-
-
-def to_blocks(layer: ConvShape, spec: isa.ISA) -> ConvShape:
-    """``layer`` with its input and output channels rounded up to whole BLOCKs: the layer the machine
-    computes (the extra lanes are zero inputs and discarded outputs)."""
-    block = block_of(spec)
-    return dataclasses.replace(layer, ic=_round_up(layer.ic, block), oc=_round_up(layer.oc, block))
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
-# --------------------------------------------------------------------------------------------------
-# Tiling choice
-
-
-def tile_fits(layer: ConvShape, t: Tiling, spec: isa.ISA, bias: bool = False) -> str | None:
-    """Why tiling ``t`` does not fit the buffers of ``spec`` (each virtual thread has its own; with ``bias``,
-    a tile's bias takes one accumulator tile per output channel block), or None."""
-    p = spec.params
-    n = t.threads
-    in_rows = input_rows(layer, t.rows)
-    in_cols = layer.w + 2 * layer.p
-    need = {
-        "INP": t.ic_block * in_rows * in_cols,
-        "WGT": t.oc_block * t.ic_block * layer.k * layer.k,
-        "ACC": t.oc_block * t.rows * layer.ow + (t.oc_block if bias else 0),
-    }
-    depth = {"INP": p["INP_BUFF_DEPTH"], "WGT": p["WGT_BUFF_DEPTH"], "ACC": p["ACC_BUFF_DEPTH"]}
-    for space, tiles in need.items():
-        if tiles * n > depth[space]:
-            return f"{space} needs {tiles} x {n} tiles, has {depth[space]}"
-    return None
-
-
-def input_rows(layer: ConvShape, rows: int) -> int:
-    """The input rows a tile of ``rows`` output rows spans (the window's). A strided 1 x 1 conv loads fewer
-    (``_strided_rows``: only the rows it reads); the capacity check and the cost model keep the span, an
-    upper bound, so that they rank tilings as before and each tiling only gets cheaper."""
-    return (rows - 1) * layer.s + layer.k
-
-
-def _uneven(layer: ConvShape, t: Tiling) -> str | None:
-    """Why ``t`` does not cut ``layer`` into whole tiles (a partial tile would need guards, which VITA
-    cannot run), or None."""
-    if layer.oh % t.rows:
-        return f"{t.rows} rows do not divide the {layer.oh} output rows"
-    if t.vthread_axis == "h" and layer.oh // t.rows % t.threads:
-        return f"{layer.oh // t.rows} row tiles do not split over {t.threads} virtual threads"
-    return None
-
-
-@dataclass(frozen=True)
-class MachineCosts:
-    """What ``estimate_cycles`` knows of the machine's timing (sim/vita's config holds the real numbers;
-    the defaults are the tvm-paper config's)."""
-
-    dram_bytes_per_cycle: int = 8
-    dram_latency: int = 40
-    pipeline_fill: int = 4     # GEMM and ALU, per instruction
-    alu_cycles_per_uop: int = 2
-    epilogue_ops: int = 3      # ALU instructions per tile: shift, max, min (or shift and one clip)
-    reset_per_vector: int = 1  # GEMM_RESET's micro-op per output vector (0 where the first GEMM overwrites)
-
-
-def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCosts = MachineCosts()) -> int:
-    """A first-order cost of ``layer`` under tiling ``t``, per unit and per chunk of input channels.
-
-    Per tile: each chunk loads its input rows and weights (``load``) and runs its GEMMs (``gemm``); then
-    the epilogue (``costs.epilogue_ops`` ALU operations) and the store. One thread cannot load a chunk
-    while its GEMMs read the previous one, so without virtual threads a chunk costs ``load + gemm``. With n
-    threads the units overlap: a round of n chunks costs the most of n GEMMs, n loads, and one load plus
-    one GEMM (a thread's next load still waits for its own GEMM). The first load and the last epilogue and
-    store stick out either way."""
-    block = block_of(spec)
-    c = costs
-    layer = to_blocks(layer, spec)
-    oc_b, ic_b = layer.oc // block, layer.ic // block
-    tiles = math.ceil(layer.oh / t.rows) * math.ceil(oc_b / t.oc_block)
-    chunks = math.ceil(ic_b / t.ic_block)
-    in_rows = input_rows(layer, t.rows)
-    vectors = t.oc_block * t.rows * layer.ow   # accumulator rows of one tile
-    inp = t.ic_block * in_rows * (layer.w + 2 * layer.p) * block
-    wgt = t.oc_block * t.ic_block * layer.k * layer.k * block * block
-    load = math.ceil((inp + wgt) / c.dram_bytes_per_cycle) + 2 * c.dram_latency
-    gemm = vectors * t.ic_block * layer.k * layer.k + c.pipeline_fill
-    alu = c.epilogue_ops * (c.alu_cycles_per_uop * vectors + c.pipeline_fill)
-    epilogue = c.reset_per_vector * vectors + alu   # the reset and the ALU passes
-    store = math.ceil(vectors * block / c.dram_bytes_per_cycle) + c.dram_latency
-    n = t.threads
-    if n == 1:
-        per_tile = chunks * (load + gemm) + epilogue + store - min(load, epilogue + store)
-        return tiles * per_tile + min(load, epilogue + store)
-    round_ = max(n * gemm, n * load, load + gemm)
-    return math.ceil(tiles / n) * (chunks * round_ + n * epilogue) + load + store
-
-
-def rank_tilings(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
-                 costs: MachineCosts = MachineCosts(), bias: bool = False) -> list[Tiling]:
-    """Every tiling of ``layer`` that fits the buffers (with a ``bias``: ``tile_fits``) and cuts it into
-    whole tiles, for ``vthreads`` virtual threads over output channels or rows, cheapest
-    ``estimate_cycles`` first (ties: bigger tiles first). ScheduleError when there is none."""
-    block = block_of(spec)
-    layer = to_blocks(layer, spec)
-    oc_b, ic_b = layer.oc // block, layer.ic // block
-    n = max(vthreads, 1)
-    axes = ["oc"] if oc_b % n == 0 and oc_b >= n else []
-    axes += ["h"] if layer.oh >= n else []
-    ranked: list[tuple[tuple[int, ...], Tiling]] = []
-    for axis in axes:
-        oc_share = oc_b // n if axis == "oc" else oc_b
-        row_share = math.ceil(layer.oh / n) if axis == "h" else layer.oh
-        for ob in (d for d in range(1, oc_share + 1) if oc_share % d == 0):
-            for ib in (d for d in range(1, ic_b + 1) if ic_b % d == 0):
-                for rows in range(1, row_share + 1):
-                    t = Tiling(rows, ob, ib, vthreads, axis)
-                    if tile_fits(layer, t, spec, bias) is not None:
-                        break  # more rows only need more
-                    if _uneven(layer, t):
-                        continue
-                    cost = estimate_cycles(layer, t, spec, costs)
-                    ranked.append(((cost, -rows, -ob, -ib, axis != "oc"), t))
-    if not ranked:
-        raise ScheduleError(f"VITA conv2d {layer}: no tiling with {n} virtual thread(s) fits the buffers "
-                            f"and cuts the layer into whole tiles")
-    return [t for _, t in sorted(ranked, key=lambda x: x[0])]
-
-
-def choose_tiling(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
-                  costs: MachineCosts = MachineCosts(), bias: bool = False) -> Tiling:
-    """The first of ``rank_tilings``: the tiling with the lowest ``estimate_cycles``."""
-    return rank_tilings(layer, vthreads, spec=spec, costs=costs, bias=bias)[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -321,7 +173,7 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
                         te.reduce_axis(layer.k, name="kw"), te.reduce_axis(block, name="ic_i"))
     s_ = layer.s
 
-    rows = _strided_rows(data, layer) if layer.k == 1 and layer.s > 1 else None
+    rows = _strided_rows(data, layer) if strided_1x1(layer) else None
     source, row_step = (rows, 1) if rows is not None else (padded, s_)
 
     def product(n, co, y, x, bi, ci):
@@ -335,7 +187,8 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
     s = create_schedule(out)
     if padded is not data:
         s[padded].compute_inline()
-    _schedule_tiles(s, res, epilogue, out, t, padded, kernel, spatial=(2, 3), bias=b, staged=rows)
+    _schedule_tiles(s, res, epilogue, out, t, padded, kernel, spatial=(2, 3), bias=b, staged=rows,
+                    shared=shared_weights(layer, t, spec))
     return VitaSchedule(s, (data, kernel, *([b] if b else []), out), t, (epilogue.selected,))
 
 
@@ -375,7 +228,8 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     b = te.placeholder((nb, batch, block), "int32", name="bias") if bias else None
     epilogue, out = _epilogue(res, shift, clip_bounds(relu, bounds), spec, t.oc_block * t.rows, b)
     s = create_schedule(out)
-    _schedule_tiles(s, res, epilogue, out, t, data, weight, spatial=(0,), bias=b)
+    _schedule_tiles(s, res, epilogue, out, t, data, weight, spatial=(0,), bias=b,
+                    shared=shared_weights(layer, t, spec))
     return VitaSchedule(s, (data, weight, *([b] if b else []), out), t, (epilogue.selected,))
 
 
@@ -713,10 +567,12 @@ def _pad_axes(x: np.ndarray, multiples: dict[int, int]) -> np.ndarray:
 
 def _schedule_tiles(s: Schedule, res: te.Tensor, stages: vita_alu.AluStages, out: te.Tensor,
                     t: Tiling, data: te.Tensor, weight: te.Tensor, spatial: tuple[int, ...],
-                    bias: te.Tensor | None = None, staged: te.Tensor | None = None) -> None:
+                    bias: te.Tensor | None = None, staged: te.Tensor | None = None,
+                    shared: bool = False) -> None:
     """Tile ``out`` by rows (its axis ``spatial[0]``) and channel blocks (axis 1), compute ``res`` and the
-    epilogue per tile in "acc", stage ``data`` and ``weight`` per input-channel chunk and the tile's
-    ``bias`` tiles (LOAD_ACC) per output tile."""
+    epilogue per tile in "acc", stage ``data`` per input-channel chunk, ``weight`` per chunk or, with one
+    chunk, once per channel block (with ``shared``, once for all virtual threads: ``shared_weights``), and
+    the tile's ``bias`` tiles (LOAD_ACC) per output tile."""
     epilogue = stages.tensors
     for stage in (res, *epilogue):
         s[stage].set_scope("acc")
@@ -733,7 +589,7 @@ def _schedule_tiles(s: Schedule, res: te.Tensor, stages: vita_alu.AluStages, out
     co_o, co_i = s[out].split(co, factor=t.oc_block, names=("co.o", "co.i"))
     y_o, y_i = s[out].split(rows, factor=t.rows, names=("y.o", "y.i"))
     threaded = co_o if t.vthread_axis == "oc" else y_o
-    tiles = [y_o, co_o]
+    tiles = [co_o, y_o]   # row tiles inside a channel block: a block's weights can stay for all its rows
     if t.threads > 1:
         vt, rest = s[out].split(threaded, nparts=t.threads, names=("vt", f"{threaded.name}.t"))
         tiles = [vt, *(rest if a is threaded else a for a in tiles)]
@@ -756,7 +612,12 @@ def _schedule_tiles(s: Schedule, res: te.Tensor, stages: vita_alu.AluStages, out
     tile_sp = sp[:-2]
     s[res].reorder(r_o, *tile_sp, r_i, *raxes[1:-1], sp[-2], sp[-1], raxes[-1])
     s[inp].compute_at(s[res], r_o)
-    s[wgt].compute_at(s[res], r_o)
+    if shared:   # the threads' weights, once for all of them
+        s[wgt].compute_root()
+    elif r_o.extent == 1:   # one chunk: the weights stay for every row tile of the block
+        s[wgt].compute_at(s[out], tiles[-2])
+    else:
+        s[wgt].compute_at(s[res], r_o)
     for stage in (inp, wgt):
         s[stage].pragma(s[stage].op.axis[0], "dma_copy")
     s[res].tensorize(tile_sp[0], "gemm")

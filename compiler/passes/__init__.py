@@ -10,6 +10,7 @@ from compiler.passes.inject_dma import inject_dma
 from compiler.passes.inject_sync import inject_sync
 from compiler.passes.inject_virtual_thread import inject_virtual_thread
 from compiler.passes.inplace import inplace
+from compiler.passes.lift_alloc import lift_alloc
 from compiler.passes.loop_partition import loop_partition
 from compiler.passes.preprocess import fold_padding, preprocess
 from compiler.passes.share_smem import share_smem
@@ -19,5 +20,5 @@ from compiler.passes.tensorize_registers import tensorize_registers
 from compiler.passes.tensorize_tiles import tensorize_tiles
 
 __all__ = ["check_token_order", "flatten", "fold_padding", "fuse_reduction_ends", "inject_dma", "inject_sync",
-           "inject_virtual_thread", "inplace", "loop_partition", "preprocess", "share_smem", "simplify",
-           "tensorize", "tensorize_registers", "tensorize_tiles"]
+           "inject_virtual_thread", "inplace", "lift_alloc", "loop_partition", "preprocess", "share_smem",
+           "simplify", "tensorize", "tensorize_registers", "tensorize_tiles"]

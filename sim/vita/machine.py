@@ -382,7 +382,9 @@ class _Machine:
 
         The one DRAM port serves requests first come, first served (requests arrive in time order, since a
         unit synchronizes before it asks): a transfer holds it for the spec's cycles of the instruction, and
-        the data arrives dram_latency_cycles after the transfer (``transfer``: the spec's cycles).
+        the data arrives dram_latency_cycles after the transfer (``transfer``: the spec's cycles). An empty
+        transfer (VTA's runtime emits them to carry dependency flags) moves nothing: it neither waits for
+        the port nor for the latency.
         """
         if plan.action == "store":
             self.state.store(insn, f)
@@ -396,6 +398,8 @@ class _Machine:
             self.counters[counter] += nbytes
         self.bytes[memory] += nbytes
         now = self.env.now
+        if not nbytes:   # an empty transfer (a no-op carrying token flags) issues no DRAM request
+            return now
         start = self.ports.take("dram", transfer, now)
         if start > now:
             self.trace.append((unit, "wait for the DRAM port", now, start, "stall"))

@@ -118,3 +118,39 @@ def test_a_strided_1x1_conv_loads_only_the_input_rows_it_reads() -> None:
     loads = [i.values for i in kernel.program.insns if i.name == "LOAD_INP" and i.values["y_size"]]
     assert loads and all(v["y_size"] == 2 and v["x_stride"] == 2 * layer.w for v in loads)
     assert run_vita(layer, 0, target, tiling=tiling).validated
+
+
+@pytest.mark.parametrize("vthreads, axis, oc_block, loads", [
+    (0, "oc", 2, 2),   # one load per channel block
+    (2, "oc", 2, 2),   # each thread its own blocks
+    (2, "h", 2, 4),    # each thread over rows loads each block
+    (2, "h", 4, 1),    # threads over rows of one block share one copy
+])
+def test_weights_tiled_in_one_chunk_are_loaded_once_per_channel_block(vthreads, axis, oc_block, loads) -> None:
+    """With every input channel in one chunk, a channel block's weights do not change from one row tile to
+    the next: they are loaded once per block (and thread, unless the threads share the block), not once
+    per tile, and the result is bit-exact."""
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.targets import load_target
+    from tandem.flows.vita import compile_layer, run_vita
+    target, layer = load_target("vita", "tvm-paper"), ConvShape(8, 8, 32, 64, 3, 1, 1)
+    tiling = vita.Tiling(rows=2, oc_block=oc_block, ic_block=2, vthreads=vthreads, vthread_axis=axis)
+    _, kernel = compile_layer(layer, tiling, target)
+    weights = [i for i in kernel.program.insns if i.name == "LOAD_WGT" and i.values["x_size"]]
+    assert len(weights) == loads
+    assert vita.shared_weights(layer, tiling, target.spec) == (loads == 1)
+    assert run_vita(layer, vthreads, target, tiling=tiling).validated
+
+
+def test_the_units_of_two_virtual_threads_overlap_across_tiles() -> None:
+    """Each virtual thread's GEMMs push their "done" token right after them (lift_alloc puts a tile's loads,
+    GEMMs and store in one list), so one thread's store and next load overlap the other's GEMMs: a 1 x 1
+    conv whose DRAM traffic and GEMMs take about as long reaches at least 80% GEMM utilization."""
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.targets import load_target
+    from tandem.flows.vita import run_vita
+    spec = "tests/extensions/vita_pipelined_fused_ends.toml"
+    target, layer = load_target("vita", "tvm-paper", spec), ConvShape(28, 28, 64, 64, 1, 1, 0)
+    tiling = vita.Tiling(rows=1, oc_block=4, ic_block=4, vthreads=2, vthread_axis="h")
+    report = run_vita(layer, 2, target, tiling=tiling)
+    assert report.validated and report.utilization["gemm"] >= 0.8

@@ -84,6 +84,25 @@ def test_a_load_only_program_takes_latency_plus_bytes_over_bandwidth():
     assert result.units["compute"].stalled_on_dependency == transfer + CFG.dram_latency_cycles - 1
 
 
+def test_an_empty_transfer_carrying_a_token_neither_waits_for_the_dram_port_nor_its_latency():
+    """A zero-sized LOAD_UOP (VTA's runtime emits them to carry a dependency flag) moves nothing: while the
+    load unit holds the DRAM port for a long transfer, the compute unit's empty LOAD_UOP passes its token
+    to the store unit at once, and only the load takes the DRAM latency."""
+    big = 64   # rows of 16 tiles: 16 KiB, 2,048 cycles of the port at 8 bytes per cycle
+    program = isa.Program(SPEC, [
+        SPEC.insn("LOAD_INP", y_size=big, x_size=16, x_stride=16),
+        SPEC.insn("LOAD_UOP", push_next_dep=1),
+        SPEC.insn("STORE_OUT", pop_prev_dep=1, push_prev_dep=1),
+        SPEC.insn("FINISH", pop_next_dep=1),
+    ])
+    result = simulate(program, np.zeros(1 << 15, np.uint8), CFG)
+    stores = [t for t in result.trace if t[0] == "store" and t[1].endswith("STORE_OUT")]
+    uops = [t for t in result.trace if t[0] == "compute" and t[1].endswith("LOAD_UOP")]
+    assert uops[0][3] - uops[0][2] == 0 and stores[0][3] - stores[0][2] == 0
+    assert stores[0][2] < big * 16 * 16 // DRAM_BW   # long before the load has the port back
+    assert result.units["compute"].stalled_on_memory == 0
+
+
 def test_a_pop_nobody_pushes_is_a_deadlock_naming_the_unit_and_the_queue():
     program = isa.Program(SPEC, [SPEC.insn("GEMM", pop_prev_dep=1, uop_end=1, iter_out=1, iter_in=1),
                                  SPEC.insn("FINISH")])
