@@ -589,7 +589,9 @@ def _schedule_tiles(s: Schedule, res: te.Tensor, stages: vita_alu.AluStages, out
     co_o, co_i = s[out].split(co, factor=t.oc_block, names=("co.o", "co.i"))
     y_o, y_i = s[out].split(rows, factor=t.rows, names=("y.o", "y.i"))
     threaded = co_o if t.vthread_axis == "oc" else y_o
-    tiles = [co_o, y_o]   # row tiles inside a channel block: a block's weights can stay for all its rows
+    one_chunk = res.op.reduce_axis[0].extent <= t.ic_block
+    # with one chunk, the row tiles inside a channel block, so that the block's weights stay for all rows
+    tiles = [co_o, y_o] if one_chunk else [y_o, co_o]
     if t.threads > 1:
         vt, rest = s[out].split(threaded, nparts=t.threads, names=("vt", f"{threaded.name}.t"))
         tiles = [vt, *(rest if a is threaded else a for a in tiles)]
