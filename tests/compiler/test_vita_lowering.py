@@ -126,7 +126,7 @@ def test_a_strided_1x1_conv_loads_only_the_input_rows_it_reads() -> None:
     (2, "h", 2, 4),    # each thread over rows loads each block
     (2, "h", 4, 1),    # threads over rows of one block share one copy
 ])
-def test_weights_tiled_in_one_chunk_are_loaded_once_per_channel_block(vthreads, axis, oc_block, loads) -> None:
+def test_weights_tiled_in_one_chunk_are_loaded_once_per_channel_block(vthreads, axis, oc_block, loads):
     """With every input channel in one chunk, a channel block's weights do not change from one row tile to
     the next: they are loaded once per block (and thread, unless the threads share the block), not once
     per tile, and the result is bit-exact."""
