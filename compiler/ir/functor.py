@@ -229,3 +229,12 @@ def buffers_of(node: n.Node) -> list[n.Buffer]:
 
     _Collect().visit(node)
     return list(seen.values())
+
+
+def allocations(s: n.Stmt) -> tuple[list[n.Buffer], n.Stmt]:
+    """The buffers of a chain of directly nested Allocates opened by ``s``, and the statement inside them."""
+    chain = []
+    while isinstance(s, n.Allocate):
+        chain.append(s.buffer)
+        s = s.body
+    return chain, s

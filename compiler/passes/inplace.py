@@ -20,7 +20,7 @@ from __future__ import annotations
 from compiler.interp.args import stored_buffers
 from compiler.interp.tensor_insn import read_operands
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, buffers_of, loads_in
+from compiler.ir.functor import IRMutator, allocations, buffers_of, loads_in
 
 
 def inplace(func: ir.PrimFunc) -> ir.PrimFunc:
@@ -43,7 +43,7 @@ class _Inplace(IRMutator):
         self.enclosing: list[ir.Buffer] = []
 
     def mutate_Allocate(self, s: ir.Allocate) -> ir.Stmt:
-        _, inner = _allocations(s.body)
+        _, inner = allocations(s.body)
         stmts = list(inner.stmts) if isinstance(inner, ir.Seq) else [inner]
         source = _fold_source(s.buffer, stmts, set(self.enclosing))
         if source is not None:
@@ -62,15 +62,6 @@ class _Inplace(IRMutator):
             return self.generic_mutate(s)
         finally:
             self.enclosing = outside
-
-
-def _allocations(s: ir.Stmt) -> tuple[list[ir.Buffer], ir.Stmt]:
-    """The buffers of a chain of directly nested Allocates, and the statement inside them."""
-    chain = []
-    while isinstance(s, ir.Allocate):
-        chain.append(s.buffer)
-        s = s.body
-    return chain, s
 
 
 def _fold_source(b: ir.Buffer, stmts: list[ir.Stmt], enclosing: set[ir.Buffer]) -> ir.Buffer | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator
+from compiler.ir.functor import IRMutator, allocations
 
 
 def lift_alloc(func: ir.PrimFunc) -> ir.PrimFunc:
@@ -34,12 +34,12 @@ def lift_alloc(func: ir.PrimFunc) -> ir.PrimFunc:
 class _Lift(IRMutator):
     def mutate_Seq(self, s: ir.Seq) -> ir.Stmt:
         stmts = [self.mutate(x) for x in s.stmts]
-        scopes = Counter(b.scope for x in stmts for b in _chain(x)[0])
-        buffers = Counter(b for x in stmts for b in _chain(x)[0])
+        scopes = Counter(b.scope for x in stmts for b in allocations(x)[0])
+        buffers = Counter(b for x in stmts for b in allocations(x)[0])
         lifted: list[ir.Buffer] = []
         flat: list[ir.Stmt] = []
         for x in stmts:
-            chain, inner = _chain(x)
+            chain, inner = allocations(x)
             if chain and all(scopes[b.scope] == 1 and buffers[b] == 1 for b in chain):
                 lifted += chain
                 flat.append(inner)
@@ -51,12 +51,3 @@ class _Lift(IRMutator):
         for b in reversed(lifted):
             body = ir.Allocate(b, body)
         return body
-
-
-def _chain(s: ir.Stmt) -> tuple[list[ir.Buffer], ir.Stmt]:
-    """The allocations ``s`` opens directly, one inside the other, and the statement they hold."""
-    chain = []
-    while isinstance(s, ir.Allocate):
-        chain.append(s.buffer)
-        s = s.body
-    return chain, s
