@@ -141,8 +141,8 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     and one load plus one GEMM (a thread's next load waits for its own GEMM); a round of n tiles at least
     the DRAM port's time for their loads and stores (one port serves both). With several chunks the threads
     share one chunk loop (``inject_virtual_thread`` interleaves them per iteration), so a thread's store and
-    next load wait for the other threads' last chunks: one more load and store per round, less the threads'
-    ALU epilogues, which run meanwhile. The first load,
+    next load wait for the other threads' last chunks: one more load and store between rounds, less the
+    threads' ALU epilogues, which run meanwhile. The first load,
     the weights' loads and the last epilogue and store stick out."""
     block = block_of(spec)
     c = costs
@@ -178,9 +178,10 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     fills = fill * co_tiles * (n if t.vthread_axis == "h" and not shared_weights(layer, t, spec) else 1)
     round_ = max(chunks * max(n * gemm, n * load, load + gemm) + n * (reset + alu),
                  n * (chunks * port + store_port))
-    if chunks > 1:   # what of a thread's store and next load the threads' ALU epilogues do not cover
-        round_ += max(0, load + store - n * alu)
-    return math.ceil(tiles / n) * round_ + load + store + fills
+    rounds = math.ceil(tiles / n)
+    # between rounds, what of a thread's store and next load the threads' ALU epilogues do not cover
+    wait = max(0, load + store - n * alu) if chunks > 1 else 0
+    return rounds * round_ + (rounds - 1) * wait + load + store + fills
 
 
 def rank_tilings(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,

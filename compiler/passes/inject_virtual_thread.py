@@ -12,7 +12,9 @@ already placed (per thread, none between threads). This pass removes the loop:
   statements on one unit of the machine (the loads of an input chunk and of its weights, say) together
   with the pops just before it and the pushes just after it (a token between two host loops is a unit of
   its own), and every unit is emitted once per thread, thread 0 first, before the next unit. Keeping a
-  thread's run together lets its GEMM start as soon as its own loads are done;
+  thread's run together lets its GEMM start as soon as its own loads are done; a push does not end a run
+  that the thread's next statements on the same machine unit continue (a thread's GEMMs and then its ALU
+  epilogue stay together, so its store starts while the next thread computes);
 - any other statement (an instruction, a micro-op nest, a run of DMAs) is a unit: copied per thread with
   the thread variable replaced by the thread's number.
 
@@ -121,9 +123,8 @@ def _units(stmts: list[ir.Stmt], units_of) -> list[list[ir.Stmt]]:
             if pending or not units or _is_host(units[-1][-1]):
                 close([[x] for x in [*pending, s]])
                 pending = []
-            else:
+            else:   # the thread's next statements on the same machine unit may follow in this unit
                 units[-1].append(s)
-                runs[-1] = None
         elif _is_host(s):
             close([[x] for x in [*pending, s]])
             pending = []
