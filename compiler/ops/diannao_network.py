@@ -48,6 +48,7 @@ from compiler.ops.diannao_tiles import (
     per_core,
 )
 from compiler.ops.network import EPS
+from compiler.ops.nn import round_up
 from compiler.schedule import Schedule, create_schedule
 
 OPERATORS = ("clip", "max_pool", "avg_pool", "global_avg_pool", "concat", "softmax", "layer_norm", "gelu")
@@ -392,17 +393,17 @@ def schedule(op: str, params: dict[str, int], cores: int, *, spec: isa.ISA) -> D
         return pool(op[:3], params["H"], params["W"], params["C"], params["K"], params["S"], dtype, cores,
                     spec=spec)
     if op == "global_avg_pool":
-        return global_avg_pool(params["H"] * params["W"], _round_up(params["C"], lanes), cores, spec=spec)
+        return global_avg_pool(params["H"] * params["W"], round_up(params["C"], lanes), cores, spec=spec)
     if op == "concat":
         return concat(params["H"] * params["W"], params["C"], params["C2"] or params["C"], "int32", cores,
                       spec=spec)
-    rows = _round_up(params["R"], lanes)
+    rows = round_up(params["R"], lanes)
     if op == "softmax":
         return softmax(rows, params["D"], cores, spec=spec)
     if op == "layer_norm":
         return layer_norm(rows, params["D"], cores, spec=spec)
     if op == "gelu":
-        return gelu(_round_up(params["R"] * params["D"], lanes), cores, spec=spec)
+        return gelu(round_up(params["R"] * params["D"], lanes), cores, spec=spec)
     raise ScheduleError(f"DianNao: no schedule for the network operator {op!r}; expected one of "
                         f"{', '.join(OPERATORS)}")
 
@@ -416,14 +417,14 @@ def pack(op: str, arrays: Sequence[np.ndarray], spec: isa.ISA) -> list[np.ndarra
     if op == "global_avg_pool":
         (x,) = arrays
         c = x.shape[0]
-        return [_pad_to(np.moveaxis(x, 0, -1).reshape(-1, c), 1, _round_up(c, lanes))]
+        return [_pad_to(np.moveaxis(x, 0, -1).reshape(-1, c), 1, round_up(c, lanes))]
     if op in ("softmax", "layer_norm"):
         x, *weights = arrays
-        rows = _pad_to(np.ascontiguousarray(x.T), 1, _round_up(x.shape[0], lanes))
+        rows = _pad_to(np.ascontiguousarray(x.T), 1, round_up(x.shape[0], lanes))
         return [rows, *(np.ascontiguousarray(np.repeat(w[:, None], lanes, axis=1)) for w in weights)]
     if op == "gelu":
         (x,) = arrays
-        return [_pad_to(x.reshape(-1), 0, _round_up(x.size, lanes))]
+        return [_pad_to(x.reshape(-1), 0, round_up(x.size, lanes))]
     if op == "clip":
         return [np.ascontiguousarray(x.reshape(-1)) for x in arrays]
     raise ScheduleError(f"DianNao: no layout for the network operator {op!r}")
@@ -439,10 +440,6 @@ def unpack(op: str, out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         r, d = shape
         return np.ascontiguousarray(out.reshape(d, -1)[:, :r].T)
     return out.reshape(-1)[: math.prod(shape)].reshape(shape).copy()
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 def _pad_to(x: np.ndarray, axis: int, size: int) -> np.ndarray:

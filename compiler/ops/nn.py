@@ -193,6 +193,11 @@ def conv2d_nhwc(
     )
 
 
+def round_up(value: int, multiple: int) -> int:
+    """``value`` rounded up to a whole number of ``multiple`` (a channel count to whole blocks or lanes)."""
+    return -(-value // multiple) * multiple
+
+
 @dataclass(frozen=True)
 class ConvShape:
     """A conv2d layer: ``n`` images of h x w x ic, oc output channels, a k x k kernel, stride s, padding p.
@@ -220,6 +225,10 @@ class ConvShape:
     @property
     def macs(self) -> int:
         return self.n * self.oh * self.ow * self.oc * self.ic * self.k * self.k
+
+    def in_rows(self, rows: int) -> int:
+        """The input rows (of the padded input) that ``rows`` consecutive output rows read."""
+        return (rows - 1) * self.s + self.k
 
     def invalid(self) -> str | None:
         """Why this is no conv layer (a size below 1, a negative padding, a kernel larger than the padded

@@ -45,23 +45,21 @@ from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, loads_in, substitute
 from compiler.ops import nn, reference, vita_alu
 from compiler.ops.elementwise import flatten
-from compiler.ops.nn import ConvShape
+from compiler.ops.nn import ConvShape, round_up
 from compiler.ops.vita_tiling import (  # noqa: F401  (the tiling API, re-exported: vita.Tiling, ...)
     MachineCosts,
     Tiling,
-    _round_up,
-    _uneven,
     batch_of,
     block_of,
     choose_tiling,
     estimate_cycles,
-    input_rows,
     loaded_rows,
     rank_tilings,
     shared_weights,
     strided_1x1,
     tile_fits,
     to_blocks,
+    uneven,
 )
 from compiler.schedule import Schedule, create_schedule
 
@@ -160,9 +158,9 @@ def conv2d(layer: ConvShape, shift: int = 8, relu: bool = False, tiling: Tiling 
     if reason is not None:
         raise ScheduleError(f"VITA conv2d {layer}: tiling {t} does not fit: {reason}")
     ic_b, oc_b = layer.ic // block, layer.oc // block
-    uneven = _uneven(layer, t)
-    if uneven:
-        raise ScheduleError(f"VITA conv2d {layer}: tiling {t}: {uneven}")
+    partial = uneven(layer, t)
+    if partial:
+        raise ScheduleError(f"VITA conv2d {layer}: tiling {t}: {partial}")
     if ic_b % t.ic_block or oc_b % (t.oc_block * t.threads if t.vthread_axis == "oc" else t.oc_block):
         raise ScheduleError(f"VITA conv2d {layer}: tiling {t} does not divide the channel blocks "
                             f"(IC/{block} = {ic_b}, OC/{block} = {oc_b})")
@@ -215,10 +213,10 @@ def dense(m: int, n: int, k: int, shift: int = 8, relu: bool = False, tiling: Ti
     if reason is not None:
         raise ScheduleError(f"VITA dense {m}x{n}x{k}: tiling {t} does not fit: {reason}")
     kb, nb = k // block, n // block
-    uneven = _uneven(layer, t)
-    if uneven or kb % t.ic_block or nb % (t.oc_block * t.threads if t.vthread_axis == "oc" else t.oc_block):
+    partial = uneven(layer, t)
+    if partial or kb % t.ic_block or nb % (t.oc_block * t.threads if t.vthread_axis == "oc" else t.oc_block):
         raise ScheduleError(f"VITA dense {m}x{n}x{k}: tiling {t} does not divide the work: "
-                            f"{uneven or 'channel blocks'}")
+                            f"{partial or 'channel blocks'}")
     data = te.placeholder((m // batch, kb, batch, block), "int8", name="data")
     weight = te.placeholder((nb, kb, block, block), "int8", name="weight")
     ko, ki = te.reduce_axis(kb, name="k_o"), te.reduce_axis(block, name="k_i")
@@ -489,7 +487,7 @@ def pack_conv(x: np.ndarray, w: np.ndarray, spec: isa.ISA) -> tuple[np.ndarray, 
     whole BLOCKs."""
     block = block_of(spec)
     oc, ic, k, _ = w.shape
-    kernel = _pad_axes(w, {0: block, 1: block}).reshape(-1, block, _round_up(ic, block) // block, block, k, k)
+    kernel = _pad_axes(w, {0: block, 1: block}).reshape(-1, block, round_up(ic, block) // block, block, k, k)
     return _pack_image(x, block), kernel.transpose(0, 2, 4, 5, 1, 3)
 
 
@@ -506,7 +504,7 @@ def pack_dense(a: np.ndarray, w: np.ndarray, spec: isa.ISA) -> tuple[np.ndarray,
     n and k to BLOCK)."""
     block, batch = block_of(spec), batch_of(spec)
     n, k = w.shape
-    weight = _pad_axes(w, {0: block, 1: block}).reshape(-1, block, _round_up(k, block) // block, block)
+    weight = _pad_axes(w, {0: block, 1: block}).reshape(-1, block, round_up(k, block) // block, block)
     return _pack_rows(a, batch, block), weight.transpose(0, 2, 1, 3)
 
 
@@ -560,7 +558,7 @@ def _pack_rows(a: np.ndarray, batch: int, block: int) -> np.ndarray:
 
 def _pad_axes(x: np.ndarray, multiples: dict[int, int]) -> np.ndarray:
     """``x`` zero-padded at the end of each axis in ``multiples`` to a multiple of its value."""
-    widths = [(0, _round_up(size, multiples[axis]) - size if axis in multiples else 0)
+    widths = [(0, round_up(size, multiples[axis]) - size if axis in multiples else 0)
               for axis, size in enumerate(x.shape)]
     return np.pad(x, widths) if any(hi for _, hi in widths) else x
 
@@ -616,7 +614,7 @@ def _schedule_tiles(s: Schedule, res: te.Tensor, stages: vita_alu.AluStages, out
     s[inp].compute_at(s[res], r_o)
     if shared:   # the threads' weights, once for all of them
         s[wgt].compute_root()
-    elif r_o.extent == 1:   # one chunk: the weights stay for every row tile of the block
+    elif one_chunk:   # one chunk: the weights stay for every row tile of the block
         s[wgt].compute_at(s[out], tiles[-2])
     else:
         s[wgt].compute_at(s[res], r_o)

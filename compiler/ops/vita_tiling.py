@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import isa
 from compiler.errors import ScheduleError
-from compiler.ops.nn import ConvShape
+from compiler.ops.nn import ConvShape, round_up
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,7 @@ def to_blocks(layer: ConvShape, spec: isa.ISA) -> ConvShape:
     """``layer`` with its input and output channels rounded up to whole BLOCKs: the layer the machine
     computes (the extra lanes are zero inputs and discarded outputs)."""
     block = block_of(spec)
-    return dataclasses.replace(layer, ic=_round_up(layer.ic, block), oc=_round_up(layer.oc, block))
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
+    return dataclasses.replace(layer, ic=round_up(layer.ic, block), oc=round_up(layer.oc, block))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -88,17 +84,10 @@ def shared_weights(layer: ConvShape, t: Tiling, spec: isa.ISA) -> bool:
             and t.oc_block * block >= layer.oc)
 
 
-def input_rows(layer: ConvShape, rows: int) -> int:
-    """The input rows a tile of ``rows`` output rows spans (the window's). A strided 1 x 1 conv loads fewer
-    (``_strided_rows``: only the rows it reads); the capacity check and the cost model keep the span, an
-    upper bound, so that they rank tilings as before and each tiling only gets cheaper."""
-    return (rows - 1) * layer.s + layer.k
-
-
 def loaded_rows(layer: ConvShape, rows: int) -> int:
     """The input rows a tile of ``rows`` output rows loads into INP: the window's span, or for a strided
     1 x 1 conv only the rows it reads (``_strided_rows``)."""
-    return rows if strided_1x1(layer) else input_rows(layer, rows)
+    return rows if strided_1x1(layer) else layer.in_rows(rows)
 
 
 def strided_1x1(layer: ConvShape) -> bool:
@@ -106,7 +95,7 @@ def strided_1x1(layer: ConvShape) -> bool:
     return layer.k == 1 and layer.s > 1
 
 
-def _uneven(layer: ConvShape, t: Tiling) -> str | None:
+def uneven(layer: ConvShape, t: Tiling) -> str | None:
     """Why ``t`` does not cut ``layer`` into whole tiles (a partial tile would need guards, which VITA
     cannot run), or None."""
     if layer.oh % t.rows:
@@ -142,8 +131,8 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     the DRAM port's time for their loads and stores (one port serves both). With several chunks the threads
     share one chunk loop (``inject_virtual_thread`` interleaves them per iteration), so a thread's store and
     next load wait for the other threads' last chunks: one more load and store between rounds, less the
-    threads' ALU epilogues, which run meanwhile. The first load,
-    the weights' loads and the last epilogue and store stick out."""
+    threads' ALU epilogues, which run meanwhile. The first load, the weights' loads and the last epilogue
+    and store stick out."""
     block = block_of(spec)
     c = costs
     layer = to_blocks(layer, spec)
@@ -205,7 +194,7 @@ def rank_tilings(layer: ConvShape, vthreads: int = 0, *, spec: isa.ISA,
                     t = Tiling(rows, ob, ib, vthreads, axis)
                     if tile_fits(layer, t, spec, bias) is not None:
                         break  # more rows only need more
-                    if _uneven(layer, t):
+                    if uneven(layer, t):
                         continue
                     cost = estimate_cycles(layer, t, spec, costs)
                     ranked.append(((cost, -rows, -ob, -ib, axis != "oc"), t))
