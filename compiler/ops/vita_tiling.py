@@ -131,8 +131,11 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     the DRAM port's time for their loads and stores (one port serves both). With several chunks the threads
     share one chunk loop (``inject_virtual_thread`` interleaves them per iteration), so a thread's store and
     next load wait for the other threads' last chunks: one more load and store between rounds, less the
-    threads' ALU epilogues, which run meanwhile. The first load, the weights' loads and the last epilogue
-    and store stick out."""
+    threads' ALU epilogues, which run meanwhile. The threads' resets (or first GEMMs) of a round come
+    one after another, so the last thread's waits for its own store from the round before: the store
+    less the others' resets, plus, with several chunks, the time the store waits for the DRAM port behind
+    the next round's first loads. The first load, the weights' loads and the last epilogue and store stick
+    out."""
     block = block_of(spec)
     c = costs
     layer = to_blocks(layer, spec)
@@ -168,8 +171,12 @@ def estimate_cycles(layer: ConvShape, t: Tiling, spec: isa.ISA, costs: MachineCo
     round_ = max(chunks * max(n * gemm, n * load, load + gemm) + n * (reset + alu),
                  n * (chunks * port + store_port))
     rounds = math.ceil(tiles / n)
-    # between rounds, what of a thread's store and next load the threads' ALU epilogues do not cover
-    wait = max(0, load + store - n * alu) if chunks > 1 else 0
+    # between rounds, what of a thread's store and next load the threads' ALU epilogues do not cover,
+    # and the last thread's wait for its accumulator (its store, behind the next round's first loads)
+    first = reset if c.reset_per_vector else gemm   # the first write of a thread's accumulator
+    port_wait = max(0, n * port + (n - 1) * store_port - n * alu - (n - 1) * gemm) if chunks > 1 else 0
+    turnover = max(0, port_wait + store - (n - 1) * first)
+    wait = max(load + store - n * alu, turnover, 0) if chunks > 1 else turnover
     return rounds * round_ + (rounds - 1) * wait + load + store + fills
 
 

@@ -15,7 +15,10 @@ it. For every statement list (a loop body, or the function body) this pass adds:
   first (``if v > min: pop_dep``), and a pop after the loop drains the last iteration's token, so pushes
   and pops balance. (A push before the loop for "iteration -1" would balance them too, but it would sit
   in u's stream after everything u does before the loop, and hold v's first iteration until then.)
-  Carried dependencies a forward token of the next iteration already orders need none.
+  Carried dependencies a forward token of the next iteration already orders need none. A perfect nest
+  of serial loops counts as one loop over its iterations in order (``_Carry``): the last inner
+  iteration's token is popped in the next outer iteration's first, and drained once after the nest
+  (drained after the inner loop, it would hold the popping unit at every outer iteration's end).
 
 A dependency needs no token of its own when tokens inside the statements already order it: when ``S_i``
 pushes (u -> v) after its last access on u (``tail``), when ``S_j`` pops (u -> v) before its first access
@@ -46,7 +49,7 @@ from compiler.errors import LoweringError
 from compiler.interp.tensor_insn import read_operands, written_operands
 from compiler.ir import nodes as ir
 from compiler.ir.dae_tokens import DAE_UNITS, DepToken
-from compiler.ir.functor import post_order_visit
+from compiler.ir.functor import free_vars, post_order_visit
 
 
 def inject_sync(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
@@ -115,9 +118,14 @@ class _Sync:
         if s.thread == "vthread":   # one thread's program; threads do not wait for each other
             new_body = self.items(body, inner, None)[0]
             return ir.For(s.var, s.min, s.extent, _rewrap(wrappers, ir.seq(*new_body)), s.kind, s.thread)
-        new_body, carried = self.items(body, inner, s)
-        loop = ir.For(s.var, s.min, s.extent, _rewrap(wrappers, ir.seq(*new_body)), s.kind, s.thread)
-        past = simplify(s.min + s.extent)
+        nest = _perfect_nest(s)
+        inner = (*loops, *nest)
+        wrappers, body = _unwrap(nest[-1].body)
+        new_body, carried = self.items(body, inner, _Carry(nest))
+        loop: ir.Stmt = _rewrap(wrappers, ir.seq(*new_body))
+        for lp in reversed(nest):
+            loop = ir.For(lp.var, lp.min, lp.extent, loop, lp.kind, lp.thread)
+        past = _Carry(nest).past
         after = [self.token("pop", u, v, name, loops, past) for u, v, name in carried]
         return ir.seq(loop, *after)
 
@@ -130,10 +138,10 @@ class _Sync:
 
     # ---- one statement list
 
-    def items(self, stmts: list[ir.Stmt], loops: tuple[ir.For, ...], loop: ir.For | None
+    def items(self, stmts: list[ir.Stmt], loops: tuple[ir.For, ...], loop: _Carry | None
               ) -> tuple[list[ir.Stmt], list[tuple[str, str, str]]]:
-        """The statements with their tokens, and (for the body of ``loop``) the carried token pairs whose
-        first push and last pop go around the loop."""
+        """The statements with their tokens, and (for the body of ``loop``'s innermost loop) the carried
+        token pairs whose first push and last pop go around the loop nest."""
         stmts = [self.stmt(x, loops) for x in stmts]
         acc = [self.accesses(x) for x in stmts]
         inside = [_Ordering.of(x, self.unit_of) for x in stmts]
@@ -175,17 +183,66 @@ class _Sync:
                         wanted[(u, v)] = (max(last, i), min(first, j))
             for (u, v), (i, j) in wanted.items():
                 self.count += 1
-                name = f"{u}->{v}#{self.count} (next {loop.var.name})"
-                outer = loops[:-1]
-                nxt = ir.Add(loop.var, ir.const(1, loop.var.dtype))
+                name = f"{u}->{v}#{self.count} (next {loop.names})"
+                outer = loops[:-len(loop.nest)]
+                index = loop.index
+                nxt = simplify(ir.Add(index, ir.const(1, index.dtype)))
                 pushes.setdefault(i, []).append(self.token("push", u, v, name, outer, nxt))
-                pop = self.token("pop", u, v, name, outer, loop.var)
-                pops.setdefault(j, []).append(ir.IfThenElse(ir.LT(loop.min, loop.var), pop))
+                pop = self.token("pop", u, v, name, outer, index)
+                pops.setdefault(j, []).append(ir.IfThenElse(ir.LT(loop.first, index), pop))
                 carried.append((u, v, name))
         out: list[ir.Stmt] = []
         for k, x in enumerate(stmts):
             out += [*pops.get(k, []), x, *pushes.get(k, [])]
         return out, carried
+
+
+@dataclass(frozen=True)
+class _Carry:
+    """A nest of loops whose carried tokens go around it as around one loop over its iterations in order:
+    a token pushed in the last iteration of an inner loop is popped in the first of the next outer
+    iteration, not drained after the inner loop (which would hold the popping unit until the pushing unit
+    has finished the whole inner loop). ``index`` numbers the iterations, from ``first`` to before
+    ``past``; for one loop it is the loop's variable."""
+
+    nest: tuple[ir.For, ...]
+
+    @property
+    def index(self) -> ir.Expr:
+        last = self.nest[-1]
+        index: ir.Expr = last.var
+        stride: ir.Expr = last.extent
+        for lp in reversed(self.nest[:-1]):
+            index = ir.Add(index, ir.Mul(ir.Sub(lp.var, lp.min), stride))
+            stride = ir.Mul(stride, lp.extent)
+        return simplify(index)
+
+    @property
+    def first(self) -> ir.Expr:
+        return self.nest[-1].min
+
+    @property
+    def past(self) -> ir.Expr:
+        count: ir.Expr = self.nest[-1].extent
+        for lp in self.nest[:-1]:
+            count = ir.Mul(count, lp.extent)
+        return simplify(ir.Add(self.first, count))
+
+    @property
+    def names(self) -> str:
+        return ", ".join(lp.var.name for lp in self.nest)
+
+
+def _perfect_nest(s: ir.For) -> tuple[ir.For, ...]:
+    """``s`` and the serial loops perfectly nested in it (each the whole body of the one around it, with
+    bounds that do not depend on the loops around it)."""
+    nest = [s]
+    while isinstance(nest[-1].body, ir.For) and nest[-1].body.thread != "vthread":
+        inner = nest[-1].body
+        if (free_vars(inner.min) | free_vars(inner.extent)) & {lp.var for lp in nest}:
+            break
+        nest.append(inner)
+    return tuple(nest)
 
 
 @dataclass(frozen=True)

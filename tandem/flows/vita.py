@@ -7,7 +7,8 @@ Parameters besides the layer (conv2d: ``H W IC OC K S P`` and ``N`` images; gemm
 (default 8), ``bias`` (true: a third input, an int32 bias per output channel added before the shift) and
 ``clip`` ((lo, hi) within int8, instead of relu's or int8's bounds), ``tiling`` (a
 ``compiler.ops.vita.Tiling``, else the cost model's choice) and ``tune`` (> 0: compile and simulate the
-``tune`` tilings that ``compiler.ops.vita.estimate_cycles`` ranks first and keep the fastest; timing does not
+``tune`` tilings that ``compiler.ops.vita.estimate_cycles`` ranks first, a tiling the model cannot tell from
+an earlier one's mirror over the other thread axis counted once, and keep the fastest; timing does not
 depend on the data). In the report:
 
 - ``params``: the layer, ``vthreads``, the ``tiling`` used (rows, oc_block, ic_block, vthreads,
@@ -175,7 +176,7 @@ class VitaLayerFlow(TargetFlow):
                 candidates, used = [tiling], tiling.vthreads
             else:
                 ranked, used = _ranked_with_fallback(layer, vthreads, target, epilogue)
-                candidates = ranked[:tune] if tune > 0 else ranked[:1]
+                candidates = _distinct(ranked, tune, layer, target, epilogue) if tune > 0 else ranked[:1]
             args = vita_layers.schedule(layer, candidates[0], target.spec, epilogue).args[:-1]
         except ScheduleError as exc:
             raise RunError(f"VITA {op} {layers.params(layer)}: {exc}") from None
@@ -594,6 +595,25 @@ def _ranked_with_fallback(layer: Layer, vthreads: int, target: Target, epilogue:
         except ScheduleError as exc:
             first = first or exc
     raise first
+
+
+def _distinct(ranked: Sequence[vita.Tiling], count: int, layer: Layer, target: Target, epilogue: Epilogue
+              ) -> list[vita.Tiling]:
+    """The first ``count`` of ``ranked`` less each tiling that mirrors an earlier one: the same tile shape
+    over the other thread axis at the same estimate. The model cannot tell such two apart, so simulating
+    both would spend a tuning run on one guess."""
+    tiled = vita_layers.tiled(layer, target.spec)
+    costs = machine_costs(target, epilogue)
+    seen: set[tuple[int, ...]] = set()
+    out: list[vita.Tiling] = []
+    for t in ranked:
+        key = (t.rows, t.oc_block, t.ic_block, vita.estimate_cycles(tiled, t, target.spec, costs))
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+            if len(out) == count:
+                break
+    return out
 
 
 def polydl_ranked(layer: Layer, tilings: Sequence[vita.Tiling], target: Target,

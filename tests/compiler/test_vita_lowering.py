@@ -154,3 +154,20 @@ def test_the_units_of_two_virtual_threads_overlap_across_tiles() -> None:
     tiling = vita.Tiling(rows=1, oc_block=4, ic_block=4, vthreads=2, vthread_axis="h")
     report = run_vita(layer, 2, target, tiling=tiling)
     assert report.validated and report.utilization["gemm"] >= 0.8
+
+
+def test_a_token_carried_by_an_inner_loop_goes_around_its_perfect_nest() -> None:
+    """Row tiles outside output-channel blocks (several input-channel chunks): the store -> compute token
+    that frees a thread's accumulator for its next tile is popped before that tile's reset in every
+    iteration of the nest but the first, the first block of the next row tile included, and drained once
+    after the nest, not after each row tile's blocks (where the compute unit would wait for every
+    thread's last store before resetting any accumulator)."""
+    from compiler.ops.nn import ConvShape
+    layer = ConvShape(16, 8, 64, 128, 1, 2, 0)
+    vs = vconv2d(layer, tiling=vita.Tiling(rows=2, oc_block=4, ic_block=2, vthreads=2, vthread_axis="h"))
+    func = compile_func(lower(vs.schedule, vs.args), TARGET)
+    lines = [line.strip() for line in str(func).splitlines() if "pop_dep(store -> compute" in line]
+    assert len(lines) == 4   # per thread: one guarded pop in the nest, one drain after it
+    text = str(func)
+    assert text.count("if 0 < co.o + y.o.t*2:") == 2
+    assert all("[0, 4])" in line or "[1, 4])" in line for line in lines if "y.o.t" not in line)

@@ -54,6 +54,21 @@ def test_tuning_measures_candidates_and_keeps_the_fastest() -> None:
     assert report["params"]["tiling"] == best["tiling"] and report["cycles"] == best["cycles"]
 
 
+def test_tuning_does_not_spend_a_run_on_a_tiling_the_model_cannot_tell_from_one_already_tried() -> None:
+    """The same tile over the other thread axis, at the same estimate, is one guess of the cost model:
+    tuning measures distinct candidates instead."""
+    from compiler.ops import vita
+    from tandem.flows.vita import machine_costs
+    target = load_target("vita", "tvm-paper")
+    layer = ConvShape(14, 14, 32, 64, 3, 1, 1)
+    report = run_json("conv2d", *CONV, "--vthreads", "2", "--tune", "3", "--config", "tvm-paper")
+    tried = [vita.Tiling(**c["tiling"]) for c in report["params"]["tuned"]]
+    costs = machine_costs(target)
+    guesses = {(t.rows, t.oc_block, t.ic_block, vita.estimate_cycles(layer, t, target.spec, costs))
+               for t in tried}
+    assert len(guesses) == len(tried) == 3
+
+
 def test_roofline_is_the_larger_of_peak_compute_and_compulsory_traffic() -> None:
     target = load_target("vita", "tvm-paper")
     conv = ConvShape(56, 56, 64, 64, 1, 1, 0)   # 1x1: memory-bound on this machine
