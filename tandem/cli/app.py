@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tandem.cli.console import fail, tandem_version
+from tandem.cli.console import JsonErrors, fail, tandem_version
 from tandem.cli.isa import isa_app
 from tandem.cli.model import model_command
 from tandem.cli.regress import regress_command
@@ -38,14 +38,19 @@ from tandem.cli.sweep import report_command, sweep_command
 app = typer.Typer(
     name="tandem",
     help="Tandem: a compiler plus cycle-approximate simulators for deep-learning accelerators, "
-    "sharing one ISA spec.",
+    "sharing one ISA spec.\n\nExit status, for every command: 0 success; 1 the work ran and failed (a "
+    "mismatch against numpy, a failed check, case or simulation); 2 bad input, refused before any work (an "
+    "option, file, spec, config, or an operator the compiler refuses for the target). With --json, a "
+    "failure is one JSON object on stdout: {\"error\", \"type\", \"exit\"}.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=JsonErrors,
 )
 app.add_typer(isa_app, name="isa")
 app.add_typer(sim_app, name="sim")
-app.command("run")(run_command)
+RUN_USAGE = "[--target diannao|vita|cpu|cuda (default diannao)] [OPTIONS]"
+app.command("run", options_metavar=RUN_USAGE)(run_command)
 app.command("model")(model_command)
 app.command("sweep")(sweep_command)
 app.command("report")(report_command)
@@ -147,11 +152,11 @@ def compile_(
     asm: Annotated[Path | None, typer.Option(
         help="arm: write the AArch64 assembly (cuda: the PTX) to this file instead of printing it.")] = None,
 ) -> None:
-    """Compile one operator and print its loop IR (exit 2 on a bad input or a compiler error).
+    """Compile one operator and print its loop IR.
 
     With --target arm, also the AArch64 assembly and the tensor instructions issued; with --target cuda, the
-    PTX, its instruction counts and whether ptxas assembles it. With --run, exits
-    with status 1 if the result does not match numpy.
+    PTX, its instruction counts and whether ptxas assembles it. With --run, also run it and compare with numpy
+    (status 1 on a mismatch); an operator the compiler refuses for the target is bad input (status 2).
     """
     import isa
     from compiler.errors import TandemError

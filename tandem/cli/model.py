@@ -86,9 +86,10 @@ def model_command(
     trace: Annotated[Path | None, typer.Option(help="Write the network's run as one Chrome/Perfetto trace "
                                                     "(a slice per step and per kernel).")] = None,
 ) -> None:
-    """Import a network (an ONNX file or a builtin model), fold its batch norms, and print its layers; with
-    --target, run it in int8 on the target and check every layer against the integer graph, and its
-    output against onnxruntime."""
+    """Import a network (an ONNX file or a builtin model) and print its layers, or run it with --target.
+
+    Batch norms are folded; with --target, the network runs in int8 on the target, every layer is checked
+    against the integer graph and the output against onnxruntime."""
     from tandem.network import graph as tg
     from tandem.network import models
     from tandem.network.load import load_network

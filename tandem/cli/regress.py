@@ -37,8 +37,9 @@ def regress_command(
                                                          "core).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
 ) -> None:
-    """Run a regression suite and compare every case with the baseline: a case that stops validating or
-    gets slower fails the run (exit status 1)."""
+    """Run a regression suite and compare every case with its baseline.
+
+    A case that stops validating or gets slower fails the run (exit status 1)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from tandem.regress.suite import (

@@ -27,7 +27,17 @@ SIGNED = ("LO", "HI")                # -p values that may be negative (clip's bo
 # parameters of tandem.flows.run.run that -p does not set (its values are integers): an option of their own,
 # or none
 NOT_P = {"shape": "--shape", "dtype": "--dtype", "isa": "--isa", "relu": "--relu",
-         "skip": "--no-partition or --no-preprocess", "tiling": None, "tuning": None, "min_time": None}
+         "skip": "--no-partition or --no-preprocess", "tiling": None, "tuning": None, "min_time": None,
+         "clip": None, "epilogue": None}
+# run's parameters that an option of their own sets: how an error names them
+FLAGS = {"shape": "--shape", "dtype": "--dtype", "vthreads": "--vthreads", "tune": "--tune", "isa": "--isa",
+         "threads": "--threads", "relu": "--relu", "skip": "--no-partition/--no-preprocess"}
+P_HELP = ("KEY=VALUE, integers. conv2d, dilated_conv, conv_transpose: H W IC OC, K (3) S (1) P (1), "
+          "N (vita: images); conv1d: W IC OC K S P; conv3d: D H W IC OC K S P; group_conv: H W IC OC G K S "
+          "P; depthwise: H W C K S P; gemm: M N K (16 each); batch_matmul: B M N K; max_pool, avg_pool: C H "
+          "W K S; global_avg_pool, residual_add: C H W; concat: C H W C2; clip: C H W LO HI; softmax, "
+          "layer_norm, gelu: R D; vita conv2d and gemm: shift (8), bias (1: a bias input); diannao: cores "
+          "(16), tile; any: seed. A key OP does not take is refused with the keys it takes.")
 DTYPE_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i16": "int16", "i8": "int8",
                "u8": "uint8"}
 
@@ -47,9 +57,7 @@ def run_command(
         help="Tensor shape, e.g. 256x56x56 (default); for conv2d the input's HxWxIC.")] = None,
     params: Annotated[
         list[str] | None,
-        typer.Option("-p", "--param", help="KEY=VALUE: seed=N; diannao: cores=N (default 16), "
-                                           "tile=ELEMENTS; conv2d: H, W, IC, OC (default 16), K (3), S (1), "
-                                           "P (1), N (vita: images, default 1); gemm: M, N, K."),
+        typer.Option("-p", "--param", help=P_HELP),
     ] = None,
     dtype: Annotated[str | None, typer.Option(
         help="diannao: element type f32 (default), f16, i32, i16, i8; cpu: i16 for int16 x int16 (default "
@@ -92,12 +100,14 @@ def run_command(
                           "statement used, with the closest statement and why (with --json: the "
                           "selection's unused list).")] = False,
 ) -> None:
-    """Compile OP for TARGET, run it on seeded random inputs (simulated, or on this CPU) and compare with
-    numpy. An option that does not apply to TARGET is refused."""
+    """Compile OP for TARGET, run it on seeded random inputs and compare with numpy.
+
+    The run is simulated (diannao, vita) or real (cpu, cuda). An option that does not apply to TARGET is
+    refused."""
     from compiler.errors import TandemError
     from isa.errors import ISAError
     from sim.core.errors import SimError
-    from tandem.flows.flow import RunError
+    from tandem.flows.flow import RunError, UnknownParameter
     from tandem.flows.run import run
     from tandem.flows.user_ops import is_user_op
 
@@ -110,6 +120,8 @@ def run_command(
         values = _values(params or (), shape, user, options)
         with _tuning_progress(enabled=not as_json and sys.stdout.isatty()) as progress:
             report = run(op, resolved, values, progress=progress, explain=explain)
+    except UnknownParameter as exc:
+        raise fail(_unknown_option(exc, no_partition, no_preprocess), 2) from None
     except (WorkloadError, RunError, TandemError, SimError, ISAError, OSError) as exc:
         raise fail(str(exc), 2) from None
     _show(report, target, user, as_json)
@@ -117,6 +129,17 @@ def run_command(
         _print_selection(report)
     if not report.validated:
         raise typer.Exit(code=1)
+
+
+def _unknown_option(exc, no_partition: bool, no_preprocess: bool) -> str:
+    """A parameter the run does not take that an option of its own set (``--vthreads`` on DianNao), named as
+    that option, with what the run does take in the command line's terms; a ``-p`` key as the run says."""
+    if exc.key not in FLAGS:
+        return str(exc)
+    flags = dict(FLAGS, skip="/".join(f for f, on in (("--no-partition", no_partition),
+                                                        ("--no-preprocess", no_preprocess)) if on))
+    takes = ", ".join(FLAGS.get(k) or f"-p {k}" for k in exc.known if k in FLAGS or k not in NOT_P)
+    return f"{exc.where}: {flags[exc.key]} does not apply here; it takes {takes}"
 
 
 def _values(params: Sequence[str], shape: str | None, user: bool, options: dict) -> dict:

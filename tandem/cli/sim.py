@@ -18,9 +18,10 @@ FINISH), 2 on bad arguments.
 
 diannao: IMAGE is placed at GMEM address 0 (the rest of GMEM is zero); ``--gmem-out`` writes GMEM[0:N)
 back, N being ``--gmem-size`` or the image's size. Each ``--arg`` preloads the next register R0, R1, ... of
-every core (decimal or 0x hex: usually GMEM addresses). Exit status: 0 on success, 1 on any error (an
-unreadable file, a bad program, config or launch, or a failing simulation: a broken instruction rule, an
-out-of-bounds access, a barrier deadlock), reported as one ``error: ...`` line.
+every core (decimal or 0x hex: usually GMEM addresses). Exit status: 0 on success, 1 when the simulation fails
+(a broken instruction rule, an out-of-bounds access, a barrier deadlock, a launch on more cores than the card
+has), 2 on bad arguments (an unreadable file, a bad program, option or config), each reported as one
+``error: ...`` line.
 """
 
 from __future__ import annotations
@@ -223,8 +224,10 @@ def diannao(
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     gmem_out: Annotated[Path | None, typer.Option(help="Write GMEM[0:size) here after the run.")] = None,
 ) -> None:
-    """Simulate an SPMD kernel on a DianNao card: cycles, per-core busy/stalled/idle, instruction mix, bytes
-    moved, VFU/TFU/DMA utilization."""
+    """Simulate an SPMD kernel on a DianNao card.
+
+    Reports cycles, per-core busy/stalled/idle, the instruction mix, bytes moved and VFU/TFU/DMA
+    utilization."""
     try:
         check_output("--trace", trace)
         check_output("--gmem-out", gmem_out)
@@ -235,6 +238,11 @@ def diannao(
         prog = read_program(program, target.spec)
         image = np.fromfile(gmem, dtype=np.uint8) if gmem is not None else None
         out_size = gmem_out_size(size, image, cfg, target.spec) if gmem_out is not None else 0
+    except OSError as e:   # the inputs: bad input (2)
+        raise fail(f"{e.filename}: {e.strerror}" if e.filename else str(e), 2) from None
+    except (OutputPathError, OptionError, SimError, isa.ISAError, TargetError) as e:
+        raise fail(str(e), 2) from None
+    try:   # the work: a failure of it (1)
         result, card = simulate_diannao(prog, image, cfg, cores=cores, args=args, trace=trace is not None)
         if trace is not None:
             write_diannao_trace(result, trace)
@@ -242,9 +250,7 @@ def diannao(
             write_atomically(gmem_out, card.memory.gmem[:out_size].tobytes())
     except OSError as e:
         raise fail(f"{e.filename}: {e.strerror}" if e.filename else str(e), 1) from None
-    except OutputPathError as e:
-        raise fail(str(e), 2) from None
-    except (OptionError, SimError, isa.ISAError, TargetError) as e:
+    except (OptionError, SimError, isa.ISAError) as e:
         raise fail(str(e), 1) from None
     out = Console(highlight=False)
     if as_json:

@@ -36,8 +36,10 @@ def sweep_command(
                         ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
 ) -> None:
-    """Run a design-space sweep: every point compiled, simulated, validated and measured (cycles, energy,
-    area), stored in SQLite as it finishes; a killed sweep run again does only the missing points."""
+    """Run a design-space sweep into a SQLite results store.
+
+    Every point is compiled, simulated, validated and measured (cycles, energy, area) and stored as it
+    finishes; a killed sweep run again does only the missing points."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from tandem.sweep.file import SweepError, read_sweep
@@ -100,8 +102,10 @@ def report_command(
                                            "into (created).")],
     sweep: Annotated[str | None, typer.Option(help="Only this sweep's rows (default: all).")] = None,
 ) -> None:
-    """Write an HTML report of a results store: the Pareto fronts of cycles vs area and energy vs cycles,
-    each parameter's effect, and the per-layer breakdown of the best points, as PNG figures."""
+    """Write an HTML report of a results store.
+
+    The Pareto fronts of cycles vs area and energy vs cycles, each parameter's effect, and the per-layer
+    breakdown of the best points, as PNG figures."""
     from tandem.sweep.report import write_report
     from tandem.sweep.results import ResultsError, open_results, write_csv
 

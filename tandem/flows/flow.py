@@ -40,6 +40,15 @@ class RunError(ValueError):
     """A request ``run`` cannot serve: an unknown operator, dtype or parameter, or a layer nothing fits."""
 
 
+class UnknownParameter(RunError):
+    """A parameter no step of the run takes: ``key``, and the ones ``where`` takes (``known``), so that the
+    command line can name the option it came from."""
+
+    def __init__(self, where: str, key: str, known: Sequence[str]) -> None:
+        self.where, self.key, self.known = where, key, tuple(sorted({*known, "seed"}))
+        super().__init__(f"{where}: unknown parameter {key!r}; expected {', '.join(self.known)}")
+
+
 @dataclass
 class RunReport:
     """What one compile + execute + validate run measured (the ``--json`` object, described in
@@ -306,8 +315,7 @@ def take_gemm(params: dict[str, Any], where: str) -> tuple[int, int, int]:
 def reject_unknown(params: dict[str, Any], known: Sequence[str], where: str) -> None:
     """RunError naming the first parameter no step consumed, and the ones ``where`` takes."""
     if params:
-        key = sorted(params)[0]
-        raise RunError(f"{where}: unknown parameter {key!r}; expected {', '.join(sorted({*known, 'seed'}))}")
+        raise UnknownParameter(where, sorted(params)[0], known)
 
 
 def check_host_memory(need: int, where: str, params: Mapping[str, Any]) -> None:

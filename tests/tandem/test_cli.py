@@ -20,6 +20,35 @@ def test_help_describes_tandem() -> None:
     assert "demo" in result.output and "version" in result.output
 
 
+def _commands(group, prefix=""):
+    for name, command in getattr(group, "commands", {}).items():
+        yield prefix + name, command
+        yield from _commands(command, prefix + name + " ")
+
+
+def test_every_command_summary_is_one_sentence_the_help_wraps_at_word_boundaries() -> None:
+    """The commands list shows each command's first help paragraph with its line breaks kept: one line
+    each, so that no description breaks mid-sentence."""
+    import typer.main
+    for name, command in _commands(typer.main.get_command(app)):
+        summary = (command.help or "").strip().split("\n\n")[0]
+        assert summary and "\n" not in summary, f"tandem {name}: {summary!r}"
+
+
+def test_help_states_the_exit_statuses_once_for_every_command() -> None:
+    text = " ".join(runner.invoke(app, ["--help"]).output.split())
+    assert "Exit status, for every command: 0 success; 1 the work ran and failed" in text
+    assert "2 bad input, refused before any work" in text
+
+
+def test_run_help_shows_the_default_target_and_every_operator_s_keys() -> None:
+    text = " ".join(runner.invoke(app, ["run", "--help"]).output.replace("│", " ").split())
+    assert "[--target diannao|vita|cpu|cuda (default diannao)]" in text
+    for keys in ("batch_matmul: B M N K", "softmax, layer_norm, gelu: R D", "clip: C H W LO HI",
+                 "max_pool, avg_pool: C H W K S", "conv3d: D H W IC OC K S P"):
+        assert keys in text, keys
+
+
 def test_version_prints_tandem_and_runtime_versions() -> None:
     result = runner.invoke(app, ["version"])
     assert result.exit_code == 0, result.output

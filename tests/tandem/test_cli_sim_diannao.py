@@ -152,23 +152,26 @@ HALT = ".isa diannao\n.text\n    halt\n"
 ], ids=["missing file", "bad assembly", "misaligned vadd", "barrier deadlock", "5 cores", "0 cores",
         "bad arg", "gmem-out without size", "gmem-size 0", "missing gmem image", "unknown config",
         "vita program", "no halt"])
-def test_every_bad_input_exits_1_with_one_error_line_naming_the_problem(tmp_path, monkeypatch, program,
-                                                                         options, message):
+def test_every_bad_input_or_failing_run_exits_with_one_error_line_naming_the_problem(
+        tmp_path, monkeypatch, program, options, message):
+    """Status 2 for input refused before the simulation (a file, the assembly, an option, the config), 1 for a
+    simulation that fails (a broken instruction rule, a deadlock, a launch the card cannot make)."""
     monkeypatch.chdir(tmp_path)
     if program is not None:
         (tmp_path / "k.s").write_text(program)
     result = sim("k.s" if program is not None else "nope.s", *options)
-    assert result.exit_code == 1, result.output
+    runtime = message.startswith(("core ", "barrier deadlock", "cannot launch"))
+    assert result.exit_code == (1 if runtime else 2), result.output
     assert result.output.startswith(f"error: {message}")
     assert result.output.count("\n") == 1, "one error line, no traceback"
     assert isinstance(result.exception, SystemExit)
     assert not (tmp_path / "out.bin").exists()
 
 
-def test_a_program_file_for_another_isa_exits_1(tmp_path):
+def test_a_program_file_for_another_isa_exits_2(tmp_path):
     vita = isa.assemble(".isa vita\n.text\n    FINISH\n")
     (tmp_path / "v.bin").write_bytes(isa.encode_program(vita))
     result = sim(tmp_path / "v.bin")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.startswith("error: program file is for ISA 'vita'")
     assert result.output.count("\n") == 1
