@@ -28,6 +28,9 @@ from isa.lang.tree import Access, Assign, Binary, Call, Cast, Expr, Name, Num, R
 from isa.lang.typecheck import Semantics
 
 ELEMENT_BUDGET = 1 << 23
+#: the most elements one index of an instruction's semantics may count (a spec's constant extent is checked
+#: against it when loaded, one that reads fields when an instance runs)
+MAX_INDEX_EXTENT = 1 << 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +69,9 @@ class _Run:
         self.extent = {}
         for iv in sem.indices:
             n = evaluate(iv.extent, env)
-            if not isinstance(n, int) or n < 0:
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_INDEX_EXTENT:
                 raise ExecError(f"index '{iv.name}' has extent {to_text(iv.extent)} = {n!r}; "
-                                "expected a non-negative integer")
+                                f"expected an integer from 0 to {MAX_INDEX_EXTENT:,} (2**32)")
             self.extent[iv.name] = n
         self.ranges: dict[str, tuple[int, int]] = {}
 

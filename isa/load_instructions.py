@@ -8,6 +8,7 @@ from types import MappingProxyType
 from isa.dtypes import canonical
 from isa.encoding import fixed_pattern
 from isa.errors import ParseError
+from isa.executor import MAX_INDEX_EXTENT
 from isa.lang.parser import parse_statements
 from isa.lang.tree import Expr
 from isa.lang.typecheck import TensorSig, typecheck
@@ -249,6 +250,7 @@ class InstructionLoader(SpecReader):
                 kind = spec.get("kind")
                 if "extent" in spec:
                     extent = self.expr(spec["extent"], f"indices.{name}.extent", scalars=scalars)
+                    self.check_extent(name, extent)
             else:
                 kind = spec
             if kind not in ("spatial", "reduce"):
@@ -256,6 +258,16 @@ class InstructionLoader(SpecReader):
                                  f"indices.{name}")
             out[name] = (kind, extent)
         return out
+
+    def check_extent(self, name: str, extent: Expr) -> None:
+        """An extent that depends on parameters only must be a count the executor can hold: 1 to
+        ``MAX_INDEX_EXTENT`` (one that reads fields is checked when an instance runs)."""
+        n = self.constant_value(extent)
+        if n is None:
+            return
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_INDEX_EXTENT:
+            raise self.error(f"index '{name}' has extent {n!r}; an index counts 1 to {MAX_INDEX_EXTENT:,} "
+                             f"elements (2**32)", f"indices.{name}.extent")
 
     def load_semantics(self, text: str, operands, indices, scalars, types):
         try:

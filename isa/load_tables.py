@@ -20,15 +20,21 @@ _DATA_KEYS = {"format", "summary"}
 class TableLoader(SpecReader):
     """The loaders of the tables besides [instructions]; each returns the table's spec objects."""
 
-    def load_params(self, raw: object) -> dict[str, int]:
+    def load_params(self, raw: object, ranges: object = None) -> dict[str, int]:
+        """The parameters (``[params]``) with their overrides applied; each value, the spec's own and an
+        override alike, checked against the parameter's ``[param_ranges]`` entry (``{ min = .., max = .. }``,
+        either bound optional), which says what values mean something to the machine."""
         self.where = "table [params]"
         if not isinstance(raw, dict):
             raise self.error("[params] must be a table of integers", "params")
+        bounds = self.load_param_ranges({} if ranges is None else ranges, raw)
+        self.where = "table [params]"
         for key, value in raw.items():
             self.name_ok(key, "a parameter name", key)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise self.error(f"parameter '{key}' must be an integer, but got {type_name(value)}", key)
             self.in_range(key, value)
+            self.within(key, value, bounds, "")
         for key, value in self.overrides.items():
             if key not in raw:
                 raise self.error(f"cannot override unknown parameter '{key}'; parameters are "
@@ -36,10 +42,41 @@ class TableLoader(SpecReader):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise self.error(f"override of '{key}' must be an integer, but got {type_name(value)}", key)
             self.in_range(key, value)
+            self.within(key, value, bounds, "override of ")
         self.params.update(raw)
         self.params.update(self.overrides)
         self.const_names.update({k: "param" for k in raw})
         return dict(raw)
+
+    def load_param_ranges(self, raw: object, params: dict) -> dict[str, tuple[int | None, int | None]]:
+        """``[param_ranges]``: per parameter, the least and greatest values it may take."""
+        self.where = "table [param_ranges]"
+        if not isinstance(raw, dict):
+            raise self.error("[param_ranges] must be a table of { min = .., max = .. } tables",
+                             "param_ranges")
+        out = {}
+        for key, body in raw.items():
+            if key not in params:
+                raise self.error(f"range of unknown parameter '{key}'; parameters are "
+                                 f"{', '.join(params) or 'none'}", key)
+            table = self.keys(body, {"min", "max"}, f"the range of '{key}'", key)
+            lo, hi = (table.get(b) for b in ("min", "max"))
+            for bound in (lo, hi):
+                if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+                    raise self.error(f"the range of '{key}' must have integer bounds, but got "
+                                     f"{type_name(bound)}", key)
+            if lo is not None and hi is not None and lo > hi:
+                raise self.error(f"the range of '{key}' is empty: min {lo} > max {hi}", key)
+            out[key] = (lo, hi)
+        return out
+
+    def within(self, key: str, value: int, bounds: dict, what: str) -> None:
+        """ISASpecError when ``value`` of parameter ``key`` is outside its declared range."""
+        lo, hi = bounds.get(key, (None, None))
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            shown = " and ".join(f"{w} {b}" for w, b in (("at least", lo), ("at most", hi)) if b is not None)
+            raise self.error(f"{what}'{key}' = {value} is outside its range: it must be {shown} "
+                             f"([param_ranges])", key)
 
     def load_derived(self, raw: object) -> None:
         self.where = "table [derived]"

@@ -28,7 +28,7 @@ SPECS_DIR = Path(__file__).parent / "specs"
 _TABLE_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
 _KEY_AT = re.compile(r"^\s*([A-Za-z0-9_\-.\" ']+?)\s*=")
 
-_TOP_KEYS = {"isa", "params", "derived", "enums", "spaces", "formats", "instructions", "data"}
+_TOP_KEYS = {"isa", "params", "param_ranges", "derived", "enums", "spaces", "formats", "instructions", "data"}
 _ISA_KEYS = {"name", "summary", "insn_bits", "description", "extends"}
 _MAX_EXTENDS = 8   # how deep a chain of `extends` may go
 
@@ -164,7 +164,7 @@ class _Loader(TableLoader, InstructionLoader):
         self.enum_codes: dict[str, int] = {}
         self.params: dict[str, int] = {}
         self.const_names: dict[str, str] = {}
-        defaults = self.load_params(doc.get("params", {}))
+        defaults = self.load_params(doc.get("params", {}), doc.get("param_ranges", {}))
         self.load_derived(doc.get("derived", {}))
         enums = self.load_enums(doc.get("enums", {}))
         spaces = self.load_spaces(doc.get("spaces", {}), enums)

@@ -22,7 +22,8 @@ not with cycles.
 A deadlock is found the moment no event is left while a unit still waits on a token FIFO, whether or not
 another unit reached FINISH (a load that pops a token nobody pushes is never a silent success):
 ``DeadlockError`` says which unit waits on which queue at which instruction. The program must end with
-FINISH (``VitaExecError`` otherwise). The same program and DRAM image always give the same result.
+FINISH, and nothing may follow it (``VitaExecError`` otherwise, before cycle 0). The same program and DRAM
+image always give the same result.
 """
 
 from __future__ import annotations
@@ -233,6 +234,12 @@ class _Machine:
                     raise VitaExecError(f"{self.where(pc)}: its timing cannot be evaluated: {e}") from None
                 known = timing[insn] = (latency or 0, cycles if cycles is not None else 1)
             self.timing.append(known)
+        finishes = [pc for pc, plan in enumerate(self.plans) if plan.action == "finish"]
+        if finishes and finishes[0] != len(self.plans) - 1:   # nothing may run after the program ends
+            pc = finishes[0]
+            raise VitaExecError(f"{self.where(pc)} is not the last instruction ({len(self.plans)} "
+                                f"instructions): FINISH must end the program, but instruction {pc + 1} "
+                                f"({self.program.insns[pc + 1].name}) follows it")
         self.check_budget()
 
     def check_budget(self) -> None:

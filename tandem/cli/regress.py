@@ -89,7 +89,7 @@ def regress_command(
 
 def _print(name: str, path: Path, results: dict, comparison, update: bool) -> None:
     console = Console(highlight=False)
-    if comparison.regressions or comparison.improvements:
+    if comparison.regressions or comparison.improvements or comparison.tolerated:
         table = Table(title=f"{name}: changes against {path}")
         for col in ("case", "old cycles", "new cycles", "change"):
             table.add_column(col, justify="left" if col == "case" else "right")
@@ -99,6 +99,9 @@ def _print(name: str, path: Path, results: dict, comparison, update: bool) -> No
         for r in comparison.improvements:
             table.add_row(f"[green]improved[/green] {r['case']}", _n(r["old_cycles"]), _n(r["new_cycles"]),
                           f"{r['change_pct']:+.2f}%")
+        for r in comparison.tolerated:
+            table.add_row(f"[yellow]slower, tolerated[/yellow] {r['case']}", _n(r["old_cycles"]),
+                          _n(r["new_cycles"]), f"{r['change_pct']:+.2f}%")
         console.print(table)
     for key in comparison.new:
         console.print(f"  new case (not in the baseline): {key}: {_n(results[key]['cycles'])} cycles",
@@ -108,9 +111,10 @@ def _print(name: str, path: Path, results: dict, comparison, update: bool) -> No
     invalid = [k for k, r in results.items() if not r["validated"]]
     verdict = (f"[red]{len(comparison.regressions)} regression(s)[/red]" if comparison.regressions else
                "[green]no regressions[/green]")
+    tolerated = f"{len(comparison.tolerated)} slower within the tolerance, " if comparison.tolerated else ""
     console.print(f"{name}: {len(results)} cases, {verdict}, {len(comparison.improvements)} improved, "
-                  f"{len(comparison.unchanged)} unchanged, {len(comparison.new)} new, {len(invalid)} not "
-                  f"validated" + (f"; baseline written to {path}" if update else ""))
+                  f"{tolerated}{len(comparison.unchanged)} unchanged, {len(comparison.new)} new, "
+                  f"{len(invalid)} not validated" + (f"; baseline written to {path}" if update else ""))
 
 
 def _n(value) -> str:

@@ -178,7 +178,7 @@ class DiannaoLayerFlow(TargetFlow):
                 if not isinstance(value, bool | int | np.integer) or value not in (0, 1):
                     raise RunError(f"{where}: {name} must be true or false (1 or 0), but got {value!r}")
         else:
-            shape, plan, relu, bias = tuple(params.pop("shape", DEFAULT_SHAPE)), None, False, False
+            shape, plan, relu, bias = flow.take_shape(params, DEFAULT_SHAPE, where), None, False, False
         conv_keys = ("H", "W", "IC", "OC", "K", "S", "P", "relu", "bias") if conv else ()
         flow.reject_unknown(params, ("shape", *OPTIONS, *conv_keys), where)
         job = DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,), relu=bool(relu),

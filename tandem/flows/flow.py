@@ -286,7 +286,7 @@ def take_conv(params: dict[str, Any], where: str, images: bool = False) -> ConvS
     """Pop a conv2d layer from ``params``: ``H W IC`` (or ``shape`` = (H, W, IC)), ``OC K S P`` and, with
     ``images``, ``N``; the defaults are a 56 x 56 x 64 input, 16 output channels, a 3 x 3 kernel, stride 1,
     padding 1 and one image."""
-    shape = params.pop("shape", None)
+    shape = take_shape(params, None, where)
     given = [k for k in ("H", "W", "IC") if k in params]
     if shape is not None and given:
         raise RunError(f"{where}: give the conv2d input either as --shape HxWxIC or as -p H= W= IC=, "
@@ -302,6 +302,24 @@ def take_conv(params: dict[str, Any], where: str, images: bool = False) -> ConvS
     dims = {k: take_int(params, k, CONV_DEFAULTS[k], 0 if k == "P" else 1, where) for k in CONV_KEYS}
     n = take_int(params, "N", 1, 1, where) if images else 1
     return ConvShape(dims["H"], dims["W"], dims["IC"], dims["OC"], dims["K"], dims["S"], dims["P"], n)
+
+
+def take_shape(params: dict[str, Any], default: tuple[int, ...] | None, where: str) -> tuple[int, ...] | None:
+    """Pop ``shape`` from ``params`` (``default`` without one): positive integers, as a sequence or as the
+    command line's text (``"4x64x64"``); RunError naming anything else."""
+    shape = params.pop("shape", default)
+    if shape is None:
+        return None
+    if isinstance(shape, str):
+        parts = shape.strip().lower().split("x")
+        if all(part.isdigit() for part in parts):
+            shape = tuple(int(part) for part in parts)
+    listed = isinstance(shape, Sequence | np.ndarray) and not isinstance(shape, str | bytes) and len(shape)
+    if not listed or not all(isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 1
+                             for d in shape):
+        raise RunError(f"{where}: shape must be positive integers, as a list or as text like '4x64x64', but "
+                       f"got {shape!r}")
+    return tuple(int(d) for d in shape)
 
 
 def take_gemm(params: dict[str, Any], where: str) -> tuple[int, int, int]:

@@ -228,6 +228,7 @@ class Comparison:
 
     regressions: list[dict[str, Any]] = field(default_factory=list)
     improvements: list[dict[str, Any]] = field(default_factory=list)
+    tolerated: list[dict[str, Any]] = field(default_factory=list)   # slower, within the tolerance
     unchanged: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
@@ -238,13 +239,14 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         return {"passed": self.passed, "regressions": self.regressions, "improvements": self.improvements,
-                "unchanged": self.unchanged, "new": self.new, "gone": self.gone}
+                "tolerated": self.tolerated, "unchanged": self.unchanged, "new": self.new, "gone": self.gone}
 
 
 def compare(results: dict[str, dict[str, Any]], baseline: dict[str, dict[str, Any]],
             tolerance_pct: float = 0.0) -> Comparison:
     """Each case's result against its baseline: a regression when it no longer runs or validates, or its
-    cycles grew by more than ``tolerance_pct`` percent; an improvement when its cycles fell."""
+    cycles grew by more than ``tolerance_pct`` percent; an improvement when its cycles fell; tolerated when
+    they grew within the tolerance; unchanged only when they are equal."""
     out = Comparison()
     for key, now in results.items():
         old = baseline.get(key)
@@ -261,9 +263,10 @@ def compare(results: dict[str, dict[str, Any]], baseline: dict[str, dict[str, An
                 change = 100 * (after - before) / before if before else float("inf")
                 out.regressions.append({**entry, "change_pct": round(change, 3),
                                         "why": f"cycles {before:,} -> {after:,} ({change:+.2f}%)"})
-            elif after < before:
+            elif after != before:
                 change = 100 * (after - before) / before
-                out.improvements.append({**entry, "change_pct": round(change, 3)})
+                (out.improvements if after < before else out.tolerated).append(
+                    {**entry, "change_pct": round(change, 3)})
             else:
                 out.unchanged.append(key)
         else:

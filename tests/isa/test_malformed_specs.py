@@ -69,6 +69,12 @@ EXPECTED: dict[str, tuple[str, str, str, int | None]] = {
     "constraint_not_a_condition": ("vrelu", "constraints[0].rule", "a rule must be a condition", None),
     "negative_timing": ("vrelu", "timing.latency", "'latency' must not be negative, but it is -4", None),
     "negative_shape": ("vsum", "operands.dst.shape", "dimension 0 of the shape is -1", None),
+    "index_extent_too_large": ("vsum", "indices.k.extent",
+                               "index 'k' has extent 4611686018427387904; an index counts 1 to", None),
+    "index_extent_negative": ("vsum", "indices.k.extent", "index 'k' has extent -3", None),
+    "parameter_outside_its_range": ("table [params]", "NMEM_BYTES",
+                                    "'NMEM_BYTES' = 4096 is outside its range: it must be at least 8192",
+                                    None),
 }
 # files with several errors, each (instruction, field, message piece), in file order
 EXPECTED_SEVERAL = {
@@ -161,6 +167,30 @@ def test_overriding_an_unknown_parameter_names_it_and_lists_the_real_ones() -> N
     e = load_error(VALID, params={"LANES": 8})
     assert (e.instruction, e.field) == ("table [params]", "LANES")
     assert "cannot override unknown parameter 'LANES'; parameters are NMEM_BYTES, VECTOR_ELEMS" in str(e)
+
+
+def test_an_override_outside_the_parameter_s_declared_range_is_refused() -> None:
+    """A built-in spec declares what each parameter may be (``[param_ranges]``): DRAM at -8 bytes a cycle
+    would give negative transfer times."""
+    with pytest.raises(ISASpecError) as e:
+        isa.load_isa("vita", {"DRAM_BYTES_PER_CYCLE": -8})
+    says = "override of 'DRAM_BYTES_PER_CYCLE' = -8 is outside its range: it must be at least 1"
+    assert says in str(e.value)
+    with pytest.raises(ISASpecError, match="'LOG_ACC_BUFF_SIZE' = 60 is outside its range: it must be at "
+                                           "least 0 and at most 30"):
+        isa.load_isa("vita", {"LOG_ACC_BUFF_SIZE": 60})
+    with pytest.raises(ISASpecError, match="'CLUSTERS' = 0 is outside its range"):
+        isa.load_isa("diannao", {"CLUSTERS": 0})
+
+
+def test_a_range_of_an_unknown_parameter_or_an_empty_range_is_refused(tmp_path: Path) -> None:
+    text = VALID.read_text()
+    for ranges, says in (("NMEM = { min = 1 }", "range of unknown parameter 'NMEM'"),
+                         ("NMEM_BYTES = { min = 9, max = 8 }", "the range of 'NMEM_BYTES' is empty"),
+                         ("NMEM_BYTES = { least = 9 }", "unknown key 'least' in the range of 'NMEM_BYTES'")):
+        path = tmp_path / "spec.toml"
+        path.write_text(text.replace("[derived]", f"[param_ranges]\n{ranges}\n\n[derived]"))
+        assert says in str(load_error(path))
 
 
 def test_overriding_a_parameter_with_a_non_integer_is_an_error() -> None:

@@ -60,6 +60,9 @@ def test_every_target_compiles_executes_validates_and_reports_the_same_contract(
     ("cpu", "conv2d", {"isa": "avx9"}, "unknown isa 'avx9'"),
     ("cpu", "gemm", {"cores": 4}, "cpu gemm: unknown parameter 'cores'"),
     ("diannao", "add", {"shape": (1024, 1024, 1024)}, "need 12,884,901,888 bytes of GMEM"),
+    ("diannao", "add", {"shape": "4xx64"}, "shape must be positive integers, as a list or as text like"),
+    ("diannao", "relu", {"shape": [4, 0]}, "shape must be positive integers"),
+    ("cpu", "conv2d", {"shape": 7}, "shape must be positive integers"),
     ("diannao", "conv2d", {"H": 4096, "W": 4096, "IC": 64, "OC": 64}, "bytes of GMEM, but the card has"),
     ("vita", "gemm", {"M": 10**6, "N": 10**6, "K": 10**6}, "bytes of DRAM, but the machine addresses"),
     ("vita", "gemm", {"M": 4096, "N": 4096, "K": 4096}, "268,435,456 GEMM micro-ops, more than the machine "
@@ -70,6 +73,12 @@ def test_bad_parameters_are_refused_before_anything_is_compiled(kind, op, params
     monkeypatch.setattr(type(flow), "compile", lambda *a: pytest.fail("compiled a bad request"))
     with pytest.raises(RunError, match=message):
         run(op, load_target(kind), params)
+
+
+def test_a_shape_may_be_given_as_the_command_line_s_text() -> None:
+    """A regression suite's ``params = { shape = "4x64x64" }`` is the form ``tandem run --shape`` takes."""
+    report = run("add", load_target("diannao"), {"shape": "4x64x64"})
+    assert report.validated and report.params["shape"] == [4, 64, 64]
 
 
 def test_an_unknown_target_kind_is_named() -> None:

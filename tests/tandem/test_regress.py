@@ -90,6 +90,16 @@ def test_compare_lists_regressions_improvements_and_cases_that_stop_validating()
     assert compare(new, old, tolerance_pct=1.0).regressions[0]["case"] == "c"
 
 
+def test_a_case_slower_within_the_tolerance_is_tolerated_not_unchanged():
+    """``--tolerance 100``: a case whose cycles doubled passes, but it is listed as slower, not unchanged."""
+    old = {"a": {"validated": True, "cycles": 100}, "b": {"validated": True, "cycles": 100}}
+    new = {"a": {"validated": True, "cycles": 180}, "b": {"validated": True, "cycles": 100}}
+    out = compare(new, old, tolerance_pct=100.0)
+    assert out.passed and out.unchanged == ["b"]
+    assert out.tolerated == [{"case": "a", "old_cycles": 100, "new_cycles": 180, "change_pct": 80.0}]
+    assert out.to_json()["tolerated"] == out.tolerated
+
+
 @pytest.mark.parametrize(("text", "message"), [
     (SUITE.format(vthreads=0).replace('layer = "gemm"', 'layer = "frobnicate"'),
      r"mine.toml:13: vita: no schedule for operator .frobnicate."),

@@ -81,6 +81,8 @@ def test_a_config_of_ones_own_loads_from_text_and_file(tmp_path):
     (VALID.replace("LOG_BLOCK = 3 ", "LOG_BLOCKS = 3 "), "isa_params", "cannot override unknown parameter"),
     (VALID.replace("LOG_ACC_BUFF_SIZE = 16", "LOG_ACC_BUFF_SIZE = 18"), "isa_params",
      "beyond the 128-bit word"),
+    (VALID.replace("LOG_BLOCK = 3 ", "DRAM_BYTES_PER_CYCLE = -8\nLOG_BLOCK = 3 "), "isa_params",
+     "override of 'DRAM_BYTES_PER_CYCLE' = -8 is outside its range: it must be at least 1"),
     (VALID + "[oops", None, "not valid TOML"),
 ])
 def test_a_bad_config_names_the_file_and_the_key(text, key, message):

@@ -140,6 +140,18 @@ def test_a_program_without_finish_is_an_error():
         simulate(program, np.zeros(1024, np.uint8), CFG)
 
 
+def test_an_instruction_after_finish_is_an_error_before_cycle_0():
+    """A load after FINISH would run on after the program said it ended (the cycles would omit it)."""
+    from sim.vita.functional import VitaExecError
+
+    load = SPEC.insn("LOAD_INP", y_size=1, x_size=1, x_stride=1)
+    program = isa.Program(SPEC, [SPEC.insn("FINISH"), load])
+    with pytest.raises(VitaExecError, match=r"instruction 0 \(FINISH\) is not the last instruction \(2 "
+                                            r"instructions\): FINISH must end the program, but instruction 1 "
+                                            r"\(LOAD_INP\) follows it"):
+        simulate(program, np.zeros(1024, np.uint8), CFG)
+
+
 def test_the_trace_shows_each_instruction_and_each_stall_on_its_unit_track():
     from sim.vita.trace import chrome_trace
 
