@@ -49,6 +49,11 @@ class UnknownParameter(RunError):
         super().__init__(f"{where}: unknown parameter {key!r}; expected {', '.join(self.known)}")
 
 
+#: every key a target's executor may add to the report (``Execution.measured``)
+MEASURED_KEYS = ("dram_bytes", "gops", "seconds", "peak_gops", "tflops", "peak_tflops", "pct_of_peak",
+                 "device", "device_arch", "ptx_arch")
+
+
 @dataclass
 class RunReport:
     """What one compile + execute + validate run measured (the ``--json`` object, described in
@@ -84,9 +89,12 @@ class RunReport:
     reference: np.ndarray | None = field(default=None, repr=False, compare=False)
     program: str = field(default="", repr=False, compare=False)
 
+    #: fields that are not keys of the JSON object (arrays, the program; measured and costs are spread)
+    NOT_IN_JSON = ("output", "reference", "program", "measured", "costs")
+
     def to_json(self) -> dict:
         report = asdict(self)
-        for key in ("output", "reference", "program", "measured", "costs"):
+        for key in self.NOT_IN_JSON:
             del report[key]
         return {**report, **self.measured, **(self.costs.to_json() if self.costs is not None else {})}
 

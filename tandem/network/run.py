@@ -85,6 +85,11 @@ class Row:
         return {**out, "energy_uj": self.energy_uj, "energy_breakdown_uj": energy}
 
 
+#: the keys of ``NetworkReport.totals`` besides the energy and area (what a sweep may ``record``)
+TOTALS_KEYS = ("model", "target", "config", "validated", "steps", "on_host", "cycles", "seconds", "macs",
+               "tensor_macs_share", "dram_bytes", "wall_s")
+
+
 @dataclass
 class NetworkReport:
     """What running a network on a target measured (``to_json``/``to_csv``), and its int8 output."""
@@ -115,6 +120,7 @@ class NetworkReport:
         return sum(r.tensor_macs for r in self.rows) / self.macs if self.macs else 0.0
 
     def totals(self) -> dict[str, Any]:
+        """The network's figures (``TOTALS_KEYS``, and its energy and area where the target models them)."""
         on_host = [r.step for r in self.rows if r.where == "host"]
         return {"model": self.model, "target": self.target, "config": self.config,
                 "validated": self.validated,

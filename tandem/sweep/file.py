@@ -30,6 +30,7 @@ every combination of the parameters' values (or the zip of them) times every wor
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import hashlib
 import itertools
@@ -117,6 +118,14 @@ def read_sweep(path: str | Path) -> Sweep:
     range non-empty, every workload found (SweepError naming the line)."""
     path = Path(path)
     doc, lines = read_toml(path, "sweep file", SweepError)
+    for table in doc:
+        if table not in ("sweep", "parameters", "workloads"):
+            header = f"[[{table}]]" if isinstance(doc[table], list) else f"[{table}]"
+            near = difflib.get_close_matches(table, ("sweep", "parameters", "workloads"), n=1)
+            hint = f" (did you mean {'[[workloads]]' if near == ['workloads'] else f'[{near[0]}]'}?)" \
+                if near else ""
+            raise lines.error(table, f"unknown table {header}{hint}; a sweep file has [sweep], [parameters] "
+                                     f"and [[workloads]]")
     head = doc.get("sweep")
     if not isinstance(head, dict):
         raise lines.error("sweep", "a [sweep] table is required (name, target, config)")
@@ -148,6 +157,12 @@ def read_sweep(path: str | Path) -> Sweep:
     record = head.get("record", [])
     if not isinstance(record, list) or not all(isinstance(r, str) for r in record):
         raise lines.error("record", "record must be a list of report keys (e.g. \"utilization\")")
+    for key in record:
+        if key not in recordable():
+            near = difflib.get_close_matches(key, sorted(recordable()), n=1)
+            raise lines.error("record", f"record names {key!r}, which no run reports"
+                                        + (f" (did you mean {near[0]!r}?)" if near else "")
+                                        + f"; keys are {', '.join(sorted(recordable()))}")
     parameters = []
     config_fields = {f.name: f for f in dataclasses.fields(base)}
     for key, raw in (doc.get("parameters") or {}).items():
@@ -247,6 +262,10 @@ def read_workloads(raw: Any, path: Path, lines: SourceLines, target: str, base_t
             raise SweepError(f"{path}:{where}: a workload is one of {', '.join(WORKLOAD_KINDS)}, but this "
                              f"one has {', '.join(kinds) or 'none'}")
         kind = kinds[0]
+        unknown = sorted(set(item) - WORKLOAD_KEYS[kind])
+        if unknown:
+            raise SweepError(f"{path}:{where}: unknown key {unknown[0]!r} in a {kind} workload; its keys are "
+                             f"{', '.join(sorted(WORKLOAD_KEYS[kind]))}")
         if kind == "layers":
             table = item["layers"]
             if table not in LAYER_TABLES:
@@ -293,6 +312,25 @@ def read_workloads(raw: Any, path: Path, lines: SourceLines, target: str, base_t
     return out
 
 
+#: the keys each kind of workload table takes
+WORKLOAD_KEYS = {"layers": {"layers"}, "layer": {"layer", "params", "name"},
+                 "model": {"model", "input_shape", "name"}, "onnx": {"onnx", "input_shape", "name"}}
+
+
+@functools.cache
+def recordable() -> frozenset[str]:
+    """What ``record`` may name: a key of a layer run's report (``tandem run --json``: its fields, a
+    target's measures, the energy and area) or of a network's totals (``tandem model --json``). A point
+    whose report lacks a recorded key stores null for it."""
+    from sim.core.energy import CostReport
+    from tandem.flows.flow import MEASURED_KEYS, RunReport
+    from tandem.network.run import TOTALS_KEYS
+
+    fields = {f.name for f in dataclasses.fields(RunReport)} - set(RunReport.NOT_IN_JSON)
+    costs = set(CostReport({}, {}, "", 0.0).to_json())
+    return frozenset(fields | costs | set(MEASURED_KEYS) | set(TOTALS_KEYS))
+
+
 def resolve_name(sweep: Path, value: str) -> str:
     """A config or file named in the sweep: a path relative to the sweep file's folder if such a file
     exists, else the name as given (a built-in config)."""
@@ -316,7 +354,7 @@ class SourceLines:
 
     def line(self, key: str) -> int | None:
         name = key.split(".")[-1] if not key.startswith("isa_params.") else key
-        pattern = re.compile(rf'^\s*(\[{re.escape(name)}\]|"?{re.escape(name)}"?\s*=)')
+        pattern = re.compile(rf'^\s*(\[\[?{re.escape(name)}\]\]?|"?{re.escape(name)}"?\s*=)')
         return next((k + 1 for k, text in enumerate(self.lines) if pattern.match(text)), None)
 
     def table(self, name: str, k: int) -> str:

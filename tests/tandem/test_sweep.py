@@ -92,12 +92,30 @@ def test_zip_pairs_the_values(tmp_path: Path) -> None:
     (('target = "vita"', 'target = "tpu"'), 3, "target must be one of vita, diannao"),
     (('config = "vta-default"', 'config = "no-such-config"'), 4, "base machine cannot be loaded"),
     (("[parameters]", '[parameters]\nspec = ["nothing.toml"]'), 7, "nothing.toml does not exist"),
+    (('config = "vta-default"', 'config = "vta-default"\nrecord = ["utilisation"]'), 5,
+     "record names 'utilisation', which no run reports \\(did you mean 'utilization'\\?\\)"),
+    (('layers = "vita_quick"', 'layers = "vita_quick"\nlayer_filter = "q1"'), 14,
+     "unknown key 'layer_filter' in a layers workload; its keys are layers"),
+    (('[[workloads]]\nlayers', '[[workload]]\nlayers'), 14,
+     "unknown table \\[\\[workload\\]\\] \\(did you mean \\[\\[workloads\\]\\]\\?\\)"),
+    (('[parameters]', '[parameter]'), 6,
+     "unknown table \\[parameter\\] \\(did you mean \\[parameters\\]\\?\\)"),
 ])
 def test_bad_input_is_a_typed_error_naming_the_line(tmp_path: Path, change, line, message) -> None:
     path = write(tmp_path, SMALL.format(extra="").replace(*change))
     with pytest.raises(SweepError, match=message) as info:
         read_sweep(path)
     assert f"{path}:{line}:" in str(info.value)
+
+
+def test_every_recordable_key_is_one_a_layer_or_a_network_reports() -> None:
+    """``record`` accepts exactly the keys of ``tandem run --json`` and of a network's totals."""
+    from tandem.flows.run import run
+    from tandem.flows.targets import load_target
+    from tandem.sweep.file import recordable
+    report = run("gemm", load_target("vita"), {"M": 16, "N": 16, "K": 16}).to_json()
+    assert set(report) <= recordable()
+    assert {"utilization", "roofline_pct", "dram_bytes", "energy_uj", "tensor_macs_share"} <= recordable()
 
 
 def test_the_command_refuses_a_bad_sweep_before_any_point_runs(tmp_path: Path) -> None:
