@@ -15,7 +15,8 @@ Installed with Tandem (a ``pytest11`` entry point), it gives every test suite th
 - ``golden_cycles.check(case, cycles)``: compares with the test's golden file, ``golden_cycles/<test file
   stem>/<test name>.json`` next to the test file, exactly (simulated cycles are deterministic); a mismatch
   fails with the test, the case and both values; ``pytest --tandem-update-golden`` writes the new values
-  instead; a case the file lacks is written and fails once, so a missing golden value never passes silently.
+  instead; the cases the file lacks are all written, then the test fails once naming them (so a missing
+  golden value never passes silently, and the next run compares with the written values).
 
 docs/regression-testing.md is the guide; examples/testing/test_regressions.py is a worked example.
 """
@@ -46,6 +47,7 @@ class GoldenCycles:
     def __init__(self, path: Path, test: str, update: bool) -> None:
         self.path, self.test, self.update = path, test, update
         self.seen: dict[str, int] = {}
+        self.written: dict[str, int] = {}   # cases the file lacked, written by this test
 
     def _stored(self) -> dict[str, int]:
         if not self.path.exists():
@@ -74,14 +76,33 @@ class GoldenCycles:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps(dict(sorted(stored.items())), indent=2) + "\n", encoding="utf-8")
             if missing and not self.update:
-                pytest.fail(f"{self.test}: case {case!r} had no golden cycles; {cycles:,} written to "
-                            f"{self.path}. Review it, then run pytest {UPDATE} to accept it.", pytrace=False)
+                self.written[case] = cycles   # the test goes on; it fails once at its end (report_written)
             return
         if stored[case] != cycles:
             old = stored[case]
             change = f"{100 * (cycles - old) / old:+.2f}%" if old else "from 0"
             pytest.fail(f"{self.test}: case {case!r}: golden cycles {old:,}, now {cycles:,} ({change}); if "
                         f"the change is intended, run pytest {UPDATE}", pytrace=False)
+
+
+    def report_written(self) -> None:
+        """Fail once for every case this test wrote because the file lacked it."""
+        if self.written:
+            cases = "; ".join(f"{case!r}: {cycles:,}" for case, cycles in self.written.items())
+            pytest.fail(f"{self.test}: {len(self.written)} case(s) had no golden cycles, now written to "
+                        f"{self.path}: {cases}. The next run compares with these values; this run fails so "
+                        f"that you review them (and commit the file). {UPDATE} records new cases without "
+                        f"failing.", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """After a test that passed: its golden_cycles' newly written cases fail it, once, naming all of them."""
+    result = yield
+    golden = getattr(item, "funcargs", {}).get("golden_cycles")
+    if isinstance(golden, GoldenCycles):
+        golden.report_written()
+    return result
 
 
 def _sanitize(name: str) -> str:

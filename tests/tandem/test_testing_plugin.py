@@ -1,7 +1,7 @@
 """Tandem's pytest plugin (tandem/regress/plugin.py, a pytest11 entry point): the example suite passes
 against its
 committed golden cycles, a changed golden value fails naming the test, the case and both values, a missing
-one is written and fails once, and --tandem-update-golden accepts new values."""
+ones are all written and fail once, and --tandem-update-golden accepts new values."""
 
 from __future__ import annotations
 
@@ -58,12 +58,18 @@ def test_a_golden_mismatch_names_the_test_the_case_and_both_values(suite):
     assert done.returncode == 0 and json.loads(path.read_text())["gemm 16x64x64 on vita"] == real
 
 
-def test_a_case_without_golden_cycles_is_written_and_fails_once(suite):
+def test_cases_without_golden_cycles_are_all_written_and_fail_once(suite):
+    """Two new cases in one test: one run writes both and fails naming both (saying the next run compares
+    with them); the next run passes."""
     path = suite / GOLDEN
     stored = json.loads(path.read_text())
-    del stored["add 64x64 on diannao"]
+    gone = {case: stored.pop(case) for case in ("add 64x64 on diannao", "gemm 16x64x64 on vita")}
     path.write_text(json.dumps(stored))
     done = pytest_run(suite, "-k", "element_wise")
-    assert done.returncode == 1 and "case 'add 64x64 on diannao' had no golden cycles" in done.stdout
-    assert "add 64x64 on diannao" in json.loads(path.read_text())
+    assert done.returncode == 1
+    text = " ".join(done.stdout.split())
+    assert "2 case(s) had no golden cycles, now written to" in text
+    assert all(f"'{case}': {cycles:,}" in text for case, cycles in gone.items())
+    assert "The next run compares with these values" in text
+    assert gone.items() <= json.loads(path.read_text()).items()
     assert pytest_run(suite, "-k", "element_wise").returncode == 0
