@@ -7,6 +7,7 @@ from types import MappingProxyType
 
 from isa.dtypes import canonical
 from isa.encoding import LayoutError, place_fields
+from isa.lang.tree import Name, walk
 from isa.load_values import SpecReader, type_name
 from isa.spec import FIELD_KINDS, DataKind, Enum, Field, Format, Space
 
@@ -45,6 +46,8 @@ class TableLoader(SpecReader):
             self.within(key, value, bounds, "override of ")
         self.params.update(raw)
         self.params.update(self.overrides)
+        self.defaults = dict(raw)
+        self.roots: dict[str, frozenset[str]] = {k: frozenset({k}) for k in raw}
         self.const_names.update({k: "param" for k in raw})
         return dict(raw)
 
@@ -88,6 +91,17 @@ class TableLoader(SpecReader):
                 raise self.error(f"'{key}' is already a parameter", key)
             self.params[key] = self.in_range(key, self.const(value, key))
             self.const_names[key] = "param"
+            self.roots[key] = self.param_roots(value, key)
+
+    def param_roots(self, value: object, field: str) -> frozenset[str]:
+        """The ``[params]`` an integer or expression over parameters depends on, through derived ones."""
+        if not isinstance(value, str):
+            return frozenset()
+        names = {n.id for n in walk(self.expr(value, field, scalars=self.const_names)) if isinstance(n, Name)}
+        roots: set[str] = set()
+        for name in names:
+            roots |= self.roots.get(name, {name} if name in self.defaults else set())
+        return frozenset(roots)
 
     def in_range(self, key: str, value: int) -> int:
         """``value``, unless it leaves the 64-bit range every spec value lives in (ISASpecError naming it)."""
@@ -180,6 +194,22 @@ class TableLoader(SpecReader):
             formats[fname] = Format(fname, total, tuple(fields))
         return formats
 
+    def layout_hint(self, specs: list) -> str:
+        """Where overridden parameters set field widths: which fields and which parameters to change with
+        them (or a spec whose formats have more bits)."""
+        if not self.overrides:
+            return ""
+        moved = sorted(self.overrides)
+        grown = [(name, self.param_roots(item["bits"], name)) for name, _, _, item in specs]
+        grown = [(name, roots) for name, roots in grown if roots & set(moved)]
+        if not grown:
+            return ""
+        together = sorted(set().union(*(roots for _, roots in grown)) - set(moved))
+        shown = ", ".join(f"{k} = {self.overrides[k]}" for k in moved)
+        return (f" (the widths of fields {', '.join(n for n, _ in grown)} follow {shown}, and no longer "
+                f"fit: set {' or '.join(together) if together else 'other values'} with it (smaller buffers, "
+                f"say), or use a spec whose formats have more bits)")
+
     def load_fields(self, items: list, enums: dict[str, Enum], total: int, unit: int | None) -> list[Field]:
         specs = []
         names = set()
@@ -197,7 +227,7 @@ class TableLoader(SpecReader):
         try:
             lsbs = place_fields([(n, b, lsb) for n, b, lsb, _ in specs], total, unit)
         except LayoutError as e:
-            raise self.error(str(e), e.field) from None
+            raise self.error(str(e) + self.layout_hint(specs), e.field) from None
         fields = []
         for (fname, bits, _, item), lsb in zip(specs, lsbs, strict=True):
             kind = item.get("kind", "int")

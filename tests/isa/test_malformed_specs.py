@@ -183,6 +183,18 @@ def test_an_override_outside_the_parameter_s_declared_range_is_refused() -> None
         isa.load_isa("diannao", {"CLUSTERS": 0})
 
 
+def test_an_override_that_widens_fields_past_the_word_names_what_to_change_with_it() -> None:
+    """VITA's GEMM fields are as wide as its buffers are deep: LOG_BLOCK = 3 alone deepens them past the
+    128-bit word; the error says which fields follow it and which parameters to set with it."""
+    with pytest.raises(ISASpecError) as e:
+        isa.load_isa("vita", {"LOG_BLOCK": 3})
+    text = str(e.value)
+    assert "field 'wgt_factor_in' ends at bit 139, beyond the 128-bit word" in text
+    fields = "dst_factor_out, dst_factor_in, src_factor_out, src_factor_in, wgt_factor_out, wgt_factor_in"
+    assert f"the widths of fields {fields} follow LOG_BLOCK = 3, and no longer fit" in text
+    assert "LOG_WGT_BUFF_SIZE" in text and "or use a spec whose formats have more bits" in text
+
+
 def test_a_range_of_an_unknown_parameter_or_an_empty_range_is_refused(tmp_path: Path) -> None:
     text = VALID.read_text()
     for ranges, says in (("NMEM = { min = 1 }", "range of unknown parameter 'NMEM'"),

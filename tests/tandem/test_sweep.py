@@ -108,6 +108,18 @@ def test_bad_input_is_a_typed_error_naming_the_line(tmp_path: Path, change, line
     assert f"{path}:{line}:" in str(info.value)
 
 
+def test_the_core_shape_example_builds_an_8x8_a_16x16_and_a_32x32_core_that_each_run_bit_exact() -> None:
+    """examples/sweeps/vita-core-shapes.toml (docs/design-space-exploration.md): each block size with its
+    buffers moved along loads, and runs a GEMM bit-exact on its core."""
+    from tandem.flows.run import run
+    from tandem.sweep.run import machine
+    points = expand(read_sweep(ROOT / "examples/sweeps/vita-core-shapes.toml"))
+    machines = {p.setting: machine(p) for p in points}
+    assert sorted(m.spec.params["BLOCK_IN"] for m in machines.values()) == [8, 16, 32]
+    for target in machines.values():
+        assert run("gemm", target, {"M": 32, "N": 64, "K": 64}).validated
+
+
 def test_every_recordable_key_is_one_a_layer_or_a_network_reports() -> None:
     """``record`` accepts exactly the keys of ``tandem run --json`` and of a network's totals."""
     from tandem.flows.run import run
