@@ -197,15 +197,14 @@ class TableLoader(SpecReader):
     def layout_hint(self, specs: list) -> str:
         """Where overridden parameters set field widths: which fields and which parameters to change with
         them (or a spec whose formats have more bits)."""
-        if not self.overrides:
-            return ""
-        moved = sorted(self.overrides)
+        changed = {k for k, v in self.overrides.items() if self.defaults.get(k) != v}
         grown = [(name, self.param_roots(item["bits"], name)) for name, _, _, item in specs]
-        grown = [(name, roots) for name, roots in grown if roots & set(moved)]
+        grown = [(name, roots) for name, roots in grown if roots & changed]
         if not grown:
             return ""
-        together = sorted(set().union(*(roots for _, roots in grown)) - set(moved))
-        shown = ", ".join(f"{k} = {self.overrides[k]}" for k in moved)
+        roots = set().union(*(r for _, r in grown))
+        together = sorted(roots - changed)
+        shown = ", ".join(f"{k} = {self.overrides[k]}" for k in sorted(roots & changed))
         return (f" (the widths of fields {', '.join(n for n, _ in grown)} follow {shown}, and no longer "
                 f"fit: set {' or '.join(together) if together else 'other values'} with it (smaller buffers, "
                 f"say), or use a spec whose formats have more bits)")

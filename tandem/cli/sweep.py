@@ -11,6 +11,8 @@ done and failed, the time left, the best point so far) and prints a summary (``-
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -62,8 +64,10 @@ def sweep_command(
         raise fail(str(e), 2) from None
     best: dict = {}
     failed = [0]
+    terminal = sys.stdout.isatty()
+    lines = _ProgressLines(definition.name, enabled=not as_json and not terminal)
     with store, Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                         TimeRemainingColumn(), disable=as_json, transient=False) as bar:
+                         TimeRemainingColumn(), disable=as_json or not terminal, transient=False) as bar:
         task = bar.add_task(f"{definition.name}", total=None)
 
         def on_row(row: dict, done: int, total: int) -> None:
@@ -73,6 +77,7 @@ def sweep_command(
             shown = f"best {best['cycles']:,} cycles ({best['workload']}, {best['config']})" if best else ""
             bar.update(task, completed=done, total=total,
                        description=f"{definition.name}: {failed[0]} failed  {shown}")
+            lines.show(done, total, failed[0], shown)
         try:
             summary = sweep(definition, store, version, engine, jobs, address, on_row)
         except SweepError as e:
@@ -86,14 +91,41 @@ def sweep_command(
     if as_json:
         typer.echo(json.dumps(out))
         return
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)   # whole lines, whatever the terminal's width
     overhead = f" (engine start {summary.startup_s:.1f} s, then {summary.overhead_pct:.1f}% of a point's " \
         "own time)" if summary.overhead_pct is not None else ""
     console.print(f"{definition.name}: {summary.points} points, {summary.skipped} already stored, "
                   f"{summary.ran} run now ({summary.failed} failed) in {summary.wall_s:.1f} s on "
-                  f"{summary.engine} x{summary.jobs}{overhead}; {len(rows)} rows in {db}")
-    for r in [r for r in rows if r["status"] != "ok"][:5]:
-        console.print(f"  failed: {r['workload']} {r['setting']}: {(r['error'] or '').splitlines()[0]}")
+                  f"{summary.engine} x{summary.jobs}{overhead}; {len(rows)} rows in {db}", markup=False)
+    failures = [r for r in rows if r["status"] != "ok"]
+    for r in failures[:SHOWN_FAILURES]:
+        console.print(f"  failed: {r['workload']} {r['setting']}: {(r['error'] or '').splitlines()[0]}",
+                      markup=False)
+    if len(failures) > SHOWN_FAILURES:
+        console.print(f"  ... and {len(failures) - SHOWN_FAILURES} more failed point(s): every one is in the "
+                      f"store's rows (--csv, tandem report)", markup=False)
+
+
+#: failed points the closing summary lists one by one
+SHOWN_FAILURES = 5
+
+
+class _ProgressLines:
+    """Progress as plain lines on stderr when stdout is not a terminal (a log, a pipe, CI): one when the
+    first point is stored, then at most one every ``every_s`` seconds, and one at the end."""
+
+    def __init__(self, name: str, enabled: bool, every_s: float = 10.0) -> None:
+        self.name, self.enabled, self.every_s = name, enabled, every_s
+        self.start = self.last = time.monotonic()
+        self.shown = 0
+
+    def show(self, done: int, total: int, failed: int, best: str) -> None:
+        now = time.monotonic()
+        if not self.enabled or (self.shown and done < total and now - self.last < self.every_s):
+            return
+        self.last, self.shown = now, self.shown + 1
+        typer.echo(f"{self.name}: {done:,}/{total:,} points, {failed} failed, {now - self.start:.1f} s"
+                   + (f"; {best}" if best else ""), err=True)
 
 
 def report_command(

@@ -130,6 +130,20 @@ def test_every_recordable_key_is_one_a_layer_or_a_network_reports() -> None:
     assert {"utilization", "roofline_pct", "dram_bytes", "energy_uj", "tensor_macs_share"} <= recordable()
 
 
+def test_without_a_terminal_progress_is_plain_lines_and_the_summary_counts_every_failure(tmp_path) -> None:
+    """In a pipe or a log: progress lines on stderr; the closing summary's lines whole (not cut at 80
+    columns) and, past the five failures it lists, how many more there are."""
+    dram = '"isa_params.DRAM_BYTES_PER_CYCLE" = { from = 4, to = 8, step = 4 }'
+    text = SMALL.format(extra="").replace(dram, '"isa_params.LOG_BLOCK" = [3]')
+    text = text[:text.index("[[workloads]]\nlayers")].replace("[14, 15]", "[10, 11, 12, 13, 14, 15]")
+    result = RUNNER.invoke(app, ["sweep", str(write(tmp_path, text)), "--db", str(tmp_path / "r.sqlite")])
+    assert result.exit_code == 0, result.output
+    assert "small: 1/6 points, 1 failed" in result.stderr and "small: 6/6 points, 6 failed" in result.stderr
+    failed = [line for line in result.stdout.splitlines() if line.startswith("  failed: ")]
+    assert len(failed) == 5 and all(len(line) > 200 for line in failed)   # whole lines
+    assert "  ... and 1 more failed point(s)" in result.stdout
+
+
 def test_the_command_refuses_a_bad_sweep_before_any_point_runs(tmp_path: Path) -> None:
     path = write(tmp_path, SMALL.format(extra="").replace("[parameters]", "[parameters]\nclock = [1]"))
     db = tmp_path / "r.sqlite"
