@@ -35,6 +35,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -197,6 +198,13 @@ def read_sweep(path: str | Path) -> Sweep:
         raise lines.error("combine", "combine = 'zip' needs every parameter to have as many values: "
                           + ", ".join(f"{k} has {len(v)}" for k, v in parameters))
     workloads = read_workloads(doc.get("workloads"), path, lines, target, base_target)
+    settings = (len(parameters[0][1]) if parameters else 1) if combine == "zip" else \
+        math.prod(len(v) for _, v in parameters)
+    if settings * len(workloads) > MAX_POINTS:
+        points = settings * len(workloads)
+        raise lines.error("parameters", f"the sweep has {settings:,} settings x {len(workloads)} workload(s) "
+                                        f"= {points:,} points, more than the {MAX_POINTS:,} a sweep may "
+                                        f"have: split it, or zip parameters (combine = 'zip')")
     return Sweep(path, name, target, str(config), spec, combine, seed, tuple(record), tuple(parameters),
                  tuple(workloads))
 
@@ -234,6 +242,9 @@ def _values(raw: Any, key: str, lines: SourceLines) -> tuple[Any, ...]:
                 or step <= 0:
             raise lines.error(key, "a range's from, to and step are numbers, step positive")
         count = int((stop - start) // step) + 1 if stop >= start else 0
+        if count > MAX_POINTS:   # refused before its values are made
+            raise lines.error(key, f"{key} has {count:,} values, more than the {MAX_POINTS:,} points a sweep "
+                                   f"may have: a larger step, or a list of the values wanted")
         values = tuple(start + i * step for i in range(count))
     elif isinstance(raw, list):
         values = tuple(raw)
@@ -311,6 +322,9 @@ def read_workloads(raw: Any, path: Path, lines: SourceLines, target: str, base_t
                 out.append(Workload(item.get("name") or Path(file).stem, onnx=str(file), input_shape=shape))
     return out
 
+
+#: the most points a sweep may have (settings x workloads), checked before any is made
+MAX_POINTS = 1_000_000
 
 #: the keys each kind of workload table takes
 WORKLOAD_KEYS = {"layers": {"layers"}, "layer": {"layer", "params", "name"},

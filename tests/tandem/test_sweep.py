@@ -98,6 +98,11 @@ def test_zip_pairs_the_values(tmp_path: Path) -> None:
      "unknown key 'layer_filter' in a layers workload; its keys are layers"),
     (('[[workloads]]\nlayers', '[[workload]]\nlayers'), 14,
      "unknown table \\[\\[workload\\]\\] \\(did you mean \\[\\[workloads\\]\\]\\?\\)"),
+    (("[parameters]", "[parameters]\nclock_mhz = { from = 1, to = 10000000 }"), 7,
+     "clock_mhz has 10,000,000 values, more than the 1,000,000 points a sweep may have"),
+    (("[parameters]", "[parameters]\nclock_mhz = { from = 1, to = 1000 }\nfetch_cycles_per_insn = "
+                      "{ from = 1, to = 1000 }"), 6,
+     "the sweep has 4,000,000 settings x 4 workload\\(s\\) = 16,000,000 points, more than the 1,000,000"),
     (('[parameters]', '[parameter]'), 6,
      "unknown table \\[parameter\\] \\(did you mean \\[parameters\\]\\?\\)"),
 ])
