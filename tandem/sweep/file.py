@@ -38,6 +38,7 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,12 +92,23 @@ class Sweep:
     parameters: tuple[tuple[str, tuple[Any, ...]], ...]
     workloads: tuple[Workload, ...]
 
-    def settings(self) -> list[dict[str, Any]]:
-        """Every combination of the parameters' values, in file order."""
+    def settings(self) -> Iterator[dict[str, Any]]:
+        """Every combination of the parameters' values (or their zip), in file order, made as it is taken."""
+        if not self.parameters:
+            yield {}
+            return
         names = [n for n, _ in self.parameters]
         values = [v for _, v in self.parameters]
         combos = zip(*values, strict=True) if self.combine == "zip" else itertools.product(*values)
-        return [dict(zip(names, combo, strict=True)) for combo in combos] or [{}]
+        for combo in combos:
+            yield dict(zip(names, combo, strict=True))
+
+    @property
+    def count(self) -> int:
+        """How many points the sweep has (settings x workloads), without making them."""
+        values = [len(v) for _, v in self.parameters]
+        settings = (values[0] if values else 1) if self.combine == "zip" else math.prod(values)
+        return settings * len(self.workloads)
 
 
 @dataclass(frozen=True)
@@ -198,15 +210,14 @@ def read_sweep(path: str | Path) -> Sweep:
         raise lines.error("combine", "combine = 'zip' needs every parameter to have as many values: "
                           + ", ".join(f"{k} has {len(v)}" for k, v in parameters))
     workloads = read_workloads(doc.get("workloads"), path, lines, target, base_target)
-    settings = (len(parameters[0][1]) if parameters else 1) if combine == "zip" else \
-        math.prod(len(v) for _, v in parameters)
-    if settings * len(workloads) > MAX_POINTS:
-        points = settings * len(workloads)
-        raise lines.error("parameters", f"the sweep has {settings:,} settings x {len(workloads)} workload(s) "
-                                        f"= {points:,} points, more than the {MAX_POINTS:,} a sweep may "
-                                        f"have: split it, or zip parameters (combine = 'zip')")
-    return Sweep(path, name, target, str(config), spec, combine, seed, tuple(record), tuple(parameters),
-                 tuple(workloads))
+    out = Sweep(path, name, target, str(config), spec, combine, seed, tuple(record), tuple(parameters),
+                tuple(workloads))
+    if out.count > MAX_POINTS:
+        raise lines.error("parameters", f"the sweep has {out.count // len(workloads):,} settings x "
+                                        f"{len(workloads)} workload(s) = {out.count:,} points, more than the "
+                                        f"{MAX_POINTS:,} a sweep may have: split it, or zip parameters "
+                                        f"(combine = 'zip')")
+    return out
 
 
 def read_toml(path: Path, what: str, error: type[Exception]) -> tuple[dict[str, Any], SourceLines]:
@@ -223,14 +234,20 @@ def read_toml(path: Path, what: str, error: type[Exception]) -> tuple[dict[str, 
     return doc, SourceLines(path, text)
 
 
-def expand(sweep: Sweep) -> list[Point]:
-    """Every point of ``sweep``: each setting of the parameters times each workload."""
-    out = []
+def points(sweep: Sweep) -> Iterator[Point]:
+    """Every point of ``sweep``, each setting of the parameters times each workload, made as it is taken
+    (a sweep of a million points holds one at a time)."""
+    index = 0
     for setting in sweep.settings():
         for workload in sweep.workloads:
-            out.append(Point(sweep.name, len(out), sweep.target, sweep.config, sweep.spec,
-                             tuple(setting.items()), workload, sweep.seed, sweep.record))
-    return out
+            yield Point(sweep.name, index, sweep.target, sweep.config, sweep.spec, tuple(setting.items()),
+                        workload, sweep.seed, sweep.record)
+            index += 1
+
+
+def expand(sweep: Sweep) -> list[Point]:
+    """Every point of ``sweep``, as a list (``points`` makes them one at a time)."""
+    return list(points(sweep))
 
 
 def _values(raw: Any, key: str, lines: SourceLines) -> tuple[Any, ...]:

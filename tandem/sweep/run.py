@@ -19,13 +19,13 @@ import itertools
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from tandem.sweep.file import Point, Sweep, SweepError, expand, point_key
+from tandem.sweep.file import Point, Sweep, SweepError, point_key, points
 
 ENGINES = ("local", "ray")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -123,24 +123,34 @@ class Summary:
         return {**dataclasses.asdict(self), "overhead_pct": self.overhead_pct}
 
 
-def pending(sweep: Sweep, done: set[str], version: str) -> tuple[list[tuple[str, Point]], int]:
-    """The points of ``sweep`` with their keys, those not in ``done``; and how many there are in all."""
-    from tandem.flows.targets import load_config
+class Pending:
+    """The points of a sweep not yet in the store, with their keys, made as they are taken: a point's key
+    needs its machine (config and spec, built once per setting, the points of a setting being consecutive),
+    so nothing is built for a point before the engine asks for it. ``skipped`` counts the points already
+    stored that the iteration has passed."""
 
-    points = expand(sweep)
-    machines: dict[tuple, tuple[Any, Any]] = {}   # each setting's (config, spec), built once
-    todo = []
-    for point in points:
-        if point.setting not in machines:
-            try:
-                target = machine(point)
-                machines[point.setting] = (target.config, target.spec)
-            except Exception:  # noqa: BLE001 - a machine that does not build still gets a row, keyed by
-                machines[point.setting] = (load_config(point.target, point.config), None)   # its setting
-        key = point_key(point, *machines[point.setting], version)
-        if key not in done:
-            todo.append((key, point))
-    return todo, len(points)
+    def __init__(self, sweep: Sweep, done: set[str], version: str) -> None:
+        self.sweep, self.done, self.version = sweep, done, version
+        self.total = sweep.count
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[tuple[str, Point]]:
+        from tandem.flows.targets import load_config
+
+        setting, built = None, None
+        for point in points(self.sweep):
+            if point.setting != setting:
+                setting = point.setting
+                try:
+                    target = machine(point)
+                    built = (target.config, target.spec)
+                except Exception:  # noqa: BLE001 - a machine that does not build still gets a row, keyed
+                    built = (load_config(point.target, point.config), None)   # by its setting
+            key = point_key(point, *built, self.version)
+            if key in self.done:
+                self.skipped += 1
+                continue
+            yield key, point
 
 
 def warm(_: int = 0) -> int:
@@ -162,7 +172,7 @@ class Engine:
     def start(self) -> None:
         warm()
 
-    def run(self, todo: Sequence[tuple[str, Point]]) -> Iterator[dict[str, Any]]:
+    def run(self, todo: Iterable[tuple[str, Point]]) -> Iterator[dict[str, Any]]:
         for key, point in todo:
             yield {"key": key, **evaluate(point)}
 
@@ -189,10 +199,18 @@ class LocalEngine(Engine):
                 else:
                     os.environ[k] = v
 
-    def run(self, todo: Sequence[tuple[str, Point]]) -> Iterator[dict[str, Any]]:
-        futures = {self.pool.submit(evaluate, point): key for key, point in todo}
-        for future in as_completed(futures):
-            yield {"key": futures[future], **future.result()}
+    def run(self, todo: Iterable[tuple[str, Point]]) -> Iterator[dict[str, Any]]:
+        """At most two points per worker in flight: the points are made as the workers take them."""
+        queue = iter(todo)
+        flying: dict[Any, str] = {}
+        while True:
+            for key, point in itertools.islice(queue, 2 * self.jobs - len(flying)):
+                flying[self.pool.submit(evaluate, point)] = key
+            if not flying:
+                return
+            finished, _ = wait(flying, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield {"key": flying.pop(future), **future.result()}
 
     def stop(self) -> None:
         self.pool.shutdown(cancel_futures=True)
@@ -213,7 +231,7 @@ class RayEngine(Engine):
         warmer = ray.remote(warm)
         ray.get([warmer.remote(k) for k in range(self.cpus)])
 
-    def run(self, todo: Sequence[tuple[str, Point]]) -> Iterator[dict[str, Any]]:
+    def run(self, todo: Iterable[tuple[str, Point]]) -> Iterator[dict[str, Any]]:
         """One task per point, at most two per CPU in flight (the scheduler and ``wait`` see a short
         list; tasks of several points measured no faster)."""
         queue = iter(todo)
@@ -261,23 +279,25 @@ def sweep(sweep_def: Sweep, store: Any, version: str, engine: str = "local", job
     if engine == "ray":
         import_ray()
     jobs = jobs or os.cpu_count() or 1
-    todo, total = pending(sweep_def, store.done(), version)
+    todo = Pending(sweep_def, store.done(), version)
     ran = failed = 0
     point_s = startup_s = 0.0
     start = time.perf_counter()
-    if todo:
-        runner = engine_for(engine, jobs, address, len(todo))
+    queue = iter(todo)
+    first = next(queue, None)
+    if first is not None:
+        runner = engine_for(engine, jobs, address, todo.total - todo.skipped)
         runner.start()
         startup_s = time.perf_counter() - start
         try:
-            for row in runner.run(todo):
+            for row in runner.run(itertools.chain([first], queue)):
                 store.put(row)
                 ran += 1
                 failed += row["status"] != "ok"
                 point_s += row["point_s"]
                 if on_row is not None:
-                    on_row(row, total - len(todo) + ran, total)
+                    on_row(row, todo.skipped + ran, todo.total)
         finally:
             runner.stop()
-    return Summary(total, total - len(todo), ran, failed, time.perf_counter() - start, startup_s, point_s,
+    return Summary(todo.total, todo.skipped, ran, failed, time.perf_counter() - start, startup_s, point_s,
                    jobs, engine)
