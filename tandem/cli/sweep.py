@@ -11,8 +11,11 @@ done and failed, the time left, the best point so far) and prints a summary (``-
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -79,7 +82,8 @@ def sweep_command(
                        description=f"{definition.name}: {failed[0]} failed  {shown}")
             lines.show(done, total, failed[0], shown)
         try:
-            summary = sweep(definition, store, version, engine, jobs, address, on_row)
+            with _terminated_as_exit():
+                summary = sweep(definition, store, version, engine, jobs, address, on_row)
         except SweepError as e:
             raise fail(str(e), 2) from None
         rows = store.rows(definition.name)
@@ -104,6 +108,20 @@ def sweep_command(
     if len(failures) > SHOWN_FAILURES:
         console.print(f"  ... and {len(failures) - SHOWN_FAILURES} more failed point(s): every one is in the "
                       f"store's rows (--csv, tandem report)", markup=False)
+
+
+@contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (a scheduler's kill, ``timeout``) ends the sweep as Ctrl-C does: the stored rows stay, the
+    engine stops its workers (none is left running, no semaphore leaks), and the exit status is 143."""
+    def stop(signum, frame) -> None:
+        raise SystemExit(128 + signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 #: failed points the closing summary lists one by one
