@@ -131,14 +131,7 @@ def read_sweep(path: str | Path) -> Sweep:
     range non-empty, every workload found (SweepError naming the line)."""
     path = Path(path)
     doc, lines = read_toml(path, "sweep file", SweepError)
-    for table in doc:
-        if table not in ("sweep", "parameters", "workloads"):
-            header = f"[[{table}]]" if isinstance(doc[table], list) else f"[{table}]"
-            near = difflib.get_close_matches(table, ("sweep", "parameters", "workloads"), n=1)
-            hint = f" (did you mean {'[[workloads]]' if near == ['workloads'] else f'[{near[0]}]'}?)" \
-                if near else ""
-            raise lines.error(table, f"unknown table {header}{hint}; a sweep file has [sweep], [parameters] "
-                                     f"and [[workloads]]")
+    _check_tables(doc, lines)
     head = doc.get("sweep")
     if not isinstance(head, dict):
         raise lines.error("sweep", "a [sweep] table is required (name, target, config)")
@@ -167,15 +160,7 @@ def read_sweep(path: str | Path) -> Sweep:
     seed = head.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise lines.error("seed", f"seed must be a non-negative integer, not {seed!r}")
-    record = head.get("record", [])
-    if not isinstance(record, list) or not all(isinstance(r, str) for r in record):
-        raise lines.error("record", "record must be a list of report keys (e.g. \"utilization\")")
-    for key in record:
-        if key not in recordable():
-            near = difflib.get_close_matches(key, sorted(recordable()), n=1)
-            raise lines.error("record", f"record names {key!r}, which no run reports"
-                                        + (f" (did you mean {near[0]!r}?)" if near else "")
-                                        + f"; keys are {', '.join(sorted(recordable()))}")
+    record = _record(head.get("record", []), lines)
     parameters = []
     config_fields = {f.name: f for f in dataclasses.fields(base)}
     for key, raw in (doc.get("parameters") or {}).items():
@@ -218,6 +203,31 @@ def read_sweep(path: str | Path) -> Sweep:
                                         f"{MAX_POINTS:,} a sweep may have: split it, or zip parameters "
                                         f"(combine = 'zip')")
     return out
+
+
+def _check_tables(doc: dict[str, Any], lines: SourceLines) -> None:
+    """SweepError naming a table a sweep file does not have, and the nearest one it does."""
+    for table in doc:
+        if table not in ("sweep", "parameters", "workloads"):
+            header = f"[[{table}]]" if isinstance(doc[table], list) else f"[{table}]"
+            near = difflib.get_close_matches(table, ("sweep", "parameters", "workloads"), n=1)
+            hint = f" (did you mean {'[[workloads]]' if near == ['workloads'] else f'[{near[0]}]'}?)" \
+                if near else ""
+            raise lines.error(table, f"unknown table {header}{hint}; a sweep file has [sweep], [parameters] "
+                                     f"and [[workloads]]")
+
+
+def _record(record: Any, lines: SourceLines) -> list[str]:
+    """``record``: report keys that some run reports (SweepError naming another, and the nearest one)."""
+    if not isinstance(record, list) or not all(isinstance(r, str) for r in record):
+        raise lines.error("record", "record must be a list of report keys (e.g. \"utilization\")")
+    for key in record:
+        if key not in recordable():
+            near = difflib.get_close_matches(key, sorted(recordable()), n=1)
+            raise lines.error("record", f"record names {key!r}, which no run reports"
+                                        + (f" (did you mean {near[0]!r}?)" if near else "")
+                                        + f"; keys are {', '.join(sorted(recordable()))}")
+    return record
 
 
 def read_toml(path: Path, what: str, error: type[Exception]) -> tuple[dict[str, Any], SourceLines]:
