@@ -169,6 +169,7 @@ def report_command(
     if not rows:
         raise fail(f"{db}: no rows{f' of sweep {sweep!r}' if sweep else ''} to report", 2)
     out.mkdir(exist_ok=True)
-    page = write_report(rows, out, title=sweep or db.stem)
+    names = sorted({r["sweep"] for r in rows})   # the sweep's own name (the store may hold several)
+    page = write_report(rows, out, title=sweep or ", ".join(names))
     write_csv(rows, out / "results.csv")
     Console(highlight=False).print(f"wrote {page} ({len(rows)} points) and {out / 'results.csv'}")

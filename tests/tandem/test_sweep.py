@@ -299,6 +299,7 @@ def test_the_report_renders_in_headless_chromium_with_every_figure(tmp_path: Pat
     result = RUNNER.invoke(app, ["report", str(db), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert (out / "results.csv").read_text().count("\n") == 17
+    assert "<title>Tandem sweep: small</title>" in (out / "index.html").read_text()   # the sweep's name
     from tandem.sweep.report import FIGURES
 
     for name in FIGURES:
