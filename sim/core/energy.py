@@ -38,6 +38,11 @@ from sim.core.errors import SimConfigError
 TABLES = Path(__file__).parent / "tables"
 DEFAULT_TABLE = "horowitz-45nm"
 
+#: what the model does not price, its stated gaps (docs/design-space-exploration.md; tandem report shows them)
+NOT_PRICED = ("control, instruction fetch and queue logic", "DMA engines and the interconnect",
+              "a port's width (DRAM_BYTES_PER_CYCLE has no area)",
+              "extra register-file ports (VTA++'s pipelined ALU is priced like VTA's)")
+
 #: operators priced as a multiply; every other arithmetic or comparison on tensor data is an add
 MULTIPLIES = frozenset({"*", "/"})
 #: (a ``%`` or ``//`` in a semantics is by a power of two, a mask or a shift: priced as an add)

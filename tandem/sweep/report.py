@@ -21,7 +21,23 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from sim.core.energy import NOT_PRICED
+
 FIGURES = ("pareto_area.png", "pareto_energy.png", "parameters.png", "best_layers.png")
+#: what each figure shows and how to read it (the page's captions)
+CAPTIONS = {
+    "pareto_area.png": "Cycles against area, one dot per design point (its number is its row in the table "
+                       "of all points). The red line is the Pareto front: no other point is both smaller and "
+                       "faster. Lower left is better.",
+    "pareto_energy.png": "Energy against cycles, one dot per design point, numbered as in the table. The red "
+                         "line is the Pareto front: no other point uses less energy and fewer cycles. Lower "
+                         "left is better.",
+    "parameters.png": "Each swept parameter alone: the geometric mean of cycles over the design points with "
+                      "each value (other parameters vary underneath; the interaction of two parameters is "
+                      "in the table). A value whose points all failed is marked 'failed'.",
+    "best_layers.png": "Per workload (a network's per-layer steps), the cycles of the two ends of the "
+                       "cycles-area front: the fastest design point and the smallest.",
+}
 
 
 def design_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -65,6 +81,8 @@ def write_report(rows: list[dict[str, Any]], out: Path, title: str = "sweep") ->
     import matplotlib.pyplot as plt
 
     points = design_points(rows)
+    for number, p in enumerate(points, start=1):
+        p["number"] = number
     by_area = pareto(points, "area_mm2", "cycles")
     by_energy = pareto(points, "cycles", "energy_uj")
     _scatter(plt, points, by_area, "area_mm2", "cycles", "area (mm²)", "cycles (sum over workloads)",
@@ -80,15 +98,22 @@ def write_report(rows: list[dict[str, Any]], out: Path, title: str = "sweep") ->
 
 
 def _scatter(plt, points, front, x, y, xlabel, ylabel, title, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 5.5))
     ok = [p for p in points if p[x] is not None and p[y] is not None]
-    ax.scatter([p[x] for p in ok], [p[y] for p in ok], s=18, color="#999", label="design points")
+    ax.scatter([p[x] for p in ok], [p[y] for p in ok], s=22, color="#999", label="design points (numbered)")
+    for p in ok:
+        ax.annotate(str(p["number"]), (p[x], p[y]), fontsize=7, color="#555", xytext=(2, -8),
+                    textcoords="offset points")
     ax.plot([p[x] for p in front], [p[y] for p in front], "o-", color="#c0392b", label="Pareto front")
     for p in front:
-        ax.annotate(label(p["setting"]), (p[x], p[y]), fontsize=6, xytext=(3, 3), textcoords="offset points")
-    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+        ax.annotate(f"{p['number']}: {label(p['setting'])}", (p[x], p[y]), fontsize=8, xytext=(4, 4),
+                    textcoords="offset points")
+    ax.set_xlabel(xlabel, fontsize=11)
+    ax.set_ylabel(ylabel, fontsize=11)
+    ax.set_title(title, fontsize=12)
     if ok and min(p[y] for p in ok) > 0 and max(p[y] for p in ok) / min(p[y] for p in ok) > 20:
         ax.set_yscale("log")
+    _plain_numbers(ax)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -96,19 +121,37 @@ def _scatter(plt, points, front, x, y, xlabel, ylabel, title, path: Path) -> Non
     plt.close(fig)
 
 
+def _plain_numbers(ax, which: str = "xy") -> None:
+    """Numbers on the ``which`` axes written out with thousands separators (no "1e6" offset) where linear
+    (a bar chart's categories are left alone: ``which="y"``)."""
+    from matplotlib.ticker import FuncFormatter
+
+    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        if axis.axis_name not in which:
+            continue
+        if scale == "linear":
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 100 else f"{v:g}"))
+        axis.set_tick_params(labelsize=9)
+
+
 def _parameters(plt, points, path: Path) -> None:
     names = list(dict.fromkeys(k for p in points for k in p["setting"]))
-    fig, axes = plt.subplots(1, max(len(names), 1), figsize=(3.2 * max(len(names), 1), 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, max(len(names), 1), figsize=(3.6 * max(len(names), 1), 3.8), squeeze=False)
     for ax, name in zip(axes[0], names or ["(no parameters)"], strict=False):
         values: dict[Any, list[float]] = defaultdict(list)
         for p in points:
-            if p["cycles"] and name in p["setting"]:
-                values[p["setting"][name]].append(p["cycles"])
+            if name in p["setting"]:
+                values[p["setting"][name]].extend([p["cycles"]] if p["cycles"] else [])
         keys = sorted(values, key=lambda v: (isinstance(v, str), v))
-        geo = [math.exp(sum(math.log(c) for c in values[k]) / len(values[k])) for k in keys]
+        geo = [math.exp(sum(math.log(c) for c in v) / len(v)) if v else 0 for v in (values[k] for k in keys)]
         ax.bar([Path(str(k)).name for k in keys], geo, color="#2c7fb8")
-        ax.set(title=name.removeprefix("isa_params."), ylabel="geomean cycles")
-        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+        for i, k in enumerate(keys):
+            if not values[k]:   # every point with this value failed: shown, not dropped
+                ax.annotate("failed", (i, 0), ha="center", va="bottom", color="#c0392b", fontsize=9)
+        ax.set_title(name.removeprefix("isa_params."), fontsize=11)
+        ax.set_ylabel("geomean cycles", fontsize=10)
+        ax.tick_params(axis="x", labelrotation=45, labelsize=9)
+        _plain_numbers(ax, "y")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -127,13 +170,36 @@ def _layers(plt, ends, path: Path) -> None:
         ax.bar([i + k * width for i in range(len(parts))], [c for _, c in parts], width,
                label=label(p["setting"]))
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(parts))], [n for n, _ in parts], rotation=60,
-                      fontsize=6, ha="right")
+                      fontsize=8 if len(parts) <= 40 else 6, ha="right")
     ax.set(ylabel="cycles", title="Per workload: the ends of the cycles-area front")
-    if ends:
-        ax.legend(fontsize=7)
+    _plain_numbers(ax, "y")
+    if ends:   # above the bars, not over them
+        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _all_points(points: list[dict[str, Any]]) -> str:
+    """Every design point, numbered as in the figures, in a table sorted by a click on a column's header;
+    and the link to every row of the store as CSV."""
+    esc = html.escape
+    names = list(dict.fromkeys(k for p in points for k in p["setting"]))
+    head = "".join(f"<th>{esc(n.removeprefix('isa_params.'))}</th>" for n in names)
+
+    def cell(value, shown=None) -> str:
+        return f'<td data-v="{esc(str(value))}">{esc(shown if shown is not None else str(value))}</td>'
+
+    body = "".join(
+        "<tr>" + cell(p["number"]) + "".join(cell(Path(str(p["setting"].get(n, ""))).name) for n in names)
+        + (cell(p["cycles"], f"{p['cycles']:,}") if p["cycles"] is not None else cell("", "failed"))
+        + (cell(p["energy_uj"], f"{p['energy_uj']:.1f}") if p["energy_uj"] is not None else cell("", ""))
+        + (cell(p["area_mm2"], f"{p['area_mm2']:.3f}") if p["area_mm2"] is not None else cell("", ""))
+        + "</tr>" for p in points)
+    return (f'<h2>All design points</h2><p>Click a column to sort. Every row of the store: '
+            f'<a href="results.csv">results.csv</a>.</p><table class="sortable" id="all-points"><thead><tr>'
+            f"<th>#</th>{head}<th>cycles</th><th>energy (µJ)</th><th>area (mm²)</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>")
 
 
 def _html(title, rows, points, by_area, by_energy) -> str:
@@ -150,22 +216,39 @@ def _html(title, rows, points, by_area, by_energy) -> str:
     failures = "".join(f"<li>{esc(r['workload'])} at {esc(label(r['setting'] or {}))}: "
                        f"{esc((r['error'] or '').splitlines()[0] if r['error'] else r['status'])}</li>"
                        for r in failed[:50])
-    figures = "".join(f'<figure><img src="{name}" alt="{name}"><figcaption>{name}</figcaption></figure>'
-                      for name in FIGURES)
+    figures = "".join(f'<figure><img src="{name}" alt="{esc(CAPTIONS[name])}"><figcaption>'
+                      f'{esc(CAPTIONS[name])}</figcaption></figure>' for name in FIGURES)
+    unpriced = "; ".join(esc(gap) for gap in NOT_PRICED)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Tandem sweep: {esc(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} img{{max-width:100%}}
 table{{border-collapse:collapse;margin:1em 0}} td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}
+th{{cursor:pointer}} figcaption{{font-size:0.95em;color:#333;margin:0.3em 0 1.5em}}
+.note{{background:#fff6e0;padding:0.5em}}
 </style></head>
 <body>
 <h1>Tandem sweep: {esc(title)}</h1>
 <p>{len(rows)} points ({len(failed)} failed or invalid), {len(points)} design points
 ({sum(p['ok'] for p in points)} with every workload valid).</p>
+<p class="note">What this model does not price: {unpriced}. So a front along area cannot tell a wide DRAM
+port from a narrow one, and picks the widest.</p>
 {table(by_area, "Pareto front: cycles vs area")}
 {table(by_energy, "Pareto front: energy vs cycles")}
 {figures}
+{_all_points(points)}
 {f"<h2>Failed points</h2><ul>{failures}</ul>" if failures else ""}
 <script>
+document.querySelectorAll("table.sortable th").forEach(function (th, column) {{
+  th.addEventListener("click", function () {{   // sort the table's rows by this column (again: reversed)
+    var body = th.closest("table").tBodies[0], rows = Array.from(body.rows);
+    var down = th.dataset.order !== "up"; th.dataset.order = down ? "up" : "down";
+    var key = function (r) {{ var t = r.cells[column].dataset.v || r.cells[column].textContent;
+                              var n = parseFloat(t); return isNaN(n) ? t : n; }};
+    rows.sort(function (a, b) {{ var x = key(a), y = key(b);
+                                 return (x > y ? 1 : x < y ? -1 : 0) * (down ? 1 : -1); }});
+    rows.forEach(function (r) {{ body.appendChild(r); }});
+  }});
+}});
 window.addEventListener("load", function () {{
   var images = document.images, broken = 0;
   for (var i = 0; i < images.length; i++) {{

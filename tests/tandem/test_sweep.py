@@ -299,7 +299,11 @@ def test_the_report_renders_in_headless_chromium_with_every_figure(tmp_path: Pat
     result = RUNNER.invoke(app, ["report", str(db), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert (out / "results.csv").read_text().count("\n") == 17
-    assert "<title>Tandem sweep: small</title>" in (out / "index.html").read_text()   # the sweep's name
+    page = (out / "index.html").read_text()
+    assert "<title>Tandem sweep: small</title>" in page   # the sweep's name, not the database file's
+    assert page.count("<figcaption>") == 4 and "Lower left is better" in page   # how to read each figure
+    assert 'id="all-points"' in page and page.count("<tr><td data-v=") == 4 and 'href="results.csv"' in page
+    assert "What this model does not price" in page and "DRAM_BYTES_PER_CYCLE has no area" in page
     from tandem.sweep.report import FIGURES
 
     for name in FIGURES:
@@ -314,6 +318,27 @@ def test_the_report_renders_in_headless_chromium_with_every_figure(tmp_path: Pat
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert f'data-figures="{len(FIGURES)}"' in dom.stdout, dom.stdout[:500]
     assert 'data-broken="0"' in dom.stdout
+    assert 'class="sortable" id="all-points"' in dom.stdout
+
+
+def test_a_parameter_value_whose_points_all_failed_is_shown_as_failed(tmp_path: Path, monkeypatch) -> None:
+    """LOG_BLOCK = 3 cannot be built on vta-default (its fields no longer fit): its bar is marked, not
+    dropped from the parameter chart."""
+    import matplotlib.axes
+
+    from tandem.sweep.report import write_report
+    dram = '"isa_params.DRAM_BYTES_PER_CYCLE" = { from = 4, to = 8, step = 4 }'
+    text = SMALL.format(extra="").replace(dram, '"isa_params.LOG_BLOCK" = [3, 4]').replace("[14, 15]", "[15]")
+    text = text[:text.index("[[workloads]]\nlayers")]
+    rows = run_sweep(write(tmp_path, text), tmp_path / "r.sqlite", jobs=1)
+    assert sorted(r["status"] for r in rows) == ["failed", "ok"]
+    notes: list[str] = []
+    real = matplotlib.axes.Axes.annotate
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate",
+                        lambda self, text, *a, **k: notes.append(text) or real(self, text, *a, **k))
+    (tmp_path / "report").mkdir()
+    write_report(rows, tmp_path / "report")
+    assert notes.count("failed") == 1
 
 
 def test_a_report_with_a_broken_figure_is_seen_as_broken(tmp_path: Path) -> None:
