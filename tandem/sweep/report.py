@@ -23,7 +23,7 @@ from typing import Any
 
 from sim.core.energy import NOT_PRICED
 
-FIGURES = ("pareto_area.png", "pareto_energy.png", "parameters.png", "best_layers.png")
+FIGURES = ("pareto_area.png", "pareto_energy.png", "parameters.png", "interactions.png", "best_layers.png")
 #: what each figure shows and how to read it (the page's captions)
 CAPTIONS = {
     "pareto_area.png": "Cycles against area, one dot per design point (its number is its row in the table "
@@ -33,8 +33,12 @@ CAPTIONS = {
                          "line is the Pareto front: no other point uses less energy and fewer cycles. Lower "
                          "left is better.",
     "parameters.png": "Each swept parameter alone: the geometric mean of cycles over the design points with "
-                      "each value (other parameters vary underneath; the interaction of two parameters is "
-                      "in the table). A value whose points all failed is marked 'failed'.",
+                      "each value (other parameters vary underneath; two parameters together are in the "
+                      "next figure). A value whose points all failed is marked 'failed'.",
+    "interactions.png": "Each pair of swept parameters together: cycles, energy and area of the design "
+                        "points at each pair of values (the geometric mean over the other parameters), "
+                        "darker is more; does one parameter's effect depend on the other? A blank cell: "
+                        "every point there failed.",
     "best_layers.png": "Per workload (a network's per-layer steps), the cycles of the two ends of the "
                        "cycles-area front: the fastest design point and the smallest.",
 }
@@ -90,8 +94,9 @@ def write_report(rows: list[dict[str, Any]], out: Path, title: str = "sweep") ->
     _scatter(plt, points, by_energy, "cycles", "energy_uj", "cycles (sum over workloads)", "energy (µJ)",
              "Energy vs cycles", out / FIGURES[1])
     _parameters(plt, points, out / FIGURES[2])
+    _interactions(plt, points, out / FIGURES[3])
     ends = [p for p in (by_area[-1] if by_area else None, by_area[0] if by_area else None) if p]
-    _layers(plt, list({id(p): p for p in ends}.values()), out / FIGURES[3])
+    _layers(plt, list({id(p): p for p in ends}.values()), out / FIGURES[4])
     page = out / "index.html"
     page.write_text(_html(title, rows, points, by_area, by_energy))
     return page
@@ -154,6 +159,52 @@ def _parameters(plt, points, path: Path) -> None:
         _plain_numbers(ax, "y")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def _values_of(points, name: str) -> list[Any]:
+    """The values parameter ``name`` takes over ``points``, in order (numbers before file names)."""
+    return sorted({p["setting"][name] for p in points if name in p["setting"]},
+                  key=lambda v: (isinstance(v, str), v))
+
+
+def _interactions(plt, points, path: Path) -> None:
+    """Heat maps of cycles, energy and area over each pair of swept parameters' values."""
+    names = list(dict.fromkeys(k for p in points for k in p["setting"]))
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    metrics = (("cycles", "cycles"), ("energy_uj", "energy (µJ)"), ("area_mm2", "area (mm²)"))
+    fig, axes = plt.subplots(len(metrics), max(len(pairs), 1), squeeze=False,
+                             figsize=(4.2 * max(len(pairs), 1), 3.4 * len(metrics)))
+    if not pairs:
+        for ax in axes[:, 0]:
+            ax.axis("off")
+        axes[0][0].text(0.5, 0.5, "fewer than two swept parameters: no pair to show", ha="center")
+    for col, (a, b) in enumerate(pairs):
+        xs, ys = _values_of(points, a), _values_of(points, b)
+        for row, (key, name) in enumerate(metrics):
+            grid = [[_geomean([p[key] for p in points if p["setting"].get(a) == x and p["setting"].get(b) == y
+                               and p[key]]) for x in xs] for y in ys]
+            ax = axes[row][col]
+            image = ax.imshow(grid, cmap="Blues", aspect="auto", origin="lower")
+            ax.set_xticks(range(len(xs)), [Path(str(x)).name for x in xs], fontsize=8, rotation=45)
+            ax.set_yticks(range(len(ys)), [Path(str(y)).name for y in ys], fontsize=8)
+            ax.set_xlabel(a.removeprefix("isa_params."), fontsize=9)
+            ax.set_ylabel(b.removeprefix("isa_params."), fontsize=9)
+            ax.set_title(name, fontsize=10)
+            known = [v for line in grid for v in line if not math.isnan(v)]
+            middle = (max(known) + min(known)) / 2 if known else 0
+            for j, line in enumerate(grid):
+                for i, v in enumerate(line):
+                    if not math.isnan(v):
+                        ax.text(i, j, f"{v:,.0f}" if v >= 100 else f"{v:.3g}", ha="center", va="center",
+                                fontsize=7, color="#222" if v <= middle else "white")
+            fig.colorbar(image, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

@@ -301,7 +301,8 @@ def test_the_report_renders_in_headless_chromium_with_every_figure(tmp_path: Pat
     assert (out / "results.csv").read_text().count("\n") == 17
     page = (out / "index.html").read_text()
     assert "<title>Tandem sweep: small</title>" in page   # the sweep's name, not the database file's
-    assert page.count("<figcaption>") == 4 and "Lower left is better" in page   # how to read each figure
+    assert page.count("<figcaption>") == 5 and "Lower left is better" in page   # how to read each figure
+    assert "Each pair of swept parameters together" in page   # the interaction view
     assert 'id="all-points"' in page and page.count("<tr><td data-v=") == 4 and 'href="results.csv"' in page
     assert "What this model does not price" in page and "DRAM_BYTES_PER_CYCLE has no area" in page
     from tandem.sweep.report import FIGURES
