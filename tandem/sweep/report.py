@@ -106,13 +106,15 @@ def _scatter(plt, points, front, x, y, xlabel, ylabel, title, path: Path) -> Non
     fig, ax = plt.subplots(figsize=(8, 5.5))
     ok = [p for p in points if p[x] is not None and p[y] is not None]
     ax.scatter([p[x] for p in ok], [p[y] for p in ok], s=22, color="#999", label="design points (numbered)")
+    on_front = {p["number"] for p in front}
     for p in ok:
-        ax.annotate(str(p["number"]), (p[x], p[y]), fontsize=7, color="#555", xytext=(2, -8),
-                    textcoords="offset points")
+        if p["number"] not in on_front:
+            ax.annotate(str(p["number"]), (p[x], p[y]), fontsize=7, color="#555", xytext=(2, -8),
+                        textcoords="offset points")
     ax.plot([p[x] for p in front], [p[y] for p in front], "o-", color="#c0392b", label="Pareto front")
-    for p in front:
-        ax.annotate(f"{p['number']}: {label(p['setting'])}", (p[x], p[y]), fontsize=8, xytext=(4, 4),
-                    textcoords="offset points")
+    for p in front:   # the number only: the front's table beside the figure gives the setting
+        ax.annotate(str(p["number"]), (p[x], p[y]), fontsize=9, fontweight="bold", color="#c0392b",
+                    xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel(xlabel, fontsize=11)
     ax.set_ylabel(ylabel, fontsize=11)
     ax.set_title(title, fontsize=12)
@@ -126,6 +128,11 @@ def _scatter(plt, points, front, x, y, xlabel, ylabel, title, path: Path) -> Non
     plt.close(fig)
 
 
+def _plain(value: float, _=None) -> str:
+    """An axis number written out: thousands separators, no "1e6" offset."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:g}"
+
+
 def _plain_numbers(ax, which: str = "xy") -> None:
     """Numbers on the ``which`` axes written out with thousands separators (no "1e6" offset) where linear
     (a bar chart's categories are left alone: ``which="y"``)."""
@@ -135,7 +142,7 @@ def _plain_numbers(ax, which: str = "xy") -> None:
         if axis.axis_name not in which:
             continue
         if scale == "linear":
-            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 100 else f"{v:g}"))
+            axis.set_major_formatter(FuncFormatter(_plain))
         axis.set_tick_params(labelsize=9)
 
 
@@ -174,6 +181,8 @@ def _values_of(points, name: str) -> list[Any]:
 
 def _interactions(plt, points, path: Path) -> None:
     """Heat maps of cycles, energy and area over each pair of swept parameters' values."""
+    from matplotlib.ticker import FuncFormatter
+
     names = list(dict.fromkeys(k for p in points for k in p["setting"]))
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
     metrics = (("cycles", "cycles"), ("energy_uj", "energy (µJ)"), ("area_mm2", "area (mm²)"))
@@ -202,7 +211,7 @@ def _interactions(plt, points, path: Path) -> None:
                     if not math.isnan(v):
                         ax.text(i, j, f"{v:,.0f}" if v >= 100 else f"{v:.3g}", ha="center", va="center",
                                 fontsize=7, color="#222" if v <= middle else "white")
-            fig.colorbar(image, ax=ax, shrink=0.8)
+            fig.colorbar(image, ax=ax, shrink=0.8, format=FuncFormatter(_plain))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -225,7 +234,7 @@ def _layers(plt, ends, path: Path) -> None:
     ax.set(ylabel="cycles", title="Per workload: the ends of the cycles-area front")
     _plain_numbers(ax, "y")
     if ends:   # above the bars, not over them
-        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=2, frameon=False)
+        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=1, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -258,9 +267,9 @@ def _html(title, rows, points, by_area, by_energy) -> str:
 
     def table(front, caption):
         body = "".join(
-            f"<tr><td>{esc(label(p['setting']))}</td><td>{p['cycles']:,}</td><td>{p['area_mm2']:.3f}</td>"
-            f"<td>{p['energy_uj']:.1f}</td></tr>" for p in front)
-        return (f"<table><caption>{esc(caption)}</caption><tr><th>setting</th><th>cycles</th>"
+            f"<tr><td>{p['number']}</td><td>{esc(label(p['setting']))}</td><td>{p['cycles']:,}</td>"
+            f"<td>{p['area_mm2']:.3f}</td><td>{p['energy_uj']:.1f}</td></tr>" for p in front)
+        return (f"<table><caption>{esc(caption)}</caption><tr><th>#</th><th>setting</th><th>cycles</th>"
                 f"<th>area (mm²)</th><th>energy (µJ)</th></tr>{body}</table>")
 
     failed = [r for r in rows if r["status"] != "ok"]
