@@ -154,9 +154,9 @@ def _parameters(plt, points, path: Path) -> None:
         for p in points:
             if name in p["setting"]:
                 values[p["setting"][name]].extend([p["cycles"]] if p["cycles"] else [])
-        keys = sorted(values, key=lambda v: (isinstance(v, str), v))
+        keys = sorted(values, key=_in_order)
         geo = [math.exp(sum(math.log(c) for c in v) / len(v)) if v else 0 for v in (values[k] for k in keys)]
-        ax.bar([Path(str(k)).name for k in keys], geo, color="#2c7fb8")
+        ax.bar([_shown(k) for k in keys], geo, color="#2c7fb8")
         for i, k in enumerate(keys):
             if not values[k]:   # every point with this value failed: shown, not dropped
                 ax.annotate("failed", (i, 0), ha="center", va="bottom", color="#c0392b", fontsize=9)
@@ -175,8 +175,17 @@ def _geomean(values: list[float]) -> float:
 
 def _values_of(points, name: str) -> list[Any]:
     """The values parameter ``name`` takes over ``points``, in order (numbers before file names)."""
-    return sorted({p["setting"][name] for p in points if name in p["setting"]},
-                  key=lambda v: (isinstance(v, str), v))
+    return sorted({p["setting"][name] for p in points if name in p["setting"]}, key=_in_order)
+
+
+def _in_order(value: Any) -> tuple[bool, Any]:
+    """A parameter's values in order: numbers, then file names."""
+    return isinstance(value, str), value
+
+
+def _shown(value: Any) -> str:
+    """A parameter's value as the page shows it (a spec file by its name)."""
+    return Path(str(value)).name
 
 
 def _interactions(plt, points, path: Path) -> None:
@@ -199,8 +208,8 @@ def _interactions(plt, points, path: Path) -> None:
                                and p[key]]) for x in xs] for y in ys]
             ax = axes[row][col]
             image = ax.imshow(grid, cmap="Blues", aspect="auto", origin="lower")
-            ax.set_xticks(range(len(xs)), [Path(str(x)).name for x in xs], fontsize=8, rotation=45)
-            ax.set_yticks(range(len(ys)), [Path(str(y)).name for y in ys], fontsize=8)
+            ax.set_xticks(range(len(xs)), [_shown(x) for x in xs], fontsize=8, rotation=45)
+            ax.set_yticks(range(len(ys)), [_shown(y) for y in ys], fontsize=8)
             ax.set_xlabel(a.removeprefix("isa_params."), fontsize=9)
             ax.set_ylabel(b.removeprefix("isa_params."), fontsize=9)
             ax.set_title(name, fontsize=10)
@@ -251,7 +260,7 @@ def _all_points(points: list[dict[str, Any]]) -> str:
         return f'<td data-v="{esc(str(value))}">{esc(shown if shown is not None else str(value))}</td>'
 
     body = "".join(
-        "<tr>" + cell(p["number"]) + "".join(cell(Path(str(p["setting"].get(n, ""))).name) for n in names)
+        "<tr>" + cell(p["number"]) + "".join(cell(_shown(p["setting"].get(n, ""))) for n in names)
         + (cell(p["cycles"], f"{p['cycles']:,}") if p["cycles"] is not None else cell("", "failed"))
         + (cell(p["energy_uj"], f"{p['energy_uj']:.1f}") if p["energy_uj"] is not None else cell("", ""))
         + (cell(p["area_mm2"], f"{p['area_mm2']:.3f}") if p["area_mm2"] is not None else cell("", ""))
