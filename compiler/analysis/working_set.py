@@ -265,10 +265,23 @@ class _Build:
         raise NotAnalysable(f"the else of the guard {cond} is not one affine condition")
 
     def affine(self, e: ir.Expr, known: set[ir.Var], where: object) -> str:
+        """``e`` as an ISL quasi-affine expression of the loops ``known``: a linear form whose atoms are
+        loop variables, or the floor quotient or remainder of such an expression by a positive constant
+        (what fusing loops writes: ``fused // 8``, ``fused % 8``)."""
         lf = linear_form(e)
-        if lf is None or any(not isinstance(a, ir.Var) or a not in known for a in lf.terms):
+        if lf is None:
             raise NotAnalysable(f"{where} is not affine in its loops ({e})")
-        return " + ".join([f"{c}*{self.nest.names[a]}" for a, c in lf.terms.items()] + [str(lf.const)])
+        terms = [f"{c}*{self.atom(a, known, where, e)}" for a, c in lf.terms.items()]
+        return " + ".join([*terms, str(lf.const)])
+
+    def atom(self, a: ir.Expr, known: set[ir.Var], where: object, whole: ir.Expr) -> str:
+        if isinstance(a, ir.Var) and a in known:
+            return self.nest.names[a]
+        if isinstance(a, ir.FloorDiv | ir.FloorMod) and isinstance(a.b, ir.IntImm) and a.b.value > 0:
+            inner = self.affine(a.a, known, where)
+            return f"floor(({inner})/{a.b.value})" if isinstance(a, ir.FloorDiv) else \
+                f"(({inner}) mod {a.b.value})"
+        raise NotAnalysable(f"{where} is not affine in its loops ({whole})")
 
     def statement(self, s: ir.Store, loops: list[tuple[ir.For, int, int]], time: list[str],
                   guards: list[str]) -> None:

@@ -26,7 +26,8 @@ tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit mult
 (scalar loops; LLVM may still vectorize them).
 
 ``fused_epilogue`` ends a lowered operator with a per-channel bias add and an element-wise operator
-(``EPILOGUES``: relu, relu6), one nest fused into the operator by PolyDL's Algorithm 3.
+(``EPILOGUES``: relu, relu6) or a per-channel requantization to 8 bits (``Requantize``: onnxruntime's, for the
+quantized models users bring), one nest fused into the operator by PolyDL's Algorithm 3.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
+from compiler.ops import network
 from compiler.ops.contractions import Contraction
 from compiler.ops.nn import ConvShape
 from compiler.passes.fuse_elementwise import fuse_elementwise, fusions
@@ -458,17 +460,49 @@ EPILOGUES = {
 }
 
 
-def fused_epilogue(func: ir.PrimFunc, epilogue: str | None, bias_axes: tuple[int, ...] | None) -> ir.PrimFunc:
-    """``func`` followed by a bias add and ``epilogue`` (a key of ``EPILOGUES``, or None) on every element of
-    its output, one element-wise nest fused into the operator by PolyDL's Algorithm 3 (``fuse_elementwise``).
-    ``bias_axes``: the output's axes that index the bias, a new parameter ``bias`` before the output (None:
-    no bias). ScheduleError saying why where the nest cannot be fused."""
+@dataclass(frozen=True)
+class Requantize:
+    """An epilogue that requantizes each int32 sum (plus its bias) to 8 bits as onnxruntime's x86-64 kernels
+    do after a QLinearConv's or a QGemm's reduction (MLAS's requantize-output,
+    ``reference.requantize_scaled``): converted to float32, times its output channel's float32 scale,
+    rounded half to even, plus ``zero_point``, saturated to [``lo``, ``hi``] (uint8's or int8's range, or part
+    of it: a fused ReLU's). The 8-bit value is kept in the int32 output."""
+
+    zero_point: int = 0
+    lo: int = 0
+    hi: int = 255
+
+    def __post_init__(self) -> None:
+        network.check_bounds("requantize", self.zero_point, self.lo, self.hi)
+
+    def expr(self, total: ir.Expr, scale: ir.Expr) -> ir.Expr:
+        """The loop IR of one element: ``total`` (int32) by ``scale`` (float32)."""
+        return network.requantized(total, scale, self.zero_point, self.lo, self.hi)
+
+
+def fused_epilogue(func: ir.PrimFunc, epilogue: str | None, bias_axes: tuple[int, ...] | None,
+                   requantize: Requantize | None = None) -> ir.PrimFunc:
+    """``func`` followed by a bias add and ``epilogue`` (a key of ``EPILOGUES``, or None) or ``requantize`` on
+    every element of its output, one element-wise nest fused into the operator by PolyDL's Algorithm 3
+    (``fuse_elementwise``). ``bias_axes``: the output's axes that index the bias, a new parameter ``bias``
+    before the output (None: no bias); ``requantize`` needs them: its ``scale``, a float32 parameter after
+    the bias, is indexed by the same axes. ScheduleError saying why where the nest cannot be fused."""
+    if epilogue is not None and requantize is not None:
+        raise ScheduleError(f"{func.name}: {epilogue} and requantize are two epilogues; a requantization's "
+                            f"bounds hold a ReLU's")
+    if requantize is not None and bias_axes is None:
+        raise ScheduleError(f"{func.name}: requantize takes a bias (its scale is indexed as the bias is)")
     out = func.params[-1]
     index = tuple(ir.Var(f"e{d}") for d in range(len(out.shape)))
     value, params = out[index], func.params
     if bias_axes is not None:
-        bias = ir.Buffer("bias", tuple(out.shape[a] for a in bias_axes), out.dtype)
+        per_channel = tuple(out.shape[a] for a in bias_axes)
+        bias = ir.Buffer("bias", per_channel, out.dtype)
         value, params = value + bias[tuple(index[a] for a in bias_axes)], (*params[:-1], bias, out)
+        if requantize is not None:
+            scale = ir.Buffer("scale", per_channel, dtypes.dtype("float32"))
+            value = requantize.expr(value, scale[tuple(index[a] for a in bias_axes)])
+            params = (*params[:-1], scale, out)
     if epilogue is not None:
         value = EPILOGUES[epilogue][0](value)
     nest: ir.Stmt = ir.Store(out, index, value)
@@ -477,7 +511,8 @@ def fused_epilogue(func: ir.PrimFunc, epilogue: str | None, bias_axes: tuple[int
     both = dataclasses.replace(func, params=params, body=ir.seq(func.body, nest))
     fused = fuse_elementwise(both)
     if fused is both:   # left as it was: say why
-        what = " and ".join(x for x in ("bias" if bias_axes is not None else "", epilogue or "") if x)
+        what = " and ".join(x for x in ("bias" if bias_axes is not None else "", epilogue or "",
+                                        "requantize" if requantize else "") if x)
         raise ScheduleError(f"the {what} epilogue cannot be fused into {func.name}: {fusions(both)[-1].why}")
     return fused
 

@@ -254,7 +254,15 @@ def _rounded_to_int(v, lo: int, hi: int):
     return ir.cast(_rounded(v, lo, hi), "int32")
 
 
-def _check_bounds(name: str, ZP: int | None, LO: int, HI: int) -> None:
+def requantized(total, scale, ZP: int, LO: int, HI: int):
+    """int32 ``total`` requantized by float32 ``scale`` as onnxruntime's MLAS does (``reference.
+    requantize_scaled``): converted to float32, multiplied, rounded half to even, plus the zero point ``ZP``,
+    saturated to [LO, HI]; int32. The one expression of requantize_scaled, scaled_mean and the CPU's fused
+    conv and GEMM epilogue (compiler/ops/cpu.py ``Requantize``)."""
+    return _rounded_to_int(ir.cast(total, "float32") * scale, LO - ZP, HI - ZP) + te.const(ZP, "int32")
+
+
+def check_bounds(name: str, ZP: int | None, LO: int, HI: int) -> None:
     """[LO, HI] inside uint8's or int8's range, and the zero point ZP (if any) inside it."""
     if not -128 <= LO <= HI <= 255 or (ZP is not None and not LO <= ZP <= HI):
         raise ScheduleError(f"{name}: the zero point ZP = {ZP} must lie in [LO, HI] = [{LO}, {HI}], a part "
@@ -265,14 +273,16 @@ def requantize_scaled(C: int, H: int, W: int, ZP: int = 0, LO: int = 0, HI: int 
     """int32 sums plus bias [C, H, W], times a float32 scale [C, H, W], rounded half to even, plus the zero
     point, saturated to [LO, HI]: held in int32, or with ``F=1`` in float32 (exact integers: for a target
     with no float-to-int conversion)."""
-    _check_bounds("requantize_scaled", ZP, LO, HI)
+    check_bounds("requantize_scaled", ZP, LO, HI)
     acc = te.placeholder((C, H, W), "int32", name="acc")
     bias = te.placeholder((C, H, W), "int32", name="bias")
     scale = te.placeholder((C, H, W), "float32", name="scale")
 
     def value(*i):
+        if not F:
+            return requantized(acc[i] + bias[i], scale[i], ZP, LO, HI)
         v = _rounded(ir.cast(acc[i] + bias[i], "float32") * scale[i], LO - ZP, HI - ZP)
-        return v + te.const(float(ZP), "float32") if F else ir.cast(v, "int32") + te.const(ZP, "int32")
+        return v + te.const(float(ZP), "float32")
     return [acc, bias, scale], te.compute((C, H, W), value, name="out")
 
 
@@ -296,7 +306,7 @@ def qlinear_add(C: int, H: int, W: int, MA: int = 1, EA: int = 0, MB: int = 1, E
     rounded half to even, saturated to [LO, HI]. Each fused multiply-add is exact integer arithmetic in
     int64 at the finer of its two exponents, rounded once by the int64 -> float32 conversion
     (``qlinear_add_fits`` says whether the int64 sums hold)."""
-    _check_bounds("qlinear_add", None, LO, HI)   # (the fixed part holds the output's zero point)
+    check_bounds("qlinear_add", None, LO, HI)   # (the fixed part holds the output's zero point)
     a = te.placeholder((C, H, W), "int32", name="a")
     b = te.placeholder((C, H, W), "int32", name="b")
     e_inner, e_outer = min(EB, EF), min(EA, EB, EF)
@@ -331,14 +341,13 @@ def qlinear_add_fits(params: dict[str, int]) -> bool:
 def scaled_mean(C: int, H: int, W: int, Z: int = 0, ZP: int = 0, LO: int = 0, HI: int = 255):
     """onnxruntime's QLinearGlobalAveragePool: each channel's int32 sum minus ``Z`` (the input zero point
     times H * W), times the float32 scale [C], rounded half to even, plus ZP, saturated to [LO, HI]."""
-    _check_bounds("scaled_mean", ZP, LO, HI)
+    check_bounds("scaled_mean", ZP, LO, HI)
     x = te.placeholder((C, H, W), "int32", name="x")
     scale = te.placeholder((C,), "float32", name="scale")
     ry, rx = te.reduce_axis(H, name="ry"), te.reduce_axis(W, name="rx")
     total = te.compute((C,), lambda c: te.sum(x[c, ry, rx], axis=[ry, rx]), name="total")
-    return [x, scale], te.compute((C,), lambda c: _rounded_to_int(
-        ir.cast(total[c] - te.const(Z, "int32"), "float32") * scale[c], LO - ZP, HI - ZP)
-        + te.const(ZP, "int32"), name="out")
+    return [x, scale], te.compute((C,), lambda c: requantized(total[c] - te.const(Z, "int32"), scale[c],
+                                                              ZP, LO, HI), name="out")
 
 
 def scaled_mean_reference(x: np.ndarray, scale: np.ndarray, Z: int = 0, ZP: int = 0, LO: int = 0,

@@ -231,7 +231,18 @@ def _exact_against_onnxruntime(model, q, inputs: dict, output: np.ndarray | None
     verdict = "equal bit for bit to" if passed else f"{differ} of {want.size} values differ from"
     return {"checked": True, "passed": passed, "exact": passed, "differ": differ, "values": int(want.size),
             "detail": f"{verdict} onnxruntime's run of the quantized model ({want.size} values, its integer "
-                      f"kernels)"}
+                      f"kernels){'' if passed else _why_onnxruntime_differs()}"}
+
+
+def _why_onnxruntime_differs() -> str:
+    """Why onnxruntime's integer kernels may not give the exact sums on this CPU, where they may not."""
+    from compiler.backend.llvm import host_cpu
+
+    if host_cpu()["avx512vnni"] or host_cpu()["avxvnni"]:
+        return ""
+    return ("; this CPU has no VNNI, and there onnxruntime's u8 x s8 kernels add pairs of products in int16 "
+            "with saturation (VPMADDUBSW: its documented saturation issue), while Tandem's kernels and its "
+            "integer graph compute the exact sums")
 
 
 def _against_onnxruntime(model, q, inputs: dict, output: np.ndarray, seed: int) -> dict:

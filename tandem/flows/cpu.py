@@ -14,7 +14,10 @@ taken, and why where the analysis could not rank the variants) and ``min_time`` 
 measurement, default 0.2), ``epilogue`` (``relu`` or ``relu6``, or ``relu`` true: an element-wise operator on
 the output, fused into the operator by PolyDL's Algorithm 3, ``compiler.passes.fuse_elementwise``) and
 ``bias`` (true or 1: a per-output-channel bias, a third input, added before the epilogue in the same fused
-element-wise statement; conv2d and gemm). On a real CPU the report's
+element-wise statement; conv2d and gemm). ``epilogue=requantize`` (integer types) requantizes each sum plus
+its bias to 8 bits as onnxruntime does for a quantized model's conv or GEMM (``compiler.ops.cpu.Requantize``):
+by a float32 scale per output channel (a fourth input), rounded half to even, plus the zero point ``ZP``,
+saturated to [``LO``, ``HI``] (defaults 0, 0, 255), in the same fused statement. On a real CPU the report's
 
 - ``seconds`` is the median time of one call, timed by a native loop of back-to-back calls
   (``CpuKernel.time``, as TVM's time_evaluator: what a Python call adds, about 9 µs, is not the kernel's),
@@ -85,6 +88,8 @@ OPS = ("conv2d", "gemm")
 #: contraction flow runs for a GEMM of few columns
 GEMM_KERNELS = ("gemm", "gemm_t")
 OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype", "relu", "epilogue")
+#: ``epilogue=requantize``'s parameters and their defaults: the zero point and the bounds (uint8's range)
+REQUANTIZE_KEYS = {"ZP": 0, "LO": 0, "HI": 255}
 
 
 @dataclass(frozen=True)
@@ -129,15 +134,20 @@ class CpuLayerFlow(TargetFlow):
         where = f"cpu {op}"
         dtype = take_dtype(params, where, floats=True)
         epilogue = _take_epilogue(params, where)
-        bias = params.pop("bias", False)
+        requantize = _take_requantize(params, epilogue, dtype, where)
+        bias = params.pop("bias", requantize is not None)
         if not isinstance(bias, bool | int | np.integer) or bias not in (0, 1):
             raise RunError(f"{where}: bias must be true or false (1 or 0), but got {bias!r}")
+        if requantize is not None and not bias:
+            raise RunError(f"{where}: epilogue=requantize takes a bias (its fourth input is the scale); "
+                           f"leave bias out or give bias=1")
         layer: Layer
         if op in GEMM_KERNELS:
             layer, keys = GemmShape(*flow.take_gemm(params, where)), flow.GEMM_KEYS
         else:
             layer, keys = flow.take_conv(params, where), (*flow.CONV_KEYS, "shape")
-        options = CpuOptions(dtype, epilogue, bool(bias), transposed=op == "gemm_t")
+        options = CpuOptions(dtype, None if requantize else epilogue, bool(bias), transposed=op == "gemm_t",
+                             requantize=requantize)
         return self.plan_layer(layer, options, params, keys, target, where)
 
     def plan_layer(self, layer: Layer, options: CpuOptions, params: dict[str, Any], keys: Sequence[str],
@@ -175,7 +185,7 @@ class CpuLayerFlow(TargetFlow):
         want = [(a.shape, a.dtype) for a in cpu_layers.inputs(job.layer, 0, job.options)]
         if [(a.shape, a.dtype) for a in arrays] != want:
             got = [(list(a.shape), str(a.dtype)) for a in arrays]
-            names = "data, weights, bias" if job.options.bias else "data, weights"
+            names = "data, weights" + ", bias" * job.options.bias + ", scale" * bool(job.options.requantize)
             raise RunError(f"cpu {cpu_layers.op_of(job.layer, job.options)}: expected "
                            f"{[(list(s), str(d)) for s, d in want]} ({names}), but got {got}")
         return arrays
@@ -215,7 +225,8 @@ class CpuLayerFlow(TargetFlow):
     def extreme_inputs(self, job: CpuJob, inputs: list[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
         """Integer layers: data, weights and bias at their types' extremes (``flow.extremes``); one more call
         and numpy reference each."""
-        return flow.extremes(inputs)
+        ints = inputs[:3]   # a requantization's float32 scale stays as it is
+        return [(name, [*arrays, *inputs[3:]]) for name, arrays in flow.extremes(ints)]
 
     @staticmethod
     def _seconds(job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], packed, min_time: float) -> float:
@@ -224,7 +235,7 @@ class CpuLayerFlow(TargetFlow):
         return kernel.time(*packed, out, min_time=min_time / 5)
 
     def reference(self, job: CpuJob, inputs: list[np.ndarray]) -> np.ndarray:
-        return cpu_layers.reference(job.layer, *inputs, options=job.options)
+        return cpu_layers.reference(job.layer, *inputs, options=job.options)   # data, weights, bias, scale
 
     def validate(self, job: CpuJob, inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> Check:
         magnitude = cpu_layers.magnitude(job.layer, *inputs, options=job.options) if job.options.is_float \
@@ -240,7 +251,8 @@ class CpuLayerFlow(TargetFlow):
         return {**cpu_layers.params(job.layer), "isa": job.isa, "threads": job.threads,
                 "tuning": str(candidate), "selection": job.selection, "cpu": host_cpu()["cpu"],
                 "dtype": names[job.options.dtype], "instruction": job.packing.instruction,
-                "bias": job.options.bias, "epilogue": job.options.epilogue}
+                "bias": job.options.bias,
+                "epilogue": "requantize" if job.options.requantize else job.options.epilogue}
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
         return {"tuning": str(candidate), "seconds": cost}
@@ -276,9 +288,25 @@ def _take_epilogue(params: dict[str, Any], where: str) -> str | None:
         if epilogue not in (None, "relu"):
             raise RunError(f"{where}: relu and epilogue={epilogue!r} are two epilogues; give one")
         epilogue = "relu"
-    if epilogue is not None and epilogue not in cpu.EPILOGUES:
-        raise RunError(f"{where}: unknown epilogue {epilogue!r}; expected one of {', '.join(cpu.EPILOGUES)}")
+    if epilogue is not None and epilogue not in (*cpu.EPILOGUES, "requantize"):
+        raise RunError(f"{where}: unknown epilogue {epilogue!r}; expected one of "
+                       f"{', '.join((*cpu.EPILOGUES, 'requantize'))}")
     return epilogue
+
+
+def _take_requantize(params: dict[str, Any], epilogue: str | None, dtype: str, where: str
+                     ) -> cpu.Requantize | None:
+    """With ``epilogue=requantize``, pop its zero point and bounds (``ZP``, default 0; ``LO`` and ``HI``,
+    default 0 and 255: uint8's range) as a ``compiler.ops.cpu.Requantize``; refused for float32."""
+    if epilogue != "requantize":
+        return None
+    if dtype == "float32":
+        raise RunError(f"{where}: epilogue=requantize requantizes integer sums; dtype float32 has none")
+    values = [flow.take_int(params, key, default, -128, where) for key, default in REQUANTIZE_KEYS.items()]
+    try:
+        return cpu.Requantize(*values)
+    except ScheduleError as exc:
+        raise RunError(f"{where}: {exc}") from None
 
 
 def take_dtype(params: dict[str, Any], where: str, floats: bool = False) -> str:
@@ -522,7 +550,8 @@ def compile_layer(layer: Layer, isa: str, tuning: cpu.CpuTuning, threads: int, t
     if options.epilogue is not None or options.bias:
         try:
             func = cpu.fused_epilogue(func, options.epilogue,
-                                      cpu_layers.bias_axes(options) if options.bias else None)
+                                      cpu_layers.bias_axes(options) if options.bias else None,
+                                      options.requantize)
         except ScheduleError as exc:
             raise RunError(f"cpu: {exc}") from None
     func = compile_func(func, target)

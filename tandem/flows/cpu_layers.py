@@ -22,7 +22,7 @@ import numpy as np
 
 from compiler.ops import cpu
 from compiler.ops.nn import ConvShape, GemmShape
-from compiler.ops.reference import conv_nd
+from compiler.ops.reference import conv_nd, requantize_scaled
 from compiler.target import Target
 from tandem.flows import layers
 from tandem.flows.check import Check, exact, within_bound
@@ -35,14 +35,22 @@ Layer = ConvShape | GemmShape | cpu.Window
 @dataclass(frozen=True)
 class CpuOptions:
     """How the CPU computes a layer: ``dtype`` (u8 data x s8 weights; or ``compiler.ops.cpu.DTYPES``' others),
-    an element-wise ``epilogue`` on the output (``compiler.ops.cpu.EPILOGUES``) and a per-output-channel
-    ``bias`` added before it (conv2d and GEMM), both fused into the operator (PolyDL's Algorithm 3); for a
-    GEMM, ``transposed``: the kernel with the data's rows on the lanes (``compiler.ops.cpu.gemm_t``)."""
+    an element-wise ``epilogue`` on the output (``compiler.ops.cpu.EPILOGUES``) or a ``requantize``ation to
+    8 bits by a float32 scale per output channel (``compiler.ops.cpu.Requantize``: an integer type's, with a
+    bias), and a per-output-channel ``bias`` added before it (conv2d and GEMM), all fused into the operator
+    (PolyDL's Algorithm 3); for a GEMM, ``transposed``: the kernel with the data's rows on the lanes
+    (``compiler.ops.cpu.gemm_t``)."""
 
     dtype: str = "uint8"
     epilogue: str | None = None
     bias: bool = False
     transposed: bool = False
+    requantize: cpu.Requantize | None = None
+
+    def __post_init__(self) -> None:
+        if self.requantize is not None and (not self.bias or self.epilogue is not None or self.is_float):
+            raise ValueError(f"cpu: requantize takes an integer type ({self.dtype}) and a bias, and no other "
+                             f"epilogue ({self.epilogue})")
 
     @property
     def is_float(self) -> bool:
@@ -52,9 +60,11 @@ class CpuOptions:
     def params(self) -> dict[str, str | bool]:
         """The element type, bias and epilogue as ``run`` parameters (none for the defaults: u8 x s8, no bias,
         no epilogue)."""
+        rq = self.requantize
         return {**({"dtype": self.dtype} if self.dtype != "uint8" else {}),
                 **({"bias": True} if self.bias else {}),
-                **({"epilogue": self.epilogue} if self.epilogue else {})}
+                **({"epilogue": self.epilogue} if self.epilogue else {}),
+                **({"epilogue": "requantize", "ZP": rq.zero_point, "LO": rq.lo, "HI": rq.hi} if rq else {})}
 
 
 #: u8 data x s8 weights, no epilogue, no bias: what a layer runs as unless told otherwise
@@ -99,7 +109,9 @@ def inputs(layer: Layer, seed: int | np.random.Generator, options: CpuOptions = 
     """Seeded data and weights in the operator's plain layout (NCHW/OIHW, or [M, K]/[N, K]), each over its
     element type's whole range (``compiler.ops.cpu.DTYPES``: u8 and s8, s8 and s8, or int16), or uniform in
     [-1, 1) for float32; with a bias, then the bias, one per output channel (conv2d: OC; a GEMM: N) in the
-    result's type: int32 in [-2^16, 2^16), or float32 in [-1, 1)."""
+    result's type: int32 in [-2^16, 2^16), or float32 in [-1, 1); with a requantization, then its float32
+    scale per output channel, in [2^-16, 2^-10) (sums of a few hundred products land around the 8-bit range,
+    some saturating)."""
     _check_bias(layer, options)
     rng = np.random.default_rng(seed)
     if isinstance(layer, cpu.Window):
@@ -113,7 +125,10 @@ def inputs(layer: Layer, seed: int | np.random.Generator, options: CpuOptions = 
                    for shape, t in zip(shapes, cpu.DTYPES[options.dtype], strict=True))
     if not options.bias:
         return arrays
-    return (*arrays, random_bias(rng, layers.channels(layer), np.float32 if options.is_float else np.int32))
+    bias = random_bias(rng, layers.channels(layer), np.float32 if options.is_float else np.int32)
+    if options.requantize is None:
+        return (*arrays, bias)
+    return (*arrays, bias, rng.uniform(2.0**-16, 2.0**-10, layers.channels(layer)).astype(np.float32))
 
 
 def bias_axes(options: CpuOptions) -> tuple[int, ...]:
@@ -124,17 +139,19 @@ def bias_axes(options: CpuOptions) -> tuple[int, ...]:
 
 
 def pack(layer: Layer, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = cpu.U8,
-         bias: np.ndarray | None = None, options: CpuOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, ...]:
-    """The kernel's inputs in its packed layouts: data and weights, and the bias where given, laid out as
-    the output's channels are (``bias_axes``)."""
-    packed = _pack(layer, data, weight, pk, options)
-    if bias is None:
-        return packed
-    if len(bias_axes(options)) == 1:   # the output's rows are its channels: one bias value per row
-        return (*packed, np.ascontiguousarray(bias))
-    blocks = np.zeros(-(-bias.size // pk.lanes) * pk.lanes, bias.dtype)
-    blocks[: bias.size] = bias
-    return (*packed, blocks.reshape(-1, pk.lanes))
+         *per_channel: np.ndarray, options: CpuOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, ...]:
+    """The kernel's inputs in its packed layouts: data and weights, then the per-output-channel arrays given
+    (the bias, a requantization's scale), each laid out as the output's channels are (``bias_axes``)."""
+    return (*_pack(layer, data, weight, pk, options), *(_by_channel(v, pk, options) for v in per_channel))
+
+
+def _by_channel(values: np.ndarray, pk: cpu.Packing, options: CpuOptions) -> np.ndarray:
+    """One value per output channel, laid out as the packed output's channels (zeros fill the blocks)."""
+    if len(bias_axes(options)) == 1:   # the output's rows are its channels: one value per row
+        return np.ascontiguousarray(values)
+    blocks = np.zeros(-(-values.size // pk.lanes) * pk.lanes, values.dtype)
+    blocks[: values.size] = values
+    return blocks.reshape(-1, pk.lanes)
 
 
 def _pack(layer: Layer, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing, options: CpuOptions
@@ -162,22 +179,30 @@ def unpack(layer: Layer, out: np.ndarray, options: CpuOptions = DEFAULT_OPTIONS)
 
 
 def reference(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None,
-              options: CpuOptions = DEFAULT_OPTIONS) -> np.ndarray:
-    """numpy's result (its bias added and its epilogue applied): int32 for the integer types (the sum and the
-    bias wrapped to int32 before the epilogue, as the kernel's int32 arithmetic has them), exact (float64)
-    for float32."""
+              scale: np.ndarray | None = None, *, options: CpuOptions = DEFAULT_OPTIONS) -> np.ndarray:
+    """numpy's result (its bias added and its epilogue, or its requantization by ``scale``, applied): int32
+    for the integer types (the sum and the bias wrapped to int32 before the epilogue, as the kernel's int32
+    arithmetic has them), exact (float64) for float32."""
     if isinstance(layer, cpu.Window):
         kernels, groups = (weight[:, None], layer.ic) if layer.depthwise else (weight, 1)
         out = conv_nd(data, kernels, layer.s, 0, layer.dil, groups)
     else:
         out = layers.exact(layer, data, weight)
     if bias is not None:   # one per output channel: NCHW's C, or the GEMM's N
-        out = out + bias.astype(out.dtype).reshape((-1, 1, 1) if isinstance(layer, ConvShape) else (-1,))
+        out = out + bias.astype(out.dtype).reshape(_channel_shape(layer))
     if not options.is_float:   # the kernel sums (and adds the bias) in int32, wrapping before its epilogue
         out = out.astype(np.int32)
+    if options.requantize is not None:
+        rq, by_channel = options.requantize, np.asarray(scale, np.float32).reshape(_channel_shape(layer))
+        out = requantize_scaled(out, by_channel, rq.zero_point, rq.lo, rq.hi)
     if options.epilogue is not None:
         out = cpu.EPILOGUES[options.epilogue][1](out)
     return out.astype(np.float64 if options.is_float else np.int32)
+
+
+def _channel_shape(layer: Layer) -> tuple[int, ...]:
+    """How a per-output-channel vector broadcasts over the plain output: NCHW's C, or the GEMM's N."""
+    return (-1, 1, 1) if isinstance(layer, ConvShape) else (-1,)
 
 
 def magnitude(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None,

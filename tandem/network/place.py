@@ -451,13 +451,19 @@ def _vita_global_avg_pool(step: Step, q: QuantizedGraph, values: dict[str, np.nd
 
 def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_chw: Callable,
                           from_chw: Callable, channels: int, spatial: tuple[int, int],
-                          correction: np.ndarray | int = 0, target_kind: str = "cpu") -> Placement:
+                          correction: np.ndarray | int = 0, target_kind: str = "cpu",
+                          per_part: list[tuple[slice, np.ndarray]] | None = None) -> Placement:
     """The step as its int32 sums (``sums``) and then ``requantize`` on the target over [C, H, W] (``to_chw``
     of the sums' outputs; ``from_chw`` back to the graph's layout), ``correction`` (per channel, or per
     element of [C, H, W]) added to the bias. A quantized ONNX model's step: ``requantize_scaled`` by its
     float32 scale per channel instead (its output float32 where the target has no float-to-int
-    conversion: exact integers, converted to 8 bits on the host)."""
+    conversion: exact integers, converted to 8 bits on the host); on the CPU, where each part is a conv2d
+    or a GEMM and ``per_part`` says which output channels it computes and their correction, each part
+    requantizes its own sums in its epilogue instead (``_fused_requantize``)."""
     dims = {"C": channels, "H": spatial[0], "W": spatial[1]}
+    if isinstance(q, AffineGraph) and target_kind == "cpu" and per_part is not None and \
+            all(part.op in FUSES_REQUANTIZE for part in sums):
+        return _fused_requantize(step, q, sums, per_part, lambda outs: from_chw(to_chw(outs)))
     if isinstance(q, AffineGraph):
         layer, out = step.layers[0], q.affine[step.output]
         bias = np.asarray(q.weights[layer.name].get(2, np.zeros(channels, np.int64)), np.int64)
@@ -480,6 +486,31 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
     epilogue = Placed(network.user_op(op), params, lambda outs: [to_chw(outs), repeated, *extra],
                       lambda out: from_chw(out).astype(dtype), op, sums=False)
     return Placement((*sums, epilogue), lambda outs: outs[-1])
+
+
+#: the CPU's kernels that requantize their sums in their epilogue (``compiler.ops.cpu.Requantize``)
+FUSES_REQUANTIZE = ("conv2d", "gemm")
+
+
+def _fused_requantize(step: Step, q: AffineGraph, sums: list[Placed],
+                      per_part: list[tuple[slice, np.ndarray]], join: Callable) -> Placement:
+    """A quantized ONNX model's conv or GEMM on the CPU: each part's sums requantized in its own epilogue
+    (``epilogue=requantize``: its channels' bias plus correction, their float32 scales, the output's zero
+    point and bounds), the 8-bit values joined by ``join`` (the parts' outputs -> the graph's layout)."""
+    layer, out = step.layers[0], q.affine[step.output]
+    channels = layer.shape[1] if layer.op == "Conv" else layer.shape[-1]
+    bias = np.asarray(q.weights[layer.name].get(2, np.zeros(channels, np.int64)), np.int64)
+    scale = qdq.contraction_scale(q, layer)
+    epilogue = {"epilogue": "requantize", "ZP": out.zero_point, "LO": out.bounds[0], "HI": out.bounds[1]}
+    parts = []
+    for part, (channels_of, correction) in zip(sums, per_part, strict=True):
+        total = bias[channels_of] + np.asarray(correction, np.int64)
+        if total.size and (total.min() < -2**31 or total.max() >= 2**31):
+            raise NotOnTarget("its bias and offset correction do not fit int32")
+        arrays = [*part.inputs, total.astype(np.int32), np.ascontiguousarray(scale[channels_of])]
+        parts.append(replace(part, params={**part.params, **epilogue}, inputs=arrays,
+                             label=f"{part.label or part.op} (requantize fused)"))
+    return Placement(tuple(parts), lambda outs: join(outs).astype(out.dtype))
 
 
 def _nonnegative(q: PowerOfTwoGraph, name: str) -> bool:
@@ -567,9 +598,11 @@ def _sums_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
             sums.append(_conv2d_sums(data, wg, params, unsigned, (oh, ow)))
             corrections.append(correction)
     n, correction = len(sums), np.concatenate(corrections)
+    ends = np.cumsum([0, *(len(c) for c in corrections)])
+    per_part = [(slice(lo, hi), c) for lo, hi, c in zip(ends[:-1], ends[1:], corrections, strict=True)]
     return _sums_then_requantize(step, q, sums, lambda outs: np.concatenate(outs[:n]),
                                  lambda out: out.reshape(1, oc, oh, ow), oc, (oh, ow), correction,
-                                 target.kind)
+                                 target.kind, per_part)
 
 
 def _conv2d_sums(data: np.ndarray, w: np.ndarray, params: dict[str, int], nchw: bool, size: tuple[int, int]
@@ -609,7 +642,9 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
 
     def from_chw(out):
         return np.ascontiguousarray(out.reshape(n, g * m).T).reshape(shape)
-    return _sums_then_requantize(step, q, sums, to_chw, from_chw, n, (g * m, 1), correction, target.kind)
+    per_part = [(slice(0, n), per_gemm[:, k]) for k in range(g)]
+    return _sums_then_requantize(step, q, sums, to_chw, from_chw, n, (g * m, 1), correction, target.kind,
+                                 per_part)
 
 
 def _rounded_mean(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:

@@ -274,7 +274,10 @@ def _target_row(step: Step, placement: Placement, reports: list, check, timing: 
     util = (sum(b * w for b, w in zip(busy, weights, strict=True)) / sum(weights)
             if None not in busy and sum(weights) else None)
     summing = [r for r, part in zip(reports, placement.parts, strict=True) if part.sums]
-    tensor = step.macs if summing and all(r.scalar_fallback == 0 for r in summing) else 0
+    # on tensor instructions: every summing kernel issued some and left no statement scalar (a CPU without
+    # the spec's dot-product instruction sums with vectorized multiply-adds: none of them)
+    tensor = step.macs if summing and all(r.scalar_fallback == 0 and r.tensor_instructions > 0
+                                          for r in summing) else 0
     names = [p.label or p.op for p in placement.parts]
     label = " + ".join(dict.fromkeys(names))
     if len(set(names)) == 1 < len(names):

@@ -182,9 +182,21 @@ def test_only_loops_around_every_statement_and_outside_the_rest_are_reordered():
 
 
 def test_a_non_affine_access_or_bound_is_not_analysable():
-    a, b = ir.Buffer("a", (8,), F32), ir.Buffer("b", (4,), F32)
-    with pytest.raises(NotAnalysable, match=r"the access b\[i//2\] is not affine"):
-        polyhedral(loops(ir.Store(b, (i // 2,), a[i]), (i, 8)))
+    a, b = ir.Buffer("a", (8,), F32), ir.Buffer("b", (64,), F32)
+    with pytest.raises(NotAnalysable, match=r"the access b\[i\*i\] is not affine"):
+        polyhedral(loops(ir.Store(b, (i * i,), a[i]), (i, 8)))
+    with pytest.raises(NotAnalysable, match=r"is not affine"):   # a quotient by a loop, not a constant
+        polyhedral(loops(ir.Store(b, (i // (j + 1),), a[i]), (i, 8), (j, 2)))
+
+
+def test_a_quotient_or_remainder_by_a_constant_is_quasi_affine():
+    """What fusing loops writes (``fused // 8``, ``fused % 8``) is analysed, with ISL's floor and mod: here
+    the 8 iterations write 8 distinct elements of b [4, 2], and the 4 distinct elements a[i // 2] read."""
+    a, b = ir.Buffer("a", (4,), F32), ir.Buffer("b", (4, 2), F32)
+    nest = polyhedral(loops(ir.Store(b, (i // 2, i % 2), a[i // 2]), (i, 8)))
+    write, read = (next(x for x in nest.accesses if x.buffer is buf) for buf in (b, a))
+    assert nest.access_map(write).range().count_val() == 8
+    assert nest.access_map(read).range().count_val() == 4
     with pytest.raises(NotAnalysable, match="loop j runs from 0 for i: not constant bounds"):
         polyhedral(ir.For(i, ir.const(0), ir.const(4), ir.For(j, ir.const(0), i, ir.Store(a, (j,), a[j]))))
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from compiler.analysis.issued import issued_instructions
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak, tsc_hz
-from compiler.ops.cpu import CpuTuning
+from compiler.ops.cpu import U8, CpuTuning
 from compiler.ops.nn import ConvShape, GemmShape
 from tandem.cli.app import app
 from tandem.flows import cpu_layers
@@ -200,9 +200,9 @@ def test_gemm_t_reads_one_bias_value_per_output_row() -> None:
     func, kernel = compile_layer(layer, "x86-vnni", tuning_space(layer, options=options)[0], 1,
                                  load_target("cpu"), options)
     out = np.zeros(func.params[-1].shape, np.int32)
-    kernel(*cpu_layers.pack(layer, data, weight, bias=bias, options=options), out)
+    kernel(*cpu_layers.pack(layer, data, weight, U8, bias, options=options), out)
     np.testing.assert_array_equal(cpu_layers.unpack(layer, out, options),
-                                  cpu_layers.reference(layer, data, weight, bias, options))
+                                  cpu_layers.reference(layer, data, weight, bias, options=options))
 
 
 def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
