@@ -23,7 +23,7 @@ from compiler.errors import IRTypeError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor
-from compiler.ir.intrinsics import Call, if_then_else, math_call
+from compiler.ir.intrinsics import Call, fma, if_then_else, math_call
 
 cast = ir.cast
 const = ir.const
@@ -405,6 +405,7 @@ __all__ = [
     "const",
     "if_then_else",
     "exp",
+    "fma",
     "log",
     "sqrt",
     "tanh",

@@ -641,6 +641,16 @@ class FunctionEmitter:
             out = self.builder.call(declare(self.builder.module, f"llvm.{e.name}.{suffix}",
                                             ll.FunctionType(x.type, [x.type])), [x])
             return self.round_bf16(out) if e.dtype == dtypes.bfloat16 else out
+        if e.name == "fma":   # llvm.fma: one rounding (an FMA instruction where the CPU has one)
+            a, b, c = (self.expr(x) for x in e.args)
+            if any(isinstance(x.type, ll.VectorType) for x in (a, b, c)):
+                a, b, c = self.splat(a), self.splat(b), self.splat(c)
+            scalar = _scalar(a.type)
+            suffix = {ll.HalfType: "f16", ll.FloatType: "f32", ll.DoubleType: "f64"}[type(scalar)]
+            if isinstance(a.type, ll.VectorType):
+                suffix = f"v{a.type.count}{suffix}"
+            return self.builder.call(declare(self.builder.module, f"llvm.fma.{suffix}",
+                                             ll.FunctionType(a.type, [a.type] * 3)), [a, b, c])
         if e.name != "if_then_else" or len(e.args) != 3:
             raise CodegenError(f"llvm: unknown intrinsic call '{e}'")
         cond = self.expr(e.args[0])

@@ -18,6 +18,7 @@ import isa
 from compiler.errors import InterpError
 from compiler.interp.numerics import (
     COMPARE,
+    fma_rounded,
     fmax,
     fmin,
     ieee_div,
@@ -212,6 +213,9 @@ class ClosureCompiler:
                     return rnd(float(fn(np.float64(fx(env)))))
 
             return math_fn
+        if e.name == "fma":
+            fa, fb, fcc, dt = (*(self.expr(a) for a in e.args), e.dtype)
+            return lambda env: fma_rounded(fa(env), fb(env), fcc(env), dt)
         fc, ft, ff = (self.expr(a) for a in e.args)  # if_then_else
         return lambda env: ft(env) if fc(env) else ff(env)
 

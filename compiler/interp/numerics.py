@@ -3,9 +3,11 @@ min/max with numpy's NaN and signed-zero rules, and the comparison operators of 
 
 from __future__ import annotations
 
+import math
 import operator
 import struct
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
@@ -58,6 +60,22 @@ def rounder(dt: DType) -> Callable[[float], float]:
     if dt == dtypes.bfloat16:
         return round_bf16
     return lambda x: dtypes.round_to(x, dt)
+
+
+def fma_rounded(a: float, b: float, c: float, dt: DType) -> float:
+    """``a * b + c`` computed exactly and rounded once to ``dt`` (to nearest, ties to even), as a fused
+    multiply-add instruction rounds it; not finite inputs as IEEE arithmetic has them."""
+    if not all(math.isfinite(x) for x in (a, b, c)):
+        return rounder(dt)(a * b + c)
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    near = rounder(dt)(float(exact))   # rounded twice (to float64 first): at most one step off
+    if not math.isfinite(near):
+        return near
+    t = np.dtype(dt.numpy)
+    steps = [float(np.nextafter(t.type(near), t.type(-np.inf))), near,
+             float(np.nextafter(t.type(near), t.type(np.inf)))]
+    bits = np.dtype(f"u{t.itemsize}")
+    return min(steps, key=lambda v: (abs(Fraction(v) - exact), int(np.array(v, t).view(bits)) & 1))
 
 
 #: Significand bits (with the implicit one) of each float dtype.

@@ -15,7 +15,7 @@ from compiler.ir.functor import (
     post_order_visit,
     substitute,
 )
-from compiler.ir.intrinsics import INTRINSICS, MATH, Call, if_then_else, math_call
+from compiler.ir.intrinsics import INTRINSICS, MATH, Call, fma, if_then_else, math_call
 from compiler.ir.nodes import (
     EQ,
     GE,
@@ -132,6 +132,7 @@ __all__ = [
     "free_vars",
     "if_then_else",
     "math_call",
+    "fma",
     "max_",
     "min_",
     "post_order_visit",

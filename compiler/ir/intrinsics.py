@@ -1,7 +1,8 @@
 """Intrinsic calls of the loop IR: the intrinsics it knows, the ``Call`` node, and the constructors of calls.
 
 ``if_then_else`` is the lazy select (only the chosen branch is evaluated); ``math_call`` builds the float
-math intrinsics (``MATH``), the functions of the spec language.
+math intrinsics (``MATH``), the functions of the spec language; ``fma`` the fused multiply-add (one
+rounding, as LLVM's ``llvm.fma`` and an FMA instruction compute it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from compiler.ir.nodes import Expr, _check_bool, _check_same, as_expr, const_lik
 INTRINSICS = {
     "if_then_else": 3,  # lazy select: only the chosen branch is evaluated
     "exp": 1, "log": 1, "sqrt": 1, "tanh": 1,   # float math (MATH)
+    "fma": 3,   # a * b + c rounded once
 }
 #: The float math intrinsics: the functions of the spec language (isa/lang), of one float argument, whose
 #: result has the argument's type (computed exactly and rounded once, like the other float operations).
@@ -48,6 +50,17 @@ def if_then_else(cond: Expr, true_value, false_value) -> Call:
     _check_bool("if_then_else", cond)
     _check_same("if_then_else", t, f)
     return Call("if_then_else", (cond, t, f), t.dtype)
+
+
+def fma(a, b, c) -> Call:
+    """``a * b + c`` of three floats of one type, computed exactly and rounded once to that type."""
+    a, b, c = (as_expr(x) for x in (a, b, c))
+    for x in (a, b, c):
+        if not x.dtype.is_float:
+            raise IRTypeError(f"fma: expected float arguments, but '{x}' is {x.dtype}")
+    _check_same("fma", a, b)
+    _check_same("fma", a, c)
+    return Call("fma", (a, b, c), a.dtype)
 
 
 def math_call(name: str, x) -> Call:

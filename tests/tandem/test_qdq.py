@@ -162,7 +162,6 @@ def test_qlinear_add_kernel_is_exact_on_every_pair():
         params = {"C": 256, "H": 16, "W": 16, "LO": 0, "HI": 255}
         for name, constant in zip("ABF", k, strict=True):
             params[f"M{name}"], params[f"E{name}"] = network.dyadic(constant)
-        assert network.qlinear_add_fits(params)
         assert run(network.user_op("qlinear_add"), cpu, params, inputs=[a, b]).validated
 
 
