@@ -573,8 +573,8 @@ def pack_depthwise(data: np.ndarray, kernel: np.ndarray, k: int, dil: int, pk: P
     d = np.zeros((n, c16 * lanes, hp, depthwise_width(wp, k, dil, group)), pk.data)
     d[:, :c, :, :wp] = data
     w = np.zeros((c16 * lanes, k, taps * group), pk.weight)
-    w[:c, :, :k] = kernel
-    packed_data = d.reshape(n, c16, lanes, hp, -1).transpose(0, 1, 3, 4, 2)
+    w[: kernel.shape[0], :, :k] = kernel   # (c channels; none where only the data is packed)
+    packed_data = d.reshape(n, c16, lanes, hp, d.shape[-1]).transpose(0, 1, 3, 4, 2)
     packed = w.reshape(c16, lanes, k, taps, group).transpose(0, 2, 3, 1, 4)
     return np.ascontiguousarray(packed_data), np.ascontiguousarray(packed)
 

@@ -313,6 +313,11 @@ def _print_network(network, check: dict, versus_ort: dict) -> None:
                   f"{', '.join(totals['on_host']) or 'nothing'}; every step "
                   f"{'bit-exact with the integer graph' if network.validated else 'NOT bit-exact'} "
                   f"({totals['wall_s']:.1f} s)", markup=False)
+    if network.inference_s is not None:
+        console.print(f"one inference end to end: {network.inference_s * 1e3:.3f} ms (the median of "
+                      f"{network.inference_runs}: the input quantized, every step's data moved to its "
+                      f"kernel's layout and back, every kernel, the host's steps; the kernels alone "
+                      f"{totals['seconds'] * 1e3:.3f} ms)", markup=False)
     console.print(f"import check: {check['detail']}", markup=False)
     console.print(f"end to end: {versus_ort['detail']}", markup=False)
 

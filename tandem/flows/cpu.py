@@ -91,6 +91,8 @@ OPS = ("conv2d", "gemm")
 #: contraction flow runs for a GEMM of few columns
 GEMM_KERNELS = ("gemm", "gemm_t")
 OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype", "relu", "epilogue")
+#: the kernels run for real: a network's whole inference is timed end to end (tandem/network/run.py)
+RUNS_FOR_REAL = True
 #: ``epilogue=requantize``'s parameters and their defaults: the zero point and the bounds (uint8's range)
 REQUANTIZE_KEYS = {"ZP": 0, "LO": 0, "HI": 255}
 
@@ -108,6 +110,9 @@ class CpuJob:
     candidates: tuple[cpu.CpuTuning, ...]
     packing: cpu.Packing
     selection: dict[str, Any] = dataclasses.field(default_factory=dict)   # how the candidates were chosen
+    #: the weights last packed (the array, held) and their packed layout: a kernel called again on new data
+    #: with the same weights (a network's inference, tandem/network/inference.py) does not pack them again
+    packed_weights: list = dataclasses.field(default_factory=list, compare=False, repr=False)
 
 
 def default_isa(options: CpuOptions, target: Target) -> str:
@@ -262,8 +267,23 @@ class CpuLayerFlow(TargetFlow):
 
 
 def _packed(job: CpuJob, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
-    """The job's inputs (data, weights and, with a bias, the bias) in the kernel's layouts."""
-    return cpu_layers.pack(job.layer, inputs[0], inputs[1], job.packing, *inputs[2:], options=job.options)
+    """The job's inputs (data, weights and the per-channel bias and scale, where given) in the kernel's
+    layouts; the weights packed once for as long as the same array (the same memory) comes back."""
+    data, weight, *per_channel = inputs
+    held = job.packed_weights
+    if not held or not same_memory(held[0], weight):
+        held[:] = [weight, cpu_layers.pack_weights(job.layer, weight, job.packing, job.options)]
+    return (cpu_layers.pack_data(job.layer, data, job.packing, job.options), held[1],
+            *(cpu_layers.pack_channels(v, job.packing, job.options) for v in per_channel))
+
+
+def same_memory(held: np.ndarray, given: np.ndarray) -> bool:
+    """Whether ``given`` is ``held`` or a view of the same elements (the same address, shape, strides and
+    type): while ``held`` is alive no other array can occupy its memory, so nothing else can match, and
+    weights are never written."""
+    return given is held or (given.__array_interface__["data"][0] == held.__array_interface__["data"][0]
+                             and given.shape == held.shape and given.strides == held.strides
+                             and given.dtype == held.dtype)
 
 
 def peak_of(job: CpuJob) -> tuple[str, float | None]:

@@ -114,12 +114,7 @@ def inputs(layer: Layer, seed: int | np.random.Generator, options: CpuOptions = 
     some saturating)."""
     _check_bias(layer, options)
     rng = np.random.default_rng(seed)
-    if isinstance(layer, cpu.Window):
-        taps = (layer.k,) * len(layer.sizes)
-        shapes = ((layer.n, layer.ic, *layer.sizes),
-                  (layer.oc, *taps) if layer.depthwise else (layer.oc, layer.ic, *taps))
-    else:
-        shapes = layers.plain_shapes(layer)
+    shapes = _plain_shapes(layer)
     arrays = tuple(rng.uniform(-1, 1, shape).astype(t) if np.dtype(t).kind == "f" else
                    rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, shape).astype(t)
                    for shape, t in zip(shapes, cpu.DTYPES[options.dtype], strict=True))
@@ -129,6 +124,15 @@ def inputs(layer: Layer, seed: int | np.random.Generator, options: CpuOptions = 
     if options.requantize is None:
         return (*arrays, bias)
     return (*arrays, bias, rng.uniform(2.0**-16, 2.0**-10, layers.channels(layer)).astype(np.float32))
+
+
+def _plain_shapes(layer: Layer) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes of ``layer``'s data and weights in the plain layouts."""
+    if isinstance(layer, cpu.Window):
+        taps = (layer.k,) * len(layer.sizes)
+        return ((layer.n, layer.ic, *layer.sizes),
+                (layer.oc, *taps) if layer.depthwise else (layer.oc, layer.ic, *taps))
+    return layers.plain_shapes(layer)
 
 
 def bias_axes(options: CpuOptions) -> tuple[int, ...]:
@@ -143,6 +147,27 @@ def pack(layer: Layer, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing = c
     """The kernel's inputs in its packed layouts: data and weights, then the per-output-channel arrays given
     (the bias, a requantization's scale), each laid out as the output's channels are (``bias_axes``)."""
     return (*_pack(layer, data, weight, pk, options), *(_by_channel(v, pk, options) for v in per_channel))
+
+
+def pack_data(layer: Layer, data: np.ndarray, pk: cpu.Packing = cpu.U8, options: CpuOptions = DEFAULT_OPTIONS
+              ) -> np.ndarray:
+    """``pack``'s first array alone: the data in the kernel's layout (no weights packed)."""
+    weight = np.zeros((0, *_plain_shapes(layer)[1][1:]), cpu.DTYPES[options.dtype][1])
+    return _pack(layer, data, weight, pk, options)[0]
+
+
+def pack_weights(layer: Layer, weight: np.ndarray, pk: cpu.Packing = cpu.U8,
+                 options: CpuOptions = DEFAULT_OPTIONS) -> np.ndarray:
+    """``pack``'s second array alone: the weights in the kernel's layout (no data packed), which a kernel
+    called again on new data with the same weights keeps."""
+    data = np.zeros((0, *_plain_shapes(layer)[0][1:]), cpu.DTYPES[options.dtype][0])
+    return _pack(layer, data, weight, pk, options)[1]
+
+
+def pack_channels(values: np.ndarray, pk: cpu.Packing = cpu.U8, options: CpuOptions = DEFAULT_OPTIONS
+                  ) -> np.ndarray:
+    """``pack``'s per-output-channel arrays (a bias, a scale), each alone."""
+    return _by_channel(values, pk, options)
 
 
 def _by_channel(values: np.ndarray, pk: cpu.Packing, options: CpuOptions) -> np.ndarray:

@@ -5,9 +5,9 @@
 ``run`` takes the same steps for every target; a target contributes only what differs, as a ``TargetFlow``
 (the interface and its records: tandem/flows/flow.py; one per target: tandem/flows/diannao.py,
 tandem/flows/vita.py, tandem/flows/cpu.py, tandem/flows/cuda.py, found through ``FLOWS``): its schedules and
-data layouts, its executor (a simulator, or this CPU) and its roofline. This module is the driver: ``run``,
-``flow_for`` (a target's flow, or its ``USER_FLOW`` for an operator of the user's, tandem/flows/user_ops.py)
-and ``reference_of``. The steps:
+data layouts, its executor (a simulator, or this CPU) and its roofline. This module is the driver: ``run``
+(``prepare``: steps 1-3 below, then ``report_on``: 4-6), ``flow_for`` (a target's flow, or its ``USER_FLOW``
+for an operator of the user's, tandem/flows/user_ops.py) and ``reference_of``. The steps:
 
 1. ``plan``: check the operator and every parameter before any work (``RunError`` naming the parameter),
    and list the schedule candidates: one, or the tuning candidates the target ranks likeliest first;
@@ -51,6 +51,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,31 @@ def flow_for(kind: str, op: str | None = None) -> TargetFlow:
     return module.FLOW
 
 
+@dataclass
+class Prepared:
+    """An operator planned, its inputs checked and its kernel compiled (the cheapest candidate, where there
+    were several): what ``run`` executes, validates and reports on (``report_on``), and what a network's
+    inference calls again on new arrays (``output``, tandem/network/inference.py)."""
+
+    op: str
+    target: Target
+    flow: TargetFlow
+    job: Any
+    data: list[np.ndarray]
+    seed: int
+    winner: Any
+    compiled: Any
+    tuned: list[dict[str, Any]]
+    compile_s: float
+    start: float   # when ``prepare`` began (the report's wall time counts from it)
+    seeded: bool   # the inputs were drawn from the seed (then also checked at their types' extremes)
+
+    def output(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """The kernel's output on ``inputs`` (in the operator's layouts, as ``run`` takes them), nothing
+        measured or checked."""
+        return self.flow.output(self.job, self.compiled, list(inputs), self.target)
+
+
 def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         inputs: Sequence[np.ndarray] | None = None,
         progress: Callable[[int, int], None] | None = None, cache: dict | None = None,
@@ -91,6 +117,14 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
     dict the caller keeps) holds compiled kernels by target, operator, parameters and candidate: a kernel
     found there is not compiled again (``compile_s`` is then 0). ``explain`` adds the unused instructions to
     the report's ``selection`` (the search for why each was not used)."""
+    return report_on(prepare(op, target, params, inputs=inputs, progress=progress, cache=cache), explain)
+
+
+def prepare(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
+            inputs: Sequence[np.ndarray] | None = None,
+            progress: Callable[[int, int], None] | None = None, cache: dict | None = None) -> Prepared:
+    """``run``'s steps 1-3 (plan, inputs, compile and, with several candidates, measure each): the operator
+    ready to execute (``run``'s arguments)."""
     start = time.perf_counter()
     flow = flow_for(target.kind, op)
     rest = dict(params or {})
@@ -124,29 +158,37 @@ def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         if best is None or cost < best[0]:
             best = (cost, candidate, compiled)
     _, winner, compiled = best
+    return Prepared(op, target, flow, job, data, seed, winner, compiled, tuned, compile_s, start,
+                    seeded=inputs is None)
 
+
+def report_on(prepared: Prepared, explain: bool = False) -> RunReport:
+    """``run``'s steps 4-6 on a prepared operator: execute, validate (also at the inputs' extremes, for
+    seeded inputs), roofline, and the report."""
+    p = prepared
+    flow, job, compiled, target, data = p.flow, p.job, p.compiled, p.target, p.data
     t0 = time.perf_counter()
     execution = flow.execute(job, compiled, data, target)
     simulate_s = time.perf_counter() - t0
     want = flow.reference(job, data)
     check = flow.validate(job, data, execution.output, want)
-    if inputs is None and check.validated:
+    if p.seeded and check.validated:
         check = _at_extremes(flow, job, compiled, target, data, check)
     roof = flow.roofline(job, target, execution)
     from compiler.passes import explain as explanation  # here: ``tandem --help`` imports this module
 
     chosen = explanation.selection(flow.selection(job, compiled), unused_too=explain)
     return RunReport(
-        op=op, target=target.kind,
-        params={**flow.params(job, winner, target), **execution.chosen, "seed": seed, "tuned": tuned},
+        op=p.op, target=target.kind,
+        params={**flow.params(job, p.winner, target), **execution.chosen, "seed": p.seed, "tuned": p.tuned},
         validated=check.validated, max_abs_err=check.max_abs_err, cycles=execution.cycles,
         instructions=execution.instructions, tensor_instructions=execution.tensor_instructions,
         scalar_instructions=execution.scalar_instructions, scalar_fallback=execution.scalar_fallback,
         unmatched=execution.unmatched, utilization=execution.utilization, roofline_cycles=roof,
         roofline_pct=round(100.0 * roof / execution.cycles, 2) if roof and execution.cycles else
         (None if roof is None else 0.0),
-        compile_s=round(compile_s, 4), simulate_s=round(simulate_s, 4),
-        wall_s=round(time.perf_counter() - start, 4), detail=check.detail, selection=chosen,
+        compile_s=round(p.compile_s, 4), simulate_s=round(simulate_s, 4),
+        wall_s=round(time.perf_counter() - p.start, 4), detail=check.detail, selection=chosen,
         measured=execution.measured,
         costs=execution.costs, output=execution.output, reference=want, program=execution.program,
     )

@@ -38,8 +38,9 @@ import numpy as np
 from compiler.target import Target
 from sim.core.energy import CostReport, summed
 from tandem.flows.check import exact
-from tandem.flows.run import FLOWS, reference_of, run
+from tandem.flows.run import FLOWS, Prepared, prepare, reference_of, report_on
 from tandem.network.graph import random_inputs
+from tandem.network.inference import time_inference
 from tandem.network.place import place
 from tandem.network.quantized import QuantizedGraph
 from tandem.network.steps import NotOnTarget, Placement, Step, steps
@@ -86,8 +87,8 @@ class Row:
 
 
 #: the keys of ``NetworkReport.totals`` besides the energy and area (what a sweep may ``record``)
-TOTALS_KEYS = ("model", "target", "config", "validated", "steps", "on_host", "cycles", "seconds", "macs",
-               "tensor_macs_share", "dram_bytes", "wall_s")
+TOTALS_KEYS = ("model", "target", "config", "validated", "steps", "on_host", "cycles", "seconds",
+               "inference_s", "macs", "tensor_macs_share", "dram_bytes", "wall_s")
 
 
 @dataclass
@@ -101,10 +102,17 @@ class NetworkReport:
     wall_s: float
     output: np.ndarray = field(repr=False)
     reference: np.ndarray = field(repr=False)
+    #: on a target that runs for real (this CPU): the median seconds of one whole inference, end to end
+    #: (tandem/network/inference.py), and how many were timed; None where the target is simulated
+    inference_s: float | None = None
+    inference_runs: int = 0
+    #: whether the timed inferences gave the output the checked steps gave (None: none timed)
+    inference_validated: bool | None = None
 
     @property
     def validated(self) -> bool:
-        return all(r.validated for r in self.rows) and bool(np.array_equal(self.output, self.reference))
+        return all(r.validated for r in self.rows) and bool(np.array_equal(self.output, self.reference)) \
+            and self.inference_validated is not False
 
     @property
     def cycles(self) -> int:
@@ -126,6 +134,7 @@ class NetworkReport:
                 "validated": self.validated,
                 "steps": len(self.rows), "on_host": on_host, "cycles": self.cycles,
                 "seconds": _total([r.seconds for r in self.rows]),
+                "inference_s": None if self.inference_s is None else round(self.inference_s, 6),
                 "macs": self.macs, "tensor_macs_share": round(self.tensor_macs_share, 6),
                 "dram_bytes": _total([r.dram_bytes for r in self.rows]), "wall_s": round(self.wall_s, 3),
                 **self.costs()}
@@ -201,6 +210,7 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
     rows: list[Row] = []
     plan = steps(q)
     reuse = not resimulate and not timing_depends_on_data(target)
+    kernels: list[list[Prepared] | None] = []   # each step's compiled kernels, for the inference
     for index, step in enumerate(plan):
         if progress is not None:
             progress(index, len(plan), step.name)
@@ -208,7 +218,9 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
             placement = place(step, q, values, target)
         except NotOnTarget as why:
             rows.append(_host_row(q, step, values, str(why)))
+            kernels.append(None)
             continue
+        kernels.append([])
         outs, reports, sources = [], [], []   # each part: measured here, or the step it was measured on
         for part in placement.parts:
             arrays = part.inputs(outs) if callable(part.inputs) else part.inputs
@@ -221,7 +233,9 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
                 report = replace(report, output=output, validated=None, compile_s=0.0, simulate_s=0.0)
                 sources.append(first)
             else:
-                report = run(part.op, target, params, inputs=part.inputs, cache=cache)
+                prepared = prepare(part.op, target, params, inputs=part.inputs, cache=cache)
+                report = report_on(prepared)
+                kernels[-1].append(prepared)
                 measured.setdefault(key, (step.name, report))
                 sources.append(None)
             outs.append(part.unpack(report.output))
@@ -235,8 +249,19 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
         progress(len(plan), len(plan), "")
     out = values[q.graph.output]
     config = getattr(target.config, "name", "")
-    return NetworkReport(q.graph.name, target.kind, config, rows, time.perf_counter() - start,
-                         out, oracle[q.graph.output])
+    report = NetworkReport(q.graph.name, target.kind, config, rows, time.perf_counter() - start,
+                           out, oracle[q.graph.output])
+    if runs_for_real(target):   # one whole inference, timed end to end, must give the same output
+        inference = time_inference(q, target, plan, kernels, inputs, (options or {}).get("min_time", 0.2))
+        report.inference_s, report.inference_runs = inference.seconds, inference.runs
+        report.inference_validated = bool(np.array_equal(inference.output, out))
+    return report
+
+
+def runs_for_real(target: Target) -> bool:
+    """Whether the target runs its kernels for real (its flow module's ``RUNS_FOR_REAL``: this CPU), so
+    that a whole inference can be timed end to end; a simulator's cycles are its measure."""
+    return getattr(importlib.import_module(FLOWS[target.kind]), "RUNS_FOR_REAL", False)
 
 
 def timing_depends_on_data(target: Target) -> bool:

@@ -1,0 +1,90 @@
+"""A whole inference on this CPU, timed end to end (tandem/network/inference.py, issue 48): the kernels
+compiled once, then every step's host work and kernel calls, as a user times onnxruntime's session.run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tandem.flows.cpu import same_memory
+from tandem.flows.run import prepare
+from tandem.flows.targets import load_target
+from tandem.network import graph as tg
+from tandem.network import models, qdq, qdq_write
+from tandem.network.inference import MIN_RUNS, infer
+from tandem.network.run import run_network
+from tandem.network.steps import steps
+
+
+def _qdq(name: str = "resnet18", size: int = 16):
+    return qdq.load(qdq_write.write(tg.load(models.build(name), {"input": (1, 3, size, size)})))
+
+
+def _inputs(q, seed: int = 3) -> dict[str, np.ndarray]:
+    return tg.random_inputs(q.graph, np.random.default_rng(seed))
+
+
+def test_a_cpu_run_times_one_whole_inference_which_gives_the_checked_output():
+    q = _qdq()
+    report = run_network(q, load_target("cpu"), _inputs(q), options={"min_time": 0.001})
+    assert report.validated and report.inference_validated is True
+    assert report.inference_runs >= MIN_RUNS and report.inference_s > 0
+    totals = report.totals()
+    assert totals["inference_s"] == round(report.inference_s, 6)
+    # the inference does the kernels' work and more (the data's moves, the host's steps)
+    assert report.inference_s > 0.5 * totals["seconds"]
+
+
+def test_an_inference_on_new_inputs_equals_the_integer_graph():
+    """The compiled kernels are called again on another input: the output is the integer graph's for it
+    (nothing of the first input is kept, the weights' packed layouts are)."""
+    q = _qdq("mobilenet_v2")
+    target = load_target("cpu")
+    captured = {}
+
+    import tandem.network.run as network_run
+    original = network_run.time_inference
+
+    def keep(*args, **kwargs):
+        captured["args"] = args
+        return original(*args, **kwargs)
+
+    network_run.time_inference = keep
+    try:
+        run_network(q, target, _inputs(q), options={"min_time": 0.001})
+    finally:
+        network_run.time_inference = original
+    _, _, plan, kernels, _ = captured["args"][:5]
+    other = _inputs(q, seed=9)
+    got, real = infer(q, target, plan, kernels, other)
+    want = q.run_integer(other)[q.graph.output]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(real, q.dequantize(q.graph.output, want))
+    assert plan == steps(q)
+
+
+def test_a_simulated_target_has_cycles_not_an_inference_time():
+    q = _qdq()
+    report = run_network(q, load_target("diannao"), _inputs(q))
+    assert report.inference_s is None and report.totals()["inference_s"] is None
+
+
+def test_the_weights_are_packed_again_when_other_weights_come():
+    """A kernel keeps its weights' packed layout only for the same memory: other weights (another array, or
+    another view) are packed again, so a kernel shared by two layers never runs on the other's weights."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (8, 32)).astype(np.uint8)
+    w1, w2 = (rng.integers(-128, 128, (16, 32)).astype(np.int8) for _ in range(2))
+    kernel = prepare("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 32, "threads": 1},
+                     inputs=[a, w1])
+    for w in (w1, w2, w1[:, :], w2.copy()):
+        np.testing.assert_array_equal(kernel.output([a, w]), a.astype(np.int64) @ w.T.astype(np.int64))
+
+
+@pytest.mark.parametrize(("view", "same"), [
+    (lambda w: w, True), (lambda w: w[:, :], True), (lambda w: w.T.T, True),
+    (lambda w: w.copy(), False), (lambda w: w[:, 1:], False), (lambda w: w.T, False),
+    (lambda w: w.view(np.uint8), False)])
+def test_same_memory_is_the_same_elements_at_the_same_address(view, same):
+    w = np.arange(12, dtype=np.int8).reshape(3, 4)
+    assert same_memory(w, view(w)) is same
