@@ -520,26 +520,33 @@ def fused_epilogue(func: ir.PrimFunc, epilogue: str | None, bias_axes: tuple[int
 # -------------------------------------------------------------------------------------------- numpy side
 
 
-def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, pk: Packing = U8
+def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, pk: Packing = U8, fill: int = 0
               ) -> tuple[np.ndarray, np.ndarray]:
-    """NCHW data and OIHW kernel -> padded NCHW[x]c data and KCRS[y]k[x]c kernel (zeros fill)."""
-    p = layer.p
-    return pack_window(np.pad(data, ((0, 0), (0, 0), (p, p), (p, p))), kernel, pk)
+    """NCHW data and OIHW kernel -> NCHW[x]c data padded by the layer's ``p`` with ``fill`` (a quantized
+    input's zero point: the value that stands for 0.0) and KCRS[y]k[x]c kernel (zeros fill the channels)."""
+    return pack_window(data, kernel, pk, layer.p, fill)
 
 
-def pack_window(data: np.ndarray, kernel: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:
-    """Padded ``[N, C, *sizes]`` data and ``[O, C, *k]`` kernels -> ``conv``'s ``[N, C/x, *sizes, x]`` and
+def pack_window(data: np.ndarray, kernel: np.ndarray, pk: Packing = U8, pad: int = 0, fill: int = 0
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``[N, C, *sizes]`` data and ``[O, C, *k]`` kernels -> ``conv``'s ``[N, C/x, *sizes + 2 pad, x]`` (the
+    data written once into its blocks, bordered by ``pad`` elements of ``fill`` on every spatial side) and
     ``[O/y, C/x, *k, y, x]`` (zeros fill the channels)."""
     group, lanes = pk.group, pk.lanes
     (n, c, *sizes), (o, _, *taps) = data.shape, kernel.shape
     c4, k16, dims = _blocks(c, group), _blocks(o, lanes), len(sizes)
-    d = np.zeros((n, c4 * group, *sizes), pk.data)
-    d[:, :c] = data
-    packed_data = d.reshape(n, c4, group, *sizes).transpose(0, 1, *range(3, 3 + dims), 2)
+    padded = [size + 2 * pad for size in sizes]
+    packed_data = np.full((n, c4, *padded, group), fill, pk.data) if fill else \
+        np.zeros((n, c4, *padded, group), pk.data)
+    inside = np.moveaxis(packed_data, -1, 2)[(slice(None),) * 3 + tuple(slice(pad, pad + s) for s in sizes)]
+    whole = c // group
+    inside[:, :whole] = data[:, : whole * group].reshape(n, whole, group, *sizes)
+    if c % group:   # the last block's channels past C keep the fill: they meet the kernel's zero channels
+        inside[:, whole, : c % group] = data[:, whole * group:]
     w = np.zeros((k16 * lanes, c4 * group, *taps), pk.weight)
     w[:o, :c] = kernel
     packed = w.reshape(k16, lanes, c4, group, *taps).transpose(0, 2, *range(4, 4 + dims), 1, 3)
-    return np.ascontiguousarray(packed_data), np.ascontiguousarray(packed)
+    return packed_data, np.ascontiguousarray(packed)
 
 
 def pack_pixels(data: np.ndarray, kernel: np.ndarray, window: Window, pk: Packing = U8

@@ -155,7 +155,7 @@ class CpuLayerFlow(TargetFlow):
         else:
             layer, keys = flow.take_conv(params, where), (*flow.CONV_KEYS, "shape")
         options = CpuOptions(dtype, None if requantize else epilogue, bool(bias), transposed=op == "gemm_t",
-                             requantize=requantize)
+                             requantize=requantize, pad_value=_take_pad_value(params, op, dtype, where))
         return self.plan_layer(layer, options, params, keys, target, where)
 
     def plan_layer(self, layer: Layer, options: CpuOptions, params: dict[str, Any], keys: Sequence[str],
@@ -260,7 +260,8 @@ class CpuLayerFlow(TargetFlow):
                 "tuning": str(candidate), "selection": job.selection, "cpu": host_cpu()["cpu"],
                 "dtype": names[job.options.dtype], "instruction": job.packing.instruction,
                 "bias": job.options.bias,
-                "epilogue": "requantize" if job.options.requantize else job.options.epilogue}
+                "epilogue": "requantize" if job.options.requantize else job.options.epilogue,
+                **({"pad_value": job.options.pad_value} if job.options.pad_value else {})}
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
         return {"tuning": str(candidate), "seconds": cost}
@@ -315,6 +316,23 @@ def _take_epilogue(params: dict[str, Any], where: str) -> str | None:
         raise RunError(f"{where}: unknown epilogue {epilogue!r}; expected one of "
                        f"{', '.join((*cpu.EPILOGUES, 'requantize'))}")
     return epilogue
+
+
+def _take_pad_value(params: dict[str, Any], op: str, dtype: str, where: str) -> int:
+    """Pop ``pad_value`` (conv2d's: what its padded border holds, default 0), a value of the data's type."""
+    value = params.pop("pad_value", 0)
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    if op != "conv2d":
+        raise RunError(f"{where}: pad_value is the padded border of a conv2d's data; {op} has none")
+    if dtype == "float32":
+        raise RunError(f"{where}: pad_value is for integer data; float32's border holds 0")
+    info = np.iinfo(cpu.DTYPES[dtype][0])
+    integer = isinstance(value, int | np.integer) and not isinstance(value, bool)
+    if not integer or not info.min <= value <= info.max:
+        raise RunError(f"{where}: pad_value must be an integer of the data's type {cpu.DTYPES[dtype][0]} "
+                       f"({info.min}..{info.max}), but got {value!r}")
+    return int(value)
 
 
 def _take_requantize(params: dict[str, Any], epilogue: str | None, dtype: str, where: str

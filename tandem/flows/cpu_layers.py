@@ -39,13 +39,15 @@ class CpuOptions:
     8 bits by a float32 scale per output channel (``compiler.ops.cpu.Requantize``: an integer type's, with a
     bias), and a per-output-channel ``bias`` added before it (conv2d and GEMM), all fused into the operator
     (PolyDL's Algorithm 3); for a GEMM, ``transposed``: the kernel with the data's rows on the lanes
-    (``compiler.ops.cpu.gemm_t``)."""
+    (``compiler.ops.cpu.gemm_t``); for a conv2d, ``pad_value``: what its padded border holds (a quantized
+    input's zero point, the integer that stands for 0.0; written by the packing, no copy of its own)."""
 
     dtype: str = "uint8"
     epilogue: str | None = None
     bias: bool = False
     transposed: bool = False
     requantize: cpu.Requantize | None = None
+    pad_value: int = 0
 
     def __post_init__(self) -> None:
         if self.requantize is not None and (not self.bias or self.epilogue is not None or self.is_float):
@@ -64,7 +66,8 @@ class CpuOptions:
         return {**({"dtype": self.dtype} if self.dtype != "uint8" else {}),
                 **({"bias": True} if self.bias else {}),
                 **({"epilogue": self.epilogue} if self.epilogue else {}),
-                **({"epilogue": "requantize", "ZP": rq.zero_point, "LO": rq.lo, "HI": rq.hi} if rq else {})}
+                **({"epilogue": "requantize", "ZP": rq.zero_point, "LO": rq.lo, "HI": rq.hi} if rq else {}),
+                **({"pad_value": self.pad_value} if self.pad_value else {})}
 
 
 #: u8 data x s8 weights, no epilogue, no bias: what a layer runs as unless told otherwise
@@ -188,7 +191,7 @@ def _pack(layer: Layer, data: np.ndarray, weight: np.ndarray, pk: cpu.Packing, o
     if isinstance(layer, cpu.Window):
         return cpu.pack_window(data, weight, pk)
     if isinstance(layer, ConvShape):
-        return cpu.pack_conv(data, weight, layer, pk)
+        return cpu.pack_conv(data, weight, layer, pk, options.pad_value)
     return (cpu.pack_gemm_t if options.transposed else cpu.pack_gemm)(data, weight, pk)
 
 
@@ -211,6 +214,10 @@ def reference(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarr
     if isinstance(layer, cpu.Window):
         kernels, groups = (weight[:, None], layer.ic) if layer.depthwise else (weight, 1)
         out = conv_nd(data, kernels, layer.s, 0, layer.dil, groups)
+    elif isinstance(layer, ConvShape) and options.pad_value:   # the border holds pad_value, not 0
+        p = layer.p
+        padded = np.pad(data, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=options.pad_value)
+        out = layers.exact(replace(layer, h=layer.h + 2 * p, w=layer.w + 2 * p, p=0), padded, weight)
     else:
         out = layers.exact(layer, data, weight)
     if bias is not None:   # one per output channel: NCHW's C, or the GEMM's N

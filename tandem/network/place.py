@@ -42,6 +42,7 @@ host); VITA, whose epilogue only shifts, runs its max pools and leaves the float
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -531,15 +532,16 @@ def _nonnegative(q: PowerOfTwoGraph, name: str) -> bool:
     return False
 
 
-def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pad: int, unsigned: bool
-                  ) -> tuple[np.ndarray, np.ndarray, int]:
+def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pad: int, unsigned: bool,
+                  pad_in_kernel: bool = False) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Data for a target's 8-bit multiplier, uint8 (the CPU's vpdpbusd: u8 x s8) or int8 (DianNao's,
     VITA's), with what comes off each output channel's bias. The data moves by an offset to the target's
     type (+128 for int8 on the CPU, -128 for uint8 on DianNao); where the tensor's real zero (its zero point:
-    0 in a power-of-two graph) is then not 0, the input is padded on the host first with that zero, and
-    ``(zero + offset) * sum(w)`` comes off each channel's bias. int8 data that is >= 0 by construction
-    (after a ReLU) goes to the CPU as it is. Returns the data, the bias correction and the padding the
-    kernel still applies."""
+    0 in a power-of-two graph) is then not 0, ``(zero + offset) * sum(w)`` comes off each channel's bias and
+    the padded border must hold that moved zero: written by the kernel's packing where ``pad_in_kernel``
+    (the CPU's conv2d: its ``pad_value``), else padded on the host first. int8 data that is >= 0 by
+    construction (after a ReLU) goes to the CPU as it is. Returns the data, the bias correction, the
+    padding the kernel still applies and the value its border holds."""
     if isinstance(q, AffineGraph):
         a = q.affine[name]
         zero = a.zero_point
@@ -551,11 +553,40 @@ def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pa
         zero, offset = 0, 0
     dtype = np.uint8 if unsigned else np.int8
     if zero + offset == 0:
-        return (x.astype(np.int16) + offset).astype(dtype), np.zeros(w.shape[0], np.int64), pad
+        return _moved(x, offset, dtype), np.zeros(w.shape[0], np.int64), pad, 0
+    correction = -(zero + offset) * weight_sums(w)
+    if pad and pad_in_kernel:
+        return _moved(x, offset, dtype), correction, pad, zero + offset
     if pad:
         x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(pad, pad)] * 2, constant_values=zero)
-    correction = -(zero + offset) * w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
-    return (x.astype(np.int16) + offset).astype(dtype), correction, 0
+    return _moved(x, offset, dtype), correction, 0, 0
+
+
+def _moved(x: np.ndarray, offset: int, dtype: type) -> np.ndarray:
+    """``x + offset`` in ``dtype`` (``x`` itself where nothing moves and the type is already ``dtype``)."""
+    if offset == 0:
+        return x.astype(dtype, copy=False)
+    return (x.astype(np.int16) + offset).astype(dtype)
+
+
+#: each weight array's per-output-channel sums, by the array's memory (``weight_sums``)
+_SUMS: dict[tuple, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def weight_sums(w: np.ndarray) -> np.ndarray:
+    """The sum of each output channel's weights (int64), computed once for as long as the weights (the
+    same memory, their array alive) come back: a network's inference places its steps again on new data."""
+    base = w if w.base is None else w.base
+    key = (w.__array_interface__["data"][0], w.shape, w.strides, w.dtype.str)
+    held = _SUMS.get(key)
+    if held is not None and held[0]() is base:
+        return held[1]
+    if len(_SUMS) > 4096:   # drop the weights no longer alive
+        for dead in [k for k, (ref, _) in _SUMS.items() if ref() is None]:
+            del _SUMS[dead]
+    sums = w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
+    _SUMS[key] = (weakref.ref(base), sums)
+    return sums
 
 
 def _sums_op(step: Step, dims: dict[str, int]) -> tuple[str, dict[str, int]]:
@@ -578,22 +609,23 @@ def _sums_conv(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], tar
     sums, corrections = [], []
     if _groups(step) == 1 and _disjoint_windows(dims):   # one GEMM of its windows: [OH * OW, OC] sums
         w = w.reshape(oc, -1)
-        data, correction, _ = _data_operand(q, name, _windows(x, dims["K"], (oh, ow)), w, 0, unsigned)
+        data, correction, _, _ = _data_operand(q, name, _windows(x, dims["K"], (oh, ow)), w, 0, unsigned)
         threads = {"threads": 1} if unsigned and data.size * oc < ONE_THREAD_MACS else {}
         sums.append(Placed("gemm", {"M": oh * ow, "N": oc, "K": w.shape[1], **int8, **threads}, [data, w],
                            lambda out: np.ascontiguousarray(out.reshape(oh * ow, oc).T).reshape(oc, oh, ow),
                            WINDOWS_GEMM))
         corrections.append(correction)
     elif _depthwise(step):   # the contraction flow's layouts: NCHW data, [C, 1, K, K] weights
-        data, correction, pad = _data_operand(q, name, x, w, dims["P"], unsigned)
+        data, correction, pad, _ = _data_operand(q, name, x, w, dims["P"], unsigned)
         op, params = _sums_op(step, {**dims, "H": data.shape[2], "W": data.shape[3], "P": pad})
         sums.append(Placed(op, {**params, **int8}, [data, w], lambda out: out.reshape(oc, oh, ow)))
         corrections.append(correction)
     else:
         for xg, wg in _group_parts(x, w, _groups(step), 1):
-            data, correction, pad = _data_operand(q, name, xg, wg, dims["P"], unsigned)
+            data, correction, pad, fill = _data_operand(q, name, xg, wg, dims["P"], unsigned,
+                                                        pad_in_kernel=unsigned)
             params = {**dims, "H": data.shape[2], "W": data.shape[3], "IC": wg.shape[1], "OC": wg.shape[0],
-                      "P": pad, **int8}
+                      "P": pad, **int8, **({"pad_value": fill} if fill else {})}
             sums.append(_conv2d_sums(data, wg, params, unsigned, (oh, ow)))
             corrections.append(correction)
     n, correction = len(sums), np.concatenate(corrections)
@@ -625,7 +657,7 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
     m, n = operands[0][0].shape[0], operands[0][1].shape[0]
     g = len(operands)
     unsigned = target.kind == "cpu"
-    moved = [_data_operand(q, step.layers[0].inputs[0], d, wt, 0, unsigned) for d, wt in operands]
+    moved = [_data_operand(q, step.layers[0].inputs[0], d, wt, 0, unsigned)[:3] for d, wt in operands]
     operands = [(u[0], wt) for u, (_, wt) in zip(moved, operands, strict=True)]
     per_gemm = np.stack([u[1] for u in moved], axis=1)   # [N, G]
     correction = np.repeat(per_gemm, m, axis=1)[:, :, None]   # [N, G * M, 1]

@@ -12,6 +12,7 @@ from tandem.flows.targets import load_target
 from tandem.network import graph as tg
 from tandem.network import models, qdq, qdq_write
 from tandem.network.inference import MIN_RUNS, infer
+from tandem.network.place import place
 from tandem.network.run import run_network
 from tandem.network.steps import steps
 
@@ -61,6 +62,19 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph():
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(real, q.dequantize(q.graph.output, want))
     assert plan == steps(q)
+
+
+def test_a_zero_point_border_is_written_by_the_packing_not_padded_on_the_host():
+    """A QDQ conv's uint8 input has a zero point: the kernel's packing pads with it (``pad_value``), the
+    step hands the kernel the unpadded input."""
+    q = _qdq()
+    values = q.run_integer(_inputs(q))
+    step = steps(q)[0]   # the stem: a 7 x 7 conv padded by 3 of the image, whose zero point is not 0
+    zero = q.affine[step.inputs[0]].zero_point
+    assert step.op == "Conv" and zero != 0
+    (part,) = place(step, q, values, load_target("cpu")).parts
+    assert part.params["P"] == 3 and part.params["pad_value"] == zero
+    assert part.inputs[0].shape == values[step.inputs[0]].shape
 
 
 def test_a_simulated_target_has_cycles_not_an_inference_time():

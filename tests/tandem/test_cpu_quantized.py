@@ -1,5 +1,6 @@
-"""The CPU's requantizing epilogue (issue 48): a quantized model's conv or GEMM requantizes its int32 sums to
-8 bits inside the operator, as onnxruntime's x86-64 kernels compute it, with no pass of its own.
+"""The CPU's kernels for quantized models (issue 48): a conv or GEMM requantizes its int32 sums to 8 bits
+inside the operator, as onnxruntime's x86-64 kernels compute it, with no pass of its own; a conv's padded
+border holds the input's zero point, written by the packing (no padded copy of its own).
 
 These run on any x86-64 CPU: with AVX-512 VNNI the sums are vpdpbusd's, without it the vectorized
 schedule's (the default isa of each)."""
@@ -94,3 +95,29 @@ def test_requantize_takes_a_bias_and_no_other_epilogue() -> None:
         CpuOptions(epilogue="relu", bias=True, requantize=UINT8)
     with pytest.raises(ValueError, match="requantize takes an integer type"):
         CpuOptions(requantize=UINT8)
+
+
+def test_a_conv_border_holds_the_pad_value_written_by_the_packing() -> None:
+    """A quantized input's zero point is what its padding holds: the sums over the border taps count it,
+    so the result is numpy's conv of the input padded with that value, not with 0."""
+    layer = ConvShape(9, 9, 5, 20, 3, 1, 1)
+    options = CpuOptions(pad_value=77)
+    r = run_cpu(layer, threads=1, min_time=0.005, options=options)
+    assert r.validated and r.params["pad_value"] == 77
+    data, weight = cpu_layers.inputs(layer, 0, options)
+    zeros = cpu_layers.reference(layer, data, weight, options=CpuOptions())
+    padded = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=77)
+    np.testing.assert_array_equal(r.output, reference.conv2d(padded, weight).astype(np.int32))
+    assert not np.array_equal(r.output, zeros)
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ({"op": "gemm", "pad_value": 3}, "pad_value is the padded border of a conv2d's data; gemm has none"),
+    ({"pad_value": 256}, r"pad_value must be an integer of the data's type uint8 \(0..255\), but got 256"),
+    ({"pad_value": 1, "dtype": "float32"}, "pad_value is for integer data"),
+])
+def test_a_bad_pad_value_is_refused(params: dict, match: str) -> None:
+    op = params.pop("op", "conv2d")
+    layer = {"M": 8, "N": 16, "K": 8} if op == "gemm" else {"H": 6, "W": 6, "IC": 4}
+    with pytest.raises(RunError, match=match):
+        run(op, load_target("cpu"), {**layer, **params})
