@@ -130,11 +130,21 @@ class ContractionFlow(TargetFlow):
                 ) -> Execution:
         runs = [self.gemm_flow.execute(job.gemm, compiled, packed, target)
                 for packed in self._problems(job, inputs, target)]
-        canonical = np.stack([self.unpack(job, r.output) for r in runs])
+        combined = repeated(runs, self._joined(job, [r.output for r in runs]), job.op.macs)
+        return dataclasses.replace(combined, chosen={**combined.chosen, "gemms": len(runs)})
+
+    def output(self, job: ContractionJob, compiled: Any, inputs: list[np.ndarray], target: Target
+               ) -> np.ndarray:
+        """Each GEMM called once, nothing measured: the operator's output."""
+        return self._joined(job, [self.gemm_flow.output(job.gemm, compiled, packed, target)
+                                  for packed in self._problems(job, inputs, target)])
+
+    def _joined(self, job: ContractionJob, outputs: list[np.ndarray]) -> np.ndarray:
+        """The GEMMs' outputs as the operator's, in its layout."""
+        canonical = np.stack([self.unpack(job, out) for out in outputs])
         if job.transposed:
             canonical = canonical.transpose(0, 2, 1)
-        combined = repeated(runs, job.op.layout_out(job.mapping.restore(canonical)), job.op.macs)
-        return dataclasses.replace(combined, chosen={**combined.chosen, "gemms": len(runs)})
+        return job.op.layout_out(job.mapping.restore(canonical))
 
     def cost(self, job: ContractionJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
         """Every GEMM runs the same kernel on operands of one shape: the first's cost, times their count."""

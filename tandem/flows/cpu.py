@@ -462,10 +462,17 @@ class CpuWindowFlow(TargetFlow):
     def execute(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
         runs = [LAYER_FLOW.execute(job.job, compiled, arrays, target)
                 for arrays in self._problems(job, inputs)]
-        output = np.stack([r.output for r in runs], axis=1)   # [n, group, channels, *out]
-        if job.op.kind == "depthwise":
-            output = output[:, 0]
-        return repeated(runs, job.op.layout_out(output), job.op.macs)
+        return repeated(runs, self._joined(job, [r.output for r in runs]), job.op.macs)
+
+    def output(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> np.ndarray:
+        return self._joined(job, [LAYER_FLOW.output(job.job, compiled, arrays, target)
+                                  for arrays in self._problems(job, inputs)])
+
+    @staticmethod
+    def _joined(job: WindowJob, outputs: list[np.ndarray]) -> np.ndarray:
+        """Each group's output joined as [n, group, channels, *out], in the operator's layout."""
+        output = np.stack(outputs, axis=1)
+        return job.op.layout_out(output[:, 0] if job.op.kind == "depthwise" else output)
 
     def _problems(self, job: WindowJob, inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
         """Each direct convolution's data ``[N, C, *padded]`` and weights (``[O, C, *k]``; depthwise
@@ -545,15 +552,20 @@ class CpuUserFlow(TargetFlow):
         func, kernel = compiled
         out = np.zeros(job.user.output.shape, job.user.output.dtype.numpy)
         seconds = kernel.time(*inputs, out, min_time=job.min_time / 5)
-        out[...] = 0
-        kernel(*inputs, out)
-        result = out.copy()
+        result = self.output(job, compiled, inputs, target)
         cycles = round(seconds * tsc_hz())
         counts = issued_instructions(func)
         return Execution(output=result, cycles=cycles, instructions=counts,
                          tensor_instructions=sum(counts.values()), scalar_instructions=None,
                          scalar_fallback=0, unmatched=[], utilization={}, program=kernel.llvm_ir,
                          measured={"gops": None, "seconds": seconds, "peak_gops": None})
+
+    def output(self, job: CpuUserJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
+               target: Target) -> np.ndarray:
+        """One call of the kernel on ``inputs`` into a zeroed output."""
+        out = np.zeros(job.user.output.shape, job.user.output.dtype.numpy)
+        compiled[1](*inputs, out)
+        return out
 
     def reference(self, job: CpuUserJob, inputs: list[np.ndarray]) -> np.ndarray:
         return job.user.reference(inputs)

@@ -200,6 +200,9 @@ def _group_parts(x: np.ndarray, w: np.ndarray, groups: int, per: int
     parts = []
     for first in range(0, groups, per):
         n = min(per, groups - first)
+        if n == 1:   # one group: its own weights (a view, the same memory on every call)
+            parts.append((x[:, first * icg:(first + 1) * icg], w[first * ocg:(first + 1) * ocg]))
+            continue
         block = np.zeros((n * ocg, n * icg, *w.shape[2:]), w.dtype)
         for j in range(n):
             block[j * ocg:(j + 1) * ocg, j * icg:(j + 1) * icg] = w[(first + j) * ocg:(first + j + 1) * ocg]
