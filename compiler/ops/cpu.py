@@ -42,7 +42,7 @@ from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
-from compiler.ops import network
+from compiler.ops import network, reference
 from compiler.ops.contractions import Contraction
 from compiler.ops.nn import ConvShape
 from compiler.passes.fuse_elementwise import fuse_elementwise, fusions
@@ -475,18 +475,51 @@ class Requantize:
     def __post_init__(self) -> None:
         network.check_bounds("requantize", self.zero_point, self.lo, self.hi)
 
-    def expr(self, total: ir.Expr, scale: ir.Expr) -> ir.Expr:
+    #: the epilogue reads a float32 scale per output channel
+    scaled = True
+
+    def expr(self, total: ir.Expr, scale: ir.Expr | None) -> ir.Expr:
         """The loop IR of one element: ``total`` (int32) by ``scale`` (float32)."""
         return network.requantized(total, scale, self.zero_point, self.lo, self.hi)
 
+    def reference(self, total: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+        """numpy's result on the int32 ``total`` (``scale`` broadcast over it)."""
+        return reference.requantize_scaled(total, scale, self.zero_point, self.lo, self.hi)
+
+
+@dataclass(frozen=True)
+class ShiftClip:
+    """An epilogue that requantizes each int32 sum (plus its bias, which holds the rounding constant) to 8
+    bits by a power of two, as a power-of-two int8 network does (VTA's rule, tandem/network/quantize.py):
+    an arithmetic right shift by ``shift``, then a clip to [``lo``, ``hi``] (int8's range, or a fused ReLU's
+    part of it). The 8-bit value is kept in the int32 output."""
+
+    shift: int = 8
+    lo: int = -128
+    hi: int = 127
+    scaled = False
+
+    def __post_init__(self) -> None:
+        if not -128 <= self.lo <= self.hi <= 127 or not 0 <= self.shift < 31:
+            raise ScheduleError(f"shift = {self.shift} must lie in [0, 31) and [LO, HI] = [{self.lo}, "
+                                f"{self.hi}] in int8's")
+
+    def expr(self, total: ir.Expr, scale: ir.Expr | None) -> ir.Expr:
+        shifted = ir.FloorDiv(total, ir.const(1 << self.shift, total.dtype))
+        return ir.min_(ir.max_(shifted, ir.const(self.lo, total.dtype)), ir.const(self.hi, total.dtype))
+
+    def reference(self, total: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+        return reference.shift_clip(total, self.shift, bounds=(self.lo, self.hi)).astype(np.int64)
+
 
 def fused_epilogue(func: ir.PrimFunc, epilogue: str | None, bias_axes: tuple[int, ...] | None,
-                   requantize: Requantize | None = None) -> ir.PrimFunc:
+                   requantize: Requantize | ShiftClip | None = None) -> ir.PrimFunc:
     """``func`` followed by a bias add and ``epilogue`` (a key of ``EPILOGUES``, or None) or ``requantize`` on
     every element of its output, one element-wise nest fused into the operator by PolyDL's Algorithm 3
     (``fuse_elementwise``). ``bias_axes``: the output's axes that index the bias, a new parameter ``bias``
-    before the output (None: no bias); ``requantize`` needs them: its ``scale``, a float32 parameter after
-    the bias, is indexed by the same axes. ScheduleError saying why where the nest cannot be fused."""
+    before the output (None: no bias); ``requantize`` (by a float scale or a shift) needs them: a
+    ``Requantize``'s ``scale``, a float32 parameter after the bias, is indexed by the same axes.
+    ScheduleError saying why where the nest cannot be fused."""
     if epilogue is not None and requantize is not None:
         raise ScheduleError(f"{func.name}: {epilogue} and requantize are two epilogues; a requantization's "
                             f"bounds hold a ReLU's")
@@ -499,10 +532,12 @@ def fused_epilogue(func: ir.PrimFunc, epilogue: str | None, bias_axes: tuple[int
         per_channel = tuple(out.shape[a] for a in bias_axes)
         bias = ir.Buffer("bias", per_channel, out.dtype)
         value, params = value + bias[tuple(index[a] for a in bias_axes)], (*params[:-1], bias, out)
-        if requantize is not None:
+        if requantize is not None and requantize.scaled:
             scale = ir.Buffer("scale", per_channel, dtypes.dtype("float32"))
             value = requantize.expr(value, scale[tuple(index[a] for a in bias_axes)])
             params = (*params[:-1], scale, out)
+        elif requantize is not None:
+            value = requantize.expr(value, None)
     if epilogue is not None:
         value = EPILOGUES[epilogue][0](value)
     nest: ir.Stmt = ir.Store(out, index, value)

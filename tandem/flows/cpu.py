@@ -17,7 +17,9 @@ the output, fused into the operator by PolyDL's Algorithm 3, ``compiler.passes.f
 element-wise statement; conv2d and gemm). ``epilogue=requantize`` (integer types) requantizes each sum plus
 its bias to 8 bits as onnxruntime does for a quantized model's conv or GEMM (``compiler.ops.cpu.Requantize``):
 by a float32 scale per output channel (a fourth input), rounded half to even, plus the zero point ``ZP``,
-saturated to [``LO``, ``HI``] (defaults 0, 0, 255), in the same fused statement. On a real CPU the report's
+saturated to [``LO``, ``HI``] (defaults 0, 0, 255), in the same fused statement; ``epilogue=shift`` as a
+power-of-two int8 network does (``compiler.ops.cpu.ShiftClip``): shifted right by ``shift``, clipped to
+[``LO``, ``HI``] (defaults 8, -128, 127). On a real CPU the report's
 
 - ``seconds`` is the median time of one call, timed by a native loop of back-to-back calls
   (``CpuKernel.time``, as TVM's time_evaluator: what a Python call adds, about 9 µs, is not the kernel's),
@@ -93,8 +95,10 @@ GEMM_KERNELS = ("gemm", "gemm_t")
 OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype", "relu", "epilogue")
 #: the kernels run for real: a network's whole inference is timed end to end (tandem/network/run.py)
 RUNS_FOR_REAL = True
-#: ``epilogue=requantize``'s parameters and their defaults: the zero point and the bounds (uint8's range)
-REQUANTIZE_KEYS = {"ZP": 0, "LO": 0, "HI": 255}
+#: the requantizing epilogues: their kind and parameters with their defaults (the zero point and uint8's
+#: range; the shift and int8's range)
+REQUANTIZERS = {"requantize": (cpu.Requantize, {"ZP": 0, "LO": 0, "HI": 255}),
+                "shift": (cpu.ShiftClip, {"shift": 8, "LO": -128, "HI": 127})}
 
 
 @dataclass(frozen=True)
@@ -147,8 +151,8 @@ class CpuLayerFlow(TargetFlow):
         if not isinstance(bias, bool | int | np.integer) or bias not in (0, 1):
             raise RunError(f"{where}: bias must be true or false (1 or 0), but got {bias!r}")
         if requantize is not None and not bias:
-            raise RunError(f"{where}: epilogue=requantize takes a bias (its fourth input is the scale); "
-                           f"leave bias out or give bias=1")
+            raise RunError(f"{where}: epilogue={epilogue} takes a bias (its third input); leave bias out or "
+                           f"give bias=1")
         layer: Layer
         if op in GEMM_KERNELS:
             layer, keys = GemmShape(*flow.take_gemm(params, where)), flow.GEMM_KEYS
@@ -193,7 +197,8 @@ class CpuLayerFlow(TargetFlow):
         want = [(a.shape, a.dtype) for a in cpu_layers.inputs(job.layer, 0, job.options)]
         if [(a.shape, a.dtype) for a in arrays] != want:
             got = [(list(a.shape), str(a.dtype)) for a in arrays]
-            names = "data, weights" + ", bias" * job.options.bias + ", scale" * bool(job.options.requantize)
+            scaled = job.options.requantize is not None and job.options.requantize.scaled
+            names = "data, weights" + ", bias" * job.options.bias + ", scale" * scaled
             raise RunError(f"cpu {cpu_layers.op_of(job.layer, job.options)}: expected "
                            f"{[(list(s), str(d)) for s, d in want]} ({names}), but got {got}")
         return arrays
@@ -260,7 +265,8 @@ class CpuLayerFlow(TargetFlow):
                 "tuning": str(candidate), "selection": job.selection, "cpu": host_cpu()["cpu"],
                 "dtype": names[job.options.dtype], "instruction": job.packing.instruction,
                 "bias": job.options.bias,
-                "epilogue": "requantize" if job.options.requantize else job.options.epilogue,
+                "epilogue": cpu_layers.requantize_params(job.options.requantize)["epilogue"]
+                if job.options.requantize else job.options.epilogue,
                 **({"pad_value": job.options.pad_value} if job.options.pad_value else {})}
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
@@ -312,9 +318,9 @@ def _take_epilogue(params: dict[str, Any], where: str) -> str | None:
         if epilogue not in (None, "relu"):
             raise RunError(f"{where}: relu and epilogue={epilogue!r} are two epilogues; give one")
         epilogue = "relu"
-    if epilogue is not None and epilogue not in (*cpu.EPILOGUES, "requantize"):
+    if epilogue is not None and epilogue not in (*cpu.EPILOGUES, *REQUANTIZERS):
         raise RunError(f"{where}: unknown epilogue {epilogue!r}; expected one of "
-                       f"{', '.join((*cpu.EPILOGUES, 'requantize'))}")
+                       f"{', '.join((*cpu.EPILOGUES, *REQUANTIZERS))}")
     return epilogue
 
 
@@ -336,16 +342,17 @@ def _take_pad_value(params: dict[str, Any], op: str, dtype: str, where: str) -> 
 
 
 def _take_requantize(params: dict[str, Any], epilogue: str | None, dtype: str, where: str
-                     ) -> cpu.Requantize | None:
-    """With ``epilogue=requantize``, pop its zero point and bounds (``ZP``, default 0; ``LO`` and ``HI``,
-    default 0 and 255: uint8's range) as a ``compiler.ops.cpu.Requantize``; refused for float32."""
-    if epilogue != "requantize":
+                     ) -> cpu.Requantize | cpu.ShiftClip | None:
+    """With a requantizing epilogue (``REQUANTIZERS``: ``requantize``, ``shift``), pop its parameters (the
+    zero point or the shift, and the bounds) as its ``compiler.ops.cpu`` kind; refused for float32."""
+    if epilogue not in REQUANTIZERS:
         return None
     if dtype == "float32":
-        raise RunError(f"{where}: epilogue=requantize requantizes integer sums; dtype float32 has none")
-    values = [flow.take_int(params, key, default, -128, where) for key, default in REQUANTIZE_KEYS.items()]
+        raise RunError(f"{where}: epilogue={epilogue} requantizes integer sums; dtype float32 has none")
+    kind, keys = REQUANTIZERS[epilogue]
+    values = [flow.take_int(params, key, default, -128, where) for key, default in keys.items()]
     try:
-        return cpu.Requantize(*values)
+        return kind(*values)
     except ScheduleError as exc:
         raise RunError(f"{where}: {exc}") from None
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from compiler.ops import cpu
 from compiler.ops.nn import ConvShape, GemmShape
-from compiler.ops.reference import conv_nd, requantize_scaled
+from compiler.ops.reference import conv_nd
 from compiler.target import Target
 from tandem.flows import layers
 from tandem.flows.check import Check, exact, within_bound
@@ -35,10 +35,11 @@ Layer = ConvShape | GemmShape | cpu.Window
 @dataclass(frozen=True)
 class CpuOptions:
     """How the CPU computes a layer: ``dtype`` (u8 data x s8 weights; or ``compiler.ops.cpu.DTYPES``' others),
-    an element-wise ``epilogue`` on the output (``compiler.ops.cpu.EPILOGUES``) or a ``requantize``ation to
-    8 bits by a float32 scale per output channel (``compiler.ops.cpu.Requantize``: an integer type's, with a
-    bias), and a per-output-channel ``bias`` added before it (conv2d and GEMM), all fused into the operator
-    (PolyDL's Algorithm 3); for a GEMM, ``transposed``: the kernel with the data's rows on the lanes
+    an element-wise ``epilogue`` on the output (``compiler.ops.cpu.EPILOGUES``) or a ``requantize``ation to 8
+    bits (an integer type's, with a bias: by a float32 scale per output channel,
+    ``compiler.ops.cpu.Requantize``, or by a right shift, ``compiler.ops.cpu.ShiftClip``), and a per-
+    output-channel ``bias`` added before it (conv2d and GEMM), all fused into the operator (PolyDL's
+    Algorithm 3); for a GEMM, ``transposed``: the kernel with the data's rows on the lanes
     (``compiler.ops.cpu.gemm_t``); for a conv2d, ``pad_value``: what its padded border holds (a quantized
     input's zero point, the integer that stands for 0.0; written by the packing, no copy of its own)."""
 
@@ -46,7 +47,7 @@ class CpuOptions:
     epilogue: str | None = None
     bias: bool = False
     transposed: bool = False
-    requantize: cpu.Requantize | None = None
+    requantize: cpu.Requantize | cpu.ShiftClip | None = None
     pad_value: int = 0
 
     def __post_init__(self) -> None:
@@ -66,8 +67,16 @@ class CpuOptions:
         return {**({"dtype": self.dtype} if self.dtype != "uint8" else {}),
                 **({"bias": True} if self.bias else {}),
                 **({"epilogue": self.epilogue} if self.epilogue else {}),
-                **({"epilogue": "requantize", "ZP": rq.zero_point, "LO": rq.lo, "HI": rq.hi} if rq else {}),
+                **(requantize_params(rq) if rq else {}),
                 **({"pad_value": self.pad_value} if self.pad_value else {})}
+
+
+def requantize_params(rq: cpu.Requantize | cpu.ShiftClip) -> dict[str, str | int]:
+    """A requantizing epilogue as ``run`` parameters: ``epilogue=requantize`` with ``ZP``, ``LO``, ``HI``
+    (by a float scale), or ``epilogue=shift`` with ``shift``, ``LO``, ``HI``."""
+    if isinstance(rq, cpu.Requantize):
+        return {"epilogue": "requantize", "ZP": rq.zero_point, "LO": rq.lo, "HI": rq.hi}
+    return {"epilogue": "shift", "shift": rq.shift, "LO": rq.lo, "HI": rq.hi}
 
 
 #: u8 data x s8 weights, no epilogue, no bias: what a layer runs as unless told otherwise
@@ -124,7 +133,7 @@ def inputs(layer: Layer, seed: int | np.random.Generator, options: CpuOptions = 
     if not options.bias:
         return arrays
     bias = random_bias(rng, layers.channels(layer), np.float32 if options.is_float else np.int32)
-    if options.requantize is None:
+    if options.requantize is None or not options.requantize.scaled:
         return (*arrays, bias)
     return (*arrays, bias, rng.uniform(2.0**-16, 2.0**-10, layers.channels(layer)).astype(np.float32))
 
@@ -225,8 +234,8 @@ def reference(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarr
     if not options.is_float:   # the kernel sums (and adds the bias) in int32, wrapping before its epilogue
         out = out.astype(np.int32)
     if options.requantize is not None:
-        rq, by_channel = options.requantize, np.asarray(scale, np.float32).reshape(_channel_shape(layer))
-        out = requantize_scaled(out, by_channel, rq.zero_point, rq.lo, rq.hi)
+        by_channel = None if scale is None else np.asarray(scale, np.float32).reshape(_channel_shape(layer))
+        out = options.requantize.reference(out, by_channel)
     if options.epilogue is not None:
         out = cpu.EPILOGUES[options.epilogue][1](out)
     return out.astype(np.float64 if options.is_float else np.int32)

@@ -460,12 +460,11 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
     of the sums' outputs; ``from_chw`` back to the graph's layout), ``correction`` (per channel, or per
     element of [C, H, W]) added to the bias. A quantized ONNX model's step: ``requantize_scaled`` by its
     float32 scale per channel instead (its output float32 where the target has no float-to-int
-    conversion: exact integers, converted to 8 bits on the host); on the CPU, where each part is a conv2d
+    conversion: exact integers, converted to 8 bits on the host). On the CPU, where each part is a conv2d
     or a GEMM and ``per_part`` says which output channels it computes and their correction, each part
-    requantizes its own sums in its epilogue instead (``_fused_requantize``)."""
+    requantizes its own sums in its epilogue instead (``_fused_requantize``), in either scheme."""
     dims = {"C": channels, "H": spatial[0], "W": spatial[1]}
-    if isinstance(q, AffineGraph) and target_kind == "cpu" and per_part is not None and \
-            all(part.op in FUSES_REQUANTIZE for part in sums):
+    if target_kind == "cpu" and per_part is not None and all(part.op in FUSES_REQUANTIZE for part in sums):
         return _fused_requantize(step, q, sums, per_part, lambda outs: from_chw(to_chw(outs)))
     if isinstance(q, AffineGraph):
         layer, out = step.layers[0], q.affine[step.output]
@@ -491,29 +490,39 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
     return Placement((*sums, epilogue), lambda outs: outs[-1])
 
 
-#: the CPU's kernels that requantize their sums in their epilogue (``compiler.ops.cpu.Requantize``)
+#: the CPU's kernels that requantize their sums in their epilogue (``compiler.ops.cpu.Requantize``,
+#: ``compiler.ops.cpu.ShiftClip``)
 FUSES_REQUANTIZE = ("conv2d", "gemm")
 
 
-def _fused_requantize(step: Step, q: AffineGraph, sums: list[Placed],
+def _fused_requantize(step: Step, q: QuantizedGraph, sums: list[Placed],
                       per_part: list[tuple[slice, np.ndarray]], join: Callable) -> Placement:
-    """A quantized ONNX model's conv or GEMM on the CPU: each part's sums requantized in its own epilogue
-    (``epilogue=requantize``: its channels' bias plus correction, their float32 scales, the output's zero
-    point and bounds), the 8-bit values joined by ``join`` (the parts' outputs -> the graph's layout)."""
-    layer, out = step.layers[0], q.affine[step.output]
-    channels = layer.shape[1] if layer.op == "Conv" else layer.shape[-1]
-    bias = np.asarray(q.weights[layer.name].get(2, np.zeros(channels, np.int64)), np.int64)
-    scale = qdq.contraction_scale(q, layer)
-    epilogue = {"epilogue": "requantize", "ZP": out.zero_point, "LO": out.bounds[0], "HI": out.bounds[1]}
+    """A conv or GEMM on the CPU: each part's sums requantized in its own epilogue, with its channels' bias
+    plus correction: a quantized ONNX model's by their float32 scales to the output's zero point and bounds
+    (``epilogue=requantize``), a power-of-two graph's by its right shift and clip (``epilogue=shift``,
+    the bias holding the rounding constant); the 8-bit values joined by ``join`` (the parts' outputs -> the
+    graph's layout)."""
+    layer = step.layers[0]
+    if isinstance(q, AffineGraph):
+        out = q.affine[step.output]
+        channels = layer.shape[1] if layer.op == "Conv" else layer.shape[-1]
+        bias = np.asarray(q.weights[layer.name].get(2, np.zeros(channels, np.int64)), np.int64)
+        scale, dtype = qdq.contraction_scale(q, layer), out.dtype
+        epilogue = {"epilogue": "requantize", "ZP": out.zero_point, "LO": out.bounds[0], "HI": out.bounds[1]}
+    else:
+        shift, bias, bounds = _contraction(step, q)
+        scale, dtype = None, "int8"
+        epilogue = {"epilogue": "shift", "shift": shift, "LO": bounds[0], "HI": bounds[1]}
     parts = []
     for part, (channels_of, correction) in zip(sums, per_part, strict=True):
         total = bias[channels_of] + np.asarray(correction, np.int64)
         if total.size and (total.min() < -2**31 or total.max() >= 2**31):
             raise NotOnTarget("its bias and offset correction do not fit int32")
-        arrays = [*part.inputs, total.astype(np.int32), np.ascontiguousarray(scale[channels_of])]
+        scales = [] if scale is None else [np.ascontiguousarray(scale[channels_of])]
+        arrays = [*part.inputs, total.astype(np.int32), *scales]
         parts.append(replace(part, params={**part.params, **epilogue}, inputs=arrays,
                              label=f"{part.label or part.op} (requantize fused)"))
-    return Placement(tuple(parts), lambda outs: join(outs).astype(out.dtype))
+    return Placement(tuple(parts), lambda outs: join(outs).astype(dtype))
 
 
 def _nonnegative(q: PowerOfTwoGraph, name: str) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from compiler.ops import reference
-from compiler.ops.cpu import CpuTuning, Requantize
+from compiler.ops.cpu import CpuTuning, Requantize, ShiftClip
 from compiler.ops.nn import ConvShape, GemmShape
 from tandem.flows import cpu_layers
 from tandem.flows.cpu import compile_layer, default_isa, run_cpu
@@ -121,3 +121,29 @@ def test_a_bad_pad_value_is_refused(params: dict, match: str) -> None:
     layer = {"M": 8, "N": 16, "K": 8} if op == "gemm" else {"H": 6, "W": 6, "IC": 4}
     with pytest.raises(RunError, match=match):
         run(op, load_target("cpu"), {**layer, **params})
+
+
+@pytest.mark.parametrize(("layer", "shift"), [(ConvShape(14, 14, 32, 40), ShiftClip(12, 0, 127)),
+                                              (GemmShape(33, 40, 70), ShiftClip(9, -128, 127))],
+                         ids=["conv-relu", "gemm"])
+def test_a_power_of_two_requantization_is_a_shift_and_clip_in_the_operator(layer: Layer, shift: ShiftClip
+                                                                           ) -> None:
+    """A power-of-two int8 network's epilogue (``epilogue=shift``): the sum plus the bias (which holds the
+    rounding constant) shifted right and clipped, bit for bit numpy's ``shift_clip``, no scale input."""
+    options = CpuOptions(bias=True, requantize=shift)
+    r = run_cpu(layer, threads=1, min_time=0.005, options=options)
+    assert r.validated and r.params["epilogue"] == "shift"
+    data, weight, bias = cpu_layers.inputs(layer, 0, options)
+    sums = cpu_layers.reference(layer, data, weight, bias, options=CpuOptions(bias=True))
+    want = reference.shift_clip(sums, shift.shift, bounds=(shift.lo, shift.hi))
+    np.testing.assert_array_equal(r.output, want)
+    assert (r.output == shift.lo).any() and (r.output == shift.hi).any()
+
+
+def test_the_shift_does_not_take_the_stride():
+    """The shift epilogue's parameter is ``shift``: a conv's ``S`` stays its stride."""
+    r = run("conv2d", load_target("cpu"), {"H": 7, "W": 7, "IC": 3, "OC": 16, "S": 2, "epilogue": "shift",
+                                           "shift": 6, "threads": 1, "min_time": 0.005})
+    assert r.validated and r.output.shape == (1, 16, 4, 4)
+    with pytest.raises(RunError, match=r"shift = 40 must lie in \[0, 31\)"):
+        run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "epilogue": "shift", "shift": 40})
