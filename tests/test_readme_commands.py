@@ -17,26 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from compiler.backend.llvm import host_cpu
-
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {
     "python3 -m venv": "installs into a fresh virtual environment: CI's .ci/run does that",
     ".venv/bin/pip": "installs extras: CI's .ci/run installs the project",
     "bash gpu/": "needs a GPU machine (gpu/run_device_checks.sh)",
 }
-
-
-def host_skip(command: str) -> str | None:
-    """Why ``command`` cannot run as written on this CPU (None: it can)."""
-    vnni = host_cpu()["avx512vnni"] or host_cpu()["avxvnni"]
-    if "_qdq" in command and "--target" in command and not vnni:
-        return ("this CPU has no VNNI: onnxruntime's u8 x s8 kernels saturate pair sums at int16 there "
-                "(vpmaddubsw), so its run of a QDQ model is not the exact sums Tandem is compared with")
-    if "--target cpu" in command and "--relu" in command and not host_cpu()["avx512vnni"]:
-        return ("this CPU has no AVX-512 VNNI, so the layer runs the untensorized schedule, whose fused "
-                "parallel loop indexes the input non-affinely: PolyDL's fusion refuses the epilogue")
-    return None
 
 
 def blocks() -> list[list[str]]:
@@ -71,14 +57,11 @@ def test_each_block_runs_as_written_in_order(block: list[str], workdir: Path) ->
     """A block is a script: its commands run in order in one folder (a sweep's database, then its report),
     the block on its own (so test workers may take blocks in any order)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    left_out = [f"{c}: {host_skip(c)}" for c in block if host_skip(c)]
-    for command in (c for c in block if not host_skip(c)):
+    for command in block:
         done = subprocess.run(["bash", "-c", command], cwd=workdir, env=env, capture_output=True, text=True,
                               timeout=300)
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         assert "Traceback" not in done.stderr, command
-    if left_out:
-        pytest.skip(f"the block's other commands ran; left out on this CPU: {'; '.join(left_out)}")
 
 
 def test_the_shipped_examples_are_what_the_script_makes() -> None:

@@ -391,3 +391,27 @@ def test_data_movement_computes_on_the_integers_as_onnxruntime_does():
     assert np.array_equal(report.output, values[q.graph.output])
     got = q.dequantize(q.graph.output, values[q.graph.output]).astype(np.float32)
     assert np.array_equal(got, _session(model).run(None, x)[0])
+
+
+@pytest.mark.parametrize("vnni", [True, False])
+def test_a_difference_from_onnxruntime_is_held_only_where_its_kernels_are_exact(monkeypatch, vnni):
+    """On a CPU without VNNI onnxruntime's u8 x s8 kernels saturate: a QDQ model's output that differs
+    from its run is reported, with why, but not held against the run (``tandem model`` exits 0)."""
+    pytest.importorskip("onnxruntime")
+    from compiler.backend import llvm
+    from tandem.cli import model as model_cli
+
+    features = {**llvm.host_cpu(), "avx512vnni": vnni, "avxvnni": vnni}
+    monkeypatch.setattr(llvm, "host_cpu", lambda: features)
+    onnx_model = small("resnet18")
+    q = qdq.load(onnx_model)
+    x = inputs(q)
+    wrong = q.run_integer(x)[q.graph.output].copy()
+    wrong.flat[0] = 255 - wrong.flat[0]   # one value off
+    check = model_cli._exact_against_onnxruntime(onnx_model, q, x, wrong)
+    assert check["exact"] is False and check["differ"] >= 1
+    if vnni:
+        assert check["checked"] and check["passed"] is False
+    else:
+        assert not check["checked"] and check["passed"] is None and "not held to it: this CPU has no VNNI" \
+            in check["detail"]
