@@ -617,6 +617,9 @@ def check_cli(path: Path, int8: bool) -> str:
     if result.exit_code in (0, 1) and result.stdout.startswith("{"):
         report = json.loads(result.stdout)
         check = report["check"]
+        if not check["checked"] and "not held to it: this CPU has no VNNI" in check["detail"]:
+            assert result.exit_code == 0 and check["differ"] > 0, (result.exit_code, check)
+            return "exit 0, a QDQ model's difference from onnxruntime reported, not held (no VNNI here)"
         rounded = "exact" in check and (may_saturate(path) or within_a_step(path))   # a QDQ model, see above
         special = "exact" not in check and non_finite_constants(path)
         assert check["checked"] is True and (check["passed"] is True or rounded or special), check
