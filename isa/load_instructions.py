@@ -28,7 +28,8 @@ from isa.spec import (
 )
 
 _INSN_KEYS = {"summary", "format", "fixed", "types", "operands", "indices", "semantics", "constraints",
-              "timing", "intrinsic", "group", "doc", "intrinsic_args", "features", "threads"}
+              "timing", "intrinsic", "group", "doc", "intrinsic_args", "features", "threads",
+              "intrinsic_accumulator"}
 _OPERAND_KEYS = {"name", "kind", "space", "dtype", "shape", "strides", "addr", "doc"}
 _CONSTRAINT_KEYS = {"kind", "rule", "message"}
 _TIMING_KEYS = {"unit", "latency", "cycles", "doc"}
@@ -76,10 +77,12 @@ class InstructionLoader(SpecReader):
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise self.error(f"'threads' must be a positive integer (the threads that execute one instance "
                              f"together), but got {threads!r}", "threads")
+        accumulator = self.load_intrinsic_accumulator(body.get("intrinsic_accumulator"), operands, args,
+                                                      typed)
         return Instruction(iname, summary, fmt, MappingProxyType(fixed), MappingProxyType(types), operands,
                            text, statements, MappingProxyType(typed), constraints, timing,
                            body.get("intrinsic"), body.get("group"), body.get("doc", ""), args, features,
-                           threads)
+                           threads, accumulator)
 
     def load_intrinsic_args(self, raw: object, operands, has_intrinsic: bool) -> tuple[str, ...]:
         """The operands an intrinsic takes, in its order: a list of operand names."""
@@ -94,6 +97,34 @@ class InstructionLoader(SpecReader):
         if raw and not has_intrinsic:
             raise self.error("'intrinsic_args' needs an 'intrinsic'", "intrinsic_args")
         return tuple(raw)
+
+    def load_intrinsic_accumulator(self, raw: object, operands, args: tuple[str, ...], typed) -> str | None:
+        """The operand an intrinsic without an accumulator argument has its result added to: an operand the
+        semantics reads, not one of ``intrinsic_args``, with the dtype and shape of the one it writes."""
+        if raw is None:
+            return None
+        key = "intrinsic_accumulator"
+        if not isinstance(raw, str):
+            raise self.error(f"'{key}' must be an operand name, but got {raw!r}", key)
+        if not args:
+            raise self.error(f"'{key}' needs 'intrinsic_args' (the operands the intrinsic takes)", key)
+        if raw in args:
+            raise self.error(f"'{key}' names '{raw}', which the intrinsic takes already (intrinsic_args "
+                             f"{list(args)}); it is for an intrinsic that takes no accumulator", key)
+        ops = {op.name: op for op in operands}
+        if raw not in ops:
+            raise self.error(f"'{key}' names '{raw}', which is not an operand (operands: "
+                             f"{', '.join(sorted(ops))})", key)
+        for sem in typed.values():
+            if raw not in sem.reads or len(sem.writes) != 1:
+                raise self.error(f"the semantics must read '{raw}' and write one operand (it reads "
+                                 f"{list(sem.reads)}, writes {list(sem.writes)})", key)
+            out = ops[sem.writes[0]]
+            if (out.dtype, out.shape) != (ops[raw].dtype, ops[raw].shape):
+                raise self.error(f"'{raw}' ({ops[raw].dtype}, shape {_shape(ops[raw])}) must have the dtype "
+                                 f"and shape of '{out.name}' ({out.dtype}, shape {_shape(out)}), the result "
+                                 f"it is added to", key)
+        return raw
 
     def load_features(self, raw: object) -> tuple[tuple[str, ...], ...]:
         """CPU features: a list of names (all needed), or a list of such lists (any one set suffices)."""
@@ -343,3 +374,7 @@ class InstructionLoader(SpecReader):
                 if not (va ^ vb) & ma & mb:
                     raise self.error(f"instructions '{a.name}' and '{b.name}' cannot be told apart: their "
                                      "fixed fields agree on every shared bit", "fixed", where=b.name)
+
+
+def _shape(op: Operand) -> str:
+    return f"[{', '.join(map(str, op.shape))}]"

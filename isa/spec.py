@@ -148,6 +148,9 @@ class Instruction:
     features: tuple[tuple[str, ...], ...] = ()
     #: the threads that execute one instance together (a GPU's warp: 32, a Hopper warpgroup: 128; 1 elsewhere)
     threads: int = 1
+    #: the operand the intrinsic's result is added to, for an intrinsic that takes no accumulator (AVX2's
+    #: llvm.x86.avx2.pmadd.wd returns the pair sums only): the backend adds it, ``d = c + intrinsic(a, b)``
+    intrinsic_accumulator: str | None = None
 
     @property
     def fields(self) -> tuple[Field, ...]:
@@ -166,6 +169,10 @@ class Instruction:
             if op.name == name:
                 return op
         raise KeyError(f"instruction '{self.name}' has no operand '{name}'")
+
+    def runs_with(self, features: frozenset[str] | set[str]) -> bool:
+        """Whether a machine with ``features`` has one of the feature sets the instruction needs."""
+        return not self.features or any(set(option) <= features for option in self.features)
 
     def bindings(self) -> list[dict[str, str]]:
         """Every binding of the type variables (one empty binding when there are none)."""

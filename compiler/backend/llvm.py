@@ -81,10 +81,12 @@ def _initialize_all() -> None:
 
 
 def host_cpu() -> dict[str, object]:
-    """The CPU code is generated for: LLVM's name for it, whether it has AVX-512 (F, VNNI), how many cores."""
+    """The CPU code is generated for: LLVM's name for it, whether it has AVX-512 (F, VNNI), how many vector
+    registers (32 with AVX-512, else AVX2's 16) and how many cores."""
     features = set(llvm.get_host_cpu_features().flatten().split(","))
     return {"cpu": llvm.get_host_cpu_name(), "avx512vnni": "+avx512vnni" in features,
-            "avx512f": "+avx512f" in features, "avxvnni": "+avxvnni" in features, "cores": default_threads()}
+            "avx512f": "+avx512f" in features, "avxvnni": "+avxvnni" in features,
+            "vector_registers": 32 if "+avx512f" in features else 16, "cores": default_threads()}
 
 
 def default_threads() -> int:

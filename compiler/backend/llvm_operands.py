@@ -13,7 +13,9 @@ rule reads (the index coefficients of the replaced loop variables):
   else element by element in lane order (a later lane's write wins, as ``isa.execute`` has it).
 
 The spec says everything else: the intrinsic's name (``intrinsic``), which operands it takes in which order
-(``intrinsic_args``) and the CPU features it needs (``features``; isa/specs/x86.toml, isa/specs/arm.toml). An
+(``intrinsic_args``), the operand its result is added to where it takes no accumulator
+(``intrinsic_accumulator``: AVX2's vpmaddwd, then a vector add) and the CPU features it needs (``features``;
+isa/specs/x86.toml, isa/specs/arm.toml). An
 instruction without ``intrinsic_args`` cannot run on the CPU, and saying so is a ``CodegenError``; there is no
 table here to extend. The features are checked against this CPU's, or against those a cross-compilation
 enables (``features=``, ``compiler.backend.llvm_cross``).
@@ -50,8 +52,7 @@ def instruction_runs_on_cpu(instr, features: frozenset[str] | None = None) -> bo
     ``features`` (LLVM's names; by default this CPU's) has one of the feature sets its spec lists."""
     if not instr.intrinsic or not instr.intrinsic_args:
         return False
-    have = host_features() if features is None else features
-    return not instr.features or any(set(option) <= have for option in instr.features)
+    return instr.runs_with(host_features() if features is None else features)
 
 
 @cache
@@ -84,7 +85,8 @@ def emit_tensor_insn(em: FunctionEmitter, s: n.TensorInsn, features: frozenset[s
         raise CodegenError(f"llvm: {text}: an intrinsic returns one register, but the semantics writes "
                            f"{list(sem.writes)}")
     regions = {r.operand: r for r in s.regions}
-    missing = [op for op in (*args, *sem.writes) if op not in regions]
+    summed = (instr.intrinsic_accumulator,) if instr.intrinsic_accumulator else ()
+    missing = [op for op in (*args, *summed, *sem.writes) if op not in regions]
     if missing:
         raise CodegenError(f"llvm: {text}: no region for operand(s) {', '.join(missing)}")
     insn = spec.insn(s.name)
@@ -98,7 +100,13 @@ def emit_tensor_insn(em: FunctionEmitter, s: n.TensorInsn, features: frozenset[s
     count = math.prod(operand_shape(spec, insn, out))
     ret = ll.VectorType(memory_type(regions[out].buffer.dtype), count)
     fn = declare(em.module, instr.intrinsic, ll.FunctionType(ret, [v.type for v in values]))
-    _write(em, regions[out], em.builder.call(fn, values), text)
+    result = em.builder.call(fn, values)
+    for name in summed:   # the intrinsic takes no accumulator: its result is added to it
+        _check_dtype(text, instr.operand(name), regions[name])
+        acc = _read(em, regions[name], count, text)
+        result = em.builder.add(acc, result) if isinstance(ret.element, ll.IntType) else \
+            em.builder.fadd(acc, result)
+    _write(em, regions[out], result, text)
 
 
 def _check_dtype(text: str, op: isa.Operand, r: n.Region) -> None:

@@ -95,6 +95,8 @@ float32 = DType("float", 32)
 
 ALL = (bool_, int8, uint8, int16, int32, int64, float16, bfloat16, float32)
 _BY_NAME = {d.name: d for d in ALL} | {d.short: d for d in ALL}
+#: every name ``dtype`` takes (numpy's and the short ones)
+NAMES = frozenset(_BY_NAME)
 
 
 @cache

@@ -81,12 +81,11 @@ class Packing:
 U8 = Packing("uint8", "int8", LANES, 4)   # the layout of u8 x s8 operators (vpdpbusd's), the default
 
 
-def packing(isa: str, dtype: str, spec: ISA) -> Packing:
+def packing(isa: str, dtype: str, spec: ISA, instruction: str | None = None) -> Packing:
     """The blocking of ``dtype``'s operators under ``isa``: for a tensorized isa (``x86-vnni``,
-    ``arm-dot``), that of the first instruction of ``spec`` whose semantics sum ``dtype``'s products into
-    int32 register lanes, with its lane count and reduction width read from its operands and indices. The
-    instructions the spec's own file declares come first (``ISA.declared``): an extension that adds one for
-    these products (vpdpbusds over x86's vpdpbusd) is asking for it."""
+    ``arm-dot``), that of ``instruction`` (by default the first of ``packings``), with its lane count and
+    reduction width read from its operands and indices; for the others, 16 lanes of as many products as fill
+    32 bits."""
     if isa not in ISAS:
         raise ScheduleError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
     if dtype not in DTYPES:
@@ -94,19 +93,40 @@ def packing(isa: str, dtype: str, spec: ISA) -> Packing:
     data, weight = DTYPES[dtype]
     if isa not in TENSORIZED:
         return Packing(data, weight, LANES, max(1, 32 // dtypes.dtype(data).bits))
+    found = packings(dtype, spec)
+    for pk in found:
+        if instruction in (None, pk.instruction):
+            return pk
+    if instruction is not None and instruction not in spec.instructions:
+        raise ScheduleError(f"cpu: the spec {spec.source} has no instruction {instruction!r} (its "
+                            f"instructions: {', '.join(spec.instructions)})")
+    what = f"{instruction} does not sum" if instruction else \
+        f"the spec {spec.source} has no instruction that sums"
+    raise ScheduleError(f"cpu: {what} {data} x {weight} products into int32 register lanes (those "
+                        f"that do: {', '.join(pk.instruction for pk in found) or 'none'}; the spec's "
+                        f"instructions: {', '.join(spec.instructions)}); use an untensorized isa "
+                        f"(x86-avx512, none) or another dtype, or a spec that adds one")
+
+
+def packings(dtype: str, spec: ISA) -> list[Packing]:
+    """Every instruction of ``spec`` that sums ``dtype``'s products exactly into int32 register lanes, as
+    its blocking, the likeliest first: those whose operands are the operator's element types (vpdpbusd for
+    u8 x s8), then those whose wider integer operands hold them (vpmaddwd's int16 for u8 x s8 or s8 x s8:
+    the operands are widened when packed, ``pack_*``, and every product is the same); within each, the
+    instructions the spec's own file declares first (``ISA.declared``): an extension that adds one for
+    these products (vpdpbusds over x86's vpdpbusd) is asking for it."""
+    data, weight = DTYPES[dtype]
+    ranked = []
     for instr in sorted(spec.instructions.values(), key=lambda i: i.name not in spec.declared):
         found = _packing_of(instr, spec, data, weight)
         if found is not None:
-            return found
-    raise ScheduleError(f"cpu: the spec {spec.source} has no instruction that sums {data} x {weight} "
-                        f"products into int32 register lanes (its instructions: "
-                        f"{', '.join(spec.instructions)}); use an untensorized isa (x86-avx512, none) or "
-                        f"another dtype, or a spec that adds one")
+            ranked.append(found)
+    return sorted(ranked, key=lambda pk: (pk.data, pk.weight) != (data, weight))
 
 
 def _packing_of(instr, spec: ISA, data: str, weight: str) -> Packing | None:
-    """The instruction's blocking if it is a dot product of ``data`` x ``weight`` registers into int32
-    lanes (one reduce index, one written int32 register), else None."""
+    """The instruction's blocking if it is a dot product into int32 lanes (one reduce index, one written
+    int32 register) of two registers that hold ``data`` and ``weight`` elements exactly, else None."""
     if not instr.operands or any(op.kind != "register" for op in instr.operands):
         return None
     sem = instr.typed_semantics()
@@ -114,12 +134,25 @@ def _packing_of(instr, spec: ISA, data: str, weight: str) -> Packing | None:
     if len(sem.writes) != 1 or len(reduce) != 1:
         return None
     out = instr.operand(sem.writes[0])
-    factors = sorted(op.dtype for op in instr.operands if op.dtype != "i32")
-    if out.dtype != "i32" or factors != sorted((dtypes.dtype(data).short, dtypes.dtype(weight).short)):
+    factors = [op.dtype for op in instr.operands if op.dtype != "i32"]
+    if out.dtype != "i32" or len(factors) != 2 or not set(factors) <= dtypes.NAMES:
         return None
+    factors = [dtypes.dtype(f) for f in factors]
     lanes = int(evaluate_scalar(out.shape[0], spec.params))
     group = int(evaluate_scalar(reduce[0].extent, spec.params))
-    return Packing(data, weight, lanes, group, instr.name)
+    want = dtypes.dtype(data), dtypes.dtype(weight)
+    if sorted(f.name for f in factors) == sorted(w.name for w in want):
+        return Packing(data, weight, lanes, group, instr.name)
+    for a, b in (factors, factors[::-1]):
+        if _holds(a, want[0]) and _holds(b, want[1]):
+            return Packing(a.name, b.name, lanes, group, instr.name)
+    return None
+
+
+def _holds(wide: dtypes.DType, narrow: dtypes.DType) -> bool:
+    """Whether every ``narrow`` integer is a ``wide`` one."""
+    return wide.is_int and narrow.is_int and wide.min_value <= narrow.min_value and \
+        narrow.max_value <= wide.max_value
 
 
 @dataclass(frozen=True)
@@ -163,10 +196,10 @@ def _blocks(n: int, size: int) -> int:
 
 
 def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
-           spec: ISA, dtype: str = "uint8") -> CpuSchedule:
+           spec: ISA, dtype: str = "uint8", instruction: str | None = None) -> CpuSchedule:
     """The conv2d of ``layer`` on packed, padded data, scheduled by UNIT's rewriter for ``isa``."""
     window = Window((layer.h + 2 * layer.p, layer.w + 2 * layer.p), layer.ic, layer.oc, layer.k, layer.s)
-    return conv(window, isa, tuning, spec=spec, dtype=dtype)
+    return conv(window, isa, tuning, spec=spec, dtype=dtype, instruction=instruction)
 
 
 @dataclass(frozen=True)
@@ -228,7 +261,7 @@ def window_of(op: Contraction) -> tuple[Window, int]:
 
 
 def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *, spec: ISA,
-         dtype: str = "uint8") -> CpuSchedule:
+         dtype: str = "uint8", instruction: str | None = None) -> CpuSchedule:
     """A convolution of 1 to 3 spatial dimensions on packed, padded data, scheduled by UNIT's rewriter:
     data ``[N, C/x, *sizes, x]``, kernel ``[K/y, C/x, *[k] * dims, y, x]``, output ``[N, K/y, *out, y]``;
     output channels on the instruction's lanes, input channels its reduction, the window read in the
@@ -237,10 +270,10 @@ def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None,
     if why:
         raise ScheduleError(f"cpu conv: {why}")
     if window.depthwise:
-        return depthwise(window, isa, tuning, spec=spec, dtype=dtype)
+        return depthwise(window, isa, tuning, spec=spec, dtype=dtype, instruction=instruction)
     if window.pixels:
-        return conv_pixels(window, isa, tuning, spec=spec, dtype=dtype)
-    pk = packing(isa, dtype, spec)
+        return conv_pixels(window, isa, tuning, spec=spec, dtype=dtype, instruction=instruction)
+    pk = packing(isa, dtype, spec, instruction)
     c4, k16 = _blocks(window.ic, pk.group), _blocks(window.oc, pk.lanes)
     dims = len(window.sizes)
     data = te.placeholder((window.n, c4, *window.sizes, pk.group), pk.data, name="data")
@@ -260,9 +293,9 @@ def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None,
 
 
 def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
-         spec: ISA, dtype: str = "uint8") -> CpuSchedule:
+         spec: ISA, dtype: str = "uint8", instruction: str | None = None) -> CpuSchedule:
     """``C[m, n] = sum_k A[m, k] * B[n, k]`` with B packed, scheduled by UNIT's rewriter for ``isa``."""
-    pk = packing(isa, dtype, spec)
+    pk = packing(isa, dtype, spec, instruction)
     _check_extents("gemm", m, n, k)
     group, lanes = pk.group, pk.lanes
     k4, n16 = _blocks(k, group), _blocks(n, lanes)
@@ -281,12 +314,12 @@ def gemm(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None
 
 
 def gemm_t(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
-           spec: ISA, dtype: str = "uint8") -> CpuSchedule:
+           spec: ISA, dtype: str = "uint8", instruction: str | None = None) -> CpuSchedule:
     """The GEMM transposed, ``C^T[n, m] = sum_k B[n, k] * A[m, k]``, for a GEMM of few columns (a transposed
     convolution to RGB): the data's rows fill the instruction's lanes, A packed ``[M/y, K/x, y, x]``, each
     weight group broadcast from B ``[N, K]``, output ``[N, M/y, y]``. Data and weights keep their operands
     (u8 data, s8 weights for vpdpbusd): only which one the lanes walk changes."""
-    pk = packing(isa, dtype, spec)
+    pk = packing(isa, dtype, spec, instruction)
     _check_extents("gemm_t", m, n, k)
     group, lanes = pk.group, pk.lanes
     k4, m16 = _blocks(k, group), _blocks(m, lanes)
@@ -305,14 +338,14 @@ def gemm_t(m: int, n: int, k: int, isa: str = "x86-vnni", tuning: CpuTuning | No
 
 
 def conv_pixels(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *, spec: ISA,
-                dtype: str = "uint8") -> CpuSchedule:
+                dtype: str = "uint8", instruction: str | None = None) -> CpuSchedule:
     """``conv`` with the output pixels on the lanes, for a convolution of few output channels (a transposed
     conv to RGB): y consecutive outputs along the last dimension, each lane with its own data (with stride
     1 the x channels of y consecutive pixels, one contiguous run of the packed data), each weight group
     broadcast. Data ``[N, C/x, *sizes', x]`` (the last size widened by ``pixels_width`` so that every lane
     of the last block reads inside), kernel ``[K, C/x, *[k] * dims, x]``, output
     ``[N, K, *out[:-1], OW/y, y]``."""
-    pk = packing(isa, dtype, spec)
+    pk = packing(isa, dtype, spec, instruction)
     group, lanes = pk.group, pk.lanes
     c4, dims = _blocks(window.ic, group), len(window.sizes)
     *front, last = window.out
@@ -353,14 +386,14 @@ def pixels_width(window: Window, lanes: int) -> int:
 
 
 def depthwise(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *, spec: ISA,
-              dtype: str = "uint8") -> CpuSchedule:
+              dtype: str = "uint8", instruction: str | None = None) -> CpuSchedule:
     """A depthwise conv2d (every channel its own k x k kernel) with the window read in the kernel:
     channels on the instruction's lanes, each lane with its own data, and a row's taps in groups of x along
     W as the instruction's reduction (taps past k have zero weights). Data ``[N, C/y, Hp, Wq, y]`` (zero
     padded; Wq: the padded width and the columns the last group's extra taps reach), kernel
     ``[C/y, k, ceil(k/x), y, x]``, output ``[N, C/y, OH, OW, y]``. With dilation 1 an operand is x
     consecutive pixels of y channels, one contiguous run, shuffled into lane order (vpermb on x86)."""
-    pk = packing(isa, dtype, spec)
+    pk = packing(isa, dtype, spec, instruction)
     group, lanes = pk.group, pk.lanes
     (hp, wp), k, s, dil = window.sizes, window.k, window.s, window.dil
     c16, taps = _blocks(window.oc, lanes), _blocks(k, group)

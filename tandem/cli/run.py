@@ -26,11 +26,13 @@ OWN = ("cores", "tile", "threads")   # -p options of a flow, not of a user's ope
 SIGNED = ("LO", "HI")                # -p values that may be negative (clip's bounds)
 # parameters of tandem.flows.run.run that -p does not set (its values are integers): an option of their own,
 # or none
-NOT_P = {"shape": "--shape", "dtype": "--dtype", "isa": "--isa", "relu": "--relu",
+NOT_P = {"shape": "--shape", "dtype": "--dtype", "isa": "--isa", "instruction": "--instruction",
+         "relu": "--relu",
          "skip": "--no-partition or --no-preprocess", "tiling": None, "tuning": None, "min_time": None,
          "clip": None, "epilogue": None}
 # run's parameters that an option of their own sets: how an error names them
 FLAGS = {"shape": "--shape", "dtype": "--dtype", "vthreads": "--vthreads", "tune": "--tune", "isa": "--isa",
+         "instruction": "--instruction",
          "threads": "--threads", "relu": "--relu", "skip": "--no-partition/--no-preprocess"}
 P_HELP = ("KEY=VALUE, integers. conv2d, dilated_conv, conv_transpose: H W IC OC, K (3) S (1) P (1), "
           "N (vita: images); conv1d: W IC OC K S P; conv3d: D H W IC OC K S P; group_conv: H W IC OC G K S "
@@ -76,9 +78,12 @@ def run_command(
                     "0 = PolyDL's top-ranked loop order, nothing timed); cuda: time this many of "
                     "UNIT's tunings.")] = None,
     isa: Annotated[str | None, typer.Option(
-        help="cpu: x86-vnni (vpdpbusd, UNIT's tensorization; the default for integers where this CPU has "
-             "it), x86-avx512 (vectorized, no tensorized instruction; the default otherwise) or "
-             "none.")] = None,
+        help="cpu: x86-vnni (UNIT's tensorization onto the spec's instruction for the products: vpdpbusd, or "
+             "vpmaddwd on an AVX2 CPU; the default for integers where this CPU has one), x86-avx512 "
+             "(vectorized, no tensorized instruction; the default otherwise) or none.")] = None,
+    instruction: Annotated[str | None, typer.Option(
+        help="cpu: the spec's instruction x86-vnni sums the products with (e.g. vpmaddwd_256; default: the "
+             "first of the spec's for them that this CPU runs).")] = None,
     threads: Annotated[int | None, typer.Option(
         min=1, help="cpu: threads for parallel loops (default: every core).")] = None,
     relu: Annotated[bool, typer.Option("--relu", help="vita: clip at 0 instead of -128; cpu (conv2d, gemm): "
@@ -115,7 +120,8 @@ def run_command(
     user = is_user_op(op)   # a user's operator takes any integers; the flow's own options stay checked
     skip = [name for name, off in (("loop_partition", no_partition), ("preprocess", no_preprocess)) if off]
     options = {"dtype": DTYPE_NAMES.get(dtype, dtype) if dtype else None, "vthreads": vthreads, "tune": tune,
-               "isa": isa, "threads": threads, "relu": relu or None, "skip": skip or None}
+               "isa": isa, "instruction": instruction, "threads": threads, "relu": relu or None,
+               "skip": skip or None}
     try:
         values = _values(params or (), shape, user, options)
         with _tuning_progress(enabled=not as_json and sys.stdout.isatty()) as progress:

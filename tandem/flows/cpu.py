@@ -92,7 +92,7 @@ OPS = ("conv2d", "gemm")
 #: the GEMM-shaped kernels (M, N, K): the GEMM, and the GEMM transposed (``CpuOptions.transposed``), which the
 #: contraction flow runs for a GEMM of few columns
 GEMM_KERNELS = ("gemm", "gemm_t")
-OPTIONS = ("isa", "threads", "tune", "tuning", "min_time", "dtype", "relu", "epilogue")
+OPTIONS = ("isa", "instruction", "threads", "tune", "tuning", "min_time", "dtype", "relu", "epilogue")
 #: the kernels run for real: a network's whole inference is timed end to end (tandem/network/run.py)
 RUNS_FOR_REAL = True
 #: the requantizing epilogues: their kind and parameters with their defaults (the zero point and uint8's
@@ -121,16 +121,45 @@ class CpuJob:
 
 def default_isa(options: CpuOptions, target: Target) -> str:
     """The isa a layer runs with when none is asked for: ``x86-avx512`` (the vectorized schedule) for floats,
-    which no dot-product instruction sums; for integers ``x86-vnni`` where this CPU has the features of the
-    spec's instruction that sums the layer's products, else ``x86-avx512``, so that a CPU without it (an AVX2
-    one) runs the layer rather than refusing it."""
+    which no dot-product instruction sums; for integers ``x86-vnni`` where the spec has an instruction that
+    sums the layer's products and this CPU runs it (vpdpbusd; on an AVX2 CPU vpmaddwd), else ``x86-avx512``,
+    so that a CPU without one runs the layer rather than refusing it."""
     if options.is_float:
         return "x86-avx512"
-    try:
-        instruction = cpu.packing("x86-vnni", options.dtype, target.spec).instruction
-    except ScheduleError:
+    found = cpu.packings(options.dtype, target.spec)
+    if not found:
         return "x86-vnni"   # plan_layer names why the spec has none
-    return "x86-vnni" if instruction_runs_on_cpu(target.spec.instruction(instruction)) else "x86-avx512"
+    return "x86-vnni" if any(_runs(pk, target) for pk in found) else "x86-avx512"
+
+
+def host_packing(isa: str, options: CpuOptions, target: Target) -> cpu.Packing:
+    """The packing ``isa`` runs ``options``' products with on this CPU: for a tensorized isa,
+    ``options.instruction``, which this CPU must run, or by default the first instruction of
+    ``compiler.ops.cpu.packings`` it runs (vpdpbusd_512 on AVX-512 VNNI; vpmaddwd_256, on operands widened to
+    int16, on an AVX2 CPU); RunError naming what each needs where it runs none."""
+    try:
+        if isa not in cpu.TENSORIZED:
+            return cpu.packing(isa, options.dtype, target.spec)
+        candidates = [cpu.packing(isa, options.dtype, target.spec, options.instruction)] \
+            if options.instruction is not None else cpu.packings(options.dtype, target.spec) or \
+            [cpu.packing(isa, options.dtype, target.spec)]   # the spec has none: packing says so
+    except ScheduleError as exc:
+        raise RunError(f"cpu: {exc}") from None
+    for pk in candidates:
+        if _runs(pk, target):
+            return pk
+    needs = "; ".join(f"{pk.instruction} needs "
+                      f"{' or '.join('+'.join(f) for f in target.spec.instruction(pk.instruction).features)}"
+                      for pk in candidates)
+    if options.instruction is not None:
+        raise RunError(f"cpu: this CPU ({host_cpu()['cpu']}) cannot run {needs}; leave the instruction out "
+                       f"(the first of the spec's this CPU runs) or use --isa x86-avx512 or none")
+    raise RunError(f"cpu: this CPU ({host_cpu()['cpu']}) runs none of the spec's instructions for "
+                   f"{options.dtype} products ({needs}); use --isa x86-avx512 or none")
+
+
+def _runs(pk: cpu.Packing, target: Target) -> bool:
+    return instruction_runs_on_cpu(target.spec.instruction(pk.instruction))
 
 
 class CpuLayerFlow(TargetFlow):
@@ -167,12 +196,16 @@ class CpuLayerFlow(TargetFlow):
         """The job of running ``layer`` as ``options`` say: the run's options popped from ``params`` (any key
         left that is not one of ``keys`` is refused), its tunings, the instruction's packing."""
         cpu_layers.fits(layer, where, options)
-        dtype = options.dtype
         isa = params.pop("isa", None) or default_isa(options, target)
         if isa not in ISAS:
             raise RunError(f"cpu: unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
-        if isa == "x86-vnni" and not host_cpu()["avx512vnni"]:
-            raise RunError("cpu: this CPU has no AVX-512 VNNI; use --isa x86-avx512 or none")
+        instruction = params.pop("instruction", options.instruction)
+        if instruction is not None and (not isinstance(instruction, str) or isa not in cpu.TENSORIZED):
+            raise RunError(f"{where}: instruction names the spec's instruction a tensorized isa "
+                           f"({', '.join(i for i in ISAS if i in cpu.TENSORIZED)}) sums the products with, "
+                           f"but got {instruction!r} with isa {isa}")
+        pk = host_packing(isa, dataclasses.replace(options, instruction=instruction), target)
+        options = dataclasses.replace(options, instruction=pk.instruction)
         threads = _threads(params, where)
         tune = flow.take_int(params, "tune", 0, 0, where)
         tuning = params.pop("tuning", None)
@@ -183,7 +216,6 @@ class CpuLayerFlow(TargetFlow):
             raise RunError(f"{where}: min_time must be a number of seconds > 0, but got {min_time!r}")
         flow.reject_unknown(params, (*keys, *OPTIONS), where)
         try:
-            pk = cpu.packing(isa, dtype, target.spec)
             candidates, selection = select(layer, isa, threads, tune, tuning, target, options)
         except ScheduleError as exc:
             raise RunError(f"{where}: {exc}") from None
@@ -620,9 +652,12 @@ FLOW = ByOperator("cpu", {**dict.fromkeys(OPS, LAYER_FLOW),
 
 def compile_layer(layer: Layer, isa: str, tuning: cpu.CpuTuning, threads: int, target: Target,
                   options: CpuOptions = DEFAULT_OPTIONS) -> tuple[ir.PrimFunc, CpuKernel]:
-    """Schedule ``layer``, run the ``cpu`` pipeline for ``target`` (its x86 spec) and build with LLVM; a bias
+    """Schedule ``layer`` (a tensorized isa with ``options.instruction``, by default the first of the spec's
+    that this CPU runs), run the ``cpu`` pipeline for ``target`` (its x86 spec) and build with LLVM; a bias
     and an epilogue (``options``) are an element-wise nest after the operator's, fused into it by PolyDL's
     Algorithm 3 (``compiler.ops.cpu.fused_epilogue``; RunError if it cannot be)."""
+    if isa in cpu.TENSORIZED and options.instruction is None:   # the first this CPU runs
+        options = dataclasses.replace(options, instruction=host_packing(isa, options, target).instruction)
     sched = cpu_layers.schedule(layer, isa, tuning, target, options)
     func = lower(sched.schedule, sched.args)
     if options.epilogue is not None or options.bias:

@@ -41,7 +41,9 @@ class CpuOptions:
     output-channel ``bias`` added before it (conv2d and GEMM), all fused into the operator (PolyDL's
     Algorithm 3); for a GEMM, ``transposed``: the kernel with the data's rows on the lanes
     (``compiler.ops.cpu.gemm_t``); for a conv2d, ``pad_value``: what its padded border holds (a quantized
-    input's zero point, the integer that stands for 0.0; written by the packing, no copy of its own)."""
+    input's zero point, the integer that stands for 0.0; written by the packing, no copy of its own);
+    ``instruction``: the spec's instruction a tensorized isa sums the products with (None: the first of
+    ``compiler.ops.cpu.packings``; the cpu flow picks the first this CPU runs)."""
 
     dtype: str = "uint8"
     epilogue: str | None = None
@@ -49,6 +51,7 @@ class CpuOptions:
     transposed: bool = False
     requantize: cpu.Requantize | cpu.ShiftClip | None = None
     pad_value: int = 0
+    instruction: str | None = None
 
     def __post_init__(self) -> None:
         if self.requantize is not None and (not self.bias or self.epilogue is not None or self.is_float):
@@ -68,7 +71,8 @@ class CpuOptions:
                 **({"bias": True} if self.bias else {}),
                 **({"epilogue": self.epilogue} if self.epilogue else {}),
                 **(requantize_params(rq) if rq else {}),
-                **({"pad_value": self.pad_value} if self.pad_value else {})}
+                **({"pad_value": self.pad_value} if self.pad_value else {}),
+                **({"instruction": self.instruction} if self.instruction else {})}
 
 
 def requantize_params(rq: cpu.Requantize | cpu.ShiftClip) -> dict[str, str | int]:
@@ -109,11 +113,14 @@ def schedule(layer: Layer, isa: str, tuning: cpu.CpuTuning, target: Target,
     """UNIT's schedule of ``layer`` for ``isa`` on ``target``'s spec with ``tuning``'s breaking points."""
     _check_bias(layer, options)
     if isinstance(layer, cpu.Window):
-        return cpu.conv(layer, isa, tuning, spec=target.spec, dtype=options.dtype)
+        return cpu.conv(layer, isa, tuning, spec=target.spec, dtype=options.dtype,
+                        instruction=options.instruction)
     if isinstance(layer, ConvShape):
-        return cpu.conv2d(layer, isa, tuning, spec=target.spec, dtype=options.dtype)
+        return cpu.conv2d(layer, isa, tuning, spec=target.spec, dtype=options.dtype,
+                          instruction=options.instruction)
     kernel = cpu.gemm_t if options.transposed else cpu.gemm
-    return kernel(layer.m, layer.n, layer.k, isa, tuning, spec=target.spec, dtype=options.dtype)
+    return kernel(layer.m, layer.n, layer.k, isa, tuning, spec=target.spec, dtype=options.dtype,
+                  instruction=options.instruction)
 
 
 def inputs(layer: Layer, seed: int | np.random.Generator, options: CpuOptions = DEFAULT_OPTIONS

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from compiler.analysis.working_set import NotAnalysable
+from compiler.backend.llvm import host_cpu
 from compiler.ops import cpu
 from compiler.ops.nn import GemmShape
 from compiler.target import Target
@@ -19,8 +20,8 @@ from tandem.flows.cpu_layers import DEFAULT_OPTIONS, CpuOptions, Layer, fused_ex
 MEASURED_FALLBACK = 4
 
 
-def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1, options: CpuOptions = DEFAULT_OPTIONS
-                 ) -> list[cpu.CpuTuning]:
+def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
+                 options: CpuOptions = DEFAULT_OPTIONS, registers: int = 32) -> list[cpu.CpuTuning]:
     """Candidate breaking points (UNIT Sec. IV.B), the likeliest first.
 
     The unrolled tile (oc blocks x columns, one accumulator register each) holds at most 24 instructions, so
@@ -40,14 +41,15 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1, options
     7 x 7 x 1024 and 112 x 112 x 32 against 39-45%). A column-tile loop with a tail is never fused into the
     parallel loop, so that loop partitioning can split the tail off. Outputs narrower than 4 columns (a GEMV,
     a 1x1 feature map) get tiles of their own width. ``lanes``: the instruction's output lanes (16 for
-    vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has).
+    vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has); ``registers``: the CPU's vector
+    registers (AVX2's 16 hold tiles of at most 12 instructions, depthwise 7).
     """
     gemm = isinstance(layer, GemmShape)
     outer = list(fused_extents(layer, lanes, options))
     oc_axis, columns = (0 if gemm else 1), outer[-1]
     blocks = outer[oc_axis]
     depthwise = isinstance(layer, cpu.Window) and layer.depthwise
-    most = 14 if depthwise else 24
+    most = (14 if depthwise else 24) * registers // 32
 
     def tiles_of(widths: tuple[int, ...]) -> list[tuple[int, int]]:
         return [(oc, x) for oc in (1, 2, 3, 4) for x in widths
@@ -84,7 +86,8 @@ def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTunin
     ``tuning_space``, timed, and why."""
     if tuning is not None:
         return [tuning], {"by": "given"}
-    space = tuning_space(layer, threads=threads, options=options)
+    lanes = cpu.packing(isa, options.dtype, target.spec, options.instruction).lanes
+    space = tuning_space(layer, lanes, threads, options, host_cpu()["vector_registers"])
     if tune > 0:
         return space[:tune], {"by": "measured", "candidates": len(space[:tune])}
     try:

@@ -78,6 +78,7 @@ class Row:
 
 
 DOT4 = "d[i] = c[i] + sum(j, {t}(a[4 * i + j]) * {t}(b[4 * i + j]))"
+DOT2 = "d[i] = c[i] + sum(j, i32(a[2 * i + j]) * i32(b[2 * i + j]))"
 TABLE = [
     Row("x86", "vpdpbusd_512", "llvm.x86.avx512.vpdpbusd.512", DOT4.format(t="i32"),
         {"i": ("spatial", 16), "j": ("reduce", 4)},
@@ -85,6 +86,13 @@ TABLE = [
     Row("x86", "vpdpbusd_256", "llvm.x86.avx512.vpdpbusd.256", DOT4.format(t="i32"),
         {"i": ("spatial", 8), "j": ("reduce", 4)},
         {"a": ("u8", (32,)), "b": ("i8", (32,)), "c": ("i32", (8,)), "d": ("i32", (8,))}, ("port0", 5, 1)),
+    Row("x86", "vpmaddwd_512", "llvm.x86.avx512.pmaddw.d.512", DOT2,
+        {"i": ("spatial", 16), "j": ("reduce", 2)},
+        {"a": ("i16", (32,)), "b": ("i16", (32,)), "c": ("i32", (16,)), "d": ("i32", (16,))},
+        ("port0", 6, 1)),
+    Row("x86", "vpmaddwd_256", "llvm.x86.avx2.pmadd.wd", DOT2,
+        {"i": ("spatial", 8), "j": ("reduce", 2)},
+        {"a": ("i16", (16,)), "b": ("i16", (16,)), "c": ("i32", (8,)), "d": ("i32", (8,))}, ("port0", 4, 1)),
     Row("x86", "vdpbf16ps_512", "llvm.x86.avx512bf16.dpbf16ps.512",
         "d[i] = c[i] + sum(j, f32(a[2 * i + j]) * f32(b[2 * i + j]))",
         {"i": ("spatial", 16), "j": ("reduce", 2)},
@@ -211,9 +219,9 @@ def test_arm_spec_mentions_the_aarch32_name_unit_printed() -> None:
 
 
 def int_cases(rng: np.random.Generator, lanes: int, a_range: tuple[int, int], b_range: tuple[int, int],
-              a_dt, b_dt, c_dt) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+              a_dt, b_dt, c_dt, group: int = 4) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Random inputs plus every combination of extremes (products and sums that overflow the accumulator)."""
-    n = 4 * lanes
+    n = group * lanes
     cinfo = np.iinfo(c_dt)
     cases = [(rng.integers(*a_range, n, endpoint=True).astype(a_dt),
               rng.integers(*b_range, n, endpoint=True).astype(b_dt),
@@ -252,6 +260,25 @@ def test_vpdpbusd_lane_i_uses_bytes_4i_to_4i_plus_3() -> None:
     b = np.full(64, 3, np.int8)
     d = run("x86", "vpdpbusd_512", a=a, b=b, c=np.zeros(16, np.int32))["d"]
     assert np.array_equal(d, np.where(np.arange(16) == 5, 21, 0))
+
+
+@pytest.mark.parametrize(("name", "lanes"), [("vpmaddwd_512", 16), ("vpmaddwd_256", 8)])
+def test_vpmaddwd_matches_numpy_and_wraps_at_int32(name: str, lanes: int) -> None:
+    rng = np.random.default_rng(11)
+    wrapped = 0
+    for a, b, c in int_cases(rng, lanes, (-32768, 32767), (-32768, 32767), np.int16, np.int16, np.int32, 2):
+        exact = dot_reference(a, b, c, 2)
+        assert np.array_equal(run("x86", name, a=a, b=b, c=c)["d"], wrap_i32(exact)), (a, b, c)
+        wrapped += int(np.any((exact < I32_MIN) | (exact > I32_MAX)))
+    assert wrapped >= 2
+
+
+def test_vpmaddwd_takes_no_accumulator_its_result_is_added_to_c() -> None:
+    """LLVM's pmadd.wd returns the pair sums only: the spec says which operand the backend adds them to."""
+    for name in ("vpmaddwd_512", "vpmaddwd_256"):
+        instr = SPECS["x86"].instruction(name)
+        assert instr.intrinsic_args == ("a", "b") and instr.intrinsic_accumulator == "c"
+    assert SPECS["x86"].instruction("vpdpbusd_512").intrinsic_accumulator is None
 
 
 @pytest.mark.parametrize(("name", "lanes"), [("sdot_v4i32", 4), ("sdot_v2i32", 2)])
@@ -376,6 +403,10 @@ LLVM_TARGETS = {
                      "<16 x i32>", "vpdpbusd\t%zmm"),
     "vpdpbusd_256": ("x86_64-unknown-linux-gnu", "znver4", ["<8 x i32>", "<32 x i8>", "<32 x i8>"],
                      "<8 x i32>", "vpdpbusd\t%ymm"),
+    "vpmaddwd_512": ("x86_64-unknown-linux-gnu", "znver4", ["<32 x i16>", "<32 x i16>"], "<16 x i32>",
+                     "vpmaddwd\t%zmm"),
+    "vpmaddwd_256": ("x86_64-unknown-linux-gnu", "znver3", ["<16 x i16>", "<16 x i16>"], "<8 x i32>",
+                     "vpmaddwd\t%ymm"),
     "vdpbf16ps_512": ("x86_64-unknown-linux-gnu", "znver4",
                       ["<16 x float>", "<32 x bfloat>", "<32 x bfloat>"], "<16 x float>", "vdpbf16ps\t%zmm"),
     "vfmadd_ps_512": ("x86_64-unknown-linux-gnu", "znver4", ["<16 x float>"] * 3, "<16 x float>",
@@ -430,7 +461,8 @@ llvm.initialize_all_asmprinters()
 HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(",")) \
     if llvm.get_process_triple().startswith("x86_64") else set()
 NEEDS = {"vpdpbusd_512": {"+avx512vnni"}, "vpdpbusd_256": {"+avx512vnni", "+avx512vl"},
-         "vdpbf16ps_512": {"+avx512bf16"}, "vfmadd_ps_512": {"+avx512f"}}
+         "vdpbf16ps_512": {"+avx512bf16"}, "vfmadd_ps_512": {"+avx512f"}, "vpmaddwd_512": {"+avx512bw"},
+         "vpmaddwd_256": {"+avx2"}}
 
 
 def on_this_cpu(name: str, ir_types: tuple[str, str, str, str], order: str, d: np.ndarray,
@@ -468,6 +500,18 @@ def test_vpdpbusd_semantics_equal_this_cpu_bit_for_bit(name: str, lanes: int) ->
     types = (f"<{lanes} x i32>", f"<{lanes} x i32>", f"<{4 * lanes} x i8>", f"<{4 * lanes} x i8>")
     for a, b, c in int_cases(rng, lanes, (0, 255), (-128, 127), np.uint8, np.int8, np.int32):
         hw = on_this_cpu(name, types, "cab", np.zeros(lanes, np.int32), {"a": a, "b": b, "c": c})
+        assert np.array_equal(run("x86", name, a=a, b=b, c=c)["d"], hw), (a, b, c)
+
+
+@pytest.mark.parametrize(("name", "lanes"), [pytest.param("vpmaddwd_512", 16, marks=needs("vpmaddwd_512")),
+                                             pytest.param("vpmaddwd_256", 8, marks=needs("vpmaddwd_256"))])
+def test_vpmaddwd_semantics_equal_this_cpu_plus_c_bit_for_bit(name: str, lanes: int) -> None:
+    """The intrinsic's pair sums plus c (the add the backend emits) are the spec's d, wraparound included."""
+    rng = np.random.default_rng(12)
+    types = (f"<{lanes} x i32>", f"<{2 * lanes} x i16>", f"<{2 * lanes} x i16>")
+    for a, b, c in int_cases(rng, lanes, (-32768, 32767), (-32768, 32767), np.int16, np.int16, np.int32, 2):
+        sums = on_this_cpu(name, types, "ab", np.zeros(lanes, np.int32), {"a": a, "b": b})
+        hw = wrap_i32(c.astype(np.int64) + sums)
         assert np.array_equal(run("x86", name, a=a, b=b, c=c)["d"], hw), (a, b, c)
 
 

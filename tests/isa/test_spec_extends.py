@@ -89,6 +89,14 @@ def test_declared_lists_the_instructions_the_file_itself_declares(tmp_path: Path
     ('intrinsic_args = ["c", "z"]', "'intrinsic_args' names 'z', which is not an operand"),
     ("intrinsic_args = 3", "'intrinsic_args' must be a list of operand names"),
     ("features = [3]", "'features' must be a list of feature names or a list of such lists"),
+    ('intrinsic_accumulator = "c"', "'intrinsic_accumulator' names 'c', which the intrinsic takes already"),
+    ('intrinsic_args = ["a", "b"]\nintrinsic_accumulator = "z"',
+     "'intrinsic_accumulator' names 'z', which is not an operand"),
+    ('intrinsic_args = ["a", "b"]\nintrinsic_accumulator = "a"',
+     "'intrinsic_accumulator' names 'a', which the intrinsic takes already"),
+    ('intrinsic_args = ["c", "b"]\nintrinsic_accumulator = "a"',
+     r"'a' \(u8, shape \[64\]\) must have the dtype and shape of 'd' \(i32, shape \[16\]\)"),
+    ("intrinsic_accumulator = 3", "'intrinsic_accumulator' must be an operand name"),
 ])
 def test_bad_intrinsic_args_or_features_are_named(tmp_path: Path, line: str, message: str) -> None:
     path = write(tmp_path, "x.toml", X86 + line + "\n")
