@@ -2,6 +2,7 @@
 
     measure_peak(threads)          # vpdpbusd GOPS, the roof the CPU target's int8 results are held to
     measure_peak(threads, "fma")   # fp32 FMA GFLOPS, the roof of its float32 results
+    measure_instruction_peak(spec, "vpmaddwd_256", threads)   # any spec instruction's, from the spec alone
     tsc_ticks(fn), tsc_hz() # time-stamp-counter ticks of one call, and ticks per second
 
 Both JIT a few lines of LLVM IR with llvmlite (the same engine as ``compiler.backend.llvm``), once per
@@ -11,6 +12,7 @@ process.
 from __future__ import annotations
 
 import ctypes
+import math
 import time
 from collections.abc import Callable
 from functools import cache
@@ -18,8 +20,13 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir as ll
 
+import isa
 from compiler.backend.llvm import host_cpu, target_machine
+from compiler.backend.llvm_emit import memory_type
 from compiler.errors import CodegenError
+from compiler.ir import dtypes
+from isa.instance import operand_shape
+from isa.lang.scalar import evaluate as evaluate_scalar
 
 
 @cache
@@ -130,8 +137,6 @@ def measure_peak(threads: int = 1, instruction: str = "vnni") -> float:
     down; many short runs, because on a shared machine a long one is seldom left alone: on a 2-core Zen 4
     guest, 10 runs of 13 ms read 450-466 GOPS from one process to the next, 100 runs of 1 ms 472.6-472.7,
     and compiled kernels were timed at up to 466)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     if instruction not in PEAK_OPS:
         raise CodegenError(f"cpu: no peak probe for {instruction!r}; expected one of {', '.join(PEAK_OPS)}")
     if instruction == "vnni" and not host_cpu()["avx512vnni"]:
@@ -140,13 +145,106 @@ def measure_peak(threads: int = 1, instruction: str = "vnni") -> float:
         raise CodegenError("cpu: this CPU has no AVX-512 to measure")
     loop = _jit(instruction)[1]
     iterations = 300_000
-    ops = iterations * ACCUMULATORS * PEAK_OPS[instruction] * 2
+    return _best_on_threads(loop, threads, iterations * ACCUMULATORS * PEAK_OPS[instruction] * 2, iterations)
+
+
+def measure_instruction_peak(spec: isa.ISA, name: str, threads: int = 1) -> float:
+    """This CPU's peak in GOPS (2 ops per multiply-add) on ``threads`` threads of ``spec``'s instruction
+    ``name``, built from the spec alone: its intrinsic, argument order, operand types and shapes, the
+    operand its result is added to (``intrinsic_accumulator``) and its multiply-adds (the written operand's
+    lanes times its reduction's extent). The loop is ``measure_peak``'s: ``ACCUMULATORS`` independent chains
+    on registers, each instruction reading the previous one's result (the accumulator, or for an intrinsic
+    that takes none its first argument, the accumulator's bits), the best of ``PEAK_RUNS`` runs. CodegenError
+    where this CPU lacks its features (LLVM aborts on an intrinsic the CPU lacks)."""
+    instr = spec.instruction(name)
+    if not instr.intrinsic or not instr.intrinsic_args:
+        raise CodegenError(f"cpu: {spec.name}.{name} names no LLVM intrinsic with its arguments to measure")
+    have = frozenset(f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+"))
+    if not instr.runs_with(have):
+        raise CodegenError(f"cpu: this CPU lacks the features of {name} "
+                           f"({' or '.join('+'.join(f) for f in instr.features)}) to measure")
+    sem = instr.typed_semantics()
+    insn = spec.insn(name)
+
+    def vector(operand: str) -> str:
+        count = math.prod(operand_shape(spec, insn, operand))
+        return f"<{count} x {memory_type(dtypes.dtype(instr.operand(operand).dtype))}>"
+
+    (out,) = sem.writes
+    reduce = math.prod(int(evaluate_scalar(iv.extent, spec.params))
+                       for iv in sem.indices if iv.kind == "reduce")
+    macs = math.prod(operand_shape(spec, insn, out)) * reduce
+    acc = instr.intrinsic_accumulator or next(a for a in reversed(instr.intrinsic_args)
+                                               if vector(a) == vector(out))
+    args = tuple((a, vector(a)) for a in instr.intrinsic_args)
+    key = (instr.intrinsic, args, vector(out), acc, instr.intrinsic_accumulator is not None)
+    if (key, threads) not in _PEAKS:
+        rounds = 300_000
+        _PEAKS[key, threads] = _best_on_threads(_instruction_loop(*key), threads,
+                                                rounds * ACCUMULATORS * macs * 2, rounds)
+    return _PEAKS[key, threads]
+
+
+@cache
+def _instruction_loop(intrinsic: str, args: tuple[tuple[str, str], ...], result: str, acc: str,
+                      added: bool) -> Callable:
+    """``i32 loop(i64 n, i32 seed)`` of ``intrinsic`` (``args``: operand name and LLVM type, in order;
+    ``result`` its type), JIT-compiled: the result is ``acc``, or with ``added``, ``acc`` plus the result."""
+    module = ll.Module(f"tandem_cpu_probe_{intrinsic}")
+    i32 = ll.IntType(32)
+    types = {name: _parse_vector(t) for name, t in args}
+    out = _parse_vector(result)
+    fn = ll.Function(module, ll.FunctionType(out, [types[n] for n, _ in args]), intrinsic)
+    bits = {name: t.count * t.element.width for name, t in types.items()}
+
+    def operands(b: ll.IRBuilder, seed: ll.Value) -> dict[str, ll.Value]:
+        made = {}
+        for k, (name, t) in enumerate(types.items()):
+            lanes = bits[name] // 32
+            word = b.add(seed, ll.Constant(i32, k + 1))
+            made[name] = b.bitcast(b.insert_element(ll.Constant(ll.VectorType(i32, lanes), None), word,
+                                                    ll.Constant(i32, 0)), t)
+        return made, None
+
+    def step(b: ll.IRBuilder, chain: ll.Value, made: dict, _: None) -> ll.Value:
+        values = dict(made)
+        if added:   # the intrinsic reads no accumulator: its first argument carries the chain's bits
+            first = args[0][0]
+            values[first] = b.bitcast(chain, types[first])
+        else:
+            values[acc] = chain
+        call = b.call(fn, [values[n] for n, _ in args])
+        return b.add(chain, call) if added else call
+
+    _throughput_loop(module, "tandem_probe", out, operands, step)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), target_machine())
+    engine.finalize_object()
+    _ENGINES.append(engine)   # kept alive with the function
+    proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)
+    return proto(engine.get_function_address("tandem_probe"))
+
+
+_ENGINES: list = []
+_PEAKS: dict = {}   # measured once per process: (the loop's key, threads) -> GOPS
+
+
+def _parse_vector(text: str) -> ll.VectorType:
+    count, element = text.strip("<>").split(" x ")
+    return ll.VectorType(ll.IntType(int(element[1:])) if element.startswith("i") else
+                         {"float": ll.FloatType(), "half": ll.HalfType(), "double": ll.DoubleType()}[element],
+                         int(count))
+
+
+def _best_on_threads(loop: Callable, threads: int, ops: int, rounds: int) -> float:
+    """GOPS of ``loop`` (``rounds`` rounds, ``ops`` operations in all) on ``threads`` threads at once, each
+    its best of ``PEAK_RUNS`` runs."""
+    from concurrent.futures import ThreadPoolExecutor
 
     def best_of(seed: int) -> float:
         best = 0.0
         for _ in range(PEAK_RUNS):
             t0 = time.perf_counter()
-            loop(iterations, seed)
+            loop(rounds, seed)
             best = max(best, ops / (time.perf_counter() - t0))
         return best
 

@@ -235,7 +235,9 @@ def _print_cpu(r) -> None:
                         f"{p['threads']} threads)")
     table.add_column("measure")
     table.add_column("value", justify="right")
-    peak = "fma" if p["dtype"].startswith("f32") else "vpdpbusd"   # the instruction whose peak it is held to
+    # the instruction whose peak it is held to
+    peak = next(iter(r.utilization),
+                "fma" if p["dtype"].startswith("f32") else p["instruction"] or "vpdpbusd")
     rows = [
         ("validated", ("[green]yes[/green] " if r.validated else "[red]NO[/red] ") + r.detail),
         ("time", f"{m['seconds'] * 1e3:.3f} ms ({r.cycles:,} TSC ticks)"),

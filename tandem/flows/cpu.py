@@ -31,9 +31,10 @@ power-of-two int8 network does (``compiler.ops.cpu.ShiftClip``): shifted right b
 - ``gops``, ``seconds`` (per call) and ``peak_gops`` (this CPU's vpdpbusd peak on the same number of
   threads, measured by ``measure_peak``: independent accumulators, no memory traffic) are top-level keys;
 - ``utilization["vpdpbusd"]`` is ``gops`` over ``peak_gops`` and ``roofline_cycles`` the operator's ops at
-  that peak, in TSC ticks. On a CPU without AVX-512 VNNI (the ``x86-avx512`` and ``none`` isas still run)
-  there is no such peak: ``peak_gops``, ``roofline_cycles`` and ``roofline_pct`` are null and
-  ``utilization`` is empty.
+  that peak, in TSC ticks. On a CPU without AVX-512 VNNI the peak is that of the instruction the layer runs
+  on (``utilization["vpmaddwd_256"]`` on an AVX2 CPU, its peak measured from its spec); under the
+  ``x86-avx512`` and ``none`` isas there is no such peak: ``peak_gops``, ``roofline_cycles`` and
+  ``roofline_pct`` are null and ``utilization`` is empty.
 
 The flows here: ``CpuLayerFlow`` (conv2d and gemm), ``CpuContractionFlow`` (batch matmul, as GEMMs),
 ``CpuWindowFlow`` (TensorIR's convolution kinds, the window read in the kernel), ``CpuUserFlow`` (an operator
@@ -56,7 +57,7 @@ from compiler import te
 from compiler.analysis.issued import issued_instructions
 from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
 from compiler.backend.llvm_operands import instruction_runs_on_cpu
-from compiler.backend.llvm_probe import measure_peak, tsc_hz
+from compiler.backend.llvm_probe import measure_instruction_peak, measure_peak, tsc_hz
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import loads_in
@@ -250,7 +251,7 @@ class CpuLayerFlow(TargetFlow):
         output = self.output(job, compiled, inputs, target)
         cycles = round(seconds * tsc_hz())   # the time-stamp counter's ticks in the median call
         gops = 2 * job.layer.macs / seconds / 1e9
-        name, peak = peak_of(job)
+        name, peak = peak_of(job, target)
         counts = issued_instructions(func)
         left = unmatched(func, target.spec)
         return Execution(
@@ -325,15 +326,21 @@ def same_memory(held: np.ndarray, given: np.ndarray) -> bool:
                              and given.dtype == held.dtype)
 
 
-def peak_of(job: CpuJob) -> tuple[str, float | None]:
+def peak_of(job: CpuJob, target: Target) -> tuple[str, float | None]:
     """The instruction whose measured peak the run is held to, and that peak in GOPS on the job's threads:
-    float32, the fp32 FMA's (GFLOPS); an integer type, vpdpbusd's (64 multiply-adds per instruction) in
-    proportion to the operator's instruction's own multiply-adds (vpdpwssd: 16 lanes x 2 = 32, at the same
-    rate). None where this CPU has no such instruction."""
+    float32, the fp32 FMA's (GFLOPS); an integer type on a CPU with AVX-512 VNNI, vpdpbusd's (64
+    multiply-adds per instruction) in proportion to the operator's instruction's own multiply-adds
+    (vpdpwssd: 16 lanes x 2 = 32, at the same rate); elsewhere that of the instruction the operator runs on
+    (vpmaddwd on an AVX2 CPU), measured from its spec (``measure_instruction_peak``). None where this CPU has
+    no such instruction."""
     if job.options.is_float:
         return "fma", measure_peak(job.threads, "fma") if host_cpu()["avx512f"] else None
-    per_insn = job.packing.lanes * job.packing.group / 64
-    return "vpdpbusd", measure_peak(job.threads) * per_insn if host_cpu()["avx512vnni"] else None
+    if host_cpu()["avx512vnni"]:
+        return "vpdpbusd", measure_peak(job.threads) * job.packing.lanes * job.packing.group / 64
+    if job.packing.instruction:
+        return job.packing.instruction, measure_instruction_peak(target.spec, job.packing.instruction,
+                                                                 job.threads)
+    return "vpdpbusd", None
 
 
 def roofline_ticks(macs: int, execution: Execution) -> int | None:

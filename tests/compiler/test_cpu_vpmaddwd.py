@@ -15,7 +15,8 @@ import pytest
 import isa
 from compiler.backend.llvm import build
 from compiler.backend.llvm_operands import host_features
-from compiler.errors import ScheduleError
+from compiler.backend.llvm_probe import measure_instruction_peak
+from compiler.errors import CodegenError, ScheduleError
 from compiler.ir import TensorInsn
 from compiler.ir.functor import post_order_visit
 from compiler.lower import lower
@@ -124,3 +125,20 @@ def test_sums_that_wrap_at_int32_wrap_as_numpy_says() -> None:
     exact = reference.dense(a, b)
     assert np.any(exact > np.iinfo(np.int32).max)
     np.testing.assert_array_equal(unpack_gemm(out, n), exact.astype(np.int32))
+
+
+@needs_avx2
+def test_the_peak_of_an_instruction_is_measured_from_its_spec_alone() -> None:
+    """16 multiply-adds a vpmaddwd_256, on one thread and on two at once (each thread its own loop; on a
+    loaded machine two may read no more than one)."""
+    one = measure_instruction_peak(X86, "vpmaddwd_256", 1)
+    two = measure_instruction_peak(X86, "vpmaddwd_256", 2)
+    assert one > 10 and two > 0.5 * one
+
+
+def test_an_instruction_that_cannot_be_measured_says_why() -> None:
+    with pytest.raises(CodegenError, match="vdpbf16ps_512 names no LLVM intrinsic with its arguments"):
+        measure_instruction_peak(X86, "vdpbf16ps_512")
+    if "avx512vnni" not in host_features():
+        with pytest.raises(CodegenError, match=r"lacks the features of vpdpbusd_512 \(avx512vnni\)"):
+            measure_instruction_peak(X86, "vpdpbusd_512")

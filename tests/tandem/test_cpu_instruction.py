@@ -52,6 +52,9 @@ def test_a_cpu_without_vnni_tensorizes_onto_vpmaddwd_by_default() -> None:
     r = run_cpu(ConvShape(8, 8, 16, 16, 3, 1, 1), threads=1, min_time=0.005)
     assert r.params["isa"] == "x86-vnni" and r.params["instruction"] == "vpmaddwd_256"
     assert r.validated and r.tensor_instructions > 0
+    # held to the measured peak of the instruction it runs on
+    assert r.utilization["vpmaddwd_256"] == pytest.approx(r.measured["gops"] / r.measured["peak_gops"])
+    assert r.roofline_cycles > 0 and 0 < r.roofline_pct
 
 
 @pytest.mark.skipif(VNNI, reason="this CPU runs vpdpbusd")
