@@ -604,13 +604,16 @@ def pack_window(data: np.ndarray, kernel: np.ndarray, pk: Packing = U8, pad: int
     (n, c, *sizes), (o, _, *taps) = data.shape, kernel.shape
     c4, k16, dims = _blocks(c, group), _blocks(o, lanes), len(sizes)
     padded = [size + 2 * pad for size in sizes]
-    packed_data = np.full((n, c4, *padded, group), fill, pk.data) if fill else \
-        np.zeros((n, c4, *padded, group), pk.data)
-    inside = np.moveaxis(packed_data, -1, 2)[(slice(None),) * 3 + tuple(slice(pad, pad + s) for s in sizes)]
-    whole = c // group
-    inside[:, :whole] = data[:, : whole * group].reshape(n, whole, group, *sizes)
-    if c % group:   # the last block's channels past C keep the fill: they meet the kernel's zero channels
-        inside[:, whole, : c % group] = data[:, whole * group:]
+    packed_data = np.empty((n, c4, *padded, group), pk.data)
+    for axis in range(2, 2 + dims) if pad else ():   # the border, alone: every element is written once
+        edge = [slice(None)] * packed_data.ndim
+        for side in (slice(0, pad), slice(-pad, None)):
+            edge[axis] = side
+            packed_data[tuple(edge)] = fill
+    inside = packed_data[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in sizes)]
+    if c % group:   # the last block's channels past C hold the fill: they meet the kernel's zero channels
+        inside[:, -1] = fill
+    _to_blocks(inside, data, group)
     w = np.zeros((k16 * lanes, c4 * group, *taps), pk.weight)
     w[:o, :c] = kernel
     packed = w.reshape(k16, lanes, c4, group, *taps).transpose(0, 2, *range(4, 4 + dims), 1, 3)
@@ -645,13 +648,12 @@ def pack_depthwise(data: np.ndarray, kernel: np.ndarray, k: int, dil: int, pk: P
     group, lanes = pk.group, pk.lanes
     n, c, hp, wp = data.shape
     c16, taps = _blocks(c, lanes), _blocks(k, group)
-    d = np.zeros((n, c16 * lanes, hp, depthwise_width(wp, k, dil, group)), pk.data)
-    d[:, :c, :, :wp] = data
+    packed_data = np.zeros((n, c16, hp, depthwise_width(wp, k, dil, group), lanes), pk.data)
+    _to_blocks(packed_data[..., :wp, :], data, lanes)
     w = np.zeros((c16 * lanes, k, taps * group), pk.weight)
     w[: kernel.shape[0], :, :k] = kernel   # (c channels; none where only the data is packed)
-    packed_data = d.reshape(n, c16, lanes, hp, d.shape[-1]).transpose(0, 1, 3, 4, 2)
     packed = w.reshape(c16, lanes, k, taps, group).transpose(0, 2, 3, 1, 4)
-    return np.ascontiguousarray(packed_data), np.ascontiguousarray(packed)
+    return packed_data, np.ascontiguousarray(packed)
 
 
 def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
@@ -662,7 +664,20 @@ def unpack_conv(out: np.ndarray, layer: ConvShape) -> np.ndarray:
 def unpack_window(out: np.ndarray, oc: int) -> np.ndarray:
     """``[N, K/y, *out, y]`` -> ``[N, K, *out]`` (padding channels dropped)."""
     n, k16, *sizes, lanes = out.shape
-    return np.moveaxis(out, -1, 2).reshape(n, k16 * lanes, *sizes)[:, :oc]
+    plain = np.empty((n, oc, *sizes), out.dtype)
+    for j in range(min(lanes, oc)):   # lane by lane, as ``_to_blocks`` writes them
+        plain[:, j::lanes] = out[:, : len(range(j, oc, lanes)), ..., j]
+    return plain
+
+
+def _to_blocks(blocked: np.ndarray, plain: np.ndarray, group: int) -> None:
+    """Write ``plain`` ``[N, C, ...]`` into ``blocked`` ``[N, C/group, ..., group]``: channel
+    ``b * group + j`` at block ``b``, lane ``j``; lane by lane, each a copy of whole rows (numpy's fast
+    loop, where moving the channel axis innermost in one copy scatters every element). Lanes past C are
+    left as they are."""
+    c = plain.shape[1]
+    for j in range(min(group, c)):
+        blocked[:, : len(range(j, c, group)), ..., j] = plain[:, j::group]
 
 
 def pack_gemm(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:

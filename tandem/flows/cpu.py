@@ -96,6 +96,8 @@ GEMM_KERNELS = ("gemm", "gemm_t")
 OPTIONS = ("isa", "instruction", "threads", "tune", "tuning", "min_time", "dtype", "relu", "epilogue")
 #: the kernels run for real: a network's whole inference is timed end to end (tandem/network/run.py)
 RUNS_FOR_REAL = True
+#: what a checked run's output holds before the kernel writes it (an element left unwritten fails the check)
+POISON = 0x5A5A5A5A
 #: the requantizing epilogues: their kind and parameters with their defaults (the zero point and uint8's
 #: range; the shift and int8's range)
 REQUANTIZERS = {"requantize": (cpu.Requantize, {"ZP": 0, "LO": 0, "HI": 255}),
@@ -248,7 +250,10 @@ class CpuLayerFlow(TargetFlow):
                 target: Target) -> Execution:
         func, kernel = compiled
         seconds = self._seconds(job, compiled, _packed(job, inputs), job.min_time)
-        output = self.output(job, compiled, inputs, target)
+        # an output poisoned first: an element the kernel leaves unwritten fails the check (``output``, run
+        # for an inference, leaves it uninitialized)
+        output = self._call(job, compiled, inputs, np.full(func.params[-1].shape, POISON,
+                                                           func.params[-1].dtype.numpy))
         cycles = round(seconds * tsc_hz())   # the time-stamp counter's ticks in the median call
         gops = 2 * job.layer.macs / seconds / 1e9
         name, peak = peak_of(job, target)
@@ -262,10 +267,15 @@ class CpuLayerFlow(TargetFlow):
 
     def output(self, job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
                target: Target) -> np.ndarray:
-        """One call of the kernel on ``inputs``, its output in the layer's plain layout."""
-        func, kernel = compiled
-        out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
-        kernel(*_packed(job, inputs), out)
+        """One call of the kernel on ``inputs``, its output in the layer's plain layout (the kernel writes
+        every element of its output, as ``execute``'s check makes sure: it starts uninitialized)."""
+        func = compiled[0]
+        return self._call(job, compiled, inputs, np.empty(func.params[-1].shape, func.params[-1].dtype.numpy))
+
+    @staticmethod
+    def _call(job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
+              out: np.ndarray) -> np.ndarray:
+        compiled[1](*_packed(job, inputs), out)
         return cpu_layers.unpack(job.layer, out, job.options)
 
     def extreme_inputs(self, job: CpuJob, inputs: list[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
