@@ -22,7 +22,8 @@ loops and unrolled, so that several independent instructions follow each other. 
 lanes, found from its semantics, its blocking read from its operands; vpdpbusd for uint8 in the built-in x86
 spec, sdot_v4i32 for int8 in the built-in arm spec: UNIT's AVX-512 VNNI and ARM DOT, Sec. III.A. The two
 names are the same schedule; which instruction is used is the spec's, not the name's), ``x86-avx512`` (no
-tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit multiply-adds), ``none``
+tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit multiply-adds), ``x86-avx2``
+(the same on 8 lanes, AVX2's 256-bit registers), ``none``
 (scalar loops; LLVM may still vectorize them).
 
 ``fused_epilogue`` ends a lowered operator with a per-channel bias add and an element-wise operator
@@ -51,13 +52,15 @@ from compiler.schedule import Schedule, create_schedule
 from isa import ISA
 from isa.lang.scalar import evaluate as evaluate_scalar
 
-ISAS = ("x86-vnni", "arm-dot", "x86-avx512", "none")
+ISAS = ("x86-vnni", "arm-dot", "x86-avx512", "x86-avx2", "none")
 #: the isas that tensorize onto the spec's dot-product instruction (UNIT's names for x86 and ARM)
 TENSORIZED = ("x86-vnni", "arm-dot")
 #: the operator's element types: data (activations) and weights
 DTYPES = {"uint8": ("uint8", "int8"), "int8": ("int8", "int8"), "int16": ("int16", "int16"),
           "float32": ("float32", "float32")}
 LANES = 16   # int32 outputs per 512-bit register, the blocking of the untensorized schedules
+#: the vectorized (untensorized) isas and their lanes: 32-bit elements per vector register
+VECTORIZED = {"x86-avx512": 16, "x86-avx2": 8}
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def packing(isa: str, dtype: str, spec: ISA, instruction: str | None = None) -> 
         raise ScheduleError(f"cpu: unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     data, weight = DTYPES[dtype]
     if isa not in TENSORIZED:
-        return Packing(data, weight, LANES, max(1, 32 // dtypes.dtype(data).bits))
+        return Packing(data, weight, VECTORIZED.get(isa, LANES), max(1, 32 // dtypes.dtype(data).bits))
     found = packings(dtype, spec)
     for pk in found:
         if instruction in (None, pk.instruction):
@@ -475,7 +478,7 @@ def _unit_schedule(
     inner.unroll(a_axes[columns])
     if instruction:
         inner.tensorize(lanes, instruction)
-    elif isa == "x86-avx512":
+    elif isa in VECTORIZED:
         inner.unroll(group)
         inner.vectorize(lanes)
     if dtypes.dtype(pk.acc).is_float:   # each multiply and add may fuse into one FMA (one rounding)

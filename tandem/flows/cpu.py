@@ -3,7 +3,8 @@ UNIT's rewriter, compiled with the LLVM backend for this CPU, run for real, comp
 and timed.
 
 Parameters besides the layer (conv2d: ``H W IC OC K S P``; gemm: ``M N K``): ``isa`` (x86-vnni, the default,
-x86-avx512 or none), ``threads`` (default: every core), ``tuning`` (a ``compiler.ops.cpu.CpuTuning``),
+x86-avx512, x86-avx2 or none), ``instruction`` (the spec's instruction x86-vnni sums with), ``threads``
+(default: every core), ``tuning`` (a ``compiler.ops.cpu.CpuTuning``),
 ``tune`` (> 0: time the first ``tune`` candidates of ``cpu_tuning.tuning_space``, UNIT's two breaking
 points, and keep
 the fastest; the first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll; 0, the
@@ -88,7 +89,7 @@ from tandem.flows.run import run
 from tandem.flows.targets import load_target
 from tandem.flows.user_ops import UserOp, load_user_op
 
-ISAS = ("x86-vnni", "x86-avx512", "none")   # what this x86-64 CPU runs; arm-dot is the arm target's
+ISAS = ("x86-vnni", "x86-avx512", "x86-avx2", "none")   # what x86-64 CPUs run; arm-dot is the arm target's
 OPS = ("conv2d", "gemm")
 #: the GEMM-shaped kernels (M, N, K): the GEMM, and the GEMM transposed (``CpuOptions.transposed``), which the
 #: contraction flow runs for a GEMM of few columns
@@ -123,16 +124,23 @@ class CpuJob:
 
 
 def default_isa(options: CpuOptions, target: Target) -> str:
-    """The isa a layer runs with when none is asked for: ``x86-avx512`` (the vectorized schedule) for floats,
-    which no dot-product instruction sums; for integers ``x86-vnni`` where the spec has an instruction that
-    sums the layer's products and this CPU runs it (vpdpbusd; on an AVX2 CPU vpmaddwd), else ``x86-avx512``,
-    so that a CPU without one runs the layer rather than refusing it."""
+    """The isa a layer runs with when none is asked for: the vectorized schedule (``vectorized_isa``) for
+    floats, which no dot-product instruction sums; for integers ``x86-vnni`` where the spec has an
+    instruction that sums the layer's products and this CPU runs it (vpdpbusd; on an AVX2 CPU vpmaddwd),
+    else the vectorized schedule, so that a CPU without one runs the layer rather than refusing it."""
     if options.is_float:
-        return "x86-avx512"
+        return vectorized_isa()
     found = cpu.packings(options.dtype, target.spec)
     if not found:
         return "x86-vnni"   # plan_layer names why the spec has none
-    return "x86-vnni" if any(_runs(pk, target) for pk in found) else "x86-avx512"
+    return "x86-vnni" if any(_runs(pk, target) for pk in found) else vectorized_isa()
+
+
+def vectorized_isa() -> str:
+    """The vectorized schedule for this CPU's registers: ``x86-avx512`` (16 lanes) with AVX-512, else
+    ``x86-avx2`` (8 lanes: AVX2's 256-bit registers; on an AVX2 CPU x86-avx512's 16 lanes are two registers
+    each, and its tiles spill)."""
+    return "x86-avx512" if host_cpu()["avx512f"] else "x86-avx2"
 
 
 def host_packing(isa: str, options: CpuOptions, target: Target) -> cpu.Packing:
@@ -156,9 +164,9 @@ def host_packing(isa: str, options: CpuOptions, target: Target) -> cpu.Packing:
                       for pk in candidates)
     if options.instruction is not None:
         raise RunError(f"cpu: this CPU ({host_cpu()['cpu']}) cannot run {needs}; leave the instruction out "
-                       f"(the first of the spec's this CPU runs) or use --isa x86-avx512 or none")
+                       f"(the first of the spec's this CPU runs) or use --isa {vectorized_isa()} or none")
     raise RunError(f"cpu: this CPU ({host_cpu()['cpu']}) runs none of the spec's instructions for "
-                   f"{options.dtype} products ({needs}); use --isa x86-avx512 or none")
+                   f"{options.dtype} products ({needs}); use --isa {vectorized_isa()} or none")
 
 
 def _runs(pk: cpu.Packing, target: Target) -> bool:
@@ -328,12 +336,9 @@ def _packed(job: CpuJob, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]
 
 
 def same_memory(held: np.ndarray, given: np.ndarray) -> bool:
-    """Whether ``given`` is ``held`` or a view of the same elements (the same address, shape, strides and
-    type): while ``held`` is alive no other array can occupy its memory, so nothing else can match, and
-    weights are never written."""
-    return given is held or (given.__array_interface__["data"][0] == held.__array_interface__["data"][0]
-                             and given.shape == held.shape and given.strides == held.strides
-                             and given.dtype == held.dtype)
+    """Whether ``given`` is ``held`` or a view of the same elements (``flow.memory_key``; weights are never
+    written)."""
+    return given is held or flow.memory_key(given) == flow.memory_key(held)
 
 
 def peak_of(job: CpuJob, target: Target) -> tuple[str, float | None]:
@@ -700,7 +705,7 @@ def run_cpu(
     options: CpuOptions = DEFAULT_OPTIONS,
 ) -> RunReport:
     """``run`` for this CPU: compile ``layer`` (a conv2d or a GEMM) as ``options`` say, run it on seeded
-    inputs, compare with numpy and time it. ``isa`` None: the flow's default (x86-vnni; x86-avx512 for
+    inputs, compare with numpy and time it. ``isa`` None: the flow's default (x86-vnni; the vectorized isa for
     float32). ``target`` is the cpu target (its x86 spec); by default the built-in spec."""
     params = {**cpu_layers.params(layer), **options.params, "threads": threads, "tune": tune, "seed": seed,
               "tuning": tuning, "min_time": min_time, **({"isa": isa} if isa is not None else {})}

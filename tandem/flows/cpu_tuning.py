@@ -42,14 +42,17 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
     parallel loop, so that loop partitioning can split the tail off. Outputs narrower than 4 columns (a GEMV,
     a 1x1 feature map) get tiles of their own width. ``lanes``: the instruction's output lanes (16 for
     vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has); ``registers``: the CPU's vector
-    registers (AVX2's 16 hold tiles of at most 12 instructions, depthwise 7).
+    registers. AVX2's 16 hold tiles of at most 8 instructions (depthwise 4), and there a GEMM prefers the
+    squarest: measured on AMD EPYC znver3, 1 thread, a 128 x 768 x 768 fp32 GEMM ran at 56-81 GFLOPS with 2
+    blocks x 4 rows, 53-75 with 4 x 2, 36.4 with 1 x 8 (9 loads for 8 FMAs) and 32.0 with 3 x 4 (its
+    accumulators spill); the int8 one on vpmaddwd at 125.5 GOPS with 2 x 4 and 33.7 with 1 x 12.
     """
     gemm = isinstance(layer, GemmShape)
     outer = list(fused_extents(layer, lanes, options))
     oc_axis, columns = (0 if gemm else 1), outer[-1]
     blocks = outer[oc_axis]
     depthwise = isinstance(layer, cpu.Window) and layer.depthwise
-    most = (14 if depthwise else 24) * registers // 32
+    most = (registers - 8) * (14 if depthwise else 24) // 24
 
     def tiles_of(widths: tuple[int, ...]) -> list[tuple[int, int]]:
         return [(oc, x) for oc in (1, 2, 3, 4) for x in widths
@@ -60,7 +63,9 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
 
     # tiles of fewer than 4 columns only where the output has fewer (a GEMV, a tiny feature map)
     tiles = tiles_of((16, 14, 12, 8, 7, 6, 5, 4)) or tiles_of((3, 2, 1))
-    if gemm or depthwise:
+    if gemm and registers < 32:   # few registers: the squarest tile, the fewest loads per instruction
+        tiles.sort(key=lambda t: (tail(t), -min(t[0] * t[1], 16), abs(t[0] - t[1]), -t[1]))
+    elif gemm or depthwise:
         tiles.sort(key=lambda t: (tail(t), -min(t[0] * t[1], 16), -t[1]))
     else:
         tiles.sort(key=lambda t: (tail(t), t[0] * t[1] < 8, abs(t[0] * t[1] - 8), abs(t[0] - 2), -t[1]))

@@ -254,6 +254,13 @@ class ByOperator(TargetFlow):
         return job.flow.selection(job.job, compiled)
 
 
+def memory_key(a: np.ndarray) -> tuple:
+    """What says where an array's elements are: their address, shape, strides and type. While an array is
+    alive no other can occupy its memory, so an array with its key is a view of the same elements (how the
+    CPU keeps weights packed, and their sums, from one inference to the next)."""
+    return a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str
+
+
 def random_bias(rng: np.random.Generator, channels: int, dtype: np.dtype | type) -> np.ndarray:
     """A per-output-channel bias of the output's ``dtype``: floats uniform in [-1, 1), integers (an int32
     accumulator's) in [-2^16, 2^16), as a quantized layer's bias would be."""

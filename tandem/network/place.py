@@ -50,6 +50,7 @@ import numpy as np
 
 from compiler.ops import network, vita
 from compiler.target import Target
+from tandem.flows.flow import memory_key
 from tandem.network import qdq
 from tandem.network.graph import Layer
 from tandem.network.operators.nn import padded_window
@@ -589,7 +590,7 @@ def weight_sums(w: np.ndarray) -> np.ndarray:
     """The sum of each output channel's weights (int64), computed once for as long as the weights (the
     same memory, their array alive) come back: a network's inference places its steps again on new data."""
     base = w if w.base is None else w.base
-    key = (w.__array_interface__["data"][0], w.shape, w.strides, w.dtype.str)
+    key = memory_key(w)
     held = _SUMS.get(key)
     if held is not None and held[0]() is base:
         return held[1]

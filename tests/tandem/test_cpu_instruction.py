@@ -17,6 +17,7 @@ from tandem.cli.app import app
 from tandem.flows import cpu as cpu_flow
 from tandem.flows.cpu import run_cpu
 from tandem.flows.cpu_layers import CpuOptions, Layer
+from tandem.flows.cpu_tuning import tuning_space
 from tandem.flows.flow import RunError
 from tandem.flows.layers import op_of
 from tandem.flows.run import run
@@ -68,7 +69,7 @@ def test_a_cpu_that_runs_none_of_the_instructions_is_told_what_each_needs(monkey
     with pytest.raises(RunError, match=r"runs none of the spec's instructions for int16 products "
                                        r"\(vpmaddwd_512 needs avx512bw; vpmaddwd_256 needs avx2\)"):
         run("gemm", load_target("cpu"), {"M": 4, "N": 16, "K": 8, "dtype": "int16", "isa": "x86-vnni"})
-    assert cpu_flow.default_isa(CpuOptions("int16"), load_target("cpu")) == "x86-avx512"
+    assert cpu_flow.default_isa(CpuOptions("int16"), load_target("cpu")) == cpu_flow.vectorized_isa()
 
 
 @needs_avx2
@@ -89,3 +90,20 @@ def test_the_command_line_takes_the_instruction() -> None:
 def test_a_bad_instruction_is_refused_before_it_compiles(params: dict, match: str) -> None:
     with pytest.raises(RunError, match=match):
         run("gemm", load_target("cpu"), {"M": 4, "N": 16, "K": 8, **params})
+
+
+@needs_avx2
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+def test_the_avx2_vectorized_schedule_runs_8_lanes(dtype: str) -> None:
+    r = run_cpu(GemmShape(20, 40, 36), "x86-avx2", threads=1, min_time=0.005, options=CpuOptions(dtype))
+    assert r.validated and r.params["isa"] == "x86-avx2" and r.tensor_instructions == 0
+
+
+def test_avx2_registers_hold_tiles_of_at_most_8_instructions() -> None:
+    """16 registers: 8 accumulators, the weight vectors and a broadcast; a GEMM's squarest tile first."""
+    for layer in (GemmShape(128, 768, 768), ConvShape(56, 56, 64, 64, 3, 1, 1)):
+        space = tuning_space(layer, 8, 1, registers=16)
+        assert all(t.unroll_oc * t.unroll_x <= 8 for t in space)
+        assert max(t.unroll_oc * t.unroll_x for t in tuning_space(layer, 16, 1)) > 8   # AVX-512's 32
+    first = tuning_space(GemmShape(128, 768, 768), 8, 1, registers=16)[0]
+    assert (first.unroll_oc, first.unroll_x) == (2, 4)
