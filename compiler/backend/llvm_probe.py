@@ -195,15 +195,20 @@ def _instruction_loop(intrinsic: str, args: tuple[tuple[str, str], ...], result:
     types = {name: _parse_vector(t) for name, t in args}
     out = _parse_vector(result)
     fn = ll.Function(module, ll.FunctionType(out, [types[n] for n, _ in args]), intrinsic)
-    bits = {name: t.count * t.element.width for name, t in types.items()}
+    bits = {name: t.count * (t.element.width if isinstance(t.element, ll.IntType) else
+                             {"half": 16, "float": 32, "double": 64}[str(t.element)])
+            for name, t in types.items()}
 
     def operands(b: ll.IRBuilder, seed: ll.Value) -> dict[str, ll.Value]:
         made = {}
         for k, (name, t) in enumerate(types.items()):
-            lanes = bits[name] // 32
             word = b.add(seed, ll.Constant(i32, k + 1))
-            made[name] = b.bitcast(b.insert_element(ll.Constant(ll.VectorType(i32, lanes), None), word,
-                                                    ll.Constant(i32, 0)), t)
+            if isinstance(t.element, ll.IntType):   # the word's bits
+                made[name] = b.bitcast(b.insert_element(ll.Constant(ll.VectorType(i32, bits[name] // 32),
+                                                                    None), word, ll.Constant(i32, 0)), t)
+            else:   # the word's value (its bits would be a denormal number, slow on some CPUs)
+                made[name] = b.insert_element(ll.Constant(t, None), b.sitofp(word, t.element),
+                                              ll.Constant(i32, 0))
         return made, None
 
     def step(b: ll.IRBuilder, chain: ll.Value, made: dict, _: None) -> ll.Value:
@@ -214,7 +219,9 @@ def _instruction_loop(intrinsic: str, args: tuple[tuple[str, str], ...], result:
         else:
             values[acc] = chain
         call = b.call(fn, [values[n] for n, _ in args])
-        return b.add(chain, call) if added else call
+        if not added:
+            return call
+        return b.add(chain, call) if isinstance(out.element, ll.IntType) else b.fadd(chain, call)
 
     _throughput_loop(module, "tandem_probe", out, operands, step)
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), target_machine())

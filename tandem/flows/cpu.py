@@ -70,6 +70,7 @@ from compiler.passes.tensorize import unmatched
 from compiler.pipeline import compile_func
 from compiler.schedule import create_schedule
 from compiler.target import Target
+from isa.instance import operand_shape
 from tandem.flows import cpu_layers, flow
 from tandem.flows.check import Check
 from tandem.flows.contraction import (
@@ -343,19 +344,36 @@ def same_memory(held: np.ndarray, given: np.ndarray) -> bool:
 
 def peak_of(job: CpuJob, target: Target) -> tuple[str, float | None]:
     """The instruction whose measured peak the run is held to, and that peak in GOPS on the job's threads:
-    float32, the fp32 FMA's (GFLOPS); an integer type on a CPU with AVX-512 VNNI, vpdpbusd's (64
-    multiply-adds per instruction) in proportion to the operator's instruction's own multiply-adds
-    (vpdpwssd: 16 lanes x 2 = 32, at the same rate); elsewhere that of the instruction the operator runs on
-    (vpmaddwd on an AVX2 CPU), measured from its spec (``measure_instruction_peak``). None where this CPU has
-    no such instruction."""
+    float32, the fp32 FMA's (GFLOPS; without AVX-512, that of ``float_multiply_add``); an integer type on a
+    CPU with AVX-512 VNNI, vpdpbusd's (64 multiply-adds per instruction) in proportion to the operator's
+    instruction's own multiply-adds (vpdpwssd: 16 lanes x 2 = 32, at the same rate); elsewhere that of the
+    instruction the operator runs on (vpmaddwd on an AVX2 CPU). Without AVX-512, each is measured from its
+    spec (``measure_instruction_peak``). None where this CPU has no such instruction."""
+    if job.options.is_float and host_cpu()["avx512f"]:
+        return "fma", measure_peak(job.threads, "fma")
     if job.options.is_float:
-        return "fma", measure_peak(job.threads, "fma") if host_cpu()["avx512f"] else None
+        fma = float_multiply_add(target.spec)
+        return fma or "fma", measure_instruction_peak(target.spec, fma, job.threads) if fma else None
     if host_cpu()["avx512vnni"]:
         return "vpdpbusd", measure_peak(job.threads) * job.packing.lanes * job.packing.group / 64
     if job.packing.instruction:
         return job.packing.instruction, measure_instruction_peak(target.spec, job.packing.instruction,
                                                                  job.threads)
     return "vpdpbusd", None
+
+
+def float_multiply_add(spec) -> str | None:
+    """The spec's fp32 multiply-add with the most lanes that this CPU runs (vfmadd_ps_256 on an AVX2 CPU):
+    an instruction of f32 registers with one result and no reduction; None where it runs none."""
+    found = []
+    for instr in spec.instructions.values():
+        if not instr.operands or any(op.kind != "register" or op.dtype != "f32" for op in instr.operands):
+            continue
+        sem = instr.typed_semantics()
+        if len(sem.writes) == 1 and not any(iv.kind == "reduce" for iv in sem.indices) and \
+                instruction_runs_on_cpu(instr):
+            found.append((math.prod(operand_shape(spec, spec.insn(instr.name), sem.writes[0])), instr.name))
+    return max(found)[1] if found else None
 
 
 def roofline_ticks(macs: int, execution: Execution) -> int | None:

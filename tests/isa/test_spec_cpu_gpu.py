@@ -101,6 +101,9 @@ TABLE = [
     Row("x86", "vfmadd_ps_512", "llvm.fma.v16f32", "d[i] = f32(f64(a[i]) * f64(b[i]) + f64(c[i]))",
         {"i": ("spatial", 16)},
         {"a": ("f32", (16,)), "b": ("f32", (16,)), "c": ("f32", (16,)), "d": ("f32", (16,))}, ("fma", 4, 1)),
+    Row("x86", "vfmadd_ps_256", "llvm.fma.v8f32", "d[i] = f32(f64(a[i]) * f64(b[i]) + f64(c[i]))",
+        {"i": ("spatial", 8)},
+        {"a": ("f32", (8,)), "b": ("f32", (8,)), "c": ("f32", (8,)), "d": ("f32", (8,))}, ("fma", 4, 1)),
     Row("arm", "sdot_v4i32", "llvm.aarch64.neon.sdot.v4i32.v16i8", DOT4.format(t="i32"),
         {"i": ("spatial", 4), "j": ("reduce", 4)},
         {"a": ("i8", (16,)), "b": ("i8", (16,)), "c": ("i32", (4,)), "d": ("i32", (4,))}, ("simd", 3, 1)),
@@ -177,7 +180,7 @@ def test_instruction_intrinsic_operands_indices_semantics_and_timing(row: Row) -
     assert timing_of(spec, insn) == row.timing
 
 
-@pytest.mark.parametrize("row", [r for r in TABLE if r.spec != "cuda" and r.name != "vfmadd_ps_512"],
+@pytest.mark.parametrize("row", [r for r in TABLE if r.spec != "cuda" and not r.name.startswith("vfmadd")],
                          ids=lambda r: r.name)
 def test_dot_products_are_a_sum_of_products_of_widened_bytes_added_to_c(row: Row) -> None:
     """UNIT's Inspector matches this tree: d[i] = c[i] + sum(j, acc(a[G*i + j]) * acc(b[G*i + j]))."""
@@ -411,6 +414,8 @@ LLVM_TARGETS = {
                       ["<16 x float>", "<32 x bfloat>", "<32 x bfloat>"], "<16 x float>", "vdpbf16ps\t%zmm"),
     "vfmadd_ps_512": ("x86_64-unknown-linux-gnu", "znver4", ["<16 x float>"] * 3, "<16 x float>",
                       "vfmadd213ps\t%zmm"),
+    "vfmadd_ps_256": ("x86_64-unknown-linux-gnu", "znver3", ["<8 x float>"] * 3, "<8 x float>",
+                      "vfmadd213ps\t%ymm"),
     "sdot_v4i32": ("aarch64-unknown-linux-gnu", "neoverse-n1", ["<4 x i32>", "<16 x i8>", "<16 x i8>"],
                    "<4 x i32>", "sdot\tv0.4s, v1.16b, v2.16b"),
     "udot_v4i32": ("aarch64-unknown-linux-gnu", "neoverse-n1", ["<4 x i32>", "<16 x i8>", "<16 x i8>"],
@@ -462,7 +467,7 @@ HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(",")) \
     if llvm.get_process_triple().startswith("x86_64") else set()
 NEEDS = {"vpdpbusd_512": {"+avx512vnni"}, "vpdpbusd_256": {"+avx512vnni", "+avx512vl"},
          "vdpbf16ps_512": {"+avx512bf16"}, "vfmadd_ps_512": {"+avx512f"}, "vpmaddwd_512": {"+avx512bw"},
-         "vpmaddwd_256": {"+avx2"}}
+         "vpmaddwd_256": {"+avx2"}, "vfmadd_ps_256": {"+fma"}}
 
 
 def on_this_cpu(name: str, ir_types: tuple[str, str, str, str], order: str, d: np.ndarray,
@@ -515,17 +520,19 @@ def test_vpmaddwd_semantics_equal_this_cpu_plus_c_bit_for_bit(name: str, lanes: 
         assert np.array_equal(run("x86", name, a=a, b=b, c=c)["d"], hw), (a, b, c)
 
 
-@needs("vfmadd_ps_512")
-def test_vfmadd_semantics_equal_this_cpu_bit_for_bit() -> None:
+@pytest.mark.parametrize(("name", "lanes"), [pytest.param("vfmadd_ps_512", 16, marks=needs("vfmadd_ps_512")),
+                                             pytest.param("vfmadd_ps_256", 8, marks=needs("vfmadd_ps_256"))])
+def test_vfmadd_semantics_equal_this_cpu_bit_for_bit(name: str, lanes: int) -> None:
     rng = np.random.default_rng(9)
     x = np.float32(1 + 2.0**-12)
-    cases = [(np.full(16, x, np.float32), np.full(16, x, np.float32),
-              np.full(16, -(1 + 2.0**-11), np.float32))]
-    cases += [tuple(rng.normal(0.0, s, 16).astype(np.float32) for _ in range(3)) for s in (1.0, 1e-20, 1e20)]
+    cases = [(np.full(lanes, x, np.float32), np.full(lanes, x, np.float32),
+              np.full(lanes, -(1 + 2.0**-11), np.float32))]
+    cases += [tuple(rng.normal(0.0, s, lanes).astype(np.float32) for _ in range(3))
+              for s in (1.0, 1e-20, 1e20)]
     for a, b, c in cases:
-        hw = on_this_cpu("vfmadd_ps_512", ("<16 x float>",) * 4, "abc", np.zeros(16, np.float32),
+        hw = on_this_cpu(name, (f"<{lanes} x float>",) * 4, "abc", np.zeros(lanes, np.float32),
                          {"a": a, "b": b, "c": c})
-        assert np.array_equal(run("x86", "vfmadd_ps_512", a=a, b=b, c=c)["d"], hw)
+        assert np.array_equal(run("x86", name, a=a, b=b, c=c)["d"], hw)
 
 
 @needs("vdpbf16ps_512")
