@@ -343,22 +343,28 @@ def same_memory(held: np.ndarray, given: np.ndarray) -> bool:
 
 
 def peak_of(job: CpuJob, target: Target) -> tuple[str, float | None]:
-    """The instruction whose measured peak the run is held to, and that peak in GOPS on the job's threads:
-    float32, the fp32 FMA's (GFLOPS; without AVX-512, that of ``float_multiply_add``); an integer type on a
-    CPU with AVX-512 VNNI, vpdpbusd's (64 multiply-adds per instruction) in proportion to the operator's
-    instruction's own multiply-adds (vpdpwssd: 16 lanes x 2 = 32, at the same rate); elsewhere that of the
-    instruction the operator runs on (vpmaddwd on an AVX2 CPU). Without AVX-512, each is measured from its
-    spec (``measure_instruction_peak``). None where this CPU has no such instruction."""
-    if job.options.is_float and host_cpu()["avx512f"]:
-        return "fma", measure_peak(job.threads, "fma")
-    if job.options.is_float:
+    """``layer_peak`` of the job's options, packing and threads."""
+    return layer_peak(job.options, job.packing, job.threads, target)
+
+
+def layer_peak(options: CpuOptions, pk: cpu.Packing, threads: int, target: Target
+               ) -> tuple[str, float | None]:
+    """The instruction whose measured peak a layer of ``options`` packed as ``pk`` is held to, and that peak
+    in GOPS on ``threads`` threads: float32, the fp32 FMA's (GFLOPS; without AVX-512, that of
+    ``float_multiply_add``); an integer type on a CPU with AVX-512 VNNI, vpdpbusd's (64 multiply-adds per
+    instruction) in proportion to the operator's instruction's own multiply-adds (vpdpwssd: 16 lanes x 2 =
+    32, at the same rate); elsewhere that of the instruction the operator runs on (vpmaddwd on an AVX2 CPU).
+    Without AVX-512, each is measured from its spec (``measure_instruction_peak``). None where this CPU has
+    no such instruction."""
+    if options.is_float and host_cpu()["avx512f"]:
+        return "fma", measure_peak(threads, "fma")
+    if options.is_float:
         fma = float_multiply_add(target.spec)
-        return fma or "fma", measure_instruction_peak(target.spec, fma, job.threads) if fma else None
+        return fma or "fma", measure_instruction_peak(target.spec, fma, threads) if fma else None
     if host_cpu()["avx512vnni"]:
-        return "vpdpbusd", measure_peak(job.threads) * job.packing.lanes * job.packing.group / 64
-    if job.packing.instruction:
-        return job.packing.instruction, measure_instruction_peak(target.spec, job.packing.instruction,
-                                                                 job.threads)
+        return "vpdpbusd", measure_peak(threads) * pk.lanes * pk.group / 64
+    if pk.instruction:
+        return pk.instruction, measure_instruction_peak(target.spec, pk.instruction, threads)
     return "vpdpbusd", None
 
 
