@@ -44,6 +44,7 @@ import csv
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -56,16 +57,16 @@ from baselines.cpu_layers import ConvSpec, GemmSpec
 from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER
 from baselines.peer import time_callable
 from compiler.backend.llvm import host_cpu
-from compiler.backend.llvm_probe import measure_peak
 from compiler.ops import cpu, vita
 from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape, GemmShape
 from tandem.flows import cpu_layers, vita_layers
-from tandem.flows.cpu import compile_layer
+from tandem.flows.cpu import compile_layer, host_packing, layer_peak, vectorized_isa
 from tandem.flows.cpu_layers import CpuOptions
 from tandem.flows.cpu_tuning import tuning_space
 from tandem.flows.diannao import compile_conv2d
 from tandem.flows.diannao import polydl_ranked as diannao_ranked
+from tandem.flows.flow import RunError
 from tandem.flows.layer_tables import POLYDL_FASTRCNN, POLYDL_GEMMS, POLYDL_RESNET50, resnet18_layers
 from tandem.flows.layers import params as layers_params
 from tandem.flows.polydl import choose, variants
@@ -77,7 +78,8 @@ from tandem.flows.vita import machine_costs, polydl_ranked, run_vita
 SEED = 0
 LISTS = ("resnet50", "fastrcnn", "gemm", "vita", "diannao")
 SIMULATED = ("vita", "diannao")
-DTYPES = {"int8": ("uint8", "x86-vnni", "vnni"), "fp32": ("float32", "x86-avx512", "fma")}
+#: per dtype: the element type and the key of its peak (the isa is this CPU's: ``isa_of``)
+DTYPES = {"int8": ("uint8", "vnni"), "fp32": ("float32", "fma")}
 QUICK = {"resnet50": {"q3": (14, 14, 32, 32, 3, 1, 1)}, "fastrcnn": {"q1": (12, 10, 64, 32, 1, 1, 0)},
          "gemm": {"q": (64, 48, 256)}}
 ROUNDS = 5   # head-to-head timings of the search's pick, PolyDL's and the default
@@ -97,6 +99,12 @@ def layers(name: str, dtype: str, quick: bool) -> list[tuple[str, ConvShape | Ge
     return [(key, ConvShape(*shape)) for key, shape in table.items()]
 
 
+def isa_of(options: CpuOptions, target) -> str:
+    """The isa a dtype's layers run with on this CPU: x86-vnni for int8 (its instruction this CPU's:
+    vpdpbusd, or vpmaddwd on an AVX2 CPU), the vectorized isa for fp32 (AVX-512's FMA, or AVX2's)."""
+    return vectorized_isa() if options.is_float else "x86-vnni"
+
+
 def peer_runner(layer: ConvShape | GemmShape, is_float: bool, data: np.ndarray, weight: np.ndarray,
                 threads: int):
     """onnxruntime on the same inputs, or None where it is not installed."""
@@ -113,16 +121,17 @@ def search(name: str, key: str, layer: ConvShape | GemmShape, options: CpuOption
            min_time: float, target) -> dict:
     """The exhaustive search and PolyDL's choice for one layer of ``options``' type (see the module
     docstring)."""
-    pk = cpu.packing(isa, options.dtype, target.spec)
+    pk = host_packing(isa, options, target)
+    options = replace(options, instruction=pk.instruction)
     data, weight = cpu_layers.inputs(layer, SEED, options)
     packed = cpu_layers.pack(layer, data, weight, pk)
     want = cpu_layers.reference(layer, data, weight, options=options)
     magnitude = cpu_layers.magnitude(layer, data, weight, options=options) if options.is_float else None
-    first = tuning_space(layer, threads=threads)[0]
+    first = tuning_space(layer, pk.lanes, threads, options, host_cpu()["vector_registers"])[0]
     measured: dict[cpu.CpuTuning, float] = {}
     kernels = {}
     exhaustive_s, validated = 0.0, True
-    for tuning in variants(layer, first, threads):
+    for tuning in variants(layer, first, threads, pk.lanes, options):
         t0 = time.perf_counter()
         func, kernel = compile_layer(layer, isa, tuning, threads, target, options)
         compiled = time.perf_counter()
@@ -272,7 +281,7 @@ def summarize(rows: list[dict], peaks: dict[str, float]) -> dict:
                 "default_s": sum(r["default_s"] for r in part),
                 "default_ratio": sum(r["default_s"] for r in part) / sum(r["exhaustive_s"] for r in part)}
             continue
-        peak = peaks[f"{DTYPES[dtype][2]}_{threads}t"]
+        peak = peaks[f"{DTYPES[dtype][1]}_{threads}t"]
         gops = geomean([r["chosen_gops"] for r in part])
         ort = geomean([r["onnxruntime_gops"] for r in part])
         parts[f"{name}/{dtype}/{threads}t"] = {
@@ -392,10 +401,6 @@ def main(
     chosen_lists, chosen_dtypes = _names(lists, LISTS, "list"), _names(dtypes, DTYPES, "dtype")
     counts = [int(x) for x in _names(threads, [str(k) for k in range(1, host_cpu()["cores"] + 1)], "threads")]
     measured = [name for name in chosen_lists if name not in SIMULATED]   # the lists timed on this CPU
-    if measured and not host_cpu()["avx512vnni"]:
-        console.print(f"this CPU has no AVX-512 VNNI; nothing to measure for {', '.join(measured)} (the "
-                      f"simulated lists, {', '.join(SIMULATED)}, need none)", markup=False)
-        raise typer.Exit(code=2)
     for peer in (QLINEAR_PEER, FP32_PEER):
         if peer.available() is not None:
             console.print(f"left out: {peer.name}: {peer.available()}", markup=False)
@@ -403,8 +408,20 @@ def main(
         min_time = min(min_time, 0.01)
     target = load_target("cpu")
     start = time.perf_counter()
-    peaks = {f"{probe}_{t}t": measure_peak(t, probe) for probe in ("vnni", "fma") for t in counts
-             if measured}   # the simulated lists are held to no peak of this CPU
+    peaks = {}   # the simulated lists are held to no peak of this CPU
+    for dtype in chosen_dtypes if measured else ():
+        options = CpuOptions(DTYPES[dtype][0])
+        try:
+            pk = host_packing(isa_of(options, target), options, target)
+        except RunError as exc:
+            console.print(f"{dtype}: {exc}; nothing to measure for {', '.join(measured)} (the simulated "
+                          f"lists, {', '.join(SIMULATED)}, need none)", markup=False)
+            raise typer.Exit(code=2) from None
+        for t in counts:
+            peaks[f"{DTYPES[dtype][1]}_{t}t"] = layer_peak(options, pk, t, target)[1]
+        if not all(peaks[f"{DTYPES[dtype][1]}_{t}t"] for t in counts):
+            console.print(f"{dtype}: this CPU has no instruction to hold {dtype} layers to", markup=False)
+            raise typer.Exit(code=2)
     jobs = [(name, dtype, t, key, layer) for name in chosen_lists for dtype in chosen_dtypes
             for key, layer in layers(name, DTYPES[dtype][0], quick)
             for t in (counts if name not in SIMULATED else counts[:1])]
@@ -422,7 +439,8 @@ def main(
                           f"{row['exhaustive_s']:.2f} s" + ("" if row["validated"] else
                                                            " -- OUTPUT DIFFERS FROM NUMPY"), markup=False)
             continue
-        row = search(name, key, layer, CpuOptions(DTYPES[dtype][0]), DTYPES[dtype][1], t, min_time, target)
+        options = CpuOptions(DTYPES[dtype][0])
+        row = search(name, key, layer, options, isa_of(options, target), t, min_time, target)
         rows.append(row)
         write_rows(rows, out)
         console.print(f"[{k}/{len(jobs)}] {name} {key} {dtype} {t}t: chosen {row['chosen_gops']:.1f} GOPS = "

@@ -110,7 +110,8 @@ def choose(layer: Layer, first: cpu.CpuTuning, isa: str, threads: int, target: T
     start = time.perf_counter()
     levels = tuple(cpu_caches() if levels is None else levels)
     line = cache_line_bytes() if line_bytes == "os" else line_bytes
-    candidates = variants(layer, first, threads, options=options)
+    lanes = cpu.packing(isa, options.dtype, target.spec, options.instruction).lanes
+    candidates = variants(layer, first, threads, lanes, options)
     by_order: dict[tuple[int, ...], list[cpu.CpuTuning]] = {}
     for tuning in candidates:
         by_order.setdefault(tuning.order, []).append(tuning)
