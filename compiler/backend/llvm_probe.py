@@ -23,6 +23,7 @@ from llvmlite import ir as ll
 import isa
 from compiler.backend.llvm import host_cpu, target_machine
 from compiler.backend.llvm_emit import memory_type
+from compiler.backend.llvm_operands import instruction_runs_on_cpu
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
 from isa.instance import operand_shape
@@ -159,16 +160,15 @@ def measure_instruction_peak(spec: isa.ISA, name: str, threads: int = 1) -> floa
     instr = spec.instruction(name)
     if not instr.intrinsic or not instr.intrinsic_args:
         raise CodegenError(f"cpu: {spec.name}.{name} names no LLVM intrinsic with its arguments to measure")
-    have = frozenset(f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+"))
-    if not instr.runs_with(have):
+    if not instruction_runs_on_cpu(instr):
         raise CodegenError(f"cpu: this CPU lacks the features of {name} "
                            f"({' or '.join('+'.join(f) for f in instr.features)}) to measure")
     sem = instr.typed_semantics()
     insn = spec.insn(name)
 
-    def vector(operand: str) -> str:
-        count = math.prod(operand_shape(spec, insn, operand))
-        return f"<{count} x {memory_type(dtypes.dtype(instr.operand(operand).dtype))}>"
+    def vector(operand: str) -> ll.VectorType:
+        dt = dtypes.dtype(instr.operand(operand).dtype)
+        return ll.VectorType(memory_type(dt), math.prod(operand_shape(spec, insn, operand)))
 
     (out,) = sem.writes
     reduce = math.prod(int(evaluate_scalar(iv.extent, spec.params))
@@ -186,26 +186,24 @@ def measure_instruction_peak(spec: isa.ISA, name: str, threads: int = 1) -> floa
 
 
 @cache
-def _instruction_loop(intrinsic: str, args: tuple[tuple[str, str], ...], result: str, acc: str,
-                      added: bool) -> Callable:
-    """``i32 loop(i64 n, i32 seed)`` of ``intrinsic`` (``args``: operand name and LLVM type, in order;
-    ``result`` its type), JIT-compiled: the result is ``acc``, or with ``added``, ``acc`` plus the result."""
+def _instruction_loop(intrinsic: str, args: tuple[tuple[str, ll.VectorType], ...], out: ll.VectorType,
+                      acc: str, added: bool) -> Callable:
+    """``i32 loop(i64 n, i32 seed)`` of ``intrinsic`` (``args``: operand name and vector type, in order;
+    ``out`` its result's), JIT-compiled: the result is ``acc``, or with ``added``, ``acc`` plus the
+    result."""
     module = ll.Module(f"tandem_cpu_probe_{intrinsic}")
     i32 = ll.IntType(32)
-    types = {name: _parse_vector(t) for name, t in args}
-    out = _parse_vector(result)
-    fn = ll.Function(module, ll.FunctionType(out, [types[n] for n, _ in args]), intrinsic)
-    bits = {name: t.count * (t.element.width if isinstance(t.element, ll.IntType) else
-                             {"half": 16, "float": 32, "double": 64}[str(t.element)])
-            for name, t in types.items()}
+    types = dict(args)
+    fn = ll.Function(module, ll.FunctionType(out, list(types.values())), intrinsic)
 
-    def operands(b: ll.IRBuilder, seed: ll.Value) -> dict[str, ll.Value]:
+    def operands(b: ll.IRBuilder, seed: ll.Value) -> tuple[dict[str, ll.Value], None]:
         made = {}
         for k, (name, t) in enumerate(types.items()):
             word = b.add(seed, ll.Constant(i32, k + 1))
-            if isinstance(t.element, ll.IntType):   # the word's bits
-                made[name] = b.bitcast(b.insert_element(ll.Constant(ll.VectorType(i32, bits[name] // 32),
-                                                                    None), word, ll.Constant(i32, 0)), t)
+            if isinstance(t.element, ll.IntType):   # the word's bits in the first lane
+                words = ll.VectorType(i32, t.count * t.element.width // 32)
+                made[name] = b.bitcast(b.insert_element(ll.Constant(words, None), word, ll.Constant(i32, 0)),
+                                       t)
             else:   # the word's value (its bits would be a denormal number, slow on some CPUs)
                 made[name] = b.insert_element(ll.Constant(t, None), b.sitofp(word, t.element),
                                               ll.Constant(i32, 0))
@@ -218,7 +216,7 @@ def _instruction_loop(intrinsic: str, args: tuple[tuple[str, str], ...], result:
             values[first] = b.bitcast(chain, types[first])
         else:
             values[acc] = chain
-        call = b.call(fn, [values[n] for n, _ in args])
+        call = b.call(fn, list(values[n] for n in types))
         if not added:
             return call
         return b.add(chain, call) if isinstance(out.element, ll.IntType) else b.fadd(chain, call)
@@ -233,13 +231,6 @@ def _instruction_loop(intrinsic: str, args: tuple[tuple[str, str], ...], result:
 
 _ENGINES: list = []
 _PEAKS: dict = {}   # measured once per process: (the loop's key, threads) -> GOPS
-
-
-def _parse_vector(text: str) -> ll.VectorType:
-    count, element = text.strip("<>").split(" x ")
-    return ll.VectorType(ll.IntType(int(element[1:])) if element.startswith("i") else
-                         {"float": ll.FloatType(), "half": ll.HalfType(), "double": ll.DoubleType()}[element],
-                         int(count))
 
 
 def _best_on_threads(loop: Callable, threads: int, ops: int, rounds: int) -> float:

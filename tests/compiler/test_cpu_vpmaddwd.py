@@ -33,7 +33,7 @@ from compiler.ops.cpu import (
     unpack_gemm,
 )
 from compiler.ops.nn import ConvShape
-from compiler.pipeline import passes_for
+from compiler.pipeline import compile_func, passes_for
 from compiler.target import Target
 from compiler.testing import assert_same_results
 
@@ -46,10 +46,7 @@ NUMPY = {"uint8": (np.uint8, np.int8), "int8": (np.int8, np.int8), "int16": (np.
 
 
 def compiled(sched):
-    func = lower(sched.schedule, sched.args)
-    for p in passes_for("cpu"):
-        func = p(func, TARGET)
-    return func
+    return compile_func(lower(sched.schedule, sched.args), TARGET)
 
 
 def tensor_instructions(func) -> list[str]:
