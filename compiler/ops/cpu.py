@@ -616,7 +616,7 @@ def pack_window(data: np.ndarray, kernel: np.ndarray, pk: Packing = U8, pad: int
     inside = packed_data[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in sizes)]
     if c % group:   # the last block's channels past C hold the fill: they meet the kernel's zero channels
         inside[:, -1] = fill
-    _to_blocks(inside, data, group)
+    to_blocks(inside, data, group)
     w = np.zeros((k16 * lanes, c4 * group, *taps), pk.weight)
     w[:o, :c] = kernel
     packed = w.reshape(k16, lanes, c4, group, *taps).transpose(0, 2, *range(4, 4 + dims), 1, 3)
@@ -652,7 +652,7 @@ def pack_depthwise(data: np.ndarray, kernel: np.ndarray, k: int, dil: int, pk: P
     n, c, hp, wp = data.shape
     c16, taps = _blocks(c, lanes), _blocks(k, group)
     packed_data = np.zeros((n, c16, hp, depthwise_width(wp, k, dil, group), lanes), pk.data)
-    _to_blocks(packed_data[..., :wp, :], data, lanes)
+    to_blocks(packed_data[..., :wp, :], data, lanes)
     w = np.zeros((c16 * lanes, k, taps * group), pk.weight)
     w[: kernel.shape[0], :, :k] = kernel   # (c channels; none where only the data is packed)
     packed = w.reshape(c16, lanes, k, taps, group).transpose(0, 2, 3, 1, 4)
@@ -668,12 +668,12 @@ def unpack_window(out: np.ndarray, oc: int) -> np.ndarray:
     """``[N, K/y, *out, y]`` -> ``[N, K, *out]`` (padding channels dropped)."""
     n, k16, *sizes, lanes = out.shape
     plain = np.empty((n, oc, *sizes), out.dtype)
-    for j in range(min(lanes, oc)):   # lane by lane, as ``_to_blocks`` writes them
+    for j in range(min(lanes, oc)):   # lane by lane, as ``to_blocks`` writes them
         plain[:, j::lanes] = out[:, : len(range(j, oc, lanes)), ..., j]
     return plain
 
 
-def _to_blocks(blocked: np.ndarray, plain: np.ndarray, group: int) -> None:
+def to_blocks(blocked: np.ndarray, plain: np.ndarray, group: int) -> None:
     """Write ``plain`` ``[N, C, ...]`` into ``blocked`` ``[N, C/group, ..., group]``: channel
     ``b * group + j`` at block ``b``, lane ``j``; lane by lane, each a copy of whole rows (numpy's fast
     loop, where moving the channel axis innermost in one copy scatters every element). Lanes past C are
@@ -681,6 +681,31 @@ def _to_blocks(blocked: np.ndarray, plain: np.ndarray, group: int) -> None:
     c = plain.shape[1]
     for j in range(min(group, c)):
         blocked[:, : len(range(j, c, group)), ..., j] = plain[:, j::group]
+
+
+#: an unsigned integer type of each size: a group of narrow elements moved as one wide one (``reblock``)
+_UNITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def reblock(src: np.ndarray, dst: np.ndarray, offset: int = 0) -> None:
+    """Write the blocked ``src`` ``[N, B, *sizes, L]`` (a kernel's output: channel ``b * L + j`` at block
+    ``b``, lane ``j``, each value in a wider integer) into the blocked ``dst`` ``[N, D, *sizes, G]`` (a next
+    kernel's data, or the inside of its padded data), each value plus ``offset`` in ``dst``'s type: channel
+    ``c`` at block ``c // G``, lane ``c % G``, for the first ``D * G`` channels. ``G`` must divide ``L``:
+    ``dst``'s block ``b * L / G + i`` is then ``src``'s block ``b``, lanes ``i * G`` to ``(i + 1) * G``, moved
+    as one element of ``G`` times the width (``to_blocks``'s lane-by-lane copy, on a quarter as many
+    elements for u8 x s8's G = 4). Lanes past the tensor's channels carry whatever ``src`` holds there."""
+    lanes, group, blocks = src.shape[-1], dst.shape[-1], dst.shape[1]
+    unit = _UNITS.get(group * dst.itemsize)
+    if lanes % group or unit is None or src.shape[2:-1] != dst.shape[2:-1] or \
+            blocks * group > src.shape[1] * lanes:
+        raise ValueError(f"reblock: {list(src.shape)} does not regroup into {list(dst.shape)} (the group "
+                         f"must divide the lanes, the sizes agree and the source hold every block)")
+    narrowed = (src + offset if offset else src).astype(dst.dtype)
+    units, into = narrowed.view(unit), dst.view(unit)[..., 0]   # [N, B, *sizes, L / G] and [N, D, *sizes]
+    per = lanes // group
+    for i in range(per):
+        into[:, i::per] = units[:, : len(range(i, blocks, per)), ..., i]
 
 
 def pack_gemm(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:

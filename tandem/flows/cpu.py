@@ -597,7 +597,7 @@ class CpuUserJob:
 
 class CpuUserFlow(TargetFlow):
     """A user's operator (tandem/flows/user_ops.py) on this CPU: its tensor expression with the outermost loop
-    parallel (an element-wise one: one flat loop, vectorized 16 lanes at a time, ``_elementwise``), compiled
+    parallel (an element-wise one: one flat loop, vectorized 16 lanes at a time, ``elementwise``), compiled
     by the ``cpu`` pipeline and LLVM, run for real and timed. No instruction is selected (UNIT's rewriter
     schedules conv2d and gemm only); ``gops`` and the roofline are null (the operator's work is not
     known)."""
@@ -622,7 +622,7 @@ class CpuUserFlow(TargetFlow):
         out = job.user.output
         sch = create_schedule(out)
         size = math.prod(out.shape)
-        if _elementwise(out) and size % cpu.LANES == 0:   # one flat loop, 16 lanes at a time
+        if elementwise(out) and size % cpu.LANES == 0:   # one flat loop, 16 lanes at a time
             outer, inner = sch[out].split(sch[out].fuse(*out.op.axis), factor=cpu.LANES)
             sch[out].vectorize(inner)
             if job.threads > 1:
@@ -669,7 +669,7 @@ class CpuUserFlow(TargetFlow):
 USER_FLOW = CpuUserFlow()
 
 
-def _elementwise(out: te.Tensor) -> bool:
+def elementwise(out: te.Tensor) -> bool:
     """Whether ``out`` is one element-wise stage: no reduction, and every load of its body reads an input
     (a placeholder) at the output's own indices. Such an operator runs as one flat vectorized loop."""
     op = out.op

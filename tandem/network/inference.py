@@ -1,73 +1,278 @@
 """One inference of a network whose kernels are compiled and checked (tandem/network/run.py), timed end to
 end as a user times onnxruntime's ``session.run``: the float input quantized, every step's host work (the
-data moved to the kernel's type and layout, padded where the zero point is not 0, the outputs read back and
-joined), every kernel call, the steps that run on the host, and the output dequantized. The weights' packed
-layouts are kept between inferences (as the kernels themselves are compiled once beforehand); nothing else
-is.
+data moved to the kernel's type and layout, the outputs read back), every kernel call, the steps that run on
+the host, and the output dequantized.
 
-    kernels = ...   # per step: its kernels, each a ``tandem.flows.run.Prepared`` (None: on the host)
-    result = time_inference(q, target, steps(q), kernels, inputs)
+The inference is prepared once (``prepare_inference``), as the kernels are compiled once: each step gets a
+runner that does only what depends on the input. A step in general is placed again on each inference
+(tandem/network/place.py's ``place``, then its kernels, then its output joined in the graph's layout). Two
+kinds of CPU step run without placing and keep their outputs in the layout the kernel wrote them in, so that
+the next kernel reads them without a move through the graph's NCHW layout (issue 48, item 5):
+
+- a conv2d with its requantization fused (``_conv_runner``): its weights, bias and scales packed once, its
+  padded data buffer kept (the border written once), its input written into that buffer either from the
+  graph's layout (``compiler.ops.cpu.to_blocks``) or, where the input is a kernel's blocked output, straight
+  from that (``compiler.ops.cpu.reblock``: whole groups of channels moved at once); its output kept blocked
+  (``Blocked``: ``[1, C/L, H, W, L]``);
+- an element-wise kernel (a QLinearAdd, a power-of-two graph's add) whose inputs are all blocked alike, with
+  no lanes past the channels (``_elementwise_runner``): run on the blocked arrays as they are, its output
+  blocked alike.
+
+Every other step reads its inputs in the graph's layout (a blocked tensor is unpacked once, when first read
+so). Each runner is checked when it is prepared: on the checked run's input, its output equals the step's
+placement run, bit for bit, else the step keeps the placement run (``PreparedInference.general`` says why).
+
+    inference = prepare_inference(q, target, plan, kernels, inputs)   # kernels: per step, its Prepared
+    integers, reals = inference(inputs)
+    result = time_inference(q, target, plan, kernels, inputs)
     result.seconds, result.output
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.ops import cpu as cpu_ops
+from compiler.ops.nn import ConvShape
 from compiler.target import Target
+from tandem.flows import cpu as cpu_flow
+from tandem.flows import cpu_layers
+from tandem.flows.flow import Routed
 from tandem.flows.run import Prepared
-from tandem.network.place import place
+from tandem.network.place import data_offset, moved_data, place
 from tandem.network.quantized import QuantizedGraph
-from tandem.network.steps import Step
+from tandem.network.steps import Placement, Step
 
 #: at least this many timed inferences, and at least ``min_time`` seconds of them (after one warm-up)
 MIN_RUNS = 5
 
 
 @dataclass(frozen=True)
-class Inference:
-    """The median seconds of one inference over ``runs`` timed ones, and the last one's integer output."""
+class Blocked:
+    """A tensor as a CPU kernel wrote it: ``array`` ``[N, C/L, *sizes, L]`` (channel ``b * L + j`` at block
+    ``b``, lane ``j``; lanes past ``channels`` hold anything), each value in the kernel's wider integer;
+    ``dtype`` the graph tensor's type."""
 
-    seconds: float
-    runs: int
-    output: np.ndarray = field(repr=False)
+    array: np.ndarray
+    channels: int
+    dtype: np.dtype
+
+    def plain(self) -> np.ndarray:
+        """The tensor in the graph's layout ``[N, C, *sizes]`` and type."""
+        return cpu_ops.unpack_window(self.array, self.channels).astype(self.dtype)
 
 
-def infer(q: QuantizedGraph, target: Target, plan: Sequence[Step],
-          kernels: Sequence[Sequence[Prepared] | None], inputs: Mapping[str, np.ndarray]
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """One inference: the network's integer output on the float ``inputs`` and that output dequantized.
-    ``kernels[i]`` are step ``plan[i]``'s compiled kernels, in the order its placement runs them (None: the
-    step runs on the host, as the integer graph's layers)."""
-    values = {name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs}
+class Tensors:
+    """An inference's tensors by name: in the graph's layout (``plain``), or blocked as a kernel wrote them
+    (``blocked``), unpacked when a step first reads them plain (``read``, ``need``)."""
+
+    def __init__(self, plain: Mapping[str, np.ndarray]) -> None:
+        self.plain: dict[str, np.ndarray] = dict(plain)
+        self.blocked: dict[str, Blocked] = {}
+
+    def read(self, name: str) -> np.ndarray:
+        if name not in self.plain:
+            self.plain[name] = self.blocked[name].plain()
+        return self.plain[name]
+
+    def need(self, names: Sequence[str]) -> None:
+        """Every blocked tensor of ``names`` also in the graph's layout."""
+        for name in names:
+            if name in self.blocked:
+                self.read(name)
+
+
+Runner = Callable[[Tensors], None]
+
+
+@dataclass(frozen=True)
+class PreparedInference:
+    """A network's inference with a runner per step (see the module docstring); ``general`` says, for each
+    step that is placed on every inference, why it is (None: it has a runner of its own)."""
+
+    q: QuantizedGraph
+    runners: tuple[Runner, ...]
+    general: tuple[str | None, ...] = field(repr=False)
+
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The network's integer output on the float ``inputs``, and that output dequantized."""
+        q = self.q
+        tensors = Tensors({name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs})
+        for run in self.runners:
+            run(tensors)
+        output = tensors.read(q.graph.output)
+        return output, q.dequantize(q.graph.output, output)
+
+
+def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
+                      kernels: Sequence[Sequence[Prepared] | None], inputs: Mapping[str, np.ndarray]
+                      ) -> PreparedInference:
+    """The inference of ``plan`` (``kernels[i]``: step ``plan[i]``'s compiled kernels, in the order its
+    placement runs them; None: the step runs on the host, as the integer graph's layers), each step's runner
+    built and checked on one inference of ``inputs``."""
+    tensors = Tensors({name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs})
+    runners, general = [], []
     for step, prepared in zip(plan, kernels, strict=True):
+        placed = _placed_runner(step, q, target, prepared)
+        placement = placed(tensors)
+        if placement is None:
+            runners.append(placed)
+            general.append("it runs on the host")
+            continue
+        want = tensors.plain.pop(step.output)
+        runner, why = _own_runner(step, q, placement, prepared, tensors, want)
+        if runner is not None:
+            runner(tensors)
+            got = tensors.blocked[step.output]
+            if got.plain().dtype == want.dtype and np.array_equal(got.plain(), want):
+                runners.append(runner)
+                general.append(None)
+                continue
+            del tensors.blocked[step.output]
+            why = "its own runner's output differed from its placement's"
+        tensors.plain[step.output] = want
+        runners.append(placed)
+        general.append(why)
+    return PreparedInference(q, tuple(runners), tuple(general))
+
+
+def _placed_runner(step: Step, q: QuantizedGraph, target: Target, prepared: Sequence[Prepared] | None
+                   ) -> Callable[[Tensors], Placement | None]:
+    """The step as placed on each inference: its inputs read in the graph's layout, ``place``d, its kernels
+    run and their outputs joined (``prepared`` None: the integer graph's layers, on the host); returns the
+    placement (None on the host)."""
+    reads = [name for layer in step.layers for name in layer.inputs if name]
+
+    def run(tensors: Tensors) -> Placement | None:
+        tensors.need(reads)
+        values = tensors.plain
         if prepared is None:
             for layer in step.layers:
                 q.write_outputs(layer, values)
-            continue
+            return None
         placement = place(step, q, values, target)
         outs: list[np.ndarray] = []
         for part, kernel in zip(placement.parts, prepared, strict=True):
             arrays = part.inputs(outs) if callable(part.inputs) else part.inputs
             outs.append(part.unpack(kernel.output(arrays)))
         values[step.output] = placement.join(outs)
-    output = values[q.graph.output]
-    return output, q.dequantize(q.graph.output, output)
+        return placement
+    return run
+
+
+def _own_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: Sequence[Prepared],
+                tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
+    """A runner of the step's own that needs no placement (the module docstring's two kinds), built from its
+    placement on this inference's ``tensors``; or None and why not."""
+    if len(placement.parts) != 1:
+        return None, f"it runs as {len(placement.parts)} kernels"
+    part, kernel = placement.parts[0], prepared[0]
+    job = _job(kernel)
+    if isinstance(job, cpu_flow.CpuJob) and isinstance(job.layer, ConvShape) and part.op == "conv2d":
+        return _conv_runner(step, q, part.inputs, kernel, tensors, want.dtype)
+    if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
+        return _elementwise_runner(step, part.inputs, kernel, tensors, want.dtype)
+    return None, f"no runner of its own for a {part.label or part.op}"
+
+
+def _job(kernel: Prepared) -> object:
+    """The job of the flow that compiled ``kernel`` (a target's flow routes each operator to its own)."""
+    return kernel.job.job if isinstance(kernel.job, Routed) else kernel.job
+
+
+def _conv_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared, tensors: Tensors,
+                 dtype: np.dtype) -> tuple[Runner | None, str]:
+    """A conv2d whose requantization is fused (its inputs: data, weights, bias, and a scale where it
+    requantizes by one), run on a padded data buffer it keeps, its output blocked."""
+    job: cpu_flow.CpuJob = _job(kernel)
+    name = step.inputs[0]
+    data, weight, *per_channel = arrays
+    x = tensors.read(name)
+    if not per_channel or data.shape != x.shape:
+        return None, ("its requantization is not fused" if not per_channel
+                      else "its input is padded on the host (uneven padding)")
+    _, offset = data_offset(q, name, True)
+    if not np.array_equal(moved_data(x, offset, data.dtype), data):
+        return None, "its data is not its input moved to uint8 by the offset"
+    pk, options, layer = job.packing, job.options, job.layer
+    packed = cpu_layers.pack_data(layer, data, pk, options)   # the buffer: its border is written once
+    weights = cpu_layers.pack_weights(layer, weight, pk, options)
+    channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
+    inside = packed[(slice(None),) * 2 + tuple(slice(layer.p, layer.p + s) for s in x.shape[2:])]
+    out = kernel.compiled[0].params[-1]
+    shape, out_dtype = out.shape, out.dtype.numpy
+    call = kernel.compiled[1]
+
+    def run(tensors: Tensors) -> None:
+        source = tensors.blocked.get(name)
+        if source is not None and source.array.shape[-1] % pk.group == 0:
+            cpu_ops.reblock(source.array, inside, offset)
+        else:
+            cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), pk.group)
+        result = np.empty(shape, out_dtype)
+        call(packed, weights, *channels, result)
+        tensors.blocked[step.output] = Blocked(result, layer.oc, dtype)
+    return run, ""
+
+
+def _elementwise_runner(step: Step, arrays: list[np.ndarray], kernel: Prepared, tensors: Tensors,
+                        dtype: np.dtype) -> tuple[Runner | None, str]:
+    """An element-wise kernel on the step's inputs, each blocked alike by the kernels before it with no lanes
+    past its channels: the kernel runs on the blocked arrays (it reads element ``i`` of each where it writes
+    element ``i``, whatever the layout), its output blocked alike."""
+    names = step.inputs
+    sources = [tensors.blocked.get(name) for name in names]
+    first = sources[0]
+    if first is None or any(s is None or s.array.shape != first.array.shape or s.channels != first.channels
+                            for s in sources):
+        return None, "its inputs are not blocked alike by the kernels before it"
+    if first.array.size != first.array.shape[0] * first.channels * math.prod(first.array.shape[2:-1]):
+        return None, "its inputs' blocks hold lanes past their channels"
+    func, call = kernel.compiled
+    if len(arrays) != len(names) or any(
+            a.size != first.array.size
+            or not np.array_equal(a.ravel(), tensors.read(n).astype(a.dtype).ravel())
+            for a, n in zip(arrays, names, strict=False)):
+        return None, "its kernel reads other arrays than its inputs"
+    if any(s.array.dtype != p.dtype.numpy for s, p in zip(sources, func.params, strict=False)):
+        return None, "its kernel reads another type than the kernels before it wrote"
+    shapes = [p.shape for p in func.params]
+    out = func.params[-1]
+
+    def run(tensors: Tensors) -> None:
+        ins = [tensors.blocked[name].array.reshape(s) for name, s in zip(names, shapes, strict=False)]
+        result = np.empty(out.shape, out.dtype.numpy)
+        call(*ins, result)
+        tensors.blocked[step.output] = Blocked(result.reshape(first.array.shape), first.channels, dtype)
+    return run, ""
+
+
+@dataclass(frozen=True)
+class Inference:
+    """The median seconds of one inference over ``runs`` timed ones, the last one's integer output, and why
+    each step is placed again on every inference (``PreparedInference.general``)."""
+
+    seconds: float
+    runs: int
+    output: np.ndarray = field(repr=False)
+    general: tuple[str | None, ...] = field(default=(), repr=False)
 
 
 def time_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
                    kernels: Sequence[Sequence[Prepared] | None], inputs: Mapping[str, np.ndarray],
                    min_time: float = 0.2) -> Inference:
-    """``infer`` timed: one warm-up inference, then at least ``MIN_RUNS`` and ``min_time`` seconds of them;
-    the median."""
-    output, _ = infer(q, target, plan, kernels, inputs)
+    """The inference prepared (``prepare_inference``, not timed, as compiling is not), one warm-up, then at
+    least ``MIN_RUNS`` and ``min_time`` seconds of them; the median."""
+    inference = prepare_inference(q, target, plan, kernels, inputs)
+    output, _ = inference(inputs)
     times: list[float] = []
     while len(times) < MIN_RUNS or sum(times) < min_time:
         start = time.perf_counter()
-        output, _ = infer(q, target, plan, kernels, inputs)
+        output, _ = inference(inputs)
         times.append(time.perf_counter() - start)
-    return Inference(float(np.median(times)), len(times), output)
+    return Inference(float(np.median(times)), len(times), output, inference.general)

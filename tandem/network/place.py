@@ -555,27 +555,29 @@ def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pa
     (the CPU's conv2d: its ``pad_value``), else padded on the host first. int8 data that is >= 0 by
     construction (after a ReLU) goes to the CPU as it is. Returns the data, the bias correction, the
     padding the kernel still applies and the value its border holds."""
-    if isinstance(q, AffineGraph):
-        a = q.affine[name]
-        zero = a.zero_point
-        offset = {("uint8", True): 0, ("int8", True): 128, ("uint8", False): -128, ("int8", False): 0
-                  }[(a.dtype, unsigned)]
-    elif unsigned and not _nonnegative(q, name):
-        zero, offset = 0, 128
-    else:
-        zero, offset = 0, 0
+    zero, offset = data_offset(q, name, unsigned)
     dtype = np.uint8 if unsigned else np.int8
     if zero + offset == 0:
-        return _moved(x, offset, dtype), np.zeros(w.shape[0], np.int64), pad, 0
+        return moved_data(x, offset, dtype), np.zeros(w.shape[0], np.int64), pad, 0
     correction = -(zero + offset) * weight_sums(w)
     if pad and pad_in_kernel:
-        return _moved(x, offset, dtype), correction, pad, zero + offset
+        return moved_data(x, offset, dtype), correction, pad, zero + offset
     if pad:
         x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(pad, pad)] * 2, constant_values=zero)
-    return _moved(x, offset, dtype), correction, 0, 0
+    return moved_data(x, offset, dtype), correction, 0, 0
 
 
-def _moved(x: np.ndarray, offset: int, dtype: type) -> np.ndarray:
+def data_offset(q: QuantizedGraph, name: str, unsigned: bool) -> tuple[int, int]:
+    """Tensor ``name``'s real zero (its zero point; 0 in a power-of-two graph) and the offset that moves its
+    values to the target's 8-bit multiplier type (``_data_operand``): uint8 where ``unsigned``, else int8."""
+    if isinstance(q, AffineGraph):
+        a = q.affine[name]
+        return a.zero_point, {("uint8", True): 0, ("int8", True): 128, ("uint8", False): -128,
+                              ("int8", False): 0}[(a.dtype, unsigned)]
+    return 0, 128 if unsigned and not _nonnegative(q, name) else 0
+
+
+def moved_data(x: np.ndarray, offset: int, dtype: type) -> np.ndarray:
     """``x + offset`` in ``dtype`` (``x`` itself where nothing moves and the type is already ``dtype``)."""
     if offset == 0:
         return x.astype(dtype, copy=False)

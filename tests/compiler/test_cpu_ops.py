@@ -18,7 +18,7 @@ from compiler.backend.llvm import build, host_cpu
 from compiler.ir import TensorInsn
 from compiler.ir.functor import post_order_visit
 from compiler.lower import lower
-from compiler.ops import reference
+from compiler.ops import cpu, reference
 from compiler.ops.cpu import (
     CpuTuning,
     Window,
@@ -205,3 +205,31 @@ def test_a_window_that_is_no_convolution_is_refused() -> None:
         conv(Window((3, 3), 4, 4, 3, 1, 2), spec=X86)
     with pytest.raises(ScheduleError, match="a depthwise window has as many outputs as inputs"):
         conv(Window((5, 5), 4, 8, 3, depthwise=True), spec=X86)
+
+
+@pytest.mark.parametrize(("channels", "data", "group", "offset"), [
+    (64, np.uint8, 4, 0), (24, np.uint8, 4, 0), (40, np.uint8, 4, 128), (48, np.int16, 2, 0)])
+def test_reblock_regroups_a_kernels_output_as_unpacking_and_packing_it_would(channels, data, group, offset):
+    """A kernel's blocked output [1, C/16, H, W, 16] moved straight into the inside of the next kernel's
+    padded [1, C/G, H + 2, W + 2, G] data equals it unpacked to NCHW, moved by the offset and packed; the
+    border is left as it was."""
+    rng = np.random.default_rng(channels)
+    lanes, h, w = 16, 5, 7
+    values = rng.integers(-offset, 256 - offset, (1, -(-channels // lanes), h, w, lanes)).astype(np.int32)
+    want = np.full((1, -(-channels // group), h + 2, w + 2, group), 99, data)
+    cpu.to_blocks(want[:, :, 1:-1, 1:-1], cpu.unpack_window(values, channels) + offset, group)
+    got = np.full_like(want, 99)
+    cpu.reblock(values, got[:, :, 1:-1, 1:-1], offset)
+    real = channels   # lanes past the channels carry the source's (they meet the kernel's zero weights)
+    np.testing.assert_array_equal(_channels(got, real), _channels(want, real))
+    assert (got[:, :, 0] == 99).all() and (got[:, :, :, -1] == 99).all()
+
+
+def _channels(blocked: np.ndarray, count: int) -> np.ndarray:
+    """The first ``count`` channels of blocked [1, C/G, H, W, G] data, as [count, H, W]."""
+    return np.moveaxis(blocked[0], -1, 1).reshape(-1, *blocked.shape[2:4])[:count]
+
+
+def test_reblock_refuses_a_group_that_does_not_divide_the_lanes():
+    with pytest.raises(ValueError, match="group must divide the lanes"):
+        cpu.reblock(np.zeros((1, 1, 2, 2, 16), np.int32), np.zeros((1, 6, 2, 2, 3), np.uint8))

@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tandem.network.run as network_run
+from compiler.ops import cpu as cpu_ops
 from tandem.flows.cpu import same_memory
 from tandem.flows.run import prepare
 from tandem.flows.targets import load_target
 from tandem.network import graph as tg
-from tandem.network import models, qdq, qdq_write
-from tandem.network.inference import MIN_RUNS, infer
+from tandem.network import models, qdq, qdq_write, quantize
+from tandem.network.inference import MIN_RUNS, prepare_inference
 from tandem.network.place import place
 from tandem.network.run import run_network
 from tandem.network.steps import steps
@@ -34,32 +36,66 @@ def test_a_cpu_run_times_one_whole_inference_which_gives_the_checked_output():
     assert totals["inference_s"] == round(report.inference_s, 6)
 
 
-def test_an_inference_on_new_inputs_equals_the_integer_graph():
-    """The compiled kernels are called again on another input: the output is the integer graph's for it
-    (nothing of the first input is kept, the weights' packed layouts are)."""
-    q = _qdq("mobilenet_v2")
-    target = load_target("cpu")
+def _compiled(q, monkeypatch):
+    """The plan and compiled kernels of a checked CPU run of ``q`` (what ``time_inference`` is given)."""
     captured = {}
-
-    import tandem.network.run as network_run
     original = network_run.time_inference
 
     def keep(*args, **kwargs):
         captured["args"] = args
         return original(*args, **kwargs)
 
-    network_run.time_inference = keep
-    try:
-        run_network(q, target, _inputs(q), options={"min_time": 0.001})
-    finally:
-        network_run.time_inference = original
-    _, _, plan, kernels, _ = captured["args"][:5]
+    monkeypatch.setattr(network_run, "time_inference", keep)
+    report = run_network(q, load_target("cpu"), _inputs(q), options={"min_time": 0.001})
+    assert report.validated and report.inference_validated
+    _, target, plan, kernels, _ = captured["args"][:5]
+    return target, plan, kernels
+
+
+@pytest.mark.parametrize("graph", ["qdq", "power_of_two"])
+def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch):
+    """The compiled kernels are called again on another input: the output is the integer graph's for it
+    (nothing of the first input is kept, the weights' packed layouts are)."""
+    q = _qdq("mobilenet_v2") if graph == "qdq" else quantize.quantize(
+        tg.load(models.build("resnet18"), {"input": (1, 3, 16, 16)}), samples=1)
+    target, plan, kernels = _compiled(q, monkeypatch)
     other = _inputs(q, seed=9)
-    got, real = infer(q, target, plan, kernels, other)
+    got, real = prepare_inference(q, target, plan, kernels, _inputs(q))(other)
     want = q.run_integer(other)[q.graph.output]
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(real, q.dequantize(q.graph.output, want))
     assert plan == steps(q)
+
+
+def test_convs_and_adds_hand_their_blocked_outputs_to_the_next_kernel(monkeypatch):
+    """In a QDQ ResNet-18 every conv runs without a placement, on its kept padded buffer, and so does every
+    add whose inputs two kernels wrote blocked alike (the first of each stage reads the max pool's or the
+    stride-2 shortcut's plain output); the output on a new input is the integer graph's."""
+    q = _qdq(size=32)
+    target, plan, kernels = _compiled(q, monkeypatch)
+    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
+    why = dict(zip((step.op for step in plan), inference.general, strict=True))
+    kinds = {(step.op, reason) for step, reason in zip(plan, inference.general, strict=True)}
+    assert {reason for op, reason in kinds if op == "Conv"} == {None}
+    assert ("Add", None) in kinds and why["Flatten"] == "it runs on the host"
+    other = _inputs(q, seed=11)
+    np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
+
+
+def test_a_runner_that_disagrees_with_its_placement_is_not_used(monkeypatch):
+    """Each step's own runner is checked against its placement when the inference is prepared: a wrong one
+    (here: every regrouped input off by one) leaves the step placed on every inference, the output right."""
+    q = _qdq(size=32)
+    target, plan, kernels = _compiled(q, monkeypatch)
+
+    def wrong(src, dst, offset=0):
+        cpu_ops.to_blocks(dst, cpu_ops.unpack_window(src, src.shape[1] * src.shape[-1]) + offset + 1,
+                          dst.shape[-1])
+    monkeypatch.setattr(cpu_ops, "reblock", wrong)
+    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
+    assert "its own runner's output differed from its placement's" in inference.general
+    other = _inputs(q, seed=12)
+    np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
 
 
 def test_a_zero_point_border_is_written_by_the_packing_not_padded_on_the_host():
