@@ -241,6 +241,23 @@ class CpuKernel:
             workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]
             self._run([a.ctypes.data for a in (*arrays, *workspaces)], threads or self.threads)
 
+    def bind(self, *args) -> Callable[[], None]:
+        """A call on ``args`` (numpy arrays matching the parameters exactly, checked once here) to be made
+        again and again as their contents change, the checks and pointers not redone: a kernel of a few
+        microseconds in a network's prepared inference (tandem/network/inference.py). The call holds the
+        arrays alive."""
+        if not self._plain(args):
+            raise CpuRuntimeError(f"{self.func.name}: bind() takes one C-contiguous, writeable numpy array "
+                                  f"per parameter of exactly its dtype and shape")
+        _check_overlap(self.func, args)
+        arrays = (*args, *(np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces))
+        pointers, threads = [a.ctypes.data for a in arrays], self.threads
+
+        def call() -> None:
+            self._run(pointers, threads)
+        call.arrays = arrays   # held as long as the call is
+        return call
+
     def time(self, *args, min_time: float = 0.05, repeats: int = 5, threads: int | None = None) -> float:
         """The median seconds of one call on ``args`` (numpy arrays matching the parameters exactly, checked
         once), over ``repeats`` samples of back-to-back calls lasting at least ``min_time`` seconds each.

@@ -697,11 +697,14 @@ def reblock(src: np.ndarray, dst: np.ndarray, offset: int = 0) -> None:
     elements for u8 x s8's G = 4). Lanes past the tensor's channels carry whatever ``src`` holds there."""
     lanes, group, blocks = src.shape[-1], dst.shape[-1], dst.shape[1]
     unit = _UNITS.get(group * dst.itemsize)
-    if lanes % group or unit is None or src.shape[2:-1] != dst.shape[2:-1] or \
+    if lanes % group or (unit is None and lanes != group) or src.shape[2:-1] != dst.shape[2:-1] or \
             blocks * group > src.shape[1] * lanes:
         raise ValueError(f"reblock: {list(src.shape)} does not regroup into {list(dst.shape)} (the group "
                          f"must divide the lanes, the sizes agree and the source hold every block)")
     narrowed = (src + offset if offset else src).astype(dst.dtype)
+    if lanes == group:   # the same blocks: a copy
+        dst[...] = narrowed[:, :blocks]
+        return
     units, into = narrowed.view(unit), dst.view(unit)[..., 0]   # [N, B, *sizes, L / G] and [N, D, *sizes]
     per = lanes // group
     for i in range(per):

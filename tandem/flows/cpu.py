@@ -542,16 +542,16 @@ class CpuWindowFlow(TargetFlow):
 
     def cost(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> float:
         """Every group runs the same kernel on arrays of one shape: the first's cost, times their count."""
-        return LAYER_FLOW.cost(job.job, compiled, self._problems(job, inputs)[0], target) * job.count
+        return LAYER_FLOW.cost(job.job, compiled, self.problems(job, inputs)[0], target) * job.count
 
     def execute(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
         runs = [LAYER_FLOW.execute(job.job, compiled, arrays, target)
-                for arrays in self._problems(job, inputs)]
+                for arrays in self.problems(job, inputs)]
         return repeated(runs, self._joined(job, [r.output for r in runs]), job.op.macs)
 
     def output(self, job: WindowJob, compiled: Any, inputs: list[np.ndarray], target: Target) -> np.ndarray:
         return self._joined(job, [LAYER_FLOW.output(job.job, compiled, arrays, target)
-                                  for arrays in self._problems(job, inputs)])
+                                  for arrays in self.problems(job, inputs)])
 
     @staticmethod
     def _joined(job: WindowJob, outputs: list[np.ndarray]) -> np.ndarray:
@@ -559,7 +559,7 @@ class CpuWindowFlow(TargetFlow):
         output = np.stack(outputs, axis=1)
         return job.op.layout_out(output[:, 0] if job.op.kind == "depthwise" else output)
 
-    def _problems(self, job: WindowJob, inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
+    def problems(self, job: WindowJob, inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
         """Each direct convolution's data ``[N, C, *padded]`` and weights (``[O, C, *k]``; depthwise
         ``[C, k, k]``), from the expression's layouts."""
         data, weight = job.op.layout_data(inputs[0]), job.op.layout_weight(inputs[1])

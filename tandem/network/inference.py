@@ -169,10 +169,12 @@ def _own_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: S
                 tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
     """A runner of the step's own that needs no placement (the module docstring's two kinds), built from its
     placement on this inference's ``tensors``; or None and why not."""
-    if len(placement.parts) != 1:
-        return None, f"it runs as {len(placement.parts)} kernels"
     part, kernel = placement.parts[0], prepared[0]
     job = _job(kernel)
+    if len(placement.parts) == 2 and isinstance(job, cpu_flow.WindowJob) and job.job.layer.depthwise:
+        return _depthwise_runner(step, q, placement, prepared, tensors, want.dtype)
+    if len(placement.parts) != 1:
+        return None, f"it runs as {len(placement.parts)} kernels"
     if isinstance(job, cpu_flow.CpuJob) and isinstance(job.layer, ConvShape) and part.op == "conv2d":
         return _conv_runner(step, q, part.inputs, kernel, tensors, want.dtype)
     if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
@@ -204,9 +206,8 @@ def _conv_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
     weights = cpu_layers.pack_weights(layer, weight, pk, options)
     channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
     inside = packed[(slice(None),) * 2 + tuple(slice(layer.p, layer.p + s) for s in x.shape[2:])]
-    out = kernel.compiled[0].params[-1]
-    shape, out_dtype = out.shape, out.dtype.numpy
-    call = kernel.compiled[1]
+    output = Blocked(_output_of(kernel), layer.oc, dtype)
+    call = kernel.compiled[1].bind(packed, weights, *channels, output.array)
 
     def run(tensors: Tensors) -> None:
         source = tensors.blocked.get(name)
@@ -214,9 +215,64 @@ def _conv_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
             cpu_ops.reblock(source.array, inside, offset)
         else:
             cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), pk.group)
-        result = np.empty(shape, out_dtype)
-        call(packed, weights, *channels, result)
-        tensors.blocked[step.output] = Blocked(result, layer.oc, dtype)
+        call()
+        tensors.blocked[step.output] = output
+    return run, ""
+
+
+def _output_of(kernel: Prepared) -> np.ndarray:
+    """An array for ``kernel``'s output, which its runner writes on every inference: a step's output lives
+    until the inference's end, and the next inference writes it again (what an inference returns is a copy,
+    in the graph's layout)."""
+    out = kernel.compiled[0].params[-1]
+    return np.empty(out.shape, out.dtype.numpy)
+
+
+def _depthwise_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: Sequence[Prepared],
+                      tensors: Tensors, dtype: np.dtype) -> tuple[Runner | None, str]:
+    """A depthwise conv's int32 sums, then their requantization (an element-wise kernel reading the sums and
+    a bias and scale per element): the depthwise kernel on a padded data buffer it keeps (the border, the
+    input's zero point, written once), which takes the blocked input as it is (its channels are the lanes
+    of both), the requantization on the blocked sums with the bias and scale blocked once."""
+    (sums_part, epilogue), (sums_kernel, epilogue_kernel) = placement.parts, prepared
+    window: cpu_flow.WindowJob = _job(sums_kernel)
+    name = step.inputs[0]
+    x = tensors.read(name)
+    ((data, weight),) = sums_kernel.job.flow.problems(window, sums_part.inputs)   # padded [1, C, Hp, Wp]
+    pad = (data.shape[-1] - x.shape[-1]) // 2
+    _, offset = data_offset(q, name, True)
+    inner = data[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in x.shape[2:])]
+    if inner.shape != x.shape or not np.array_equal(moved_data(x, offset, data.dtype), inner):
+        return None, "its data is not its input moved to uint8 by the offset and padded"
+    job, channels = window.job, window.job.layer.oc
+    pk, options = job.packing, job.options
+    packed = cpu_layers.pack_data(job.layer, data, pk, options)   # its border written once
+    weights = cpu_layers.pack_weights(job.layer, weight, pk, options)
+    inside = packed[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in x.shape[2:])]
+    sums_out = sums_kernel.compiled[0].params[-1]
+    sums = [sums_part.unpack(sums_kernel.output(sums_part.inputs))]
+    arrays = epilogue.inputs(sums) if callable(epilogue.inputs) else epilogue.inputs
+    if channels % pk.lanes or len(arrays) != 3 or arrays[0].shape != (channels, *sums_out.shape[2:-1]):
+        return None, "its sums' blocks hold lanes past their channels"
+    constants = []
+    for per_element in arrays[1:]:   # the bias and the scale, blocked as the sums are
+        blocked = np.empty(sums_out.shape, per_element.dtype)
+        cpu_ops.to_blocks(blocked, per_element[None], pk.lanes)
+        constants.append(blocked.reshape(arrays[0].shape))
+    total, result = _output_of(sums_kernel), _output_of(epilogue_kernel)
+    call_sums = sums_kernel.compiled[1].bind(packed, weights, total)
+    call_epilogue = epilogue_kernel.compiled[1].bind(total.reshape(result.shape), *constants, result)
+    output = Blocked(result.reshape(sums_out.shape), channels, dtype)
+
+    def run(tensors: Tensors) -> None:
+        source = tensors.blocked.get(name)
+        if source is not None and source.array.shape[-1] == pk.lanes:
+            cpu_ops.reblock(source.array, inside, offset)
+        else:
+            cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), pk.lanes)
+        call_sums()
+        call_epilogue()
+        tensors.blocked[step.output] = output
     return run, ""
 
 
@@ -242,13 +298,18 @@ def _elementwise_runner(step: Step, arrays: list[np.ndarray], kernel: Prepared, 
     if any(s.array.dtype != p.dtype.numpy for s, p in zip(sources, func.params, strict=False)):
         return None, "its kernel reads another type than the kernels before it wrote"
     shapes = [p.shape for p in func.params]
-    out = func.params[-1]
+    result = _output_of(kernel)
+    output = Blocked(result.reshape(first.array.shape), first.channels, dtype)
+    bound = [s.array for s in sources]   # each the array its kernel writes on every inference
+    call_bound = call.bind(*(a.reshape(s) for a, s in zip(bound, shapes, strict=False)), result)
 
     def run(tensors: Tensors) -> None:
-        ins = [tensors.blocked[name].array.reshape(s) for name, s in zip(names, shapes, strict=False)]
-        result = np.empty(out.shape, out.dtype.numpy)
-        call(*ins, result)
-        tensors.blocked[step.output] = Blocked(result.reshape(first.array.shape), first.channels, dtype)
+        ins = [tensors.blocked[name].array for name in names]
+        if all(a is b for a, b in zip(ins, bound, strict=True)):
+            call_bound()
+        else:
+            call(*(a.reshape(s) for a, s in zip(ins, shapes, strict=False)), result)
+        tensors.blocked[step.output] = output
     return run, ""
 
 

@@ -223,6 +223,26 @@ def test_time_runs_the_whole_kernel_back_to_back_in_a_native_loop(threads: int) 
         kernel.time(out[::2], min_time=0.001)
 
 
+def test_a_bound_call_runs_on_the_arrays_current_contents() -> None:
+    """``bind`` checks the arrays once; each call then computes on what they hold at that moment, and
+    reports a fault as a call does."""
+    a, o = Buffer("A", (8,), dtypes.int32), Buffer("O", (8,), dtypes.int32)
+    i = Var("i")
+    kernel = build(PrimFunc("gather", (a, o), loop(i, 8, Store(o, (i,), a[a[i]]))))
+    data, out = np.arange(8, dtype=np.int32)[::-1].copy(), np.zeros(8, np.int32)
+    call = kernel.bind(data, out)
+    call()
+    np.testing.assert_array_equal(out, data[data])
+    data[:] = np.arange(8)
+    call()
+    np.testing.assert_array_equal(out, np.arange(8))
+    data[0] = 9
+    with pytest.raises(CpuRuntimeError, match=r"out-of-bounds access in 'A\[A\[i\]\]'"):
+        call()
+    with pytest.raises(CpuRuntimeError, match="bind\\(\\) takes one C-contiguous"):
+        kernel.bind(data.astype(np.int64), out)
+
+
 def test_time_reports_a_fault_inside_the_loop_as_a_call_does() -> None:
     a, o = Buffer("A", (8,), dtypes.int32), Buffer("O", (8,), dtypes.int32)
     i = Var("i")

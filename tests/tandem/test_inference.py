@@ -82,6 +82,18 @@ def test_convs_and_adds_hand_their_blocked_outputs_to_the_next_kernel(monkeypatc
     np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
 
 
+def test_depthwise_convs_and_their_requantization_run_on_the_blocked_arrays(monkeypatch):
+    """MobileNet V2's depthwise convs (their int32 sums, then the requantization by a scale per channel)
+    take the 1 x 1 convs' blocked outputs as they are and hand theirs on: no conv of it is placed again."""
+    q = _qdq("mobilenet_v2", size=32)
+    target, plan, kernels = _compiled(q, monkeypatch)
+    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
+    convs = [reason for step, reason in zip(plan, inference.general, strict=True) if step.op == "Conv"]
+    assert len(convs) > 17 and set(convs) == {None}
+    other = _inputs(q, seed=13)
+    np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
+
+
 def test_a_runner_that_disagrees_with_its_placement_is_not_used(monkeypatch):
     """Each step's own runner is checked against its placement when the inference is prepared: a wrong one
     (here: every regrouped input off by one) leaves the step placed on every inference, the output right."""
