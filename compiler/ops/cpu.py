@@ -701,7 +701,7 @@ def reblock(src: np.ndarray, dst: np.ndarray, offset: int = 0) -> None:
             blocks * group > src.shape[1] * lanes:
         raise ValueError(f"reblock: {list(src.shape)} does not regroup into {list(dst.shape)} (the group "
                          f"must divide the lanes, the sizes agree and the source hold every block)")
-    narrowed = (src + offset if offset else src).astype(dst.dtype)
+    narrowed = (src.astype(np.int32, copy=False) + offset if offset else src).astype(dst.dtype)
     if lanes == group:   # the same blocks: a copy
         dst[...] = narrowed[:, :blocks]
         return

@@ -258,7 +258,7 @@ def magnitude(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarr
     """Each output's sum of its products' magnitudes and its bias's (float64, no epilogue): what ``check``
     scales a float result's rounding bound by."""
     return reference(layer, np.abs(data), np.abs(weight), None if bias is None else np.abs(bias),
-                     replace(options, epilogue=None))
+                     options=replace(options, epilogue=None))
 
 
 def check(layer: Layer, got: np.ndarray, want: np.ndarray, magnitude: np.ndarray | None = None,

@@ -207,17 +207,20 @@ def test_a_window_that_is_no_convolution_is_refused() -> None:
         conv(Window((5, 5), 4, 8, 3, depthwise=True), spec=X86)
 
 
-@pytest.mark.parametrize(("channels", "data", "group", "offset"), [
-    (64, np.uint8, 4, 0), (24, np.uint8, 4, 0), (40, np.uint8, 4, 128), (48, np.int16, 2, 0)])
-def test_reblock_regroups_a_kernels_output_as_unpacking_and_packing_it_would(channels, data, group, offset):
+@pytest.mark.parametrize(("channels", "source", "data", "group", "offset"), [
+    (64, np.int32, np.uint8, 4, 0), (24, np.int32, np.uint8, 4, 0), (40, np.int32, np.uint8, 4, 128),
+    (48, np.int32, np.int16, 2, 0), (32, np.int8, np.uint8, 4, 128), (32, np.int32, np.uint8, 16, 0)])
+def test_reblock_regroups_a_kernels_output_as_unpacking_and_packing_it_would(channels, source, data, group,
+                                                                             offset):
     """A kernel's blocked output [1, C/16, H, W, 16] moved straight into the inside of the next kernel's
     padded [1, C/G, H + 2, W + 2, G] data equals it unpacked to NCHW, moved by the offset and packed; the
     border is left as it was."""
     rng = np.random.default_rng(channels)
     lanes, h, w = 16, 5, 7
-    values = rng.integers(-offset, 256 - offset, (1, -(-channels // lanes), h, w, lanes)).astype(np.int32)
+    values = rng.integers(-offset, 256 - offset, (1, -(-channels // lanes), h, w, lanes)).astype(source)
     want = np.full((1, -(-channels // group), h + 2, w + 2, group), 99, data)
-    cpu.to_blocks(want[:, :, 1:-1, 1:-1], cpu.unpack_window(values, channels) + offset, group)
+    plain = cpu.unpack_window(values, channels).astype(np.int32)
+    cpu.to_blocks(want[:, :, 1:-1, 1:-1], plain + offset, group)
     got = np.full_like(want, 99)
     cpu.reblock(values, got[:, :, 1:-1, 1:-1], offset)
     real = channels   # lanes past the channels carry the source's (they meet the kernel's zero weights)

@@ -96,18 +96,19 @@ def test_the_wide_layers_keep_their_tunings() -> None:
 
 
 @pytest.mark.parametrize("op", ["gemm", "conv1d"])
-def test_int8_runs_vectorized_and_vnni_says_it_has_no_s8_x_s8_instruction(op: str) -> None:
-    """s8 x s8 (the arm target's sdot dtype) on x86: vpdpbusd is u8 x s8, so x86-vnni names the missing
-    instruction; x86-avx512 computes it bit-exactly, its inputs drawn over s8's whole range."""
-    from tandem.flows.flow import RunError
+def test_int8_runs_vectorized_or_widened_onto_vpmaddwd(op: str) -> None:
+    """s8 x s8 (the arm target's sdot dtype) on x86: vpdpbusd is u8 x s8, so x86-vnni runs it on the first
+    instruction whose wider operands hold it (AVX-512BW's vpmaddwd, int16 pairs); x86-avx512 computes it
+    vectorized. Both bit-exact, their inputs drawn over s8's whole range."""
     from tandem.flows.run import run
 
     params = {"M": 12, "N": 20, "K": 9} if op == "gemm" else {"W": 20, "IC": 8, "OC": 20, "K": 3}
     r = run(op, load_target("cpu"), {**params, "dtype": "int8", "isa": "x86-avx512", "min_time": 0.005})
     assert r.validated and r.params["dtype"] == "s8 x s8 -> s32"
     assert cpu_layers.inputs(GemmShape(4, 4, 4), 0, CpuOptions("int8"))[0].dtype == "int8"
-    with pytest.raises(RunError, match="no instruction that sums int8 x int8 products"):
-        run(op, load_target("cpu"), {**params, "dtype": "int8", "min_time": 0.005})
+    widened = run(op, load_target("cpu"), {**params, "dtype": "int8", "min_time": 0.005})
+    assert widened.validated and widened.params["instruction"] == "vpmaddwd_512"
+    assert set(widened.instructions) == {"vpmaddwd_512"}
 
 
 FLOAT_LAYERS = [ConvShape(14, 14, 32, 48), ConvShape(9, 9, 5, 20, 3, 2, 0), GemmShape(20, 40, 36)]
