@@ -159,6 +159,32 @@ def max_pool_reference(x: np.ndarray, K: int = 2, S: int = 2) -> np.ndarray:
     return reference.pool2d(x, K, S, "max")
 
 
+def max_pool_blocked(B: int, H: int, W: int, L: int, K: int = 2, S: int = 2, P: int = 0):
+    """``max_pool`` on a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels), padded
+    by ``P`` on every side without a padded copy: a tap past the border reads the nearest row or column
+    inside, which is in the same window (``P < K``), so the maximum is that of the window's taps inside,
+    as ONNX's padding (which no value can win) has it."""
+    if not 0 <= P < K:
+        raise ScheduleError(f"max_pool_blocked: the padding P = {P} must be >= 0 and below the window "
+                            f"K = {K}")
+    oh, ow = _windows("max_pool_blocked", B, H + 2 * P, W + 2 * P, K, S)
+    x = te.placeholder((B, H, W, L), "int32", name="x")
+    ry, rx = te.reduce_axis(K, "ry"), te.reduce_axis(K, "rx")
+
+    def inside(at: ir.Expr, extent: int) -> ir.Expr:
+        return ir.min_(ir.max_(at, ir.const(0)), ir.const(extent - 1))
+    return [x], te.compute((B, oh, ow, L), lambda b, y, w, lane: te.max(
+        x[b, inside(y * S + ry - P, H), inside(w * S + rx - P, W), lane], axis=[ry, rx]), name="out")
+
+
+def max_pool_blocked_reference(x: np.ndarray, K: int = 2, S: int = 2, P: int = 0) -> np.ndarray:
+    b, h, w, lanes = x.shape
+    planes = x.transpose(0, 3, 1, 2).reshape(b * lanes, h, w)
+    padded = np.pad(planes, ((0, 0), (P, P), (P, P)), constant_values=np.iinfo(np.int32).min)
+    out = reference.pool2d(padded, K, S, "max")
+    return out.reshape(b, lanes, *out.shape[1:]).transpose(0, 2, 3, 1).astype(np.int32)
+
+
 def avg_pool(C: int, H: int, W: int, K: int = 2, S: int = 2):
     oh, ow = _windows("avg_pool", C, H, W, K, S)
     x = te.placeholder((C, H, W), "float32", name="x")

@@ -5,18 +5,22 @@ the host, and the output dequantized.
 
 The inference is prepared once (``prepare_inference``), as the kernels are compiled once: each step gets a
 runner that does only what depends on the input. A step in general is placed again on each inference
-(tandem/network/place.py's ``place``, then its kernels, then its output joined in the graph's layout). Two
-kinds of CPU step run without placing and keep their outputs in the layout the kernel wrote them in, so that
-the next kernel reads them without a move through the graph's NCHW layout (issue 48, item 5):
+(tandem/network/place.py's ``place``, then its kernels, then its output joined in the graph's layout). These
+CPU steps run without placing and keep their outputs in the layout the kernel wrote them in, so that the
+next kernel reads them without a move through the graph's NCHW layout (issue 48, item 5):
 
 - a conv2d with its requantization fused (``_conv_runner``): its weights, bias and scales packed once, its
   padded data buffer kept (the border written once), its input written into that buffer either from the
   graph's layout (``compiler.ops.cpu.to_blocks``) or, where the input is a kernel's blocked output, straight
   from that (``compiler.ops.cpu.reblock``: whole groups of channels moved at once); its output kept blocked
   (``Blocked``: ``[1, C/L, H, W, L]``);
+- a depthwise conv and its requantization (``_depthwise_runner``): the same kept buffer, whose blocks of L
+  channels are the blocked input's, and the requantization on the blocked sums;
 - an element-wise kernel (a QLinearAdd, a power-of-two graph's add) whose inputs are all blocked alike, with
   no lanes past the channels (``_elementwise_runner``): run on the blocked arrays as they are, its output
-  blocked alike.
+  blocked alike;
+- a max pool of a blocked input (``_max_pool_runner``): ``compiler.ops.network.max_pool_blocked``, which
+  pads by clamping its taps, no padded copy.
 
 Every other step reads its inputs in the graph's layout (a blocked tensor is unpacked once, when first read
 so). Each runner is checked when it is prepared: on the checked run's input, its output equals the step's
@@ -38,12 +42,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.ops import cpu as cpu_ops
+from compiler.ops import network
 from compiler.ops.nn import ConvShape
 from compiler.target import Target
 from tandem.flows import cpu as cpu_flow
 from tandem.flows import cpu_layers
 from tandem.flows.flow import Routed
-from tandem.flows.run import Prepared
+from tandem.flows.run import Prepared, prepare
 from tandem.network.place import data_offset, moved_data, place
 from tandem.network.quantized import QuantizedGraph
 from tandem.network.steps import Placement, Step
@@ -125,7 +130,7 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
             general.append("it runs on the host")
             continue
         want = tensors.plain.pop(step.output)
-        runner, why = _own_runner(step, q, placement, prepared, tensors, want)
+        runner, why = _own_runner(step, q, target, placement, prepared, tensors, want)
         if runner is not None:
             runner(tensors)
             got = tensors.blocked[step.output]
@@ -165,9 +170,10 @@ def _placed_runner(step: Step, q: QuantizedGraph, target: Target, prepared: Sequ
     return run
 
 
-def _own_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: Sequence[Prepared],
-                tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
-    """A runner of the step's own that needs no placement (the module docstring's two kinds), built from its
+def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placement,
+                prepared: Sequence[Prepared], tensors: Tensors, want: np.ndarray
+                ) -> tuple[Runner | None, str]:
+    """A runner of the step's own that needs no placement (the module docstring's kinds), built from its
     placement on this inference's ``tensors``; or None and why not."""
     part, kernel = placement.parts[0], prepared[0]
     job = _job(kernel)
@@ -179,6 +185,8 @@ def _own_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: S
         return _conv_runner(step, q, part.inputs, kernel, tensors, want.dtype)
     if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
         return _elementwise_runner(step, part.inputs, kernel, tensors, want.dtype)
+    if step.op == "MaxPool" and isinstance(job, cpu_flow.CpuUserJob):
+        return _max_pool_runner(step, part.params, job.threads, target, tensors, want.dtype)
     return None, f"no runner of its own for a {part.label or part.op}"
 
 
@@ -272,6 +280,33 @@ def _depthwise_runner(step: Step, q: QuantizedGraph, placement: Placement, prepa
             cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), pk.lanes)
         call_sums()
         call_epilogue()
+        tensors.blocked[step.output] = output
+    return run, ""
+
+
+def _max_pool_runner(step: Step, params: dict, threads: int, target: Target, tensors: Tensors,
+                     dtype: np.dtype) -> tuple[Runner | None, str]:
+    """A max pool of a kernel's blocked output: ``max_pool_blocked`` (compiled here) on it as it is, no padded
+    copy and no offset (the maximum commutes with one); its output blocked alike."""
+    name = step.inputs[0]
+    source = tensors.blocked.get(name)
+    if source is None:
+        return None, "its input is not a kernel's blocked output"
+    _, blocks, h, w, lanes = source.array.shape
+    pad = (params["H"] - h) // 2   # the placement's input is padded on every side
+    pool = prepare(network.user_op("max_pool_blocked"), target,
+                   {"B": blocks, "H": h, "W": w, "L": lanes, "K": params["K"], "S": params["S"], "P": pad,
+                    "threads": threads}, inputs=[source.array[0]])
+    result, read = _output_of(pool), source.array
+    call = pool.compiled[1].bind(read[0], result)
+    output = Blocked(result[None], source.channels, dtype)
+
+    def run(tensors: Tensors) -> None:
+        now = tensors.blocked[name].array
+        if now is read:
+            call()
+        else:
+            pool.compiled[1](now[0], result)
         tensors.blocked[step.output] = output
     return run, ""
 

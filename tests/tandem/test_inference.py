@@ -68,16 +68,16 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch)
 
 
 def test_convs_and_adds_hand_their_blocked_outputs_to_the_next_kernel(monkeypatch):
-    """In a QDQ ResNet-18 every conv runs without a placement, on its kept padded buffer, and so does every
-    add whose inputs two kernels wrote blocked alike (the first of each stage reads the max pool's or the
-    stride-2 shortcut's plain output); the output on a new input is the integer graph's."""
+    """In a QDQ ResNet-18 every conv runs without a placement, on its kept padded buffer, the max pool on the
+    stem's blocked output, and every add on its two inputs blocked alike; the output on a new input is the
+    integer graph's."""
     q = _qdq(size=32)
     target, plan, kernels = _compiled(q, monkeypatch)
     inference = prepare_inference(q, target, plan, kernels, _inputs(q))
     why = dict(zip((step.op for step in plan), inference.general, strict=True))
     kinds = {(step.op, reason) for step, reason in zip(plan, inference.general, strict=True)}
-    assert {reason for op, reason in kinds if op == "Conv"} == {None}
-    assert ("Add", None) in kinds and why["Flatten"] == "it runs on the host"
+    assert {reason for op, reason in kinds if op in ("Conv", "Add", "MaxPool")} == {None}
+    assert why["Flatten"] == "it runs on the host"
     other = _inputs(q, seed=11)
     np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
 

@@ -131,3 +131,18 @@ def test_the_cli_takes_negative_clip_bounds_and_names_impossible_windows():
     assert bad.exit_code == 2 and "a window of K = 3 is larger than the 2 x 2 input" in bad.output
     with pytest.raises(RunError, match="LO = 5 must not exceed HI = 1"):
         run("clip", CPU, {"C": 1, "H": 1, "W": 1, "LO": 5, "HI": 1})
+
+
+@pytest.mark.parametrize(("h", "w", "k", "s", "p"), [(9, 7, 3, 2, 1), (8, 8, 2, 2, 0), (5, 6, 3, 1, 1)])
+def test_a_blocked_max_pool_equals_numpys_on_the_padded_planes(h, w, k, s, p):
+    """max_pool_blocked on [B, H, W, L] (a CPU kernel's blocked output): its clamped taps give the maximum
+    over each window's taps inside, as ONNX's padding does; seeded inputs over int32's whole range."""
+    r = run(network.user_op("max_pool_blocked"), load_target("cpu"),
+            {"B": 2, "H": h, "W": w, "L": 16, "K": k, "S": s, "P": p, "threads": 1, "min_time": 0.001})
+    assert r.validated and r.output.shape == (2, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1, 16)
+
+
+def test_a_blocked_max_pool_refuses_padding_a_window_could_hold_alone():
+    with pytest.raises(RunError, match="the padding P = 3 must be >= 0 and below the window K = 3"):
+        run(network.user_op("max_pool_blocked"), load_target("cpu"),
+            {"B": 1, "H": 8, "W": 8, "L": 16, "K": 3, "S": 1, "P": 3})
