@@ -42,6 +42,7 @@ Non-Goals: tracking uninitialized memory (the interpreter does); FloorDiv/FloorM
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -583,6 +584,10 @@ class FunctionEmitter:
     def _minmax(self, e: n.Min | n.Max, less: bool) -> ll.Value:
         a, b = self._pair(self.expr(e.a), self.expr(e.b))
         bld = self.builder
+        if e.dtype.is_float and isinstance(e.b, n.FloatImm) and math.isfinite(e.b.value) and e.b.value:
+            # a nonzero constant b: b where it is less (greater) than a, else a, nan included (one x86
+            # vminps/vmaxps); equal, the two are the same number
+            return bld.select(bld.fcmp_ordered("<" if less else ">", b, a), b, a)
         if e.dtype.is_float:
             pick_b = bld.fcmp_ordered("<" if less else ">", b, a)
             plain = bld.select(pick_b, b, a)
@@ -716,8 +721,13 @@ class FunctionEmitter:
                 return v
             return b.sext(v, target) if src.kind == "int" else b.zext(v, target)
         # float -> int: truncate toward zero; out of range (or nan/inf) is a fault
-        wide = _resize_float(b, v, self._like(v, DOUBLE))
         lo, hi = float(dst.min_value) - 1.0, float(dst.max_value) + 1.0
+        bounds = float_bounds(e.value)
+        if bounds is not None and lo < bounds[0] and bounds[1] < hi:   # in range but for nan: that is checked
+            ok = b.fcmp_ordered("ord", v, v)
+            self.fail(self._all_lanes(ok) if _is_vec(ok) else ok, f"cast of nan to {dst} in '{e}'")
+            return (b.fptosi if dst.kind == "int" else b.fptoui)(v, target)
+        wide = _resize_float(b, v, self._like(v, DOUBLE))
         ok = b.and_(b.fcmp_ordered(">", wide, self._like(wide, DOUBLE, lo)),
                     b.fcmp_ordered("<", wide, self._like(wide, DOUBLE, hi)))
         self.fail(self._all_lanes(ok) if _is_vec(ok) else ok, f"cast out of range of {dst} in '{e}'")
@@ -733,6 +743,40 @@ class FunctionEmitter:
 
 
 # -------------------------------------------------------------------------------------------- helpers
+
+
+#: a float32 operation's result is within this relative distance of the exact one (round to nearest: half
+#: an ulp), plus the smallest subnormal absolutely
+_ROUNDING, _TINY = 2.0 ** -24, 2.0 ** -149
+
+
+def float_bounds(e: n.Expr) -> tuple[float, float] | None:
+    """Bounds that float expression ``e`` lies within unless it is nan, or None where they are not known:
+    constants, integers converted, and the sums, differences, minima and maxima of bounded operands (a
+    clamp by constants: ``min(max(x, lo), hi)`` lies in [lo, hi] whatever ``x`` is but nan), each widened
+    by its rounding. What a float cast to an integer needs no range check for (``expr_Cast``)."""
+    if isinstance(e, n.FloatImm):
+        return e.value, e.value
+    if isinstance(e, n.Cast) and e.value.dtype.is_int:
+        lo, hi = float(e.value.dtype.min_value), float(e.value.dtype.max_value)
+        return lo - abs(lo) * _ROUNDING, hi + abs(hi) * _ROUNDING
+    if isinstance(e, n.Min | n.Max):
+        a, c = float_bounds(e.a), float_bounds(e.b)
+        if isinstance(e, n.Min) and (a or c):   # below the smaller upper bound whatever the other operand
+            ups = [x[1] for x in (a, c) if x]
+            return (min(a[0], c[0]) if a and c else -math.inf), min(ups)
+        if isinstance(e, n.Max) and (a or c):
+            downs = [x[0] for x in (a, c) if x]
+            return max(downs), (max(a[1], c[1]) if a and c else math.inf)
+        return None
+    if isinstance(e, n.Add | n.Sub):
+        a, c = float_bounds(e.a), float_bounds(e.b)
+        if a is None or c is None:
+            return None
+        lo, hi = (a[0] + c[0], a[1] + c[1]) if isinstance(e, n.Add) else (a[0] - c[1], a[1] - c[0])
+        slack = max(abs(lo), abs(hi)) * _ROUNDING + _TINY
+        return lo - slack, hi + slack
+    return None
 
 
 def _is_vec(v: ll.Value) -> bool:

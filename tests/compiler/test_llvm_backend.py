@@ -7,12 +7,15 @@ loops, threads for parallel loops, intrinsics for tensor instructions) are check
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 import isa
 from compiler import interp, te
 from compiler.backend.llvm import build, cpu_unsupported, plan
+from compiler.backend.llvm_emit import float_bounds
 from compiler.backend.llvm_operands import runs_on_cpu
 from compiler.errors import CodegenError, CpuRuntimeError, InterpError
 from compiler.ir import (
@@ -20,6 +23,7 @@ from compiler.ir import (
     Allocate,
     Buffer,
     Cast,
+    FloatImm,
     FloorDiv,
     FloorMod,
     For,
@@ -143,6 +147,48 @@ def test_float_to_int_casts_truncate_and_fault_out_of_range(dst) -> None:
                         np.zeros(4, dst.numpy))
     with pytest.raises(CpuRuntimeError, match="cast out of range"):
         build(func)(np.array([0, 1, np.nan, 3], np.float32), np.zeros(4, dst.numpy))
+
+
+@pytest.mark.parametrize("dst", [dtypes.int32, dtypes.uint8, dtypes.int8], ids=str)
+def test_a_clamped_float_casts_with_a_nan_check_alone(dst) -> None:
+    """``min(max(x, lo), hi)`` (a requantization's clamp, then its rounding constant added and taken off)
+    lies in [lo, hi] unless x is nan: the cast converts it straight from float32, no range check in double,
+    the same values as the interpreter's, and a nan still faults."""
+    a, o = Buffer("A", (N,), dtypes.float32), Buffer("O", (N,), dst)
+    i = Var("i")
+    lo, hi = (0.0, 255.0) if dst.kind == "uint" else (-128.0, 127.0)
+    clamped = Min(Max(a[i] * FloatImm(0.37), FloatImm(lo)), FloatImm(hi))
+    rounded = (clamped + FloatImm(12582912.0)) - FloatImm(12582912.0)
+    func = PrimFunc("f", (a, o), loop(i, N, Store(o, (i,), Cast(rounded, dst)), ForKind.VECTORIZED))
+    assert "double" not in build(func).llvm_ir
+    values = np.random.default_rng(4).uniform(-2000, 2000, N).astype(np.float32)
+    values[:3] = [np.inf, -np.inf, 0.5]
+    same_as_interpreter(func, values, np.zeros(N, dst.numpy))
+    with pytest.raises(CpuRuntimeError, match="cast of nan"):
+        build(func)(np.where(np.arange(N) == 5, np.nan, values).astype(np.float32), np.zeros(N, dst.numpy))
+
+
+@pytest.mark.parametrize("bound", [-3.0, 252.0, 0.0, -0.0, math.inf])
+def test_min_and_max_by_a_constant_keep_numpys_nan_and_signed_zero_rules(bound: float) -> None:
+    """min(a, c) and max(a, c) by a constant c (one vminps/vmaxps where c is a nonzero finite number) equal
+    the interpreter's (numpy's) on nan, infinities, signed zeros and the constant itself."""
+    a, lo, hi = Buffer("A", (N,), dtypes.float32), Buffer("L", (N,), dtypes.float32), Buffer("H", (N,),
+                                                                                            dtypes.float32)
+    i = Var("i")
+    body = seq(Store(lo, (i,), Min(a[i], FloatImm(bound))), Store(hi, (i,), Max(a[i], FloatImm(bound))))
+    func = PrimFunc("f", (a, lo, hi), loop(i, N, body, ForKind.VECTORIZED))
+    values = np.random.default_rng(5).uniform(-300, 300, N).astype(np.float32)
+    values[:7] = [np.nan, np.inf, -np.inf, 0.0, -0.0, bound, -bound]
+    same_as_interpreter(func, values, np.zeros(N, np.float32), np.zeros(N, np.float32))
+
+
+def test_float_bounds_follow_clamps_constants_and_integer_conversions() -> None:
+    x = Var("x", dtypes.float32)
+    assert float_bounds(x) is None and float_bounds(x + FloatImm(1.0)) is None
+    assert float_bounds(Min(Max(x, FloatImm(-3.0)), FloatImm(252.0))) == (-3.0, 252.0)
+    assert float_bounds(Max(x, FloatImm(0.0))) == (0.0, math.inf)
+    low, high = float_bounds(Cast(Var("k", dtypes.int8), dtypes.float32) - FloatImm(0.5))
+    assert low <= -128.5 and 126.5 <= high < 127
 
 
 def test_select_and_lazy_if_then_else_guard_out_of_range_loads() -> None:
