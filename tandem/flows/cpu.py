@@ -186,21 +186,14 @@ class CpuLayerFlow(TargetFlow):
                            f"FILE.py:NAME, an operator of your own)")
         where = f"cpu {op}"
         dtype = take_dtype(params, where, floats=True)
-        epilogue = _take_epilogue(params, where)
-        requantize = _take_requantize(params, epilogue, dtype, where)
-        bias = params.pop("bias", requantize is not None)
-        if not isinstance(bias, bool | int | np.integer) or bias not in (0, 1):
-            raise RunError(f"{where}: bias must be true or false (1 or 0), but got {bias!r}")
-        if requantize is not None and not bias:
-            raise RunError(f"{where}: epilogue={epilogue} takes a bias (its third input); leave bias out or "
-                           f"give bias=1")
+        epilogue, requantize, bias = _take_fused(params, dtype, where)
         layer: Layer
         if op in GEMM_KERNELS:
             layer, keys = GemmShape(*flow.take_gemm(params, where)), flow.GEMM_KEYS
         else:
             layer, keys = flow.take_conv(params, where), (*flow.CONV_KEYS, "shape")
-        options = CpuOptions(dtype, None if requantize else epilogue, bool(bias), transposed=op == "gemm_t",
-                             requantize=requantize, pad_value=_take_pad_value(params, op, dtype, where))
+        options = CpuOptions(dtype, epilogue, bias, transposed=op == "gemm_t", requantize=requantize,
+                             pad_value=_take_pad_value(params, op, dtype, where))
         return self.plan_layer(layer, options, params, keys, target, where)
 
     def plan_layer(self, layer: Layer, options: CpuOptions, params: dict[str, Any], keys: Sequence[str],
@@ -388,6 +381,21 @@ def roofline_ticks(macs: int, execution: Execution) -> int | None:
     return int(2 * macs / (peak * 1e9) * tsc_hz()) if peak else None
 
 
+def _take_fused(params: dict[str, Any], dtype: str, where: str
+                ) -> tuple[str | None, cpu.Requantize | cpu.ShiftClip | None, bool]:
+    """Pop what is fused after the operator: its element-wise epilogue (None where it requantizes), its
+    requantization and whether it adds a bias (a requantization takes one)."""
+    epilogue = _take_epilogue(params, where)
+    requantize = _take_requantize(params, epilogue, dtype, where)
+    bias = params.pop("bias", requantize is not None)
+    if not isinstance(bias, bool | int | np.integer) or bias not in (0, 1):
+        raise RunError(f"{where}: bias must be true or false (1 or 0), but got {bias!r}")
+    if requantize is not None and not bias:
+        raise RunError(f"{where}: epilogue={epilogue} takes a bias (its third input); leave bias out or "
+                       f"give bias=1")
+    return None if requantize else epilogue, requantize, bool(bias)
+
+
 def _take_epilogue(params: dict[str, Any], where: str) -> str | None:
     """Pop ``epilogue`` (relu or relu6) and ``relu`` (a true one is ``epilogue=relu``)."""
     relu = params.pop("relu", None)
@@ -522,20 +530,32 @@ class CpuWindowFlow(TargetFlow):
         where = f"cpu {op}"
         options = {key: params.pop(key) for key in self.options if key in params}
         dtype = take_dtype(options, where)
+        epilogue, requantize, bias = _take_fused(params, dtype, where)
+        if bias and op != "depthwise":
+            raise RunError(f"{where}: a bias and an epilogue are fused into conv2d, gemm and depthwise; {op} "
+                           f"gives its int32 sums")
         operator = contraction_of(op, params, cpu.DTYPES[dtype], where, self.options)
         window, count = cpu.window_of(operator)
         # few output channels: pixels on the lanes (with stride 1 each lane's data is the next 4 bytes)
         if not window.depthwise and window.s == 1 and \
                 pads_less_transposed((window.out[-1], window.oc, 0), 1, cpu.LANES):
             window = dataclasses.replace(window, pixels=True)
-        job = LAYER_FLOW.plan_layer(window, CpuOptions(dtype), options, (), target, where)
+        fused = CpuOptions(dtype, epilogue, bias, requantize=requantize)
+        job = LAYER_FLOW.plan_layer(window, fused, options, (), target, where)
         return WindowJob(operator, job, count)
 
     def inputs(self, job: WindowJob, rng: np.random.Generator) -> list[np.ndarray]:
-        return contraction_inputs(job.op, rng)
+        """Data and weights, then (a depthwise conv with a bias) the bias and the requantization's scale."""
+        return [*contraction_inputs(job.op, rng), *cpu_layers.inputs(job.job.layer, rng, job.job.options)[2:]]
 
     def check_inputs(self, job: WindowJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
-        return check_contraction_inputs(job.op, given)
+        per_channel = [np.asarray(a) for a in given[2:]]
+        want = [(a.shape, a.dtype) for a in cpu_layers.inputs(job.job.layer, 0, job.job.options)[2:]]
+        if [(a.shape, a.dtype) for a in per_channel] != want:
+            raise RunError(f"{job.op.kind}: expected after the data and weights "
+                           f"{[(list(s), str(d)) for s, d in want]} (a bias, a scale), but got "
+                           f"{[(list(a.shape), str(a.dtype)) for a in per_channel]}")
+        return [*check_contraction_inputs(job.op, given[:2]), *per_channel]
 
     def compile(self, job: WindowJob, candidate: cpu.CpuTuning, target: Target) -> Any:
         return LAYER_FLOW.compile(job.job, candidate, target)
@@ -563,12 +583,13 @@ class CpuWindowFlow(TargetFlow):
         """Each direct convolution's data ``[N, C, *padded]`` and weights (``[O, C, *k]``; depthwise
         ``[C, k, k]``), from the expression's layouts."""
         data, weight = job.op.layout_data(inputs[0]), job.op.layout_weight(inputs[1])
-        if job.op.kind == "depthwise":   # [n, C, 1, H, W] and [C, 1, 1, k, k]
-            return [[data[:, :, 0], weight[:, 0, 0]]]
+        if job.op.kind == "depthwise":   # [n, C, 1, H, W] and [C, 1, 1, k, k], then the bias and scale
+            return [[data[:, :, 0], weight[:, 0, 0], *inputs[2:]]]
         return [[data[:, g], weight[g]] for g in range(job.count)]
 
     def reference(self, job: WindowJob, inputs: list[np.ndarray]) -> np.ndarray:
-        return job.op.reference(*inputs).astype(np.int32)
+        sums = job.op.reference(*inputs[:2])
+        return cpu_layers.finish(job.job.layer, sums, *inputs[2:], options=job.job.options).astype(np.int32)
 
     def roofline(self, job: WindowJob, target: Target, execution: Execution) -> int | None:
         return roofline_ticks(job.op.macs, execution)

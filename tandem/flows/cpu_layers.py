@@ -104,8 +104,9 @@ def params(layer: Layer) -> dict[str, object]:
 
 
 def _check_bias(layer: Layer, options: CpuOptions) -> None:
-    if options.bias and isinstance(layer, cpu.Window):
-        raise ValueError("cpu: a bias is for conv2d, gemm and gemm_t, not a window of TensorIR's kinds")
+    if options.bias and isinstance(layer, cpu.Window) and not layer.depthwise:
+        raise ValueError("cpu: a bias is for conv2d, gemm, gemm_t and depthwise, not a window of TensorIR's "
+                         "other kinds")
 
 
 def schedule(layer: Layer, isa: str, tuning: cpu.CpuTuning, target: Target,
@@ -236,6 +237,13 @@ def reference(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarr
         out = layers.exact(replace(layer, h=layer.h + 2 * p, w=layer.w + 2 * p, p=0), padded, weight)
     else:
         out = layers.exact(layer, data, weight)
+    return finish(layer, out, bias, scale, options)
+
+
+def finish(layer: Layer, out: np.ndarray, bias: np.ndarray | None = None, scale: np.ndarray | None = None,
+           options: CpuOptions = DEFAULT_OPTIONS) -> np.ndarray:
+    """``reference``'s last steps on the exact sums ``out`` (plain layout): the bias added, wrapped to int32
+    for the integer types, then the requantization or the epilogue."""
     if bias is not None:   # one per output channel: NCHW's C, or the GEMM's N
         out = out + bias.astype(out.dtype).reshape(_channel_shape(layer))
     if not options.is_float:   # the kernel sums (and adds the bias) in int32, wrapping before its epilogue
@@ -250,6 +258,8 @@ def reference(layer: Layer, data: np.ndarray, weight: np.ndarray, bias: np.ndarr
 
 def _channel_shape(layer: Layer) -> tuple[int, ...]:
     """How a per-output-channel vector broadcasts over the plain output: NCHW's C, or the GEMM's N."""
+    if isinstance(layer, cpu.Window):
+        return (-1, *(1,) * len(layer.out))
     return (-1, 1, 1) if isinstance(layer, ConvShape) else (-1,)
 
 

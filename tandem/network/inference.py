@@ -9,13 +9,12 @@ runner that does only what depends on the input. A step in general is placed aga
 CPU steps run without placing and keep their outputs in the layout the kernel wrote them in, so that the
 next kernel reads them without a move through the graph's NCHW layout (issue 48, item 5):
 
-- a conv2d with its requantization fused (``_conv_runner``): its weights, bias and scales packed once, its
-  padded data buffer kept (the border written once), its input written into that buffer either from the
-  graph's layout (``compiler.ops.cpu.to_blocks``) or, where the input is a kernel's blocked output, straight
-  from that (``compiler.ops.cpu.reblock``: whole groups of channels moved at once); its output kept blocked
-  (``Blocked``: ``[1, C/L, H, W, L]``);
-- a depthwise conv and its requantization (``_depthwise_runner``): the same kept buffer, whose blocks of L
-  channels are the blocked input's, and the requantization on the blocked sums;
+- a conv2d or a depthwise conv with its requantization fused (``_window_runner``): its weights, bias and
+  scales packed once, its padded data buffer kept (the border written once), its input written into that
+  buffer either from the graph's layout (``compiler.ops.cpu.to_blocks``) or, where the input is a kernel's
+  blocked output, straight from that (``compiler.ops.cpu.reblock``: whole groups of channels moved at once;
+  a depthwise conv's blocks of channels are the input's own); its output kept blocked (``Blocked``:
+  ``[1, C/L, H, W, L]``);
 - an element-wise kernel (a QLinearAdd, a power-of-two graph's add) whose inputs are all blocked alike, with
   no lanes past the channels (``_elementwise_runner``): run on the blocked arrays as they are, its output
   blocked alike;
@@ -175,14 +174,13 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
                 ) -> tuple[Runner | None, str]:
     """A runner of the step's own that needs no placement (the module docstring's kinds), built from its
     placement on this inference's ``tensors``; or None and why not."""
-    part, kernel = placement.parts[0], prepared[0]
-    job = _job(kernel)
-    if len(placement.parts) == 2 and isinstance(job, cpu_flow.WindowJob) and job.job.layer.depthwise:
-        return _depthwise_runner(step, q, placement, prepared, tensors, want.dtype)
     if len(placement.parts) != 1:
         return None, f"it runs as {len(placement.parts)} kernels"
-    if isinstance(job, cpu_flow.CpuJob) and isinstance(job.layer, ConvShape) and part.op == "conv2d":
-        return _conv_runner(step, q, part.inputs, kernel, tensors, want.dtype)
+    part, kernel = placement.parts[0], prepared[0]
+    job = _job(kernel)
+    conv = isinstance(job, cpu_flow.CpuJob) and isinstance(job.layer, ConvShape) and part.op == "conv2d"
+    if conv or isinstance(job, cpu_flow.WindowJob) and job.job.layer.depthwise:
+        return _window_runner(step, q, part.inputs, kernel, tensors, want.dtype)
     if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
         return _elementwise_runner(step, part.inputs, kernel, tensors, want.dtype)
     if step.op == "MaxPool" and isinstance(job, cpu_flow.CpuUserJob):
@@ -195,34 +193,39 @@ def _job(kernel: Prepared) -> object:
     return kernel.job.job if isinstance(kernel.job, Routed) else kernel.job
 
 
-def _conv_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared, tensors: Tensors,
-                 dtype: np.dtype) -> tuple[Runner | None, str]:
-    """A conv2d whose requantization is fused (its inputs: data, weights, bias, and a scale where it
-    requantizes by one), run on a padded data buffer it keeps, its output blocked."""
-    job: cpu_flow.CpuJob = _job(kernel)
+def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared,
+                   tensors: Tensors, dtype: np.dtype) -> tuple[Runner | None, str]:
+    """A conv2d, or a depthwise conv, whose requantization is fused (its inputs: data, weights, bias, and a
+    scale where it requantizes by one), run on a padded data buffer it keeps, its output blocked."""
+    job = _job(kernel)
+    if isinstance(job, cpu_flow.WindowJob):   # the data padded by the contraction's layout
+        job, arrays = job.job, kernel.job.flow.problems(job, arrays)[0]
     name = step.inputs[0]
     data, weight, *per_channel = arrays
     x = tensors.read(name)
-    if not per_channel or data.shape != x.shape:
-        return None, ("its requantization is not fused" if not per_channel
-                      else "its input is padded on the host (uneven padding)")
-    _, offset = data_offset(q, name, True)
-    if not np.array_equal(moved_data(x, offset, data.dtype), data):
-        return None, "its data is not its input moved to uint8 by the offset"
+    if not per_channel:
+        return None, "its requantization is not fused"
     pk, options, layer = job.packing, job.options, job.layer
     packed = cpu_layers.pack_data(layer, data, pk, options)   # the buffer: its border is written once
+    pad, group = (packed.shape[2] - x.shape[2]) // 2, packed.shape[-1]
+    inside = packed[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in x.shape[2:])]
+    margin = (data.shape[2] - x.shape[2]) // 2   # what the data holds of the padding
+    _, offset = data_offset(q, name, True)
+    moved = moved_data(x, offset, data.dtype)
+    if data.shape[:2] != x.shape[:2] or not np.array_equal(
+            data[(slice(None),) * 2 + tuple(slice(margin, margin + s) for s in x.shape[2:])], moved):
+        return None, "its data is not its input moved to uint8 by the offset"
     weights = cpu_layers.pack_weights(layer, weight, pk, options)
     channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
-    inside = packed[(slice(None),) * 2 + tuple(slice(layer.p, layer.p + s) for s in x.shape[2:])]
     output = Blocked(_output_of(kernel), layer.oc, dtype)
     call = kernel.compiled[1].bind(packed, weights, *channels, output.array)
 
     def run(tensors: Tensors) -> None:
         source = tensors.blocked.get(name)
-        if source is not None and source.array.shape[-1] % pk.group == 0:
+        if source is not None and source.array.shape[-1] % group == 0:
             cpu_ops.reblock(source.array, inside, offset)
         else:
-            cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), pk.group)
+            cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), group)
         call()
         tensors.blocked[step.output] = output
     return run, ""
@@ -234,54 +237,6 @@ def _output_of(kernel: Prepared) -> np.ndarray:
     in the graph's layout)."""
     out = kernel.compiled[0].params[-1]
     return np.empty(out.shape, out.dtype.numpy)
-
-
-def _depthwise_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: Sequence[Prepared],
-                      tensors: Tensors, dtype: np.dtype) -> tuple[Runner | None, str]:
-    """A depthwise conv's int32 sums, then their requantization (an element-wise kernel reading the sums and
-    a bias and scale per element): the depthwise kernel on a padded data buffer it keeps (the border, the
-    input's zero point, written once), which takes the blocked input as it is (its channels are the lanes
-    of both), the requantization on the blocked sums with the bias and scale blocked once."""
-    (sums_part, epilogue), (sums_kernel, epilogue_kernel) = placement.parts, prepared
-    window: cpu_flow.WindowJob = _job(sums_kernel)
-    name = step.inputs[0]
-    x = tensors.read(name)
-    ((data, weight),) = sums_kernel.job.flow.problems(window, sums_part.inputs)   # padded [1, C, Hp, Wp]
-    pad = (data.shape[-1] - x.shape[-1]) // 2
-    _, offset = data_offset(q, name, True)
-    inner = data[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in x.shape[2:])]
-    if inner.shape != x.shape or not np.array_equal(moved_data(x, offset, data.dtype), inner):
-        return None, "its data is not its input moved to uint8 by the offset and padded"
-    job, channels = window.job, window.job.layer.oc
-    pk, options = job.packing, job.options
-    packed = cpu_layers.pack_data(job.layer, data, pk, options)   # its border written once
-    weights = cpu_layers.pack_weights(job.layer, weight, pk, options)
-    inside = packed[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in x.shape[2:])]
-    sums_out = sums_kernel.compiled[0].params[-1]
-    sums = [sums_part.unpack(sums_kernel.output(sums_part.inputs))]
-    arrays = epilogue.inputs(sums) if callable(epilogue.inputs) else epilogue.inputs
-    if channels % pk.lanes or len(arrays) != 3 or arrays[0].shape != (channels, *sums_out.shape[2:-1]):
-        return None, "its sums' blocks hold lanes past their channels"
-    constants = []
-    for per_element in arrays[1:]:   # the bias and the scale, blocked as the sums are
-        blocked = np.empty(sums_out.shape, per_element.dtype)
-        cpu_ops.to_blocks(blocked, per_element[None], pk.lanes)
-        constants.append(blocked.reshape(arrays[0].shape))
-    total, result = _output_of(sums_kernel), _output_of(epilogue_kernel)
-    call_sums = sums_kernel.compiled[1].bind(packed, weights, total)
-    call_epilogue = epilogue_kernel.compiled[1].bind(total.reshape(result.shape), *constants, result)
-    output = Blocked(result.reshape(sums_out.shape), channels, dtype)
-
-    def run(tensors: Tensors) -> None:
-        source = tensors.blocked.get(name)
-        if source is not None and source.array.shape[-1] == pk.lanes:
-            cpu_ops.reblock(source.array, inside, offset)
-        else:
-            cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), pk.lanes)
-        call_sums()
-        call_epilogue()
-        tensors.blocked[step.output] = output
-    return run, ""
 
 
 def _max_pool_runner(step: Step, params: dict, threads: int, target: Target, tensors: Tensors,

@@ -33,10 +33,9 @@ kernel moves values; a layer of several outputs, a Split, is one).
 A quantized ONNX model's graph (tandem/network/qdq.py's ``AffineGraph``) requantizes by float32 scales, with
 zero points: the data moves to the target's 8-bit type and the zero point's weight sums come off the bias
 (``_data_operand``); DianNao then runs ``requantize_scaled`` (in float32: no float-to-int conversion), the
-CPU requantizes in the conv2d's or GEMM's own epilogue (``_fused_requantize``; a depthwise conv: then
-``requantize_scaled``) and runs ``qlinear_add`` and ``scaled_mean`` (DianNao's adds and pool run on the
-host); VITA, whose epilogue only shifts, runs its max pools and leaves the float-scaled steps to the host
-(``NO_FLOAT_REQUANTIZE``).
+CPU requantizes in the conv2d's, depthwise conv's or GEMM's own epilogue (``_fused_requantize``) and
+runs ``qlinear_add`` and ``scaled_mean`` (DianNao's adds and pool run on the host); VITA, whose epilogue
+only shifts, runs its max pools and leaves the float-scaled steps to the host (``NO_FLOAT_REQUANTIZE``).
 """
 
 from __future__ import annotations
@@ -493,7 +492,7 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
 
 #: the CPU's kernels that requantize their sums in their epilogue (``compiler.ops.cpu.Requantize``,
 #: ``compiler.ops.cpu.ShiftClip``)
-FUSES_REQUANTIZE = ("conv2d", "gemm")
+FUSES_REQUANTIZE = ("conv2d", "gemm", "depthwise")
 
 
 def _fused_requantize(step: Step, q: QuantizedGraph, sums: list[Placed],

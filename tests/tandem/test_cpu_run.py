@@ -211,7 +211,7 @@ def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
     from tandem.flows.flow import RunError
     from tandem.flows.run import run
 
-    with pytest.raises(ValueError, match="a bias is for conv2d, gemm and gemm_t"):
+    with pytest.raises(ValueError, match="a bias is for conv2d, gemm, gemm_t and depthwise"):
         cpu_layers.inputs(Window((8,), 16, 16, 3, 1, 1, 1, False, False), 0, CpuOptions(bias=True))
 
     with pytest.raises(RunError, match="bias must be true or false"):
@@ -219,6 +219,25 @@ def test_a_bias_of_the_wrong_shape_or_value_is_refused() -> None:
     with pytest.raises(RunError, match=r"\(data, weights, bias\), but got"):
         run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "bias": 1},
             inputs=[np.zeros((8, 8), np.uint8), np.zeros((16, 8), np.int8), np.zeros(8, np.int32)])
+
+
+FUSED = [{"epilogue": "requantize", "ZP": 3, "LO": 0, "HI": 255},
+         {"epilogue": "shift", "shift": 9, "LO": -128, "HI": 127}, {"epilogue": "relu", "bias": True}]
+
+
+@pytest.mark.parametrize("epilogue", FUSED, ids=["requantize", "shift", "relu"])
+def test_a_depthwise_conv_fuses_its_bias_and_requantization(epilogue) -> None:
+    """A depthwise conv's epilogue (a MobileNet's per-channel requantization) goes into its kernel as a
+    conv2d's does: numpy's depthwise sums, plus the bias, requantized; 40 channels leave padding lanes."""
+    from tandem.flows.flow import RunError
+    from tandem.flows.run import run
+
+    params = {"H": 15, "W": 13, "C": 40, "K": 3, "S": 2, "P": 1, "threads": 1, "min_time": 0.005}
+    r = run("depthwise", load_target("cpu"), {**params, **epilogue})
+    assert r.validated and r.params["bias"] and r.params["epilogue"] == epilogue["epilogue"]
+    assert r.output.min() >= epilogue.get("LO", 0) and r.output.max() <= epilogue.get("HI", 2**31)
+    with pytest.raises(RunError, match="fused into conv2d, gemm and depthwise; conv1d gives its int32 sums"):
+        run("conv1d", load_target("cpu"), {"W": 20, "IC": 8, "OC": 16, "K": 3, **epilogue})
 
 
 def test_a_bad_epilogue_is_refused() -> None:
