@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,8 @@ from tandem.network.quantized import (
     computed_in_float,
     float_outputs,
     integer_conv,
+    looked_up,
+    lookup_table,
     max_pool,
     move,
     moved,
@@ -104,6 +106,8 @@ class AffineGraph(QuantizedGraph):
     graph: Graph
     weights: dict[str, dict[int, np.ndarray]]
     affine: dict[str, Affine]
+    #: each element-wise float layer's table of results (``lookup_table``; None: not such a layer)
+    tables: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, compare=False, repr=False)
     fuses_activations = False   # every layer requantizes to its own output's parameters
 
     def quantize_input(self, name: str, x: np.ndarray) -> np.ndarray:
@@ -122,7 +126,15 @@ class AffineGraph(QuantizedGraph):
         result = self._integer(layer, ins)
         if result is not None:
             return (result,)
-        # a group onnxruntime does not fuse: dequantize, the float operator (float32), quantize
+        # a group onnxruntime does not fuse: dequantize, the float operator (float32), quantize; an
+        # element-wise one of one input by its table of the 256 results
+        source = np.dtype(p[layer.inputs[0]].dtype).type if len(layer.inputs) == 1 else None
+        if layer.name not in self.tables:
+            self.tables[layer.name] = None if source is None else lookup_table(
+                layer, source, p[layer.inputs[0]].dequantize,
+                lambda v: out.quantize(np.asarray(v).astype(np.float32)))
+        if self.tables[layer.name] is not None:
+            return (looked_up(self.tables[layer.name], ins[0], source),)
         floats = {name: p[name].dequantize(v) for name, v in zip(layer.inputs, ins, strict=True)}
         return tuple(p[n].quantize(np.asarray(v).astype(np.float32)) if n else v
                      for n, v in zip(layer.outputs, computed_in_float(layer, floats), strict=False))

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,6 +54,8 @@ from tandem.network.quantized import (
     computed_in_float,
     float_outputs,
     integer_conv,
+    looked_up,
+    lookup_table,
     max_pool,
     move,
     moved,
@@ -95,6 +97,8 @@ class PowerOfTwoGraph(QuantizedGraph):
     weight_exponents: dict[str, dict[int, int]]
     #: the softmax masks: tensors in which ``MASKED`` stands for -inf (a causal mask's future positions)
     masks: frozenset[str] = frozenset()
+    #: each element-wise float layer's table of results (``lookup_table``; None: not such a layer)
+    tables: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, compare=False, repr=False)
     fuses_activations = True   # a ReLU keeps its input's exponent
 
     def quantize_input(self, name: str, x: np.ndarray) -> np.ndarray:
@@ -117,7 +121,14 @@ class PowerOfTwoGraph(QuantizedGraph):
         out = self._integer(layer, [values[name] for name in layer.inputs])
         if out is not None:
             return (out,)
-        # the float layers: dequantize, compute, quantize (each output to its own exponent)
+        # the float layers: dequantize, compute, quantize (each output to its own exponent); an element-wise
+        # one of one input by its table of the 256 results
+        if layer.name not in self.tables:
+            first = layer.inputs[0] if layer.inputs else ""
+            self.tables[layer.name] = lookup_table(layer, np.int8, lambda v: self.dequantize(first, v),
+                                                   lambda v: self._to_int8(layer.output, v))
+        if self.tables[layer.name] is not None:
+            return (looked_up(self.tables[layer.name], values[layer.inputs[0]], np.int8),)
         floats = {n: self.dequantize(n, values[n]) for n in layer.inputs}
         return tuple(self._to_int8(n, v) if n else v
                      for n, v in zip(layer.outputs, computed_in_float(layer, floats), strict=False))

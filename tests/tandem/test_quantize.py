@@ -258,3 +258,20 @@ def test_a_layer_of_several_outputs_writes_each_and_one_of_integer_outputs_is_re
     model = g.model("indices", [("input", (1, 2, 4, 4))], "y")
     with pytest.raises(tg.GraphError, match=r"node pool \(MaxPool\): its output indices holds int64"):
         tq.quantize(tg.load(model))
+
+
+@pytest.mark.parametrize("model", ["bert_encoder", "vit_block"])
+def test_an_elementwise_float_layer_is_its_table_of_256_results(model):
+    """A transformer's GELU (a float layer of one int8 input) is looked up in its table of the 256 values:
+    the same int8 outputs as the float operator on the whole tensor, element by element."""
+    from tandem.network.quantized import computed_in_float
+
+    q = tq.quantize(tg.load(models.build(model)), samples=1)
+    values = q.run_integer(tg.random_inputs(q.graph, np.random.default_rng(4)))
+    (gelu,) = [layer for layer in q.graph.layers if layer.op == "Gelu"]
+    assert q.tables[gelu.name] is not None and q.tables[gelu.name].shape == (256,)
+    x = values[gelu.inputs[0]]
+    whole = computed_in_float(gelu, {gelu.inputs[0]: q.dequantize(gelu.inputs[0], x)})[0]
+    np.testing.assert_array_equal(values[gelu.output], q._to_int8(gelu.output, whole))
+    softmax = next(layer for layer in q.graph.layers if layer.op == "Softmax")
+    assert q.tables[softmax.name] is None   # not element-wise: computed in float on the whole tensor
