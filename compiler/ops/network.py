@@ -362,6 +362,24 @@ def scaled_mean(C: int, H: int, W: int, Z: int = 0, ZP: int = 0, LO: int = 0, HI
                                                               ZP, LO, HI), name="out")
 
 
+def scaled_mean_blocked(B: int, H: int, W: int, L: int, Z: int = 0, ZP: int = 0, LO: int = 0, HI: int = 255):
+    """``scaled_mean`` of a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels):
+    each channel's mean as [B, L], which is the channels' order (channel ``b * L + l``); its scale [B, L]."""
+    check_bounds("scaled_mean_blocked", ZP, LO, HI)
+    x = te.placeholder((B, H, W, L), "int32", name="x")
+    scale = te.placeholder((B, L), "float32", name="scale")
+    ry, rx = te.reduce_axis(H, name="ry"), te.reduce_axis(W, name="rx")
+    total = te.compute((B, L), lambda b, lane: te.sum(x[b, ry, rx, lane], axis=[ry, rx]), name="total")
+    return [x, scale], te.compute((B, L), lambda b, lane: requantized(
+        total[b, lane] - te.const(Z, "int32"), scale[b, lane], ZP, LO, HI), name="out")
+
+
+def scaled_mean_blocked_reference(x: np.ndarray, scale: np.ndarray, Z: int = 0, ZP: int = 0, LO: int = 0,
+                                  HI: int = 255) -> np.ndarray:
+    sums = x.astype(np.int64).sum(axis=(1, 2)) - Z
+    return reference.requantize_scaled(sums, scale, ZP, LO, HI).astype(np.int32)
+
+
 def scaled_mean_reference(x: np.ndarray, scale: np.ndarray, Z: int = 0, ZP: int = 0, LO: int = 0,
                           HI: int = 255) -> np.ndarray:
     sums = x.astype(np.int64).sum(axis=(1, 2)) - Z

@@ -50,7 +50,7 @@ from tandem.flows.flow import Routed
 from tandem.flows.run import Prepared, prepare
 from tandem.network.place import data_offset, moved_data, place
 from tandem.network.quantized import QuantizedGraph
-from tandem.network.steps import Placement, Step
+from tandem.network.steps import Placed, Placement, Step
 
 #: at least this many timed inferences, and at least ``min_time`` seconds of them (after one warm-up)
 MIN_RUNS = 5
@@ -132,12 +132,12 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
         runner, why = _own_runner(step, q, target, placement, prepared, tensors, want)
         if runner is not None:
             runner(tensors)
-            got = tensors.blocked[step.output]
-            if got.plain().dtype == want.dtype and np.array_equal(got.plain(), want):
+            got = tensors.read(step.output)
+            if got.dtype == want.dtype and np.array_equal(got, want):
                 runners.append(runner)
                 general.append(None)
                 continue
-            del tensors.blocked[step.output]
+            tensors.blocked.pop(step.output, None)
             why = "its own runner's output differed from its placement's"
         tensors.plain[step.output] = want
         runners.append(placed)
@@ -182,7 +182,9 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
     if conv or isinstance(job, cpu_flow.WindowJob) and job.job.layer.depthwise:
         return _window_runner(step, q, part.inputs, kernel, tensors, want.dtype)
     if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
-        return _elementwise_runner(step, part.inputs, kernel, tensors, want.dtype)
+        return _elementwise_runner(step, part, kernel, target, tensors, want.dtype)
+    if step.op == "GlobalAveragePool" and part.label == "scaled_mean":
+        return _mean_runner(step, part, job.threads, target, tensors, want)
     if step.op == "MaxPool" and isinstance(job, cpu_flow.CpuUserJob):
         return _max_pool_runner(step, part.params, job.threads, target, tensors, want.dtype)
     return None, f"no runner of its own for a {part.label or part.op}"
@@ -266,26 +268,30 @@ def _max_pool_runner(step: Step, params: dict, threads: int, target: Target, ten
     return run, ""
 
 
-def _elementwise_runner(step: Step, arrays: list[np.ndarray], kernel: Prepared, tensors: Tensors,
+def _elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Target, tensors: Tensors,
                         dtype: np.dtype) -> tuple[Runner | None, str]:
-    """An element-wise kernel on the step's inputs, each blocked alike by the kernels before it with no lanes
-    past its channels: the kernel runs on the blocked arrays (it reads element ``i`` of each where it writes
-    element ``i``, whatever the layout), its output blocked alike."""
-    names = step.inputs
+    """An element-wise kernel on the step's inputs, each blocked alike by the kernels before it: the kernel
+    runs on the blocked arrays (it reads element ``i`` of each where it writes element ``i``, whatever the
+    layout; where the blocks hold lanes past the channels, the kernel compiled here for the blocks' size
+    computes them too, as the lanes carry anything), its output blocked alike."""
+    names, arrays = step.inputs, part.inputs
     sources = [tensors.blocked.get(name) for name in names]
     first = sources[0]
     if first is None or any(s is None or s.array.shape != first.array.shape or s.channels != first.channels
                             for s in sources):
         return None, "its inputs are not blocked alike by the kernels before it"
-    if first.array.size != first.array.shape[0] * first.channels * math.prod(first.array.shape[2:-1]):
-        return None, "its inputs' blocks hold lanes past their channels"
-    func, call = kernel.compiled
     if len(arrays) != len(names) or any(
-            a.size != first.array.size
-            or not np.array_equal(a.ravel(), tensors.read(n).astype(a.dtype).ravel())
+            not np.array_equal(a.ravel(), tensors.read(n).astype(a.dtype).ravel())
             for a, n in zip(arrays, names, strict=False)):
         return None, "its kernel reads other arrays than its inputs"
-    if any(s.array.dtype != p.dtype.numpy for s, p in zip(sources, func.params, strict=False)):
+    _, blocks, *sizes, lanes = first.array.shape
+    if blocks * lanes != first.channels:   # the same operator over every lane of the blocks
+        every = {**part.params, "C": blocks * lanes, "threads": _job(kernel).threads}
+        kernel = prepare(kernel.op, target, every, inputs=[s.array.reshape(blocks * lanes, *sizes)
+                                                           for s in sources])
+    func, call = kernel.compiled
+    if any(s.array.dtype != p.dtype.numpy or s.array.size != math.prod(p.shape)
+           for s, p in zip(sources, func.params, strict=False)):
         return None, "its kernel reads another type than the kernels before it wrote"
     shapes = [p.shape for p in func.params]
     result = _output_of(kernel)
@@ -300,6 +306,35 @@ def _elementwise_runner(step: Step, arrays: list[np.ndarray], kernel: Prepared, 
         else:
             call(*(a.reshape(s) for a, s in zip(ins, shapes, strict=False)), result)
         tensors.blocked[step.output] = output
+    return run, ""
+
+
+def _mean_runner(step: Step, part: Placed, threads: int, target: Target, tensors: Tensors, want: np.ndarray
+                 ) -> tuple[Runner | None, str]:
+    """A quantized model's global average pool of a blocked input: ``scaled_mean_blocked`` (compiled here)
+    on it as it is, each block's lanes its channels in order; its small output in the graph's layout."""
+    name = step.inputs[0]
+    source = tensors.blocked.get(name)
+    if source is None:
+        return None, "its input is not a kernel's blocked output"
+    _, blocks, h, w, lanes = source.array.shape
+    scale = np.zeros(blocks * lanes, np.float32)
+    scale[:source.channels] = part.inputs[1]
+    params = {k: part.params[k] for k in ("Z", "ZP", "LO", "HI")}
+    mean = prepare(network.user_op("scaled_mean_blocked"), target,
+                   {"B": blocks, "H": h, "W": w, "L": lanes, **params, "threads": threads},
+                   inputs=[source.array[0], scale.reshape(blocks, lanes)])
+    result = _output_of(mean)
+    call = mean.compiled[1].bind(source.array[0], scale.reshape(blocks, lanes), result)
+    read, shape, dtype = source.array, want.shape, want.dtype
+
+    def run(tensors: Tensors) -> None:
+        now = tensors.blocked[name].array
+        if now is read:
+            call()
+        else:
+            mean.compiled[1](now[0], scale.reshape(blocks, lanes), result)
+        tensors.plain[step.output] = result.reshape(-1)[:source.channels].reshape(shape).astype(dtype)
     return run, ""
 
 

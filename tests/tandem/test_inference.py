@@ -83,13 +83,16 @@ def test_convs_and_adds_hand_their_blocked_outputs_to_the_next_kernel(monkeypatc
 
 
 def test_depthwise_convs_and_their_requantization_run_on_the_blocked_arrays(monkeypatch):
-    """MobileNet V2's depthwise convs (their int32 sums, then the requantization by a scale per channel)
-    take the 1 x 1 convs' blocked outputs as they are and hand theirs on: no conv of it is placed again."""
+    """MobileNet V2's depthwise convs (their requantization by a scale per channel fused) take the 1 x 1
+    convs' blocked outputs as they are and hand theirs on: no conv, add or pool of it is placed again."""
     q = _qdq("mobilenet_v2", size=32)
     target, plan, kernels = _compiled(q, monkeypatch)
     inference = prepare_inference(q, target, plan, kernels, _inputs(q))
     convs = [reason for step, reason in zip(plan, inference.general, strict=True) if step.op == "Conv"]
     assert len(convs) > 17 and set(convs) == {None}
+    # its adds of 24 channels (blocks of 16 lanes, 8 past the channels) and its global average pool too
+    assert {reason for step, reason in zip(plan, inference.general, strict=True)
+            if step.op in ("Add", "GlobalAveragePool")} == {None}
     other = _inputs(q, seed=13)
     np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
 

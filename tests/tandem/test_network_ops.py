@@ -146,3 +146,19 @@ def test_a_blocked_max_pool_refuses_padding_a_window_could_hold_alone():
     with pytest.raises(RunError, match="the padding P = 3 must be >= 0 and below the window K = 3"):
         run(network.user_op("max_pool_blocked"), load_target("cpu"),
             {"B": 1, "H": 8, "W": 8, "L": 16, "K": 3, "S": 1, "P": 3})
+
+
+def test_a_blocked_scaled_mean_is_each_channels_mean_in_channel_order():
+    """scaled_mean_blocked on [B, H, W, L] (8-bit values, as a kernel's requantized output holds): channel
+    b * L + l's sum less Z, requantized by its scale; numpy's on the channels in the graph's layout."""
+    import numpy as np
+
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 256, (3, 7, 5, 16)).astype(np.int32)
+    scale = rng.uniform(0.001, 0.01, (3, 16)).astype(np.float32)
+    r = run(network.user_op("scaled_mean_blocked"), load_target("cpu"),
+            {"B": 3, "H": 7, "W": 5, "L": 16, "Z": 35 * 5, "ZP": 7, "threads": 1, "min_time": 0.001},
+            inputs=[x, scale])
+    plain = x.transpose(0, 3, 1, 2).reshape(48, 7, 5)   # channel b * 16 + l
+    want = network.scaled_mean_reference(plain, scale.reshape(48), Z=35 * 5, ZP=7)
+    assert r.validated and np.array_equal(r.output.reshape(48), want)
