@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir as ll
 
 from compiler.arith import Interval, bound, linear_form
+from compiler.arith.float_bounds import float_bounds
 from compiler.backend.llvm_vectorize import _const_int, vectorizable
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
@@ -743,40 +744,6 @@ class FunctionEmitter:
 
 
 # -------------------------------------------------------------------------------------------- helpers
-
-
-#: a float32 operation's result is within this relative distance of the exact one (round to nearest: half
-#: an ulp), plus the smallest subnormal absolutely
-_ROUNDING, _TINY = 2.0 ** -24, 2.0 ** -149
-
-
-def float_bounds(e: n.Expr) -> tuple[float, float] | None:
-    """Bounds that float expression ``e`` lies within unless it is nan, or None where they are not known:
-    constants, integers converted, and the sums, differences, minima and maxima of bounded operands (a
-    clamp by constants: ``min(max(x, lo), hi)`` lies in [lo, hi] whatever ``x`` is but nan), each widened
-    by its rounding. What a float cast to an integer needs no range check for (``expr_Cast``)."""
-    if isinstance(e, n.FloatImm):
-        return e.value, e.value
-    if isinstance(e, n.Cast) and e.value.dtype.is_int:
-        lo, hi = float(e.value.dtype.min_value), float(e.value.dtype.max_value)
-        return lo - abs(lo) * _ROUNDING, hi + abs(hi) * _ROUNDING
-    if isinstance(e, n.Min | n.Max):
-        a, c = float_bounds(e.a), float_bounds(e.b)
-        if isinstance(e, n.Min) and (a or c):   # below the smaller upper bound whatever the other operand
-            ups = [x[1] for x in (a, c) if x]
-            return (min(a[0], c[0]) if a and c else -math.inf), min(ups)
-        if isinstance(e, n.Max) and (a or c):
-            downs = [x[0] for x in (a, c) if x]
-            return max(downs), (max(a[1], c[1]) if a and c else math.inf)
-        return None
-    if isinstance(e, n.Add | n.Sub):
-        a, c = float_bounds(e.a), float_bounds(e.b)
-        if a is None or c is None:
-            return None
-        lo, hi = (a[0] + c[0], a[1] + c[1]) if isinstance(e, n.Add) else (a[0] - c[1], a[1] - c[0])
-        slack = max(abs(lo), abs(hi)) * _ROUNDING + _TINY
-        return lo - slack, hi + slack
-    return None
 
 
 def _is_vec(v: ll.Value) -> bool:

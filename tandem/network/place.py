@@ -455,17 +455,19 @@ def _vita_global_avg_pool(step: Step, q: QuantizedGraph, values: dict[str, np.nd
 def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_chw: Callable,
                           from_chw: Callable, channels: int, spatial: tuple[int, int],
                           correction: np.ndarray | int = 0, target_kind: str = "cpu",
-                          per_part: list[tuple[slice, np.ndarray]] | None = None) -> Placement:
+                          per_part: list[tuple[slice, np.ndarray]] | None = None,
+                          joined: Callable | None = None) -> Placement:
     """The step as its int32 sums (``sums``) and then ``requantize`` on the target over [C, H, W] (``to_chw``
     of the sums' outputs; ``from_chw`` back to the graph's layout), ``correction`` (per channel, or per
     element of [C, H, W]) added to the bias. A quantized ONNX model's step: ``requantize_scaled`` by its
     float32 scale per channel instead (its output float32 where the target has no float-to-int
     conversion: exact integers, converted to 8 bits on the host). On the CPU, where each part is a conv2d
     or a GEMM and ``per_part`` says which output channels it computes and their correction, each part
-    requantizes its own sums in its epilogue instead (``_fused_requantize``), in either scheme."""
+    requantizes its own sums in its epilogue instead (``_fused_requantize``), in either scheme, the parts'
+    outputs then ``joined`` into the graph's layout (default: ``from_chw`` of ``to_chw``)."""
     dims = {"C": channels, "H": spatial[0], "W": spatial[1]}
     if target_kind == "cpu" and per_part is not None and all(part.op in FUSES_REQUANTIZE for part in sums):
-        return _fused_requantize(step, q, sums, per_part, lambda outs: from_chw(to_chw(outs)))
+        return _fused_requantize(step, q, sums, per_part, joined or (lambda outs: from_chw(to_chw(outs))))
     if isinstance(q, AffineGraph):
         layer, out = step.layers[0], q.affine[step.output]
         bias = np.asarray(q.weights[layer.name].get(2, np.zeros(channels, np.int64)), np.int64)
@@ -674,7 +676,8 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
     moved = [_data_operand(q, step.layers[0].inputs[0], d, wt, 0, unsigned)[:3] for d, wt in operands]
     operands = [(u[0], wt) for u, (_, wt) in zip(moved, operands, strict=True)]
     per_gemm = np.stack([u[1] for u in moved], axis=1)   # [N, G]
-    correction = np.repeat(per_gemm, m, axis=1)[:, :, None]   # [N, G * M, 1]
+    # [N, G * M, 1], for a requantize pass after the sums (the CPU's GEMMs fuse it, with per_part's)
+    correction = 0 if target.kind == "cpu" else np.repeat(per_gemm, m, axis=1)[:, :, None]
     options: dict[str, object] = {} if unsigned else {"dtype": "int8"}
     if target.kind == "cpu" and m * n * operands[0][0].shape[1] < ONE_THREAD_MACS:
         options["threads"] = 1
@@ -689,7 +692,7 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
         return np.ascontiguousarray(out.reshape(n, g * m).T).reshape(shape)
     per_part = [(slice(0, n), per_gemm[:, k]) for k in range(g)]
     return _sums_then_requantize(step, q, sums, to_chw, from_chw, n, (g * m, 1), correction, target.kind,
-                                 per_part)
+                                 per_part, lambda outs: np.stack(outs[:g]).reshape(shape))   # no transposes
 
 
 def _rounded_mean(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:

@@ -14,8 +14,8 @@ import pytest
 
 import isa
 from compiler import interp, te
+from compiler.arith.float_bounds import float_bounds
 from compiler.backend.llvm import build, cpu_unsupported, plan
-from compiler.backend.llvm_emit import float_bounds
 from compiler.backend.llvm_operands import runs_on_cpu
 from compiler.errors import CodegenError, CpuRuntimeError, InterpError
 from compiler.ir import (
