@@ -25,6 +25,7 @@ checked), 1 when one differs, 2 for bad input.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -324,6 +325,11 @@ def _print_network(network, check: dict, versus_ort: dict) -> None:
                       f"{network.inference_runs}: the input quantized, every step's data moved to its "
                       f"kernel's layout and back, every kernel, the host's steps; the kernels alone "
                       f"{totals['seconds'] * 1e3:.3f} ms)", markup=False)
+        placed = network.inference_placed
+        if placed:
+            reasons = "; ".join(f"{n} because {why}" for why, n in Counter(placed.values()).most_common())
+            console.print(f"placed again on every inference ({len(placed)} of the target's steps; the others "
+                          f"hand their blocked outputs on): {reasons}", markup=False)
     console.print(f"import check: {check['detail']}", markup=False)
     console.print(f"end to end: {versus_ort['detail']}", markup=False)
 

@@ -108,6 +108,9 @@ class NetworkReport:
     inference_runs: int = 0
     #: whether the timed inferences gave the output the checked steps gave (None: none timed)
     inference_validated: bool | None = None
+    #: the steps on the target that the timed inference placed again on every call, each with why (the
+    #: others ran on runners of their own: tandem/network/inference.py)
+    inference_placed: dict[str, str] = field(default_factory=dict)
 
     @property
     def validated(self) -> bool:
@@ -255,6 +258,9 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
         inference = time_inference(q, target, plan, kernels, inputs, (options or {}).get("min_time", 0.2))
         report.inference_s, report.inference_runs = inference.seconds, inference.runs
         report.inference_validated = bool(np.array_equal(inference.output, out))
+        report.inference_placed = {step.name: why for step, why, compiled in
+                                   zip(plan, inference.general, kernels, strict=True)
+                                   if why is not None and compiled is not None}
     return report
 
 

@@ -34,6 +34,9 @@ def test_a_cpu_run_times_one_whole_inference_which_gives_the_checked_output():
     assert report.inference_runs >= MIN_RUNS and report.inference_s > 0
     totals = report.totals()
     assert totals["inference_s"] == round(report.inference_s, 6)
+    # the steps placed again on every inference, each with why: none of its convs, its classifier GEMM
+    assert not {r.step for r in report.rows if r.op.startswith("Conv")} & set(report.inference_placed)
+    assert "no runner of its own for a gemm" in report.inference_placed["gemm_171"]
 
 
 def _compiled(q, monkeypatch):
