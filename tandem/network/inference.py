@@ -18,6 +18,8 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
 - an element-wise kernel (a QLinearAdd, a power-of-two graph's add) whose inputs are all blocked alike, with
   no lanes past the channels (``_elementwise_runner``): run on the blocked arrays as they are, its output
   blocked alike;
+- a Gemm or MatMul by constant weights (``_gemm_runner``): its weights, bias and scales packed once, its
+  output in the graph's layout (a GEMM's rows are the graph's);
 - a max pool of a blocked input (``_max_pool_runner``): ``compiler.ops.network.max_pool_blocked``, which
   pads by clamping its taps, no padded copy.
 
@@ -181,6 +183,8 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
     conv = isinstance(job, cpu_flow.CpuJob) and isinstance(job.layer, ConvShape) and part.op == "conv2d"
     if conv or isinstance(job, cpu_flow.WindowJob) and job.job.layer.depthwise:
         return _window_runner(step, q, part.inputs, kernel, tensors, want.dtype)
+    if isinstance(job, cpu_flow.CpuJob) and part.op == "gemm" and step.layers[0].name in q.weights:
+        return _gemm_runner(step, q, part.inputs, kernel, tensors, want)
     if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
         return _elementwise_runner(step, part, kernel, target, tensors, want.dtype)
     if step.op == "GlobalAveragePool" and part.label == "scaled_mean":
@@ -230,6 +234,32 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
             cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), group)
         call()
         tensors.blocked[step.output] = output
+    return run, ""
+
+
+def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared, tensors: Tensors,
+                 want: np.ndarray) -> tuple[Runner | None, str]:
+    """A Gemm or MatMul by constant weights whose requantization is fused: its weights, bias and scales
+    packed once, its input moved and packed on each inference, its output in the graph's layout (a GEMM's
+    rows are the graph's)."""
+    job: cpu_flow.CpuJob = _job(kernel)
+    name = step.inputs[0]
+    data, weight, *per_channel = arrays
+    x = tensors.read(name)
+    _, offset = data_offset(q, name, True)
+    if not per_channel or x.size != data.size or not np.array_equal(
+            moved_data(x, offset, data.dtype).reshape(data.shape), data):
+        return None, "its data is not its input moved to uint8 by the offset"
+    pk, options, layer = job.packing, job.options, job.layer
+    weights = cpu_layers.pack_weights(layer, weight, pk, options)
+    channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
+    call, result, rows = kernel.compiled[1], _output_of(kernel), data.shape
+
+    def run(tensors: Tensors) -> None:
+        moved = moved_data(tensors.read(name), offset, data.dtype).reshape(rows)
+        call(cpu_layers.pack_data(layer, moved, pk, options), weights, *channels, result)
+        out = cpu_layers.unpack(layer, result, options)
+        tensors.plain[step.output] = out.reshape(want.shape).astype(want.dtype)
     return run, ""
 
 
