@@ -10,6 +10,8 @@ from typing import Any
 
 from compiler.analysis.working_set import NotAnalysable
 from compiler.backend.llvm import host_cpu
+from compiler.backend.llvm_probe import chains_to_peak
+from compiler.errors import CodegenError
 from compiler.ops import cpu
 from compiler.ops.nn import GemmShape
 from compiler.target import Target
@@ -21,7 +23,8 @@ MEASURED_FALLBACK = 4
 
 
 def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
-                 options: CpuOptions = DEFAULT_OPTIONS, registers: int = 32) -> list[cpu.CpuTuning]:
+                 options: CpuOptions = DEFAULT_OPTIONS, registers: int = 32, chains: int = 8
+                 ) -> list[cpu.CpuTuning]:
     """Candidate breaking points (UNIT Sec. IV.B), the likeliest first.
 
     The unrolled tile (oc blocks x columns, one accumulator register each) holds at most 24 instructions, so
@@ -42,7 +45,11 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
     parallel loop, so that loop partitioning can split the tail off. Outputs narrower than 4 columns (a GEMV,
     a 1x1 feature map) get tiles of their own width. ``lanes``: the instruction's output lanes (16 for
     vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has); ``registers``: the CPU's vector
-    registers. AVX2's 16 hold tiles of at most 8 instructions (depthwise 4), and there a GEMM prefers the
+    registers; ``chains``: the independent instructions the CPU needs in flight to reach its peak
+    (``compiler.backend.llvm_probe.chains_to_peak``), which a convolution's tile covers where more than 8:
+    on AMD EPYC znver5, which issues two vpdpbusd a cycle (12 chains), the 2 x 4 tile ran ResNet-18's C2-C6
+    at 80-85% of the peak, 2 x 7 at 94-98%. AVX2's 16 hold tiles of at most 8 instructions (depthwise 4),
+    and there a GEMM prefers the
     squarest: measured on AMD EPYC znver3, 1 thread, a 128 x 768 x 768 fp32 GEMM ran at 56-81 GFLOPS with 2
     blocks x 4 rows, 53-75 with 4 x 2, 36.4 with 1 x 8 (9 loads for 8 FMAs) and 32.0 with 3 x 4 (its
     accumulators spill); the int8 one on vpmaddwd at 125.5 GOPS with 2 x 4 and 33.7 with 1 x 12.
@@ -68,7 +75,9 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
     elif gemm or depthwise:
         tiles.sort(key=lambda t: (tail(t), -min(t[0] * t[1], 16), -t[1]))
     else:
-        tiles.sort(key=lambda t: (tail(t), t[0] * t[1] < 8, abs(t[0] * t[1] - 8), abs(t[0] - 2), -t[1]))
+        least = max(8, chains)
+        tiles.sort(key=lambda t: (tail(t), t[0] * t[1] < least, abs(t[0] * t[1] - least), abs(t[0] - 2),
+                                  -t[1]))
     space = []
     for oc, x in tiles:
         extents = list(outer)
@@ -91,8 +100,9 @@ def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTunin
     ``tuning_space``, timed, and why."""
     if tuning is not None:
         return [tuning], {"by": "given"}
-    lanes = cpu.packing(isa, options.dtype, target.spec, options.instruction).lanes
-    space = tuning_space(layer, lanes, threads, options, host_cpu()["vector_registers"])
+    pk = cpu.packing(isa, options.dtype, target.spec, options.instruction)
+    registers = host_cpu()["vector_registers"]
+    space = tuning_space(layer, pk.lanes, threads, options, registers, _chains(pk, target))
     if tune > 0:
         return space[:tune], {"by": "measured", "candidates": len(space[:tune])}
     try:
@@ -102,3 +112,14 @@ def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTunin
                                            "why": f"PolyDL cannot rank this layer's variants: {exc}"}
     return [choice.tuning], {"by": "polydl", "variants": len(choice.ranked),
                              "analysis_s": round(choice.seconds, 4), "cost": choice.ranked[0].cost}
+
+
+def _chains(pk: cpu.Packing, target: Target) -> int:
+    """The instructions of ``pk`` this CPU needs in flight to reach its peak (``chains_to_peak``); 8 for an
+    untensorized schedule or an instruction the probe cannot build."""
+    if pk.instruction is None:
+        return 8
+    try:
+        return chains_to_peak(target.spec, pk.instruction)
+    except CodegenError:
+        return 8

@@ -89,6 +89,19 @@ def test_outputs_narrower_than_four_columns_compile_and_run(layer: Layer) -> Non
     assert r.validated and r.max_abs_err == 0
 
 
+def test_a_convs_tile_covers_the_instructions_the_cpu_needs_in_flight() -> None:
+    """With up to 8 chains in flight (one vpdpbusd a cycle) ResNet-18's C2 keeps the 2 x 4 tile; where the
+    CPU needs 12 (Zen 5 issues two a cycle), 2 x 7. The probe counts them on this CPU, from the spec's
+    instruction alone."""
+    from compiler.backend.llvm_probe import CHAINS, chains_to_peak
+
+    c2 = ConvShape(56, 56, 64, 64, 3, 1, 1)
+    assert (tuning_space(c2)[0].unroll_oc, tuning_space(c2)[0].unroll_x) == (2, 4)
+    first = tuning_space(c2, chains=12)[0]
+    assert (first.unroll_oc, first.unroll_x) == (2, 7)
+    assert chains_to_peak(load_target("cpu").spec, "vpdpbusd_512") in CHAINS
+
+
 def test_the_wide_layers_keep_their_tunings() -> None:
     # UNIT Table I #1 (35x35 input, 3x3 stride 2: 17 columns) has no dividing tile of 4+ columns; it must not
     # fall back to 1-column tiles
