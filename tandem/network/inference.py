@@ -320,21 +320,31 @@ def _elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Targ
         kernel = prepare(kernel.op, target, every, inputs=[s.array.reshape(blocks * lanes, *sizes)
                                                            for s in sources])
     func, call = kernel.compiled
-    if any(s.array.dtype != p.dtype.numpy or s.array.size != math.prod(p.shape)
-           for s, p in zip(sources, func.params, strict=False)):
-        return None, "its kernel reads another type than the kernels before it wrote"
-    shapes = [p.shape for p in func.params]
+    params = func.params[:len(sources)]
+    if any(s.array.size != math.prod(p.shape) for s, p in zip(sources, params, strict=True)):
+        return None, "its kernel's operands are not the size of its inputs' blocks"
+    shapes = [p.shape for p in params]
     result = _output_of(kernel)
     output = Blocked(result.reshape(first.array.shape), first.channels, dtype)
     bound = [s.array for s in sources]   # each the array its kernel writes on every inference
-    call_bound = call.bind(*(a.reshape(s) for a, s in zip(bound, shapes, strict=False)), result)
+    # an input in another type than the kernel reads (a power-of-two conv's int8 output, the add's int32)
+    # is widened into an array of the kernel's type on each inference
+    widened = [None if s.array.dtype == p.dtype.numpy else np.empty(p.shape, p.dtype.numpy)
+               for s, p in zip(sources, params, strict=True)]
+    operands = [a.reshape(shape) if into is None else into
+                for into, a, shape in zip(widened, bound, shapes, strict=True)]
+    call_bound = call.bind(*operands, result)
 
     def run(tensors: Tensors) -> None:
         ins = [tensors.blocked[name].array for name in names]
         if all(a is b for a, b in zip(ins, bound, strict=True)):
+            for into, a, shape in zip(widened, ins, shapes, strict=True):
+                if into is not None:
+                    np.copyto(into, a.reshape(shape))
             call_bound()
         else:
-            call(*(a.reshape(s) for a, s in zip(ins, shapes, strict=False)), result)
+            call(*(a.reshape(shape).astype(p.dtype.numpy, copy=False)
+                   for a, shape, p in zip(ins, shapes, params, strict=True)), result)
         tensors.blocked[step.output] = output
     return run, ""
 
