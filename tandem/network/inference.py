@@ -127,8 +127,9 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
         placed = _placed_runner(step, q, target, prepared)
         placement = placed(tensors)
         if placement is None:
-            runners.append(placed)
-            general.append("it runs on the host")
+            view = _view_runner(step, tensors)
+            runners.append(view or placed)
+            general.append("it runs on the host" + (": a view of its input" if view else ""))
             continue
         want = tensors.plain.pop(step.output)
         runner, why = _own_runner(step, q, target, placement, prepared, tensors, want)
@@ -168,6 +169,27 @@ def _placed_runner(step: Step, q: QuantizedGraph, target: Target, prepared: Sequ
             outs.append(part.unpack(kernel.output(arrays)))
         values[step.output] = placement.join(outs)
         return placement
+    return run
+
+
+#: the host's layers that may only reshape their input (``_view_runner``)
+RESHAPES = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
+
+
+def _view_runner(step: Step, tensors: Tensors) -> Runner | None:
+    """A host step that only reshapes its one input (its output, just computed by the integer graph, equals
+    the input's values in another shape): a view of the input on each inference; None for another step."""
+    layer = step.layers[0]
+    if len(step.layers) != 1 or layer.op not in RESHAPES or len(layer.outputs) != 1:
+        return None
+    name, out = layer.inputs[0], tensors.plain[step.output]
+    x = tensors.read(name)
+    if x.dtype != out.dtype or x.size != out.size or not np.array_equal(x.reshape(out.shape), out):
+        return None
+    shape = out.shape
+
+    def run(tensors: Tensors) -> None:
+        tensors.plain[step.output] = tensors.read(name).reshape(shape)
     return run
 
 
