@@ -106,6 +106,22 @@ def rounded_mean_reference(x: np.ndarray) -> np.ndarray:
     return np.clip(reference.rounded_mean(sums, n), -128, 127).astype(np.int8)
 
 
+def rounded_mean_blocked(B: int, H: int, W: int, L: int):
+    """``rounded_mean`` of a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels):
+    each channel's rounded mean as [B, L], which is the channels' order (channel ``b * L + l``)."""
+    x = te.placeholder((B, H, W, L), "int32", name="x")
+    ry, rx = te.reduce_axis(H, name="ry"), te.reduce_axis(W, name="rx")
+    total = te.compute((B, L), lambda b, lane: te.sum(x[b, ry, rx, lane], axis=[ry, rx]), name="total")
+    n = H * W
+    return [x], te.compute((B, L), lambda b, lane: ir.cast(ir.FloorDiv(
+        total[b, lane] + te.const(n // 2, "int32"), te.const(n, "int32")), "int8"), name="out")
+
+
+def rounded_mean_blocked_reference(x: np.ndarray) -> np.ndarray:
+    sums = x.astype(np.int64).sum(axis=(1, 2))
+    return np.clip(reference.rounded_mean(sums, x.shape[1] * x.shape[2]), -128, 127).astype(np.int8)
+
+
 def relu(C: int, H: int, W: int):
     x = te.placeholder((C, H, W), "int32", name="x")
     return [x], te.compute((C, H, W), lambda c, y, w: ir.Max(x[c, y, w], te.const(0, "int32")), name="out")

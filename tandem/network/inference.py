@@ -21,7 +21,8 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
 - a Gemm or MatMul by constant weights (``_gemm_runner``): its weights, bias and scales packed once, its
   output in the graph's layout (a GEMM's rows are the graph's);
 - a max pool of a blocked input (``_max_pool_runner``): ``compiler.ops.network.max_pool_blocked``, which
-  pads by clamping its taps, no padded copy.
+  pads by clamping its taps, no padded copy; a global average pool of one (``_mean_runner``):
+  ``scaled_mean_blocked`` or ``rounded_mean_blocked``.
 
 Every other step reads its inputs in the graph's layout (a blocked tensor is unpacked once, when first read
 so). Each runner is checked when it is prepared: on the checked run's input, its output equals the step's
@@ -48,7 +49,7 @@ from compiler.ops.nn import ConvShape
 from compiler.target import Target
 from tandem.flows import cpu as cpu_flow
 from tandem.flows import cpu_layers
-from tandem.flows.flow import Routed
+from tandem.flows.flow import Routed, RunError
 from tandem.flows.run import Prepared, prepare
 from tandem.network.place import data_offset, moved_data, place
 from tandem.network.quantized import QuantizedGraph
@@ -132,7 +133,10 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
             general.append("it runs on the host" + (": a view of its input" if view else ""))
             continue
         want = tensors.plain.pop(step.output)
-        runner, why = _own_runner(step, q, target, placement, prepared, tensors, want)
+        try:
+            runner, why = _own_runner(step, q, target, placement, prepared, tensors, want)
+        except RunError as exc:   # a kernel of its own it could not compile: placed as before
+            runner, why = None, f"its own runner's kernel was refused: {exc}"
         if runner is not None:
             runner(tensors)
             got = tensors.read(step.output)
@@ -209,7 +213,7 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
         return _gemm_runner(step, q, part.inputs, kernel, tensors, want)
     if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
         return _elementwise_runner(step, part, kernel, target, tensors, want.dtype)
-    if step.op == "GlobalAveragePool" and part.label == "scaled_mean":
+    if step.op == "GlobalAveragePool" and part.label in ("scaled_mean", "rounded_mean"):
         return _mean_runner(step, part, job.threads, target, tensors, want)
     if step.op == "MaxPool" and isinstance(job, cpu_flow.CpuUserJob):
         return _max_pool_runner(step, part.params, job.threads, target, tensors, want.dtype)
@@ -373,29 +377,35 @@ def _elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Targ
 
 def _mean_runner(step: Step, part: Placed, threads: int, target: Target, tensors: Tensors, want: np.ndarray
                  ) -> tuple[Runner | None, str]:
-    """A quantized model's global average pool of a blocked input: ``scaled_mean_blocked`` (compiled here)
-    on it as it is, each block's lanes its channels in order; its small output in the graph's layout."""
+    """A global average pool of a blocked input: ``scaled_mean_blocked`` (a quantized model's, by its scale)
+    or ``rounded_mean_blocked`` (a power-of-two graph's), compiled here, on it as it is, each block's lanes
+    its channels in order; its small output in the graph's layout."""
     name = step.inputs[0]
     source = tensors.blocked.get(name)
     if source is None:
         return None, "its input is not a kernel's blocked output"
     _, blocks, h, w, lanes = source.array.shape
-    scale = np.zeros(blocks * lanes, np.float32)
-    scale[:source.channels] = part.inputs[1]
-    params = {k: part.params[k] for k in ("Z", "ZP", "LO", "HI")}
-    mean = prepare(network.user_op("scaled_mean_blocked"), target,
-                   {"B": blocks, "H": h, "W": w, "L": lanes, **params, "threads": threads},
-                   inputs=[source.array[0], scale.reshape(blocks, lanes)])
+    widened = None if source.array.dtype == np.int32 else np.empty(source.array.shape[1:], np.int32)
+    operands = [source.array[0] if widened is None else widened]
+    params: dict = {"B": blocks, "H": h, "W": w, "L": lanes, "threads": threads}
+    if part.label == "scaled_mean":
+        scale = np.zeros(blocks * lanes, np.float32)
+        scale[:source.channels] = part.inputs[1]
+        operands.append(scale.reshape(blocks, lanes))
+        params.update({k: part.params[k] for k in ("Z", "ZP", "LO", "HI")})
+    mean = prepare(network.user_op(f"{part.label}_blocked"), target, params, inputs=operands)
     result = _output_of(mean)
-    call = mean.compiled[1].bind(source.array[0], scale.reshape(blocks, lanes), result)
+    call = mean.compiled[1].bind(*operands, result)
     read, shape, dtype = source.array, want.shape, want.dtype
 
     def run(tensors: Tensors) -> None:
         now = tensors.blocked[name].array
+        if widened is not None:   # an int8 input (a power-of-two add's) widened to the kernel's int32
+            np.copyto(widened, now[0])
         if now is read:
             call()
         else:
-            mean.compiled[1](now[0], scale.reshape(blocks, lanes), result)
+            mean.compiled[1](now[0].astype(np.int32, copy=False), *operands[1:], result)
         tensors.plain[step.output] = result.reshape(-1)[:source.channels].reshape(shape).astype(dtype)
     return run, ""
 

@@ -162,3 +162,14 @@ def test_a_blocked_scaled_mean_is_each_channels_mean_in_channel_order():
     plain = x.transpose(0, 3, 1, 2).reshape(48, 7, 5)   # channel b * 16 + l
     want = network.scaled_mean_reference(plain, scale.reshape(48), Z=35 * 5, ZP=7)
     assert r.validated and np.array_equal(r.output.reshape(48), want)
+
+
+def test_a_blocked_rounded_mean_is_each_channels_mean_in_channel_order():
+    """rounded_mean_blocked on [B, H, W, L]: channel b * L + l's sum over H x W, divided with rounding."""
+    import numpy as np
+
+    x = np.random.default_rng(7).integers(-128, 128, (2, 7, 7, 16)).astype(np.int32)
+    r = run(network.user_op("rounded_mean_blocked"), load_target("cpu"),
+            {"B": 2, "H": 7, "W": 7, "L": 16, "threads": 1, "min_time": 0.001}, inputs=[x])
+    want = network.rounded_mean_reference(x.transpose(0, 3, 1, 2).reshape(32, 7, 7))
+    assert r.validated and np.array_equal(r.output.reshape(32), want)
