@@ -100,7 +100,9 @@ Runner = Callable[[Tensors], None]
 @dataclass(frozen=True)
 class PreparedInference:
     """A network's inference with a runner per step (see the module docstring); ``general`` says, for each
-    step that is placed on every inference, why it is (None: it has a runner of its own)."""
+    step that is placed on every inference, why it is (None: it has a runner of its own). The runners write
+    into arrays they keep, so one inference runs at a time (not from two threads at once); what a call
+    returns is its own."""
 
     q: QuantizedGraph
     runners: tuple[Runner, ...]
