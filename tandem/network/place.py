@@ -547,7 +547,8 @@ def _nonnegative(q: PowerOfTwoGraph, name: str) -> bool:
 
 
 def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pad: int, unsigned: bool,
-                  pad_in_kernel: bool = False) -> tuple[np.ndarray, np.ndarray, int, int]:
+                  pad_in_kernel: bool = False, move: tuple[int, int] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Data for a target's 8-bit multiplier, uint8 (the CPU's vpdpbusd: u8 x s8) or int8 (DianNao's,
     VITA's), with what comes off each output channel's bias. The data moves by an offset to the target's
     type (+128 for int8 on the CPU, -128 for uint8 on DianNao); where the tensor's real zero (its zero point:
@@ -556,7 +557,7 @@ def _data_operand(q: QuantizedGraph, name: str, x: np.ndarray, w: np.ndarray, pa
     (the CPU's conv2d: its ``pad_value``), else padded on the host first. int8 data that is >= 0 by
     construction (after a ReLU) goes to the CPU as it is. Returns the data, the bias correction, the
     padding the kernel still applies and the value its border holds."""
-    zero, offset = data_offset(q, name, unsigned)
+    zero, offset = move or data_offset(q, name, unsigned)   # (``move``: data_offset's, found already)
     dtype = np.uint8 if unsigned else np.int8
     if zero + offset == 0:
         return moved_data(x, offset, dtype), np.zeros(w.shape[0], np.int64), pad, 0
@@ -673,7 +674,9 @@ def _gemm_then_requantize(step: Step, q: QuantizedGraph, values: dict[str, np.nd
     m, n = operands[0][0].shape[0], operands[0][1].shape[0]
     g = len(operands)
     unsigned = target.kind == "cpu"
-    moved = [_data_operand(q, step.layers[0].inputs[0], d, wt, 0, unsigned)[:3] for d, wt in operands]
+    name = step.layers[0].inputs[0]
+    move = data_offset(q, name, unsigned)   # once for the step's GEMMs (one per head of each image)
+    moved = [_data_operand(q, name, d, wt, 0, unsigned, move=move)[:3] for d, wt in operands]
     operands = [(u[0], wt) for u, (_, wt) in zip(moved, operands, strict=True)]
     per_gemm = np.stack([u[1] for u in moved], axis=1)   # [N, G]
     # [N, G * M, 1], for a requantize pass after the sums (the CPU's GEMMs fuse it, with per_part's)
