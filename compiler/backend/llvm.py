@@ -29,14 +29,16 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
 import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir as ll
+from threadpoolctl import threadpool_limits
 
 from compiler.backend.llvm_emit import ErrorTable, FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
@@ -310,6 +312,17 @@ class CpuKernel:
             for code in codes:
                 if code:
                     raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
+
+
+@contextmanager
+def quiet_blas() -> Iterator[None]:
+    """numpy's BLAS (OpenBLAS) held to one thread while compiled kernels are run and timed between numpy
+    work (a network's steps, each checked against numpy): OpenBLAS's worker threads spin for a while after
+    each call, and on a 2-core machine a spinning one holds the core a kernel's second thread needs
+    (measured on this project's 2-core guests: 2-thread kernels of a few microseconds timed at exactly 8.0
+    ms per call after the numpy references of the steps before them)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 MAX_CALLS = 2**40   # the most calls one timing sample may take (a 64-bit count, far from overflowing)

@@ -202,7 +202,19 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
     """Run the int8 network ``q`` on ``target`` (the module's steps) for ``inputs`` (float arrays by graph
     input name; default: standard-normal ones from ``seed``); ``options`` are ``run`` parameters every
     kernel takes (the CPU's ``threads``, ``min_time``). ``progress(done, total, step)`` is called before each
-    step."""
+    step. On a target that runs for real, numpy's BLAS keeps to one thread meanwhile
+    (``compiler.backend.llvm.quiet_blas``: its spinning threads would slow the kernels' timings)."""
+    if not runs_for_real(target):
+        return _run_network(q, target, inputs, seed, options, resimulate, progress)
+    from compiler.backend.llvm import quiet_blas
+
+    with quiet_blas():
+        return _run_network(q, target, inputs, seed, options, resimulate, progress)
+
+
+def _run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarray] | None, seed: int,
+                 options: Mapping[str, Any] | None, resimulate: bool,
+                 progress: Callable[[int, int, str], None] | None) -> NetworkReport:
     start = time.perf_counter()
     if inputs is None:
         inputs = random_inputs(q.graph, np.random.default_rng(seed))

@@ -372,3 +372,19 @@ def test_vpdpbusd_with_broadcast_and_gathered_operands_matches_the_spec() -> Non
     want = [acc[16 * k + i] + sum(int(data_v[4 * k + j]) * int(wgt_v[4 * k + 8 * i + j]) for j in range(4))
             for k in range(2) for i in range(16)]
     assert got.tolist() == want
+
+
+def test_quiet_blas_holds_numpys_blas_to_one_thread_and_restores_it() -> None:
+    """While a network's CPU kernels run (tandem/network/run.py), OpenBLAS keeps to one thread: its idle
+    workers spin, and on two cores one held the core a kernel's second thread needed (8 ms per call)."""
+    from threadpoolctl import threadpool_info
+
+    from compiler.backend.llvm import quiet_blas
+
+    def blas_threads() -> list[int]:
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    with quiet_blas():
+        assert all(n == 1 for n in blas_threads())
+    assert blas_threads() == before
