@@ -299,6 +299,18 @@ def _output_of(kernel: Prepared) -> np.ndarray:
     return np.empty(out.shape, out.dtype.numpy)
 
 
+def _operand(source: np.ndarray, shape: tuple[int, ...], dtype: np.dtype
+             ) -> tuple[np.ndarray, Callable[[], None]]:
+    """``source`` (the array a kernel before this one writes on every inference: its runner keeps it) as an
+    operand of ``shape`` and ``dtype``: a view of it, or, in another integer type (a power-of-two conv's
+    int32 beside an add's int8), an array of the kernel's type and the copy that refreshes it before each
+    call."""
+    if source.dtype == dtype:
+        return source.reshape(shape), lambda: None
+    into = np.empty(shape, dtype)
+    return into, lambda: np.copyto(into, source.reshape(shape))
+
+
 def _max_pool_runner(step: Step, params: dict, threads: int, target: Target, tensors: Tensors,
                      dtype: np.dtype) -> tuple[Runner | None, str]:
     """A max pool of a kernel's blocked output: ``max_pool_blocked`` (compiled here) on it as it is, no padded
@@ -309,19 +321,17 @@ def _max_pool_runner(step: Step, params: dict, threads: int, target: Target, ten
         return None, "its input is not a kernel's blocked output"
     _, blocks, h, w, lanes = source.array.shape
     pad = (params["H"] - h) // 2   # the placement's input is padded on every side
+    operand, refresh = _operand(source.array, source.array.shape[1:], np.dtype(np.int32))
     pool = prepare(network.user_op("max_pool_blocked"), target,
                    {"B": blocks, "H": h, "W": w, "L": lanes, "K": params["K"], "S": params["S"], "P": pad,
-                    "threads": threads}, inputs=[source.array[0]])
-    result, read = _output_of(pool), source.array
-    call = pool.compiled[1].bind(read[0], result)
+                    "threads": threads}, inputs=[operand])
+    result = _output_of(pool)
+    call = pool.compiled[1].bind(operand, result)
     output = Blocked(result[None], source.channels, dtype)
 
     def run(tensors: Tensors) -> None:
-        now = tensors.blocked[name].array
-        if now is read:
-            call()
-        else:
-            pool.compiled[1](now[0], result)
+        refresh()
+        call()
         tensors.blocked[step.output] = output
     return run, ""
 
@@ -351,28 +361,16 @@ def _elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Targ
     params = func.params[:len(sources)]
     if any(s.array.size != math.prod(p.shape) for s, p in zip(sources, params, strict=True)):
         return None, "its kernel's operands are not the size of its inputs' blocks"
-    shapes = [p.shape for p in params]
     result = _output_of(kernel)
     output = Blocked(result.reshape(first.array.shape), first.channels, dtype)
-    bound = [s.array for s in sources]   # each the array its kernel writes on every inference
-    # an input in another type than the kernel reads (a power-of-two conv's int8 output, the add's int32)
-    # is widened into an array of the kernel's type on each inference
-    widened = [None if s.array.dtype == p.dtype.numpy else np.empty(p.shape, p.dtype.numpy)
-               for s, p in zip(sources, params, strict=True)]
-    operands = [a.reshape(shape) if into is None else into
-                for into, a, shape in zip(widened, bound, shapes, strict=True)]
+    operands, refreshes = zip(*(_operand(s.array, p.shape, p.dtype.numpy)
+                                for s, p in zip(sources, params, strict=True)), strict=True)
     call_bound = call.bind(*operands, result)
 
     def run(tensors: Tensors) -> None:
-        ins = [tensors.blocked[name].array for name in names]
-        if all(a is b for a, b in zip(ins, bound, strict=True)):
-            for into, a, shape in zip(widened, ins, shapes, strict=True):
-                if into is not None:
-                    np.copyto(into, a.reshape(shape))
-            call_bound()
-        else:
-            call(*(a.reshape(shape).astype(p.dtype.numpy, copy=False)
-                   for a, shape, p in zip(ins, shapes, params, strict=True)), result)
+        for refresh in refreshes:
+            refresh()
+        call_bound()
         tensors.blocked[step.output] = output
     return run, ""
 
@@ -387,8 +385,8 @@ def _mean_runner(step: Step, part: Placed, threads: int, target: Target, tensors
     if source is None:
         return None, "its input is not a kernel's blocked output"
     _, blocks, h, w, lanes = source.array.shape
-    widened = None if source.array.dtype == np.int32 else np.empty(source.array.shape[1:], np.int32)
-    operands = [source.array[0] if widened is None else widened]
+    operand, refresh = _operand(source.array, source.array.shape[1:], np.dtype(np.int32))
+    operands = [operand]
     params: dict = {"B": blocks, "H": h, "W": w, "L": lanes, "threads": threads}
     if part.label == "scaled_mean":
         scale = np.zeros(blocks * lanes, np.float32)
@@ -398,16 +396,11 @@ def _mean_runner(step: Step, part: Placed, threads: int, target: Target, tensors
     mean = prepare(network.user_op(f"{part.label}_blocked"), target, params, inputs=operands)
     result = _output_of(mean)
     call = mean.compiled[1].bind(*operands, result)
-    read, shape, dtype = source.array, want.shape, want.dtype
+    shape, dtype = want.shape, want.dtype
 
     def run(tensors: Tensors) -> None:
-        now = tensors.blocked[name].array
-        if widened is not None:   # an int8 input (a power-of-two add's) widened to the kernel's int32
-            np.copyto(widened, now[0])
-        if now is read:
-            call()
-        else:
-            mean.compiled[1](now[0].astype(np.int32, copy=False), *operands[1:], result)
+        refresh()
+        call()
         tensors.plain[step.output] = result.reshape(-1)[:source.channels].reshape(shape).astype(dtype)
     return run, ""
 

@@ -94,12 +94,15 @@ def test_a_convs_tile_covers_the_instructions_the_cpu_needs_in_flight() -> None:
     CPU needs 12 (Zen 5 issues two a cycle), 2 x 7. The probe counts them on this CPU, from the spec's
     instruction alone."""
     from compiler.backend.llvm_probe import CHAINS, chains_to_peak
+    from compiler.errors import CodegenError
 
     c2 = ConvShape(56, 56, 64, 64, 3, 1, 1)
     assert (tuning_space(c2)[0].unroll_oc, tuning_space(c2)[0].unroll_x) == (2, 4)
     first = tuning_space(c2, chains=12)[0]
     assert (first.unroll_oc, first.unroll_x) == (2, 7)
     assert chains_to_peak(load_target("cpu").spec, "vpdpbusd_512") in CHAINS
+    with pytest.raises(CodegenError, match="vita.LOAD_INP: no intrinsic this CPU runs to measure"):
+        chains_to_peak(load_target("vita").spec, "LOAD_INP")   # a spec instruction with no LLVM intrinsic
 
 
 def test_the_wide_layers_keep_their_tunings() -> None:
