@@ -28,10 +28,10 @@ Peers (``PEERS``; ``ALL_PEERS`` adds ``TVM_VNNI_PEER`` and the timing-only ``QLI
   which is what the UNIT paper compares against. On a zen4 host it is an order of magnitude faster than
   ``ConvInteger``, which onnxruntime runs as a generic im2col + integer GEMM.
 - ``tvm-vnni`` (``TVM_VNNI_PEER``, in ``ALL_PEERS`` only, exact): TVM's VNNI path, where it works here (see
-  below). The conv on Tandem's packed layouts (``compiler.ops.cpu.pack_conv``: data [1, C/4, H+2p, W+2p, 4]
-  u8 zero-padded, kernel [K/16, C/4, R, S, 16, 4] s8, output [1, K/16, OH, OW, 16] s32) and the GEMM
-  (A [M, K/4, 4], B [N/16, K/4, 16, 4], output [M, N/16, 16]) are TE computes whose innermost
-  output-channel (16) and reduction (4) axes are the intrinsic's block, so no split is needed; the
+  below). The conv on Tandem's packed layouts (``compiler.ops.cpu.pack_conv`` in blocks of 4 channels: data
+  [1, C/4, H+2p, W+2p, 4] u8 zero-padded, kernel [K/16, C/4, R, S, 16, 4] s8, output [1, K/16, OH, OW, 16]
+  s32) and the GEMM (A [M, K/4, 4], B [N/16, K/4, 16, 4], output [M, N/16, 16]) are TE computes whose
+  innermost output-channel (16) and reduction (4) axes are the intrinsic's block, so no split is needed; the
   ``tvm.s_tir.Schedule`` tiles the output row (or GEMM rows) by up to 8 and unrolls it, accumulates in a
   cache-write buffer (scope ``global``: the intrinsic's desc buffers are global and tensorize rejects a
   ``local`` one), parallelizes the fused outer loops, then tensorizes the 16 x 4 loops. Packing is

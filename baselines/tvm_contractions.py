@@ -40,7 +40,8 @@ def prepare_contraction_tvm(op: Any, data: np.ndarray, weight: np.ndarray, threa
         run = _tvm_depthwise(window, layout_data[:, :, 0], layout_weight[:, 0, 0], threads)
         return lambda: op.layout_out(run())
     intrinsic = vnni._ready_intrinsic()
-    packed = [cpu_ops.pack_window(layout_data[:, g], layout_weight[g]) for g in range(groups)]
+    packed = [cpu_ops.pack_window(layout_data[:, g], layout_weight[g], blocked=cpu_ops.U8.group)
+              for g in range(groups)]
     sch = _vnni_window_schedule(window, packed[0][0].shape, packed[0][1].shape, intrinsic)
     call = vnni._compiled(sch, threads)
     tvm = import_tvm()

@@ -132,7 +132,7 @@ def _tvm_vnni_probe() -> None:
     say("version", tvm.__version__, ffi)
     spec, gemm = ConvSpec(c=16, h=8, w=8, k=16, r=3), GemmSpec(m=8, n=16, k=16)
     data, kernel = conv_inputs(spec)
-    packed = cpu_ops.pack_conv(data, kernel, spec.shape)
+    packed = cpu_ops.pack_conv(data, kernel, spec.shape, blocked=cpu_ops.U8.group)
     try:
         for intrinsic in (VNNI_INTRIN, VNNI_INTRIN_I8):
             if intrinsic == VNNI_INTRIN_I8:
@@ -305,7 +305,7 @@ class TvmVnniPeer(TvmPeer):
     def _conv(self, spec: ConvSpec, data: np.ndarray, kernel: np.ndarray, threads: int) -> Runner:
         intrinsic = self._ready_intrinsic()
         layer = spec.shape
-        packed_data, packed_kernel = cpu_ops.pack_conv(data, kernel, layer)
+        packed_data, packed_kernel = cpu_ops.pack_conv(data, kernel, layer, blocked=cpu_ops.U8.group)
         sch = _vnni_conv_schedule(spec, packed_data.shape, packed_kernel.shape, intrinsic)
         shape = (1, packed_kernel.shape[0], spec.oh, spec.ow, 16)
         run = self._runner(sch, [packed_data, packed_kernel], shape, threads)

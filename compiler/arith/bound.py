@@ -13,8 +13,10 @@ FloorDiv/FloorMod by a divisor that may be 0 gives the unbounded interval.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
+from compiler.arith.float_bounds import float_bounds
 from compiler.arith.interval import Interval
 from compiler.arith.linear import LinearForm, is_index, linearize
 from compiler.ir import (
@@ -122,10 +124,19 @@ def _cast_bound(e: Cast, ranges: Ranges) -> Interval:
     if not (target.is_int or target.is_bool):
         return _EVERYTHING
     src_dt = e.value.dtype
-    src = bound_expr(e.value, ranges) if src_dt.is_int or src_dt.is_bool else _EVERYTHING
+    src = bound_expr(e.value, ranges) if src_dt.is_int or src_dt.is_bool else _float_source(e.value)
     exact = Interval(int(target.min_value), int(target.max_value))
     if target.is_bool:
         return Interval(0, 1) if not src.is_const else Interval.point(int(src.lo != 0))
     if src.within(exact):  # the value fits: the cast changes nothing
         return src
     return dtype_range(target)
+
+
+def _float_source(value: Expr) -> Interval:
+    """A float converted to an integer (truncated toward zero): within the truncations of its bounds
+    (``float_bounds``: unless it is nan, which a conversion does not give a value for)."""
+    bounds = float_bounds(value) if value.dtype.is_float else None
+    if bounds is None or not all(math.isfinite(b) for b in bounds):
+        return _EVERYTHING
+    return Interval(math.trunc(bounds[0]), math.trunc(bounds[1]))

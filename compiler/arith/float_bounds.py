@@ -4,7 +4,9 @@ check for (compiler/backend/llvm_emit.py's ``expr_Cast``).
 A requantizing epilogue clamps its float value by constants before it converts it, ``min(max(x, lo), hi)``,
 and adds and takes off a rounding constant: whatever ``x`` is (but nan), the value lies in [lo, hi] widened
 by the roundings. ``float_bounds`` follows constants, integers converted to float, sums, differences and
-minima and maxima; anything else is unbounded (None).
+minima and maxima; anything else is unbounded (None). The round-to-nearest idiom ``(x + R) - R`` (R = 1.5 *
+2**23, ``compiler.ops.network._rounded``) of an ``x`` within 2**22 is an integer, exact: bounded by the
+integers around ``x``'s bounds (what lets a requantized value be proved to fit 8 bits).
 
 Non-Goals: nan (a clamp by constants keeps a nan operand, numpy's rule: the caller checks it), products and
 quotients, tight bounds.
@@ -19,6 +21,9 @@ from compiler.ir import nodes as n
 #: a float32 operation's result is within this relative distance of the exact one (round to nearest: half
 #: an ulp), plus the smallest subnormal absolutely
 _ROUNDING, _TINY = 2.0 ** -24, 2.0 ** -149
+#: 1.5 * 2**23: ``(x + R) - R`` rounds a float32 ``x`` with ``|x| <= 2**22`` to the nearest integer, exactly
+#: (``x + R`` lies in [2**23, 2**24), where float32's spacing is 1; the difference is exact, Sterbenz's lemma)
+_ROUNDER, _ROUNDS = 12582912.0, 2.0 ** 22
 
 
 def float_bounds(e: n.Expr) -> tuple[float, float] | None:
@@ -40,6 +45,9 @@ def float_bounds(e: n.Expr) -> tuple[float, float] | None:
             downs = [x[0] for x in (a, c) if x]
             return max(downs), (max(a[1], c[1]) if a and c else math.inf)
         return None
+    rounded = _rounded(e)
+    if rounded is not None:
+        return rounded
     if isinstance(e, n.Add | n.Sub):
         a, c = float_bounds(e.a), float_bounds(e.b)
         if a is None or c is None:
@@ -48,3 +56,15 @@ def float_bounds(e: n.Expr) -> tuple[float, float] | None:
         slack = max(abs(lo), abs(hi)) * _ROUNDING + _TINY
         return lo - slack, hi + slack
     return None
+
+
+def _rounded(e: n.Expr) -> tuple[float, float] | None:
+    """The bounds of ``(x + R) - R`` (``_ROUNDER``) where ``x``'s lie within 2**22: the integers around them;
+    None for any other expression."""
+    if not (isinstance(e, n.Sub) and isinstance(e.a, n.Add) and e.dtype.bits == 32 and
+            all(isinstance(c, n.FloatImm) and c.value == _ROUNDER for c in (e.b, e.a.b))):
+        return None
+    inner = float_bounds(e.a.a)
+    if inner is None or not -_ROUNDS <= inner[0] <= inner[1] <= _ROUNDS:
+        return None
+    return float(math.floor(inner[0])), float(math.ceil(inner[1]))

@@ -7,9 +7,11 @@ reduction lets LLVM fuse each multiply and add into an FMA, PolyDL's fp32 settin
 in the layouts UNIT uses (Sec. VI: data NCHW[x]c, kernel KCRS[y]k[x]c, with x the instruction's reduction
 width and y its output lanes: 4 and 16 for vpdpbusd, 4 and 4 for sdot's 128-bit form, 2 and 16 for
 vpdpwssd; ``Packing``):
-- ``conv2d``: data ``[1, C/x, H + 2p, W + 2p, x]`` (already padded, as UNIT's graph-level padding leaves
-  it; Table I's input sizes include the padding), kernel ``[K/y, C/x, R, S, y, x]``, output
-  ``[1, K/y, OH, OW, y]``; channels are padded with zeros to multiples of x and y by ``pack_conv``;
+- ``conv2d``: data ``[1, C/z, H + 2p, W + 2p, z]`` (already padded, as UNIT's graph-level padding leaves
+  it; Table I's input sizes include the padding; ``z``: ``data_lanes``, y where C holds y channels, else
+  x), kernel ``[K/y, C/x, R, S, y, x]``, output ``[1, K/y, OH, OW, y]``; channels are padded with zeros to
+  multiples of z and y by ``pack_conv``. Data in blocks of y channels is the layout the kernel writes its
+  output in: the next conv reads it as it is;
 - ``gemm``: ``A[M, K]`` x ``B[N, K]``ᵀ with B packed ``[N/y, K/x, y, x]``, output ``[M, N/y, y]``.
 ``pack_*`` / ``unpack_*`` convert from and to NCHW / row-major numpy arrays.
 
@@ -28,7 +30,8 @@ tensorized instruction: the 16 output lanes are a vectorized loop of 32-bit mult
 
 ``fused_epilogue`` ends a lowered operator with a per-channel bias add and an element-wise operator
 (``EPILOGUES``: relu, relu6) or a per-channel requantization to 8 bits (``Requantize``: onnxruntime's, for the
-quantized models users bring), one nest fused into the operator by PolyDL's Algorithm 3.
+quantized models users bring), one nest fused into the operator by PolyDL's Algorithm 3; a requantized output
+is written as 8 bits (``compiler.passes.narrow_output``; ``compiler.ops.network.narrow_type`` says which).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from compiler.ops.contractions import Contraction
 from compiler.ops.nn import ConvShape
 from compiler.passes.fuse_elementwise import fuse_elementwise, fusions
 from compiler.passes.inspector import Mapping, NotApplicable, inspect_op
+from compiler.passes.narrow_output import narrow_output
 from compiler.schedule import Schedule, create_schedule
 from isa import ISA
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -198,6 +202,16 @@ def _blocks(n: int, size: int) -> int:
     return -(-n // size)
 
 
+def data_lanes(channels: int, pk: Packing) -> int:
+    """The channels of a block of a conv's data (``conv``, ``pack_window``): the packing's output lanes y
+    where the data holds as many channels and y is a multiple of its group x (the layout the conv writes its
+    output in, NCHW[y]c, so that the next conv reads it as it is; the kernel reads each group of x at its
+    place in the block), else the group x (a narrow input, the stem's 3 channels, is not spread over y)."""
+    if pk.group > 1 and pk.lanes % pk.group == 0 and channels >= pk.lanes:
+        return pk.lanes
+    return pk.group
+
+
 def conv2d(layer: ConvShape, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *,
            spec: ISA, dtype: str = "uint8", instruction: str | None = None) -> CpuSchedule:
     """The conv2d of ``layer`` on packed, padded data, scheduled by UNIT's rewriter for ``isa``."""
@@ -266,9 +280,9 @@ def window_of(op: Contraction) -> tuple[Window, int]:
 def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None, *, spec: ISA,
          dtype: str = "uint8", instruction: str | None = None) -> CpuSchedule:
     """A convolution of 1 to 3 spatial dimensions on packed, padded data, scheduled by UNIT's rewriter:
-    data ``[N, C/x, *sizes, x]``, kernel ``[K/y, C/x, *[k] * dims, y, x]``, output ``[N, K/y, *out, y]``;
-    output channels on the instruction's lanes, input channels its reduction, the window read in the
-    kernel. A depthwise window goes to ``depthwise``."""
+    data ``[N, C/z, *sizes, z]`` (z: ``data_lanes``), kernel ``[K/y, C/x, *[k] * dims, y, x]``, output
+    ``[N, K/y, *out, y]``; output channels on the instruction's lanes, input channels its reduction, the
+    window read in the kernel. A depthwise window goes to ``depthwise``."""
     why = window.invalid()
     if why:
         raise ScheduleError(f"cpu conv: {why}")
@@ -278,15 +292,17 @@ def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None,
         return conv_pixels(window, isa, tuning, spec=spec, dtype=dtype, instruction=instruction)
     pk = packing(isa, dtype, spec, instruction)
     c4, k16 = _blocks(window.ic, pk.group), _blocks(window.oc, pk.lanes)
-    dims = len(window.sizes)
-    data = te.placeholder((window.n, c4, *window.sizes, pk.group), pk.data, name="data")
+    dims, lanes = len(window.sizes), data_lanes(window.ic, pk)
+    per = lanes // pk.group   # groups of x per block of the data
+    data = te.placeholder((window.n, _blocks(window.ic, lanes), *window.sizes, lanes), pk.data, name="data")
     kernel = te.placeholder((k16, c4, *[window.k] * dims, pk.lanes, pk.group), pk.weight, name="kernel")
     co, ci = te.reduce_axis(c4, "co"), te.reduce_axis(pk.group, "ci")
     taps = _taps(window)
 
     def product(n, ko, *rest):
         xs, ki = rest[:-1], rest[-1]
-        a = ir.cast(data[(n, co, *_window_index(window, xs, taps), ci)], pk.acc)
+        block, at = (co, ci) if per == 1 else (co // per, co % per * pk.group + ci)
+        a = ir.cast(data[(n, block, *_window_index(window, xs, taps), at)], pk.acc)
         return te.sum(a * ir.cast(kernel[(ko, co, *taps, ki, ci)], pk.acc), axis=[co, *taps, ci])
 
     names = ["n", "ko", *("z", "y", "x")[3 - dims:], "ki"]
@@ -528,7 +544,7 @@ class ShiftClip:
     """An epilogue that requantizes each int32 sum (plus its bias, which holds the rounding constant) to 8
     bits by a power of two, as a power-of-two int8 network does (VTA's rule, tandem/network/quantize.py):
     an arithmetic right shift by ``shift``, then a clip to [``lo``, ``hi``] (int8's range, or a fused ReLU's
-    part of it). The 8-bit value is kept in the int32 output."""
+    part of it), written as 8 bits (``network.narrow_type``)."""
 
     shift: int = 8
     lo: int = -128
@@ -585,38 +601,43 @@ def fused_epilogue(func: ir.PrimFunc, epilogue: str | None, bias_axes: tuple[int
         what = " and ".join(x for x in ("bias" if bias_axes is not None else "", epilogue or "",
                                         "requantize" if requantize else "") if x)
         raise ScheduleError(f"the {what} epilogue cannot be fused into {func.name}: {fusions(both)[-1].why}")
+    if requantize is not None:   # 8-bit values written as 8 bits
+        return narrow_output(fused, network.narrow_type(requantize.lo, requantize.hi))
     return fused
 
 
 # -------------------------------------------------------------------------------------------- numpy side
 
 
-def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, pk: Packing = U8, fill: int = 0
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """NCHW data and OIHW kernel -> NCHW[x]c data padded by the layer's ``p`` with ``fill`` (a quantized
-    input's zero point: the value that stands for 0.0) and KCRS[y]k[x]c kernel (zeros fill the channels)."""
-    return pack_window(data, kernel, pk, layer.p, fill)
+def pack_conv(data: np.ndarray, kernel: np.ndarray, layer: ConvShape, pk: Packing = U8, fill: int = 0,
+              blocked: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """NCHW data and OIHW kernel -> NCHW[z]c data padded by the layer's ``p`` with ``fill`` (a quantized
+    input's zero point: the value that stands for 0.0) and KCRS[y]k[x]c kernel (zeros fill the channels);
+    ``blocked``: z (None: ``data_lanes``, ``conv``'s)."""
+    return pack_window(data, kernel, pk, layer.p, fill, blocked)
 
 
-def pack_window(data: np.ndarray, kernel: np.ndarray, pk: Packing = U8, pad: int = 0, fill: int = 0
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """``[N, C, *sizes]`` data and ``[O, C, *k]`` kernels -> ``conv``'s ``[N, C/x, *sizes + 2 pad, x]`` (the
-    data written once into its blocks, bordered by ``pad`` elements of ``fill`` on every spatial side) and
-    ``[O/y, C/x, *k, y, x]`` (zeros fill the channels)."""
+def pack_window(data: np.ndarray, kernel: np.ndarray, pk: Packing = U8, pad: int = 0, fill: int = 0,
+                blocked: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``[N, C, *sizes]`` data and ``[O, C, *k]`` kernels -> ``conv``'s ``[N, C/z, *sizes + 2 pad, z]`` (the
+    data written once into its blocks of z = ``blocked`` channels, ``data_lanes`` by default, bordered by
+    ``pad`` elements of ``fill`` on every spatial side) and ``[O/y, C/x, *k, y, x]`` (zeros fill the
+    channels)."""
     group, lanes = pk.group, pk.lanes
     (n, c, *sizes), (o, _, *taps) = data.shape, kernel.shape
     c4, k16, dims = _blocks(c, group), _blocks(o, lanes), len(sizes)
+    block = blocked or data_lanes(c, pk)
     padded = [size + 2 * pad for size in sizes]
-    packed_data = np.empty((n, c4, *padded, group), pk.data)
+    packed_data = np.empty((n, _blocks(c, block), *padded, block), pk.data)
     for axis in range(2, 2 + dims) if pad else ():   # the border, alone: every element is written once
         edge = [slice(None)] * packed_data.ndim
         for side in (slice(0, pad), slice(-pad, None)):
             edge[axis] = side
             packed_data[tuple(edge)] = fill
     inside = packed_data[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in sizes)]
-    if c % group:   # the last block's channels past C hold the fill: they meet the kernel's zero channels
+    if c % block:   # the last block's channels past C hold the fill: they meet the kernel's zero channels
         inside[:, -1] = fill
-    to_blocks(inside, data, group)
+    to_blocks(inside, data, block)
     w = np.zeros((k16 * lanes, c4 * group, *taps), pk.weight)
     w[:o, :c] = kernel
     packed = w.reshape(k16, lanes, c4, group, *taps).transpose(0, 2, *range(4, 4 + dims), 1, 3)
@@ -701,14 +722,28 @@ def reblock(src: np.ndarray, dst: np.ndarray, offset: int = 0) -> None:
             blocks * group > src.shape[1] * lanes:
         raise ValueError(f"reblock: {list(src.shape)} does not regroup into {list(dst.shape)} (the group "
                          f"must divide the lanes, the sizes agree and the source hold every block)")
-    narrowed = (src.astype(np.int32, copy=False) + offset if offset else src).astype(dst.dtype)
-    if lanes == group:   # the same blocks: a copy
-        dst[...] = narrowed[:, :blocks]
+    if lanes == group:   # the same blocks: one pass
+        moved(src[:, :blocks], offset, dst)
         return
+    same = offset == 0 and src.dtype == dst.dtype
+    narrowed = src if same else moved(src, offset, np.empty(src.shape, dst.dtype))
     units, into = narrowed.view(unit), dst.view(unit)[..., 0]   # [N, B, *sizes, L / G] and [N, D, *sizes]
     per = lanes // group
     for i in range(per):
         into[:, i::per] = units[:, : len(range(i, blocks, per)), ..., i]
+
+
+def moved(src: np.ndarray, offset: int, out: np.ndarray) -> np.ndarray:
+    """``src + offset`` written into ``out`` (of ``out``'s type, which holds every sum) and returned: 8-bit
+    into 8-bit in one pass modulo 256 (the same bits as the sum's: an int8 moved to uint8 by 128 is its bits
+    with the top one flipped)."""
+    if src.dtype.itemsize == out.dtype.itemsize == 1:
+        np.add(src.view(out.dtype), np.array(offset % 256, np.uint8).view(out.dtype), out=out)
+    elif offset == 0:
+        np.copyto(out, src, casting="unsafe")
+    else:
+        np.copyto(out, src.astype(np.int32) + offset, casting="unsafe")
+    return out
 
 
 def pack_gemm(a: np.ndarray, b: np.ndarray, pk: Packing = U8) -> tuple[np.ndarray, np.ndarray]:

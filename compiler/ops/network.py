@@ -33,6 +33,24 @@ OPERATORS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "
 EPS = 1e-5   # layer_norm's epsilon (ONNX's and PyTorch's default)
 
 
+#: the integer types a network operator's typed inputs may hold (``T``, ``TA``, ``TB``, ``TO`` parameters): a
+#: kernel's int32 output, or an 8-bit one (a requantizing CPU kernel's, ``narrow_type``)
+INT_TYPES = ("int32", "uint8", "int8")
+
+
+def _int_type(name: str, key: str, value: str) -> str:
+    if value not in INT_TYPES:
+        raise ScheduleError(f"{name}: {key} = {value!r} is not an integer type of {', '.join(INT_TYPES)}")
+    return value
+
+
+def _wide(x: te.Tensor):
+    """``x``'s elements as int32 (``x`` itself where it is)."""
+    if x.dtype.name == "int32":
+        return lambda *i: x[i]
+    return lambda *i: ir.cast(x[i], "int32")
+
+
 def user_op(name: str) -> str:
     """``FILE.py:NAME`` of operator ``name``: how a target's flow runs it, as it runs a user's operator."""
     return f"{__file__}:{name}"
@@ -50,20 +68,23 @@ def residual_add_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _moved(x: te.Tensor, by: int):
     """``reference.rounding_shift`` as an expression: add half, shift right (a multiply to move left)."""
+    wide = _wide(x)
     if by > 0:
-        return lambda *i: ir.FloorDiv(x[i] + te.const(1 << (by - 1), "int32"), te.const(1 << by, "int32"))
+        return lambda *i: ir.FloorDiv(wide(*i) + te.const(1 << (by - 1), "int32"), te.const(1 << by, "int32"))
     if by < 0:
-        return lambda *i: x[i] * te.const(1 << -by, "int32")
-    return lambda *i: x[i]
+        return lambda *i: wide(*i) * te.const(1 << -by, "int32")
+    return wide
 
 
-def quantized_add(C: int, H: int, W: int, SA: int = 0, SB: int = 0, LO: int = -128, HI: int = 127):
+def quantized_add(C: int, H: int, W: int, SA: int = 0, SB: int = 0, LO: int = -128, HI: int = 127,
+                  TA: str = "int32", TB: str = "int32"):
+    """An int8 network's sum of two tensors (of types ``TA`` and ``TB``) at their own exponents, int8."""
     if not -128 <= LO <= HI <= 127:
         raise ScheduleError(f"quantized_add: [LO, HI] = [{LO}, {HI}] must lie in int8's [-128, 127]")
     if not (-24 < SA < 31 and -24 < SB < 31):
         raise ScheduleError(f"quantized_add: the shifts SA = {SA}, SB = {SB} must lie in (-24, 31)")
-    a = te.placeholder((C, H, W), "int32", name="a")
-    b = te.placeholder((C, H, W), "int32", name="b")
+    a = te.placeholder((C, H, W), _int_type("quantized_add", "TA", TA), name="a")
+    b = te.placeholder((C, H, W), _int_type("quantized_add", "TB", TB), name="b")
     ma, mb = _moved(a, SA), _moved(b, SB)
     lo, hi = te.const(LO, "int32"), te.const(HI, "int32")
     return [a, b], te.compute((C, H, W), lambda *i: ir.cast(ir.Min(ir.Max(ma(*i) + mb(*i), lo), hi), "int8"),
@@ -71,7 +92,7 @@ def quantized_add(C: int, H: int, W: int, SA: int = 0, SB: int = 0, LO: int = -1
 
 
 def quantized_add_reference(a: np.ndarray, b: np.ndarray, SA: int = 0, SB: int = 0, LO: int = -128,
-                            HI: int = 127) -> np.ndarray:
+                            HI: int = 127, TA: str = "int32", TB: str = "int32") -> np.ndarray:
     return reference.quantized_add(a, b, SA, SB, LO, HI)
 
 
@@ -106,18 +127,20 @@ def rounded_mean_reference(x: np.ndarray) -> np.ndarray:
     return np.clip(reference.rounded_mean(sums, n), -128, 127).astype(np.int8)
 
 
-def rounded_mean_blocked(B: int, H: int, W: int, L: int):
-    """``rounded_mean`` of a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels):
-    each channel's rounded mean as [B, L], which is the channels' order (channel ``b * L + l``)."""
-    x = te.placeholder((B, H, W, L), "int32", name="x")
+def rounded_mean_blocked(B: int, H: int, W: int, L: int, T: str = "int32"):
+    """``rounded_mean`` of a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels, of
+    type ``T``): each channel's rounded mean as [B, L], which is the channels' order (channel
+    ``b * L + l``)."""
+    x = te.placeholder((B, H, W, L), _int_type("rounded_mean_blocked", "T", T), name="x")
     ry, rx = te.reduce_axis(H, name="ry"), te.reduce_axis(W, name="rx")
-    total = te.compute((B, L), lambda b, lane: te.sum(x[b, ry, rx, lane], axis=[ry, rx]), name="total")
+    wide = _wide(x)
+    total = te.compute((B, L), lambda b, lane: te.sum(wide(b, ry, rx, lane), axis=[ry, rx]), name="total")
     n = H * W
     return [x], te.compute((B, L), lambda b, lane: ir.cast(ir.FloorDiv(
         total[b, lane] + te.const(n // 2, "int32"), te.const(n, "int32")), "int8"), name="out")
 
 
-def rounded_mean_blocked_reference(x: np.ndarray) -> np.ndarray:
+def rounded_mean_blocked_reference(x: np.ndarray, T: str = "int32") -> np.ndarray:
     sums = x.astype(np.int64).sum(axis=(1, 2))
     return np.clip(reference.rounded_mean(sums, x.shape[1] * x.shape[2]), -128, 127).astype(np.int8)
 
@@ -175,8 +198,9 @@ def max_pool_reference(x: np.ndarray, K: int = 2, S: int = 2) -> np.ndarray:
     return reference.pool2d(x, K, S, "max")
 
 
-def max_pool_blocked(B: int, H: int, W: int, L: int, K: int = 2, S: int = 2, P: int = 0):
-    """``max_pool`` on a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels), padded
+def max_pool_blocked(B: int, H: int, W: int, L: int, K: int = 2, S: int = 2, P: int = 0, T: str = "int32"):
+    """``max_pool`` on a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels, of type
+    ``T``, the output's too), padded
     by ``P`` on every side without a padded copy: a tap past the border reads the nearest row or column
     inside, which is in the same window (``P < K``), so the maximum is that of the window's taps inside,
     as ONNX's padding (which no value can win) has it."""
@@ -184,7 +208,7 @@ def max_pool_blocked(B: int, H: int, W: int, L: int, K: int = 2, S: int = 2, P: 
         raise ScheduleError(f"max_pool_blocked: the padding P = {P} must be >= 0 and below the window "
                             f"K = {K}")
     oh, ow = _windows("max_pool_blocked", B, H + 2 * P, W + 2 * P, K, S)
-    x = te.placeholder((B, H, W, L), "int32", name="x")
+    x = te.placeholder((B, H, W, L), _int_type("max_pool_blocked", "T", T), name="x")
     ry, rx = te.reduce_axis(K, "ry"), te.reduce_axis(K, "rx")
 
     def inside(at: ir.Expr, extent: int) -> ir.Expr:
@@ -193,12 +217,13 @@ def max_pool_blocked(B: int, H: int, W: int, L: int, K: int = 2, S: int = 2, P: 
         x[b, inside(y * S + ry - P, H), inside(w * S + rx - P, W), lane], axis=[ry, rx]), name="out")
 
 
-def max_pool_blocked_reference(x: np.ndarray, K: int = 2, S: int = 2, P: int = 0) -> np.ndarray:
+def max_pool_blocked_reference(x: np.ndarray, K: int = 2, S: int = 2, P: int = 0, T: str = "int32"
+                               ) -> np.ndarray:
     b, h, w, lanes = x.shape
-    planes = x.transpose(0, 3, 1, 2).reshape(b * lanes, h, w)
+    planes = x.astype(np.int32).transpose(0, 3, 1, 2).reshape(b * lanes, h, w)
     padded = np.pad(planes, ((0, 0), (P, P), (P, P)), constant_values=np.iinfo(np.int32).min)
     out = reference.pool2d(padded, K, S, "max")
-    return out.reshape(b, lanes, *out.shape[1:]).transpose(0, 2, 3, 1).astype(np.int32)
+    return out.reshape(b, lanes, *out.shape[1:]).transpose(0, 2, 3, 1).astype(T)
 
 
 def avg_pool(C: int, H: int, W: int, K: int = 2, S: int = 2):
@@ -304,6 +329,16 @@ def requantized(total, scale, ZP: int, LO: int, HI: int):
     return _rounded_to_int(ir.cast(total, "float32") * scale, LO - ZP, HI - ZP) + te.const(ZP, "int32")
 
 
+def narrow_type(LO: int, HI: int) -> str:
+    """The 8-bit type that holds [LO, HI] (a part of uint8's or int8's range, ``check_bounds``): int8 where it
+    holds them, else uint8. A requantized output is written so (``compiler.passes.narrow_output``)."""
+    if -128 <= LO <= HI <= 127:
+        return "int8"
+    if 0 <= LO <= HI <= 255:
+        return "uint8"
+    raise ScheduleError(f"[LO, HI] = [{LO}, {HI}] fits neither int8 nor uint8")
+
+
 def check_bounds(name: str, ZP: int | None, LO: int, HI: int) -> None:
     """[LO, HI] inside uint8's or int8's range, and the zero point ZP (if any) inside it."""
     if not -128 <= LO <= HI <= 255 or (ZP is not None and not LO <= ZP <= HI):
@@ -342,28 +377,35 @@ def dyadic(x: float) -> tuple[int, int]:
 
 
 def qlinear_add(C: int, H: int, W: int, MA: int = 1, EA: int = 0, MB: int = 1, EB: int = 0, MF: int = 0,
-                EF: int = 0, LO: int = 0, HI: int = 255):
-    """Two 8-bit tensors (in int32) added as onnxruntime's QLinearAdd on x86-64:
+                EF: int = 0, LO: int = 0, HI: int = 255, TA: str = "int32", TB: str = "int32",
+                TO: str = "int32"):
+    """Two 8-bit tensors (held in types ``TA`` and ``TB``; the output in ``TO``) added as onnxruntime's
+    QLinearAdd on x86-64:
     ``fma(a, ka, fma(b, kb, kf))`` in float32 with the constants ``k = M * 2**E``
     (``reference.qlinear_add_constants``, each ``dyadic``: exact in float32), each fused multiply-add
     rounded once (``te.fma``: LLVM's ``llvm.fma``, an FMA instruction where the CPU has one), then
     rounded half to even and saturated to [LO, HI]."""
     check_bounds("qlinear_add", None, LO, HI)   # (the fixed part holds the output's zero point)
-    a = te.placeholder((C, H, W), "int32", name="a")
-    b = te.placeholder((C, H, W), "int32", name="b")
+    limits = np.iinfo(_int_type("qlinear_add", "TO", TO))
+    if not limits.min <= LO <= HI <= limits.max:
+        raise ScheduleError(f"qlinear_add: TO = {TO} does not hold [LO, HI] = [{LO}, {HI}]")
+    a = te.placeholder((C, H, W), _int_type("qlinear_add", "TA", TA), name="a")
+    b = te.placeholder((C, H, W), _int_type("qlinear_add", "TB", TB), name="b")
     ka, kb, kf = (te.const(float(np.float32(m * 2.0**e)), "float32")
                   for m, e in ((MA, EA), (MB, EB), (MF, EF)))
 
     def value(*i):
         inner = te.fma(ir.cast(b[i], "float32"), kb, kf)
-        return _rounded_to_int(te.fma(ir.cast(a[i], "float32"), ka, inner), LO, HI)
+        total = _rounded_to_int(te.fma(ir.cast(a[i], "float32"), ka, inner), LO, HI)
+        return total if TO == "int32" else ir.cast(total, TO)
     return [a, b], te.compute((C, H, W), value, name="out")
 
 
 def qlinear_add_reference(a: np.ndarray, b: np.ndarray, MA: int = 1, EA: int = 0, MB: int = 1, EB: int = 0,
-                          MF: int = 0, EF: int = 0, LO: int = 0, HI: int = 255) -> np.ndarray:
+                          MF: int = 0, EF: int = 0, LO: int = 0, HI: int = 255, TA: str = "int32",
+                          TB: str = "int32", TO: str = "int32") -> np.ndarray:
     k = [np.float32(m * 2.0**e) for m, e in ((MA, EA), (MB, EB), (MF, EF))]
-    return reference.qlinear_add(a, b, *k, LO, HI).astype(np.int32)
+    return reference.qlinear_add(a, b, *k, LO, HI).astype(TO)
 
 
 def scaled_mean(C: int, H: int, W: int, Z: int = 0, ZP: int = 0, LO: int = 0, HI: int = 255):
@@ -378,20 +420,23 @@ def scaled_mean(C: int, H: int, W: int, Z: int = 0, ZP: int = 0, LO: int = 0, HI
                                                               ZP, LO, HI), name="out")
 
 
-def scaled_mean_blocked(B: int, H: int, W: int, L: int, Z: int = 0, ZP: int = 0, LO: int = 0, HI: int = 255):
-    """``scaled_mean`` of a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels):
-    each channel's mean as [B, L], which is the channels' order (channel ``b * L + l``); its scale [B, L]."""
+def scaled_mean_blocked(B: int, H: int, W: int, L: int, Z: int = 0, ZP: int = 0, LO: int = 0, HI: int = 255,
+                        T: str = "int32"):
+    """``scaled_mean`` of a CPU kernel's blocked output ``[B, H, W, L]`` (``B`` blocks of ``L`` channels, of
+    type ``T``): each channel's mean as [B, L], which is the channels' order (channel ``b * L + l``); its
+    scale [B, L]."""
     check_bounds("scaled_mean_blocked", ZP, LO, HI)
-    x = te.placeholder((B, H, W, L), "int32", name="x")
+    x = te.placeholder((B, H, W, L), _int_type("scaled_mean_blocked", "T", T), name="x")
     scale = te.placeholder((B, L), "float32", name="scale")
     ry, rx = te.reduce_axis(H, name="ry"), te.reduce_axis(W, name="rx")
-    total = te.compute((B, L), lambda b, lane: te.sum(x[b, ry, rx, lane], axis=[ry, rx]), name="total")
+    wide = _wide(x)
+    total = te.compute((B, L), lambda b, lane: te.sum(wide(b, ry, rx, lane), axis=[ry, rx]), name="total")
     return [x, scale], te.compute((B, L), lambda b, lane: requantized(
         total[b, lane] - te.const(Z, "int32"), scale[b, lane], ZP, LO, HI), name="out")
 
 
 def scaled_mean_blocked_reference(x: np.ndarray, scale: np.ndarray, Z: int = 0, ZP: int = 0, LO: int = 0,
-                                  HI: int = 255) -> np.ndarray:
+                                  HI: int = 255, T: str = "int32") -> np.ndarray:
     sums = x.astype(np.int64).sum(axis=(1, 2)) - Z
     return reference.requantize_scaled(sums, scale, ZP, LO, HI).astype(np.int32)
 

@@ -161,6 +161,7 @@ def _try(producer: ir.Stmt, between: list[ir.Stmt], consumer: ir.Stmt) -> tuple[
     # the producer's last store to the buffer writes each element last: in the last iteration of the loops
     # around it that its indices do not use (the reduction's), or once (a copy out of an accumulator)
     store, unused = writes[-1]
+    unused = [lp for lp in unused if not _once(lp)]   # a loop of one iteration is at its last
     statement = substitute(ew_store, dict(zip(ew_store.indices, store.indices, strict=True)))
     if unused:
         cond = ir.GE(unused[0].var, _last(unused[0]))
@@ -168,6 +169,10 @@ def _try(producer: ir.Stmt, between: list[ir.Stmt], consumer: ir.Stmt) -> tuple[
             cond = ir.And(cond, ir.GE(lp.var, _last(lp)))
         statement = ir.IfThenElse(cond, statement)
     return _after(producer, store, statement), "fused"
+
+
+def _once(loop: ir.For) -> bool:
+    return isinstance(loop.extent, ir.IntImm) and loop.extent.value == 1
 
 
 def _last(loop: ir.For) -> ir.Expr:

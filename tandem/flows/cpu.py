@@ -98,8 +98,9 @@ GEMM_KERNELS = ("gemm", "gemm_t")
 OPTIONS = ("isa", "instruction", "threads", "tune", "tuning", "min_time", "dtype", "relu", "epilogue")
 #: the kernels run for real: a network's whole inference is timed end to end (tandem/network/run.py)
 RUNS_FOR_REAL = True
-#: what a checked run's output holds before the kernel writes it (an element left unwritten fails the check)
-POISON = 0x5A5A5A5A
+#: each byte of a checked run's output before the kernel writes it (an element left unwritten fails the check,
+#: but for an 8-bit one that happens to hold 0x5A: ``poisoned``)
+POISON = 0x5A
 #: the requantizing epilogues: their kind and parameters with their defaults (the zero point and uint8's
 #: range; the shift and int8's range)
 REQUANTIZERS = {"requantize": (cpu.Requantize, {"ZP": 0, "LO": 0, "HI": 255}),
@@ -254,8 +255,7 @@ class CpuLayerFlow(TargetFlow):
         seconds = self._seconds(job, compiled, _packed(job, inputs), job.min_time)
         # an output poisoned first: an element the kernel leaves unwritten fails the check (``output``, run
         # for an inference, leaves it uninitialized)
-        output = self._call(job, compiled, inputs, np.full(func.params[-1].shape, POISON,
-                                                           func.params[-1].dtype.numpy))
+        output = self._call(job, compiled, inputs, poisoned(func.params[-1]))
         cycles = round(seconds * tsc_hz())   # the time-stamp counter's ticks in the median call
         gops = 2 * job.layer.macs / seconds / 1e9
         name, peak = peak_of(job, target)
@@ -316,6 +316,13 @@ class CpuLayerFlow(TargetFlow):
 
     def tuned_entry(self, candidate: cpu.CpuTuning, cost: float) -> dict[str, Any]:
         return {"tuning": str(candidate), "seconds": cost}
+
+
+def poisoned(out: ir.Buffer) -> np.ndarray:
+    """An array for output ``out`` whose every byte is ``POISON``."""
+    array = np.empty(out.shape, out.dtype.numpy)
+    array.view(np.uint8)[...] = POISON
+    return array
 
 
 def _packed(job: CpuJob, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:

@@ -130,6 +130,11 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
         placed = _placed_runner(step, q, target, prepared)
         placement = placed(tensors)
         if placement is None:
+            table = _table_runner(step, q, tensors)
+            if table is not None and _agrees(table, step, tensors):
+                runners.append(table)
+                general.append(None)
+                continue
             view = _view_runner(step, tensors)
             runners.append(view or placed)
             general.append("it runs on the host" + (": a view of its input" if view else ""))
@@ -175,6 +180,45 @@ def _placed_runner(step: Step, q: QuantizedGraph, target: Target, prepared: Sequ
             outs.append(part.unpack(kernel.output(arrays)))
         values[step.output] = placement.join(outs)
         return placement
+    return run
+
+
+def _agrees(runner: Runner, step: Step, tensors: Tensors) -> bool:
+    """Whether ``runner`` writes the step's output that ``tensors`` holds (in the graph's layout), bit for
+    bit; the output it wrote is left in place of that one where it does."""
+    want = tensors.plain.pop(step.output)
+    runner(tensors)
+    got = tensors.read(step.output)
+    if got.dtype == want.dtype and np.array_equal(got, want):
+        return True
+    tensors.blocked.pop(step.output, None)
+    tensors.plain[step.output] = want
+    return False
+
+
+def _table_runner(step: Step, q: QuantizedGraph, tensors: Tensors) -> Runner | None:
+    """A host layer computed by its table of results (``QuantizedGraph.tables``: an element-wise float layer
+    of one 8-bit input, a row per channel for an unfolded BatchNormalization) on its input blocked as a
+    kernel wrote it: each value looked up at its channel's row, the output blocked alike (no unpacking);
+    None for another step."""
+    layer = step.layers[0]
+    table = getattr(q, "tables", {}).get(layer.name) if len(step.layers) == 1 else None
+    source = tensors.blocked.get(layer.inputs[0]) if table is not None else None
+    if source is None or source.array.ndim != 5:
+        return None
+    _, blocks, *_, lanes = source.array.shape
+    rows = np.zeros((blocks * lanes, table.shape[-1]), table.dtype)   # lanes past the channels: row 0s
+    rows[:source.channels] = table
+    flat = rows.reshape(-1)
+    start = np.arange(blocks * lanes).reshape(1, blocks, 1, 1, lanes) * table.shape[-1] * (table.ndim == 2)
+    first = np.iinfo(source.dtype).min   # the table's first row is the input type's least value
+    index = np.empty(source.array.shape, np.intp)
+    output = Blocked(np.empty(source.array.shape, table.dtype), source.channels, table.dtype)
+
+    def run(tensors: Tensors) -> None:
+        np.add(source.array, start - first, out=index)
+        np.take(flat, index, out=output.array)
+        tensors.blocked[step.output] = output
     return run
 
 
@@ -252,6 +296,15 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
     weights = cpu_layers.pack_weights(layer, weight, pk, options)
     channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
     output = Blocked(_output_of(kernel), layer.oc, dtype)
+    source = tensors.blocked.get(name)
+    if source is not None and source.array.shape == packed.shape and source.array.dtype == packed.dtype \
+            and offset == 0:   # no border, the same blocks: the kernel reads the one before's output
+        call = kernel.compiled[1].bind(source.array, weights, *channels, output.array)
+
+        def read_in_place(tensors: Tensors) -> None:
+            call()
+            tensors.blocked[step.output] = output
+        return read_in_place, ""
     call = kernel.compiled[1].bind(packed, weights, *channels, output.array)
 
     def run(tensors: Tensors) -> None:
@@ -321,16 +374,15 @@ def _max_pool_runner(step: Step, params: dict, threads: int, target: Target, ten
         return None, "its input is not a kernel's blocked output"
     _, blocks, h, w, lanes = source.array.shape
     pad = (params["H"] - h) // 2   # the placement's input is padded on every side
-    operand, refresh = _operand(source.array, source.array.shape[1:], np.dtype(np.int32))
+    operand = source.array.reshape(source.array.shape[1:])
     pool = prepare(network.user_op("max_pool_blocked"), target,
                    {"B": blocks, "H": h, "W": w, "L": lanes, "K": params["K"], "S": params["S"], "P": pad,
-                    "threads": threads}, inputs=[operand])
+                    "T": operand.dtype.name, "threads": threads}, inputs=[operand])
     result = _output_of(pool)
     call = pool.compiled[1].bind(operand, result)
     output = Blocked(result[None], source.channels, dtype)
 
     def run(tensors: Tensors) -> None:
-        refresh()
         call()
         tensors.blocked[step.output] = output
     return run, ""
@@ -353,8 +405,9 @@ def _elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Targ
             for a, n in zip(arrays, names, strict=False)):
         return None, "its kernel reads other arrays than its inputs"
     _, blocks, *sizes, lanes = first.array.shape
-    if blocks * lanes != first.channels:   # the same operator over every lane of the blocks
-        every = {**part.params, "C": blocks * lanes, "threads": _job(kernel).threads}
+    typed = _typed(_job(kernel).user.name, part.params, [s.array.dtype for s in sources])
+    if blocks * lanes != first.channels or typed != part.params:   # over every lane, on the blocks' types
+        every = {**typed, "C": blocks * lanes, "threads": _job(kernel).threads}
         kernel = prepare(kernel.op, target, every, inputs=[s.array.reshape(blocks * lanes, *sizes)
                                                            for s in sources])
     func, call = kernel.compiled
@@ -375,6 +428,23 @@ def _elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Targ
     return run, ""
 
 
+#: the element-wise operators that read (and write) 8-bit arrays: their type parameters, input by input, then
+#: the output's (``compiler.ops.network``)
+TYPED = {"qlinear_add": ("TA", "TB", "TO"), "quantized_add": ("TA", "TB")}
+
+
+def _typed(op: str, params: dict, types: Sequence[np.dtype]) -> dict:
+    """``params`` of element-wise operator ``op`` with its inputs' ``types``, and its output in the 8-bit type
+    that holds its bounds, where it takes them (``TYPED``)."""
+    keys = TYPED.get(op)
+    if keys is None:
+        return params
+    typed = {**params, **{key: t.name for key, t in zip(keys, types, strict=False)}}
+    if len(keys) > len(types):
+        typed[keys[-1]] = network.narrow_type(params["LO"], params["HI"])
+    return typed
+
+
 def _mean_runner(step: Step, part: Placed, threads: int, target: Target, tensors: Tensors, want: np.ndarray
                  ) -> tuple[Runner | None, str]:
     """A global average pool of a blocked input: ``scaled_mean_blocked`` (a quantized model's, by its scale)
@@ -385,9 +455,9 @@ def _mean_runner(step: Step, part: Placed, threads: int, target: Target, tensors
     if source is None:
         return None, "its input is not a kernel's blocked output"
     _, blocks, h, w, lanes = source.array.shape
-    operand, refresh = _operand(source.array, source.array.shape[1:], np.dtype(np.int32))
+    operand = source.array.reshape(source.array.shape[1:])
     operands = [operand]
-    params: dict = {"B": blocks, "H": h, "W": w, "L": lanes, "threads": threads}
+    params: dict = {"B": blocks, "H": h, "W": w, "L": lanes, "T": operand.dtype.name, "threads": threads}
     if part.label == "scaled_mean":
         scale = np.zeros(blocks * lanes, np.float32)
         scale[:source.channels] = part.inputs[1]
@@ -399,7 +469,6 @@ def _mean_runner(step: Step, part: Placed, threads: int, target: Target, tensors
     shape, dtype = want.shape, want.dtype
 
     def run(tensors: Tensors) -> None:
-        refresh()
         call()
         tensors.plain[step.output] = result.reshape(-1)[:source.channels].reshape(shape).astype(dtype)
     return run, ""

@@ -192,22 +192,55 @@ def computed_in_float(layer: Layer, floats: Mapping[str, np.ndarray]) -> tuple[n
 UNARY = frozenset({"Gelu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs",
                    "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu", "HardSigmoid", "HardSwish",
                    "Mish", "Sin", "Cos", "ThresholdedRelu"})
+#: the element-wise float operators of one input and constants that vary along the channels (axis 1) at
+#: most: computed on every value an 8-bit input can hold in every channel, once (a table per channel)
+PER_CHANNEL = frozenset({"BatchNormalization", "Mul", "Add", "Sub", "Div", "PRelu", "Max", "Min"})
 
 
 def lookup_table(layer: Layer, dtype: type, dequantize: Callable[[np.ndarray], np.ndarray],
                  quantize: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
-    """An element-wise float ``layer`` of one 8-bit input (``UNARY``) as the integer graph computes it, for
-    every value of the input's ``dtype`` in order: its float operator on them (``computed_in_float``),
-    ``quantize``d; the layer's output is this table indexed by its input's values less ``dtype``'s minimum
-    (the same result per element, computed on 256 values instead of every element: a transformer's GELU
-    over [128, 3072] took 18 ms in float64). None for another layer."""
-    if layer.op not in UNARY or len(layer.inputs) != 1 or len(layer.outputs) != 1:
+    """An element-wise float ``layer`` of one 8-bit input as the integer graph computes it, for every value
+    of the input's ``dtype`` in order: its float operator on them (``computed_in_float``), ``quantize``d;
+    the layer's output is this table indexed by its input's values less ``dtype``'s minimum (the same result
+    per element, computed on 256 values instead of every element: a transformer's GELU over [128, 3072]
+    took 18 ms in float64). A ``UNARY`` layer's table is [256]; a ``PER_CHANNEL`` one's (an unfolded
+    BatchNormalization of a quantized model) [C, 256], a row per channel. None for another layer."""
+    if len(layer.inputs) != 1 or len(layer.outputs) != 1:
         return None
     info = np.iinfo(dtype)
     every = np.arange(info.min, info.max + 1).astype(dtype)
-    return quantize(computed_in_float(layer, {layer.inputs[0]: dequantize(every)})[0])
+    if layer.op in UNARY and not layer.weights:
+        return quantize(computed_in_float(layer, {layer.inputs[0]: dequantize(every)})[0])
+    channels = _per_channel(layer)
+    if channels is None:
+        return None
+    rank = len(layer.shape)   # each channel's 256 values along axis 2, in the input's rank
+    x = np.broadcast_to(dequantize(every).reshape(1, 1, -1, *[1] * (rank - 3)),
+                        (1, channels, every.size, *[1] * (rank - 3)))
+    return quantize(computed_in_float(layer, {layer.inputs[0]: np.ascontiguousarray(x)})[0]).reshape(
+        channels, every.size)
+
+
+def _per_channel(layer: Layer) -> int | None:
+    """The channels of a ``PER_CHANNEL`` layer whose constants vary along axis 1 at most (a BatchNormalization
+    in inference mode: per channel by definition), its output its input's shape; None for another layer."""
+    shape = layer.shape
+    if layer.op not in PER_CHANNEL or len(shape) < 3 or layer.dtypes[0] != "float32":
+        return None
+    if layer.op == "BatchNormalization":
+        return shape[1] if not layer.attrs.get("training_mode", 0) else None
+    for w in layer.weights.values():
+        dims = (1,) * (len(shape) - np.ndim(w)) + np.shape(w)
+        if len(dims) != len(shape) or any(d != 1 for k, d in enumerate(dims) if k != 1) or \
+                dims[1] not in (1, shape[1]):
+            return None
+    return shape[1]
 
 
 def looked_up(table: np.ndarray, x: np.ndarray, dtype: type) -> np.ndarray:
-    """``table`` (``lookup_table``'s) at the 8-bit values ``x`` of ``dtype``."""
-    return table[np.asarray(x).astype(np.intp) - np.iinfo(dtype).min]
+    """``table`` (``lookup_table``'s) at the 8-bit values ``x`` of ``dtype`` (a table per channel: each
+    value's channel's, axis 1)."""
+    index = np.asarray(x).astype(np.intp) - np.iinfo(dtype).min
+    if table.ndim == 1:
+        return table[index]
+    return table[np.arange(table.shape[0]).reshape(1, -1, *[1] * (index.ndim - 2)), index]

@@ -351,6 +351,45 @@ def test_onnxruntimes_own_quantizer(tmp_path):
     assert report["network"]["validated"]
 
 
+@ORT_EXACT_SUMS
+def test_an_unfolded_batch_normalization_is_a_table_per_channel(tmp_path):
+    """quantize_static without its pre-processing leaves each BatchNormalization in float between a
+    DequantizeLinear and a QuantizeLinear: Tandem computes it by a table of its 256 results per channel,
+    looked up on the conv's blocked output in the timed inference; the outputs equal onnxruntime's."""
+    _ort()
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from tandem.network.load import load_network
+
+    model = models.build("resnet18")
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_value = dims[3].dim_value = 32
+    for output in model.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    (tmp_path / "f.onnx").write_bytes(model.SerializeToString())
+    rng = np.random.default_rng(0)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.left = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}]
+
+        def get_next(self):
+            return self.left.pop() if self.left else None
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+                    quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    q = load_network(tmp_path / "q.onnx").quantized
+    norms = [layer for layer in q.graph.layers if layer.op == "BatchNormalization"]
+    x = tg.random_inputs(q.graph, np.random.default_rng(1))
+    report = run_network(q, load_target("cpu"), x, options={"min_time": 0.01})
+    assert len(norms) == 20 and all(q.tables[n.name].shape == (n.shape[1], 256) for n in norms)
+    assert report.validated and report.inference_validated
+    assert not {n.name for n in norms} & set(report.inference_placed)
+    session = _ort().InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"input": x["input"]})[0]
+    np.testing.assert_array_equal(q.dequantize(q.graph.output, report.output).astype(np.float32), want)
+
+
 def _moves_model():
     """A QDQ model of data movement, every activation at one quantization (zero point 100): Split, Concat,
     Pad (constant 0: the zero point), Slice, Transpose, nearest Resize, Gather, ReduceMax."""
