@@ -1,6 +1,8 @@
 """Quantized (QDQ) networks on this CPU against onnxruntime on the same file (issue 48): the builtin
 resnet18_qdq, resnet50_qdq and mobilenet_v2_qdq (uint8 activations with zero points, int8 weights, float32
-scales, as onnxruntime's quantizer writes them), on 1 and 2 threads.
+scales, as onnxruntime's quantizer writes them), and ``resnet18_quantize_static``: onnxruntime's own
+``quantize_static`` of the float ResNet-18 (per channel, no pre-processing: its 20 BatchNormalizations stay
+in float between a DequantizeLinear and a QuantizeLinear), on 1 and 2 threads.
 
 The benchmarked call is onnxruntime's ``session.run`` (the peer, timed by pytest-benchmark); in the same
 run Tandem compiles and runs every step of the same model on the CPU, each checked bit for bit against its
@@ -26,10 +28,34 @@ from tandem.network.run import run_network
 ort = pytest.importorskip("onnxruntime")
 
 
+def quantize_static(name: str, tmp_path):
+    """onnxruntime's ``quantize_static`` of builtin ``name`` (float, 224 x 224), calibrated on two seeded
+    random inputs: per output channel, uint8 activations, int8 weights, QDQ."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType
+    from onnxruntime.quantization import quantize_static as quantize
+
+    rng = np.random.default_rng(0)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            shape = (1, 3, 224, 224)
+            self.left = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(2)]
+
+        def get_next(self):
+            return self.left.pop() if self.left else None
+    (tmp_path / "f.onnx").write_bytes(models.build(name, 0).SerializeToString())
+    quantize(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(), quant_format=QuantFormat.QDQ,
+             per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    import onnx
+    return onnx.load(str(tmp_path / "q.onnx"))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("model", ["resnet18_qdq", "resnet50_qdq", "mobilenet_v2_qdq"])
-def test_qdq_network_against_onnxruntime(benchmark, model: str, threads: int) -> None:
-    onnx_model = models.build(model, 0)
+@pytest.mark.parametrize("model", ["resnet18_qdq", "resnet50_qdq", "mobilenet_v2_qdq",
+                                   "resnet18_quantize_static"])
+def test_qdq_network_against_onnxruntime(benchmark, model: str, threads: int, tmp_path) -> None:
+    onnx_model = quantize_static("resnet18", tmp_path) if model == "resnet18_quantize_static" else \
+        models.build(model, 0)
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     session = ort.InferenceSession(onnx_model.SerializeToString(), options,

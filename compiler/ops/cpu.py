@@ -204,10 +204,10 @@ def _blocks(n: int, size: int) -> int:
 
 def data_lanes(channels: int, pk: Packing) -> int:
     """The channels of a block of a conv's data (``conv``, ``pack_window``): the packing's output lanes y
-    where the data holds as many channels and y is a multiple of its group x (the layout the conv writes its
-    output in, NCHW[y]c, so that the next conv reads it as it is; the kernel reads each group of x at its
-    place in the block), else the group x (a narrow input, the stem's 3 channels, is not spread over y)."""
-    if pk.group > 1 and pk.lanes % pk.group == 0 and channels >= pk.lanes:
+    where the channels are a multiple of y and y of its group x (the layout the conv writes its output in,
+    NCHW[y]c, so that the next conv reads it as it is; the kernel's reduction runs over the blocks, then
+    the groups of x in a block), else the group x (the stem's 3 channels, MobileNet's 24)."""
+    if pk.group > 1 and pk.lanes % pk.group == 0 and channels % pk.lanes == 0:
         return pk.lanes
     return pk.group
 
@@ -293,17 +293,21 @@ def conv(window: Window, isa: str = "x86-vnni", tuning: CpuTuning | None = None,
     pk = packing(isa, dtype, spec, instruction)
     c4, k16 = _blocks(window.ic, pk.group), _blocks(window.oc, pk.lanes)
     dims, lanes = len(window.sizes), data_lanes(window.ic, pk)
-    per = lanes // pk.group   # groups of x per block of the data
-    data = te.placeholder((window.n, _blocks(window.ic, lanes), *window.sizes, lanes), pk.data, name="data")
+    per = lanes // pk.group   # groups of x per block of the data: the reduction's blocks, then its groups
+    data = te.placeholder((window.n, window.ic // lanes if per > 1 else c4, *window.sizes, lanes), pk.data,
+                          name="data")
     kernel = te.placeholder((k16, c4, *[window.k] * dims, pk.lanes, pk.group), pk.weight, name="kernel")
-    co, ci = te.reduce_axis(c4, "co"), te.reduce_axis(pk.group, "ci")
+    blocks = [te.reduce_axis(window.ic // lanes, "cb"), te.reduce_axis(per, "cg")] if per > 1 else \
+        [te.reduce_axis(c4, "co")]
+    ci = te.reduce_axis(pk.group, "ci")
     taps = _taps(window)
 
     def product(n, ko, *rest):
         xs, ki = rest[:-1], rest[-1]
-        block, at = (co, ci) if per == 1 else (co // per, co % per * pk.group + ci)
+        block, co, at = (blocks[0], blocks[0] * per + blocks[1], blocks[1] * pk.group + ci) if per > 1 else \
+            (blocks[0], blocks[0], ci)
         a = ir.cast(data[(n, block, *_window_index(window, xs, taps), at)], pk.acc)
-        return te.sum(a * ir.cast(kernel[(ko, co, *taps, ki, ci)], pk.acc), axis=[co, *taps, ci])
+        return te.sum(a * ir.cast(kernel[(ko, co, *taps, ki, ci)], pk.acc), axis=[*blocks, *taps, ci])
 
     names = ["n", "ko", *("z", "y", "x")[3 - dims:], "ki"]
     out = te.compute((window.n, k16, *window.out, pk.lanes), product, name="conv", axis_names=names)

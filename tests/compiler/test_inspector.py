@@ -25,14 +25,14 @@ def vnni(op) -> Mapping | NotApplicable:
 
 
 def test_conv2d_maps_lanes_to_output_channels_and_the_group_to_input_channels() -> None:
-    """The data in blocks of 16 channels (``data_lanes``): group ``co`` of 4 at block co // 4, lane
-    co % 4 * 4."""
+    """The data in blocks of 16 channels (``data_lanes``): the reduction over the blocks ``cb``, then the
+    groups ``cg`` of 4 in a block."""
     sched = conv2d(ConvShape(14, 14, 64, 32, 3, 1, 1), spec=X86)
     mapping = sched.mapping
     assert isinstance(mapping, Mapping)
     assert str(mapping) == (
         "x86.vpdpbusd_512: i -> ki (16 of 16), j -> ci (4 of 4); "
-        "a = data[n, co//4, y + r, x + s, co%4*4 + ci], b = kernel[ko, co, r, s, ki, ci], "
+        "a = data[n, cb, y + r, x + s, cg*4 + ci], b = kernel[ko, cb*4 + cg, r, s, ki, ci], "
         "c = conv.local[n, ko, y, x, ki], d = conv.local[n, ko, y, x, ki]"
     )
     assert mapping.lanes == {"a": ("i", "j"), "b": ("i", "j"), "c": ("i",), "d": ("i",)}
