@@ -311,12 +311,19 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return nudged.astype(np.float32)
 
 
-def quantize_linear(x: np.ndarray, scale: np.ndarray | float, zero_point: int, lo: int, hi: int
-                    ) -> np.ndarray:
-    """ONNX QuantizeLinear: ``x / scale`` in float32, rounded half to even, plus the zero point, saturated
-    to [lo, hi] (int64 out)."""
-    q = np.rint(np.asarray(x, np.float32) / np.float32(scale))
-    return np.clip(q.astype(np.int64) + zero_point, lo, hi)
+def quantize_linear(x: np.ndarray, scale: np.ndarray | float, zero_point: int, lo: int, hi: int,
+                    dtype: type = np.int64) -> np.ndarray:
+    """ONNX QuantizeLinear as onnxruntime's x86-64 kernel computes it (MLAS): ``x / scale`` in float32,
+    clamped to [lo, hi] less the zero point (a nan to lo: x86's maxps returns its second operand), rounded
+    half to even, plus the zero point; in ``dtype`` (int64, or the 8-bit type that holds [lo, hi])."""
+    x, scale = np.asarray(x, np.float32), np.asarray(scale, np.float32)
+    q = np.divide(x, scale, out=np.empty(np.broadcast_shapes(x.shape, scale.shape), np.float32))
+    np.clip(q, np.float32(lo - zero_point), np.float32(hi - zero_point), out=q)   # (numpy's fast clamp)
+    nan = np.isnan(q)
+    if nan.any():
+        q[nan] = lo - zero_point
+    np.rint(q, out=q)
+    return np.add(q, np.float32(zero_point), out=q).astype(dtype)
 
 
 def dequantize_linear(q: np.ndarray, scale: np.ndarray | float, zero_point: int) -> np.ndarray:

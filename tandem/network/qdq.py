@@ -84,7 +84,7 @@ class Affine:
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """Real values ``x`` in this quantization (QuantizeLinear)."""
-        return reference.quantize_linear(x, self.scale, self.zero_point, *self.bounds).astype(self.dtype)
+        return reference.quantize_linear(x, self.scale, self.zero_point, *self.bounds, dtype=self.dtype)
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
         """The real values of ``q`` (DequantizeLinear: float32)."""

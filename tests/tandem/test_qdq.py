@@ -351,6 +351,21 @@ def test_onnxruntimes_own_quantizer(tmp_path):
     assert report["network"]["validated"]
 
 
+def test_quantize_linear_saturates_and_sends_nan_to_the_lowest_value_as_onnxruntime_does():
+    """MLAS clamps ``x / scale`` in float before it rounds: an infinity saturates, a nan goes to the lowest
+    value (x86's maxps returns its second operand), a value past int32's saturates too."""
+    x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 2.5, 3.5, -0.5, 300, -300, 1.5e9] * 8, np.float32)
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [x.size])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [x.size])],
+                              [numpy_helper.from_array(f32(1.0), "s"),
+                               numpy_helper.from_array(np.array(10, np.uint8), "z")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    want = _session(model).run(None, {"x": x})[0]
+    got = reference.quantize_linear(x, 1.0, 10, 0, 255, np.uint8)
+    assert got.dtype == np.uint8 and np.array_equal(got, want) and list(got[:5]) == [0, 255, 0, 255, 0]
+
+
 @ORT_EXACT_SUMS
 def test_an_unfolded_batch_normalization_is_a_table_per_channel(tmp_path):
     """quantize_static without its pre-processing leaves each BatchNormalization in float between a
