@@ -6,7 +6,9 @@ and adds and takes off a rounding constant: whatever ``x`` is (but nan), the val
 by the roundings. ``float_bounds`` follows constants, integers converted to float, sums, differences and
 minima and maxima; anything else is unbounded (None). The round-to-nearest idiom ``(x + R) - R`` (R = 1.5 *
 2**23, ``compiler.ops.network._rounded``) of an ``x`` within 2**22 is an integer, exact: bounded by the
-integers around ``x``'s bounds (what lets a requantized value be proved to fit 8 bits).
+integers around ``x``'s bounds (what lets a requantized value be proved to fit 8 bits). ``never_nan``
+says where a value cannot be nan: a clamp written as x86's maxps (``x > c ? x : c``, MLAS's) sends a nan
+to ``c``, and a conversion of its result to an integer then needs no check at all.
 
 Non-Goals: nan (a clamp by constants keeps a nan operand, numpy's rule: the caller checks it), products and
 quotients, tight bounds.
@@ -48,6 +50,11 @@ def float_bounds(e: n.Expr) -> tuple[float, float] | None:
     rounded = _rounded(e)
     if rounded is not None:
         return rounded
+    clamp = _clamp(e)
+    if clamp is not None:   # x > c ? x : c, at least c whatever x is
+        low, x = clamp
+        inner = float_bounds(x)
+        return low, (max(low, inner[1]) if inner else math.inf)
     if isinstance(e, n.Add | n.Sub):
         a, c = float_bounds(e.a), float_bounds(e.b)
         if a is None or c is None:
@@ -68,3 +75,34 @@ def _rounded(e: n.Expr) -> tuple[float, float] | None:
     if inner is None or not -_ROUNDS <= inner[0] <= inner[1] <= _ROUNDS:
         return None
     return float(math.floor(inner[0])), float(math.ceil(inner[1]))
+
+
+def _clamp(e: n.Expr) -> tuple[float, n.Expr] | None:
+    """``(c, x)`` for ``x > c ? x : c`` (``Select``; a constant ``c`` that is not nan): x86's maxps, which
+    gives ``c`` for a nan ``x``; None for another expression."""
+    if not isinstance(e, n.Select) or not isinstance(e.cond, n.GT | n.GE):
+        return None
+    x, c = e.cond.a, e.cond.b
+    constant = isinstance(c, n.FloatImm) and not math.isnan(c.value)
+    if not (constant and e.true_value == x and e.false_value == c):
+        return None
+    return c.value, x
+
+
+def never_nan(e: n.Expr) -> bool:
+    """Whether float expression ``e`` is never nan: a constant that is not, an integer converted, a clamp
+    ``x > c ? x : c`` (``_clamp``), the minimum or maximum of two such, and the sum or difference of two such
+    with finite bounds (``float_bounds``); False where not known."""
+    if isinstance(e, n.FloatImm):
+        return not math.isnan(e.value)
+    if isinstance(e, n.Cast):
+        return e.value.dtype.is_int
+    if _clamp(e) is not None:
+        return True
+    if isinstance(e, n.Min | n.Max):
+        return never_nan(e.a) and never_nan(e.b)
+    if isinstance(e, n.Add | n.Sub):
+        bounds = [float_bounds(x) for x in (e.a, e.b)]
+        return never_nan(e.a) and never_nan(e.b) and all(b is not None and all(map(math.isfinite, b))
+                                                            for b in bounds)
+    return False

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir as ll
 
 from compiler.arith import Interval, bound, linear_form
-from compiler.arith.float_bounds import float_bounds
+from compiler.arith.float_bounds import float_bounds, never_nan
 from compiler.backend.llvm_vectorize import _const_int, vectorizable
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
@@ -725,8 +725,9 @@ class FunctionEmitter:
         lo, hi = float(dst.min_value) - 1.0, float(dst.max_value) + 1.0
         bounds = float_bounds(e.value)
         if bounds is not None and lo < bounds[0] and bounds[1] < hi:   # in range but for nan: that is checked
-            ok = b.fcmp_ordered("ord", v, v)
-            self.fail(self._all_lanes(ok) if _is_vec(ok) else ok, f"cast of nan to {dst} in '{e}'")
+            if not never_nan(e.value):
+                ok = b.fcmp_ordered("ord", v, v)
+                self.fail(self._all_lanes(ok) if _is_vec(ok) else ok, f"cast of nan to {dst} in '{e}'")
             return (b.fptosi if dst.kind == "int" else b.fptoui)(v, target)
         wide = _resize_float(b, v, self._like(v, DOUBLE))
         ok = b.and_(b.fcmp_ordered(">", wide, self._like(wide, DOUBLE, lo)),

@@ -309,9 +309,14 @@ _ROUNDER = 12582912.0   # 1.5 * 2**23: adding and subtracting it rounds a float3
 #                         integer, half to even (IEEE round-to-nearest-even), as onnxruntime's cvtps does
 
 
-def _rounded(v, lo: int, hi: int):
-    """float32 ``v`` clamped to [lo, hi] and rounded half to even (still float32)."""
-    clamped = ir.Min(ir.Max(v, te.const(float(lo), "float32")), te.const(float(hi), "float32"))
+def _rounded(v, lo: int, hi: int, nan_to_lo: bool = True):
+    """float32 ``v`` clamped to [lo, hi] and rounded half to even (still float32), as MLAS clamps: a nan to
+    ``lo`` (x86's maxps returns its second operand; ``reference.saturated``), so that a conversion of the
+    value needs no check (``compiler.arith.float_bounds.never_nan``). ``nan_to_lo`` False: a ``Max`` (a
+    float result on a target with no float comparison, DianNao's scalar unit)."""
+    low = te.const(float(lo), "float32")
+    floor = ir.Select(ir.GT(v, low), v, low) if nan_to_lo else ir.Max(v, low)
+    clamped = ir.Min(floor, te.const(float(hi), "float32"))
     rounder = te.const(_ROUNDER, "float32")
     return (clamped + rounder) - rounder
 
@@ -358,7 +363,7 @@ def requantize_scaled(C: int, H: int, W: int, ZP: int = 0, LO: int = 0, HI: int 
     def value(*i):
         if not F:
             return requantized(acc[i] + bias[i], scale[i], ZP, LO, HI)
-        v = _rounded(ir.cast(acc[i] + bias[i], "float32") * scale[i], LO - ZP, HI - ZP)
+        v = _rounded(ir.cast(acc[i] + bias[i], "float32") * scale[i], LO - ZP, HI - ZP, nan_to_lo=False)
         return v + te.const(float(ZP), "float32")
     return [acc, bias, scale], te.compute((C, H, W), value, name="out")
 

@@ -318,12 +318,19 @@ def quantize_linear(x: np.ndarray, scale: np.ndarray | float, zero_point: int, l
     half to even, plus the zero point; in ``dtype`` (int64, or the 8-bit type that holds [lo, hi])."""
     x, scale = np.asarray(x, np.float32), np.asarray(scale, np.float32)
     q = np.divide(x, scale, out=np.empty(np.broadcast_shapes(x.shape, scale.shape), np.float32))
-    np.clip(q, np.float32(lo - zero_point), np.float32(hi - zero_point), out=q)   # (numpy's fast clamp)
-    nan = np.isnan(q)
+    return saturated(q, zero_point, lo, hi, dtype)
+
+
+def saturated(v: np.ndarray, zero_point: int, lo: int, hi: int, dtype: type = np.int64) -> np.ndarray:
+    """float32 ``v`` (an array it may overwrite) to integers as onnxruntime's x86-64 kernels do (MLAS):
+    clamped to [lo, hi] less the zero point (a nan to lo: x86's maxps returns its second operand), rounded
+    half to even, plus the zero point; in ``dtype``."""
+    np.clip(v, np.float32(lo - zero_point), np.float32(hi - zero_point), out=v)   # (numpy's fast clamp)
+    nan = np.isnan(v)
     if nan.any():
-        q[nan] = lo - zero_point
-    np.rint(q, out=q)
-    return np.add(q, np.float32(zero_point), out=q).astype(dtype)
+        v[nan] = lo - zero_point
+    np.rint(v, out=v)
+    return np.add(v, np.float32(zero_point), out=v).astype(dtype)
 
 
 def dequantize_linear(q: np.ndarray, scale: np.ndarray | float, zero_point: int) -> np.ndarray:
@@ -334,10 +341,11 @@ def dequantize_linear(q: np.ndarray, scale: np.ndarray | float, zero_point: int)
 def requantize_scaled(acc: np.ndarray, scale: np.ndarray | float, zero_point: int, lo: int, hi: int
                       ) -> np.ndarray:
     """int32 sums to an 8-bit tensor by a float32 ``scale`` (per element, broadcast): the sum converted to
-    float32, multiplied, rounded half to even, plus the zero point, saturated to [lo, hi] (int64 out), as
-    onnxruntime requantizes a QLinearConv's or a QGemm's sums (MLAS's requantize-output)."""
-    v = np.asarray(acc, np.int64).astype(np.float32) * np.asarray(scale, np.float32)
-    return np.clip(np.rint(v).astype(np.int64) + zero_point, lo, hi)
+    float32, multiplied, then ``saturated`` (int64 out), as onnxruntime requantizes a QLinearConv's or a
+    QGemm's sums (MLAS's requantize-output)."""
+    with np.errstate(invalid="ignore"):   # 0 times an infinite scale: nan, which saturates to lo
+        v = np.asarray(acc, np.int64).astype(np.float32) * np.asarray(scale, np.float32)
+    return saturated(np.asarray(v, np.float32), zero_point, lo, hi)
 
 
 def qlinear_add(a: np.ndarray, b: np.ndarray, ratio_a: float, ratio_b: float, fixed: float, lo: int,
@@ -348,7 +356,7 @@ def qlinear_add(a: np.ndarray, b: np.ndarray, ratio_a: float, ratio_b: float, fi
     f = np.float32
     inner = fma_f32(np.asarray(b, np.int64).astype(f), f(ratio_b), f(fixed))
     v = fma_f32(np.asarray(a, np.int64).astype(f), f(ratio_a), inner)
-    return np.clip(np.rint(v).astype(np.int64), lo, hi)
+    return saturated(np.array(v, np.float32), 0, lo, hi)
 
 
 def qlinear_add_constants(scale_a: float, zero_a: int, scale_b: float, zero_b: int, scale_c: float,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from compiler.arith.bound import bound_expr
-from compiler.arith.float_bounds import float_bounds
+from compiler.arith.float_bounds import float_bounds, never_nan
 from compiler.errors import ScheduleError
 from compiler.interp import run
 from compiler.ir import dtypes
@@ -91,3 +91,29 @@ def test_narrow_type_picks_the_8_bit_type_that_holds_the_range():
         ["uint8", "int8", "int8", "uint8"]
     with pytest.raises(ScheduleError, match="fits neither"):
         network.narrow_type(-1, 200)
+
+
+def test_a_clamp_written_as_maxps_is_never_nan():
+    x = ir.Var("x", F32)
+    low, high = ir.const(-3.0, F32), ir.const(252.0, F32)
+    clamp = ir.Min(ir.Select(ir.GT(x, low), x, low), high)
+    rounder = ir.const(12582912.0, F32)
+    assert never_nan(clamp) and never_nan((clamp + rounder) - rounder)
+    assert float_bounds(clamp) == (-3.0, 252.0)
+    assert not never_nan(ir.Min(ir.Max(x, low), high))   # numpy's maximum keeps a nan
+    assert not never_nan(x * ir.const(2.0, F32)) and not never_nan(ir.Select(ir.GT(x, low), low, x))
+
+
+def test_a_requantization_sends_nan_to_the_lowest_value_and_infinity_to_the_highest_on_the_cpu():
+    """MLAS's clamp (``reference.saturated``): the compiled kernel needs no nan check and faults on none."""
+    from tandem.flows.run import run
+    from tandem.flows.targets import load_target
+
+    acc = np.array([[[5, 5, -5, 0, 100, -100, 7, 9]]], np.int32).repeat(2, axis=0)
+    scale = np.array([[[np.nan, np.inf, np.inf, np.inf, 0.5, 0.5, 1e30, -1e30]]], np.float32)
+    scale = scale.repeat(2, axis=0)
+    report = run(network.user_op("requantize_scaled"), load_target("cpu"),
+                 {"C": 2, "H": 1, "W": 8, "ZP": 7, "LO": 0, "HI": 255, "min_time": 0.001},
+                 inputs=[acc, np.zeros_like(acc), scale])
+    assert report.validated
+    assert list(report.output[0, 0]) == [0, 255, 0, 0, 57, 0, 255, 0]
