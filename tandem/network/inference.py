@@ -43,9 +43,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.backend.llvm import build
 from compiler.ops import cpu as cpu_ops
 from compiler.ops import network
 from compiler.ops.nn import ConvShape
+from compiler.passes.place_output import place_output
 from compiler.target import Target
 from tandem.flows import cpu as cpu_flow
 from tandem.flows import cpu_layers
@@ -81,6 +83,10 @@ class Tensors:
     def __init__(self, plain: Mapping[str, np.ndarray]) -> None:
         self.plain: dict[str, np.ndarray] = dict(plain)
         self.blocked: dict[str, Blocked] = {}
+        #: while the inference is prepared: how many steps read each tensor, and the kernels' outputs that
+        #: can move into their one reader's padded data (``_window_runner``'s ``Writer``)
+        self.readers: dict[str, int] = {}
+        self.writers: dict[str, Writer] = {}
 
     def read(self, name: str) -> np.ndarray:
         if name not in self.plain:
@@ -95,6 +101,16 @@ class Tensors:
 
 
 Runner = Callable[[Tensors], None]
+
+
+@dataclass
+class Writer:
+    """A conv's runner whose output can move into the padded data of the one step that reads it: ``into``
+    recompiles its kernel to write there (``compiler.passes.place_output``) and returns the output's new
+    place, or None where the buffer does not fit; ``run`` is the runner."""
+
+    run: Runner
+    into: Callable[[np.ndarray], Blocked | None]
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,10 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
     placement runs them; None: the step runs on the host, as the integer graph's layers), each step's runner
     built and checked on one inference of ``inputs``."""
     tensors = Tensors({name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs})
+    for step in plan:
+        for name in set(step.inputs):
+            tensors.readers[name] = tensors.readers.get(name, 0) + 1
+    tensors.readers[q.graph.output] = tensors.readers.get(q.graph.output, 0) + 1   # read at the end
     runners, general = [], []
     for step, prepared in zip(plan, kernels, strict=True):
         placed = _placed_runner(step, q, target, prepared)
@@ -150,6 +170,8 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
             if got.dtype == want.dtype and np.array_equal(got, want):
                 runners.append(runner)
                 general.append(None)
+                if isinstance(getattr(runner, "writer", None), Writer):
+                    tensors.writers[step.output] = runner.writer
                 continue
             tensors.blocked.pop(step.output, None)
             why = "its own runner's output differed from its placement's"
@@ -295,26 +317,43 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
         return None, "its data is not its input moved to uint8 by the offset"
     weights = cpu_layers.pack_weights(layer, weight, pk, options)
     channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
-    output = Blocked(_output_of(kernel), layer.oc, dtype)
     source = tensors.blocked.get(name)
-    if source is not None and source.array.shape == packed.shape and source.array.dtype == packed.dtype \
-            and offset == 0:   # no border, the same blocks: the kernel reads the one before's output
-        call = kernel.compiled[1].bind(source.array, weights, *channels, output.array)
-
-        def read_in_place(tensors: Tensors) -> None:
-            call()
-            tensors.blocked[step.output] = output
-        return read_in_place, ""
-    call = kernel.compiled[1].bind(packed, weights, *channels, output.array)
+    same = source is not None and source.array.dtype == packed.dtype and offset == 0
+    writer = tensors.writers.get(name) if same and tensors.readers.get(name) == 1 else None
+    if same and source.array.shape == packed.shape:   # no border, the same blocks: the output before as is
+        data, reads = source.array, None
+    elif writer is not None and writer.into(packed) is not None:   # the step before writes our data
+        writer.run(tensors)
+        data, reads = packed, None
+    else:
+        data, reads = packed, name
+    held = [Blocked(_output_of(kernel), layer.oc, dtype)]   # the output, and the call that writes it
+    held.append(kernel.compiled[1].bind(data, weights, *channels, held[0].array))
 
     def run(tensors: Tensors) -> None:
-        source = tensors.blocked.get(name)
-        if source is not None and source.array.shape[-1] % group == 0:
-            cpu_ops.reblock(source.array, inside, offset)
-        else:
-            cpu_ops.to_blocks(inside, moved_data(tensors.read(name), offset, packed.dtype), group)
-        call()
-        tensors.blocked[step.output] = output
+        if reads is not None:
+            source = tensors.blocked.get(reads)
+            if source is not None and source.array.shape[-1] % group == 0:
+                cpu_ops.reblock(source.array, inside, offset)
+            else:
+                cpu_ops.to_blocks(inside, moved_data(tensors.read(reads), offset, packed.dtype), group)
+        held[1]()
+        tensors.blocked[step.output] = held[0]
+
+    def into(buffer: np.ndarray) -> Blocked | None:
+        """Recompile the kernel to write its output inside ``buffer`` (the next conv's padded data)."""
+        func, out = kernel.compiled[0], held[0].array
+        border = (buffer.shape[2] - out.shape[2]) // 2
+        fits = buffer.dtype == out.dtype and buffer.shape[:2] == out.shape[:2] and border >= 0 and \
+            buffer.shape[-1] == out.shape[-1] and buffer.shape[3] >= out.shape[3] + 2 * border
+        if not fits:
+            return None
+        placed = place_output(func, buffer.shape, (0, 0, border, border, 0))
+        inner = buffer[:, :, border:border + out.shape[2], border:border + out.shape[3]]
+        held[0] = Blocked(inner, layer.oc, dtype)
+        held[1] = build(placed, threads=kernel.compiled[1].threads).bind(data, weights, *channels, buffer)
+        return held[0]
+    run.writer = Writer(run, into)
     return run, ""
 
 

@@ -117,3 +117,19 @@ def test_a_requantization_sends_nan_to_the_lowest_value_and_infinity_to_the_high
                  inputs=[acc, np.zeros_like(acc), scale])
     assert report.validated
     assert list(report.output[0, 0]) == [0, 255, 0, 0, 57, 0, 255, 0]
+
+
+def test_place_output_writes_the_same_values_inside_a_larger_buffer():
+    from compiler.passes.place_output import place_output
+
+    f = requantizing(ACC[i])
+    placed = place_output(f, (N + 3,), (2,))
+    assert placed.params[-1].shape == (N + 3,) and "out[i + 2] =" in str(placed.body)
+    want = outputs(f)
+    rng = np.random.default_rng(0)
+    args = {"A": rng.integers(-5000, 5000, N).astype(np.int32),
+            "scale": rng.uniform(0.001, 0.2, N).astype(np.float32), "out": np.full(N + 3, -1, np.int32)}
+    run(placed, args)
+    assert np.array_equal(args["out"][2:-1], want) and list(args["out"][[0, 1, -1]]) == [-1, -1, -1]
+    with pytest.raises(ScheduleError, match=r"at \[4\] does not lie inside \[11\]"):
+        place_output(f, (N + 3,), (4,))

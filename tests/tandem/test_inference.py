@@ -109,6 +109,29 @@ def test_depthwise_convs_and_their_requantization_run_on_the_blocked_arrays(monk
     np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
 
 
+def test_a_conv_writes_its_output_into_the_padded_data_of_the_conv_that_reads_it(monkeypatch):
+    """MobileNet V2's expanding 1 x 1 convs write straight into the inside of their depthwise convs' padded
+    data (compiler.passes.place_output): an inference copies no conv's output into a padded buffer, and its
+    output on a new input is the integer graph's."""
+    q = _qdq("mobilenet_v2", size=32)
+    target, plan, kernels = _compiled(q, monkeypatch)
+    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
+    convs = {reason for step, reason in zip(plan, inference.general, strict=True) if step.op == "Conv"}
+    assert convs == {None}
+    copies, reblock = [], cpu_ops.reblock
+
+    def counted(src, dst, offset=0):
+        copies.append(dst.shape)
+        reblock(src, dst, offset)
+    monkeypatch.setattr(cpu_ops, "reblock", counted)
+    other = _inputs(q, seed=14)
+    got = inference(other)[0]
+    padded = [shape for shape in copies if shape[-1] == 16]   # the depthwise convs' data: 16 lanes
+    assert copies and not padded   # (the 24-channel convs' data still regroups blocks of 16 into 4s)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(got, q.run_integer(other)[q.graph.output])
+
+
 def test_a_runner_that_disagrees_with_its_placement_is_not_used(monkeypatch):
     """Each step's own runner is checked against its placement when the inference is prepared: a wrong one
     (here: every regrouped input off by one) leaves the step placed on every inference, the output right."""
