@@ -12,6 +12,8 @@ from compiler.passes.inject_virtual_thread import inject_virtual_thread
 from compiler.passes.inplace import inplace
 from compiler.passes.lift_alloc import lift_alloc
 from compiler.passes.loop_partition import loop_partition
+from compiler.passes.narrow_output import narrow_output
+from compiler.passes.place_output import place_output
 from compiler.passes.preprocess import fold_padding, preprocess
 from compiler.passes.share_smem import share_smem
 from compiler.passes.simplify import simplify
@@ -20,5 +22,6 @@ from compiler.passes.tensorize_registers import tensorize_registers
 from compiler.passes.tensorize_tiles import tensorize_tiles
 
 __all__ = ["check_token_order", "flatten", "fold_padding", "fuse_reduction_ends", "inject_dma", "inject_sync",
-           "inject_virtual_thread", "inplace", "lift_alloc", "loop_partition", "preprocess", "share_smem",
-           "simplify", "tensorize", "tensorize_registers", "tensorize_tiles"]
+           "inject_virtual_thread", "inplace", "lift_alloc", "loop_partition", "narrow_output",
+           "place_output", "preprocess", "share_smem", "simplify", "tensorize", "tensorize_registers",
+           "tensorize_tiles"]
