@@ -226,6 +226,30 @@ def max_pool_blocked_reference(x: np.ndarray, K: int = 2, S: int = 2, P: int = 0
     return out.reshape(b, lanes, *out.shape[1:]).transpose(0, 2, 3, 1).astype(T)
 
 
+def lookup_blocked(B: int, H: int, W: int, L: int, N: int = 256, T: str = "uint8", TO: str = "uint8"):
+    """A table of ``N`` results per channel looked up on a CPU kernel's blocked output ``[B, H, W, L]`` (of
+    type ``T``, each value less its type's least one indexing its channel's row): ``table[B * L, N]``, one
+    row per channel ``b * L + l``, of type ``TO`` (a quantized model's unfolded BatchNormalization,
+    ``tandem.network.quantized.lookup_table``). A value outside the table reads its nearest end."""
+    x = te.placeholder((B, H, W, L), _int_type("lookup_blocked", "T", T), name="x")
+    table = te.placeholder((B * L, N), _int_type("lookup_blocked", "TO", TO), name="table")
+    first = int(np.iinfo(T).min)
+
+    def value(b, y, w, lane):
+        at = ir.cast(x[b, y, w, lane], "int32") - te.const(first, "int32")
+        inside = ir.Min(ir.Max(at, te.const(0, "int32")), te.const(N - 1, "int32"))
+        return table[b * L + lane, inside]
+    return [x, table], te.compute((B, H, W, L), value, name="out")
+
+
+def lookup_blocked_reference(x: np.ndarray, table: np.ndarray, N: int = 256, T: str = "uint8",
+                             TO: str = "uint8") -> np.ndarray:
+    b, _, _, lanes = x.shape
+    at = np.clip(x.astype(np.int64) - np.iinfo(T).min, 0, N - 1)
+    rows = (np.arange(b)[:, None, None, None] * lanes + np.arange(lanes)) * N
+    return table.reshape(-1)[rows + at].astype(TO)
+
+
 def avg_pool(C: int, H: int, W: int, K: int = 2, S: int = 2):
     oh, ow = _windows("avg_pool", C, H, W, K, S)
     x = te.placeholder((C, H, W), "float32", name="x")

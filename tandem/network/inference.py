@@ -146,11 +146,12 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
             tensors.readers[name] = tensors.readers.get(name, 0) + 1
     tensors.readers[q.graph.output] = tensors.readers.get(q.graph.output, 0) + 1   # read at the end
     runners, general = [], []
+    threads = max((getattr(_job(k), "threads", 1) for ks in kernels if ks for k in ks), default=1)
     for step, prepared in zip(plan, kernels, strict=True):
         placed = _placed_runner(step, q, target, prepared)
         placement = placed(tensors)
         if placement is None:
-            table = _table_runner(step, q, tensors)
+            table = _table_runner(step, q, target, threads, tensors)
             if table is not None and _agrees(table, step, tensors):
                 runners.append(table)
                 general.append(None)
@@ -218,28 +219,33 @@ def _agrees(runner: Runner, step: Step, tensors: Tensors) -> bool:
     return False
 
 
-def _table_runner(step: Step, q: QuantizedGraph, tensors: Tensors) -> Runner | None:
+def _table_runner(step: Step, q: QuantizedGraph, target: Target, threads: int, tensors: Tensors
+                  ) -> Runner | None:
     """A host layer computed by its table of results (``QuantizedGraph.tables``: an element-wise float layer
     of one 8-bit input, a row per channel for an unfolded BatchNormalization) on its input blocked as a
-    kernel wrote it: each value looked up at its channel's row, the output blocked alike (no unpacking);
-    None for another step."""
+    kernel wrote it: ``compiler.ops.network.lookup_blocked`` (compiled here, on ``threads``) looks each value
+    up in its channel's row, the output blocked alike (no unpacking); None for another step."""
     layer = step.layers[0]
     table = getattr(q, "tables", {}).get(layer.name) if len(step.layers) == 1 else None
     source = tensors.blocked.get(layer.inputs[0]) if table is not None else None
-    if source is None or source.array.ndim != 5:
+    if source is None or source.array.ndim != 5 or source.array.dtype.name not in network.INT_TYPES or \
+            table.dtype.name not in network.INT_TYPES:
         return None
-    _, blocks, *_, lanes = source.array.shape
+    _, blocks, h, w, lanes = source.array.shape
     rows = np.zeros((blocks * lanes, table.shape[-1]), table.dtype)   # lanes past the channels: row 0s
     rows[:source.channels] = table
-    flat = rows.reshape(-1)
-    start = np.arange(blocks * lanes).reshape(1, blocks, 1, 1, lanes) * table.shape[-1] * (table.ndim == 2)
-    first = np.iinfo(source.dtype).min   # the table's first row is the input type's least value
-    index = np.empty(source.array.shape, np.intp)
-    output = Blocked(np.empty(source.array.shape, table.dtype), source.channels, table.dtype)
+    if source.array.dtype != np.dtype(source.dtype):   # the kernel's type is not the table's index type
+        return None
+    operand = source.array.reshape(source.array.shape[1:])
+    look = prepare(network.user_op("lookup_blocked"), target,
+                   {"B": blocks, "H": h, "W": w, "L": lanes, "N": table.shape[-1], "T": operand.dtype.name,
+                    "TO": table.dtype.name, "threads": threads}, inputs=[operand, rows])
+    result = _output_of(look)
+    call = look.compiled[1].bind(operand, rows, result)
+    output = Blocked(result[None], source.channels, table.dtype)
 
     def run(tensors: Tensors) -> None:
-        np.add(source.array, start - first, out=index)
-        np.take(flat, index, out=output.array)
+        call()
         tensors.blocked[step.output] = output
     return run
 

@@ -142,6 +142,29 @@ def test_a_blocked_max_pool_equals_numpys_on_the_padded_planes(h, w, k, s, p):
     assert r.validated and r.output.shape == (2, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1, 16)
 
 
+@pytest.mark.parametrize(("t", "to", "threads"), [("uint8", "uint8", 1), ("int8", "int8", 2),
+                                                  ("int8", "uint8", 2)])
+def test_a_table_per_channel_is_looked_up_on_a_blocked_array(t, to, threads):
+    """lookup_blocked: each value of [B, H, W, L] (8 bits, as a kernel's requantized output) picks its
+    channel's row of the table; numpy's on seeded values and tables, on 1 and 2 threads, 8-bit types both
+    ways (a power-of-two graph's int8, a QDQ model's uint8)."""
+    import numpy as np
+
+    from compiler.ops.network import lookup_blocked_reference
+
+    rng = np.random.default_rng(5)
+    x = rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1, (3, 5, 7, 16)).astype(t)
+    table = rng.integers(np.iinfo(to).min, np.iinfo(to).max + 1, (48, 256)).astype(to)
+    r = run(network.user_op("lookup_blocked"), load_target("cpu"),
+            {"B": 3, "H": 5, "W": 7, "L": 16, "T": t, "TO": to, "threads": threads, "min_time": 0.001},
+            inputs=[x, table])
+    assert r.validated and r.output.dtype == np.dtype(to)
+    want = np.array([[table[b * 16 + lane, int(v) - np.iinfo(t).min] for lane, v in enumerate(px)]
+                     for b, plane in enumerate(x) for row in plane for px in row]).reshape(x.shape)
+    assert np.array_equal(r.output, want)
+    assert np.array_equal(lookup_blocked_reference(x, table, T=t, TO=to), want)
+
+
 def test_a_blocked_max_pool_refuses_padding_a_window_could_hold_alone():
     with pytest.raises(RunError, match="the padding P = 3 must be >= 0 and below the window K = 3"):
         run(network.user_op("max_pool_blocked"), load_target("cpu"),
