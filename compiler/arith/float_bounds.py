@@ -65,15 +65,24 @@ def float_bounds(e: n.Expr) -> tuple[float, float] | None:
     return None
 
 
-def _rounded(e: n.Expr) -> tuple[float, float] | None:
-    """The bounds of ``(x + R) - R`` (``_ROUNDER``) where ``x``'s lie within 2**22: the integers around them;
-    None for any other expression."""
+def rounded_operand(e: n.Expr) -> n.Expr | None:
+    """``x`` where ``e`` is ``(x + R) - R`` (``_ROUNDER``) and ``x``'s bounds lie within 2**22: ``e`` is then
+    ``x`` rounded half to even, exactly (what one conversion in the default rounding mode computes,
+    ``llvm.lrint``); None for any other expression."""
     if not (isinstance(e, n.Sub) and isinstance(e.a, n.Add) and e.dtype.bits == 32 and
             all(isinstance(c, n.FloatImm) and c.value == _ROUNDER for c in (e.b, e.a.b))):
         return None
     inner = float_bounds(e.a.a)
-    if inner is None or not -_ROUNDS <= inner[0] <= inner[1] <= _ROUNDS:
+    return e.a.a if inner is not None and -_ROUNDS <= inner[0] <= inner[1] <= _ROUNDS else None
+
+
+def _rounded(e: n.Expr) -> tuple[float, float] | None:
+    """The bounds of ``(x + R) - R`` (``rounded_operand``): the integers around ``x``'s; None for another
+    expression."""
+    x = rounded_operand(e)
+    if x is None:
         return None
+    inner = float_bounds(x)
     return float(math.floor(inner[0])), float(math.ceil(inner[1]))
 
 

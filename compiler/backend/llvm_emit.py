@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir as ll
 
 from compiler.arith import Interval, bound, linear_form
-from compiler.arith.float_bounds import float_bounds, never_nan
+from compiler.arith.float_bounds import float_bounds, never_nan, rounded_operand
 from compiler.backend.llvm_vectorize import _const_int, vectorizable
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
@@ -721,6 +721,11 @@ class FunctionEmitter:
             if to == width:
                 return v
             return b.sext(v, target) if src.kind == "int" else b.zext(v, target)
+        x = rounded_operand(e.value) if dst == dtypes.int32 else None
+        if x is not None and never_nan(x):   # x rounded half to even: one conversion (lrint, default mode)
+            x = self.expr(x)
+            name = f"llvm.lrint.v{x.type.count}i32.v{x.type.count}f32" if _is_vec(x) else "llvm.lrint.i32.f32"
+            return b.call(declare(b.module, name, ll.FunctionType(target, [x.type])), [x])
         # float -> int: truncate toward zero; out of range (or nan/inf) is a fault
         lo, hi = float(dst.min_value) - 1.0, float(dst.max_value) + 1.0
         bounds = float_bounds(e.value)

@@ -133,3 +133,20 @@ def test_place_output_writes_the_same_values_inside_a_larger_buffer():
     assert np.array_equal(args["out"][2:-1], want) and list(args["out"][[0, 1, -1]]) == [-1, -1, -1]
     with pytest.raises(ScheduleError, match=r"at \[4\] does not lie inside \[11\]"):
         place_output(f, (N + 3,), (4,))
+
+
+def test_a_requantization_rounds_half_to_even_in_one_conversion_on_the_cpu():
+    """(x + R) - R of a clamped x is x rounded half to even: the LLVM backend converts it in one instruction
+    (llvm.lrint: cvtps2dq on x86), with the same integers on every half."""
+    from tandem.flows.run import prepare
+    from tandem.flows.targets import load_target
+
+    acc = np.arange(-40, 40, dtype=np.int32).reshape(2, 5, 8)   # times 0.5: every half from -20 to 19.5
+    scale = np.full(acc.shape, 0.5, np.float32)
+    prepared = prepare(network.user_op("requantize_scaled"), load_target("cpu"),
+                       {"C": 2, "H": 5, "W": 8, "ZP": 0, "LO": -128, "HI": 127, "min_time": 0.001},
+                       inputs=[acc, np.zeros_like(acc), scale])
+    got = prepared.output([acc, np.zeros_like(acc), scale])
+    assert np.array_equal(got, np.rint(acc * 0.5).astype(np.int64))
+    assert list(got.ravel()[:4]) == [-20, -20, -19, -18]
+    assert "llvm.lrint" in prepared.compiled[1].llvm_ir
