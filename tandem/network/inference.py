@@ -380,13 +380,23 @@ def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
     weights = cpu_layers.pack_weights(layer, weight, pk, options)
     channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
     call, result, rows = kernel.compiled[1], _output_of(kernel), data.shape
+    packed = cpu_layers.pack_data(layer, data, pk, options)
+    if packed.shape == rows and x.dtype.itemsize == 1:   # rows as they are: moved into one kept array
+        bound = call.bind(packed, weights, *channels, result)
 
-    def run(tensors: Tensors) -> None:
+        def run(tensors: Tensors) -> None:
+            cpu_ops.moved(tensors.read(name).reshape(rows), offset, packed)
+            bound()
+            out = cpu_layers.unpack(layer, result, options)
+            tensors.plain[step.output] = out.reshape(want.shape).astype(want.dtype, copy=False)
+        return run, ""
+
+    def run_packed(tensors: Tensors) -> None:
         moved = moved_data(tensors.read(name), offset, data.dtype).reshape(rows)
         call(cpu_layers.pack_data(layer, moved, pk, options), weights, *channels, result)
         out = cpu_layers.unpack(layer, result, options)
-        tensors.plain[step.output] = out.reshape(want.shape).astype(want.dtype)
-    return run, ""
+        tensors.plain[step.output] = out.reshape(want.shape).astype(want.dtype, copy=False)
+    return run_packed, ""
 
 
 def _output_of(kernel: Prepared) -> np.ndarray:
