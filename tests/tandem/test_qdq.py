@@ -315,10 +315,10 @@ def test_onnxruntime_runs_the_same_network(name, per_channel):
         assert np.array_equal(got.astype(np.float32), session.run(None, x)[0])
 
 
-@ORT_EXACT_SUMS
-def test_onnxruntimes_own_quantizer(tmp_path):
-    """A model quantized by onnxruntime's quantize_static (after its pre-processing), as users make them."""
-    _ort()
+def _quantize_static(tmp_path, pre_process: bool, per_channel: bool = False, samples: int = 2) -> str:
+    """onnxruntime's quantize_static of the builtin ResNet-18 at 32 x 32 (after its pre-processing, which
+    folds the BatchNormalizations, where ``pre_process``), calibrated on seeded inputs: the QDQ file's
+    path."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -328,23 +328,33 @@ def test_onnxruntimes_own_quantizer(tmp_path):
     for output in model.graph.output:
         output.type.tensor_type.ClearField("shape")
     (tmp_path / "f.onnx").write_bytes(model.SerializeToString())
-    quant_pre_process(str(tmp_path / "f.onnx"), str(tmp_path / "p.onnx"), skip_symbolic_shape=True)
+    source = str(tmp_path / ("p.onnx" if pre_process else "f.onnx"))
+    if pre_process:
+        quant_pre_process(str(tmp_path / "f.onnx"), source, skip_symbolic_shape=True)
     rng = np.random.default_rng(0)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.left = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+            self.left = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+                         for _ in range(samples)]
 
         def get_next(self):
             return self.left.pop() if self.left else None
-    source, quantized = str(tmp_path / "p.onnx"), str(tmp_path / "q.onnx")
-    quantize_static(source, quantized, Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    quantize_static(source, str(tmp_path / "q.onnx"), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=per_channel, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return str(tmp_path / "q.onnx")
+
+
+@ORT_EXACT_SUMS
+def test_onnxruntimes_own_quantizer(tmp_path):
+    """A model quantized by onnxruntime's quantize_static (after its pre-processing), as users make them."""
     from typer.testing import CliRunner
 
     from tandem.cli.app import app
 
-    result = CliRunner().invoke(app, ["model", str(tmp_path / "q.onnx"), "--target", "cpu", "--json"])
+    _ort()
+    path = _quantize_static(tmp_path, pre_process=True)
+    result = CliRunner().invoke(app, ["model", path, "--target", "cpu", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["check"]["exact"] and report["network"]["onnxruntime"]["exact"]
@@ -372,35 +382,17 @@ def test_an_unfolded_batch_normalization_is_a_table_per_channel(tmp_path):
     DequantizeLinear and a QuantizeLinear: Tandem computes it by a table of its 256 results per channel,
     looked up on the conv's blocked output in the timed inference; the outputs equal onnxruntime's."""
     _ort()
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
     from tandem.network.load import load_network
 
-    model = models.build("resnet18")
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    dims[2].dim_value = dims[3].dim_value = 32
-    for output in model.graph.output:
-        output.type.tensor_type.ClearField("shape")
-    (tmp_path / "f.onnx").write_bytes(model.SerializeToString())
-    rng = np.random.default_rng(0)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.left = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}]
-
-        def get_next(self):
-            return self.left.pop() if self.left else None
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
-                    quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8)
-    q = load_network(tmp_path / "q.onnx").quantized
+    path = _quantize_static(tmp_path, pre_process=False, per_channel=True, samples=1)
+    q = load_network(path).quantized
     norms = [layer for layer in q.graph.layers if layer.op == "BatchNormalization"]
     x = tg.random_inputs(q.graph, np.random.default_rng(1))
     report = run_network(q, load_target("cpu"), x, options={"min_time": 0.01})
     assert len(norms) == 20 and all(q.tables[n.name].shape == (n.shape[1], 256) for n in norms)
     assert report.validated and report.inference_validated
     assert not {n.name for n in norms} & set(report.inference_placed)
-    session = _ort().InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
+    session = _ort().InferenceSession(path, providers=["CPUExecutionProvider"])
     want = session.run(None, {"input": x["input"]})[0]
     np.testing.assert_array_equal(q.dequantize(q.graph.output, report.output).astype(np.float32), want)
 
