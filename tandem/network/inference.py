@@ -10,11 +10,12 @@ CPU steps run without placing and keep their outputs in the layout the kernel wr
 next kernel reads them without a move through the graph's NCHW layout (issue 48, item 5):
 
 - a conv2d or a depthwise conv with its requantization fused (``_window_runner``): its weights, bias and
-  scales packed once, its padded data buffer kept (the border written once), its input written into that
-  buffer either from the graph's layout (``compiler.ops.cpu.to_blocks``) or, where the input is a kernel's
-  blocked output, straight from that (``compiler.ops.cpu.reblock``: whole groups of channels moved at once;
-  a depthwise conv's blocks of channels are the input's own); its output kept blocked (``Blocked``:
-  ``[1, C/L, H, W, L]``);
+  scales packed once, its padded data buffer kept (the border written once), its output kept blocked
+  (``Blocked``: ``[1, C/L, H, W, L]``, 8 bits). Where its input is a kernel's blocked output in the blocks
+  its data takes (``compiler.ops.cpu.data_lanes``), a conv with no padding reads that output as it is; a
+  padded one whose input has no other reader has that input's conv recompiled to write into the inside of
+  its padded data (a ``Writer``: ``compiler.passes.place_output``); otherwise its input is copied into the
+  buffer (``compiler.ops.cpu.reblock`` from a blocked output, ``to_blocks`` from the graph's layout);
 - an element-wise kernel (a QLinearAdd, a power-of-two graph's add) whose inputs are all blocked alike, with
   no lanes past the channels (``_elementwise_runner``): run on the blocked arrays as they are, its output
   blocked alike;
@@ -22,7 +23,9 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
   output in the graph's layout (a GEMM's rows are the graph's);
 - a max pool of a blocked input (``_max_pool_runner``): ``compiler.ops.network.max_pool_blocked``, which
   pads by clamping its taps, no padded copy; a global average pool of one (``_mean_runner``):
-  ``scaled_mean_blocked`` or ``rounded_mean_blocked``.
+  ``scaled_mean_blocked`` or ``rounded_mean_blocked``;
+- a host layer computed by its table of results (``_table_runner``: an unfolded BatchNormalization, a GELU)
+  on a blocked input: ``compiler.ops.network.lookup_blocked``, its output blocked alike.
 
 Every other step reads its inputs in the graph's layout (a blocked tensor is unpacked once, when first read
 so). Each runner is checked when it is prepared: on the checked run's input, its output equals the step's
