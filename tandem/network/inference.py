@@ -155,7 +155,7 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
         placement = placed(tensors)
         if placement is None:
             table = _table_runner(step, q, target, threads, tensors)
-            if table is not None and _agrees(table, step, tensors):
+            if table is not None and _agrees(table, step, tensors, tensors.plain.pop(step.output)):
                 runners.append(table)
                 general.append(None)
                 continue
@@ -169,15 +169,12 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
         except RunError as exc:   # a kernel of its own it could not compile: placed as before
             runner, why = None, f"its own runner's kernel was refused: {exc}"
         if runner is not None:
-            runner(tensors)
-            got = tensors.read(step.output)
-            if got.dtype == want.dtype and np.array_equal(got, want):
+            if _agrees(runner, step, tensors, want):
                 runners.append(runner)
                 general.append(None)
                 if isinstance(getattr(runner, "writer", None), Writer):
                     tensors.writers[step.output] = runner.writer
                 continue
-            tensors.blocked.pop(step.output, None)
             why = "its own runner's output differed from its placement's"
         tensors.plain[step.output] = want
         runners.append(placed)
@@ -209,10 +206,9 @@ def _placed_runner(step: Step, q: QuantizedGraph, target: Target, prepared: Sequ
     return run
 
 
-def _agrees(runner: Runner, step: Step, tensors: Tensors) -> bool:
-    """Whether ``runner`` writes the step's output that ``tensors`` holds (in the graph's layout), bit for
-    bit; the output it wrote is left in place of that one where it does."""
-    want = tensors.plain.pop(step.output)
+def _agrees(runner: Runner, step: Step, tensors: Tensors, want: np.ndarray) -> bool:
+    """Whether ``runner`` writes the step's output ``want`` (its placement's, in the graph's layout), bit for
+    bit: its output is then left in ``tensors``; where not, ``want`` is."""
     runner(tensors)
     got = tensors.read(step.output)
     if got.dtype == want.dtype and np.array_equal(got, want):
@@ -231,18 +227,20 @@ def _table_runner(step: Step, q: QuantizedGraph, target: Target, threads: int, t
     layer = step.layers[0]
     table = getattr(q, "tables", {}).get(layer.name) if len(step.layers) == 1 else None
     source = tensors.blocked.get(layer.inputs[0]) if table is not None else None
-    if source is None or source.array.ndim != 5 or source.array.dtype.name not in network.INT_TYPES or \
-            table.dtype.name not in network.INT_TYPES:
+    # (the kernel's type must be the graph tensor's, whose least value the table's first entry is)
+    if source is None or source.array.ndim != 5 or source.array.dtype != np.dtype(source.dtype):
         return None
     _, blocks, h, w, lanes = source.array.shape
     rows = np.zeros((blocks * lanes, table.shape[-1]), table.dtype)   # lanes past the channels: row 0s
-    rows[:source.channels] = table
-    if source.array.dtype != np.dtype(source.dtype):   # the kernel's type is not the table's index type
-        return None
+    rows[:source.channels] = table   # (one row for every channel where the table is one row)
     operand = source.array.reshape(source.array.shape[1:])
-    look = prepare(network.user_op("lookup_blocked"), target,
-                   {"B": blocks, "H": h, "W": w, "L": lanes, "N": table.shape[-1], "T": operand.dtype.name,
-                    "TO": table.dtype.name, "threads": threads}, inputs=[operand, rows])
+    try:
+        look = prepare(network.user_op("lookup_blocked"), target,
+                       {"B": blocks, "H": h, "W": w, "L": lanes, "N": table.shape[-1],
+                        "T": operand.dtype.name, "TO": table.dtype.name, "threads": threads},
+                       inputs=[operand, rows])
+    except RunError:   # (a type the operator does not take): the layer stays on the host
+        return None
     result = _output_of(look)
     call = look.compiled[1].bind(operand, rows, result)
     output = Blocked(result[None], source.channels, table.dtype)
@@ -384,22 +382,19 @@ def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
     channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
     call, result, rows = kernel.compiled[1], _output_of(kernel), data.shape
     packed = cpu_layers.pack_data(layer, data, pk, options)
-    if packed.shape == rows and x.dtype.itemsize == 1:   # rows as they are: moved into one kept array
-        bound = call.bind(packed, weights, *channels, result)
+    kept = packed.shape == rows   # the rows as they are: moved into one kept array, the kernel bound once
+    bound = call.bind(packed, weights, *channels, result) if kept else None
 
-        def run(tensors: Tensors) -> None:
+    def run(tensors: Tensors) -> None:
+        if kept:
             cpu_ops.moved(tensors.read(name).reshape(rows), offset, packed)
             bound()
-            out = cpu_layers.unpack(layer, result, options)
-            tensors.plain[step.output] = out.reshape(want.shape).astype(want.dtype, copy=False)
-        return run, ""
-
-    def run_packed(tensors: Tensors) -> None:
-        moved = moved_data(tensors.read(name), offset, data.dtype).reshape(rows)
-        call(cpu_layers.pack_data(layer, moved, pk, options), weights, *channels, result)
+        else:
+            moved = moved_data(tensors.read(name), offset, data.dtype).reshape(rows)
+            call(cpu_layers.pack_data(layer, moved, pk, options), weights, *channels, result)
         out = cpu_layers.unpack(layer, result, options)
         tensors.plain[step.output] = out.reshape(want.shape).astype(want.dtype, copy=False)
-    return run_packed, ""
+    return run, ""
 
 
 def _output_of(kernel: Prepared) -> np.ndarray:

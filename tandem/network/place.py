@@ -47,6 +47,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from compiler.ops import cpu as cpu_ops
 from compiler.ops import network, vita
 from compiler.target import Target
 from tandem.flows.flow import memory_key
@@ -55,7 +56,7 @@ from tandem.network.graph import Layer
 from tandem.network.operators.nn import padded_window
 from tandem.network.qdq import AffineGraph
 from tandem.network.quantize import PowerOfTwoGraph, clip_bounds
-from tandem.network.quantized import MOVES, QuantizedGraph, moved, moved_inputs
+from tandem.network.quantized import MOVES, QuantizedGraph, moved, moved_inputs, table_rows
 from tandem.network.steps import NotOnTarget, Placed, Placement, Step
 
 #: on the CPU, a GEMM of fewer multiply-adds runs on one thread whatever the network's thread count: an
@@ -70,7 +71,8 @@ def place(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: 
     first = step.layers[0]
     placer = PLACERS.get(first.op)
     if placer is None:
-        raise NotOnTarget(_why_host(first, target))
+        shape = np.shape(values[first.inputs[0]]) if first.inputs and first.inputs[0] in values else ()
+        raise NotOnTarget(_why_host(first, target, shape))
     if any(name for layer in step.layers for name in layer.outputs[1:]):
         raise NotOnTarget(f"a {first.op} of several outputs: the kernels write one")
     if isinstance(q, AffineGraph) and first.op in SCALED and target.kind in NO_FLOAT_REQUANTIZE:
@@ -131,11 +133,17 @@ WHY_HOST = {
 }
 
 
-def _why_host(layer: Layer, target: Target) -> str:
+def _why_host(layer: Layer, target: Target, shape: tuple[int, ...]) -> str:
     """Why a layer no placer takes runs on the host: it moves values (``WHY_HOST``'s reason, or
-    ``MOVED``), or the integer graph computes it in float."""
+    ``MOVED``), the integer graph computes it by a table of results (its input of ``shape``), or in
+    float."""
     if moved(layer):
         return WHY_HOST.get(layer.op, MOVED)
+    rows = table_rows(layer, shape)
+    if rows is not None:
+        per = " per channel" if rows > 1 else ""
+        return (f"its table of 256 results{per} looked up (the integer graph's rule for a float {layer.op} "
+                f"of one 8-bit input, quantized.lookup_table); no {target.kind} placement takes it")
     if layer.op in WHY_HOST and layer.op not in MOVES:
         return WHY_HOST[layer.op]
     if layer.op in IN_INTEGERS:
@@ -580,10 +588,12 @@ def data_offset(q: QuantizedGraph, name: str, unsigned: bool) -> tuple[int, int]
 
 
 def moved_data(x: np.ndarray, offset: int, dtype: type) -> np.ndarray:
-    """``x + offset`` in ``dtype`` (``x`` itself where nothing moves and the type is already ``dtype``)."""
+    """``x + offset`` in ``dtype`` (``x`` itself where nothing moves and the type is already ``dtype``;
+    ``compiler.ops.cpu.moved`` otherwise)."""
+    x = np.asarray(x)
     if offset == 0:
         return x.astype(dtype, copy=False)
-    return (x.astype(np.int16) + offset).astype(dtype)
+    return cpu_ops.moved(x, offset, np.empty(x.shape, dtype))
 
 
 #: each weight array's per-output-channel sums, by the array's memory (``weight_sums``)

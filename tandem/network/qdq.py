@@ -132,7 +132,7 @@ class AffineGraph(QuantizedGraph):
         if layer.name not in self.tables:
             self.tables[layer.name] = None if source is None else lookup_table(
                 layer, source, p[layer.inputs[0]].dequantize,
-                lambda v: out.quantize(np.asarray(v).astype(np.float32)))
+                lambda v: out.quantize(np.asarray(v).astype(np.float32)), ins[0].shape)
         if self.tables[layer.name] is not None:
             return (looked_up(self.tables[layer.name], ins[0], source),)
         floats = {name: p[name].dequantize(v) for name, v in zip(layer.inputs, ins, strict=True)}

@@ -126,7 +126,8 @@ class PowerOfTwoGraph(QuantizedGraph):
         if layer.name not in self.tables:
             first = layer.inputs[0] if layer.inputs else ""
             self.tables[layer.name] = lookup_table(layer, np.int8, lambda v: self.dequantize(first, v),
-                                                   lambda v: self._to_int8(layer.output, v))
+                                                   lambda v: self._to_int8(layer.output, v),
+                                                   np.shape(values[first]) if first else ())
         if self.tables[layer.name] is not None:
             return (looked_up(self.tables[layer.name], values[layer.inputs[0]], np.int8),)
         floats = {n: self.dequantize(n, values[n]) for n in layer.inputs}

@@ -198,43 +198,56 @@ PER_CHANNEL = frozenset({"BatchNormalization", "Mul", "Add", "Sub", "Div", "PRel
 
 
 def lookup_table(layer: Layer, dtype: type, dequantize: Callable[[np.ndarray], np.ndarray],
-                 quantize: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
+                 quantize: Callable[[np.ndarray], np.ndarray], shape: tuple[int, ...]) -> np.ndarray | None:
     """An element-wise float ``layer`` of one 8-bit input as the integer graph computes it, for every value
     of the input's ``dtype`` in order: its float operator on them (``computed_in_float``), ``quantize``d;
     the layer's output is this table indexed by its input's values less ``dtype``'s minimum (the same result
     per element, computed on 256 values instead of every element: a transformer's GELU over [128, 3072]
-    took 18 ms in float64). A ``UNARY`` layer's table is [256]; a ``PER_CHANNEL`` one's (an unfolded
-    BatchNormalization of a quantized model) [C, 256], a row per channel. None for another layer."""
-    if len(layer.inputs) != 1 or len(layer.outputs) != 1:
+    took 18 ms in float64). A ``UNARY`` layer's table is [256], as is a ``PER_CHANNEL`` one's whose
+    constants are one value each (a Mul by 1/sqrt(d)); another ``PER_CHANNEL`` one's (an unfolded
+    BatchNormalization of a quantized model) is [C, 256], a row per channel. ``shape``: the input's, which
+    a ``PER_CHANNEL`` layer's output must keep (no constant broadcasts it up). None for another layer."""
+    rows = table_rows(layer, shape)
+    if rows is None:
         return None
     info = np.iinfo(dtype)
     every = np.arange(info.min, info.max + 1).astype(dtype)
     if layer.op in UNARY and not layer.weights:
         return quantize(computed_in_float(layer, {layer.inputs[0]: dequantize(every)})[0])
-    channels = _per_channel(layer)
-    if channels is None:
-        return None
-    rank = len(layer.shape)   # each channel's 256 values along axis 2, in the input's rank
+    rank = len(layer.shape)   # each row's 256 values along axis 2, in the input's rank
     x = np.broadcast_to(dequantize(every).reshape(1, 1, -1, *[1] * (rank - 3)),
-                        (1, channels, every.size, *[1] * (rank - 3)))
-    return quantize(computed_in_float(layer, {layer.inputs[0]: np.ascontiguousarray(x)})[0]).reshape(
-        channels, every.size)
+                        (1, rows, every.size, *[1] * (rank - 3)))
+    table = quantize(computed_in_float(layer, {layer.inputs[0]: np.ascontiguousarray(x)})[0])
+    return table.reshape(rows, every.size) if rows > 1 else table.reshape(every.size)
+
+
+def table_rows(layer: Layer, shape: tuple[int, ...]) -> int | None:
+    """The rows of the table ``lookup_table`` computes ``layer`` by, on an input of ``shape``: 1 (one for
+    every element), or a row per channel; None where it computes none."""
+    if len(layer.inputs) != 1 or len(layer.outputs) != 1:
+        return None
+    if layer.op in UNARY and not layer.weights:
+        return 1
+    return _per_channel(layer) if tuple(shape) == tuple(layer.shape) else None
 
 
 def _per_channel(layer: Layer) -> int | None:
-    """The channels of a ``PER_CHANNEL`` layer whose constants vary along axis 1 at most (a BatchNormalization
-    in inference mode: per channel by definition), its output its input's shape; None for another layer."""
+    """The rows of a ``PER_CHANNEL`` layer's table: its channels where its constants vary along axis 1 (a
+    BatchNormalization in inference mode: per channel by definition), 1 where none varies at all; None
+    for another layer (a constant that varies along another axis, a float64 layer)."""
     shape = layer.shape
     if layer.op not in PER_CHANNEL or len(shape) < 3 or layer.dtypes[0] != "float32":
         return None
     if layer.op == "BatchNormalization":
         return shape[1] if not layer.attrs.get("training_mode", 0) else None
+    rows = 1
     for w in layer.weights.values():
         dims = (1,) * (len(shape) - np.ndim(w)) + np.shape(w)
         if len(dims) != len(shape) or any(d != 1 for k, d in enumerate(dims) if k != 1) or \
                 dims[1] not in (1, shape[1]):
             return None
-    return shape[1]
+        rows = max(rows, dims[1])
+    return rows
 
 
 def looked_up(table: np.ndarray, x: np.ndarray, dtype: type) -> np.ndarray:

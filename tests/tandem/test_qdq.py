@@ -392,6 +392,8 @@ def test_an_unfolded_batch_normalization_is_a_table_per_channel(tmp_path):
     assert len(norms) == 20 and all(q.tables[n.name].shape == (n.shape[1], 256) for n in norms)
     assert report.validated and report.inference_validated
     assert not {n.name for n in norms} & set(report.inference_placed)
+    assert all("its table of 256 results per channel looked up" in r.why for r in report.rows
+               if r.op == "BatchNormalization")
     session = _ort().InferenceSession(path, providers=["CPUExecutionProvider"])
     want = session.run(None, {"input": x["input"]})[0]
     np.testing.assert_array_equal(q.dequantize(q.graph.output, report.output).astype(np.float32), want)

@@ -275,3 +275,32 @@ def test_an_elementwise_float_layer_is_its_table_of_256_results(model):
     np.testing.assert_array_equal(values[gelu.output], q._to_int8(gelu.output, whole))
     softmax = next(layer for layer in q.graph.layers if layer.op == "Softmax")
     assert q.tables[softmax.name] is None   # not element-wise: computed in float on the whole tensor
+
+
+def test_a_float_layer_by_constants_is_a_table_per_channel_only_where_they_vary_along_the_channels():
+    """A Mul by one constant (attention's 1/sqrt(d)) is one row of 256 results; a Mul by a constant per
+    channel a row per channel, each row its channel's results; a constant that broadcasts the input up (the
+    output's shape is not the input's) is no table: the float layer computes it."""
+    from tandem.network.graph import Layer
+    from tandem.network.quantized import looked_up, lookup_table
+
+    def mul(weight: np.ndarray, shape: tuple[int, ...]) -> Layer:
+        return Layer("m", "Mul", ("x", "w"), ("y",), {}, {1: weight}, (shape,))
+
+    def half(v):
+        return v.astype(np.float64) / 2
+
+    def table(layer: Layer, shape: tuple[int, ...]):
+        def quantize(v):
+            return np.clip(np.rint(v * 4), -128, 127).astype(np.int8)
+        return lookup_table(layer, np.int8, half, quantize, shape)
+
+    one = table(mul(np.array(3.0, np.float32), (1, 4, 5, 5)), (1, 4, 5, 5))
+    per = table(mul(np.arange(1, 5, dtype=np.float32).reshape(4, 1, 1), (1, 4, 5, 5)), (1, 4, 5, 5))
+    assert one.shape == (256,) and per.shape == (4, 256)
+    x = np.random.default_rng(0).integers(-128, 128, (1, 4, 5, 5)).astype(np.int8)
+    want = np.clip(np.rint(half(x) * np.arange(1, 5).reshape(1, 4, 1, 1) * 4), -128, 127)
+    assert np.array_equal(looked_up(per, x, np.int8), want)
+    assert np.array_equal(looked_up(one, x, np.int8), np.clip(np.rint(half(x) * 12), -128, 127))
+    up = mul(np.ones((1, 4, 1, 1), np.float32), (1, 4, 5, 5))
+    assert table(up, (4, 5, 5)) is None
