@@ -30,29 +30,32 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
     The unrolled tile (oc blocks x columns, one accumulator register each) holds at most 24 instructions, so
     that the accumulators, a weight vector per oc block and the broadcasts fit in AVX-512's 32 registers. A
     GEMM prefers tiles that divide it (no tail), then those of at least 16 instructions (enough to hide
-    vpdpbusd's latency at its throughput), then the widest; its parallel loop fuses as many outer loops as
-    keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" is the optimum for more than
-    half of UNIT's layers), and each tile is tried with one fused loop fewer as well. A convolution prefers
-    tiles with no tail of at least 8 instructions, the fewest, with 2 output-channel blocks where it can,
-    and a parallel loop of the fewest outer loops that give each of ``threads`` two iterations (then the
-    same tile with UNIT's parallel loop): measured on AMD EPYC znver4, 1 thread, 2 blocks x 4 columns with
-    that loop ran ResNet-18's C2/C3/C5 at 97.8/93.8/93.7% of the vpdpbusd peak, UNIT's (4, 2, 8) at
-    95.9/87.1/89.1%: fusing the rows into the parallel loop costs time even on one thread, and a 1 x 1
-    conv's short reduction favours a small tile. A depthwise
-    conv's instructions each take a data register of their own (shuffled from memory, not a broadcast): at
-    most 14 per tile, sorted as a GEMM's, with the rows out of the parallel loop (fused: 21-25% of peak on
-    7 x 7 x 1024 and 112 x 112 x 32 against 39-45%). A column-tile loop with a tail is never fused into the
-    parallel loop, so that loop partitioning can split the tail off. Outputs narrower than 4 columns (a GEMV,
-    a 1x1 feature map) get tiles of their own width. ``lanes``: the instruction's output lanes (16 for
-    vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has); ``registers``: the CPU's vector
-    registers; ``chains``: the independent instructions the CPU needs in flight to reach its peak
-    (``compiler.backend.llvm_probe.chains_to_peak``), which a convolution's tile covers where more than 8:
-    on AMD EPYC znver5, which issues two vpdpbusd a cycle (12 chains), the 2 x 4 tile ran ResNet-18's C2-C6
-    at 80-85% of the peak, 2 x 7 at 94-98%. AVX2's 16 hold tiles of at most 8 instructions (depthwise 4),
-    and there a GEMM prefers the
-    squarest: measured on AMD EPYC znver3, 1 thread, a 128 x 768 x 768 fp32 GEMM ran at 56-81 GFLOPS with 2
-    blocks x 4 rows, 53-75 with 4 x 2, 36.4 with 1 x 8 (9 loads for 8 FMAs) and 32.0 with 3 x 4 (its
-    accumulators spill); the int8 one on vpmaddwd at 125.5 GOPS with 2 x 4 and 33.7 with 1 x 12.
+    vpdpbusd's latency at its throughput), then the fewest instructions (each accumulator a register, and the
+    broadcasts need some too), then 2 output-channel blocks (10 loads per 16 instructions): measured on AMD
+    EPYC znver5, 1 thread, PolyDL's GNMT-1 (128 x 2048 x 4096) ran at 92-99% of the vpdpbusd peak with 2
+    blocks x 8 rows, 49-51% with 1 x 16 (17 loads per 16 instructions) and 40-63% with 3 x 8 or 2 x 12 (24
+    accumulators), in fp32 at 88-91% of the FMA peak with 2 x 8 and 43% with 1 x 16. Its parallel loop fuses
+    as many outer loops as keep its extent under 3000 (Sec. VI.B: "fused extent < 3000, unroll < 8" is the
+    optimum for more than half of UNIT's layers), and each tile is tried with one fused loop fewer as well. A
+    convolution prefers tiles with no tail of at least 8 instructions, the fewest, with 2 output-channel
+    blocks where it can, and a parallel loop of the fewest outer loops that give each of ``threads`` two
+    iterations (then the same tile with UNIT's parallel loop): measured on AMD EPYC znver4, 1 thread, 2 blocks
+    x 4 columns with that loop ran ResNet-18's C2/C3/C5 at 97.8/93.8/93.7% of the vpdpbusd peak, UNIT's (4, 2,
+    8) at 95.9/87.1/89.1%: fusing the rows into the parallel loop costs time even on one thread, and a 1 x 1
+    conv's short reduction favours a small tile. A depthwise conv's instructions each take a data register of
+    their own (shuffled from memory, not a broadcast): at most 14 per tile, sorted as a GEMM's, with the rows
+    out of the parallel loop (fused: 21-25% of peak on 7 x 7 x 1024 and 112 x 112 x 32 against 39-45%). A
+    column-tile loop with a tail is never fused into the parallel loop, so that loop partitioning can split
+    the tail off. Outputs narrower than 4 columns (a GEMV, a 1x1 feature map) get tiles of their own width.
+    ``lanes``: the instruction's output lanes (16 for vpdpbusd; AArch64's sdot has 4, and 32 registers as
+    AVX-512 has); ``registers``: the CPU's vector registers; ``chains``: the independent instructions the CPU
+    needs in flight to reach its peak (``compiler.backend.llvm_probe.chains_to_peak``), which a convolution's
+    tile covers where more than 8: on AMD EPYC znver5, which issues two vpdpbusd a cycle (12 chains), the 2 x
+    4 tile ran ResNet-18's C2-C6 at 80-85% of the peak, 2 x 7 at 94-98%. AVX2's 16 hold tiles of at most 8
+    instructions (depthwise 4), and there a GEMM prefers the squarest: measured on AMD EPYC znver3, 1 thread,
+    a 128 x 768 x 768 fp32 GEMM ran at 56-81 GFLOPS with 2 blocks x 4 rows, 53-75 with 4 x 2, 36.4 with 1 x 8
+    (9 loads for 8 FMAs) and 32.0 with 3 x 4 (its accumulators spill); the int8 one on vpmaddwd at 125.5 GOPS
+    with 2 x 4 and 33.7 with 1 x 12.
     """
     gemm = isinstance(layer, GemmShape)
     outer = list(fused_extents(layer, lanes, options))
@@ -72,7 +75,9 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
     tiles = tiles_of((16, 14, 12, 8, 7, 6, 5, 4)) or tiles_of((3, 2, 1))
     if gemm and registers < 32:   # few registers: the squarest tile, the fewest loads per instruction
         tiles.sort(key=lambda t: (tail(t), -min(t[0] * t[1], 16), abs(t[0] - t[1]), -t[1]))
-    elif gemm or depthwise:
+    elif gemm:   # 16 accumulators, 2 weight vectors: 10 loads per 16 instructions
+        tiles.sort(key=lambda t: (tail(t), -min(t[0] * t[1], 16), t[0] * t[1], abs(t[0] - 2), -t[1]))
+    elif depthwise:
         tiles.sort(key=lambda t: (tail(t), -min(t[0] * t[1], 16), -t[1]))
     else:
         least = max(8, chains)

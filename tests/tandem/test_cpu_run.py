@@ -105,6 +105,19 @@ def test_a_convs_tile_covers_the_instructions_the_cpu_needs_in_flight() -> None:
         chains_to_peak(load_target("vita").spec, "LOAD_INP")   # a spec instruction with no LLVM intrinsic
 
 
+def test_a_gemms_tile_is_16_instructions_over_two_weight_blocks() -> None:
+    """A GEMM's first tile on AVX-512: 2 oc blocks x 8 rows (10 loads per 16 instructions), not 1 x 16
+    (17 loads per 16: PolyDL's GNMT-1 ran at half the vpdpbusd peak with it) nor 24 accumulators; a GEMM of
+    one oc block keeps 1 x 16, a GEMV its 4 x 1."""
+    for shape in [(128, 2048, 4096), (128, 768, 768), (197, 3072, 768)]:
+        first = tuning_space(GemmShape(*shape))[0]
+        assert (first.unroll_oc, first.unroll_x) == (2, 8), shape
+    first = tuning_space(GemmShape(1024, 16, 4096))[0]
+    assert (first.unroll_oc, first.unroll_x) == (1, 16)
+    first = tuning_space(GemmShape(1, 768, 768))[0]
+    assert (first.unroll_oc, first.unroll_x) == (4, 1)
+
+
 def test_the_wide_layers_keep_their_tunings() -> None:
     # UNIT Table I #1 (35x35 input, 3x3 stride 2: 17 columns) has no dividing tile of 4+ columns; it must not
     # fall back to 1-column tiles
