@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir as ll
 
-from compiler.arith import Interval, bound, linear_form
+from compiler.arith import Interval, bound, linear_form, simplify
 from compiler.arith.float_bounds import float_bounds, never_nan, rounded_operand
 from compiler.backend.llvm_vectorize import _const_int, vectorizable
 from compiler.errors import CodegenError
@@ -136,12 +136,16 @@ class FunctionEmitter:
 
     # ---------------------------------------------------------------------------------------- driver
     def emit(self, stmt: n.Stmt, parallel: n.For | None = None) -> ll.Function:
-        """Emit ``stmt``; when ``parallel`` is the statement, run only its iterations [begin, end)."""
+        """Emit ``stmt``; when ``parallel`` is the statement, run only its iterations [begin, end), each
+        clamped to its extent: LLVM then bounds every index (no wrap), so that LICM keeps a tile's sums in
+        registers across a reduction loop (``compiler.ops.cpu``'s ``k_block``)."""
         if parallel is not None:
             ty = value_type(parallel.var.dtype)
-            lo = self.expr(parallel.min)
-            start = self.builder.add(lo, self.builder.trunc(self.begin, ty) if ty != I64 else self.begin)
-            stop = self.builder.add(lo, self.builder.trunc(self.end, ty) if ty != I64 else self.end)
+            lo, umin = self.expr(parallel.min), self._libc("llvm.umin.i64", I64, [I64, I64])
+            count = self.as_i64(self.expr(parallel.extent), parallel.extent.dtype)
+            begin, end = (self.builder.call(umin, [x, count]) for x in (self.begin, self.end))
+            start = self.builder.add(lo, self.builder.trunc(begin, ty) if ty != I64 else begin)
+            stop = self.builder.add(lo, self.builder.trunc(end, ty) if ty != I64 else end)
             self._counted(parallel, start, stop, lambda: self.stmt(parallel.body))
         else:
             self.stmt(stmt)
@@ -436,7 +440,7 @@ class FunctionEmitter:
         vec_value = self.vars[vl.var]
         self.vars[vl.var], self.varying = vl.base, self.varying - {vl.var}
         try:
-            flat_expr = _flat_expr(buffer, indices)
+            flat_expr = simplify(_flat_expr(buffer, indices))   # canonical: LLVM sees constant distances
             flat = self.as_i64(self.expr(flat_expr), flat_expr.dtype)
             within = bound(flat_expr, self.ranges)  # the variable's range covers every lane
             if within.lo is None or within.hi is None or within.lo < 0 or within.hi >= buffer.size:
@@ -779,9 +783,7 @@ def declare(module: ll.Module, name: str, fnty: ll.FunctionType) -> ll.Function:
 
 def _resize_float(b: ll.IRBuilder, v: ll.Value, target: ll.Type) -> ll.Value:
     have, want = _float_bytes(_scalar(v.type)), _float_bytes(_scalar(target))
-    if have == want:
-        return v
-    return b.fpext(v, target) if want > have else b.fptrunc(v, target)
+    return v if have == want else b.fpext(v, target) if want > have else b.fptrunc(v, target)
 
 
 def _flat_expr(buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> n.Expr:

@@ -38,6 +38,7 @@ import islpy as isl
 from compiler.analysis.working_set import Nest, NotAnalysable, polyhedral
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, buffers_of, free_vars, loads_in, substitute
+from compiler.passes.tensorize import MARKS
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,9 @@ def _try(producer: ir.Stmt, between: list[ir.Stmt], consumer: ir.Stmt) -> tuple[
     # the producer's last store to the buffer writes each element last: in the last iteration of the loops
     # around it that its indices do not use (the reduction's), or once (a copy out of an accumulator)
     store, unused = writes[-1]
+    if _in_instruction(producer, store):
+        return None, f"the reduction's last store to {buffer.name} is an instruction's (tensorized: its " \
+                     f"sums kept in {buffer.name} itself, not copied out of an accumulator)"
     unused = [lp for lp in unused if not _once(lp)]   # a loop of one iteration is at its last
     statement = substitute(ew_store, dict(zip(ew_store.indices, store.indices, strict=True)))
     if unused:
@@ -169,6 +173,26 @@ def _try(producer: ir.Stmt, between: list[ir.Stmt], consumer: ir.Stmt) -> tuple[
             cond = ir.And(cond, ir.GE(lp.var, _last(lp)))
         statement = ir.IfThenElse(cond, statement)
     return _after(producer, store, statement), "fused"
+
+
+def _in_instruction(s: ir.Stmt, store: ir.Store) -> bool:
+    """Whether ``store`` lies in a region of ``s`` that an instruction replaces (``compiler.passes.
+    tensorize``'s marks): nothing can be placed after it there."""
+
+    def walk(x: ir.Stmt, marked: bool) -> bool:
+        if x is store:
+            return marked
+        if isinstance(x, ir.Attr):
+            return walk(x.body, marked or x.key in MARKS)
+        if isinstance(x, ir.Seq):
+            return any(walk(y, marked) for y in x.stmts)
+        if isinstance(x, ir.IfThenElse):
+            return walk(x.then_case, marked) or (x.else_case is not None and walk(x.else_case, marked))
+        if isinstance(x, ir.For | ir.Allocate | ir.Let):
+            return walk(x.body, marked)
+        return False
+
+    return walk(s, False)
 
 
 def _once(loop: ir.For) -> bool:

@@ -4,23 +4,21 @@ and timed.
 
 Parameters besides the layer (conv2d: ``H W IC OC K S P``; gemm: ``M N K``): ``isa`` (x86-vnni, the default,
 x86-avx512, x86-avx2 or none), ``instruction`` (the spec's instruction x86-vnni sums with), ``threads``
-(default: every core), ``tuning`` (a ``compiler.ops.cpu.CpuTuning``),
-``tune`` (> 0: time the first ``tune`` candidates of ``cpu_tuning.tuning_space``, UNIT's two breaking
-points, and keep
-the fastest; the first is UNIT's default pair, a fused parallel extent under 3000 and a small unroll; 0, the
-default: PolyDL's top-ranked order and parallel loop around that first candidate's tile, chosen by the
-data-reuse analysis of ``tandem.flows.polydl`` with nothing timed; the report's ``selection`` says which way
-was
-taken, and why where the analysis could not rank the variants) and ``min_time`` (seconds of timing per
-measurement, default 0.2), ``epilogue`` (``relu`` or ``relu6``, or ``relu`` true: an element-wise operator on
-the output, fused into the operator by PolyDL's Algorithm 3, ``compiler.passes.fuse_elementwise``) and
-``bias`` (true or 1: a per-output-channel bias, a third input, added before the epilogue in the same fused
-element-wise statement; conv2d and gemm). ``epilogue=requantize`` (integer types) requantizes each sum plus
-its bias to 8 bits as onnxruntime does for a quantized model's conv or GEMM (``compiler.ops.cpu.Requantize``):
-by a float32 scale per output channel (a fourth input), rounded half to even, plus the zero point ``ZP``,
-saturated to [``LO``, ``HI``] (defaults 0, 0, 255), in the same fused statement; ``epilogue=shift`` as a
-power-of-two int8 network does (``compiler.ops.cpu.ShiftClip``): shifted right by ``shift``, clipped to
-[``LO``, ``HI``] (defaults 8, -128, 127). On a real CPU the report's
+(default: every core), ``tuning`` (a ``compiler.ops.cpu.CpuTuning``), ``tune`` (> 0: time the first ``tune``
+candidates of ``cpu_tuning.tuning_space``, UNIT's two breaking points, and keep the fastest; the first is
+UNIT's default pair, a fused parallel extent under 3000 and a small unroll; 0, the default: PolyDL's
+top-ranked order and parallel loop around that first candidate's tile, chosen by the data-reuse analysis of
+``tandem.flows.polydl`` with nothing timed; the report's ``selection`` says which way was taken, and why where
+the analysis could not rank the variants) and ``min_time`` (seconds of timing per measurement, default 0.2),
+``epilogue`` (``relu`` or ``relu6``, or ``relu`` true: an element-wise operator on the output, fused into the
+operator by PolyDL's Algorithm 3, ``compiler.passes.fuse_elementwise``) and ``bias`` (true or 1: a
+per-output-channel bias, a third input, added before the epilogue in the same fused element-wise statement;
+conv2d and gemm). ``epilogue=requantize`` (integer types) requantizes each sum plus its bias to 8 bits as
+onnxruntime does for a quantized model's conv or GEMM (``compiler.ops.cpu_epilogue.Requantize``): by a float32
+scale per output channel (a fourth input), rounded half to even, plus the zero point ``ZP``, saturated to
+[``LO``, ``HI``] (defaults 0, 0, 255), in the same fused statement; ``epilogue=shift`` as a power-of-two int8
+network does (``compiler.ops.cpu_epilogue.ShiftClip``): shifted right by ``shift``, clipped to [``LO``,
+``HI``] (defaults 8, -128, 127). On a real CPU the report's
 
 - ``seconds`` is the median time of one call, timed by a native loop of back-to-back calls
   (``CpuKernel.time``, as TVM's time_evaluator: what a Python call adds, about 9 µs, is not the kernel's),
@@ -63,7 +61,7 @@ from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ir.functor import loads_in
 from compiler.lower import lower
-from compiler.ops import contractions, cpu, network
+from compiler.ops import contractions, cpu, cpu_epilogue, network
 from compiler.ops.nn import GemmShape
 from compiler.passes.reindex import IntrinsicMapping
 from compiler.passes.tensorize import unmatched
@@ -103,8 +101,8 @@ RUNS_FOR_REAL = True
 POISON = 0x5A
 #: the requantizing epilogues: their kind and parameters with their defaults (the zero point and uint8's
 #: range; the shift and int8's range)
-REQUANTIZERS = {"requantize": (cpu.Requantize, {"ZP": 0, "LO": 0, "HI": 255}),
-                "shift": (cpu.ShiftClip, {"shift": 8, "LO": -128, "HI": 127})}
+REQUANTIZERS = {"requantize": (cpu_epilogue.Requantize, {"ZP": 0, "LO": 0, "HI": 255}),
+                "shift": (cpu_epilogue.ShiftClip, {"shift": 8, "LO": -128, "HI": 127})}
 
 
 @dataclass(frozen=True)
@@ -389,7 +387,7 @@ def roofline_ticks(macs: int, execution: Execution) -> int | None:
 
 
 def _take_fused(params: dict[str, Any], dtype: str, where: str
-                ) -> tuple[str | None, cpu.Requantize | cpu.ShiftClip | None, bool]:
+                ) -> tuple[str | None, cpu_epilogue.Requantize | cpu_epilogue.ShiftClip | None, bool]:
     """Pop what is fused after the operator: its element-wise epilogue (None where it requantizes), its
     requantization and whether it adds a bias (a requantization takes one)."""
     epilogue = _take_epilogue(params, where)
@@ -411,9 +409,9 @@ def _take_epilogue(params: dict[str, Any], where: str) -> str | None:
         if epilogue not in (None, "relu"):
             raise RunError(f"{where}: relu and epilogue={epilogue!r} are two epilogues; give one")
         epilogue = "relu"
-    if epilogue is not None and epilogue not in (*cpu.EPILOGUES, *REQUANTIZERS):
+    if epilogue is not None and epilogue not in (*cpu_epilogue.EPILOGUES, *REQUANTIZERS):
         raise RunError(f"{where}: unknown epilogue {epilogue!r}; expected one of "
-                       f"{', '.join((*cpu.EPILOGUES, *REQUANTIZERS))}")
+                       f"{', '.join((*cpu_epilogue.EPILOGUES, *REQUANTIZERS))}")
     return epilogue
 
 
@@ -435,7 +433,7 @@ def _take_pad_value(params: dict[str, Any], op: str, dtype: str, where: str) -> 
 
 
 def _take_requantize(params: dict[str, Any], epilogue: str | None, dtype: str, where: str
-                     ) -> cpu.Requantize | cpu.ShiftClip | None:
+                     ) -> cpu_epilogue.Requantize | cpu_epilogue.ShiftClip | None:
     """With a requantizing epilogue (``REQUANTIZERS``: ``requantize``, ``shift``), pop its parameters (the
     zero point or the shift, and the bounds) as its ``compiler.ops.cpu`` kind; refused for float32."""
     if epilogue not in REQUANTIZERS:
@@ -729,14 +727,14 @@ def compile_layer(layer: Layer, isa: str, tuning: cpu.CpuTuning, threads: int, t
     """Schedule ``layer`` (a tensorized isa with ``options.instruction``, by default the first of the spec's
     that this CPU runs), run the ``cpu`` pipeline for ``target`` (its x86 spec) and build with LLVM; a bias
     and an epilogue (``options``) are an element-wise nest after the operator's, fused into it by PolyDL's
-    Algorithm 3 (``compiler.ops.cpu.fused_epilogue``; RunError if it cannot be)."""
+    Algorithm 3 (``compiler.ops.cpu_epilogue.fused_epilogue``; RunError if it cannot be)."""
     if isa in cpu.TENSORIZED and options.instruction is None:   # the first this CPU runs
         options = dataclasses.replace(options, instruction=host_packing(isa, options, target).instruction)
     sched = cpu_layers.schedule(layer, isa, tuning, target, options)
     func = lower(sched.schedule, sched.args)
     if options.epilogue is not None or options.bias:
         try:
-            func = cpu.fused_epilogue(func, options.epilogue,
+            func = cpu_epilogue.fused_epilogue(func, options.epilogue,
                                       cpu_layers.bias_axes(options) if options.bias else None,
                                       options.requantize)
         except ScheduleError as exc:

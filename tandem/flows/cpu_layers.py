@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from compiler.ops import cpu
+from compiler.ops import cpu, cpu_epilogue
 from compiler.ops.nn import ConvShape, GemmShape
 from compiler.ops.reference import conv_nd
 from compiler.target import Target
@@ -35,10 +35,10 @@ Layer = ConvShape | GemmShape | cpu.Window
 @dataclass(frozen=True)
 class CpuOptions:
     """How the CPU computes a layer: ``dtype`` (u8 data x s8 weights; or ``compiler.ops.cpu.DTYPES``' others),
-    an element-wise ``epilogue`` on the output (``compiler.ops.cpu.EPILOGUES``) or a ``requantize``ation to 8
-    bits (an integer type's, with a bias: by a float32 scale per output channel,
-    ``compiler.ops.cpu.Requantize``, or by a right shift, ``compiler.ops.cpu.ShiftClip``), and a per-
-    output-channel ``bias`` added before it (conv2d and GEMM), all fused into the operator (PolyDL's
+    an element-wise ``epilogue`` on the output (``compiler.ops.cpu_epilogue.EPILOGUES``) or a
+    ``requantize``ation to 8 bits (an integer type's, with a bias: by a float32 scale per output channel,
+    ``compiler.ops.cpu_epilogue.Requantize``, or by a right shift, ``compiler.ops.cpu_epilogue.ShiftClip``),
+    and a per-output-channel ``bias`` added before it (conv2d and GEMM), all fused into the operator (PolyDL's
     Algorithm 3); for a GEMM, ``transposed``: the kernel with the data's rows on the lanes
     (``compiler.ops.cpu.gemm_t``); for a conv2d, ``pad_value``: what its padded border holds (a quantized
     input's zero point, the integer that stands for 0.0; written by the packing, no copy of its own);
@@ -49,7 +49,7 @@ class CpuOptions:
     epilogue: str | None = None
     bias: bool = False
     transposed: bool = False
-    requantize: cpu.Requantize | cpu.ShiftClip | None = None
+    requantize: cpu_epilogue.Requantize | cpu_epilogue.ShiftClip | None = None
     pad_value: int = 0
     instruction: str | None = None
 
@@ -75,10 +75,10 @@ class CpuOptions:
                 **({"instruction": self.instruction} if self.instruction else {})}
 
 
-def requantize_params(rq: cpu.Requantize | cpu.ShiftClip) -> dict[str, str | int]:
+def requantize_params(rq: cpu_epilogue.Requantize | cpu_epilogue.ShiftClip) -> dict[str, str | int]:
     """A requantizing epilogue as ``run`` parameters: ``epilogue=requantize`` with ``ZP``, ``LO``, ``HI``
     (by a float scale), or ``epilogue=shift`` with ``shift``, ``LO``, ``HI``."""
-    if isinstance(rq, cpu.Requantize):
+    if isinstance(rq, cpu_epilogue.Requantize):
         return {"epilogue": "requantize", "ZP": rq.zero_point, "LO": rq.lo, "HI": rq.hi}
     return {"epilogue": "shift", "shift": rq.shift, "LO": rq.lo, "HI": rq.hi}
 
@@ -252,7 +252,7 @@ def finish(layer: Layer, out: np.ndarray, bias: np.ndarray | None = None, scale:
         by_channel = None if scale is None else np.asarray(scale, np.float32).reshape(_channel_shape(layer))
         out = options.requantize.reference(out, by_channel)
     if options.epilogue is not None:
-        out = cpu.EPILOGUES[options.epilogue][1](out)
+        out = cpu_epilogue.EPILOGUES[options.epilogue][1](out)
     return out.astype(np.float64 if options.is_float else np.int32)
 
 

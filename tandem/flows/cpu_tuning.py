@@ -8,6 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
+from compiler.analysis.poly_rank import cpu_caches
 from compiler.analysis.working_set import NotAnalysable
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import chains_to_peak
@@ -23,8 +26,8 @@ MEASURED_FALLBACK = 4
 
 
 def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
-                 options: CpuOptions = DEFAULT_OPTIONS, registers: int = 32, chains: int = 8
-                 ) -> list[cpu.CpuTuning]:
+                 options: CpuOptions = DEFAULT_OPTIONS, registers: int = 32, chains: int = 8,
+                 k_cache: int = 0, group: int = 4) -> list[cpu.CpuTuning]:
     """Candidate breaking points (UNIT Sec. IV.B), the likeliest first.
 
     The unrolled tile (oc blocks x columns, one accumulator register each) holds at most 24 instructions, so
@@ -46,16 +49,19 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
     their own (shuffled from memory, not a broadcast): at most 14 per tile, sorted as a GEMM's, with the rows
     out of the parallel loop (fused: 21-25% of peak on 7 x 7 x 1024 and 112 x 112 x 32 against 39-45%). A
     column-tile loop with a tail is never fused into the parallel loop, so that loop partitioning can split
-    the tail off. Outputs narrower than 4 columns (a GEMV, a 1x1 feature map) get tiles of their own width.
-    ``lanes``: the instruction's output lanes (16 for vpdpbusd; AArch64's sdot has 4, and 32 registers as
-    AVX-512 has); ``registers``: the CPU's vector registers; ``chains``: the independent instructions the CPU
-    needs in flight to reach its peak (``compiler.backend.llvm_probe.chains_to_peak``), which a convolution's
-    tile covers where more than 8: on AMD EPYC znver5, which issues two vpdpbusd a cycle (12 chains), the 2 x
-    4 tile ran ResNet-18's C2-C6 at 80-85% of the peak, 2 x 7 at 94-98%. AVX2's 16 hold tiles of at most 8
-    instructions (depthwise 4), and there a GEMM prefers the squarest: measured on AMD EPYC znver3, 1 thread,
-    a 128 x 768 x 768 fp32 GEMM ran at 56-81 GFLOPS with 2 blocks x 4 rows, 53-75 with 4 x 2, 36.4 with 1 x 8
-    (9 loads for 8 FMAs) and 32.0 with 3 x 4 (its accumulators spill); the int8 one on vpmaddwd at 125.5 GOPS
-    with 2 x 4 and 33.7 with 1 x 12.
+    the tail off. Outputs narrower than 4 columns (a GEMV, a 1x1 feature map) get tiles of their own width. A
+    GEMM's reduction is cut into blocks (``CpuTuning.k_block``, ``k_block``) where a tile's operands over all
+    of K exceed ``k_cache`` bytes (0: never; ``select`` gives a quarter of L2 to a tensorized GEMM with no
+    epilogue), ``group`` the instruction's reduction width. ``lanes``: the instruction's output lanes (16 for
+    vpdpbusd; AArch64's sdot has 4, and 32 registers as AVX-512 has); ``registers``: the CPU's vector
+    registers; ``chains``: the independent instructions the CPU needs in flight to reach its peak
+    (``compiler.backend.llvm_probe.chains_to_peak``), which a convolution's tile covers where more than 8: on
+    AMD EPYC znver5, which issues two vpdpbusd a cycle (12 chains), the 2 x 4 tile ran ResNet-18's C2-C6 at
+    80-85% of the peak, 2 x 7 at 94-98%. AVX2's 16 hold tiles of at most 8 instructions (depthwise 4), and
+    there a GEMM prefers the squarest: measured on AMD EPYC znver3, 1 thread, a 128 x 768 x 768 fp32 GEMM ran
+    at 56-81 GFLOPS with 2 blocks x 4 rows, 53-75 with 4 x 2, 36.4 with 1 x 8 (9 loads for 8 FMAs) and 32.0
+    with 3 x 4 (its accumulators spill); the int8 one on vpmaddwd at 125.5 GOPS with 2 x 4 and 33.7 with 1 x
+    12.
     """
     gemm = isinstance(layer, GemmShape)
     outer = list(fused_extents(layer, lanes, options))
@@ -90,11 +96,29 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
         limit = len(extents) if columns % x == 0 else len(extents) - 1
         widest = max([1] + [p for p in range(1, limit + 1) if math.prod(extents[:p]) < 3000])
         if gemm:
-            space += [cpu.CpuTuning(p, oc, x) for p in (widest, widest - 1) if p >= 1]
+            kb = k_block(layer, oc, x, lanes, group, options, k_cache)
+            space += [cpu.CpuTuning(p, oc, x, k_block=kb) for p in (widest, widest - 1) if p >= 1]
             continue
         fewest = next((p for p in range(1, limit + 1) if math.prod(extents[:p]) >= 2 * threads), limit)
         space += [cpu.CpuTuning(p, oc, x) for p in ((min(fewest, 2),) if depthwise else (fewest, widest))]
     return list(dict.fromkeys(space))
+
+
+def k_block(layer: Layer, oc: int, x: int, lanes: int, group: int, options: CpuOptions, k_cache: int
+            ) -> int:
+    """BLIS's k_c for a GEMM's ``oc`` x ``x`` tile: 0 (the whole reduction in one visit of a tile) where the
+    tile's operands over all of K (``oc`` weight vectors of ``lanes``, ``x`` rows of data) fit in
+    ``k_cache`` bytes, else the largest number of ``group``-wide steps that divides K's and fits (measured
+    on AMD EPYC znver5, 1 thread, PolyDL's long-K GEMM, 1024 x 1024 x 32768, 2 x 8 tiles: 89-95% of the
+    vpdpbusd peak in blocks of 1024 or 2048 steps, 160 or 320 KB of operands, 79-82% in 256 or 512, 71%
+    unblocked; fp32's square 4096^3 at 87% of the FMA peak in blocks of 1024, 70% unblocked)."""
+    if not isinstance(layer, GemmShape) or k_cache <= 0:
+        return 0
+    steps = -(-layer.k // group)
+    per_step = (oc * lanes + x) * group * np.dtype(cpu.DTYPES[options.dtype][0]).itemsize
+    if steps * per_step <= k_cache:
+        return 0
+    return max([d for d in range(1, steps) if steps % d == 0 and d * per_step <= k_cache], default=0)
 
 
 def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTuning | None, target: Target,
@@ -107,7 +131,10 @@ def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTunin
         return [tuning], {"by": "given"}
     pk = cpu.packing(isa, options.dtype, target.spec, options.instruction)
     registers = host_cpu()["vector_registers"]
-    space = tuning_space(layer, pk.lanes, threads, options, registers, _chains(pk, target))
+    blocked = options.epilogue is None and not options.bias   # an epilogue needs each sum whole
+    l2 = next((level.bytes for level in cpu_caches() if level.name == "L2"), 0)
+    space = tuning_space(layer, pk.lanes, threads, options, registers, _chains(pk, target),
+                         k_cache=l2 // 4 if blocked else 0, group=pk.group)
     if tune > 0:
         return space[:tune], {"by": "measured", "candidates": len(space[:tune])}
     try:

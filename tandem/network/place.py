@@ -500,8 +500,8 @@ def _sums_then_requantize(step: Step, q: QuantizedGraph, sums: list[Placed], to_
     return Placement((*sums, epilogue), lambda outs: outs[-1])
 
 
-#: the CPU's kernels that requantize their sums in their epilogue (``compiler.ops.cpu.Requantize``,
-#: ``compiler.ops.cpu.ShiftClip``)
+#: the CPU's kernels that requantize their sums in their epilogue (``compiler.ops.cpu_epilogue.Requantize``,
+#: ``compiler.ops.cpu_epilogue.ShiftClip``)
 FUSES_REQUANTIZE = ("conv2d", "gemm", "depthwise")
 
 

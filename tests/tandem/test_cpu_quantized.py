@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from compiler.ops import reference
-from compiler.ops.cpu import CpuTuning, Requantize, ShiftClip
+from compiler.ops.cpu import CpuTuning
+from compiler.ops.cpu_epilogue import Requantize, ShiftClip
 from compiler.ops.nn import ConvShape, GemmShape
 from tandem.flows import cpu_layers
 from tandem.flows.cpu import compile_layer, default_isa, run_cpu

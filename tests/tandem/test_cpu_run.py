@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 from compiler.analysis.issued import issued_instructions
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak, tsc_hz
+from compiler.errors import ScheduleError
 from compiler.ops.cpu import U8, CpuTuning
 from compiler.ops.nn import ConvShape, GemmShape
 from tandem.cli.app import app
@@ -18,6 +20,7 @@ from tandem.flows import cpu_layers
 from tandem.flows.cpu import compile_layer, run_cpu
 from tandem.flows.cpu_layers import CpuOptions, Layer
 from tandem.flows.cpu_tuning import tuning_space
+from tandem.flows.flow import RunError
 from tandem.flows.layers import op_of
 from tandem.flows.targets import load_target
 
@@ -116,6 +119,67 @@ def test_a_gemms_tile_is_16_instructions_over_two_weight_blocks() -> None:
     assert (first.unroll_oc, first.unroll_x) == (1, 16)
     first = tuning_space(GemmShape(1, 768, 768))[0]
     assert (first.unroll_oc, first.unroll_x) == (4, 1)
+
+
+@pytest.mark.parametrize(("tuning", "threads"), [(CpuTuning(1, 2, 8, (), 16), 1),
+                                                  (CpuTuning(1, 2, 8, (1, 0), 7), 2),
+                                                  (CpuTuning(2, 1, 4, (), 32), 2)], ids=str)
+@pytest.mark.parametrize("isa", ["x86-vnni", "x86-avx512"])
+def test_a_gemm_in_k_blocks_is_exact(tuning: CpuTuning, threads: int, isa: str) -> None:
+    """BLIS's k_c loop (``CpuTuning.k_block``), blocks that do not divide K (75 steps of 4) and a tail of
+    rows and blocks: bit-exact with numpy (fp32: within the float bound)."""
+    r = run_cpu(GemmShape(40, 50, 300), isa, threads=threads, tuning=tuning, min_time=0.005)
+    assert r.validated, r.detail
+    assert r.max_abs_err == 0 or isa == "x86-avx512"
+
+
+def _innermost_loop(assembly: str, marker: str) -> list[str]:
+    """The instructions of the innermost loop that holds ``marker``: from a label to the first backward
+    jump to it."""
+    lines = assembly.split("\n")
+    labels = {line.split(":")[0]: k for k, line in enumerate(lines) if re.match(r"^\.LBB\d+_\d+:", line)}
+    loops = []
+    for k, line in enumerate(lines):
+        jump = re.match(r"\s+j\w+\s+(\.LBB\d+_\d+)", line)
+        if jump and labels.get(jump.group(1), k) < k:
+            loops.append(lines[labels[jump.group(1)]:k])
+    return min((body for body in loops if any(marker in x for x in body)), key=len)
+
+
+@pytest.mark.parametrize(("isa", "options", "marker"), [("x86-vnni", CpuOptions(), "vpdpbusd"),
+                                                        ("x86-avx512", F32, "vfmadd")])
+def test_a_gemm_in_k_blocks_keeps_its_sums_in_registers(isa: str, options: CpuOptions, marker: str) -> None:
+    """Within a K block a tile's sums do not touch memory: the block's loop stores nothing (the parallel
+    loop's [begin, end) clamped, so that LLVM bounds the indices; fp32's vector indices canonical, so that
+    LLVM sees the tile's accesses a constant apart). Not yet where the parallel loop fuses two loops (its
+    floordiv indices): there each step stores its sums."""
+    for threads in (1, 2):
+        _, kernel = compile_layer(GemmShape(64, 64, 1024), isa, CpuTuning(1, 2, 8, (), 64), threads,
+                                  load_target("cpu"), options)
+        body = _innermost_loop(kernel.assembly(), marker)
+        assert sum(marker in x for x in body) >= 16
+        assert not [x for x in body if re.search(r"vmov\w+\s+%zmm\d+, .*\)", x)], body
+
+
+def test_an_epilogue_is_not_fused_into_a_tensorized_k_blocked_gemm() -> None:
+    """A tensorized K-blocked GEMM sums into its output itself: a ReLU placed after the instruction's store
+    would run on every block's partial sums. Refused, saying why (before: a silent wrong answer)."""
+    with pytest.raises(RunError, match="relu epilogue cannot be fused.*an instruction's"):
+        run_cpu(GemmShape(40, 48, 300), threads=1, tuning=CpuTuning(1, 2, 8, (), 16), min_time=0.005,
+                options=CpuOptions(epilogue="relu"))
+    with pytest.raises(ScheduleError, match="k_block blocks a GEMM's reduction only"):
+        cpu_layers.schedule(ConvShape(14, 14, 32, 32), "x86-vnni", CpuTuning(1, 2, 4, (), 8),
+                            load_target("cpu"))
+
+
+def test_a_gemm_whose_tile_outgrows_the_cache_is_k_blocked() -> None:
+    """PolyDL's long-K GEMM (K = 32768): a 2 x 8 tile's operands over all of K are 1.3 MB; in blocks of 1024
+    steps of 4 they are 160 KB, within a quarter of a 1 MB L2. GNMT-1's (K = 4096, 160 KB) is not blocked;
+    nor is a GEMM given no cache."""
+    long_k = GemmShape(1024, 1024, 32768)
+    assert tuning_space(long_k, k_cache=1 << 18)[0].k_block == 1024
+    assert tuning_space(GemmShape(128, 2048, 4096), k_cache=1 << 18)[0].k_block == 0
+    assert tuning_space(long_k)[0].k_block == 0
 
 
 def test_the_wide_layers_keep_their_tunings() -> None:
