@@ -169,8 +169,9 @@ class CpuTuning:
     outermost first, as positions in that order (conv ``(0, 2, 1, 3)``: rows outside the oc blocks);
     ``parallel`` then fuses the first loops of this order. ``k_block`` (a GEMM's; 0: none): the reduction's
     groups of x summed per visit of a tile, BLIS's k_c: a loop over the blocks of K sits just inside the
-    parallel loop, each tile's sums are kept in the output between blocks (LLVM holds them in registers
-    within a block), so that a tile's operands over one block stay in L2 however long K is.
+    parallel loop (``parallel`` 1: the first loop of the order alone), each tile's sums are kept in the
+    output between blocks (LLVM holds them in registers within a block), so that a tile's operands over
+    one block stay in L2 however long K is.
     """
 
     parallel: int = 3
@@ -459,8 +460,9 @@ def _unit_schedule(
     """
     if tuning.parallel < 1 or tuning.unroll_oc < 1 or tuning.unroll_x < 1 or tuning.k_block < 0:
         raise ScheduleError(f"cpu: bad tuning {tuning}: every field must be positive")
-    if tuning.k_block and outer != (1,):
-        raise ScheduleError(f"cpu: bad tuning {tuning}: k_block blocks a GEMM's reduction only")
+    if tuning.k_block and (outer != (1,) or tuning.parallel != 1):
+        raise ScheduleError(f"cpu: bad tuning {tuning}: k_block blocks a GEMM's reduction, inside a parallel "
+                            f"loop of one loop (parallel=1)")
     sch = create_schedule(out)
     if tuning.k_block:
         return _k_blocked(sch, out, args, isa, pk, tuning, spec)
@@ -512,7 +514,7 @@ def _unit_schedule(
 def _k_blocked(sch: Schedule, out: te.Tensor, args, isa: str, pk: Packing, tuning: CpuTuning, spec: ISA
                ) -> CpuSchedule:
     """A GEMM's ``_unit_schedule`` with its reduction in blocks of ``tuning.k_block`` groups (BLIS's k_c
-    loop): [parallel loops, K blocks, the other outer loops, the block's groups, the unrolled tile]. The
+    loop): [the parallel loop, K blocks, the other outer loop, the block's groups, the unrolled tile]. The
     tile sums into the output itself (its init nest zeroes it first): within a block its loads and stores
     do not depend on the reduction loop, so LLVM keeps them in registers across it (LICM; the backend
     gives it indices it can bound and compare, ``compiler.backend.llvm_emit``). Measured on AMD EPYC
@@ -531,10 +533,9 @@ def _k_blocked(sch: Schedule, out: te.Tensor, args, isa: str, pk: Packing, tunin
         if sorted(tuning.order) != [0, 1]:
             raise ScheduleError(f"cpu: bad tuning {tuning}: order must be a permutation of 0..1")
         loops = [loops[k] for k in tuning.order]
-    parallel = min(tuning.parallel, len(loops))
     lane_loops = (group, lanes) if pk.group == 1 and not pk.instruction else (lanes, group)
-    stage.reorder(*loops[:parallel], k_o, *loops[parallel:], k_i, oc_i, x_i, *lane_loops)
-    stage.parallel(stage.fuse(*loops[:parallel]) if parallel > 1 else loops[0])
+    stage.reorder(loops[0], k_o, loops[1], k_i, oc_i, x_i, *lane_loops)
+    stage.parallel(loops[0])
     stage.unroll(oc_i)
     stage.unroll(x_i)
     if pk.instruction:

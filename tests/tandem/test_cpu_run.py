@@ -123,7 +123,7 @@ def test_a_gemms_tile_is_16_instructions_over_two_weight_blocks() -> None:
 
 @pytest.mark.parametrize(("tuning", "threads"), [(CpuTuning(1, 2, 8, (), 16), 1),
                                                   (CpuTuning(1, 2, 8, (1, 0), 7), 2),
-                                                  (CpuTuning(2, 1, 4, (), 32), 2)], ids=str)
+                                                  (CpuTuning(1, 1, 4, (), 32), 2)], ids=str)
 @pytest.mark.parametrize("isa", ["x86-vnni", "x86-avx512"])
 def test_a_gemm_in_k_blocks_is_exact(tuning: CpuTuning, threads: int, isa: str) -> None:
     """BLIS's k_c loop (``CpuTuning.k_block``), blocks that do not divide K (75 steps of 4) and a tail of
@@ -167,17 +167,22 @@ def test_an_epilogue_is_not_fused_into_a_tensorized_k_blocked_gemm() -> None:
     with pytest.raises(RunError, match="relu epilogue cannot be fused.*an instruction's"):
         run_cpu(GemmShape(40, 48, 300), threads=1, tuning=CpuTuning(1, 2, 8, (), 16), min_time=0.005,
                 options=CpuOptions(epilogue="relu"))
-    with pytest.raises(ScheduleError, match="k_block blocks a GEMM's reduction only"):
-        cpu_layers.schedule(ConvShape(14, 14, 32, 32), "x86-vnni", CpuTuning(1, 2, 4, (), 8),
-                            load_target("cpu"))
+    for layer, tuning in [(ConvShape(14, 14, 32, 32), CpuTuning(1, 2, 4, (), 8)),
+                          (GemmShape(40, 48, 300), CpuTuning(2, 2, 8, (), 8))]:
+        with pytest.raises(ScheduleError, match="k_block blocks a GEMM's reduction, inside a parallel"):
+            cpu_layers.schedule(layer, "x86-vnni", tuning, load_target("cpu"))
 
 
 def test_a_gemm_whose_tile_outgrows_the_cache_is_k_blocked() -> None:
     """PolyDL's long-K GEMM (K = 32768): a 2 x 8 tile's operands over all of K are 1.3 MB; in blocks of 1024
-    steps of 4 they are 160 KB, within a quarter of a 1 MB L2. GNMT-1's (K = 4096, 160 KB) is not blocked;
-    nor is a GEMM given no cache."""
+    steps of 4 they are 160 KB, within a quarter of a 1 MB L2, in BLIS's order with the oc blocks parallel.
+    With one oc block the row tiles come first. GNMT-1's (K = 4096, 160 KB) is not blocked; nor is a GEMM
+    given no cache, nor one whose first loop has too few iterations to share between the threads."""
     long_k = GemmShape(1024, 1024, 32768)
-    assert tuning_space(long_k, k_cache=1 << 18)[0].k_block == 1024
+    assert tuning_space(long_k, k_cache=1 << 18)[0] == CpuTuning(1, 2, 8, (), 1024)
+    assert tuning_space(GemmShape(1024, 16, 32768), threads=2, k_cache=1 << 18)[0] == \
+        CpuTuning(1, 1, 16, (1, 0), 2048)
+    assert tuning_space(GemmShape(16, 16, 32768), threads=2, k_cache=1 << 18)[0].k_block == 0
     assert tuning_space(GemmShape(128, 2048, 4096), k_cache=1 << 18)[0].k_block == 0
     assert tuning_space(long_k)[0].k_block == 0
 
