@@ -40,9 +40,10 @@ import numpy as np
 from llvmlite import ir as ll
 from threadpoolctl import threadpool_limits
 
-from compiler.backend.llvm_emit import ErrorTable, FunctionEmitter
+from compiler.backend.llvm_emit import FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
 from compiler.backend.llvm_parallel import emit_fork, emit_repeat, openmp_available
+from compiler.backend.llvm_types import ErrorTable
 from compiler.errors import CodegenError, CpuRuntimeError
 from compiler.interp.args import contiguous_args, match_args, stored_buffers
 from compiler.ir import nodes as n

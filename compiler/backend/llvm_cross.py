@@ -30,8 +30,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from compiler.backend.llvm import Segment, compile_module, plan, target_machine
-from compiler.backend.llvm_emit import ErrorTable
 from compiler.backend.llvm_operands import emit_tensor_insn
+from compiler.backend.llvm_types import ErrorTable
 from compiler.errors import CodegenError
 from compiler.ir import nodes as n
 from compiler.ir.functor import IRVisitor

@@ -44,12 +44,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from llvmlite import ir as ll
 
 from compiler.arith import Interval, bound, linear_form, simplify
 from compiler.arith.float_bounds import float_bounds, never_nan, rounded_operand
+from compiler.backend.llvm_types import (
+    DOUBLE,
+    FLOAT,
+    I1,
+    I8,
+    I32,
+    I64,
+    PTR,
+    ErrorTable,
+    declare,
+    element_bytes,
+    is_vec,
+    memory_type,
+    resize_float,
+    scalar_type,
+    value_type,
+)
 from compiler.backend.llvm_vectorize import _const_int, vectorizable
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
@@ -60,41 +77,10 @@ from compiler.ir.functor import free_vars
 from compiler.ir.intrinsics import MATH, Call
 from compiler.ir.shifts import Shl, Shr
 
+#: the marks (``Attr`` keys) that change how the statements inside them are emitted
+MARKS = ("pragma_fp_contract",)
 MAX_UNROLL = 64
 STACK_LIMIT = 512 * 1024
-
-I1, I8, I16, I32, I64 = (ll.IntType(b) for b in (1, 8, 16, 32, 64))
-HALF, FLOAT, DOUBLE = ll.HalfType(), ll.FloatType(), ll.DoubleType()
-PTR = ll.PointerType()
-
-
-def value_type(dt: DType) -> ll.Type:
-    """The LLVM type of a value of ``dt`` in registers (bool is i1; bfloat16 lives in a float)."""
-    if dt.is_bool:
-        return I1
-    if dt.is_int:
-        return ll.IntType(dt.bits)
-    if dt == dtypes.float16:
-        return HALF
-    return FLOAT  # float32, and bfloat16 values held in float32
-
-
-def memory_type(dt: DType) -> ll.Type:
-    """The LLVM type of an element of ``dt`` in memory (numpy's storage: bool is a byte)."""
-    return I8 if dt.is_bool else value_type(dt)
-
-
-@dataclass
-class ErrorTable:
-    """The run-time faults generated code can report; a function returns ``index + 1`` of its fault."""
-
-    messages: list[str] = field(default_factory=list)
-
-    def code(self, message: str) -> int:
-        if message not in self.messages:
-            self.messages.append(message)
-        return self.messages.index(message) + 1
-
 
 @dataclass(frozen=True)
 class VectorLoop:
@@ -122,7 +108,7 @@ class FunctionEmitter:
         self.varying: set[n.Var] = set()  # variables whose value differs between lanes
         self.vector: VectorLoop | None = None
         self.stack_bytes = 0
-        self.contract = False   # inside a pragma_fp_contract mark: float multiplies and adds may fuse
+        self.marks: set[str] = set()   # the MARKS around the statement being emitted
         self.heap: list[ll.Value] = []  # malloc'ed buffers live at this point (freed on a fault)
 
     def declare_function(self, name: str, buffers: list[n.Buffer]) -> ll.Function:
@@ -186,14 +172,14 @@ class FunctionEmitter:
             self.stmt(x)
 
     def stmt_Attr(self, s: n.Attr) -> None:
-        if s.key != "pragma_fp_contract" or self.contract:
+        if s.key not in MARKS or s.key in self.marks:
             self.stmt(s.body)
             return
-        self.contract = True
+        self.marks.add(s.key)
         try:
             self.stmt(s.body)
         finally:
-            self.contract = False
+            self.marks.discard(s.key)
 
     def stmt_DepToken(self, s: DepToken) -> None:
         """Tokens order the units of a decoupled machine; sequential code needs none."""
@@ -231,7 +217,7 @@ class FunctionEmitter:
     def stmt_Allocate(self, s: n.Allocate) -> None:
         b = s.buffer
         ty = memory_type(b.dtype)
-        nbytes = b.size * _bytes(ty)
+        nbytes = b.size * element_bytes(ty)
         heap = self.stack_bytes + nbytes > STACK_LIMIT
         if heap:
             ptr = self.builder.call(self._libc("malloc", PTR, [I64]), [ll.Constant(I64, nbytes)])
@@ -420,7 +406,7 @@ class FunctionEmitter:
     def vector_align(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> int:
         """The alignment (bytes) a contiguous vector access of ``buffer[indices]`` may assume: one element's
         (a target that knows its buffers' alignment says more)."""
-        return _bytes(memory_type(buffer.dtype))
+        return element_bytes(memory_type(buffer.dtype))
 
     def _vector_access(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> str:
         """"scalar" (same address in every lane), "contiguous" (lane k at lane 0's + k) or "gather"."""
@@ -511,7 +497,8 @@ class FunctionEmitter:
     def _arith(self, e: n.BinaryOp, int_op: str, float_op: str) -> ll.Value:
         a, b = self._pair(self.expr(e.a), self.expr(e.b))
         if e.dtype.is_float:
-            flags = ("contract",) if self.contract and float_op in ("fadd", "fmul") else ()
+            contract = "pragma_fp_contract" in self.marks and float_op in ("fadd", "fmul")
+            flags = ("contract",) if contract else ()
             out = getattr(self.builder, float_op)(a, b, flags=flags)
             return self.round_bf16(out) if e.dtype == dtypes.bfloat16 else out
         return getattr(self.builder, int_op)(a, b)
@@ -535,7 +522,7 @@ class FunctionEmitter:
             raise CodegenError(f"llvm: FloorDiv/FloorMod on floats is not supported: '{e}'")
         b_ = self.builder
         a, d = self._pair(self.expr(e.a), self.expr(e.b))
-        zero = self._like(a, _scalar(a.type), 0)
+        zero = self._like(a, scalar_type(a.type), 0)
         divisor = _const_int(e.b)
         if divisor is None:
             nonzero = b_.icmp_signed("!=", d, zero)
@@ -576,7 +563,7 @@ class FunctionEmitter:
         sign-fills, and shl/lshr select 0; LLVM's own shifts are poison past the width."""
         bld = self.builder
         a, amount = self._pair(self.expr(e.a), self.expr(e.b))
-        ety, bits = _scalar(a.type), e.dtype.bits
+        ety, bits = scalar_type(a.type), e.dtype.bits
         inside = bld.icmp_unsigned("<", amount, self._like(a, ety, bits))
         amount = bld.select(inside, amount, self._like(a, ety, bits - 1))
         if isinstance(e, Shr) and e.dtype.kind == "int":
@@ -644,7 +631,7 @@ class FunctionEmitter:
     def expr_Call(self, e: Call) -> ll.Value:
         if e.name in MATH:   # LLVM's intrinsic of the same name (a libm call, per lane)
             x = self.expr(e.args[0])
-            scalar = _scalar(x.type)
+            scalar = scalar_type(x.type)
             suffix = {ll.HalfType: "f16", ll.FloatType: "f32", ll.DoubleType: "f64"}[type(scalar)]
             if isinstance(x.type, ll.VectorType):
                 suffix = f"v{x.type.count}{suffix}"
@@ -655,7 +642,7 @@ class FunctionEmitter:
             a, b, c = (self.expr(x) for x in e.args)
             if any(isinstance(x.type, ll.VectorType) for x in (a, b, c)):
                 a, b, c = self.splat(a), self.splat(b), self.splat(c)
-            scalar = _scalar(a.type)
+            scalar = scalar_type(a.type)
             suffix = {ll.HalfType: "f16", ll.FloatType: "f32", ll.DoubleType: "f64"}[type(scalar)]
             if isinstance(a.type, ll.VectorType):
                 suffix = f"v{a.type.count}{suffix}"
@@ -704,12 +691,12 @@ class FunctionEmitter:
             return v
         if dst.is_bool:
             if src.is_float:
-                return b.fcmp_unordered("!=", v, self._like(v, v.type.element if _is_vec(v) else v.type, 0.0))
-            return b.icmp_unsigned("!=", v, self._like(v, _scalar(v.type), 0))
+                return b.fcmp_unordered("!=", v, self._like(v, v.type.element if is_vec(v) else v.type, 0.0))
+            return b.icmp_unsigned("!=", v, self._like(v, scalar_type(v.type), 0))
         target = self._like(v, value_type(dst))
         if dst.is_float:
             if src.is_float:
-                out = _resize_float(b, v, target)
+                out = resize_float(b, v, target)
                 return self.round_bf16(out) if dst == dtypes.bfloat16 else out
             signed = src.kind == "int"
             if dst == dtypes.bfloat16:  # exact in double (<= 32-bit ints), then one rounding to bf16
@@ -728,7 +715,7 @@ class FunctionEmitter:
         x = rounded_operand(e.value) if dst == dtypes.int32 else None
         if x is not None and never_nan(x):   # x rounded half to even: one conversion (lrint, default mode)
             x = self.expr(x)
-            name = f"llvm.lrint.v{x.type.count}i32.v{x.type.count}f32" if _is_vec(x) else "llvm.lrint.i32.f32"
+            name = f"llvm.lrint.v{x.type.count}i32.v{x.type.count}f32" if is_vec(x) else "llvm.lrint.i32.f32"
             return b.call(declare(b.module, name, ll.FunctionType(target, [x.type])), [x])
         # float -> int: truncate toward zero; out of range (or nan/inf) is a fault
         lo, hi = float(dst.min_value) - 1.0, float(dst.max_value) + 1.0
@@ -736,12 +723,12 @@ class FunctionEmitter:
         if bounds is not None and lo < bounds[0] and bounds[1] < hi:   # in range but for nan: that is checked
             if not never_nan(e.value):
                 ok = b.fcmp_ordered("ord", v, v)
-                self.fail(self._all_lanes(ok) if _is_vec(ok) else ok, f"cast of nan to {dst} in '{e}'")
+                self.fail(self._all_lanes(ok) if is_vec(ok) else ok, f"cast of nan to {dst} in '{e}'")
             return (b.fptosi if dst.kind == "int" else b.fptoui)(v, target)
-        wide = _resize_float(b, v, self._like(v, DOUBLE))
+        wide = resize_float(b, v, self._like(v, DOUBLE))
         ok = b.and_(b.fcmp_ordered(">", wide, self._like(wide, DOUBLE, lo)),
                     b.fcmp_ordered("<", wide, self._like(wide, DOUBLE, hi)))
-        self.fail(self._all_lanes(ok) if _is_vec(ok) else ok, f"cast out of range of {dst} in '{e}'")
+        self.fail(self._all_lanes(ok) if is_vec(ok) else ok, f"cast out of range of {dst} in '{e}'")
         return (b.fptosi if dst.kind == "int" else b.fptoui)(wide, target)
 
     def _double_to_bf16(self, v: ll.Value) -> ll.Value:
@@ -754,36 +741,6 @@ class FunctionEmitter:
 
 
 # -------------------------------------------------------------------------------------------- helpers
-
-
-def _is_vec(v: ll.Value) -> bool:
-    return isinstance(v.type, ll.VectorType)
-
-
-def _scalar(t: ll.Type) -> ll.Type:
-    return t.element if isinstance(t, ll.VectorType) else t
-
-
-def _float_bytes(t: ll.Type) -> int:
-    return {HALF: 2, FLOAT: 4, DOUBLE: 8}[t]
-
-
-def _bytes(t: ll.Type) -> int:
-    """The size of an element of memory type ``t`` (also its natural alignment)."""
-    return t.width // 8 if isinstance(t, ll.IntType) else _float_bytes(t)
-
-
-def declare(module: ll.Module, name: str, fnty: ll.FunctionType) -> ll.Function:
-    """Function ``name`` of ``module``, declared with ``fnty`` on first use."""
-    try:
-        return module.get_global(name)
-    except KeyError:
-        return ll.Function(module, fnty, name)
-
-
-def _resize_float(b: ll.IRBuilder, v: ll.Value, target: ll.Type) -> ll.Value:
-    have, want = _float_bytes(_scalar(v.type)), _float_bytes(_scalar(target))
-    return v if have == want else b.fpext(v, target) if want > have else b.fptrunc(v, target)
 
 
 def _flat_expr(buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> n.Expr:

@@ -31,7 +31,8 @@ from llvmlite import ir as ll
 
 import isa
 from compiler.arith import bound
-from compiler.backend.llvm_emit import I32, I64, FunctionEmitter, declare, memory_type
+from compiler.backend.llvm_emit import FunctionEmitter
+from compiler.backend.llvm_types import I32, I64, declare, memory_type
 from compiler.errors import CodegenError
 from compiler.ir import nodes as n
 from isa.instance import operand_shape

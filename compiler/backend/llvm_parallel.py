@@ -18,7 +18,7 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir as ll
 
-from compiler.backend.llvm_emit import I32, I64, PTR, declare
+from compiler.backend.llvm_types import I32, I64, PTR, declare
 
 LIBRARY = "libgomp.so.1"
 

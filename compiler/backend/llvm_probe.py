@@ -22,8 +22,8 @@ from llvmlite import ir as ll
 
 import isa
 from compiler.backend.llvm import host_cpu, target_machine
-from compiler.backend.llvm_emit import memory_type
 from compiler.backend.llvm_operands import instruction_runs_on_cpu
+from compiler.backend.llvm_types import memory_type
 from compiler.errors import CodegenError
 from compiler.ir import dtypes
 from isa.instance import operand_shape

@@ -34,7 +34,7 @@ from llvmlite import ir as ll
 
 from compiler.backend.llvm import target_machine
 from compiler.backend.llvm_cross import CrossObject
-from compiler.backend.llvm_emit import I8, I32, I64, PTR, declare
+from compiler.backend.llvm_types import I8, I32, I64, PTR, declare
 from compiler.errors import CodegenError, CpuRuntimeError
 from compiler.interp.args import check_array, match_args, stored_buffers
 

@@ -25,7 +25,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir as ll
 
 from compiler.backend.llvm import optimized
-from compiler.backend.llvm_emit import ErrorTable
+from compiler.backend.llvm_types import ErrorTable
 from compiler.backend.nvptx_emit import KernelEmitter
 from compiler.backend.nvptx_launch import Launch, launch_of
 from compiler.errors import CodegenError

@@ -67,15 +67,8 @@ import numpy as np
 from llvmlite import ir as ll
 
 from compiler.arith import linear_form, simplify
-from compiler.backend.llvm_emit import (
-    I32,
-    FunctionEmitter,
-    _const_int,
-    _flat_expr,
-    declare,
-    memory_type,
-    value_type,
-)
+from compiler.backend.llvm_emit import FunctionEmitter, _const_int, _flat_expr
+from compiler.backend.llvm_types import I32, declare, memory_type, value_type
 from compiler.backend.nvptx_launch import Launch, shared_bytes
 from compiler.backend.nvptx_matrix import Geometry, fragment_registers, geometry, operand_region
 from compiler.errors import CodegenError

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from llvmlite import ir as ll
 
 import isa
-from compiler.backend.llvm_emit import HALF, I32
+from compiler.backend.llvm_types import HALF, I32
 from compiler.errors import CodegenError
 from compiler.ir import nodes as n
 from compiler.ir.cuda import WARP
