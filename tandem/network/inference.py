@@ -21,6 +21,9 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
   blocked alike;
 - a Gemm or MatMul by constant weights (``_gemm_runner``): its weights, bias and scales packed once, its
   output in the graph's layout (a GEMM's rows are the graph's);
+- a MatMul of two activations (attention's, ``_heads_runner``): one GEMM kernel for every head, on arrays
+  kept for all heads (the data moved, the second operand packed, ``compiler.ops.cpu.pack_columns``, and
+  its bias corrections summed, each in one pass over all heads), its output in the graph's layout;
 - a max pool of a blocked input (``_max_pool_runner``): ``compiler.ops.network.max_pool_blocked``, which
   pads by clamping its taps, no padded copy; a global average pool of one (``_mean_runner``):
   ``scaled_mean_blocked`` or ``rounded_mean_blocked``;
@@ -277,6 +280,8 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
                 ) -> tuple[Runner | None, str]:
     """A runner of the step's own that needs no placement (the module docstring's kinds), built from its
     placement on this inference's ``tensors``; or None and why not."""
+    if step.op == "MatMul" and step.layers[0].name not in q.weights:
+        return _heads_runner(step, q, placement, prepared, tensors, want)
     if len(placement.parts) != 1:
         return None, f"it runs as {len(placement.parts)} kernels"
     part, kernel = placement.parts[0], prepared[0]
@@ -394,6 +399,56 @@ def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
             call(cpu_layers.pack_data(layer, moved, pk, options), weights, *channels, result)
         out = cpu_layers.unpack(layer, result, options)
         tensors.plain[step.output] = out.reshape(want.shape).astype(want.dtype, copy=False)
+    return run, ""
+
+
+def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: Sequence[Prepared],
+                  tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
+    """A MatMul of two activations (attention's, one GEMM per head), its requantization fused: one kernel
+    for every head, called on each head's slice of arrays kept for all heads. On each inference the data of
+    every head is moved to uint8 in one pass, the second operand packed as the kernel's weights in one pass
+    and each head's bias correction (``-(zero + offset) * sum(weights)``, ``place._data_operand``) summed in
+    one; the heads' outputs are one array, the graph's layout as it is."""
+    parts, layer = placement.parts, step.layers[0]
+    jobs = [_job(kernel) for kernel in prepared]
+    job = jobs[0]
+    if not all(isinstance(j, cpu_flow.CpuJob) and p.op == "gemm" for j, p in zip(jobs, parts, strict=True)):
+        return None, "its parts are not all GEMMs on this CPU"
+    if any(part.params != parts[0].params for part in parts) or len(parts[0].inputs) < 3:
+        return None, "its heads' GEMMs differ, or their requantization is not fused"
+    pk, options, shape = job.packing, job.options, job.layer
+    m, n, k = shape.m, shape.n, shape.k
+    heads = len(parts)
+    if options.transposed or n % pk.lanes or k % pk.group:
+        return None, f"its heads' GEMMs ({m} x {n} x {k}) do not fill the kernel's blocks"
+    a, b = (tensors.read(name) for name in layer.inputs)
+    zero, offset = data_offset(q, layer.inputs[0], True)
+    moved = -(zero + offset)
+    sums = b.reshape(heads, k, n).astype(np.int64).sum(axis=1)
+    base = np.stack([part.inputs[2].reshape(-1)[:n] for part in parts]) - moved * sums
+    if np.any(base != base[0]):
+        return None, "its heads' biases differ beyond their offset corrections"
+    data = np.empty((heads, m, k), parts[0].inputs[0].dtype)
+    weights = np.empty((heads, n // pk.lanes, k // pk.group, pk.lanes, pk.group), parts[0].inputs[1].dtype)
+    biases = np.empty((heads, n // pk.lanes, pk.lanes), np.int32)
+    scales = [cpu_layers.pack_channels(v, pk, options) for v in parts[0].inputs[3:]]
+    func, call = prepared[0].compiled
+    out = np.empty((heads, *func.params[-1].shape), func.params[-1].dtype.numpy)
+    if out.dtype != want.dtype:
+        return None, f"its GEMMs write {out.dtype}, not the step's {want.dtype}"
+    calls = [call.bind(data[h], weights[h], biases[h], *scales, out[h]) for h in range(heads)]
+    total = np.int16 if k * 128 < 2 ** 15 else np.int64   # the columns' sums: the narrowest that holds them
+
+    def run(tensors: Tensors) -> None:
+        x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1])
+        cpu_ops.moved(x.reshape(heads, m, k), offset, data)
+        cpu_ops.pack_columns(w.reshape(heads, k, n), weights)
+        sums = w.reshape(heads, k, n).sum(axis=1, dtype=total)
+        np.add(base[0], np.multiply(sums, moved, dtype=np.int64), out=biases.reshape(heads, n),
+               casting="unsafe")
+        for c in calls:
+            c()
+        tensors.plain[step.output] = out.reshape(want.shape)
     return run, ""
 
 

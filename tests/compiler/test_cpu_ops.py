@@ -236,3 +236,18 @@ def _channels(blocked: np.ndarray, count: int) -> np.ndarray:
 def test_reblock_refuses_a_group_that_does_not_divide_the_lanes():
     with pytest.raises(ValueError, match="group must divide the lanes"):
         cpu.reblock(np.zeros((1, 1, 2, 2, 16), np.int32), np.zeros((1, 6, 2, 2, 3), np.uint8))
+
+
+@pytest.mark.parametrize(("dtype", "lanes", "group"), [(np.int8, 16, 4), (np.int16, 16, 2), (np.int8, 4, 4),
+                                                       (np.float32, 16, 1)])
+def test_pack_columns_is_pack_gemm_of_each_transposed_operand(dtype, lanes: int, group: int) -> None:
+    """A MatMul's second operand [..., K, N] packed as a GEMM's weights (attention's heads, each head's
+    keys): the same array as ``pack_gemm`` of its transpose, for every head."""
+    rng = np.random.default_rng(0)
+    b = rng.integers(-128, 128, (3, 2 * group * 4, 2 * lanes)).astype(dtype)
+    pk = cpu.Packing("uint8", np.dtype(dtype).name, lanes, group)
+    out = np.empty((3, 2, 8, lanes, group), dtype)
+    cpu.pack_columns(b, out)
+    for head in range(3):
+        _, want = pack_gemm(np.zeros((1, b.shape[1]), np.uint8), np.ascontiguousarray(b[head].T), pk)
+        np.testing.assert_array_equal(out[head], want)

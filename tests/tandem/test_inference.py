@@ -69,10 +69,14 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch)
     if graph == "power_of_two":   # its adds and its pool read blocked outputs of another integer type
         assert {reason for step, reason in zip(plan, inference.general, strict=True)
                 if step.op.startswith(("Add", "GlobalAveragePool"))} == {None}
-    if graph == "transformer":   # its projections and MLP: GEMMs by constant weights, run without placing
+    if graph == "transformer":   # its projections and MLP: GEMMs by constant weights, run without placing;
         gemms = [reason for step, reason in zip(plan, inference.general, strict=True)
                  if step.op == "MatMul" and step.name in q.weights]
         assert len(gemms) == 6 and set(gemms) == {None}
+        # its attention's MatMuls of two activations: one kernel for the 12 heads, run without placing
+        heads = [reason for step, reason in zip(plan, inference.general, strict=True)
+                 if step.op == "MatMul" and step.name not in q.weights]
+        assert len(heads) == 2 and set(heads) == {None}
     want = q.run_integer(other)[q.graph.output]
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(real, q.dequantize(q.graph.output, want))
