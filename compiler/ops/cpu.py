@@ -708,6 +708,12 @@ def pack_columns(b: np.ndarray, out: np.ndarray) -> np.ndarray:
     *lead, k, n = b.shape
     y, x = out.shape[-2:]
     word = np.dtype(f"u{x * b.itemsize}")
+    columns = np.swapaxes(b, -1, -2)   # [..., N, K]
+    if columns.strides[-1] == b.itemsize:   # a transposed view whose groups are words already: move them
+        words = columns.view(word)
+        np.copyto(out.view(word).reshape(*lead, n // y, k // x, y),
+                  np.swapaxes(words.reshape(*lead, n // y, y, k // x), -1, -2))
+        return out
     unsigned = b.view(f"u{b.itemsize}").reshape(*lead, k // x, x, n)
     words = unsigned[..., x - 1, :].astype(word)
     for j in range(x - 2, -1, -1):

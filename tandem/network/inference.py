@@ -254,24 +254,29 @@ def _table_runner(step: Step, q: QuantizedGraph, target: Target, threads: int, t
     return run
 
 
-#: the host's layers that may only reshape their input (``_view_runner``)
-RESHAPES = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
+#: the host's layers that may only reshape or transpose their input (``_view_runner``)
+RESHAPES = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose")
 
 
 def _view_runner(step: Step, tensors: Tensors) -> Runner | None:
-    """A host step that only reshapes its one input (its output, just computed by the integer graph, equals
-    the input's values in another shape): a view of the input on each inference; None for another step."""
+    """A host step that only reshapes or transposes its one input (its output, just computed by the integer
+    graph, equals the input's values so viewed): a view of the input on each inference, no copy (a kernel
+    that reads it moves it anyway); None for another step."""
     layer = step.layers[0]
     if len(step.layers) != 1 or layer.op not in RESHAPES or len(layer.outputs) != 1:
         return None
     name, out = layer.inputs[0], tensors.plain[step.output]
     x = tensors.read(name)
-    if x.dtype != out.dtype or x.size != out.size or not np.array_equal(x.reshape(out.shape), out):
+    perm = layer.attrs.get("perm", tuple(reversed(range(x.ndim)))) if layer.op == "Transpose" else None
+
+    def view(x: np.ndarray) -> np.ndarray:
+        return np.transpose(x, perm) if perm is not None else x.reshape(out.shape)
+    if x.dtype != out.dtype or x.size != out.size or view(x).shape != out.shape or \
+            not np.array_equal(view(x), out):
         return None
-    shape = out.shape
 
     def run(tensors: Tensors) -> None:
-        tensors.plain[step.output] = tensors.read(name).reshape(shape)
+        tensors.plain[step.output] = view(tensors.read(name))
     return run
 
 

@@ -251,3 +251,13 @@ def test_pack_columns_is_pack_gemm_of_each_transposed_operand(dtype, lanes: int,
     for head in range(3):
         _, want = pack_gemm(np.zeros((1, b.shape[1]), np.uint8), np.ascontiguousarray(b[head].T), pk)
         np.testing.assert_array_equal(out[head], want)
+
+
+def test_pack_columns_reads_a_transposed_view_as_it_is() -> None:
+    """Attention's keys as the graph transposes them ([tokens, heads, d] viewed as [heads, d, tokens]): the
+    groups of 4 along d are words already, moved as such; the same array as from a contiguous copy."""
+    keys = np.random.default_rng(1).integers(-128, 128, (128, 12, 64)).astype(np.int8)
+    view = np.transpose(keys, (1, 2, 0))
+    out, want = (np.empty((12, 8, 16, 16, 4), np.int8) for _ in range(2))
+    cpu.pack_columns(view, out)
+    np.testing.assert_array_equal(out, cpu.pack_columns(np.ascontiguousarray(view), want))

@@ -77,6 +77,9 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch)
         heads = [reason for step, reason in zip(plan, inference.general, strict=True)
                  if step.op == "MatMul" and step.name not in q.weights]
         assert len(heads) == 2 and set(heads) == {None}
+        # the heads' transposes: views of their inputs, no copy (the MatMuls' packing reads them so)
+        assert {reason for step, reason in zip(plan, inference.general, strict=True)
+                if step.op == "Transpose"} == {"it runs on the host: a view of its input"}
     want = q.run_integer(other)[q.graph.output]
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(real, q.dequantize(q.graph.output, want))
