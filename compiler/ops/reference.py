@@ -228,6 +228,39 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
+#: the fixed point of ``softmax_table``: exp(0) is 2**SOFTMAX_BITS
+SOFTMAX_BITS = 20
+
+
+def softmax_table(exponent: int) -> np.ndarray:
+    """``E[255 + d] = round(2**SOFTMAX_BITS * exp(d * 2**-exponent))`` for d in [-255, 0] (int32): the
+    exponentials ``softmax_int8`` sums, one per difference of two int8 values at ``exponent``."""
+    d = np.arange(-255, 1, dtype=np.float64)
+    return np.rint(np.exp(d * 2.0 ** -exponent) * 2.0 ** SOFTMAX_BITS).astype(np.int32)
+
+
+def softmax_int8(x: np.ndarray, table: np.ndarray, exponent: int, masked: int | None = None) -> np.ndarray:
+    """Softmax along the last axis of int8 ``x`` in integers (I-BERT's scheme, with exact sums): each value's
+    difference from its row's maximum looked up in ``table`` (``softmax_table`` of its exponent), the row's
+    sum ``S`` of them (int64: exact in any order), and each probability ``E * 2**exponent / S`` rounded half
+    to even (one float64 division of exact integers, correctly rounded) and saturated to int8; the result
+    is at ``exponent``. Values equal to ``masked`` (a mask's -inf) count nothing; a row of them only gives
+    zeros."""
+    x = np.asarray(x)
+    wide = x.astype(np.int16)
+    if masked is not None:   # below every row's maximum by more than 255: looked up as the table's 0
+        wide[x == masked] = -512
+    at = wide - np.maximum(wide.max(axis=-1, keepdims=True), np.int16(-256))   # a masked row: all < 1
+    at += 256   # 1..256 within 255 of the row's maximum, < 1 for a masked value
+    np.maximum(at, 0, out=at)
+    e = np.take(np.concatenate([[0], table]).astype(np.int32), at)
+    total = e.sum(axis=-1, keepdims=True, dtype=np.int64)
+    p = np.multiply(e, 2.0 ** exponent)
+    np.divide(p, total, out=p, where=total > 0)
+    p[np.broadcast_to(total == 0, p.shape)] = 0
+    return np.clip(np.rint(p, out=p), -128, 127, out=p).astype(np.int8)
+
+
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """Each row of ``x`` [..., D] normalized to mean 0 and variance 1 (the biased variance, plus ``eps``),
     then scaled by ``gamma`` [D] and shifted by ``beta`` [D] (ONNX LayerNormalization, axis -1)."""

@@ -27,11 +27,14 @@ that the shift rounds to nearest (a target folds that constant into the bias, or
 immediate; truncating instead doubles the error of a 50-layer network); ReLU and ReLU6 clip; an Add shifts
 both operands to the output's exponent (rounding the same way) and adds; max pooling is exact; an average over
 a window is the rounded mean of the window sum (as VITA computes it); data movement moves int8 (every
-output of a Split), computed by the float reference's operator on the integers. Softmax, layer
-norm, GELU and a Mul by a constant compute in float on the dequantized input and quantize their result (the
-float operators DianNao and the CPU run in f32); a softmax's input that takes -inf (a causal mask,
-tandem/network/calibrate.py's ``softmax_inputs``) is calibrated on its finite values, and its lowest int8
-value stands for -inf (``MASKED``), so that the masked positions get exactly nothing. Everything the
+output of a Split), computed by the float reference's operator on the integers. A softmax along the last
+axis computes in integers (``reference.softmax_int8``: each value's difference from its row's maximum looked
+up in a table of 2^20-scaled exponentials, exact int64 sums, one correctly rounded division per value, so
+that a kernel gives the same result bit for bit in any order of summation). Layer norm, GELU, a Mul by a
+constant and a softmax along another axis compute in float on the dequantized input and quantize their
+result (the float operators DianNao and the CPU run in f32); a softmax's input that takes -inf (a causal
+mask, tandem/network/calibrate.py's ``softmax_inputs``) is calibrated on its finite values, and its lowest
+int8 value stands for -inf (``MASKED``), so that the masked positions get exactly nothing. Everything the
 integer graph computes is exact: it is the per-layer oracle of the quantized network on every target.
 """
 
@@ -154,7 +157,17 @@ class PowerOfTwoGraph(QuantizedGraph):
             return _requantize(max_pool(layer, ins[0]), e[layer.inputs[0]] - eo)
         if op in ("GlobalAveragePool", "AveragePool") and _plain_mean(layer, ins[0].shape):
             return _requantize(_rounded_mean(layer, ins[0]), e[layer.inputs[0]] - eo)
+        if op == "Softmax" and _last_axis(layer, ins[0].ndim):
+            masked = MASKED if layer.inputs[0] in self.masks else None
+            return reference.softmax_int8(ins[0], reference.softmax_table(e[layer.inputs[0]]), eo, masked)
         return None
+
+
+def _last_axis(layer: Layer, ndim: int) -> bool:
+    """Whether a Softmax normalizes along its input's last axis alone (any opset's ``axis`` -1; ``ndim - 1``;
+    or, before opset 13, the flattened rows of the last axis)."""
+    axis = layer.attrs.get("axis", -1 if layer.opset >= 13 else 1)
+    return axis in (-1, ndim - 1)
 
 
 def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "max",

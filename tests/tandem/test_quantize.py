@@ -274,7 +274,37 @@ def test_an_elementwise_float_layer_is_its_table_of_256_results(model):
     whole = computed_in_float(gelu, {gelu.inputs[0]: q.dequantize(gelu.inputs[0], x)})[0]
     np.testing.assert_array_equal(values[gelu.output], q._to_int8(gelu.output, whole))
     softmax = next(layer for layer in q.graph.layers if layer.op == "Softmax")
-    assert q.tables[softmax.name] is None   # not element-wise: computed in float on the whole tensor
+    assert softmax.name not in q.tables   # not element-wise: computed in integers (reference.softmax_int8)
+
+
+@pytest.mark.parametrize("exponent", [2, 4, 6])
+def test_a_softmax_along_the_last_axis_is_computed_in_integers(exponent):
+    """The integer graph's softmax (``reference.softmax_int8``: a table of 2^20-scaled exponentials, exact
+    int64 sums, one correctly rounded division per value) gives the float64 softmax's int8 values but where
+    one lies within 2^-13 of a rounding tie (then it may be 1 off), on random rows and masked ones (a
+    causal mask: its -inf as MASKED; a fully masked row all zeros), and the same result whatever the order
+    of its rows' values (a kernel may sum in any order)."""
+    from compiler.ops import reference
+
+    def close(got: np.ndarray, real: np.ndarray) -> None:
+        want = tq.to_int8(real, 7)
+        assert np.abs(got.astype(int) - want).max() <= 1 and (got != want).mean() < 1e-3
+        scaled = real * 128
+        assert np.all(np.abs(scaled - np.floor(scaled) - 0.5)[got != want] < 2.0 ** -13)
+
+    rng = np.random.default_rng(exponent)
+    x = rng.integers(-127, 128, (6, 64, 64)).astype(np.int8)   # (a mask's finite values are > MASKED)
+    table = reference.softmax_table(exponent)
+    got = reference.softmax_int8(x, table, 7)
+    close(got, reference.softmax(x * 2.0 ** -exponent))
+    upper = np.triu(np.ones((64, 64), bool), 1)
+    masked = np.where(upper, np.int8(tq.MASKED), x)
+    close(reference.softmax_int8(masked, table, 7, tq.MASKED),
+          reference.softmax(np.where(upper, -np.inf, x * 2.0 ** -exponent)))
+    masked[:, 0, :] = tq.MASKED
+    assert not reference.softmax_int8(masked, table, 7, tq.MASKED)[:, 0].any()
+    order = rng.permutation(64)
+    np.testing.assert_array_equal(reference.softmax_int8(x[..., order], table, 7), got[..., order])
 
 
 def test_a_float_layer_by_constants_is_a_table_per_channel_only_where_they_vary_along_the_channels():
