@@ -29,7 +29,7 @@ from compiler.ir import nodes as ir
 from compiler.ops import reference
 
 OPERATORS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool", "softmax",
-             "layer_norm", "gelu")
+             "softmax_int8", "layer_norm", "gelu")
 EPS = 1e-5   # layer_norm's epsilon (ONNX's and PyTorch's default)
 
 
@@ -287,6 +287,41 @@ def softmax(R: int, D: int):
 
 def softmax_reference(x: np.ndarray) -> np.ndarray:
     return reference.softmax(x).astype(np.float32)
+
+
+def softmax_int8(R: int, D: int, E: int = 7, MASK: int = 0):
+    """Each row's softmax in integers as the power-of-two graph computes it (``reference.softmax_int8``):
+    int8 ``x[R, D]`` (``MASK`` 1: its -128 stands for -inf), ``table[257]`` (0, then ``softmax_table`` of the
+    input's exponent), the result at exponent ``E``: each value's difference from its row's maximum looked
+    up, the row's exact int64 sum, ``2**E / sum`` once per row and one float32 product per value, rounded
+    half to even, saturated to int8."""
+    x = te.placeholder((R, D), "int8", name="x")
+    table = te.placeholder((257,), "int32", name="table")
+    j, k = te.reduce_axis(D, "j"), te.reduce_axis(D, "k")
+
+    def wide(r, d):
+        v = ir.cast(x[r, d], "int32")
+        return ir.Select(ir.EQ(x[r, d], te.const(-128, "int8")), te.const(-512, "int32"), v) if MASK else v
+    top = te.compute((R,), lambda r: te.max(wide(r, j), axis=j), name="top")
+    peak = te.compute((R,), lambda r: ir.Max(top[r], te.const(-256, "int32")), name="peak")
+    e = te.compute((R, D), lambda r, d: table[ir.Max(wide(r, d) - peak[r] + te.const(256, "int32"),
+                                                     te.const(0, "int32"))], name="e")
+    total = te.compute((R,), lambda r: te.sum(ir.cast(e[r, k], "int64"), axis=k), name="total")
+
+    def reciprocal(r):
+        whole = ir.cast(total[r], "float32")
+        return ir.Select(ir.GT(total[r], te.const(0, "int64")),
+                         te.const(2.0 ** E, "float32") / whole, te.const(0.0, "float32"))
+    inv = te.compute((R,), reciprocal, name="inv")
+
+    def out(r, d):
+        p = ir.cast(e[r, d], "float32") * inv[r]
+        return ir.cast(_rounded(p, -128, 127), "int8")
+    return [x, table], te.compute((R, D), out, name="out")
+
+
+def softmax_int8_reference(x: np.ndarray, table: np.ndarray, E: int = 7, MASK: int = 0) -> np.ndarray:
+    return reference.softmax_int8(x, table, E, -128 if MASK else None)
 
 
 def layer_norm(R: int, D: int):

@@ -242,10 +242,11 @@ def softmax_table(exponent: int) -> np.ndarray:
 def softmax_int8(x: np.ndarray, table: np.ndarray, exponent: int, masked: int | None = None) -> np.ndarray:
     """Softmax along the last axis of int8 ``x`` in integers (I-BERT's scheme, with exact sums): each value's
     difference from its row's maximum looked up in ``table`` (``softmax_table`` of its exponent), the row's
-    sum ``S`` of them (int64: exact in any order), and each probability ``E * 2**exponent / S`` rounded half
-    to even (one float64 division of exact integers, correctly rounded) and saturated to int8; the result
-    is at ``exponent``. Values equal to ``masked`` (a mask's -inf) count nothing; a row of them only gives
-    zeros."""
+    sum ``S`` of them (int64: exact in any order), then in float32, each step one IEEE operation (so that a
+    kernel gives the same bits): ``inv = 2**exponent / float32(S)`` once per row, each probability
+    ``float32(E) * inv``, rounded half to even and saturated to int8; the result is at ``exponent``. Values
+    equal to ``masked`` (a mask's -inf) count nothing; a row of them only gives zeros. (``table`` of 257
+    values: what a masked value looks up first, then the 256.)"""
     x = np.asarray(x)
     wide = x.astype(np.int16)
     if masked is not None:   # below every row's maximum by more than 255: looked up as the table's 0
@@ -253,11 +254,11 @@ def softmax_int8(x: np.ndarray, table: np.ndarray, exponent: int, masked: int | 
     at = wide - np.maximum(wide.max(axis=-1, keepdims=True), np.int16(-256))   # a masked row: all < 1
     at += 256   # 1..256 within 255 of the row's maximum, < 1 for a masked value
     np.maximum(at, 0, out=at)
-    e = np.take(np.concatenate([[0], table]).astype(np.int32), at)
-    total = e.sum(axis=-1, keepdims=True, dtype=np.int64)
-    p = np.multiply(e, 2.0 ** exponent)
-    np.divide(p, total, out=p, where=total > 0)
-    p[np.broadcast_to(total == 0, p.shape)] = 0
+    looked = table if len(table) == 257 else np.concatenate([[0], table])   # (given whole: a kernel's)
+    e = np.take(looked.astype(np.int32), at)
+    total = e.sum(axis=-1, keepdims=True, dtype=np.int64).astype(np.float32)
+    inv = np.divide(np.float32(2.0 ** exponent), total, out=np.zeros_like(total), where=total > 0)
+    p = np.multiply(e.astype(np.float32), inv)
     return np.clip(np.rint(p, out=p), -128, 127, out=p).astype(np.int8)
 
 

@@ -20,6 +20,9 @@ MaxPool                 max_pool on the input padded with int8's     max_pool, t
                         minimum (the host's packing)
 GlobalAveragePool       global_avg_pool (channels split to fit the    ``rounded_mean`` (CPU; DianNao: the
                         accumulators)                                 host, a reduction)
+Softmax (last axis, a     host                                         CPU: ``softmax_int8`` over the rows
+power-of-two graph's)                                                 (the integer graph's rule); DianNao:
+                                                                      the host
 data movement (Reshape,  host: the int8 values moved (a view, or      host
 Transpose, Concat,      a copy)
 Split, Slice, ...)
@@ -27,8 +30,9 @@ Split, Slice, ...)
 
 A conv's requantization shifts right by ``s = e_x + e_w - e_out`` (tandem/network/quantize.py): a left shift
 (``s < 0``) is not what these kernels compute, and such a layer runs on the host, as do the float layers
-(softmax, layer norm, GELU, a Mul) and the data movement (tandem/network/quantized.py's ``MOVES``: no
-kernel moves values; a layer of several outputs, a Split, is one).
+(layer norm, GELU, a Mul; a quantized ONNX model's softmax) and the data movement
+(tandem/network/quantized.py's ``MOVES``: no kernel moves values; a layer of several outputs, a Split, is
+one).
 
 A quantized ONNX model's graph (tandem/network/qdq.py's ``AffineGraph``) requantizes by float32 scales, with
 zero points: the data moves to the target's 8-bit type and the zero point's weight sums come off the bias
@@ -48,14 +52,14 @@ from dataclasses import replace
 import numpy as np
 
 from compiler.ops import cpu as cpu_ops
-from compiler.ops import network, vita
+from compiler.ops import network, reference, vita
 from compiler.target import Target
 from tandem.flows.flow import memory_key
 from tandem.network import qdq
 from tandem.network.graph import Layer
 from tandem.network.operators.nn import padded_window
 from tandem.network.qdq import AffineGraph
-from tandem.network.quantize import PowerOfTwoGraph, clip_bounds
+from tandem.network.quantize import PowerOfTwoGraph, clip_bounds, softmax_last_axis
 from tandem.network.quantized import MOVES, QuantizedGraph, moved, moved_inputs, table_rows
 from tandem.network.steps import NotOnTarget, Placed, Placement, Step
 
@@ -125,7 +129,9 @@ WHY_HOST = {
     "Flatten": "data movement: a view of the same int8 values",
     "Reshape": "data movement: a view of the same int8 values",
     "Transpose": "data movement: the int8 values reordered on the host",
-    "Softmax": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
+    "Softmax": "computed in integers by the power-of-two graph's rule (reference.softmax_int8) along "
+               "the last axis, else in float on dequantized values (tandem/network/quantize.py); only the "
+               "CPU has its kernel (network.softmax_int8)",
     "LayerNormalization": "computed in float on dequantized values (tandem/network/quantize.py); no int8 "
                           "kernel yet",
     "Gelu": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
@@ -729,6 +735,26 @@ def _no_rounded_mean(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray
                       "mean, a reduction, has none yet")
 
 
+def _softmax_int8(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    """A power-of-two graph's softmax along the last axis (``reference.softmax_int8``): one kernel over its
+    rows (``network.softmax_int8``), the table of exponentials of its input's exponent an input."""
+    layer = step.layers[0]
+    x = values[layer.inputs[0]]
+    if not isinstance(q, PowerOfTwoGraph) or not softmax_last_axis(layer, x.ndim) or x.ndim == 0:
+        raise NotOnTarget(WHY_HOST["Softmax"])
+    d = x.shape[-1]
+    table = np.concatenate([[0], reference.softmax_table(q.exponents[layer.inputs[0]])]).astype(np.int32)
+    params = {"R": x.size // d, "D": d, "E": q.exponents[layer.output],
+              "MASK": int(layer.inputs[0] in q.masks)}   # (the kernel's masked value is -128: MASKED)
+    return Placement((Placed(network.user_op("softmax_int8"), params, [x.reshape(-1, d), table],
+                             lambda out: out.reshape(layer.shape), "softmax_int8"),))
+
+
+def _on_host(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
+    first = step.layers[0]
+    raise NotOnTarget(_why_host(first, target, np.shape(values[first.inputs[0]])))
+
+
 def _by_target(**placers: Callable) -> Callable:
     def placer(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
         return placers[target.kind](step, q, values, target)
@@ -742,4 +768,5 @@ PLACERS: dict[str, Callable[..., Placement]] = {
     "Add": _add,
     "MaxPool": _max_pool,
     "GlobalAveragePool": _by_target(vita=_vita_global_avg_pool, cpu=_rounded_mean, diannao=_no_rounded_mean),
+    "Softmax": _by_target(vita=_on_host, cpu=_softmax_int8, diannao=_on_host),
 }

@@ -157,13 +157,13 @@ class PowerOfTwoGraph(QuantizedGraph):
             return _requantize(max_pool(layer, ins[0]), e[layer.inputs[0]] - eo)
         if op in ("GlobalAveragePool", "AveragePool") and _plain_mean(layer, ins[0].shape):
             return _requantize(_rounded_mean(layer, ins[0]), e[layer.inputs[0]] - eo)
-        if op == "Softmax" and _last_axis(layer, ins[0].ndim):
+        if op == "Softmax" and softmax_last_axis(layer, ins[0].ndim):
             masked = MASKED if layer.inputs[0] in self.masks else None
             return reference.softmax_int8(ins[0], reference.softmax_table(e[layer.inputs[0]]), eo, masked)
         return None
 
 
-def _last_axis(layer: Layer, ndim: int) -> bool:
+def softmax_last_axis(layer: Layer, ndim: int) -> bool:
     """Whether a Softmax normalizes along its input's last axis alone (any opset's ``axis`` -1; ``ndim - 1``;
     or, before opset 13, the flattened rows of the last axis)."""
     axis = layer.attrs.get("axis", -1 if layer.opset >= 13 else 1)
