@@ -29,7 +29,7 @@ from compiler.ir import nodes as ir
 from compiler.ops import reference
 
 OPERATORS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool", "softmax",
-             "softmax_int8", "layer_norm", "gelu")
+             "softmax_int8", "layer_norm", "layer_norm_int8", "gelu")
 EPS = 1e-5   # layer_norm's epsilon (ONNX's and PyTorch's default)
 
 
@@ -322,6 +322,40 @@ def softmax_int8(R: int, D: int, E: int = 7, MASK: int = 0):
 
 def softmax_int8_reference(x: np.ndarray, table: np.ndarray, E: int = 7, MASK: int = 0) -> np.ndarray:
     return reference.softmax_int8(x, table, E, -128 if MASK else None)
+
+
+def layer_norm_int8(R: int, D: int):
+    """Each row of int8 ``x[R, D]`` normalized as the power-of-two graph computes it
+    (``reference.layer_norm_int8``): exact integer sums, then float32 steps (no two fused), by ``gamma[D]``
+    and ``beta[D]`` (float32, at the output's exponent) and ``eps[1]`` (float32, at twice the input's);
+    int8."""
+    x = te.placeholder((R, D), "int8", name="x")
+    gamma = te.placeholder((D,), "float32", name="gamma")
+    beta = te.placeholder((D,), "float32", name="beta")
+    eps = te.placeholder((1,), "float32", name="eps")
+    j, k = te.reduce_axis(D, "j"), te.reduce_axis(D, "k")
+    s1 = te.compute((R,), lambda r: te.sum(ir.cast(x[r, j], "int32"), axis=j), name="s1")
+    s2 = te.compute((R,), lambda r: te.sum(ir.cast(x[r, k], "int32") * ir.cast(x[r, k], "int32"), axis=k),
+                    name="s2")
+    n = te.const(float(D), "float32")
+    mean = te.compute((R,), lambda r: ir.cast(s1[r], "float32") / n, name="mean")
+
+    def inverse(r):
+        wide = ir.cast(s1[r], "int64")
+        spread = te.const(D, "int64") * ir.cast(s2[r], "int64") - wide * wide
+        var = ir.cast(spread, "float32") / te.const(float(D * D), "float32")
+        return te.const(1.0, "float32") / te.sqrt(var + eps[0])
+    inv = te.compute((R,), inverse, name="inv")
+
+    def out(r, d):
+        y = (ir.cast(x[r, d], "float32") - mean[r]) * inv[r] * gamma[d] + beta[d]
+        return ir.cast(_rounded(y, -128, 127), "int8")
+    return [x, gamma, beta, eps], te.compute((R, D), out, name="out")
+
+
+def layer_norm_int8_reference(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: np.ndarray
+                              ) -> np.ndarray:
+    return reference.layer_norm_int8(x, gamma, beta, np.float32(eps[0]))
 
 
 def layer_norm(R: int, D: int):

@@ -262,6 +262,25 @@ def softmax_int8(x: np.ndarray, table: np.ndarray, exponent: int, masked: int | 
     return np.clip(np.rint(p, out=p), -128, 127, out=p).astype(np.int8)
 
 
+def layer_norm_int8(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: np.float32) -> np.ndarray:
+    """Layer normalization of int8 ``x`` along its last axis (D values) from exact integer statistics, then
+    in float32, each step one IEEE operation (so that a kernel gives the same bits): ``S1 = sum(x)`` and the
+    exact ``D * sum(x^2) - S1^2`` (int64), ``mean = S1 / D``, ``var = that / D^2``, ``inv = 1 / sqrt(var +
+    eps)``, each value ``((x - mean) * inv) * gamma + beta``, rounded half to even and saturated to int8.
+    ``gamma``, ``beta`` (float32 [D]) and ``eps`` (float32) carry the exponents: the output's in gamma and
+    beta, twice the input's in eps (``eps * 2**(2 e_x)``)."""
+    x = np.asarray(x)
+    d = x.shape[-1]
+    wide = x.astype(np.int32)
+    s1 = wide.sum(axis=-1, keepdims=True)
+    spread = d * np.square(wide).sum(axis=-1, keepdims=True, dtype=np.int64) - s1.astype(np.int64) ** 2
+    mean = s1.astype(np.float32) / np.float32(d)
+    var = spread.astype(np.float32) / np.float32(d * d)
+    inv = np.float32(1.0) / np.sqrt(var + np.float32(eps))
+    y = (x.astype(np.float32) - mean) * inv * np.asarray(gamma, np.float32) + np.asarray(beta, np.float32)
+    return np.clip(np.rint(y, out=y), -128, 127, out=y).astype(np.int8)
+
+
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """Each row of ``x`` [..., D] normalized to mean 0 and variance 1 (the biased variance, plus ``eps``),
     then scaled by ``gamma`` [D] and shifted by ``beta`` [D] (ONNX LayerNormalization, axis -1)."""

@@ -27,7 +27,7 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
 - a max pool of a blocked input (``_max_pool_runner``): ``compiler.ops.network.max_pool_blocked``, which
   pads by clamping its taps, no padded copy; a global average pool of one (``_mean_runner``):
   ``scaled_mean_blocked`` or ``rounded_mean_blocked``;
-- a row-wise kernel of one activation (``_rows_runner``: the power-of-two graph's integer softmax): its
+- a row-wise kernel of one activation (``_rows_runner``: the power-of-two graph's softmax and layer norm): its
   constants bound once, its input copied into a kept array;
 - a host layer computed by its table of results (``_table_runner``: an unfolded BatchNormalization, a GELU)
   on a blocked input: ``compiler.ops.network.lookup_blocked``, its output blocked alike.
@@ -304,7 +304,7 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
         return _mean_runner(step, part, job.threads, target, tensors, want)
     if step.op == "MaxPool" and isinstance(job, cpu_flow.CpuUserJob):
         return _max_pool_runner(step, part.params, job.threads, target, tensors, want.dtype)
-    if part.label == "softmax_int8" and isinstance(job, cpu_flow.CpuUserJob):
+    if part.label in ("softmax_int8", "layer_norm_int8") and isinstance(job, cpu_flow.CpuUserJob):
         return _rows_runner(step, part, kernel, want)
     return None, f"no runner of its own for a {part.label or part.op}"
 
@@ -462,8 +462,9 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
 
 
 def _rows_runner(step: Step, part: Placed, kernel: Prepared, want: np.ndarray) -> tuple[Runner | None, str]:
-    """A row-wise kernel of one activation (``network.softmax_int8``; its other inputs constants, bound once):
-    its input copied into a kept array, the kernel bound once, its output the graph's tensor reshaped."""
+    """A row-wise kernel of one activation (``network.softmax_int8``, ``layer_norm_int8``; its other inputs
+    constants, bound once): its input copied into a kept array, the kernel bound once, its output the
+    graph's tensor reshaped."""
     x, *constants = part.inputs
     data, out = np.empty_like(x), _output_of(kernel)
     call = kernel.compiled[1].bind(data, *constants, out)

@@ -20,9 +20,9 @@ MaxPool                 max_pool on the input padded with int8's     max_pool, t
                         minimum (the host's packing)
 GlobalAveragePool       global_avg_pool (channels split to fit the    ``rounded_mean`` (CPU; DianNao: the
                         accumulators)                                 host, a reduction)
-Softmax (last axis, a     host                                         CPU: ``softmax_int8`` over the rows
-power-of-two graph's)                                                 (the integer graph's rule); DianNao:
-                                                                      the host
+Softmax, LayerNorm (last  host                                         CPU: ``softmax_int8``,
+axis, a power-of-two                                                  ``layer_norm_int8`` over the rows (the
+graph's)                                                              integer graph's rules); DianNao: host
 data movement (Reshape,  host: the int8 values moved (a view, or      host
 Transpose, Concat,      a copy)
 Split, Slice, ...)
@@ -30,7 +30,7 @@ Split, Slice, ...)
 
 A conv's requantization shifts right by ``s = e_x + e_w - e_out`` (tandem/network/quantize.py): a left shift
 (``s < 0``) is not what these kernels compute, and such a layer runs on the host, as do the float layers
-(layer norm, GELU, a Mul; a quantized ONNX model's softmax) and the data movement
+(GELU, a Mul; a quantized ONNX model's softmax and layer norm) and the data movement
 (tandem/network/quantized.py's ``MOVES``: no kernel moves values; a layer of several outputs, a Split, is
 one).
 
@@ -59,7 +59,7 @@ from tandem.network import qdq
 from tandem.network.graph import Layer
 from tandem.network.operators.nn import padded_window
 from tandem.network.qdq import AffineGraph
-from tandem.network.quantize import PowerOfTwoGraph, clip_bounds, softmax_last_axis
+from tandem.network.quantize import PowerOfTwoGraph, clip_bounds, layer_norm_operands, softmax_last_axis
 from tandem.network.quantized import MOVES, QuantizedGraph, moved, moved_inputs, table_rows
 from tandem.network.steps import NotOnTarget, Placed, Placement, Step
 
@@ -132,8 +132,10 @@ WHY_HOST = {
     "Softmax": "computed in integers by the power-of-two graph's rule (reference.softmax_int8) along "
                "the last axis, else in float on dequantized values (tandem/network/quantize.py); only the "
                "CPU has its kernel (network.softmax_int8)",
-    "LayerNormalization": "computed in float on dequantized values (tandem/network/quantize.py); no int8 "
-                          "kernel yet",
+    "LayerNormalization": "computed from exact integer sums by the power-of-two graph's rule "
+                          "(reference.layer_norm_int8) along the last axis, else in float on dequantized "
+                          "values (tandem/network/quantize.py); only the CPU has its kernel "
+                          "(network.layer_norm_int8)",
     "Gelu": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
     "Mul": "computed in float on dequantized values (tandem/network/quantize.py); no int8 kernel yet",
 }
@@ -750,6 +752,22 @@ def _softmax_int8(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], 
                              lambda out: out.reshape(layer.shape), "softmax_int8"),))
 
 
+def _layer_norm_int8(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target
+                     ) -> Placement:
+    """A power-of-two graph's layer norm along the last axis (``reference.layer_norm_int8``): one kernel over
+    its rows (``network.layer_norm_int8``), its scale, shift and epsilon at their exponents inputs."""
+    layer = step.layers[0]
+    x = values[layer.inputs[0]]
+    operands = layer_norm_operands(q, layer, x.ndim) if isinstance(q, PowerOfTwoGraph) else None
+    if operands is None:
+        raise NotOnTarget(WHY_HOST["LayerNormalization"])
+    gamma, beta, eps = operands
+    d = x.shape[-1]
+    return Placement((Placed(network.user_op("layer_norm_int8"), {"R": x.size // d, "D": d},
+                             [x.reshape(-1, d), gamma, beta, np.array([eps], np.float32)],
+                             lambda out: out.reshape(layer.shape), "layer_norm_int8"),))
+
+
 def _on_host(step: Step, q: QuantizedGraph, values: dict[str, np.ndarray], target: Target) -> Placement:
     first = step.layers[0]
     raise NotOnTarget(_why_host(first, target, np.shape(values[first.inputs[0]])))
@@ -769,4 +787,5 @@ PLACERS: dict[str, Callable[..., Placement]] = {
     "MaxPool": _max_pool,
     "GlobalAveragePool": _by_target(vita=_vita_global_avg_pool, cpu=_rounded_mean, diannao=_no_rounded_mean),
     "Softmax": _by_target(vita=_on_host, cpu=_softmax_int8, diannao=_on_host),
+    "LayerNormalization": _by_target(vita=_on_host, cpu=_layer_norm_int8, diannao=_on_host),
 }

@@ -26,16 +26,17 @@ right by ``s = e_x + e_w - e_out`` and a clip to int8 (``reference.shift_clip``)
 that the shift rounds to nearest (a target folds that constant into the bias, or adds it with an ALU
 immediate; truncating instead doubles the error of a 50-layer network); ReLU and ReLU6 clip; an Add shifts
 both operands to the output's exponent (rounding the same way) and adds; max pooling is exact; an average over
-a window is the rounded mean of the window sum (as VITA computes it); data movement moves int8 (every
-output of a Split), computed by the float reference's operator on the integers. A softmax along the last
-axis computes in integers (``reference.softmax_int8``: each value's difference from its row's maximum looked
-up in a table of 2^20-scaled exponentials, exact int64 sums, one correctly rounded division per value, so
-that a kernel gives the same result bit for bit in any order of summation). Layer norm, GELU, a Mul by a
-constant and a softmax along another axis compute in float on the dequantized input and quantize their
-result (the float operators DianNao and the CPU run in f32); a softmax's input that takes -inf (a causal
-mask, tandem/network/calibrate.py's ``softmax_inputs``) is calibrated on its finite values, and its lowest
-int8 value stands for -inf (``MASKED``), so that the masked positions get exactly nothing. Everything the
-integer graph computes is exact: it is the per-layer oracle of the quantized network on every target.
+a window is the rounded mean of the window sum (as VITA computes it); data movement moves int8 (every output
+of a Split), computed by the float reference's operator on the integers. A softmax along the last axis
+computes in integers (``reference.softmax_int8``: each value's difference from its row's maximum looked up in
+a table of 2^20-scaled exponentials, exact int64 sums, one correctly rounded division per value, so that a
+kernel gives the same result bit for bit in any order of summation); a layer norm along the last axis from
+exact integer sums, then in float32 steps (``reference.layer_norm_int8``, ``layer_norm_operands``). GELU, a
+Mul by a constant, and a softmax or layer norm along other axes compute in float on the dequantized input and
+quantize their result (the float operators DianNao and the CPU run in f32); a softmax's input that takes -inf
+(a causal mask, tandem/network/calibrate.py's ``softmax_inputs``) is calibrated on its finite values, and its
+lowest int8 value stands for -inf (``MASKED``), so that the masked positions get exactly nothing. Everything
+the integer graph computes is exact: it is the per-layer oracle of the quantized network on every target.
 """
 
 from __future__ import annotations
@@ -157,6 +158,8 @@ class PowerOfTwoGraph(QuantizedGraph):
             return _requantize(max_pool(layer, ins[0]), e[layer.inputs[0]] - eo)
         if op in ("GlobalAveragePool", "AveragePool") and _plain_mean(layer, ins[0].shape):
             return _requantize(_rounded_mean(layer, ins[0]), e[layer.inputs[0]] - eo)
+        if op == "LayerNormalization" and layer_norm_operands(self, layer, ins[0].ndim) is not None:
+            return reference.layer_norm_int8(ins[0], *layer_norm_operands(self, layer, ins[0].ndim))
         if op == "Softmax" and softmax_last_axis(layer, ins[0].ndim):
             masked = MASKED if layer.inputs[0] in self.masks else None
             return reference.softmax_int8(ins[0], reference.softmax_table(e[layer.inputs[0]]), eo, masked)
@@ -168,6 +171,22 @@ def softmax_last_axis(layer: Layer, ndim: int) -> bool:
     or, before opset 13, the flattened rows of the last axis)."""
     axis = layer.attrs.get("axis", -1 if layer.opset >= 13 else 1)
     return axis in (-1, ndim - 1)
+
+
+def layer_norm_operands(q: PowerOfTwoGraph, layer: Layer, ndim: int
+                        ) -> tuple[np.ndarray, np.ndarray, np.float32] | None:
+    """A LayerNormalization's float32 ``gamma`` and ``beta`` at its output's exponent and ``eps`` at twice
+    its input's (``reference.layer_norm_int8``'s operands), where the integer graph computes it so: along
+    the last axis alone, its Scale and B (if any) one value per element of that axis, Y its only output;
+    else None (computed in float)."""
+    d = layer.shapes[0][-1] if layer.shapes and layer.shapes[0] else 0
+    scale, shift = layer.weights.get(1), layer.weights.get(2, np.zeros(d))
+    if layer.attrs.get("axis", -1) not in (-1, ndim - 1) or any(layer.outputs[1:]) or scale is None or \
+            np.shape(scale) != (d,) or np.shape(shift) != (d,) or not d:
+        return None
+    out, x = 2.0 ** q.exponents[layer.output], 2.0 ** (2 * q.exponents[layer.inputs[0]])
+    return (np.asarray(scale * out, np.float32), np.asarray(shift * out, np.float32),
+            np.float32(layer.attrs.get("epsilon", 1e-5) * x))
 
 
 def quantize(graph: Graph, seed: int = 0, samples: int = 4, calibration: str = "max",

@@ -77,9 +77,9 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch)
         heads = [reason for step, reason in zip(plan, inference.general, strict=True)
                  if step.op == "MatMul" and step.name not in q.weights]
         assert len(heads) == 2 and set(heads) == {None}
-        # its softmax: the integer graph's, one kernel over the rows
+        # its softmax and layer norms: the integer graph's, one kernel over the rows each
         assert {reason for step, reason in zip(plan, inference.general, strict=True)
-                if step.op == "Softmax"} == {None}
+                if step.op in ("Softmax", "LayerNormalization")} == {None}
         # the heads' transposes: views of their inputs, no copy (the MatMuls' packing reads them so)
         assert {reason for step, reason in zip(plan, inference.general, strict=True)
                 if step.op == "Transpose"} == {"it runs on the host: a view of its input"}

@@ -22,7 +22,7 @@ RUNNER = CliRunner()
 CPU = load_target("cpu")
 DIANNAO = load_target("diannao")
 ROWS = ("softmax", "layer_norm", "gelu")   # the transformer operators: [R, D] rows
-INT_ROWS = ("softmax_int8",)   # the power-of-two graph's: [R, D] int8 rows
+INT_ROWS = ("softmax_int8", "layer_norm_int8")   # the power-of-two graph's: [R, D] int8 rows
 PARAMS = {"residual_add": {}, "relu": {}, "clip": {"LO": -7, "HI": 20}, "concat": {"C2": 3},
           "max_pool": {"K": 3, "S": 2},
           "avg_pool": {"K": 3, "S": 3}, "global_avg_pool": {}}
@@ -41,6 +41,15 @@ def test_the_integer_softmax_runs_on_the_cpu_bit_exact(shape, mask):
     """``softmax_int8`` (the power-of-two graph's softmax) compiled: bit for bit ``reference.softmax_int8``
     on random rows and random tables (a mask's -128 looking up the table's first value)."""
     report = run("softmax_int8", CPU, {"R": shape[0], "D": shape[1], "E": 7, "MASK": mask, "min_time": 0.01})
+    assert report.validated and report.detail.startswith("bit-exact"), report.detail
+    assert report.output.dtype.name == "int8" and report.output.shape == shape
+
+
+@pytest.mark.parametrize("shape", [(4, 100), (16, 768)])
+def test_the_integer_layer_norm_runs_on_the_cpu_bit_exact(shape):
+    """``layer_norm_int8`` (the power-of-two graph's layer norm) compiled: bit for bit
+    ``reference.layer_norm_int8`` (its float32 steps unfused) on random rows, scales and shifts."""
+    report = run("layer_norm_int8", CPU, {"R": shape[0], "D": shape[1], "min_time": 0.01})
     assert report.validated and report.detail.startswith("bit-exact"), report.detail
     assert report.output.dtype.name == "int8" and report.output.shape == shape
 

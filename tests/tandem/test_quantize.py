@@ -334,3 +334,27 @@ def test_a_float_layer_by_constants_is_a_table_per_channel_only_where_they_vary_
     assert np.array_equal(looked_up(one, x, np.int8), np.clip(np.rint(half(x) * 12), -128, 127))
     up = mul(np.ones((1, 4, 1, 1), np.float32), (1, 4, 5, 5))
     assert table(up, (4, 5, 5)) is None
+
+
+@pytest.mark.parametrize("model", ["bert_encoder", "vit_block"])
+def test_a_layer_norm_along_the_last_axis_is_computed_from_integer_sums(model):
+    """The integer graph's layer norm (``reference.layer_norm_int8``: exact integer sums, then float32
+    steps) gives the float64 layer norm's int8 values on a transformer's activations but where one lies
+    at a rounding tie's edge (then it may be 1 off), and is the same in any order of a row's values."""
+    from compiler.ops import reference
+    from tandem.network.quantized import computed_in_float
+
+    q = tq.quantize(tg.load(models.build(model)), samples=1)
+    values = q.run_integer(tg.random_inputs(q.graph, np.random.default_rng(5)))
+    norms = [layer for layer in q.graph.layers if layer.op == "LayerNormalization"]
+    assert norms
+    for layer in norms:
+        x, got = values[layer.inputs[0]], values[layer.output]
+        assert tq.layer_norm_operands(q, layer, x.ndim) is not None
+        real = computed_in_float(layer, {layer.inputs[0]: q.dequantize(layer.inputs[0], x)})[0]
+        want = q._to_int8(layer.output, real)
+        assert np.abs(got.astype(int) - want).max() <= 1 and (got != want).mean() < 1e-3
+        order = np.random.default_rng(0).permutation(x.shape[-1])
+        gamma, beta, eps = tq.layer_norm_operands(q, layer, x.ndim)
+        shuffled = reference.layer_norm_int8(x[..., order], gamma[order], beta[order], eps)
+        np.testing.assert_array_equal(shuffled, got[..., order])
