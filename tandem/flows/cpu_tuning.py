@@ -96,20 +96,25 @@ def tuning_space(layer: Layer, lanes: int = cpu.LANES, threads: int = 1,
         limit = len(extents) if columns % x == 0 else len(extents) - 1
         widest = max([1] + [p for p in range(1, limit + 1) if math.prod(extents[:p]) < 3000])
         if gemm:
-            # K blocks sit inside a parallel loop of one loop: BLIS's (oc blocks, K blocks, row tiles), or
-            # with one oc block the row tiles first (each row's data streams on from block to block:
-            # DeepBench, 1024 x 16 x 500000, ran at 86% of the peak so, 70% in BLIS's order); it needs 2
-            # iterations per thread
-            order = (1, 0) if extents[0] == 1 else ()
             kb = k_block(layer, oc, x, lanes, group, options, k_cache)
-            if kb and (threads == 1 or extents[order[0] if order else 0] >= 2 * threads):
-                space.append(cpu.CpuTuning(1, oc, x, order, kb))
-                continue
-            space += [cpu.CpuTuning(p, oc, x) for p in (widest, widest - 1) if p >= 1]
+            space += _gemm_tunings(oc, x, extents, widest, kb, threads)
             continue
         fewest = next((p for p in range(1, limit + 1) if math.prod(extents[:p]) >= 2 * threads), limit)
         space += [cpu.CpuTuning(p, oc, x) for p in ((min(fewest, 2),) if depthwise else (fewest, widest))]
     return list(dict.fromkeys(space))
+
+
+def _gemm_tunings(oc: int, x: int, extents: list[int], widest: int, kb: int, threads: int
+                  ) -> list[cpu.CpuTuning]:
+    """A GEMM's tunings of an ``oc`` x ``x`` tile (``extents``: its outer loops'): in K blocks of ``kb``
+    (if any), inside a parallel loop of one loop, BLIS's (oc blocks, K blocks, row tiles), or with one oc
+    block the row tiles first (each row's data streams on from block to block: DeepBench, 1024 x 16 x
+    500000, ran at 86% of the peak so, 70% in BLIS's order), where that loop has 2 iterations per thread;
+    else the widest parallel loop and one fewer."""
+    order = (1, 0) if extents[0] == 1 else ()
+    if kb and (threads == 1 or extents[order[0] if order else 0] >= 2 * threads):
+        return [cpu.CpuTuning(1, oc, x, order, kb)]
+    return [cpu.CpuTuning(p, oc, x) for p in (widest, widest - 1) if p >= 1]
 
 
 def k_block(layer: Layer, oc: int, x: int, lanes: int, group: int, options: CpuOptions, k_cache: int
