@@ -242,6 +242,23 @@ def lookup_blocked(B: int, H: int, W: int, L: int, N: int = 256, T: str = "uint8
     return [x, table], te.compute((B, H, W, L), value, name="out")
 
 
+def lookup(N: int, T: str = "int8", TO: str = "int8"):
+    """A table of 256 results looked up on a flat array ``x[N]`` of 8-bit type ``T`` (each value less its
+    type's least one indexing ``table[256]``, int32 so that the lookups vectorize as dword gathers), each
+    result of type ``TO`` (a power-of-two graph's element-wise float layer of one input: a GELU, a Mul by a
+    constant, ``tandem.network.quantized.lookup_table``)."""
+    x = te.placeholder((N,), _int_type("lookup", "T", T), name="x")
+    table = te.placeholder((256,), "int32", name="table")
+    first = te.const(int(np.iinfo(T).min), "int32")
+    return [x, table], te.compute((N,), lambda i: ir.cast(table[ir.cast(x[i], "int32") - first], TO),
+                                  name="out")
+
+
+def lookup_reference(x: np.ndarray, table: np.ndarray, N: int, T: str = "int8", TO: str = "int8"
+                     ) -> np.ndarray:
+    return table[x.astype(np.int64) - np.iinfo(T).min].astype(TO)
+
+
 def lookup_blocked_reference(x: np.ndarray, table: np.ndarray, N: int = 256, T: str = "uint8",
                              TO: str = "uint8") -> np.ndarray:
     b, _, _, lanes = x.shape

@@ -18,7 +18,8 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
   buffer (``compiler.ops.cpu.reblock`` from a blocked output, ``to_blocks`` from the graph's layout);
 - an element-wise kernel (a QLinearAdd, a power-of-two graph's add) whose inputs are all blocked alike, with
   no lanes past the channels (``_elementwise_runner``): run on the blocked arrays as they are, its output
-  blocked alike;
+  blocked alike; or whose inputs are 8-bit tensors in the graph's layout (a transformer's residual add,
+  ``_plain_elementwise_runner``): compiled for their types, run on them flat;
 - a Gemm or MatMul by constant weights (``_gemm_runner``): its weights, bias and scales packed once, its
   output in the graph's layout (a GEMM's rows are the graph's);
 - a MatMul of two activations (attention's, ``_heads_runner``): one GEMM kernel for every head, on arrays
@@ -30,7 +31,9 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
 - a row-wise kernel of one activation (``_rows_runner``: the power-of-two graph's softmax and layer norm): its
   constants bound once, its input copied into a kept array;
 - a host layer computed by its table of results (``_table_runner``: an unfolded BatchNormalization, a GELU)
-  on a blocked input: ``compiler.ops.network.lookup_blocked``, its output blocked alike.
+  on a blocked input: ``compiler.ops.network.lookup_blocked``, its output blocked alike; one table on an
+  input in the graph's layout (a transformer's GELU, its Mul by 1/sqrt(d); ``_flat_table_runner``):
+  ``network.lookup``, its int32 table's lookups vectorized as dword gathers.
 
 Every other step reads its inputs in the graph's layout (a blocked tensor is unpacked once, when first read
 so). Each runner is checked when it is prepared: on the checked run's input, its output equals the step's
@@ -231,6 +234,8 @@ def _table_runner(step: Step, q: QuantizedGraph, target: Target, threads: int, t
     up in its channel's row, the output blocked alike (no unpacking); None for another step."""
     layer = step.layers[0]
     table = getattr(q, "tables", {}).get(layer.name) if len(step.layers) == 1 else None
+    if table is not None and table.ndim == 1 and layer.inputs[0] not in tensors.blocked:
+        return _flat_table_runner(step, table, target, threads, tensors)
     source = tensors.blocked.get(layer.inputs[0]) if table is not None else None
     # (the kernel's type must be the graph tensor's, whose least value the table's first entry is)
     if source is None or source.array.ndim != 5 or source.array.dtype != np.dtype(source.dtype):
@@ -253,6 +258,30 @@ def _table_runner(step: Step, q: QuantizedGraph, target: Target, threads: int, t
     def run(tensors: Tensors) -> None:
         call()
         tensors.blocked[step.output] = output
+    return run
+
+
+def _flat_table_runner(step: Step, table: np.ndarray, target: Target, threads: int, tensors: Tensors
+                       ) -> Runner | None:
+    """A host layer of one table of results on an input in the graph's layout: ``network.lookup`` (compiled
+    here, on ``threads``: its int32 table's lookups vectorize as dword gathers) on the input as a flat
+    array; None where its input is not an 8-bit one."""
+    name = step.layers[0].inputs[0]
+    x = tensors.read(name)
+    if x.dtype not in (np.int8, np.uint8) or x.size == 0:
+        return None
+    try:
+        look = prepare(network.user_op("lookup"), target,
+                       {"N": x.size, "T": x.dtype.name, "TO": table.dtype.name, "threads": threads},
+                       inputs=[x.reshape(-1), table.astype(np.int32)])
+    except RunError:   # (a type the operator does not take): the layer stays on the host
+        return None
+    call, wide, shape = look.compiled[1], table.astype(np.int32), tensors.plain[step.output].shape
+    out = _output_of(look)
+
+    def run(tensors: Tensors) -> None:
+        call(np.ascontiguousarray(tensors.read(name)).reshape(-1), wide, out)
+        tensors.plain[step.output] = out.reshape(shape)
     return run
 
 
@@ -530,6 +559,8 @@ def _elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Targ
     names, arrays = step.inputs, part.inputs
     sources = [tensors.blocked.get(name) for name in names]
     first = sources[0]
+    if all(source is None for source in sources):
+        return _plain_elementwise_runner(step, part, kernel, target, tensors, dtype)
     if first is None or any(s is None or s.array.shape != first.array.shape or s.channels != first.channels
                             for s in sources):
         return None, "its inputs are not blocked alike by the kernels before it"
@@ -558,6 +589,31 @@ def _elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Targ
             refresh()
         call_bound()
         tensors.blocked[step.output] = output
+    return run, ""
+
+
+def _plain_elementwise_runner(step: Step, part: Placed, kernel: Prepared, target: Target, tensors: Tensors,
+                              dtype: np.dtype) -> tuple[Runner | None, str]:
+    """An element-wise kernel on inputs in the graph's layout, 8-bit alike (a transformer's residual adds):
+    compiled here for their types, run on them as they are (flat), its output the graph's tensor."""
+    names = step.inputs
+    xs = [tensors.read(name) for name in names]
+    shape = xs[0].shape
+    if len(part.inputs) != len(names) or any(x.shape != shape or x.dtype.itemsize != 1 for x in xs):
+        return None, "its inputs are not 8-bit tensors of one shape"
+    op = _job(kernel).user.name
+    typed = _typed(op, part.params, [x.dtype for x in xs])
+    if typed == part.params:
+        return None, "its kernel takes no 8-bit inputs"
+    sizes = tuple(a.shape for a in part.inputs)
+    kernel = prepare(kernel.op, target, {**typed, "threads": _job(kernel).threads},
+                     inputs=[x.reshape(size) for x, size in zip(xs, sizes, strict=True)])
+    call, result = kernel.compiled[1], _output_of(kernel)
+
+    def run(tensors: Tensors) -> None:
+        operands = zip(names, sizes, strict=True)
+        call(*(np.ascontiguousarray(tensors.read(n)).reshape(size) for n, size in operands), result)
+        tensors.plain[step.output] = result.reshape(shape).astype(dtype, copy=False)
     return run, ""
 
 

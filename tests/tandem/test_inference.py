@@ -77,9 +77,10 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch)
         heads = [reason for step, reason in zip(plan, inference.general, strict=True)
                  if step.op == "MatMul" and step.name not in q.weights]
         assert len(heads) == 2 and set(heads) == {None}
-        # its softmax and layer norms: the integer graph's, one kernel over the rows each
+        # its softmax and layer norms: the integer graph's, one kernel over the rows each; its GELU and its
+        # Mul by 1/sqrt(d): their tables looked up by a kernel; its residual adds: on their int8 inputs
         assert {reason for step, reason in zip(plan, inference.general, strict=True)
-                if step.op in ("Softmax", "LayerNormalization")} == {None}
+                if step.op in ("Softmax", "LayerNormalization", "Gelu", "Mul", "Add")} == {None}
         # the heads' transposes: views of their inputs, no copy (the MatMuls' packing reads them so)
         assert {reason for step, reason in zip(plan, inference.general, strict=True)
                 if step.op == "Transpose"} == {"it runs on the host: a view of its input"}

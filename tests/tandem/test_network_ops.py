@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from compiler.backend.llvm import host_cpu
 from compiler.ops import network
 from tandem.cli.app import app
 from tandem.flows.flow import RunError
@@ -216,3 +218,19 @@ def test_a_blocked_rounded_mean_is_each_channels_mean_in_channel_order():
             {"B": 2, "H": 7, "W": 7, "L": 16, "threads": 1, "min_time": 0.001}, inputs=[x])
     want = network.rounded_mean_reference(x.transpose(0, 3, 1, 2).reshape(32, 7, 7))
     assert r.validated and np.array_equal(r.output.reshape(32), want)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_a_table_of_256_results_is_looked_up_by_dword_gathers(dtype):
+    """``network.lookup`` (a power-of-two graph's GELU or Mul by a constant on a tensor in the graph's
+    layout): bit for bit the table at each value less its type's least, its int32 table's lookups
+    vectorized as AVX-512 dword gathers."""
+    from tandem.flows.run import prepare
+
+    report = run(network.user_op("lookup"), CPU, {"N": 4096, "T": dtype, "TO": "int8", "min_time": 0.01})
+    assert report.validated and report.detail.startswith("bit-exact"), report.detail
+    rng = np.random.default_rng(0)
+    x, table = rng.integers(0, 256, 4096).astype(np.uint8).view(dtype), np.arange(256, dtype=np.int32) - 128
+    kernel = prepare(network.user_op("lookup"), CPU, {"N": 4096, "T": dtype, "threads": 1}, inputs=[x, table])
+    if host_cpu()["avx512vnni"]:   # (an AVX-512 CPU)
+        assert "vpgatherdd" in kernel.compiled[1].assembly()
