@@ -445,8 +445,9 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
     """A MatMul of two activations (attention's, one GEMM per head), its requantization fused: one kernel
     for every head, called on each head's slice of arrays kept for all heads. On each inference the data of
     every head is moved to uint8 in one pass, the second operand packed as the kernel's weights in one pass
-    and each head's bias correction (``-(zero + offset) * sum(weights)``, ``place._data_operand``) summed in
-    one; the heads' outputs are one array, the graph's layout as it is."""
+    (into a zero-padded copy first where K or N do not fill the kernel's blocks: ViT's 197 tokens) and each
+    head's bias correction (``-(zero + offset) * sum(weights)``, ``place._data_operand``) summed in one; the
+    heads' outputs are one array, the graph's tensor a view of it."""
     parts, layer = placement.parts, step.layers[0]
     jobs = [_job(kernel) for kernel in prepared]
     job = jobs[0]
@@ -456,37 +457,42 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
         return None, "its heads' GEMMs differ, or their requantization is not fused"
     pk, options, shape = job.packing, job.options, job.layer
     m, n, k = shape.m, shape.n, shape.k
-    heads = len(parts)
-    if options.transposed or n % pk.lanes or k % pk.group:
-        return None, f"its heads' GEMMs ({m} x {n} x {k}) do not fill the kernel's blocks"
-    a, b = (tensors.read(name) for name in layer.inputs)
+    heads, blocks, groups = len(parts), -(-n // pk.lanes), -(-k // pk.group)
+    if options.transposed:
+        return None, "its heads' GEMMs are transposed (few columns)"
+    b = tensors.read(layer.inputs[1])
     zero, offset = data_offset(q, layer.inputs[0], True)
     moved = -(zero + offset)
     sums = b.reshape(heads, k, n).astype(np.int64).sum(axis=1)
     base = np.stack([part.inputs[2].reshape(-1)[:n] for part in parts]) - moved * sums
     if np.any(base != base[0]):
         return None, "its heads' biases differ beyond their offset corrections"
-    data = np.empty((heads, m, k), parts[0].inputs[0].dtype)
-    weights = np.empty((heads, n // pk.lanes, k // pk.group, pk.lanes, pk.group), parts[0].inputs[1].dtype)
-    biases = np.empty((heads, n // pk.lanes, pk.lanes), np.int32)
+    data = np.zeros((heads, m, groups * pk.group), parts[0].inputs[0].dtype)
+    weights = np.empty((heads, blocks, groups, pk.lanes, pk.group), parts[0].inputs[1].dtype)
+    padded = None if (n % pk.lanes, k % pk.group) == (0, 0) else \
+        np.zeros((heads, groups * pk.group, blocks * pk.lanes), weights.dtype)
+    biases = np.zeros((heads, blocks * pk.lanes), np.int32)
     scales = [cpu_layers.pack_channels(v, pk, options) for v in parts[0].inputs[3:]]
     func, call = prepared[0].compiled
     out = np.empty((heads, *func.params[-1].shape), func.params[-1].dtype.numpy)
-    if out.dtype != want.dtype:
-        return None, f"its GEMMs write {out.dtype}, not the step's {want.dtype}"
-    calls = [call.bind(data[h], weights[h], biases[h], *scales, out[h]) for h in range(heads)]
+    if out.dtype != want.dtype or out[0].size != m * blocks * pk.lanes:
+        return None, f"its GEMMs write {out.dtype} [{m}, {blocks * pk.lanes}], not the step's {want.dtype}"
+    calls = [call.bind(data[h], weights[h], biases[h].reshape(blocks, pk.lanes), *scales, out[h])
+             for h in range(heads)]
     total = np.int16 if k * 128 < 2 ** 15 else np.int64   # the columns' sums: the narrowest that holds them
+    result = out.reshape(heads, m, -1)[..., :n].reshape(want.shape)
 
     def run(tensors: Tensors) -> None:
-        x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1])
-        cpu_ops.moved(x.reshape(heads, m, k), offset, data)
-        cpu_ops.pack_columns(w.reshape(heads, k, n), weights)
-        sums = w.reshape(heads, k, n).sum(axis=1, dtype=total)
-        np.add(base[0], np.multiply(sums, moved, dtype=np.int64), out=biases.reshape(heads, n),
+        x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1]).reshape(heads, k, n)
+        cpu_ops.moved(x.reshape(heads, m, k), offset, data[..., :k])
+        if padded is not None:
+            np.copyto(padded[:, :k, :n], w)
+        cpu_ops.pack_columns(w if padded is None else padded, weights)
+        np.add(base[0], np.multiply(w.sum(axis=1, dtype=total), moved, dtype=np.int64), out=biases[:, :n],
                casting="unsafe")
         for c in calls:
             c()
-        tensors.plain[step.output] = out.reshape(want.shape)
+        tensors.plain[step.output] = result
     return run, ""
 
 

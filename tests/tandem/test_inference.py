@@ -55,13 +55,13 @@ def _compiled(q, monkeypatch):
     return target, plan, kernels
 
 
-@pytest.mark.parametrize("graph", ["qdq", "power_of_two", "transformer"])
+@pytest.mark.parametrize("graph", ["qdq", "power_of_two", "transformer", "vit"])
 def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch):
     """The compiled kernels are called again on another input: the output is the integer graph's for it
     (nothing of the first input is kept, the weights' packed layouts are)."""
     q = _qdq("mobilenet_v2") if graph == "qdq" else quantize.quantize(
         tg.load(models.build("resnet18"), {"input": (1, 3, 16, 16)}) if graph == "power_of_two"
-        else tg.load(models.build("bert_encoder")), samples=1)
+        else tg.load(models.build("vit_block" if graph == "vit" else "bert_encoder")), samples=1)
     target, plan, kernels = _compiled(q, monkeypatch)
     other = _inputs(q, seed=9)
     inference = prepare_inference(q, target, plan, kernels, _inputs(q))
@@ -69,11 +69,13 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch)
     if graph == "power_of_two":   # its adds and its pool read blocked outputs of another integer type
         assert {reason for step, reason in zip(plan, inference.general, strict=True)
                 if step.op.startswith(("Add", "GlobalAveragePool"))} == {None}
-    if graph == "transformer":   # its projections and MLP: GEMMs by constant weights, run without placing;
+    if graph in ("transformer", "vit"):   # its projections and MLP: GEMMs by constant weights, run without
+        # placing;
         gemms = [reason for step, reason in zip(plan, inference.general, strict=True)
                  if step.op == "MatMul" and step.name in q.weights]
         assert len(gemms) == 6 and set(gemms) == {None}
-        # its attention's MatMuls of two activations: one kernel for the 12 heads, run without placing
+        # its attention's MatMuls of two activations: one kernel for the 12 heads, run without placing (ViT's
+        # 197 tokens: K and N padded to the kernel's blocks)
         heads = [reason for step, reason in zip(plan, inference.general, strict=True)
                  if step.op == "MatMul" and step.name not in q.weights]
         assert len(heads) == 2 and set(heads) == {None}
