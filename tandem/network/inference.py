@@ -469,8 +469,12 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
         return None, "its heads' biases differ beyond their offset corrections"
     data = np.zeros((heads, m, groups * pk.group), parts[0].inputs[0].dtype)
     weights = np.empty((heads, blocks, groups, pk.lanes, pk.group), parts[0].inputs[1].dtype)
-    padded = None if (n % pk.lanes, k % pk.group) == (0, 0) else \
-        np.zeros((heads, groups * pk.group, blocks * pk.lanes), weights.dtype)
+    # the keys as columns [heads, N, K] where K runs contiguous (a transposed view's words: moved as such)
+    by_columns = np.swapaxes(b.reshape(heads, k, n), -1, -2).strides[-1] == b.itemsize
+    padded = None if (n % pk.lanes, k % pk.group) == (0, 0) else np.zeros(
+        (heads, blocks * pk.lanes, groups * pk.group) if by_columns else
+        (heads, groups * pk.group, blocks * pk.lanes), weights.dtype)
+    inside = None if padded is None else padded[:, :n, :k] if by_columns else padded[:, :k, :n]
     biases = np.zeros((heads, blocks * pk.lanes), np.int32)
     scales = [cpu_layers.pack_channels(v, pk, options) for v in parts[0].inputs[3:]]
     func, call = prepared[0].compiled
@@ -485,11 +489,13 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
     def run(tensors: Tensors) -> None:
         x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1]).reshape(heads, k, n)
         cpu_ops.moved(x.reshape(heads, m, k), offset, data[..., :k])
-        if padded is not None:
-            np.copyto(padded[:, :k, :n], w)
-        cpu_ops.pack_columns(w if padded is None else padded, weights)
-        np.add(base[0], np.multiply(w.sum(axis=1, dtype=total), moved, dtype=np.int64), out=biases[:, :n],
-               casting="unsafe")
+        if padded is None:
+            cpu_ops.pack_columns(w, weights)
+        else:
+            np.copyto(inside, np.swapaxes(w, -1, -2) if by_columns else w)
+            cpu_ops.pack_columns(np.swapaxes(padded, -1, -2) if by_columns else padded, weights)
+        sums = np.swapaxes(w, -1, -2).sum(axis=-1, dtype=total) if by_columns else w.sum(axis=1, dtype=total)
+        np.add(base[0], np.multiply(sums, moved, dtype=np.int64), out=biases[:, :n], casting="unsafe")
         for c in calls:
             c()
         tensors.plain[step.output] = result
