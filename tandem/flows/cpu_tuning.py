@@ -5,6 +5,7 @@ the one given, the first few timed, or PolyDL's top-ranked variant, tandem/flows
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -155,8 +156,34 @@ def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTunin
     except NotAnalysable as exc:
         return space[:MEASURED_FALLBACK], {"by": "measured", "candidates": len(space[:MEASURED_FALLBACK]),
                                            "why": f"PolyDL cannot rank this layer's variants: {exc}"}
-    return [choice.tuning], {"by": "polydl", "variants": len(choice.ranked),
-                             "analysis_s": round(choice.seconds, 4), "cost": choice.ranked[0].cost}
+    chosen, by = choice.tuning, "polydl"
+    if streams_output(layer, chosen, pk, options):
+        chosen, by = dataclasses.replace(chosen, parallel=1, order=(1, 0)), "polydl, its output streamed"
+    return [chosen], {"by": by, "variants": len(choice.ranked),
+                      "analysis_s": round(choice.seconds, 4), "cost": choice.ranked[0].cost}
+
+
+#: the output bytes a GEMM tile may write per instruction before its writes, not its instructions, bound it
+#: (two vpdpbusd a cycle against a core's ~10 bytes a cycle to memory)
+WRITE_BOUND_BYTES = 4
+
+
+def streams_output(layer: Layer, tuning: cpu.CpuTuning, pk: cpu.Packing, options: CpuOptions,
+                   llc_bytes: int | None = None) -> bool:
+    """Whether a GEMM's output streams to memory as it is written: as large as the last cache or larger
+    (``llc_bytes``, default this CPU's) and written faster than its instructions run (a short reduction:
+    ``WRITE_BOUND_BYTES`` or more a tile writes per instruction). Such a GEMM takes its row tiles outside
+    its oc blocks, so that each row is written in order: PolyDL's ranking, which has no notion of a write
+    stream, placed GNMT-3's (2048 x 4096 x 32, 32 MB of int32) oc-blocks-outside variant in L3 and chose it
+    (measured on AMD EPYC znver5, 1 thread: 12% of the vpdpbusd peak, the rows in order 50%); where the
+    reduction is long the order of the ranking stays (long-N, K = 1024: 84% against 34%)."""
+    if not isinstance(layer, GemmShape) or options.transposed or tuning.k_block:
+        return False
+    if llc_bytes is None:
+        llc_bytes = max((level.bytes for level in cpu_caches()), default=0)
+    acc = np.dtype(pk.acc).itemsize
+    steps = -(-layer.k // pk.group)
+    return layer.m * layer.n * acc >= llc_bytes > 0 and pk.lanes * acc >= WRITE_BOUND_BYTES * steps
 
 
 def _chains(pk: cpu.Packing, target: Target) -> int:

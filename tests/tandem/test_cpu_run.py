@@ -13,6 +13,7 @@ from compiler.analysis.issued import issued_instructions
 from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak, tsc_hz
 from compiler.errors import ScheduleError
+from compiler.ops import cpu
 from compiler.ops.cpu import U8, CpuTuning
 from compiler.ops.nn import ConvShape, GemmShape
 from tandem.cli.app import app
@@ -344,3 +345,19 @@ def test_a_bad_epilogue_is_refused() -> None:
 
     with pytest.raises(RunError, match="unknown epilogue 'gelu'; expected one of relu, relu6"):
         run("gemm", load_target("cpu"), {"M": 8, "N": 16, "K": 8, "epilogue": "gelu"})
+
+
+def test_a_gemm_whose_output_streams_to_memory_writes_its_rows_in_order() -> None:
+    """GNMT-3 (2048 x 4096 x 32): 32 MB of int32 sums, 8 steps of K a tile, 8 bytes written an instruction:
+    its output streams to a 32 MB last cache's memory as it is written, so its row tiles go outside its oc
+    blocks; long-N (K = 1024) and GNMT-1 (a 1 MB output) keep the ranking's order, as does fp32's GNMT-3."""
+    from tandem.flows.cpu_tuning import streams_output
+
+    target, tile = load_target("cpu"), CpuTuning(1, 2, 8)
+    u8 = cpu.packing("x86-vnni", "uint8", target.spec, "vpdpbusd_512")
+    llc = 32 << 20
+    assert streams_output(GemmShape(2048, 4096, 32), tile, u8, CpuOptions(), llc)
+    assert not streams_output(GemmShape(1024, 32768, 1024), tile, u8, CpuOptions(), llc)
+    assert not streams_output(GemmShape(128, 2048, 4096), tile, u8, CpuOptions(), llc)
+    f32 = cpu.packing("x86-avx512", "float32", target.spec)
+    assert not streams_output(GemmShape(2048, 4096, 32), tile, f32, F32, llc)
