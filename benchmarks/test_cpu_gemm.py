@@ -1,6 +1,7 @@
 """Transformer GEMMs on this CPU against onnxruntime (issue 48, item 4): BERT-base's and ViT-B's projections
-and MLP (M = 128 and 197 tokens, N and K 768-3072) and a decoding GEMV (M = 1), in int8 (u8 x s8 -> s32) and
-fp32, on 1 and 2 threads.
+and MLP (M = 128 and 197 tokens, N and K 768-3072), a decoding GEMV (M = 1) and PolyDL's eight GEMMs
+(``layer_tables.POLYDL_GEMMS``: GNMT, DeepBench's K = 500000, square 4096, long K, N and M; DeepBench's data
+is 512 MB), in int8 (u8 x s8 -> s32) and fp32, on 1 and 2 threads.
 
 The benchmarked call is Tandem's kernel as a run gets it by default (the isa and instruction this CPU runs,
 PolyDL's choice of tuning, nothing timed to choose it), after a check against numpy (bit for bit in int8);
@@ -28,10 +29,12 @@ from tandem.flows import cpu_layers
 from tandem.flows.cpu import compile_layer, default_isa, host_packing, layer_peak
 from tandem.flows.cpu_layers import CpuOptions
 from tandem.flows.cpu_tuning import select
+from tandem.flows.layer_tables import POLYDL_GEMMS
 from tandem.flows.targets import load_target
 
 SHAPES = {"bert-qkv": (128, 768, 768), "bert-mlp-up": (128, 3072, 768), "bert-mlp-down": (128, 768, 3072),
-          "vit-mlp-up": (197, 3072, 768), "gemv": (1, 768, 768)}
+          "vit-mlp-up": (197, 3072, 768), "gemv": (1, 768, 768),
+          **{f"polydl-{name}": shape for name, shape in POLYDL_GEMMS.items()}}
 DTYPES = {"int8": "uint8", "fp32": "float32"}
 
 
