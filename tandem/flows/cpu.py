@@ -623,7 +623,8 @@ class CpuUserJob:
 
 class CpuUserFlow(TargetFlow):
     """A user's operator (tandem/flows/user_ops.py) on this CPU: its tensor expression with the outermost loop
-    parallel (an element-wise one: one flat loop, vectorized 16 lanes at a time, ``elementwise``), compiled
+    parallel (an element-wise one: one flat loop, vectorized 16 lanes at a time, ``elementwise``; a row-wise
+    one, every stage's first axis the output's, each stage computed per row inside that loop), compiled
     by the ``cpu`` pipeline and LLVM, run for real and timed. No instruction is selected (UNIT's rewriter
     schedules conv2d and gemm only); ``gops`` and the roofline are null (the operator's work is not
     known)."""
@@ -653,8 +654,14 @@ class CpuUserFlow(TargetFlow):
             sch[out].vectorize(inner)
             if job.threads > 1:
                 sch[out].parallel(outer)
-        elif job.threads > 1:
-            sch[out].parallel(out.op.axis[0])
+        else:
+            rows = out.op.axis[0]
+            for stage in sch.stages:   # a row-wise operator's stages per row: each thread's rows whole
+                axes = getattr(stage.op, "axis", ())
+                if stage.op is not out.op and axes and axes[0].extent == rows.extent and len(out.op.axis) > 1:
+                    stage.compute_at(sch[out], rows)
+            if job.threads > 1:
+                sch[out].parallel(rows)
         func = compile_func(lower(sch, [*job.user.inputs, out], job.user.name), target)
         return func, build(func, threads=job.threads)
 

@@ -234,3 +234,19 @@ def test_a_table_of_256_results_is_looked_up_by_dword_gathers(dtype):
     kernel = prepare(network.user_op("lookup"), CPU, {"N": 4096, "T": dtype, "threads": 1}, inputs=[x, table])
     if host_cpu()["avx512vnni"]:   # (an AVX-512 CPU)
         assert "vpgatherdd" in kernel.compiled[1].assembly()
+
+
+def test_a_row_wise_operators_stages_run_per_row_in_the_parallel_loop():
+    """softmax_int8's maximum, lookups, sum and reciprocal are computed per row inside the one parallel loop
+    over the rows (each thread's rows whole), not as serial passes over the whole tensor before it."""
+    from compiler.ir import nodes as ir
+    from tandem.flows.run import prepare
+
+    rng = np.random.default_rng(0)
+    x, table = rng.integers(-128, 128, (64, 128)).astype(np.int8), np.arange(257, dtype=np.int32)
+    kernel = prepare(network.user_op("softmax_int8"), CPU, {"R": 64, "D": 128, "threads": 2},
+                     inputs=[x, table])
+    body = kernel.compiled[0].body
+    while isinstance(body, ir.Allocate | ir.Attr):
+        body = body.body
+    assert isinstance(body, ir.For) and body.kind is ir.ForKind.PARALLEL, body
