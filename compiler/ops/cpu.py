@@ -467,24 +467,13 @@ def _unit_schedule(
     if tuning.k_block:
         return _k_blocked(sch, out, args, isa, pk, tuning, spec)
     acc = sch.cache_write(out, "local")
-    instruction = pk.instruction
-    mapping = inspect_op(acc.op, spec, instruction) if instruction else None
-    if isinstance(mapping, NotApplicable):
-        raise ScheduleError(f"cpu: {mapping}")
+    mapping = _mapping(acc.op, spec, pk)
     lanes, group = acc.op.axis[-1], acc.op.reduce_axis[-1]
-    if mapping is not None and (
-        mapping.loops["i"].var is not lanes.var or mapping.loops["j"].var is not group.var
-    ):
-        raise ScheduleError(f"cpu: the Inspector mapped {mapping}, not the packed lane and group loops")
     stage, axes = sch[out], out.op.axis
     oc_o, oc_i = stage.split(axes[oc], min(tuning.unroll_oc, axes[oc].extent))
     x_o, x_i = stage.split(axes[columns], min(tuning.unroll_x, axes[columns].extent))
-    loops = [oc_o if k == oc else x_o if k == columns else axes[k] for k in (*outer, columns)]
-    if tuning.order:
-        if sorted(tuning.order) != list(range(len(loops))):
-            raise ScheduleError(f"cpu: bad tuning {tuning}: order must be a permutation of 0.."
-                                f"{len(loops) - 1}, the loops {', '.join(a.var.name for a in loops)}")
-        loops = [loops[k] for k in tuning.order]
+    loops = _ordered([oc_o if k == oc else x_o if k == columns else axes[k] for k in (*outer, columns)],
+                     tuning)
     stage.reorder(*loops, oc_i, x_i, axes[-1])
     parallel = min(tuning.parallel, len(loops))
     fused = stage.fuse(*loops[:parallel]) if parallel > 1 else loops[0]
@@ -495,20 +484,55 @@ def _unit_schedule(
     inner = sch[acc]
     a_axes = acc.op.axis
     rest = [a for k, a in enumerate(a_axes[:-1]) if k not in (oc, columns)]
-    # the instruction's lanes, then its group; a group of one (float32: one product per lane) goes outside,
-    # so that the lanes are the innermost loop, one straight-line vector statement
-    lane_loops = (group, lanes) if pk.group == 1 and not instruction else (lanes, group)
-    inner.reorder(*rest, *acc.op.reduce_axis[:-1], a_axes[oc], a_axes[columns], *lane_loops)
-    inner.unroll(a_axes[oc])
-    inner.unroll(a_axes[columns])
-    if instruction:
-        inner.tensorize(lanes, instruction)
-    elif isa in VECTORIZED:
-        inner.unroll(group)
-        inner.vectorize(lanes)
-    if dtypes.dtype(pk.acc).is_float:   # each multiply and add may fuse into one FMA (one rounding)
-        inner.pragma(acc.op.reduce_axis[0], "fp_contract")
+    tile_loops = (a_axes[oc], a_axes[columns], *_lane_loops(pk, lanes, group))
+    inner.reorder(*rest, *acc.op.reduce_axis[:-1], *tile_loops)
+    _mark_tile(inner, a_axes[oc], a_axes[columns], lanes, group, acc.op.reduce_axis[0], pk, isa)
     return CpuSchedule(sch, tuple(args), tuning, isa, mapping, pk)
+
+
+def _mapping(op: te.ComputeOp, spec: ISA, pk: Packing) -> Mapping | None:
+    """The Inspector's mapping of ``pk``'s instruction onto ``op`` (None untensorized), which must be the
+    packed lane and group loops (ScheduleError otherwise)."""
+    mapping = inspect_op(op, spec, pk.instruction) if pk.instruction else None
+    if isinstance(mapping, NotApplicable):
+        raise ScheduleError(f"cpu: {mapping}")
+    lanes, group = op.axis[-1], op.reduce_axis[-1]
+    if mapping is not None and (
+        mapping.loops["i"].var is not lanes.var or mapping.loops["j"].var is not group.var
+    ):
+        raise ScheduleError(f"cpu: the Inspector mapped {mapping}, not the packed lane and group loops")
+    return mapping
+
+
+def _ordered(loops: list, tuning: CpuTuning) -> list:
+    """The outer loops in ``tuning.order`` (ScheduleError unless it is a permutation of them)."""
+    if not tuning.order:
+        return loops
+    if sorted(tuning.order) != list(range(len(loops))):
+        raise ScheduleError(f"cpu: bad tuning {tuning}: order must be a permutation of 0.."
+                            f"{len(loops) - 1}, the loops {', '.join(a.var.name for a in loops)}")
+    return [loops[k] for k in tuning.order]
+
+
+def _lane_loops(pk: Packing, lanes, group) -> tuple:
+    """The instruction's lanes, then its group; a group of one (float32: one product per lane) goes outside,
+    so that the lanes are the innermost loop, one straight-line vector statement."""
+    return (group, lanes) if pk.group == 1 and not pk.instruction else (lanes, group)
+
+
+def _mark_tile(stage, oc, x, lanes, group, reduction, pk: Packing, isa: str) -> None:
+    """The unrolled tile of ``oc`` x ``x`` instructions: the lanes tensorized with ``pk``'s instruction (or
+    vectorized), and where the sums are float, each multiply and add free to fuse into one FMA inside
+    ``reduction``."""
+    stage.unroll(oc)
+    stage.unroll(x)
+    if pk.instruction:
+        stage.tensorize(lanes, pk.instruction)
+    elif isa in VECTORIZED:
+        stage.unroll(group)
+        stage.vectorize(lanes)
+    if dtypes.dtype(pk.acc).is_float:   # one rounding per FMA
+        stage.pragma(reduction, "fp_contract")
 
 
 def _k_blocked(sch: Schedule, out: te.Tensor, args, isa: str, pk: Packing, tuning: CpuTuning, spec: ISA
@@ -520,31 +544,16 @@ def _k_blocked(sch: Schedule, out: te.Tensor, args, isa: str, pk: Packing, tunin
     gives it indices it can bound and compare, ``compiler.backend.llvm_emit``). Measured on AMD EPYC
     znver5, 1 thread, PolyDL's long-K GEMM, 1024 x 1024 x 32768: 89-95% of the vpdpbusd peak in blocks of
     1024 or 2048 groups, 71% unblocked."""
-    mapping = inspect_op(out.op, spec, pk.instruction) if pk.instruction else None
-    if isinstance(mapping, NotApplicable):
-        raise ScheduleError(f"cpu: {mapping}")
+    mapping = _mapping(out.op, spec, pk)
     stage, (rows, blocks, lanes) = sch[out], out.op.axis
     ko, group = out.op.reduce_axis
     oc_o, oc_i = stage.split(blocks, min(tuning.unroll_oc, blocks.extent))
     x_o, x_i = stage.split(rows, min(tuning.unroll_x, rows.extent))
     k_o, k_i = stage.split(ko, min(tuning.k_block, ko.extent))
-    loops = [oc_o, x_o]
-    if tuning.order:
-        if sorted(tuning.order) != [0, 1]:
-            raise ScheduleError(f"cpu: bad tuning {tuning}: order must be a permutation of 0..1")
-        loops = [loops[k] for k in tuning.order]
-    lane_loops = (group, lanes) if pk.group == 1 and not pk.instruction else (lanes, group)
-    stage.reorder(loops[0], k_o, loops[1], k_i, oc_i, x_i, *lane_loops)
+    loops = _ordered([oc_o, x_o], tuning)
+    stage.reorder(loops[0], k_o, loops[1], k_i, oc_i, x_i, *_lane_loops(pk, lanes, group))
     stage.parallel(loops[0])
-    stage.unroll(oc_i)
-    stage.unroll(x_i)
-    if pk.instruction:
-        stage.tensorize(lanes, pk.instruction)
-    elif isa in VECTORIZED:
-        stage.unroll(group)
-        stage.vectorize(lanes)
-    if dtypes.dtype(pk.acc).is_float:
-        stage.pragma(k_i, "fp_contract")
+    _mark_tile(stage, oc_i, x_i, lanes, group, k_i, pk, isa)
     return CpuSchedule(sch, tuple(args), tuning, isa, mapping, pk)
 
 
