@@ -146,18 +146,19 @@ def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTunin
     pk = cpu.packing(isa, options.dtype, target.spec, options.instruction)
     registers = host_cpu()["vector_registers"]
     blocked = options.epilogue is None and not options.bias   # an epilogue needs each sum whole
-    l2 = next((level.bytes for level in cpu_caches() if level.name == "L2"), 0)
+    caches = cpu_caches()   # this CPU's, read once: the K blocks, the ranking and the output's stream
+    l2 = next((level.bytes for level in caches if level.name == "L2"), 0)
     space = tuning_space(layer, pk.lanes, threads, options, registers, _chains(pk, target),
                          k_cache=l2 // 4 if blocked else 0, group=pk.group)
     if tune > 0:
         return space[:tune], {"by": "measured", "candidates": len(space[:tune])}
     try:
-        choice = polydl.choose(layer, space[0], isa, threads, target, options=options)
+        choice = polydl.choose(layer, space[0], isa, threads, target, levels=caches, options=options)
     except NotAnalysable as exc:
         return space[:MEASURED_FALLBACK], {"by": "measured", "candidates": len(space[:MEASURED_FALLBACK]),
                                            "why": f"PolyDL cannot rank this layer's variants: {exc}"}
     chosen, by = choice.tuning, "polydl"
-    if streams_output(layer, chosen, pk, options):
+    if streams_output(layer, chosen, pk, options, max((level.bytes for level in caches), default=0)):
         chosen, by = dataclasses.replace(chosen, parallel=1, order=(1, 0)), "polydl, its output streamed"
     return [chosen], {"by": by, "variants": len(choice.ranked),
                       "analysis_s": round(choice.seconds, 4), "cost": choice.ranked[0].cost}
