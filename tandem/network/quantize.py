@@ -29,8 +29,8 @@ both operands to the output's exponent (rounding the same way) and adds; max poo
 a window is the rounded mean of the window sum (as VITA computes it); data movement moves int8 (every output
 of a Split), computed by the float reference's operator on the integers. A softmax along the last axis
 computes in integers (``reference.softmax_int8``: each value's difference from its row's maximum looked up in
-a table of 2^20-scaled exponentials, exact int64 sums, one correctly rounded division per value, so that a
-kernel gives the same result bit for bit in any order of summation); a layer norm along the last axis from
+a table of 2^20-scaled exponentials, exact int64 sums, then float32 steps of one IEEE operation each, so that
+a kernel gives the same result bit for bit in any order of summation); a layer norm along the last axis from
 exact integer sums, then in float32 steps (``reference.layer_norm_int8``, ``layer_norm_operands``). GELU, a
 Mul by a constant, and a softmax or layer norm along other axes compute in float on the dequantized input and
 quantize their result (the float operators DianNao and the CPU run in f32); a softmax's input that takes -inf
@@ -158,8 +158,8 @@ class PowerOfTwoGraph(QuantizedGraph):
             return _requantize(max_pool(layer, ins[0]), e[layer.inputs[0]] - eo)
         if op in ("GlobalAveragePool", "AveragePool") and _plain_mean(layer, ins[0].shape):
             return _requantize(_rounded_mean(layer, ins[0]), e[layer.inputs[0]] - eo)
-        if op == "LayerNormalization" and layer_norm_operands(self, layer, ins[0].ndim) is not None:
-            return reference.layer_norm_int8(ins[0], *layer_norm_operands(self, layer, ins[0].ndim))
+        if op == "LayerNormalization" and (norm := layer_norm_operands(self, layer, ins[0].ndim)) is not None:
+            return reference.layer_norm_int8(ins[0], *norm)
         if op == "Softmax" and softmax_last_axis(layer, ins[0].ndim):
             masked = MASKED if layer.inputs[0] in self.masks else None
             return reference.softmax_int8(ins[0], reference.softmax_table(e[layer.inputs[0]]), eo, masked)
