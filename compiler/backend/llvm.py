@@ -255,9 +255,17 @@ class CpuKernel:
         _check_overlap(self.func, args)
         arrays = (*args, *(np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces))
         pointers, threads = [a.ctypes.data for a in arrays], self.threads
+        if self._native_threads:   # one native call (``<func>.repeat`` once): no Python loop over segments
+            table, repeat = (ctypes.c_void_p * len(arrays))(*pointers), self._repeat
+            messages = self.errors.messages
 
-        def call() -> None:
-            self._run(pointers, threads)
+            def call() -> None:
+                code = repeat(table, 1, threads)
+                if code:
+                    raise CpuRuntimeError(f"{self.func.name}: {messages[code - 1]}")
+        else:
+            def call() -> None:
+                self._run(pointers, threads)
         call.arrays = arrays   # held as long as the call is
         return call
 

@@ -15,6 +15,8 @@ expressions, and
     max_pool                         int32 [C, H, W], K x K windows S apart
     avg_pool, global_avg_pool        float32 [C, H, W]: the mean of each K x K window, of each channel
     softmax, layer_norm, gelu        float32 [R, D], row by row (layer_norm: also gamma, beta [D])
+    quantize_blocked                 float32 [C, H, W] -> 8-bit [C/G, H, W, G]: a network's input quantized
+                                     as onnxruntime does, in a CPU kernel's blocked data layout
 
 Targets that compile tensor expressions (the CPU) run them as they run a user's operator.
 """
@@ -265,6 +267,31 @@ def lookup_blocked_reference(x: np.ndarray, table: np.ndarray, N: int = 256, T: 
     at = np.clip(x.astype(np.int64) - np.iinfo(T).min, 0, N - 1)
     rows = (np.arange(b)[:, None, None, None] * lanes + np.arange(lanes)) * N
     return table.reshape(-1)[rows + at].astype(TO)
+
+
+def quantize_blocked(C: int, H: int, W: int, G: int, ZP: int = 0, LO: int = 0, HI: int = 255, OFFSET: int = 0,
+                     TO: str = "uint8"):
+    """A network's float32 input ``x[C, H, W]`` quantized as onnxruntime's QuantizeLinear computes it (x86-64,
+    MLAS; ``reference.quantize_linear``): ``x / scale[0]`` in float32, clamped to [LO - ZP, HI - ZP] (a nan
+    to the least), rounded half to even, plus ZP; then moved by OFFSET and written in type ``TO`` blocked as
+    a CPU kernel's data ``[ceil(C / G), H, W, G]`` (channel ``b * G + g`` at block ``b``, lane ``g``; the
+    lanes past C repeat channel C - 1, for weights of 0)."""
+    check_bounds("quantize_blocked", ZP, LO, HI)
+    x = te.placeholder((C, H, W), "float32", name="x")
+    scale = te.placeholder((1,), "float32", name="scale")
+    last, moved = te.const(C - 1, "int32"), te.const(ZP + OFFSET, "int32")
+
+    def value(b, y, w, g):
+        v = _rounded_to_int(x[ir.Min(b * G + g, last), y, w] / scale[0], LO - ZP, HI - ZP)
+        return ir.cast(v + moved, _int_type("quantize_blocked", "TO", TO))
+    return [x, scale], te.compute((-(-C // G), H, W, G), value, name="out")
+
+
+def quantize_blocked_reference(x: np.ndarray, scale: np.ndarray, C: int, G: int, ZP: int = 0, LO: int = 0,
+                               HI: int = 255, OFFSET: int = 0, TO: str = "uint8") -> np.ndarray:
+    q = reference.quantize_linear(x, scale[0], ZP, LO, HI) + OFFSET
+    channels = np.minimum(np.arange(-(-C // G) * G), C - 1)
+    return q[channels].reshape(-1, G, *x.shape[1:]).transpose(0, 2, 3, 1).astype(TO)
 
 
 def avg_pool(C: int, H: int, W: int, K: int = 2, S: int = 2):

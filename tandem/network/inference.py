@@ -16,6 +16,9 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
   padded one whose input has no other reader has that input's conv recompiled to write into the inside of
   its padded data (a ``Writer``: ``compiler.passes.place_output``); otherwise its input is copied into the
   buffer (``compiler.ops.cpu.reblock`` from a blocked output, ``to_blocks`` from the graph's layout);
+- the float input, where a conv alone reads it (the stem): quantized by one kernel straight into the inside
+  of the conv's padded data (``_input_quantizer``: ``compiler.ops.network.quantize_blocked``, onnxruntime's
+  QuantizeLinear, the graph's ``input_quantization``), in one pass where the host took several;
 - an element-wise kernel (a QLinearAdd, a power-of-two graph's add) whose inputs are all blocked alike, with
   no lanes past the channels (``_elementwise_runner``): run on the blocked arrays as they are, its output
   blocked alike; or whose inputs are 8-bit tensors in the graph's layout (a transformer's residual add,
@@ -55,6 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.backend.llvm import build
+from compiler.errors import ScheduleError
 from compiler.ops import cpu as cpu_ops
 from compiler.ops import network
 from compiler.ops.nn import ConvShape
@@ -91,9 +95,12 @@ class Tensors:
     """An inference's tensors by name: in the graph's layout (``plain``), or blocked as a kernel wrote them
     (``blocked``), unpacked when a step first reads them plain (``read``, ``need``)."""
 
-    def __init__(self, plain: Mapping[str, np.ndarray]) -> None:
+    def __init__(self, plain: Mapping[str, np.ndarray], floats: Mapping[str, np.ndarray] | None = None
+                 ) -> None:
         self.plain: dict[str, np.ndarray] = dict(plain)
         self.blocked: dict[str, Blocked] = {}
+        #: the float graph inputs as given (a runner that quantizes its input itself reads it here)
+        self.floats: dict[str, np.ndarray] = dict(floats or {})
         #: while the inference is prepared: how many steps read each tensor, and the kernels' outputs that
         #: can move into their one reader's padded data (``_window_runner``'s ``Writer``)
         self.readers: dict[str, int] = {}
@@ -134,11 +141,14 @@ class PreparedInference:
     q: QuantizedGraph
     runners: tuple[Runner, ...]
     general: tuple[str | None, ...] = field(repr=False)
+    #: the graph inputs whose one reader's runner quantizes them itself (``_input_quantizer``)
+    quantized_by_runner: frozenset[str] = frozenset()
 
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The network's integer output on the float ``inputs``, and that output dequantized."""
         q = self.q
-        tensors = Tensors({name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs})
+        tensors = Tensors({name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs
+                           if name not in self.quantized_by_runner}, inputs)
         for run in self.runners:
             run(tensors)
         output = tensors.read(q.graph.output)
@@ -151,7 +161,7 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
     """The inference of ``plan`` (``kernels[i]``: step ``plan[i]``'s compiled kernels, in the order its
     placement runs them; None: the step runs on the host, as the integer graph's layers), each step's runner
     built and checked on one inference of ``inputs``."""
-    tensors = Tensors({name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs})
+    tensors = Tensors({name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs}, inputs)
     for step in plan:
         for name in set(step.inputs):
             tensors.readers[name] = tensors.readers.get(name, 0) + 1
@@ -187,7 +197,8 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
         tensors.plain[step.output] = want
         runners.append(placed)
         general.append(why)
-    return PreparedInference(q, tuple(runners), tuple(general))
+    quantizing = frozenset(getattr(run, "quantizes", None) for run in runners) - {None}
+    return PreparedInference(q, tuple(runners), tuple(general), quantizing)
 
 
 def _placed_runner(step: Step, q: QuantizedGraph, target: Target, prepared: Sequence[Prepared] | None
@@ -324,7 +335,7 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
     job = _job(kernel)
     conv = isinstance(job, cpu_flow.CpuJob) and isinstance(job.layer, ConvShape) and part.op == "conv2d"
     if conv or isinstance(job, cpu_flow.WindowJob) and job.job.layer.depthwise:
-        return _window_runner(step, q, part.inputs, kernel, tensors, want.dtype)
+        return _window_runner(step, q, part.inputs, kernel, target, tensors, want.dtype)
     if isinstance(job, cpu_flow.CpuJob) and part.op == "gemm" and step.layers[0].name in q.weights:
         return _gemm_runner(step, q, part.inputs, kernel, tensors, want)
     if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
@@ -344,7 +355,7 @@ def _job(kernel: Prepared) -> object:
 
 
 def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared,
-                   tensors: Tensors, dtype: np.dtype) -> tuple[Runner | None, str]:
+                   target: Target, tensors: Tensors, dtype: np.dtype) -> tuple[Runner | None, str]:
     """A conv2d, or a depthwise conv, whose requantization is fused (its inputs: data, weights, bias, and a
     scale where it requantizes by one), run on a padded data buffer it keeps, its output blocked."""
     job = _job(kernel)
@@ -379,9 +390,11 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
         data, reads = packed, name
     held = [Blocked(_output_of(kernel), layer.oc, dtype)]   # the output, and the call that writes it
     held.append(kernel.compiled[1].bind(data, weights, *channels, held[0].array))
+    quantize = _input_quantizer(q, reads, x.shape, packed, pad, offset, target, kernel.compiled[1].threads) \
+        if reads in q.graph.inputs and tensors.readers.get(reads) == 1 else None
 
     def run(tensors: Tensors) -> None:
-        if reads is not None:
+        if reads is not None and not (quantize is not None and quantize(tensors.floats.get(reads))):
             source = tensors.blocked.get(reads)
             if source is not None and source.array.shape[-1] % group == 0:
                 cpu_ops.reblock(source.array, inside, offset)
@@ -404,7 +417,38 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
         held[1] = build(placed, threads=kernel.compiled[1].threads).bind(data, weights, *channels, buffer)
         return held[0]
     run.writer = Writer(run, into)
+    run.quantizes = reads if quantize is not None else None
     return run, ""
+
+
+def _input_quantizer(q: QuantizedGraph, name: str, shape: tuple[int, ...], packed: np.ndarray, pad: int,
+                     offset: int, target: Target, threads: int) -> Callable[[np.ndarray | None], bool] | None:
+    """A call that quantizes float input ``name`` (of ``shape``, ``[1, C, H, W]``) straight into the inside
+    of a conv's padded data ``packed`` ``[1, C/G, H + 2 * pad, W + 2 * pad, G]``, moved by ``offset``
+    (``compiler.ops.network.quantize_blocked``, written there by ``place_output``): one pass where
+    ``quantize_input``, the move and ``to_blocks`` take several. It returns False (nothing done) for an
+    array that is not float32 of ``shape`` (the input is then quantized as before); None where the input's
+    quantization is not ``QuantizedGraph.input_quantization``'s."""
+    rule = q.input_quantization(name)
+    if rule is None or len(shape) != 4 or shape[0] != 1 or packed.ndim != 5:
+        return None
+    (_, c, h, w), group, scale = shape, packed.shape[-1], np.array([rule.scale], np.float32)
+    try:
+        look = prepare(network.user_op("quantize_blocked"), target,
+                       {"C": c, "H": h, "W": w, "G": group, "ZP": rule.zero_point, "LO": rule.lo,
+                        "HI": rule.hi, "OFFSET": offset, "TO": packed.dtype.name, "threads": threads},
+                       inputs=[np.zeros((c, h, w), np.float32), scale])
+        placed = place_output(look.compiled[0], packed.shape[1:], (0, pad, pad, 0))
+    except (RunError, ScheduleError):   # (a type or range the operator does not take)
+        return None
+    kernel, inside = build(placed, threads=threads), packed.reshape(packed.shape[1:])
+
+    def quantize(x: np.ndarray | None) -> bool:
+        if x is None or x.dtype != np.float32 or x.shape != shape or not x.flags.c_contiguous:
+            return False
+        kernel(x.reshape(shape[1:]), scale, inside)
+        return True
+    return quantize
 
 
 def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared, tensors: Tensors,

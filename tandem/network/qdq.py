@@ -51,6 +51,7 @@ from compiler.ops import reference
 from tandem.network import graph as tg
 from tandem.network.graph import Graph, GraphError, Layer
 from tandem.network.quantized import (
+    LinearQuantization,
     QuantizedGraph,
     computed_in_float,
     float_outputs,
@@ -112,6 +113,12 @@ class AffineGraph(QuantizedGraph):
 
     def quantize_input(self, name: str, x: np.ndarray) -> np.ndarray:
         return self.affine[name].quantize(x)
+
+    def input_quantization(self, name: str) -> LinearQuantization | None:
+        a = self.affine[name]
+        if a.scale.size != 1:
+            return None
+        return LinearQuantization(np.float32(a.scale.reshape(-1)[0]), a.zero_point, *a.bounds, a.dtype)
 
     def dequantize(self, name: str, value: np.ndarray) -> np.ndarray:
         return self.affine[name].dequantize(value).astype(np.float64)

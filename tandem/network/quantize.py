@@ -54,6 +54,7 @@ from tandem.network.graph import Graph, GraphError, Layer, reader_counts, seeded
 from tandem.network.operators.nn import square_window
 from tandem.network.quantized import (
     MOVES,
+    LinearQuantization,
     QuantizedGraph,
     computed_in_float,
     float_outputs,
@@ -75,7 +76,9 @@ SAME_EXPONENT = (*KEEPS_RANGE, *MOVES)
 
 
 def to_int8(x: np.ndarray, e: int) -> np.ndarray:
-    return np.clip(np.rint(np.asarray(x, np.float64) * 2.0**e), *INT8).astype(np.int8)
+    """Real values ``x`` in int8 at exponent ``e``: ``x * 2^e`` clamped to int8 (a nan to -128, as onnxruntime
+    quantizes one), rounded half to even."""
+    return reference.saturated(np.array(np.asarray(x, np.float64) * 2.0**e), 0, *INT8, np.int8)
 
 
 #: a softmax mask's masked position (-inf) in the int8 graph; its finite values clip to (MASKED, 127]
@@ -107,6 +110,15 @@ class PowerOfTwoGraph(QuantizedGraph):
 
     def quantize_input(self, name: str, x: np.ndarray) -> np.ndarray:
         return self._to_int8(name, x)
+
+    def input_quantization(self, name: str) -> LinearQuantization | None:
+        """``to_int8``'s rule on a float32 input: its product by 2^e is exact in float32 as in float64, and
+        equal to its quotient by 2^-e (a float32 for exponents within float32's normal range), so that
+        onnxruntime's rule computes it; a softmax mask's (``mask_to_int8``) is another."""
+        e = self.exponents[name]
+        if name in self.masks or abs(e) > 126:
+            return None
+        return LinearQuantization(np.float32(2.0 ** -e), 0, *INT8, "int8")
 
     def dequantize(self, name: str, value: np.ndarray) -> np.ndarray:
         real = value.astype(np.float64) * 2.0 ** -self.exponents[name]

@@ -25,13 +25,26 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 
 from tandem.network.graph import Graph, GraphError, Layer, evaluate, evaluate_all, random_inputs, tensors
 from tandem.network.operators import OperatorError
+
+
+@dataclass(frozen=True)
+class LinearQuantization:
+    """float32 ``x`` to integers as onnxruntime's QuantizeLinear computes them
+    (``reference.quantize_linear``): ``x / scale`` in float32, clamped to [lo - zero_point, hi - zero_point]
+    (a nan to the least), rounded half to even, plus ``zero_point``, of ``dtype``."""
+
+    scale: np.float32
+    zero_point: int
+    lo: int
+    hi: int
+    dtype: str
 
 
 class QuantizedGraph(ABC):
@@ -48,6 +61,11 @@ class QuantizedGraph(ABC):
     @abstractmethod
     def quantize_input(self, name: str, x: np.ndarray) -> np.ndarray:
         """The float graph input ``name`` quantized (the scheme's integer type)."""
+
+    def input_quantization(self, name: str) -> LinearQuantization | None:
+        """How ``quantize_input`` quantizes float32 input ``name``, where it is one ``LinearQuantization``
+        (a kernel may then quantize it: ``compiler.ops.network.quantize_blocked``); None where not."""
+        return None
 
     @abstractmethod
     def dequantize(self, name: str, value: np.ndarray) -> np.ndarray:

@@ -289,6 +289,21 @@ def test_a_bound_call_runs_on_the_arrays_current_contents() -> None:
         kernel.bind(data.astype(np.int64), out)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_bound_call_runs_every_slice_of_a_parallel_segment_once(threads: int) -> None:
+    """A bound call is one native call of every segment (a parallel one cut into a slice per thread): an
+    increment of each element counts the calls, the same number for all."""
+    o = Buffer("O", (32 * 48,), dtypes.int32)
+    i = Var("i")
+    kernel = build(PrimFunc("count", (o,), loop(i, 32 * 48, Store(o, (i,), o[i] + 1), ForKind.PARALLEL)),
+                   threads=threads)
+    out = np.zeros(32 * 48, np.int32)
+    call = kernel.bind(out)
+    for _ in range(3):
+        call()
+    np.testing.assert_array_equal(out, np.full(32 * 48, 3))
+
+
 def test_time_reports_a_fault_inside_the_loop_as_a_call_does() -> None:
     a, o = Buffer("A", (8,), dtypes.int32), Buffer("O", (8,), dtypes.int32)
     i = Var("i")

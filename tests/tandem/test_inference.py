@@ -145,6 +145,24 @@ def test_a_conv_writes_its_output_into_the_padded_data_of_the_conv_that_reads_it
     np.testing.assert_array_equal(got, q.run_integer(other)[q.graph.output])
 
 
+@pytest.mark.parametrize("graph", ["qdq", "power_of_two"])
+def test_the_float_input_is_quantized_by_one_kernel_into_the_stems_padded_data(graph, monkeypatch):
+    """The stem's runner quantizes the float input itself, straight into the inside of its padded data
+    (compiler.ops.network.quantize_blocked): no ``quantize_input`` on an inference; the output on an input
+    that probes the quantization's rules (a nan, infinities, values past the clamps) is the integer
+    graph's, which quantizes by ``quantize_input``."""
+    q = _qdq(size=32) if graph == "qdq" else quantize.quantize(
+        tg.load(models.build("resnet18"), {"input": (1, 3, 32, 32)}), samples=1)
+    target, plan, kernels = _compiled(q, monkeypatch)
+    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
+    assert inference.quantized_by_runner == {"input"}
+    other = _inputs(q, seed=15)
+    other["input"][0, :, 0, :4] = [np.nan, np.inf, -np.inf, 1e30]
+    want = q.run_integer(other)[q.graph.output]
+    monkeypatch.setattr(type(q), "quantize_input", lambda *a: pytest.fail("the input quantized on the host"))
+    np.testing.assert_array_equal(inference(other)[0], want)
+
+
 def test_a_runner_that_disagrees_with_its_placement_is_not_used(monkeypatch):
     """Each step's own runner is checked against its placement when the inference is prepared: a wrong one
     (here: every regrouped input off by one) leaves the step placed on every inference, the output right."""

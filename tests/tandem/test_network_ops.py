@@ -250,3 +250,34 @@ def test_a_row_wise_operators_stages_run_per_row_in_the_parallel_loop():
     while isinstance(body, ir.Allocate | ir.Attr):
         body = body.body
     assert isinstance(body, ir.For) and body.kind is ir.ForKind.PARALLEL, body
+
+
+@pytest.mark.parametrize(("zp", "lo", "hi", "offset", "to"), [(114, 0, 255, 0, "uint8"),
+                                                               (0, -128, 127, 128, "uint8"),
+                                                               (-3, -128, 127, 0, "int8")])
+def test_an_input_is_quantized_into_blocks_as_onnxruntime_quantizes_it(zp, lo, hi, offset, to):
+    """quantize_blocked: float32 [C, H, W] divided by the scale, clamped (a nan to the least), rounded half to
+    even, plus the zero point, moved by OFFSET, in blocks [C/G, H, W, G]: onnxruntime's QuantizeLinear on
+    values that probe each rule (ties, the clamps, infinities, a nan), and the channel layout numpy's."""
+    scale = np.float32(0.5)
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((3, 6, 20)) * 40).astype(np.float32)
+    x[0, 0, :8] = [0.25, 0.75, -0.25, -1.25, np.inf, -np.inf, np.nan, 1e30]   # ties at x / scale = k + 0.5
+    r = run(network.user_op("quantize_blocked"), CPU,
+            {"C": 3, "H": 6, "W": 20, "G": 4, "ZP": zp, "LO": lo, "HI": hi, "OFFSET": offset, "TO": to,
+             "threads": 2, "min_time": 0.001}, inputs=[x, np.array([scale])])
+    assert r.validated and r.output.dtype == np.dtype(to) and r.output.shape == (1, 6, 20, 4)
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
+    kind = TensorProto.UINT8 if lo == 0 else TensorProto.INT8
+    model = helper.make_model(helper.make_graph(
+        [node], "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", kind, x.shape)],
+        [helper.make_tensor("s", TensorProto.FLOAT, [], [float(scale)]),
+         helper.make_tensor("z", kind, [], [zp])]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0].astype(np.int64) + offset
+    blocks = np.stack([want[0], want[1], want[2], want[2]], axis=-1)   # lane 3 repeats channel 2
+    np.testing.assert_array_equal(r.output[0].astype(np.int64), blocks)
