@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.backend.llvm import build
-from compiler.errors import ScheduleError
+from compiler.ir import nodes as ir
 from compiler.ops import cpu as cpu_ops
 from compiler.ops import network
 from compiler.ops.nn import ConvShape
@@ -143,15 +143,21 @@ class PreparedInference:
     general: tuple[str | None, ...] = field(repr=False)
     #: the graph inputs whose one reader's runner quantizes them itself (``_input_quantizer``)
     quantized_by_runner: frozenset[str] = frozenset()
+    #: the other inputs' kernels that quantize them (``_plain_quantizer``; None for an array they do not take)
+    quantizers: Mapping[str, Callable[[np.ndarray], np.ndarray | None]] = field(default_factory=dict)
 
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The network's integer output on the float ``inputs``, and that output dequantized."""
-        q = self.q
-        tensors = Tensors({name: q.quantize_input(name, inputs[name]) for name in q.graph.inputs
-                           if name not in self.quantized_by_runner}, inputs)
+        q, plain = self.q, {}
+        for name in q.graph.inputs:
+            if name not in self.quantized_by_runner:
+                quantize = self.quantizers.get(name)
+                value = quantize(inputs[name]) if quantize is not None else None
+                plain[name] = q.quantize_input(name, inputs[name]) if value is None else value
+        tensors = Tensors(plain, inputs)
         for run in self.runners:
             run(tensors)
-        output = tensors.read(q.graph.output)
+        output = np.array(tensors.read(q.graph.output))   # (a runner's kept array is written again)
         return output, q.dequantize(q.graph.output, output)
 
 
@@ -198,7 +204,13 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
         runners.append(placed)
         general.append(why)
     quantizing = frozenset(getattr(run, "quantizes", None) for run in runners) - {None}
-    return PreparedInference(q, tuple(runners), tuple(general), quantizing)
+    quantizers = {}
+    for name in set(q.graph.inputs) - quantizing:
+        quantize = _plain_quantizer(q, name, inputs[name], target, threads)
+        want = q.quantize_input(name, inputs[name])
+        if quantize is not None and np.array_equal(quantize(inputs[name]), want):
+            quantizers[name] = quantize
+    return PreparedInference(q, tuple(runners), tuple(general), quantizing, quantizers)
 
 
 def _placed_runner(step: Step, q: QuantizedGraph, target: Target, prepared: Sequence[Prepared] | None
@@ -421,33 +433,72 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
     return run, ""
 
 
+def _quantizer(q: QuantizedGraph, name: str, chw: tuple[int, int, int], group: int, offset: int,
+               dtype: np.dtype, target: Target, threads: int) -> tuple[ir.PrimFunc, np.ndarray] | None:
+    """``compiler.ops.network.quantize_blocked`` compiled for float input ``name`` as ``chw`` ``[C, H, W]``
+    in blocks of ``group`` channels, moved by ``offset`` into ``dtype``, with its scale operand; None where
+    the input's quantization is not ``QuantizedGraph.input_quantization``'s or the operator refuses it."""
+    rule = q.input_quantization(name)
+    if rule is None:
+        return None
+    (c, h, w), scale = chw, np.array([rule.scale], np.float32)
+    try:
+        look = prepare(network.user_op("quantize_blocked"), target,
+                       {"C": c, "H": h, "W": w, "G": group, "ZP": rule.zero_point, "LO": rule.lo,
+                        "HI": rule.hi, "OFFSET": offset, "TO": np.dtype(dtype).name, "threads": threads},
+                       inputs=[np.zeros(chw, np.float32), scale])
+    except RunError:   # (a type or range the operator does not take)
+        return None
+    return look.compiled[0], scale
+
+
+def _takes(x: np.ndarray | None, shape: tuple[int, ...]) -> bool:
+    """Whether a quantizer takes ``x``: a C-contiguous float32 array of ``shape``."""
+    return x is not None and x.dtype == np.float32 and x.shape == shape and x.flags.c_contiguous
+
+
 def _input_quantizer(q: QuantizedGraph, name: str, shape: tuple[int, ...], packed: np.ndarray, pad: int,
                      offset: int, target: Target, threads: int) -> Callable[[np.ndarray | None], bool] | None:
     """A call that quantizes float input ``name`` (of ``shape``, ``[1, C, H, W]``) straight into the inside
     of a conv's padded data ``packed`` ``[1, C/G, H + 2 * pad, W + 2 * pad, G]``, moved by ``offset``
-    (``compiler.ops.network.quantize_blocked``, written there by ``place_output``): one pass where
-    ``quantize_input``, the move and ``to_blocks`` take several. It returns False (nothing done) for an
-    array that is not float32 of ``shape`` (the input is then quantized as before); None where the input's
-    quantization is not ``QuantizedGraph.input_quantization``'s."""
-    rule = q.input_quantization(name)
-    if rule is None or len(shape) != 4 or shape[0] != 1 or packed.ndim != 5:
+    (``_quantizer``'s kernel, written there by ``place_output``): one pass where ``quantize_input``, the
+    move and ``to_blocks`` take several. It returns False (nothing done) for an array it does not take
+    (``_takes``: the input is then quantized as before); None where there is no such kernel."""
+    made = _quantizer(q, name, shape[1:], packed.shape[-1], offset, packed.dtype, target, threads) \
+        if len(shape) == 4 and shape[0] == 1 and packed.ndim == 5 else None
+    if made is None:
         return None
-    (_, c, h, w), group, scale = shape, packed.shape[-1], np.array([rule.scale], np.float32)
-    try:
-        look = prepare(network.user_op("quantize_blocked"), target,
-                       {"C": c, "H": h, "W": w, "G": group, "ZP": rule.zero_point, "LO": rule.lo,
-                        "HI": rule.hi, "OFFSET": offset, "TO": packed.dtype.name, "threads": threads},
-                       inputs=[np.zeros((c, h, w), np.float32), scale])
-        placed = place_output(look.compiled[0], packed.shape[1:], (0, pad, pad, 0))
-    except (RunError, ScheduleError):   # (a type or range the operator does not take)
-        return None
-    kernel, inside = build(placed, threads=threads), packed.reshape(packed.shape[1:])
+    func, scale = made
+    kernel = build(place_output(func, packed.shape[1:], (0, pad, pad, 0)), threads=threads)
+    inside = packed.reshape(packed.shape[1:])
 
     def quantize(x: np.ndarray | None) -> bool:
-        if x is None or x.dtype != np.float32 or x.shape != shape or not x.flags.c_contiguous:
+        if not _takes(x, shape):
             return False
         kernel(x.reshape(shape[1:]), scale, inside)
         return True
+    return quantize
+
+
+def _plain_quantizer(q: QuantizedGraph, name: str, x: np.ndarray, target: Target, threads: int
+                     ) -> Callable[[np.ndarray], np.ndarray | None] | None:
+    """A call that quantizes float input ``name`` (``x``'s shape) in the graph's layout, into an array it
+    keeps (``_quantizer``'s kernel in blocks of one channel: one pass where ``quantize_input`` takes
+    several); it returns None for an array it does not take (``_takes``). None where there is no such
+    kernel."""
+    shape = x.shape
+    chw = (1, math.prod(shape[:-1]), shape[-1]) if x.ndim else (1, 1, 1)
+    made = _quantizer(q, name, chw, 1, 0, np.dtype(q.quantize_input(name, x).dtype), target, threads)
+    if made is None:
+        return None
+    func, scale = made
+    call, out = build(func, threads=threads), np.empty((1, *chw[1:], 1), func.params[-1].dtype.numpy)
+
+    def quantize(x: np.ndarray) -> np.ndarray | None:
+        if not _takes(x, shape):
+            return None
+        call(x.reshape(chw), scale, out)
+        return out.reshape(shape)
     return quantize
 
 

@@ -145,19 +145,23 @@ def test_a_conv_writes_its_output_into_the_padded_data_of_the_conv_that_reads_it
     np.testing.assert_array_equal(got, q.run_integer(other)[q.graph.output])
 
 
-@pytest.mark.parametrize("graph", ["qdq", "power_of_two"])
-def test_the_float_input_is_quantized_by_one_kernel_into_the_stems_padded_data(graph, monkeypatch):
-    """The stem's runner quantizes the float input itself, straight into the inside of its padded data
-    (compiler.ops.network.quantize_blocked): no ``quantize_input`` on an inference; the output on an input
-    that probes the quantization's rules (a nan, infinities, values past the clamps) is the integer
-    graph's, which quantizes by ``quantize_input``."""
+@pytest.mark.parametrize("graph", ["qdq", "power_of_two", "vit"])
+def test_the_float_input_is_quantized_by_one_kernel(graph, monkeypatch):
+    """The float input is quantized by one kernel (compiler.ops.network.quantize_blocked), not by
+    ``quantize_input`` on the host: a CNN's straight into the inside of its stem's padded data (the stem's
+    runner does it), a transformer's in the graph's layout. The output on an input that probes the
+    quantization's rules (a nan, infinities, values past the clamps) is the integer graph's, which
+    quantizes by ``quantize_input``."""
     q = _qdq(size=32) if graph == "qdq" else quantize.quantize(
-        tg.load(models.build("resnet18"), {"input": (1, 3, 32, 32)}), samples=1)
+        tg.load(models.build("resnet18"), {"input": (1, 3, 32, 32)}) if graph == "power_of_two"
+        else tg.load(models.build("vit_block")), samples=1)
     target, plan, kernels = _compiled(q, monkeypatch)
     inference = prepare_inference(q, target, plan, kernels, _inputs(q))
-    assert inference.quantized_by_runner == {"input"}
+    by_stem = graph != "vit"
+    assert inference.quantized_by_runner == ({"input"} if by_stem else set())
+    assert set(inference.quantizers) == (set() if by_stem else {"input"})
     other = _inputs(q, seed=15)
-    other["input"][0, :, 0, :4] = [np.nan, np.inf, -np.inf, 1e30]
+    other["input"].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 1e30]
     want = q.run_integer(other)[q.graph.output]
     monkeypatch.setattr(type(q), "quantize_input", lambda *a: pytest.fail("the input quantized on the host"))
     np.testing.assert_array_equal(inference(other)[0], want)
