@@ -36,7 +36,9 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
 - a host layer computed by its table of results (``_table_runner``: an unfolded BatchNormalization, a GELU)
   on a blocked input: ``compiler.ops.network.lookup_blocked``, its output blocked alike; one table on an
   input in the graph's layout (a transformer's GELU, its Mul by 1/sqrt(d); ``_flat_table_runner``):
-  ``network.lookup``, its int32 table's lookups vectorized as dword gathers.
+  ``network.lookup``, its int32 table's lookups vectorized as dword gathers; a table that maps every value
+  to itself (a Mul by 2^-k whose output exponent is its input's plus k): its input handed on
+  (``_alias_runner``).
 
 Every other step reads its inputs in the graph's layout (a blocked tensor is unpacked once, when first read
 so). Each runner is checked when it is prepared: on the checked run's input, its output equals the step's
@@ -257,6 +259,8 @@ def _table_runner(step: Step, q: QuantizedGraph, target: Target, threads: int, t
     up in its channel's row, the output blocked alike (no unpacking); None for another step."""
     layer = step.layers[0]
     table = getattr(q, "tables", {}).get(layer.name) if len(step.layers) == 1 else None
+    if table is not None and _identity(table, tensors, layer.inputs[0]):
+        return _alias_runner(step, tensors)
     if table is not None and table.ndim == 1 and layer.inputs[0] not in tensors.blocked:
         return _flat_table_runner(step, table, target, threads, tensors)
     source = tensors.blocked.get(layer.inputs[0]) if table is not None else None
@@ -281,6 +285,29 @@ def _table_runner(step: Step, q: QuantizedGraph, target: Target, threads: int, t
     def run(tensors: Tensors) -> None:
         call()
         tensors.blocked[step.output] = output
+    return run
+
+
+def _identity(table: np.ndarray, tensors: Tensors, name: str) -> bool:
+    """Whether ``table`` (``_table_runner``'s) maps every value of input ``name`` to itself, in its type: a
+    power-of-two graph's Mul by 2^-k whose output exponent is its input's plus k (attention's 1/sqrt(64))."""
+    source = tensors.blocked.get(name)
+    dtype = np.dtype(source.dtype) if source is not None else tensors.read(name).dtype
+    if dtype != table.dtype or dtype not in (np.int8, np.uint8) or table.shape[-1] != 256:
+        return False
+    same = bool(np.all(table == np.arange(np.iinfo(dtype).min, np.iinfo(dtype).max + 1)))
+    return same and (source is None or source.array.dtype == dtype)
+
+
+def _alias_runner(step: Step, tensors: Tensors) -> Runner:
+    """A step whose output is its input, value for value (``_identity``): the input's array, not a copy."""
+    name = step.layers[0].inputs[0]
+
+    def run(tensors: Tensors) -> None:
+        if name in tensors.blocked:
+            tensors.blocked[step.output] = tensors.blocked[name]
+        else:
+            tensors.plain[step.output] = tensors.read(name)
     return run
 
 

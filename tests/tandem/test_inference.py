@@ -13,7 +13,7 @@ from tandem.flows.run import prepare
 from tandem.flows.targets import load_target
 from tandem.network import graph as tg
 from tandem.network import models, qdq, qdq_write, quantize
-from tandem.network.inference import MIN_RUNS, prepare_inference
+from tandem.network.inference import MIN_RUNS, Tensors, prepare_inference
 from tandem.network.place import place
 from tandem.network.run import run_network
 from tandem.network.steps import steps
@@ -165,6 +165,21 @@ def test_the_float_input_is_quantized_by_one_kernel(graph, monkeypatch):
     want = q.run_integer(other)[q.graph.output]
     monkeypatch.setattr(type(q), "quantize_input", lambda *a: pytest.fail("the input quantized on the host"))
     np.testing.assert_array_equal(inference(other)[0], want)
+
+
+def test_a_table_that_maps_every_value_to_itself_is_no_work(monkeypatch):
+    """ViT's Mul by 1/sqrt(64) = 2^-3, whose output exponent is its input's plus 3, maps every int8 to
+    itself: its step hands on its input's array (no lookup, no copy)."""
+    q = quantize.quantize(tg.load(models.build("vit_block")), samples=1)
+    target, plan, kernels = _compiled(q, monkeypatch)
+    (k, mul), = [(k, step) for k, step in enumerate(plan) if step.op == "Mul"]
+    np.testing.assert_array_equal(q.tables[mul.name], np.arange(-128, 128))
+    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
+    assert inference.general[k] is None
+    scores = np.arange(24, dtype=np.int8)
+    tensors = Tensors({mul.inputs[0]: scores})
+    inference.runners[k](tensors)
+    assert tensors.plain[mul.output] is scores
 
 
 def test_a_runner_that_disagrees_with_its_placement_is_not_used(monkeypatch):
