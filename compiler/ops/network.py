@@ -348,8 +348,10 @@ def softmax_int8(R: int, D: int, E: int = 7, MASK: int = 0):
         return ir.Select(ir.EQ(x[r, d], te.const(-128, "int8")), te.const(-512, "int32"), v) if MASK else v
     top = te.compute((R,), lambda r: te.max(wide(r, j), axis=j), name="top")
     peak = te.compute((R,), lambda r: ir.Max(top[r], te.const(-256, "int32")), name="peak")
-    e = te.compute((R, D), lambda r, d: table[ir.Max(wide(r, d) - peak[r] + te.const(256, "int32"),
-                                                     te.const(0, "int32"))], name="e")
+    # (the clamp to 256 never binds, x <= peak, but proves the index in bounds: the lookups vectorize)
+    e = te.compute((R, D), lambda r, d: table[ir.Min(ir.Max(wide(r, d) - peak[r] + te.const(256, "int32"),
+                                                            te.const(0, "int32")), te.const(256, "int32"))],
+                   name="e")
     total = te.compute((R,), lambda r: te.sum(ir.cast(e[r, k], "int64"), axis=k), name="total")
 
     def reciprocal(r):

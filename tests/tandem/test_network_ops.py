@@ -236,6 +236,19 @@ def test_a_table_of_256_results_is_looked_up_by_dword_gathers(dtype):
         assert "vpgatherdd" in kernel.compiled[1].assembly()
 
 
+def test_the_integer_softmaxs_exponentials_are_looked_up_by_dword_gathers():
+    """softmax_int8's lookups of each value's difference from its row's maximum are proved in bounds (the
+    index clamped to the table), so that LLVM vectorizes them as AVX-512 dword gathers."""
+    from tandem.flows.run import prepare
+
+    rng = np.random.default_rng(0)
+    x, table = rng.integers(-128, 128, (16, 64)).astype(np.int8), np.arange(257, dtype=np.int32)
+    kernel = prepare(network.user_op("softmax_int8"), CPU, {"R": 16, "D": 64, "threads": 1},
+                     inputs=[x, table])
+    if host_cpu()["avx512vnni"]:   # (an AVX-512 CPU)
+        assert "vpgatherdd" in kernel.compiled[1].assembly()
+
+
 def test_a_row_wise_operators_stages_run_per_row_in_the_parallel_loop():
     """softmax_int8's maximum, lookups, sum and reciprocal are computed per row inside the one parallel loop
     over the rows (each thread's rows whole), not as serial passes over the whole tensor before it."""
