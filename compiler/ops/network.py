@@ -17,6 +17,7 @@ expressions, and
     softmax, layer_norm, gelu        float32 [R, D], row by row (layer_norm: also gamma, beta [D])
     quantize_blocked                 float32 [C, H, W] -> 8-bit [C/G, H, W, G]: a network's input quantized
                                      as onnxruntime does, in a CPU kernel's blocked data layout
+    moved_bytes                      8-bit [N] plus an offset, modulo 256: a GEMM's data in its type
 
 Targets that compile tensor expressions (the CPU) run them as they run a user's operator.
 """
@@ -292,6 +293,20 @@ def quantize_blocked_reference(x: np.ndarray, scale: np.ndarray, C: int, G: int,
     q = reference.quantize_linear(x, scale[0], ZP, LO, HI) + OFFSET
     channels = np.minimum(np.arange(-(-C // G) * G), C - 1)
     return q[channels].reshape(-1, G, *x.shape[1:]).transpose(0, 2, 3, 1).astype(TO)
+
+
+def moved_bytes(N: int, OFFSET: int = 128, T: str = "int8", TO: str = "uint8"):
+    """8-bit ``x[N]`` moved by ``OFFSET`` into 8-bit type ``TO``, modulo 256 (an int8 moved to uint8 by 128
+    is its bits with the top one flipped): a GEMM's data in its multiplier's type."""
+    x = te.placeholder((N,), _int_type("moved_bytes", "T", T), name="x")
+    to = _int_type("moved_bytes", "TO", TO)
+    return [x], te.compute((N,), lambda i: ir.cast(ir.cast(x[i], "int32") + te.const(OFFSET, "int32"), to),
+                           name="out")
+
+
+def moved_bytes_reference(x: np.ndarray, N: int, OFFSET: int = 128, T: str = "int8", TO: str = "uint8"
+                          ) -> np.ndarray:
+    return ((x.astype(np.int64) + OFFSET) % 256).astype(np.uint8).view(TO)
 
 
 def avg_pool(C: int, H: int, W: int, K: int = 2, S: int = 2):

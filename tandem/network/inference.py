@@ -24,7 +24,9 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
   blocked alike; or whose inputs are 8-bit tensors in the graph's layout (a transformer's residual add,
   ``_plain_elementwise_runner``): compiled for their types, run on them flat;
 - a Gemm or MatMul by constant weights (``_gemm_runner``): its weights, bias and scales packed once, its
-  output in the graph's layout (a GEMM's rows are the graph's);
+  input moved to the multiplier's type by a kernel (``_byte_mover``: ``compiler.ops.network.moved_bytes``,
+  parallel, bound to the arrays it last moved), its output in the graph's layout (a GEMM's rows are the
+  graph's);
 - a MatMul of two activations (attention's, ``_heads_runner``): one GEMM kernel for every head, on arrays
   kept for all heads (the data moved, the second operand packed, ``compiler.ops.cpu.pack_columns``, and
   its bias corrections summed, each in one pass over all heads), its output in the graph's layout;
@@ -367,7 +369,7 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
     """A runner of the step's own that needs no placement (the module docstring's kinds), built from its
     placement on this inference's ``tensors``; or None and why not."""
     if step.op == "MatMul" and step.layers[0].name not in q.weights:
-        return _heads_runner(step, q, placement, prepared, tensors, want)
+        return _heads_runner(step, q, placement, prepared, target, tensors, want)
     if len(placement.parts) != 1:
         return None, f"it runs as {len(placement.parts)} kernels"
     part, kernel = placement.parts[0], prepared[0]
@@ -376,7 +378,7 @@ def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placem
     if conv or isinstance(job, cpu_flow.WindowJob) and job.job.layer.depthwise:
         return _window_runner(step, q, part.inputs, kernel, target, tensors, want.dtype)
     if isinstance(job, cpu_flow.CpuJob) and part.op == "gemm" and step.layers[0].name in q.weights:
-        return _gemm_runner(step, q, part.inputs, kernel, tensors, want)
+        return _gemm_runner(step, q, part.inputs, kernel, target, tensors, want)
     if isinstance(job, cpu_flow.CpuUserJob) and cpu_flow.elementwise(job.user.output):
         return _elementwise_runner(step, part, kernel, target, tensors, want.dtype)
     if step.op == "GlobalAveragePool" and part.label in ("scaled_mean", "rounded_mean"):
@@ -520,17 +522,18 @@ def _plain_quantizer(q: QuantizedGraph, name: str, x: np.ndarray, target: Target
         return None
     func, scale = made
     call, out = build(func, threads=threads), np.empty((1, *chw[1:], 1), func.params[-1].dtype.numpy)
+    shaped = out.reshape(shape)   # (one array each time: a reader's kernel stays bound to it)
 
     def quantize(x: np.ndarray) -> np.ndarray | None:
         if not _takes(x, shape):
             return None
         call(x.reshape(chw), scale, out)
-        return out.reshape(shape)
+        return shaped
     return quantize
 
 
-def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared, tensors: Tensors,
-                 want: np.ndarray) -> tuple[Runner | None, str]:
+def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared, target: Target,
+                 tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
     """A Gemm or MatMul by constant weights whose requantization is fused: its weights, bias and scales
     packed once, its input moved and packed on each inference, its output in the graph's layout (a GEMM's
     rows are the graph's)."""
@@ -549,21 +552,53 @@ def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
     packed = cpu_layers.pack_data(layer, data, pk, options)
     kept = packed.shape == rows   # the rows as they are: moved into one kept array, the kernel bound once
     bound = call.bind(packed, weights, *channels, result) if kept else None
+    move = _byte_mover(packed.size, offset, x.dtype, packed.dtype, target, call.threads)
+    view = cpu_layers.unpack(layer, result, options).reshape(want.shape).astype(want.dtype, copy=False)
+    view = view if np.shares_memory(view, result) else None   # the output a view of the kernel's: kept
 
     def run(tensors: Tensors) -> None:
         if kept:
-            cpu_ops.moved(tensors.read(name).reshape(rows), offset, packed)
+            move(tensors.read(name), packed)
             bound()
         else:
             moved = moved_data(tensors.read(name), offset, data.dtype).reshape(rows)
             call(cpu_layers.pack_data(layer, moved, pk, options), weights, *channels, result)
-        out = cpu_layers.unpack(layer, result, options)
-        tensors.plain[step.output] = out.reshape(want.shape).astype(want.dtype, copy=False)
+        out = view if view is not None else \
+            cpu_layers.unpack(layer, result, options).reshape(want.shape).astype(want.dtype, copy=False)
+        tensors.plain[step.output] = out
     return run, ""
 
 
+def _byte_mover(size: int, offset: int, src: np.dtype, dst: np.dtype, target: Target, threads: int
+                ) -> Callable[[np.ndarray, np.ndarray], object]:
+    """``compiler.ops.cpu.moved(x, offset, out)`` for 8-bit ``x`` of ``size`` elements of type ``src`` into
+    ``out`` of ``dst``, by a kernel on ``threads`` (``compiler.ops.network.moved_bytes``: vectorized, and
+    parallel, where numpy's one pass reads what another core's kernel wrote from that core's cache) where
+    both arrays are contiguous; by numpy otherwise."""
+    kernel = None
+    if size % cpu_ops.LANES == 0 and np.dtype(src).itemsize == np.dtype(dst).itemsize == 1:
+        try:
+            kernel = prepare(network.user_op("moved_bytes"), target,
+                             {"N": size, "OFFSET": offset, "T": np.dtype(src).name, "TO": np.dtype(dst).name,
+                              "threads": threads}, inputs=[np.zeros(size, src)]).compiled[1]
+        except RunError:   # (a type the operator does not take)
+            kernel = None
+
+    bound: list = [None, None, None]   # the arrays of the last call and the kernel bound to them
+
+    def move(x: np.ndarray, out: np.ndarray) -> object:
+        if bound[0] is x and bound[1] is out:   # (a step's input is mostly the same kept array each time)
+            return bound[2]()
+        if kernel is not None and x.dtype == src and x.flags.c_contiguous and out.flags.c_contiguous and \
+                x.size == out.size == size:
+            bound[:] = x, out, kernel.bind(x.reshape(-1), out.reshape(-1))
+            return bound[2]()
+        return cpu_ops.moved(x.reshape(out.shape), offset, out)
+    return move
+
+
 def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: Sequence[Prepared],
-                  tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
+                  target: Target, tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
     """A MatMul of two activations (attention's, one GEMM per head), its requantization fused: one kernel
     for every head, called on each head's slice of arrays kept for all heads. On each inference the data of
     every head is moved to uint8 in one pass, the second operand packed as the kernel's weights in one pass
@@ -607,10 +642,15 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
              for h in range(heads)]
     total = np.int16 if k * 128 < 2 ** 15 else np.int64   # the columns' sums: the narrowest that holds them
     result = out.reshape(heads, m, -1)[..., :n].reshape(want.shape)
+    x = tensors.read(layer.inputs[0])
+    move = _byte_mover(data.size, offset, x.dtype, data.dtype, target, call.threads)
 
     def run(tensors: Tensors) -> None:
         x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1]).reshape(heads, k, n)
-        cpu_ops.moved(x.reshape(heads, m, k), offset, data[..., :k])
+        if data.shape[-1] == k:
+            move(x, data)
+        else:
+            cpu_ops.moved(x.reshape(heads, m, k), offset, data[..., :k])
         if padded is None:
             cpu_ops.pack_columns(w, weights)
         else:

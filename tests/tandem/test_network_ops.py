@@ -294,3 +294,17 @@ def test_an_input_is_quantized_into_blocks_as_onnxruntime_quantizes_it(zp, lo, h
         None, {"x": x})[0].astype(np.int64) + offset
     blocks = np.stack([want[0], want[1], want[2], want[2]], axis=-1)   # lane 3 repeats channel 2
     np.testing.assert_array_equal(r.output[0].astype(np.int64), blocks)
+
+
+@pytest.mark.parametrize(("t", "to", "offset"), [("int8", "uint8", 128), ("uint8", "uint8", 0),
+                                                 ("int8", "int8", -3)])
+def test_bytes_are_moved_by_an_offset_modulo_256(t, to, offset):
+    """moved_bytes (a GEMM's data in its multiplier's type): each 8-bit value plus the offset, modulo 256; an
+    int8 moved to uint8 by 128 is its bits with the top one flipped."""
+    x = np.arange(-128, 128).astype(np.int64).astype(t) if t == "int8" else np.arange(256, dtype=np.uint8)
+    r = run(network.user_op("moved_bytes"), CPU, {"N": 256, "OFFSET": offset, "T": t, "TO": to, "threads": 2,
+                                                  "min_time": 0.001}, inputs=[x])
+    assert r.validated and r.output.dtype == np.dtype(to)
+    np.testing.assert_array_equal(r.output.astype(np.int64) % 256, (x.astype(np.int64) + offset) % 256)
+    if (t, to, offset) == ("int8", "uint8", 128):
+        np.testing.assert_array_equal(r.output, x.view(np.uint8) ^ 0x80)
