@@ -17,14 +17,14 @@ next kernel reads them without a move through the graph's NCHW layout (issue 48,
   its padded data (a ``Writer``: ``compiler.passes.place_output``); otherwise its input is copied into the
   buffer (``compiler.ops.cpu.reblock`` from a blocked output, ``to_blocks`` from the graph's layout);
 - the float input, where a conv alone reads it (the stem): quantized by one kernel straight into the inside
-  of the conv's padded data (``_input_quantizer``: ``compiler.ops.network.quantize_blocked``, onnxruntime's
+  of the conv's padded data (``input_quantizer``: ``compiler.ops.network.quantize_blocked``, onnxruntime's
   QuantizeLinear, the graph's ``input_quantization``), in one pass where the host took several;
 - an element-wise kernel (a QLinearAdd, a power-of-two graph's add) whose inputs are all blocked alike, with
   no lanes past the channels (``_elementwise_runner``): run on the blocked arrays as they are, its output
   blocked alike; or whose inputs are 8-bit tensors in the graph's layout (a transformer's residual add,
   ``_plain_elementwise_runner``): compiled for their types, run on them flat;
 - a Gemm or MatMul by constant weights (``_gemm_runner``): its weights, bias and scales packed once, its
-  input moved to the multiplier's type by a kernel (``_byte_mover``: ``compiler.ops.network.moved_bytes``,
+  input moved to the multiplier's type by a kernel (``byte_mover``: ``compiler.ops.network.moved_bytes``,
   parallel, bound to the arrays it last moved), its output in the graph's layout (a GEMM's rows are the
   graph's);
 - a MatMul of two activations (attention's, ``_heads_runner``): one GEMM kernel for every head, on arrays
@@ -62,7 +62,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.backend.llvm import build
-from compiler.ir import nodes as ir
 from compiler.ops import cpu as cpu_ops
 from compiler.ops import network
 from compiler.ops.nn import ConvShape
@@ -72,6 +71,7 @@ from tandem.flows import cpu as cpu_flow
 from tandem.flows import cpu_layers
 from tandem.flows.flow import Routed, RunError
 from tandem.flows.run import Prepared, prepare
+from tandem.network.host_kernels import byte_mover, input_quantizer, plain_quantizer
 from tandem.network.place import data_offset, moved_data, place
 from tandem.network.quantized import QuantizedGraph
 from tandem.network.steps import Placed, Placement, Step
@@ -145,9 +145,9 @@ class PreparedInference:
     q: QuantizedGraph
     runners: tuple[Runner, ...]
     general: tuple[str | None, ...] = field(repr=False)
-    #: the graph inputs whose one reader's runner quantizes them itself (``_input_quantizer``)
+    #: the graph inputs whose one reader's runner quantizes them itself (``input_quantizer``)
     quantized_by_runner: frozenset[str] = frozenset()
-    #: the other inputs' kernels that quantize them (``_plain_quantizer``; None for an array they do not take)
+    #: the other inputs' kernels that quantize them (``plain_quantizer``; None for an array they do not take)
     quantizers: Mapping[str, Callable[[np.ndarray], np.ndarray | None]] = field(default_factory=dict)
 
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -210,7 +210,7 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
     quantizing = frozenset(getattr(run, "quantizes", None) for run in runners) - {None}
     quantizers = {}
     for name in set(q.graph.inputs) - quantizing:
-        quantize = _plain_quantizer(q, name, inputs[name], target, threads)
+        quantize = plain_quantizer(q, name, inputs[name], target, threads)
         want = q.quantize_input(name, inputs[name])
         if quantize is not None and np.array_equal(quantize(inputs[name]), want):
             quantizers[name] = quantize
@@ -431,7 +431,7 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
         data, reads = packed, name
     held = [Blocked(_output_of(kernel), layer.oc, dtype)]   # the output, and the call that writes it
     held.append(kernel.compiled[1].bind(data, weights, *channels, held[0].array))
-    quantize = _input_quantizer(q, reads, x.shape, packed, pad, offset, target, kernel.compiled[1].threads) \
+    quantize = input_quantizer(q, reads, x.shape, packed, pad, offset, target, kernel.compiled[1].threads) \
         if reads in q.graph.inputs and tensors.readers.get(reads) == 1 else None
 
     def run(tensors: Tensors) -> None:
@@ -462,76 +462,6 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
     return run, ""
 
 
-def _quantizer(q: QuantizedGraph, name: str, chw: tuple[int, int, int], group: int, offset: int,
-               dtype: np.dtype, target: Target, threads: int) -> tuple[ir.PrimFunc, np.ndarray] | None:
-    """``compiler.ops.network.quantize_blocked`` compiled for float input ``name`` as ``chw`` ``[C, H, W]``
-    in blocks of ``group`` channels, moved by ``offset`` into ``dtype``, with its scale operand; None where
-    the input's quantization is not ``QuantizedGraph.input_quantization``'s or the operator refuses it."""
-    rule = q.input_quantization(name)
-    if rule is None:
-        return None
-    (c, h, w), scale = chw, np.array([rule.scale], np.float32)
-    try:
-        look = prepare(network.user_op("quantize_blocked"), target,
-                       {"C": c, "H": h, "W": w, "G": group, "ZP": rule.zero_point, "LO": rule.lo,
-                        "HI": rule.hi, "OFFSET": offset, "TO": np.dtype(dtype).name, "threads": threads},
-                       inputs=[np.zeros(chw, np.float32), scale])
-    except RunError:   # (a type or range the operator does not take)
-        return None
-    return look.compiled[0], scale
-
-
-def _takes(x: np.ndarray | None, shape: tuple[int, ...]) -> bool:
-    """Whether a quantizer takes ``x``: a C-contiguous float32 array of ``shape``."""
-    return x is not None and x.dtype == np.float32 and x.shape == shape and x.flags.c_contiguous
-
-
-def _input_quantizer(q: QuantizedGraph, name: str, shape: tuple[int, ...], packed: np.ndarray, pad: int,
-                     offset: int, target: Target, threads: int) -> Callable[[np.ndarray | None], bool] | None:
-    """A call that quantizes float input ``name`` (of ``shape``, ``[1, C, H, W]``) straight into the inside
-    of a conv's padded data ``packed`` ``[1, C/G, H + 2 * pad, W + 2 * pad, G]``, moved by ``offset``
-    (``_quantizer``'s kernel, written there by ``place_output``): one pass where ``quantize_input``, the
-    move and ``to_blocks`` take several. It returns False (nothing done) for an array it does not take
-    (``_takes``: the input is then quantized as before); None where there is no such kernel."""
-    made = _quantizer(q, name, shape[1:], packed.shape[-1], offset, packed.dtype, target, threads) \
-        if len(shape) == 4 and shape[0] == 1 and packed.ndim == 5 else None
-    if made is None:
-        return None
-    func, scale = made
-    kernel = build(place_output(func, packed.shape[1:], (0, pad, pad, 0)), threads=threads)
-    inside = packed.reshape(packed.shape[1:])
-
-    def quantize(x: np.ndarray | None) -> bool:
-        if not _takes(x, shape):
-            return False
-        kernel(x.reshape(shape[1:]), scale, inside)
-        return True
-    return quantize
-
-
-def _plain_quantizer(q: QuantizedGraph, name: str, x: np.ndarray, target: Target, threads: int
-                     ) -> Callable[[np.ndarray], np.ndarray | None] | None:
-    """A call that quantizes float input ``name`` (``x``'s shape) in the graph's layout, into an array it
-    keeps (``_quantizer``'s kernel in blocks of one channel: one pass where ``quantize_input`` takes
-    several); it returns None for an array it does not take (``_takes``). None where there is no such
-    kernel."""
-    shape = x.shape
-    chw = (1, math.prod(shape[:-1]), shape[-1]) if x.ndim else (1, 1, 1)
-    made = _quantizer(q, name, chw, 1, 0, np.dtype(q.quantize_input(name, x).dtype), target, threads)
-    if made is None:
-        return None
-    func, scale = made
-    call, out = build(func, threads=threads), np.empty((1, *chw[1:], 1), func.params[-1].dtype.numpy)
-    shaped = out.reshape(shape)   # (one array each time: a reader's kernel stays bound to it)
-
-    def quantize(x: np.ndarray) -> np.ndarray | None:
-        if not _takes(x, shape):
-            return None
-        call(x.reshape(chw), scale, out)
-        return shaped
-    return quantize
-
-
 def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel: Prepared, target: Target,
                  tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
     """A Gemm or MatMul by constant weights whose requantization is fused: its weights, bias and scales
@@ -552,7 +482,7 @@ def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
     packed = cpu_layers.pack_data(layer, data, pk, options)
     kept = packed.shape == rows   # the rows as they are: moved into one kept array, the kernel bound once
     bound = call.bind(packed, weights, *channels, result) if kept else None
-    move = _byte_mover(packed.size, offset, x.dtype, packed.dtype, target, call.threads)
+    move = byte_mover(packed.size, offset, x.dtype, packed.dtype, target, call.threads)
     view = cpu_layers.unpack(layer, result, options).reshape(want.shape).astype(want.dtype, copy=False)
     view = view if np.shares_memory(view, result) else None   # the output a view of the kernel's: kept
 
@@ -567,34 +497,6 @@ def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
             cpu_layers.unpack(layer, result, options).reshape(want.shape).astype(want.dtype, copy=False)
         tensors.plain[step.output] = out
     return run, ""
-
-
-def _byte_mover(size: int, offset: int, src: np.dtype, dst: np.dtype, target: Target, threads: int
-                ) -> Callable[[np.ndarray, np.ndarray], object]:
-    """``compiler.ops.cpu.moved(x, offset, out)`` for 8-bit ``x`` of ``size`` elements of type ``src`` into
-    ``out`` of ``dst``, by a kernel on ``threads`` (``compiler.ops.network.moved_bytes``: vectorized, and
-    parallel, where numpy's one pass reads what another core's kernel wrote from that core's cache) where
-    both arrays are contiguous; by numpy otherwise."""
-    kernel = None
-    if size % cpu_ops.LANES == 0 and np.dtype(src).itemsize == np.dtype(dst).itemsize == 1:
-        try:
-            kernel = prepare(network.user_op("moved_bytes"), target,
-                             {"N": size, "OFFSET": offset, "T": np.dtype(src).name, "TO": np.dtype(dst).name,
-                              "threads": threads}, inputs=[np.zeros(size, src)]).compiled[1]
-        except RunError:   # (a type the operator does not take)
-            kernel = None
-
-    bound: list = [None, None, None]   # the arrays of the last call and the kernel bound to them
-
-    def move(x: np.ndarray, out: np.ndarray) -> object:
-        if bound[0] is x and bound[1] is out:   # (a step's input is mostly the same kept array each time)
-            return bound[2]()
-        if kernel is not None and x.dtype == src and x.flags.c_contiguous and out.flags.c_contiguous and \
-                x.size == out.size == size:
-            bound[:] = x, out, kernel.bind(x.reshape(-1), out.reshape(-1))
-            return bound[2]()
-        return cpu_ops.moved(x.reshape(out.shape), offset, out)
-    return move
 
 
 def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: Sequence[Prepared],
@@ -643,7 +545,7 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
     total = np.int16 if k * 128 < 2 ** 15 else np.int64   # the columns' sums: the narrowest that holds them
     result = out.reshape(heads, m, -1)[..., :n].reshape(want.shape)
     x = tensors.read(layer.inputs[0])
-    move = _byte_mover(data.size, offset, x.dtype, data.dtype, target, call.threads)
+    move = byte_mover(data.size, offset, x.dtype, data.dtype, target, call.threads)
 
     def run(tensors: Tensors) -> None:
         x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1]).reshape(heads, k, n)
