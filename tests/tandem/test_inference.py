@@ -86,6 +86,16 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch)
         # the heads' transposes: views of their inputs, no copy (the MatMuls' packing reads them so)
         assert {reason for step, reason in zip(plan, inference.general, strict=True)
                 if step.op == "Transpose"} == {"it runs on the host: a view of its input"}
+        # its Mul by 1/sqrt(64) = 2^-3, whose output exponent is its input's plus 3, maps every int8 to
+        # itself: its step hands on its input's array (no lookup, no copy)
+        (k, mul), = [(k, step) for k, step in enumerate(plan) if step.op == "Mul"]
+        np.testing.assert_array_equal(q.tables[mul.name], np.arange(-128, 128))
+        scores = np.arange(24, dtype=np.int8)
+        tensors = Tensors({mul.inputs[0]: scores})
+        inference.runners[k](tensors)
+        assert tensors.plain[mul.output] is scores
+        # the float input: quantized by a kernel in the graph's layout (no stem conv to do it)
+        assert set(inference.quantizers) == {"input"} and not inference.quantized_by_runner
     want = q.run_integer(other)[q.graph.output]
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(real, q.dequantize(q.graph.output, want))
@@ -145,41 +155,23 @@ def test_a_conv_writes_its_output_into_the_padded_data_of_the_conv_that_reads_it
     np.testing.assert_array_equal(got, q.run_integer(other)[q.graph.output])
 
 
-@pytest.mark.parametrize("graph", ["qdq", "power_of_two", "vit"])
+@pytest.mark.parametrize("graph", ["qdq", "power_of_two"])
 def test_the_float_input_is_quantized_by_one_kernel(graph, monkeypatch):
     """The float input is quantized by one kernel (compiler.ops.network.quantize_blocked), not by
     ``quantize_input`` on the host: a CNN's straight into the inside of its stem's padded data (the stem's
-    runner does it), a transformer's in the graph's layout. The output on an input that probes the
-    quantization's rules (a nan, infinities, values past the clamps) is the integer graph's, which
-    quantizes by ``quantize_input``."""
+    runner does it; a transformer's in the graph's layout, ``test_an_inference_on_new_inputs_...``). The
+    output on an input that probes the quantization's rules (a nan, infinities, values past the clamps) is
+    the integer graph's, which quantizes by ``quantize_input``."""
     q = _qdq(size=32) if graph == "qdq" else quantize.quantize(
-        tg.load(models.build("resnet18"), {"input": (1, 3, 32, 32)}) if graph == "power_of_two"
-        else tg.load(models.build("vit_block")), samples=1)
+        tg.load(models.build("resnet18"), {"input": (1, 3, 32, 32)}), samples=1)
     target, plan, kernels = _compiled(q, monkeypatch)
     inference = prepare_inference(q, target, plan, kernels, _inputs(q))
-    by_stem = graph != "vit"
-    assert inference.quantized_by_runner == ({"input"} if by_stem else set())
-    assert set(inference.quantizers) == (set() if by_stem else {"input"})
+    assert inference.quantized_by_runner == {"input"} and not inference.quantizers
     other = _inputs(q, seed=15)
     other["input"].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 1e30]
     want = q.run_integer(other)[q.graph.output]
     monkeypatch.setattr(type(q), "quantize_input", lambda *a: pytest.fail("the input quantized on the host"))
     np.testing.assert_array_equal(inference(other)[0], want)
-
-
-def test_a_table_that_maps_every_value_to_itself_is_no_work(monkeypatch):
-    """ViT's Mul by 1/sqrt(64) = 2^-3, whose output exponent is its input's plus 3, maps every int8 to
-    itself: its step hands on its input's array (no lookup, no copy)."""
-    q = quantize.quantize(tg.load(models.build("vit_block")), samples=1)
-    target, plan, kernels = _compiled(q, monkeypatch)
-    (k, mul), = [(k, step) for k, step in enumerate(plan) if step.op == "Mul"]
-    np.testing.assert_array_equal(q.tables[mul.name], np.arange(-128, 128))
-    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
-    assert inference.general[k] is None
-    scores = np.arange(24, dtype=np.int8)
-    tensors = Tensors({mul.inputs[0]: scores})
-    inference.runners[k](tensors)
-    assert tensors.plain[mul.output] is scores
 
 
 def test_a_runner_that_disagrees_with_its_placement_is_not_used(monkeypatch):
