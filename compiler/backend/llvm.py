@@ -12,7 +12,8 @@ How the function is cut up (``plan``):
   its iterations are cut into one contiguous slice per thread, each slice runs on its own thread (ctypes
   releases the GIL during the call), and the call waits for all of them before the next segment starts;
   parallel loops deeper down run serially within their thread. The threads are libgomp's, forked from the
-  compiled code (``compiler.backend.llvm_parallel``), or Python threads where libgomp is missing.
+  compiled code (``compiler.backend.llvm_parallel``: a call is then one native call of every segment), or
+  Python threads where libgomp is missing.
 
 The code is generated for the host CPU (``llvmlite.binding.get_host_cpu_name()`` and its features, so
 AVX-512 VNNI where the CPU has it) and optimized with LLVM's O3 pipeline. ``CpuKernel.llvm_ir`` and
@@ -139,26 +140,24 @@ def plan(func: n.PrimFunc) -> tuple[tuple[n.Buffer, ...], tuple[Segment, ...]]:
 
 def compile_module(func: n.PrimFunc, segments: tuple[Segment, ...], tm: llvm.TargetMachine, triple: str,
                    errors: ErrorTable, rules: Callable, fork: bool = False,
-                   slots: list[list[int]] | None = None) -> tuple[llvm.ModuleRef, dict]:
+                   slots: list[list[int]] | None = None) -> llvm.ModuleRef:
     """One LLVM module for ``tm`` and ``triple`` with a function per segment of ``func`` (tensor
     instructions emitted by ``rules``), verified and optimized with LLVM's O3 pipeline; with ``fork``, each
-    parallel segment also gets a libgomp fork wrapper, whose names are returned by segment name; with
-    ``slots`` (each segment's buffers as indices into one pointer array), the native timing loop
-    ``<func>.repeat`` (``llvm_parallel.emit_repeat``)."""
+    parallel segment also gets a libgomp fork wrapper; with ``slots`` (each segment's buffers as indices
+    into one pointer array), the native loop ``<func>.repeat`` (``llvm_parallel.emit_repeat``), which runs
+    every segment, forked where it has a wrapper: each call of a kernel once, its timing loop n times."""
     module = ll.Module(name=func.name)
     module.triple = triple
     module.data_layout = str(tm.target_data)
-    forks, calls = {}, []
+    calls = []
     for k, seg in enumerate(segments):
         fn = FunctionEmitter(module, seg.name, list(seg.buffers), errors, rules).emit(seg.stmt, seg.parallel)
         forked = emit_fork(module, fn, len(seg.buffers)) if seg.parallel is not None and fork else None
-        if forked is not None:
-            forks[seg.name] = forked
         if slots is not None:
             calls.append((fn, forked and module.get_global(forked), slots[k], seg.iterations))
     if slots is not None:
         emit_repeat(module, f"{func.name}.repeat", calls)
-    return optimized(module, tm, func.name), forks
+    return optimized(module, tm, func.name)
 
 
 def optimized(module: ll.Module, tm: llvm.TargetMachine, name: str, backend: str = "llvm",
@@ -207,21 +206,18 @@ class CpuKernel:
         self._native_threads = openmp_available()
         index = {b: k for k, b in enumerate((*func.params, *self.workspaces))}
         self._slots = [[index[b] for b in seg.buffers] for seg in self.segments]  # each segment's pointers
-        parsed, forks = compile_module(func, self.segments, tm, llvm.get_process_triple(), self.errors,
-                                       emit_tensor_insn, fork=self._native_threads, slots=self._slots)
+        parsed = compile_module(func, self.segments, tm, llvm.get_process_triple(), self.errors,
+                                emit_tensor_insn, fork=self._native_threads, slots=self._slots)
         self.llvm_ir = str(parsed)
         self._engine = llvm.create_mcjit_compiler(parsed, tm)  # owns tm and the module from here on
         self._tm = tm
         self._engine.finalize_object()
         self._module = parsed
-        self._fns, self._forks = [], []
+        self._fns = []   # each segment's function, called from Python where there is no libgomp
         for seg in self.segments:
             pointers = [ctypes.c_void_p] * len(seg.buffers)
             proto = ctypes.CFUNCTYPE(ctypes.c_int32, *pointers, ctypes.c_int64, ctypes.c_int64)
             self._fns.append(proto(self._engine.get_function_address(seg.name)))
-            fork = forks.get(seg.name)
-            fork_proto = ctypes.CFUNCTYPE(ctypes.c_int32, *pointers, ctypes.c_int64, ctypes.c_int32)
-            self._forks.append(fork_proto(self._engine.get_function_address(fork)) if fork else None)
         self._stored = stored_buffers(func.body)
         self._params = [(p.shape, p.dtype.numpy, p.size) for p in func.params]
         self._repeat = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)(
@@ -236,13 +232,14 @@ class CpuKernel:
         if not named and self._plain(args):  # the common case, checked cheaply: calls can be microseconds
             _check_overlap(self.func, args)
             workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]  # alive until done
-            self._run([a.ctypes.data for a in (*args, *workspaces)], threads or self.threads)
+            self._run(self._pointers([a.ctypes.data for a in (*args, *workspaces)]), threads or self.threads)
             return
         given = named if named and not args else list(args)
         with contiguous_args(self.func, given, self._stored, CpuRuntimeError) as arrays:
             _check_overlap(self.func, match_args(self.func, given, CpuRuntimeError))
             workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]
-            self._run([a.ctypes.data for a in (*arrays, *workspaces)], threads or self.threads)
+            addresses = [a.ctypes.data for a in (*arrays, *workspaces)]
+            self._run(self._pointers(addresses), threads or self.threads)
 
     def bind(self, *args) -> Callable[[], None]:
         """A call on ``args`` (numpy arrays matching the parameters exactly, checked once here) to be made
@@ -254,18 +251,10 @@ class CpuKernel:
                                   f"per parameter of exactly its dtype and shape")
         _check_overlap(self.func, args)
         arrays = (*args, *(np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces))
-        pointers, threads = [a.ctypes.data for a in arrays], self.threads
-        if self._native_threads:   # one native call (``<func>.repeat`` once): no Python loop over segments
-            table, repeat = (ctypes.c_void_p * len(arrays))(*pointers), self._repeat
-            messages = self.errors.messages
+        pointers, threads = self._pointers([a.ctypes.data for a in arrays]), self.threads
 
-            def call() -> None:
-                code = repeat(table, 1, threads)
-                if code:
-                    raise CpuRuntimeError(f"{self.func.name}: {messages[code - 1]}")
-        else:
-            def call() -> None:
-                self._run(pointers, threads)
+        def call() -> None:
+            self._run(pointers, threads)
         call.arrays = arrays   # held as long as the call is
         return call
 
@@ -305,15 +294,25 @@ class CpuKernel:
                 return False
         return True
 
-    def _run(self, pointers: list[int], threads: int) -> None:
-        for seg, fn, fork, slots in zip(self.segments, self._fns, self._forks, self._slots, strict=True):
+    def _pointers(self, addresses: list[int]) -> list[int] | ctypes.Array:
+        """The arrays' addresses as ``_run`` takes them: one C array for the native call, else a list."""
+        return (ctypes.c_void_p * len(addresses))(*addresses) if self._native_threads else addresses
+
+    def _run(self, pointers: list[int] | ctypes.Array, threads: int) -> None:
+        """Every segment on ``pointers`` (``_pointers``'): with libgomp one native call of ``<func>.repeat``
+        (its parallel segments forked there), else a Python loop over the segments, the parallel ones cut
+        into slices for a pool of Python threads."""
+        if self._native_threads:
+            code = self._repeat(pointers, 1, threads)
+            if code:
+                raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
+            return
+        for seg, fn, slots in zip(self.segments, self._fns, self._slots, strict=True):
             ptrs = [pointers[k] for k in slots]
             total = seg.iterations
             parts = min(threads, total) if seg.parallel is not None else 1
             if parts <= 1:
                 codes = [fn(*ptrs, 0, total)]
-            elif fork is not None:
-                codes = [fork(*ptrs, total, parts)]
             else:
                 cuts = [total * k // parts for k in range(parts + 1)]
                 futures = [_pool().submit(fn, *ptrs, cuts[k], cuts[k + 1]) for k in range(1, parts)]

@@ -92,7 +92,7 @@ def cross_build(func: n.PrimFunc, triple: str, cpu: str = "generic",
     workspaces, segments = plan(func)
     errors = ErrorTable()
     rules = functools.partial(emit_tensor_insn, features=frozenset(enabled))
-    module, _ = compile_module(func, segments, tm, triple, errors, rules)
+    module = compile_module(func, segments, tm, triple, errors, rules)
     return CrossObject(func, triple, cpu, enabled, segments, workspaces, tuple(errors.messages), str(module),
                        tm.emit_assembly(module), bytes(tm.emit_object(module)))
 
