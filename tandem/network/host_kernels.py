@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from compiler.backend.llvm import build
+from compiler.backend.llvm import CpuKernel, build
 from compiler.ir import nodes as ir
 from compiler.ops import cpu as cpu_ops
 from compiler.ops import network
@@ -23,17 +23,14 @@ from compiler.passes.place_output import place_output
 from compiler.target import Target
 from tandem.flows.flow import RunError
 from tandem.flows.run import prepare
-from tandem.network.quantized import QuantizedGraph
+from tandem.network.quantized import LinearQuantization, QuantizedGraph
 
 
-def _quantizer(q: QuantizedGraph, name: str, chw: tuple[int, int, int], group: int, offset: int,
-               dtype: np.dtype, target: Target, threads: int) -> tuple[ir.PrimFunc, np.ndarray] | None:
-    """``compiler.ops.network.quantize_blocked`` compiled for float input ``name`` as ``chw`` ``[C, H, W]``
-    in blocks of ``group`` channels, moved by ``offset`` into ``dtype``, with its scale operand; None where
-    the input's quantization is not ``QuantizedGraph.input_quantization``'s or the operator refuses it."""
-    rule = q.input_quantization(name)
-    if rule is None:
-        return None
+def _quantizer(rule: LinearQuantization, chw: tuple[int, int, int], group: int, offset: int, dtype: np.dtype,
+               target: Target, threads: int) -> tuple[tuple[ir.PrimFunc, CpuKernel], np.ndarray] | None:
+    """``compiler.ops.network.quantize_blocked`` compiled for ``rule`` on float32 ``chw`` ``[C, H, W]`` in
+    blocks of ``group`` channels, moved by ``offset`` into ``dtype`` (the function and its kernel), with
+    its scale operand; None where the operator refuses it."""
     (c, h, w), scale = chw, np.array([rule.scale], np.float32)
     try:
         look = prepare(network.user_op("quantize_blocked"), target,
@@ -42,7 +39,7 @@ def _quantizer(q: QuantizedGraph, name: str, chw: tuple[int, int, int], group: i
                        inputs=[np.zeros(chw, np.float32), scale])
     except RunError:   # (a type or range the operator does not take)
         return None
-    return look.compiled[0], scale
+    return look.compiled, scale
 
 
 def _takes(x: np.ndarray | None, shape: tuple[int, ...]) -> bool:
@@ -57,11 +54,12 @@ def input_quantizer(q: QuantizedGraph, name: str, shape: tuple[int, ...], packed
     (``_quantizer``'s kernel, written there by ``place_output``): one pass where ``quantize_input``, the
     move and ``to_blocks`` take several. It returns False (nothing done) for an array it does not take
     (``_takes``: the input is then quantized as before); None where there is no such kernel."""
-    made = _quantizer(q, name, shape[1:], packed.shape[-1], offset, packed.dtype, target, threads) \
-        if len(shape) == 4 and shape[0] == 1 and packed.ndim == 5 else None
+    rule = q.input_quantization(name)
+    made = _quantizer(rule, shape[1:], packed.shape[-1], offset, packed.dtype, target, threads) \
+        if rule is not None and len(shape) == 4 and shape[0] == 1 and packed.ndim == 5 else None
     if made is None:
         return None
-    func, scale = made
+    (func, _), scale = made
     kernel = build(place_output(func, packed.shape[1:], (0, pad, pad, 0)), threads=threads)
     inside = packed.reshape(packed.shape[1:])
 
@@ -79,13 +77,13 @@ def plain_quantizer(q: QuantizedGraph, name: str, x: np.ndarray, target: Target,
     keeps (``_quantizer``'s kernel in blocks of one channel: one pass where ``quantize_input`` takes
     several); it returns None for an array it does not take (``_takes``). None where there is no such
     kernel."""
-    shape = x.shape
+    shape, rule = x.shape, q.input_quantization(name)
     chw = (1, math.prod(shape[:-1]), shape[-1]) if x.ndim else (1, 1, 1)
-    made = _quantizer(q, name, chw, 1, 0, np.dtype(q.quantize_input(name, x).dtype), target, threads)
+    made = _quantizer(rule, chw, 1, 0, np.dtype(rule.dtype), target, threads) if rule is not None else None
     if made is None:
         return None
-    func, scale = made
-    call, out = build(func, threads=threads), np.empty((1, *chw[1:], 1), func.params[-1].dtype.numpy)
+    (func, call), scale = made
+    out = np.empty((1, *chw[1:], 1), func.params[-1].dtype.numpy)
     shaped = out.reshape(shape)   # (one array each time: a reader's kernel stays bound to it)
 
     def quantize(x: np.ndarray) -> np.ndarray | None:
