@@ -210,9 +210,8 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
     quantizing = frozenset(getattr(run, "quantizes", None) for run in runners) - {None}
     quantizers = {}
     for name in set(q.graph.inputs) - quantizing:
-        quantize = plain_quantizer(q, name, inputs[name], target, threads)
-        want = q.quantize_input(name, inputs[name])
-        if quantize is not None and np.array_equal(quantize(inputs[name]), want):
+        quantize, x = plain_quantizer(q, name, inputs[name], target, threads), inputs[name]
+        if quantize is not None and np.array_equal(quantize(x), q.quantize_input(name, x)):
             quantizers[name] = quantize
     return PreparedInference(q, tuple(runners), tuple(general), quantizing, quantizers)
 
@@ -544,15 +543,13 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
              for h in range(heads)]
     total = np.int16 if k * 128 < 2 ** 15 else np.int64   # the columns' sums: the narrowest that holds them
     result = out.reshape(heads, m, -1)[..., :n].reshape(want.shape)
-    x = tensors.read(layer.inputs[0])
-    move = byte_mover(data.size, offset, x.dtype, data.dtype, target, call.threads)
+    rows = data[..., :k]   # (all of data where K fills the groups: then moved by a kernel)
+    first = tensors.read(layer.inputs[0]).dtype
+    move = byte_mover(rows.size, offset, first, data.dtype, target, call.threads)
 
     def run(tensors: Tensors) -> None:
         x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1]).reshape(heads, k, n)
-        if data.shape[-1] == k:
-            move(x, data)
-        else:
-            cpu_ops.moved(x.reshape(heads, m, k), offset, data[..., :k])
+        move(x, rows)
         if padded is None:
             cpu_ops.pack_columns(w, weights)
         else:
