@@ -97,14 +97,16 @@ class Blocked:
 
 class Tensors:
     """An inference's tensors by name: in the graph's layout (``plain``), or blocked as a kernel wrote them
-    (``blocked``), unpacked when a step first reads them plain (``read``, ``need``)."""
+    (``blocked``), unpacked when a step first reads them plain (``read``, ``need``); a float graph input
+    (``floats``) that a runner quantizes itself is quantized by ``quantize`` if a step reads it plain."""
 
-    def __init__(self, plain: Mapping[str, np.ndarray], floats: Mapping[str, np.ndarray] | None = None
-                 ) -> None:
+    def __init__(self, plain: Mapping[str, np.ndarray], floats: Mapping[str, np.ndarray] | None = None,
+                 quantize: Callable[[str, np.ndarray], np.ndarray] | None = None) -> None:
         self.plain: dict[str, np.ndarray] = dict(plain)
         self.blocked: dict[str, Blocked] = {}
         #: the float graph inputs as given (a runner that quantizes its input itself reads it here)
         self.floats: dict[str, np.ndarray] = dict(floats or {})
+        self.quantize = quantize
         #: while the inference is prepared: how many steps read each tensor, and the kernels' outputs that
         #: can move into their one reader's padded data (``_window_runner``'s ``Writer``)
         self.readers: dict[str, int] = {}
@@ -112,7 +114,8 @@ class Tensors:
 
     def read(self, name: str) -> np.ndarray:
         if name not in self.plain:
-            self.plain[name] = self.blocked[name].plain()
+            self.plain[name] = self.blocked[name].plain() if name in self.blocked else \
+                self.quantize(name, self.floats[name])   # (a runner's quantizer did not take the array)
         return self.plain[name]
 
     def need(self, names: Sequence[str]) -> None:
@@ -158,7 +161,7 @@ class PreparedInference:
                 quantize = self.quantizers.get(name)
                 value = quantize(inputs[name]) if quantize is not None else None
                 plain[name] = q.quantize_input(name, inputs[name]) if value is None else value
-        tensors = Tensors(plain, inputs)
+        tensors = Tensors(plain, inputs, q.quantize_input)
         for run in self.runners:
             run(tensors)
         output = np.array(tensors.read(q.graph.output))   # (a runner's kept array is written again)

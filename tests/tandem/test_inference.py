@@ -167,6 +167,9 @@ def test_the_float_input_is_quantized_by_one_kernel(graph, monkeypatch):
     target, plan, kernels = _compiled(q, monkeypatch)
     inference = prepare_inference(q, target, plan, kernels, _inputs(q))
     assert inference.quantized_by_runner == {"input"} and not inference.quantizers
+    # an input the kernel does not take (float64): quantized on the host, as the integer graph does
+    doubles = {name: x.astype(np.float64) for name, x in _inputs(q, seed=16).items()}
+    np.testing.assert_array_equal(inference(doubles)[0], q.run_integer(doubles)[q.graph.output])
     other = _inputs(q, seed=15)
     other["input"].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 1e30]
     want = q.run_integer(other)[q.graph.output]
