@@ -28,6 +28,7 @@ Non-goals: symbolic shapes, multiple outputs per operation, storage reuse.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.ir.equality import structural_equal as ir_equal
 from compiler.ir.functor import IRMutator, loads_in, substitute
+from compiler.ir.intrinsics import prefetch
 from compiler.schedule import Schedule, Split, Stage
 from compiler.te import IterKind, IterVar, Tensor
 
@@ -74,6 +76,7 @@ class _Lowering:
         self.bounds: dict[Stage, _Bounds] = {s: _Bounds() for s in self.live}
         self.param_of: dict[Stage, ir.Buffer] = {}
         self.attached: dict[tuple[Stage, IterVar], list[Stage]] = {}
+        self.heads: dict[IterVar, ir.Stmt] = {}   # the prefetches that open a loop's body (``_prefetches``)
 
     # ------------------------------------------------------------------------------------------
     def run(self) -> ir.PrimFunc:
@@ -305,6 +308,9 @@ class _Lowering:
             if isinstance(rel, Split) and rel.parent not in guards:
                 guards[rel.parent] = self._split_guard(stage, rel.parent, ctx)
         leaves = stage.leaf_iter_vars
+        read = body.source if isinstance(body, ir.Reduce) else body
+        self.heads.update({leaf: self._prefetches(stage, leaf, rewrite(read)) for leaf in leaves
+                           if stage.attrs.get(leaf) is not None and stage.attrs[leaf].prefetches})
         if isinstance(body, ir.Reduce):
             target = ir.Load(b.buffer, out_index)
             update = _combine(body.combiner, target, rewrite(body.source))
@@ -356,6 +362,7 @@ class _Lowering:
         for leaf in reversed(leaves):
             if attach:
                 body = self._attach(stage, leaf, body)
+                body = ir.seq(self.heads[leaf], body) if leaf in self.heads else body
             attr = stage.attrs.get(leaf)
             kind = attr.kind if attr is not None else ir.ForKind.SERIAL
             thread = attr.thread.thread_tag if attr is not None and attr.thread is not None else ""
@@ -366,6 +373,38 @@ class _Lowering:
                 for key, value in reversed(attr.pragmas):
                     body = ir.Attr(f"pragma_{key}", value, body)
         return body
+
+    def _prefetches(self, stage: Stage, leaf: IterVar, body: ir.Expr) -> ir.Stmt:
+        """The prefetches that open loop ``leaf``'s body (``Stage.prefetch``): for each read of each
+        prefetched tensor in ``body`` (the stage's, in loop variables), the region it covers in one
+        iteration of ``leaf`` (relaxed over the loops inside), moved ``offset`` iterations along its loop,
+        one ``prefetch`` per cache line of each contiguous run (``_region_lines``)."""
+        b, ctx = self.bounds[stage], self._context(stage)
+        inner = {b.loop_var[iv] for iv in stage.leaf_iter_vars[stage.leaf_iter_vars.index(leaf) + 1:]}
+        relaxed = {v: ctx[v] for v in inner}
+        kept = {v: r for v, r in ctx.items() if v not in inner}
+        stmts = []
+        for tensor, along, offset in stage.attrs[leaf].prefetches:
+            var = next((self.bounds[s].loop_var[along] for s in self._hosts(stage)
+                        if along in self.bounds[s].loop_var), None)
+            if var is None or var in inner:
+                raise LoweringError(f"stage '{stage.name}': prefetch of '{tensor.name}' at loop "
+                                    f"'{leaf.name}' advances loop '{along.name}', which is neither "
+                                    f"'{leaf.name}' nor a loop around it")
+            moved = {var: var + offset}
+            for load in _loads_of(body, tensor.buffer):
+                region = [arith.relax(index, relaxed, kept) for index in load.indices]
+                region = [(arith.simplify(substitute(lo, moved), ctx), extent) for lo, extent in region]
+                stmts.append(_region_lines(tensor.buffer, region, ctx))
+        return ir.seq(*dict.fromkeys(stmts))
+
+    def _hosts(self, stage: Stage) -> list[Stage]:
+        """``stage`` and the stages it is computed inside, innermost first."""
+        hosts, node = [], stage
+        while node is not None:
+            hosts.append(node)
+            node = node.attach[1] if node.attach[0] == "at" else None
+        return hosts
 
     def _attach(self, stage: Stage, leaf: IterVar, body: ir.Stmt) -> ir.Stmt:
         producers = self.attached.get((stage, leaf), [])
@@ -412,6 +451,47 @@ def _union(stage: Stage, dim: int, regions: list[tuple[ir.Expr, int]]) -> tuple[
         end = max(ext, diff.value + other_ext)
         lo, ext = arith.simplify(lo + start), end - start
     return lo, ext
+
+
+#: the bytes of a cache line, the step between two prefetches of one run
+LINE_BYTES = 64
+
+
+def _region_lines(buffer: ir.Buffer, region: list[tuple[ir.Expr, int]], ctx: dict[ir.Var, Interval]
+                  ) -> ir.Stmt:
+    """A ``prefetch`` of every ``LINE_BYTES`` of each contiguous run of ``buffer``'s ``region`` (a
+    minimum and an extent per dimension; a run: the innermost dimensions that the region covers whole,
+    and the one outside them), starting at each run's first element; loops over the other dimensions.
+    Each index is held inside its dimension (a region moved past the last tile prefetches the last
+    line again: no fault, nothing read)."""
+    shape = [int(size) for size in buffer.shape]
+    split = len(shape) - 1
+    while split > 0 and region[split][1] == shape[split] and isinstance(region[split][0], ir.IntImm) and \
+            region[split][0].value == 0:
+        split -= 1
+    below = math.prod(shape[split + 1:])
+    run = region[split][1] * below
+    per_line = max(1, LINE_BYTES * 8 // buffer.dtype.bits)
+    step = ir.Var("prefetch.line", region[split][0].dtype)
+    outer = [ir.Var(f"prefetch.{d}", region[d][0].dtype) for d in range(split)]
+    flat = region[split][0] * below + step * per_line
+    indices = [*(lo + v for (lo, _), v in zip(region[:split], outer, strict=True)), flat // below]
+    rest = flat % below
+    for d in range(split + 1, len(shape)):
+        inner = math.prod(shape[d + 1:])
+        indices.append(rest // inner)
+        rest = rest % inner
+    extents = [extent for _, extent in region[:split]]
+    loops = [(step, -(-run // per_line)), *zip(reversed(outer), reversed(extents), strict=True)]
+    fixed = {var: ir.const(0, var.dtype) for var, extent in loops if extent == 1}
+    ranges = {**ctx, **{var: Interval.from_extent(0, extent) for var, extent in loops}}
+    held = tuple(arith.simplify(ir.Min(substitute(index, fixed), ir.const(size - 1, index.dtype)), ranges)
+                 for index, size in zip(indices, shape, strict=True))
+    body: ir.Stmt = ir.Evaluate(prefetch(ir.Load(buffer, held)))
+    for var, extent in loops:
+        if extent > 1:
+            body = ir.For(var, ir.const(0), ir.const(extent), body, ir.ForKind.UNROLLED)
+    return body
 
 
 def _loaded(expr: ir.Expr) -> set[ir.Buffer]:

@@ -14,6 +14,7 @@ compute_at(stage, axis)     compute this stage inside ``stage``'s loop ``axis``,
 compute_inline / _root      substitute into consumers / compute at the top level (the default)
 cache_read / cache_write    stage a tensor through a buffer in a memory scope (``nmem``, ``local``, ...)
 pragma, tensorize           annotate a loop (``Attr`` in the lowered IR)
+prefetch(t, axis, ...)      each iteration of ``axis`` prefetches the lines of ``t`` a later one reads
 unroll, vectorize, parallel set the loop's kind
 ========================  ===========================================================================
 
@@ -63,6 +64,7 @@ class IterAttr:
     thread: IterVar | None = None
     pragmas: list[tuple[str, str | int]] = field(default_factory=list)
     tensorize: str | None = None
+    prefetches: list[tuple[Tensor, IterVar, int]] = field(default_factory=list)
 
 
 def _is_positive_int(x) -> bool:
@@ -328,6 +330,24 @@ class Stage:
         if attr.tensorize is not None:
             raise self._err("tensorize", f"axis '{axis.name}' is already marked '{attr.tensorize}'")
         attr.tensorize = intrin
+
+    def prefetch(self, tensor: Tensor, axis: IterVar, along: IterVar, offset: int = 1) -> None:
+        """At the top of each iteration of loop ``axis``, prefetch into the cache the lines of ``tensor``
+        that this stage reads in that iteration, as if loop ``along`` (``axis`` itself, an outer loop of
+        this stage or of the stage it is computed in) were ``offset`` iterations further on: a GEMM's next
+        weight tile, a line at a time, while the rows of this one are computed. TVM's ``prefetch`` is the
+        case ``along`` = ``axis``. Lowering emits one ``prefetch`` call per cache line of the region
+        (``compiler.lower``), its indices held inside the tensor."""
+        axis = self._leaf("prefetch", axis)
+        if not isinstance(tensor, Tensor) or self.body is None or \
+                tensor.buffer not in _buffers_loaded(self.body):
+            name = tensor.name if isinstance(tensor, Tensor) else repr(tensor)
+            raise self._err("prefetch", f"stage '{self.name}' does not read tensor {name}")
+        if not isinstance(along, IterVar):
+            raise self._err("prefetch", f"expected an axis (IterVar) for 'along', but got {along!r}")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset == 0:
+            raise self._err("prefetch", f"expected a nonzero int offset, but got {offset!r}")
+        self._attr(axis).prefetches.append((tensor, along, offset))
 
     # --- placement ----------------------------------------------------------------------------
     def compute_at(self, parent: Stage, axis: IterVar) -> None:

@@ -34,6 +34,7 @@ import islpy as isl
 from compiler.arith import linear_form
 from compiler.ir import nodes as ir
 from compiler.ir.functor import loads_in
+from compiler.ir.intrinsics import Call
 
 _IDENT = re.compile(r"\W")   # what ISL's names cannot hold
 _COMPARE = {ir.LT: "<", ir.LE: "<=", ir.GT: ">", ir.GE: ">=", ir.EQ: "="}
@@ -246,6 +247,8 @@ class _Build:
         if isinstance(s, ir.Store):
             self.statement(s, loops, time or ["0"], guards)
             return
+        if isinstance(s, ir.Evaluate) and isinstance(s.value, Call) and s.value.name == "prefetch":
+            return   # a hint, no access: the working sets count what the statements read and write
         raise NotAnalysable(f"{type(s).__name__} is outside the polyhedral model: {str(s).strip()}")
 
     def condition(self, cond: ir.Expr, known: set[ir.Var]) -> list[str]:

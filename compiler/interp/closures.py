@@ -216,6 +216,14 @@ class ClosureCompiler:
         if e.name == "fma":
             fa, fb, fcc, dt = (*(self.expr(a) for a in e.args), e.dtype)
             return lambda env: fma_rounded(fa(env), fb(env), fcc(env), dt)
+        if e.name == "prefetch":   # no effect: the load is evaluated for its bounds check only
+            fl = self.expr(e.args[0])
+
+            def prefetch_fn(env: Env) -> int:
+                fl(env)
+                return 0
+
+            return prefetch_fn
         fc, ft, ff = (self.expr(a) for a in e.args)  # if_then_else
         return lambda env: ft(env) if fc(env) else ff(env)
 

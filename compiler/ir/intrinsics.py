@@ -2,7 +2,8 @@
 
 ``if_then_else`` is the lazy select (only the chosen branch is evaluated); ``math_call`` builds the float
 math intrinsics (``MATH``), the functions of the spec language; ``fma`` the fused multiply-add (one
-rounding, as LLVM's ``llvm.fma`` and an FMA instruction compute it).
+rounding, as LLVM's ``llvm.fma`` and an FMA instruction compute it); ``prefetch`` asks the cache for the
+line that holds an element (a hint: no value, no fault; evaluated as a statement).
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler.errors import IRTypeError
-from compiler.ir.dtypes import DType
-from compiler.ir.nodes import Expr, _check_bool, _check_same, as_expr, const_like
+from compiler.ir.dtypes import DType, int32
+from compiler.ir.nodes import Expr, Load, _check_bool, _check_same, as_expr, const_like
 
 #: Intrinsics known to the IR: name -> number of arguments.
 INTRINSICS = {
     "if_then_else": 3,  # lazy select: only the chosen branch is evaluated
     "exp": 1, "log": 1, "sqrt": 1, "tanh": 1,   # float math (MATH)
     "fma": 3,   # a * b + c rounded once
+    "prefetch": 1,   # the line of a Load's element brought into the cache (its value: 0)
 }
 #: The float math intrinsics: the functions of the spec language (isa/lang), of one float argument, whose
 #: result has the argument's type (computed exactly and rounded once, like the other float operations).
@@ -61,6 +63,14 @@ def fma(a, b, c) -> Call:
     _check_same("fma", a, b)
     _check_same("fma", a, c)
     return Call("fma", (a, b, c), a.dtype)
+
+
+def prefetch(load: Load) -> Call:
+    """A hint that ``load``'s element will soon be read: its cache line is fetched (into the second-level
+    cache on a CPU) without waiting. Its value, 0, means nothing; it is a statement's (``Evaluate``)."""
+    if not isinstance(load, Load):
+        raise IRTypeError(f"prefetch: expected a Load, but got '{load}'")
+    return Call("prefetch", (load,), int32)
 
 
 def math_call(name: str, x) -> Call:

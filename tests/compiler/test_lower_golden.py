@@ -8,7 +8,8 @@ golden file is known to describe a correct program:
 - an int8 dense with cache_read into ``nmem``, cache_write into ``acc``, compute_at and a split
   reduce axis;
 - conv2d_nchw with its padding stage inlined;
-- a reduction whose reduce loop is reordered outside a spatial loop (where its init nest goes).
+- a reduction whose reduce loop is reordered outside a spatial loop (where its init nest goes);
+- a packed GEMM tile whose next weight tile is prefetched through its reduction (``Stage.prefetch``).
 
 Update with ``pytest tests/compiler/test_lower_golden.py --update-golden`` and review the diff.
 """
@@ -155,4 +156,34 @@ def test_reduce_loop_reordered_outside_a_spatial_loop_places_the_init_nest(golde
     init_at = lowered.index("B[i.outer*2 + i.inner] = 0")
     update_at = lowered.index("for k.outer in range(3):")
     assert lowered.index("for i.outer in range(2):") < init_at < update_at
+    golden.check(_golden_text(lowered, built))
+
+
+def test_gemm_tile_prefetches_the_next_weight_tile_a_line_per_block_and_step(golden):
+    """The weights packed [N/16, K/4, 16, 4] (int8: one 64-byte line per block and reduction step), tiles
+    of 2 blocks x 8 rows: in each step of the reduction the tile prefetches the line of each of its 2
+    blocks one tile on (no.outer + 1), held inside the weights on the last tile; the interpreter runs the
+    prefetches as no-ops and the results stay numpy's."""
+    m, n, k = 16, 64, 32
+    A = te.placeholder((m, k), "uint8", name="A")
+    B = te.placeholder((n // 16, k // 4, 16, 4), "int8", name="B")
+    ko, kk = te.reduce_axis(k // 4, "ko"), te.reduce_axis(4, "kk")
+    out = te.compute((m, n // 16, 16), lambda i, no, ni: te.sum(
+        ir.cast(A[i, ko * 4 + kk], "int32") * ir.cast(B[no, ko, ni, kk], "int32"), axis=[ko, kk]),
+        name="gemm")
+    s = create_schedule(out)
+    acc = s.cache_write(out, "local")
+    no_o, no_i = s[out].split(out.op.axis[1], 2)
+    i_o, i_i = s[out].split(out.op.axis[0], 8)
+    s[out].reorder(no_o, i_o, no_i, i_i, out.op.axis[2])
+    s[acc].compute_at(s[out], i_o)
+    (ai, ano, ani), (ako, akk) = acc.op.axis, acc.op.reduce_axis
+    s[acc].reorder(ako, ano, ai, ani, akk)
+    s[acc].prefetch(B, ako, no_o)
+
+    def expected(a, b):
+        weights = b.astype(np.int32).transpose(0, 2, 1, 3).reshape(n, k)
+        return (a.view(np.uint8).astype(np.int32) @ weights.T).reshape(m, n // 16, 16)
+    lowered, built = lower_and_build(s, [A, B, out], "gemm", expected)
+    assert "prefetch(B[min(no.outer*2 + prefetch.0 + 2, 3), ko, 0, 0])" in lowered
     golden.check(_golden_text(lowered, built))

@@ -286,6 +286,23 @@ def _schedule_a_placeholder_output():
     create_schedule(te.placeholder((3,), "float32", name="X"))
 
 
+def _prefetch_a_tensor_not_read():
+    c = chain()
+    c.s[c.C].prefetch(c.A, c.C.op.axis[0], c.C.op.axis[0])
+
+
+def _prefetch_by_zero():
+    c = chain()
+    c.s[c.C].prefetch(c.B, c.C.op.axis[0], c.C.op.axis[0], 0)
+
+
+def _prefetch_along_an_inner_loop():
+    c = chain()
+    i, j = c.C.op.axis
+    c.s[c.C].prefetch(c.B, i, j)
+    lower(c.s, [c.A, c.C])
+
+
 CASES = [
     pytest.param(
         _add_wrong_shapes, IRTypeError, ["add: operand shapes differ: A[3, 4] vs B[4, 3]"], id="add-shapes"
@@ -521,6 +538,24 @@ CASES = [
         ScheduleError,
         ["vectorize on stage 'C'", "axis 'j' is already marked unroll"],
         id="vectorize-unrolled",
+    ),
+    pytest.param(
+        _prefetch_a_tensor_not_read,
+        ScheduleError,
+        ["prefetch on stage 'C'", "stage 'C' does not read tensor A"],
+        id="prefetch-unread",
+    ),
+    pytest.param(
+        _prefetch_by_zero,
+        ScheduleError,
+        ["prefetch on stage 'C'", "expected a nonzero int offset, but got 0"],
+        id="prefetch-zero-offset",
+    ),
+    pytest.param(
+        _prefetch_along_an_inner_loop,
+        LoweringError,
+        ["stage 'C': prefetch of 'B' at loop 'i' advances loop 'j'", "neither 'i' nor a loop around it"],
+        id="prefetch-along-inner",
     ),
     pytest.param(
         _schedule_a_placeholder_output,

@@ -122,6 +122,22 @@ def test_a_gemms_tile_is_16_instructions_over_two_weight_blocks() -> None:
     assert (first.unroll_oc, first.unroll_x) == (4, 1)
 
 
+@pytest.mark.parametrize("tuning", [CpuTuning(1, 2, 8), CpuTuning(2, 2, 8), CpuTuning(2, 2, 8, (1, 0))],
+                         ids=str)
+def test_a_gemms_tile_prefetches_the_next_weight_tile(tuning: CpuTuning) -> None:
+    """Each reduction step of a tile prefetches (into L2) the line of each of its oc blocks one oc tile on
+    (``compiler.ops.cpu._unit_schedule``'s ``streamed``), whether the oc tiles are their own loop or fused
+    with the row tiles: one prefetcht1 per oc block and step in the instructions' loop (which LLVM may
+    unroll), the sums bit-exact."""
+    layer = GemmShape(40, 96, 256)
+    _, kernel = compile_layer(layer, "x86-vnni", tuning, 1, load_target("cpu"))
+    body = _innermost_loop(kernel.assembly(), "vpdpbusd")
+    steps = sum("vpdpbusd" in x for x in body) // (tuning.unroll_oc * tuning.unroll_x)
+    assert steps >= 1 and sum("prefetcht1" in x for x in body) == steps * tuning.unroll_oc, body
+    r = run_cpu(layer, "x86-vnni", threads=2, tuning=tuning, min_time=0.005)
+    assert r.validated and r.max_abs_err == 0, r.detail
+
+
 @pytest.mark.parametrize(("tuning", "threads"), [(CpuTuning(1, 2, 8, (), 16), 1),
                                                   (CpuTuning(1, 2, 8, (1, 0), 7), 2),
                                                   (CpuTuning(1, 1, 4, (), 32), 2)], ids=str)
