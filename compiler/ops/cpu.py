@@ -461,7 +461,9 @@ def _unit_schedule(
     ``streamed``: the operand that the ``oc`` loop walks tile by tile (a GEMM's packed weights), whose next
     tile is prefetched a line at a time through the reduction (``Stage.prefetch``): read cold from memory,
     a tile's first row pass would wait for it (measured on AMD EPYC znver5, 1 thread, BERT's 128 x 3072 x
-    768 with its caches flushed between calls: 706 us, prefetched 609 us; 588 us warm).
+    768 with its caches flushed between calls: 706 us, prefetched 609 us; 588 us warm). Not for a conv:
+    prefetching a 3x3 conv's next weights measured 5-8% slower warm and cold, and ResNet-50's 1x1 convs,
+    though 5-15% faster flushed on 1 thread, made the whole network's kernels 5% slower on 2.
     """
     if tuning.parallel < 1 or tuning.unroll_oc < 1 or tuning.unroll_x < 1 or tuning.k_block < 0:
         raise ScheduleError(f"cpu: bad tuning {tuning}: every field must be positive")
