@@ -18,6 +18,11 @@ expressions, and
     quantize_blocked                 float32 [C, H, W] -> 8-bit [C/G, H, W, G]: a network's input quantized
                                      as onnxruntime does, in a CPU kernel's blocked data layout
     moved_bytes                      8-bit [N] plus an offset, modulo 256: a GEMM's data in its type
+    moved_view                       ``moved_bytes`` of ``a[h, m, k]``, a strided view of a flat 8-bit array,
+                                     into ``[H, M, K]``: the data of H GEMMs
+    pack_columns, column_sums        the second operand of H GEMMs, ``b[h, k, n]`` a strided view of a flat
+                                     8-bit array (attention's keys, values): packed as a GEMM's weights
+                                     ``[H, N/Y, K/X, Y, X]``; each column's sum, as a bias correction
 
 Targets that compile tensor expressions (the CPU) run them as they run a user's operator.
 """
@@ -29,6 +34,7 @@ import numpy as np
 from compiler import te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
+from compiler.ops import cpu as cpu_ops
 from compiler.ops import reference
 
 OPERATORS = ("residual_add", "relu", "clip", "concat", "max_pool", "avg_pool", "global_avg_pool", "softmax",
@@ -307,6 +313,83 @@ def moved_bytes(N: int, OFFSET: int = 128, T: str = "int8", TO: str = "uint8"):
 def moved_bytes_reference(x: np.ndarray, N: int, OFFSET: int = 128, T: str = "int8", TO: str = "uint8"
                           ) -> np.ndarray:
     return ((x.astype(np.int64) + OFFSET) % 256).astype(np.uint8).view(TO)
+
+
+def _strided(name: str, SIZE: int, OFF: int, strides: tuple[int, int, int], extents: tuple[int, int, int],
+             T: str) -> tuple[te.Tensor, object]:
+    """A flat 8-bit ``x[SIZE]`` and ``b(h, k, n)``: its element ``OFF + h*SH + k*SK + n*SN`` (a view of it
+    ``[H, K, N]`` with those strides, which must stay inside it)."""
+    last = OFF + sum(s * (e - 1) for s, e in zip(strides, extents, strict=True))
+    if OFF < 0 or min(strides) < 0 or last >= SIZE:
+        raise ScheduleError(f"{name}: the view [{', '.join(map(str, extents))}] with strides {list(strides)} "
+                            f"from {OFF} reaches element {last} of x[{SIZE}]")
+    x = te.placeholder((SIZE,), _int_type(name, "T", T), name="x")
+    sh, sk, sn = strides
+    return x, lambda h, k, n: x[OFF + h * sh + k * sk + n * sn]
+
+
+def moved_view(H: int, M: int, K: int, SIZE: int, OFF: int = 0, SH: int = 0, SM: int = 0, SK: int = 1,
+               OFFSET: int = 128, T: str = "int8", TO: str = "uint8"):
+    """``moved_bytes`` of ``a[h, m, k]`` (a strided view of ``x``, ``_strided``: attention's queries as the
+    MatMul holds them, a transposed view) into contiguous ``[H, M, K]``: the data of H GEMMs in their
+    multiplier's type, in one pass."""
+    x, a = _strided("moved_view", SIZE, OFF, (SH, SM, SK), (H, M, K), T)
+    to = _int_type("moved_view", "TO", TO)
+    return [x], te.compute((H, M, K), lambda h, m, k: ir.cast(ir.cast(a(h, m, k), "int32") +
+                                                               te.const(OFFSET, "int32"), to), name="out")
+
+
+def moved_view_reference(x: np.ndarray, H: int, M: int, K: int, SIZE: int, OFF: int = 0, SH: int = 0,
+                         SM: int = 0, SK: int = 1, OFFSET: int = 128, T: str = "int8", TO: str = "uint8"
+                         ) -> np.ndarray:
+    a = np.lib.stride_tricks.as_strided(x[OFF:], (H, M, K), tuple(s * x.itemsize for s in (SH, SM, SK)))
+    return moved_bytes_reference(a, a.size, OFFSET, T, TO)
+
+
+def pack_columns(H: int, K: int, N: int, Y: int, X: int, SIZE: int, OFF: int = 0, SH: int = 0, SK: int = 1,
+                 SN: int = 1, T: str = "int8"):
+    """The second operand of H GEMMs as a MatMul holds it, ``b[h, k, n]`` (a strided view of ``x``,
+    ``_strided``), packed as ``compiler.ops.cpu.pack_gemm``'s weights of each ``h``: ``[H, N/Y, K/X, Y, X]``,
+    zeros past K and N (attention's keys and values, every head at once)."""
+    x, b = _strided("pack_columns", SIZE, OFF, (SH, SK, SN), (H, K, N), T)
+    whole = K % X == 0 and N % Y == 0
+
+    def value(h, nb, kb, y, j):   # (past K or N: the last element read, a zero written; no branch)
+        k, n = kb * X + j, nb * Y + y
+        if whole:
+            return b(h, k, n)
+        inside = b(h, ir.Min(k, ir.const(K - 1)), ir.Min(n, ir.const(N - 1)))
+        return ir.Select(ir.And(k < K, n < N), inside, ir.const(0, x.dtype))
+    return [x], te.compute((H, -(-N // Y), -(-K // X), Y, X), value, name="packed")
+
+
+def pack_columns_reference(x: np.ndarray, H: int, K: int, N: int, Y: int, X: int, SIZE: int, OFF: int = 0,
+                           SH: int = 0, SK: int = 1, SN: int = 1, T: str = "int8") -> np.ndarray:
+    b = np.lib.stride_tricks.as_strided(x[OFF:], (H, K, N), tuple(s * x.itemsize for s in (SH, SK, SN)))
+    padded = np.zeros((H, -(-K // X) * X, -(-N // Y) * Y), x.dtype)
+    padded[:, :K, :N] = b
+    out = np.empty((H, padded.shape[2] // Y, padded.shape[1] // X, Y, X), x.dtype)
+    return cpu_ops.pack_columns(padded, out)
+
+
+def column_sums(H: int, K: int, N: int, SIZE: int, OFF: int = 0, SH: int = 0, SK: int = 1, SN: int = 1,
+                MOVED: int = 0, T: str = "int8"):
+    """``base[n] + MOVED * sum(k, b[h, k, n])`` (``b`` as ``pack_columns`` reads it) in int32: the bias of
+    H GEMMs whose data moved by MOVED (``tandem.network.place``'s correction, every head at once). Its
+    reduction runs along K: fast where K is contiguous (keys as columns), a strided walk elsewhere."""
+    x, b = _strided("column_sums", SIZE, OFF, (SH, SK, SN), (H, K, N), T)
+    base = te.placeholder((N,), "int32", name="base")
+    k = te.reduce_axis(K, "k")
+    total = te.compute((H, N), lambda h, n: te.sum(ir.cast(b(h, k, n), "int32"), axis=k), name="total")
+    return [x, base], te.compute((H, N), lambda h, n: base[n] + total[h, n] * te.const(MOVED, "int32"),
+                                 name="bias")
+
+
+def column_sums_reference(x: np.ndarray, base: np.ndarray, H: int, K: int, N: int, SIZE: int, OFF: int = 0,
+                          SH: int = 0, SK: int = 1, SN: int = 1, MOVED: int = 0, T: str = "int8"
+                          ) -> np.ndarray:
+    b = np.lib.stride_tricks.as_strided(x[OFF:], (H, K, N), tuple(s * x.itemsize for s in (SH, SK, SN)))
+    return (base.astype(np.int64) + b.sum(axis=1, dtype=np.int64) * MOVED).astype(np.int32)
 
 
 def avg_pool(C: int, H: int, W: int, K: int = 2, S: int = 2):

@@ -5,7 +5,9 @@ does not take.
 
 - ``input_quantizer``: the float input straight into the inside of a stem conv's padded data, blocked;
 - ``plain_quantizer``: the float input in the graph's layout, into an array it keeps;
-- ``byte_mover``: ``compiler.ops.cpu.moved`` by a parallel kernel, bound to the arrays it last moved.
+- ``byte_mover``: ``compiler.ops.cpu.moved`` by a parallel kernel, bound to the arrays it last moved;
+- ``view_mover``, ``column_packer``: attention's operands, strided views of kept arrays, moved as every
+  head's GEMM data, packed as their weights and summed into their biases (``by_layout``).
 """
 
 from __future__ import annotations
@@ -120,3 +122,105 @@ def byte_mover(size: int, offset: int, src: np.dtype, dst: np.dtype, target: Tar
             return bound[2]()
         return cpu_ops.moved(x.reshape(out.shape), offset, out)
     return move
+
+
+#: an array as a view of a flat one (``flat_view``): that array, the view's first element, its strides
+FlatView = tuple[np.ndarray, int, tuple[int, ...]]
+
+
+def flat_view(v: np.ndarray) -> FlatView | None:
+    """``v`` as a view of a flat array: that array (of ``v``'s type, over all of the contiguous array that
+    ``v`` views), the index of ``v``'s first element in it and ``v``'s strides in elements; None where
+    ``v`` views no contiguous array or not in whole elements."""
+    root = v
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    size = v.itemsize
+    start = v.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if not root.flags.c_contiguous or root.nbytes % size or start % size or any(s % size for s in v.strides):
+        return None
+    return root.reshape(-1).view(np.uint8).view(v.dtype), start // size, tuple(s // size for s in v.strides)
+
+
+def by_layout(shape: tuple[int, ...], make: Callable[[FlatView], Callable[[], None] | None]
+              ) -> Callable[[np.ndarray], bool]:
+    """A call that runs, on ``v`` (of ``shape``, 8-bit: a strided view of an array a kernel keeps), the
+    kernels that ``make`` compiles and binds for ``v``'s layout (``flat_view``), the first time that layout
+    comes (the view of the kept array that each inference reads again). It returns False (nothing done)
+    for an array of another shape, not a view in whole elements, or of a layout ``make`` refuses (None)."""
+    made: dict[tuple, Callable[[], None] | None] = {}
+
+    def run(v: np.ndarray) -> bool:
+        view = flat_view(v) if v.shape == shape and v.itemsize == 1 else None
+        if view is None:
+            return False
+        key = (view[0].ctypes.data, view[0].size, view[0].dtype, view[1], view[2])
+        if key not in made:
+            made[key] = make(view)
+        call = made[key]
+        if call is None:
+            return False
+        call()
+        return True
+    return run
+
+
+def _layout(view: FlatView, names: str) -> dict[str, object]:
+    """The parameters of a ``compiler.ops.network`` operator that reads ``view``: the flat array's size
+    and type, the view's first element and its strides (named ``names``, outermost first)."""
+    flat, start, strides = view
+    return {"SIZE": flat.size, "OFF": start, **dict(zip(names.split(), strides, strict=True)),
+            "T": flat.dtype.name}
+
+
+def view_mover(out: np.ndarray, offset: int, target: Target, threads: int) -> Callable[[np.ndarray], bool]:
+    """A call that moves ``a`` ``[H, M, K]`` (attention's queries as the MatMul holds them: a transposed
+    view) by ``offset`` into contiguous 8-bit ``out`` of its shape (``compiler.ops.network.moved_view``,
+    one pass; ``by_layout``)."""
+    heads, m, k = out.shape
+
+    def make(view: FlatView) -> Callable[[], None] | None:
+        try:
+            mover = prepare(network.user_op("moved_view"), target,
+                            {"H": heads, "M": m, "K": k, "OFFSET": offset, "TO": out.dtype.name,
+                             "threads": threads, **_layout(view, "SH SM SK")}, inputs=[view[0]])
+        except RunError:   # (a type or a layout the operator does not take)
+            return None
+        return mover.compiled[1].bind(view[0], out)
+    return by_layout(out.shape, make)
+
+
+def column_packer(shape: tuple[int, int, int], weights: np.ndarray, biases: np.ndarray, base: np.ndarray,
+                  moved: int, target: Target, threads: int) -> Callable[[np.ndarray], bool]:
+    """A call that packs ``b`` ``[H, K, N]`` (attention's keys or values as the MatMul holds them: a strided
+    view of an array a kernel keeps) into ``weights`` ``[H, N/Y, K/X, Y, X]``
+    (``compiler.ops.network.pack_columns``) and writes each head's bias, ``base + moved * sum(k, b)``,
+    into ``biases[:, :N]`` (``column_sums``; none where ``moved`` is 0: the biases are ``base`` then, and
+    where K is not contiguous the caller sums, as numpy does that faster); ``by_layout``."""
+    heads, k, n = shape
+    wide = base.astype(np.int32)
+    whole = biases if biases.shape[1] == n else np.empty((heads, n), np.int32)
+
+    def make(view: FlatView) -> Callable[[], None] | None:
+        layout = {"H": heads, "K": k, "N": n, "threads": threads, **_layout(view, "SH SK SN")}
+        try:
+            pack = prepare(network.user_op("pack_columns"), target,
+                           {**layout, "Y": weights.shape[-2], "X": weights.shape[-1]}, inputs=[view[0]])
+            sums = prepare(network.user_op("column_sums"), target, {**layout, "MOVED": moved},
+                           inputs=[view[0], wide]) if moved and layout["SK"] == 1 else None
+        except RunError:   # (a type or a layout the operators do not take)
+            return None
+        if pack.compiled[0].params[-1].shape != weights.shape:
+            return None
+        biases[:, :n] = base
+        packed = pack.compiled[1].bind(view[0], weights.view(view[0].dtype))
+        summed = sums.compiled[1].bind(view[0], wide, whole) if sums is not None else None
+
+        def call() -> None:
+            packed()
+            if summed is not None:
+                summed()
+                if whole is not biases:
+                    biases[:, :n] = whole
+        return call
+    return by_layout(shape, make)

@@ -71,7 +71,13 @@ from tandem.flows import cpu as cpu_flow
 from tandem.flows import cpu_layers
 from tandem.flows.flow import Routed, RunError
 from tandem.flows.run import Prepared, prepare
-from tandem.network.host_kernels import byte_mover, input_quantizer, plain_quantizer
+from tandem.network.host_kernels import (
+    byte_mover,
+    column_packer,
+    input_quantizer,
+    plain_quantizer,
+    view_mover,
+)
 from tandem.network.place import data_offset, moved_data, place
 from tandem.network.quantized import QuantizedGraph
 from tandem.network.steps import Placed, Placement, Step
@@ -537,6 +543,7 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
         (heads, groups * pk.group, blocks * pk.lanes), weights.dtype)
     inside = None if padded is None else padded[:, :n, :k] if by_columns else padded[:, :k, :n]
     biases = np.zeros((heads, blocks * pk.lanes), np.int32)
+    biases[:, :n] = base[0]   # (each inference adds the columns' sums where the data moved)
     scales = [cpu_layers.pack_channels(v, pk, options) for v in parts[0].inputs[3:]]
     func, call = prepared[0].compiled
     out = np.empty((heads, *func.params[-1].shape), func.params[-1].dtype.numpy)
@@ -549,17 +556,24 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
     rows = data[..., :k]   # (all of data where K fills the groups: then moved by a kernel)
     first = tensors.read(layer.inputs[0]).dtype
     move = byte_mover(rows.size, offset, first, data.dtype, target, call.threads)
+    pack = column_packer((heads, k, n), weights, biases, base[0], moved, target, call.threads)
+    move_view = view_mover(data, offset, target, call.threads) if groups * pk.group == k else None
 
     def run(tensors: Tensors) -> None:
         x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1]).reshape(heads, k, n)
-        move(x, rows)
-        if padded is None:
-            cpu_ops.pack_columns(w, weights)
-        else:
-            np.copyto(inside, np.swapaxes(w, -1, -2) if by_columns else w)
-            cpu_ops.pack_columns(np.swapaxes(padded, -1, -2) if by_columns else padded, weights)
-        sums = np.swapaxes(w, -1, -2).sum(axis=-1, dtype=total) if by_columns else w.sum(axis=1, dtype=total)
-        np.add(base[0], np.multiply(sums, moved, dtype=np.int64), out=biases[:, :n], casting="unsafe")
+        if move_view is None or not move_view(x.reshape(heads, m, k)):
+            move(x, rows)
+        packed = pack(w)
+        if not packed:
+            if padded is None:
+                cpu_ops.pack_columns(w, weights)
+            else:
+                np.copyto(inside, np.swapaxes(w, -1, -2) if by_columns else w)
+                cpu_ops.pack_columns(np.swapaxes(padded, -1, -2) if by_columns else padded, weights)
+        if moved and not (packed and by_columns):   # (the packer sums contiguous columns; numpy the others)
+            sums = np.swapaxes(w, -1, -2).sum(axis=-1, dtype=total) if by_columns else \
+                w.sum(axis=1, dtype=total)
+            np.add(base[0], np.multiply(sums, moved, dtype=np.int64), out=biases[:, :n], casting="unsafe")
         for c in calls:
             c()
         tensors.plain[step.output] = result
@@ -753,8 +767,9 @@ class Inference:
 def time_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
                    kernels: Sequence[Sequence[Prepared] | None], inputs: Mapping[str, np.ndarray],
                    min_time: float = 0.2) -> Inference:
-    """The inference prepared (``prepare_inference``, not timed, as compiling is not), one warm-up, then at
-    least ``MIN_RUNS`` and ``min_time`` seconds of them; the median."""
+    """The inference prepared (``prepare_inference``, not timed, as compiling is not), one warm-up (in which
+    the runners compile what they compile for the layouts they first see: ``host_kernels.by_layout``),
+    then at least ``MIN_RUNS`` and ``min_time`` seconds of them; the median."""
     inference = prepare_inference(q, target, plan, kernels, inputs)
     output, _ = inference(inputs)
     times: list[float] = []

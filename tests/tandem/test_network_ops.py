@@ -308,3 +308,42 @@ def test_bytes_are_moved_by_an_offset_modulo_256(t, to, offset):
     np.testing.assert_array_equal(r.output.astype(np.int64) % 256, (x.astype(np.int64) + offset) % 256)
     if (t, to, offset) == ("int8", "uint8", 128):
         np.testing.assert_array_equal(r.output, x.view(np.uint8) ^ 0x80)
+
+
+#: attention's operands as the MatMul holds them, views of a [tokens, 2 heads x 8] projection: the keys as
+#: columns ([H, D, T]: K contiguous), the values ([H, T, D]: N contiguous); 10 tokens fill no block of 16 or 4
+VIEWS = {"keys": dict(K=8, N=10, SH=8, SK=1, SN=16), "values": dict(K=10, N=8, SH=8, SK=16, SN=1)}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_attentions_second_operand_is_packed_and_summed_from_its_strided_view(view, threads):
+    """pack_columns: ``b[h, k, n]``, a strided view of a flat array, as each head's GEMM weights
+    ``[H, N/16, K/4, 16, 4]`` (zeros past K and N: ``compiler.ops.cpu.pack_columns`` of the zero-padded
+    operand); column_sums: ``base[n] + MOVED * sum(k, b[h, k, n])``."""
+    x = np.random.default_rng(3).integers(-128, 128, 10 * 16).astype(np.int8)
+    layout = {"H": 2, "SIZE": x.size, **VIEWS[view], "threads": threads, "min_time": 0.001}
+    b = np.lib.stride_tricks.as_strided(x, (2, layout["K"], layout["N"]),
+                                        (layout["SH"], layout["SK"], layout["SN"]))
+    r = run(network.user_op("pack_columns"), CPU, {**layout, "Y": 16, "X": 4}, inputs=[x])
+    kp = -(-layout["K"] // 4)
+    padded = np.zeros((2, kp * 4, 16), np.int8)
+    padded[:, :layout["K"], :layout["N"]] = b
+    assert r.validated
+    np.testing.assert_array_equal(r.output, padded.reshape(2, kp, 4, 1, 16).transpose(0, 3, 1, 4, 2))
+    base = np.arange(layout["N"], dtype=np.int32) * 1000
+    r = run(network.user_op("column_sums"), CPU, {**layout, "MOVED": 128}, inputs=[x, base])
+    assert r.validated
+    np.testing.assert_array_equal(r.output, base + 128 * b.astype(np.int64).sum(axis=1))
+
+
+def test_a_transposed_view_is_moved_into_contiguous_data():
+    """moved_view: ``moved_bytes`` of ``a[h, m, k]`` read through its strides (attention's queries, a
+    transposed view of their projection), written contiguous; a view past the array is refused by name."""
+    x = np.random.default_rng(4).integers(-128, 128, 6 * 16).astype(np.int8)
+    layout = {"H": 2, "M": 6, "K": 8, "SIZE": x.size, "SH": 8, "SM": 16, "SK": 1}
+    r = run(network.user_op("moved_view"), CPU, {**layout, "threads": 2, "min_time": 0.001}, inputs=[x])
+    assert r.validated
+    np.testing.assert_array_equal(r.output, x.reshape(6, 2, 8).transpose(1, 0, 2).view(np.uint8) ^ 0x80)
+    with pytest.raises(RunError, match=r"moved_view: the view \[2, 6, 8\] with strides \[8, 17, 1\] .* x\[96\]"):
+        run(network.user_op("moved_view"), CPU, {**layout, "SM": 17, "threads": 1}, inputs=[x])
