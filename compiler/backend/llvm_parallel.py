@@ -89,6 +89,44 @@ def emit_fork(module: ll.Module, segment: ll.Function, buffers: int) -> str:
     return fork.name
 
 
+def emit_each(module: ll.Module, name: str, calls: list[tuple[ll.Function, list[int], int]], width: int
+              ) -> str:
+    """Emit ``name(args: ptr[], begin: i64, end: i64) -> i32``, which runs the kernel once on each of the
+    sets of arrays ``begin`` to ``end`` (``args``: ``width`` pointers per set), every segment in order
+    (``calls``: its function, the indices of its buffers in a set, its iterations) on the calling thread,
+    and its fork wrapper (``emit_fork``), which shares the sets among threads: many small kernels (one
+    GEMM per attention head) in one call and one fork. Returns the wrapper's name."""
+    fn = ll.Function(module, ll.FunctionType(I32, [PTR, I64, I64]), name)
+    args, begin, end = fn.args
+    entry, head, body, fail, done = (fn.append_basic_block(x)
+                                     for x in ("entry", "set", "body", "fail", "done"))
+    ll.IRBuilder(entry).branch(head)
+    b = ll.IRBuilder(head)
+    s = b.phi(I64)
+    s.add_incoming(begin, entry)
+    b.cbranch(b.icmp_signed("<", s, end), body, done)
+    b = ll.IRBuilder(body)
+    base = b.mul(s, ll.Constant(I64, width))
+    failed = []
+    for segment, slots, total in calls:
+        ptrs = [b.load(b.gep(args, [b.add(base, ll.Constant(I64, k))], source_etype=PTR), typ=PTR)
+                for k in slots]
+        code = b.call(segment, [*ptrs, ll.Constant(I64, 0), ll.Constant(I64, total)])
+        after = fn.append_basic_block("next")
+        failed.append((code, b.block))
+        b.cbranch(b.icmp_signed("!=", code, ll.Constant(I32, 0)), fail, after)
+        b = ll.IRBuilder(after)
+    s.add_incoming(b.add(s, ll.Constant(I64, 1)), b.block)
+    b.branch(head)
+    b = ll.IRBuilder(fail)
+    code = b.phi(I32)
+    for value, block in failed:
+        code.add_incoming(value, block)
+    b.ret(code)
+    ll.IRBuilder(done).ret(ll.Constant(I32, 0))
+    return emit_fork(module, fn, 1)
+
+
 def emit_repeat(module: ll.Module, name: str,
                 calls: list[tuple[ll.Function, ll.Function | None, list[int], int]]) -> None:
     """Emit ``name(args: ptr[], n: i64, threads: i32) -> i32``, the native timing loop: ``n`` times, every

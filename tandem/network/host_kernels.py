@@ -142,23 +142,32 @@ def flat_view(v: np.ndarray) -> FlatView | None:
     return root.reshape(-1).view(np.uint8).view(v.dtype), start // size, tuple(s // size for s in v.strides)
 
 
+#: the layouts ``by_layout`` compiles for, at most: the inference's check on the integer graph's arrays when
+#: it is prepared, then each inference's view of a kept array (one layout, its memory kept)
+LAYOUTS = 4
+
+
 def by_layout(shape: tuple[int, ...], make: Callable[[FlatView], Callable[[], None] | None]
               ) -> Callable[[np.ndarray], bool]:
     """A call that runs, on ``v`` (of ``shape``, 8-bit: a strided view of an array a kernel keeps), the
-    kernels that ``make`` compiles and binds for ``v``'s layout (``flat_view``), the first time that layout
-    comes (the view of the kept array that each inference reads again). It returns False (nothing done)
-    for an array of another shape, not a view in whole elements, or of a layout ``make`` refuses (None)."""
+    kernels that ``make`` compiles and binds for ``v``'s layout and memory (``flat_view``), the first time
+    they come (the view of the kept array that each inference reads again), for up to ``LAYOUTS`` of them.
+    It returns False (nothing done) for an array of another shape, not a view in whole elements, of a
+    layout ``make`` refuses (None), or past those ``LAYOUTS``."""
     made: dict[tuple, Callable[[], None] | None] = {}
 
     def run(v: np.ndarray) -> bool:
-        view = flat_view(v) if v.shape == shape and v.itemsize == 1 else None
-        if view is None:
+        if v.shape != shape or v.itemsize != 1:
             return False
-        key = (view[0].ctypes.data, view[0].size, view[0].dtype, view[1], view[2])
-        if key not in made:
-            made[key] = make(view)
-        call = made[key]
-        if call is None:
+        root = v
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        key = (id(root), v.ctypes.data, v.strides)   # (a bound call keeps its root alive: no id reused)
+        call = made.get(key, run)
+        if call is run and len(made) < LAYOUTS:
+            view = flat_view(v)
+            call = made[key] = make(view) if view is not None else None
+        if call is None or call is run:
             return False
         call()
         return True

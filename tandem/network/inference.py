@@ -202,7 +202,7 @@ def prepare_inference(q: QuantizedGraph, target: Target, plan: Sequence[Step],
             continue
         want = tensors.plain.pop(step.output)
         try:
-            runner, why = _own_runner(step, q, target, placement, prepared, tensors, want)
+            runner, why = _own_runner(step, q, target, placement, prepared, tensors, want, threads)
         except RunError as exc:   # a kernel of its own it could not compile: placed as before
             runner, why = None, f"its own runner's kernel was refused: {exc}"
         if runner is not None:
@@ -372,12 +372,12 @@ def _view_runner(step: Step, tensors: Tensors) -> Runner | None:
 
 
 def _own_runner(step: Step, q: QuantizedGraph, target: Target, placement: Placement,
-                prepared: Sequence[Prepared], tensors: Tensors, want: np.ndarray
+                prepared: Sequence[Prepared], tensors: Tensors, want: np.ndarray, threads: int
                 ) -> tuple[Runner | None, str]:
     """A runner of the step's own that needs no placement (the module docstring's kinds), built from its
-    placement on this inference's ``tensors``; or None and why not."""
+    placement on this inference's ``tensors`` (``threads``: the inference's); or None and why not."""
     if step.op == "MatMul" and step.layers[0].name not in q.weights:
-        return _heads_runner(step, q, placement, prepared, target, tensors, want)
+        return _heads_runner(step, q, placement, prepared, target, tensors, want, threads)
     if len(placement.parts) != 1:
         return None, f"it runs as {len(placement.parts)} kernels"
     part, kernel = placement.parts[0], prepared[0]
@@ -508,7 +508,8 @@ def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
 
 
 def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared: Sequence[Prepared],
-                  target: Target, tensors: Tensors, want: np.ndarray) -> tuple[Runner | None, str]:
+                  target: Target, tensors: Tensors, want: np.ndarray, threads: int
+                  ) -> tuple[Runner | None, str]:
     """A MatMul of two activations (attention's, one GEMM per head), its requantization fused: one kernel
     for every head, called on each head's slice of arrays kept for all heads. On each inference the data of
     every head is moved to uint8 in one pass, the second operand packed as the kernel's weights in one pass
@@ -549,15 +550,15 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
     out = np.empty((heads, *func.params[-1].shape), func.params[-1].dtype.numpy)
     if out.dtype != want.dtype or out[0].size != m * blocks * pk.lanes:
         return None, f"its GEMMs write {out.dtype} [{m}, {blocks * pk.lanes}], not the step's {want.dtype}"
-    calls = [call.bind(data[h], weights[h], biases[h].reshape(blocks, pk.lanes), *scales, out[h])
-             for h in range(heads)]
+    each = call.bind_each([(data[h], weights[h], biases[h].reshape(blocks, pk.lanes), *scales, out[h])
+                           for h in range(heads)], threads)   # (the heads shared among the threads)
     total = np.int16 if k * 128 < 2 ** 15 else np.int64   # the columns' sums: the narrowest that holds them
     result = out.reshape(heads, m, -1)[..., :n].reshape(want.shape)
     rows = data[..., :k]   # (all of data where K fills the groups: then moved by a kernel)
     first = tensors.read(layer.inputs[0]).dtype
-    move = byte_mover(rows.size, offset, first, data.dtype, target, call.threads)
-    pack = column_packer((heads, k, n), weights, biases, base[0], moved, target, call.threads)
-    move_view = view_mover(data, offset, target, call.threads) if groups * pk.group == k else None
+    move = byte_mover(rows.size, offset, first, data.dtype, target, threads)
+    pack = column_packer((heads, k, n), weights, biases, base[0], moved, target, threads)
+    move_view = view_mover(data, offset, target, threads) if groups * pk.group == k else None
 
     def run(tensors: Tensors) -> None:
         x, w = tensors.read(layer.inputs[0]), tensors.read(layer.inputs[1]).reshape(heads, k, n)
@@ -574,8 +575,7 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
             sums = np.swapaxes(w, -1, -2).sum(axis=-1, dtype=total) if by_columns else \
                 w.sum(axis=1, dtype=total)
             np.add(base[0], np.multiply(sums, moved, dtype=np.int64), out=biases[:, :n], casting="unsafe")
-        for c in calls:
-            c()
+        each()
         tensors.plain[step.output] = result
     return run, ""
 

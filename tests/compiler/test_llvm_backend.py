@@ -304,6 +304,26 @@ def test_a_bound_call_runs_every_slice_of_a_parallel_segment_once(threads: int) 
     np.testing.assert_array_equal(out, np.full(32 * 48, 3))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_call_on_many_sets_of_arrays_runs_the_kernel_once_on_each(threads: int) -> None:
+    """``bind_each``: one native call runs every segment (a parallel one whole, on one thread) once on each
+    set of arrays, the sets shared among the threads (attention's heads, a GEMM each); a fault in any set
+    is reported as a call's."""
+    a, o = Buffer("A", (8,), dtypes.int32), Buffer("O", (8,), dtypes.int32)
+    i, j = Var("i"), Var("j")
+    body = seq(loop(i, 8, Store(o, (i,), a[a[i]]), ForKind.PARALLEL), loop(j, 8, Store(o, (j,), o[j] * 2)))
+    kernel = build(PrimFunc("gather", (a, o), body), threads=threads)
+    sets = [(np.roll(np.arange(8, dtype=np.int32), s), np.zeros(8, np.int32)) for s in range(5)]
+    call = kernel.bind_each(sets)
+    for _ in range(2):
+        call()
+    for data, out in sets:
+        np.testing.assert_array_equal(out, 2 * data[data])
+    sets[3][0][2] = 8
+    with pytest.raises(CpuRuntimeError, match=r"out-of-bounds access in 'A\[A\[i\]\]'"):
+        call()
+
+
 def test_time_reports_a_fault_inside_the_loop_as_a_call_does() -> None:
     a, o = Buffer("A", (8,), dtypes.int32), Buffer("O", (8,), dtypes.int32)
     i = Var("i")
