@@ -251,16 +251,35 @@ def lookup_blocked(B: int, H: int, W: int, L: int, N: int = 256, T: str = "uint8
     return [x, table], te.compute((B, H, W, L), value, name="out")
 
 
+#: the types ``lookup`` looks up (8-bit values, or 16-bit ones: two 8-bit values at once) and writes
+LOOKUP_TYPES = {"T": ("int8", "uint8", "int16"), "TO": ("int8", "uint8", "int16", "int32")}
+
+
 def lookup(N: int, T: str = "int8", TO: str = "int8"):
-    """A table of 256 results looked up on a flat array ``x[N]`` of 8-bit type ``T`` (each value less its
-    type's least one indexing ``table[256]``, int32 so that the lookups vectorize as dword gathers), each
+    """A table of results looked up on a flat array ``x[N]`` of type ``T`` (each value less its type's
+    least one indexing ``table[2**bits]``, int32 so that the lookups vectorize as dword gathers), each
     result of type ``TO`` (a power-of-two graph's element-wise float layer of one input: a GELU, a Mul by a
-    constant, ``tandem.network.quantized.lookup_table``)."""
-    x = te.placeholder((N,), _int_type("lookup", "T", T), name="x")
-    table = te.placeholder((256,), "int32", name="table")
+    constant, ``tandem.network.quantized.lookup_table``). With 16-bit ``T`` and ``TO``, an 8-bit array
+    viewed as pairs of bytes is looked up a pair at a time in a table of the 65536 pairs of results
+    (``pair_table``): half the gathers, from a 256 KB table."""
+    for key, value in (("T", T), ("TO", TO)):
+        if value not in LOOKUP_TYPES[key]:
+            raise ScheduleError(f"lookup: {key} = {value!r} is not one of {', '.join(LOOKUP_TYPES[key])}")
+    x = te.placeholder((N,), T, name="x")
+    table = te.placeholder((1 << np.iinfo(T).bits,), "int32", name="table")
     first = te.const(int(np.iinfo(T).min), "int32")
     return [x, table], te.compute((N,), lambda i: ir.cast(table[ir.cast(x[i], "int32") - first], TO),
                                   name="out")
+
+
+def pair_table(table: np.ndarray, T: str = "int8") -> np.ndarray:
+    """``lookup``'s int16 table of two 8-bit lookups at once: for each 16-bit value (the bytes of two
+    values of 8-bit type ``T``, little-endian), the two results of the 256-entry ``table`` (indexed by
+    value less ``T``'s least), their bytes so paired, as int32."""
+    pairs = np.arange(-(1 << 15), 1 << 15).astype(np.int16).view(np.uint8).reshape(-1, 2)
+    first = np.iinfo(T).min
+    results = table[pairs.view(T).astype(np.int64) - first].astype(np.int64) & 0xFF
+    return (results[:, 0] | results[:, 1] << 8).astype(np.uint16).view(np.int16).astype(np.int32)
 
 
 def lookup_reference(x: np.ndarray, table: np.ndarray, N: int, T: str = "int8", TO: str = "int8"

@@ -111,17 +111,29 @@ def byte_mover(size: int, offset: int, src: np.dtype, dst: np.dtype, target: Tar
         except RunError:   # (a type the operator does not take)
             kernel = None
 
-    bound: list = [None, None, None]   # the arrays of the last call and the kernel bound to them
+    call = rebinding(kernel) if kernel is not None else None
 
     def move(x: np.ndarray, out: np.ndarray) -> object:
-        if bound[0] is x and bound[1] is out:   # (a step's input is mostly the same kept array each time)
-            return bound[2]()
-        if kernel is not None and x.dtype == src and x.flags.c_contiguous and out.flags.c_contiguous and \
+        if call is not None and x.dtype == src and x.flags.c_contiguous and out.flags.c_contiguous and \
                 x.size == out.size == size:
-            bound[:] = x, out, kernel.bind(x.reshape(-1), out.reshape(-1))
-            return bound[2]()
+            return call((x, out), lambda: (x.reshape(-1), out.reshape(-1)))
         return cpu_ops.moved(x.reshape(out.shape), offset, out)
     return move
+
+
+def rebinding(kernel: CpuKernel) -> Callable[[tuple[np.ndarray, ...], Callable[[], tuple]], None]:
+    """A call of ``kernel`` bound to the arrays it last ran on: ``call(given, operands)`` runs it on
+    ``operands()`` (the kernel's arrays made from ``given``), binding anew only where ``given`` are not the
+    very arrays of the last call (a step's inputs are mostly the same kept arrays each inference)."""
+    bound: list = [(), None]   # the last call's given arrays and the kernel bound to their operands
+
+    def call(given: tuple[np.ndarray, ...], operands: Callable[[], tuple]) -> None:
+        last, run = bound
+        if len(last) != len(given) or any(a is not b for a, b in zip(last, given, strict=True)):
+            run = kernel.bind(*operands())
+            bound[:] = given, run
+        run()
+    return call
 
 
 #: an array as a view of a flat one (``flat_view``): that array, the view's first element, its strides

@@ -76,6 +76,7 @@ from tandem.network.host_kernels import (
     column_packer,
     input_quantizer,
     plain_quantizer,
+    rebinding,
     view_mover,
 )
 from tandem.network.place import data_offset, moved_data, place
@@ -325,23 +326,29 @@ def _flat_table_runner(step: Step, table: np.ndarray, target: Target, threads: i
                        ) -> Runner | None:
     """A host layer of one table of results on an input in the graph's layout: ``network.lookup`` (compiled
     here, on ``threads``: its int32 table's lookups vectorize as dword gathers) on the input as a flat
-    array; None where its input is not an 8-bit one."""
+    array, its bytes a pair at a time (``network.pair_table``: half the gathers) where an input of an even
+    size comes contiguous; None where its input is not an 8-bit one."""
     name = step.layers[0].inputs[0]
     x = tensors.read(name)
     if x.dtype not in (np.int8, np.uint8) or x.size == 0:
         return None
+    paired = x.size % 2 == 0 and table.dtype.itemsize == 1
+    wide = network.pair_table(table, x.dtype.name) if paired else table.astype(np.int32)
+    types = ("int16", "int16") if paired else (x.dtype.name, table.dtype.name)
     try:
         look = prepare(network.user_op("lookup"), target,
-                       {"N": x.size, "T": x.dtype.name, "TO": table.dtype.name, "threads": threads},
-                       inputs=[x.reshape(-1), table.astype(np.int32)])
+                       {"N": x.size // (1 + paired), "T": types[0], "TO": types[1], "threads": threads},
+                       inputs=[x.reshape(-1).view(types[0]), wide])
     except RunError:   # (a type the operator does not take): the layer stays on the host
         return None
-    call, wide, shape = look.compiled[1], table.astype(np.int32), tensors.plain[step.output].shape
+    call, shape = rebinding(look.compiled[1]), tensors.plain[step.output].shape
     out = _output_of(look)
+    result = out.view(table.dtype).reshape(shape)
 
     def run(tensors: Tensors) -> None:
-        call(np.ascontiguousarray(tensors.read(name)).reshape(-1), wide, out)
-        tensors.plain[step.output] = out.reshape(shape)
+        x = tensors.read(name)
+        call((x,), lambda: (np.ascontiguousarray(x).reshape(-1).view(types[0]), wide, out))
+        tensors.plain[step.output] = result
     return run
 
 
@@ -698,12 +705,14 @@ def _plain_elementwise_runner(step: Step, part: Placed, kernel: Prepared, target
     sizes = tuple(a.shape for a in part.inputs)
     kernel = prepare(kernel.op, target, {**typed, "threads": _job(kernel).threads},
                      inputs=[x.reshape(size) for x, size in zip(xs, sizes, strict=True)])
-    call, result = kernel.compiled[1], _output_of(kernel)
+    call, result = rebinding(kernel.compiled[1]), _output_of(kernel)
+    output = result.reshape(shape)
 
     def run(tensors: Tensors) -> None:
-        operands = zip(names, sizes, strict=True)
-        call(*(np.ascontiguousarray(tensors.read(n)).reshape(size) for n, size in operands), result)
-        tensors.plain[step.output] = result.reshape(shape).astype(dtype, copy=False)
+        given = tuple(tensors.read(n) for n in names)
+        call(given, lambda: (*(np.ascontiguousarray(x).reshape(size) for x, size in zip(given, sizes,
+                                                                                     strict=True)), result))
+        tensors.plain[step.output] = output.astype(dtype, copy=False)
     return run, ""
 
 

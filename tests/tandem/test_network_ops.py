@@ -236,6 +236,22 @@ def test_a_table_of_256_results_is_looked_up_by_dword_gathers(dtype):
         assert "vpgatherdd" in kernel.compiled[1].assembly()
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_bytes_are_looked_up_a_pair_at_a_time_in_the_table_of_pairs(dtype):
+    """``network.lookup`` on int16 (an 8-bit array viewed as pairs of bytes) in ``pair_table``'s 65536
+    pairs of results: each byte's result of the 256-entry table, bit for bit; a type it does not look up
+    is refused by name."""
+    rng = np.random.default_rng(5)
+    x, table = rng.integers(0, 256, 4096).astype(np.uint8).view(dtype), rng.integers(-128, 128, 256)
+    r = run(network.user_op("lookup"), CPU, {"N": 2048, "T": "int16", "TO": "int16", "threads": 2,
+                                             "min_time": 0.001},
+            inputs=[x.view(np.int16), network.pair_table(table, dtype)])
+    assert r.validated
+    np.testing.assert_array_equal(r.output.view(np.int8), table[x.astype(np.int64) - np.iinfo(dtype).min])
+    with pytest.raises(RunError, match="lookup: T = 'int32' is not one of int8, uint8, int16"):
+        run(network.user_op("lookup"), CPU, {"N": 16, "T": "int32", "threads": 1})
+
+
 def test_the_integer_softmaxs_exponentials_are_looked_up_by_dword_gathers():
     """softmax_int8's lookups of each value's difference from its row's maximum are proved in bounds (the
     index clamped to the table), so that LLVM vectorizes them as AVX-512 dword gathers."""
