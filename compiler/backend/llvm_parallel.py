@@ -112,19 +112,31 @@ def emit_each(module: ll.Module, name: str, calls: list[tuple[ll.Function, list[
         ptrs = [b.load(b.gep(args, [b.add(base, ll.Constant(I64, k))], source_etype=PTR), typ=PTR)
                 for k in slots]
         code = b.call(segment, [*ptrs, ll.Constant(I64, 0), ll.Constant(I64, total)])
-        after = fn.append_basic_block("next")
-        failed.append((code, b.block))
-        b.cbranch(b.icmp_signed("!=", code, ll.Constant(I32, 0)), fail, after)
-        b = ll.IRBuilder(after)
+        b = _unless_failed(fn, b, code, fail, failed)
     s.add_incoming(b.add(s, ll.Constant(I64, 1)), b.block)
     b.branch(head)
+    _return_codes(fail, failed, done)
+    return emit_fork(module, fn, 1)
+
+
+def _unless_failed(fn: ll.Function, b: ll.IRBuilder, code: ll.Value, fail: ll.Block,
+                   failed: list[tuple[ll.Value, ll.Block]]) -> ll.IRBuilder:
+    """Branch to ``fail`` where a segment's ``code`` is nonzero (noted in ``failed``); a builder of the block
+    that goes on otherwise."""
+    after = fn.append_basic_block("next")
+    failed.append((code, b.block))
+    b.cbranch(b.icmp_signed("!=", code, ll.Constant(I32, 0)), fail, after)
+    return ll.IRBuilder(after)
+
+
+def _return_codes(fail: ll.Block, failed: list[tuple[ll.Value, ll.Block]], done: ll.Block) -> None:
+    """``fail`` returns the nonzero code it came with (``_unless_failed``), ``done`` returns 0."""
     b = ll.IRBuilder(fail)
     code = b.phi(I32)
     for value, block in failed:
         code.add_incoming(value, block)
     b.ret(code)
     ll.IRBuilder(done).ret(ll.Constant(I32, 0))
-    return emit_fork(module, fn, 1)
 
 
 def emit_repeat(module: ll.Module, name: str,
@@ -168,16 +180,8 @@ def emit_repeat(module: ll.Module, name: str,
             code = b.phi(I32)
             code.add_incoming(many, forked)
             code.add_incoming(one, serial)
-        after = fn.append_basic_block("next")
-        failed.append((code, b.block))
-        b.cbranch(b.icmp_signed("!=", code, ll.Constant(I32, 0)), fail, after)
-        b = ll.IRBuilder(after)
+        b = _unless_failed(fn, b, code, fail, failed)
     following = b.add(r, ll.Constant(I64, 1))
     r.add_incoming(following, b.block)
     b.cbranch(b.icmp_signed("<", following, count), head, done)
-    b = ll.IRBuilder(fail)
-    code = b.phi(I32)
-    for value, block in failed:
-        code.add_incoming(value, block)
-    b.ret(code)
-    ll.IRBuilder(done).ret(ll.Constant(I32, 0))
+    _return_codes(fail, failed, done)
