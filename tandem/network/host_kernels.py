@@ -6,6 +6,7 @@ does not take.
 - ``input_quantizer``: the float input straight into the inside of a stem conv's padded data, blocked;
 - ``plain_quantizer``: the float input in the graph's layout, into an array it keeps;
 - ``byte_mover``: ``compiler.ops.cpu.moved`` by a parallel kernel, bound to the arrays it last moved;
+- ``flat_lookup``: a table of results looked up on an 8-bit tensor, a pair of bytes at a time;
 - ``view_mover``, ``column_packer``: attention's operands, strided views of kept arrays, moved as every
   head's GEMM data, packed as their weights and summed into their biases (``by_layout``).
 """
@@ -245,3 +246,31 @@ def column_packer(shape: tuple[int, int, int], weights: np.ndarray, biases: np.n
                     biases[:, :n] = whole
         return call
     return by_layout(shape, make)
+
+
+def flat_lookup(x: np.ndarray, table: np.ndarray, shape: tuple[int, ...], target: Target, threads: int
+                ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """A call that looks each value of 8-bit ``x`` (its type's least first) up in ``table`` and returns the
+    results, of ``shape``, in an array it keeps: ``compiler.ops.network.lookup`` (compiled here, on
+    ``threads``: its int32 table's lookups vectorize as dword gathers) on the input as a flat array, its
+    bytes a pair at a time (``network.pair_table``: half the gathers) where its size is even and the
+    results are 8-bit; None where ``x`` is not 8-bit or the operator refuses it."""
+    if x.dtype not in (np.int8, np.uint8) or x.size == 0:
+        return None
+    paired = x.size % 2 == 0 and table.dtype.itemsize == 1
+    wide = network.pair_table(table, x.dtype.name) if paired else table.astype(np.int32)
+    types = ("int16", "int16") if paired else (x.dtype.name, table.dtype.name)
+    try:
+        look = prepare(network.user_op("lookup"), target,
+                       {"N": x.size // (1 + paired), "T": types[0], "TO": types[1], "threads": threads},
+                       inputs=[x.reshape(-1).view(types[0]), wide])
+    except RunError:   # (a type the operator does not take)
+        return None
+    func, kernel = look.compiled
+    out = np.empty(func.params[-1].shape, func.params[-1].dtype.numpy)
+    call, result = rebinding(kernel), out.view(table.dtype).reshape(shape)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        call((x,), lambda: (np.ascontiguousarray(x).reshape(-1).view(types[0]), wide, out))
+        return result
+    return run

@@ -74,6 +74,7 @@ from tandem.flows.run import Prepared, prepare
 from tandem.network.host_kernels import (
     byte_mover,
     column_packer,
+    flat_lookup,
     input_quantizer,
     plain_quantizer,
     rebinding,
@@ -324,31 +325,15 @@ def _alias_runner(step: Step, tensors: Tensors) -> Runner:
 
 def _flat_table_runner(step: Step, table: np.ndarray, target: Target, threads: int, tensors: Tensors
                        ) -> Runner | None:
-    """A host layer of one table of results on an input in the graph's layout: ``network.lookup`` (compiled
-    here, on ``threads``: its int32 table's lookups vectorize as dword gathers) on the input as a flat
-    array, its bytes a pair at a time (``network.pair_table``: half the gathers) where an input of an even
-    size comes contiguous; None where its input is not an 8-bit one."""
+    """A host layer of one table of results on an 8-bit input in the graph's layout, looked up by a kernel
+    (``host_kernels.flat_lookup``); None where there is no such kernel."""
     name = step.layers[0].inputs[0]
-    x = tensors.read(name)
-    if x.dtype not in (np.int8, np.uint8) or x.size == 0:
+    look = flat_lookup(tensors.read(name), table, tensors.plain[step.output].shape, target, threads)
+    if look is None:
         return None
-    paired = x.size % 2 == 0 and table.dtype.itemsize == 1
-    wide = network.pair_table(table, x.dtype.name) if paired else table.astype(np.int32)
-    types = ("int16", "int16") if paired else (x.dtype.name, table.dtype.name)
-    try:
-        look = prepare(network.user_op("lookup"), target,
-                       {"N": x.size // (1 + paired), "T": types[0], "TO": types[1], "threads": threads},
-                       inputs=[x.reshape(-1).view(types[0]), wide])
-    except RunError:   # (a type the operator does not take): the layer stays on the host
-        return None
-    call, shape = rebinding(look.compiled[1]), tensors.plain[step.output].shape
-    out = _output_of(look)
-    result = out.view(table.dtype).reshape(shape)
 
     def run(tensors: Tensors) -> None:
-        x = tensors.read(name)
-        call((x,), lambda: (np.ascontiguousarray(x).reshape(-1).view(types[0]), wide, out))
-        tensors.plain[step.output] = result
+        tensors.plain[step.output] = look(tensors.read(name))
     return run
 
 
@@ -372,9 +357,20 @@ def _view_runner(step: Step, tensors: Tensors) -> Runner | None:
     if x.dtype != out.dtype or x.size != out.size or view(x).shape != out.shape or \
             not np.array_equal(view(x), out):
         return None
+    kept = np.empty(out.shape, out.dtype)   # a reshape numpy cannot view: copied here, one array each time
+    last: list = [None, None]   # the last input and its view: one array each time where the input is
 
     def run(tensors: Tensors) -> None:
-        tensors.plain[step.output] = view(tensors.read(name))
+        x = tensors.read(name)
+        if x is not last[0]:
+            try:
+                last[:] = x, np.transpose(x, perm) if perm is not None else \
+                    np.reshape(x, out.shape, copy=False)
+            except ValueError:   # (a transposed view's merged axes: copied into kept)
+                last[:] = x, kept
+        if last[1] is kept:
+            np.copyto(kept.reshape(x.shape), x)
+        tensors.plain[step.output] = last[1]
     return run
 
 
@@ -594,12 +590,12 @@ def _rows_runner(step: Step, part: Placed, kernel: Prepared, want: np.ndarray) -
     x, *constants = part.inputs
     data, out = np.empty_like(x), _output_of(kernel)
     call = kernel.compiled[1].bind(data, *constants, out)
-    name = step.inputs[0]
+    name, result = step.inputs[0], out.reshape(want.shape)   # (one array each time: its readers stay bound)
 
     def run(tensors: Tensors) -> None:
         np.copyto(data, tensors.read(name).reshape(data.shape))
         call()
-        tensors.plain[step.output] = out.reshape(want.shape)
+        tensors.plain[step.output] = result
     return run, ""
 
 
@@ -754,11 +750,12 @@ def _mean_runner(step: Step, part: Placed, threads: int, target: Target, tensors
     mean = prepare(network.user_op(f"{part.label}_blocked"), target, params, inputs=operands)
     result = _output_of(mean)
     call = mean.compiled[1].bind(*operands, result)
-    shape, dtype = want.shape, want.dtype
+    means, kept = result.reshape(-1)[:source.channels].reshape(want.shape), np.empty(want.shape, want.dtype)
 
     def run(tensors: Tensors) -> None:
         call()
-        tensors.plain[step.output] = result.reshape(-1)[:source.channels].reshape(shape).astype(dtype)
+        np.copyto(kept, means, casting="unsafe")   # (one array each time: its reader stays bound to it)
+        tensors.plain[step.output] = kept
     return run, ""
 
 
