@@ -1,5 +1,6 @@
 """onnxruntime as a CPU peer: its integer operators (ConvInteger / MatMulInteger, exact), its requantizing
-QLinear ones (timing only) or its fp32 ones (MLAS), on one layer or on one of TensorIR's kinds."""
+QLinear ones (timing only) or its fp32 ones (MLAS), on one layer or on one of TensorIR's kinds; and a whole
+float model as onnxruntime's own int8 quantization runs it (``int8_session``)."""
 
 from __future__ import annotations
 
@@ -120,3 +121,36 @@ def prepare_contraction(op: Any, data: np.ndarray, weight: np.ndarray, threads: 
         return peer._session(node, data, peer._quant_params(weights, reduction), threads)
     node = helper.make_node(f"{name}Integer", ["x", "w"], ["y"], **attrs)
     return peer._session(node, data, [weights], threads)
+
+
+def int8_session(model: Any, threads: int, seed: int = 0) -> tuple[Any, dict[str, np.ndarray]]:
+    """An onnxruntime session of ``quantize_static``'s int8 model of float ``model`` (an ONNX ModelProto of
+    one input: QDQ, per tensor, uint8 activations, int8 weights, calibrated on 4 random inputs seeded with
+    ``seed``) on ``threads`` threads, and an input seeded with ``seed + 1``."""
+    import tempfile
+    from pathlib import Path
+
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    check_threads("int8_session", threads)
+    rng = np.random.default_rng(seed)
+    name = model.graph.input[0].name
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.left = [{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
+
+        def get_next(self):
+            return self.left.pop() if self.left else None
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "f32.onnx", Path(tmp) / "int8.onnx"
+        src.write_bytes(model.SerializeToString())
+        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(str(dst), options, providers=["CPUExecutionProvider"])
+    return session, {name: np.random.default_rng(seed + 1).standard_normal(shape).astype(np.float32)}

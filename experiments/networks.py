@@ -69,35 +69,13 @@ def breakdown(report: NetworkReport) -> dict[str, float]:
 
 
 def onnxruntime_int8(name: str, threads: int) -> float | None:
-    """Seconds per run of onnxruntime's statically quantized int8 model (QDQ, per-tensor), median of 20."""
+    """Seconds per run of onnxruntime's statically quantized int8 model (QDQ, per-tensor), median of 20
+    (``baselines.onnxruntime_peer.int8_session``)."""
     try:
-        import onnxruntime as ort
-        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+        from baselines.onnxruntime_peer import int8_session
+        session, x = int8_session(models.build(name, SEED), threads, SEED)
     except ImportError:
         return None
-    import tempfile
-
-    model = models.build(name, SEED)
-    rng = np.random.default_rng(SEED)
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.left = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
-
-        def get_next(self):
-            return self.left.pop() if self.left else None
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "f32.onnx", Path(tmp) / "int8.onnx"
-        src.write_bytes(model.SerializeToString())
-        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        session = ort.InferenceSession(str(dst), options, providers=["CPUExecutionProvider"])
-    x = {"input": np.random.default_rng(SEED + 1).standard_normal(shape).astype(np.float32)}
     for _ in range(3):
         session.run(None, x)
     times = []

@@ -44,7 +44,7 @@ from threadpoolctl import threadpool_limits
 from compiler.backend.llvm_emit import FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
 from compiler.backend.llvm_parallel import emit_each, emit_fork, emit_repeat, openmp_available
-from compiler.backend.llvm_types import ErrorTable
+from compiler.backend.llvm_types import I32, I64, PTR, ErrorTable
 from compiler.errors import CodegenError, CpuRuntimeError
 from compiler.interp.args import contiguous_args, match_args, stored_buffers
 from compiler.ir import nodes as n
@@ -140,15 +140,12 @@ def plan(func: n.PrimFunc) -> tuple[tuple[n.Buffer, ...], tuple[Segment, ...]]:
 
 def compile_module(func: n.PrimFunc, segments: tuple[Segment, ...], tm: llvm.TargetMachine, triple: str,
                    errors: ErrorTable, rules: Callable, fork: bool = False,
-                   slots: list[list[int]] | None = None, workspaces: Sequence[n.Buffer] = ()
-                   ) -> llvm.ModuleRef:
+                   slots: list[list[int]] | None = None) -> llvm.ModuleRef:
     """One LLVM module for ``tm`` and ``triple`` with a function per segment of ``func`` (tensor
     instructions emitted by ``rules``), verified and optimized with LLVM's O3 pipeline; with ``fork``, each
     parallel segment also gets a libgomp fork wrapper; with ``slots`` (each segment's buffers as indices
-    into one pointer array: the parameters', then ``workspaces``'), the native loop ``<func>.repeat``
-    (``llvm_parallel.emit_repeat``), which runs every segment, forked where it has a wrapper: each call of a
-    kernel once, its timing loop n times; with both, ``<func>.each.fork`` (``llvm_parallel.emit_each``):
-    the kernel on many sets of arrays at once."""
+    into one pointer array), the native loop ``<func>.repeat`` (``llvm_parallel.emit_repeat``), which runs
+    every segment, forked where it has a wrapper: each call of a kernel once, its timing loop n times."""
     module = ll.Module(name=func.name)
     module.triple = triple
     module.data_layout = str(tm.target_data)
@@ -160,9 +157,6 @@ def compile_module(func: n.PrimFunc, segments: tuple[Segment, ...], tm: llvm.Tar
             calls.append((fn, forked and module.get_global(forked), slots[k], seg.iterations))
     if slots is not None:
         emit_repeat(module, f"{func.name}.repeat", calls)
-        if fork:
-            emit_each(module, f"{func.name}.each", [(fn, at, total) for fn, _, at, total in calls],
-                      len(func.params) + len(workspaces))
     return optimized(module, tm, func.name)
 
 
@@ -213,8 +207,7 @@ class CpuKernel:
         index = {b: k for k, b in enumerate((*func.params, *self.workspaces))}
         self._slots = [[index[b] for b in seg.buffers] for seg in self.segments]  # each segment's pointers
         parsed = compile_module(func, self.segments, tm, llvm.get_process_triple(), self.errors,
-                                emit_tensor_insn, fork=self._native_threads, slots=self._slots,
-                                workspaces=self.workspaces)
+                                emit_tensor_insn, fork=self._native_threads, slots=self._slots)
         self.llvm_ir = str(parsed)
         self._engine = llvm.create_mcjit_compiler(parsed, tm)  # owns tm and the module from here on
         self._tm = tm
@@ -227,10 +220,9 @@ class CpuKernel:
             self._fns.append(proto(self._engine.get_function_address(seg.name)))
         self._stored = stored_buffers(func.body)
         self._params = [(p.shape, p.dtype.numpy, p.size) for p in func.params]
-        signature = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)
-        self._repeat = signature(self._engine.get_function_address(f"{func.name}.repeat"))
-        self._each = signature(self._engine.get_function_address(f"{func.name}.each.fork")) \
-            if self._native_threads else None
+        self._repeat = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)(
+            self._engine.get_function_address(f"{func.name}.repeat"))
+        self._each = None   # ``<func>.each.fork``, compiled on the first ``bind_each`` (``_each_call``)
 
     def assembly(self) -> str:
         """The machine code, as assembly text."""
@@ -274,7 +266,8 @@ class CpuKernel:
         kernels in one native call and one fork (the GEMMs of attention's heads), where their own parallel
         loops would each fork and join. Without libgomp, each set's ``bind`` call in turn."""
         calls = [self.bind(*args) for args in sets]   # (each set checked, its workspaces its own)
-        if self._each is None or not calls:
+        native = self._each_call() if self._native_threads and calls else None
+        if native is None:
             def each() -> None:
                 for call in calls:
                     call()
@@ -285,11 +278,29 @@ class CpuKernel:
         threads = min(threads or self.threads, len(calls))
 
         def each() -> None:
-            code = self._each(table, len(calls), threads)
+            code = native(table, len(calls), threads)
             if code:
                 raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
         each.arrays = [call.arrays for call in calls]   # held as long as the call is
         return each
+
+    def _each_call(self) -> Callable:
+        """``<func>.each.fork`` (``llvm_parallel.emit_each``), compiled into a module of its own on the first
+        call (most kernels never need it: it would cost each build a third more) and added to the engine,
+        where it calls the segments the kernel's module defines."""
+        if self._each is None:
+            module = ll.Module(name=f"{self.func.name}.each")
+            module.triple, module.data_layout = llvm.get_process_triple(), str(self._tm.target_data)
+            calls = [(ll.Function(module, ll.FunctionType(I32, [PTR] * len(seg.buffers) + [I64, I64]),
+                                  seg.name), slots, seg.iterations)   # (declared: the kernel's module's)
+                     for seg, slots in zip(self.segments, self._slots, strict=True)]
+            width = len(self.func.params) + len(self.workspaces)
+            fork = emit_each(module, f"{self.func.name}.each", calls, width)
+            self._engine.add_module(optimized(module, self._tm, f"{self.func.name}.each"))
+            self._engine.finalize_object()
+            self._each = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)(
+                self._engine.get_function_address(fork))
+        return self._each
 
     def time(self, *args, min_time: float = 0.05, repeats: int = 5, threads: int | None = None) -> float:
         """The median seconds of one call on ``args`` (numpy arrays matching the parameters exactly, checked
