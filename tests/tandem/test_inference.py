@@ -110,6 +110,25 @@ def test_an_inference_on_new_inputs_equals_the_integer_graph(graph, monkeypatch)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(real, q.dequantize(q.graph.output, want))
     assert plan == steps(q)
+    if graph in ("qdq", "power_of_two"):
+        _the_float_input_is_quantized_by_one_kernel(q, inference, monkeypatch)
+
+
+def _the_float_input_is_quantized_by_one_kernel(q, inference, monkeypatch):
+    """A CNN's float input is quantized by one kernel (compiler.ops.network.quantize_blocked) straight into
+    the inside of its stem's padded data (the stem's runner does it; a transformer's in the graph's layout,
+    above), not by ``quantize_input`` on the host. The output on an input that probes the quantization's
+    rules (a nan, infinities, values past the clamps) is the integer graph's, which quantizes by
+    ``quantize_input``; an input the kernel does not take (float64) is quantized on the host, as the
+    integer graph does."""
+    assert inference.quantized_by_runner == {"input"} and not inference.quantizers
+    doubles = {name: x.astype(np.float64) for name, x in _inputs(q, seed=16).items()}
+    np.testing.assert_array_equal(inference(doubles)[0], q.run_integer(doubles)[q.graph.output])
+    other = _inputs(q, seed=15)
+    other["input"].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 1e30]
+    want = q.run_integer(other)[q.graph.output]
+    monkeypatch.setattr(type(q), "quantize_input", lambda *a: pytest.fail("the input quantized on the host"))
+    np.testing.assert_array_equal(inference(other)[0], want)
 
 
 def test_convs_and_adds_hand_their_blocked_outputs_to_the_next_kernel(monkeypatch):
@@ -127,9 +146,12 @@ def test_convs_and_adds_hand_their_blocked_outputs_to_the_next_kernel(monkeypatc
     np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
 
 
-def test_depthwise_convs_and_their_requantization_run_on_the_blocked_arrays(monkeypatch):
+def test_depthwise_convs_run_on_the_blocked_arrays_and_are_written_into_by_the_convs_before(monkeypatch):
     """MobileNet V2's depthwise convs (their requantization by a scale per channel fused) take the 1 x 1
-    convs' blocked outputs as they are and hand theirs on: no conv, add or pool of it is placed again."""
+    convs' blocked outputs as they are and hand theirs on: no conv, add or pool of it is placed again; its
+    expanding 1 x 1 convs write straight into the inside of their depthwise convs' padded data
+    (compiler.passes.place_output): an inference copies no conv's output into a padded buffer, and its
+    output on a new input is the integer graph's."""
     q = _qdq("mobilenet_v2", size=32)
     target, plan, kernels = _compiled(q, monkeypatch)
     inference = prepare_inference(q, target, plan, kernels, _inputs(q))
@@ -138,19 +160,6 @@ def test_depthwise_convs_and_their_requantization_run_on_the_blocked_arrays(monk
     # its adds of 24 channels (blocks of 16 lanes, 8 past the channels) and its global average pool too
     assert {reason for step, reason in zip(plan, inference.general, strict=True)
             if step.op in ("Add", "GlobalAveragePool")} == {None}
-    other = _inputs(q, seed=13)
-    np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
-
-
-def test_a_conv_writes_its_output_into_the_padded_data_of_the_conv_that_reads_it(monkeypatch):
-    """MobileNet V2's expanding 1 x 1 convs write straight into the inside of their depthwise convs' padded
-    data (compiler.passes.place_output): an inference copies no conv's output into a padded buffer, and its
-    output on a new input is the integer graph's."""
-    q = _qdq("mobilenet_v2", size=32)
-    target, plan, kernels = _compiled(q, monkeypatch)
-    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
-    convs = {reason for step, reason in zip(plan, inference.general, strict=True) if step.op == "Conv"}
-    assert convs == {None}
     copies, reblock = [], cpu_ops.reblock
 
     def counted(src, dst, offset=0):
@@ -163,28 +172,6 @@ def test_a_conv_writes_its_output_into_the_padded_data_of_the_conv_that_reads_it
     assert copies and not padded   # (the 24-channel convs' data still regroups blocks of 16 into 4s)
     monkeypatch.undo()
     np.testing.assert_array_equal(got, q.run_integer(other)[q.graph.output])
-
-
-@pytest.mark.parametrize("graph", ["qdq", "power_of_two"])
-def test_the_float_input_is_quantized_by_one_kernel(graph, monkeypatch):
-    """The float input is quantized by one kernel (compiler.ops.network.quantize_blocked), not by
-    ``quantize_input`` on the host: a CNN's straight into the inside of its stem's padded data (the stem's
-    runner does it; a transformer's in the graph's layout, ``test_an_inference_on_new_inputs_...``). The
-    output on an input that probes the quantization's rules (a nan, infinities, values past the clamps) is
-    the integer graph's, which quantizes by ``quantize_input``."""
-    q = _qdq(size=32) if graph == "qdq" else quantize.quantize(
-        tg.load(models.build("resnet18"), {"input": (1, 3, 32, 32)}), samples=1)
-    target, plan, kernels = _compiled(q, monkeypatch)
-    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
-    assert inference.quantized_by_runner == {"input"} and not inference.quantizers
-    # an input the kernel does not take (float64): quantized on the host, as the integer graph does
-    doubles = {name: x.astype(np.float64) for name, x in _inputs(q, seed=16).items()}
-    np.testing.assert_array_equal(inference(doubles)[0], q.run_integer(doubles)[q.graph.output])
-    other = _inputs(q, seed=15)
-    other["input"].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 1e30]
-    want = q.run_integer(other)[q.graph.output]
-    monkeypatch.setattr(type(q), "quantize_input", lambda *a: pytest.fail("the input quantized on the host"))
-    np.testing.assert_array_equal(inference(other)[0], want)
 
 
 def test_a_runner_that_disagrees_with_its_placement_is_not_used(monkeypatch):
