@@ -585,16 +585,21 @@ def _heads_runner(step: Step, q: QuantizedGraph, placement: Placement, prepared:
 
 def _rows_runner(step: Step, part: Placed, kernel: Prepared, want: np.ndarray) -> tuple[Runner | None, str]:
     """A row-wise kernel of one activation (``network.softmax_int8``, ``layer_norm_int8``; its other inputs
-    constants, bound once): its input copied into a kept array, the kernel bound once, its output the
-    graph's tensor reshaped."""
+    constants): run on its input where that is a contiguous array of the kernel's type (bound to it while
+    it comes again, ``host_kernels.rebinding``), else on a copy in a kept array; its output the graph's
+    tensor reshaped."""
     x, *constants = part.inputs
     data, out = np.empty_like(x), _output_of(kernel)
-    call = kernel.compiled[1].bind(data, *constants, out)
+    copied, on_input = kernel.compiled[1].bind(data, *constants, out), rebinding(kernel.compiled[1])
     name, result = step.inputs[0], out.reshape(want.shape)   # (one array each time: its readers stay bound)
 
     def run(tensors: Tensors) -> None:
-        np.copyto(data, tensors.read(name).reshape(data.shape))
-        call()
+        x = tensors.read(name)
+        if x.flags.c_contiguous and x.dtype == data.dtype and x.size == data.size:
+            on_input((x,), lambda: (x.reshape(data.shape), *constants, out))
+        else:
+            np.copyto(data, x.reshape(data.shape))
+            copied()
         tensors.plain[step.output] = result
     return run, ""
 
