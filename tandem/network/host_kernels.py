@@ -145,14 +145,18 @@ def flat_view(v: np.ndarray) -> FlatView | None:
     """``v`` as a view of a flat array: that array (of ``v``'s type, over all of the contiguous array that
     ``v`` views), the index of ``v``'s first element in it and ``v``'s strides in elements; None where
     ``v`` views no contiguous array or not in whole elements."""
-    root = v
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    size = v.itemsize
+    root, size = _root(v), v.itemsize
     start = v.__array_interface__["data"][0] - root.__array_interface__["data"][0]
     if not root.flags.c_contiguous or root.nbytes % size or start % size or any(s % size for s in v.strides):
         return None
     return root.reshape(-1).view(np.uint8).view(v.dtype), start // size, tuple(s // size for s in v.strides)
+
+
+def _root(v: np.ndarray) -> np.ndarray:
+    """The array that owns the memory ``v`` views (``v`` itself where it owns its own)."""
+    while isinstance(v.base, np.ndarray):
+        v = v.base
+    return v
 
 
 #: the layouts ``by_layout`` compiles for, at most: the inference's check on the integer graph's arrays when
@@ -172,10 +176,7 @@ def by_layout(shape: tuple[int, ...], make: Callable[[FlatView], Callable[[], No
     def run(v: np.ndarray) -> bool:
         if v.shape != shape or v.itemsize != 1:
             return False
-        root = v
-        while isinstance(root.base, np.ndarray):
-            root = root.base
-        key = (id(root), v.ctypes.data, v.strides)   # (a bound call keeps its root alive: no id reused)
+        key = (id(_root(v)), v.ctypes.data, v.strides)   # (a bound call keeps its root alive: no id reused)
         call = made.get(key, run)
         if call is run and len(made) < LAYOUTS:
             view = flat_view(v)
@@ -217,8 +218,9 @@ def column_packer(shape: tuple[int, int, int], weights: np.ndarray, biases: np.n
     """A call that packs ``b`` ``[H, K, N]`` (attention's keys or values as the MatMul holds them: a strided
     view of an array a kernel keeps) into ``weights`` ``[H, N/Y, K/X, Y, X]``
     (``compiler.ops.network.pack_columns``) and writes each head's bias, ``base + moved * sum(k, b)``,
-    into ``biases[:, :N]`` (``column_sums``; none where ``moved`` is 0: the biases are ``base`` then, and
-    where K is not contiguous the caller sums, as numpy does that faster); ``by_layout``."""
+    into ``biases[:, :N]`` (``column_sums``; none where ``moved`` is 0: the biases are ``base`` then, which
+    the caller writes once, and where K is not contiguous the caller sums, as numpy does that faster);
+    ``by_layout``."""
     heads, k, n = shape
     wide = base.astype(np.int32)
     whole = biases if biases.shape[1] == n else np.empty((heads, n), np.int32)
@@ -234,7 +236,6 @@ def column_packer(shape: tuple[int, int, int], weights: np.ndarray, biases: np.n
             return None
         if pack.compiled[0].params[-1].shape != weights.shape:
             return None
-        biases[:, :n] = base
         packed = pack.compiled[1].bind(view[0], weights.view(view[0].dtype))
         summed = sums.compiled[1].bind(view[0], wide, whole) if sums is not None else None
 

@@ -81,7 +81,7 @@ from tandem.network.host_kernels import (
     view_mover,
 )
 from tandem.network.place import data_offset, moved_data, place
-from tandem.network.quantized import QuantizedGraph
+from tandem.network.quantized import QuantizedGraph, view_of
 from tandem.network.steps import Placed, Placement, Step
 
 #: at least this many timed inferences, and at least ``min_time`` seconds of them (after one warm-up)
@@ -337,35 +337,35 @@ def _flat_table_runner(step: Step, table: np.ndarray, target: Target, threads: i
     return run
 
 
-#: the host's layers that may only reshape or transpose their input (``_view_runner``)
-RESHAPES = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose")
+#: the host's layers that may only reshape, transpose or select from their input (``_view_runner``)
+RESHAPES = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Gather")   # (``quantized.view_of``)
 
 
 def _view_runner(step: Step, tensors: Tensors) -> Runner | None:
-    """A host step that only reshapes or transposes its one input (its output, just computed by the integer
-    graph, equals the input's values so viewed): a view of the input on each inference, no copy (a kernel
-    that reads it moves it anyway); None for another step."""
+    """A host step that only reshapes, transposes or, by one constant index, selects from its one input (a
+    Gather: PyTorch's export of attention splits the packed query, key and value so), its output (just
+    computed by the integer graph) equal to the input's values so viewed: a view of the input on each
+    inference, one array while the input is (a reshape numpy cannot view: copied into a kept array); None
+    for another step."""
     layer = step.layers[0]
     if len(step.layers) != 1 or layer.op not in RESHAPES or len(layer.outputs) != 1:
         return None
     name, out = layer.inputs[0], tensors.plain[step.output]
     x = tensors.read(name)
-    perm = layer.attrs.get("perm", tuple(reversed(range(x.ndim)))) if layer.op == "Transpose" else None
-
-    def view(x: np.ndarray) -> np.ndarray:
-        return np.transpose(x, perm) if perm is not None else x.reshape(out.shape)
-    if x.dtype != out.dtype or x.size != out.size or view(x).shape != out.shape or \
-            not np.array_equal(view(x), out):
+    view = view_of(layer, x.ndim, out.shape)
+    if view is None or x.dtype != out.dtype or layer.op != "Gather" and x.size != out.size:
         return None
-    kept = np.empty(out.shape, out.dtype)   # a reshape numpy cannot view: copied here, one array each time
-    last: list = [None, None]   # the last input and its view: one array each time where the input is
+    seen = view(x) if layer.op in ("Transpose", "Gather") else x.reshape(out.shape)   # (a copy where it must)
+    if seen.shape != out.shape or not np.array_equal(seen, out):
+        return None
+    kept = np.empty(out.shape, out.dtype)
+    last: list = [None, None]   # the last input and its view
 
     def run(tensors: Tensors) -> None:
         x = tensors.read(name)
         if x is not last[0]:
             try:
-                last[:] = x, np.transpose(x, perm) if perm is not None else \
-                    np.reshape(x, out.shape, copy=False)
+                last[:] = x, view(x)
             except ValueError:   # (a transposed view's merged axes: copied into kept)
                 last[:] = x, kept
         if last[1] is kept:

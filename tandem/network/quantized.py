@@ -170,6 +170,22 @@ def moved(layer: Layer) -> tuple[int, ...]:
     return tuple(i for i in positions if i < len(layer.operands) and layer.operands[i])
 
 
+def view_of(layer: Layer, ndim: int, shape: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray] | None:
+    """How a reshape, a transpose or a Gather by one constant index views an input of ``ndim`` dimensions
+    as its output of ``shape`` (``tandem.network.inference``'s view runner): a reshape raises ValueError
+    where numpy cannot view it; None for a Gather by other than one constant index."""
+    if layer.op == "Transpose":
+        perm = layer.attrs.get("perm", tuple(reversed(range(ndim))))
+        return lambda x: np.transpose(x, perm)
+    if layer.op == "Gather":
+        index = layer.weights.get(1)
+        if index is None or np.ndim(index) != 0 or 0 in layer.weights:
+            return None
+        at = (slice(None),) * (layer.attrs.get("axis", 0) % ndim) + (int(index),)
+        return lambda x: x[at]
+    return lambda x: np.reshape(x, shape, copy=False)
+
+
 def moved_inputs(layer: Layer) -> tuple[str, ...]:
     """The activations a move moves (its data operands that are not constants)."""
     return tuple(layer.operands[i] for i in moved(layer) if i not in layer.weights)

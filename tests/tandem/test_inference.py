@@ -228,3 +228,33 @@ def test_the_weights_are_packed_again_when_other_weights_come():
 def test_same_memory_is_the_same_elements_at_the_same_address(view, same):
     w = np.arange(12, dtype=np.int8).reshape(3, 4)
     assert same_memory(w, view(w)) is same
+
+
+def test_a_gather_by_one_constant_index_is_a_view_of_its_input(monkeypatch):
+    """PyTorch's export of attention splits its packed query, key and value projection with a Gather by a
+    constant index: on the host, a view of its input (no copy, the same array each inference, which the
+    next kernel stays bound to); the output on a new input is the integer graph's."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 48)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([8, 3, 16], np.int64), "shape"),
+             numpy_helper.from_array(np.array(1, np.int64), "k"),
+             numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["input", "w"], ["qkv"]),
+             helper.make_node("Reshape", ["qkv", "shape"], ["split"]),
+             helper.make_node("Gather", ["split", "k"], ["key"], axis=1),
+             helper.make_node("MatMul", ["key", "w2"], ["output"])]
+    graph = helper.make_graph(nodes, "select",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [8, 16])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [8, 32])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model)
+    q = quantize.quantize(tg.load(model), samples=1)
+    target, plan, kernels = _compiled(q, monkeypatch)
+    inference = prepare_inference(q, target, plan, kernels, _inputs(q))
+    assert {reason for step, reason in zip(plan, inference.general, strict=True) if step.op == "Gather"} == \
+        {"it runs on the host: a view of its input"}
+    other = _inputs(q, seed=21)
+    np.testing.assert_array_equal(inference(other)[0], q.run_integer(other)[q.graph.output])
