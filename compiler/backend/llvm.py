@@ -11,9 +11,9 @@ How the function is cut up (``plan``):
   it touches (``compiler.backend.llvm_emit``). A parallel loop at the top level is a *parallel segment*:
   its iterations are cut into one contiguous slice per thread, each slice runs on its own thread (ctypes
   releases the GIL during the call), and the call waits for all of them before the next segment starts;
-  parallel loops deeper down run serially within their thread. The threads are libgomp's, forked from the
-  compiled code (``compiler.backend.llvm_parallel``: a call is then one native call of every segment), or
-  Python threads where libgomp is missing.
+  parallel loops deeper down run serially within their thread. The threads are the workers of Tandem's
+  native pool (``compiler.backend.llvm_pool``), forked from the compiled code
+  (``compiler.backend.llvm_parallel``): a call is one native call of every segment.
 
 The code is generated for the host CPU (``llvmlite.binding.get_host_cpu_name()`` and its features, so
 AVX-512 VNNI where the CPU has it) and optimized with LLVM's O3 pipeline. ``CpuKernel.llvm_ir`` and
@@ -31,7 +31,6 @@ import ctypes
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -43,7 +42,8 @@ from threadpoolctl import threadpool_limits
 
 from compiler.backend.llvm_emit import FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
-from compiler.backend.llvm_parallel import emit_each, emit_fork, emit_repeat, openmp_available
+from compiler.backend.llvm_parallel import emit_each, emit_fork, emit_repeat
+from compiler.backend.llvm_pool import Pool, compile_pool
 from compiler.backend.llvm_types import I32, I64, PTR, ErrorTable
 from compiler.errors import CodegenError, CpuRuntimeError
 from compiler.interp.args import contiguous_args, match_args, stored_buffers
@@ -143,9 +143,10 @@ def compile_module(func: n.PrimFunc, segments: tuple[Segment, ...], tm: llvm.Tar
                    slots: list[list[int]] | None = None) -> llvm.ModuleRef:
     """One LLVM module for ``tm`` and ``triple`` with a function per segment of ``func`` (tensor
     instructions emitted by ``rules``), verified and optimized with LLVM's O3 pipeline; with ``fork``, each
-    parallel segment also gets a libgomp fork wrapper; with ``slots`` (each segment's buffers as indices
-    into one pointer array), the native loop ``<func>.repeat`` (``llvm_parallel.emit_repeat``), which runs
-    every segment, forked where it has a wrapper: each call of a kernel once, its timing loop n times."""
+    parallel segment also gets a fork wrapper (``llvm_parallel.emit_fork``); with ``slots`` (each segment's
+    buffers as indices into one pointer array), the native loop ``<func>.repeat``
+    (``llvm_parallel.emit_repeat``), which runs every segment, forked where it has a wrapper: each call of a
+    kernel once, its timing loop n times."""
     module = ll.Module(name=func.name)
     module.triple = triple
     module.data_layout = str(tm.target_data)
@@ -203,21 +204,16 @@ class CpuKernel:
         self.workspaces, self.segments = plan(func)
         self.errors = ErrorTable()
         tm = target_machine()
-        self._native_threads = openmp_available()
+        self._pool = thread_pool()
         index = {b: k for k, b in enumerate((*func.params, *self.workspaces))}
         self._slots = [[index[b] for b in seg.buffers] for seg in self.segments]  # each segment's pointers
         parsed = compile_module(func, self.segments, tm, llvm.get_process_triple(), self.errors,
-                                emit_tensor_insn, fork=self._native_threads, slots=self._slots)
+                                emit_tensor_insn, fork=True, slots=self._slots)
         self.llvm_ir = str(parsed)
         self._engine = llvm.create_mcjit_compiler(parsed, tm)  # owns tm and the module from here on
         self._tm = tm
         self._engine.finalize_object()
         self._module = parsed
-        self._fns = []   # each segment's function, called from Python where there is no libgomp
-        for seg in self.segments:
-            pointers = [ctypes.c_void_p] * len(seg.buffers)
-            proto = ctypes.CFUNCTYPE(ctypes.c_int32, *pointers, ctypes.c_int64, ctypes.c_int64)
-            self._fns.append(proto(self._engine.get_function_address(seg.name)))
         self._stored = stored_buffers(func.body)
         self._params = [(p.shape, p.dtype.numpy, p.size) for p in func.params]
         self._repeat = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)(
@@ -233,14 +229,14 @@ class CpuKernel:
         if not named and self._plain(args):  # the common case, checked cheaply: calls can be microseconds
             _check_overlap(self.func, args)
             workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]  # alive until done
-            self._run(self._pointers([a.ctypes.data for a in (*args, *workspaces)]), threads or self.threads)
+            self._run(_pointers([a.ctypes.data for a in (*args, *workspaces)]), self._started(threads))
             return
         given = named if named and not args else list(args)
         with contiguous_args(self.func, given, self._stored, CpuRuntimeError) as arrays:
             _check_overlap(self.func, match_args(self.func, given, CpuRuntimeError))
             workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]
             addresses = [a.ctypes.data for a in (*arrays, *workspaces)]
-            self._run(self._pointers(addresses), threads or self.threads)
+            self._run(_pointers(addresses), self._started(threads))
 
     def bind(self, *args) -> Callable[[], None]:
         """A call on ``args`` (numpy arrays matching the parameters exactly, checked once here) to be made
@@ -252,7 +248,7 @@ class CpuKernel:
                                   f"per parameter of exactly its dtype and shape")
         _check_overlap(self.func, args)
         arrays = (*args, *(np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces))
-        pointers, threads = self._pointers([a.ctypes.data for a in arrays]), self.threads
+        pointers, threads = _pointers([a.ctypes.data for a in arrays]), self._started(None)
 
         def call() -> None:
             self._run(pointers, threads)
@@ -264,10 +260,9 @@ class CpuKernel:
         """A call that runs the kernel on each set of arrays in ``sets`` (each as ``bind`` takes them), the
         sets shared among ``threads`` (by default the kernel's), each set's loops on one thread: many small
         kernels in one native call and one fork (the GEMMs of attention's heads), where their own parallel
-        loops would each fork and join. Without libgomp, each set's ``bind`` call in turn."""
+        loops would each fork and join."""
         calls = [self.bind(*args) for args in sets]   # (each set checked, its workspaces its own)
-        native = self._each_call() if self._native_threads and calls else None
-        if native is None:
+        if not calls:
             def each() -> None:
                 for call in calls:
                     call()
@@ -275,7 +270,8 @@ class CpuKernel:
             return each
         table = (ctypes.c_void_p * sum(len(call.arrays) for call in calls))(
             *(a.ctypes.data for call in calls for a in call.arrays))
-        threads = min(threads or self.threads, len(calls))
+        threads = self._started(min(threads or self.threads, len(calls)))
+        native = self._each_call()
 
         def each() -> None:
             code = native(table, len(calls), threads)
@@ -307,18 +303,14 @@ class CpuKernel:
         once), over ``repeats`` samples of back-to-back calls lasting at least ``min_time`` seconds each.
         The calls run in the native loop ``<func>.repeat``, so what a Python call costs besides the kernel
         (checks, ctypes, about 9 µs per call on this project's CPUs) is not counted; TVM's time_evaluator
-        times the same way. Without OpenMP, parallel segments are timed through ``__call__``."""
+        times the same way."""
         if not self._plain(args):
             raise CpuRuntimeError(f"{self.func.name}: time() takes one C-contiguous, writeable numpy array "
                                   f"per parameter of exactly its dtype and shape")
         _check_overlap(self.func, args)
-        threads = threads or self.threads
-        if threads > 1 and not self._native_threads and any(s.parallel is not None for s in self.segments):
-            return median_seconds(lambda calls: [self(*args, threads=threads) for _ in range(calls)],
-                                  min_time, repeats)
+        threads = self._started(threads)
         workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]  # alive until done
-        arrays = (*args, *workspaces)
-        pointers = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+        pointers = _pointers([a.ctypes.data for a in (*args, *workspaces)])
 
         def run(calls: int) -> None:
             code = self._repeat(pointers, calls, threads)
@@ -338,32 +330,30 @@ class CpuKernel:
                 return False
         return True
 
-    def _pointers(self, addresses: list[int]) -> list[int] | ctypes.Array:
-        """The arrays' addresses as ``_run`` takes them: one C array for the native call, else a list."""
-        return (ctypes.c_void_p * len(addresses))(*addresses) if self._native_threads else addresses
+    def _started(self, threads: int | None) -> int:
+        """``threads`` (the kernel's by default), the pool's workers for them started."""
+        threads = threads or self.threads
+        if threads > 1 + self._pool.workers:
+            self._pool.ensure(threads - 1)
+        return threads
 
-    def _run(self, pointers: list[int] | ctypes.Array, threads: int) -> None:
-        """Every segment on ``pointers`` (``_pointers``'): with libgomp one native call of ``<func>.repeat``
-        (its parallel segments forked there), else a Python loop over the segments, the parallel ones cut
-        into slices for a pool of Python threads."""
-        if self._native_threads:
-            code = self._repeat(pointers, 1, threads)
-            if code:
-                raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
-            return
-        for seg, fn, slots in zip(self.segments, self._fns, self._slots, strict=True):
-            ptrs = [pointers[k] for k in slots]
-            total = seg.iterations
-            parts = min(threads, total) if seg.parallel is not None else 1
-            if parts <= 1:
-                codes = [fn(*ptrs, 0, total)]
-            else:
-                cuts = [total * k // parts for k in range(parts + 1)]
-                futures = [_pool().submit(fn, *ptrs, cuts[k], cuts[k + 1]) for k in range(1, parts)]
-                codes = [fn(*ptrs, cuts[0], cuts[1])] + [f.result() for f in futures]
-            for code in codes:
-                if code:
-                    raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
+    def _run(self, pointers: ctypes.Array, threads: int) -> None:
+        """Every segment on ``pointers`` (``_pointers``'): one native call of ``<func>.repeat``, its parallel
+        segments forked there."""
+        code = self._repeat(pointers, 1, threads)
+        if code:
+            raise CpuRuntimeError(f"{self.func.name}: {self.errors.messages[code - 1]}")
+
+
+def _pointers(addresses: list[int]) -> ctypes.Array:
+    """The arrays' addresses as the native calls take them: one C array."""
+    return (ctypes.c_void_p * len(addresses))(*addresses)
+
+
+@cache
+def thread_pool() -> Pool:
+    """This process's native thread pool (``llvm_pool``), compiled with the first kernel."""
+    return compile_pool(target_machine())
 
 
 @contextmanager
@@ -413,11 +403,6 @@ def _check_overlap(func: n.PrimFunc, arrays: list[np.ndarray]) -> None:
                     f"{func.name}: arguments '{func.params[i].name}' and '{func.params[j].name}' share "
                     "memory; compiled code assumes every buffer is distinct"
                 )
-
-
-@cache
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=max(1, default_threads() - 1), thread_name_prefix="tandem-cpu")
 
 
 def cpu_unsupported(func: n.PrimFunc) -> str | None:

@@ -11,8 +11,9 @@ schedules (``compiler.ops.cpu``, tensorized onto the spec's sdot by the one matc
 the same code generator (``compiler.backend.llvm_emit``) and the same tensor-instruction rule
 (``llvm_operands.emit_tensor_insn``: the intrinsic, its argument order and the CPU features come from the
 spec) into one module for the triple, optimized by the same O3 pipeline (``compile_module``). Each segment is
-the function ``i32 name(ptr..., i64 begin, i64 end)`` the host backend calls; parallel loops get no libgomp
-wrapper: a caller runs each segment's iterations ``[0, iterations)`` itself.
+the function ``i32 name(ptr..., i64 begin, i64 end)`` the host backend calls; parallel loops get no fork
+wrapper (the host's thread pool is not the target's): a caller runs each segment's iterations
+``[0, iterations)`` itself.
 
 The target machine's features are, unless given, the first feature set that each tensor instruction of
 ``func`` names in its spec (``features = ["dotprod"]`` for sdot), so that the code assumes nothing more.

@@ -241,18 +241,6 @@ def test_vectorized_loops_become_vector_loads_and_parallel_loops_threads() -> No
         same_as_interpreter(func, a, b, np.zeros(32 * 48, np.float32), threads=threads)
 
 
-def test_without_libgomp_parallel_loops_run_on_python_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    import compiler.backend.llvm as backend
-
-    monkeypatch.setattr(backend, "openmp_available", lambda: False)
-    func = _vector_add(ForKind.VECTORIZED)
-    kernel = build(func)
-    assert "GOMP_parallel" not in kernel.llvm_ir and ".fork" not in kernel.llvm_ir
-    rng = np.random.default_rng(8)
-    a, b = rng.standard_normal((2, 32 * 48)).astype(np.float32)
-    same_as_interpreter(func, a, b, np.zeros(32 * 48, np.float32), threads=2)
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 def test_time_runs_the_whole_kernel_back_to_back_in_a_native_loop(threads: int) -> None:
     """Every call of the timing loop runs every segment (a parallel one on every slice): an increment of each
