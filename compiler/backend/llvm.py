@@ -40,6 +40,7 @@ import numpy as np
 from llvmlite import ir as ll
 from threadpoolctl import threadpool_limits
 
+from compiler.backend import aligned
 from compiler.backend.llvm_emit import FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
 from compiler.backend.llvm_parallel import emit_each, emit_fork, emit_repeat
@@ -228,13 +229,13 @@ class CpuKernel:
         """Run in place on ``args`` (or on arrays named by parameter); ``threads`` overrides the default."""
         if not named and self._plain(args):  # the common case, checked cheaply: calls can be microseconds
             _check_overlap(self.func, args)
-            workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]  # alive until done
+            workspaces = [aligned.empty(w.size, w.dtype.numpy) for w in self.workspaces]  # alive until done
             self._run(_pointers([a.ctypes.data for a in (*args, *workspaces)]), self._started(threads))
             return
         given = named if named and not args else list(args)
         with contiguous_args(self.func, given, self._stored, CpuRuntimeError) as arrays:
             _check_overlap(self.func, match_args(self.func, given, CpuRuntimeError))
-            workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]
+            workspaces = [aligned.empty(w.size, w.dtype.numpy) for w in self.workspaces]
             addresses = [a.ctypes.data for a in (*arrays, *workspaces)]
             self._run(_pointers(addresses), self._started(threads))
 
@@ -247,7 +248,7 @@ class CpuKernel:
             raise CpuRuntimeError(f"{self.func.name}: bind() takes one C-contiguous, writeable numpy array "
                                   f"per parameter of exactly its dtype and shape")
         _check_overlap(self.func, args)
-        arrays = (*args, *(np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces))
+        arrays = (*args, *(aligned.empty(w.size, w.dtype.numpy) for w in self.workspaces))
         pointers, threads = _pointers([a.ctypes.data for a in arrays]), self._started(None)
 
         def call() -> None:
@@ -309,7 +310,7 @@ class CpuKernel:
                                   f"per parameter of exactly its dtype and shape")
         _check_overlap(self.func, args)
         threads = self._started(threads)
-        workspaces = [np.empty(w.size, dtype=w.dtype.numpy) for w in self.workspaces]  # alive until done
+        workspaces = [aligned.empty(w.size, w.dtype.numpy) for w in self.workspaces]  # alive until done
         pointers = _pointers([a.ctypes.data for a in (*args, *workspaces)])
 
         def run(calls: int) -> None:

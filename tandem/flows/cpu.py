@@ -54,6 +54,7 @@ import numpy as np
 
 from compiler import te
 from compiler.analysis.issued import issued_instructions
+from compiler.backend import aligned
 from compiler.backend.llvm import CpuKernel, build, default_threads, host_cpu
 from compiler.backend.llvm_operands import instruction_runs_on_cpu
 from compiler.backend.llvm_probe import measure_instruction_peak, measure_peak, tsc_hz
@@ -269,8 +270,8 @@ class CpuLayerFlow(TargetFlow):
                target: Target) -> np.ndarray:
         """One call of the kernel on ``inputs``, its output in the layer's plain layout (the kernel writes
         every element of its output, as ``execute``'s check makes sure: it starts uninitialized)."""
-        func = compiled[0]
-        return self._call(job, compiled, inputs, np.empty(func.params[-1].shape, func.params[-1].dtype.numpy))
+        out = compiled[0].params[-1]
+        return self._call(job, compiled, inputs, aligned.empty(out.shape, out.dtype.numpy))
 
     @staticmethod
     def _call(job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], inputs: list[np.ndarray],
@@ -287,7 +288,7 @@ class CpuLayerFlow(TargetFlow):
     @staticmethod
     def _seconds(job: CpuJob, compiled: tuple[ir.PrimFunc, CpuKernel], packed, min_time: float) -> float:
         func, kernel = compiled
-        out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
+        out = aligned.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
         return kernel.time(*packed, out, min_time=min_time / 5)
 
     def reference(self, job: CpuJob, inputs: list[np.ndarray]) -> np.ndarray:
@@ -318,7 +319,7 @@ class CpuLayerFlow(TargetFlow):
 
 def poisoned(out: ir.Buffer) -> np.ndarray:
     """An array for output ``out`` whose every byte is ``POISON``."""
-    array = np.empty(out.shape, out.dtype.numpy)
+    array = aligned.empty(out.shape, out.dtype.numpy)
     array.view(np.uint8)[...] = POISON
     return array
 
@@ -329,9 +330,10 @@ def _packed(job: CpuJob, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]
     data, weight, *per_channel = inputs
     held = job.packed_weights
     if not held or not same_memory(held[0], weight):
-        held[:] = [weight, cpu_layers.pack_weights(job.layer, weight, job.packing, job.options)]
-    return (cpu_layers.pack_data(job.layer, data, job.packing, job.options), held[1],
-            *(cpu_layers.pack_channels(v, job.packing, job.options) for v in per_channel))
+        packed = cpu_layers.pack_weights(job.layer, weight, job.packing, job.options)
+        held[:] = [weight, aligned.aligned(packed)]
+    return (aligned.aligned(cpu_layers.pack_data(job.layer, data, job.packing, job.options)), held[1],
+            *(aligned.aligned(cpu_layers.pack_channels(v, job.packing, job.options)) for v in per_channel))
 
 
 def same_memory(held: np.ndarray, given: np.ndarray) -> bool:

@@ -61,6 +61,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.backend import aligned as aligned_arrays
+from compiler.backend.aligned import aligned
 from compiler.backend.llvm import build
 from compiler.ops import cpu as cpu_ops
 from compiler.ops import network
@@ -419,7 +421,7 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
     if not per_channel:
         return None, "its requantization is not fused"
     pk, options, layer = job.packing, job.options, job.layer
-    packed = cpu_layers.pack_data(layer, data, pk, options)   # the buffer: its border is written once
+    packed = aligned(cpu_layers.pack_data(layer, data, pk, options))   # the buffer: its border written once
     pad, group = (packed.shape[2] - x.shape[2]) // 2, packed.shape[-1]
     inside = packed[(slice(None),) * 2 + tuple(slice(pad, pad + s) for s in x.shape[2:])]
     margin = (data.shape[2] - x.shape[2]) // 2   # what the data holds of the padding
@@ -428,8 +430,8 @@ def _window_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kern
     if data.shape[:2] != x.shape[:2] or not np.array_equal(
             data[(slice(None),) * 2 + tuple(slice(margin, margin + s) for s in x.shape[2:])], moved):
         return None, "its data is not its input moved to uint8 by the offset"
-    weights = cpu_layers.pack_weights(layer, weight, pk, options)
-    channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
+    weights = aligned(cpu_layers.pack_weights(layer, weight, pk, options))
+    channels = [aligned(cpu_layers.pack_channels(v, pk, options)) for v in per_channel]
     source = tensors.blocked.get(name)
     same = source is not None and source.array.dtype == packed.dtype and offset == 0
     writer = tensors.writers.get(name) if same and tensors.readers.get(name) == 1 else None
@@ -487,10 +489,10 @@ def _gemm_runner(step: Step, q: QuantizedGraph, arrays: list[np.ndarray], kernel
             moved_data(x, offset, data.dtype).reshape(data.shape), data):
         return None, "its data is not its input moved to uint8 by the offset"
     pk, options, layer = job.packing, job.options, job.layer
-    weights = cpu_layers.pack_weights(layer, weight, pk, options)
-    channels = [cpu_layers.pack_channels(v, pk, options) for v in per_channel]
+    weights = aligned(cpu_layers.pack_weights(layer, weight, pk, options))
+    channels = [aligned(cpu_layers.pack_channels(v, pk, options)) for v in per_channel]
     call, result, rows = kernel.compiled[1], _output_of(kernel), data.shape
-    packed = cpu_layers.pack_data(layer, data, pk, options)
+    packed = aligned(cpu_layers.pack_data(layer, data, pk, options))
     kept = packed.shape == rows   # the rows as they are: moved into one kept array, the kernel bound once
     bound = call.bind(packed, weights, *channels, result) if kept else None
     move = byte_mover(packed.size, offset, x.dtype, packed.dtype, target, call.threads)
@@ -589,7 +591,7 @@ def _rows_runner(step: Step, part: Placed, kernel: Prepared, want: np.ndarray) -
     it comes again, ``host_kernels.rebinding``), else on a copy in a kept array; its output the graph's
     tensor reshaped."""
     x, *constants = part.inputs
-    data, out = np.empty_like(x), _output_of(kernel)
+    data, out = aligned_arrays.empty(x.shape, x.dtype), _output_of(kernel)
     copied, on_input = kernel.compiled[1].bind(data, *constants, out), rebinding(kernel.compiled[1])
     name, result = step.inputs[0], out.reshape(want.shape)   # (one array each time: its readers stay bound)
 
@@ -609,7 +611,7 @@ def _output_of(kernel: Prepared) -> np.ndarray:
     until the inference's end, and the next inference writes it again (what an inference returns is a copy,
     in the graph's layout)."""
     out = kernel.compiled[0].params[-1]
-    return np.empty(out.shape, out.dtype.numpy)
+    return aligned_arrays.empty(out.shape, out.dtype.numpy)
 
 
 def _operand(source: np.ndarray, shape: tuple[int, ...], dtype: np.dtype
@@ -620,7 +622,7 @@ def _operand(source: np.ndarray, shape: tuple[int, ...], dtype: np.dtype
     call."""
     if source.dtype == dtype:
         return source.reshape(shape), lambda: None
-    into = np.empty(shape, dtype)
+    into = aligned_arrays.empty(shape, dtype)
     return into, lambda: np.copyto(into, source.reshape(shape))
 
 
