@@ -170,12 +170,15 @@ def report_on(prepared: Prepared, explain: bool = False) -> RunReport:
     t0 = time.perf_counter()
     execution = flow.execute(job, compiled, data, target)
     simulate_s = time.perf_counter() - t0
-    want = flow.reference(job, data)
-    check = flow.validate(job, data, execution.output, want)
-    if p.seeded and check.validated:
-        check = _at_extremes(flow, job, compiled, target, data, check)
+    from compiler.backend.llvm import quiet_blas  # here: ``tandem --help`` imports this module
+    from compiler.passes import explain as explanation
+
+    with quiet_blas():   # numpy's BLAS threads spin after a call: a run timed next would lose its 2nd core
+        want = flow.reference(job, data)
+        check = flow.validate(job, data, execution.output, want)
+        if p.seeded and check.validated:
+            check = _at_extremes(flow, job, compiled, target, data, check)
     roof = flow.roofline(job, target, execution)
-    from compiler.passes import explain as explanation  # here: ``tandem --help`` imports this module
 
     chosen = explanation.selection(flow.selection(job, compiled), unused_too=explain)
     return RunReport(

@@ -44,6 +44,26 @@ def test_run_cpu_validates_bit_exact_and_reports_gops(layer: Layer, isa: str) ->
     assert (r.tensor_instructions > 0) == (isa == "x86-vnni") and r.scalar_fallback == 0
 
 
+def test_references_are_computed_with_numpys_blas_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's numpy references (integer GEMMs go through float64 BLAS) keep OpenBLAS to one thread: its
+    threads spin after a call, and a 2-thread kernel timed next ran at its 1-thread speed (ResNet-18's C5:
+    6.5 us per call before a 3136x576x64 float64 matmul, 12.5 us right after it)."""
+    from threadpoolctl import threadpool_info
+
+    from tandem.flows import cpu as cpu_flow
+
+    seen: list[list[int]] = []
+    reference = cpu_flow.CpuLayerFlow.reference
+
+    def watched(self, job, inputs):
+        seen.append([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+        return reference(self, job, inputs)
+
+    monkeypatch.setattr(cpu_flow.CpuLayerFlow, "reference", watched)
+    assert run_cpu(GemmShape(20, 40, 36), threads=2, min_time=0.005).validated
+    assert len(seen) == 6 and all(n == 1 for threads in seen for n in threads)
+
+
 def test_vnni_issues_one_instruction_per_64_padded_multiply_adds() -> None:
     layer = ConvShape(14, 14, 32, 32, 3, 1, 1)
     r = run_cpu(layer, "x86-vnni", threads=1, tuning=CpuTuning(3, 2, 7), min_time=0.005)
