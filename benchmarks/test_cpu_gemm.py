@@ -23,7 +23,8 @@ import pytest
 
 from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER
 from baselines.peer import GemmSpec
-from compiler.backend.llvm import host_cpu
+from compiler.backend import aligned
+from compiler.backend.llvm import host_cpu, quiet_blas
 from compiler.ops.nn import GemmShape
 from tandem.flows import cpu_layers
 from tandem.flows.cpu import compile_layer, default_isa, host_packing, layer_peak
@@ -60,11 +61,12 @@ def test_transformer_gemm(benchmark, shape: str, dtype: str, threads: int) -> No
     (tuning, *_), _ = select(layer, isa, threads, 0, None, target, options)
     func, kernel = compile_layer(layer, isa, tuning, threads, target, options)
     data, weight = cpu_layers.inputs(layer, 0, options)
-    packed = cpu_layers.pack(layer, data, weight, pk)
-    out = np.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
+    packed = [aligned.aligned(a) for a in cpu_layers.pack(layer, data, weight, pk)]   # as a run hands them
+    out = aligned.zeros(func.params[-1].shape, func.params[-1].dtype.numpy)
     kernel(*packed, out)
-    magnitude = cpu_layers.magnitude(layer, data, weight, options=options) if options.is_float else None
-    want = cpu_layers.reference(layer, data, weight, options=options)
+    with quiet_blas():   # the reference's float64 BLAS: no thread left spinning while the kernel is timed
+        magnitude = cpu_layers.magnitude(layer, data, weight, options=options) if options.is_float else None
+        want = cpu_layers.reference(layer, data, weight, options=options)
     check = cpu_layers.check(layer, cpu_layers.unpack(layer, out, options), want, magnitude, options)
     assert check.validated, check.detail
     benchmark(kernel, *packed, out)

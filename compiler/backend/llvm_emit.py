@@ -78,7 +78,8 @@ from compiler.ir.intrinsics import MATH, Call
 from compiler.ir.shifts import Shl, Shr
 
 #: the marks (``Attr`` keys) that change how the statements inside them are emitted
-MARKS = ("pragma_fp_contract",)
+MARKS = ("pragma_fp_contract", "pragma_nontemporal")
+LINE = 64   # bytes: the vector a non-temporal store writes whole, on a line of its own
 MAX_UNROLL = 64
 STACK_LIMIT = 512 * 1024
 
@@ -109,6 +110,7 @@ class FunctionEmitter:
         self.vector: VectorLoop | None = None
         self.stack_bytes = 0
         self.marks: set[str] = set()   # the MARKS around the statement being emitted
+        self.streamed = False          # a non-temporal store was emitted: fence them before returning
         self.heap: list[ll.Value] = []  # malloc'ed buffers live at this point (freed on a fault)
 
     def declare_function(self, name: str, buffers: list[n.Buffer]) -> ll.Function:
@@ -142,6 +144,8 @@ class FunctionEmitter:
     def ret(self, fault: str | None) -> None:
         """Return: 0, or (freeing the heap buffers) the code of ``fault``."""
         if fault is None:
+            if self.streamed:   # non-temporal stores are weakly ordered: done before the caller reads them
+                self.builder.fence("seq_cst")
             self.builder.ret(ll.Constant(I32, 0))
             return
         for p in self.heap:
@@ -387,8 +391,12 @@ class FunctionEmitter:
         mode = self._vector_access(buffer, indices)
         if mode == "contiguous":
             flat = self._lane0_index(buffer, indices, text)
-            self.builder.store(self.splat(value), self.element_ptr(buffer, flat),
-                               align=self.vector_align(buffer, indices))
+            value, ptr = self.splat(value), self.element_ptr(buffer, flat)
+            if "pragma_nontemporal" in self.marks and buffer in self.params and \
+                    value.type.count * element_bytes(memory_type(buffer.dtype)) == LINE:
+                self._stream(value, ptr, self.vector_align(buffer, indices))
+                return
+            self.builder.store(value, ptr, align=self.vector_align(buffer, indices))
             return
         flat = self._flat_index(buffer, indices, text)
         vec_index = isinstance(flat.type, ll.VectorType)
@@ -402,6 +410,20 @@ class FunctionEmitter:
             lane = self.builder.extract_element(flat, ll.Constant(I32, k))
             item = self.builder.extract_element(value, ll.Constant(I32, k))
             self.builder.store(item, self.element_ptr(buffer, lane))
+
+    def _stream(self, value: ll.Value, ptr: ll.Value, align: int) -> None:
+        """Store the line ``value`` at ``ptr`` non-temporally where ``ptr`` starts a line (the instruction
+        needs it; arrays handed to kernels do, ``compiler.backend.aligned``), else as any store."""
+        b = self.builder
+        on_line = b.icmp_unsigned("==", b.and_(b.ptrtoint(ptr, I64), ll.Constant(I64, LINE - 1)),
+                                  ll.Constant(I64, 0))
+        with b.if_else(on_line) as (streamed, stored):
+            with streamed:
+                b.store(value, ptr, align=LINE).set_metadata(
+                    "nontemporal", self.module.add_metadata([ll.Constant(I32, 1)]))
+            with stored:
+                b.store(value, ptr, align=align)
+        self.streamed = True
 
     def vector_align(self, buffer: n.Buffer, indices: tuple[n.Expr, ...]) -> int:
         """The alignment (bytes) a contiguous vector access of ``buffer[indices]`` may assume: one element's

@@ -171,7 +171,9 @@ class CpuTuning:
     groups of x summed per visit of a tile, BLIS's k_c: a loop over the blocks of K sits just inside the
     parallel loop (``parallel`` 1: the first loop of the order alone), each tile's sums are kept in the
     output between blocks (LLVM holds them in registers within a block), so that a tile's operands over
-    one block stay in L2 however long K is.
+    one block stay in L2 however long K is. ``stream``: the tile is copied out with non-temporal stores
+    (a line written to memory, never read into the caches first), for an output larger than the last
+    cache that nothing reads before it leaves them (``tandem.flows.cpu_tuning.streams_output``).
     """
 
     parallel: int = 3
@@ -179,11 +181,13 @@ class CpuTuning:
     unroll_x: int = 7
     order: tuple[int, ...] = ()
     k_block: int = 0
+    stream: bool = False
 
     def __str__(self) -> str:
         text = f"parallel={self.parallel} unroll_oc={self.unroll_oc} unroll_x={self.unroll_x}"
         text += f" order={','.join(map(str, self.order))}" if self.order else ""
-        return text + (f" k_block={self.k_block}" if self.k_block else "")
+        text += f" k_block={self.k_block}" if self.k_block else ""
+        return text + (" stream" if self.stream else "")
 
 
 @dataclass(frozen=True)
@@ -486,6 +490,8 @@ def _unit_schedule(
     fused = stage.fuse(*loops[:parallel]) if parallel > 1 else loops[0]
     stage.parallel(fused)
     stage.vectorize(axes[-1])
+    if tuning.stream:   # the copy-out nest: a full-line vector store per lane loop, past the caches
+        stage.pragma(oc_i, "nontemporal")
     tile = loops[-1] if parallel < len(loops) else fused
     sch[acc].compute_at(stage, tile)
     inner = sch[acc]

@@ -159,7 +159,8 @@ def select(layer: Layer, isa: str, threads: int, tune: int, tuning: cpu.CpuTunin
                                            "why": f"PolyDL cannot rank this layer's variants: {exc}"}
     chosen, by = choice.tuning, "polydl"
     if streams_output(layer, chosen, pk, options, max((level.bytes for level in caches), default=0)):
-        chosen, by = dataclasses.replace(chosen, parallel=1, order=(1, 0)), "polydl, its output streamed"
+        chosen = dataclasses.replace(chosen, parallel=1, order=(1, 0), stream=threads == 1)
+        by = "polydl, its output streamed" + (" past the caches" if threads == 1 else "")
     return [chosen], {"by": by, "variants": len(choice.ranked),
                       "analysis_s": round(choice.seconds, 4), "cost": choice.ranked[0].cost}
 
@@ -177,7 +178,12 @@ def streams_output(layer: Layer, tuning: cpu.CpuTuning, pk: cpu.Packing, options
     its oc blocks, so that each row is written in order: PolyDL's ranking, which has no notion of a write
     stream, placed GNMT-3's (2048 x 4096 x 32, 32 MB of int32) oc-blocks-outside variant in L3 and chose it
     (measured on AMD EPYC znver5, 1 thread: 12% of the vpdpbusd peak, the rows in order 50%); where the
-    reduction is long the order of the ranking stays (long-N, K = 1024: 84% against 34%)."""
+    reduction is long the order of the ranking stays (long-N, K = 1024: 84% against 34%).
+
+    On one thread its tiles are also stored past the caches (``CpuTuning.stream``, non-temporal stores):
+    a core's ordinary stores to memory, each line read first, are slower than the memory's non-temporal
+    write rate, two cores' faster (measured on AMD EPYC znver5, GNMT-3, the same run: 1 thread 545 GOPS,
+    non-temporal 676; 2 threads 1000-1500, non-temporal 670-680 however many threads)."""
     if not isinstance(layer, GemmShape) or options.transposed or tuning.k_block:
         return False
     if llc_bytes is None:
