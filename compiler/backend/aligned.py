@@ -41,7 +41,3 @@ def aligned(array: np.ndarray) -> np.ndarray:
     copy[...] = array
     return copy
 
-
-def is_aligned(array: np.ndarray) -> bool:
-    """Whether ``array``'s data starts on a cache line."""
-    return array.ctypes.data % LINE == 0

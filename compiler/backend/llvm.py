@@ -44,7 +44,7 @@ from compiler.backend import aligned
 from compiler.backend.llvm_emit import FunctionEmitter
 from compiler.backend.llvm_operands import emit_tensor_insn, runs_on_cpu
 from compiler.backend.llvm_parallel import emit_each, emit_fork, emit_repeat
-from compiler.backend.llvm_pool import Pool, compile_pool
+from compiler.backend.llvm_pool import Pool, pool_module
 from compiler.backend.llvm_types import I32, I64, PTR, ErrorTable
 from compiler.errors import CodegenError, CpuRuntimeError
 from compiler.interp.args import contiguous_args, match_args, stored_buffers
@@ -354,7 +354,11 @@ def _pointers(addresses: list[int]) -> ctypes.Array:
 @cache
 def thread_pool() -> Pool:
     """This process's native thread pool (``llvm_pool``), compiled with the first kernel."""
-    return compile_pool(target_machine())
+    tm = target_machine()
+    engine = llvm.create_mcjit_compiler(optimized(pool_module(llvm.get_process_triple(), str(tm.target_data)),
+                                                  tm, "tandem.pool"), tm)
+    engine.finalize_object()
+    return Pool(engine)
 
 
 @contextmanager

@@ -4,8 +4,8 @@ compiled code, handed each fork through one cache line.
 A fork is ``i32 tandem.pool.run(ptr task, ptr ctx, i32 n)``: ``task(ctx, t, n)`` (returning a fault code, 0
 for none) runs for every ``t`` of ``n``, slice 0 on the calling thread and slice ``t`` on worker ``t``; it
 returns the first nonzero code of the calling thread's slices, else one of the workers'. Compiled kernels
-call it (``llvm_parallel.emit_fork``); ``compile_pool`` compiles it (once per process, on the first kernel)
-and makes its name resolvable in every module compiled after.
+call it (``llvm_parallel.emit_fork``); ``compiler.backend.llvm.thread_pool`` compiles ``pool_module`` once per
+process, on the first kernel, and its ``Pool`` makes the name resolvable in every module compiled after.
 
 Why not libgomp's ``GOMP_parallel``: on this project's 2-core guests a fork and join of libgomp's team took
 ~1.05 us, twice the ~0.5 us of a round trip of one cache line between the two cores (both measured in C, side
@@ -37,7 +37,7 @@ from llvmlite import ir as ll
 
 from compiler.backend.llvm_types import I8, I32, I64, PTR, declare
 
-RUN, START, RESET = "tandem.pool.run", "tandem.pool.start", "tandem.pool.reset"
+RUN, START, RESET, SLEEPERS = (f"tandem.pool.{name}" for name in ("run", "start", "reset", "asleep"))
 MAX_WORKERS = 255       # helpers are counted in seq's low 16 bits; far more cores than a host has
 SPINS = 1 << 15         # pauses a worker spins before it sleeps (~0.5-1 ms): back-to-back kernels never sleep
 LOCK_BYTES = 128        # room for a pthread mutex or condition variable on any libc (glibc: 40 and 48)
@@ -45,15 +45,20 @@ TASK = ll.FunctionType(I32, [PTR, I32, I32])
 
 
 class Pool:
-    """The compiled pool of this process: ``ensure(k)`` starts workers until ``k`` have."""
+    """The compiled pool of this process (``engine``: ``pool_module`` built; ``compiler.backend.llvm`` keeps
+    the one pool): ``tandem.pool.run`` resolves in modules compiled after it; ``ensure(k)`` starts workers
+    until ``k`` have; a child process forked from this one starts afresh."""
 
     def __init__(self, engine: llvm.ExecutionEngine) -> None:
         self._engine = engine   # holds the compiled code alive
+        llvm.add_symbol(RUN, engine.get_function_address(RUN))
         self._start = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32)(engine.get_function_address(START))
         self._reset = ctypes.CFUNCTYPE(None)(engine.get_function_address(RESET))
+        self._sleepers = ctypes.CFUNCTYPE(ctypes.c_int32)(engine.get_function_address(SLEEPERS))
         self._lock = threading.Lock()
         self.workers = 0
         self._reset()
+        os.register_at_fork(after_in_child=self.after_fork_in_child)
 
     def ensure(self, workers: int) -> None:
         """At least ``min(workers, MAX_WORKERS)`` workers started (fewer where the system refuses threads:
@@ -62,26 +67,15 @@ class Pool:
             with self._lock:
                 self.workers = self._start(min(workers, MAX_WORKERS))
 
+    def sleeping(self) -> int:
+        """How many workers sleep on the condition variable now (the rest spin or work)."""
+        return self._sleepers()
+
     def after_fork_in_child(self) -> None:
         """The pool of a child process: no worker runs there, so none is counted, and the locks are new."""
         self._reset()
         self._lock = threading.Lock()
         self.workers = 0
-
-
-def compile_pool(tm: llvm.TargetMachine) -> Pool:
-    """The pool compiled for the host (``tm``, a JIT target machine the engine then owns);
-    ``tandem.pool.run`` resolves in modules compiled after. One per process (``compiler.backend.llvm``
-    keeps it)."""
-    module = _module(llvm.get_process_triple(), str(tm.target_data))
-    parsed = llvm.parse_assembly(str(module))
-    parsed.verify()
-    engine = llvm.create_mcjit_compiler(parsed, tm)
-    engine.finalize_object()
-    llvm.add_symbol(RUN, engine.get_function_address(RUN))
-    made = Pool(engine)
-    os.register_at_fork(after_in_child=made.after_fork_in_child)
-    return made
 
 
 class _State:
@@ -109,7 +103,8 @@ class _State:
         return b.bitcast(p, PTR if typ is PTR else ll.PointerType(typ))
 
 
-def _module(triple: str, layout: str) -> ll.Module:
+def pool_module(triple: str, layout: str) -> ll.Module:
+    """The pool's functions (``RUN``, ``START``, ``RESET``, ``SLEEPERS``) and globals, for ``triple``."""
     module = ll.Module(name="tandem.pool")
     module.triple, module.data_layout = triple, layout
     state = _State(module)
@@ -123,6 +118,9 @@ def _module(triple: str, layout: str) -> ll.Module:
     _emit_worker(module, state, pause)
     _emit_start(module, state, pause)
     _emit_reset(module, state)
+    fn = ll.Function(module, ll.FunctionType(I32, []), SLEEPERS)
+    b = ll.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(b.load_atomic(state.at(b, state.sleepers), "monotonic", 4))
     return module
 
 

@@ -471,6 +471,9 @@ def _unit_schedule(
     """
     if tuning.parallel < 1 or tuning.unroll_oc < 1 or tuning.unroll_x < 1 or tuning.k_block < 0:
         raise ScheduleError(f"cpu: bad tuning {tuning}: every field must be positive")
+    if tuning.k_block and tuning.stream:
+        raise ScheduleError(f"cpu: bad tuning {tuning}: stream stores a tile's copy-out past the caches, and "
+                            f"a tile blocked in K (k_block) sums into its output in place, read again")
     if tuning.k_block and (outer != (1,) or tuning.parallel != 1):
         raise ScheduleError(f"cpu: bad tuning {tuning}: k_block blocks a GEMM's reduction, inside a parallel "
                             f"loop of one loop (parallel=1)")

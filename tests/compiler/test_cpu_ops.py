@@ -207,6 +207,16 @@ def test_a_window_that_is_no_convolution_is_refused() -> None:
         conv(Window((5, 5), 4, 8, 3, depthwise=True), spec=X86)
 
 
+def test_a_tuning_that_streams_a_tile_summed_in_place_is_refused() -> None:
+    """``stream`` writes a tile's copy-out past the caches; a K-blocked tile has no copy-out: it sums into
+    its output, which it reads again, so the two together are refused by name, not half applied."""
+    from compiler.errors import ScheduleError
+
+    with pytest.raises(ScheduleError, match="stream stores a tile's copy-out past the caches"):
+        gemm(64, 64, 256, "x86-vnni", CpuTuning(1, 2, 8, k_block=16, stream=True), spec=X86)
+    assert gemm(64, 64, 256, "x86-vnni", CpuTuning(1, 2, 8, k_block=16), spec=X86).tuning.k_block == 16
+
+
 @pytest.mark.parametrize(("channels", "source", "data", "group", "offset"), [
     (64, np.int32, np.uint8, 4, 0), (24, np.int32, np.uint8, 4, 0), (40, np.int32, np.uint8, 4, 128),
     (48, np.int32, np.int16, 2, 0), (32, np.int8, np.uint8, 4, 128), (32, np.int32, np.uint8, 16, 0)])

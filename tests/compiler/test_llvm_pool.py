@@ -44,8 +44,11 @@ def test_workers_that_fell_asleep_are_woken() -> None:
     out = np.zeros((ROWS, 16), np.int32)
     kernel(out)
     time.sleep(0.05 + SPINS * 200e-9)   # longer than the spin budget at any pause latency up to 200 ns
-    kernel(out)
-    kernel(out)
+    assert thread_pool().sleeping() >= 1
+    caller = threading.Thread(target=lambda: [kernel(out) for _ in range(2)])
+    caller.start()
+    caller.join(timeout=30)
+    assert not caller.is_alive(), "a fork waited for a worker that was never woken"
     np.testing.assert_array_equal(out, 3)
 
 
