@@ -24,7 +24,8 @@ import pytest
 from baselines.cpu_peers import FP32_PEER, QLINEAR_PEER
 from baselines.peer import GemmSpec
 from compiler.backend import aligned
-from compiler.backend.llvm import host_cpu, quiet_blas
+from compiler.backend.blas import quiet_blas
+from compiler.backend.llvm import host_cpu
 from compiler.ops.nn import GemmShape
 from tandem.flows import cpu_layers
 from tandem.flows.cpu import compile_layer, default_isa, host_packing, layer_peak

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from compiler.backend import aligned
-from compiler.backend.llvm import host_cpu, quiet_blas
+from compiler.backend.blas import quiet_blas
+from compiler.backend.llvm import host_cpu
 from compiler.backend.llvm_probe import measure_peak
 from compiler.ops.nn import ConvShape
 from tandem.flows import cpu_layers

@@ -30,15 +30,13 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir as ll
-from threadpoolctl import threadpool_limits
 
 from compiler.backend import aligned
 from compiler.backend.llvm_emit import FunctionEmitter
@@ -359,17 +357,6 @@ def thread_pool() -> Pool:
                                                   tm, "tandem.pool"), tm)
     engine.finalize_object()
     return Pool(engine)
-
-
-@contextmanager
-def quiet_blas() -> Iterator[None]:
-    """numpy's BLAS (OpenBLAS) held to one thread while compiled kernels are run and timed between numpy
-    work (a network's steps, each checked against numpy): OpenBLAS's worker threads spin for a while after
-    each call, and on a 2-core machine a spinning one holds the core a kernel's second thread needs
-    (measured on this project's 2-core guests: 2-thread kernels of a few microseconds timed at exactly 8.0
-    ms per call after the numpy references of the steps before them)."""
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 MAX_CALLS = 2**40   # the most calls one timing sample may take (a 64-bit count, far from overflowing)

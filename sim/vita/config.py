@@ -68,3 +68,23 @@ def builtin_configs() -> list[str]:
 def load_config(name_or_path: str | Path) -> VitaConfig:
     """A built-in config by name, or the config file at a path."""
     return load_named(VitaConfig, CONFIGS_DIR, name_or_path)
+
+
+# Programs address DRAM relative to where their image lies; by default it lies on the first page VTA's
+# runtime can hand out (never physical page 0). ``tandem sim vita --dram-base`` moves it.
+PAGE_BYTES = 4096
+DEFAULT_DRAM_BASE = PAGE_BYTES
+
+
+def check_dram_base(base: int, size: int, spec: isa.ISA) -> str | None:
+    """Why a DRAM image of ``size`` bytes cannot lie at physical address ``base``, or None: the base is a page
+    boundary other than page 0 (VTA's runtime never hands out physical page 0), and the image ends inside the
+    spec's DRAM space (the 32-bit physical address space)."""
+    space = spec.spaces["DRAM"].bytes
+    if base < PAGE_BYTES or base % PAGE_BYTES:
+        return (f"the DRAM base must be a multiple of the {PAGE_BYTES}-byte page other than 0 (VTA's runtime "
+                f"never hands out physical page 0), but got {base:#x}")
+    if base + size > space:
+        return (f"a DRAM image of {size:,} bytes at {base:#x} ends at {base + size:#x}, past the "
+                f"{space:#x} bytes of the physical address space; give a lower base or a smaller image")
+    return None

@@ -37,7 +37,7 @@ import simpy
 import isa
 from sim.core.errors import DeadlockError, deadlock_message
 from sim.core.ports import Ports
-from sim.vita.config import VitaConfig, load_config
+from sim.vita.config import DEFAULT_DRAM_BASE, VitaConfig, check_dram_base, load_config
 from sim.vita.functional import (
     VitaBudgetError,
     VitaConstraintError,
@@ -49,10 +49,6 @@ from sim.vita.functional import (
 )
 from sim.vita.plan import MICRO_OP_ACTIONS, InsnPlan, plan_spec
 
-# Programs address DRAM relative to where their image lies; by default it lies on the first page VTA's
-# runtime can hand out (never physical page 0). ``tandem sim vita --dram-base`` moves it.
-PAGE_BYTES = 4096
-DEFAULT_DRAM_BASE = PAGE_BYTES
 QUEUES = {"l2g": "load->compute", "g2l": "compute->load", "g2s": "compute->store", "s2g": "store->compute"}
 # (pop_prev, pop_next, push_prev, push_next) queues of each unit; None where the flag has no queue
 TOKEN_QUEUES = {
@@ -476,17 +472,3 @@ def simulate(program: isa.Program | bytes, dram: np.ndarray, config: VitaConfig 
     if problem is not None:
         raise VitaExecError(problem)
     return _Machine(program, np.array(dram, dtype=np.uint8, copy=True), cfg, dram_base).run()
-
-
-def check_dram_base(base: int, size: int, spec: isa.ISA) -> str | None:
-    """Why a DRAM image of ``size`` bytes cannot lie at physical address ``base``, or None: the base is a page
-    boundary other than page 0 (VTA's runtime never hands out physical page 0), and the image ends inside the
-    spec's DRAM space (the 32-bit physical address space)."""
-    space = spec.spaces["DRAM"].bytes
-    if base < PAGE_BYTES or base % PAGE_BYTES:
-        return (f"the DRAM base must be a multiple of the {PAGE_BYTES}-byte page other than 0 (VTA's runtime "
-                f"never hands out physical page 0), but got {base:#x}")
-    if base + size > space:
-        return (f"a DRAM image of {size:,} bytes at {base:#x} ends at {base + size:#x}, past the "
-                f"{space:#x} bytes of the physical address space; give a lower base or a smaller image")
-    return None

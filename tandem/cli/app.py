@@ -18,7 +18,6 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
@@ -61,6 +60,8 @@ RUNTIME_PACKAGES = ("numpy", "simpy", "llvmlite")
 
 def _version_of(dist: str) -> str:
     """Installed version of distribution ``dist``, or ``"not installed"``."""
+    from importlib import metadata  # ~20 ms: only where a version is printed or recorded
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -161,8 +162,8 @@ def compile_(
     import isa
     from compiler.errors import TandemError
     from sim.core.errors import SimError
-    from tandem.flows.catalogue import WorkloadError
     from tandem.flows.compile import check_on_random_inputs, compile_op
+    from tandem.flows.params import WorkloadError
     from tandem.flows.targets import TargetError, load_target
 
     console = Console(highlight=False)
@@ -200,8 +201,8 @@ def _refused() -> Iterator[None]:
     """``tandem compile``'s refusals (a bad option, parameter or layer; a file it cannot write) as exit
     status 2 with the message."""
     from compiler.errors import TandemError
-    from tandem.flows.catalogue import WorkloadError
     from tandem.flows.flow import RunError
+    from tandem.flows.params import WorkloadError
 
     try:
         yield

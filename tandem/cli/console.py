@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib import metadata
 from pathlib import Path
 
 import typer
@@ -76,6 +75,8 @@ class JsonErrors(TyperGroup):
 
 def tandem_version() -> str:
     """Tandem's version from the installed metadata, falling back to ``tandem.__version__``."""
+    from importlib import metadata  # ~20 ms: only where a version is printed or recorded
+
     try:
         return metadata.version("tandem")
     except metadata.PackageNotFoundError:

@@ -27,15 +27,17 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from tandem.cli.console import fail, resolve_target
-from tandem.flows.catalogue import WorkloadError, parse_shape
+from tandem.flows.params import WorkloadError, parse_shape
+
+if TYPE_CHECKING:   # numpy is imported by the functions that use it: ``tandem --help`` starts without it
+    import numpy as np
 
 #: the largest |Tandem - onnxruntime| accepted, relative to the largest |output|: float32 layers computed in
 #: another order, and batch norms folded into float32 weights (a few ulps per layer, over 50-150 layers)
@@ -144,6 +146,8 @@ def _input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
 def _import_checks(loaded, seed: int, int8: bool) -> tuple[dict, dict | None]:
     """The import checked against onnxruntime (a QDQ model's integer graph: bit for bit; a float model's
     graph: within FP32_TOLERANCE), and with ``int8`` the quantization's error against float32."""
+    import numpy as np
+
     from tandem.network import graph as tg
 
     if loaded.own is not None:   # already quantized: its own integer graph, exact against onnxruntime
@@ -220,6 +224,7 @@ def _exact_against_onnxruntime(model, q, inputs: dict, output: np.ndarray | None
     onnxruntime's run of the same model on the same inputs: equal bit for bit, or the count that differ.
     On a CPU without VNNI onnxruntime's own kernels do not compute the exact sums (``_why_not_exact``):
     the count is reported, but the output is not held to it (``checked`` false, the reason in ``detail``)."""
+    import numpy as np
     try:
         import onnxruntime  # noqa: F401  (whether it is installed)
     except ImportError:
@@ -283,6 +288,7 @@ def _decisive(want: np.ndarray) -> bool:
     """Whether the float output's top value leads the next by more than the error budget lets an int8
     output move them (twice the budget times the output's root mean square): then its top output must
     agree."""
+    import numpy as np
     values = np.sort(np.asarray(want, np.float64).ravel())
     if values.size < 2:
         return False
@@ -336,6 +342,7 @@ def _print_network(network, check: dict, versus_ort: dict) -> None:
 
 def _check(g, model, seed: int) -> dict:
     """The imported graph against onnxruntime's run of the model, where onnxruntime is installed."""
+    import numpy as np
     try:
         import onnxruntime  # noqa: F401  (whether it is installed)
     except ImportError:
@@ -360,6 +367,7 @@ def _tolerance(g) -> float:
     that is wider (float16, bfloat16, float8: a value rounded to it differs by its ulps from one computed
     in another order or width)."""
     import ml_dtypes
+    import numpy as np
 
     eps = []
     for name in (*g.input_types.values(), *(d for layer in g.layers for d in layer.dtypes)):
@@ -391,6 +399,7 @@ def _int8(loaded, seed: int) -> dict:
 def _max_error(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
     """The largest |got - want| (values NaN in both, or the same infinity in both, agree; where one alone is
     NaN, or the shapes differ: inf) and the largest finite |want| (1.0 where there is none, or it is 0)."""
+    import numpy as np
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     if got.shape != want.shape:
         return float("inf"), 1.0

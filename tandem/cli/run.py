@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tandem.cli.console import fail, resolve_target
-from tandem.flows.catalogue import WorkloadError, int_param, parse_params, parse_shape
+from tandem.flows.params import WorkloadError, int_param, parse_params, parse_shape
 
 OWN = ("cores", "tile", "threads")   # -p options of a flow, not of a user's operator
 SIGNED = ("LO", "HI")                # -p values that may be negative (clip's bounds)

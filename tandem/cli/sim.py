@@ -29,27 +29,26 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 import isa
-from sim.core.energy import table_for
 from sim.core.errors import SimError
-from sim.diannao import energy as diannao_energy
-from sim.diannao.config import DiannaoConfig
-from sim.diannao.machine import DiannaoResult
-from sim.diannao.machine import simulate as simulate_diannao
-from sim.diannao.trace import write_trace as write_diannao_trace
-from sim.vita import energy as vita_energy
-from sim.vita.machine import DEFAULT_DRAM_BASE, check_dram_base, simulate
-from sim.vita.trace import write_trace
+from sim.vita.config import DEFAULT_DRAM_BASE, check_dram_base
 from tandem.cli.console import fail
 from tandem.cli.paths import OutputPathError, check_output, write_atomically
 from tandem.flows.targets import TargetError, load_target
+
+# the simulators and numpy are imported by the command that runs one: ``tandem --help`` and the other
+# commands start without them
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sim.diannao.config import DiannaoConfig
+    from sim.diannao.machine import DiannaoResult
 
 SPEC_HELP = "A spec file of the same ISA family to use instead of the built-in one."
 MAX_DRAM_BYTES = 1 << 32   # VITA's DRAM addresses are 32-bit
@@ -86,6 +85,13 @@ def vita(
              "(programs address DRAM relative to it).")] = hex(DEFAULT_DRAM_BASE),
 ) -> None:
     """Simulate a VITA program: cycles, per-unit busy and stall cycles, GEMM utilization, bytes, counters."""
+    import numpy as np
+
+    from sim.core.energy import table_for
+    from sim.vita import energy as vita_energy
+    from sim.vita.machine import simulate
+    from sim.vita.trace import write_trace
+
     try:
         base = parse_int("--dram-base", dram_base)
         check_output("--trace", trace)
@@ -173,6 +179,9 @@ def gmem_out_size(gmem_size: int | None, image: np.ndarray | None, cfg: DiannaoC
 def diannao_summary(result: DiannaoResult, cfg: DiannaoConfig, program: isa.Program) -> dict:
     """What ``tandem sim diannao --json`` prints: the result of a launch as plain JSON values, with its
     energy and the card's area."""
+    from sim.core.energy import table_for
+    from sim.diannao import energy as diannao_energy
+
     return {
         "config": cfg.name, "program_instructions": len(program), "cycles": result.cycles,
         "microseconds": result.microseconds, "clock_mhz": result.clock_mhz,
@@ -228,6 +237,11 @@ def diannao(
 
     Reports cycles, per-core busy/stalled/idle, the instruction mix, bytes moved and VFU/TFU/DMA
     utilization."""
+    import numpy as np
+
+    from sim.diannao.machine import simulate as simulate_diannao
+    from sim.diannao.trace import write_trace as write_diannao_trace
+
     try:
         check_output("--trace", trace)
         check_output("--gmem-out", gmem_out)

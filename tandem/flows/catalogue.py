@@ -39,6 +39,7 @@ from compiler.errors import IRTypeError
 from compiler.ir import dtypes
 from compiler.ops import reference as numpy_reference
 from compiler.schedule import Schedule, create_schedule
+from tandem.flows.params import WorkloadError, int_param
 
 OPS = frozenset({"add", "sub", "mul", "maximum", "relu", "dense", "gemm", "conv2d"})
 ELEMENTWISE = ("add", "sub", "mul", "maximum")
@@ -52,19 +53,6 @@ DEFAULT_SHAPE: dict[str, tuple[int, ...]] = {
 }
 SHAPE_LETTERS = {"dense": "MxNxK", "gemm": "MxNxK", "conv2d": "NxCxHxW"}
 CONV2D_DEFAULTS = {"k": "8", "r": "3", "stride": "1", "padding": "1", "layout": "nchw"}
-
-
-class WorkloadError(ValueError):
-    """A bad operator name, shape, dtype or param: ``hint`` names the option (``--shape``, ``-p k``, ``OP``);
-    ``str()`` is ``"<option>: <message>"``."""
-
-    def __init__(self, hint: str, message: str) -> None:
-        super().__init__(hint, message)
-        self.hint = hint
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"{self.hint}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -87,50 +75,6 @@ class Workload:
     @property
     def output(self) -> te.Tensor:
         return self.tensors[-1]
-
-
-# --------------------------------------------------------------------------------------------------
-# Parsing command-line text
-
-
-def parse_shape(text: str) -> tuple[int, ...]:
-    """``"14x14"`` -> ``(14, 14)``; raises ``WorkloadError`` for anything but positive ints joined by x."""
-    parts = text.strip().lower().split("x")
-    try:
-        dims = tuple(int(p) for p in parts) if all(re.fullmatch(r"[0-9]+", p) for p in parts) else ()
-    except ValueError:   # more digits than int() reads
-        dims = ()
-    if not dims or min(dims) < 1:
-        shown = text if len(text) <= 40 else f"{text[:36]}... ({len(text)} characters)"
-        raise WorkloadError(
-            "--shape", f"expected positive integers joined by 'x', like 256x56x56, but got {shown!r}"
-        )
-    return dims
-
-
-def parse_params(items: Sequence[str]) -> dict[str, str]:
-    """``["split=0:4", "k=16"]`` -> ``{"split": "0:4", "k": "16"}``; a key may appear once."""
-    params: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key or not value:
-            raise WorkloadError("-p", f"expected KEY=VALUE, but got {item!r}")
-        if key in params:
-            raise WorkloadError(f"-p {key}", f"given twice ({params[key]!r} and {value!r})")
-        params[key] = value
-    return params
-
-
-def int_param(key: str, value: str, minimum: int | None) -> int:
-    """``value`` as an integer (at least ``minimum`` unless None), else WorkloadError naming ``-p key``."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise WorkloadError(f"-p {key}", f"expected an integer, but got {value!r}") from None
-    if minimum is not None and number < minimum:
-        raise WorkloadError(f"-p {key}", f"expected an integer >= {minimum}, but got {number}")
-    return number
 
 
 def _dtype(text: str | None, default: str) -> dtypes.DType:

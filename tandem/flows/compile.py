@@ -23,8 +23,9 @@ from compiler import interp, pipeline
 from compiler.ir import dtypes
 from compiler.ir import nodes as ir
 from compiler.target import Target
-from tandem.flows.catalogue import Workload, build_op, parse_params, parse_shape
+from tandem.flows.catalogue import Workload, build_op
 from tandem.flows.check import Check, compare, within_bound
+from tandem.flows.params import parse_params, parse_shape
 
 SEED = 0
 

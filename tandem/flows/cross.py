@@ -44,11 +44,11 @@ from compiler.ops.nn import GemmShape
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from tandem.flows import cpu_layers
-from tandem.flows.catalogue import WorkloadError, int_param, parse_params
 from tandem.flows.check import Check, compare
 from tandem.flows.cpu_layers import DEFAULT_OPTIONS, CpuOptions, Layer
 from tandem.flows.cpu_tuning import tuning_space
 from tandem.flows.flow import CONV_KEYS, GEMM_KEYS, RunError, reject_unknown, take_conv, take_gemm, take_int
+from tandem.flows.params import WorkloadError, int_param, parse_params
 
 OPS = ("gemm", "conv2d")
 ISA = "arm-dot"

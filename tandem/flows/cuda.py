@@ -47,9 +47,9 @@ from compiler.passes.tensorize_registers import MARKS, why_not
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from tandem.flows import flow
-from tandem.flows.catalogue import WorkloadError, int_param, parse_params
 from tandem.flows.check import Check, within_bound
 from tandem.flows.flow import Execution, RunError, TargetFlow
+from tandem.flows.params import WorkloadError, int_param, parse_params
 from tandem.flows.run import run
 
 OPS = ("gemm", "conv2d")

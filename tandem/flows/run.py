@@ -170,7 +170,7 @@ def report_on(prepared: Prepared, explain: bool = False) -> RunReport:
     t0 = time.perf_counter()
     execution = flow.execute(job, compiled, data, target)
     simulate_s = time.perf_counter() - t0
-    from compiler.backend.llvm import quiet_blas  # here: ``tandem --help`` imports this module
+    from compiler.backend.blas import quiet_blas  # here: ``tandem --help`` imports this module
     from compiler.passes import explain as explanation
 
     with quiet_blas():   # numpy's BLAS threads spin after a call: a run timed next would lose its 2nd core

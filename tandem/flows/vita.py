@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 import isa
-from compiler.analysis.poly_rank import MemoryLevel, rank_staged
 from compiler.backend.vita import VitaKernel, build_vita
 from compiler.errors import LoweringError, ScheduleError
 from compiler.lower import lower
@@ -623,6 +622,8 @@ def polydl_ranked(layer: Layer, tilings: Sequence[vita.Tiling], target: Target,
     reuses of the DRAM arrays placed in the buffer their copies fill, costed by Eq. (1) with the config's
     DRAM latency and the spec's DRAM bandwidth; (tiling, cost), cheapest first, ties bigger tiles first
     (more rows, then output and input channel blocks: fewer instructions)."""
+    from compiler.analysis.poly_rank import MemoryLevel, rank_staged  # islpy: only where ranked so
+
     bodies = {}
     for tiling in sorted(tilings, key=lambda t: (-t.rows, -t.oc_block, -t.ic_block)):
         vs = vita_layers.schedule(layer, tiling, target.spec, epilogue)

@@ -203,10 +203,10 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
     input name; default: standard-normal ones from ``seed``); ``options`` are ``run`` parameters every
     kernel takes (the CPU's ``threads``, ``min_time``). ``progress(done, total, step)`` is called before each
     step. On a target that runs for real, numpy's BLAS keeps to one thread meanwhile
-    (``compiler.backend.llvm.quiet_blas``: its spinning threads would slow the kernels' timings)."""
+    (``compiler.backend.blas.quiet_blas``: its spinning threads would slow the kernels' timings)."""
     if not runs_for_real(target):
         return _run_network(q, target, inputs, seed, options, resimulate, progress)
-    from compiler.backend.llvm import quiet_blas
+    from compiler.backend.blas import quiet_blas
 
     with quiet_blas():
         return _run_network(q, target, inputs, seed, options, resimulate, progress)

@@ -402,7 +402,7 @@ def test_quiet_blas_holds_numpys_blas_to_one_thread_and_restores_it() -> None:
     workers spin, and on two cores one held the core a kernel's second thread needed (8 ms per call)."""
     from threadpoolctl import threadpool_info
 
-    from compiler.backend.llvm import quiet_blas
+    from compiler.backend.blas import quiet_blas
 
     def blas_threads() -> list[int]:
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]

@@ -64,7 +64,7 @@ def test_bad_arguments_exit_2(tmp_path):
 def test_output_paths_are_checked_before_simulating_and_sizes_are_bounded(tmp_path, monkeypatch):
     (tmp_path / "g.s").write_text(GEMM)
     ran = []
-    monkeypatch.setattr("tandem.cli.sim.simulate", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr("sim.vita.machine.simulate", lambda *a, **k: ran.append(1))
     cases = [
         (["--trace", str(tmp_path)], f"--trace: {tmp_path} is a directory"),
         (["--trace", str(tmp_path / "no" / "t.json")], f"--trace: the folder {tmp_path / 'no'} of"),

@@ -10,8 +10,9 @@ from compiler.ir import dtypes
 from compiler.ops import reference
 from compiler.pipeline import build
 from compiler.schedule import create_schedule
-from tandem.flows.catalogue import OPS, WorkloadError, build_op, parse_params, parse_shape
+from tandem.flows.catalogue import OPS, build_op
 from tandem.flows.compile import check_output
+from tandem.flows.params import WorkloadError, parse_params, parse_shape
 
 
 def run_workload(op: str, shape=None, dtype=None, params=None, seed: int = 0):
