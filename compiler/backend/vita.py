@@ -24,7 +24,6 @@ order, for ``check_token_order``.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -281,21 +280,29 @@ class _Emitter:
             for operand, (_, coefs) in steps.items():
                 key_fields[where[operand].factors[k]] = coefs.get(var, 0) if var is not None else 0
         lows = {var: lo for var, lo, _ in iters if var is not None}
-        uops = []
-        for point in itertools.product(*(range(lo, lo + ext) for _, lo, ext in inner)):
-            at = {**lows, **{var: x for (var, _, _), x in zip(inner, point, strict=True)}}
-            values = {}
-            for operand, (base, coefs) in steps.items():
-                idx = base + sum(c * at.get(v, 0) for v, c in coefs.items())
-                values[where[operand].index] = idx
-            uops.append(self.spec.insn("uop", **values))
-        key = tuple(tuple(sorted(u.values.items())) for u in uops)
+        # the inner loops' points in order (the last loop fastest), and each operand's tile index at each
+        points = np.stack(np.meshgrid(*(np.arange(lo, lo + ext, dtype=np.int64) for _, lo, ext in inner),
+                                      indexing="ij"), -1).reshape(-1, len(inner)) if inner else \
+            np.zeros((1, 0), np.int64)
+        indices = {}
+        for operand, (base, coefs) in steps.items():
+            start = base + sum(c * lows.get(v, 0) for v, c in coefs.items() if v in lows)
+            scale = np.array([coefs.get(var, 0) for var, _, _ in inner], np.int64)
+            indices[where[operand].index] = start + points @ scale
+        key = self.uop_key(indices, len(points))
         begin = self.uop_lists.get(key)
-        if begin is None:
+        if begin is None:   # a new list: its micro-ops built (and each field checked) once
             begin = self.uop_lists[key] = len(self.uops)
-            self.uops += uops
-        fields.update(key_fields, uop_bgn=begin, uop_end=begin + len(uops))
+            self.uops += [self.spec.insn("uop", **{name: int(column[k]) for name, column in indices.items()})
+                          for k in range(len(points))]
+        fields.update(key_fields, uop_bgn=begin, uop_end=begin + len(points))
         self.emit(s.name, instr.timing.unit, fields)
+
+    def uop_key(self, indices: dict[str, np.ndarray], count: int) -> tuple:
+        """What makes two micro-op lists equal: every field of the spec's micro-op record at each micro-op
+        (a field an instruction does not write holds its default)."""
+        return (count, *(indices.get(f.name, np.full(count, f.default or 0, np.int64)).tobytes()
+                         for f in self.spec.data["uop"].format.fields))
 
 
 def _zero_sized(name: str) -> dict[str, int]:

@@ -63,7 +63,8 @@ def conv_nd(data: np.ndarray, kernel: np.ndarray, stride: int | Sequence[int] = 
     apart and ``groups`` channel groups: ``data`` [N, C, *S], ``kernel`` [O, C/groups, *K], result
     [N, O, *OS]. ``stride`` and ``dilation`` are one per spatial axis or one for all; ``pad`` is the same
     on every side, or a (before, after) pair per axis. Summed one kernel tap at a time (each tap a product
-    over the group's channels)."""
+    over the group's channels, a matrix product: through float64 BLAS, exact for integers whose sums stay
+    below 2**53, as ``_matmul``)."""
     n, c, *size = data.shape
     o, cg, *taps = kernel.shape
     strides, dilations = _per_axis(stride, len(size)), _per_axis(dilation, len(size))
@@ -73,11 +74,22 @@ def conv_nd(data: np.ndarray, kernel: np.ndarray, stride: int | Sequence[int] = 
     w = _exact(kernel).reshape(groups, o // groups, cg, *taps)
     out_size = [(s + b + e - d * (k - 1) - 1) // st + 1
                 for s, (b, e), d, k, st in zip(size, pads, dilations, taps, strides, strict=True)]
-    out = np.zeros((n, groups, o // groups, *out_size), x.dtype)
+    out = np.zeros((n, groups, o // groups, math.prod(out_size)), x.dtype)
+    through_float = x.dtype.kind == "f" or (
+        x.size > 0 and w.size > 0 and int(np.abs(x).max()) * int(np.abs(w).max()) * cg < 2**53)
+    by_blas = cg > 1   # a depthwise tap is an element-wise product: numpy's einsum does it faster
     for tap in np.ndindex(*taps):
         window = tuple(slice(t * d, t * d + st * (m - 1) + 1, st)
                        for t, m, d, st in zip(tap, out_size, dilations, strides, strict=True))
-        out += np.einsum("ngc...,goc->ngo...", x[(slice(None),) * 3 + window], w[(..., *tap)])
+        xs = x[(slice(None),) * 3 + window].reshape(n, groups, cg, -1)
+        ws = w[(..., *tap)]
+        if not by_blas:
+            out += np.einsum("ngcp,goc->ngop", xs, ws)
+        elif through_float:
+            product = ws.astype(np.float64) @ xs.astype(np.float64)   # [g, og, cg] @ [n, g, cg, P]
+            out += product if x.dtype.kind == "f" else product.astype(np.int64)
+        else:
+            out += ws @ xs
     return out.reshape(n, o, *out_size)
 
 
