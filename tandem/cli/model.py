@@ -83,6 +83,9 @@ def model_command(
     resimulate: Annotated[bool, typer.Option(
         "--resimulate", help="Simulate every step, also kernels whose timing was already measured on a "
                              "target whose timing does not depend on the data (VITA).")] = False,
+    jobs: Annotated[int | None, typer.Option(min=0, help="Worker processes that compile and simulate the "
+                                                         "kernels (a simulated target's; default and 0: one "
+                                                         "per CPU).")] = None,
     save: Annotated[Path | None, typer.Option(help="Write the network run as JSON to this file.")] = None,
     csv_file: Annotated[Path | None, typer.Option("--csv", help="Write the per-layer table as CSV to this "
                                                                  "file.")] = None,
@@ -101,6 +104,7 @@ def model_command(
         raise fail("give an ONNX file or --builtin NAME (one of them)", 2)
     _check_folders({"--save": save, "--csv": csv_file, "--trace": trace})
     resolved = resolve_target(target, config, spec) if target is not None else None
+    _check_jobs(jobs, resolved)
     try:
         loaded = load_network(file, builtin=builtin, seed=seed, input_shapes=_input_shapes(input_shape),
                               calibration=calibration, calibrate=calibrate, scheme=scheme,
@@ -110,7 +114,7 @@ def model_command(
         raise fail(str(exc), 2) from None
     network, versus_ort = None, None
     if resolved is not None:
-        network, versus_ort = _run_network(loaded, resolved, seed, threads, resimulate, quiet=as_json)
+        network, versus_ort = _run_network(loaded, resolved, seed, threads, resimulate, jobs, quiet=as_json)
     report = _report(builtin or str(file), loaded.graph, check, quantized, network, versus_ort)
     if network is not None:
         _write(network, report, resolved, save, csv_file, trace)
@@ -191,10 +195,26 @@ def _clock_mhz(target) -> float:
     return float(target.config.clock_mhz)
 
 
-def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, quiet: bool):
+def _check_jobs(jobs: int | None, target) -> None:
+    """``--jobs`` refused (status 2, before any work) where it does not apply: without --target, and on a
+    target that runs its kernels for real (each timing needs the machine to itself)."""
+    if jobs is None:
+        return
+    if target is None:
+        raise fail("--jobs: the kernels' worker processes run a network on a target; give --target", 2)
+    from tandem.network.run import runs_for_real
+
+    if jobs != 1 and runs_for_real(target):
+        raise fail(f"--jobs: the {target.kind} target times each kernel for real, one at a time (a timing "
+                   f"needs the machine to itself); worker processes run the kernels of simulated targets",
+                   2)
+
+
+def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, jobs: int | None, quiet: bool):
     """The int8 network (``loaded.quantized``: a QDQ model's own, or the float graph quantized with VTA's
-    rule) on ``target``, with a progress bar of its steps (none with --json), and its output against
-    onnxruntime's run of the model on the same input (``_against_onnxruntime``; a QDQ model's: exactly)."""
+    rule) on ``target``, its kernels by ``jobs`` worker processes on a simulated target (None: one per
+    CPU), with a progress bar of its steps (none with --json), and its output against onnxruntime's run
+    of the model on the same input (``_against_onnxruntime``; a QDQ model's: exactly)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from tandem.flows.flow import RunError
@@ -211,7 +231,7 @@ def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, quie
             bar.update(task, completed=done, total=total, description=step or "done")
         try:
             network = run_network(q, target, inputs, options=options, resimulate=resimulate,
-                                  progress=progress)
+                                  progress=progress, jobs=0 if jobs is None else jobs)
         except RunError as exc:
             raise fail(str(exc), 2) from None
     if loaded.own is not None:
@@ -263,14 +283,11 @@ def _against_onnxruntime(model, q, inputs: dict, output: np.ndarray, seed: int) 
     quantization itself has: its relative L2 error within the budget, and its top output the float
     output's where the float output's own statistics make that output decisive (``_decisive``)."""
     try:
-        import onnxruntime as ort
+        import onnxruntime  # noqa: F401  (whether it is installed)
     except ImportError:
         return {"checked": False, "passed": None, "detail": "onnxruntime is not installed (pip install -e "
                 "'.[peers]'): the network's output is not compared with it"}
-    source = model.SerializeToString() if not isinstance(model, Path | str) else str(model)
-    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    want = session.run([q.graph.output] if q.graph.output in names else None, inputs)[0]
+    want = _onnxruntime(model, inputs, q.graph.output)   # in a child: its session's memory is its own
     got = q.compare_output(output, want)
     decisive = _decisive(want)
     within = got["relative_l2"] <= RELATIVE_L2_BUDGET

@@ -41,6 +41,7 @@ from tandem.flows.check import exact
 from tandem.flows.run import FLOWS, Prepared, prepare, reference_of, report_on
 from tandem.network.graph import random_inputs
 from tandem.network.inference import time_inference
+from tandem.network.jobs import jobs_for, kernel_key, kernel_tasks, run_tasks, task_id
 from tandem.network.place import place
 from tandem.network.quantized import QuantizedGraph
 from tandem.network.steps import NotOnTarget, Placement, Step, steps
@@ -198,24 +199,28 @@ def run_inputs(g, seed: int) -> dict[str, np.ndarray]:
 
 def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarray] | None = None, *,
                 seed: int = 0, options: Mapping[str, Any] | None = None, resimulate: bool = False,
-                progress: Callable[[int, int, str], None] | None = None) -> NetworkReport:
+                progress: Callable[[int, int, str], None] | None = None, jobs: int = 1) -> NetworkReport:
     """Run the int8 network ``q`` on ``target`` (the module's steps) for ``inputs`` (float arrays by graph
     input name; default: standard-normal ones from ``seed``); ``options`` are ``run`` parameters every
     kernel takes (the CPU's ``threads``, ``min_time``). ``progress(done, total, step)`` is called before each
     step. On a target that runs for real, numpy's BLAS keeps to one thread meanwhile
-    (``compiler.backend.blas.quiet_blas``: its spinning threads would slow the kernels' timings)."""
+    (``compiler.backend.blas.quiet_blas``: its spinning threads would slow the kernels' timings). ``jobs``
+    (a simulated target's; 0: one per CPU): the kernels are compiled and simulated by that many worker
+    processes first, each step then on the integer graph's inputs (tandem/network/jobs.py); the same
+    cycles and rows as one job wherever every step is bit-exact."""
     if not runs_for_real(target):
-        return _run_network(q, target, inputs, seed, options, resimulate, progress)
+        return _run_network(q, target, inputs, seed, options, resimulate, progress, jobs)
     from compiler.backend.blas import quiet_blas
 
     with quiet_blas():
-        return _run_network(q, target, inputs, seed, options, resimulate, progress)
+        return _run_network(q, target, inputs, seed, options, resimulate, progress, 1)
 
 
 def _run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarray] | None, seed: int,
                  options: Mapping[str, Any] | None, resimulate: bool,
-                 progress: Callable[[int, int, str], None] | None) -> NetworkReport:
+                 progress: Callable[[int, int, str], None] | None, jobs: int) -> NetworkReport:
     start = time.perf_counter()
+    workers = jobs_for(jobs)   # a bad count refused before any work
     if inputs is None:
         inputs = random_inputs(q.graph, np.random.default_rng(seed))
     oracle = q.run_integer(inputs)
@@ -226,6 +231,10 @@ def _run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndar
     plan = steps(q)
     reuse = not resimulate and not timing_depends_on_data(target)
     kernels: list[list[Prepared] | None] = []   # each step's compiled kernels, for the inference
+    pooled = None   # with several jobs: every kernel's report, run by the workers first
+    if workers > 1:
+        pooled = run_tasks(kernel_tasks(q, target, plan, oracle, options, reuse), target, workers, progress)
+        values = dict(oracle)   # so every step runs on the integer graph's inputs, as the kernels did
     for index, step in enumerate(plan):
         if progress is not None:
             progress(index, len(plan), step.name)
@@ -237,20 +246,23 @@ def _run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndar
             continue
         kernels.append([])
         outs, reports, sources = [], [], []   # each part: measured here, or the step it was measured on
-        for part in placement.parts:
+        for k, part in enumerate(placement.parts):
             arrays = part.inputs(outs) if callable(part.inputs) else part.inputs
             part = replace(part, inputs=arrays)
             params = {**(options or {}), **part.params}
-            key = (part.op, repr(sorted(params.items())), tuple((a.shape, a.dtype.str) for a in part.inputs))
+            key = kernel_key(part.op, params, part.inputs)
             if reuse and key in measured:   # the same kernel's timing, the output from the reference
                 first, report = measured[key]
                 output = reference_of(part.op, target, params, part.inputs)
                 report = replace(report, output=output, validated=None, compile_s=0.0, simulate_s=0.0)
                 sources.append(first)
             else:
-                prepared = prepare(part.op, target, params, inputs=part.inputs, cache=cache)
-                report = report_on(prepared)
-                kernels[-1].append(prepared)
+                if pooled is not None:
+                    report = pooled[task_id(key, index, k, reuse)]
+                else:
+                    prepared = prepare(part.op, target, params, inputs=part.inputs, cache=cache)
+                    report = report_on(prepared)
+                    kernels[-1].append(prepared)
                 measured.setdefault(key, (step.name, report))
                 sources.append(None)
             outs.append(part.unpack(report.output))
