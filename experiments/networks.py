@@ -16,7 +16,8 @@ move between them, as onnxruntime's figure has them; tandem/network/inference.py
 Writes ``<out>/networks.csv`` (one row per model and target), ``<out>/layers.csv`` (every step),
 ``<out>/summary.json`` and ``<out>/networks.png`` (the per-operator breakdown).
 
-    python experiments/networks.py [--models resnet18,...] [--targets vita,diannao,cpu] [--quick] [--out DIR]
+    python experiments/networks.py [--models resnet18,...] [--targets vita,diannao,cpu] [--quick] [--jobs N]
+                                   [--out DIR]
 """
 
 from __future__ import annotations
@@ -43,13 +44,15 @@ SEED = 0
 CPU_RUNS = 3
 
 
-def run_model(name: str, kind: str, threads: int = 1, input_size: int | None = None) -> NetworkReport:
-    """``name`` quantized (seed 0) and run on ``kind`` (the CPU's kernels on ``threads``)."""
+def run_model(name: str, kind: str, threads: int = 1, input_size: int | None = None, jobs: int = 0
+              ) -> NetworkReport:
+    """``name`` quantized (seed 0) and run on ``kind`` (the CPU's kernels on ``threads``; a simulated
+    target's kernels by ``jobs`` worker processes, 0: one per CPU)."""
     shapes = {"input": (1, 3, input_size, input_size)} if input_size and name not in ("bert_encoder",
                                                                                       "vit_block") else None
     q = load_network(builtin=name, seed=SEED, input_shapes=shapes).quantized
     options = {"threads": threads, "min_time": 0.05} if kind == "cpu" else None
-    return run_network(q, load_target(kind, CONFIGS[kind]), seed=SEED + 1, options=options)
+    return run_network(q, load_target(kind, CONFIGS[kind]), seed=SEED + 1, options=options, jobs=jobs)
 
 
 def best_seconds(reports: list[NetworkReport]) -> float:
@@ -91,6 +94,8 @@ def main(
         ",".join(models.NAMES),
     targets: Annotated[str, typer.Option(help="Comma-separated targets.")] = "vita,diannao,cpu",
     quick: Annotated[bool, typer.Option("--quick", help="CNNs on 64 x 64 images (a smoke run).")] = False,
+    jobs: Annotated[int, typer.Option(min=0, help="Worker processes for a simulated target's kernels (0: "
+                                                  "one per CPU).")] = 0,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("results/networks"),
 ) -> None:
     names = [m for m in models_.split(",") if m]
@@ -105,7 +110,7 @@ def main(
     for name in names:
         for kind in kinds:
             t0 = time.perf_counter()
-            report = run_model(name, kind, 1, 64 if quick else None)
+            report = run_model(name, kind, 1, 64 if quick else None, jobs)
             totals = report.totals()
             row = {"model": name, "target": kind, "config": report.config, "validated": report.validated,
                    "cycles": totals["cycles"] if kind != "cpu" else None, "seconds": totals["seconds"],

@@ -95,7 +95,7 @@ class Violation:
 def reads_operands(c: Constraint) -> bool:
     """Whether rule ``c`` reads an operand (a register, say): it can only be checked when the instruction
     runs, on the operand's value then; every other rule depends on the instance's fields alone."""
-    return any(isinstance(n, Access) for n in walk(c.rule))
+    return c.dynamic
 
 
 def check_constraints(
@@ -157,22 +157,29 @@ def check_constraints(
 def _check_rules(insn: Insn, rules: list[Constraint], env) -> list[Violation]:
     out = []
     for c in rules:
-        names = sorted({n.id for n in walk(c.rule) if isinstance(n, Name) and n.kind in ("field", "param")})
-        values = tuple((n, env.values[n]) for n in names if n in env.values)
-        for node in walk(c.rule):  # the operand values a rule read (registers holding addresses, say)
-            if isinstance(node, Access) and to_text(node) not in dict(values):
-                try:
-                    values += ((to_text(node), int(evaluate(node, env))),)
-                except (ExecError, KeyError, TypeError, ValueError):
-                    pass
         try:
             ok = evaluate(c.rule, env)
         except ExecError as e:
-            out.append(Violation(insn.name, c.kind, c.text, f"{c.message} (cannot evaluate: {e})", values))
+            out.append(Violation(insn.name, c.kind, c.text, f"{c.message} (cannot evaluate: {e})",
+                                 _values_read(c, env)))
             continue
         if not ok:
-            out.append(Violation(insn.name, c.kind, c.text, c.message, values))
+            out.append(Violation(insn.name, c.kind, c.text, c.message, _values_read(c, env)))
     return out
+
+
+def _values_read(c: Constraint, env) -> tuple[tuple[str, int], ...]:
+    """The values a broken rule read, for its Violation: its fields and parameters, and its operand values
+    (registers holding addresses, say)."""
+    names = sorted({n.id for n in walk(c.rule) if isinstance(n, Name) and n.kind in ("field", "param")})
+    values = tuple((n, env.values[n]) for n in names if n in env.values)
+    for node in walk(c.rule):
+        if isinstance(node, Access) and to_text(node) not in dict(values):
+            try:
+                values += ((to_text(node), int(evaluate(node, env))),)
+            except (ExecError, KeyError, TypeError, ValueError):
+                pass
+    return values
 
 
 def timing_of(spec: ISA, insn: Insn) -> tuple[str | None, int | None, int | None]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from isa.lang.scalar import ScalarEnv
-from isa.lang.tree import Assign, Expr
+from isa.lang.tree import Access, Assign, Expr, walk
 from isa.lang.typecheck import Semantics
 
 FIELD_KINDS = ("int", "addr", "flag", "reg", "target", "enum", "type")
@@ -106,12 +106,18 @@ class Operand:
 
 @dataclass(frozen=True, slots=True)
 class Constraint:
-    """A rule an instruction instance must satisfy; ``text`` is the rule as written."""
+    """A rule an instruction instance must satisfy; ``text`` is the rule as written. ``dynamic``: whether
+    the rule reads an operand (a register holding an address, say), so that only a run can check it
+    (``isa.instance.reads_operands``); decided once, as the rule is built."""
 
     kind: str
     rule: Expr
     text: str
     message: str
+    dynamic: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dynamic", any(isinstance(n, Access) for n in walk(self.rule)))
 
 
 @dataclass(frozen=True, slots=True)

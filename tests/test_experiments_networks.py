@@ -20,7 +20,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "networks.py"
 
 def test_a_quick_run_validates_every_network_on_every_target_and_writes_its_tables(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--models", "resnet18,mobilenet_v2",
-                           "--targets", "vita,cpu", "--out", str(tmp_path)], capture_output=True, text=True,
+                           "--targets", "vita,cpu", "--jobs", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     rows = list(csv.DictReader(open(tmp_path / "networks.csv")))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import isa
-from compiler.arith import linear_form
+from compiler.arith import LinearForm, linear_form
 from compiler.errors import LoweringError
 from compiler.interp import evaluate
 from compiler.ir import nodes as ir
@@ -103,6 +103,7 @@ class _Emitter:
             self.addresses[b.name] = at
             at += align * math.ceil(b.nbytes / align)
         self.dram_bytes = at
+        self.forms: dict[int, tuple[ir.Expr, LinearForm | None]] = {}   # id -> (expression, affine form)
 
     # ---- the walk
 
@@ -165,7 +166,24 @@ class _Emitter:
                                 f"(VITA runs only tensor instructions)")
 
     def value(self, e: ir.Expr, env: dict[ir.Var, int]) -> int:
+        """``e``'s value at ``env``: from its affine form where it has one (read once per expression:
+        the same fields and bounds are evaluated at every point of the unrolled loops), else evaluated."""
+        if isinstance(e, ir.IntImm):
+            return int(e.value)
+        form = self.affine(e)
+        if form is not None and all(v in env for v in form.terms):
+            return form.const + sum(c * env[v] for v, c in form.terms.items())
         return int(evaluate(e, env))
+
+    def affine(self, e: ir.Expr) -> LinearForm | None:
+        """``e``'s linear form if every atom of it is a variable, else None (cached by the expression)."""
+        cached = self.forms.get(id(e))
+        if cached is None:
+            form = linear_form(e)
+            if form is not None and not all(isinstance(a, ir.Var) for a in form.terms):
+                form = None
+            cached = self.forms[id(e)] = (e, form)   # the expression kept, so that its id stays its own
+        return cached[1]
 
     def allocate(self, s: ir.Allocate, env: dict[ir.Var, int]) -> None:
         space = space_of(s.buffer.scope)
@@ -262,8 +280,12 @@ class _Emitter:
         steps: dict[str, tuple[int, dict[ir.Var, int]]] = {}
         for r in s.regions:
             tile = self.p[_TILE_SPACES[instr.operand(r.operand).space]] // (r.buffer.dtype.bits // 8)
-            fixed = substitute(r.offset, {v: ir.const(x, v.dtype) for v, x in env.items()})
-            form = linear_form(fixed)
+            form = self.affine(r.offset)
+            if form is not None:   # the enclosing loops' values folded into the constant
+                form = LinearForm({v: c for v, c in form.terms.items() if v not in env},
+                                  form.const + sum(c * env[v] for v, c in form.terms.items() if v in env))
+            else:
+                form = linear_form(substitute(r.offset, {v: ir.const(x, v.dtype) for v, x in env.items()}))
             if any(a not in loop_vars for a in form.terms):
                 raise LoweringError(f"VITA backend: operand {r.operand} of {s.name} is not affine in its "
                                     f"loops")

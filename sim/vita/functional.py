@@ -93,6 +93,7 @@ class VitaState:
         self.buffers = {name: np.zeros((k.depth, k.elems), k.dtype) for name, k in self.kinds.items()
                         if name != "OUT"}
         self._uop_cache: dict[tuple, dict] = {}
+        self._gemm_float = self._exact_float()
         self._addresses: dict[str, tuple[micro_ops.Address, ...]] = {}
         uop_fmt = spec.data["uop"].format
         self.uop_fields = {f.name: (f.lsb, (1 << f.bits) - 1) for f in uop_fmt.fields}
@@ -240,15 +241,31 @@ class VitaState:
         """GEMM: acc[dst] += inp[src] x wgt[wgt]^T for every micro-op of the two-level loop."""
         acc = self.buffers["ACC"]
         b, bi, bo = self.batch, self.block_in, self.block_out
+        exact = self._gemm_float
         for first, idx in self.uop_chunks(insn, f):
             self._check(insn, idx["acc"], "ACC", "accumulator", first)
             self._check(insn, idx["inp"], "INP", "input", first)
             self._check(insn, idx["wgt"], "WGT", "weight", first)
-            inp = self.buffers["INP"][idx["inp"]].reshape(-1, b, bi).astype(np.int32)
-            wgt = self.buffers["WGT"][idx["wgt"]].reshape(-1, bo, bi).astype(np.int32)
-            prod = np.einsum("nbk,nok->nbo", inp, wgt, dtype=np.int32).reshape(-1, b * bo)
-            # additions modulo 2**32 commute, so repeated destinations add up exactly as in sequence
-            np.add.at(acc, idx["acc"], prod)
+            inp = self.buffers["INP"][idx["inp"]].reshape(-1, b, bi)
+            wgt = self.buffers["WGT"][idx["wgt"]].reshape(-1, bo, bi)
+            if exact is not None:   # every product sum exact in this float type: a batched matrix product
+                prod = (inp.astype(exact) @ wgt.astype(exact).transpose(0, 2, 1)).astype(np.int64)
+            else:
+                prod = np.einsum("nbk,nok->nbo", inp.astype(np.int64), wgt.astype(np.int64))
+            prod = prod.reshape(-1, b * bo).astype(acc.dtype)
+            if idx["independent"][0]:   # no accumulator tile twice
+                acc[idx["acc"]] += prod
+            else:   # additions modulo 2**32 commute: repeated tiles add up exactly as in sequence
+                _scatter_add(acc, idx["acc"], prod)
+
+    def _exact_float(self) -> type | None:
+        """The narrowest float type in which every GEMM dot product of BLOCK_IN INP x WGT values is exact
+        (float32 for int8 x int8 over 16), or None (then int64)."""
+        if not all(np.dtype(self.kinds[m].dtype).kind in "iu" for m in ("INP", "WGT")):
+            return None
+        bound = self.block_in * max(abs(v) for v in _range(self.kinds["INP"].dtype)) * \
+            max(abs(v) for v in _range(self.kinds["WGT"].dtype))
+        return np.float32 if bound < 2**24 else np.float64 if bound < 2**53 else None
 
     def gemm_reset(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """GEMM with reset_reg: zero every addressed accumulator tile."""
@@ -384,3 +401,20 @@ def _alu(op: str, x: np.ndarray, y: np.ndarray | int) -> np.ndarray:
     right = x >> (y % 32).astype(np.int32)
     left = (x.view(np.uint32) << (-y % 32).astype(np.uint32)).view(np.int32)
     return np.where(y >= 0, right, left).astype(np.int32)
+
+
+def _range(dtype: np.dtype) -> tuple[int, int]:
+    """The least and greatest value of an integer ``dtype``."""
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def _scatter_add(acc: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+    """``acc[rows[k]] += values[k]`` for every k, repeated rows adding up (``np.add.at``'s meaning, in the
+    accumulators' wrapping arithmetic): the rows sorted, each run of a row summed with one ``reduceat``."""
+    if rows.size == 0:
+        return
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    acc[ordered[starts]] += np.add.reduceat(values[order], starts, axis=0, dtype=acc.dtype)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -92,12 +93,15 @@ def run_tasks(tasks: Mapping[tuple, Task], target: Target, jobs: int,
     global _TARGET
     _TARGET = target   # the workers fork with it: nothing of the target is pickled
     reports = []
-    with multiprocessing.get_context("fork").Pool(min(jobs, len(work))) as pool:
-        for n, report in enumerate(pool.imap(_in_worker, work)):
-            reports.append(report)
-            if progress is not None:
-                progress(n + 1, len(work), work[n][3])
-    _TARGET = None
+    try:   # a worker that dies (a crash in native code) breaks the pool: an error here, never a hang
+        fork = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(min(jobs, len(work)), mp_context=fork) as pool:
+            for n, report in enumerate(pool.map(_in_worker, work)):
+                reports.append(report)
+                if progress is not None:
+                    progress(n + 1, len(work), work[n][3])
+    finally:
+        _TARGET = None
     return dict(zip(keys, reports, strict=True))
 
 

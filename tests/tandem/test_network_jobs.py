@@ -68,3 +68,27 @@ def test_jobs_where_they_do_not_apply_are_refused_before_any_work(args, message)
     result = RUNNER.invoke(app, ["model", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(monkeypatch) -> None:
+    import os
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tandem.network import jobs
+
+    monkeypatch.setattr(jobs, "_run_task", lambda task, target, cache: os._exit(1))   # forked with it
+    tasks = {(k,): ("gemm", {}, [], f"step{k}") for k in range(3)}
+    with pytest.raises(BrokenProcessPool):
+        jobs.run_tasks(tasks, load_target("vita"), 2)
+
+
+def test_a_kernel_refused_in_a_worker_is_refused_here(monkeypatch) -> None:
+    from tandem.flows.flow import RunError
+    from tandem.network import jobs
+
+    def refuse(task, target, cache):
+        raise RunError(f"VITA {task[0]}: refused in a worker")
+    monkeypatch.setattr(jobs, "_run_task", refuse)
+    tasks = {(k,): ("gemm", {}, [], f"step{k}") for k in range(2)}
+    with pytest.raises(RunError, match="refused in a worker"):
+        jobs.run_tasks(tasks, load_target("vita"), 2)
