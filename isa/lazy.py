@@ -6,6 +6,7 @@ every other may import, so that isa/, compiler/ and sim/ packages share it.)"""
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 
 
@@ -16,7 +17,9 @@ def lazy_names(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], 
 
     def __getattr__(name: str) -> object:
         if name in homes:
-            return getattr(importlib.import_module(f"{package}.{homes[name]}"), name)
+            value = getattr(importlib.import_module(f"{package}.{homes[name]}"), name)
+            setattr(sys.modules[package], name, value)   # read from the package itself from now on
+            return value
         try:   # a submodule not imported yet (``isa.binary.MAGIC``)
             return importlib.import_module(f"{package}.{name}")
         except ModuleNotFoundError as exc:
