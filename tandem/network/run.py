@@ -13,7 +13,9 @@ which parameters and on which arrays in the kernel's layouts, and how its output
 kernel of the target computes runs on the host (the integer graph's own layer), and its row says why. The
 layers run in order, each on the outputs the target computed for the layers before it (not the integer
 graph's), so the network's output is the target's; each step's output is compared with the integer graph's
-value of the same tensor on the same network input: the table's ``validated``.
+value of the same tensor on the same network input: the table's ``validated``. With several ``jobs`` (a
+simulated target's kernels by worker processes, tandem/network/jobs.py) each step runs on the integer
+graph's values of its inputs instead: the same arrays wherever every step is bit-exact.
 
 Speed. Each distinct kernel is compiled once per network (``run``'s ``cache``: keyed by the operator, its
 parameters and the target), so a ResNet's repeated blocks compile once. On a target whose timing does not
