@@ -3,6 +3,7 @@ ints."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -119,7 +120,13 @@ def _binary(e: Binary, a, b):
         return _int(a, e) | _int(b, e)
     if op == "^":
         return _int(a, e) ^ _int(b, e)
-    return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+    return _COMPARE[op](a, b)
+
+
+#: the operators whose value on two evaluated operands is Python's own (no check, no conversion)
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
+_PLAIN = {"+": operator.add, "-": operator.sub, "*": operator.mul, **_COMPARE}
 
 
 def _call(e: Call, env: ScalarEnv):
@@ -176,8 +183,19 @@ def compile_scalar(e: Expr, env: ScalarEnv) -> Callable[[Mapping[str, object]], 
             value = evaluate(e, env)
         except ExecError:
             return lambda tensors: evaluate(e, ScalarEnv(env.values, env.types, tensors, env.capacity))
-        return lambda tensors: value
+
+        def constant(tensors):
+            return value
+        constant.value = value   # what a caller may fold
+        return constant
     if isinstance(e, Access):
+        if not any(isinstance(n, Access) for i in e.indices for n in walk(i)):
+            try:   # indices of fields and constants (a register R[3]): evaluated once, now
+                fixed = tuple(_int(evaluate(i, env), e) for i in e.indices)
+            except ExecError:
+                pass   # it fails again when the function runs, as evaluate would
+            else:
+                return lambda tensors: _element(e, tensors, fixed)
         indices = [compile_scalar(i, env) for i in e.indices]
         return lambda tensors: _element(e, tensors, tuple(_int(i(tensors), e) for i in indices))
     if isinstance(e, Unary):
@@ -192,6 +210,12 @@ def compile_scalar(e: Expr, env: ScalarEnv) -> Callable[[Mapping[str, object]], 
             return lambda tensors: bool(a(tensors)) and bool(b(tensors))
         if e.op == "or":
             return lambda tensors: bool(a(tensors)) or bool(b(tensors))
+        plain = _PLAIN.get(e.op)   # as _binary computes it, without its dispatch
+        if plain is not None:
+            if hasattr(b, "value"):   # a register against a field, a parameter or a number
+                right = b.value
+                return lambda tensors: plain(a(tensors), right)
+            return lambda tensors: plain(a(tensors), b(tensors))
         return lambda tensors: _binary(e, a(tensors), b(tensors))
     if isinstance(e, Call) and e.func == "select":
         c, a, b = (compile_scalar(x, env) for x in e.args)
