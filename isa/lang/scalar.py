@@ -7,6 +7,8 @@ import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from isa.dtypes import canonical, dtype
 from isa.errors import ExecError
 from isa.lang.tree import Access, Binary, Call, Cast, Expr, Name, Num, Unary, to_text, walk
@@ -82,7 +84,7 @@ def _element(e: Access, tensors: Mapping[str, object], idx: tuple[int, ...]):
     if arr is None:
         raise ExecError(f"'{to_text(e)}': tensor '{e.tensor}' has no value here")
     try:
-        return arr[idx].item()
+        return arr.item(idx) if isinstance(arr, np.ndarray) else arr[idx].item()   # item: one call, not two
     except IndexError:
         raise ExecError(f"'{to_text(e)}': index {idx} is out of range for shape {arr.shape}") from None
 
