@@ -80,13 +80,17 @@ def _cast(e: Cast, x):
 
 
 def _element(e: Access, tensors: Mapping[str, object], idx: tuple[int, ...]):
+    """Element ``idx`` of tensor ``e.tensor``: a numpy array, or a register file kept as a Python list of
+    its values (one index; a simulator's scalar registers, read without building an array per read)."""
     arr = tensors.get(e.tensor)
     if arr is None:
         raise ExecError(f"'{to_text(e)}': tensor '{e.tensor}' has no value here")
     try:
+        if isinstance(arr, list) and len(idx) == 1:
+            return arr[idx[0]]
         return arr.item(idx) if isinstance(arr, np.ndarray) else arr[idx].item()   # item: one call, not two
     except IndexError:
-        raise ExecError(f"'{to_text(e)}': index {idx} is out of range for shape {arr.shape}") from None
+        raise ExecError(f"'{to_text(e)}': index {idx} is out of range for shape {np.shape(arr)}") from None
 
 
 def _binary(e: Binary, a, b):

@@ -348,7 +348,7 @@ class _Machine:
     def resolve(self, core: int, pc: int, op: TensorOp, R: list[int]) -> dict[str, int]:
         """The fields of a tensor instruction whose operand addresses read registers, each such operand's
         name mapped to its address now; checks the rules that read registers."""
-        tensors = {"R": np.array(R, np.int32)}
+        tensors = {"R": R}   # the registers as they are: ints in int32's range (a list read by index)
         for rule in op.rules:
             try:
                 ok = rule(tensors)

@@ -92,3 +92,19 @@ def test_subtrees_without_tensors_are_evaluated_once_when_compiling():
     for k in range(5):
         assert fn({"R": np.array([k * 1000], np.int32)}) is (k * 1000 + 64 <= 4096)
     assert calls == [2]
+
+
+def test_a_register_file_given_as_a_list_reads_as_the_array_would():
+    """A simulator hands its scalar registers over as they are, a Python list: the same values, the same
+    out-of-range error."""
+    env = ScalarEnv({"n": 2}, {}, {}, None)
+    for text in ("R[1] + 64 <= 4096", "R[n] * 2 - R[0]", "R[n + 9]"):
+        fn = compile_scalar(parse_expr(text), env)
+        for regs in ([5, 100, -7], [0, 4100, 3]):
+            results = []
+            for tensors in ({"R": regs}, {"R": np.array(regs, np.int32)}):
+                try:
+                    results.append(fn(tensors))
+                except ExecError as exc:
+                    results.append(str(exc))
+            assert results[0] == results[1], (text, regs)
