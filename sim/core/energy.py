@@ -32,7 +32,7 @@ import isa
 from isa.dtypes import DType, canonical
 from isa.dtypes import dtype as dtype_of
 from isa.lang.scalar import evaluate
-from isa.lang.tree import Access, Assign, Binary, Call, Cast, Expr, Reduce, Unary, children, walk
+from isa.lang.tree import Access, Assign, Binary, Call, Cast, Expr, Name, Reduce, Unary, children, walk
 from sim.core.errors import SimConfigError
 
 TABLES = Path(__file__).parent / "tables"
@@ -224,18 +224,52 @@ class Activity:
                 mine[key] += n * times
 
 
-@lru_cache(maxsize=4096)
 def instruction_activity(spec: isa.ISA, insn: isa.Insn) -> Activity:
     """The actions of one execution of ``insn`` (one micro-op, for an instruction whose semantics is one
     micro-op's), from its typed semantics: per point of its iteration space the arithmetic on tensor data,
     and each tensor or register operand it reads or writes once, its bytes at its memory space (a space
-    given by a field resolves to the space that field names). Cached per instruction: callers read it
-    (``Activity.add``), never change it."""
+    given by a field resolves to the space that field names). Cached per instruction and the values of the
+    fields it depends on (``_activity_fields``: instances that differ in an address share one): callers
+    read it (``Activity.add``), never change it."""
     instr = spec.instruction(insn.name)
-    activity = Activity()
     if not instr.statements:
-        return activity
+        return Activity()
     types = spec.types_of(insn)
+    key = (spec, insn.name, tuple(types.items()),
+           tuple(insn[f] for f in _activity_fields(spec, insn.name, tuple(sorted(types.items())))))
+    found = _ACTIVITIES.get(key)
+    if found is None:
+        if len(_ACTIVITIES) >= 4096:
+            _ACTIVITIES.clear()
+        found = _ACTIVITIES[key] = _instruction_activity(spec, insn, instr, types)
+    return found
+
+
+_ACTIVITIES: dict[tuple, Activity] = {}
+
+
+@lru_cache(maxsize=1024)
+def _activity_fields(spec: isa.ISA, name: str, types: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The fields an instance's activity depends on: its type fields, and every field its typed semantics'
+    extents and statements, its operands' shapes and its field-given spaces read (not its addresses)."""
+    instr = spec.instruction(name)
+    sem = instr.typed_semantics(dict(types))
+    fields = {f.name for f in instr.fields}
+    trees = [iv.extent for iv in sem.indices] + [e for s in sem.statements for e in (s.target, s.value)]
+    used = set(instr.types)
+    for operand in (*sem.reads, *sem.writes):
+        op = instr.operand(operand)
+        trees += list(op.shape)
+        if op.kind == "tensor" and op.space_is_field:
+            used.add(op.space)
+    for tree in trees:
+        used |= {n.id for n in walk(tree) if isinstance(n, Name) and n.id in fields}
+    return tuple(sorted(used & fields))
+
+
+def _instruction_activity(spec: isa.ISA, insn: isa.Insn, instr: isa.Instruction, types: dict[str, str]
+                          ) -> Activity:
+    activity = Activity()
     sem = instr.typed_semantics(types)
     env = spec.scalar_env(insn.values, types)
     points = math.prod(max(int(evaluate(iv.extent, env)), 0) for iv in sem.indices)
