@@ -27,11 +27,15 @@ def _exact(x: np.ndarray) -> np.ndarray:
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` of exact arrays. Integer products whose sums stay below 2**53 in magnitude go through float64
     (BLAS, and still exact); larger ones through int64."""
-    if a.dtype.kind == "i" and a.size and b.size:
-        bound = int(np.abs(a).max()) * int(np.abs(b).max()) * a.shape[-1]
-        if bound < 2**53:
-            return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
+    if a.dtype.kind == "i" and _float_exact(a, b, a.shape[-1]):
+        return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
     return a @ b
+
+
+def _float_exact(a: np.ndarray, b: np.ndarray, terms: int) -> bool:
+    """Whether sums of ``terms`` products of ``a``'s and ``b``'s integers stay below 2**53 in magnitude,
+    so that float64 computes them exactly."""
+    return a.size > 0 and b.size > 0 and int(np.abs(a).max()) * int(np.abs(b).max()) * terms < 2**53
 
 
 def conv2d(data: np.ndarray, kernel: np.ndarray, stride: int = 1, pad: int = 0, layout: str = "NCHW"
@@ -75,8 +79,7 @@ def conv_nd(data: np.ndarray, kernel: np.ndarray, stride: int | Sequence[int] = 
     out_size = [(s + b + e - d * (k - 1) - 1) // st + 1
                 for s, (b, e), d, k, st in zip(size, pads, dilations, taps, strides, strict=True)]
     out = np.zeros((n, groups, o // groups, math.prod(out_size)), x.dtype)
-    through_float = x.dtype.kind == "f" or (
-        x.size > 0 and w.size > 0 and int(np.abs(x).max()) * int(np.abs(w).max()) * cg < 2**53)
+    through_float = x.dtype.kind == "f" or _float_exact(x, w, cg)
     by_blas = cg > 1   # a depthwise tap is an element-wise product: numpy's einsum does it faster
     for tap in np.ndindex(*taps):
         window = tuple(slice(t * d, t * d + st * (m - 1) + 1, st)

@@ -63,7 +63,8 @@ def kernel_tasks(q: QuantizedGraph, target: Target, plan: Sequence[Step], oracle
             params = {**(options or {}), **part.params}
             tasks.setdefault(task_id(kernel_key(part.op, params, arrays), index, k, reuse),
                              (part.op, params, list(arrays), step.name))
-            outs.append(part.unpack(reference_of(part.op, target, params, arrays)))
+            if any(callable(later.inputs) for later in placement.parts[k + 1:]):   # a later part reads it
+                outs.append(part.unpack(reference_of(part.op, target, params, arrays)))
     return tasks
 
 
