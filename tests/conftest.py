@@ -1,4 +1,5 @@
-"""Shared pytest configuration: the ``golden`` fixture, ``--update-golden`` and hypothesis profiles.
+"""Shared pytest configuration: the ``golden`` fixture, ``--update-golden``, hypothesis profiles, and the
+kernel cache off (``TANDEM_CACHE_DIR=off``: the tests' runs, CLI processes included, compile every kernel).
 
 Golden files live at ``tests/golden/<test_file_stem>/<test_name>.txt`` (the test name with every
 character outside ``[A-Za-z0-9_.-]`` replaced by ``_``). A test calls ``golden.check(text)``:
@@ -23,6 +24,10 @@ import pytest
 from hypothesis import settings
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+
+# every run in the tests compiles its kernels: none is read from, or written to, the user's kernel cache
+# (tandem/flows/kernel_cache.py; tests/tandem/test_kernel_cache.py gives it folders of its own)
+os.environ["TANDEM_CACHE_DIR"] = "off"
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None)

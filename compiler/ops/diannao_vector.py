@@ -48,8 +48,12 @@ def vector_select(spec: isa.ISA, tile: int, constants: bool = False) -> covering
     def scalar(node: ir.Expr) -> int:
         return tile * SCALAR_INSTRUCTIONS_PER_ELEMENT
 
-    return covering.Select(instructions, spec.params, lambda e: isinstance(e, ir.Load), cycles, scalar,
-                           constants=constants)
+    return covering.Select(instructions, spec.params, _is_load, cycles, scalar, constants=constants,
+                           recipe=(vector_select, (spec, tile, constants)))
+
+
+def _is_load(e: ir.Expr) -> bool:
+    return isinstance(e, ir.Load)
 
 
 def vector_cover(expr: ir.Expr, spec: isa.ISA, tile: int, constants: bool = False) -> covering.Cover:

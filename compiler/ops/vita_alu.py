@@ -67,7 +67,11 @@ def alu_select(spec: isa.ISA, uops: int) -> covering.Select:
             return str(err)
         return (latency or 0) + (cyc or 0)
 
-    return covering.Select(instructions, spec.params, lambda e: isinstance(e, ir.Load), cycles)
+    return covering.Select(instructions, spec.params, _is_load, cycles, recipe=(alu_select, (spec, uops)))
+
+
+def _is_load(e: ir.Expr) -> bool:
+    return isinstance(e, ir.Load)
 
 
 def alu_cover(expr: ir.Expr, spec: isa.ISA, uops: int, where: str) -> covering.Cover:

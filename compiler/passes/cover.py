@@ -105,6 +105,25 @@ class Select:
     #: each node's covers by root instruction (``_options``), kept so that ``alternatives`` and ``why_not``
     #: after a ``cover`` search nothing again
     options: dict = field(default_factory=dict)
+    #: how to build this Select again, ``(function, arguments)`` of a module-level function, so that a
+    #: compiled kernel holding it can be stored (tandem/flows/kernel_cache.py: ``cycles`` is a closure);
+    #: the memo and options travel with it. None: it cannot be pickled.
+    recipe: tuple[Callable[..., Select], tuple] | None = field(default=None, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple:
+        if self.recipe is None:
+            raise TypeError("a cover's Select built without a recipe cannot be pickled (its cycles are a "
+                            "closure)")
+        return _rebuilt, (self.recipe, self.memo, self.options)
+
+
+def _rebuilt(recipe: tuple[Callable[..., Select], tuple], memo: dict, options: dict) -> Select:
+    """A pickled Select: built again by its recipe, with its search's memo and options."""
+    function, arguments = recipe
+    select = function(*arguments)
+    select.memo.update(memo)
+    select.options.update(options)
+    return select
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ the UOP buffer; each instruction's bytes fetched from DRAM.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import isa
 from sim.core import energy
 from sim.core.energy import Architecture, CostReport, Datapath, Memory
@@ -44,13 +46,13 @@ def activity(program: isa.Program) -> energy.Activity:
     plans = plan_spec(spec)
     uop_bytes = tile_kinds(spec)["UOP"].nbytes
     out = energy.Activity()
-    for insn in program.insns:
+    for insn, times in Counter(program.insns).items():   # programs repeat instructions: each once, times n
         if plans[insn.name].action in MICRO_OP_ACTIONS:
-            uops = uop_count(dict(insn.fields))
+            uops = uop_count(dict(insn.fields)) * times
             out.add(energy.instruction_activity(spec, insn), uops)
             out.reads["UOP"] += uops * uop_bytes
         else:
-            out.add(energy.instruction_activity(spec, insn))
+            out.add(energy.instruction_activity(spec, insn), times)
     out.reads[DRAM] += len(program.insns) * (spec.insn_bits or 0) // 8
     return out
 

@@ -28,6 +28,9 @@ from sim.core.errors import ConstraintError, SimError
 
 # micro-ops of one GEMM/ALU instruction are processed in batches of at most this many
 BATCH_UOPS = 1 << 15
+# a GEMM loop's products come from a table of every distinct (input, weight) pair where there are at most
+# this many pairs per micro-op (one BLAS product of small matrices is faster than a batch of tiny ones)
+TABLE_PAIRS_PER_UOP = 4
 
 
 class VitaExecError(SimError):
@@ -230,33 +233,58 @@ class VitaState:
         out["independent"] = (unique, unique and not np.isin(src[src != dst], dst).any())
         return out
 
-    def _check(self, insn: isa.Insn, idx: np.ndarray, memory: str, what: str, first: int = 0) -> None:
+    def _check(self, insn: isa.Insn, idx: dict, operand: str, memory: str, what: str,
+               first: int = 0) -> None:
+        """Every tile ``idx[operand]`` addresses lies in ``memory`` (its greatest index kept with the
+        loop)."""
+        found = idx[operand]
+        top = idx.get(("max", operand))
+        if top is None:
+            top = idx[("max", operand)] = int(found.max()) if found.size else -1
         depth = self.kinds[memory].depth
-        if idx.size and (idx.max() >= depth):
-            k = int(np.argmax(idx >= depth))
+        if top >= depth:
+            k = int(np.argmax(found >= depth))
             raise VitaExecError(f"{insn.name}: micro-op {first + k} of the loop addresses {what} tile "
-                                f"{int(idx[k])}, outside the {memory} buffer (depth {depth})")
+                                f"{int(found[k])}, outside the {memory} buffer (depth {depth})")
 
     def gemm(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
-        """GEMM: acc[dst] += inp[src] x wgt[wgt]^T for every micro-op of the two-level loop."""
+        """GEMM: acc[dst] += inp[src] x wgt[wgt]^T for every micro-op of the two-level loop.
+
+        A loop's micro-ops pair a few hundred input tiles with a few dozen weight tiles: every distinct pair's
+        product comes from one matrix product of the distinct input tiles by the distinct weight tiles
+        (``_products``), each micro-op takes its pair's, and the accumulator tiles add them up in order
+        (additions modulo 2**32 commute, so repeated tiles add up exactly as in sequence)."""
         acc = self.buffers["ACC"]
+        for first, idx in self.uop_chunks(insn, f):
+            self._check(insn, idx, "acc", "ACC", "accumulator", first)
+            self._check(insn, idx, "inp", "INP", "input", first)
+            self._check(insn, idx, "wgt", "WGT", "weight", first)
+            plan = idx.get("gemm")
+            if plan is None:
+                plan = idx["gemm"] = _GemmPlan.of(idx["acc"], idx["inp"], idx["wgt"])
+            prod = self._products(plan, idx)
+            if plan.starts is None:   # no accumulator tile twice
+                acc[plan.rows] += prod
+            else:
+                acc[plan.rows] += np.add.reduceat(prod, plan.starts, axis=0, dtype=acc.dtype)
+
+    def _products(self, plan: _GemmPlan, idx: dict) -> np.ndarray:
+        """Each micro-op's product inp[src] x wgt[wgt]^T as int32 rows (BATCH*BLOCK_OUT), in ``plan``'s
+        order."""
         b, bi, bo = self.batch, self.block_in, self.block_out
         exact = self._gemm_float
-        for first, idx in self.uop_chunks(insn, f):
-            self._check(insn, idx["acc"], "ACC", "accumulator", first)
-            self._check(insn, idx["inp"], "INP", "input", first)
-            self._check(insn, idx["wgt"], "WGT", "weight", first)
-            inp = self.buffers["INP"][idx["inp"]].reshape(-1, b, bi)
-            wgt = self.buffers["WGT"][idx["wgt"]].reshape(-1, bo, bi)
-            if exact is not None:   # every product sum exact in this float type: a batched matrix product
-                prod = (inp.astype(exact) @ wgt.astype(exact).transpose(0, 2, 1)).astype(np.int64)
-            else:
-                prod = np.einsum("nbk,nok->nbo", inp.astype(np.int64), wgt.astype(np.int64))
-            prod = prod.reshape(-1, b * bo).astype(acc.dtype)
-            if idx["independent"][0]:   # no accumulator tile twice
-                acc[idx["acc"]] += prod
-            else:   # additions modulo 2**32 commute: repeated tiles add up exactly as in sequence
-                _scatter_add(acc, idx["acc"], prod)
+        if plan.pairs is not None and exact is not None:   # a product of the distinct tiles: one BLAS call
+            inp = self.buffers["INP"][plan.inputs].reshape(-1, bi).astype(exact)
+            wgt = self.buffers["WGT"][plan.weights].reshape(-1, bi).astype(exact)
+            table = (inp @ wgt.T).reshape(len(plan.inputs), b, len(plan.weights), bo).transpose(0, 2, 1, 3)
+            return table.reshape(-1, b * bo)[plan.pairs].astype(np.int32)
+        inp = self.buffers["INP"][idx["inp"][plan.order]].reshape(-1, b, bi)
+        wgt = self.buffers["WGT"][idx["wgt"][plan.order]].reshape(-1, bo, bi)
+        if exact is not None:   # every product sum exact in this float type: a batched matrix product
+            prod = (inp.astype(exact) @ wgt.astype(exact).transpose(0, 2, 1)).astype(np.int64)
+        else:
+            prod = np.einsum("nbk,nok->nbo", inp.astype(np.int64), wgt.astype(np.int64))
+        return prod.reshape(-1, b * bo).astype(np.int32)
 
     def _exact_float(self) -> type | None:
         """The narrowest float type in which every GEMM dot product of BLOCK_IN INP x WGT values is exact
@@ -270,7 +298,7 @@ class VitaState:
     def gemm_reset(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """GEMM with reset_reg: zero every addressed accumulator tile."""
         for first, idx in self.uop_chunks(insn, f):
-            self._check(insn, idx["acc"], "ACC", "accumulator", first)
+            self._check(insn, idx, "acc", "ACC", "accumulator", first)
             self.buffers["ACC"][idx["acc"]] = 0
 
     def alu(self, insn: isa.Insn, op: str, f: dict[str, int] | None = None) -> None:
@@ -280,14 +308,47 @@ class VitaState:
         acc = self.buffers["ACC"]
         for first, idx in self.uop_chunks(insn, f):
             dst, src = idx["dst"], idx["src"]
-            self._check(insn, dst, "ACC", "destination", first)
+            self._check(insn, idx, "dst", "ACC", "destination", first)
             if not use_imm:
-                self._check(insn, src, "ACC", "source", first)
+                self._check(insn, idx, "src", "ACC", "source", first)
             if idx["independent"][0 if use_imm else 1]:
                 acc[dst] = _alu(op, acc[dst], imm if use_imm else acc[src])
                 continue
             for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # dependent micro-ops: in sequence
                 acc[d] = _alu(op, acc[d], imm if use_imm else acc[s])
+
+
+@dataclass(frozen=True)
+class _GemmPlan:
+    """How a GEMM loop's micro-ops are computed (``VitaState.gemm``), found once per loop: ``order`` the
+    micro-ops sorted by accumulator tile (stable), ``rows`` the accumulator tiles written (one per run of
+    equal tiles in that order, or every micro-op's when none repeats: then ``starts`` is None, else where each
+    run begins); where the distinct (input, weight) pairs are at most ``TABLE_PAIRS_PER_UOP`` per micro-op,
+    ``inputs``/``weights`` the distinct tiles and ``pairs`` each micro-op's row of their product table
+    (input-major), in ``order``."""
+
+    order: np.ndarray
+    rows: np.ndarray
+    starts: np.ndarray | None
+    inputs: np.ndarray | None
+    weights: np.ndarray | None
+    pairs: np.ndarray | None
+
+    @staticmethod
+    def of(acc: np.ndarray, inp: np.ndarray, wgt: np.ndarray) -> _GemmPlan:
+        if np.unique(acc).size == acc.size:
+            order, rows, starts = np.arange(acc.size), acc, None
+        else:
+            order = np.argsort(acc, kind="stable")
+            ordered = acc[order]
+            starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+            rows = ordered[starts]
+        inputs, at_input = np.unique(inp, return_inverse=True)
+        weights, at_weight = np.unique(wgt, return_inverse=True)
+        if inputs.size * weights.size > TABLE_PAIRS_PER_UOP * acc.size:   # mostly unused products
+            return _GemmPlan(order, rows, starts, None, None, None)
+        pairs = (at_input.reshape(-1) * weights.size + at_weight.reshape(-1))[order]
+        return _GemmPlan(order, rows, starts, inputs, weights, pairs)
 
 
 def uop_count(f: dict[str, int]) -> int:
@@ -304,7 +365,7 @@ def execute_generic(state: VitaState, insn: isa.Insn, f: dict[str, int] | None =
     shapes = {name: isa.operand_shape(state.spec, insn, name) for name in spaces}
     for first, idx in state.uop_chunks(insn, f):
         for name, space in spaces.items():
-            state._check(insn, idx[name], space, name, first)
+            state._check(insn, idx, name, space, name, first)
         for k in range(min((idx[name].size for name in spaces), default=0)):
             tiles = {name: state.buffers[space][idx[name][k]].reshape(shapes[name])
                      for name, space in spaces.items()}
@@ -407,14 +468,3 @@ def _range(dtype: np.dtype) -> tuple[int, int]:
     """The least and greatest value of an integer ``dtype``."""
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
-
-
-def _scatter_add(acc: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
-    """``acc[rows[k]] += values[k]`` for every k, repeated rows adding up (``np.add.at``'s meaning, in the
-    accumulators' wrapping arithmetic): the rows sorted, each run of a row summed with one ``reduceat``."""
-    if rows.size == 0:
-        return
-    order = np.argsort(rows, kind="stable")
-    ordered = rows[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    acc[ordered[starts]] += np.add.reduceat(values[order], starts, axis=0, dtype=acc.dtype)

@@ -11,6 +11,7 @@ Commands:
     model     import a network, run it in int8 on a target (tandem/cli/model.py)
     sweep     run a design-space sweep into a SQLite results store (tandem/cli/sweep.py)
     report    an HTML report of a results store (tandem/sweep/report.py)
+    cache     where compiled kernels are kept between runs, their size; --clear (tandem/flows/kernel_cache.py)
 """
 
 from __future__ import annotations
@@ -76,6 +77,31 @@ def version() -> None:
     console.print(f"python {platform.python_version()}")
     for dist in RUNTIME_PACKAGES:
         console.print(f"{dist} {_version_of(dist)}")
+
+
+@app.command()
+def cache(
+    clear: Annotated[bool, typer.Option("--clear", help="Remove every compiled kernel kept on disk.")
+                     ] = False,
+) -> None:
+    """Show where compiled kernels are kept on disk, and their size.
+
+    tandem run and tandem model reuse them; --clear removes them."""
+    from tandem.flows.kernel_cache import ENV, KernelCache
+
+    kept = KernelCache.default()
+    console = Console(highlight=False)
+    if kept.directory is None:
+        console.print(f"the kernel cache is off (${ENV}=off): kernels are compiled in every run",
+                      soft_wrap=True)
+        return
+    if clear:
+        console.print(f"removed {kept.clear()} compiled kernels from {kept.directory}", soft_wrap=True)
+        return
+    files, size = kept.size()
+    amount = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+    console.print(f"{kept.directory}: {files} compiled kernels, {amount} (${ENV} sets the folder; `tandem "
+                  f"cache --clear` empties it)", soft_wrap=True)
 
 
 @app.command()

@@ -19,6 +19,11 @@ from typer.core import TyperGroup
 
 import tandem
 
+#: the help of ``--cache/--no-cache`` (tandem run, tandem model): tandem/flows/kernel_cache.py
+CACHE_HELP = ("Find compiled kernels in, and keep them in, the kernel cache on disk (VITA's layers and "
+              "DianNao's operators; the folder: $TANDEM_CACHE_DIR, else the user's cache folder; `tandem "
+              "cache` shows it). --no-cache compiles every kernel.")
+
 #: what the last ``fail`` reported, for the JSON object a ``--json`` command prints when it exits with it
 _failure: dict[str, object] = {}
 

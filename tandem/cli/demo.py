@@ -316,7 +316,7 @@ def _check_compiled_diannao_add(rng: np.random.Generator) -> Outcome:
         raise AssertionError(f"compiled add took {report.cycles} cycles, the library {lib.result.cycles}")
     note = (f"{report.cycles} cycles, {report.roofline_pct:.1f}% of roofline, library {lib.result.cycles} "
             f"({lib.result.cycles / report.cycles:.3f}x), scalar fallback 0")
-    return Outcome(report.output, report.reference, report.program, note)
+    return Outcome(report.output, report.reference, str(report.program), note)
 
 
 def _check_compiled_vita_conv(rng: np.random.Generator) -> Outcome:
@@ -354,7 +354,7 @@ def _check_compiled_cpu_conv(rng: np.random.Generator) -> Outcome:
     plain = run_cpu(layer, "x86-avx512", threads=1, seed=seed, min_time=0.05)
     if default_isa(CpuOptions(), load_target("cpu")) != "x86-vnni":
         note = f"{plain.measured['gops']:.1f} GOPS (no dot-product instruction here)"
-        return Outcome(plain.output, plain.reference, plain.program, note)
+        return Outcome(plain.output, plain.reference, str(plain.program), note)
     tensor = run_cpu(layer, "x86-vnni", threads=1, seed=seed, min_time=0.05)
     gops, plain_gops = tensor.measured["gops"], plain.measured["gops"]
     peak = next(iter(tensor.utilization.items()), None)

@@ -33,7 +33,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tandem.cli.console import fail, resolve_target
+from tandem.cli.console import CACHE_HELP, fail, resolve_target
 from tandem.flows.params import WorkloadError, parse_shape
 
 if TYPE_CHECKING:   # numpy is imported by the functions that use it: ``tandem --help`` starts without it
@@ -86,6 +86,7 @@ def model_command(
     jobs: Annotated[int | None, typer.Option(min=0, help="Worker processes that compile and simulate the "
                                                          "kernels (a simulated target's; default and 0: one "
                                                          "per CPU).")] = None,
+    cache: Annotated[bool, typer.Option("--cache/--no-cache", help=CACHE_HELP)] = True,
     save: Annotated[Path | None, typer.Option(help="Write the network run as JSON to this file.")] = None,
     csv_file: Annotated[Path | None, typer.Option("--csv", help="Write the per-layer table as CSV to this "
                                                                  "file.")] = None,
@@ -114,7 +115,8 @@ def model_command(
         raise fail(str(exc), 2) from None
     network, versus_ort = None, None
     if resolved is not None:
-        network, versus_ort = _run_network(loaded, resolved, seed, threads, resimulate, jobs, quiet=as_json)
+        network, versus_ort = _run_network(loaded, resolved, seed, threads, resimulate, jobs, cache,
+                                           quiet=as_json)
     report = _report(builtin or str(file), loaded.graph, check, quantized, network, versus_ort)
     if network is not None:
         _write(network, report, resolved, save, csv_file, trace)
@@ -210,14 +212,17 @@ def _check_jobs(jobs: int | None, target) -> None:
                    2)
 
 
-def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, jobs: int | None, quiet: bool):
+def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, jobs: int | None, cache: bool,
+                 quiet: bool):
     """The int8 network (``loaded.quantized``: a QDQ model's own, or the float graph quantized with VTA's
     rule) on ``target``, its kernels by ``jobs`` worker processes on a simulated target (None: one per
-    CPU), with a progress bar of its steps (none with --json), and its output against onnxruntime's run
-    of the model on the same input (``_against_onnxruntime``; a QDQ model's: exactly)."""
+    CPU), compiled kernels found in and kept in the kernel cache on disk with ``cache``, with a progress bar
+    of its steps (none with --json), and its output against onnxruntime's run of the model on the same
+    input (``_against_onnxruntime``; a QDQ model's: exactly)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from tandem.flows.flow import RunError
+    from tandem.flows.kernel_cache import KernelCache
     from tandem.network.run import run_inputs, run_network
 
     q = loaded.quantized
@@ -231,7 +236,8 @@ def _run_network(loaded, target, seed: int, threads: int, resimulate: bool, jobs
             bar.update(task, completed=done, total=total, description=step or "done")
         try:
             network = run_network(q, target, inputs, options=options, resimulate=resimulate,
-                                  progress=progress, jobs=0 if jobs is None else jobs)
+                                  progress=progress, jobs=0 if jobs is None else jobs,
+                                  cache=KernelCache.default() if cache else None)
         except RunError as exc:
             raise fail(str(exc), 2) from None
     if loaded.own is not None:

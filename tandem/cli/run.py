@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tandem.cli.console import fail, resolve_target
+from tandem.cli.console import CACHE_HELP, fail, resolve_target
 from tandem.flows.params import WorkloadError, int_param, parse_params, parse_shape
 
 OWN = ("cores", "tile", "threads")   # -p options of a flow, not of a user's operator
@@ -99,6 +99,7 @@ def run_command(
                                                    "Alg. 1).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    cache: Annotated[bool, typer.Option("--cache/--no-cache", help=CACHE_HELP)] = True,
     explain: Annotated[bool, typer.Option(
         "--explain", help="After the table, per statement whose instructions a cover chose: the chosen "
                           "cover, its cycles and the best alternatives; then each instruction of the spec no "
@@ -113,6 +114,7 @@ def run_command(
     from isa.errors import ISAError
     from sim.core.errors import SimError
     from tandem.flows.flow import RunError, UnknownParameter
+    from tandem.flows.kernel_cache import KernelCache
     from tandem.flows.run import run
     from tandem.flows.user_ops import is_user_op
 
@@ -125,7 +127,8 @@ def run_command(
     try:
         values = _values(params or (), shape, user, options)
         with _tuning_progress(enabled=not as_json and sys.stdout.isatty()) as progress:
-            report = run(op, resolved, values, progress=progress, explain=explain)
+            report = run(op, resolved, values, progress=progress, explain=explain,
+                         cache=KernelCache.default() if cache else None)
     except UnknownParameter as exc:
         raise fail(_unknown_option(exc, no_partition, no_preprocess), 2) from None
     except (WorkloadError, RunError, TandemError, SimError, ISAError, OSError) as exc:

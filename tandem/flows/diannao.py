@@ -250,6 +250,10 @@ class DiannaoLayerFlow(TargetFlow):
             flat.append(x.reshape(-1))
         return flat
 
+    def stores_kernels(self, job: DiannaoJob) -> bool:
+        """The card's own operators' kernels; not a user's (FILE.py:NAME: its file is not part of the key)."""
+        return not is_user_op(job.op)
+
     def compile(self, job: DiannaoJob, candidate: dops.ConvPlan | None, target: Target) -> DiannaoCompiled:
         if job.user is not None:
             try:
@@ -362,7 +366,7 @@ def _execution(compiled: DiannaoCompiled, result: DiannaoResult, output: np.ndar
         scalar_fallback=kernel.fallback_count(result.executed),
         unmatched=sorted({str(x) for x in unmatched(compiled.func, kernel.program.isa)}),
         utilization={u: round(result.utilization(u), 4) for u in ("vfu", "tfu", "dma")},
-        program=str(kernel.program), chosen=chosen,
+        program=kernel.program, chosen=chosen,
         costs=diannao_energy.costs(kernel.program, result.executed, table_for(target.config)))
 
 
@@ -424,6 +428,9 @@ class DiannaoGemmFlow(DiannaoLayerFlow):
 
     def compile(self, job: DiannaoJob, candidate: DiannaoCompiled, target: Target) -> DiannaoCompiled:
         return candidate   # the kernel ``plan`` compiled to choose the convolution
+
+    def stores_kernels(self, job: DiannaoJob) -> bool:
+        return False   # ``plan`` compiles: the candidate is the kernel
 
     def inputs(self, job: DiannaoJob, rng: np.random.Generator) -> list[np.ndarray]:
         m, n, k = job.mnk

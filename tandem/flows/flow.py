@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,13 +87,15 @@ class RunReport:
     # what was compared and run, for callers that show it (not part of the JSON object)
     output: np.ndarray | None = field(default=None, repr=False, compare=False)
     reference: np.ndarray | None = field(default=None, repr=False, compare=False)
-    program: str = field(default="", repr=False, compare=False)
+    #: what ran, whose ``str`` is its listing (a VITA or DianNao program, LLVM IR, PTX): formatted where shown
+    program: Any = field(default="", repr=False, compare=False)
 
     #: fields that are not keys of the JSON object (arrays, the program; measured and costs are spread)
     NOT_IN_JSON = ("output", "reference", "program", "measured", "costs")
 
     def to_json(self) -> dict:
-        report = asdict(self)
+        # the arrays and the program left out before asdict copies every field
+        report = asdict(replace(self, output=None, reference=None, program="", measured={}, costs=None))
         for key in self.NOT_IN_JSON:
             del report[key]
         return {**report, **self.measured, **(self.costs.to_json() if self.costs is not None else {})}
@@ -111,7 +113,7 @@ class Execution:
     scalar_fallback: int
     unmatched: list[str]
     utilization: dict[str, float]
-    program: str = ""
+    program: Any = ""   # what ran, whose ``str`` is its listing (RunReport.program)
     #: what the schedule chose that the request did not say (DianNao's tile), added to the report's params
     chosen: dict[str, Any] = field(default_factory=dict)
     #: a target's own measures, top-level keys of the report's JSON object
@@ -141,6 +143,13 @@ class TargetFlow(ABC):
     @abstractmethod
     def compile(self, job: Any, candidate: Any, target: Target) -> Any:
         """Schedule ``job`` with ``candidate``, run the target's pass pipeline and emit the kernel."""
+
+    def stores_kernels(self, job: Any) -> bool:
+        """Whether ``job``'s compiled kernels may be kept on disk between runs (tandem/flows/kernel_cache.py):
+        they pickle, naming the target's spec and config, and depend on nothing but the target, the
+        operator, its parameters, the candidate and the code. False unless a flow says so (the CPU's kernels
+        are machine code loaded into this process)."""
+        return False
 
     @abstractmethod
     def execute(self, job: Any, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
@@ -221,6 +230,9 @@ class ByOperator(TargetFlow):
 
     def compile(self, job: Routed, candidate: Any, target: Target) -> Any:
         return job.flow.compile(job.job, candidate, target)
+
+    def stores_kernels(self, job: Routed) -> bool:
+        return job.flow.stores_kernels(job.job)
 
     def execute(self, job: Routed, compiled: Any, inputs: list[np.ndarray], target: Target) -> Execution:
         return job.flow.execute(job.job, compiled, inputs, target)

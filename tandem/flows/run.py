@@ -52,7 +52,7 @@ import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,6 +60,9 @@ from compiler.target import Target
 from tandem.flows.check import Check
 from tandem.flows.flow import RunError, RunReport, TargetFlow
 from tandem.flows.user_ops import is_user_op
+
+if TYPE_CHECKING:
+    from tandem.flows.kernel_cache import KernelCache
 
 #: Where each target kind's flow lives (imported when first used: the CPU's needs LLVM).
 FLOWS = {"diannao": "tandem.flows.diannao", "vita": "tandem.flows.vita", "cpu": "tandem.flows.cpu",
@@ -108,21 +111,23 @@ class Prepared:
 
 def run(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
         inputs: Sequence[np.ndarray] | None = None,
-        progress: Callable[[int, int], None] | None = None, cache: dict | None = None,
+        progress: Callable[[int, int], None] | None = None, cache: KernelCache | None = None,
         explain: bool = False) -> RunReport:
     """Compile ``op`` for ``target``, execute it on ``inputs`` (default: seeded random arrays), compare the
     output with numpy and report what was measured (see the module docstring for the steps and parameters).
     Bad parameters raise RunError before anything is compiled. With several candidates, ``progress(done,
     total)`` is called as each is measured (the command line draws a progress bar with it). ``cache`` (a
-    dict the caller keeps) holds compiled kernels by target, operator, parameters and candidate: a kernel
-    found there is not compiled again (``compile_s`` is then 0). ``explain`` adds the unused instructions to
+    ``KernelCache``, tandem/flows/kernel_cache.py) holds compiled kernels by target, operator, parameters and
+    candidate, in memory and, where it has a folder, on disk: a kernel found there is not compiled again
+    (``compile_s`` is then the time to find it). ``explain`` adds the unused instructions to
     the report's ``selection`` (the search for why each was not used)."""
     return report_on(prepare(op, target, params, inputs=inputs, progress=progress, cache=cache), explain)
 
 
 def prepare(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
             inputs: Sequence[np.ndarray] | None = None,
-            progress: Callable[[int, int], None] | None = None, cache: dict | None = None) -> Prepared:
+            progress: Callable[[int, int], None] | None = None, cache: KernelCache | None = None
+            ) -> Prepared:
     """``run``'s steps 1-3 (plan, inputs, compile and, with several candidates, measure each): the operator
     ready to execute (``run``'s arguments)."""
     start = time.perf_counter()
@@ -140,13 +145,12 @@ def prepare(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
     compile_s, tuned, best = 0.0, [], None
     for candidate in job.candidates:
         t0 = time.perf_counter()
-        key = _cache_key(target, op, params, candidate)
-        if cache is not None and key in cache:
-            compiled = cache[key]
-        else:
+        stores = flow.stores_kernels(job)
+        compiled = None if cache is None else cache.get(stores, target, op, params, candidate)
+        if compiled is None:
             compiled = flow.compile(job, candidate, target)
             if cache is not None:
-                cache[key] = compiled
+                cache.put(stores, target, op, params, candidate, compiled)
         compile_s += time.perf_counter() - t0
         if len(job.candidates) == 1:
             best = (0.0, candidate, compiled)
@@ -222,8 +226,3 @@ def reference_of(op: str, target: Target, params: Mapping[str, Any], inputs: Seq
     rest.pop("seed", None)
     job = flow.plan(op, rest, target)
     return flow.reference(job, flow.check_inputs(job, inputs))
-
-
-def _cache_key(target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any) -> tuple:
-    given = sorted((k, repr(v)) for k, v in (params or {}).items() if k != "seed")
-    return (target.kind, id(target.spec), id(target.config), op, tuple(given), repr(candidate))

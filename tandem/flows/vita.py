@@ -211,6 +211,9 @@ class VitaLayerFlow(TargetFlow):
                 ) -> tuple[vita.VitaSchedule, VitaKernel]:
         return compile_layer(job.layer, candidate, target, job.epilogue)
 
+    def stores_kernels(self, job: VitaJob) -> bool:
+        return True
+
     def execute(self, job: VitaJob, compiled: tuple[vita.VitaSchedule, VitaKernel], inputs: list[np.ndarray],
                 target: Target) -> Execution:
         vs, kernel = compiled
@@ -220,7 +223,7 @@ class VitaLayerFlow(TargetFlow):
             output=out, cycles=result.cycles,
             instructions=dict(Counter(i.name for i in kernel.program.insns)),
             tensor_instructions=len(kernel.program.insns), scalar_instructions=0, scalar_fallback=0,
-            unmatched=[], utilization=utilization(result), program=str(kernel.program),
+            unmatched=[], utilization=utilization(result), program=kernel.program,
             measured={"dram_bytes": dram_bytes(result)}, costs=vita_energy.costs(kernel.program,
                                                                                 table_for(target.config)))
 

@@ -20,12 +20,14 @@ import multiprocessing
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from compiler.target import Target
 from tandem.flows.flow import RunReport
+from tandem.flows.kernel_cache import KernelCache
 from tandem.flows.run import prepare, reference_of, report_on
 from tandem.network.place import place
 from tandem.network.quantized import QuantizedGraph
@@ -78,21 +80,24 @@ def jobs_for(jobs: int) -> int:
 
 
 def run_tasks(tasks: Mapping[tuple, Task], target: Target, jobs: int,
-              progress: Callable[[int, int, str], None] | None = None) -> dict[tuple, RunReport]:
+              progress: Callable[[int, int, str], None] | None = None,
+              cache: KernelCache | None = None) -> dict[tuple, RunReport]:
     """Each task's report (compiled, run and checked by the run flow), by ``jobs`` worker processes
     (here, in order, where there is one job, one task, or no fork); ``progress(done, total, step)`` after
-    each."""
+    each. ``cache``: where compiled kernels are found and kept (each worker has a copy: its disk folder is
+    shared, its memory is the worker's); default: in memory."""
     keys, work = list(tasks), list(tasks.values())
+    cache = KernelCache() if cache is None else cache
     forkable = "fork" in multiprocessing.get_all_start_methods()
     if jobs <= 1 or len(work) <= 1 or not forkable:
         reports = []
         for n, task in enumerate(work):
-            reports.append(_run_task(task, target, {}))
+            reports.append(_run_task(task, target, cache))
             if progress is not None:
                 progress(n + 1, len(work), task[3])
         return dict(zip(keys, reports, strict=True))
-    global _TARGET
-    _TARGET = target   # the workers fork with it: nothing of the target is pickled
+    global _TARGET, _CACHE
+    _TARGET, _CACHE = target, cache   # the workers fork with them: nothing of the target is pickled
     reports = []
     try:   # a worker that dies (a crash in native code) breaks the pool: an error here, never a hang
         fork = multiprocessing.get_context("fork")
@@ -102,19 +107,21 @@ def run_tasks(tasks: Mapping[tuple, Task], target: Target, jobs: int,
                 if progress is not None:
                     progress(n + 1, len(work), work[n][3])
     finally:
-        _TARGET = None
+        _TARGET, _CACHE = None, None
     return dict(zip(keys, reports, strict=True))
 
 
-_TARGET: Target | None = None   # the target of the pool being run (set before its workers fork)
-_CACHE: dict = {}               # a worker's compiled kernels, as run's cache (equal kernels compile once)
+_TARGET: Target | None = None        # the target of the pool being run (set before its workers fork)
+_CACHE: KernelCache | None = None    # and its kernel cache (each worker's copy: equal kernels compile once)
 
 
 def _in_worker(task: Task) -> RunReport:
-    assert _TARGET is not None, "a pool's worker runs with the target it was forked with"
-    return _run_task(task, _TARGET, _CACHE)
+    """A task's report, as the parent receives it: without the program (it holds the spec, which the
+    parent has; the network's rows do not show it)."""
+    assert _TARGET is not None and _CACHE is not None, "a pool's worker runs with what it was forked with"
+    return replace(_run_task(task, _TARGET, _CACHE), program="")
 
 
-def _run_task(task: Task, target: Target, cache: dict) -> RunReport:
+def _run_task(task: Task, target: Target, cache: KernelCache) -> RunReport:
     op, params, arrays, _ = task
     return report_on(prepare(op, target, params, inputs=arrays, cache=cache))

@@ -18,11 +18,12 @@ simulated target's kernels by worker processes, tandem/network/jobs.py) each ste
 graph's values of its inputs instead: the same arrays wherever every step is bit-exact.
 
 Speed. Each distinct kernel is compiled once per network (``run``'s ``cache``: keyed by the operator, its
-parameters and the target), so a ResNet's repeated blocks compile once. On a target whose timing does not
-depend on the data (VITA: no data-dependent control flow or memory access), a kernel already simulated is
-not simulated again: its cycles are taken from the first run and its output is the flow's reference
-(compiler/ops/reference) on this step's arrays; the row says ``timing: reused`` and names the step it was
-measured on (``resimulate=True`` simulates every step).
+parameters and the target), so a ResNet's repeated blocks compile once; with a cache on disk
+(tandem/flows/kernel_cache.py, ``tandem model``'s default) once per machine, until the code changes. On a
+target whose timing does not depend on the data (VITA: no data-dependent control flow or memory access), a
+kernel already simulated is not simulated again: its cycles are taken from the first run and its output is the
+flow's reference (compiler/ops/reference) on this step's arrays; the row says ``timing: reused`` and names the
+step it was measured on (``resimulate=True`` simulates every step).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np
 from compiler.target import Target
 from sim.core.energy import CostReport, summed
 from tandem.flows.check import exact
+from tandem.flows.kernel_cache import KernelCache
 from tandem.flows.run import FLOWS, Prepared, prepare, reference_of, report_on
 from tandem.network.graph import random_inputs
 from tandem.network.inference import time_inference
@@ -201,7 +203,8 @@ def run_inputs(g, seed: int) -> dict[str, np.ndarray]:
 
 def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarray] | None = None, *,
                 seed: int = 0, options: Mapping[str, Any] | None = None, resimulate: bool = False,
-                progress: Callable[[int, int, str], None] | None = None, jobs: int = 1) -> NetworkReport:
+                progress: Callable[[int, int, str], None] | None = None, jobs: int = 1,
+                cache: KernelCache | None = None) -> NetworkReport:
     """Run the int8 network ``q`` on ``target`` (the module's steps) for ``inputs`` (float arrays by graph
     input name; default: standard-normal ones from ``seed``); ``options`` are ``run`` parameters every
     kernel takes (the CPU's ``threads``, ``min_time``). ``progress(done, total, step)`` is called before each
@@ -209,25 +212,27 @@ def run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarr
     (``compiler.backend.blas.quiet_blas``: its spinning threads would slow the kernels' timings). ``jobs``
     (a simulated target's; 0: one per CPU): the kernels are compiled and simulated by that many worker
     processes first, each step then on the integer graph's inputs (tandem/network/jobs.py); the same
-    cycles and rows as one job wherever every step is bit-exact."""
+    cycles and rows as one job wherever every step is bit-exact. ``cache``: where compiled kernels are
+    found and kept (tandem/flows/kernel_cache.py; default: in memory, each distinct kernel compiled once)."""
+    cache = KernelCache() if cache is None else cache
     if not runs_for_real(target):
-        return _run_network(q, target, inputs, seed, options, resimulate, progress, jobs)
+        return _run_network(q, target, inputs, seed, options, resimulate, progress, jobs, cache)
     from compiler.backend.blas import quiet_blas
 
     with quiet_blas():
-        return _run_network(q, target, inputs, seed, options, resimulate, progress, 1)
+        return _run_network(q, target, inputs, seed, options, resimulate, progress, 1, cache)
 
 
 def _run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndarray] | None, seed: int,
                  options: Mapping[str, Any] | None, resimulate: bool,
-                 progress: Callable[[int, int, str], None] | None, jobs: int) -> NetworkReport:
+                 progress: Callable[[int, int, str], None] | None, jobs: int,
+                 cache: KernelCache) -> NetworkReport:
     start = time.perf_counter()
     workers = jobs_for(jobs)   # a bad count refused before any work
     if inputs is None:
         inputs = random_inputs(q.graph, np.random.default_rng(seed))
     oracle = q.run_integer(inputs)
     values = {name: oracle[name] for name in q.graph.inputs}   # the int8 network inputs
-    cache: dict = {}
     measured: dict[tuple, tuple[str, Any]] = {}   # a kernel's key -> (the step it ran on, its report)
     rows: list[Row] = []
     plan = steps(q)
@@ -235,7 +240,8 @@ def _run_network(q: QuantizedGraph, target: Target, inputs: Mapping[str, np.ndar
     kernels: list[list[Prepared] | None] = []   # each step's compiled kernels, for the inference
     pooled = None   # with several jobs: every kernel's report, run by the workers first
     if workers > 1:
-        pooled = run_tasks(kernel_tasks(q, target, plan, oracle, options, reuse), target, workers, progress)
+        pooled = run_tasks(kernel_tasks(q, target, plan, oracle, options, reuse), target, workers, progress,
+                           cache)
         values = dict(oracle)   # so every step runs on the integer graph's inputs, as the kernels did
     for index, step in enumerate(plan):
         if progress is not None:

@@ -1,0 +1,269 @@
+"""Compiled kernels kept between runs: in this process's memory, and on disk under the user's cache directory.
+
+    cache = KernelCache.default()     # memory, and disk unless TANDEM_CACHE_DIR=off
+    compiled = cache.get(stores, target, op, params, candidate)    # None: compile, then cache.put(...)
+
+A network compiles each distinct kernel once (in memory), and a run repeated in another process (a regression
+loop, a sweep, the same layer in `tandem run` again) loads the kernel instead of compiling it (on disk). A
+kernel is found on disk by its content, never by a name: the SHA-256 of the target kind, the spec and the
+machine config (their full values, as ``repr`` prints them: every instruction, parameter and field), the
+operator, its parameters, the schedule candidate, and the code that compiles (every source file of
+``compiler``, ``isa``, ``sim`` and ``tandem``, by path, size and modification time), Python's and numpy's
+versions. A different spec, config, layer or edited compiler is a different entry; stale entries are never
+read. A file that cannot be read back (cut short, or written by other code) is a miss, replaced.
+
+What is stored: only kernels of flows whose ``TargetFlow.stores_kernels`` is true for the job (VITA's layers,
+DianNao's own operators: programs and their records); not the CPU's (machine code loaded into this process,
+which a file cannot hold) nor a user's operator (``FILE.py:NAME``: its file is not in the key). The target's
+spec and config, and the spec's instructions, formats, spaces, data kinds and enums, are written as references
+(``persistent_id``) and bound to the running target's on load: a file holds the kernel, not a copy of the
+spec. A kernel that does not pickle is not stored: a warning names the operator and the reason, once per
+process.
+
+Where: ``$TANDEM_CACHE_DIR`` (``off``: memory only), else ``$XDG_CACHE_HOME/tandem/kernels``, else
+``~/.cache/tandem/kernels``; entries under a folder per code fingerprint, files written whole (a temporary
+file renamed), so that processes running side by side (``--jobs``) share them safely. When a new
+fingerprint's folder is made, folders of other fingerprints beyond the ``KEEP`` most recent are removed.
+``tandem cache`` shows the folder and its size; ``tandem cache --clear`` empties it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.target import Target
+
+#: the packages whose code decides what a compiled kernel is
+CODE = ("compiler", "isa", "sim", "tandem")
+#: how many code fingerprints' folders are kept on disk
+KEEP = 4
+ENV = "TANDEM_CACHE_DIR"
+
+
+def default_directory() -> Path | None:
+    """Where kernels are kept on disk (see the module docstring), or None when ``$TANDEM_CACHE_DIR`` is
+    ``off``."""
+    given = os.environ.get(ENV)
+    if given is not None and given.strip().lower() in ("off", "0", "no", "none"):
+        return None
+    if given:
+        return Path(given).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tandem" / "kernels"
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A digest of the source files of ``CODE`` (path, size, modification time) and of Python's and numpy's
+    versions: it changes whenever the code that compiles might."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256(f"{sys.version}|{np.__version__}|{pickle.HIGHEST_PROTOCOL}".encode())
+    for package in CODE:
+        for folder, dirs, files in sorted(os.walk(root / package)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".toml", ".json")):
+                    st = os.stat(os.path.join(folder, name))
+                    where = f"{os.path.relpath(folder, root)}/{name}"
+                    h.update(f"{where}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+class KernelCache:
+    """Compiled kernels by flow, target, operator, parameters and candidate (module docstring): always in
+    memory, and under ``directory`` when one is given. ``hits``/``misses`` count the disk's answers."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self.memory: dict[tuple, Any] = {}
+        self.hits = self.misses = 0
+        self._warned: set[str] = set()
+
+    @classmethod
+    def default(cls) -> KernelCache:
+        """A cache in memory and in ``default_directory()``."""
+        return cls(default_directory())
+
+    def get(self, stores: bool, target: Target, op: str, params: Mapping[str, Any] | None,
+            candidate: Any) -> Any | None:
+        """The compiled kernel, or None when it has not been compiled (or cannot be read back); ``stores``:
+        whether the flow's kernels for this job may be kept on disk (``TargetFlow.stores_kernels``)."""
+        key = _memory_key(target, op, params, candidate)
+        found = self.memory.get(key)
+        if found is not None:
+            return found
+        path = self._path(stores, target, op, params, candidate)
+        if path is None:
+            return None
+        try:
+            with open(path, "rb") as f:
+                found = _Unpickler(f, target).load()
+        except FileNotFoundError:
+            self.misses += 1
+            return None
+        except Exception:   # cut short, or unreadable: a miss, which the next put replaces
+            self.misses += 1
+            return None
+        self.hits += 1
+        self.memory[key] = found
+        return found
+
+    def put(self, stores: bool, target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any,
+            compiled: Any) -> None:
+        """Keep ``compiled`` in memory, and on disk where the flow's kernels can be stored."""
+        self.memory[_memory_key(target, op, params, candidate)] = compiled
+        path = self._path(stores, target, op, params, candidate)
+        if path is None:
+            return
+        buffer = io.BytesIO()
+        try:
+            _Pickler(buffer, target).dump(compiled)
+        except (pickle.PicklingError, TypeError, AttributeError, ValueError) as why:
+            self._warn(op, f"kernel cache: the compiled kernels of {target.kind} {op} cannot be stored on "
+                           f"disk ({why}); they are kept in memory only")
+            return
+        try:
+            _write_whole(path, buffer.getvalue())
+        except OSError as why:
+            self._warn("disk", f"kernel cache: cannot write under {self.directory} ({why}); compiled kernels "
+                               f"are kept in memory only")
+
+    def _warn(self, what: str, message: str) -> None:
+        """Warn once per process and ``what``."""
+        if what not in self._warned:
+            self._warned.add(what)
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def _path(self, stores: bool, target: Target, op: str, params: Mapping[str, Any] | None,
+              candidate: Any) -> Path | None:
+        """The file of this kernel, or None where it is not kept on disk (no directory, a flow whose kernels
+        do not store, a spec built in Python or a parameter whose text is not its value)."""
+        if self.directory is None or not stores:
+            return None
+        text = _content_key(target, op, params, candidate)
+        if text is None:
+            return None
+        folder = self.directory / code_fingerprint()
+        if not folder.is_dir():
+            _make_generation(self.directory, folder)
+        return folder / f"{hashlib.sha256(text.encode()).hexdigest()}.pkl"
+
+    def size(self) -> tuple[int, int]:
+        """(files, bytes) on disk under the directory."""
+        if self.directory is None or not self.directory.is_dir():
+            return 0, 0
+        files = [p for p in self.directory.rglob("*.pkl") if p.is_file()]
+        return len(files), sum(p.stat().st_size for p in files)
+
+    def clear(self) -> int:
+        """Remove every kernel on disk (and in memory); return how many files were removed."""
+        self.memory.clear()
+        count, _ = self.size()
+        if self.directory is not None and self.directory.is_dir():
+            shutil.rmtree(self.directory)
+        return count
+
+
+def _memory_key(target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any) -> tuple:
+    given = sorted((k, repr(v)) for k, v in (params or {}).items() if k != "seed")
+    return (target.kind, id(target.spec), id(target.config), op, tuple(given), repr(candidate))
+
+
+def _content_key(target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any) -> str | None:
+    """The text the file name digests; None where part of it would name an object's address rather than its
+    value (a parameter without a value repr), or the spec was built in Python (no text to reload it by)."""
+    if target.spec is not None and not target.spec.text:
+        return None
+    given = sorted((k, repr(v)) for k, v in (params or {}).items() if k != "seed")
+    text = "\n".join([target.kind, _described(target.spec), _described(target.config), op, repr(given),
+                      repr(candidate)])
+    return None if " at 0x" in text else text
+
+
+def _described(value: Any) -> str:
+    """A spec's or config's full value as text (kept per object: a spec prints in a few milliseconds)."""
+    known = _DESCRIBED.get(id(value))
+    if known is None or known[0] is not value:
+        known = _DESCRIBED[id(value)] = (value, repr(value))
+    return known[1]
+
+
+_DESCRIBED: dict[int, tuple[Any, str]] = {}
+
+
+def _references(target: Target) -> dict[int, tuple]:
+    """The objects a stored kernel names instead of holding: the target, its spec and config, and the
+    spec's tables by name."""
+    refs: dict[int, tuple] = {id(target): ("target",)}
+    if target.spec is not None:
+        refs[id(target.spec)] = ("spec",)
+        for table in _TABLES:
+            for name, item in getattr(target.spec, table).items():
+                refs[id(item)] = (table, name)
+    if target.config is not None:
+        refs[id(target.config)] = ("config",)
+    return refs
+
+
+_TABLES = ("instructions", "formats", "spaces", "data", "enums")
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file: io.BytesIO, target: Target) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.refs = _references(target)
+
+    def persistent_id(self, obj: Any) -> tuple | None:
+        return self.refs.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file: Any, target: Target) -> None:
+        super().__init__(file)
+        self.target = target
+
+    def persistent_load(self, pid: tuple) -> Any:
+        kind, *name = pid
+        if kind == "target":
+            return self.target
+        if kind in ("spec", "config"):
+            return getattr(self.target, kind)
+        return getattr(self.target.spec, kind)[name[0]]
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that no reader sees a part of it (a temporary file renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+    except OSError:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _make_generation(directory: Path, folder: Path) -> None:
+    """Make the folder of this code fingerprint, and remove the oldest other ones beyond ``KEEP``."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        others = sorted((p for p in directory.iterdir() if p.is_dir() and p != folder),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in others[KEEP - 1:]:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        return
