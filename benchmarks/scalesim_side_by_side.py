@@ -7,7 +7,11 @@ simulator, checks it bit for bit against numpy and simulates its timing. Measure
 
 - SCALE-Sim: one process over the 11-layer topology (its ``scalesim`` API, as ``scale.py`` does);
 - Tandem, a process per layer: ``tandem run conv2d --target vita --config tvm-paper ...`` 11 times;
-- Tandem, one process: the 11 layers through ``tandem.flows.run.run``, imports included.
+- Tandem, one process: the 11 layers through ``tandem.flows.run.run``, imports included;
+
+each of Tandem's twice, with its kernel cache (tandem/flows/kernel_cache.py) in a new folder: "cold" (every
+kernel compiled, the folder empty) and "warm" (the kernels the cold runs compiled, as a run repeated finds
+them).
 
 Each line gives the wall time and the peak memory of the process (the largest one for the 11 processes),
 and the ratios. SCALE-Sim comes from the optional extra, ``pip install -e ".[scalesim]"`` (SCALE-Sim 3.0.0
@@ -46,12 +50,14 @@ sim.run_scale(top_path=sys.argv[4])
 
 TANDEM_ONE_PROCESS = """
 import json, sys
+from tandem.flows.kernel_cache import KernelCache
 from tandem.flows.run import run
 from tandem.flows.targets import load_target
 target = load_target("vita", sys.argv[1])
+cache = KernelCache.default()
 cycles = {}
 for layer in json.loads(sys.argv[2]):
-    report = run("conv2d", target, layer["params"])
+    report = run("conv2d", target, layer["params"], cache=cache)
     assert report.validated, layer["name"]
     cycles[layer["name"]] = report.cycles
 print(json.dumps(cycles))
@@ -163,7 +169,39 @@ def main() -> None:
                                 str(layout), str(out) + "/"], cwd=tmp)
         figures["scalesim"] = {"seconds": seconds, "peak_mb": mb}
 
-    print(f"Tandem, a process per layer ({len(names)}) ...", flush=True)
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["TANDEM_CACHE_DIR"] = cache   # a new folder: the cold runs fill it, the warm ones read it
+        for state in ("cold", "warm"):
+            figures[f"tandem_processes_{state}"] = _processes(names, state)
+        layers = json.dumps([{"name": n, "params": layer_params(n)} for n in names])
+        for state in ("cold", "warm"):
+            if state == "cold":
+                for path in Path(cache).rglob("*.pkl"):
+                    path.unlink()
+            print(f"Tandem, one process ({state}) ...", flush=True)
+            seconds, mb, stdout = timed([sys.executable, "-c", TANDEM_ONE_PROCESS, CONFIG, layers])
+            figures[f"tandem_one_process_{state}"] = {"seconds": seconds, "peak_mb": mb,
+                                                      "cycles": json.loads(stdout.strip().splitlines()[-1])}
+
+    base = figures["scalesim"]["seconds"]
+    print(f"\n{'':34s} {'seconds':>9s} {'peak MB':>9s} {'SCALE-Sim / this':>17s}")
+    rows = [("scalesim", "SCALE-Sim 3.0")]
+    for state in ("cold", "warm"):
+        rows += [(f"tandem_processes_{state}", f"Tandem, {len(names)} processes, {state}"),
+                 (f"tandem_one_process_{state}", f"Tandem, one process, {state}")]
+    for key, label in rows:
+        f = figures[key]
+        f["speedup"] = base / f["seconds"]
+        print(f"{label:34s} {f['seconds']:9.2f} {f['peak_mb']:9.0f} {f['speedup']:16.1f}x")
+    figures["layers"] = names
+    figures["cpu"] = _cpu()
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def _processes(names: list[str], state: str) -> dict[str, float]:
+    """A ``tandem run`` process per layer, one after another: their total wall time and largest peak."""
+    print(f"Tandem, a process per layer ({len(names)}, {state}) ...", flush=True)
     total, peak = 0.0, 0.0
     for name in names:
         argv = [sys.executable, "-m", "tandem", "run", "conv2d", "--target", "vita", "--config", CONFIG]
@@ -171,25 +209,7 @@ def main() -> None:
             argv += ["-p", f"{key}={value}"]
         seconds, mb, _ = timed(argv)
         total, peak = total + seconds, max(peak, mb)
-    figures["tandem_processes"] = {"seconds": total, "peak_mb": peak}
-
-    print("Tandem, one process ...", flush=True)
-    layers = json.dumps([{"name": n, "params": layer_params(n)} for n in names])
-    seconds, mb, stdout = timed([sys.executable, "-c", TANDEM_ONE_PROCESS, CONFIG, layers])
-    figures["tandem_one_process"] = {"seconds": seconds, "peak_mb": mb,
-                                     "cycles": json.loads(stdout.strip().splitlines()[-1])}
-
-    base = figures["scalesim"]["seconds"]
-    print(f"\n{'':28s} {'seconds':>9s} {'peak MB':>9s} {'SCALE-Sim / this':>17s}")
-    for key, label in (("scalesim", "SCALE-Sim 3.0"), ("tandem_processes", f"Tandem, {len(names)} processes"),
-                       ("tandem_one_process", "Tandem, one process")):
-        f = figures[key]
-        f["speedup"] = base / f["seconds"]
-        print(f"{label:28s} {f['seconds']:9.2f} {f['peak_mb']:9.0f} {f['speedup']:16.1f}x")
-    figures["layers"] = names
-    figures["cpu"] = _cpu()
-    if args.json is not None:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return {"seconds": total, "peak_mb": peak}
 
 
 def _cpu() -> str:

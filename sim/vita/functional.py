@@ -229,7 +229,7 @@ class VitaState:
             out["independent"] = (False, False)
             return out
         src = roles.get("src", dst)
-        unique = np.unique(dst).size == dst.size
+        unique = _all_distinct(dst)
         out["independent"] = (unique, unique and not np.isin(src[src != dst], dst).any())
         return out
 
@@ -336,7 +336,7 @@ class _GemmPlan:
 
     @staticmethod
     def of(acc: np.ndarray, inp: np.ndarray, wgt: np.ndarray) -> _GemmPlan:
-        if np.unique(acc).size == acc.size:
+        if _all_distinct(acc):
             order, rows, starts = np.arange(acc.size), acc, None
         else:
             order = np.argsort(acc, kind="stable")
@@ -468,3 +468,10 @@ def _range(dtype: np.dtype) -> tuple[int, int]:
     """The least and greatest value of an integer ``dtype``."""
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
+
+
+def _all_distinct(values: np.ndarray) -> bool:
+    """Whether no value repeats (``np.unique(values).size == values.size``, without the import of numpy.ma
+    that np.unique makes, 8 ms of a run's start)."""
+    ordered = np.sort(values, axis=None)
+    return bool((ordered[1:] != ordered[:-1]).all())

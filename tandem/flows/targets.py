@@ -43,18 +43,35 @@ def load_config(kind: str, config: str | Path | Any | None = None) -> Any:
     return config
 
 
-def load_spec(kind: str, spec: str | Path | isa.ISA | None = None, config: Any = None) -> isa.ISA:
-    """The spec for target ``kind``, before the config's parameters: ``spec``, else the config's own spec
-    file, else the built-in spec of the kind's ISA family."""
-    family = KINDS[kind]
+def load_spec(kind: str, spec: str | Path | isa.ISA | None = None, config: Any = None,
+              params: dict[str, int] | None = None) -> isa.ISA:
+    """The spec for target ``kind``: ``spec``, else the config's own spec file, else the built-in spec of the
+    kind's ISA family; read with ``params`` applied where they apply (so that a config's parameters cost one
+    reading of the file, not two), else without them (``spec_for`` then says what is wrong with them)."""
     if isinstance(spec, isa.ISA):
-        base = spec
-    elif spec is not None:
-        base = isa.load_spec_file(spec)
-    elif config is not None and config.spec_path is not None:
-        base = isa.load_spec_file(config.spec_path)
-    else:
-        base = isa.load_isa(family)
+        return _of_family(spec, kind)
+
+    def read(given: dict[str, int] | None) -> isa.ISA:
+        if spec is not None:
+            return isa.load_spec_file(spec, given)
+        if config is not None and config.spec_path is not None:
+            return isa.load_spec_file(config.spec_path, given)
+        return isa.load_isa(KINDS[kind], given)
+
+    base = None
+    if params:
+        try:
+            base = read(params)
+        except isa.ISASpecError:
+            base = None
+    if base is None or base.name != KINDS[kind]:
+        base = read(None)
+    return _of_family(base, kind)
+
+
+def _of_family(base: isa.ISA, kind: str) -> isa.ISA:
+    """``base``, a spec of target ``kind``'s ISA family (TargetError naming the spec's file otherwise)."""
+    family = KINDS[kind]
     if base.name != family:
         raise TargetError(f"{base.source}: target '{kind}' needs a spec of the '{family}' ISA family, but "
                           f"this spec is '{base.name}'")
@@ -76,7 +93,7 @@ def load_target(kind: str, config: str | Path | Any | None = None,
             raise TargetError(f"target '{kind}' {where} and takes no --config")
         return Target(kind, load_spec(kind, spec))
     cfg = load_config(kind, config)
-    return Target(kind, cfg.spec_for(load_spec(kind, spec, cfg)), cfg)
+    return Target(kind, cfg.spec_for(load_spec(kind, spec, cfg, dict(cfg.isa_params))), cfg)
 
 
 def as_target(kind: str, given: Target | str | Path | Any | None = None) -> Target:
