@@ -453,7 +453,7 @@ def _alu(op: str, x: np.ndarray, y: np.ndarray | int) -> np.ndarray:
         return (x.view(np.uint32) * np.asarray(y).astype(np.int32).view(np.uint32)).view(np.int32)
     if op != "SHR":
         raise VitaExecError(f"unknown ALU operation {op!r}")
-    if np.ndim(y) == 0:  # an immediate: one direction for the whole tile
+    if not isinstance(y, np.ndarray):  # an immediate: one direction for the whole tile
         y = int(y)
         if y >= 0:
             return x >> (y % 32)

@@ -1,4 +1,5 @@
-"""Timing simulation of VITA's decoupled access/execute pipeline (simpy), with functional execution.
+"""Timing simulation of VITA's decoupled access/execute pipeline (discrete events), with functional
+execution.
 
     result = simulate(program, dram, config="vta-default")
 
@@ -14,10 +15,13 @@ Tokens travel in four finite FIFOs: load->compute (l2g), compute->load (g2l), co
 store->compute (s2g); "prev" is the unit before in load -> compute -> store, "next" the unit after.
 
 Time: a unit spends its own cycles (the spec's latency + cycles: for GEMM the pipeline fill plus one cycle
-per micro-op, for the ALU two per micro-op) in one simpy timeout; a DRAM transfer holds the one shared DRAM
+per micro-op, for the ALU two per micro-op) on its own clock; a DRAM transfer holds the one shared DRAM
 port for the spec's cycles of the instruction (its bytes at DRAM_BYTES_PER_CYCLE), then its data arrives
-dram_latency_cycles (the config's) later. So the cost of simulating grows with instructions,
-not with cycles.
+dram_latency_cycles (the config's) later. So the cost of simulating grows with instructions, not with
+cycles. The units are generator processes of sim/core/events.py's engine, which orders their resumptions
+exactly as simpy did (the DRAM port is first come, first served: at one cycle, the order of the units'
+requests is the engine's), without simpy's per-event objects and callbacks (a fifth of the time per
+instruction).
 
 A deadlock is found the moment no event is left while a unit still waits on a token FIFO, whether or not
 another unit reached FINISH (a load that pops a token nobody pushes is never a silent success):
@@ -30,12 +34,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
-import simpy
 
 import isa
 from sim.core.errors import DeadlockError, deadlock_message
+from sim.core.events import Engine, Signal
 from sim.core.ports import Ports
 from sim.vita.config import DEFAULT_DRAM_BASE, VitaConfig, check_dram_base, load_config
 from sim.vita.functional import (
@@ -63,8 +68,8 @@ FSIM_COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_l
 
 
 class _Fifo:
-    """A finite FIFO between one producer and one consumer, each on its own clock; no simpy event unless a
-    side must wait in wall-clock order.
+    """A finite FIFO between one producer and one consumer, each on its own clock; no event unless a side must
+    wait in wall-clock order.
 
     Items are tuples whose first element is the cycle they enter. The queue keeps the cycle of every pop, so a
     put at cycle ``t`` sees exactly the occupancy at ``t`` even when the consumer already ran ahead: the
@@ -72,29 +77,29 @@ class _Fifo:
     ``t`` and that pop's cycle.
     """
 
-    def __init__(self, env: simpy.Environment, capacity: int, on_pop=None) -> None:
-        self.env = env
+    def __init__(self, engine: Engine, capacity: int, on_pop=None) -> None:
+        self.engine = engine
         self.capacity = capacity
         self.on_pop = on_pop  # called after every pop (fetch refills the command queues this way)
         self.items: deque[tuple] = deque()
         self.pushes = 0
         self.pop_cycles: list[int] = []
-        self.getter: simpy.Event | None = None
-        self.putter: tuple[simpy.Event, tuple, int] | None = None  # (event, item, pop it needs)
+        self.getter: Signal | None = None
+        self.putter: tuple[Signal, tuple, int] | None = None  # (signal, item, pop it needs)
 
-    def put(self, item: tuple, wait: bool = True) -> int | simpy.Event | None:
+    def put(self, item: tuple, wait: bool = True) -> int | Signal | None:
         """Enter ``item`` and return the cycle it entered (later than ``item[0]`` if the queue was full then).
 
-        If the pop it needs has not happened yet: with ``wait``, return the event that fires with that cycle
-        once it has; without, enter nothing and return None."""
+        If the pop it needs has not happened yet: with ``wait``, return the signal fired with that cycle once
+        it has; without, enter nothing and return None."""
         need = self.pushes - self.capacity
         if need >= len(self.pop_cycles):
             if not wait:
                 return None
             self.pushes += 1
-            event = self.env.event()
-            self.putter = (event, item, need)
-            return event
+            signal = self.engine.signal()
+            self.putter = (signal, item, need)
+            return signal
         self.pushes += 1
         entered = max(item[0], self.pop_cycles[need]) if need >= 0 else item[0]
         self._enter((entered, *item[1:]))
@@ -103,23 +108,23 @@ class _Fifo:
     def _enter(self, item: tuple) -> None:
         self.items.append(item)
         if self.getter is not None:
-            event, self.getter = self.getter, None
-            event.succeed()
+            signal, self.getter = self.getter, None
+            self.engine.fire(signal)
 
-    def get(self, cycle: int) -> tuple | simpy.Event:
-        """The oldest item, taken at ``cycle`` (the consumer's clock), or the event that fires once there is
-        one (then call ``get`` again)."""
+    def get(self, cycle: int) -> tuple | Signal:
+        """The oldest item, taken at ``cycle`` (the consumer's clock), or the signal fired once there is one
+        (then call ``get`` again)."""
         if not self.items:
-            self.getter = self.env.event()
+            self.getter = self.engine.signal()
             return self.getter
         item = self.items.popleft()
         self.pop_cycles.append(max(cycle, item[0]))
         if self.putter is not None and self.putter[2] < len(self.pop_cycles):
-            event, waiting, need = self.putter
+            signal, waiting, need = self.putter
             self.putter = None
             entered = max(waiting[0], self.pop_cycles[need])
             self._enter((entered, *waiting[1:]))
-            event.succeed(entered)
+            self.engine.fire(signal, entered)
         if self.on_pop is not None:
             self.on_pop()
         return item
@@ -168,13 +173,13 @@ class _Machine:
         self.config = config
         self.spec = program.isa
         self.state = VitaState(self.spec, dram, dram_base)
-        self.env = simpy.Environment()
-        self.cmd = {u: _Fifo(self.env, config.cmd_queue_depth, self.fetch) for u in TOKEN_QUEUES}
+        self.engine = Engine()
+        self.cmd = {u: _Fifo(self.engine, config.cmd_queue_depth, self.fetch) for u in TOKEN_QUEUES}
         self.fetch_pc = 0               # the next instruction fetch dispatches
         self.fetch_cycle = 0            # fetch's own clock
         self.fetch_blocked: str | None = None  # the unit whose full command queue fetch waits on
         self.fetch_ended: set[str] = set()     # units told the program has ended
-        self.tokens = {q: _Fifo(self.env, config.dep_queue_depth) for q in QUEUES}
+        self.tokens = {q: _Fifo(self.engine, config.dep_queue_depth) for q in QUEUES}
         self.ports = Ports(["dram"])  # the one DRAM port, shared by the load, compute and store units
         self.fields = [dict(insn.fields) for insn in program.insns]
         plans = plan_spec(self.spec)
@@ -259,7 +264,7 @@ class _Machine:
         """Dispatch instructions in order, fetch_cycles_per_insn apart, on fetch's own clock, until a command
         queue is full at the cycle of the next dispatch; every pop from a command queue calls this again.
 
-        Fetch never waits on a simpy event: the queues know the cycle of every pop, so an instruction that
+        Fetch never waits on an event: the queues know the cycle of every pop, so an instruction that
         found its queue full enters it at the cycle the pop it needed happened."""
         insns = self.program.insns
         step = self.config.fetch_cycles_per_insn
@@ -290,32 +295,31 @@ class _Machine:
             self.fetch_ended.add(unit)
         self.done.add("fetch")
 
-    def sync(self, local: int):
-        """Bring simulated time up to the unit's local clock before it touches anything shared."""
-        if local > self.env.now:
-            yield self.env.timeout(local - self.env.now)
-
     def unit(self, name: str):
-        """Run one unit's commands. Its own work (GEMM, ALU) only advances ``local``; the unit synchronizes
-        with simpy just before a token pop or push, a DRAM transfer, and when fetch waits for queue room."""
+        """Run one unit's commands. Its own work (GEMM, ALU) only advances ``local``; the unit brings the
+        engine's clock up to ``local`` (yields the difference) just before it touches anything shared: a
+        token pop or push, a DRAM transfer, the end of the program."""
         stats = self.stats[name]
         cmd = self.cmd[name]
-        local = self.env.now
+        engine = self.engine
+        local = engine.now
         while True:
             item = cmd.get(local)
-            if isinstance(item, simpy.Event):
+            if type(item) is Signal:
                 yield item
                 item = cmd.get(local)
             ready, pc, insn = item
-            local = max(local, ready)
+            if ready > local:
+                local = ready
             if insn is None:
                 self.done.add(name)
                 return
             f, plan = self.fields[pc], self.plans[pc]
             for queue in self.pops[pc]:
-                yield from self.sync(local)
+                if local > engine.now:
+                    yield local - engine.now
                 token = self.tokens[queue].get(local)
-                if isinstance(token, simpy.Event):
+                if type(token) is Signal:
                     self.waiting[name] = ("pop", queue, pc)
                     yield token
                     token = self.tokens[queue].get(local)
@@ -326,7 +330,8 @@ class _Machine:
             begin = local
             try:
                 if plan.transfer:
-                    yield from self.sync(local)
+                    if local > engine.now:
+                        yield local - engine.now
                     local = self.transfer(name, insn, plan, f, self.timing[pc][1], stats)
                 else:
                     local += self.compute(insn, plan, f, self.timing[pc], stats)
@@ -336,9 +341,10 @@ class _Machine:
             self.trace.append((name, f"{pc}: {insn.name}", begin, local, "instruction"))
             stats.instructions += 1
             for queue in self.pushes[pc]:
-                yield from self.sync(local)
+                if local > engine.now:
+                    yield local - engine.now
                 entered = self.tokens[queue].put((local,))
-                if isinstance(entered, simpy.Event):
+                if type(entered) is Signal:
                     self.waiting[name] = ("push", queue, pc)
                     entered = yield entered
                     del self.waiting[name]
@@ -346,7 +352,8 @@ class _Machine:
                     self.stall(name, stats, f"wait for room on {queue}", local, entered)
                     local = entered
             if plan.action == "finish":
-                yield from self.sync(local)
+                if local > engine.now:
+                    yield local - engine.now
                 self.finish_cycle = local
                 self.done.add(name)
                 return
@@ -400,7 +407,7 @@ class _Machine:
         if f["x_size"]:  # fsim skips (and does not count) an empty transfer
             self.counters[counter] += nbytes
         self.bytes[memory] += nbytes
-        now = self.env.now
+        now = self.engine.now
         if not nbytes:   # an empty transfer (a no-op carrying token flags) issues no DRAM request
             return now
         start = self.ports.take("dram", transfer, now)
@@ -419,20 +426,20 @@ class _Machine:
     def run(self) -> VitaResult:
         self.fetch()
         for name in TOKEN_QUEUES:
-            self.env.process(self.unit(name))
-        self.env.run()
+            self.engine.start(self.unit(name))
+        self.engine.run()
         if self.error is not None:
             raise self.error
         if self.waiting or self.fetch_blocked is not None:   # a unit left waiting, with or without FINISH
             waits = self.deadlock_waits()
             what = "deadlock" if self.finish_cycle is None else \
                 f"FINISH ran at cycle {self.finish_cycle} with units left waiting; deadlock"
-            raise DeadlockError(deadlock_message(self.env.now, waits, what), cycle=self.env.now,
+            raise DeadlockError(deadlock_message(self.engine.now, waits, what), cycle=self.engine.now,
                                 waiting=waits)
         if self.finish_cycle is None:
             raise VitaExecError("the program ended without FINISH; the last instruction must be FINISH")
         return VitaResult(self.finish_cycle, self.stats, self.gemm_busy, self.bytes, self.counters,
-                          self.state.dram, sorted(self.trace, key=lambda t: (t[2], t[0], t[3])))
+                          self.state.dram, sorted(self.trace, key=itemgetter(2, 0, 3)))
 
     def deadlock_waits(self) -> dict[str, str]:
         """What each unit left waiting waits for: every unit with work left waits on a token FIFO that

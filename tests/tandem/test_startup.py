@@ -27,7 +27,8 @@ print(json.dumps(sorted(sys.modules)))
 NOT_FOR_VITA = ("islpy", "matplotlib", "onnx", "onnxruntime", "llvmlite", "pydantic", "torch", "tvm", "ray",
                 "egglog", "compiler.backend.llvm", "compiler.backend.diannao", "compiler.backend.nvptx",
                 "compiler.ops.cpu", "compiler.ops.diannao", "compiler.analysis.poly_rank",
-                "sim.diannao.machine", "tandem.network", "tandem.flows.cpu", "tandem.flows.diannao")
+                "sim.diannao.machine", "tandem.network", "tandem.flows.cpu", "tandem.flows.diannao",
+                "simpy", "numpy.ma")
 #: what printing the command list does not use: all the work, and numpy
 NOT_FOR_HELP = ("numpy", "compiler.ir", "compiler.te", "compiler.passes", "compiler.backend", "isa.asm",
                 "isa.spec", "sim.vita.machine", "sim.diannao.machine", "simpy", "tandem.flows.catalogue",
