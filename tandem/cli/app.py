@@ -98,10 +98,10 @@ def cache(
     if clear:
         console.print(f"removed {kept.clear()} compiled kernels from {kept.directory}", soft_wrap=True)
         return
-    files, size = kept.size()
+    kernels, specs, size = kept.size()
     amount = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
-    console.print(f"{kept.directory}: {files} compiled kernels, {amount} (${ENV} sets the folder; `tandem "
-                  f"cache --clear` empties it)", soft_wrap=True)
+    console.print(f"{kept.directory}: {kernels} compiled kernels and {specs} parsed specs, {amount} (${ENV} "
+                  f"sets the folder; `tandem cache --clear` empties it)", soft_wrap=True)
 
 
 @app.command()

@@ -24,7 +24,8 @@ Where: ``$TANDEM_CACHE_DIR`` (``off``: memory only), else ``$XDG_CACHE_HOME/tand
 ``~/.cache/tandem/kernels``; entries under a folder per code fingerprint, files written whole (a temporary
 file renamed), so that processes running side by side (``--jobs``) share them safely. When a new
 fingerprint's folder is made, folders of other fingerprints beyond the ``KEEP`` most recent are removed.
-``tandem cache`` shows the folder and its size; ``tandem cache --clear`` empties it.
+``tandem cache`` shows the folder and its size; ``tandem cache --clear`` empties it. Parsed built-in specs
+live there too (tandem/flows/spec_cache.py).
 """
 
 from __future__ import annotations
@@ -40,11 +41,10 @@ import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from compiler.target import Target
+if TYPE_CHECKING:
+    from compiler.target import Target
 
 #: the packages whose code decides what a compiled kernel is
 CODE = ("compiler", "isa", "sim", "tandem")
@@ -69,6 +69,8 @@ def default_directory() -> Path | None:
 def code_fingerprint() -> str:
     """A digest of the source files of ``CODE`` (path, size, modification time) and of Python's and numpy's
     versions: it changes whenever the code that compiles might."""
+    import numpy as np  # here: `tandem --help` imports this module (through the targets' edge)
+
     root = Path(__file__).resolve().parents[2]
     h = hashlib.sha256(f"{sys.version}|{np.__version__}|{pickle.HIGHEST_PROTOCOL}".encode())
     for package in CODE:
@@ -136,7 +138,7 @@ class KernelCache:
                            f"disk ({why}); they are kept in memory only")
             return
         try:
-            _write_whole(path, buffer.getvalue())
+            write_whole(path, buffer.getvalue())
         except OSError as why:
             self._warn("disk", f"kernel cache: cannot write under {self.directory} ({why}); compiled kernels "
                                f"are kept in memory only")
@@ -156,22 +158,21 @@ class KernelCache:
         text = _content_key(target, op, params, candidate)
         if text is None:
             return None
-        folder = self.directory / code_fingerprint()
-        if not folder.is_dir():
-            _make_generation(self.directory, folder)
-        return folder / f"{hashlib.sha256(text.encode()).hexdigest()}.pkl"
+        return generation(self.directory) / f"{hashlib.sha256(text.encode()).hexdigest()}.pkl"
 
-    def size(self) -> tuple[int, int]:
-        """(files, bytes) on disk under the directory."""
+    def size(self) -> tuple[int, int, int]:
+        """(kernels, specs, bytes) on disk under the directory (specs: tandem/flows/spec_cache.py)."""
         if self.directory is None or not self.directory.is_dir():
-            return 0, 0
+            return 0, 0, 0
         files = [p for p in self.directory.rglob("*.pkl") if p.is_file()]
-        return len(files), sum(p.stat().st_size for p in files)
+        specs = sum(p.parent.name == "specs" for p in files)
+        return len(files) - specs, specs, sum(p.stat().st_size for p in files)
 
     def clear(self) -> int:
-        """Remove every kernel on disk (and in memory); return how many files were removed."""
+        """Remove every kernel and spec on disk (and the kernels in memory); return how many kernels were
+        removed."""
         self.memory.clear()
-        count, _ = self.size()
+        count, _, _ = self.size()
         if self.directory is not None and self.directory.is_dir():
             shutil.rmtree(self.directory)
         return count
@@ -244,7 +245,7 @@ class _Unpickler(pickle.Unpickler):
         return getattr(self.target.spec, kind)[name[0]]
 
 
-def _write_whole(path: Path, data: bytes) -> None:
+def write_whole(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that no reader sees a part of it (a temporary file renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -257,8 +258,12 @@ def _write_whole(path: Path, data: bytes) -> None:
         raise
 
 
-def _make_generation(directory: Path, folder: Path) -> None:
-    """Make the folder of this code fingerprint, and remove the oldest other ones beyond ``KEEP``."""
+def generation(directory: Path) -> Path:
+    """The folder of this code fingerprint under ``directory``; when it is new, the oldest other folders
+    beyond ``KEEP`` are removed (a folder that cannot be made is left to the write that needs it)."""
+    folder = directory / code_fingerprint()
+    if folder.is_dir():
+        return folder
     try:
         folder.mkdir(parents=True, exist_ok=True)
         others = sorted((p for p in directory.iterdir() if p.is_dir() and p != folder),
@@ -266,4 +271,5 @@ def _make_generation(directory: Path, folder: Path) -> None:
         for old in others[KEEP - 1:]:
             shutil.rmtree(old, ignore_errors=True)
     except OSError:
-        return
+        pass
+    return folder

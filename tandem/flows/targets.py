@@ -22,6 +22,7 @@ from compiler.target import CROSS_TRIPLES, KINDS, Target
 from sim.diannao import config as diannao_config
 from sim.vita import config as vita_config
 from tandem.flows import cuda_config
+from tandem.flows.spec_cache import builtin_spec
 
 #: For each target kind with a machine config: its config module and its default config's name (the GPU's
 #: is real, not simulated: its config says what the compiler targets).
@@ -56,7 +57,7 @@ def load_spec(kind: str, spec: str | Path | isa.ISA | None = None, config: Any =
             return isa.load_spec_file(spec, given)
         if config is not None and config.spec_path is not None:
             return isa.load_spec_file(config.spec_path, given)
-        return isa.load_isa(KINDS[kind], given)
+        return builtin_spec(KINDS[kind], given)
 
     base = None
     if params:

@@ -30,7 +30,7 @@ USER_OPS = HERE.parent / "extensions" / "my_ops.py"
 
 
 def kernels(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("*.pkl"))
+    return sorted(p for p in folder.rglob("*.pkl") if p.parent.name != "specs")
 
 
 def same_run(a, b) -> None:
@@ -157,8 +157,35 @@ def test_the_command_line_keeps_kernels_unless_told_not_to(tmp_path: Path,
     first, second = (json.loads(RUNNER.invoke(app, args).output) for _ in range(2))
     assert len(kernels(tmp_path)) == 1 and first["cycles"] == second["cycles"]
     shown = RUNNER.invoke(app, ["cache"])
-    assert shown.exit_code == 0 and "1 compiled kernels" in shown.output and str(tmp_path) in shown.output
+    assert shown.exit_code == 0 and str(tmp_path) in shown.output
+    assert "1 compiled kernels and 1 parsed specs" in shown.output
     cleared = RUNNER.invoke(app, ["cache", "--clear"])
     assert cleared.exit_code == 0 and "removed 1" in cleared.output and kernels(tmp_path) == []
     monkeypatch.setenv("TANDEM_CACHE_DIR", "off")
     assert "off" in RUNNER.invoke(app, ["cache"]).output
+
+
+def test_a_built_in_spec_is_read_back_parsed_and_equal(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """tandem/flows/spec_cache.py: the first run parses and keeps it; the next reads it, equal; a file cut
+    short is parsed again and kept whole."""
+    import isa
+    from tandem.flows import spec_cache
+
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(spec_cache, "_KEPT", {})
+    params, parse = {"LOG_INP_BUFF_SIZE": 15}, isa.load_isa
+    parsed = spec_cache.builtin_spec("vita", params)
+    (kept,) = tmp_path.rglob("specs/*.pkl")
+    assert parsed == parse("vita", params)
+
+    monkeypatch.setattr(spec_cache, "_KEPT", {})
+    monkeypatch.setattr(isa, "load_isa", lambda *a: pytest.fail("parsed although the spec is kept"))
+    read = spec_cache.builtin_spec("vita", params)
+    assert read == parsed and repr(read) == repr(parsed) and read is not parsed
+
+    monkeypatch.setattr(isa, "load_isa", parse)
+    monkeypatch.setattr(spec_cache, "_KEPT", {})
+    whole = kept.read_bytes()
+    kept.write_bytes(whole[:100])
+    assert spec_cache.builtin_spec("vita", params) == parsed and kept.read_bytes() == whole
