@@ -16,6 +16,10 @@ instruction runs on its numpy fast path or the spec's generic executor (sim/dian
 one on the scalar unit's fast path for its contract or, for any other scalar instruction the spec describes,
 the generic executor too (sim/diannao/scalar.py).
 
+Scalar loops: a run of core-local scalar code (register ops, accesses to the core's own memories, and the
+branch that ends it) runs as one generated Python function (sim/diannao/blocks.py), the same arithmetic the
+interpreter does, its cycles, budget and counts added once per run: the same cycles, counts and errors.
+
 Time: each core keeps a local clock and runs its core-local work (scalar code, vector and tensor ops, copies
 inside the core) without touching simpy. It synchronizes with simulated time only before it touches
 something shared: a copy or scalar access to GMEM or SMEM, a barrier, halt. So shared accesses happen in
@@ -47,6 +51,7 @@ from isa.asm import format_insn
 from sim.core.config import spec_difference
 from sim.core.errors import deadlock_message
 from sim.core.ports import Ports
+from sim.diannao.blocks import compile_block
 from sim.diannao.config import DiannaoConfig, load_config
 from sim.diannao.decode import Barrier, Decoder, GenericScalar, ScalarAccess, TensorOp
 from sim.diannao.errors import (
@@ -130,6 +135,9 @@ class DiannaoResult:
 
 
 # ----------------------------------------------------------------------------------------------- machine
+_UNSEEN = object()   # a pc whose block has not been looked for yet
+
+
 class _Barrier:
     def __init__(self, env: simpy.Environment, members: tuple[int, ...]) -> None:
         self.members = members
@@ -157,6 +165,10 @@ class _Machine:
         self.checked = [False] * len(self.plans)
         self.env = simpy.Environment()
         self.hits = {c: [0] * len(self.plans) for c in self.launched}
+        # the compiled block that starts at each pc (None: the interpreter runs it), and each core's runs of
+        # each block, added to its hits at the end
+        self.blocks: list = [_UNSEEN] * len(self.plans)
+        self.runs = {c: [0] * len(self.plans) for c in self.launched}
         self.stalled = dict.fromkeys(self.launched, 0)
         self.halted: dict[int, tuple[int, int]] = {}  # core -> (cycle, pc)
         self.ports = Ports(["gmem", *(f"smem{k}" for k in range(p["CLUSTERS"]))])
@@ -231,16 +243,32 @@ class _Machine:
         """Run the kernel on ``core``: a tight interpreter over the decoded instructions that runs core-local
         scalar code inline and leaves it for the steps below (shared accesses, tensor instructions, the
         generic executor, barriers, halt). ``t`` is the core's clock, at the end of the instruction run."""
-        ops, costs, hits = self.ops, self.costs, self.hits[core]
+        ops, costs, hits, blocks, runs = self.ops, self.costs, self.hits[core], self.blocks, self.runs[core]
         n = len(ops)
         R, F, ids = self.registers(core)
         mems = {code: self.memory.space(code, core) for code in self.spaces}
         left = self.config.instruction_budget
+
+        def out_of_bounds(at: int):
+            raise self.out_of_bounds(core, at, ops[at], R, mems[ops[at].space].size)
+
+        def runaway(at: int):
+            raise self.runaway(core, at)
         t = pc = 0
         while True:
             if pc >= n:
                 raise self.error(ControlError, core, pc, f"ran past the last instruction ({n - 1}) without "
                                  "halt; every path of a kernel must end with halt")
+            block = blocks[pc]
+            if block is not None:
+                if block is _UNSEEN:
+                    block = blocks[pc] = compile_block(ops, costs, pc)
+                if block is not None:   # a run of core-local scalar code, compiled (sim/diannao/blocks.py)
+                    runs[pc] += 1
+                    left -= block.length
+                    t += block.cost
+                    pc = block.run(R, F, mems, ids, left, out_of_bounds, runaway)
+                    continue
             op = ops[pc]
             k = op.kind
             hits[pc] += 1
@@ -478,6 +506,12 @@ class _Machine:
         return error
 
     def result(self) -> DiannaoResult:
+        for c in self.launched:   # each run of a block executed each of its instructions once
+            hits = self.hits[c]
+            for start, count in enumerate(self.runs[c]):
+                if count:
+                    for pc in range(start, start + self.blocks[start].length):
+                        hits[pc] += count
         total = max(cycle for cycle, _ in self.halted.values()) if self.halted else 0
         names = [insn.name for insn in self.program.insns]
         counts: dict[str, int] = {}
