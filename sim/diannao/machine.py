@@ -248,27 +248,21 @@ class _Machine:
         R, F, ids = self.registers(core)
         mems = {code: self.memory.space(code, core) for code in self.spaces}
         left = self.config.instruction_budget
-
-        def out_of_bounds(at: int):
-            raise self.out_of_bounds(core, at, ops[at], R, mems[ops[at].space].size)
-
-        def runaway(at: int):
-            raise self.runaway(core, at)
+        failures = self.failures(core, R, mems)
         t = pc = 0
         while True:
             if pc >= n:
                 raise self.error(ControlError, core, pc, f"ran past the last instruction ({n - 1}) without "
                                  "halt; every path of a kernel must end with halt")
             block = blocks[pc]
-            if block is not None:
-                if block is _UNSEEN:
-                    block = blocks[pc] = compile_block(ops, costs, pc)
-                if block is not None:   # a run of core-local scalar code, compiled (sim/diannao/blocks.py)
-                    runs[pc] += 1
-                    left -= block.length
-                    t += block.cost
-                    pc = block.run(R, F, mems, ids, left, out_of_bounds, runaway)
-                    continue
+            if block is _UNSEEN:
+                block = blocks[pc] = compile_block(ops, costs, pc)
+            if block is not None:   # a run of core-local scalar code, compiled (sim/diannao/blocks.py)
+                runs[pc] += 1
+                left -= block.length
+                t += block.cost
+                pc = block.run(R, F, mems, ids, left, *failures)
+                continue
             op = ops[pc]
             k = op.kind
             hits[pc] += 1
@@ -326,6 +320,16 @@ class _Machine:
             else:  # HALT
                 yield from self.halt(core, pc, t)
                 return
+
+    def failures(self, core: int, R: list[int], mems: dict) -> tuple:
+        """What a compiled block calls to fail on ``core``: out of bounds at a pc, and out of budget at a
+        branch's target (both raise the interpreter's error)."""
+        def out_of_bounds(at: int):
+            raise self.out_of_bounds(core, at, self.ops[at], R, mems[self.ops[at].space].size)
+
+        def runaway(at: int):
+            raise self.runaway(core, at)
+        return out_of_bounds, runaway
 
     def take_ports(self, core: int, pc: int, t: int):
         """Start the shared access at ``pc`` in global time order: wait until the core's clock (``t`` less the
