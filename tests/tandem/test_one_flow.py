@@ -244,3 +244,24 @@ def test_a_cpu_gemm_whose_sum_wraps_validates_at_the_extremes_with_its_bias_and_
     assert report.validated, report.detail
     assert report.detail.startswith("bit-exact with numpy, also on 5 inputs at their types' extremes "
                                     "(all max; ")
+
+
+def test_reference_of_plans_each_distinct_request_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A network asks for a reused kernel's reference at every step: the job is planned once per target,
+    operator and parameters; the answers are the reference's on each call's own inputs."""
+    target = load_target("vita")
+    flow = flow_for("vita", "gemm").flows["gemm"]
+    planned = []
+    real = type(flow).plan
+    monkeypatch.setattr(type(flow), "plan", lambda self, *a: planned.append(a[0]) or real(self, *a))
+    monkeypatch.setattr(flow_module, "_PLANNED", {})
+    rng = np.random.default_rng(0)
+    params = {"M": 16, "N": 16, "K": 16}
+    arrays = [flow.inputs(flow.plan("gemm", dict(params), target), rng) for _ in range(2)]
+    planned.clear()
+    first, second = (flow_module.reference_of("gemm", target, params, a) for a in arrays)
+    assert len(planned) == 1 and not np.array_equal(first, second)
+    assert np.array_equal(second, flow_module.reference_of("gemm", target, {**params, "seed": 4}, arrays[1]))
+    flow_module.reference_of("gemm", target, {**params, "K": 32},
+                             flow.inputs(flow.plan("gemm", {**params, "K": 32}, target), rng))
+    assert len(planned) == 3   # the K=32 request's own plan, and the inputs' above
