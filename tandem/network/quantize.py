@@ -331,10 +331,8 @@ def _contraction(layer: Layer, x: np.ndarray, w: Mapping[int, np.ndarray]) -> np
     x = x.astype(np.int64)
     if layer.op == "Conv":
         return integer_conv(layer, x, w)
-    if layer.op == "Gemm":
-        wt = w[1].T if layer.attrs.get("transB") else w[1]
-        return np.matmul(x, wt.astype(np.int64)) + (w[2] if 2 in w else 0)
-    return np.matmul(x, w[1].astype(np.int64)) + (w[2] if 2 in w else 0)
+    wt = w[1].T if layer.op == "Gemm" and layer.attrs.get("transB") else w[1]
+    return reference.gemm(x, wt) + (w[2] if 2 in w else 0)   # through BLAS where float64 is exact
 
 
 def _plain_mean(layer: Layer, size: tuple[int, ...]) -> bool:
