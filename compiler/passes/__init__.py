@@ -1,27 +1,35 @@
 """Compiler passes: one module per pass, one public function named after the pass (STYLE rule 4).
 
-The order in which a target runs them is in ``compiler.pipeline``.
+The order in which a target runs them is in ``compiler.pipeline``. The functions are imported when first
+read (``isa/lazy.py``), so that importing one pass's module (a kernel's records, ``cover.Selected``, read
+back from the kernel cache) does not import every pass. A pass function shares its module's name: the
+package's attribute of that name is the function, whichever was imported first (``_Passes``).
 """
 
-from compiler.passes.check_token_order import check_token_order
-from compiler.passes.flatten import flatten
-from compiler.passes.fuse_reduction_ends import fuse_reduction_ends
-from compiler.passes.inject_dma import inject_dma
-from compiler.passes.inject_sync import inject_sync
-from compiler.passes.inject_virtual_thread import inject_virtual_thread
-from compiler.passes.inplace import inplace
-from compiler.passes.lift_alloc import lift_alloc
-from compiler.passes.loop_partition import loop_partition
-from compiler.passes.narrow_output import narrow_output
-from compiler.passes.place_output import place_output
-from compiler.passes.preprocess import fold_padding, preprocess
-from compiler.passes.share_smem import share_smem
-from compiler.passes.simplify import simplify
-from compiler.passes.tensorize import tensorize
-from compiler.passes.tensorize_registers import tensorize_registers
-from compiler.passes.tensorize_tiles import tensorize_tiles
+import sys
+import types
 
-__all__ = ["check_token_order", "flatten", "fold_padding", "fuse_reduction_ends", "inject_dma", "inject_sync",
-           "inject_virtual_thread", "inplace", "lift_alloc", "loop_partition", "narrow_output",
-           "place_output", "preprocess", "share_smem", "simplify", "tensorize", "tensorize_registers",
-           "tensorize_tiles"]
+from isa.lazy import lazy_names
+
+#: each public name -> the module that defines it
+_HOMES = {name: name for name in (
+    "check_token_order", "flatten", "fuse_reduction_ends", "inject_dma", "inject_sync",
+    "inject_virtual_thread", "inplace", "lift_alloc", "loop_partition", "narrow_output", "place_output",
+    "preprocess", "share_smem", "simplify", "tensorize", "tensorize_registers", "tensorize_tiles")} | {
+    "fold_padding": "preprocess"}
+
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)
+
+
+class _Passes(types.ModuleType):
+    """The package: importing a pass's module sets the package's attribute of its name to the module; the
+    pass function of that name is set instead, as an eager ``from .simplify import simplify`` would."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if isinstance(value, types.ModuleType) and _HOMES.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Passes
