@@ -235,6 +235,9 @@ class Insn:
     def values(self) -> dict[str, int]:
         return dict(self.fields)
 
+    def __reduce__(self) -> tuple:
+        return Insn, (self.name, self.fields)   # a program pickles as fast as its tuples (the kernel cache)
+
 
 @dataclass(frozen=True, slots=True)
 class ISA:

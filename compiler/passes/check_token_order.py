@@ -33,6 +33,9 @@ class Token:
     token: str
     label: tuple[int, ...]
 
+    def __reduce__(self) -> tuple:
+        return Token, (self.pc, self.action, self.src, self.dst, self.token, self.label)
+
 
 def check_token_order(tokens: Iterable[Token]) -> None:
     """Raise ``TokenOrderError`` naming the first push/pop pair that breaks Theorem 3.1: the earliest pop

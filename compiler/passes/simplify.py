@@ -33,20 +33,24 @@ def _is_empty(s: ir.Stmt) -> bool:
     return isinstance(s, ir.Seq) and not s.stmts
 
 
+class _Loads(IRMutator):
+    """The indices of every load of an expression simplified by ``outer`` (under its loop ranges)."""
+
+    def __init__(self, outer: _Simplify) -> None:
+        self.outer = outer
+
+    def mutate_Load(self, load: ir.Load) -> ir.Expr:
+        load = self.generic_mutate(load)
+        return ir.Load(load.buffer, tuple(self.outer._expr(i) for i in load.indices))
+
+
 class _Simplify(IRMutator):
     def __init__(self) -> None:
         self.ranges: dict[ir.Var, Interval] = {}
 
     def _expr(self, e: ir.Expr) -> ir.Expr:
         """Simplify an expression, and the indices of every load inside it, under the loop ranges."""
-        outer = self
-
-        class _Loads(IRMutator):
-            def mutate_Load(self, load: ir.Load) -> ir.Expr:
-                load = self.generic_mutate(load)
-                return ir.Load(load.buffer, tuple(outer._expr(i) for i in load.indices))
-
-        return arith.simplify(_Loads().mutate(e), self.ranges)
+        return arith.simplify(_Loads(self).mutate(e), self.ranges)
 
     def mutate_Store(self, s: ir.Store) -> ir.Stmt:
         indices = tuple(self._expr(i) for i in s.indices)

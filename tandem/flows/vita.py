@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -98,11 +98,12 @@ def roofline_cycles(layer: Layer, target: Target) -> int:
                math.ceil(vita_layers.dram_bytes(layer) / dram_bytes_per_cycle(target)))
 
 
-def compile_layer(layer: Layer, tiling: vita.Tiling, target: Target, epilogue: Epilogue = DEFAULT_EPILOGUE
-                  ) -> tuple[vita.VitaSchedule, VitaKernel]:
-    """Schedule ``layer`` with ``tiling``, run the ``vita`` pipeline and emit the program; its tokens are
-    checked against Theorem 3.1 (``check_token_order``)."""
-    vs = vita_layers.schedule(layer, tiling, target.spec, epilogue)
+def compile_layer(layer: Layer, tiling: vita.Tiling, target: Target, epilogue: Epilogue = DEFAULT_EPILOGUE,
+                  scheduled: vita.VitaSchedule | None = None) -> tuple[vita.VitaSchedule, VitaKernel]:
+    """Schedule ``layer`` with ``tiling`` (or take ``scheduled``, that schedule made already), run the
+    ``vita`` pipeline and emit the program; its tokens are checked against Theorem 3.1
+    (``check_token_order``). Lowering reads a schedule and changes nothing in it."""
+    vs = scheduled or vita_layers.schedule(layer, tiling, target.spec, epilogue)
     kernel = build_vita(build(vs.schedule, vs.args, target=target), target.spec)
     check_token_order(kernel.tokens)
     return vs, kernel
@@ -119,6 +120,8 @@ class VitaJob:
     input_shapes: tuple[tuple[int, ...], ...]   # data, weights (and bias), packed as the schedule takes them
     spec: isa.ISA                                # the machine's, whose blocks the layouts pad to
     vthreads_used: int = 0                       # fewer than asked when that many do not cut the layer
+    #: the schedule ``plan`` made of the first candidate (for its inputs' shapes), which ``compile`` takes
+    scheduled: vita.VitaSchedule | None = field(default=None, compare=False, repr=False)
 
 
 def _check_size(layer: Layer, target: Target) -> None:
@@ -176,11 +179,11 @@ class VitaLayerFlow(TargetFlow):
             else:
                 ranked, used = _ranked_with_fallback(layer, vthreads, target, epilogue)
                 candidates = _distinct(ranked, tune, layer, target, epilogue) if tune > 0 else ranked[:1]
-            args = vita_layers.schedule(layer, candidates[0], target.spec, epilogue).args[:-1]
+            scheduled = vita_layers.schedule(layer, candidates[0], target.spec, epilogue)
         except ScheduleError as exc:
             raise RunError(f"VITA {op} {layers.params(layer)}: {exc}") from None
-        shapes = tuple(tuple(a.shape) for a in args)
-        return VitaJob(layer, vthreads, epilogue, tuple(candidates), shapes, target.spec, used)
+        shapes = tuple(tuple(a.shape) for a in scheduled.args[:-1])
+        return VitaJob(layer, vthreads, epilogue, tuple(candidates), shapes, target.spec, used, scheduled)
 
     def inputs(self, job: VitaJob, rng: np.random.Generator) -> list[np.ndarray]:
         plain = [rng.integers(-128, 128, shape, dtype=np.int8) for shape in layers.plain_shapes(job.layer)]
@@ -209,7 +212,8 @@ class VitaLayerFlow(TargetFlow):
 
     def compile(self, job: VitaJob, candidate: vita.Tiling, target: Target
                 ) -> tuple[vita.VitaSchedule, VitaKernel]:
-        return compile_layer(job.layer, candidate, target, job.epilogue)
+        first = job.scheduled if job.scheduled is not None and candidate == job.candidates[0] else None
+        return compile_layer(job.layer, candidate, target, job.epilogue, first)
 
     def stores_kernels(self, job: VitaJob) -> bool:
         return True

@@ -189,3 +189,16 @@ def test_a_built_in_spec_is_read_back_parsed_and_equal(tmp_path: Path,
     whole = kept.read_bytes()
     kept.write_bytes(whole[:100])
     assert spec_cache.builtin_spec("vita", params) == parsed and kept.read_bytes() == whole
+
+
+def test_the_plan_s_schedule_compiles_as_a_new_one_and_lowering_leaves_it_as_it_was() -> None:
+    """The VITA flow compiles the schedule its plan made for the first candidate (tandem/flows/vita.py):
+    twice from it, or from a schedule made anew, the same program."""
+    from tandem.flows.vita import LAYER_FLOW, compile_layer
+
+    target = load_target("vita", "tvm-paper")
+    job = LAYER_FLOW.plan("conv2d", {"H": 14, "W": 14, "IC": 64, "OC": 64, "vthreads": 2}, target)
+    first, again = (LAYER_FLOW.compile(job, job.candidates[0], target) for _ in range(2))
+    anew = compile_layer(job.layer, job.candidates[0], target, job.epilogue)
+    assert first[0] is job.scheduled is again[0] and anew[0] is not job.scheduled
+    assert str(first[1].program) == str(again[1].program) == str(anew[1].program)
