@@ -4,7 +4,9 @@
 parameters, and its spec file), runs the workload through the one run flow (a layer: ``tandem.flows.run.run``;
 a network: ``tandem.network.run.run_network`` in int8) and returns the results row: validated, cycles,
 energy, area, DRAM bytes, the recorded metrics and, for a network, its per-layer table. It never raises: a
-point that fails is a row with its error, and the sweep goes on.
+point that fails is a row with its error, and the sweep goes on. Compiled kernels are found in and kept in
+the kernel cache on disk (tandem/flows/kernel_cache.py): a sweep run again, or a regression suite
+(tandem/regress/) run again on unchanged code, compiles nothing it compiled before.
 
 Engines: ``local`` runs the points on a process pool (``jobs`` processes; 1: in this process), ``ray`` as
 Ray tasks (``address``: an existing cluster; none: a local one of ``jobs`` CPUs). Both give the same rows:
@@ -57,9 +59,11 @@ def evaluate(point: Point) -> dict[str, Any]:
         target = machine(point)
         row["config"] = target.config.name
         if point.workload.op is not None:
+            from tandem.flows.kernel_cache import KernelCache
             from tandem.flows.run import run
 
-            report = run(point.workload.op, target, {**dict(point.workload.params), "seed": point.seed})
+            report = run(point.workload.op, target, {**dict(point.workload.params), "seed": point.seed},
+                         cache=KernelCache.default())
             result = report.to_json()
             layers = None
         else:
@@ -84,13 +88,14 @@ def evaluate(point: Point) -> dict[str, Any]:
 def _network(point: Point, target: Any):
     """A network workload in int8 on ``target``: a QDQ model with its own quantization, any other
     quantized with VTA's rule (tandem/network/load.py, as ``tandem model --target`` loads it)."""
+    from tandem.flows.kernel_cache import KernelCache
     from tandem.network.load import load_network
     from tandem.network.run import run_inputs, run_network
 
     w = point.workload
     q = load_network(w.onnx, builtin=w.model, seed=point.seed,
                      input_shapes={k: tuple(v) for k, v in w.input_shape}).quantized
-    return run_network(q, target, run_inputs(q.graph, point.seed))
+    return run_network(q, target, run_inputs(q.graph, point.seed), cache=KernelCache.default())
 
 
 # ----------------------------------------------------------------------------------------------- engines

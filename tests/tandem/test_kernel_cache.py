@@ -202,3 +202,22 @@ def test_the_plan_s_schedule_compiles_as_a_new_one_and_lowering_leaves_it_as_it_
     anew = compile_layer(job.layer, job.candidates[0], target, job.epilogue)
     assert first[0] is job.scheduled is again[0] and anew[0] is not job.scheduled
     assert str(first[1].program) == str(again[1].program) == str(anew[1].program)
+
+
+def test_a_sweep_point_run_again_compiles_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tandem/sweep/run.py's points keep their kernels in the cache folder: the same point (or a regression
+    suite's case) run again finds them, and gives the same row."""
+    from tandem.sweep.file import expand, read_sweep
+    from tandem.sweep.run import evaluate
+
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('[sweep]\nname = "again"\ntarget = "vita"\nconfig = "vta-default"\n[parameters]\n'
+                     '"isa_params.LOG_INP_BUFF_SIZE" = [15]\n[[workloads]]\nlayer = "gemm"\n'
+                     'params = { M = 16, N = 32, K = 64 }\n')
+    (point,) = expand(read_sweep(sweep))
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path / "cache"))
+    first = evaluate(point)
+    assert first["status"] == "ok" and len(kernels(tmp_path / "cache")) == 1
+    never_compile(monkeypatch, "vita", "gemm", {})
+    again = evaluate(point)
+    assert again["status"] == "ok" and again["cycles"] == first["cycles"]
