@@ -23,7 +23,10 @@ process.
 Where: ``$TANDEM_CACHE_DIR`` (``off``: memory only), else ``$XDG_CACHE_HOME/tandem/kernels``, else
 ``~/.cache/tandem/kernels``; entries under a folder per code fingerprint, files written whole (a temporary
 file renamed), so that processes running side by side (``--jobs``) share them safely. When a new
-fingerprint's folder is made, folders of other fingerprints beyond the ``KEEP`` most recent are removed.
+fingerprint's folder is made, folders of other fingerprints beyond the ``KEEP`` most recent are removed;
+the folder holds at most ``$TANDEM_CACHE_MAX_MB`` (2000 by default): past it, the least recently written
+files go (``bound``). The files are the user's own, read as pickles: a folder others may write to is not a
+place for the cache.
 ``tandem cache`` shows the folder and its size; ``tandem cache --clear`` empties it. Parsed built-in specs
 live there too (tandem/flows/spec_cache.py).
 """
@@ -51,6 +54,10 @@ CODE = ("compiler", "isa", "sim", "tandem")
 #: how many code fingerprints' folders are kept on disk
 KEEP = 4
 ENV = "TANDEM_CACHE_DIR"
+#: the most the folder may hold, in MB (``$TANDEM_CACHE_MAX_MB``); past it, the least recently written
+#: files go until it holds 80% of that (checked when a process first writes, then every ``CHECK_EVERY``)
+MAX_MB_ENV, MAX_MB = "TANDEM_CACHE_MAX_MB", 2000
+CHECK_EVERY = 256
 
 
 def default_directory() -> Path | None:
@@ -91,7 +98,7 @@ class KernelCache:
     def __init__(self, directory: str | Path | None = None) -> None:
         self.directory = Path(directory) if directory is not None else None
         self.memory: dict[tuple, Any] = {}
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.written = 0
         self._warned: set[str] = set()
 
     @classmethod
@@ -138,7 +145,10 @@ class KernelCache:
                            f"disk ({why}); they are kept in memory only")
             return
         try:
+            if self.written % CHECK_EVERY == 0:
+                bound(self.directory, max_bytes())
             write_whole(path, buffer.getvalue())
+            self.written += 1
         except OSError as why:
             self._warn("disk", f"kernel cache: cannot write under {self.directory} ({why}); compiled kernels "
                                f"are kept in memory only")
@@ -256,6 +266,46 @@ def write_whole(path: Path, data: bytes) -> None:
     except OSError:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def max_bytes() -> int:
+    """The folder's bound in bytes (``MAX_MB_ENV``, else ``MAX_MB``); a value that is not a positive number
+    of MB is named in a warning, and the default bound holds."""
+    given = os.environ.get(MAX_MB_ENV)
+    if not given:
+        return int(MAX_MB * 1e6)
+    try:
+        mb = float(given)
+    except ValueError:
+        mb = -1.0
+    if not mb > 0:
+        warnings.warn(f"${MAX_MB_ENV} must be a positive number of megabytes, but is {given!r}; the kernel "
+                      f"cache keeps at most {MAX_MB} MB", RuntimeWarning, stacklevel=3)
+        return int(MAX_MB * 1e6)
+    return int(mb * 1e6)
+
+
+def bound(directory: Path, limit: int) -> int:
+    """Remove the least recently written files under ``directory`` while it holds more than ``limit`` bytes,
+    down to 80% of it; return how many were removed."""
+    files = []
+    for path in directory.rglob("*.pkl"):
+        try:
+            st = path.stat()
+        except OSError:   # removed meanwhile by another process
+            continue
+        files.append((st.st_mtime_ns, st.st_size, path))
+    total = sum(size for _, size, _ in files)
+    if total <= limit:
+        return 0
+    removed = 0
+    for _, size, path in sorted(files):
+        if total <= 0.8 * limit:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+        removed += 1
+    return removed
 
 
 def generation(directory: Path) -> Path:

@@ -221,3 +221,23 @@ def test_a_sweep_point_run_again_compiles_nothing(tmp_path: Path, monkeypatch: p
     never_compile(monkeypatch, "vita", "gemm", {})
     again = evaluate(point)
     assert again["status"] == "ok" and again["cycles"] == first["cycles"]
+
+
+def test_the_folder_keeps_to_its_bound_removing_the_least_recently_written(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch
+                                                                           ) -> None:
+    import os
+
+    for n in range(10):   # 10 files of 100 kB, written one second apart
+        path = tmp_path / "gen" / f"{n}.pkl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"x" * 100_000)
+        os.utime(path, ns=(n * 10**9, n * 10**9))
+    assert kernel_cache.bound(tmp_path, 2_000_000) == 0
+    assert kernel_cache.bound(tmp_path, 500_000) == 6   # down to 80% of the bound: the 4 newest stay
+    assert sorted(p.name for p in tmp_path.rglob("*.pkl")) == ["6.pkl", "7.pkl", "8.pkl", "9.pkl"]
+    monkeypatch.setenv("TANDEM_CACHE_MAX_MB", "0.3")
+    assert kernel_cache.max_bytes() == 300_000
+    monkeypatch.setenv("TANDEM_CACHE_MAX_MB", "lots")
+    with pytest.warns(RuntimeWarning, match="TANDEM_CACHE_MAX_MB"):
+        assert kernel_cache.max_bytes() == kernel_cache.MAX_MB * 1_000_000
