@@ -58,6 +58,7 @@ from tandem.flows import flow
 from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, canonical_mapping, pads_less_transposed
 from tandem.flows.flow import ByOperator, Execution, RunError, RunReport, TargetFlow
+from tandem.flows.kernel_cache import ours
 from tandem.flows.run import run
 from tandem.flows.targets import as_target
 from tandem.flows.user_ops import UserOp, is_user_op, load_user_op
@@ -251,8 +252,9 @@ class DiannaoLayerFlow(TargetFlow):
         return flat
 
     def stores_kernels(self, job: DiannaoJob) -> bool:
-        """The card's own operators' kernels; not a user's (FILE.py:NAME: its file is not part of the key)."""
-        return not is_user_op(job.op)
+        """The card's own operators' kernels and the network operators'; not a user's (FILE.py:NAME: its file
+        is not part of the key)."""
+        return not is_user_op(job.op) or ours(job.op.rpartition(":")[0])
 
     def compile(self, job: DiannaoJob, candidate: dops.ConvPlan | None, target: Target) -> DiannaoCompiled:
         if job.user is not None:

@@ -13,12 +13,13 @@ versions. A different spec, config, layer or edited compiler is a different entr
 read. A file that cannot be read back (cut short, or written by other code) is a miss, replaced.
 
 What is stored: only kernels of flows whose ``TargetFlow.stores_kernels`` is true for the job (VITA's layers,
-DianNao's own operators: programs and their records); not the CPU's (machine code loaded into this process,
-which a file cannot hold) nor a user's operator (``FILE.py:NAME``: its file is not in the key). The target's
-spec and config, and the spec's instructions, formats, spaces, data kinds and enums, are written as references
-(``persistent_id``) and bound to the running target's on load: a file holds the kernel, not a copy of the
-spec. A kernel that does not pickle is not stored: a warning names the operator and the reason, once per
-process.
+DianNao's own operators, and both simulators' network operators, whose file compiler/ops/network.py is
+Tandem's own code: ``ours``; programs and their records); not the CPU's (machine code loaded into this
+process, which a file cannot hold) nor a user's operator (``FILE.py:NAME``: its file is not in the key). The
+target's spec and config, and the spec's instructions, formats, spaces, data kinds and enums, are written as
+references (``persistent_id``) and bound to the running target's on load: a file holds the kernel, not a copy
+of the spec. A kernel that does not pickle is not stored: a warning names the operator and the reason, once
+per process.
 
 Where: ``$TANDEM_CACHE_DIR`` (``off``: memory only), else ``$XDG_CACHE_HOME/tandem/kernels``, else
 ``~/.cache/tandem/kernels``; entries under a folder per code fingerprint, files written whole (a temporary
@@ -186,6 +187,15 @@ class KernelCache:
         if self.directory is not None and self.directory.is_dir():
             shutil.rmtree(self.directory)
         return count
+
+
+def ours(file: str | Path) -> bool:
+    """Whether ``file``, the file of an operator written as a user's (``FILE.py:NAME``), is Tandem's own: it
+    lies in the code the fingerprint covers (``compiler/ops/network.py``'s network operators), so that the
+    operator's kernels may be stored like the built-in operators'."""
+    path = Path(file).resolve()
+    root = Path(__file__).resolve().parents[2]
+    return any(path.is_relative_to(root / package) for package in CODE)
 
 
 def _memory_key(target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any) -> tuple:

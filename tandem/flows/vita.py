@@ -53,6 +53,7 @@ from tandem.flows import flow, layers, vita_layers
 from tandem.flows.check import Check
 from tandem.flows.contraction import ContractionFlow, ContractionJob, pads_less_transposed, plain_traffic
 from tandem.flows.flow import ByOperator, Execution, RunError, RunReport, TargetFlow
+from tandem.flows.kernel_cache import ours
 from tandem.flows.layers import Layer
 from tandem.flows.run import run
 from tandem.flows.targets import as_target
@@ -404,6 +405,9 @@ class VitaNetworkOpFlow(TargetFlow):
                            f"on VITA is the int8 network's")
         return arrays
 
+    def stores_kernels(self, job: NetworkJob) -> bool:
+        return True
+
     def compile(self, job: NetworkJob, candidate: None, target: Target) -> list[tuple[Any, VitaKernel]]:
         compiled = []
         p = job.params
@@ -536,6 +540,11 @@ class VitaUserFlow(TargetFlow):
 
     def check_inputs(self, job: VitaUserJob, given: Sequence[np.ndarray]) -> list[np.ndarray]:
         return job.user.check_inputs(given)
+
+    def stores_kernels(self, job: VitaUserJob) -> bool:
+        """The network operators' (compiler/ops/network.py: Tandem's own code); not a user's (its file is
+        not part of the key)."""
+        return ours(job.user.path)
 
     def compile(self, job: VitaUserJob, candidate: None, target: Target) -> tuple[Any, VitaKernel]:
         try:

@@ -241,3 +241,17 @@ def test_the_folder_keeps_to_its_bound_removing_the_least_recently_written(tmp_p
     monkeypatch.setenv("TANDEM_CACHE_MAX_MB", "lots")
     with pytest.warns(RuntimeWarning, match="TANDEM_CACHE_MAX_MB"):
         assert kernel_cache.max_bytes() == kernel_cache.MAX_MB * 1_000_000
+
+
+def test_the_network_operators_written_as_user_operators_are_stored_a_user_s_are_not(tmp_path: Path) -> None:
+    """compiler/ops/network.py's operators are Tandem's own code (the fingerprint covers them): stored on
+    both simulators; a user's file is not."""
+    from tandem.flows import kernel_cache as kc
+
+    network = Path(kc.__file__).resolve().parents[2] / "compiler" / "ops" / "network.py"
+    assert kc.ours(network) and not kc.ours(USER_OPS)
+    cache = KernelCache(tmp_path)
+    shape = {"C": 16, "H": 4, "W": 4}
+    for kind in ("vita", "diannao"):
+        run("residual_add", load_target(kind), shape, cache=cache)
+    assert len(kernels(tmp_path)) == 2
