@@ -59,6 +59,7 @@ ENV = "TANDEM_CACHE_DIR"
 #: files go until it holds 80% of that (checked when a process first writes, then every ``CHECK_EVERY``)
 MAX_MB_ENV, MAX_MB = "TANDEM_CACHE_MAX_MB", 2000
 CHECK_EVERY = 256
+_ROOT = Path(__file__).resolve().parents[2]   # the folder holding the packages of CODE
 
 
 def default_directory() -> Path | None:
@@ -79,15 +80,14 @@ def code_fingerprint() -> str:
     versions: it changes whenever the code that compiles might."""
     import numpy as np  # here: `tandem --help` imports this module (through the targets' edge)
 
-    root = Path(__file__).resolve().parents[2]
     h = hashlib.sha256(f"{sys.version}|{np.__version__}|{pickle.HIGHEST_PROTOCOL}".encode())
     for package in CODE:
-        for folder, dirs, files in sorted(os.walk(root / package)):
+        for folder, dirs, files in sorted(os.walk(_ROOT / package)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):
                 if name.endswith((".py", ".toml", ".json")):
                     st = os.stat(os.path.join(folder, name))
-                    where = f"{os.path.relpath(folder, root)}/{name}"
+                    where = f"{os.path.relpath(folder, _ROOT)}/{name}"
                     h.update(f"{where}|{st.st_size}|{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 
@@ -121,10 +121,7 @@ class KernelCache:
         try:
             with open(path, "rb") as f:
                 found = _Unpickler(f, target).load()
-        except FileNotFoundError:
-            self.misses += 1
-            return None
-        except Exception:   # cut short, or unreadable: a miss, which the next put replaces
+        except Exception:   # not there, cut short or unreadable: a miss, which the next put replaces
             self.misses += 1
             return None
         self.hits += 1
@@ -194,13 +191,16 @@ def ours(file: str | Path) -> bool:
     lies in the code the fingerprint covers (``compiler/ops/network.py``'s network operators), so that the
     operator's kernels may be stored like the built-in operators'."""
     path = Path(file).resolve()
-    root = Path(__file__).resolve().parents[2]
-    return any(path.is_relative_to(root / package) for package in CODE)
+    return any(path.is_relative_to(_ROOT / package) for package in CODE)
+
+
+def _given(params: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    """The parameters that decide a kernel, as text: all but the seed (it draws the inputs)."""
+    return tuple(sorted((k, repr(v)) for k, v in (params or {}).items() if k != "seed"))
 
 
 def _memory_key(target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any) -> tuple:
-    given = sorted((k, repr(v)) for k, v in (params or {}).items() if k != "seed")
-    return (target.kind, id(target.spec), id(target.config), op, tuple(given), repr(candidate))
+    return (target.kind, id(target.spec), id(target.config), op, _given(params), repr(candidate))
 
 
 def _content_key(target: Target, op: str, params: Mapping[str, Any] | None, candidate: Any) -> str | None:
@@ -208,9 +208,8 @@ def _content_key(target: Target, op: str, params: Mapping[str, Any] | None, cand
     value (a parameter without a value repr), or the spec was built in Python (no text to reload it by)."""
     if target.spec is not None and not target.spec.text:
         return None
-    given = sorted((k, repr(v)) for k, v in (params or {}).items() if k != "seed")
-    text = "\n".join([target.kind, _described(target.spec), _described(target.config), op, repr(given),
-                      repr(candidate)])
+    text = "\n".join([target.kind, _described(target.spec), _described(target.config), op,
+                      repr(list(_given(params))), repr(candidate)])
     return None if " at 0x" in text else text
 
 
@@ -218,6 +217,8 @@ def _described(value: Any) -> str:
     """A spec's or config's full value as text (kept per object: a spec prints in a few milliseconds)."""
     known = _DESCRIBED.get(id(value))
     if known is None or known[0] is not value:
+        if len(_DESCRIBED) >= 64:   # a sweep makes a config per point: keep the last few
+            _DESCRIBED.clear()
         known = _DESCRIBED[id(value)] = (value, repr(value))
     return known[1]
 

@@ -49,6 +49,8 @@ def builtin_spec(name: str, params: Mapping[str, int] | None = None) -> isa.ISA:
         except OSError as why:
             warnings.warn(f"spec cache: cannot write under {directory} ({why}); the spec is parsed in every "
                           f"run", RuntimeWarning, stacklevel=2)
+    if len(_KEPT) >= 64:   # a sweep over spec parameters makes a spec per point: keep the last few
+        _KEPT.clear()
     _KEPT[key] = spec
     return spec
 
