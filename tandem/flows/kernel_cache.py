@@ -39,9 +39,7 @@ import hashlib
 import io
 import os
 import pickle
-import shutil
 import sys
-import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -182,6 +180,8 @@ class KernelCache:
         self.memory.clear()
         count, _, _ = self.size()
         if self.directory is not None and self.directory.is_dir():
+            import shutil
+
             shutil.rmtree(self.directory)
         return count
 
@@ -268,6 +268,8 @@ class _Unpickler(pickle.Unpickler):
 
 def write_whole(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that no reader sees a part of it (a temporary file renamed)."""
+    import tempfile  # here and below: a run that finds its kernels writes nothing (the start of a run)
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:
@@ -325,6 +327,8 @@ def generation(directory: Path) -> Path:
     folder = directory / code_fingerprint()
     if folder.is_dir():
         return folder
+    import shutil
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
         others = sorted((p for p in directory.iterdir() if p.is_dir() and p != folder),
