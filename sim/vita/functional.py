@@ -16,8 +16,9 @@ a micro-op range outside the uop buffer, a DRAM access outside DRAM, padding on 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -96,51 +97,99 @@ class VitaState:
         self.buffers = {name: np.zeros((k.depth, k.elems), k.dtype) for name, k in self.kinds.items()
                         if name != "OUT"}
         self._uop_cache: dict[tuple, dict] = {}
+        self.uop_loads = 0   # loads into the uop buffer so far (a prepared micro-op step plans after one)
         self._gemm_float = self._exact_float()
         self._addresses: dict[str, tuple[micro_ops.Address, ...]] = {}
         uop_fmt = spec.data["uop"].format
         self.uop_fields = {f.name: (f.lsb, (1 << f.bits) - 1) for f in uop_fmt.fields}
 
-    # ------------------------------------------------------------------ loads and stores
+    # ------------------------------------------------------------------ prepared steps
+    def prepare(self, insn: isa.Insn, action: str, arg: str | None, f: dict[str, int]) -> Callable[[], None]:
+        """``insn``'s work on this state (``action`` and ``arg`` as sim/vita/plan.py names them), prepared
+        once for every time it runs: a transfer's DRAM and buffer views, a micro-op loop's tile indices and
+        products plan (planned again when the uop buffer was loaded since: ``uop_loads``). The machine runs
+        a program's equal instructions through one step. A step that cannot run raises its
+        ``VitaExecError`` when called, as the instruction would when it ran."""
+        if action == "load":
+            return self._load_step(insn, arg, f)
+        if action == "store":
+            return self._store_step(insn, f)
+        if action == "gemm":
+            return _LoopStep(self, partial(self._plan_loop, insn, f, partial(self._gemm_run, insn)))
+        if action == "reset":
+            return _LoopStep(self, partial(self._plan_loop, insn, f, partial(self._reset_run, insn)))
+        if action == "alu":
+            run_of = partial(self._alu_run, insn, arg, f["use_imm"], f["imm"])
+            return _LoopStep(self, partial(self._plan_loop, insn, f, run_of))
+        if action == "generic":
+            return partial(execute_generic, self, insn, f)
+        if action == "finish":   # it ends the program: no work
+            return _nothing
+        raise VitaExecError(f"{insn.name}: no step for the action {action!r}")
+
     def load(self, insn: isa.Insn, memory: str, f: dict[str, int] | None = None) -> None:
         """LOAD_<memory>: a 2-D strided DRAM block into consecutive tiles, zero-padded on each side; nothing
         at all when x_size is 0.
 
         ``f`` is ``insn.values`` when the caller already has it (as for every method here).
         """
-        kind = self.kinds[memory]
-        f = insn.values if f is None else f
-        if f["x_size"] == 0:   # VTA skips the load, padding included
-            return
-        ys, xs = f["y_pad_0"] + f["y_size"] + f["y_pad_1"], f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
-        base = f["sram_base"]
-        if base + ys * xs > kind.depth:
-            raise VitaExecError(f"{insn.name}: tiles {base}..{base + ys * xs - 1} are outside the {memory} "
-                                f"buffer (depth {kind.depth})")
-        block = self.buffers[memory][base:base + ys * xs].reshape(ys, xs, kind.elems)
-        block[...] = 0
-        if f["y_size"] and f["x_size"]:
-            rows = self._dram_block(insn, kind, f["dram_base"], f["y_size"], f["x_size"], f["x_stride"])
-            block[f["y_pad_0"]:f["y_pad_0"] + f["y_size"], f["x_pad_0"]:f["x_pad_0"] + f["x_size"]] = rows
+        self._load_step(insn, memory, insn.values if f is None else f)()
 
     def store(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """STORE_OUT: accumulator tiles truncated to int8, into a 2-D strided DRAM block."""
-        f = insn.values if f is None else f
-        if f["y_pad_0"] or f["y_pad_1"] or f["x_pad_0"] or f["x_pad_1"]:
-            raise VitaExecError(f"{insn.name}: a store cannot pad (fsim rejects padded stores)")
-        out = self.kinds["OUT"]
-        n = f["y_size"] * f["x_size"]
+        self._store_step(insn, insn.values if f is None else f)()
+
+    def _load_step(self, insn: isa.Insn, memory: str, f: dict[str, int]) -> Callable[[], None]:
+        kind = self.kinds[memory]
+        if f["x_size"] == 0:   # VTA skips the load, padding included
+            return _nothing
+        y0, x0, ys, xs = f["y_pad_0"], f["x_pad_0"], f["y_size"], f["x_size"]
+        rows, cols = y0 + ys + f["y_pad_1"], x0 + xs + f["x_pad_1"]
         base = f["sram_base"]
-        if base + n > self.kinds["ACC"].depth:
-            raise VitaExecError(f"{insn.name}: tiles {base}..{base + n - 1} are outside the ACC buffer "
-                                f"(depth {self.kinds['ACC'].depth})")
-        if n == 0:
-            return
-        acc = self.buffers["ACC"][base:base + n]
-        tiles = acc.astype(np.int8).reshape(f["y_size"], f["x_size"], out.elems)
-        view = self._dram_block(insn, out, f["dram_base"], f["y_size"], f["x_size"], f["x_stride"],
-                                write=True)
-        view[...] = tiles
+        if base + rows * cols > kind.depth:
+            return _raises(VitaExecError(f"{insn.name}: tiles {base}..{base + rows * cols - 1} are outside "
+                                         f"the {memory} buffer (depth {kind.depth})"))
+        block = self.buffers[memory][base:base + rows * cols].reshape(rows, cols, kind.elems)
+        if ys == 0:
+            return partial(block.fill, 0)
+        try:
+            data = self._dram_block(insn, kind, f["dram_base"], ys, xs, f["x_stride"])
+        except VitaExecError as e:
+            return _raises(e)
+        inner = block[y0:y0 + ys, x0:x0 + xs]
+        padded = (rows, cols) != (ys, xs)
+
+        def step() -> None:
+            if padded:
+                block.fill(0)
+            np.copyto(inner, data)
+
+        if memory != "UOP":
+            return step
+
+        def uop_step() -> None:
+            step()
+            self.uop_loads += 1
+
+        return uop_step
+
+    def _store_step(self, insn: isa.Insn, f: dict[str, int]) -> Callable[[], None]:
+        if f["y_pad_0"] or f["y_pad_1"] or f["x_pad_0"] or f["x_pad_1"]:
+            return _raises(VitaExecError(f"{insn.name}: a store cannot pad (fsim rejects padded stores)"))
+        out = self.kinds["OUT"]
+        ys, xs = f["y_size"], f["x_size"]
+        base, depth = f["sram_base"], self.kinds["ACC"].depth
+        if base + ys * xs > depth:
+            return _raises(VitaExecError(f"{insn.name}: tiles {base}..{base + ys * xs - 1} are outside the "
+                                         f"ACC buffer (depth {depth})"))
+        if ys * xs == 0:
+            return _nothing
+        acc = self.buffers["ACC"][base:base + ys * xs].reshape(ys, xs, out.elems)
+        try:
+            view = self._dram_block(insn, out, f["dram_base"], ys, xs, f["x_stride"], write=True)
+        except VitaExecError as e:
+            return _raises(e)
+        return partial(np.copyto, view, acc, casting="unsafe")   # int32 -> int8 keeps the low byte
 
     def _dram_block(self, insn: isa.Insn, kind: TileKind, base: int, ys: int, xs: int, stride: int,
                     write: bool = False) -> np.ndarray:
@@ -253,20 +302,75 @@ class VitaState:
         A loop's micro-ops pair a few hundred input tiles with a few dozen weight tiles: every distinct pair's
         product comes from one matrix product of the distinct input tiles by the distinct weight tiles
         (``_products``), each micro-op takes its pair's, and the accumulator tiles add them up in order
-        (additions modulo 2**32 commute, so repeated tiles add up exactly as in sequence)."""
+        (additions modulo 2**32 commute, so repeated tiles add up exactly as in sequence). A loop over
+        consecutive accumulator tiles that pairs consecutive tiles of one operand with one tile of the other
+        is one matrix product of the buffers' slices (``_sliced_gemm``)."""
+        self._plan_loop(insn, insn.values if f is None else f, partial(self._gemm_run, insn))()
+
+    def _plan_loop(self, insn: isa.Insn, f: dict[str, int], run_of) -> Callable[[], None]:
+        """The function that runs ``insn``'s micro-op loop as the uop buffer is now: ``run_of(first, idx)``
+        of its one run of micro-ops (``uop_chunks``), or, for a loop of more than ``BATCH_UOPS``, of each
+        run in turn every time it is called (memory stays bounded)."""
+        if uop_count(f) <= BATCH_UOPS:
+            return run_of(*next(self.uop_chunks(insn, f)))
+
+        def runs() -> None:
+            for first, idx in self.uop_chunks(insn, f):
+                run_of(first, idx)()
+
+        return runs
+
+    def _gemm_run(self, insn: isa.Insn, first: int, idx: dict) -> Callable[[], None]:
+        self._check(insn, idx, "acc", "ACC", "accumulator", first)
+        self._check(insn, idx, "inp", "INP", "input", first)
+        self._check(insn, idx, "wgt", "WGT", "weight", first)
+        sliced = self._sliced_gemm(idx)
+        if sliced is not None:
+            return sliced
+        plan = idx.get("gemm")
+        if plan is None:
+            plan = idx["gemm"] = _GemmPlan.of(idx["acc"], idx["inp"], idx["wgt"])
         acc = self.buffers["ACC"]
-        for first, idx in self.uop_chunks(insn, f):
-            self._check(insn, idx, "acc", "ACC", "accumulator", first)
-            self._check(insn, idx, "inp", "INP", "input", first)
-            self._check(insn, idx, "wgt", "WGT", "weight", first)
-            plan = idx.get("gemm")
-            if plan is None:
-                plan = idx["gemm"] = _GemmPlan.of(idx["acc"], idx["inp"], idx["wgt"])
+
+        def run() -> None:
             prod = self._products(plan, idx)
             if plan.starts is None:   # no accumulator tile twice
                 acc[plan.rows] += prod
             else:
                 acc[plan.rows] += np.add.reduceat(prod, plan.starts, axis=0, dtype=acc.dtype)
+
+        return run
+
+    def _sliced_gemm(self, idx: dict) -> Callable[[], None] | None:
+        """The GEMM of micro-ops k = 0..n-1 writing accumulator tile a + k from input tile i + k and weight
+        tile w (or input tile i and weight tile w + k) as one matrix product of buffer slices, or None for
+        any other loop."""
+        exact, n = self._gemm_float, idx["acc"].size
+        a = _first_of_run(idx["acc"])
+        if exact is None or a is None:
+            return None
+        b, bi, bo = self.batch, self.block_in, self.block_out
+        out = self.buffers["ACC"][a:a + n]
+        inputs, weights = self.buffers["INP"], self.buffers["WGT"]
+        i, w = _first_of_run(idx["inp"]), _constant(idx["wgt"])
+        if i is not None and w is not None:    # consecutive input tiles by one weight tile
+            inp, wgt = inputs[i:i + n].reshape(n * b, bi), weights[w].reshape(bo, bi)
+
+            def by_one_weight() -> None:
+                prod = inp.astype(exact) @ wgt.T.astype(exact)
+                np.add(out, prod.astype(np.int32).reshape(n, b * bo), out=out)
+
+            return by_one_weight
+        i, w = _constant(idx["inp"]), _first_of_run(idx["wgt"])
+        if i is not None and w is not None:    # one input tile by consecutive weight tiles
+            inp, wgt = inputs[i].reshape(b, bi), weights[w:w + n].reshape(n * bo, bi)
+
+            def by_one_input() -> None:
+                prod = (inp.astype(exact) @ wgt.T.astype(exact)).astype(np.int32)
+                np.add(out, prod.reshape(b, n, bo).transpose(1, 0, 2).reshape(n, b * bo), out=out)
+
+            return by_one_input
+        return None
 
     def _products(self, plan: _GemmPlan, idx: dict) -> np.ndarray:
         """Each micro-op's product inp[src] x wgt[wgt]^T as int32 rows (BATCH*BLOCK_OUT), in ``plan``'s
@@ -297,25 +401,60 @@ class VitaState:
 
     def gemm_reset(self, insn: isa.Insn, f: dict[str, int] | None = None) -> None:
         """GEMM with reset_reg: zero every addressed accumulator tile."""
-        for first, idx in self.uop_chunks(insn, f):
-            self._check(insn, idx, "acc", "ACC", "accumulator", first)
-            self.buffers["ACC"][idx["acc"]] = 0
+        self._plan_loop(insn, insn.values if f is None else f, partial(self._reset_run, insn))()
+
+    def _reset_run(self, insn: isa.Insn, first: int, idx: dict) -> Callable[[], None]:
+        self._check(insn, idx, "acc", "ACC", "accumulator", first)
+        acc, tiles = self.buffers["ACC"], idx["acc"]
+        a = _first_of_run(tiles)
+        if a is not None:
+            return partial(acc[a:a + tiles.size].fill, 0)
+        return partial(acc.__setitem__, tiles, 0)
 
     def alu(self, insn: isa.Insn, op: str, f: dict[str, int] | None = None) -> None:
         """ALU_<op>: acc[dst] = op(acc[dst], imm or acc[src]) for every micro-op, in order."""
         f = insn.values if f is None else f
-        use_imm, imm = f["use_imm"], f["imm"]
+        self._plan_loop(insn, f, partial(self._alu_run, insn, op, f["use_imm"], f["imm"]))()
+
+    def _alu_run(self, insn: isa.Insn, op: str, use_imm: int, imm: int, first: int,
+                 idx: dict) -> Callable[[], None]:
+        dst, src = idx["dst"], idx["src"]
+        self._check(insn, idx, "dst", "ACC", "destination", first)
+        if not use_imm:
+            self._check(insn, idx, "src", "ACC", "source", first)
         acc = self.buffers["ACC"]
-        for first, idx in self.uop_chunks(insn, f):
-            dst, src = idx["dst"], idx["src"]
-            self._check(insn, idx, "dst", "ACC", "destination", first)
-            if not use_imm:
-                self._check(insn, idx, "src", "ACC", "source", first)
-            if idx["independent"][0 if use_imm else 1]:
-                acc[dst] = _alu(op, acc[dst], imm if use_imm else acc[src])
-                continue
-            for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # dependent micro-ops: in sequence
+        if idx["independent"][0 if use_imm else 1]:
+            d, s = _first_of_run(dst), (0 if use_imm else _first_of_run(src))
+            if d is not None and s is not None:   # consecutive tiles: in place, on slices of the buffer
+                out = acc[d:d + dst.size]
+                call = _alu_ufunc(op, out, imm if use_imm else acc[s:s + src.size])
+                if call is not None:
+                    ufunc, a, b = call
+                    return partial(ufunc, a, b, out=a)
+            return lambda: acc.__setitem__(dst, _alu(op, acc[dst], imm if use_imm else acc[src]))
+
+        def in_sequence() -> None:   # dependent micro-ops
+            for d, s in zip(dst.tolist(), src.tolist(), strict=True):
                 acc[d] = _alu(op, acc[d], imm if use_imm else acc[s])
+
+        return in_sequence
+
+
+class _LoopStep:
+    """A micro-op instruction's prepared step (``VitaState.prepare``): ``plan()`` gives the function that runs
+    its loop from the uop buffer as it is; planned again whenever the uop buffer was loaded since."""
+
+    __slots__ = ("state", "plan", "loads", "run")
+
+    def __init__(self, state: VitaState, plan: Callable[[], Callable[[], None]]) -> None:
+        self.state, self.plan, self.loads, self.run = state, plan, -1, _nothing
+
+    def __call__(self) -> None:
+        loads = self.state.uop_loads
+        if self.loads != loads:
+            self.run = self.plan()
+            self.loads = loads
+        self.run()
 
 
 @dataclass(frozen=True)
@@ -437,37 +576,79 @@ def fast_path(instr: isa.Instruction) -> tuple[str, str | None] | None:
     return fast_path_for(instr, FAST_PATHS)
 
 
-def _alu(op: str, x: np.ndarray, y: np.ndarray | int) -> np.ndarray:
-    """VTA's ALU on int32 tiles ``x`` with operand ``y`` (tiles or a scalar immediate), wrapping at 32 bits.
+def _alu(op: str, x: np.ndarray, y: np.ndarray | int, out: np.ndarray | None = None) -> np.ndarray:
+    """VTA's ALU on int32 tiles ``x`` with operand ``y`` (tiles or a scalar immediate), wrapping at 32 bits;
+    into ``out`` where given (it may be ``x``).
 
     SHR shifts right by ``y`` when ``y >= 0`` and left by ``-y`` otherwise, by the amount modulo 32 (VTA's
     shifter takes the amount's low 5 bits).
     """
-    if op == "MIN":
-        return np.minimum(x, y)
-    if op == "MAX":
-        return np.maximum(x, y)
-    if op == "ADD":
-        return (x.view(np.uint32) + np.asarray(y).astype(np.int32).view(np.uint32)).view(np.int32)
-    if op == "MUL":
-        return (x.view(np.uint32) * np.asarray(y).astype(np.int32).view(np.uint32)).view(np.int32)
-    if op != "SHR":
-        raise VitaExecError(f"unknown ALU operation {op!r}")
-    if not isinstance(y, np.ndarray):  # an immediate: one direction for the whole tile
-        y = int(y)
-        if y >= 0:
-            return x >> (y % 32)
-        return (x.view(np.uint32) << (-y % 32)).view(np.int32)
-    y = np.asarray(y, dtype=np.int64)
+    call = _alu_ufunc(op, x, y)
+    if call is not None:
+        ufunc, a, b = call
+        return ufunc(a, b, out=None if out is None else out.view(a.dtype)).view(np.int32)
+    y = np.asarray(y, dtype=np.int64)   # SHR by tiles: each element its own direction
     right = x >> (y % 32).astype(np.int32)
     left = (x.view(np.uint32) << (-y % 32).astype(np.uint32)).view(np.int32)
-    return np.where(y >= 0, right, left).astype(np.int32)
+    shifted = np.where(y >= 0, right, left).astype(np.int32)
+    if out is None:
+        return shifted
+    np.copyto(out, shifted)
+    return out
+
+
+def _alu_ufunc(op: str, x: np.ndarray, y: np.ndarray | int) -> tuple[np.ufunc, np.ndarray, object] | None:
+    """``(ufunc, a, b)`` such that ``ufunc(a, b)`` is ``_alu(op, x, y)`` (``a``: ``x`` or its uint32 view,
+    where the operation wraps), or None for a SHR by tiles."""
+    if op == "MIN":
+        return np.minimum, x, np.int32(y) if isinstance(y, int) else y
+    if op == "MAX":
+        return np.maximum, x, np.int32(y) if isinstance(y, int) else y
+    if op in ("ADD", "MUL"):   # tiles as they are when called (a view), an immediate as int32's bits
+        y = np.asarray(y, np.int32) if isinstance(y, np.ndarray) else np.asarray(y).astype(np.int32)
+        bits = y.view(np.uint32)
+        return np.add if op == "ADD" else np.multiply, x.view(np.uint32), bits
+    if op != "SHR":
+        raise VitaExecError(f"unknown ALU operation {op!r}")
+    if isinstance(y, np.ndarray):
+        return None
+    y = int(y)   # an immediate: one direction for the whole tile
+    if y >= 0:
+        return np.right_shift, x, np.int32(y % 32)
+    return np.left_shift, x.view(np.uint32), np.uint32(-y % 32)
 
 
 def _range(dtype: np.dtype) -> tuple[int, int]:
     """The least and greatest value of an integer ``dtype``."""
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
+
+
+def _nothing() -> None:
+    """The step of an instruction that moves nothing (an empty transfer)."""
+
+
+def _raises(error: VitaExecError) -> Callable[[], None]:
+    """The step of an instruction that cannot run: it raises ``error`` when it would run."""
+    def step() -> None:
+        raise error
+    return step
+
+
+def _first_of_run(values: np.ndarray) -> int | None:
+    """``values[0]`` where ``values`` counts up by one from it (a slice of the buffer), else None."""
+    if values.size == 0:
+        return None
+    first = int(values[0])
+    return first if np.array_equal(values, np.arange(first, first + values.size)) else None
+
+
+def _constant(values: np.ndarray) -> int | None:
+    """The one value of ``values`` where all are equal, else None."""
+    if values.size == 0:
+        return None
+    first = int(values[0])
+    return first if bool((values == first).all()) else None
 
 
 def _all_distinct(values: np.ndarray) -> bool:

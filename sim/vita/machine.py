@@ -32,7 +32,9 @@ image always give the same result.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -41,7 +43,6 @@ import numpy as np
 import isa
 from sim.core.errors import DeadlockError, deadlock_message
 from sim.core.events import Engine, Signal
-from sim.core.ports import Ports
 from sim.vita.config import DEFAULT_DRAM_BASE, VitaConfig, check_dram_base, load_config
 from sim.vita.functional import (
     VitaBudgetError,
@@ -49,7 +50,6 @@ from sim.vita.functional import (
     VitaExecError,
     VitaState,
     VitaUnsupportedError,
-    execute_generic,
     uop_count,
 )
 from sim.vita.plan import MICRO_OP_ACTIONS, InsnPlan, plan_spec
@@ -71,24 +71,27 @@ class _Fifo:
     """A finite FIFO between one producer and one consumer, each on its own clock; no event unless a side must
     wait in wall-clock order.
 
-    Items are tuples whose first element is the cycle they enter. The queue keeps the cycle of every pop, so a
-    put at cycle ``t`` sees exactly the occupancy at ``t`` even when the consumer already ran ahead: the
-    ``k``-th put (0-based) needs the ``(k - capacity)``-th pop to have happened, and enters at the later of
-    ``t`` and that pop's cycle.
+    An item is (the cycle it enters, what it carries). The queue keeps the cycle of every pop, so a put at
+    cycle ``t`` sees exactly the occupancy at ``t`` even when the consumer already ran ahead: the ``k``-th put
+    (0-based) needs the ``(k - capacity)``-th pop to have happened, and enters at the later of ``t`` and that
+    pop's cycle.
     """
 
-    def __init__(self, engine: Engine, capacity: int, on_pop=None) -> None:
+    __slots__ = ("name", "engine", "capacity", "items", "pushes", "pop_cycles", "getter", "putter", "waits")
+
+    def __init__(self, name: str, engine: Engine, capacity: int) -> None:
+        self.name = name
+        self.waits = (f"wait for a token on {name}", f"wait for room on {name}")   # a stall's trace text
         self.engine = engine
         self.capacity = capacity
-        self.on_pop = on_pop  # called after every pop (fetch refills the command queues this way)
-        self.items: deque[tuple] = deque()
+        self.items: deque[tuple[int, object]] = deque()
         self.pushes = 0
         self.pop_cycles: list[int] = []
         self.getter: Signal | None = None
-        self.putter: tuple[Signal, tuple, int] | None = None  # (signal, item, pop it needs)
+        self.putter: tuple[Signal, int, object, int] | None = None  # (signal, cycle, what, the pop it needs)
 
-    def put(self, item: tuple, wait: bool = True) -> int | Signal | None:
-        """Enter ``item`` and return the cycle it entered (later than ``item[0]`` if the queue was full then).
+    def put(self, cycle: int, what: object = None, wait: bool = True) -> int | Signal | None:
+        """Enter ``what`` at ``cycle`` and return the cycle it entered (later if the queue was full then).
 
         If the pop it needs has not happened yet: with ``wait``, return the signal fired with that cycle once
         it has; without, enter nothing and return None."""
@@ -97,37 +100,53 @@ class _Fifo:
             if not wait:
                 return None
             self.pushes += 1
-            signal = self.engine.signal()
-            self.putter = (signal, item, need)
+            signal = Signal()
+            self.putter = (signal, cycle, what, need)
             return signal
         self.pushes += 1
-        entered = max(item[0], self.pop_cycles[need]) if need >= 0 else item[0]
-        self._enter((entered, *item[1:]))
-        return entered
-
-    def _enter(self, item: tuple) -> None:
-        self.items.append(item)
+        if need >= 0 and self.pop_cycles[need] > cycle:
+            cycle = self.pop_cycles[need]
+        self.items.append((cycle, what))
         if self.getter is not None:
             signal, self.getter = self.getter, None
             self.engine.fire(signal)
+        return cycle
 
-    def get(self, cycle: int) -> tuple | Signal:
+    def get(self, cycle: int) -> tuple[int, object] | Signal:
         """The oldest item, taken at ``cycle`` (the consumer's clock), or the signal fired once there is one
         (then call ``get`` again)."""
         if not self.items:
-            self.getter = self.engine.signal()
+            self.getter = Signal()
             return self.getter
         item = self.items.popleft()
-        self.pop_cycles.append(max(cycle, item[0]))
-        if self.putter is not None and self.putter[2] < len(self.pop_cycles):
-            signal, waiting, need = self.putter
+        self.pop_cycles.append(item[0] if item[0] > cycle else cycle)
+        if self.putter is not None and self.putter[3] < len(self.pop_cycles):
+            signal, waiting, what, need = self.putter
             self.putter = None
-            entered = max(waiting[0], self.pop_cycles[need])
-            self._enter((entered, *waiting[1:]))
+            self.pushes -= 1
+            entered = self.put(waiting, what)
             self.engine.fire(signal, entered)
-        if self.on_pop is not None:
-            self.on_pop()
         return item
+
+
+@dataclass(frozen=True, slots=True, eq=False)   # each is distinct: hashed by identity
+class _Decoded:
+    """What the machine does for one distinct instruction of a program, decoded before cycle 0: the unit it
+    runs on, the token FIFOs it pops and pushes, its timing (``busy``: the spec's latency + cycles, what a
+    compute instruction keeps its unit busy; ``cycles``: the spec's cycles, what a transfer that ``moves``
+    bytes holds the DRAM port), and ``run``, its work on the machine's state (``VitaState.prepare``)."""
+
+    insn: isa.Insn
+    plan: InsnPlan
+    fields: dict[str, int]
+    pops: tuple[_Fifo, ...]
+    pushes: tuple[_Fifo, ...]
+    busy: int
+    cycles: int
+    moves: bool
+    transfer: bool
+    finish: bool
+    run: Callable[[], None]
 
 
 @dataclass
@@ -150,8 +169,13 @@ class VitaResult:
     bytes_moved: dict[str, int]
     counters: dict[str, int]  # VTA fsim's profiler counters (papers/anchors.md §1.5)
     dram: np.ndarray = field(repr=False)
-    # (unit, what, first cycle, end cycle, "instruction" | "stall"), in time order
-    trace: list[tuple[str, str, int, int, str]] = field(default_factory=list, repr=False)
+    record: _TraceRecord | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def trace(self) -> list[tuple[str, str, int, int, str]]:
+        """(unit, what, first cycle, end cycle, "instruction" | "stall") of every instruction and stall, in
+        time order; made from the run's record when first read (most runs never read it)."""
+        return self.record.trace() if self.record is not None else []
 
     @property
     def gemm_utilization(self) -> float:
@@ -167,6 +191,32 @@ class VitaResult:
         return mine == theirs and np.array_equal(self.dram, other.dram)
 
 
+@dataclass(frozen=True)
+class _TraceRecord:
+    """What a run keeps for its trace: the units' entries as they ran (an instruction's ``what`` its index in
+    ``program``), the cycle fetch dispatched each instruction and fetch's clock at the end."""
+
+    entries: list[tuple[str, str | int, int, int, str]]
+    fetched: list[int]
+    fetch_end: int
+    program: isa.Program
+    fetch_cycles: int
+
+    def trace(self) -> list[tuple[str, str, int, int, str]]:
+        insns, step = self.program.insns, self.fetch_cycles
+        labels = [f"{pc}: {insn.name}" for pc, insn in enumerate(insns)]
+        units = plan_spec(self.program.isa)
+        trace = [(unit, labels[what] if type(what) is int else what, begin, end, kind)
+                 for unit, what, begin, end, kind in self.entries]
+        for pc, (now, entered) in enumerate(zip(self.fetched, [*self.fetched[1:], self.fetch_end],
+                                                strict=True)):
+            trace.append(("fetch", labels[pc], now, now + step, "instruction"))
+            if entered > now + step:   # a full command queue
+                trace.append(("fetch", f"wait for room in the {units[insns[pc].name].unit} command queue",
+                              now + step, entered, "stall"))
+        return sorted(trace, key=itemgetter(2, 0, 3))   # stable: a unit's entries of one cycle in order
+
+
 class _Machine:
     def __init__(self, program: isa.Program, dram: np.ndarray, config: VitaConfig, dram_base: int) -> None:
         self.program = program
@@ -174,85 +224,89 @@ class _Machine:
         self.spec = program.isa
         self.state = VitaState(self.spec, dram, dram_base)
         self.engine = Engine()
-        self.cmd = {u: _Fifo(self.engine, config.cmd_queue_depth, self.fetch) for u in TOKEN_QUEUES}
+        self.cmd = {u: _Fifo(u, self.engine, config.cmd_queue_depth) for u in TOKEN_QUEUES}
+        self.tokens = {q: _Fifo(q, self.engine, config.dep_queue_depth) for q in QUEUES}
+        self.decoded = self.decode()
         self.fetch_pc = 0               # the next instruction fetch dispatches
         self.fetch_cycle = 0            # fetch's own clock
+        self.fetched: list[int] = []    # the cycle fetch dispatched each instruction
         self.fetch_blocked: str | None = None  # the unit whose full command queue fetch waits on
         self.fetch_ended: set[str] = set()     # units told the program has ended
-        self.tokens = {q: _Fifo(self.engine, config.dep_queue_depth) for q in QUEUES}
-        self.ports = Ports(["dram"])  # the one DRAM port, shared by the load, compute and store units
-        self.fields = [dict(insn.fields) for insn in program.insns]
-        plans = plan_spec(self.spec)
-        self.plans: list[InsnPlan] = [plans[insn.name] for insn in program.insns]
-        self.check_program()
-        # the token FIFOs each instruction pops and pushes, from its flags and the unit it runs on
-        self.pops: list[tuple[str, ...]] = []
-        self.pushes: list[tuple[str, ...]] = []
-        plans: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-        for plan_of, f in zip(self.plans, self.fields, strict=True):
-            key = (plan_of.unit, f.get("pop_prev_dep"), f.get("pop_next_dep"), f.get("push_prev_dep"),
-                   f.get("push_next_dep"))
-            plan = plans.get(key)
-            if plan is None:
-                pop_prev, pop_next, push_prev, push_next = TOKEN_QUEUES[key[0]]
-                plan = plans[key] = (
-                    tuple(q for flag, q in ((key[1], pop_prev), (key[2], pop_next)) if flag and q),
-                    tuple(q for flag, q in ((key[3], push_prev), (key[4], push_next)) if flag and q))
-            self.pops.append(plan[0])
-            self.pushes.append(plan[1])
+        self.dram_free = 0              # the cycle the one DRAM port is free again (first come, first served)
         self.stats = {u: UnitStats() for u in ("fetch", *TOKEN_QUEUES)}
         self.waiting: dict[str, tuple[str, str, int]] = {}  # unit -> (pop|push, queue, pc)
-        self.done: set[str] = set()
         self.finish_cycle: int | None = None
         self.error: Exception | None = None
-        self.gemm_busy = 0
-        self.bytes = {m: 0 for m in ("INP", "WGT", "ACC", "UOP", "OUT")}
-        self.counters = dict.fromkeys(FSIM_COUNTERS, 0)
-        self.trace: list[tuple[str, str, int, int, str]] = []
+        self.trace: list[tuple[str, str | int, int, int, str]] = []   # see _TraceRecord
 
-    def check_program(self) -> None:
-        """Every instruction can run on this machine and satisfies its spec's rules
-        (``isa.check_constraints``), before cycle 0; its timing (the spec's latency and cycles,
-        ``isa.timing_of``) is evaluated then too."""
-        timing: dict[isa.Insn, tuple[int, int]] = {}   # programs repeat instructions: each distinct one once
-        self.timing: list[tuple[int, int]] = []        # (latency, cycles) of each instruction, from the spec
-        for pc, (insn, plan) in enumerate(zip(self.program.insns, self.plans, strict=True)):
-            known = timing.get(insn)
-            if known is None:
-                if plan.action is None:
-                    raise VitaUnsupportedError(f"{self.where(pc)}: the VITA machine cannot run "
-                                               f"'{insn.name}': {plan.reason}", pc=pc,
-                                               insn=isa.format_insn(self.spec, insn), field=plan.missing)
-                violations = isa.check_constraints(self.spec, insn, which="static")
-                if violations:
-                    v = violations[0]
-                    raise VitaConstraintError(f"{self.where(pc)} on the {plan.unit} unit: {v.detail}",
-                                              pc=pc, unit=plan.unit, insn=isa.format_insn(self.spec, insn),
-                                              rule=v.rule)
-                try:
-                    _, latency, cycles = isa.timing_of(self.spec, insn)
-                except isa.ExecError as e:
-                    raise VitaExecError(f"{self.where(pc)}: its timing cannot be evaluated: {e}") from None
-                known = timing[insn] = (latency or 0, cycles if cycles is not None else 1)
-            self.timing.append(known)
-        finishes = [pc for pc, plan in enumerate(self.plans) if plan.action == "finish"]
-        if finishes and finishes[0] != len(self.plans) - 1:   # nothing may run after the program ends
+    def decode(self) -> list[_Decoded]:
+        """Each instruction's ``_Decoded``, once per distinct instruction, in program order: before cycle 0,
+        every instruction can run on this machine and satisfies its spec's rules (``isa.check_constraints``),
+        its timing (the spec's latency and cycles, ``isa.timing_of``) is evaluated, FINISH ends the program
+        and its micro-ops fit the budget."""
+        plans = plan_spec(self.spec)
+        known: dict[tuple, _Decoded] = {}   # by name and fields: hashed and compared as plain tuples
+        decoded = []
+        for pc, insn in enumerate(self.program.insns):
+            found = known.get((insn.name, insn.fields))
+            if found is None:
+                found = known[insn.name, insn.fields] = self.decode_one(pc, insn, plans[insn.name])
+            decoded.append(found)
+        self.distinct = dict.fromkeys(known.values(), 0)   # how often each distinct instruction runs
+        for d in decoded:
+            self.distinct[d] += 1
+        finishes = [pc for pc, d in enumerate(decoded) if d.finish]
+        if finishes and finishes[0] != len(decoded) - 1:   # nothing may run after the program ends
             pc = finishes[0]
-            raise VitaExecError(f"{self.where(pc)} is not the last instruction ({len(self.plans)} "
+            raise VitaExecError(f"{self.where(pc)} is not the last instruction ({len(decoded)} "
                                 f"instructions): FINISH must end the program, but instruction {pc + 1} "
                                 f"({self.program.insns[pc + 1].name}) follows it")
-        self.check_budget()
+        self.check_budget(decoded)
+        return decoded
 
-    def check_budget(self) -> None:
+    def decode_one(self, pc: int, insn: isa.Insn, plan: InsnPlan) -> _Decoded:
+        """Instruction ``pc``, the first of its kind in the program, checked and decoded."""
+        if plan.action is None:
+            raise VitaUnsupportedError(f"{self.where(pc)}: the VITA machine cannot run '{insn.name}': "
+                                       f"{plan.reason}", pc=pc, insn=isa.format_insn(self.spec, insn),
+                                       field=plan.missing)
+        violations = isa.check_constraints(self.spec, insn, which="static")
+        if violations:
+            v = violations[0]
+            raise VitaConstraintError(f"{self.where(pc)} on the {plan.unit} unit: {v.detail}", pc=pc,
+                                      unit=plan.unit, insn=isa.format_insn(self.spec, insn), rule=v.rule)
+        try:
+            _, latency, cycles = isa.timing_of(self.spec, insn)
+        except isa.ExecError as e:
+            raise VitaExecError(f"{self.where(pc)}: its timing cannot be evaluated: {e}") from None
+        latency, cycles = latency or 0, cycles if cycles is not None else 1
+        f = insn.values
+        pop_prev, pop_next, push_prev, push_next = TOKEN_QUEUES[plan.unit]
+        pops = tuple(self.tokens[q] for flag, q in (("pop_prev_dep", pop_prev), ("pop_next_dep", pop_next))
+                     if f.get(flag) and q)
+        pushes = tuple(self.tokens[q] for flag, q in (("push_prev_dep", push_prev),
+                                                      ("push_next_dep", push_next)) if f.get(flag) and q)
+        finish = plan.action == "finish"
+        run = self.state.prepare(insn, plan.action, plan.arg, f)
+        moves = plan.transfer and self.transfer_bytes(plan, f) > 0   # an empty transfer holds no DRAM port
+        return _Decoded(insn, plan, f, pops, pushes, latency + cycles, cycles, moves, plan.transfer, finish,
+                        run)
+
+    def transfer_bytes(self, plan: InsnPlan, f: dict[str, int]) -> int:
+        """The bytes a load or store moves."""
+        memory = "OUT" if plan.action == "store" else plan.arg
+        return f["y_size"] * f["x_size"] * self.state.kinds[memory].nbytes
+
+    def check_budget(self, decoded: list[_Decoded]) -> None:
         """The program's micro-ops (every GEMM/ALU loop, ``uop_count``) fit the config's ``uop_budget``."""
-        uops = [uop_count(f) if plan.action in MICRO_OP_ACTIONS else 0
-                for f, plan in zip(self.fields, self.plans, strict=True)]
-        total = sum(uops)
+        uops = {d: uop_count(d.fields) if d.plan.action in MICRO_OP_ACTIONS else 0 for d in self.distinct}
+        total = sum(uops[d] * n for d, n in self.distinct.items())
         if total > self.config.uop_budget:
-            pc = max(range(len(uops)), key=uops.__getitem__)
+            pc = max(range(len(decoded)), key=lambda pc: uops[decoded[pc]])
+            most = uops[decoded[pc]]
             raise VitaBudgetError(f"the program runs {total:,} micro-ops, more than the machine config's "
                                   f"uop_budget of {self.config.uop_budget:,} ({self.where(pc)} alone runs "
-                                  f"{uops[pc]:,}); split the work into smaller instructions, or raise "
+                                  f"{most:,}); split the work into smaller instructions, or raise "
                                   f"uop_budget in the config ({self.config.source})")
 
     def where(self, pc: int) -> str:
@@ -262,165 +316,103 @@ class _Machine:
     # ------------------------------------------------------------------ processes
     def fetch(self) -> None:
         """Dispatch instructions in order, fetch_cycles_per_insn apart, on fetch's own clock, until a command
-        queue is full at the cycle of the next dispatch; every pop from a command queue calls this again.
+        queue is full at the cycle of the next dispatch; a pop from the queue it waits on calls this again.
 
         Fetch never waits on an event: the queues know the cycle of every pop, so an instruction that
         found its queue full enters it at the cycle the pop it needed happened."""
-        insns = self.program.insns
-        step = self.config.fetch_cycles_per_insn
-        stats = self.stats["fetch"]
-        while self.fetch_pc < len(insns):
-            pc, now = self.fetch_pc, self.fetch_cycle
-            insn = insns[pc]
-            unit = self.plans[pc].unit
-            entered = self.cmd[unit].put((now + step, pc, insn), wait=False)
+        decoded, fetched, cmd = self.decoded, self.fetched, self.cmd
+        step, stats = self.config.fetch_cycles_per_insn, self.stats["fetch"]
+        pc, now = self.fetch_pc, self.fetch_cycle
+        while pc < len(decoded):
+            unit = decoded[pc].plan.unit
+            entered = cmd[unit].put(now + step, pc, wait=False)
             if entered is None:
-                self.fetch_blocked = unit
+                self.fetch_pc, self.fetch_cycle, self.fetch_blocked = pc, now, unit
                 return
-            self.trace.append(("fetch", f"{pc}: {insn.name}", now, now + step, "instruction"))
-            stats.busy += step
-            stats.instructions += 1
-            if entered > now + step:
-                self.trace.append(("fetch", f"wait for room in the {unit} command queue", now + step, entered,
-                                   "stall"))
+            fetched.append(now)
+            if entered > now + step:   # it waited for room in the unit's command queue
                 stats.stalled_on_dependency += entered - now - step
-            self.fetch_pc, self.fetch_cycle = pc + 1, entered
-        self.fetch_blocked = None
+            pc, now = pc + 1, entered
+        self.fetch_pc, self.fetch_cycle, self.fetch_blocked = pc, now, None
         for unit in TOKEN_QUEUES:  # then the end of the program, into each queue once it has room
             if unit in self.fetch_ended:
                 continue
-            if self.cmd[unit].put((self.fetch_cycle, None, None), wait=False) is None:
+            if cmd[unit].put(now, None, wait=False) is None:
                 self.fetch_blocked = unit
                 return
             self.fetch_ended.add(unit)
-        self.done.add("fetch")
 
     def unit(self, name: str):
         """Run one unit's commands. Its own work (GEMM, ALU) only advances ``local``; the unit brings the
         engine's clock up to ``local`` (yields the difference) just before it touches anything shared: a
         token pop or push, a DRAM transfer, the end of the program."""
-        stats = self.stats[name]
-        cmd = self.cmd[name]
-        engine = self.engine
+        stats, cmd, engine, trace = self.stats[name], self.cmd[name], self.engine, self.trace
+        decoded = self.decoded
+        latency = self.config.dram_latency_cycles
         local = engine.now
         while True:
             item = cmd.get(local)
             if type(item) is Signal:
                 yield item
                 item = cmd.get(local)
-            ready, pc, insn = item
+            if self.fetch_blocked == name:   # fetch waits for room in this queue: there is some now
+                self.fetch()
+            ready, pc = item
             if ready > local:
                 local = ready
-            if insn is None:
-                self.done.add(name)
+            if pc is None:
                 return
-            f, plan = self.fields[pc], self.plans[pc]
-            for queue in self.pops[pc]:
+            d = decoded[pc]
+            for fifo in d.pops:
                 if local > engine.now:
                     yield local - engine.now
-                token = self.tokens[queue].get(local)
+                token = fifo.get(local)
                 if type(token) is Signal:
-                    self.waiting[name] = ("pop", queue, pc)
+                    self.waiting[name] = ("pop", fifo.name, pc)
                     yield token
-                    token = self.tokens[queue].get(local)
+                    token = fifo.get(local)
                     del self.waiting[name]
                 if token[0] > local:
-                    self.stall(name, stats, f"wait for a token on {queue}", local, token[0])
+                    stats.stalled_on_dependency += token[0] - local
+                    trace.append((name, fifo.waits[0], local, token[0], "stall"))
                     local = token[0]
             begin = local
-            try:
-                if plan.transfer:
-                    if local > engine.now:
-                        yield local - engine.now
-                    local = self.transfer(name, insn, plan, f, self.timing[pc][1], stats)
-                else:
-                    local += self.compute(insn, plan, f, self.timing[pc], stats)
-            except VitaExecError as e:
-                self.error = VitaExecError(f"instruction {pc} ({insn.name}) on the {name} unit: {e}")
-                return
-            self.trace.append((name, f"{pc}: {insn.name}", begin, local, "instruction"))
-            stats.instructions += 1
-            for queue in self.pushes[pc]:
+            if d.transfer:   # at the engine's cycle, to take the DRAM port in the order units ask for it
                 if local > engine.now:
                     yield local - engine.now
-                entered = self.tokens[queue].put((local,))
+                local = engine.now
+            try:
+                d.run()
+            except VitaExecError as e:
+                self.error = VitaExecError(f"instruction {pc} ({d.insn.name}) on the {name} unit: {e}")
+                return
+            if not d.transfer:
+                local += d.busy
+            elif d.moves:   # the DRAM port, first come first served; the data arrives latency cycles after
+                start = self.dram_free if self.dram_free > local else local
+                self.dram_free = start + d.cycles
+                if start > local:
+                    trace.append((name, "wait for the DRAM port", local, start, "stall"))
+                stats.stalled_on_memory += start - local + latency
+                local = start + d.cycles + latency
+            trace.append((name, pc, begin, local, "instruction"))
+            for fifo in d.pushes:
+                if local > engine.now:
+                    yield local - engine.now
+                entered = fifo.put(local)
                 if type(entered) is Signal:
-                    self.waiting[name] = ("push", queue, pc)
+                    self.waiting[name] = ("push", fifo.name, pc)
                     entered = yield entered
                     del self.waiting[name]
                 if entered > local:
-                    self.stall(name, stats, f"wait for room on {queue}", local, entered)
+                    stats.stalled_on_dependency += entered - local
+                    trace.append((name, fifo.waits[1], local, entered, "stall"))
                     local = entered
-            if plan.action == "finish":
+            if d.finish:
                 if local > engine.now:
                     yield local - engine.now
                 self.finish_cycle = local
-                self.done.add(name)
                 return
-
-    def compute(self, insn: isa.Insn, plan: InsnPlan, f: dict[str, int], timing: tuple[int, int],
-                stats: UnitStats) -> int:
-        """Execute a compute-unit instruction (GEMM, ALU, FINISH or any other the spec gives that unit);
-        return the cycles it keeps its unit busy: the spec's latency + cycles (``timing``)."""
-        latency, work = timing
-        cycles = latency + work
-        action = plan.action
-        if action != "finish":
-            uops = uop_count(f)
-            if action == "gemm":
-                self.state.gemm(insn, f)
-                self.counters["gemm_counter"] += uops
-                self.gemm_busy += work
-            elif action == "reset":
-                self.state.gemm_reset(insn, f)
-            elif action == "alu":
-                self.state.alu(insn, plan.arg, f)
-                self.counters["alu_counter"] += uops
-            else:  # "generic": the spec's semantics, micro-op by micro-op
-                execute_generic(self.state, insn, f)
-                if plan.arg == "gemm":   # the GEMM core's work (sim/vita/plan.py)
-                    self.counters["gemm_counter"] += uops
-                    self.gemm_busy += work
-                else:
-                    self.counters["alu_counter"] += uops
-        stats.busy += cycles
-        return cycles
-
-    def transfer(self, unit: str, insn: isa.Insn, plan: InsnPlan, f: dict[str, int], transfer: int,
-                 stats: UnitStats) -> int:
-        """Execute a load or store now; return the cycle its data has arrived.
-
-        The one DRAM port serves requests first come, first served (requests arrive in time order, since a
-        unit synchronizes before it asks): a transfer holds it for the spec's cycles of the instruction, and
-        the data arrives dram_latency_cycles after the transfer (``transfer``: the spec's cycles). An empty
-        transfer (VTA's runtime emits them to carry dependency flags) moves nothing: it neither waits for
-        the port nor for the latency.
-        """
-        if plan.action == "store":
-            self.state.store(insn, f)
-            memory, counter = "OUT", "out_store_nbytes"
-        else:
-            memory = plan.arg
-            self.state.load(insn, memory, f)
-            counter = f"{memory.lower()}_load_nbytes"
-        nbytes = f["y_size"] * f["x_size"] * self.state.kinds[memory].nbytes
-        if f["x_size"]:  # fsim skips (and does not count) an empty transfer
-            self.counters[counter] += nbytes
-        self.bytes[memory] += nbytes
-        now = self.engine.now
-        if not nbytes:   # an empty transfer (a no-op carrying token flags) issues no DRAM request
-            return now
-        start = self.ports.take("dram", transfer, now)
-        if start > now:
-            self.trace.append((unit, "wait for the DRAM port", now, start, "stall"))
-        stats.stalled_on_memory += start - now + self.config.dram_latency_cycles
-        stats.busy += transfer
-        return start + transfer + self.config.dram_latency_cycles
-
-    def stall(self, unit: str, stats: UnitStats, what: str, since: int, until: int) -> None:
-        """Count and trace a wait of ``unit`` on a token FIFO from cycle ``since`` to cycle ``until``."""
-        stats.stalled_on_dependency += until - since
-        self.trace.append((unit, what, since, until, "stall"))
 
     # ------------------------------------------------------------------ running
     def run(self) -> VitaResult:
@@ -438,8 +430,38 @@ class _Machine:
                                 waiting=waits)
         if self.finish_cycle is None:
             raise VitaExecError("the program ended without FINISH; the last instruction must be FINISH")
-        return VitaResult(self.finish_cycle, self.stats, self.gemm_busy, self.bytes, self.counters,
-                          self.state.dram, sorted(self.trace, key=itemgetter(2, 0, 3)))
+        step, stats = self.config.fetch_cycles_per_insn, self.stats["fetch"]
+        stats.busy, stats.instructions = step * len(self.fetched), len(self.fetched)
+        record = _TraceRecord(self.trace, self.fetched, self.fetch_cycle, self.program, step)
+        return VitaResult(self.finish_cycle, self.stats, *self.totals(), self.state.dram, record)
+
+    def totals(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        """(GEMM busy cycles, bytes moved per memory, fsim's counters) of the whole run, and each unit's busy
+        cycles and instructions, from the distinct instructions and how often each ran."""
+        gemm_busy = 0
+        moved = {m: 0 for m in ("INP", "WGT", "ACC", "UOP", "OUT")}
+        counters = dict.fromkeys(FSIM_COUNTERS, 0)
+        for d, runs in self.distinct.items():
+            stats, action = self.stats[d.plan.unit], d.plan.action
+            stats.instructions += runs
+            if d.transfer:
+                memory = "OUT" if action == "store" else d.plan.arg
+                nbytes = self.transfer_bytes(d.plan, d.fields) * runs
+                moved[memory] += nbytes
+                if d.fields["x_size"]:  # fsim skips (and does not count) an empty transfer
+                    counter = "out_store_nbytes" if memory == "OUT" else f"{memory.lower()}_load_nbytes"
+                    counters[counter] += nbytes
+                stats.busy += d.cycles * runs if d.moves else 0
+                continue
+            stats.busy += d.busy * runs
+            if action == "finish":
+                continue
+            gemm = action == "gemm" or (action == "generic" and d.plan.arg == "gemm")
+            if action != "reset":
+                counters["gemm_counter" if gemm else "alu_counter"] += uop_count(d.fields) * runs
+            if gemm:
+                gemm_busy += d.cycles * runs
+        return gemm_busy, moved, counters
 
     def deadlock_waits(self) -> dict[str, str]:
         """What each unit left waiting waits for: every unit with work left waits on a token FIFO that

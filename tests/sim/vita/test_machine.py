@@ -273,7 +273,8 @@ def test_a_program_over_the_micro_op_budget_is_refused_before_cycle_0(monkeypatc
     message = (r"the program runs 268,402,690 micro-ops, more than the machine config's uop_budget of "
                r"50,000,000 \(instruction 1 \(GEMM .*\) alone runs 268,402,689\); .* raise uop_budget in the "
                r"config")
-    monkeypatch.setattr(VitaState, "gemm", lambda *_: pytest.fail("a GEMM ran before the budget check"))
+    # a micro-op loop is planned from the uop buffer when its instruction first runs
+    monkeypatch.setattr(VitaState, "_plan_loop", lambda *_: pytest.fail("a GEMM ran before the budget check"))
     with pytest.raises(VitaBudgetError, match=message):
         simulate(program, np.zeros(1024, np.uint8), CFG)
     monkeypatch.undo()
