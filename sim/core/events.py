@@ -86,7 +86,8 @@ class Engine:
             if type(got) is int:
                 if got < 0:
                     raise ValueError(f"a process yielded a negative delay ({got})")
-                self._push(self.now + got, NORMAL, process, None)
+                heappush(self._heap, (self.now + got, NORMAL, self._sequence, process, None))   # _push
+                self._sequence += 1
                 return
             if not got.handled:
                 got.waiter = process

@@ -23,6 +23,13 @@ exactly as simpy did (the DRAM port is first come, first served: at one cycle, t
 requests is the engine's), without simpy's per-event objects and callbacks (a fifth of the time per
 instruction).
 
+Timing does not depend on data, so a run has three phases: decode (each distinct instruction of the program
+once: checked, timed, its token FIFOs found and its work prepared by ``VitaState.prepare``), timing (the
+units on the engine; each records where it runs an instruction), then the work of every instruction in the
+order the units ran them (a racy program reads and writes as the timing interleaved it; the first
+instruction that cannot run raises, before any deadlock the timing found). Counters, bytes and busy cycles
+are summed per distinct instruction; the trace is kept raw and sorted when first read.
+
 A deadlock is found the moment no event is left while a unit still waits on a token FIFO, whether or not
 another unit reached FINISH (a load that pops a token nobody pushes is never a silent success):
 ``DeadlockError`` says which unit waits on which queue at which instruction. The program must end with
@@ -43,6 +50,7 @@ import numpy as np
 import isa
 from sim.core.errors import DeadlockError, deadlock_message
 from sim.core.events import Engine, Signal
+from sim.core.ports import Ports
 from sim.vita.config import DEFAULT_DRAM_BASE, VitaConfig, check_dram_base, load_config
 from sim.vita.functional import (
     VitaBudgetError,
@@ -193,10 +201,12 @@ class VitaResult:
 
 @dataclass(frozen=True)
 class _TraceRecord:
-    """What a run keeps for its trace: the units' entries as they ran (an instruction's ``what`` its index in
-    ``program``), the cycle fetch dispatched each instruction and fetch's clock at the end."""
+    """What a run keeps for its trace: the units' stalls as they happened, the cycles each instruction began
+    and ended on its unit, the cycle fetch dispatched each instruction and fetch's clock at the end."""
 
-    entries: list[tuple[str, str | int, int, int, str]]
+    stalls: list[tuple[str, str, int, int, str]]
+    began: list[int]
+    ended: list[int]
     fetched: list[int]
     fetch_end: int
     program: isa.Program
@@ -205,15 +215,18 @@ class _TraceRecord:
     def trace(self) -> list[tuple[str, str, int, int, str]]:
         insns, step = self.program.insns, self.fetch_cycles
         labels = [f"{pc}: {insn.name}" for pc, insn in enumerate(insns)]
-        units = plan_spec(self.program.isa)
-        trace = [(unit, labels[what] if type(what) is int else what, begin, end, kind)
-                 for unit, what, begin, end, kind in self.entries]
+        plans = plan_spec(self.program.isa)
+        units = [plans[insn.name].unit for insn in insns]
+        # a unit's stall ahead of its instructions: the one stall that can share an instruction's first and
+        # end cycle (a DRAM port wait before a transfer of no cycles) happened first
+        trace = [*self.stalls, *zip(units, labels, self.began, self.ended, ["instruction"] * len(insns),
+                                    strict=True)]
         for pc, (now, entered) in enumerate(zip(self.fetched, [*self.fetched[1:], self.fetch_end],
                                                 strict=True)):
             trace.append(("fetch", labels[pc], now, now + step, "instruction"))
             if entered > now + step:   # a full command queue
-                trace.append(("fetch", f"wait for room in the {units[insns[pc].name].unit} command queue",
-                              now + step, entered, "stall"))
+                trace.append(("fetch", f"wait for room in the {units[pc]} command queue", now + step, entered,
+                              "stall"))
         return sorted(trace, key=itemgetter(2, 0, 3))   # stable: a unit's entries of one cycle in order
 
 
@@ -232,12 +245,14 @@ class _Machine:
         self.fetched: list[int] = []    # the cycle fetch dispatched each instruction
         self.fetch_blocked: str | None = None  # the unit whose full command queue fetch waits on
         self.fetch_ended: set[str] = set()     # units told the program has ended
-        self.dram_free = 0              # the cycle the one DRAM port is free again (first come, first served)
+        self.ports = Ports(["dram"])    # the one DRAM port, shared by the load, compute and store units
         self.stats = {u: UnitStats() for u in ("fetch", *TOKEN_QUEUES)}
         self.waiting: dict[str, tuple[str, str, int]] = {}  # unit -> (pop|push, queue, pc)
         self.finish_cycle: int | None = None
-        self.error: Exception | None = None
-        self.trace: list[tuple[str, str | int, int, int, str]] = []   # see _TraceRecord
+        self.order: list[int] = []      # the instructions in the order the units ran them
+        self.stalls: list[tuple[str, str, int, int, str]] = []   # (unit, what, since, until, "stall")
+        self.began = [0] * len(self.decoded)   # the cycle each instruction began on its unit
+        self.ended = [0] * len(self.decoded)   # and the cycle it ended
 
     def decode(self) -> list[_Decoded]:
         """Each instruction's ``_Decoded``, once per distinct instruction, in program order: before cycle 0,
@@ -346,8 +361,9 @@ class _Machine:
         """Run one unit's commands. Its own work (GEMM, ALU) only advances ``local``; the unit brings the
         engine's clock up to ``local`` (yields the difference) just before it touches anything shared: a
         token pop or push, a DRAM transfer, the end of the program."""
-        stats, cmd, engine, trace = self.stats[name], self.cmd[name], self.engine, self.trace
-        decoded = self.decoded
+        stats, cmd, engine, trace = self.stats[name], self.cmd[name], self.engine, self.stalls
+        began, ended = self.began, self.ended
+        decoded, order, ports = self.decoded, self.order, self.ports
         latency = self.config.dram_latency_cycles
         local = engine.now
         while True:
@@ -381,21 +397,16 @@ class _Machine:
                 if local > engine.now:
                     yield local - engine.now
                 local = engine.now
-            try:
-                d.run()
-            except VitaExecError as e:
-                self.error = VitaExecError(f"instruction {pc} ({d.insn.name}) on the {name} unit: {e}")
-                return
+            order.append(pc)   # its work: done in this order once the timing is known (``execute``)
             if not d.transfer:
                 local += d.busy
             elif d.moves:   # the DRAM port, first come first served; the data arrives latency cycles after
-                start = self.dram_free if self.dram_free > local else local
-                self.dram_free = start + d.cycles
+                start = ports.take("dram", d.cycles, local)
                 if start > local:
                     trace.append((name, "wait for the DRAM port", local, start, "stall"))
                 stats.stalled_on_memory += start - local + latency
                 local = start + d.cycles + latency
-            trace.append((name, pc, begin, local, "instruction"))
+            began[pc], ended[pc] = begin, local
             for fifo in d.pushes:
                 if local > engine.now:
                     yield local - engine.now
@@ -420,8 +431,7 @@ class _Machine:
         for name in TOKEN_QUEUES:
             self.engine.start(self.unit(name))
         self.engine.run()
-        if self.error is not None:
-            raise self.error
+        self.execute()
         if self.waiting or self.fetch_blocked is not None:   # a unit left waiting, with or without FINISH
             waits = self.deadlock_waits()
             what = "deadlock" if self.finish_cycle is None else \
@@ -432,8 +442,22 @@ class _Machine:
             raise VitaExecError("the program ended without FINISH; the last instruction must be FINISH")
         step, stats = self.config.fetch_cycles_per_insn, self.stats["fetch"]
         stats.busy, stats.instructions = step * len(self.fetched), len(self.fetched)
-        record = _TraceRecord(self.trace, self.fetched, self.fetch_cycle, self.program, step)
+        record = _TraceRecord(self.stalls, self.began, self.ended, self.fetched, self.fetch_cycle,
+                              self.program, step)
         return VitaResult(self.finish_cycle, self.stats, *self.totals(), self.state.dram, record)
+
+    def execute(self) -> None:
+        """Each instruction's work on the machine's state, in the order the units ran them (the timing does
+        not depend on data, so it runs first); the first that cannot run raises its ``VitaExecError``, before
+        any deadlock or missing FINISH the timing found."""
+        decoded = self.decoded
+        pc = 0
+        try:
+            for pc in self.order:
+                decoded[pc].run()
+        except VitaExecError as e:
+            d = decoded[pc]
+            raise VitaExecError(f"instruction {pc} ({d.insn.name}) on the {d.plan.unit} unit: {e}") from None
 
     def totals(self) -> tuple[int, dict[str, int], dict[str, int]]:
         """(GEMM busy cycles, bytes moved per memory, fsim's counters) of the whole run, and each unit's busy
