@@ -245,6 +245,7 @@ class _Machine:
         self.fetched: list[int] = []    # the cycle fetch dispatched each instruction
         self.fetch_blocked: str | None = None  # the unit whose full command queue fetch waits on
         self.fetch_ended: set[str] = set()     # units told the program has ended
+        self.starved = 0                       # units waiting for a command
         self.ports = Ports(["dram"])    # the one DRAM port, shared by the load, compute and store units
         self.stats = {u: UnitStats() for u in ("fetch", *TOKEN_QUEUES)}
         self.waiting: dict[str, tuple[str, str, int]] = {}  # unit -> (pop|push, queue, pc)
@@ -331,10 +332,13 @@ class _Machine:
     # ------------------------------------------------------------------ processes
     def fetch(self) -> None:
         """Dispatch instructions in order, fetch_cycles_per_insn apart, on fetch's own clock, until a command
-        queue is full at the cycle of the next dispatch; a pop from the queue it waits on calls this again.
+        queue is full at the cycle of the next dispatch.
 
         Fetch never waits on an event: the queues know the cycle of every pop, so an instruction that
-        found its queue full enters it at the cycle the pop it needed happened."""
+        found its queue full enters it at the cycle the pop it needed happened, whenever fetch runs. So it
+        runs only when that can be seen: when a unit finds its command queue empty, on a pop from the queue
+        it waits on while a unit waits for a command (it fires that unit's signal exactly where it did when
+        it ran on every pop), and once at the end (what it waits on, if anything, is part of a deadlock)."""
         decoded, fetched, cmd = self.decoded, self.fetched, self.cmd
         step, stats = self.config.fetch_cycles_per_insn, self.stats["fetch"]
         pc, now = self.fetch_pc, self.fetch_cycle
@@ -367,11 +371,15 @@ class _Machine:
         latency = self.config.dram_latency_cycles
         local = engine.now
         while True:
+            if not cmd.items and self.fetch_blocked is not None:
+                self.fetch()   # out of commands: fetch dispatches what it could have by now
             item = cmd.get(local)
             if type(item) is Signal:
+                self.starved += 1
                 yield item
+                self.starved -= 1
                 item = cmd.get(local)
-            if self.fetch_blocked == name:   # fetch waits for room in this queue: there is some now
+            if self.starved and self.fetch_blocked == name:   # room for fetch, and a unit waits for it
                 self.fetch()
             ready, pc = item
             if ready > local:
@@ -431,6 +439,7 @@ class _Machine:
         for name in TOKEN_QUEUES:
             self.engine.start(self.unit(name))
         self.engine.run()
+        self.fetch()
         self.execute()
         if self.waiting or self.fetch_blocked is not None:   # a unit left waiting, with or without FINISH
             waits = self.deadlock_waits()
