@@ -149,8 +149,19 @@ def check_constraints(
             )
     if len(out) > 0 and any(v.kind == "type" for v in out):
         return out  # rules over bytes(T) cannot be evaluated with an unsupported type
-    env = spec.scalar_env(insn.values, types, tensors or {})
     rules = [c for c in instr.constraints if which == "all" or not reads_operands(c)]
+    if tensors is None and not any(reads_operands(c) for c in rules):   # the fields alone decide
+        values = insn.values
+        memo = _memo(spec)
+        reads = memo.get((insn.name, "rules", which))
+        if reads is None:
+            reads = memo[insn.name, "rules", which] = _names_read([c.rule for c in rules])
+        key = (insn.name, which, tuple(types.items()), tuple(values.get(n) for n in reads))
+        broken = memo.get(key)
+        if broken is None:
+            broken = memo[key] = tuple(_check_rules(insn, rules, spec.scalar_env(values, types)))
+        return out + list(broken)
+    env = spec.scalar_env(insn.values, types, tensors or {})
     return out + _check_rules(insn, rules, env)
 
 
@@ -184,12 +195,40 @@ def _values_read(c: Constraint, env) -> tuple[tuple[str, int], ...]:
 
 def timing_of(spec: ISA, insn: Insn) -> tuple[str | None, int | None, int | None]:
     """(unit, latency, cycles) of ``insn`` from its spec's timing expressions (None where not given)."""
-    instr = spec.instruction(insn.name)
-    env = spec.scalar_env(insn.values, spec.types_of(insn))
-    t = instr.timing
-    lat = int(evaluate(t.latency, env)) if t.latency is not None else None
-    cyc = int(evaluate(t.cycles, env)) if t.cycles is not None else None
-    return t.unit, lat, cyc
+    t = spec.instruction(insn.name).timing
+    values, types, memo = insn.values, spec.types_of(insn), _memo(spec)
+    reads = memo.get((insn.name, "timing"))
+    if reads is None:
+        reads = memo[insn.name, "timing"] = _names_read([e for e in (t.latency, t.cycles) if e is not None])
+    key = (insn.name, "timing", tuple(types.items()), tuple(values.get(n) for n in reads))
+    found = memo.get(key)
+    if found is None:
+        env = spec.scalar_env(values, types)
+        lat = int(evaluate(t.latency, env)) if t.latency is not None else None
+        cyc = int(evaluate(t.cycles, env)) if t.cycles is not None else None
+        found = memo[key] = (t.unit, lat, cyc)
+    return found
+
+
+# Programs repeat an instruction with other addresses, and a rule or a timing expression reads a few of its
+# fields: their results are kept per spec, by the values of the names they read (and the instance's types).
+# A spec is keyed by identity and held, so that its id is not reused while its results are kept.
+_MEMOS: dict[int, tuple[ISA, dict]] = {}
+_MEMO_SPECS, _MEMO_ENTRIES = 16, 1 << 16
+
+
+def _memo(spec: ISA) -> dict:
+    entry = _MEMOS.get(id(spec))
+    if entry is None or len(entry[1]) > _MEMO_ENTRIES:
+        if len(_MEMOS) >= _MEMO_SPECS:
+            _MEMOS.clear()
+        entry = _MEMOS[id(spec)] = (spec, {})
+    return entry[1]
+
+
+def _names_read(trees: list) -> tuple[str, ...]:
+    """Every plain name the expressions ``trees`` read (fields, parameters, enum values), sorted."""
+    return tuple(sorted({n.id for tree in trees for n in walk(tree) if isinstance(n, Name)}))
 
 
 __all__ = ["Violation", "check_constraints", "execute", "operand_shape", "reads_operands", "timing_of",
