@@ -73,6 +73,7 @@ from compiler.ops.nn import ConvShape
 from compiler.passes.tensorize import unmatched
 from sim.diannao.config import load_config
 from tandem.flows.diannao import compile_conv2d, conv2d_within_bound, run_diannao
+from tandem.flows.layer_tables import SEED001_CONV
 from tandem.flows.targets import load_target
 
 # ----------------------------------------------------------------------------------------- Table II
@@ -84,13 +85,7 @@ ELEMENTWISE_SHAPES: tuple[tuple[int, ...], ...] = (
 )
 #: Conv layers as Table II prints them: ((H, W, Cin), (Cout, KH, KW, ?)); see the module docstring for "?".
 CONV_LAYERS: tuple[tuple[tuple[int, int, int], tuple[int, int, int, int]], ...] = tuple(
-    ((hw, hw, cin), (cout, 3, 3, 256))
-    for hw, cin, cout in (
-        (56, 256, 128), (56, 256, 64), (56, 256, 32), (56, 128, 128), (56, 128, 64), (56, 128, 32),
-        (56, 64, 128), (56, 64, 64), (55, 256, 128), (55, 256, 64), (55, 256, 32), (55, 128, 128),
-        (55, 128, 64), (55, 128, 32), (55, 64, 128), (55, 64, 64),
-    )
-)
+    ((hw, hw, cin), (cout, 3, 3, 256)) for hw, cin, cout in SEED001_CONV)
 BINARY_OPS = ("add", "sub", "mul")
 CLASSES = ("binary", "relu", "conv")
 #: The paper's geometric-mean speedups over the vendor library (Sec. V).

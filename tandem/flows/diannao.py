@@ -274,7 +274,19 @@ class DiannaoLayerFlow(TargetFlow):
 
     def execute(self, job: DiannaoJob, compiled: DiannaoCompiled, inputs: list[np.ndarray],
                 target: Target) -> Execution:
-        kernel = compiled.kernel
+        result, after = self.launch(job, compiled, inputs, target)
+        out_shape = tuple(compiled.sched.args[-1].shape)
+        out = after[-1].reshape(job.shape if job.user is not None else out_shape)
+        if job.conv is not None:
+            out = out[..., :job.conv.oc]   # the padding channels' outputs, computed and dropped
+        return _execution(compiled, result, out, target, {"tile": compiled.sched.tile,
+                          **({"cores_used": compiled.sched.cores} if job.conv is not None else {})})
+
+    def launch(self, job: DiannaoJob, compiled: DiannaoCompiled, inputs: list[np.ndarray],
+               target: Target, trace: bool = False) -> tuple[DiannaoResult, list[np.ndarray]]:
+        """Run ``compiled`` on a fresh card with ``inputs`` in the kernel's layout (``run_kernel``): what the
+        launch measured, per core and unit (and its trace, with ``trace``), and every array afterwards (the
+        output last)."""
         out_shape = tuple(compiled.sched.args[-1].shape)
         if job.conv is None:   # element-wise kernels take flat arrays
             out = np.zeros(math.prod(job.shape), NUMPY_DTYPES[job.dtype])
@@ -286,12 +298,7 @@ class DiannaoLayerFlow(TargetFlow):
             out_dt = NUMPY_DTYPES[CONV_DTYPES[job.dtype]]
             bias = [np.pad(b, (0, out_shape[-1] - b.size)) for b in inputs[2:]]   # zero past cout, too
             arrays = [inputs[0], dops.block_weights(wt, block), *bias, np.zeros(out_shape, out_dt)]
-        result, after = run_kernel(kernel, arrays, config=target)
-        out = after[-1].reshape(job.shape if job.user is not None else out_shape)
-        if job.conv is not None:
-            out = out[..., :job.conv.oc]   # the padding channels' outputs, computed and dropped
-        return _execution(compiled, result, out, target, {"tile": compiled.sched.tile,
-                          **({"cores_used": compiled.sched.cores} if job.conv is not None else {})})
+        return run_kernel(compiled.kernel, arrays, config=target, trace=trace)
 
     def reference(self, job: DiannaoJob, inputs: list[np.ndarray]) -> np.ndarray:
         if job.user is not None:

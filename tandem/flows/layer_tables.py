@@ -6,6 +6,9 @@
   K, R = S, stride); the input sizes already include the padding, so these layers pad by 0.
 - ``POLYDL_RESNET50``, ``POLYDL_FASTRCNN``, ``POLYDL_GEMMS``: PolyDL's convolution layers (name -> (H, W, IC,
   OC, K, S, P)) and GEMMs (name -> (M, N, K)), papers/polydl.md.
+- ``SEED001_CONV``: the 16 conv layers of seed 001's Table II (papers/loop-partition-diannao.md), each (H = W, IC, OC), 3x3,
+  stride 1, pad 1 (Table II prints 256 as the weights' last dimension even where IC is 128 or 64; the input's
+  channels are the ones used).
 - ``VITA_QUICK``: three small stand-ins for ResNet-18's kinds of layer (3x3, 1x1 stride 2, deep 3x3), which
   the VITA experiments' ``--quick`` modes run; ``resnet18_layers`` gives either table as conv layers
   (``compiler.ops.nn.ConvShape``) by name.
@@ -62,6 +65,12 @@ POLYDL_GEMMS = {
     "DeepBench": (1024, 16, 500000), "square": (4096, 4096, 4096), "long-K": (1024, 1024, 32768),
     "long-N": (1024, 32768, 1024), "long-M": (32768, 1024, 1024),
 }
+
+SEED001_CONV = (
+    (56, 256, 128), (56, 256, 64), (56, 256, 32), (56, 128, 128), (56, 128, 64), (56, 128, 32),
+    (56, 64, 128), (56, 64, 64), (55, 256, 128), (55, 256, 64), (55, 256, 32), (55, 128, 128),
+    (55, 128, 64), (55, 128, 32), (55, 64, 128), (55, 64, 64),
+)
 
 VITA_QUICK = {"q1": (14, 32, 32, 3, 1), "q2": (14, 32, 64, 1, 2), "q3": (7, 64, 64, 3, 1)}
 
