@@ -8,18 +8,19 @@ import importlib.util
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "diannao_conv_cycles.py"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("diannao_conv_cycles", SCRIPT)
+def _load(name: str):
+    """The experiment script ``experiments/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+    sys.modules[spec.name] = module   # dataclasses resolve their module by name
     spec.loader.exec_module(module)
     return module
 
 
-exp = _load()
+exp = _load("diannao_conv_cycles")
 
 
 def test_the_shares_of_a_layers_cycles_add_up():
@@ -32,9 +33,5 @@ def test_the_shares_of_a_layers_cycles_add_up():
 
 
 def test_the_table_ii_layers_are_the_loop_partition_experiments():
-    spec = importlib.util.spec_from_file_location("diannao_loop_partition", SCRIPT.with_name(
-        "diannao_loop_partition.py"))
-    other = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = other
-    spec.loader.exec_module(other)
+    other = _load("diannao_loop_partition")
     assert [(x, w[0]) for x, w in other.CONV_LAYERS] == list(exp.LAYERS) and len(exp.LAYERS) == 16

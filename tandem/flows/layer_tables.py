@@ -6,9 +6,9 @@
   K, R = S, stride); the input sizes already include the padding, so these layers pad by 0.
 - ``POLYDL_RESNET50``, ``POLYDL_FASTRCNN``, ``POLYDL_GEMMS``: PolyDL's convolution layers (name -> (H, W, IC,
   OC, K, S, P)) and GEMMs (name -> (M, N, K)), papers/polydl.md.
-- ``SEED001_CONV``: the 16 conv layers of seed 001's Table II (papers/loop-partition-diannao.md), each (H = W, IC, OC), 3x3,
-  stride 1, pad 1 (Table II prints 256 as the weights' last dimension even where IC is 128 or 64; the input's
-  channels are the ones used).
+- ``SEED001_CONV``: the 16 conv layers of seed 001's Table II (papers/loop-partition-diannao.md), each
+  (H = W, IC, OC), 3x3, stride 1, pad 1 (Table II prints 256 as the weights' last dimension even where IC is
+  128 or 64; the input's channels are the ones used).
 - ``VITA_QUICK``: three small stand-ins for ResNet-18's kinds of layer (3x3, 1x1 stride 2, deep 3x3), which
   the VITA experiments' ``--quick`` modes run; ``resnet18_layers`` gives either table as conv layers
   (``compiler.ops.nn.ConvShape``) by name.
