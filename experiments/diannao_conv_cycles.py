@@ -64,7 +64,7 @@ def breakdown(index: int, shape: tuple[int, int, int], cout: int) -> dict:
     # the rest of a core's busy cycles: instructions of no unit (barriers' release, halt)
     share["other"] = 100 * sum(c.busy - sum(c.unit_cycles.get(u, 0) for u in UNITS) for c in cores) / total
     roof = conv2d_roofline(ConvShape(h, w, cin, cout, 3, 1, 1), DTYPE, CORES, target)
-    return {"layer": index, "shape": f"{h}x{w}x{cin}", "cout": cout, "plan": _described(plan),
+    return {"layer": index, "shape": f"{h}x{w}x{cin}", "cout": cout, "plan": plan.describe(),
             "cores": len(cores), "cycles": result.cycles, "roofline": roof,
             "roofline_pct": round(100 * roof / result.cycles, 1), "estimate": plan.estimate,
             **{f"{u}_pct": round(v, 1) for u, v in share.items()},
@@ -92,13 +92,6 @@ def stalls(result) -> dict[str, int]:
             cause = f"{found['src']}->{found['dst']}" if found else "other"
             causes[cause if cause in causes else "other"] += pending.pop(track)
     return causes
-
-
-def _described(plan: dops.ConvPlan) -> str:
-    """rows x channels groups (clusters x channel groups in the shared form), the rows of an NMEM tile, and
-    in the shared form the sub-rows and the rows of an SMEM tile."""
-    shared = f", sub {plan.sub_rows}, SMEM {plan.smem_rows}" if plan.sub_rows else ""
-    return f"{plan.row_groups}x{plan.cout_groups}, tile {plan.tile_rows}{shared}"
 
 
 def main(out: Annotated[Path, typer.Option(help="folder for the CSV")] = DEFAULT_OUT,

@@ -245,19 +245,14 @@ def search_diannao(key: str, conv: ConvShape, target, cores: int = 16) -> dict:
     ranking = [p for p, _ in ranked]
     return {
         "list": "diannao", "layer": key, "dtype": "fp32", "threads": 1, "shape": json.dumps(layer),
-        "macs": conv.macs, "variants": len(cycles), "chosen": _plan(chosen), "best": _plan(best),
-        "default": _plan(model), "chosen_cycles": cycles[chosen], "best_cycles": cycles[best],
+        "macs": conv.macs, "variants": len(cycles), "chosen": chosen.describe(), "best": best.describe(),
+        "default": model.describe(), "chosen_cycles": cycles[chosen], "best_cycles": cycles[best],
         "default_cycles": cycles[model], "chosen_over_best": cycles[best] / cycles[chosen],
         "default_over_best": cycles[best] / cycles[model],
         "rank_of_best": ranking.index(best) + 1 if best in ranking else None,
         "exhaustive_s": exhaustive_s, "polydl_s": polydl_s, "search_ratio": polydl_s / exhaustive_s,
         "default_s": default_s, "default_ratio": default_s / exhaustive_s, "validated": validated,
     }
-
-
-def _plan(plan: dops.ConvPlan) -> str:
-    shared = f", {plan.sub_rows} sub-rows, SMEM {plan.smem_rows} rows" if plan.sub_rows else ""
-    return f"{plan.row_groups}x{plan.cout_groups} groups, tile {plan.tile_rows} rows{shared}"
 
 
 def geomean(values: list[float]) -> float | None:

@@ -262,6 +262,12 @@ class ConvPlan:
         """The cores the plan launches."""
         return self.row_groups * self.cout_groups * max(self.sub_rows, 1)
 
+    def describe(self) -> str:
+        """The cut in words: groups (row groups or clusters x channel groups), NMEM tile rows, and in the
+        cluster-shared form the sub-rows and SMEM tile rows."""
+        shared = f", {self.sub_rows} sub-rows, SMEM {self.smem_rows} rows" if self.sub_rows else ""
+        return f"{self.row_groups}x{self.cout_groups} groups, tile {self.tile_rows} rows{shared}"
+
 
 def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
               spec: isa.ISA) -> ConvPlan:
