@@ -32,7 +32,7 @@ _INSN_KEYS = {"summary", "format", "fixed", "types", "operands", "indices", "sem
               "intrinsic_accumulator"}
 _OPERAND_KEYS = {"name", "kind", "space", "dtype", "shape", "strides", "addr", "doc"}
 _CONSTRAINT_KEYS = {"kind", "rule", "message"}
-_TIMING_KEYS = {"unit", "latency", "cycles", "doc"}
+_TIMING_KEYS = {"unit", "latency", "cycles", "doc", "async"}
 
 
 class InstructionLoader(SpecReader):
@@ -357,7 +357,13 @@ class InstructionLoader(SpecReader):
         unit = raw.get("unit")
         if unit is not None and not isinstance(unit, str):
             raise self.error("'unit' must be a string", "timing.unit")
-        return Timing(unit, latency, cycles, raw.get("doc", ""))
+        asynchronous = raw.get("async", False)
+        if not isinstance(asynchronous, bool):
+            raise self.error(f"'async' must be true or false, but it is {asynchronous!r}", "timing.async")
+        if asynchronous and unit is None:
+            raise self.error("an 'async' instruction needs the 'unit' that runs it in the background",
+                             "timing.async")
+        return Timing(unit, latency, cycles, raw.get("doc", ""), asynchronous)
 
     def check_decodable(self, instructions: dict[str, Instruction], insn_bits: int | None) -> None:
         """Two encodable instructions must differ in some fixed bit, or a word could decode to both."""

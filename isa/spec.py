@@ -122,12 +122,17 @@ class Constraint:
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """How long an instruction takes: the unit it occupies, its latency and its occupancy (cycles)."""
+    """How long an instruction takes: the unit it occupies, its latency and its occupancy (cycles).
+
+    ``asynchronous`` (the key ``async``): the instruction is issued to its unit's queue and the issuing core
+    goes on; the unit runs it in the background (latency and cycles are the unit's), and the program waits
+    for it with an instruction of group ``wait`` before it touches what the instruction reads or writes."""
 
     unit: str | None = None
     latency: Expr | None = None
     cycles: Expr | None = None
     doc: str = ""
+    asynchronous: bool = False
 
 
 @dataclass(frozen=True, slots=True)

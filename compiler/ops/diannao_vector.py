@@ -29,9 +29,10 @@ def vector_select(spec: isa.ISA, tile: int, constants: bool = False) -> covering
     tensor of an on-chip space), inputs = tiles staged in NMEM, and a step's cycles = its instruction's
     latency plus cycles for ``tile`` elements. With ``constants`` an operand may be a constant (a vector of
     it, filled once per core: a cycle each, so that an instruction with the constant built in, relu's
-    ``max(x, 0)``, wins a tie)."""
+    ``max(x, 0)``, wins a tie). Asynchronous instructions are left out (nothing here waits for them)."""
     instructions = tuple(i for i in spec.instructions.values()
-                         if i.operands and all(op.space for op in i.operands) and covering.element_wise(i))
+                         if i.operands and all(op.space for op in i.operands) and covering.element_wise(i)
+                         and not i.timing.asynchronous)
 
     def cycles(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr],
                values: Mapping[str, int]) -> int | str:

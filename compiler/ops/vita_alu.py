@@ -49,7 +49,8 @@ class AluStages:
 def alu_select(spec: isa.ISA, uops: int) -> covering.Select:
     """The cover's view of ``spec``'s ALU: its ``alu`` instructions, inputs = loaded tiles, and a stage's
     cycles = its instruction's latency plus cycles over ``uops`` micro-ops (one per tile of a chunk)."""
-    instructions = tuple(i for i in spec.instructions.values() if i.group == GROUPS[1])
+    instructions = tuple(i for i in spec.instructions.values()
+                         if i.group == GROUPS[1] and not i.timing.asynchronous)
     batch, block = spec.params["BATCH"], spec.params["BLOCK_OUT"]
 
     def cycles(instr: isa.Instruction, node: ir.Expr, operands: Mapping[str, ir.Expr],

@@ -174,8 +174,10 @@ def select(stmt: ir.Stmt, spec: isa.ISA, hint: str, explain: bool = False) -> Ma
     """The instruction ``hint`` names (case-insensitive) if it matches ``stmt``; else the first tensor
     instruction of ``spec`` (every operand a memory region) that does; else why not: the named
     instruction's reason, or with ``explain`` (for people: ``unmatched``) the reason of the attempt that
-    got furthest, whichever instruction it was."""
-    tensor_ops = [i for i in spec.instructions.values() if i.operands and all(op.space for op in i.operands)]
+    got furthest, whichever instruction it was. An asynchronous instruction (timing ``async``) is never
+    selected: its use needs a wait that a match cannot place (``pipeline_tiles`` issues them)."""
+    tensor_ops = [i for i in spec.instructions.values()
+                  if i.operands and all(op.space for op in i.operands) and not i.timing.asynchronous]
     named = [i for i in tensor_ops if i.name.lower() == hint.lower()]
     failures: list[NoMatch] = []
     for instr in [*named, *(i for i in tensor_ops if i not in named)]:

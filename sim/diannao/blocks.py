@@ -76,12 +76,15 @@ _COMPARE = {BLT: "<", BNE: "!=", BGE: ">=", BEQ: "=="}
 @dataclass(frozen=True)
 class Block:
     """A compiled run of scalar code: its first pc, its instructions (the final branch included), their
-    cycles, and the function that runs it and returns the next pc."""
+    cycles, the function that runs it and returns the next pc, and whether it loads or stores (then the
+    interpreter runs it instead while the core's asynchronous copies are outstanding, checking each
+    access)."""
 
     start: int
     length: int
     cost: int
     run: Callable[..., int]
+    memory: bool = False
 
 
 def inline(op) -> bool:
@@ -108,7 +111,7 @@ def compile_block(ops: list, costs: list[int], start: int) -> Block | None:
     if ops[end - 1].kind not in BRANCHES:
         lines.append(f"    return {end}")
     exec("\n".join(lines), names)   # noqa: S102 - our own statements, from decoded integer fields
-    return Block(start, end - start, sum(costs[start:end]), names["run"])
+    return Block(start, end - start, sum(costs[start:end]), names["run"], bool(spaces))
 
 
 def _statements(op, pc: int, names: dict[str, object]) -> list[str]:

@@ -10,7 +10,8 @@ How an instruction decodes depends on what its spec says, never on its mnemonic:
 - group ``dma``, ``vector``, ``unary`` or ``tensor``: a ``TensorOp``, run by its numpy fast path when its
   contract has one (sim/diannao/functional.py), else by the generic executor. An instruction of the ``dma``
   unit moves the bytes of the operand it writes from the space of the operand it reads;
-- group ``sync``: a ``Barrier`` over the cores of its ``scope`` field; group ``control``: ``Halt``;
+- group ``sync``: a ``Barrier`` over the cores of its ``scope`` field; group ``wait``: ``Wait`` (until the
+  core's asynchronous instructions are done); group ``control``: ``Halt``;
 - any other group is scalar code: a record of the fast path whose contract the instruction has
   (sim/diannao/scalar.py: ``RegisterOp``, ``AddImmediate``, ``Branch``, ``ScalarAccess``, ...), else a
   ``GenericScalar`` that the spec's semantics run. Its memory operands (shape and address from the spec) move
@@ -18,10 +19,16 @@ How an instruction decodes depends on what its spec says, never on its mnemonic:
 
 A copy (the ``dma`` unit) or a scalar access that reads or writes GMEM or SMEM holds the card's GMEM port or
 its cluster's SMEM port for its bytes at the port's rate (the config's), and waits for it: its ``ports``.
+
+A tensor instruction whose timing is ``async`` costs its core one cycle to issue; its unit's time (what it
+would cost synchronously) is its plan's ``background``. Every tensor instruction carries the byte extent of
+each memory operand (``footprint``), which the machine checks against the core's outstanding asynchronous
+work.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +64,7 @@ from sim.diannao.scalar import (
     STORE_FORMATS,
     STORE_MASKS,
     TENSOR,
+    WAIT,
     scalar_kind,
 )
 
@@ -152,6 +160,17 @@ class TensorOp(NamedTuple):
     addresses: tuple[tuple[str, Callable], ...]  # operand -> its address, where that reads registers
     rules: tuple[Callable, ...]                   # the spec's rules that read registers
     dynamic: bool              # it has addresses or rules that read registers
+    footprint: tuple[Footprint, ...] = ()         # each memory operand's bytes, from its resolved address
+
+
+class Footprint(NamedTuple):
+    """The bytes a tensor operand spans: from its address (``fields[key]`` once resolved) for ``extent``
+    bytes (its first to its last element, strides included) in the space of code ``space``."""
+
+    key: str
+    space: int
+    extent: int
+    written: bool
 
 
 class Barrier(NamedTuple):
@@ -159,6 +178,12 @@ class Barrier(NamedTuple):
 
     kind: int
     scope: int
+
+
+class Wait(NamedTuple):
+    """WAIT: the core waits until its asynchronous instructions are done."""
+
+    kind: int
 
 
 class Halt(NamedTuple):
@@ -186,6 +211,7 @@ class Plan:
     work: int                  # cycles of the spec's "cycles" (throughput part), for unit utilization
     moves: tuple[tuple[str, int], ...] = ()   # ("GMEM->NMEM", bytes) per execution
     ports: tuple[tuple[str, int], ...] = ()   # ("gmem" | "smem", cycles held) per execution
+    background: int = 0        # an asynchronous instruction: its unit's cycles (``cycles`` is the issue)
 
     @property
     def tensor(self) -> bool:
@@ -219,12 +245,16 @@ class Decoder:
         latency, cycles = latency or 1, max(cycles or 1, 1)
         if instr.group in TENSOR_GROUPS:
             return self.tensor(insn, instr, unit, latency, cycles)
-        if instr.group in ("sync", "control"):
+        if instr.timing.asynchronous:
+            self.refuse(pc, insn, f"its timing is 'async', which this machine runs for tensor instructions "
+                        f"({', '.join(TENSOR_GROUPS)}), not for group {instr.group!r}")
+        if instr.group in ("sync", "wait", "control"):
             if instr.statements:
                 self.refuse(pc, insn, f"group {instr.group!r} has no semantics, but this one has some")
             if instr.group == "sync" and insn.get("scope") is None:
                 self.refuse(pc, insn, "a barrier (group 'sync') needs a field 'scope' (enum scope)")
-            record = Barrier(BARRIER, insn["scope"]) if instr.group == "sync" else Halt(HALT)
+            record = {"sync": lambda: Barrier(BARRIER, insn["scope"]), "wait": lambda: Wait(WAIT),
+                      "control": lambda: Halt(HALT)}[instr.group]()
             return Plan(record, unit, latency + cycles - 1, cycles)  # a barrier: from the last arrival
         return self.scalar(pc, insn, instr, unit, latency, cycles)
 
@@ -283,8 +313,33 @@ class Decoder:
                           if op.kind == "tensor" and not isinstance(op.addr, Name))
         rules = tuple(compile_scalar(c.rule, env) for c in instr.constraints if reads_operands(c))
         record = TensorOp(TENSOR, self.fast_path(instr), f, dt, bool(ports), addresses, rules,
-                          bool(addresses or rules))
+                          bool(addresses or rules), self.footprint(insn, instr))
+        if instr.timing.asynchronous:
+            return Plan(record, unit, 1, cycles, moves, ports, background=duration)
         return Plan(record, unit, duration, cycles, moves, ports)
+
+    def footprint(self, insn: isa.Insn, instr: isa.Instruction) -> tuple[Footprint, ...]:
+        """Each memory operand's span in bytes, first to last element (its strides, the spec's or row-major),
+        keyed by the field its address lands in (``TensorOp.fields`` once resolved)."""
+        types = self.spec.types_of(insn)
+        env = self.spec.scalar_env(insn.values, types)
+        written = instr.typed_semantics(types).writes
+        out = []
+        for op in instr.operands:
+            if op.kind != "tensor":
+                continue
+            shape = [int(evaluate(e, env)) for e in op.shape]
+            if op.strides:
+                strides = [int(evaluate(e, env)) for e in op.strides]
+            else:
+                strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+            size = DTYPES[instr.operand_dtype(op, types)].bytes
+            last = sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
+            extent = 0 if 0 in shape else last + 1
+            code = insn[op.space] if op.space_is_field else self.spec.spaces[op.space].id
+            key = op.addr.id if isinstance(op.addr, Name) else op.name
+            out.append(Footprint(key, code, extent * size, op.name in written))
+        return tuple(out)
 
     def fast_path(self, instr: isa.Instruction) -> Callable | None:
         """The numpy fast path of tensor instruction ``instr`` (by its contract), or None."""

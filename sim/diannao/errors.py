@@ -64,6 +64,12 @@ class RunawayLoopError(DiannaoError):
     """A core executed more instructions than the config's instruction budget allows."""
 
 
+class HazardError(DiannaoError):
+    """A core touched what one of its outstanding asynchronous instructions reads or writes (it read or wrote
+    the destination of a copy, or wrote its source) before a ``wait``, or reached a barrier, a halt or an
+    access the simulator cannot check with such work outstanding."""
+
+
 class BarrierDeadlockError(DiannaoError, core_errors.DeadlockError):
     """Cores wait at a barrier that can never complete: some core of its scope halted, or waits at another
     barrier."""

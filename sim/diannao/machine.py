@@ -32,10 +32,21 @@ cycles; it starts when all are free, and waiting for them counts as stalled. Its
 latency of the slowest level and its own transfer time (the per-core DMA rate of the spec, or the port's,
 whichever is slower).
 
+Asynchronous instructions (timing ``async``, e.g. ``memcpyr_async``): the core spends one cycle issuing and
+goes on; the instruction's unit (the core's DMA engine) runs its work one after another, each from when the
+unit is free, taking what the synchronous instruction would (its ports are taken when it is issued, in
+global time order, for the cycle the unit starts it: an approximation that serves a core's queued copy
+before a later request of another core). A synchronous instruction of the same unit starts after the
+unit's queued work. ``wait`` (group ``wait``) advances the core to the end of all its asynchronous work
+(stalled). The data move when the instruction is issued; that equals moving them at the end because, until
+its ``wait``, the core must not read or write an outstanding instruction's written operands nor write what it
+reads, and must not reach a barrier or halt or run a scalar access the simulator cannot check
+(``HazardError``, naming both pcs): each such program is an error, whatever the timing.
+
 Errors (sim/diannao/errors.py) name the core, pc, instruction and rule: a broken spec constraint on a tensor
 instruction (checked on its first execution), a scalar access out of bounds, running past the end, more
-instructions than the budget, and barriers that can never complete (found the moment no event is left while
-some core still waits).
+instructions than the budget, a hazard on asynchronous work, and barriers that can never complete (found the
+moment no event is left while some core still waits).
 """
 
 from __future__ import annotations
@@ -60,11 +71,13 @@ from sim.diannao.errors import (
     ConstraintError,
     ControlError,
     DiannaoError,
+    HazardError,
     LaunchError,
     OutOfBoundsError,
     RunawayLoopError,
 )
 from sim.diannao.functional import CardMemory, execute_generic
+from sim.diannao.hazards import RULE, Pending, conflict, spans
 from sim.diannao.scalar import (
     ADDI,
     BARRIER,
@@ -78,7 +91,9 @@ from sim.diannao.scalar import (
     JMP,
     RDID,
     SCALAR,
+    STORE,
     TENSOR,
+    WAIT,
     access,
     alu,
     execute_scalar,
@@ -179,6 +194,9 @@ class _Machine:
         self.waiting: dict[int, tuple[tuple, int]] = {}  # core -> (barrier key, pc)
         self.trace: list[tuple[str, str, int, int, str]] = []
         self.last_event = dict.fromkeys(self.launched, 0)
+        # per core: the cycle each unit with asynchronous work is free again, and the work not waited for
+        self.units: dict[int, dict[str, int]] = {c: {} for c in self.launched}
+        self.pending: dict[int, list[Pending]] = {c: [] for c in self.launched}
 
     # ------------------------------------------------------------------ helpers
     def where(self, core: int, pc: int) -> str:
@@ -249,6 +267,7 @@ class _Machine:
         mems = {code: self.memory.space(code, core) for code in self.spaces}
         left = self.config.instruction_budget
         failures = self.failures(core, R, mems)
+        pending = self.pending[core]
         t = pc = 0
         while True:
             if pc >= n:
@@ -257,7 +276,7 @@ class _Machine:
             block = blocks[pc]
             if block is _UNSEEN:
                 block = blocks[pc] = compile_block(ops, costs, pc)
-            if block is not None:   # a run of core-local scalar code, compiled (sim/diannao/blocks.py)
+            if block is not None and not (pending and block.memory):   # core-local scalar code, compiled
                 runs[pc] += 1
                 left -= block.length
                 t += block.cost
@@ -291,6 +310,10 @@ class _Machine:
                 addr = R[op.base] + op.offset
                 if addr < 0 or addr + op.element.size > mem.size:
                     raise self.out_of_bounds(core, pc, op, R, mem.size)
+                if pending:
+                    span = ((op.space, addr, addr + op.element.size),)
+                    self.check_hazards(core, pc, pending, () if k in (STORE, FSTORE) else span,
+                                       span if k in (STORE, FSTORE) else ())
                 if op.shared:
                     t = yield from self.take_ports(core, pc, t)
                 if k == FLOAD:   # the commonest access and float op inline; the others in scalar.py
@@ -308,6 +331,9 @@ class _Machine:
                 t = yield from self.tensor(core, pc, op, t, R)
                 pc += 1
             elif k == SCALAR:
+                if pending and op.memory:
+                    raise self.outstanding(core, pc, "runs a scalar instruction with memory operands the "
+                                           "simulator does not check against them")
                 if op.shared:
                     t = yield from self.take_ports(core, pc, t)
                 step = self.generic(core, pc, op, R, F, ids)
@@ -315,9 +341,16 @@ class _Machine:
                     raise self.runaway(core, step)
                 pc = step
             elif k == BARRIER:
+                if pending:
+                    raise self.outstanding(core, pc, "reaches a barrier")
                 t = yield from self.barrier(core, pc, op, t)
                 pc += 1
+            elif k == WAIT:
+                t = self.wait(core, pc, t)
+                pc += 1
             else:  # HALT
+                if pending:
+                    raise self.outstanding(core, pc, "halts")
                 yield from self.halt(core, pc, t)
                 return
 
@@ -358,24 +391,99 @@ class _Machine:
                              str(e)) from None
 
     def tensor(self, core: int, pc: int, op: TensorOp, t: int, R: list[int]):
-        """Run the tensor instruction at ``pc``, whose cost ``t`` includes: check its rules (once), wait for
-        the shared ports it holds, run it; return the cycle it ends."""
+        """Run the tensor instruction at ``pc``, whose cost ``t`` includes: check its rules (once) and its
+        operands against the core's outstanding asynchronous work, wait for its unit's queued work and the
+        shared ports it holds, run it; return the cycle it ends. An asynchronous one is issued instead."""
         t -= self.costs[pc]
         if not self.checked[pc]:
             self.check(core, pc)
         fields = self.resolve(core, pc, op, R) if op.dynamic else op.fields
+        pending = self.pending[core]
+        if pending:
+            reads, writes = spans(op, fields)
+            self.check_hazards(core, pc, pending, reads, writes)
+        plan = self.plans[pc]
+        if plan.background:
+            return (yield from self.issue(core, pc, op, fields, R, t))
+        ready = t
+        units = self.units[core]
+        if units and units.get(plan.unit, 0) > t:   # behind the unit's asynchronous work
+            ready = units[plan.unit]
         if op.shared:
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
-            start = self.reserve(core, self.plans[pc].ports, t)
+            start = self.reserve(core, plan.ports, ready)
         else:
-            start = t
+            start = ready
         self.run_tensor(core, pc, op, fields, R)
         self.stalled[core] += start - t
         end = start + self.costs[pc]
         if self.tracing:
             self.trace_tensor(core, pc, t, start, end)
         return end
+
+    def issue(self, core: int, pc: int, op: TensorOp, fields: dict[str, int], R: list[int], t: int):
+        """Issue the asynchronous instruction at ``pc`` at the core's cycle ``t``: its unit starts it when
+        free (and its ports are), its data move now, and it is outstanding until a wait; return the cycle
+        the core goes on."""
+        plan, units = self.plans[pc], self.units[core]
+        ready = max(t, units.get(plan.unit, 0))
+        if op.shared:
+            if t > self.env.now:
+                yield self.env.timeout(t - self.env.now)
+            start = self.reserve(core, plan.ports, ready)
+        else:
+            start = ready
+        self.run_tensor(core, pc, op, fields, R)
+        units[plan.unit] = end = start + plan.background
+        self.pending[core].append(Pending(pc, *spans(op, fields)))
+        if self.tracing:
+            self.scalar_run(core, t)
+            what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
+            self.trace.append((f"core {core} {plan.unit.upper()}", what, start, end, "instruction"))
+            self.trace.append((f"core {core}", what, t, t + plan.cycles, "instruction"))
+            self.last_event[core] = t + plan.cycles
+        return t + plan.cycles
+
+    def wait(self, core: int, pc: int, t: int) -> int:
+        """The ``wait`` at ``pc`` (cost included in ``t``): the core's asynchronous work is done at the
+        cycle its units are free; return the cycle the core goes on (the waiting counts as stalled)."""
+        cost = self.costs[pc]
+        t -= cost
+        units = self.units[core]
+        done = max(units.values(), default=t)
+        units.clear()
+        self.pending[core].clear()
+        if done > t:
+            self.stalled[core] += done - t
+            if self.tracing:
+                self.scalar_run(core, t)
+                self.trace.append((f"core {core}", "wait for the core's asynchronous work", t, done, "stall"))
+                self.last_event[core] = done
+            t = done
+        if self.tracing:
+            what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
+            self.trace.append((f"core {core}", what, t, t + cost, "instruction"))
+            self.last_event[core] = t + cost
+        return t + cost
+
+    def check_hazards(self, core: int, pc: int, pending: list[Pending], reads, writes) -> None:
+        """Raise the HazardError of the first of ``reads`` and ``writes`` (byte spans of the instruction at
+        ``pc``) that the core's outstanding asynchronous work forbids (sim/diannao/hazards.py)."""
+        found = conflict(pending, reads, writes)
+        if found is not None:
+            (_, lo, hi), (_, lo2, hi2), name = found.mine, found.theirs, self.spaces[found.mine[0]]
+            other = format_insn(self.spec, self.program.insns[found.pending.pc])
+            raise self.error(HazardError, core, pc, f"{found.verb} {name}[{lo}, {hi}) while the asynchronous "
+                             f"instruction at pc {found.pending.pc} ({other}) still {found.does} "
+                             f"{name}[{lo2}, {hi2}): wait for it first", RULE)
+
+    def outstanding(self, core: int, pc: int, what: str) -> HazardError:
+        """The error of a core that ``what`` (reaches a barrier, halts, ...) with asynchronous work not
+        waited for."""
+        pcs = ", ".join(str(p.pc) for p in self.pending[core])
+        return self.error(HazardError, core, pc, f"{what} with asynchronous work outstanding (issued at pc "
+                          f"{pcs}): wait for it first", RULE)
 
     def resolve(self, core: int, pc: int, op: TensorOp, R: list[int]) -> dict[str, int]:
         """The fields of a tensor instruction whose operand addresses read registers, each such operand's
@@ -538,7 +646,7 @@ class _Machine:
                     s.tensor_instructions += h
                 else:
                     s.scalar_instructions += h
-                work = plan.cycles if plan.unit == "dma" else plan.work
+                work = plan.background or (plan.cycles if plan.unit == "dma" else plan.work)
                 s.unit_cycles[plan.unit] = s.unit_cycles.get(plan.unit, 0) + h * work
                 for key, nbytes in plan.moves:
                     moved[key] = moved.get(key, 0) + h * nbytes

@@ -28,7 +28,7 @@ from sim.diannao.functional import CardMemory, operand_views
 # the scalar memory accesses (LOAD..FSTORE), the float ops (FADD..FCVT), the integer ops (ADD..RDID), then
 # the kinds that leave the interpreter's inner loop.
 (ADDI, BLT, BNE, BGE, BEQ, JMP, LOAD, STORE, FLOAD, FSTORE, FADD, FSUB, FMUL, FMAX, FMIN, FCVT, ADD, SUB, MUL,
- AND, OR, XOR, SLL, SRA, SRL, SLT, LI, RDID, TENSOR, SCALAR, BARRIER, HALT) = range(32)
+ AND, OR, XOR, SLL, SRA, SRL, SLT, LI, RDID, TENSOR, SCALAR, BARRIER, WAIT, HALT) = range(33)
 
 INTEGER_OPS = (ADD, SUB, MUL, AND, OR, XOR, SLL, SRA, SRL, SLT)
 FLOAT_OPS = (FADD, FSUB, FMUL, FMAX, FMIN)

@@ -77,6 +77,10 @@ def _plan(spec: isa.ISA, instr: isa.Instruction) -> InsnPlan:
     if unit not in UNITS:
         action, reason, missing = None, (f"its timing unit is {unit!r}; the VITA machine has the units "
                                          f"{', '.join(UNITS)}"), None
+    elif instr.timing.asynchronous:   # a unit already runs apart from the others, ordered by its tokens
+        action, reason, missing = None, ("its timing is 'async', which the VITA machine does not model: each "
+                                         "of its units already runs its own queue, ordered by dependence "
+                                         "tokens"), None
     if action not in MICRO_OP_ACTIONS:
         return InsnPlan(instr.name, unit, action, arg, reason, (), missing)
     try:

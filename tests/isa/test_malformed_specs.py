@@ -68,6 +68,8 @@ EXPECTED: dict[str, tuple[str, str, str, int | None]] = {
     "missing_summary": ("vsum", "summary", "instruction 'vsum' needs 'summary'", None),
     "constraint_not_a_condition": ("vrelu", "constraints[0].rule", "a rule must be a condition", None),
     "negative_timing": ("vrelu", "timing.latency", "'latency' must not be negative, but it is -4", None),
+    "async_without_unit": ("vrelu", "timing.async", "an 'async' instruction needs the 'unit'", None),
+    "async_not_a_boolean": ("vrelu", "timing.async", "'async' must be true or false, but it is 'yes'", None),
     "negative_shape": ("vsum", "operands.dst.shape", "dimension 0 of the shape is -1", None),
     "index_extent_too_large": ("vsum", "indices.k.extent",
                                "index 'k' has extent 4611686018427387904; an index counts 1 to", None),

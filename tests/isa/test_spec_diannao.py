@@ -889,6 +889,8 @@ VALID = {
     "qconv": dict(T="i8", out=0, inp=65536, wgt=64, h=10, w=10, cin=16, cout=32, kh=3, kw=3, s=2),
     "matmul": dict(T="f32", out=0, a=65536, b=0, m=64, k=64, n=64),
 }
+# the asynchronous copies have their synchronous twins' fields and rules
+VALID["memcpy_async"], VALID["memcpyr_async"] = VALID["memcpy"], VALID["memcpyr"]
 
 
 # registers for the rules that read them (memcpyr's base addresses: R1 = 0 in NMEM, R2 = 4160 in GMEM)

@@ -45,7 +45,7 @@ EXAMPLES = settings(max_examples=8, deadline=None)
 
 VECTOR_BINARY = ("vadd", "vsub", "vmul", "vmax", "vmin")
 VECTOR_UNARY = ("relu", "vabs")
-COPIES = ("memcpy", "memcpyr")
+COPIES = ("memcpy", "memcpyr", "memcpy_async", "memcpyr_async")
 # every (dst, src) pair memcpy may name: two different spaces, or NMEM to NMEM
 COPY_PAIRS = [(d, s) for d in SPEC.spaces for s in SPEC.spaces if d != s or d == "NMEM"]
 
@@ -56,10 +56,12 @@ def allowed_types(name: str) -> list[str]:
 
 
 def test_every_fast_path_is_covered_here():
-    """Each fast path is the one of exactly one built-in instruction (by contract); all are tested here."""
+    """Each fast path is the one of exactly one synchronous built-in instruction (by contract), and of its
+    asynchronous twin if it has one (the same contract); all are tested here."""
     covered = {*VECTOR_BINARY, *VECTOR_UNARY, *COPIES, "vzero", "conv", "qconv", "matmul"}
     with_fast_path = {name for name, instr in SPEC.instructions.items() if fast_path(instr) is not None}
-    assert with_fast_path == covered and len(FAST_PATHS) == len(covered)
+    synchronous = {name for name in covered if not SPEC.instruction(name).timing.asynchronous}
+    assert with_fast_path == covered and len(FAST_PATHS) == len(synchronous)
 
 
 # ------------------------------------------------------------------------------------------ the card
@@ -283,8 +285,8 @@ def copy_cases(draw, name: str, dst_space: str, src_space: str) -> Case:
     shape = dict(dst_space=dst_space, src_space=src_space, len=length, count=count, dst_stride=dst_stride,
                  src_stride=src_stride)
     core = draw(cores)
-    if name == "memcpy":
-        insn = SPEC.insn("memcpy", dst=dst, src=src, **shape)
+    if name in ("memcpy", "memcpy_async"):
+        insn = SPEC.insn(name, dst=dst, src=src, **shape)
         assume(isa.check_constraints(SPEC, insn) == [])  # an NMEM->NMEM copy onto its own source
         return Case(insn, core, insn.values)
     R = np.frombuffer(np.random.default_rng(draw(seeds)).bytes(4 * P["NUM_REGS"]), np.int32).copy()
@@ -296,7 +298,7 @@ def copy_cases(draw, name: str, dst_space: str, src_space: str) -> Case:
     assume(-(1 << 24) <= src_off < 1 << 24)
     if rs1 != rd:
         R[rs1] = src - src_off
-    insn = SPEC.insn("memcpyr", rd=rd, rs1=rs1, dst_off=dst_off, src_off=src_off, **shape)
+    insn = SPEC.insn(name, rd=rd, rs1=rs1, dst_off=dst_off, src_off=src_off, **shape)
     assume(isa.check_constraints(SPEC, insn, {"R": R}) == [])
     fields = {**insn.values, "dst": int(R[rd]) + dst_off, "src": int(R[rs1]) + src_off}
     return Case(insn, core, fields, {"R": R})

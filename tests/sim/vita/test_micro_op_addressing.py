@@ -222,3 +222,16 @@ def test_an_operand_of_no_micro_op_role_is_named_in_the_error():
     assert (info.value.instruction, info.value.operand, info.value.field) == ("ALU_CLIP", "x", None)
     plan = plan_spec(spec)["ALU_CLIP"]
     assert plan.action is None and "operand 'x' has no micro-op address" in plan.reason
+
+
+def test_an_asynchronous_instruction_is_refused_by_name_with_the_reason():
+    """VITA's units already run apart (token queues); an ``async`` timing it does not model is refused."""
+    spec = isa.load_spec_text('[isa]\nname = "vita"\nextends = "vita"\nsummary = "async ALU"\n'
+                              '[instructions.ALU_MAX]\ntiming = { async = true }\n', "async_alu.toml")
+    plan = plan_spec(spec)["ALU_MAX"]
+    assert plan.action is None
+    assert "its timing is 'async', which the VITA machine does not model" in plan.reason
+    alu = spec.insn("ALU_MAX", uop_end=1, iter_out=1, iter_in=1)
+    with pytest.raises(VitaUnsupportedError, match="cannot run 'ALU_MAX': its timing is 'async'") as info:
+        simulate(isa.Program(spec, [alu, spec.insn("FINISH")]), np.zeros(1 << 12, np.uint8), CFG)
+    assert info.value.pc == 0
