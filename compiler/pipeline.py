@@ -15,7 +15,9 @@ Targets:
   case, before partitioning cuts the padded copy apart), partition loops to remove guards (Alg. 2), simplify,
   preprocess marked statements against instruction constraints (Alg. 1), partition again (preprocessing turns
   a padded copy into a guarded one), select tensor instructions (Sec. IV-D), and let one core per cluster fill
-  the SMEM tiles its cluster shares (the two-level tiling of Sec. V). ``compiler.backend.diannao`` turns the
+  the SMEM tiles its cluster shares (the two-level tiling of Sec. V), and pipeline the tile loops a schedule
+  marks (``double_buffer``: the next tile's copies issued asynchronously while the core computes, TVM's
+  InjectDoubleBuffer). ``compiler.backend.diannao`` turns the
   result into an SPMD program. ``skip`` drops passes by name (``loop_partition``, ``preprocess``) to measure
   what each one buys.
 - ``vita``: TVM Sec. 3.4-3.5's flow for VITA: flatten, fold the epilogue stages into the accumulator
@@ -51,6 +53,7 @@ from compiler.errors import LoweringError
 from compiler.ir import nodes as ir
 from compiler.lower import lower
 from compiler.passes import (
+    double_buffer,
     flatten,
     fold_padding,
     fuse_reduction_ends,
@@ -114,6 +117,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("simplify_preprocessed", simplify, "flat"),
         Pass("tensorize", tensorize, "flat", spec=True),
         Pass("share_smem", share_smem, "flat"),
+        Pass("double_buffer", double_buffer, "flat", spec=True),
     ),
     "vita": (
         Pass("simplify", simplify, "loop-ir"),
@@ -139,7 +143,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     ),
 }
 PIPELINES["arm"] = PIPELINES["cpu"]   # UNIT's flow is the same; only the spec (and LLVM's triple) differ
-OPTIONAL = frozenset({"loop_partition", "preprocess"})
+OPTIONAL = frozenset({"loop_partition", "preprocess", "double_buffer"})
 
 Dump = Callable[[str, ir.PrimFunc], None]
 

@@ -40,7 +40,8 @@ LAYERS = tuple(((hw, hw, cin), cout) for hw, cin, cout in SEED001_CONV)   # 3x3,
 QUICK_LAYERS = (((14, 14, 32), 32),)
 CORES, SEED, DTYPE = 16, 0, "float32"
 UNITS = ("tfu", "dma", "vfu", "scalar", "ctrl")
-CAUSES = ("barrier", "GMEM->WMEM", "GMEM->SMEM", "GMEM->NMEM", "SMEM->NMEM", "NMEM->GMEM", "other")
+CAUSES = ("barrier", "async wait", "GMEM->WMEM", "GMEM->SMEM", "GMEM->NMEM", "SMEM->NMEM", "NMEM->GMEM",
+          "other")
 COPY = re.compile(r"dst_space=(?P<dst>\w+), src_space=(?P<src>\w+)")
 COLUMNS = ("layer", "shape", "cout", "plan", "cores", "cycles", "roofline", "roofline_pct", "estimate",
            *(f"{u}_pct" for u in (*UNITS, "other")), "stalled_pct", *(f"stalled_{c}_pct" for c in CAUSES),
@@ -62,7 +63,8 @@ def breakdown(index: int, shape: tuple[int, int, int], cout: int) -> dict:
     total = result.cycles * len(cores)
     share = {u: 100 * sum(c.unit_cycles.get(u, 0) for c in cores) / total for u in UNITS}
     # the rest of a core's busy cycles: instructions of no unit (barriers' release, halt)
-    share["other"] = 100 * sum(c.busy - sum(c.unit_cycles.get(u, 0) for u in UNITS) for c in cores) / total
+    share["other"] = 100 * sum(c.busy - sum(c.unit_cycles.get(u, 0) for u in UNITS) + c.background
+                               for c in cores) / total
     roof = conv2d_roofline(ConvShape(h, w, cin, cout, 3, 1, 1), DTYPE, CORES, target)
     return {"layer": index, "shape": f"{h}x{w}x{cin}", "cout": cout, "plan": plan.describe(),
             "cores": len(cores), "cycles": result.cycles, "roofline": roof,
@@ -85,6 +87,8 @@ def stalls(result) -> dict[str, int]:
             continue
         if kind == "stall" and "barrier" in what:
             causes["barrier"] += end - begin
+        elif kind == "stall" and "asynchronous" in what:   # a wait for the core's asynchronous copies
+            causes["async wait"] += end - begin
         elif kind == "stall":
             pending[track] = pending.get(track, 0) + end - begin
         elif kind == "instruction" and pending.get(track):

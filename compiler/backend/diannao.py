@@ -34,6 +34,10 @@ Accepted IR (anything else raises ``LoweringError`` naming the node):
   bytes at CORE_ID times that;
 - ``Attr("cluster_fill")``: a cluster barrier, the body on the cluster's first core only (CORE_ID 0), and
   a second barrier (``share_smem`` states when that computes what every core filling its own copy would);
+  ``Attr("cluster_prefetch")`` (``double_buffer``): the body on the first core only, no barriers;
+  ``Attr("cluster_sync")``: the body (a wait), then a cluster barrier;
+- the spec's ``wait`` instruction (group ``wait``); an asynchronous copy (``memcpy``'s asynchronous twin,
+  from ``double_buffer``) becomes memcpyr's asynchronous twin, as ``memcpy`` becomes ``memcpyr``;
 - scalar ``Store``/``Load`` and expressions: see compiler/backend/diannao_scalar.py;
 - ``TensorInsn(isa="diannao")``: ``memcpy`` becomes ``memcpyr`` with its addresses in registers (region
   offsets may depend on loop variables and the core index), split into rows or several instructions where the
@@ -67,6 +71,7 @@ from compiler.errors import InterpError, LoweringError, VerifyError
 from compiler.interp.tensor_insn import bind_types
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRVisitor, fields_of, post_order_visit
+from compiler.passes.double_buffer import CLUSTER_PREFETCH, CLUSTER_SYNC, async_twin
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 from compiler.passes.tensorize import space_of
 from compiler.verify import verify
@@ -242,6 +247,10 @@ class _Codegen:
         self.open: list[str] = []       # the threads of the bound loops around the statement compiled now
         self.clusters = 0               # the extent of the enclosing cluster-bound loop (0: none)
         self.smem_reg: int | None = None
+        # a copy is emitted as memcpyr; an asynchronous one (double_buffer's) as memcpyr's asynchronous twin
+        self.copy_reg = spec.instruction("memcpyr")
+        self.copy_async = async_twin(spec, spec.instruction("memcpy"))
+        self.copy_reg_async = async_twin(spec, self.copy_reg)
 
     def run(self) -> DiannaoKernel:
         func = self.func
@@ -338,24 +347,30 @@ class _Codegen:
         if _shared_allocation(s):
             self._Allocate(s.body, shared=True)
             return
-        if s.key == CLUSTER_FILL:
-            self._cluster_fill(s)
+        if s.key in (CLUSTER_FILL, CLUSTER_PREFETCH):
+            self._cluster_fill(s, barriers=s.key == CLUSTER_FILL)
+            return
+        if s.key == CLUSTER_SYNC:
+            self.stmt(s.body)
+            self.code.emit("barrier", scope="CLUSTER")
             return
         with self.code.marking(s.key.startswith("pragma_")):
             self.stmt(s.body)
 
-    def _cluster_fill(self, s: ir.Attr) -> None:
-        """Barrier; the fill on the cluster's first core; barrier."""
+    def _cluster_fill(self, s: ir.Attr, barriers: bool = True) -> None:
+        """Barrier; the fill on the cluster's first core; barrier (a prefetch: the fill alone)."""
         if "core" not in self.open:
             raise LoweringError(f"{_first_line(s)}: a cluster fill must be inside the core-bound loop")
-        self.code.emit("barrier", scope="CLUSTER")
+        if barriers:
+            self.code.emit("barrier", scope="CLUSTER")
         core, skip = self.s.take(), Label()
         self.code.emit("rdid", rd=core, which="CORE_ID")
         self.code.emit("bne", rs1=core, rs2=self.zero, target=skip)
         self.s.free(Val(core, temp=True))
         self.stmt(s.body)
         self.code.place(skip)
-        self.code.emit("barrier", scope="CLUSTER")
+        if barriers:
+            self.code.emit("barrier", scope="CLUSTER")
 
     def _Evaluate(self, s: ir.Evaluate) -> None:
         if not isinstance(s.value, ir.IntImm | ir.FloatImm):
@@ -552,7 +567,10 @@ class _Codegen:
             instr = spec.instruction(s.name)
         except KeyError as e:
             raise LoweringError(f"{text}: {e.args[0]}") from None
-        if instr.group not in TENSOR_GROUPS or s.name == "memcpyr":
+        if instr.group == "wait" and not instr.operands and not s.fields:   # double_buffer's wait
+            self.code.emit(s.name)
+            return
+        if instr.group not in TENSOR_GROUPS or instr in (self.copy_reg, self.copy_reg_async):
             raise LoweringError(f"{text}: '{s.name}' is not a tensor instruction of the IR (memcpyr is what "
                                 "memcpy becomes)")
         try:
@@ -584,8 +602,8 @@ class _Codegen:
             if expected != space:
                 raise LoweringError(f"{text}: operand '{op.name}' must be in {expected}, but buffer "
                                     f"{r.buffer.name} is in {space}")
-        if s.name == "memcpy":
-            self._memcpy(text, instr, fields, regions["dst"], regions["src"])
+        if s.name == "memcpy" or instr == self.copy_async:
+            self._memcpy(text, instr, fields, regions["dst"], regions["src"], asynchronous=s.name != "memcpy")
             return
         for op in operands:
             r = regions[op.name]
@@ -628,13 +646,16 @@ class _Codegen:
             raise LoweringError(f"{text}: " + "; ".join(str(v) for v in broken))
 
     def _memcpy(self, text: str, instr: isa.Instruction, fields: dict, dst: ir.Region,
-                src: ir.Region) -> None:
-        """A copy as ``memcpyr`` instructions at register + offset addresses (``split_copy`` pieces)."""
+                src: ir.Region, asynchronous: bool = False) -> None:
+        """A copy as ``memcpyr`` instructions at register + offset addresses (``split_copy`` pieces); an
+        asynchronous one as memcpyr's asynchronous twin."""
         value = {f.name: fields.get(f.name, f.default or 0) for f in instr.fields}
         length, count = value["len"], value["count"]
         if length == 0 or count == 0:
             return  # copies nothing, as the interpreter has it
-        fmt = self.spec.instruction("memcpyr")
+        fmt = self.copy_reg_async if asynchronous else self.copy_reg
+        if fmt is None:
+            raise LoweringError(f"{text}: the spec has no asynchronous twin of memcpyr to issue it with")
         max_len, max_count = fmt.field("len").hi, fmt.field("count").hi
         max_stride = min(fmt.field("dst_stride").hi, fmt.field("src_stride").hi)
         pieces = split_copy(length, count, value["dst_stride"], value["src_stride"], max_len, max_count,
@@ -650,8 +671,8 @@ class _Codegen:
                 f = {"dst_space": value["dst_space"], "src_space": value["src_space"], "rd": d[0],
                      "rs1": r[0], "dst_off": d[1] + p.dst, "src_off": r[1] + p.src, "len": p.length,
                      "count": p.count, "dst_stride": p.dst_stride, "src_stride": p.src_stride}
-                self._check(text, "memcpyr", f)
-                self.code.emit("memcpyr", **f)
+                self._check(text, fmt.name, f)
+                self.code.emit(fmt.name, **f)
             self.s.free(d[2], r[2])
 
     def _copy_base(self, region: ir.Region, span: int, field: isa.Field) -> tuple[int, int, Val | None]:

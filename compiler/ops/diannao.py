@@ -346,15 +346,22 @@ class _Layer:
 
     def tile_rows(self, share: int, groups: int) -> int | None:
         """The most output rows (balanced over the tiles of a core's ``share``) whose input rows and output
-        fit NMEM (each buffer aligned, with a VECTOR_ELEMS grain of slack for zero-fill rounding)."""
+        fit NMEM (each buffer aligned, with a VECTOR_ELEMS grain of slack for zero-fill rounding): the whole
+        share in one tile, or tiles whose buffers fit twice (``double_buffer`` gives a loop of several tiles
+        two copies of each)."""
         out_row = self.ow * self.cout // groups * self.itemsize
-        return _balanced(share, lambda rows: self.in_rows(rows) <= self.max_rows and self.in_rows(rows) *
-                         self.row_bytes + rows * out_row + 2 * self._slack <= self.p["NMEM_BYTES"])
+
+        def fits(rows: int, copies: int) -> bool:
+            return self.in_rows(rows) <= self.max_rows and copies * (
+                self.in_rows(rows) * self.row_bytes + rows * out_row + 2 * self._slack) <= self.p["NMEM_BYTES"]
+        return share if fits(share, 1) else _balanced(share, lambda rows: fits(rows, 2))
 
     def smem_rows(self, share: int) -> int | None:
-        """The most output rows (balanced over a cluster's ``share``) whose input rows fit SMEM."""
-        return _balanced(share, lambda rows: self.in_rows(rows) * self.row_bytes + self._slack
-                         <= self.p["SMEM_BYTES"])
+        """The most output rows (balanced over a cluster's ``share``) whose input rows fit SMEM: the whole
+        share once, or tiles that fit twice (double-buffered, as ``tile_rows``)."""
+        def fits(rows: int, copies: int) -> bool:
+            return copies * (self.in_rows(rows) * self.row_bytes + self._slack) <= self.p["SMEM_BYTES"]
+        return share if fits(share, 1) else _balanced(share, lambda rows: fits(rows, 2))
 
     @property
     def _slack(self) -> int:
@@ -511,6 +518,7 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     for t in copies:
         s[t].pragma(s[t].op.axis[0], "intrin", "copy")
     s[out].pragma(yi, "intrin", "copy")
+    s[out].pragma(yt, "double_buffer", 1)
     return DiannaoSchedule(s, (x, wb, *([b] if bias else []), out), plan.cores, plan.tile_rows)
 
 
@@ -563,6 +571,7 @@ def _core_loops(s: Schedule, out: te.Tensor, plan: ConvPlan, xs: te.Tensor | Non
         if not analysis:
             s[out].bind(rg, te.thread_axis("cluster", name="cl"))
         s[xs].compute_at(s[out], ys)
+        s[out].pragma(ys, "double_buffer", 1)
     if not analysis:
         s[out].bind(core, te.thread_axis("core", name="tid"))
     return core, yt, yi

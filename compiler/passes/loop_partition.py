@@ -105,8 +105,9 @@ def _if(s: ir.IfThenElse, cond: ir.Expr, then_case: ir.Stmt, else_case: ir.Stmt 
 
 
 def _is_marked(s: ir.Attr) -> bool:
-    """A tensor-instruction mark: its ``Select``/``if_then_else`` conditions are guards too."""
-    return s.key == "tensorize" or s.key.startswith("pragma_")
+    """A tensor-instruction mark: its ``Select``/``if_then_else`` conditions are guards too (a loop's
+    ``pragma_double_buffer`` marks no instruction)."""
+    return s.key == "tensorize" or (s.key.startswith("pragma_") and s.key != "pragma_double_buffer")
 
 
 def _loop_range(s: ir.For, ranges: Ranges) -> Interval | None:

@@ -106,7 +106,7 @@ class _Preprocess(IRMutator):
 
     def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
         if s.key not in MARKS:
-            return super().mutate_Attr(s)
+            return self.generic_mutate(s)
         body = self.mutate(s.body)
         marked = []
         for stmt in body.stmts if isinstance(body, ir.Seq) else (body,):

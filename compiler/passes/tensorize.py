@@ -207,7 +207,7 @@ class _Tensorizer(IRMutator):
 
     def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
         if s.key not in MARKS:
-            return super().mutate_Attr(s)
+            return self.generic_mutate(s)
         out = []
         for stmt in _statements(s.body):
             if isinstance(stmt, ir.IfThenElse):  # a guard outside the nest is control around the marks

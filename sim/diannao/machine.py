@@ -105,8 +105,9 @@ from sim.diannao.scalar import (
 # ----------------------------------------------------------------------------------------------- results
 @dataclass
 class CoreStats:
-    """What one core did: cycles executing (busy), waiting for a shared port or a barrier (stalled), and
-    after its halt until the whole kernel ends (idle); instructions executed, by kind; unit busy cycles."""
+    """What one core did: cycles executing (busy), waiting for a shared port, a barrier or its asynchronous
+    work (stalled), and after its halt until the whole kernel ends (idle); instructions executed, by kind;
+    unit busy cycles, of which ``background`` ran asynchronously (not in the core's busy cycles)."""
 
     core: int
     cluster: int
@@ -118,6 +119,7 @@ class CoreStats:
     tensor_instructions: int = 0
     scalar_instructions: int = 0
     unit_cycles: dict[str, int] = field(default_factory=dict)  # "vfu", "tfu", "dma", "scalar", "ctrl"
+    background: int = 0
 
 
 @dataclass
@@ -258,16 +260,14 @@ class _Machine:
         return R, F, (core % self.cpc, core // self.cpc, self.core_dim, self.cluster_dim)
 
     def core(self, core: int):
-        """Run the kernel on ``core``: a tight interpreter over the decoded instructions that runs core-local
-        scalar code inline and leaves it for the steps below (shared accesses, tensor instructions, the
-        generic executor, barriers, halt). ``t`` is the core's clock, at the end of the instruction run."""
+        """Run the kernel on ``core``: an interpreter that runs core-local scalar code inline and calls the
+        steps below for the rest. ``t`` is the core's clock, at the end of the instruction run."""
         ops, costs, hits, blocks, runs = self.ops, self.costs, self.hits[core], self.blocks, self.runs[core]
-        n = len(ops)
+        n, pending = len(ops), self.pending[core]
         R, F, ids = self.registers(core)
         mems = {code: self.memory.space(code, core) for code in self.spaces}
         left = self.config.instruction_budget
         failures = self.failures(core, R, mems)
-        pending = self.pending[core]
         t = pc = 0
         while True:
             if pc >= n:
@@ -311,9 +311,7 @@ class _Machine:
                 if addr < 0 or addr + op.element.size > mem.size:
                     raise self.out_of_bounds(core, pc, op, R, mem.size)
                 if pending:
-                    span = ((op.space, addr, addr + op.element.size),)
-                    self.check_hazards(core, pc, pending, () if k in (STORE, FSTORE) else span,
-                                       span if k in (STORE, FSTORE) else ())
+                    self.access_hazards(core, pc, op, addr)
                 if op.shared:
                     t = yield from self.take_ports(core, pc, t)
                 if k == FLOAD:   # the commonest access and float op inline; the others in scalar.py
@@ -331,28 +329,35 @@ class _Machine:
                 t = yield from self.tensor(core, pc, op, t, R)
                 pc += 1
             elif k == SCALAR:
-                if pending and op.memory:
-                    raise self.outstanding(core, pc, "runs a scalar instruction with memory operands the "
-                                           "simulator does not check against them")
                 if op.shared:
                     t = yield from self.take_ports(core, pc, t)
                 step = self.generic(core, pc, op, R, F, ids)
                 if step != pc + 1 and left < 0:
                     raise self.runaway(core, step)
                 pc = step
-            elif k == BARRIER:
-                if pending:
-                    raise self.outstanding(core, pc, "reaches a barrier")
-                t = yield from self.barrier(core, pc, op, t)
+            else:  # BARRIER, WAIT, HALT
+                t = yield from self.control(core, pc, k, op, t)
+                if t is None:   # halted
+                    return
                 pc += 1
-            elif k == WAIT:
-                t = self.wait(core, pc, t)
-                pc += 1
-            else:  # HALT
-                if pending:
-                    raise self.outstanding(core, pc, "halts")
-                yield from self.halt(core, pc, t)
-                return
+
+    def control(self, core: int, pc: int, kind: int, op, t: int):
+        """A barrier, wait or halt at ``pc`` (cost included in ``t``); return the cycle the core goes on
+        (None after a halt). A barrier or halt with asynchronous work outstanding is a hazard."""
+        if kind == WAIT:
+            return self.wait(core, pc, t)
+        if self.pending[core]:
+            raise self.outstanding(core, pc, "reaches a barrier" if kind == BARRIER else "halts")
+        if kind == BARRIER:
+            return (yield from self.barrier(core, pc, op, t))
+        yield from self.halt(core, pc, t)
+        return None
+
+    def access_hazards(self, core: int, pc: int, op: ScalarAccess, addr: int) -> None:
+        """Check the scalar load or store at ``pc`` of ``addr`` against the outstanding asynchronous work."""
+        span = ((op.space, addr, addr + op.element.size),)
+        written = op.kind in (STORE, FSTORE)
+        self.check_hazards(core, pc, self.pending[core], () if written else span, span if written else ())
 
     def failures(self, core: int, R: list[int], mems: dict) -> tuple:
         """What a compiled block calls to fail on ``core``: out of bounds at a pc, and out of budget at a
@@ -383,6 +388,9 @@ class _Machine:
     def generic(self, core: int, pc: int, op: GenericScalar, R: list[int], F: list[float],
                 ids: tuple[int, ...]) -> int:
         """Run the scalar instruction at ``pc`` through the spec's semantics; return the next pc."""
+        if op.memory and self.pending[core]:
+            raise self.outstanding(core, pc, "runs a scalar instruction with memory operands the simulator "
+                                   "does not check against them")
         try:
             return execute_scalar(self.spec, op.insn, op.files, self.memory if op.memory else None, core, pc,
                                   R, F, ids)
@@ -648,6 +656,7 @@ class _Machine:
                     s.scalar_instructions += h
                 work = plan.background or (plan.cycles if plan.unit == "dma" else plan.work)
                 s.unit_cycles[plan.unit] = s.unit_cycles.get(plan.unit, 0) + h * work
+                s.background += h * plan.background
                 for key, nbytes in plan.moves:
                     moved[key] = moved.get(key, 0) + h * nbytes
             stats.append(s)
