@@ -66,6 +66,7 @@ from dataclasses import dataclass
 import isa
 from compiler.arith import Interval, simplify
 from compiler.backend.diannao_emit import TENSOR_GROUPS, Code, Label, Late, RegisterFile
+from compiler.backend.diannao_fill import split_fill
 from compiler.backend.diannao_scalar import Binding, Place, Scalar, Val, float_bits
 from compiler.errors import InterpError, LoweringError, VerifyError
 from compiler.interp.tensor_insn import bind_types
@@ -247,6 +248,7 @@ class _Codegen:
         self.open: list[str] = []       # the threads of the bound loops around the statement compiled now
         self.clusters = 0               # the extent of the enclosing cluster-bound loop (0: none)
         self.smem_reg: int | None = None
+        self.cluster_cores = 1          # the cores of a cluster the core-bound loop runs on
         # a copy is emitted as memcpyr; an asynchronous one (double_buffer's) as memcpyr's asynchronous twin
         self.copy_reg = spec.instruction("memcpyr")
         self.copy_async = async_twin(spec, spec.instruction("memcpy"))
@@ -358,17 +360,29 @@ class _Codegen:
             self.stmt(s.body)
 
     def _cluster_fill(self, s: ir.Attr, barriers: bool = True) -> None:
-        """Barrier; the fill on the cluster's first core; barrier (a prefetch: the fill alone)."""
+        """Barrier; the fill split among the cluster's cores (``split_fill``), else on its first core;
+        barrier (a prefetch: the fill alone)."""
         if "core" not in self.open:
             raise LoweringError(f"{_first_line(s)}: a cluster fill must be inside the core-bound loop")
         if barriers:
             self.code.emit("barrier", scope="CLUSTER")
-        core, skip = self.s.take(), Label()
+        parts = split_fill(s.body, self.cluster_cores, self.spec.params["VECTOR_ALIGN"]) or [[s.body]]
+        core, done = self.s.take(), Label()
         self.code.emit("rdid", rd=core, which="CORE_ID")
-        self.code.emit("bne", rs1=core, rs2=self.zero, target=skip)
+        for c, part in enumerate(parts):
+            skip = Label()
+            if c:
+                other = self.s.take()
+                self.code.emit("li", rd=other, imm=c)
+                self.code.emit("bne", rs1=core, rs2=other, target=skip)
+                self.s.free(Val(other, temp=True))
+            else:
+                self.code.emit("bne", rs1=core, rs2=self.zero, target=skip)
+            self.stmt(ir.seq(*part))   # ``core`` stays taken until every part is placed
+            self.code.emit("jmp", target=done)
+            self.code.place(skip)
+        self.code.place(done)
         self.s.free(Val(core, temp=True))
-        self.stmt(s.body)
-        self.code.place(skip)
         if barriers:
             self.code.emit("barrier", scope="CLUSTER")
 
@@ -514,6 +528,7 @@ class _Codegen:
             self.code.emit("mul", rd=cluster, rs1=cluster, rs2=dim)
             self.code.emit("add", rd=reg, rs1=reg, rs2=cluster)
             self.s.free(Val(cluster, temp=True), Val(dim, temp=True))
+        self.cluster_cores = min(n, self.cpc)
         self._open("core", s.var, Binding(reg), Interval(0, n - 1), s.body)
         self.s.free(Val(reg, temp=True))
 

@@ -24,6 +24,7 @@ from compiler import ops, te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops import nn
+from compiler.ops.diannao_conv_plans import ConvPlan, conv_plan, conv_plans, rows_covered  # noqa: F401 (API)
 from compiler.ops.diannao_tiles import (
     constant_vector,
     fill_constants,
@@ -40,8 +41,9 @@ from compiler.schedule import Schedule, create_schedule
 
 BINARY = {"add": ops.add, "sub": ops.sub, "mul": ops.mul, "maximum": ops.maximum}
 #: The loops of a conv schedule that split the layer over cores (row groups, a cluster's sub-rows, channel
-#: groups): fused into the core axis to run, apart in the ``analysis`` form.
-CORE_LOOPS = ("rg", "sub", "cg")
+#: groups, the clusters' channel groups): fused into the core and cluster axes to run, apart in the
+#: ``analysis`` form.
+CORE_LOOPS = ("rg", "sub", "cg", "ccg")
 UNARY = {"relu": ops.relu}
 
 
@@ -233,226 +235,6 @@ def _tiled(inputs: tuple[te.Tensor, ...], out: te.Tensor, mark: str, cores: int,
 
 
 # ------------------------------------------------------------------------------------------------ conv
-@dataclass(frozen=True)
-class ConvPlan:
-    """How a conv layer is cut over the card, in one of two forms.
-
-    Private (``sub_rows == 0``): ``row_groups`` x ``cout_groups`` cores on one flat core axis; a core computes
-    the output rows of its row group for the output channels of its channel group, staging ``tile_rows``
-    output rows' worth of input at a time from GMEM into its NMEM.
-
-    Cluster-shared (``sub_rows > 0``, the two-level tiling of seed 001 Sec. V): ``row_groups`` clusters take
-    one row group each; a cluster's cores split its rows ``sub_rows`` ways and its channels ``cout_groups``
-    ways (``sub_rows * cout_groups`` = a cluster's cores). The cluster stages ``smem_rows`` output rows' worth
-    of input in SMEM once, one core filling it for all, and each core copies its ``tile_rows`` at a time from
-    SMEM into NMEM.
-    """
-
-    oh: int
-    ow: int
-    row_groups: int
-    cout_groups: int
-    tile_rows: int
-    estimate: int  # cycles: the tensor unit's for one core's share plus the GMEM (and SMEM) port time
-    sub_rows: int = 0
-    smem_rows: int = 0
-
-    @property
-    def cores(self) -> int:
-        """The cores the plan launches."""
-        return self.row_groups * self.cout_groups * max(self.sub_rows, 1)
-
-    def describe(self) -> str:
-        """The cut in words: groups (row groups or clusters x channel groups), NMEM tile rows, and in the
-        cluster-shared form the sub-rows and SMEM tile rows."""
-        shared = f", {self.sub_rows} sub-rows, SMEM {self.smem_rows} rows" if self.sub_rows else ""
-        return f"{self.row_groups}x{self.cout_groups} groups, tile {self.tile_rows} rows{shared}"
-
-
-def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
-              spec: isa.ISA) -> ConvPlan:
-    """The cut with the fewest estimated cycles of ``conv_plans``."""
-    return min(conv_plans(h, w, cin, cout, k, stride, pad, itemsize, cores, spec), key=lambda p: p.estimate)
-
-
-def conv_plans(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
-               spec: isa.ISA) -> list[ConvPlan]:
-    """Every cut of the layer over the card that fits, of either form (``ConvPlan``), each with its
-    estimated cycles.
-
-    The estimate is the tensor unit's cycles for one core's share plus the time the card's GMEM port and a
-    cluster's SMEM port are busy (each row group reads its channel groups' weights, each channel group its
-    row groups' input rows with the halo of every tile): on this card a core waits for its own copies, so the
-    ports' time adds to the compute's. Cuts use at most ``cores`` cores, a number the card can launch (up to
-    a cluster, or whole clusters), and leave no row group empty (an empty group's guards would depend on the
-    core in ways loop partitioning cannot split in three pieces). ScheduleError names what cannot fit."""
-    p = spec.params
-    block = p["CONV_BLOCK"]
-    invalid = nn.ConvShape(h, w, cin, cout, k, stride, pad).invalid()
-    if invalid or cores < 1:
-        raise ScheduleError(f"DianNao conv: {invalid or f'expected at least one core, but got {cores}'}")
-    if cout % block:
-        raise ScheduleError(f"DianNao conv: cout = {cout} is not a multiple of CONV_BLOCK = {block}")
-    layer = _Layer(h, w, cin, cout, k, stride, pad, itemsize, p,
-                   max_rows=(1 << spec.instruction("conv").field("h").bits) - 1)
-    plans = [*_private_plans(layer, cores), *_shared_plans(layer, cores)]
-    if not plans:
-        raise ScheduleError(f"DianNao conv: no split of {cores} cores fits the weights "
-                            f"({k}x{k}x{cin}x{cout}) in WMEM and a tile of output rows in NMEM")
-    return plans
-
-
-@dataclass(frozen=True)
-class _Layer:
-    """A conv layer's sizes, and the cost of pieces of it on the card described by ``p``."""
-
-    h: int
-    w: int
-    cin: int
-    cout: int
-    k: int
-    stride: int
-    pad: int
-    itemsize: int
-    p: dict
-    max_rows: int  # input rows one conv instruction can take (its h field)
-
-    @property
-    def oh(self) -> int:
-        return (self.h + 2 * self.pad - self.k) // self.stride + 1
-
-    @property
-    def ow(self) -> int:
-        return (self.w + 2 * self.pad - self.k) // self.stride + 1
-
-    @property
-    def row_bytes(self) -> int:
-        """One padded input row."""
-        return (self.w + 2 * self.pad) * self.cin * self.itemsize
-
-    def in_rows(self, rows: int) -> int:
-        """Input rows that ``rows`` output rows read."""
-        return (rows - 1) * self.stride + self.k
-
-    def weights(self, groups: int) -> int | None:
-        """Bytes of one of ``groups`` channel groups' weights, or None when they do not fit WMEM."""
-        nbytes = self.k * self.k * self.cin * self.cout // groups * self.itemsize
-        return nbytes if nbytes <= self.p["WMEM_BYTES"] else None
-
-    def tensor_cycles(self, rows: int, groups: int) -> int:
-        """The tensor unit's cycles for ``rows`` output rows of one of ``groups`` channel groups."""
-        macs = rows * self.ow * self.cout // groups * self.k * self.k * self.cin
-        return math.ceil(macs * self.itemsize / (2 * self.p["TFU_MACS_PER_CYCLE"]))
-
-    def tile_rows(self, share: int, groups: int) -> int | None:
-        """The most output rows (balanced over the tiles of a core's ``share``) whose input rows and output
-        fit NMEM (each buffer aligned, with a VECTOR_ELEMS grain of slack for zero-fill rounding): the whole
-        share in one tile, or tiles whose buffers fit twice (``double_buffer`` gives a loop of several tiles
-        two copies of each)."""
-        out_row = self.ow * self.cout // groups * self.itemsize
-
-        def fits(rows: int, copies: int) -> bool:
-            return self.in_rows(rows) <= self.max_rows and copies * (
-                self.in_rows(rows) * self.row_bytes + rows * out_row + 2 * self._slack) <= self.p["NMEM_BYTES"]
-        return share if fits(share, 1) else _balanced(share, lambda rows: fits(rows, 2))
-
-    def smem_rows(self, share: int) -> int | None:
-        """The most output rows (balanced over a cluster's ``share``) whose input rows fit SMEM: the whole
-        share once, or tiles that fit twice (double-buffered, as ``tile_rows``)."""
-        def fits(rows: int, copies: int) -> bool:
-            return copies * (self.in_rows(rows) * self.row_bytes + self._slack) <= self.p["SMEM_BYTES"]
-        return share if fits(share, 1) else _balanced(share, lambda rows: fits(rows, 2))
-
-    @property
-    def _slack(self) -> int:
-        return self.p["VECTOR_ELEMS"] * self.itemsize + self.p["VECTOR_ALIGN"]
-
-    def port_cycles(self, gmem: int, smem: int = 0) -> int:
-        return math.ceil(gmem / self.p["DMA_GMEM_BYTES_PER_CYCLE"]) + \
-            math.ceil(smem / self.p["DMA_SMEM_BYTES_PER_CYCLE"])
-
-
-def _balanced(share: int, fits) -> int | None:
-    """The largest tile of at most ``share`` rows that ``fits``, then evened out over the tiles it needs."""
-    if not fits(1):
-        return None
-    most = 1
-    while most < share and fits(most + 1):
-        most += 1
-    tiles = math.ceil(share / most)
-    return math.ceil(share / tiles)
-
-
-def _no_empty_group(n: int, groups: int) -> bool:
-    return math.ceil(n / groups) * (groups - 1) < n
-
-
-def _private_plans(layer: _Layer, cores: int):
-    p, blocks = layer.p, layer.cout // layer.p["CONV_BLOCK"]
-    per_cluster = p["CORES_PER_CLUSTER"]
-    for cg in (g for g in range(1, blocks + 1) if blocks % g == 0):
-        weights = layer.weights(cg)
-        for rg in range(1, layer.oh + 1):
-            used = rg * cg
-            if not (used <= min(cores, per_cluster) or (used <= cores and used % per_cluster == 0)):
-                continue
-            share = math.ceil(layer.oh / rg)
-            tile = layer.tile_rows(share, cg)
-            if weights is None or tile is None or not _no_empty_group(layer.oh, rg):
-                continue
-            input_rows = rg * math.ceil(share / tile) * layer.in_rows(tile)   # each tile with its halo
-            traffic = rg * cg * weights + cg * input_rows * layer.w * layer.cin * layer.itemsize
-            estimate = layer.tensor_cycles(share, cg) + layer.port_cycles(traffic + _output_bytes(layer))
-            yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate)
-
-
-def _shared_plans(layer: _Layer, cores: int):
-    p, blocks = layer.p, layer.cout // layer.p["CONV_BLOCK"]
-    per_cluster = p["CORES_PER_CLUSTER"]
-    for clusters in range(1, min(cores // per_cluster, p["CLUSTERS"]) + 1):
-        share = math.ceil(layer.oh / clusters)   # output rows per cluster
-        smem_rows = layer.smem_rows(share)
-        if smem_rows is None or not _no_empty_group(layer.oh, clusters):
-            continue
-        smem_tiles = math.ceil(share / smem_rows)
-        for cg in (g for g in range(1, per_cluster + 1) if blocks % g == 0 and per_cluster % g == 0):
-            rs = per_cluster // cg
-            rows = math.ceil(smem_rows / rs)   # a core's rows of one SMEM tile
-            weights, tile = layer.weights(cg), layer.tile_rows(rows, cg)
-            if weights is None or tile is None or not _sub_rows_fit(layer.oh, clusters, smem_rows, rs):
-                continue
-            fill = smem_tiles * layer.in_rows(smem_rows)   # input rows a cluster reads from GMEM
-            traffic = clusters * (per_cluster * weights + fill * layer.w * layer.cin * layer.itemsize)
-            copies = per_cluster * smem_tiles * math.ceil(rows / tile) * layer.in_rows(tile)
-            smem = (fill + copies) * layer.row_bytes   # one cluster's SMEM port
-            estimate = layer.tensor_cycles(smem_tiles * rows, cg) + \
-                layer.port_cycles(traffic + _output_bytes(layer), smem)
-            yield ConvPlan(layer.oh, layer.ow, clusters, cg, tile, estimate, rs, smem_rows)
-
-
-def _sub_rows_fit(oh: int, clusters: int, smem_rows: int, sub_rows: int) -> bool:
-    """Whether every SMEM tile of every cluster either has rows for all ``sub_rows`` cores of a channel group
-    or for none: a core with nothing to do in a tile its cluster's other cores compute would part from them
-    in a way that leaves the cluster filling the tile a different number of times per core."""
-    share, per_core = math.ceil(oh / clusters), math.ceil(smem_rows / sub_rows)
-    for q in range(clusters):
-        for ys in range(math.ceil(share / smem_rows)):
-            rows = min(smem_rows, share - ys * smem_rows, oh - q * share - ys * smem_rows)
-            if 0 < rows <= (sub_rows - 1) * per_core:
-                return False
-    return True
-
-
-def _rows_covered(plan: ConvPlan) -> int:
-    """Output rows the loops of the cluster-shared form cover: whole SMEM tiles in every cluster."""
-    share = math.ceil(plan.oh / plan.row_groups)
-    return (plan.row_groups - 1) * share + math.ceil(share / plan.smem_rows) * plan.smem_rows
-
-
-def _output_bytes(layer: _Layer) -> int:
-    return layer.oh * layer.ow * layer.cout * layer.itemsize
-
-
 def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad: int = 1,
            dtype: str = "float32", cores: int = 16, plan: ConvPlan | None = None, *,
            spec: isa.ISA, analysis: bool = False, relu: bool = False, bias: bool = False) -> DiannaoSchedule:
@@ -490,12 +272,15 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     s = create_schedule(out)
     xs = s.cache_read(xp, "smem", [conv]) if plan.sub_rows else None
     xn = s.cache_read(xs if xs is not None else xp, "nmem", [conv])
-    wn = s.cache_read(wb, "wmem", [conv])
+    ws = s.cache_read(wb, "smem", [conv]) if plan.sub_rows > 1 else None   # a cluster's cores share them
+    wn = s.cache_read(ws if ws is not None else wb, "wmem", [conv])
     bn = s.cache_read(b, "nmem", [biased]) if bias else None
     if xp is not x:
         s[xp].compute_inline()
     local = s.cache_write(out, "nmem")   # the tile copied out: the conv's, or its epilogue's
     core, yt, yi = _core_loops(s, out, plan, xs, analysis)
+    if ws is not None:
+        s[ws].compute_at(s[out], core)
     s[wn].compute_at(s[out], core)
     s[xn].compute_at(s[out], yt)
     # the stages on each tile in NMEM, in order: the conv, the bias's cycle add, the ReLU (the last one is
@@ -512,7 +297,7 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
         else:   # the conv; the cycle add: rows of the core's channels, the bias's channels along each
             s[stage].pragma(s[stage].op.axis[0], "intrin", intrin)
     s[local].compute_at(s[out], yt)
-    copies = [t for t in (xs, xn, wn, bn) if t is not None]
+    copies = [t for t in (xs, xn, ws, wn, bn) if t is not None]
     if bn is not None:
         s[bn].compute_at(s[out], core)
     for t in copies:
@@ -531,7 +316,7 @@ def _conv_tensors(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad:
     wb = te.placeholder((cout // block, k, k, cin, block), dtype, name="Wb")
     # the cluster-shared form's last SMEM tiles may cover rows past the layer's: pad below with zeros to the
     # last row they read, so that a tile is filled in full and a core may read all of it
-    below = pad + max(0, (_rows_covered(plan) - 1) * stride + k - (h + 2 * pad)) if plan.sub_rows else pad
+    below = pad + max(0, (rows_covered(plan) - 1) * stride + k - (h + 2 * pad)) if plan.sub_rows else pad
     xp = nn.pad(x, (pad, pad, 0), (below, pad, 0), name="Xp") if pad or below else x
     ky, kx, ci = te.reduce_axis(k, name="ky"), te.reduce_axis(k, name="kx"), te.reduce_axis(cin, name="ci")
     acc = "int32" if np.dtype(dtype).kind == "i" else dtype  # qconv: i8/i16 products summed in i32
@@ -557,6 +342,8 @@ def _core_loops(s: Schedule, out: te.Tensor, plan: ConvPlan, xs: te.Tensor | Non
     and the tile's outer and inner row loops."""
     y, xx, co = out.op.axis
     rg, yin = s[out].split(y, nparts=plan.row_groups, names=(CORE_LOOPS[0], "yin"))
+    if plan.cluster_groups > 1:   # the clusters' channel groups, then each cluster's cores'
+        ccg, co = s[out].split(co, nparts=plan.cluster_groups, names=(CORE_LOOPS[3], "cco"))
     cg, coin = s[out].split(co, nparts=plan.cout_groups, names=(CORE_LOOPS[2], "coin"))
     if xs is None:
         yt, yi = s[out].split(yin, factor=plan.tile_rows, names=("yt", "yi"))
@@ -566,10 +353,12 @@ def _core_loops(s: Schedule, out: te.Tensor, plan: ConvPlan, xs: te.Tensor | Non
         ys, ysi = s[out].split(yin, factor=plan.smem_rows, names=("ys", "ysi"))
         sub, yr = s[out].split(ysi, nparts=plan.sub_rows, names=(CORE_LOOPS[1], "yr"))
         yt, yi = s[out].split(yr, factor=plan.tile_rows, names=("yt", "yi"))
-        s[out].reorder(rg, sub, cg, ys, yt, yi, xx, coin)
+        clusters = (rg, ccg) if plan.cluster_groups > 1 else (rg,)
+        s[out].reorder(*clusters, sub, cg, ys, yt, yi, xx, coin)
         core = cg if analysis else s[out].fuse(sub, cg)
         if not analysis:
-            s[out].bind(rg, te.thread_axis("cluster", name="cl"))
+            cluster = s[out].fuse(*clusters) if len(clusters) > 1 else rg
+            s[out].bind(cluster, te.thread_axis("cluster", name="cl"))
         s[xs].compute_at(s[out], ys)
         s[out].pragma(ys, "double_buffer", 1)
     if not analysis:

@@ -41,6 +41,7 @@ mark removed; LoweringError names the loop and the rule where a marked loop's bo
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 
 import isa
 from compiler import arith
@@ -49,6 +50,7 @@ from compiler.interp.args import stored_buffers
 from compiler.interp.tensor_insn import read_operands, written_operands
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, allocations, loads_in, post_order_visit, substitute
+from compiler.lower import SHARED_SCOPES
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 
 MARK = "pragma_double_buffer"
@@ -102,6 +104,14 @@ class _DoubleBuffer(IRMutator):
     def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
         if s.key != MARK:
             return self.generic_mutate(s)
+        if _count(s.body) >= 2 and _private_smem(s.body):
+            return self.mutate(s.body)   # per-core SMEM tiles (not shared): left as they are
+        if _count(s.body) >= 2:
+            tiles = _tiles(s.body)
+            if tiles[0].shared:
+                two_level = _two_level(self.spec, tiles)
+                if two_level is not None:
+                    return two_level
         body = self.mutate(s.body)   # a marked loop inside this one first
         if _count(body) < 2:
             return body   # one tile: nothing to overlap
@@ -147,22 +157,22 @@ class _Tile:
         return [_Fold().mutate(substitute(x, {self.var: value})) for x in stmts]
 
     def _split(self, stmts: list[ir.Stmt]) -> tuple[list[ir.Stmt], list[ir.Stmt], list[ir.Stmt]]:
+        """(fill, compute, drain): the leading tensor instructions that write only tile buffers and read
+        none, the trailing copies out of tile buffers, and the rest."""
         local = set(self.buffers)
-        parts = [(x, _insn(x, self.where)) for x in stmts]
+        insns = [_tensor_insn(x) for x in stmts]
         fill = 0
-        while fill < len(parts) and _writes(parts[fill][1]) <= local and not _reads(parts[fill][1]) & local:
+        while fill < len(stmts) and insns[fill] is not None and _writes(insns[fill]) <= local and \
+                not _reads(insns[fill]) & local:
             fill += 1
-        drain = len(parts)
-        while drain > fill and _is_drain(parts[drain - 1][1], local):
+        drain = len(stmts)
+        while drain > fill and insns[drain - 1] is not None and _is_drain(insns[drain - 1], local):
             drain -= 1
-        if not any(_copy_like(i) for _, i in parts[:fill]):
+        if not any(_copy_like(i) for i in insns[:fill]):
             raise LoweringError(f"double_buffer: {self.where}: a tile's body must start with its fill "
                                 "(copies into tile buffers), then compute and drain (copies out of tile "
-                                "buffers), but it is " + "; ".join(i.name for _, i in parts))
-        if bad := [i.name for _, i in parts[fill:drain] if not _writes(i) <= local]:
-            raise LoweringError(f"double_buffer: {self.where}: the compute writes outside the tile "
-                                f"({bad[0]})")
-        return [x for x, _ in parts[:fill]], [x for x, _ in parts[fill:drain]], [x for x, _ in parts[drain:]]
+                                "buffers), but it starts with " + str(stmts[0]).splitlines()[0].strip())
+        return stmts[:fill], stmts[fill:drain], stmts[drain:]
 
 
 def _stmts(stmt: ir.Stmt) -> list[ir.Stmt]:
@@ -181,15 +191,11 @@ def _reads_of(stmt: ir.Stmt) -> set[str]:
     return found
 
 
-def _insn(stmt: ir.Stmt, where: str) -> ir.TensorInsn:
-    """The tensor instruction a statement of a tile's body is (under its marks)."""
-    inner = stmt
-    while isinstance(inner, ir.Attr):
-        inner = inner.body
-    if not isinstance(inner, ir.TensorInsn):
-        raise LoweringError(f"double_buffer: {where}: a tile's body must be tensor instructions, but it has "
-                            f"'{str(inner).splitlines()[0]}'")
-    return inner
+def _tensor_insn(stmt: ir.Stmt) -> ir.TensorInsn | None:
+    """The tensor instruction a statement is (under its marks), if it is one."""
+    while isinstance(stmt, ir.Attr):
+        stmt = stmt.body
+    return stmt if isinstance(stmt, ir.TensorInsn) else None
 
 
 def _writes(insn: ir.TensorInsn) -> set[str]:
@@ -210,6 +216,18 @@ def _copy_like(insn: ir.TensorInsn) -> bool:
 
 def _is_drain(insn: ir.TensorInsn, local: set[str]) -> bool:
     return _copy_like(insn) and _reads(insn) <= local and not _writes(insn) & local
+
+
+def _private_smem(body: ir.Stmt) -> bool:
+    """Whether the tiles of a marked loop allocate SMEM buffers of their own core (not cluster-shared):
+    addressed through a register, they cannot be doubled behind immediate addresses."""
+    found = []
+    post_order_visit(body, lambda x: found.append(x) if isinstance(x, ir.Allocate) and
+                     x.buffer.scope in SHARED_SCOPES else None)
+    shared = []
+    post_order_visit(body, lambda x: shared.append(x.value) if isinstance(x, ir.Attr) and
+                     x.key == CLUSTER_SHARED else None)
+    return any(a.buffer.name not in shared for a in found)
 
 
 def _count(body: ir.Stmt) -> int:
@@ -258,22 +276,41 @@ class _Pipeline:
         self.copies = {name: tuple(ir.Buffer(f"{name}.{k}", b.shape, b.dtype, b.scope) for k in (0, 1))
                        for name, b in names.items()}
 
-    def build(self) -> ir.Stmt:
+    def build(self, head: Sequence[ir.Stmt] = (), after_first: Sequence[ir.Stmt] = (),
+              hooks: Mapping[tuple[int, int], tuple[list, list]] | None = None) -> ir.Stmt:
+        """The pipeline; ``head`` before the first tile's fill, ``after_first`` right after it, and
+        ``hooks[(piece, k)]`` = (statements before tile ``k`` of piece ``piece``: between the wait and the
+        drain of the tile before it, statements right after the step's prefetch is issued). The loops leave
+        a hooked tile and the one before it straight."""
+        hooks = dict(hooks or {})
         first = self._in(self.tiles[0], 0, self.tiles[0].fill, 0, asynchronous=False)
-        steps: list[ir.Stmt] = [self._cluster(CLUSTER_FILL, 0, first)] if self.shared else first
-        parity = 0
+        steps: list[ir.Stmt] = [*head, *([self._cluster(CLUSTER_FILL, 0, first)] if self.shared else first),
+                                *after_first]
+        parity, drain_at = 0, None   # where the drain of the last straight step starts in ``steps``
         for n, tile in enumerate(self.tiles):
             after = self.tiles[n + 1] if n + 1 < len(self.tiles) else None
-            pairs = (tile.count - 1) // 2 if tile.var is not None else 0
+            straight = 2 if any(key[0] == n for key in hooks) else 1
+            pairs = max(0, (tile.count - straight) // 2) if tile.var is not None else 0
             if pairs:
                 j = ir.Var(f"{tile.var.name}.pair", tile.var.dtype)
                 body = [*self._step(tile, j * 2, parity, (tile, j * 2 + 1)),
                         *self._step(tile, j * 2 + 1, 1 - parity, (tile, j * 2 + 2))]
                 steps.append(ir.For(j, ir.const(0), ir.const(pairs), ir.seq(*body)))
+                drain_at = None
             for k in range(2 * pairs, tile.count):
                 following = (tile, k + 1) if k + 1 < tile.count else (after, 0) if after is not None else None
-                steps += self._step(tile, k, (parity + k) % 2, following)
+                before, issued = hooks.pop((n, k), ([], []))
+                if drain_at is None:
+                    steps += before
+                else:
+                    steps[drain_at:drain_at] = before
+                step = self._step(tile, k, (parity + k) % 2, following, issued)
+                drain_at = len(steps) + len(step) - len(tile.drain)
+                steps += step
             parity = (parity + tile.count) % 2
+        if hooks:
+            raise LoweringError(f"double_buffer: {self.tiles[0].where}: hooks at tiles it does not run: "
+                                f"{sorted(hooks)}")
         steps.append(self.wait)
         stmt = ir.seq(*steps)
         for name in reversed(list(self.copies)):
@@ -286,18 +323,19 @@ class _Pipeline:
             stmt = ir.Allocate(buf, stmt)
         return stmt
 
-    def _step(self, tile: _Tile, k, parity: int, following) -> list[ir.Stmt]:
-        """Tile ``k`` of ``tile`` on copies ``parity``: the next tile's fill issued, compute, wait, drain.
-        A cluster-shared tile's fill runs on the cluster's first core, issued after the compute's first
-        synchronous copy (the core's DMA unit runs its copies in order: the one the compute needs first goes
-        first); the cluster meets at a barrier after the wait."""
+    def _step(self, tile: _Tile, k, parity: int, following, issued: Sequence[ir.Stmt] = ()) -> list[ir.Stmt]:
+        """Tile ``k`` of ``tile`` on copies ``parity``: the next tile's fill issued (then ``issued``),
+        compute, wait, drain. A cluster-shared tile's fill runs on the cluster's first core, issued after
+        the compute's first synchronous copy (the core's DMA unit runs its copies in order: the one the
+        compute needs first goes first); the cluster meets at a barrier after the wait."""
         compute = self._in(tile, k, tile.compute, parity, asynchronous=False)
         if following is None:
-            return [*compute, self.wait, *self._in(tile, k, tile.drain, parity, asynchronous=True)]
+            return [*issued, *compute, self.wait, *self._in(tile, k, tile.drain, parity, asynchronous=True)]
         nxt, at = following
         prefetch = self._in(nxt, at, nxt.fill, 1 - parity, asynchronous=True)
         if not self.shared:
-            return [*prefetch, *compute, self.wait, *self._in(tile, k, tile.drain, parity, asynchronous=True)]
+            return [*prefetch, *issued, *compute, self.wait,
+                    *self._in(tile, k, tile.drain, parity, asynchronous=True)]
         return [*_after_first_copy(compute, self._cluster(CLUSTER_PREFETCH, 1 - parity, prefetch)),
                 self._cluster(CLUSTER_SYNC, parity, [self.wait])]
 
@@ -311,17 +349,21 @@ class _Pipeline:
         rename = _Rebuffer({tile.buffers[name]: copies[parity] for name, copies in self.copies.items()
                             if name in tile.buffers})
         out = [rename.mutate(x) for x in tile.at(k, stmts)]
-        first = len(out)
-        while asynchronous and first > 0 and _is_copy(out[first - 1]):
-            first -= 1
-        return out[:first] + [_Async(self.spec).mutate(x) for x in out[first:]]
+        return _asynchronous(self.spec, out) if asynchronous else out
+
+
+def _asynchronous(spec: isa.ISA, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+    """``stmts`` with the copies that end them issued asynchronously (a zero fill before them stays)."""
+    first = len(stmts)
+    while first > 0 and _is_copy(stmts[first - 1]):
+        first -= 1
+    return stmts[:first] + [_Async(spec).mutate(x) for x in stmts[first:]]
 
 
 def _is_copy(stmt: ir.Stmt) -> bool:
     """A tensor instruction (under its marks) that is a copy the spec can issue asynchronously."""
-    while isinstance(stmt, ir.Attr):
-        stmt = stmt.body
-    return isinstance(stmt, ir.TensorInsn) and _copy_like(stmt)
+    insn = _tensor_insn(stmt)
+    return insn is not None and _copy_like(insn)
 
 
 def _after_first_copy(stmts: list[ir.Stmt], extra: ir.Stmt) -> list[ir.Stmt]:
@@ -333,6 +375,49 @@ def _after_first_copy(stmts: list[ir.Stmt], extra: ir.Stmt) -> list[ir.Stmt]:
     if stmts and _is_copy(stmts[0]):
         return [stmts[0], extra, *stmts[1:]]
     return [extra, *stmts]
+
+
+def _two_level(spec: isa.ISA, outer: list[_Tile]) -> ir.Stmt | None:
+    """Cluster-shared SMEM tiles whose compute is a marked loop of NMEM tiles, as one pipeline of the NMEM
+    tiles of every SMEM tile in order (None when a compute is anything else). The SMEM tiles alternate
+    between two buffers, filled two tiles ahead: before the last NMEM tile of SMEM tile i (the step that
+    prefetches the first NMEM tile of tile i + 1), the cores wait and meet at a barrier (tile i + 1's fill is
+    done; every NMEM tile of tile i has been read), and the cluster's first core issues the fill of tile
+    i + 2 into tile i's buffer right after that step's prefetch (its DMA unit serves the prefetch first)."""
+    (name,) = outer[0].buffers
+    ref = outer[0].buffers[name]
+    size = max(t.buffers[name].size for t in outer)
+    smem = tuple(ir.Buffer(f"{name}.{p}", (size,), ref.dtype, ref.scope) for p in (0, 1))
+    instances = [(t, k) for t in outer for k in range(t.count)]
+    fills, inner, last = [], [], []
+    for i, (t, k) in enumerate(instances):
+        rename = _Rebuffer({t.buffers[name]: smem[i % 2]})
+        compute = [rename.mutate(x) for x in t.at(k, t.compute)]
+        if len(compute) != 1 or not (isinstance(compute[0], ir.Attr) and compute[0].key == MARK):
+            return None
+        pieces = _tiles(compute[0].body)
+        if not pieces or pieces[0].shared:
+            return None
+        fills.append([rename.mutate(x) for x in t.at(k, t.fill)])
+        inner += pieces
+        last.append((len(inner) - 1, pieces[-1].count - 1))
+    pipeline = _Pipeline(spec, inner)
+    if pipeline.shared or name in pipeline.copies:
+        return None
+
+    def cluster(key: str, p: int, stmts: list[ir.Stmt]) -> ir.Stmt:
+        return ir.Attr(key, smem[p].name, ir.seq(*stmts))
+    head = [cluster(CLUSTER_FILL, 0, fills[0])]
+    after_first = [cluster(CLUSTER_PREFETCH, 1, _asynchronous(spec, fills[1]))] if len(fills) > 1 else []
+    hooks = {}
+    for i, at in enumerate(last[:-1]):
+        refill = [cluster(CLUSTER_PREFETCH, i % 2, _asynchronous(spec, fills[i + 2]))] if i + 2 < len(fills) \
+            else []
+        hooks[at] = ([cluster(CLUSTER_SYNC, (i + 1) % 2, [pipeline.wait])], refill)
+    stmt = pipeline.build(head, after_first, hooks)
+    for buf in reversed(smem):
+        stmt = ir.Attr(CLUSTER_SHARED, buf.name, ir.Allocate(buf, stmt))
+    return stmt
 
 
 class _Fold(IRMutator):

@@ -39,7 +39,7 @@ import dataclasses
 from compiler.interp.args import stored_buffers
 from compiler.interp.tensor_insn import read_operands
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, free_vars, loads_in, post_order_visit
+from compiler.ir.functor import IRMutator, allocations, free_vars, loads_in, post_order_visit
 from compiler.lower import SHARED_SCOPES
 
 CLUSTER_SHARED = "cluster_shared"
@@ -98,10 +98,13 @@ class _Share(IRMutator):
         body = self.mutate(s.body)
         buffer = s.buffer
         if buffer.scope in SHARED_SCOPES and self.aligned:
-            split = _fill_prefix(body, buffer)
+            inner_buffers, inner = allocations(body)   # the fill may open inside other allocations
+            split = _fill_prefix(inner, buffer)
             if split is not None and not free_vars(split[0]) & self.core_vars:
                 fill, rest = split
                 body = ir.seq(ir.Attr(CLUSTER_FILL, buffer.name, fill), *rest)
+                for other in reversed(inner_buffers):
+                    body = ir.Allocate(other, body)
                 return ir.Attr(CLUSTER_SHARED, buffer.name, ir.Allocate(buffer, body))
         return s if body is s.body else ir.Allocate(buffer, body)
 

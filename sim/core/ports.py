@@ -1,33 +1,57 @@
 """Shared memory ports: the bandwidth model both simulators use.
 
-A port (VITA's one DRAM port, the DianNao card's GMEM port and each cluster's SMEM port) serves requests
-first come, first served. Requests arrive in simulated-time order, because a unit synchronizes with the
-event loop before it asks, so a port needs only the cycle it is free again: a request at cycle ``now`` that
-holds some ports for some cycles starts when all of them are free, and holds each from then on.
+A port (VITA's one DRAM port, the DianNao card's GMEM port and each cluster's SMEM port) serves transfers
+one at a time. Requests arrive in simulated-time order, because a unit synchronizes with the event loop
+before it asks. A request at cycle ``now`` that holds some ports for some cycles each starts at the first
+cycle from ``now`` on when all of them are free for its whole time, and holds each from then on.
+
+A request may ask for a start in the future (an asynchronous copy the core's DMA unit starts when its queue
+reaches it); a port keeps the transfers it has promised as busy intervals, so a later request that fits in a
+gap before a promised transfer is served in it, as a port that is idle now serves whoever asks now. Without
+promises in the future, this is first come, first served. ``horizon`` (the event loop's cycle: no request
+asks before it) lets a port forget the intervals that ended.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Iterable, Sequence
 
 
 class Ports:
-    """The ports of one machine, each free again at a cycle (0 at the start)."""
+    """The ports of one machine, each with the intervals it is busy (from cycle 0 on, none)."""
 
     def __init__(self, names: Iterable[str]) -> None:
-        self.free_at = dict.fromkeys(names, 0)
+        self.busy: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
+
+    @property
+    def free_at(self) -> dict[str, int]:
+        """The cycle each port is free for good (the end of its last busy interval)."""
+        return {name: intervals[-1][1] if intervals else 0 for name, intervals in self.busy.items()}
 
     def take(self, name: str, cycles: int, now: int) -> int:
         """Take port ``name`` for ``cycles`` at the first cycle from ``now`` on when it is free; return it."""
-        free = self.free_at[name]
-        start = free if free > now else now
-        self.free_at[name] = start + cycles
-        return start
+        return self.reserve(((name, cycles),), now)
 
-    def reserve(self, held: Sequence[tuple[str, int]], now: int) -> int:
-        """Take each port of ``held`` (name, cycles) at the first cycle from ``now`` on when all are free;
-        return that cycle."""
-        start = max([now] + [self.free_at[name] for name, _ in held])
+    def reserve(self, held: Sequence[tuple[str, int]], now: int, horizon: int | None = None) -> int:
+        """Take each port of ``held`` (name, cycles) at the first cycle from ``now`` on when all are free for
+        their cycles; return that cycle. Intervals that ended by ``horizon`` (default ``now``) are dropped."""
+        horizon = now if horizon is None else horizon
+        for name, _ in held:
+            intervals = self.busy[name]
+            while intervals and intervals[0][1] <= horizon:
+                del intervals[0]
+        start, moved = now, True
+        while moved:
+            moved = False
+            for name, cycles in held:
+                for lo, hi in self.busy[name]:
+                    if hi <= start:
+                        continue
+                    if lo >= start + cycles:
+                        break
+                    start, moved = hi, True
         for name, cycles in held:
-            self.free_at[name] = start + cycles
+            if cycles > 0:
+                insort(self.busy[name], (start, start + cycles))
         return start

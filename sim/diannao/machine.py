@@ -27,17 +27,17 @@ global time order (cores in id order on ties), which makes the functional result
 deterministic, and the cost of simulating grows with instructions, not cycles.
 
 Shared bandwidth: GMEM has one port for the whole card and each cluster's SMEM one port, serving requests
-first come, first served. A transfer holds every port it uses for ``ceil(bytes / port bytes per cycle)``
-cycles; it starts when all are free, and waiting for them counts as stalled. Its data arrive after the
+in the order they come (sim/core/ports.py: a request that fits in a gap before a transfer promised for later
+is served in it). A transfer holds every port it uses for ``ceil(bytes / port bytes per cycle)`` cycles; it
+starts when all are free, and waiting for them counts as stalled. Its data arrive after the
 latency of the slowest level and its own transfer time (the per-core DMA rate of the spec, or the port's,
 whichever is slower).
 
 Asynchronous instructions (timing ``async``, e.g. ``memcpyr_async``): the core spends one cycle issuing and
 goes on; the instruction's unit (the core's DMA engine) runs its work one after another, each from when the
-unit is free, taking what the synchronous instruction would (its ports are taken when it is issued, in
-global time order, for the cycle the unit starts it: an approximation that serves a core's queued copy
-before a later request of another core). A synchronous instruction of the same unit starts after the
-unit's queued work. ``wait`` (group ``wait``) advances the core to the end of all its asynchronous work
+unit is free, taking what the synchronous instruction would (its ports are promised when it is issued, in
+global time order, from the cycle the unit starts it on). A synchronous instruction of the same unit starts
+after the unit's queued work. ``wait`` (group ``wait``) advances the core to the end of all its asynchronous work
 (stalled). The data move when the instruction is issued; that equals moving them at the end because, until
 its ``wait``, the core must not read or write an outstanding instruction's written operands nor write what it
 reads, and must not reach a barrier or halt or run a scalar access the simulator cannot check
@@ -119,7 +119,7 @@ class CoreStats:
     tensor_instructions: int = 0
     scalar_instructions: int = 0
     unit_cycles: dict[str, int] = field(default_factory=dict)  # "vfu", "tfu", "dma", "scalar", "ctrl"
-    background: int = 0
+    background: dict[str, int] = field(default_factory=dict)   # of those, run asynchronously, by unit
 
 
 @dataclass
@@ -244,7 +244,7 @@ class _Machine:
         """Take every port of ``ports`` (the card's GMEM port, this core's cluster's SMEM port) at the first
         cycle from ``now`` on when all are free (sim/core/ports.py); return it."""
         held = [(name if name == "gmem" else f"smem{core // self.cpc}", cycles) for name, cycles in ports]
-        return self.ports.reserve(held, now)
+        return self.ports.reserve(held, now, self.env.now)
 
     def scalar_run(self, core: int, until: int) -> None:
         if until > self.last_event[core]:
@@ -656,7 +656,8 @@ class _Machine:
                     s.scalar_instructions += h
                 work = plan.background or (plan.cycles if plan.unit == "dma" else plan.work)
                 s.unit_cycles[plan.unit] = s.unit_cycles.get(plan.unit, 0) + h * work
-                s.background += h * plan.background
+                if plan.background:
+                    s.background[plan.unit] = s.background.get(plan.unit, 0) + h * plan.background
                 for key, nbytes in plan.moves:
                     moved[key] = moved.get(key, 0) + h * nbytes
             stats.append(s)

@@ -22,6 +22,7 @@ from compiler.lower import lower
 from compiler.ops import diannao as dops
 from compiler.ops import reference
 from compiler.ops.diannao import block_weights
+from compiler.ops.diannao_conv_plans import sub_rows_fit
 from compiler.passes.tensorize import Match, NoMatch, select, unmatched
 from compiler.pipeline import compile_func
 from compiler.target import Target
@@ -149,18 +150,22 @@ def _fields(insn: ir.TensorInsn) -> dict[str, int]:
     return {f.name: f.value.value for f in insn.fields}
 
 
-@pytest.mark.parametrize(("hw", "counts"), [(16, {64}), (7, {56})])
-def test_a_bias_adds_whole_vectors_extending_a_tile_by_rows_where_it_is_not(hw, counts) -> None:
-    """16 x 16 outputs, 16 channels a core: 4-row tiles of 1024 elements, one vcycadd per conv. 7 x 7: the
-    cut's tiles of 7 x 7 pixels x 16 channels (784 elements) are no whole number of vectors (64): each add
-    runs over one more row of 7 (896 elements, zero-filled first: seed 001's AddExtraCompute), and the
+@pytest.mark.parametrize("hw", [16, 7])
+def test_a_bias_adds_whole_vectors_extending_a_tile_by_rows_where_it_is_not(hw) -> None:
+    """16 channels a core, one vcycadd per conv over the tile's pixels; where a tile's pixels x 16
+    channels are no whole number of vectors (64: 7 x 7 pixels, 784 elements), each add runs over more rows
+    of the tile (7 x 8 pixels, 896 elements, zero-filled first: seed 001's AddExtraCompute), and the
     result, run on the card, is still numpy's."""
     final = stages(hw, hw, 8, 64, 3, 1, 1, "int8", 16, bias=True)[-1][1]
     assert unmatched(final, SPEC) == []
     found = insns(final)
     adds = [_fields(i) for i in found if i.name == "vcycadd"]
     assert len(adds) == len([i for i in found if i.name == "qconv"]) > 0
-    assert {a["count"] for a in adds} == counts and {a["m"] for a in adds} == {16}
+    assert {a["m"] for a in adds} == {16} and all(a["count"] * 16 % 64 == 0 for a in adds)
+    convs = [_fields(i) for i in found if i.name == "qconv"]   # in the order of their adds
+    pixels = [((c["h"] - c["kh"]) // c["s"] + 1) * ((c["w"] - c["kw"]) // c["s"] + 1) for c in convs]
+    assert all(a["count"] >= n for a, n in zip(adds, pixels, strict=True))
+    assert any(a["count"] > n for a, n in zip(adds, pixels, strict=True)) == (hw == 7)
     from tandem.flows.run import run
     from tandem.flows.targets import load_target
 
@@ -188,7 +193,7 @@ def shared_plans(draw):
     clusters = draw(st.sampled_from([q for q in range(1, min(4, oh) + 1) if -(-oh // q) * (q - 1) < oh]))
     cg = draw(st.sampled_from([g for g in (1, 2, 4) if (cout // 16) % g == 0]))
     rs = 4 // cg
-    fitting = [t for t in range(1, -(-oh // clusters) + 1) if dops._sub_rows_fit(oh, clusters, t, rs)]
+    fitting = [t for t in range(1, -(-oh // clusters) + 1) if sub_rows_fit(oh, clusters, t, rs)]
     assume(fitting)
     smem_rows = draw(st.sampled_from(fitting))
     tile = draw(st.integers(1, -(-smem_rows // rs)))

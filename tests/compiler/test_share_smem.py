@@ -120,9 +120,11 @@ def test_one_core_fills_a_tile_for_its_cluster() -> None:
     result, (_, b) = run_kernel(kernel, [a, np.zeros(B.size, np.int32)])
     assert np.array_equal(b, expected(a))
     assert kernel.onchip_bytes["SMEM_CLUSTER"] == 4 * N and kernel.onchip_bytes["SMEM"] == 0
-    # one fill per cluster and tile: 2 x 3 from GMEM into SMEM, and 8 cores x 3 tiles copied out of it
+    # one fill per cluster and tile, split among the cluster's 4 cores (a quarter of its bytes each): 2 x 3
+    # tiles' bytes from GMEM into SMEM once, and 8 cores x 3 tiles copied out of it
     copies = sum(result.executed[pc] for pc, i in enumerate(kernel.program.insns) if i.name == "memcpyr")
-    assert copies == 2 * 3 + 8 * 3
+    assert copies == 2 * 3 * 4 + 8 * 3
+    assert result.bytes_moved["GMEM->SMEM"] == 2 * 3 * 4 * N
 
 
 def test_a_fill_that_depends_on_the_core_stays_private() -> None:

@@ -27,6 +27,23 @@ def test_a_trace_has_the_named_tracks_in_order_and_one_slice_per_record():
     assert trace["otherData"] == {"cycles": 4, "clock_mhz": 100.0}
 
 
+def test_a_request_fits_in_a_gap_before_a_transfer_promised_for_later():
+    ports = Ports(["gmem", "smem0"])
+    assert ports.reserve([("gmem", 10), ("smem0", 10)], now=100, horizon=0) == 100   # promised from 100
+    assert ports.reserve([("smem0", 30)], now=5, horizon=5) == 5                     # fits before it
+    assert ports.reserve([("smem0", 80)], now=6, horizon=6) == 110                   # does not: after it
+    assert ports.reserve([("gmem", 20), ("smem0", 20)], now=7, horizon=7) == 35     # both free from 35
+    assert ports.reserve([("gmem", 60)], now=8, horizon=8) == 110                   # 55..115 is not free
+    assert ports.free_at == {"gmem": 170, "smem0": 190}
+
+
+def test_intervals_that_ended_by_the_horizon_are_forgotten():
+    ports = Ports(["gmem"])
+    for now in range(0, 1000, 10):
+        ports.reserve([("gmem", 5)], now)
+    assert ports.busy["gmem"] == [(990, 995)]
+
+
 def test_taking_one_port_is_reserving_it_alone():
     one, many = Ports(["dram"]), Ports(["dram"])
     for now, cycles in ((0, 8), (3, 2), (20, 1), (20, 4)):

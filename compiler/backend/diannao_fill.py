@@ -1,0 +1,153 @@
+"""Splitting a cluster fill among the cluster's cores (the DianNao backend's ``cluster_fill`` and
+``cluster_prefetch``).
+
+A cluster-shared SMEM tile is filled once for the cluster (``share_smem``). One core filling it leaves the
+others waiting and queues the whole fill on that core's DMA unit; split by rows, each core fills a part: its
+share of the copy's rows, and the zero fill of exactly the bytes between its rows and the next core's (so
+each core zeroes what it then copies into, in order, and no two cores write one byte).
+
+    parts = split_fill(body, cores=4, align=64)   # one list of statements per core, or None
+
+Shapes split: a copy alone (rows; one row: its bytes), or a zero fill of the whole range followed by one
+strided copy into it (preprocess's padding: ``vzero`` + ``memcpy``) whose row boundaries fall on ``align``
+bytes (the zero fill's alignment). Anything else is None, and one core fills the tile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from compiler.ir import nodes as ir
+
+_COPY_FIELDS = {"len", "count", "dst_stride", "src_stride"}
+
+
+def split_fill(body: ir.Stmt, cores: int, align: int) -> list[list[ir.Stmt]] | None:
+    """The statements of ``body`` split among ``cores`` cores (module docstring), or None."""
+    stmts = list(body.stmts) if isinstance(body, ir.Seq) else [body]
+    insns = [_unwrap(x) for x in stmts]
+    if cores < 2 or any(i is None for i in insns):
+        return None
+    if len(insns) == 1 and _is_copy(insns[0]):
+        return _split_copy(stmts[0], insns[0], cores)
+    if len(insns) == 2 and _is_zero(insns[0]) and _is_copy(insns[1]):
+        return _split_zero_and_copy(stmts, insns, cores, align)
+    return None
+
+
+def _split_copy(stmt: ir.Stmt, copy: ir.TensorInsn, cores: int) -> list[list[ir.Stmt]] | None:
+    f = _fields(copy)
+    if f is None:
+        return None
+    if f["count"] > 1:
+        bounds = _bounds(f["count"], cores)
+        return [[_copy_rows(stmt, copy, f, lo, hi)] if hi > lo else [] for lo, hi in bounds]
+    step = -(-f["len"] // cores)
+    parts = []
+    for c in range(cores):
+        lo, hi = c * step, min(f["len"], (c + 1) * step)
+        parts.append([_rewrap(stmt, _shifted(copy, {"len": hi - lo}, lo, lo))] if hi > lo else [])
+    return parts
+
+
+def _split_zero_and_copy(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cores: int,
+                         align: int) -> list[list[ir.Stmt]] | None:
+    zero, copy = insns
+    f, z = _fields(copy), _byte_region(zero, "dst")
+    d = _byte_region(copy, "dst")
+    n = _constant(zero, "n")
+    if f is None or z is None or d is None or n is None or z[0] is not d[0]:
+        return None
+    (_, z0), (_, d0) = z, d
+    count, stride = f["count"], f["dst_stride"]
+    if count < cores or stride < f["len"] or d0 < z0 or d0 + (count - 1) * stride + f["len"] > z0 + n:
+        return None   # rows that would not each lie in their core's part of the zero fill
+    bounds = _bounds(count, cores)
+    cuts = [z0] + [min(z0 + n, d0 + lo * stride) for lo, _ in bounds[1:]] + [z0 + n]
+    if any(c % align or not z0 <= c <= z0 + n for c in cuts):
+        return None
+    parts = []
+    for k, (lo, hi) in enumerate(bounds):
+        part = []
+        if cuts[k + 1] > cuts[k]:
+            part.append(_rewrap(stmts[0], _shifted(zero, {"n": cuts[k + 1] - cuts[k]}, cuts[k] - z0, None)))
+        if hi > lo:
+            part.append(_copy_rows(stmts[1], copy, f, lo, hi))
+        parts.append(part)
+    return parts
+
+
+def _bounds(count: int, cores: int) -> list[tuple[int, int]]:
+    """Rows [lo, hi) of each core: ceil(count / cores) each, the last ones fewer or none."""
+    step = -(-count // cores)
+    return [(min(count, c * step), min(count, (c + 1) * step)) for c in range(cores)]
+
+
+def _copy_rows(stmt: ir.Stmt, copy: ir.TensorInsn, f: dict[str, int], lo: int, hi: int) -> ir.Stmt:
+    return _rewrap(stmt, _shifted(copy, {"count": hi - lo}, lo * f["dst_stride"], lo * f["src_stride"]))
+
+
+def _shifted(insn: ir.TensorInsn, fields: dict[str, int], dst_bytes: int, src_bytes: int | None
+             ) -> ir.TensorInsn:
+    """``insn`` with ``fields`` set and its dst (and src) region moved by that many bytes."""
+    new_fields = tuple(ir.InsnField(x.name, ir.const(fields[x.name])) if x.name in fields else x
+                       for x in insn.fields)
+    regions = []
+    for r in insn.regions:
+        moved = dst_bytes if r.operand == "dst" else src_bytes if r.operand == "src" else None
+        if moved:
+            size = r.buffer.dtype.bits // 8
+            regions.append(dataclasses.replace(r, offset=r.offset + ir.const(moved // size)))
+        else:
+            regions.append(r)
+    return dataclasses.replace(insn, fields=new_fields, regions=tuple(regions))
+
+
+def _fields(copy: ir.TensorInsn) -> dict[str, int] | None:
+    """A copy's row fields, when constant and its strides are whole elements of both buffers."""
+    f = {x.name: x.value.value for x in copy.fields if isinstance(x.value, ir.IntImm)}
+    if not _COPY_FIELDS <= f.keys():
+        return None
+    sizes = {r.operand: r.buffer.dtype.bits // 8 for r in copy.regions}
+    if f["dst_stride"] % sizes["dst"] or f["src_stride"] % sizes["src"] or f["len"] % sizes["dst"] or \
+            f["len"] % sizes["src"]:
+        return None
+    return f
+
+
+def _byte_region(insn: ir.TensorInsn, operand: str) -> tuple[ir.Buffer, int] | None:
+    r = next((r for r in insn.regions if r.operand == operand), None)
+    if r is None or not isinstance(r.offset, ir.IntImm):
+        return None
+    return r.buffer, r.offset.value * (r.buffer.dtype.bits // 8)
+
+
+def _constant(insn: ir.TensorInsn, name: str) -> int | None:
+    value = next((x.value for x in insn.fields if x.name == name), None)
+    return value.value if isinstance(value, ir.IntImm) else None
+
+
+def _is_copy(insn: ir.TensorInsn) -> bool:
+    """A strided copy: the memcpy family's fields and a dst and src operand."""
+    return {r.operand for r in insn.regions} == {"dst", "src"} and \
+        _COPY_FIELDS <= {x.name for x in insn.fields}
+
+
+def _is_zero(insn: ir.TensorInsn) -> bool:
+    """A zero fill: one operand, ``dst[i] = 0`` for n bytes."""
+    instr = insn.isa.instruction(insn.name)
+    return [r.operand for r in insn.regions] == ["dst"] and instr.semantics.replace(" ", "") == "dst[i]=0" \
+        and any(x.name == "n" for x in insn.fields)
+
+
+def _unwrap(stmt: ir.Stmt) -> ir.TensorInsn | None:
+    while isinstance(stmt, ir.Attr):
+        stmt = stmt.body
+    return stmt if isinstance(stmt, ir.TensorInsn) else None
+
+
+def _rewrap(stmt: ir.Stmt, insn: ir.TensorInsn) -> ir.Stmt:
+    """``insn`` under the marks that wrap ``stmt``."""
+    if isinstance(stmt, ir.Attr):
+        return ir.Attr(stmt.key, stmt.value, _rewrap(stmt.body, insn))
+    return insn

@@ -1,0 +1,276 @@
+"""The cuts of a conv layer over the DianNao card (``ConvPlan``) and the estimate that picks one
+(``conv_plan``), for the conv schedule of compiler/ops/diannao.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import isa
+from compiler.errors import ScheduleError
+from compiler.ops import nn
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    """How a conv layer is cut over the card, in one of two forms.
+
+    Private (``sub_rows == 0``): ``row_groups`` x ``cout_groups`` cores on one flat core axis; a core computes
+    the output rows of its row group for the output channels of its channel group, staging ``tile_rows``
+    output rows' worth of input at a time from GMEM into its NMEM.
+
+    Cluster-shared (``sub_rows > 0``, the two-level tiling of seed 001 Sec. V): ``row_groups`` x
+    ``cluster_groups`` clusters take one row group and one channel group each; a cluster's cores split its
+    rows ``sub_rows`` ways and its channels ``cout_groups`` ways (``sub_rows * cout_groups`` = a cluster's
+    cores). The cluster stages ``smem_rows`` output rows' worth of input in SMEM once, one core filling it
+    for all, and each core copies its ``tile_rows`` at a time from SMEM into NMEM. Where several cores of a
+    cluster compute the same channels (``sub_rows > 1``), the cluster stages their weights in SMEM once too.
+    """
+
+    oh: int
+    ow: int
+    row_groups: int
+    cout_groups: int
+    tile_rows: int
+    estimate: int  # cycles: the tensor unit's for one core's share plus the GMEM (and SMEM) port time
+    sub_rows: int = 0
+    smem_rows: int = 0
+    cluster_groups: int = 1
+
+    @property
+    def cores(self) -> int:
+        """The cores the plan launches."""
+        return self.row_groups * self.cluster_groups * self.cout_groups * max(self.sub_rows, 1)
+
+    def describe(self) -> str:
+        """The cut in words: groups (row groups, or clusters: row groups x channel groups, x a cluster's
+        channel groups), NMEM tile rows, and in the cluster-shared form the sub-rows and SMEM tile rows."""
+        shared = f", {self.sub_rows} sub-rows, SMEM {self.smem_rows} rows" if self.sub_rows else ""
+        clusters = f"{self.row_groups}x{self.cluster_groups}" if self.cluster_groups > 1 else \
+            str(self.row_groups)
+        return f"{clusters}x{self.cout_groups} groups, tile {self.tile_rows} rows{shared}"
+
+
+def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
+              spec: isa.ISA) -> ConvPlan:
+    """The cut with the fewest estimated cycles of ``conv_plans``."""
+    return min(conv_plans(h, w, cin, cout, k, stride, pad, itemsize, cores, spec), key=lambda p: p.estimate)
+
+
+def conv_plans(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
+               spec: isa.ISA) -> list[ConvPlan]:
+    """Every cut of the layer over the card that fits, of either form (``ConvPlan``), each with its
+    estimated cycles.
+
+    The estimate is the tensor unit's cycles for one core's share plus the time the card's GMEM port and a
+    cluster's SMEM port are busy (each row group reads its channel groups' weights, each channel group its
+    row groups' input rows with the halo of every tile): on this card a core waits for its own copies, so the
+    ports' time adds to the compute's. Cuts use at most ``cores`` cores, a number the card can launch (up to
+    a cluster, or whole clusters), and leave no row group empty (an empty group's guards would depend on the
+    core in ways loop partitioning cannot split in three pieces). ScheduleError names what cannot fit."""
+    p = spec.params
+    block = p["CONV_BLOCK"]
+    invalid = nn.ConvShape(h, w, cin, cout, k, stride, pad).invalid()
+    if invalid or cores < 1:
+        raise ScheduleError(f"DianNao conv: {invalid or f'expected at least one core, but got {cores}'}")
+    if cout % block:
+        raise ScheduleError(f"DianNao conv: cout = {cout} is not a multiple of CONV_BLOCK = {block}")
+    layer = _Layer(h, w, cin, cout, k, stride, pad, itemsize, p,
+                   max_rows=(1 << spec.instruction("conv").field("h").bits) - 1)
+    plans = [*_private_plans(layer, cores), *_shared_plans(layer, cores)]
+    if not plans:
+        raise ScheduleError(f"DianNao conv: no split of {cores} cores fits the weights "
+                            f"({k}x{k}x{cin}x{cout}) in WMEM and a tile of output rows in NMEM")
+    return plans
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """A conv layer's sizes, and the cost of pieces of it on the card described by ``p``."""
+
+    h: int
+    w: int
+    cin: int
+    cout: int
+    k: int
+    stride: int
+    pad: int
+    itemsize: int
+    p: dict
+    max_rows: int  # input rows one conv instruction can take (its h field)
+
+    @property
+    def oh(self) -> int:
+        return (self.h + 2 * self.pad - self.k) // self.stride + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + 2 * self.pad - self.k) // self.stride + 1
+
+    @property
+    def row_bytes(self) -> int:
+        """One padded input row."""
+        return (self.w + 2 * self.pad) * self.cin * self.itemsize
+
+    def in_rows(self, rows: int) -> int:
+        """Input rows that ``rows`` output rows read."""
+        return (rows - 1) * self.stride + self.k
+
+    @property
+    def weight_bytes(self) -> int:
+        """All the layer's weights."""
+        return self.k * self.k * self.cin * self.cout * self.itemsize
+
+    def weights(self, groups: int) -> int | None:
+        """Bytes of one of ``groups`` channel groups' weights, or None when they do not fit WMEM."""
+        nbytes = self.k * self.k * self.cin * self.cout // groups * self.itemsize
+        return nbytes if nbytes <= self.p["WMEM_BYTES"] else None
+
+    def fits_nmem(self, rows: int, channels: int, copies: int) -> bool:
+        """Whether ``copies`` NMEM tiles of ``rows`` output rows of ``channels`` channels (input rows and
+        output, each buffer aligned with a VECTOR_ELEMS grain of slack for zero-fill rounding) fit NMEM."""
+        output = rows * self.ow * channels * self.itemsize
+        tile = self.in_rows(rows) * self.row_bytes + output + 2 * self._slack
+        return self.in_rows(rows) <= self.max_rows and copies * tile <= self.p["NMEM_BYTES"]
+
+    def fits_smem(self, rows: int, copies: int, staged: int = 0) -> bool:
+        """Whether ``copies`` SMEM tiles of ``rows`` output rows' input fit SMEM beside ``staged`` bytes."""
+        return staged + copies * (self.in_rows(rows) * self.row_bytes + self._slack) <= self.p["SMEM_BYTES"]
+
+    @property
+    def _slack(self) -> int:
+        return self.p["VECTOR_ELEMS"] * self.itemsize + self.p["VECTOR_ALIGN"]
+
+    # ---- the estimate's pieces (cycles), at the spec's DMA rates and latencies
+    def conv_cycles(self, rows: int, channels: int) -> int:
+        """One conv instruction: ``rows`` output rows of ``channels`` channels."""
+        macs = rows * self.ow * channels * self.k * self.k * self.cin
+        return self.p["TFU_LATENCY"] + math.ceil(macs * self.itemsize / (2 * self.p["TFU_MACS_PER_CYCLE"]))
+
+    def gmem(self, nbytes: float) -> float:
+        return nbytes / self.p["DMA_GMEM_BYTES_PER_CYCLE"]
+
+    def smem(self, nbytes: float) -> float:
+        return nbytes / self.p["DMA_SMEM_BYTES_PER_CYCLE"]
+
+    def input_bytes(self, rows: int) -> int:
+        """The unpadded input rows ``rows`` output rows read from GMEM."""
+        return self.in_rows(rows) * self.w * self.cin * self.itemsize
+
+
+def _candidates(share: int, fits) -> list[int]:
+    """Tile sizes for a share of ``share`` rows: each count of tiles' balanced size (``ceil(share /
+    tiles)``) that ``fits``, largest first."""
+    sizes = sorted({math.ceil(share / tiles) for tiles in range(1, share + 1)}, reverse=True)
+    return [rows for rows in sizes if fits(rows)]
+
+
+def _no_empty_group(n: int, groups: int) -> bool:
+    return math.ceil(n / groups) * (groups - 1) < n
+
+
+def _pipelined(layer: _Layer, startup: float, steps: int, step: int, waits: float, traffic: float) -> int:
+    """A pipeline's cycles: the start-up before the first conv, then the convs of every step (``steps`` of
+    ``step`` cycles) and the waits for copies they cannot hide, or the GMEM port's time for the rest of the
+    ``traffic`` bytes if that is longer, then the last drain."""
+    body = max(steps * step + waits, layer.gmem(traffic) - startup)
+    return math.ceil(startup + body + layer.p["GMEM_LATENCY"])
+
+
+def _private_plans(layer: _Layer, cores: int):
+    """Each core stages its tiles straight from GMEM (double-buffered where it has several): start-up is
+    every core's weights and first tile through the GMEM port; each later tile's fill, all cores at once,
+    hides behind a conv unless the port needs longer."""
+    p, blocks = layer.p, layer.cout // layer.p["CONV_BLOCK"]
+    per_cluster = p["CORES_PER_CLUSTER"]
+    for cg in (g for g in range(1, blocks + 1) if blocks % g == 0):
+        weights, channels = layer.weights(cg), layer.cout // cg
+        for rg in range(1, layer.oh + 1):
+            used = rg * cg
+            if not (used <= min(cores, per_cluster) or (used <= cores and used % per_cluster == 0)):
+                continue
+            share = math.ceil(layer.oh / rg)
+            if weights is None or not _no_empty_group(layer.oh, rg):
+                continue
+            for tile in _candidates(share, lambda r, s=share, c=channels: layer.fits_nmem(
+                    r, c, 1 if r == s else 2))[:4]:
+                steps, step = math.ceil(share / tile), layer.conv_cycles(tile, channels)
+                fill = layer.gmem(used * layer.input_bytes(tile))
+                startup = layer.gmem(used * weights) + fill + p["GMEM_LATENCY"]
+                traffic = used * weights + used * steps * layer.input_bytes(tile) + _output_bytes(layer)
+                waits = (steps - 1) * max(0.0, fill - step)
+                estimate = _pipelined(layer, startup, steps, step, waits, traffic)
+                yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate)
+
+
+def _shared_plans(layer: _Layer, cores: int):
+    """Clusters take row groups x channel groups; a cluster stages its input rows in SMEM tiles (and the
+    weights several of its cores share), its cores split rows x channels (``ConvPlan``); SMEM and NMEM tiles
+    are double-buffered across the cluster's whole walk (``double_buffer``)."""
+    p, blocks = layer.p, layer.cout // layer.p["CONV_BLOCK"]
+    per_cluster = p["CORES_PER_CLUSTER"]
+    for ccg in (g for g in range(1, min(blocks, p["CLUSTERS"]) + 1) if blocks % g == 0):
+        for rg in range(1, min(cores // per_cluster, p["CLUSTERS"]) // ccg + 1):
+            if not _no_empty_group(layer.oh, rg):
+                continue
+            share = math.ceil(layer.oh / rg)   # output rows per cluster
+            for cg in range(1, per_cluster + 1):
+                if (blocks // ccg) % cg == 0 and per_cluster % cg == 0:
+                    yield from _shared_cuts(layer, rg, ccg, cg, share)
+
+
+def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
+    p = layer.p
+    per_cluster, clusters = p["CORES_PER_CLUSTER"], rg * ccg
+    rs, channels = per_cluster // cg, layer.cout // (ccg * cg)
+    weights = layer.weights(ccg * cg)
+    staged = weights * cg if weights is not None and rs > 1 else 0   # the cluster's weights, in SMEM
+    if weights is None:
+        return
+    for smem_rows in _candidates(share, lambda r: layer.fits_smem(r, 1 if r == share else 2, staged))[:6]:
+        smem_tiles = math.ceil(share / smem_rows)
+        rows = math.ceil(smem_rows / rs)   # a core's rows of one SMEM tile
+        if not sub_rows_fit(layer.oh, rg, smem_rows, rs):
+            continue
+        single = smem_tiles == 1   # one SMEM tile and one NMEM tile: nothing doubled
+        for tile in _candidates(rows, lambda r, n=rows, one=single: layer.fits_nmem(
+                r, channels, 1 if r == n and one else 2))[:4]:
+            steps = smem_tiles * math.ceil(rows / tile)
+            step = layer.conv_cycles(tile, channels)
+            fill = layer.gmem(clusters * layer.input_bytes(smem_rows))   # every cluster's next SMEM tile
+            nmem = layer.smem(per_cluster * layer.in_rows(tile) * layer.row_bytes)   # a step's NMEM fills
+            wmem = layer.smem(per_cluster * weights) if rs > 1 else 0.0
+            startup = layer.gmem(rg * layer.weight_bytes if staged else clusters * per_cluster * weights) + \
+                wmem + fill + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
+            waits = (smem_tiles - 1) * (max(0.0, fill - step) + p["BARRIER_LATENCY"]) + \
+                steps * max(0.0, nmem - step)
+            traffic = rg * layer.weight_bytes * (1 if staged else rs) + \
+                clusters * smem_tiles * layer.input_bytes(smem_rows) + _output_bytes(layer)
+            estimate = _pipelined(layer, startup, steps, step, waits, traffic)
+            yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate, rs, smem_rows, ccg)
+
+
+def sub_rows_fit(oh: int, clusters: int, smem_rows: int, sub_rows: int) -> bool:
+    """Whether every SMEM tile of every cluster either has rows for all ``sub_rows`` cores of a channel group
+    or for none: a core with nothing to do in a tile its cluster's other cores compute would part from them
+    in a way that leaves the cluster filling the tile a different number of times per core."""
+    share, per_core = math.ceil(oh / clusters), math.ceil(smem_rows / sub_rows)
+    for q in range(clusters):
+        for ys in range(math.ceil(share / smem_rows)):
+            rows = min(smem_rows, share - ys * smem_rows, oh - q * share - ys * smem_rows)
+            if 0 < rows <= (sub_rows - 1) * per_core:
+                return False
+    return True
+
+
+def rows_covered(plan: ConvPlan) -> int:
+    """Output rows the loops of the cluster-shared form cover: whole SMEM tiles in every cluster."""
+    share = math.ceil(plan.oh / plan.row_groups)
+    return (plan.row_groups - 1) * share + math.ceil(share / plan.smem_rows) * plan.smem_rows
+
+
+def _output_bytes(layer: _Layer) -> int:
+    return layer.oh * layer.ow * layer.cout * layer.itemsize
+
+
