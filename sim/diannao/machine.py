@@ -37,8 +37,8 @@ Asynchronous instructions (timing ``async``, e.g. ``memcpyr_async``): the core s
 goes on; the instruction's unit (the core's DMA engine) runs its work one after another, each from when the
 unit is free, taking what the synchronous instruction would (its ports are promised when it is issued, in
 global time order, from the cycle the unit starts it on). A synchronous instruction of the same unit starts
-after the unit's queued work. ``wait`` (group ``wait``) advances the core to the end of all its asynchronous work
-(stalled). The data move when the instruction is issued; that equals moving them at the end because, until
+after the unit's queued work. ``wait`` (group ``wait``) advances the core to the end of all its asynchronous
+work (stalled). The data move when the instruction is issued; that equals moving them at the end because, until
 its ``wait``, the core must not read or write an outstanding instruction's written operands nor write what it
 reads, and must not reach a barrier or halt or run a scalar access the simulator cannot check
 (``HazardError``, naming both pcs): each such program is an error, whatever the timing.
