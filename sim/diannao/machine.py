@@ -38,9 +38,9 @@ goes on; the instruction's unit (the core's DMA engine) runs its work one after 
 unit is free, taking what the synchronous instruction would (its ports are promised when it is issued, in
 global time order, from the cycle the unit starts it on). A synchronous instruction of the same unit starts
 after the unit's queued work. ``wait`` (group ``wait``) advances the core to the end of all its asynchronous
-work (stalled). The data move when the instruction is issued; that equals moving them at the end because, until
-its ``wait``, the core must not read or write an outstanding instruction's written operands nor write what it
-reads, and must not reach a barrier or halt or run a scalar access the simulator cannot check
+work (stalled). The data move when the instruction is issued; that equals moving them at the end because,
+until its ``wait``, the core must not read or write an outstanding instruction's written operands nor write
+what it reads, and must not reach a barrier or halt or run a scalar access the simulator cannot check
 (``HazardError``, naming both pcs): each such program is an error, whatever the timing.
 
 Errors (sim/diannao/errors.py) name the core, pc, instruction and rule: a broken spec constraint on a tensor
