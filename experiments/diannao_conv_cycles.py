@@ -15,7 +15,7 @@ cycles.
 
 Writes ``<out>/diannao_conv_cycles.csv`` and prints the table.
 
-    python experiments/diannao_conv_cycles.py [--quick] [--layers 1,9] [--out DIR]
+    python experiments/diannao_conv_cycles.py [--quick] [--layers 1,9] [--tune N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,15 +25,14 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from compiler.ops import diannao as dops
 from compiler.ops.nn import ConvShape
-from tandem.flows.diannao import DiannaoLayerFlow, conv2d_roofline
+from tandem.flows.diannao import conv2d_roofline
 from tandem.flows.layer_tables import SEED001_CONV
+from tandem.flows.run import prepare
 from tandem.flows.targets import load_target
 
 LAYERS = tuple(((hw, hw, cin), cout) for hw, cin, cout in SEED001_CONV)   # 3x3, stride 1, pad 1
@@ -49,16 +48,16 @@ COLUMNS = ("layer", "shape", "cout", "plan", "cores", "cycles", "roofline", "roo
 DEFAULT_OUT = Path("experiments/out/diannao_conv_cycles")
 
 
-def breakdown(index: int, shape: tuple[int, int, int], cout: int) -> dict:
-    """One layer compiled as the DianNao flow compiles it, launched, and taken apart (module docstring)."""
-    target, flow = load_target("diannao"), DiannaoLayerFlow()
+def breakdown(index: int, shape: tuple[int, int, int], cout: int, tune: int = 0) -> dict:
+    """One layer compiled as the DianNao flow compiles it (with ``tune``, the fastest of the estimate's first
+    ``tune`` cuts, as ``tandem run ... -p tune=N``), launched, and taken apart (module docstring)."""
+    target = load_target("diannao")
     h, w, cin = shape
-    params = {"H": h, "W": w, "IC": cin, "OC": cout, "K": 3, "S": 1, "P": 1, "cores": CORES, "dtype": DTYPE}
-    job = flow.plan("conv2d", params, target)
-    plan = dops.conv_plan(h, w, cin, cout, 3, 1, 1, np.dtype(DTYPE).itemsize, CORES, target.spec)
-    compiled = flow.compile(job, plan, target)   # the cut the flow would choose, named here
-    inputs = flow.inputs(job, np.random.default_rng(SEED))
-    result, _ = flow.launch(job, compiled, inputs, target, trace=True)
+    params = {"H": h, "W": w, "IC": cin, "OC": cout, "K": 3, "S": 1, "P": 1, "cores": CORES, "dtype": DTYPE,
+              "tune": tune, "seed": SEED}
+    ready = prepare("conv2d", target, params)   # the flow's plan, inputs and (tuned) compile
+    plan, routed = ready.winner, ready.job   # the DianNao layer flow's job, as the target's flow routed it
+    result, _ = routed.flow.launch(routed.job, ready.compiled, ready.data, target, trace=True)
     cores = result.cores
     total = result.cycles * len(cores)
     # each unit's cycles the core spent on it (its asynchronous work, overlapped, is apart: "async_dma")
@@ -102,7 +101,9 @@ def stalls(result) -> dict[str, int]:
 
 def main(out: Annotated[Path, typer.Option(help="folder for the CSV")] = DEFAULT_OUT,
          quick: Annotated[bool, typer.Option(help="one small layer (not Table II's), seconds")] = False,
-         layers: Annotated[str, typer.Option(help="Table II conv layers by number (1-16), e.g. 1,9")] = ""
+         layers: Annotated[str, typer.Option(help="Table II conv layers by number (1-16), e.g. 1,9")] = "",
+         tune: Annotated[int, typer.Option(min=0, help="simulate the estimate's first N cuts, keep the "
+                                           "fastest (0: the estimate's choice)")] = 0
          ) -> None:
     chosen = list(enumerate(QUICK_LAYERS if quick else LAYERS, 1))
     if layers:
@@ -111,7 +112,7 @@ def main(out: Annotated[Path, typer.Option(help="folder for the CSV")] = DEFAULT
     console = Console(width=170)   # the table is wide: as wide in a file as on a terminal
     rows = []
     for k, (shape, cout) in chosen:
-        rows.append(breakdown(k, shape, cout))
+        rows.append(breakdown(k, shape, cout, tune))
         r = rows[-1]
         console.print(f"layer {k} {r['shape']} -> {cout}: {r['cycles']:,} cycles, {r['roofline_pct']}% "
                       f"of the roofline; tfu {r['tfu_pct']}%, dma {r['dma_pct']}% (+{r['async_dma_pct']}% "

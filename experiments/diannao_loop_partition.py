@@ -39,7 +39,7 @@ Writes ``<out>/diannao_loop_partition.csv``, ``<out>/summary.json`` (the means),
 ``<out>/summary.png`` (the geometric means next to the paper's: conv 1.94x, binary 1.25x, relu 1.18x).
 
     python experiments/diannao_loop_partition.py [--quick] [--no-b] [--jobs N] [--classes binary,relu,conv]
-                                                 [--conv-b-scale 8]
+                                                 [--conv-b-scale 8] [--tune 6]
 
 ``--classes`` also takes one binary op alone (add, sub or mul).
 
@@ -157,7 +157,7 @@ def _cases(classes: Iterable[str], shapes: Sequence[tuple[int, ...]], binary_ops
 
 
 # ----------------------------------------------------------------------------------------- running
-def run_case(case: Case, with_b: bool = True, conv_b_scale: int = CONV_B_SCALE) -> dict:
+def run_case(case: Case, with_b: bool = True, conv_b_scale: int = CONV_B_SCALE, tune: int = 0) -> dict:
     """Run variants (a), (b) (unless ``with_b`` is false) and (c) of ``case`` on the same inputs; return its
     CSV row (COLUMNS; None where a variant failed or was skipped) plus ``wall_s`` (not written to the CSV).
     Conv's (b) runs on the twin ``conv_twin(case, conv_b_scale)``, next to (a) on that twin."""
@@ -167,7 +167,7 @@ def run_case(case: Case, with_b: bool = True, conv_b_scale: int = CONV_B_SCALE) 
     row: dict = dict.fromkeys(COLUMNS)
     row.update({"class": case.cls, "op": case.op, "case": case.index, "shape": _dims(case.shape),
                 "weights": _dims(case.weights) if case.weights else "", "dtype": dtype})
-    a = _attempt(lambda: _compiled(case, dtype, inputs, ()))
+    a = _attempt(lambda: _compiled(case, dtype, inputs, (), tune=tune))
     row["status_a"] = a[0]
     if a[1] is not None:
         r = a[1]
@@ -238,15 +238,16 @@ def _inputs(case: Case, dtype: str) -> list[np.ndarray]:
 
 
 def _compiled(case: Case, dtype: str, inputs: list[np.ndarray], skip: tuple[str, ...],
-              budget: int | None = None):
+              budget: int | None = None, tune: int = 0):
     """Variant (a) (``skip`` empty) or (b) of ``case``: Tandem's compiled kernel, a ``RunReport``;
-    ``budget`` replaces the config's instruction budget per core."""
+    ``budget`` replaces the config's instruction budget per core; a conv's ``tune`` (> 0) simulates the
+    estimate's first ``tune`` cuts and keeps the fastest."""
     conv = ConvShape(*case.shape, case.weights[0], case.weights[1], 1, 1) if case.cls == "conv" else None
     config = load_config("default")
     if budget is not None:
         config = dataclasses.replace(config, instruction_budget=budget)
     return run_diannao(case.op, case.shape, dtype, cores=CORES, skip=skip, inputs=inputs, conv=conv,
-                       config=config)
+                       config=config, tune=tune if conv is not None else 0)
 
 
 def _conv_unmatched(case: Case, dtype: str) -> list[str]:
@@ -287,7 +288,7 @@ def _dims(shape: Sequence[int]) -> str:
 
 
 def run_cases(cases: Sequence[Case], with_b: bool = True, jobs: int = 1, console: Console | None = None,
-              conv_b_scale: int = CONV_B_SCALE) -> list[dict]:
+              conv_b_scale: int = CONV_B_SCALE, tune: int = 0) -> list[dict]:
     """Run every case (over ``jobs`` processes; the rows do not depend on it), printing one line per case
     and a warning per failed or unvalidated variant; return the rows in the order of ``cases``."""
     if jobs < 1:
@@ -295,13 +296,14 @@ def run_cases(cases: Sequence[Case], with_b: bool = True, jobs: int = 1, console
     console = console or Console(highlight=False, soft_wrap=True)
     rows: list[dict] = []
     if jobs == 1:
-        results = (run_case(c, with_b, conv_b_scale) for c in cases)
+        results = (run_case(c, with_b, conv_b_scale, tune) for c in cases)
         for k, row in enumerate(results, 1):
             _report(console, k, len(cases), row)
             rows.append(row)
         return rows
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        results = pool.map(run_case, cases, [with_b] * len(cases), [conv_b_scale] * len(cases))
+        results = pool.map(run_case, cases, [with_b] * len(cases), [conv_b_scale] * len(cases),
+                           [tune] * len(cases))
         for k, row in enumerate(results, 1):
             _report(console, k, len(cases), row)
             rows.append(row)
@@ -494,12 +496,14 @@ NoBOption = Annotated[bool, typer.Option("--no-b", help="Skip variant (b), the s
 JobsOption = Annotated[int, typer.Option(min=1, help="Processes over the cases (rows do not depend on it).")]
 ConvBScaleOption = Annotated[int, typer.Option(
     min=1, help="Conv variant (b) runs on the layer with Cin divided by this (a/b on that twin).")]
+TuneOption = Annotated[int, typer.Option(
+    min=0, help="Conv variant (a): simulate the estimate's first N cuts, keep the fastest (0: its choice).")]
 
 
 def main(out: OutOption = DEFAULT_OUT, quick: QuickOption = False,
          classes: ClassesOption = "binary,relu,conv",
          no_b: NoBOption = False, jobs: JobsOption = 1,
-         conv_b_scale: ConvBScaleOption = CONV_B_SCALE) -> None:
+         conv_b_scale: ConvBScaleOption = CONV_B_SCALE, tune: TuneOption = 0) -> None:
     """Run seed 001's experiment (Table II) on the simulated DianNao card; write CSV, JSON and PNGs."""
     console = Console(highlight=False, soft_wrap=True)
     try:
@@ -509,7 +513,7 @@ def main(out: OutOption = DEFAULT_OUT, quick: QuickOption = False,
         console.print(f"error: --classes: {exc}", markup=False)
         raise typer.Exit(code=2) from None
     start = time.perf_counter()
-    rows = run_cases(cases, with_b=not no_b, jobs=jobs, console=console, conv_b_scale=conv_b_scale)
+    rows = run_cases(cases, with_b=not no_b, jobs=jobs, console=console, conv_b_scale=conv_b_scale, tune=tune)
     summary = write_outputs(rows, out)
     print_summary(summary, console)
     console.print(f"{len(rows)} cases in {time.perf_counter() - start:.1f} s; wrote {out}", markup=False)

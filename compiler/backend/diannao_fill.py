@@ -60,10 +60,12 @@ def _split_zero_and_copy(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cores
         return None
     (_, z0), (_, d0) = z, d
     count, stride = f["count"], f["dst_stride"]
-    if count < cores or stride < f["len"] or d0 < z0 or d0 + (count - 1) * stride + f["len"] > z0 + n:
+    first, offset = divmod(d0 - z0, stride) if stride else (0, 0)   # the tile row of the first copied row
+    if count < cores or offset + f["len"] > stride or d0 < z0 or \
+            d0 + (count - 1) * stride + f["len"] > z0 + n:
         return None   # rows that would not each lie in their core's part of the zero fill
     bounds = _bounds(count, cores)
-    cuts = [z0] + [min(z0 + n, d0 + lo * stride) for lo, _ in bounds[1:]] + [z0 + n]
+    cuts = [z0] + [min(z0 + n, z0 + (first + lo) * stride) for lo, _ in bounds[1:]] + [z0 + n]
     if any(c % align or not z0 <= c <= z0 + n for c in cuts):
         return None
     parts = []
@@ -97,7 +99,9 @@ def _shifted(insn: ir.TensorInsn, fields: dict[str, int], dst_bytes: int, src_by
         moved = dst_bytes if r.operand == "dst" else src_bytes if r.operand == "src" else None
         if moved:
             size = r.buffer.dtype.bits // 8
-            regions.append(dataclasses.replace(r, offset=r.offset + ir.const(moved // size)))
+            offset = ir.const(r.offset.value + moved // size) if isinstance(r.offset, ir.IntImm) else \
+                r.offset + ir.const(moved // size)
+            regions.append(dataclasses.replace(r, offset=offset))
         else:
             regions.append(r)
     return dataclasses.replace(insn, fields=new_fields, regions=tuple(regions))

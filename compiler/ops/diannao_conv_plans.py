@@ -60,14 +60,18 @@ def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
 
 def conv_plans(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
                spec: isa.ISA) -> list[ConvPlan]:
-    """Every cut of the layer over the card that fits, of either form (``ConvPlan``), each with its
-    estimated cycles.
+    """Every cut of the layer over the card that fits, of either form (``ConvPlan``), with its tile sizes
+    (for each cut the largest few that fit, tiles double-buffered where there are several: ``double_buffer``),
+    each with its estimated cycles. ``itemsize``: bytes of an input element (integer codes of 1 or 2 bytes
+    sum into 4-byte outputs).
 
-    The estimate is the tensor unit's cycles for one core's share plus the time the card's GMEM port and a
-    cluster's SMEM port are busy (each row group reads its channel groups' weights, each channel group its
-    row groups' input rows with the halo of every tile): on this card a core waits for its own copies, so the
-    ports' time adds to the compute's. Cuts use at most ``cores`` cores, a number the card can launch (up to
-    a cluster, or whole clusters), and leave no row group empty (an empty group's guards would depend on the
+    The estimate models the pipeline ``double_buffer`` makes of a cut (``_pipelined``): the start-up before a
+    core's first conv (the weights every core loads, through SMEM where several of a cluster's cores share
+    them, and the first tiles, all through the GMEM port at the spec's DMA rate), then a core's convs and
+    the waits for the copies a conv cannot hide (the next SMEM tile of every cluster through the GMEM port;
+    the cluster's next NMEM tiles through its SMEM port), or the GMEM port's time for all the traffic if that
+    is longer, then the last drain. Cuts use at most ``cores`` cores, a number the card can launch (up to a
+    cluster, or whole clusters), and leave no row group empty (an empty group's guards would depend on the
     core in ways loop partitioning cannot split in three pieces). ScheduleError names what cannot fit."""
     p = spec.params
     block = p["CONV_BLOCK"]
@@ -118,6 +122,11 @@ class _Layer:
         return (rows - 1) * self.stride + self.k
 
     @property
+    def out_itemsize(self) -> int:
+        """Bytes of an output element: integer codes (1 or 2 bytes) sum in i32 (``qconv``)."""
+        return max(self.itemsize, 4)
+
+    @property
     def weight_bytes(self) -> int:
         """All the layer's weights."""
         return self.k * self.k * self.cin * self.cout * self.itemsize
@@ -130,7 +139,7 @@ class _Layer:
     def fits_nmem(self, rows: int, channels: int, copies: int) -> bool:
         """Whether ``copies`` NMEM tiles of ``rows`` output rows of ``channels`` channels (input rows and
         output, each buffer aligned with a VECTOR_ELEMS grain of slack for zero-fill rounding) fit NMEM."""
-        output = rows * self.ow * channels * self.itemsize
+        output = rows * self.ow * channels * self.out_itemsize
         tile = self.in_rows(rows) * self.row_bytes + output + 2 * self._slack
         return self.in_rows(rows) <= self.max_rows and copies * tile <= self.p["NMEM_BYTES"]
 
@@ -231,8 +240,8 @@ def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
     for smem_rows in _candidates(share, lambda r: layer.fits_smem(r, 1 if r == share else 2, staged))[:6]:
         smem_tiles = math.ceil(share / smem_rows)
         rows = math.ceil(smem_rows / rs)   # a core's rows of one SMEM tile
-        if not sub_rows_fit(layer.oh, rg, smem_rows, rs):
-            continue
+        if share % smem_rows or not sub_rows_fit(layer.oh, rg, smem_rows, rs):
+            continue   # (a short last SMEM tile would part a cluster's cores: no tile could be shared)
         single = smem_tiles == 1   # one SMEM tile and one NMEM tile: nothing doubled
         for tile in _candidates(rows, lambda r, n=rows, one=single: layer.fits_nmem(
                 r, channels, 1 if r == n and one else 2))[:4]:
@@ -271,6 +280,6 @@ def rows_covered(plan: ConvPlan) -> int:
 
 
 def _output_bytes(layer: _Layer) -> int:
-    return layer.oh * layer.ow * layer.cout * layer.itemsize
+    return layer.oh * layer.ow * layer.cout * layer.out_itemsize
 
 

@@ -92,30 +92,42 @@ def wait_instruction(spec: isa.ISA) -> isa.Instruction | None:
 
 
 def double_buffer(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
-    """Pipeline every loop marked ``pragma_double_buffer`` (see the module docstring)."""
-    body = _DoubleBuffer(spec).mutate(func.body)
-    return func if body is func.body else ir.PrimFunc(func.name, func.params, body, func.attrs)
+    """Pipeline every loop marked ``pragma_double_buffer`` (see the module docstring). A marked loop whose
+    tiles have another shape runs as it is, its mark removed, and the reason is kept in the function's
+    ``attrs`` as ("double_buffer", reason)."""
+    mutator = _DoubleBuffer(spec)
+    body = mutator.mutate(func.body)
+    if body is func.body:
+        return func
+    notes = tuple(("double_buffer", reason) for reason in dict.fromkeys(mutator.skipped))
+    return ir.PrimFunc(func.name, func.params, body, func.attrs + notes)
 
 
 class _DoubleBuffer(IRMutator):
     def __init__(self, spec: isa.ISA) -> None:
         self.spec = spec
+        self.skipped: list[str] = []   # why a marked loop runs as it is
 
     def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
         if s.key != MARK:
             return self.generic_mutate(s)
         if _count(s.body) >= 2 and _private_smem(s.body):
-            return self.mutate(s.body)   # per-core SMEM tiles (not shared): left as they are
-        if _count(s.body) >= 2:
-            tiles = _tiles(s.body)
-            if tiles[0].shared:
-                two_level = _two_level(self.spec, tiles)
-                if two_level is not None:
-                    return two_level
-        body = self.mutate(s.body)   # a marked loop inside this one first
-        if _count(body) < 2:
-            return body   # one tile: nothing to overlap
-        return _Pipeline(self.spec, _tiles(body)).build()
+            self.skipped.append("tiles in SMEM of their own core (not shared by the cluster) stay single")
+            return self.mutate(s.body)
+        try:
+            if _count(s.body) >= 2:
+                tiles = _tiles(s.body)
+                if tiles[0].shared:
+                    two_level = _two_level(self.spec, tiles)
+                    if two_level is not None:
+                        return two_level
+            body = self.mutate(s.body)   # a marked loop inside this one first
+            if _count(body) < 2:
+                return body   # one tile: nothing to overlap
+            return _Pipeline(self.spec, _tiles(body)).build()
+        except LoweringError as e:   # a shape this pass does not pipeline: the loop runs as it is
+            self.skipped.append(str(e))
+            return self.mutate(s.body)
 
 
 # ------------------------------------------------------------------------------------------------ tiles

@@ -6,7 +6,8 @@ preprocessing: ``skip``), generates the SPMD program (compiler/backend/diannao.p
 sim/diannao. Its parameters besides the layer: ``dtype`` (default float32), ``cores`` (16), ``tile``
 (elements per core's tile; the schedule's choice by default), ``skip`` (pass names) and, for a conv2d,
 ``plan`` (a ``compiler.ops.diannao.ConvPlan``: the cut over the cores; the schedule's estimate's best by
-default), ``relu`` (true: the ReLU on each output tile in NMEM before its copy-out) and ``bias`` (true: a
+default), ``tune`` (> 0: compile and simulate the ``tune`` cuts the estimate ranks first and keep the
+fastest), ``relu`` (true: the ReLU on each output tile in NMEM before its copy-out) and ``bias`` (true: a
 per-output-channel bias of the output's type, a third input, added to each output tile in NMEM before the
 ReLU, one cycle add per tile). Element-wise
 outputs are bit-exact with numpy; integer convolutions too, float ones within the bound of summing in f32
@@ -174,15 +175,19 @@ class DiannaoLayerFlow(TargetFlow):
             plan = params.pop("plan", None)
             if plan is not None and not isinstance(plan, dops.ConvPlan):
                 raise RunError(f"{where}: plan must be a compiler.ops.diannao.ConvPlan, not {plan!r}")
+            tune = flow.take_int(params, "tune", 0, 0, where)
             relu, bias = (params.pop(name, False) for name in ("relu", "bias"))
             for name, value in (("relu", relu), ("bias", bias)):
                 if not isinstance(value, bool | int | np.integer) or value not in (0, 1):
                     raise RunError(f"{where}: {name} must be true or false (1 or 0), but got {value!r}")
         else:
             shape, plan, relu, bias = flow.take_shape(params, DEFAULT_SHAPE, where), None, False, False
-        conv_keys = ("H", "W", "IC", "OC", "K", "S", "P", "relu", "bias") if conv else ()
+            tune = 0
+        conv_keys = ("H", "W", "IC", "OC", "K", "S", "P", "relu", "bias", "tune") if conv else ()
         flow.reject_unknown(params, ("shape", *OPTIONS, *conv_keys), where)
-        job = DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,), relu=bool(relu),
+        candidates = (plan,) if conv is None or plan is not None else \
+            tuning_plans(conv, dtype, cores, target, max(tune, 1))
+        job = DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=candidates, relu=bool(relu),
                          bias=bool(bias))
         return _fits(job, target)
 
@@ -333,7 +338,7 @@ class DiannaoLayerFlow(TargetFlow):
     def selection(self, job: DiannaoJob, compiled: DiannaoCompiled) -> tuple:
         return compiled.sched.selection
 
-    def params(self, job: DiannaoJob, candidate: None, target: Target) -> dict[str, Any]:
+    def params(self, job: DiannaoJob, candidate: dops.ConvPlan | None, target: Target) -> dict[str, Any]:
         out = {"shape": list(job.shape), "dtype": job.dtype, "cores": job.cores, "config": target.config.name,
                "skip": list(job.skip)}
         if job.user is not None:
@@ -341,6 +346,8 @@ class DiannaoLayerFlow(TargetFlow):
         if job.conv is not None:
             c = job.conv
             out.update(H=c.h, W=c.w, IC=c.ic, OC=c.oc, K=c.k, S=c.s, P=c.p, relu=job.relu, bias=job.bias)
+            if isinstance(candidate, dops.ConvPlan):
+                out["plan"] = candidate.describe()
         return out
 
 
@@ -385,6 +392,18 @@ def _to_blocks(conv: ConvShape, spec: isa.ISA) -> ConvShape:
     extra compute instead of a guard the conv instruction cannot take)."""
     block = spec.params["CONV_BLOCK"]
     return dataclasses.replace(conv, oc=-(-conv.oc // block) * block)
+
+
+def tuning_plans(conv: ConvShape, dtype: str, cores: int, target: Target, count: int) -> tuple:
+    """The ``count`` cuts of ``conv`` (its output channels in whole blocks) the estimate ranks first
+    (``compiler.ops.diannao.conv_plans``): the candidates ``tune`` simulates, keeping the fastest."""
+    c = _to_blocks(conv, target.spec)
+    try:
+        plans = dops.conv_plans(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, np.dtype(NUMPY_DTYPES[dtype]).itemsize,
+                                cores, target.spec)
+    except ScheduleError as e:
+        raise RunError(str(e)) from None
+    return tuple(sorted(plans, key=lambda p: p.estimate)[:count])
 
 
 def _fits(job: DiannaoJob, target: Target) -> DiannaoJob:
@@ -584,17 +603,18 @@ FLOW = ByOperator("diannao", {**dict.fromkeys(network.OPERATORS, NETWORK_FLOW),
 def run_diannao(op: str, shape: tuple[int, ...], dtype: str = "float32", cores: int = 16,
                 tile: int | None = None, config: str | DiannaoConfig | Target = "default",
                 skip: Collection[str] = (), seed: int = 0,
-                inputs: Sequence[np.ndarray] | None = None, conv: ConvShape | None = None) -> RunReport:
+                inputs: Sequence[np.ndarray] | None = None, conv: ConvShape | None = None,
+                tune: int = 0) -> RunReport:
     """``run`` for the DianNao card: ``op`` on ``shape`` (conv2d: the input's (H, W, Cin), and ``conv`` the
     layer, by default 16 output channels, a 3 x 3 kernel, stride 1, padding 1). ``inputs``: A, B (binary) or
     A (relu) of ``prod(shape)`` elements, or the HWC input and (Cout, K, K, Cin) weights of a conv2d; by
     default random arrays drawn from ``seed``. ``config`` is the target, or a machine config (object, name
-    or file) to run with its spec."""
+    or file) to run with its spec. A conv2d's ``tune`` (> 0): the fastest of the estimate's first cuts."""
     params: dict[str, Any] = {"dtype": dtype, "cores": cores, "tile": tile, "skip": tuple(skip), "seed": seed}
     if op == "conv2d" and conv is not None:
         if (conv.h, conv.w, conv.ic) != tuple(shape):
             raise RunError(f"DianNao conv2d: the layer {conv} does not take the input shape {list(shape)}")
-        params.update(H=conv.h, W=conv.w, IC=conv.ic, OC=conv.oc, K=conv.k, S=conv.s, P=conv.p)
+        params.update(H=conv.h, W=conv.w, IC=conv.ic, OC=conv.oc, K=conv.k, S=conv.s, P=conv.p, tune=tune)
     else:
         params["shape"] = tuple(shape)
     return run(op, as_target("diannao", config), params, inputs=inputs)

@@ -13,7 +13,8 @@ for an operator of the user's, tandem/flows/user_ops.py) and ``reference_of``. T
    and list the schedule candidates: one, or the tuning candidates the target ranks likeliest first;
 2. ``inputs``: seeded random arrays in the layout the kernel takes (or the caller's arrays, checked);
 3. ``compile``: schedule, pass pipeline and emitter, for each candidate; with several, each one's ``cost``
-   is measured (simulated cycles, or seconds on this CPU) and the cheapest kept;
+   is measured (simulated cycles, or seconds on this CPU) and the cheapest kept (a candidate that does not
+   compile is skipped, its error in ``tuned``; if none compiles, the first error is raised);
 4. ``execute``: simulate the program (DianNao, VITA) or run the kernel on this CPU;
 5. ``reference`` and ``validate``: the result of compiler/ops/reference on the same inputs, compared bit for
    bit (integers and element-wise floats) or within a stated bound (float convolutions); with seeded inputs,
@@ -56,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compiler.errors import LoweringError
 from compiler.target import Target
 from tandem.flows.check import Check
 from tandem.flows.flow import RunError, RunReport, TargetFlow
@@ -142,13 +144,20 @@ def prepare(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
     data = (flow.inputs(job, np.random.default_rng(seed)) if inputs is None
             else flow.check_inputs(job, inputs))
 
-    compile_s, tuned, best = 0.0, [], None
+    compile_s, tuned, best, failed = 0.0, [], None, None
     for candidate in job.candidates:
         t0 = time.perf_counter()
         stores = flow.stores_kernels(job)
         compiled = None if cache is None else cache.get(stores, target, op, params, candidate)
         if compiled is None:
-            compiled = flow.compile(job, candidate, target)
+            try:
+                compiled = flow.compile(job, candidate, target)
+            except (LoweringError, RunError) as e:   # tuning: a candidate that does not compile is skipped
+                if len(job.candidates) == 1:
+                    raise
+                failed = failed or e
+                tuned.append({**flow.tuned_entry(candidate, float("inf")), "error": str(e)})
+                continue
             if cache is not None:
                 cache.put(stores, target, op, params, candidate, compiled)
         compile_s += time.perf_counter() - t0
@@ -161,6 +170,8 @@ def prepare(op: str, target: Target, params: Mapping[str, Any] | None = None, *,
             progress(len(tuned), len(job.candidates))
         if best is None or cost < best[0]:
             best = (cost, candidate, compiled)
+    if best is None:
+        raise failed
     _, winner, compiled = best
     return Prepared(op, target, flow, job, data, seed, winner, compiled, tuned, compile_s, start,
                     seeded=inputs is None)

@@ -152,17 +152,17 @@ def _fields(insn: ir.TensorInsn) -> dict[str, int]:
 
 @pytest.mark.parametrize("hw", [16, 7])
 def test_a_bias_adds_whole_vectors_extending_a_tile_by_rows_where_it_is_not(hw) -> None:
-    """16 channels a core, one vcycadd per conv over the tile's pixels; where a tile's pixels x 16
-    channels are no whole number of vectors (64: 7 x 7 pixels, 784 elements), each add runs over more rows
-    of the tile (7 x 8 pixels, 896 elements, zero-filled first: seed 001's AddExtraCompute), and the
-    result, run on the card, is still numpy's."""
+    """One vcycadd per conv over the tile's pixels x the core's channels; where those are no whole number
+    of vectors (64: 7 x 7 pixels x 16 channels, 784 elements), the add runs over more pixels of the tile
+    (zero-filled first: seed 001's AddExtraCompute), and the result, run on the card, is still numpy's."""
     final = stages(hw, hw, 8, 64, 3, 1, 1, "int8", 16, bias=True)[-1][1]
     assert unmatched(final, SPEC) == []
     found = insns(final)
     adds = [_fields(i) for i in found if i.name == "vcycadd"]
     assert len(adds) == len([i for i in found if i.name == "qconv"]) > 0
-    assert {a["m"] for a in adds} == {16} and all(a["count"] * 16 % 64 == 0 for a in adds)
     convs = [_fields(i) for i in found if i.name == "qconv"]   # in the order of their adds
+    pairs = list(zip(adds, convs, strict=True))
+    assert all(a["m"] == c["cout"] and a["count"] * a["m"] % 64 == 0 for a, c in pairs)
     pixels = [((c["h"] - c["kh"]) // c["s"] + 1) * ((c["w"] - c["kw"]) // c["s"] + 1) for c in convs]
     assert all(a["count"] >= n for a, n in zip(adds, pixels, strict=True))
     assert any(a["count"] > n for a, n in zip(adds, pixels, strict=True)) == (hw == 7)
@@ -374,3 +374,25 @@ def test_the_flows_bias_is_added_before_the_relu_checked_against_numpy(dtype) ->
         FLOW.check_inputs(job, [x, wt])
     with pytest.raises(RunError, match="expected a bias of 48"):
         FLOW.check_inputs(job, [x, wt, b[:47]])
+
+
+@pytest.mark.parametrize(("hw", "cin", "cout", "every"), [(14, 16, 16, 1), (9, 4, 64, 6), (10, 8, 32, 4)])
+def test_every_cut_the_planner_lists_compiles_and_computes_numpys_result(hw, cin, cout, every) -> None:
+    """conv_plans lists only cuts the compiler can build: of each form (rows or clusters' rows x channel
+    groups, weights staged in SMEM or not), every tile size it offers, double-buffered or not; each runs on
+    the card bit-exact (every ``every``-th cut, in the estimate's order)."""
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.diannao import compile_conv2d
+
+    plans = sorted(dops.conv_plans(hw, hw, cin, cout, 3, 1, 1, 1, 16, SPEC), key=lambda p: p.estimate)
+    rng = np.random.default_rng(hw)
+    x = rng.integers(-128, 128, (hw, hw, cin), dtype=np.int8)
+    wt = rng.integers(-128, 128, (cout, 3, 3, cin), dtype=np.int8)
+    forms = set()
+    for plan in plans[::every]:
+        _, func = compile_conv2d(ConvShape(hw, hw, cin, cout, 3, 1, 1), "int8", 16, TARGET, plan=plan)
+        _, outs = run_kernel(codegen(func, SPEC), [x, dops.block_weights(wt.transpose(1, 2, 3, 0)),
+                                                   np.zeros((hw, hw, cout), np.int32)])
+        assert conv2d_matches(outs[-1], x, wt, 1, 1), plan
+        forms.add((plan.sub_rows > 0, plan.cluster_groups > 1, plan.sub_rows > 1))
+    assert len(forms) >= 2   # (16 output channels: one block, no channel groups)
