@@ -80,8 +80,9 @@ def conv_plans(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: in
         raise ScheduleError(f"DianNao conv: {invalid or f'expected at least one core, but got {cores}'}")
     if cout % block:
         raise ScheduleError(f"DianNao conv: cout = {cout} is not a multiple of CONV_BLOCK = {block}")
-    layer = _Layer(h, w, cin, cout, k, stride, pad, itemsize, p,
-                   max_rows=(1 << spec.instruction("conv").field("h").bits) - 1)
+    field = spec.instruction("conv").field
+    layer = _Layer(h, w, cin, cout, k, stride, pad, itemsize, p, max_rows=field("h").hi,
+                   max_channels=field("cout").hi)
     plans = [*_private_plans(layer, cores), *_shared_plans(layer, cores)]
     if not plans:
         raise ScheduleError(f"DianNao conv: no split of {cores} cores fits the weights "
@@ -103,6 +104,7 @@ class _Layer:
     itemsize: int
     p: dict
     max_rows: int  # input rows one conv instruction can take (its h field)
+    max_channels: int  # output channels one conv instruction can take (its cout field)
 
     @property
     def oh(self) -> int:
@@ -179,12 +181,18 @@ def _no_empty_group(n: int, groups: int) -> bool:
     return math.ceil(n / groups) * (groups - 1) < n
 
 
-def _pipelined(layer: _Layer, startup: float, steps: int, step: int, waits: float, traffic: float) -> int:
-    """A pipeline's cycles: the start-up before the first conv, then the convs of every step (``steps`` of
-    ``step`` cycles) and the waits for copies they cannot hide, or the GMEM port's time for the rest of the
-    ``traffic`` bytes if that is longer, then the last drain."""
-    body = max(steps * step + waits, layer.gmem(traffic) - startup)
-    return math.ceil(startup + body + layer.p["GMEM_LATENCY"])
+def _pipelined(layer: _Layer, startup: float, steps: int, step: int, waits: float, traffic: float,
+               queue: float, drain: float) -> int:
+    """A pipeline's cycles: the start-up before the first conv, then the longest of: the convs of every step
+    (``steps`` of ``step`` cycles) and the waits for copies they cannot hide; the GMEM port's time for the
+    rest of the ``traffic`` bytes; a core's DMA unit's time for its copies, one after another (``queue``);
+    then the last drain (every core's last output tile, ``drain`` bytes, through the GMEM port)."""
+    body = max(steps * step + waits, layer.gmem(traffic - drain) - startup, queue)
+    return math.ceil(startup + body + layer.gmem(drain) + layer.p["GMEM_LATENCY"])
+
+
+def _output_row_bytes(layer: _Layer, channels: int) -> int:
+    return layer.ow * channels * layer.out_itemsize
 
 
 def _private_plans(layer: _Layer, cores: int):
@@ -195,6 +203,8 @@ def _private_plans(layer: _Layer, cores: int):
     per_cluster = p["CORES_PER_CLUSTER"]
     for cg in (g for g in range(1, blocks + 1) if blocks % g == 0):
         weights, channels = layer.weights(cg), layer.cout // cg
+        if channels > layer.max_channels:
+            continue   # more output channels than one conv instruction computes
         for rg in range(1, layer.oh + 1):
             used = rg * cg
             if not (used <= min(cores, per_cluster) or (used <= cores and used % per_cluster == 0)):
@@ -209,7 +219,10 @@ def _private_plans(layer: _Layer, cores: int):
                 startup = layer.gmem(used * weights) + fill + p["GMEM_LATENCY"]
                 traffic = used * weights + used * steps * layer.input_bytes(tile) + _output_bytes(layer)
                 waits = (steps - 1) * max(0.0, fill - step)
-                estimate = _pipelined(layer, startup, steps, step, waits, traffic)
+                queue = steps * (2 * p["GMEM_LATENCY"] + layer.gmem(
+                    layer.input_bytes(tile) + tile * _output_row_bytes(layer, channels)))
+                drain = used * tile * _output_row_bytes(layer, channels)
+                estimate = _pipelined(layer, startup, steps, step, waits, traffic, queue, drain)
                 yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate)
 
 
@@ -234,6 +247,8 @@ def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
     per_cluster, clusters = p["CORES_PER_CLUSTER"], rg * ccg
     rs, channels = per_cluster // cg, layer.cout // (ccg * cg)
     weights = layer.weights(ccg * cg)
+    if channels > layer.max_channels:
+        return   # more output channels than one conv instruction computes
     staged = weights * cg if weights is not None and rs > 1 else 0   # the cluster's weights, in SMEM
     if weights is None:
         return
@@ -256,7 +271,11 @@ def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
                 steps * max(0.0, nmem - step)
             traffic = rg * layer.weight_bytes * (1 if staged else rs) + \
                 clusters * smem_tiles * layer.input_bytes(smem_rows) + _output_bytes(layer)
-            estimate = _pipelined(layer, startup, steps, step, waits, traffic)
+            queue = steps * (p["SMEM_LATENCY"] + layer.smem(layer.in_rows(tile) * layer.row_bytes) +
+                             p["GMEM_LATENCY"] + layer.gmem(tile * _output_row_bytes(layer, channels))) + \
+                smem_tiles * (p["GMEM_LATENCY"] + layer.gmem(layer.input_bytes(smem_rows) / per_cluster))
+            drain = clusters * per_cluster * tile * _output_row_bytes(layer, channels)
+            estimate = _pipelined(layer, startup, steps, step, waits, traffic, queue, drain)
             yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate, rs, smem_rows, ccg)
 
 
