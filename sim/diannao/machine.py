@@ -417,12 +417,7 @@ class _Machine:
         units = self.units[core]
         if units and units.get(plan.unit, 0) > t:   # behind the unit's asynchronous work
             ready = units[plan.unit]
-        if op.shared:
-            if t > self.env.now:
-                yield self.env.timeout(t - self.env.now)
-            start = self.reserve(core, plan.ports, ready)
-        else:
-            start = ready
+        start = (yield from self.when_ports(core, plan, t, ready)) if op.shared else ready
         self.run_tensor(core, pc, op, fields, R)
         self.stalled[core] += start - t
         end = start + self.costs[pc]
@@ -430,18 +425,20 @@ class _Machine:
             self.trace_tensor(core, pc, t, start, end)
         return end
 
+    def when_ports(self, core: int, plan, t: int, ready: int):
+        """The cycle a transfer asked for at the core's cycle ``t`` starts: from ``ready`` on, when its shared
+        ports are free (asked in global time order: the core waits for simulated time to reach ``t``)."""
+        if t > self.env.now:
+            yield self.env.timeout(t - self.env.now)
+        return self.reserve(core, plan.ports, ready)
+
     def issue(self, core: int, pc: int, op: TensorOp, fields: dict[str, int], R: list[int], t: int):
         """Issue the asynchronous instruction at ``pc`` at the core's cycle ``t``: its unit starts it when
         free (and its ports are), its data move now, and it is outstanding until a wait; return the cycle
         the core goes on."""
         plan, units = self.plans[pc], self.units[core]
         ready = max(t, units.get(plan.unit, 0))
-        if op.shared:
-            if t > self.env.now:
-                yield self.env.timeout(t - self.env.now)
-            start = self.reserve(core, plan.ports, ready)
-        else:
-            start = ready
+        start = (yield from self.when_ports(core, plan, t, ready)) if op.shared else ready
         self.run_tensor(core, pc, op, fields, R)
         units[plan.unit] = end = start + plan.background
         self.pending[core].append(Pending(pc, *spans(op, fields)))

@@ -185,11 +185,11 @@ class DiannaoLayerFlow(TargetFlow):
             tune = 0
         conv_keys = ("H", "W", "IC", "OC", "K", "S", "P", "relu", "bias", "tune") if conv else ()
         flow.reject_unknown(params, ("shape", *OPTIONS, *conv_keys), where)
-        candidates = (plan,) if conv is None or plan is not None else \
-            tuning_plans(conv, dtype, cores, target, max(tune, 1))
-        job = DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=candidates, relu=bool(relu),
-                         bias=bool(bias))
-        return _fits(job, target)
+        job = _fits(DiannaoJob(op, dtype, cores, tile, skip, shape, conv, candidates=(plan,), relu=bool(relu),
+                               bias=bool(bias)), target)   # its arrays fit GMEM: checked before the cuts
+        if conv is None or plan is not None:
+            return job
+        return dataclasses.replace(job, candidates=tuning_plans(conv, dtype, cores, target, max(tune, 1)))
 
     @staticmethod
     def _options(params: dict[str, Any], cores: int, target: Target, where: str):

@@ -309,10 +309,14 @@ def test_a_guarded_update_is_reported() -> None:
 def test_channel_group_counts_that_are_not_powers_of_two_divide_the_core_index(oc: int) -> None:
     # 12 cores over 3 or 6 channel groups: the core's group is tid // groups, its part tid % groups, which
     # the scalar unit computes by a multiply and a shift (it has no divide)
-    from compiler.ops.nn import ConvShape
-    from tandem.flows.diannao import run_diannao
+    from tandem.flows.run import run
+    from tandem.flows.targets import load_target
 
-    report = run_diannao("conv2d", (12, 12, 16), "int8", cores=12, conv=ConvShape(12, 12, 16, oc, 3, 1, 1))
+    groups = oc // 16
+    plan = dops.ConvPlan(oh=12, ow=12, row_groups=12 // groups, cout_groups=groups, tile_rows=groups // 3 * 3,
+                         estimate=0)
+    report = run("conv2d", load_target("diannao"), {"H": 12, "W": 12, "IC": 16, "OC": oc, "dtype": "int8",
+                                                     "cores": 12, "plan": plan})
     assert report.validated and report.max_abs_err == 0 and report.params["cores_used"] == 12
     assert report.scalar_fallback == 0
 
