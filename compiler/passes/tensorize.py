@@ -18,7 +18,9 @@ What a marked statement must look like to match (the form loop partitioning leav
   constants; ``+ * max min`` commute); every operand access is affine in the nest's loop variables;
 - after merging loops that walk memory contiguously for every operand, at most as many loops remain as
   the instruction has dimensions; each extent and stride then fixes a field (or must equal what the spec
-  computes from fields already fixed);
+  computes from fields already fixed); a field the semantics read as a value (an immediate: ``a[i] >> s``,
+  a clamp's bounds) is the code's constant there, within the field's bits, and a shift by a field matches
+  a floor division by its power of two (``vreq``'s ``a[i] >> s`` is the code's ``a[i] // 256``);
 - the operands' buffers are in the spaces the spec names (a space field is set from the buffer's scope);
 - the constraints that do not depend on addresses hold (``n % VECTOR_ELEMS == 0``, ``len >= 1`` ...);
   alignment rules ``addr % K == 0`` hold for every value of the offset, assuming buffers start aligned
@@ -241,6 +243,22 @@ def match(stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction) -> Match | NoMat
     return NoMatch(instr.name, "; ".join(reasons), stage=best)
 
 
+def _value_fields(instr: isa.Instruction) -> frozenset[str]:
+    """The fields ``instr``'s semantics read as values (not in an operand's index)."""
+    names = {f.name for f in instr.fields if f.kind != "type"}
+    found = set()
+    for assign in instr.statements:
+        stack = [assign.value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, t.Access):
+                continue   # its indices are the index fit's
+            if isinstance(node, t.Name) and node.id in names:
+                found.add(node.id)
+            stack.extend(t.children(node))
+    return frozenset(found)
+
+
 class _TooWide(index_fit.FitError):
     """An assignment of loops whose fields solve the equations, but one value does not fit its bits."""
 
@@ -248,7 +266,10 @@ class _TooWide(index_fit.FitError):
 class _Matcher:
     def __init__(self, stmt: ir.Stmt, spec: isa.ISA, instr: isa.Instruction, types: dict[str, str]) -> None:
         self.stmt, self.spec, self.instr, self.types = stmt, spec, instr, types
-        self.tree = TreeMatch(types, index=lambda load: flat_index(load.buffer, load.indices))
+        # fields the semantics read as values (an immediate: ``a[i] >> s``) are bound from the code's
+        # constants; a shift matches a floor division by its power of two
+        self.tree = TreeMatch(types, fields=_value_fields(instr), shifts=True,
+                              index=lambda load: flat_index(load.buffer, load.indices))
         self.stage = 0
         self.broadcast: dict[str, list[int]] = {}   # operand -> the destination dimensions it is indexed by
 
@@ -431,6 +452,12 @@ class _Matcher:
     def _match(self, fields: dict[str, int], offsets: dict[str, ir.Expr]) -> Match:
         settable = {f.name for f in self.instr.fields if f.kind != "type"}
         addresses = {op.addr.id for op in self.instr.operands if isinstance(op.addr, t.Name)}
+        for f in self.instr.fields:   # an immediate the code's constant gave must fit its field
+            value = self.tree.values.get(f.name)
+            if value is not None and not f.lo <= value <= f.hi:
+                raise self.fail(f"field {f.name} = {value} does not fit in its {f.bits} bits "
+                                f"({f.lo}..{f.hi})")
+        fields = {**self.tree.values, **fields}
         missing = sorted(settable - addresses - set(fields))
         if missing:
             raise self.fail(f"no loop or operand fixes field(s) {', '.join(missing)}")

@@ -889,6 +889,7 @@ VALID = {
     "qconv": dict(T="i8", out=0, inp=65536, wgt=64, h=10, w=10, cin=16, cout=32, kh=3, kw=3, s=2),
     "matmul": dict(T="f32", out=0, a=65536, b=0, m=64, k=64, n=64),
 }
+VALID["vreq"] = dict(dst=0, a=4096, n=1024, s=8, lo=-128, hi=127)
 # the asynchronous copies have their synchronous twins' fields and rules
 VALID["memcpy_async"], VALID["memcpyr_async"] = VALID["memcpy"], VALID["memcpyr"]
 
