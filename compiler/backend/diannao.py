@@ -32,9 +32,11 @@ Accepted IR (anything else raises ``LoweringError`` naming the node):
   barrier that starts the next fill waits for every core to be done with it); every other "smem" buffer
   lies in the running core's private slice of the rest, (SMEM_BYTES - shared peak) / CORES_PER_CLUSTER
   bytes at CORE_ID times that;
-- ``Attr("cluster_fill")``: a cluster barrier, the body on the cluster's first core only (CORE_ID 0), and
-  a second barrier (``share_smem`` states when that computes what every core filling its own copy would);
-  ``Attr("cluster_prefetch")`` (``double_buffer``): the body on the first core only, no barriers;
+- ``Attr("cluster_fill")``: a cluster barrier, the body split by rows among the cluster's cores
+  (``diannao_fill.split_fill``: each zeroes and copies its own rows) or, where it does not split, on the
+  cluster's first core only (CORE_ID 0), and a second barrier (``share_smem`` states when that computes what
+  every core filling its own copy would);
+  ``Attr("cluster_prefetch")`` (``double_buffer``): the same without the barriers;
   ``Attr("cluster_sync")``: the body (a wait), then a cluster barrier;
 - the spec's ``wait`` instruction (group ``wait``); an asynchronous copy (``memcpy``'s asynchronous twin,
   from ``double_buffer``) becomes memcpyr's asynchronous twin, as ``memcpy`` becomes ``memcpyr``;

@@ -23,8 +23,8 @@ class ConvPlan:
     Cluster-shared (``sub_rows > 0``, the two-level tiling of seed 001 Sec. V): ``row_groups`` x
     ``cluster_groups`` clusters take one row group and one channel group each; a cluster's cores split its
     rows ``sub_rows`` ways and its channels ``cout_groups`` ways (``sub_rows * cout_groups`` = a cluster's
-    cores). The cluster stages ``smem_rows`` output rows' worth of input in SMEM once, one core filling it
-    for all, and each core copies its ``tile_rows`` at a time from SMEM into NMEM. Where several cores of a
+    cores). The cluster stages ``smem_rows`` output rows' worth of input in SMEM once, its cores filling it
+    together, and each core copies its ``tile_rows`` at a time from SMEM into NMEM. Where several cores of a
     cluster compute the same channels (``sub_rows > 1``), the cluster stages their weights in SMEM once too.
     """
 

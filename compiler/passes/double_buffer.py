@@ -6,8 +6,12 @@ partitioning the mark holds the pieces of that loop, each a loop or a single til
 shape of body: allocations of tile buffers in the loop body, then
 
 - the **fill**: statements that write only tile buffers and read none (copies in, zero fills);
-- the **compute**: what follows, writing only tile buffers;
+- the **compute**: what follows;
 - the **drain**: the copies at the end that read a tile buffer and write outside the tile.
+
+A cluster-shared SMEM tile (``share_smem``) is a tile too: its buffer, its cluster fill, the rest as its
+compute. When that compute is itself a marked loop of NMEM tiles, the two levels become one pipeline over
+every NMEM tile (``_two_level``).
 
 The pass gives each buffer the fill writes or the drain reads two copies (``B.0``, ``B.1``: tile ``i`` uses
 copy ``i % 2``) and runs the tiles, all the pieces' tiles in order, as a software pipeline:
@@ -26,16 +30,17 @@ loop, then the one or two tiles left with their own next tile.
 
 Which instructions: each copy becomes its asynchronous twin in the spec (the instruction whose operands,
 fields and semantics are the copy's and whose timing is ``async``); the wait is the spec's instruction of
-group ``wait``. The schedule asks for the mark only where the spec has both (``can_double_buffer``).
+group ``wait`` (``can_double_buffer`` says whether a spec has both).
 
 Why it computes the same: fill(i + 1) moves before compute(i) and drain(i - 1); it writes the other copies,
-which neither touches, and reads no buffer they write (checked: the fill reads no tile buffer, the drain
-writes no buffer the fill or the compute reads, the compute writes only tile buffers). The interpreter runs
-asynchronous copies at once and waits as nothing, so the function before and after the pass computes the same;
-the DianNao simulator checks every access against the outstanding copies (``HazardError``).
+which neither touches, and reads no buffer they write (checked: the fill reads no tile buffer and no buffer
+the compute or the drain writes; the drain writes no buffer the compute reads). The interpreter runs
+asynchronous copies at once and waits as nothing, so the function before and after the pass computes the
+same; the DianNao simulator checks every access against the outstanding copies (``HazardError``).
 
 Precondition: tensorized flat IR. Postcondition: the same function with each marked loop pipelined and its
-mark removed; LoweringError names the loop and the rule where a marked loop's body has another shape.
+mark removed; a marked loop of another shape (or a spec without an asynchronous copy and a wait) runs as it
+is, and the function's ``attrs`` say why: ("double_buffer", reason).
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from compiler.lower import SHARED_SCOPES
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 
 MARK = "pragma_double_buffer"
-#: the next cluster-shared tile's fill, on the cluster's first core only, without barriers
+#: the next cluster-shared tile's fill, without barriers (the backend splits it among the cluster's cores)
 CLUSTER_PREFETCH = "cluster_prefetch"
 #: the cluster's cores wait (the body: the wait instruction), then meet at a cluster barrier
 CLUSTER_SYNC = "cluster_sync"
@@ -337,9 +342,9 @@ class _Pipeline:
 
     def _step(self, tile: _Tile, k, parity: int, following, issued: Sequence[ir.Stmt] = ()) -> list[ir.Stmt]:
         """Tile ``k`` of ``tile`` on copies ``parity``: the next tile's fill issued (then ``issued``),
-        compute, wait, drain. A cluster-shared tile's fill runs on the cluster's first core, issued after
-        the compute's first synchronous copy (the core's DMA unit runs its copies in order: the one the
-        compute needs first goes first); the cluster meets at a barrier after the wait."""
+        compute, wait, drain. A cluster-shared tile's fill (``CLUSTER_PREFETCH``) is issued after the
+        compute's first synchronous copy (a core's DMA unit runs its copies in order: the one the compute
+        needs first goes first); the cluster meets at a barrier after the wait."""
         compute = self._in(tile, k, tile.compute, parity, asynchronous=False)
         if following is None:
             return [*issued, *compute, self.wait, *self._in(tile, k, tile.drain, parity, asynchronous=True)]

@@ -28,8 +28,9 @@ A tile is shared when all of these hold, and stays private (one slice of SMEM pe
 Precondition: tensorized flat IR (``verify(func, "flat")``). Postcondition: the same function with the
 marks added; its meaning (each core filling its own copy) is unchanged, so the interpreter, which ignores
 ``Attr``, gives the same results before and after.
-Non-goals: sharing tiles that only some of a cluster's cores read (it needs no more than rule 4), splitting
-a fill among the cluster's cores (each would need to wait for the others' parts in the interpreter too).
+Non-goals: sharing tiles that only some of a cluster's cores read (it needs no more than rule 4). Who runs a
+marked fill is the backend's choice: the DianNao backend splits it by rows among the cluster's cores where
+it can (compiler/backend/diannao_fill.py), between the same barriers.
 """
 
 from __future__ import annotations
