@@ -94,7 +94,8 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     output's own index (any shape; constants, the index itself and element-wise stages between them may
     appear too). Scheduled on the flat view (``elementwise.flatten``: the kernel's parameters are 1-D
     versions of ``inputs`` and ``out``), per core and tile: the expression covered by the spec's vector
-    instructions with the fewest cycles (``compiler.ops.diannao_vector``). One instruction: as
+    instructions with the fewest cycles (``compiler.ops.diannao_vector``), judged on a tile of whole vectors
+    (where a core's share is not, preprocessing extends the tile's vector steps). One instruction: as
     ``elementwise`` (the inputs of a binary or wider operator staged into NMEM, a unary one read into its
     output tile so that an in-place instruction computes it there). Several: the inputs staged into NMEM,
     each step a stage of its own NMEM tile (``inplace`` folds a step into the tile it reads when that
@@ -106,7 +107,10 @@ def elementwise_of(inputs: tuple[te.Tensor, ...], out: te.Tensor, cores: int = 1
     itemsize = max(t.dtype.bits // 8 for t in (*flat_inputs, flat_out))
     axis = [iv.var for iv in flat_out.op.axis]
     body = strip_noop_casts(flat_out.op.body)
-    estimate = tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec)
+    # the cover's tile: whole vectors, as preprocessing extends a tile's vector steps (seed 001's
+    # AddExtraCompute) where a core's share is no whole number of them
+    vec = spec.params["VECTOR_ELEMS"]
+    estimate = -(-(tile or tile_elements(share, len(flat_inputs) + 1, itemsize, spec)) // vec) * vec
     where = f"DianNao operator {out.name}"
     selected = vector_choose(body, spec, estimate, where)
     chosen = selected.chosen
