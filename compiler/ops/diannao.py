@@ -36,6 +36,7 @@ from compiler.ops.diannao_tiles import (
 from compiler.ops.diannao_vector import constants_of, vector_choose
 from compiler.ops.elementwise import cover_stages, flatten
 from compiler.passes.cover import Cover, Selected, Step, in_place, key, strip_noop_casts
+from compiler.passes.double_buffer import can_double_buffer
 from compiler.passes.tensorize import SCALAR_MARK
 from compiler.schedule import Schedule, create_schedule
 
@@ -282,7 +283,9 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     if xp is not x:
         s[xp].compute_inline()
     local = s.cache_write(out, "nmem")   # the tile copied out: the conv's, or its epilogue's
-    core, yt, yi = _core_loops(s, out, plan, xs, analysis)
+    # both tile loops run as software pipelines where the spec has an asynchronous copy and a wait
+    pipelined = can_double_buffer(spec, "memcpy")
+    core, yt, yi = _core_loops(s, out, plan, xs, analysis, pipelined)
     if ws is not None:
         s[ws].compute_at(s[out], core)
     s[wn].compute_at(s[out], core)
@@ -307,7 +310,8 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     for t in copies:
         s[t].pragma(s[t].op.axis[0], "intrin", "copy")
     s[out].pragma(yi, "intrin", "copy")
-    s[out].pragma(yt, "double_buffer", 1)
+    if pipelined:
+        s[out].pragma(yt, "double_buffer", 1)
     return DiannaoSchedule(s, (x, wb, *([b] if bias else []), out), plan.cores, plan.tile_rows)
 
 
@@ -339,10 +343,11 @@ def _conv_tensors(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad:
 
 
 def _core_loops(s: Schedule, out: te.Tensor, plan: ConvPlan, xs: te.Tensor | None,
-                analysis: bool) -> tuple[te.IterVar, te.IterVar, te.IterVar]:
+                analysis: bool, pipelined: bool) -> tuple[te.IterVar, te.IterVar, te.IterVar]:
     """Split ``conv2d``'s output rows over row groups (and in the cluster-shared form, ``xs`` its SMEM copy,
     over SMEM tiles and sub-rows) and its channels over channel groups, then the rows into tiles; fuse the
-    groups into the core axis and bind it (left apart and unbound for ``analysis``). Returns the core loop
+    groups into the core axis and bind it (left apart and unbound for ``analysis``); with ``pipelined``, the
+    SMEM tile loop is marked ``double_buffer``. Returns the core loop
     and the tile's outer and inner row loops."""
     y, xx, co = out.op.axis
     rg, yin = s[out].split(y, nparts=plan.row_groups, names=(CORE_LOOPS[0], "yin"))
@@ -364,7 +369,8 @@ def _core_loops(s: Schedule, out: te.Tensor, plan: ConvPlan, xs: te.Tensor | Non
             cluster = s[out].fuse(*clusters) if len(clusters) > 1 else rg
             s[out].bind(cluster, te.thread_axis("cluster", name="cl"))
         s[xs].compute_at(s[out], ys)
-        s[out].pragma(ys, "double_buffer", 1)
+        if pipelined:
+            s[out].pragma(ys, "double_buffer", 1)
     if not analysis:
         s[out].bind(core, te.thread_axis("core", name="tid"))
     return core, yt, yi

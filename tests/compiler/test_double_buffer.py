@@ -201,3 +201,36 @@ def test_a_clusters_smem_tiles_and_their_nmem_tiles_run_as_one_pipeline():
     _, serial = conv_run(plan, skip=("double_buffer",))
     assert piped.cycles < serial.cycles
     assert piped.instructions["barrier"] < serial.instructions["barrier"]
+
+
+def test_a_spec_whose_copies_are_all_synchronous_gets_no_pipeline(tmp_path):
+    """A user's spec that makes the asynchronous copies synchronous (an extension file, no Python): the
+    conv schedule marks nothing to double-buffer, and the layer runs bit-exact without a wait."""
+    from compiler.ops.diannao_conv_plans import ConvPlan
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.diannao import compile_conv2d
+
+    path = tmp_path / "sync.toml"
+    path.write_text('[isa]\nname = "diannao"\nextends = "diannao"\nsummary = "no asynchronous copies"\n'
+                    '[instructions.memcpy_async]\ntiming = { async = false }\n'
+                    '[instructions.memcpyr_async]\ntiming = { async = false }\n')
+    from tandem.flows.targets import load_target
+
+    target = load_target("diannao", spec=str(path))
+    spec = target.spec
+    assert not can_double_buffer(spec, "memcpy")
+    plan = ConvPlan(oh=12, ow=12, row_groups=2, cout_groups=2, tile_rows=1, estimate=0, sub_rows=2,
+                    smem_rows=2, cluster_groups=2)
+    _, func = compile_conv2d(ConvShape(12, 12, 8, 32, 3, 1, 1), "int8", 16, target, plan=plan)
+    text = format_node(func.body)
+    assert MARK not in text and "async" not in text and "wait" not in text
+    assert not [key for key, _ in func.attrs if key == "double_buffer"]
+    from compiler.ops.diannao import block_weights
+    from tandem.flows.diannao import conv2d_matches
+
+    rng = np.random.default_rng(4)
+    x = rng.integers(-128, 128, (12, 12, 8), dtype=np.int8)
+    wt = rng.integers(-128, 128, (32, 3, 3, 8), dtype=np.int8)
+    result, outs = run_kernel(codegen(func, spec), [x, block_weights(wt.transpose(1, 2, 3, 0)),
+                                                    np.zeros((12, 12, 32), np.int32)], config=target)
+    assert conv2d_matches(outs[-1], x, wt, 1, 1) and "wait" not in result.instructions
