@@ -66,6 +66,7 @@ from compiler.passes import (
     preprocess,
     share_smem,
     simplify,
+    stream_copies,
     tensorize,
     tensorize_registers,
     tensorize_tiles,
@@ -118,6 +119,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("tensorize", tensorize, "flat", spec=True),
         Pass("share_smem", share_smem, "flat"),
         Pass("double_buffer", double_buffer, "flat", spec=True),
+        Pass("stream_copies", stream_copies, "flat", spec=True),
     ),
     "vita": (
         Pass("simplify", simplify, "loop-ir"),
@@ -143,7 +145,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     ),
 }
 PIPELINES["arm"] = PIPELINES["cpu"]   # UNIT's flow is the same; only the spec (and LLVM's triple) differ
-OPTIONAL = frozenset({"loop_partition", "preprocess", "double_buffer"})
+OPTIONAL = frozenset({"loop_partition", "preprocess", "double_buffer", "stream_copies"})
 
 Dump = Callable[[str, ir.PrimFunc], None]
 

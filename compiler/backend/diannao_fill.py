@@ -8,9 +8,10 @@ each core zeroes what it then copies into, in order, and no two cores write one 
 
     parts = split_fill(body, cores=4, align=64)   # one list of statements per core, or None
 
-Shapes split: a copy alone (rows; one row: its bytes), or a zero fill of the whole range followed by one
-strided copy into it (preprocess's padding: ``vzero`` + ``memcpy``) whose row boundaries fall on ``align``
-bytes (the zero fill's alignment). Anything else is None, and one core fills the tile.
+Shapes split: a copy alone (rows; one row: its bytes), or a zero fill of the whole range followed by
+strided copies into it whose rows follow each other (preprocess's padding: ``vzero`` + ``memcpy``; the rows
+of the tile before come first where ``reuse_rows`` took them from it) and whose row boundaries fall on
+``align`` bytes (the zero fill's alignment). Anything else is None, and one core fills the tile.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def split_fill(body: ir.Stmt, cores: int, align: int) -> list[list[ir.Stmt]] | N
         return None
     if len(insns) == 1 and _is_copy(insns[0]):
         return _split_copy(stmts[0], insns[0], cores)
-    if len(insns) == 2 and _is_zero(insns[0]) and _is_copy(insns[1]):
-        return _split_zero_and_copy(stmts, insns, cores, align)
+    if len(insns) >= 2 and _is_zero(insns[0]) and all(_is_copy(i) for i in insns[1:]):
+        return _split_zero_and_copies(stmts, insns, cores, align)
     return None
 
 
@@ -50,16 +51,23 @@ def _split_copy(stmt: ir.Stmt, copy: ir.TensorInsn, cores: int) -> list[list[ir.
     return parts
 
 
-def _split_zero_and_copy(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cores: int,
-                         align: int) -> list[list[ir.Stmt]] | None:
-    zero, copy = insns
-    f, z = _fields(copy), _byte_region(zero, "dst")
-    d = _byte_region(copy, "dst")
+def _split_zero_and_copies(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cores: int,
+                           align: int) -> list[list[ir.Stmt]] | None:
+    """A zero fill and copies whose rows follow each other in the zeroed range (the rows of one tile, some
+    from the tile before it: ``reuse_rows``), split by rows."""
+    zero, copies = insns[0], insns[1:]
+    fs, z = [_fields(c) for c in copies], _byte_region(zero, "dst")
+    dsts = [_byte_region(c, "dst") for c in copies]
     n = _constant(zero, "n")
-    if f is None or z is None or d is None or n is None or z[0] is not d[0]:
+    if None in fs or z is None or None in dsts or n is None or any(d[0] is not z[0] for d in dsts):
         return None
-    (_, z0), (_, d0) = z, d
-    count, stride = f["count"], f["dst_stride"]
+    f, z0, d0 = fs[0], z[1], dsts[0][1]
+    stride = f["dst_stride"]
+    for k in range(1, len(copies)):   # each copy's rows right after the one before's
+        if fs[k]["dst_stride"] != stride or fs[k]["len"] != f["len"] or \
+                dsts[k][1] != dsts[k - 1][1] + fs[k - 1]["count"] * stride:
+            return None
+    count = sum(x["count"] for x in fs)
     first, offset = divmod(d0 - z0, stride) if stride else (0, 0)   # the tile row of the first copied row
     if count < cores or offset + f["len"] > stride or d0 < z0 or \
             d0 + (count - 1) * stride + f["len"] > z0 + n:
@@ -68,13 +76,16 @@ def _split_zero_and_copy(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cores
     cuts = [z0] + [min(z0 + n, z0 + (first + lo) * stride) for lo, _ in bounds[1:]] + [z0 + n]
     if any(c % align or not z0 <= c <= z0 + n for c in cuts):
         return None
+    starts = [sum(x["count"] for x in fs[:k]) for k in range(len(copies))]   # each copy's first row
     parts = []
     for k, (lo, hi) in enumerate(bounds):
         part = []
         if cuts[k + 1] > cuts[k]:
             part.append(_rewrap(stmts[0], _shifted(zero, {"n": cuts[k + 1] - cuts[k]}, cuts[k] - z0, None)))
-        if hi > lo:
-            part.append(_copy_rows(stmts[1], copy, f, lo, hi))
+        for stmt, copy, fc, at in zip(stmts[1:], copies, fs, starts, strict=True):
+            a, b = max(lo, at) - at, min(hi, at + fc["count"]) - at
+            if b > a:
+                part.append(_copy_rows(stmt, copy, fc, a, b))
         parts.append(part)
     return parts
 

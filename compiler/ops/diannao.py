@@ -275,10 +275,17 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     x, wb, xp, conv, b, biased, out = _conv_tensors(h, w, cin, cout, k, stride, pad, dtype, plan, block,
                                                     relu, bias)
     s = create_schedule(out)
-    xs = s.cache_read(xp, "smem", [conv]) if plan.sub_rows else None
-    xn = s.cache_read(xs if xs is not None else xp, "nmem", [conv])
-    ws = s.cache_read(wb, "smem", [conv]) if plan.sub_rows > 1 else None   # a cluster's cores share them
-    wn = s.cache_read(ws if ws is not None else wb, "wmem", [conv])
+    partials = _stages_of(conv, "P") if plan.split_ky else []
+    reader = partials[0] if partials else conv   # the conv instruction(s)
+    xs = s.cache_read(xp, "smem", [reader]) if plan.sub_rows else None
+    xn = s.cache_read(xs if xs is not None else xp, "nmem", [reader])
+    weights = next(t for t in reader.op.input_tensors if t.op.name == "Wk") if partials else conv
+    ws = s.cache_read(wb, "smem", [weights]) if plan.sub_rows > 1 else None   # a cluster's cores share them
+    if partials:
+        wn = weights
+        s[wn].set_scope("wmem")
+    else:
+        wn = s.cache_read(ws if ws is not None else wb, "wmem", [conv])
     bn = s.cache_read(b, "nmem", [biased]) if bias else None
     if xp is not x:
         s[xp].compute_inline()
@@ -292,23 +299,30 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     s[xn].compute_at(s[out], yt)
     # the stages on each tile in NMEM, in order: the conv, the bias's cycle add, the ReLU (the last one is
     # ``local``, the tile copied out); each reads the one before at its own index (``inplace`` folds them)
-    stages = [(conv, "conv"), *([(biased, "vcycadd")] if bias else []), *([(out, "relu")] if relu else [])]
+    convs = [(partials[0], "conv"), *((t, "add") for t in partials[1:])] if partials else [(conv, "conv")]
+    stages = [*convs,
+              *([(biased, "vcycadd")] if bias else []), *([(out, "relu")] if relu else [])]
     for stage, intrin in stages:
         if stage is out:
             stage = local
         else:
             s[stage].set_scope("nmem")
             s[stage].compute_at(s[out], yt)
-        if intrin == "relu":   # one vector: the tile
+        if intrin in ("relu", "add"):   # one vector: the tile
             s[stage].pragma(s[stage].fuse(*s[stage].op.axis), "intrin", intrin)
-        else:   # the conv; the cycle add: rows of the core's channels, the bias's channels along each
-            s[stage].pragma(s[stage].op.axis[0], "intrin", intrin)
+        else:   # the conv (one per kernel row: inside its row loop); the cycle add: rows of the core's
+            # channels, the bias's channels along each
+            s[stage].pragma(s[stage].op.axis[1 if partials and stage is partials[0] else 0], "intrin", intrin)
+            if partials and stage is partials[0]:
+                s[stage].unroll(s[stage].op.axis[0])
     s[local].compute_at(s[out], yt)
     copies = [t for t in (xs, xn, ws, wn, bn) if t is not None]
     if bn is not None:
         s[bn].compute_at(s[out], core)
-    for t in copies:
-        s[t].pragma(s[t].op.axis[0], "intrin", "copy")
+    for t in copies:   # Wk: one copy per kernel row
+        s[t].pragma(s[t].op.axis[1 if partials and t is wn else 0], "intrin", "copy")
+        if partials and t is wn:
+            s[t].unroll(s[t].op.axis[0])
     s[out].pragma(yi, "intrin", "copy")
     if pipelined:
         s[out].pragma(yt, "double_buffer", 1)
@@ -326,20 +340,60 @@ def _conv_tensors(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad:
     # last row they read, so that a tile is filled in full and a core may read all of it
     below = pad + max(0, (rows_covered(plan) - 1) * stride + k - (h + 2 * pad)) if plan.sub_rows else pad
     xp = nn.pad(x, (pad, pad, 0), (below, pad, 0), name="Xp") if pad or below else x
-    ky, kx, ci = te.reduce_axis(k, name="ky"), te.reduce_axis(k, name="kx"), te.reduce_axis(cin, name="ci")
     acc = "int32" if np.dtype(dtype).kind == "i" else dtype  # qconv: i8/i16 products summed in i32
+    if plan.split_ky:
+        conv = _split_conv(xp, wb, k, stride, plan, acc)
+    else:
+        ky, kx = te.reduce_axis(k, name="ky"), te.reduce_axis(k, name="kx")
+        ci = te.reduce_axis(cin, name="ci")
 
-    def product(y, xx, co):
-        a = ir.cast(xp[y * stride + ky, xx * stride + kx, ci], acc)
-        return a * ir.cast(wb[co // block, ky, kx, ci, co % block], acc)
+        def product(y, xx, co):
+            a = ir.cast(xp[y * stride + ky, xx * stride + kx, ci], acc)
+            return a * ir.cast(wb[co // block, ky, kx, ci, co % block], acc)
 
-    conv = te.compute((plan.oh, plan.ow, cout),
-                      lambda y, xx, co: te.sum(product(y, xx, co), axis=[ky, kx, ci]), name="Y")
+        conv = te.compute((plan.oh, plan.ow, cout),
+                          lambda y, xx, co: te.sum(product(y, xx, co), axis=[ky, kx, ci]), name="Y")
     b = te.placeholder((cout,), acc, name="B") if bias else None
     biased = te.compute(conv.shape, lambda y, xx, co: conv[y, xx, co] + b[co], name="Yb") if bias else conv
     out = te.compute(conv.shape, lambda *i: ir.max_(biased[i], ir.const(0, acc)), name="Yr") \
         if relu else biased
     return x, wb, xp, conv, b, biased, out
+
+
+def _stages_of(t: te.Tensor, name: str) -> list[te.Tensor]:
+    """The compute stages from the one named ``name`` to ``t`` along first inputs, producers first."""
+    chain = [t]
+    while chain[-1].op.name != name:
+        chain.append(next(x for x in chain[-1].op.input_tensors if x.op.name.startswith(name)))
+    return chain[::-1]
+
+
+def _split_conv(xp: te.Tensor, wb: te.Tensor, k: int, stride: int, plan: ConvPlan, acc: str) -> te.Tensor:
+    """The conv as the sum of one partial conv per kernel row: ``P[r] = conv(rows r.., Wk[r])`` with the
+    weights in kernel-row-major order ``Wk[r, b, 0, kx, ci, j] = Wb[b, r, kx, ci, j]`` (each row's weights of
+    every block contiguous, so a core can start on row 0's before the rest arrive);
+    ``Y = P[0] + P[1] + ...``."""
+    nb, _, _, cin, block = wb.shape
+    wk = te.compute((k, nb, 1, k, cin, block), lambda r, b, z, kx, ci, j: wb[b, r + z, kx, ci, j], name="Wk")
+    z, kx, ci = te.reduce_axis(1, name="ky"), te.reduce_axis(k, name="kx"), te.reduce_axis(cin, name="ci")
+
+    def product(r, y, xx, co):
+        a = ir.cast(xp[y * stride + r + z, xx * stride + kx, ci], acc)
+        return a * ir.cast(wk[r, co // block, z, kx, ci, co % block], acc)
+
+    p = te.compute((k, plan.oh, plan.ow, nb * block),
+                   lambda r, y, xx, co: te.sum(product(r, y, xx, co), axis=[z, kx, ci]), name="P")
+    total = p
+    for r in range(1, k):
+        total = _plus_row(total, p, r)
+    return total
+
+
+def _plus_row(total: te.Tensor, p: te.Tensor, r: int) -> te.Tensor:
+    """``total + P[r]`` (``total`` is ``P`` itself for its row 0)."""
+    first = total is p
+    return te.compute(p.shape[1:], lambda y, xx, co: (p[0, y, xx, co] if first else total[y, xx, co])
+                      + p[r, y, xx, co], name=f"P0{r}")
 
 
 def _core_loops(s: Schedule, out: te.Tensor, plan: ConvPlan, xs: te.Tensor | None,

@@ -37,6 +37,7 @@ class ConvPlan:
     sub_rows: int = 0
     smem_rows: int = 0
     cluster_groups: int = 1
+    split_ky: bool = False   # each tile's conv as one conv per kernel row (kh = 1) summed on the vector unit
 
     @property
     def cores(self) -> int:

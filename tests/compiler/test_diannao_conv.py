@@ -400,3 +400,43 @@ def test_every_cut_the_planner_lists_compiles_and_computes_numpys_result(hw, cin
         assert conv2d_matches(outs[-1], x, wt, 1, 1), plan
         forms.add((plan.sub_rows > 0, plan.cluster_groups > 1, plan.sub_rows > 1))
     assert len(forms) >= 2   # (16 output channels: one block, no channel groups)
+
+
+@pytest.mark.parametrize(("plan", "dtype", "interpret"), [
+    (dops.ConvPlan(oh=8, ow=8, row_groups=2, cout_groups=2, tile_rows=1, estimate=0, sub_rows=2, smem_rows=2,
+                   split_ky=True), "int8", False),
+    (dops.ConvPlan(oh=8, ow=8, row_groups=2, cout_groups=2, tile_rows=2, estimate=0, sub_rows=2, smem_rows=4,
+                   split_ky=True), "float32", True),
+    (dops.ConvPlan(oh=8, ow=8, row_groups=4, cout_groups=2, tile_rows=2, estimate=0, split_ky=True), "int8",
+     False),
+])
+def test_a_conv_one_kernel_row_at_a_time_streams_its_weights_and_keeps_the_result(plan, dtype,
+                                                                                  interpret) -> None:
+    """``split_ky``: each tile's conv is one conv per kernel row (kh = 1) summed on the vector unit, the
+    weights in kernel-row-major order, so that ``stream_copies`` loads each row's weights while the core
+    computes with the row before: every pass keeps the result (interpreted for one case), and the card's
+    result is numpy's."""
+    cin = 32 if dtype == "int8" else 8   # a padded input row of whole vectors: each kernel row's conv aligned
+    d = dops.conv2d(8, 8, cin, 32, 3, 1, 1, dtype, 16, plan=plan, spec=SPEC)
+    funcs: list[tuple[str, PrimFunc]] = []
+    compile_func(lower(d.schedule, list(d.args), "conv"), TARGET, dump=lambda n, f: funcs.append((n, f)))
+    for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False) if interpret else ():
+        assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
+    final = funcs[-1][1]
+    assert unmatched(final, SPEC) == []
+    convs = [i for i in insns(final) if i.name in ("conv", "qconv")]
+    fields = [{f.name: f.value.value for f in i.fields} for i in convs]
+    assert convs and all(f["kh"] * f["kw"] == 3 for f in fields)   # one kernel row (or column) each
+    streamed = [i for i in insns(final) if i.name == "memcpy_async" and i.regions[0].buffer.scope == "wmem"]
+    # rows 1 and 2 of the weights (in each piece of the core loop), loaded while the core computes
+    assert len({i.regions[0].offset.value for i in streamed} - {0}) == 2
+    rng = np.random.default_rng(0)
+    if dtype == "int8":
+        x = rng.integers(-128, 128, (8, 8, cin), dtype=np.int8)
+        wt = rng.integers(-128, 128, (32, 3, 3, cin), dtype=np.int8)
+    else:
+        x = rng.standard_normal((8, 8, cin)).astype(np.float32)
+        wt = rng.standard_normal((32, 3, 3, cin)).astype(np.float32)
+    y = np.zeros((8, 8, 32), np.int32 if dtype == "int8" else np.float32)
+    _, outs = run_kernel(codegen(final, SPEC), [x, block_weights(wt.transpose(1, 2, 3, 0)), y])
+    assert conv2d_matches(outs[-1], x, wt, 1, 1)

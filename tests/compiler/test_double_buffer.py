@@ -198,6 +198,10 @@ def test_a_clusters_smem_tiles_and_their_nmem_tiles_run_as_one_pipeline():
     func, piped = conv_run(plan)
     text = format_node(func.body)
     assert "Xp.smem.0" in text and "Xp.smem.1" in text and "cluster_prefetch" in text and MARK not in text
+    # each of the 4 clusters reads its rows once from GMEM (6 output rows need 7 input rows of 12 x 8 bytes;
+    # the halo row two SMEM tiles share is copied on chip, reuse_rows) and its 16 channels' 3 x 3 x 8 weights
+    assert piped.bytes_moved["GMEM->SMEM"] == 4 * 7 * 96 + 4 * 16 * 9 * 8
+    assert piped.bytes_moved["SMEM->SMEM"] == 4 * 2 * 2 * 96   # 2 rows into each of 2 later tiles
     _, serial = conv_run(plan, skip=("double_buffer",))
     assert piped.cycles < serial.cycles
     assert piped.instructions["barrier"] < serial.instructions["barrier"]

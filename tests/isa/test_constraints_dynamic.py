@@ -188,12 +188,12 @@ def test_which_must_be_all_static_or_dynamic():
 # ---------------------------------------------------------------------------- memcpyr, static/dynamic
 
 def test_memcpyr_with_its_registers_splits_into_static_and_dynamic_violations():
-    # GMEM -> GMEM (space), 2 rows 128 apart of 255 bytes (the destination rows overlap), the destination at
-    # R1 + 64 = -36 (negative), the source at R2 - 64 = 2**30 - 100 (past the end of GMEM)
-    insn = memcpyr(dst_space="GMEM", src_space="GMEM", len=255, count=2, dst_stride=128, src_stride=255)
+    # WMEM -> WMEM (space), 2 rows 128 apart of 255 bytes (the destination rows overlap), the destination at
+    # R1 + 64 = -36 (negative), the source at R2 - 64 = 2**30 - 100 (past the end of WMEM)
+    insn = memcpyr(dst_space="WMEM", src_space="WMEM", len=255, count=2, dst_stride=128, src_stride=255)
     regs = registers(r1=-100, r2=2**30 - 36)
     static = check_constraints(DIANNAO, insn, {"R": regs}, which="static")
-    assert [(v.kind, v.rule) for v in static] == [("space", "dst_space != src_space or dst_space == NMEM"),
+    assert [(v.kind, v.rule) for v in static] == [("space", "dst_space != WMEM or src_space != WMEM"),
                                                   ("layout", "count <= 1 or dst_stride >= len")]
     dynamic = check_constraints(DIANNAO, insn, {"R": regs}, which="dynamic")
     assert [v.kind for v in dynamic] == ["capacity", "capacity"]  # the ranges are far apart: no overlap
@@ -219,7 +219,7 @@ def test_overlapping_nmem_to_nmem_memcpyr_is_a_dynamic_violation_naming_both_reg
 def test_memcpyr_without_registers_statically_breaks_only_the_rules_its_fields_decide(dst_space, src_space):
     insn = memcpyr(dst_space=dst_space, src_space=src_space)
     static = check_constraints(DIANNAO, insn, which="static")
-    refused = dst_space == src_space and dst_space != "NMEM"
+    refused = dst_space == src_space == "WMEM"
     assert [v.kind for v in static] == (["space"] if refused else [])
 
 

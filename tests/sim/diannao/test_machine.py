@@ -248,8 +248,8 @@ def test_a_bad_element_count_is_an_element_count_error():
 
 
 def test_a_copy_between_forbidden_spaces_is_a_memory_space_error():
-    e = error_of("memcpy dst_space=GMEM, src_space=GMEM, dst=0, src=4096, len=64, count=1", "halt")
-    assert isinstance(e, MemorySpaceError) and "no GMEM->GMEM" in str(e)
+    e = error_of("memcpy dst_space=WMEM, src_space=WMEM, dst=0, src=4096, len=64, count=1", "halt")
+    assert isinstance(e, MemorySpaceError) and "WMEM and WMEM" in str(e)
     e = error_of("vzero dst_space=GMEM, dst=0, n=64", "halt")
     assert isinstance(e, MemorySpaceError)
 
