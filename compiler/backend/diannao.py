@@ -61,6 +61,7 @@ strength reduction of addresses, barriers other than those of a cluster fill.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,13 +135,14 @@ class Piece:
 
 
 def split_copy(length: int, count: int, dst_stride: int, src_stride: int, max_len: int, max_count: int,
-               max_stride: int) -> list[Piece] | None:
+               max_stride: int) -> list[Piece]:
     """The instructions of a copy of ``count`` rows of ``length`` bytes whose fields hold at most ``max_len``,
-    ``max_count`` rows and strides of ``max_stride``; None when it cannot be split.
+    ``max_count`` rows and strides of ``max_stride``.
 
     Rows that fit are issued ``max_count`` at a time. A contiguous copy (one row, or strides equal to the row)
     that is too long is re-split into equal rows when some row count up to ``max_count`` divides it, else into
-    rows of the largest length plus one shorter row. A strided copy whose rows or strides do not fit is None.
+    rows of the largest length plus one shorter row. A strided copy whose rows or strides do not fit goes row
+    by row, each row a contiguous copy.
     """
     if count == 1:
         dst_stride = src_stride = length
@@ -148,7 +150,9 @@ def split_copy(length: int, count: int, dst_stride: int, src_stride: int, max_le
         return [Piece(k * dst_stride, k * src_stride, length, min(max_count, count - k), dst_stride,
                       src_stride) for k in range(0, count, max_count)]
     if dst_stride != length or src_stride != length:
-        return None
+        row = split_copy(length, 1, length, length, max_len, max_count, max_stride)
+        return [dataclasses.replace(p, dst=r * dst_stride + p.dst, src=r * src_stride + p.src)
+                for r in range(count) for p in row]
     total = length * count
     row = min(max_len, max_stride)
     for rows in range(-(-total // row), max_count + 1):
@@ -677,10 +681,6 @@ class _Codegen:
         max_stride = min(fmt.field("dst_stride").hi, fmt.field("src_stride").hi)
         pieces = split_copy(length, count, value["dst_stride"], value["src_stride"], max_len, max_count,
                             max_stride)
-        if pieces is None:
-            raise LoweringError(f"{text}: cannot split a strided copy of {count} rows of {length} bytes with "
-                                f"strides {value['dst_stride']}/{value['src_stride']}: memcpyr holds rows of "
-                                f"at most {max_len} bytes and strides of at most {max_stride}")
         with self.code.setting_up():
             d = self._copy_base(dst, max(p.dst for p in pieces), fmt.field("dst_off"))
             r = self._copy_base(src, max(p.src for p in pieces), fmt.field("src_off"))

@@ -8,9 +8,9 @@ each core zeroes what it then copies into, in order, and no two cores write one 
 
     parts = split_fill(body, cores=4, align=64)   # one list of statements per core, or None
 
-Shapes split: a copy alone (rows; one row: its bytes), or a zero fill of the whole range followed by
-strided copies into it whose rows follow each other (preprocess's padding: ``vzero`` + ``memcpy``; the rows
-of the tile before come first where ``reuse_rows`` took them from it) and whose row boundaries fall on
+Shapes split: a copy alone (rows; one row: its bytes), copies whose rows follow each other (rows), or a
+zero fill of the whole range followed by such copies into it (preprocess's padding: ``vzero`` + ``memcpy``;
+the rows of the tile before come first where ``reuse_rows`` took them from it) whose row boundaries fall on
 ``align`` bytes (the zero fill's alignment). Anything else is None, and one core fills the tile.
 """
 
@@ -33,7 +33,38 @@ def split_fill(body: ir.Stmt, cores: int, align: int) -> list[list[ir.Stmt]] | N
         return _split_copy(stmts[0], insns[0], cores)
     if len(insns) >= 2 and _is_zero(insns[0]) and all(_is_copy(i) for i in insns[1:]):
         return _split_zero_and_copies(stmts, insns, cores, align)
+    if len(insns) >= 2 and all(_is_copy(i) for i in insns):
+        return _split_rows(stmts, insns, cores)
     return None
+
+
+def _split_rows(stmts: list[ir.Stmt], copies: list[ir.TensorInsn], cores: int) -> list[list[ir.Stmt]] | None:
+    """Copies of rows that follow each other in one buffer (a tile's rows, the first from the tile before:
+    ``reuse_rows``), split by rows."""
+    fs, dsts = [_fields(c) for c in copies], [_byte_region(c, "dst") for c in copies]
+    if None in fs or None in dsts or any(d[0] is not dsts[0][0] for d in dsts) or not _consecutive(fs, dsts):
+        return None
+    count = sum(x["count"] for x in fs)
+    return [_rows_of(stmts, copies, fs, lo, hi) for lo, hi in _bounds(count, cores)]
+
+
+def _consecutive(fs: list[dict[str, int]], dsts: list[tuple[ir.Buffer, int]]) -> bool:
+    """Whether each copy's rows come right after the one before's (the same row length and stride)."""
+    stride = fs[0]["dst_stride"]
+    return all(fs[k]["dst_stride"] == stride and fs[k]["len"] == fs[0]["len"] and
+               dsts[k][1] == dsts[k - 1][1] + fs[k - 1]["count"] * stride for k in range(1, len(fs)))
+
+
+def _rows_of(stmts: list[ir.Stmt], copies: list[ir.TensorInsn], fs: list[dict[str, int]], lo: int,
+             hi: int) -> list[ir.Stmt]:
+    """Rows [lo, hi) of copies whose rows follow each other, as parts of those copies."""
+    part, at = [], 0
+    for stmt, copy, f in zip(stmts, copies, fs, strict=True):
+        a, b = max(lo, at) - at, min(hi, at + f["count"]) - at
+        if b > a:
+            part.append(_copy_rows(stmt, copy, f, a, b))
+        at += f["count"]
+    return part
 
 
 def _split_copy(stmt: ir.Stmt, copy: ir.TensorInsn, cores: int) -> list[list[ir.Stmt]] | None:
@@ -63,30 +94,23 @@ def _split_zero_and_copies(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cor
         return None
     f, z0, d0 = fs[0], z[1], dsts[0][1]
     stride = f["dst_stride"]
-    for k in range(1, len(copies)):   # each copy's rows right after the one before's
-        if fs[k]["dst_stride"] != stride or fs[k]["len"] != f["len"] or \
-                dsts[k][1] != dsts[k - 1][1] + fs[k - 1]["count"] * stride:
-            return None
+    if not _consecutive(fs, dsts):
+        return None
     count = sum(x["count"] for x in fs)
     first, offset = divmod(d0 - z0, stride) if stride else (0, 0)   # the tile row of the first copied row
-    if count < cores or offset + f["len"] > stride or d0 < z0 or \
+    if offset + f["len"] > stride or d0 < z0 or \
             d0 + (count - 1) * stride + f["len"] > z0 + n:
         return None   # rows that would not each lie in their core's part of the zero fill
     bounds = _bounds(count, cores)
     cuts = [z0] + [min(z0 + n, z0 + (first + lo) * stride) for lo, _ in bounds[1:]] + [z0 + n]
     if any(c % align or not z0 <= c <= z0 + n for c in cuts):
         return None
-    starts = [sum(x["count"] for x in fs[:k]) for k in range(len(copies))]   # each copy's first row
     parts = []
     for k, (lo, hi) in enumerate(bounds):
         part = []
         if cuts[k + 1] > cuts[k]:
             part.append(_rewrap(stmts[0], _shifted(zero, {"n": cuts[k + 1] - cuts[k]}, cuts[k] - z0, None)))
-        for stmt, copy, fc, at in zip(stmts[1:], copies, fs, starts, strict=True):
-            a, b = max(lo, at) - at, min(hi, at + fc["count"]) - at
-            if b > a:
-                part.append(_copy_rows(stmt, copy, fc, a, b))
-        parts.append(part)
+        parts.append(part + _rows_of(stmts[1:], copies, fs, lo, hi))
     return parts
 
 

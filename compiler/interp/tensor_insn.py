@@ -3,9 +3,13 @@ and the dtypes its type variables take from the buffers of its regions."""
 
 from __future__ import annotations
 
+import math
+
 import isa
 from compiler.errors import InterpError
 from compiler.ir import nodes as n
+from isa.dtypes import DTYPES
+from isa.lang.scalar import evaluate as evaluate_scalar
 
 
 def instruction(s: n.TensorInsn, text: str) -> tuple[isa.ISA, isa.Instruction]:
@@ -33,6 +37,31 @@ def _operands(s: n.TensorInsn, role: str) -> tuple[str, ...]:
     except InterpError:
         return ()
     return tuple(dict.fromkeys(op for sem in instr.typed.values() for op in getattr(sem, role)))
+
+
+def operand_span(insn: n.TensorInsn, operand: str) -> tuple[int, int] | None:
+    """The elements [first, end) of its buffer that ``operand`` of ``insn`` covers (the operand's shape and
+    strides, the spec's or row-major), when its fields and offset are constants; else None."""
+    region = next((r for r in insn.regions if r.operand == operand), None)
+    fields = {f.name: f.value.value for f in insn.fields if isinstance(f.value, n.IntImm)}
+    if region is None or not isinstance(region.offset, n.IntImm) or len(fields) != len(insn.fields):
+        return None
+    spec, instr = insn.isa, insn.isa.instruction(insn.name)
+    op = instr.operand(operand)
+    types = {tv: next(r.buffer.dtype.short for r in insn.regions if instr.operand(r.operand).dtype == tv)
+             for tv in instr.types}
+    defaults = {f.name: f.default or 0 for f in instr.fields}
+    env = spec.scalar_env({**defaults, **fields}, types)
+    shape = [int(evaluate_scalar(e, env)) for e in op.shape]
+    strides = [int(evaluate_scalar(e, env)) for e in op.strides] if op.strides else \
+        [math.prod(shape[k + 1:]) for k in range(len(shape))]
+    if 0 in shape:
+        return region.offset.value, region.offset.value
+    size = DTYPES[instr.operand_dtype(op, types)].bytes
+    elem = region.buffer.dtype.bits // 8
+    extent = (sum((d - 1) * st for d, st in zip(shape, strides, strict=True)) + 1) * size
+    return region.offset.value, region.offset.value + -(-extent // elem)
+
 
 
 def bind_types(s: n.TensorInsn, instr: isa.Instruction, text: str) -> dict[str, str]:

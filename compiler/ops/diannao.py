@@ -297,36 +297,40 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
         s[ws].compute_at(s[out], core)
     s[wn].compute_at(s[out], core)
     s[xn].compute_at(s[out], yt)
-    # the stages on each tile in NMEM, in order: the conv, the bias's cycle add, the ReLU (the last one is
-    # ``local``, the tile copied out); each reads the one before at its own index (``inplace`` folds them)
+    # the stages on each tile in NMEM, in order: the conv (or its kernel rows' convs and their sum), the
+    # bias's cycle add, the ReLU (the last one is ``local``, the tile copied out); each reads the one before
+    # at its own index (``inplace`` folds them)
     convs = [(partials[0], "conv"), *((t, "add") for t in partials[1:])] if partials else [(conv, "conv")]
-    stages = [*convs,
-              *([(biased, "vcycadd")] if bias else []), *([(out, "relu")] if relu else [])]
-    for stage, intrin in stages:
-        if stage is out:
-            stage = local
-        else:
-            s[stage].set_scope("nmem")
-            s[stage].compute_at(s[out], yt)
-        if intrin in ("relu", "add"):   # one vector: the tile
-            s[stage].pragma(s[stage].fuse(*s[stage].op.axis), "intrin", intrin)
-        else:   # the conv (one per kernel row: inside its row loop); the cycle add: rows of the core's
-            # channels, the bias's channels along each
-            s[stage].pragma(s[stage].op.axis[1 if partials and stage is partials[0] else 0], "intrin", intrin)
-            if partials and stage is partials[0]:
-                s[stage].unroll(s[stage].op.axis[0])
+    stages = [*convs, *([(biased, "vcycadd")] if bias else []), *([(out, "relu")] if relu else [])]
+    _mark_tile_stages(s, [(local if t is out else t, intrin) for t, intrin in stages], out, yt, partials)
     s[local].compute_at(s[out], yt)
-    copies = [t for t in (xs, xn, ws, wn, bn) if t is not None]
     if bn is not None:
         s[bn].compute_at(s[out], core)
-    for t in copies:   # Wk: one copy per kernel row
-        s[t].pragma(s[t].op.axis[1 if partials and t is wn else 0], "intrin", "copy")
-        if partials and t is wn:
+    for t in (x for x in (xs, xn, ws, wn, bn) if x is not None):
+        if partials and t is wn:   # Wk: one copy per kernel row
             s[t].unroll(s[t].op.axis[0])
+        s[t].pragma(s[t].op.axis[1 if partials and t is wn else 0], "intrin", "copy")
     s[out].pragma(yi, "intrin", "copy")
     if pipelined:
         s[out].pragma(yt, "double_buffer", 1)
     return DiannaoSchedule(s, (x, wb, *([b] if bias else []), out), plan.cores, plan.tile_rows)
+
+
+def _mark_tile_stages(s: Schedule, stages: list[tuple[te.Tensor, str]], out: te.Tensor, yt: te.IterVar,
+                      partials: list[te.Tensor]) -> None:
+    """Compute each of ``conv2d``'s tile stages in NMEM at the tile loop ``yt`` (but the last, the tile copied
+    out, which the caller places) and mark it for its instruction."""
+    for stage, intrin in stages:
+        if stage is not stages[-1][0]:
+            s[stage].set_scope("nmem")
+            s[stage].compute_at(s[out], yt)
+        if intrin in ("relu", "add"):   # one vector: the tile
+            s[stage].pragma(s[stage].fuse(*s[stage].op.axis), "intrin", intrin)
+        elif partials and stage is partials[0]:   # one conv per kernel row, inside the row loop
+            s[stage].pragma(s[stage].op.axis[1], "intrin", intrin)
+            s[stage].unroll(s[stage].op.axis[0])
+        else:   # the conv; the cycle add: rows of the core's channels, the bias's channels along each
+            s[stage].pragma(s[stage].op.axis[0], "intrin", intrin)
 
 
 def _conv_tensors(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, dtype: str,

@@ -46,11 +46,19 @@ class ConvPlan:
 
     def describe(self) -> str:
         """The cut in words: groups (row groups, or clusters: row groups x channel groups, x a cluster's
-        channel groups), NMEM tile rows, and in the cluster-shared form the sub-rows and SMEM tile rows."""
+        channel groups), NMEM tile rows, in the cluster-shared form the sub-rows and SMEM tile rows, and
+        whether the conv goes one kernel row at a time."""
         shared = f", {self.sub_rows} sub-rows, SMEM {self.smem_rows} rows" if self.sub_rows else ""
         clusters = f"{self.row_groups}x{self.cluster_groups}" if self.cluster_groups > 1 else \
             str(self.row_groups)
-        return f"{clusters}x{self.cout_groups} groups, tile {self.tile_rows} rows{shared}"
+        split = ", by kernel rows" if self.split_ky else ""
+        return f"{clusters}x{self.cout_groups} groups, tile {self.tile_rows} rows{shared}{split}"
+
+    @property
+    def cut(self) -> tuple[int, int, int, int, bool]:
+        """The cut without its tile sizes: row groups, the clusters' channel groups, a cluster's (or a
+        core's) channel groups, sub-rows, and whether by kernel rows."""
+        return self.row_groups, self.cluster_groups, self.cout_groups, self.sub_rows, self.split_ky
 
 
 def conv_plan(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, itemsize: int, cores: int,
@@ -170,6 +178,27 @@ class _Layer:
         """The unpadded input rows ``rows`` output rows read from GMEM."""
         return self.in_rows(rows) * self.w * self.cin * self.itemsize
 
+    def new_input_bytes(self, rows: int) -> int:
+        """The input rows a later SMEM tile of ``rows`` output rows reads from GMEM: those the tile before
+        does not hold (``reuse_rows`` copies the shared ones on chip)."""
+        return min(rows * self.stride, self.in_rows(rows)) * self.w * self.cin * self.itemsize
+
+    def splits(self, even: bool, rows: int, channels: int) -> tuple[bool, ...]:
+        """Whether a conv may go one kernel row at a time (``ConvPlan.split_ky``): with several kernel rows,
+        stride 1, whole vectors per padded input row (each row's conv starts aligned) and per output tile of
+        ``rows`` rows of ``channels`` channels (the vector adds of the rows' sums), and tiles that are
+        ``even`` (every core's tiles whole: a core with a short tile has guards that leave its tile loop
+        unlike its cluster's others)."""
+        aligned = self.row_bytes % self.p["VECTOR_ALIGN"] == 0 and \
+            rows * self.ow * channels % self.p["VECTOR_ELEMS"] == 0
+        return (False, True) if even and self.k > 1 and self.stride == 1 and aligned else (False,)
+
+    def split_cycles(self, rows: int, channels: int) -> float:
+        """What a tile's conv by kernel rows adds: a conv's latency and a vector add of the tile per row
+        after the first."""
+        vadd = math.ceil(rows * self.ow * channels * self.out_itemsize / self.p["VFU_BYTES_PER_CYCLE"])
+        return (self.k - 1) * (self.p["TFU_LATENCY"] + self.p["VFU_LATENCY"] + vadd)
+
 
 def _candidates(share: int, fits) -> list[int]:
     """Tile sizes for a share of ``share`` rows: each count of tiles' balanced size (``ceil(share /
@@ -215,16 +244,19 @@ def _private_plans(layer: _Layer, cores: int):
                 continue
             for tile in _candidates(share, lambda r, s=share, c=channels: layer.fits_nmem(
                     r, c, 1 if r == s else 2))[:4]:
-                steps, step = math.ceil(share / tile), layer.conv_cycles(tile, channels)
-                fill = layer.gmem(used * layer.input_bytes(tile))
-                startup = layer.gmem(used * weights) + fill + p["GMEM_LATENCY"]
-                traffic = used * weights + used * steps * layer.input_bytes(tile) + _output_bytes(layer)
-                waits = (steps - 1) * max(0.0, fill - step)
-                queue = steps * (2 * p["GMEM_LATENCY"] + layer.gmem(
-                    layer.input_bytes(tile) + tile * _output_row_bytes(layer, channels)))
-                drain = used * tile * _output_row_bytes(layer, channels)
-                estimate = _pipelined(layer, startup, steps, step, waits, traffic, queue, drain)
-                yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate)
+                for split in layer.splits(layer.oh % rg == 0 and share % tile == 0, tile, channels):
+                    steps, step = math.ceil(share / tile), layer.conv_cycles(tile, channels)
+                    step += layer.split_cycles(tile, channels) if split else 0.0
+                    fill = layer.gmem(used * layer.input_bytes(tile))
+                    first = used * weights / (layer.k if split else 1)   # by kernel rows: the first row's
+                    startup = layer.gmem(first) + fill + p["GMEM_LATENCY"]
+                    traffic = used * weights + used * steps * layer.input_bytes(tile) + _output_bytes(layer)
+                    waits = (steps - 1) * max(0.0, fill - step)
+                    queue = steps * (2 * p["GMEM_LATENCY"] + layer.gmem(
+                        layer.input_bytes(tile) + tile * _output_row_bytes(layer, channels)))
+                    drain = used * tile * _output_row_bytes(layer, channels)
+                    estimate = _pipelined(layer, startup, steps, step, waits, traffic, queue, drain)
+                    yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate, split_ky=split)
 
 
 def _shared_plans(layer: _Layer, cores: int):
@@ -245,7 +277,7 @@ def _shared_plans(layer: _Layer, cores: int):
 
 def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
     p = layer.p
-    per_cluster, clusters = p["CORES_PER_CLUSTER"], rg * ccg
+    per_cluster = p["CORES_PER_CLUSTER"]
     rs, channels = per_cluster // cg, layer.cout // (ccg * cg)
     weights = layer.weights(ccg * cg)
     if channels > layer.max_channels:
@@ -253,31 +285,49 @@ def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
     staged = weights * cg if weights is not None and rs > 1 else 0   # the cluster's weights, in SMEM
     if weights is None:
         return
-    for smem_rows in _candidates(share, lambda r: layer.fits_smem(r, 1 if r == share else 2, staged))[:6]:
+    # SMEM tiles of every size that divides the share (a short last SMEM tile would part a cluster's cores:
+    # no tile could be shared); small ones cost little since reuse_rows copies their halo on chip
+    for smem_rows in (r for r in range(1, share + 1) if share % r == 0):
         smem_tiles = math.ceil(share / smem_rows)
         rows = math.ceil(smem_rows / rs)   # a core's rows of one SMEM tile
-        if share % smem_rows or not sub_rows_fit(layer.oh, rg, smem_rows, rs):
-            continue   # (a short last SMEM tile would part a cluster's cores: no tile could be shared)
+        if not layer.fits_smem(smem_rows, 1 if smem_rows == share else 2, staged) or \
+                not sub_rows_fit(layer.oh, rg, smem_rows, rs):
+            continue
         single = smem_tiles == 1   # one SMEM tile and one NMEM tile: nothing doubled
         for tile in _candidates(rows, lambda r, n=rows, one=single: layer.fits_nmem(
                 r, channels, 1 if r == n and one else 2))[:4]:
-            steps = smem_tiles * math.ceil(rows / tile)
-            step = layer.conv_cycles(tile, channels)
-            fill = layer.gmem(clusters * layer.input_bytes(smem_rows))   # every cluster's next SMEM tile
-            nmem = layer.smem(per_cluster * layer.in_rows(tile) * layer.row_bytes)   # a step's NMEM fills
-            wmem = layer.smem(per_cluster * weights) if rs > 1 else 0.0
-            startup = layer.gmem(rg * layer.weight_bytes if staged else clusters * per_cluster * weights) + \
-                wmem + fill + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
-            waits = (smem_tiles - 1) * (max(0.0, fill - step) + p["BARRIER_LATENCY"]) + \
-                steps * max(0.0, nmem - step)
-            traffic = rg * layer.weight_bytes * (1 if staged else rs) + \
-                clusters * smem_tiles * layer.input_bytes(smem_rows) + _output_bytes(layer)
-            queue = steps * (p["SMEM_LATENCY"] + layer.smem(layer.in_rows(tile) * layer.row_bytes) +
-                             p["GMEM_LATENCY"] + layer.gmem(tile * _output_row_bytes(layer, channels))) + \
-                smem_tiles * (p["GMEM_LATENCY"] + layer.gmem(layer.input_bytes(smem_rows) / per_cluster))
-            drain = clusters * per_cluster * tile * _output_row_bytes(layer, channels)
-            estimate = _pipelined(layer, startup, steps, step, waits, traffic, queue, drain)
-            yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate, rs, smem_rows, ccg)
+            for split in layer.splits(smem_rows % rs == 0 and rows % tile == 0, tile, channels):
+                estimate = _shared_estimate(layer, (rg, ccg, cg, rs), weights, staged, smem_rows, tile, split)
+                yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate, rs, smem_rows, ccg, split)
+
+
+def _shared_estimate(layer: _Layer, cut: tuple[int, int, int, int], weights: int, staged: int, smem_rows: int,
+                     tile: int, split: bool) -> int:
+    """The estimated cycles of a cluster-shared cut (``conv_plans``): row groups, clusters' channel groups,
+    a cluster's channel groups, sub-rows; a core's ``weights`` bytes, ``staged`` in SMEM or not."""
+    p, (rg, ccg, cg, rs) = layer.p, cut
+    per_cluster, clusters = p["CORES_PER_CLUSTER"], rg * ccg
+    channels, share = layer.cout // (ccg * cg), math.ceil(layer.oh / rg)
+    smem_tiles, rows = math.ceil(share / smem_rows), math.ceil(smem_rows / rs)
+    steps = smem_tiles * math.ceil(rows / tile)
+    step = layer.conv_cycles(tile, channels) + (layer.split_cycles(tile, channels) if split else 0.0)
+    first = layer.gmem(clusters * layer.input_bytes(smem_rows))   # every cluster's first SMEM tile
+    fill = layer.gmem(clusters * layer.new_input_bytes(smem_rows))   # and each later one
+    nmem = layer.smem(per_cluster * layer.in_rows(tile) * layer.row_bytes)   # a step's NMEM fills
+    wmem = layer.smem(per_cluster * weights) if rs > 1 else 0.0
+    loaded = rg * layer.weight_bytes if staged else clusters * per_cluster * weights
+    startup = layer.gmem(loaded / (layer.k if split else 1)) + (wmem / layer.k if split else wmem) + \
+        first + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
+    if rows <= tile and smem_tiles > 1:
+        startup += fill   # a core's one NMEM tile per SMEM tile: the second SMEM tile before the first conv
+    waits = (smem_tiles - 1) * (max(0.0, fill - step) + p["BARRIER_LATENCY"]) + steps * max(0.0, nmem - step)
+    traffic = rg * layer.weight_bytes * (1 if staged else rs) + _output_bytes(layer) + \
+        clusters * (layer.input_bytes(smem_rows) + (smem_tiles - 1) * layer.new_input_bytes(smem_rows))
+    queue = steps * (p["SMEM_LATENCY"] + layer.smem(layer.in_rows(tile) * layer.row_bytes) +
+                     p["GMEM_LATENCY"] + layer.gmem(tile * _output_row_bytes(layer, channels))) + \
+        smem_tiles * (p["GMEM_LATENCY"] + layer.gmem(layer.new_input_bytes(smem_rows) / per_cluster))
+    drain = clusters * per_cluster * tile * _output_row_bytes(layer, channels)
+    return _pipelined(layer, startup, steps, step, waits, traffic, queue, drain)
 
 
 def sub_rows_fit(oh: int, clusters: int, smem_rows: int, sub_rows: int) -> bool:

@@ -56,7 +56,7 @@ from compiler.interp.tensor_insn import read_operands, written_operands
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, allocations, loads_in, post_order_visit, substitute
 from compiler.lower import SHARED_SCOPES
-from compiler.passes.reuse_rows import reuse_rows
+from compiler.passes.reuse_rows import reuse_rows, skip_zero_fills
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 
 MARK = "pragma_double_buffer"
@@ -424,6 +424,7 @@ def _two_level(spec: isa.ISA, outer: list[_Tile]) -> ir.Stmt | None:
         return None
     fills = [fills[0]] + [reuse_rows(fill, before, smem[i % 2]) for i, (before, fill) in
                           enumerate(zip(fills, fills[1:], strict=False))]   # the halo, from the tile before
+    fills = skip_zero_fills(fills)
 
     def cluster(key: str, p: int, stmts: list[ir.Stmt]) -> ir.Stmt:
         return ir.Attr(key, smem[p].name, ir.seq(*stmts))

@@ -20,7 +20,7 @@ import dataclasses
 
 import isa
 from compiler import arith
-from compiler.interp.tensor_insn import read_operands, written_operands
+from compiler.interp.tensor_insn import operand_span, read_operands, written_operands
 from compiler.ir import nodes as ir
 from compiler.passes.tensorize import space_of
 from isa.lang.scalar import evaluate as evaluate_scalar
@@ -74,6 +74,55 @@ def reuse_rows(fill: list[ir.Stmt], before: list[ir.Stmt], held: ir.Buffer) -> l
     from_source = [_with(copy, rest, dst=copy.dst.offset.value + shared * copy.row("dst"),
                          src=copy.src.offset + ir.const(shared * copy.row("src")))] if rest else []
     return [*fill[:-1], on_chip, *from_source]
+
+
+def skip_zero_fills(fills: list[list[ir.Stmt]]) -> list[list[ir.Stmt]]:
+    """The fills of tiles that alternate between two buffers, a fill's leading zero fill left out where
+    it would zero nothing nonzero: the fill two before (the same buffer) zeroed the same bytes and its
+    copies wrote only bytes this fill's copies write again (a tile inside the walk; the padding columns
+    stay zero from the buffer's first fill). The last tiles, whose padding rows held data, keep theirs."""
+    out = list(fills)
+    for i in range(2, len(fills)):
+        zero, earlier = _zero(fills[i]), _zero(fills[i - 2])
+        rows, before = _rows(fills[i][1:]), _rows(fills[i - 2][1:])
+        if zero is None or earlier is None or rows is None or before is None or \
+                _zeroed(zero) is None or _zeroed(zero) != _zeroed(earlier):
+            continue
+        if all(any(c <= a and b <= d for c, d in rows) for a, b in before):
+            out[i] = fills[i][1:]
+    return out
+
+
+def _zero(fill: list[ir.Stmt]) -> ir.TensorInsn | None:
+    """The zero fill that opens ``fill`` (one written operand, ``dst[i] = 0``), if it does."""
+    insn = fill[0] if fill else None
+    while isinstance(insn, ir.Attr):
+        insn = insn.body
+    if not isinstance(insn, ir.TensorInsn) or read_operands(insn) or len(written_operands(insn)) != 1:
+        return None
+    (op,) = written_operands(insn)
+    semantics = insn.isa.instruction(insn.name).semantics.replace(" ", "")
+    return insn if semantics.endswith("=0") and semantics.startswith(op + "[") else None
+
+
+def _zeroed(zero: ir.TensorInsn) -> tuple[ir.Buffer, tuple[int, int]] | None:
+    (op,) = written_operands(zero)
+    span = operand_span(zero, op)
+    return None if span is None else (next(r.buffer for r in zero.regions if r.operand == op), span)
+
+
+def _rows(copies: list[ir.Stmt]) -> list[tuple[int, int]] | None:
+    """The elements [first, end) of each row the 2-D ``copies`` write, or None if one is not such a copy."""
+    out = []
+    for stmt in copies:
+        copy = _copy(stmt)
+        span = None if copy is None else operand_span(copy.insn, copy.dst.operand)
+        if span is None:
+            return None
+        first, row, count = span[0], copy.row("dst"), copy.values[copy.rows]
+        length = span[1] - first - (count - 1) * row   # one row's elements
+        out += [(first + r * row, first + r * row + length) for r in range(count)]
+    return out
 
 
 def _breaks_a_rule(copy: _Copy) -> bool:

@@ -39,18 +39,15 @@ an asynchronous copy or a wait leaves it as it is.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import isa
 from compiler import arith
 from compiler.interp.args import stored_buffers
-from compiler.interp.tensor_insn import read_operands, written_operands
+from compiler.interp.tensor_insn import operand_span, read_operands, written_operands
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, allocations, loads_in, post_order_visit, substitute
 from compiler.passes.double_buffer import async_twin, wait_instruction
 from compiler.passes.share_smem import CLUSTER_FILL
-from isa.dtypes import DTYPES
-from isa.lang.scalar import evaluate as evaluate_scalar
 
 
 def stream_copies(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
@@ -153,32 +150,8 @@ def _piece(stmt: ir.Stmt, buffer: ir.Buffer) -> _Piece | None:
     dst = next((r for r in insn.regions if r.operand == written[0]), None)
     if dst is None or dst.buffer != buffer:
         return None
-    span = _span(insn, written[0])
+    span = operand_span(insn, written[0])
     return _Piece(stmt, insn, span) if span is not None else None
-
-
-def _span(insn: ir.TensorInsn, operand: str) -> tuple[int, int] | None:
-    """The elements [first, end) of its buffer that ``operand`` of ``insn`` covers (the operand's shape and
-    strides, the spec's or row-major), when its fields and offset are constants; else None."""
-    region = next((r for r in insn.regions if r.operand == operand), None)
-    fields = {f.name: f.value.value for f in insn.fields if isinstance(f.value, ir.IntImm)}
-    if region is None or not isinstance(region.offset, ir.IntImm) or len(fields) != len(insn.fields):
-        return None
-    spec, instr = insn.isa, insn.isa.instruction(insn.name)
-    op = instr.operand(operand)
-    types = {tv: next(r.buffer.dtype.short for r in insn.regions if instr.operand(r.operand).dtype == tv)
-             for tv in instr.types}
-    defaults = {f.name: f.default or 0 for f in instr.fields}
-    env = spec.scalar_env({**defaults, **fields}, types)
-    shape = [int(evaluate_scalar(e, env)) for e in op.shape]
-    strides = [int(evaluate_scalar(e, env)) for e in op.strides] if op.strides else \
-        [math.prod(shape[k + 1:]) for k in range(len(shape))]
-    if 0 in shape:
-        return region.offset.value, region.offset.value
-    size = DTYPES[instr.operand_dtype(op, types)].bytes
-    elem = region.buffer.dtype.bits // 8
-    extent = (sum((n - 1) * st for n, st in zip(shape, strides, strict=True)) + 1) * size
-    return region.offset.value, region.offset.value + -(-extent // elem)
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -250,7 +223,7 @@ class _Schedule:
         piece issued."""
         reads = [r for r in insn.regions if r.buffer == self.buffer and r.operand in read_operands(insn)]
         writes = [r for r in insn.regions if r.buffer == self.buffer and r.operand in written_operands(insn)]
-        spans = [_span(insn, r.operand) for r in reads]
+        spans = [operand_span(insn, r.operand) for r in reads]
         if writes or None in spans:
             return [*self.finish(), stmt] if self.started else None
         parts = [k for k, p in enumerate(self.pieces) if any(_overlaps(p.span, s) for s in spans)]

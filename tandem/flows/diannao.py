@@ -395,15 +395,20 @@ def _to_blocks(conv: ConvShape, spec: isa.ISA) -> ConvShape:
 
 
 def tuning_plans(conv: ConvShape, dtype: str, cores: int, target: Target, count: int) -> tuple:
-    """The ``count`` cuts of ``conv`` (its output channels in whole blocks) the estimate ranks first
-    (``compiler.ops.diannao.conv_plans``): the candidates ``tune`` simulates, keeping the fastest."""
+    """The candidates ``tune`` simulates, keeping the fastest: of the cuts of ``conv`` (its output channels
+    in whole blocks; ``compiler.ops.diannao.conv_plans``), the ``count`` the estimate ranks first, each with
+    the tile sizes the estimate ranks first for it (``ConvPlan.cut``: cuts differ more than tile sizes do,
+    and the estimate ranks cuts less surely than it ranks one cut's tile sizes)."""
     c = _to_blocks(conv, target.spec)
     try:
         plans = dops.conv_plans(c.h, c.w, c.ic, c.oc, c.k, c.s, c.p, np.dtype(NUMPY_DTYPES[dtype]).itemsize,
                                 cores, target.spec)
     except ScheduleError as e:
         raise RunError(str(e)) from None
-    return tuple(sorted(plans, key=lambda p: p.estimate)[:count])
+    best: dict[tuple, dops.ConvPlan] = {}
+    for plan in sorted(plans, key=lambda p: p.estimate):
+        best.setdefault(plan.cut, plan)
+    return tuple(best.values())[:count]
 
 
 def _fits(job: DiannaoJob, target: Target) -> DiannaoJob:

@@ -63,8 +63,13 @@ def test_no_two_cores_zero_the_same_byte_and_each_copies_inside_its_zeroes():
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
 
 
+def test_fewer_rows_than_cores_leave_the_last_cores_the_zero_fill_of_the_rest():
+    parts = split_fill(seq(*fill(rows=3)), 4, 64)
+    assert [len(p) for p in parts] == [2, 2, 2, 1]
+    assert np.array_equal(smem_after([x for part in parts for x in part]), smem_after(fill(rows=3)))
+
+
 def test_fills_it_cannot_split_stay_whole():
-    assert split_fill(seq(*fill(rows=3)), 4, 64) is None          # fewer rows than cores
     assert split_fill(seq(*fill()), 1, 64) is None                # one core
     assert split_fill(seq(*fill()), 4, 512) is None               # row boundaries off the zero's alignment
     assert split_fill(seq(*reversed(fill())), 4, 64) is None      # copy, then zero: not a padded fill
