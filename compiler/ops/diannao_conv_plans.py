@@ -296,7 +296,8 @@ def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
         single = smem_tiles == 1   # one SMEM tile and one NMEM tile: nothing doubled
         for tile in _candidates(rows, lambda r, n=rows, one=single: layer.fits_nmem(
                 r, channels, 1 if r == n and one else 2))[:4]:
-            for split in layer.splits(smem_rows % rs == 0 and rows % tile == 0, tile, channels):
+            even = layer.oh % rg == 0 and smem_rows % rs == 0 and rows % tile == 0
+            for split in layer.splits(even, tile, channels):
                 estimate = _shared_estimate(layer, (rg, ccg, cg, rs), weights, staged, smem_rows, tile, split)
                 yield ConvPlan(layer.oh, layer.ow, rg, cg, tile, estimate, rs, smem_rows, ccg, split)
 
@@ -332,13 +333,17 @@ def _shared_estimate(layer: _Layer, cut: tuple[int, int, int, int], weights: int
 
 def sub_rows_fit(oh: int, clusters: int, smem_rows: int, sub_rows: int) -> bool:
     """Whether every SMEM tile of every cluster either has rows for all ``sub_rows`` cores of a channel group
-    or for none: a core with nothing to do in a tile its cluster's other cores compute would part from them
-    in a way that leaves the cluster filling the tile a different number of times per core."""
+    or for none, but the last of several tiles of the last cluster (a layer's odd last rows): a core with
+    nothing to do in another tile its cluster's other cores compute would part from them in a way that leaves
+    the cluster filling the tile a different number of times per core (a core idle in the pipeline's last
+    tile only leaves the pipeline there, after its last fill)."""
     share, per_core = math.ceil(oh / clusters), math.ceil(smem_rows / sub_rows)
+    tiles = math.ceil(share / smem_rows)
     for q in range(clusters):
-        for ys in range(math.ceil(share / smem_rows)):
+        for ys in range(tiles):
             rows = min(smem_rows, share - ys * smem_rows, oh - q * share - ys * smem_rows)
-            if 0 < rows <= (sub_rows - 1) * per_core:
+            last = q == clusters - 1 and ys == tiles - 1 and tiles > 1
+            if 0 < rows <= (sub_rows - 1) * per_core and not last:
                 return False
     return True
 

@@ -381,7 +381,8 @@ def test_the_flows_bias_is_added_before_the_relu_checked_against_numpy(dtype) ->
         FLOW.check_inputs(job, [x, wt, b[:47]])
 
 
-@pytest.mark.parametrize(("hw", "cin", "cout", "every"), [(14, 16, 16, 1), (9, 4, 64, 6), (10, 8, 32, 4)])
+@pytest.mark.parametrize(("hw", "cin", "cout", "every"), [(14, 16, 16, 1), (9, 4, 64, 6), (10, 8, 32, 4),
+                                                          (16, 64, 64, 13)])   # (cuts by kernel rows too)
 def test_every_cut_the_planner_lists_compiles_and_computes_numpys_result(hw, cin, cout, every) -> None:
     """conv_plans lists only cuts the compiler can build: of each form (rows or clusters' rows x channel
     groups, weights staged in SMEM or not), every tile size it offers, double-buffered or not; each runs on

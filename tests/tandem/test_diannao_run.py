@@ -76,3 +76,21 @@ def test_a_kernel_compiled_for_another_card_runs_on_that_card_only() -> None:
     assert np.array_equal(b, a * 3)
     with pytest.raises(LaunchError, match="ISA parameters differ"):
         run_kernel(kernel, [a, np.zeros_like(a)])
+
+
+def test_tuning_tries_distinct_cuts_each_with_the_tiles_the_estimate_ranks_first_for_it() -> None:
+    """``tune=N``: the estimate's first N cuts (``ConvPlan.cut``), each with its best-estimated tile sizes,
+    in the estimate's order: cuts differ more than one cut's tile sizes do."""
+    from compiler.ops import diannao as dops
+    from compiler.ops.nn import ConvShape
+    from tandem.flows.diannao import tuning_plans
+    from tandem.flows.targets import load_target
+
+    target = load_target("diannao")
+    plans = tuning_plans(ConvShape(28, 28, 64, 64, 3, 1, 1), "float32", 16, target, 4)
+    every = dops.conv_plans(28, 28, 64, 64, 3, 1, 1, 4, 16, target.spec)
+    assert len({p.cut for p in plans}) == len(plans) == 4
+    assert [p.estimate for p in plans] == sorted(p.estimate for p in plans)
+    for p in plans:
+        assert p.estimate == min(q.estimate for q in every if q.cut == p.cut)
+    assert plans[0].estimate == min(q.estimate for q in every)
