@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from compiler.ir import nodes as ir
+from compiler.ir.functor import marked_insn, with_marks
 
 _COPY_FIELDS = {"len", "count", "dst_stride", "src_stride"}
 
@@ -26,7 +27,7 @@ _COPY_FIELDS = {"len", "count", "dst_stride", "src_stride"}
 def split_fill(body: ir.Stmt, cores: int, align: int) -> list[list[ir.Stmt]] | None:
     """The statements of ``body`` split among ``cores`` cores (module docstring), or None."""
     stmts = list(body.stmts) if isinstance(body, ir.Seq) else [body]
-    insns = [_unwrap(x) for x in stmts]
+    insns = [marked_insn(x) for x in stmts]
     if cores < 2 or any(i is None for i in insns):
         return None
     if len(insns) == 1 and _is_copy(insns[0]):
@@ -78,7 +79,7 @@ def _split_copy(stmt: ir.Stmt, copy: ir.TensorInsn, cores: int) -> list[list[ir.
     parts = []
     for c in range(cores):
         lo, hi = c * step, min(f["len"], (c + 1) * step)
-        parts.append([_rewrap(stmt, _shifted(copy, {"len": hi - lo}, lo, lo))] if hi > lo else [])
+        parts.append([with_marks(stmt, _shifted(copy, {"len": hi - lo}, lo, lo))] if hi > lo else [])
     return parts
 
 
@@ -109,7 +110,8 @@ def _split_zero_and_copies(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cor
     for k, (lo, hi) in enumerate(bounds):
         part = []
         if cuts[k + 1] > cuts[k]:
-            part.append(_rewrap(stmts[0], _shifted(zero, {"n": cuts[k + 1] - cuts[k]}, cuts[k] - z0, None)))
+            zeroed = _shifted(zero, {"n": cuts[k + 1] - cuts[k]}, cuts[k] - z0, None)
+            part.append(with_marks(stmts[0], zeroed))
         parts.append(part + _rows_of(stmts[1:], copies, fs, lo, hi))
     return parts
 
@@ -121,7 +123,7 @@ def _bounds(count: int, cores: int) -> list[tuple[int, int]]:
 
 
 def _copy_rows(stmt: ir.Stmt, copy: ir.TensorInsn, f: dict[str, int], lo: int, hi: int) -> ir.Stmt:
-    return _rewrap(stmt, _shifted(copy, {"count": hi - lo}, lo * f["dst_stride"], lo * f["src_stride"]))
+    return with_marks(stmt, _shifted(copy, {"count": hi - lo}, lo * f["dst_stride"], lo * f["src_stride"]))
 
 
 def _shifted(insn: ir.TensorInsn, fields: dict[str, int], dst_bytes: int, src_bytes: int | None
@@ -177,16 +179,3 @@ def _is_zero(insn: ir.TensorInsn) -> bool:
     instr = insn.isa.instruction(insn.name)
     return [r.operand for r in insn.regions] == ["dst"] and instr.semantics.replace(" ", "") == "dst[i]=0" \
         and any(x.name == "n" for x in insn.fields)
-
-
-def _unwrap(stmt: ir.Stmt) -> ir.TensorInsn | None:
-    while isinstance(stmt, ir.Attr):
-        stmt = stmt.body
-    return stmt if isinstance(stmt, ir.TensorInsn) else None
-
-
-def _rewrap(stmt: ir.Stmt, insn: ir.TensorInsn) -> ir.Stmt:
-    """``insn`` under the marks that wrap ``stmt``."""
-    if isinstance(stmt, ir.Attr):
-        return ir.Attr(stmt.key, stmt.value, _rewrap(stmt.body, insn))
-    return insn

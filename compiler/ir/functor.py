@@ -238,3 +238,17 @@ def allocations(s: n.Stmt) -> tuple[list[n.Buffer], n.Stmt]:
         chain.append(s.buffer)
         s = s.body
     return chain, s
+
+
+def marked_insn(stmt: n.Stmt) -> n.TensorInsn | None:
+    """The tensor instruction ``stmt`` is under its marks (``Attr``), if it is one."""
+    while isinstance(stmt, n.Attr):
+        stmt = stmt.body
+    return stmt if isinstance(stmt, n.TensorInsn) else None
+
+
+def with_marks(stmt: n.Stmt, insn: n.TensorInsn) -> n.Stmt:
+    """``insn`` under the marks (``Attr``) that wrap ``stmt``."""
+    if isinstance(stmt, n.Attr):
+        return n.Attr(stmt.key, stmt.value, with_marks(stmt.body, insn))
+    return insn

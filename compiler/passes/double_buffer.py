@@ -54,7 +54,7 @@ from compiler.errors import LoweringError
 from compiler.interp.args import stored_buffers
 from compiler.interp.tensor_insn import read_operands, written_operands
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, allocations, loads_in, post_order_visit, substitute
+from compiler.ir.functor import IRMutator, allocations, loads_in, marked_insn, post_order_visit, substitute
 from compiler.lower import SHARED_SCOPES
 from compiler.passes.reuse_rows import reuse_rows, skip_zero_fills
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
@@ -178,7 +178,7 @@ class _Tile:
         """(fill, compute, drain): the leading tensor instructions that write only tile buffers and read
         none, the trailing copies out of tile buffers, and the rest."""
         local = set(self.buffers)
-        insns = [_tensor_insn(x) for x in stmts]
+        insns = [marked_insn(x) for x in stmts]
         fill = 0
         while fill < len(stmts) and insns[fill] is not None and _writes(insns[fill]) <= local and \
                 not _reads(insns[fill]) & local:
@@ -207,13 +207,6 @@ def _reads_of(stmt: ir.Stmt) -> set[str]:
     found = {load.buffer.name for load in loads_in(stmt)}
     post_order_visit(stmt, lambda x: found.update(_reads(x)) if isinstance(x, ir.TensorInsn) else None)
     return found
-
-
-def _tensor_insn(stmt: ir.Stmt) -> ir.TensorInsn | None:
-    """The tensor instruction a statement is (under its marks), if it is one."""
-    while isinstance(stmt, ir.Attr):
-        stmt = stmt.body
-    return stmt if isinstance(stmt, ir.TensorInsn) else None
 
 
 def _writes(insn: ir.TensorInsn) -> set[str]:
@@ -380,7 +373,7 @@ def _asynchronous(spec: isa.ISA, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
 
 def _is_copy(stmt: ir.Stmt) -> bool:
     """A tensor instruction (under its marks) that is a copy the spec can issue asynchronously."""
-    insn = _tensor_insn(stmt)
+    insn = marked_insn(stmt)
     return insn is not None and _copy_like(insn)
 
 

@@ -22,6 +22,7 @@ import isa
 from compiler import arith
 from compiler.interp.tensor_insn import operand_span, read_operands, written_operands
 from compiler.ir import nodes as ir
+from compiler.ir.functor import marked_insn, with_marks
 from compiler.passes.tensorize import space_of
 from isa.lang.scalar import evaluate as evaluate_scalar
 from isa.lang.tree import Name, Num
@@ -95,10 +96,8 @@ def skip_zero_fills(fills: list[list[ir.Stmt]]) -> list[list[ir.Stmt]]:
 
 def _zero(fill: list[ir.Stmt]) -> ir.TensorInsn | None:
     """The zero fill that opens ``fill`` (one written operand, ``dst[i] = 0``), if it does."""
-    insn = fill[0] if fill else None
-    while isinstance(insn, ir.Attr):
-        insn = insn.body
-    if not isinstance(insn, ir.TensorInsn) or read_operands(insn) or len(written_operands(insn)) != 1:
+    insn = marked_insn(fill[0]) if fill else None
+    if insn is None or read_operands(insn) or len(written_operands(insn)) != 1:
         return None
     (op,) = written_operands(insn)
     semantics = insn.isa.instruction(insn.name).semantics.replace(" ", "")
@@ -149,10 +148,8 @@ def _lengths(copy: _Copy) -> list[str]:
 
 def _copy(stmt: ir.Stmt) -> _Copy | None:
     """``stmt`` (under its marks) as a 2-D copy with constant fields, or None."""
-    insn = stmt
-    while isinstance(insn, ir.Attr):
-        insn = insn.body
-    if not isinstance(insn, ir.TensorInsn):
+    insn = marked_insn(stmt)
+    if insn is None:
         return None
     written, read = written_operands(insn), read_operands(insn)
     if len(written) != 1 or len(read) != 1:
@@ -198,10 +195,4 @@ def _with(copy: _Copy, rows: int, dst: int, src: ir.Expr | int,
                     dataclasses.replace(src_region, offset=src if isinstance(src, ir.Expr) else ir.const(src))
                     if r.operand == copy.src.operand else r for r in copy.insn.regions)
     insn = dataclasses.replace(copy.insn, fields=fields, regions=regions)
-    return _rewrap(copy.stmt, insn)
-
-
-def _rewrap(stmt: ir.Stmt, insn: ir.TensorInsn) -> ir.Stmt:
-    if isinstance(stmt, ir.Attr):
-        return ir.Attr(stmt.key, stmt.value, _rewrap(stmt.body, insn))
-    return insn
+    return with_marks(copy.stmt, insn)

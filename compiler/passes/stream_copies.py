@@ -45,7 +45,15 @@ from compiler import arith
 from compiler.interp.args import stored_buffers
 from compiler.interp.tensor_insn import operand_span, read_operands, written_operands
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, allocations, loads_in, post_order_visit, substitute
+from compiler.ir.functor import (
+    IRMutator,
+    allocations,
+    loads_in,
+    marked_insn,
+    post_order_visit,
+    substitute,
+    with_marks,
+)
 from compiler.passes.double_buffer import async_twin, wait_instruction
 from compiler.passes.share_smem import CLUSTER_FILL
 
@@ -104,7 +112,7 @@ def _leading_copies(stmts: list[ir.Stmt], buffer: ir.Buffer) -> tuple[list[_Piec
 def _unrolled(stmt: ir.Stmt) -> list[ir.Stmt] | None:
     """The instructions (under their marks) ``stmt`` runs, in order, when it is one or an unrolled loop of
     them with constant bounds; else None."""
-    if _insn(stmt) is not None:
+    if marked_insn(stmt) is not None:
         return [stmt]
     if isinstance(stmt, ir.For) and stmt.kind == ir.ForKind.UNROLLED and \
             isinstance(stmt.min, ir.IntImm) and isinstance(stmt.extent, ir.IntImm):
@@ -118,20 +126,6 @@ def _unrolled(stmt: ir.Stmt) -> list[ir.Stmt] | None:
     return None
 
 
-def _insn(stmt: ir.Stmt) -> ir.TensorInsn | None:
-    """The tensor instruction ``stmt`` is under its marks, if it is one."""
-    while isinstance(stmt, ir.Attr):
-        stmt = stmt.body
-    return stmt if isinstance(stmt, ir.TensorInsn) else None
-
-
-def _rewrap(stmt: ir.Stmt, insn: ir.TensorInsn) -> ir.Stmt:
-    """``insn`` under the marks that wrap ``stmt``."""
-    if isinstance(stmt, ir.Attr):
-        return ir.Attr(stmt.key, stmt.value, _rewrap(stmt.body, insn))
-    return insn
-
-
 def _unroll(loop: ir.For) -> list[ir.Stmt]:
     """The iterations of an unrolled loop with constant bounds, its variable substituted and folded."""
     lo = loop.min.value
@@ -142,7 +136,7 @@ def _unroll(loop: ir.For) -> list[ir.Stmt]:
 def _piece(stmt: ir.Stmt, buffer: ir.Buffer) -> _Piece | None:
     """``stmt`` as a part of ``buffer``'s fill: a synchronous copy (one operand read, one written) writing
     only ``buffer``, at a constant place; else None."""
-    insn = _insn(stmt)
+    insn = marked_insn(stmt)
     instr = insn.isa.instruction(insn.name)
     written, read = written_operands(insn), read_operands(insn)
     if instr.timing.asynchronous or len(written) != 1 or len(read) != 1:
@@ -199,12 +193,12 @@ class _Schedule:
         if isinstance(stmt, ir.Allocate):
             inner = self.walk(list(stmt.body.stmts) if isinstance(stmt.body, ir.Seq) else [stmt.body])
             return None if inner is None else [ir.Allocate(stmt.buffer, ir.seq(*inner))]
-        if isinstance(stmt, ir.Attr) and stmt.key != CLUSTER_FILL and _insn(stmt) is None:
+        if isinstance(stmt, ir.Attr) and stmt.key != CLUSTER_FILL and marked_insn(stmt) is None:
             inner = self.walk([stmt.body])
             return None if inner is None else [ir.Attr(stmt.key, stmt.value, ir.seq(*inner))]
         if isinstance(stmt, ir.For) and _unrolled(stmt) is not None:
             return self.walk(_unroll(stmt))
-        insn = _insn(stmt)
+        insn = marked_insn(stmt)
         if isinstance(stmt, ir.Attr) and stmt.key == CLUSTER_FILL and not _touches(stmt, {self.buffer}) and \
                 not _writes(stmt, self.sources):   # it opens with a barrier: nothing may be out
             waits = [self.wait] if self.out else []
@@ -215,7 +209,7 @@ class _Schedule:
         return [*self.finish(), stmt] if self.started else None
 
     def is_wait(self, stmt: ir.Stmt) -> bool:
-        insn = _insn(stmt)
+        insn = marked_insn(stmt)
         return insn is not None and insn.name == self.wait.name and not insn.regions
 
     def read(self, stmt: ir.Stmt, insn: ir.TensorInsn) -> list[ir.Stmt] | None:
@@ -248,7 +242,7 @@ class _Schedule:
         piece = self.pieces[k]
         twin = async_twin(self.spec, self.spec.instruction(piece.insn.name))
         self.issued, self.out = k + 1, self.out | {k}
-        return _rewrap(piece.stmt, dataclasses.replace(piece.insn, name=twin.name))
+        return with_marks(piece.stmt, dataclasses.replace(piece.insn, name=twin.name))
 
     def finish(self) -> list[ir.Stmt]:
         """A wait for the pieces that are out, and those not issued yet, as they were."""

@@ -537,7 +537,7 @@ def test_a_contiguous_copy_longer_than_a_row_is_split_into_rows_that_fit(nbytes:
 
 
 def test_a_copy_whose_rows_lie_further_apart_than_a_stride_field_holds_goes_row_by_row() -> None:
-    """3 rows of 16 bytes, 70,000 bytes apart in GMEM (memcpyr's strides hold 65,535): one instruction a row."""
+    """3 rows of 16 bytes 70,000 bytes apart in GMEM (memcpyr strides hold 65,535): one instruction a row."""
     stride = 70_000 // 4
     A, B = vec("A", 3 * stride, "int32"), vec("B", 12, "int32")
     L = vec("L", 12, "int32", "nmem")

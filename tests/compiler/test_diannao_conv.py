@@ -359,7 +359,8 @@ def test_the_flows_bias_is_added_before_the_relu_checked_against_numpy(dtype) ->
         assert report.validated and report.params["bias"] is True and report.scalar_fallback == 0
         conv = "conv" if dtype == "float32" else "qconv"
         # one vcycadd per tile: after its conv, or its three kernel rows' convs (a plan's ``split_ky``)
-        assert report.instructions[conv] in (report.instructions["vcycadd"], 3 * report.instructions["vcycadd"])
+        adds = report.instructions["vcycadd"]
+        assert report.instructions[conv] in (adds, 3 * adds)
         job = FLOW.plan("conv2d", {**layer, "bias": True, "relu": relu}, target)
         x, wt, b = FLOW.inputs(job, np.random.default_rng(0))   # run's inputs (seed 0)
         assert b.shape == (48,) and b.dtype == (np.float32 if dtype == "float32" else np.int32)
