@@ -193,6 +193,12 @@ class _Layer:
             rows * self.ow * channels % self.p["VECTOR_ELEMS"] == 0
         return (False, True) if even and self.k > 1 and self.stride == 1 and aligned else (False,)
 
+    def streamed(self, loading: float, step: float) -> float:
+        """What loading a core's weights by kernel rows saves before its first tile is done (``loading``
+        cycles for all of them at once): the first tile's convs of every row but the last overlap the later
+        rows' weights, at most for the time those take."""
+        return (self.k - 1) / self.k * min(loading, step)
+
     def split_cycles(self, rows: int, channels: int) -> float:
         """What a tile's conv by kernel rows adds: a conv's latency and a vector add of the tile per row
         after the first."""
@@ -248,8 +254,9 @@ def _private_plans(layer: _Layer, cores: int):
                     steps, step = math.ceil(share / tile), layer.conv_cycles(tile, channels)
                     step += layer.split_cycles(tile, channels) if split else 0.0
                     fill = layer.gmem(used * layer.input_bytes(tile))
-                    first = used * weights / (layer.k if split else 1)   # by kernel rows: the first row's
-                    startup = layer.gmem(first) + fill + p["GMEM_LATENCY"]
+                    loading = layer.gmem(used * weights)
+                    startup = loading + fill + p["GMEM_LATENCY"]
+                    startup -= layer.streamed(loading, step) if split else 0.0
                     traffic = used * weights + used * steps * layer.input_bytes(tile) + _output_bytes(layer)
                     waits = (steps - 1) * max(0.0, fill - step)
                     queue = steps * (2 * p["GMEM_LATENCY"] + layer.gmem(
@@ -286,8 +293,9 @@ def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
     if weights is None:
         return
     # SMEM tiles of every size that divides the share (a short last SMEM tile would part a cluster's cores:
-    # no tile could be shared); small ones cost little since reuse_rows copies their halo on chip
-    for smem_rows in (r for r in range(1, share + 1) if share % r == 0):
+    # no tile could be shared), largest first (of equal estimates the first listed is chosen); small ones
+    # cost little since reuse_rows copies their halo on chip
+    for smem_rows in (r for r in range(share, 0, -1) if share % r == 0):
         smem_tiles = math.ceil(share / smem_rows)
         rows = math.ceil(smem_rows / rs)   # a core's rows of one SMEM tile
         if not layer.fits_smem(smem_rows, 1 if smem_rows == share else 2, staged) or \
@@ -317,8 +325,9 @@ def _shared_estimate(layer: _Layer, cut: tuple[int, int, int, int], weights: int
     nmem = layer.smem(per_cluster * layer.in_rows(tile) * layer.row_bytes)   # a step's NMEM fills
     wmem = layer.smem(per_cluster * weights) if rs > 1 else 0.0
     loaded = rg * layer.weight_bytes if staged else clusters * per_cluster * weights
-    startup = layer.gmem(loaded / (layer.k if split else 1)) + (wmem / layer.k if split else wmem) + \
-        first + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
+    startup = layer.gmem(loaded) + wmem + first + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
+    if split:   # the weights stream in by kernel rows: from SMEM where the cluster stages them, else GMEM
+        startup -= layer.streamed(wmem if staged else layer.gmem(loaded), step)
     if rows <= tile and smem_tiles > 1:
         startup += fill   # a core's one NMEM tile per SMEM tile: the second SMEM tile before the first conv
     waits = (smem_tiles - 1) * (max(0.0, fill - step) + p["BARRIER_LATENCY"]) + steps * max(0.0, nmem - step)
