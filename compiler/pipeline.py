@@ -17,7 +17,9 @@ Targets:
   a padded copy into a guarded one), select tensor instructions (Sec. IV-D), and let one core per cluster fill
   the SMEM tiles its cluster shares (the two-level tiling of Sec. V), and pipeline the tile loops a schedule
   marks (``double_buffer``: the next tile's copies issued asynchronously while the core computes, TVM's
-  InjectDoubleBuffer). ``compiler.backend.diannao`` turns the
+  InjectDoubleBuffer; consecutive SMEM tiles' shared rows copied on chip, ``reuse_rows``), and fill a buffer
+  that is read part by part as it is read (``stream_copies``: a conv's weights by kernel rows).
+  ``compiler.backend.diannao`` turns the
   result into an SPMD program. ``skip`` drops passes by name (``loop_partition``, ``preprocess``) to measure
   what each one buys.
 - ``vita``: TVM Sec. 3.4-3.5's flow for VITA: flatten, fold the epilogue stages into the accumulator
