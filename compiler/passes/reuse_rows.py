@@ -12,6 +12,11 @@ one written operand, each of shape ``[rows, row length]`` with strides ``[row st
 (``memcpy``: ``shape = ["count", "len"], strides = ["dst_stride", 1]``): the fields come from the spec, not
 from names. Rows are shared when both fills' copies read the same buffer with the same row length and
 strides, the later one starting a whole number of rows later but before the earlier one's last row.
+
+    fills = skip_zero_fills(fills)          # a fill's zero fill left out where the buffer is still zero
+
+Both serve ``double_buffer``'s two-level pipeline (they are not passes of their own): every fill it issues
+runs where the tile it reads from is complete and the buffer it writes is free.
 """
 
 from __future__ import annotations
