@@ -272,17 +272,17 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     block = spec.params["CONV_BLOCK"]
     itemsize = np.dtype(dtype).itemsize
     plan = plan or conv_plan(h, w, cin, cout, k, stride, pad, itemsize, cores, spec)
-    x, wb, xp, conv, b, biased, out = _conv_tensors(h, w, cin, cout, k, stride, pad, dtype, plan, block,
-                                                    relu, bias)
+    x, wb, xp, conv, b, biased, out, split = _conv_tensors(h, w, cin, cout, k, stride, pad, dtype, plan,
+                                                           block, relu, bias)
     s = create_schedule(out)
-    partials = _stages_of(conv, "P") if plan.split_ky else []
+    partials = split.partials if split else []
     reader = partials[0] if partials else conv   # the conv instruction(s)
     xs = s.cache_read(xp, "smem", [reader]) if plan.sub_rows else None
     xn = s.cache_read(xs if xs is not None else xp, "nmem", [reader])
-    weights = next(t for t in reader.op.input_tensors if t.op.name == "Wk") if partials else conv
+    weights = split.wk if split else conv   # what reads the weights from GMEM (or SMEM)
     ws = s.cache_read(wb, "smem", [weights]) if plan.sub_rows > 1 else None   # a cluster's cores share them
-    if partials:
-        wn = weights
+    if split:
+        wn = split.wk
         s[wn].set_scope("wmem")
     else:
         wn = s.cache_read(ws if ws is not None else wb, "wmem", [conv])
@@ -334,10 +334,11 @@ def _mark_tile_stages(s: Schedule, stages: list[tuple[te.Tensor, str]], out: te.
 
 
 def _conv_tensors(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, dtype: str,
-                  plan: ConvPlan, block: int, relu: bool, bias: bool) -> tuple[te.Tensor | None, ...]:
+                  plan: ConvPlan, block: int, relu: bool, bias: bool) -> tuple:
     """The tensors of ``conv2d``: the input X, the blocked weights Wb, the padded input (X when there is no
-    padding), the conv Y, the bias B (None without ``bias``), the biased conv (Y without ``bias``) and the
-    output (the biased conv without ``relu``)."""
+    padding), the conv Y, the bias B (None without ``bias``), the biased conv (Y without ``bias``), the
+    output (the biased conv without ``relu``), and the conv by kernel rows (``_SplitConv``; None unless the
+    plan's ``split_ky``)."""
     x = te.placeholder((h, w, cin), dtype, name="X")
     wb = te.placeholder((cout // block, k, k, cin, block), dtype, name="Wb")
     # the cluster-shared form's last SMEM tiles may cover rows past the layer's: pad below with zeros to the
@@ -345,8 +346,9 @@ def _conv_tensors(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad:
     below = pad + max(0, (rows_covered(plan) - 1) * stride + k - (h + 2 * pad)) if plan.sub_rows else pad
     xp = nn.pad(x, (pad, pad, 0), (below, pad, 0), name="Xp") if pad or below else x
     acc = "int32" if np.dtype(dtype).kind == "i" else dtype  # qconv: i8/i16 products summed in i32
-    if plan.split_ky:
-        conv = _split_conv(xp, wb, k, stride, plan, acc)
+    split = _split_conv(xp, wb, k, stride, plan, acc) if plan.split_ky else None
+    if split:
+        conv = split.partials[-1]
     else:
         ky, kx = te.reduce_axis(k, name="ky"), te.reduce_axis(k, name="kx")
         ci = te.reduce_axis(cin, name="ci")
@@ -361,18 +363,19 @@ def _conv_tensors(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad:
     biased = te.compute(conv.shape, lambda y, xx, co: conv[y, xx, co] + b[co], name="Yb") if bias else conv
     out = te.compute(conv.shape, lambda *i: ir.max_(biased[i], ir.const(0, acc)), name="Yr") \
         if relu else biased
-    return x, wb, xp, conv, b, biased, out
+    return x, wb, xp, conv, b, biased, out, split
 
 
-def _stages_of(t: te.Tensor, name: str) -> list[te.Tensor]:
-    """The compute stages from the one named ``name`` to ``t`` along first inputs, producers first."""
-    chain = [t]
-    while chain[-1].op.name != name:
-        chain.append(next(x for x in chain[-1].op.input_tensors if x.op.name.startswith(name)))
-    return chain[::-1]
+@dataclass(frozen=True)
+class _SplitConv:
+    """A conv by kernel rows: the weights in kernel-row-major order (``wk``), the partial convs ``P`` and the
+    running sums of its rows (``partials``: P, P + P[1], ..., the last one the conv)."""
+
+    wk: te.Tensor
+    partials: list[te.Tensor]
 
 
-def _split_conv(xp: te.Tensor, wb: te.Tensor, k: int, stride: int, plan: ConvPlan, acc: str) -> te.Tensor:
+def _split_conv(xp: te.Tensor, wb: te.Tensor, k: int, stride: int, plan: ConvPlan, acc: str) -> _SplitConv:
     """The conv as the sum of one partial conv per kernel row: ``P[r] = conv(rows r.., Wk[r])`` with the
     weights in kernel-row-major order ``Wk[r, b, 0, kx, ci, j] = Wb[b, r, kx, ci, j]`` (each row's weights of
     every block contiguous, so a core can start on row 0's before the rest arrive);
@@ -387,10 +390,10 @@ def _split_conv(xp: te.Tensor, wb: te.Tensor, k: int, stride: int, plan: ConvPla
 
     p = te.compute((k, plan.oh, plan.ow, nb * block),
                    lambda r, y, xx, co: te.sum(product(r, y, xx, co), axis=[z, kx, ci]), name="P")
-    total = p
+    partials = [p]
     for r in range(1, k):
-        total = _plus_row(total, p, r)
-    return total
+        partials.append(_plus_row(partials[-1], p, r))
+    return _SplitConv(wk, partials)
 
 
 def _plus_row(total: te.Tensor, p: te.Tensor, r: int) -> te.Tensor:

@@ -172,7 +172,7 @@ class _Tile:
         if self.var is None:
             return stmts
         value = ir.const(self.lo + k) if isinstance(k, int) else k + self.lo if self.lo else k
-        return [_Fold().mutate(substitute(x, {self.var: value})) for x in stmts]
+        return [substituted(x, {self.var: value}) for x in stmts]
 
     def _split(self, stmts: list[ir.Stmt]) -> tuple[list[ir.Stmt], list[ir.Stmt], list[ir.Stmt]]:
         """(fill, compute, drain): the leading tensor instructions that write only tile buffers and read
@@ -432,6 +432,12 @@ def _two_level(spec: isa.ISA, outer: list[_Tile]) -> ir.Stmt | None:
     for buf in reversed(smem):
         stmt = ir.Attr(CLUSTER_SHARED, buf.name, ir.Allocate(buf, stmt))
     return stmt
+
+
+def substituted(stmt: ir.Stmt, mapping: Mapping[ir.Var, ir.Expr]) -> ir.Stmt:
+    """``stmt`` with ``mapping`` substituted and its instructions' offsets and fields simplified (a tile's or
+    an unrolled iteration's index made constant)."""
+    return _Fold().mutate(substitute(stmt, mapping))
 
 
 class _Fold(IRMutator):

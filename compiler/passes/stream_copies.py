@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 
 import isa
-from compiler import arith
 from compiler.interp.args import stored_buffers
 from compiler.interp.tensor_insn import operand_span, read_operands, written_operands
 from compiler.ir import nodes as ir
@@ -51,10 +50,9 @@ from compiler.ir.functor import (
     loads_in,
     marked_insn,
     post_order_visit,
-    substitute,
     with_marks,
 )
-from compiler.passes.double_buffer import async_twin, wait_instruction
+from compiler.passes.double_buffer import async_twin, substituted, wait_instruction
 from compiler.passes.share_smem import CLUSTER_FILL
 
 
@@ -129,8 +127,7 @@ def _unrolled(stmt: ir.Stmt) -> list[ir.Stmt] | None:
 def _unroll(loop: ir.For) -> list[ir.Stmt]:
     """The iterations of an unrolled loop with constant bounds, its variable substituted and folded."""
     lo = loop.min.value
-    return [_Fold().mutate(substitute(loop.body, {loop.var: ir.const(lo + k)}))
-            for k in range(loop.extent.value)]
+    return [substituted(loop.body, {loop.var: ir.const(lo + k)}) for k in range(loop.extent.value)]
 
 
 def _piece(stmt: ir.Stmt, buffer: ir.Buffer) -> _Piece | None:
@@ -280,13 +277,3 @@ def _is_fill(stmt: ir.Stmt) -> bool:
     post_order_visit(stmt, lambda x: found.__setitem__(0, True) if isinstance(x, ir.Attr) and
                      x.key == CLUSTER_FILL else None)
     return found[0]
-
-
-class _Fold(IRMutator):
-    """Simplify operands' offsets and fields after substituting an unrolled loop's index."""
-
-    def mutate_Region(self, r: ir.Region) -> ir.Region:
-        return dataclasses.replace(r, offset=arith.simplify(r.offset))
-
-    def mutate_InsnField(self, f: ir.InsnField) -> ir.InsnField:
-        return dataclasses.replace(f, value=arith.simplify(f.value))
