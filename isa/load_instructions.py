@@ -3,6 +3,7 @@ semantics, constraints and timing), and checking that the encodable instructions
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
 
 from isa.dtypes import canonical
@@ -30,7 +31,7 @@ from isa.spec import (
 _INSN_KEYS = {"summary", "format", "fixed", "types", "operands", "indices", "semantics", "constraints",
               "timing", "intrinsic", "group", "doc", "intrinsic_args", "features", "threads",
               "intrinsic_accumulator"}
-_OPERAND_KEYS = {"name", "kind", "space", "dtype", "shape", "strides", "addr", "doc"}
+_OPERAND_KEYS = {"name", "kind", "space", "dtype", "shape", "strides", "addr", "cluster", "doc"}
 _CONSTRAINT_KEYS = {"kind", "rule", "message"}
 _TIMING_KEYS = {"unit", "latency", "cycles", "doc", "async"}
 
@@ -253,17 +254,20 @@ class InstructionLoader(SpecReader):
                                      f"{where}.strides")
                 strides = tuple(self.expr(v, f"{where}.strides", scalars=scalars) for v in sr)
             addr = item.get("addr")
+            cluster = item.get("cluster")
+            if cluster is not None and (kind != "tensor" or space is None):
+                raise self.error("'cluster' (the cluster whose copy of a per-cluster space the operand lies "
+                                 "in) needs a tensor operand in a memory space", f"{where}.cluster")
             out.append(Operand(name, kind, dt, shape, space, space_is_field, strides, addr,
-                               item.get("doc", "")))
+                               item.get("doc", ""), cluster))
         return tuple(out)
 
     def check_addr(self, op: Operand, scalars, types, sigs) -> Operand:
-        if op.addr is None:
-            return op
-        addr = self.expr(op.addr, f"operands.{op.name}.addr", scalars=scalars,
-                         types={t: v[0] for t, v in types.items()}, tensors=sigs)
-        return Operand(op.name, op.kind, op.dtype, op.shape, op.space, op.space_is_field, op.strides, addr,
-                       op.doc)
+        """``op`` with its address and cluster parsed (they may read register operands)."""
+        parsed = {key: self.expr(text, f"operands.{op.name}.{key}", scalars=scalars,
+                                 types={t: v[0] for t, v in types.items()}, tensors=sigs)
+                  for key, text in (("addr", op.addr), ("cluster", op.cluster)) if text is not None}
+        return dataclasses.replace(op, **parsed) if parsed else op
 
     def load_indices(self, raw: object, scalars, types, operands,
                      fields) -> dict[str, tuple[str, Expr | None]]:

@@ -102,6 +102,9 @@ class Operand:
     strides: tuple[Expr, ...] | None = None
     addr: Expr | None = None
     doc: str = ""
+    # for a space of which every cluster has a copy (DianNao's SMEM): the cluster whose copy the operand lies
+    # in (an expression over fields and registers, as ``addr``); None: the issuing core's own
+    cluster: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

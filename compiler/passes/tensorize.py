@@ -177,9 +177,12 @@ def select(stmt: ir.Stmt, spec: isa.ISA, hint: str, explain: bool = False) -> Ma
     instruction of ``spec`` (every operand a memory region) that does; else why not: the named
     instruction's reason, or with ``explain`` (for people: ``unmatched``) the reason of the attempt that
     got furthest, whichever instruction it was. An asynchronous instruction (timing ``async``) is never
-    selected: its use needs a wait that a match cannot place (``pipeline_tiles`` issues them)."""
+    selected: its use needs a wait that a match cannot place (``pipeline_tiles`` issues them); nor is one
+    with an operand in another cluster's copy of a space (``cluster``): a region of the IR is the running
+    core's (the backend sends a card fill between clusters itself)."""
     tensor_ops = [i for i in spec.instructions.values()
-                  if i.operands and all(op.space for op in i.operands) and not i.timing.asynchronous]
+                  if i.operands and all(op.space and op.cluster is None for op in i.operands)
+                  and not i.timing.asynchronous]
     named = [i for i in tensor_ops if i.name.lower() == hint.lower()]
     failures: list[NoMatch] = []
     for instr in [*named, *(i for i in tensor_ops if i not in named)]:

@@ -161,6 +161,8 @@ class TensorOp(NamedTuple):
     rules: tuple[Callable, ...]                   # the spec's rules that read registers
     dynamic: bool              # it has addresses or rules that read registers
     footprint: tuple[Footprint, ...] = ()         # each memory operand's bytes, from its resolved address
+    clusters: tuple[tuple[str, Callable], ...] = ()  # operand -> the cluster whose SMEM it lies in (a
+    #                                                  ``cluster`` in the spec): resolved as "<name>.cluster"
 
 
 class Footprint(NamedTuple):
@@ -199,6 +201,7 @@ class MemoryOperand(NamedTuple):
     space: str
     nbytes: int
     written: bool
+    remote: bool = False   # in the SMEM of the cluster its ``cluster`` names, not the issuing core's
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +213,7 @@ class Plan:
     cycles: int                # core cycles of one execution (without waiting)
     work: int                  # cycles of the spec's "cycles" (throughput part), for unit utilization
     moves: tuple[tuple[str, int], ...] = ()   # ("GMEM->NMEM", bytes) per execution
-    ports: tuple[tuple[str, int], ...] = ()   # ("gmem" | "smem", cycles held) per execution
+    ports: tuple[tuple[str, int], ...] = ()   # ("gmem" | "smem" | "smem:<operand>", cycles held) per run
     background: int = 0        # an asynchronous instruction: its unit's cycles (``cycles`` is the issue)
 
     @property
@@ -244,7 +247,7 @@ class Decoder:
         unit, latency, cycles = isa.timing_of(spec, insn)
         latency, cycles = latency or 1, max(cycles or 1, 1)
         if instr.group in TENSOR_GROUPS:
-            return self.tensor(insn, instr, unit, latency, cycles)
+            return self.tensor(pc, insn, instr, unit, latency, cycles)
         if instr.timing.asynchronous:
             self.refuse(pc, insn, f"its timing is 'async', which this machine runs for tensor instructions "
                         f"({', '.join(TENSOR_GROUPS)}), not for group {instr.group!r}")
@@ -264,13 +267,16 @@ class Decoder:
         raise LaunchError(f"pc {pc} ({text}): the DianNao simulator cannot run '{insn.name}': {why}",
                           pc=pc, insn=text)
 
-    def ports(self, spaces, nbytes: int) -> tuple[tuple[str, int], ...]:
-        """The ports a transfer of ``nbytes`` to or from ``spaces`` holds, each for its cycles."""
+    def ports(self, spaces, nbytes: int, remote: tuple[str, ...] = ()) -> tuple[tuple[str, int], ...]:
+        """The ports a transfer of ``nbytes`` to or from ``spaces`` holds, each for its cycles; ``remote``:
+        the operands in another cluster's SMEM, each holding that cluster's port ("smem:<operand>")."""
         out = []
         if "GMEM" in spaces:
             out.append(("gmem", -(-nbytes // self.config.gmem_bytes_per_cycle)))
+        smem = -(-nbytes // self.config.smem_bytes_per_cycle)
         if "SMEM" in spaces:
-            out.append(("smem", -(-nbytes // self.config.smem_bytes_per_cycle)))
+            out.append(("smem", smem))
+        out += [(f"smem:{name}", smem) for name in remote]
         return tuple(out)
 
     # ------------------------------------------------------------------ memory operands
@@ -288,11 +294,13 @@ class Decoder:
             for e in op.shape:
                 elements *= int(evaluate(e, env))
             nbytes = elements * DTYPES[instr.operand_dtype(op, types)].bytes
-            out.append(MemoryOperand(op.name, self.space_names[code], nbytes, op.name in sem.writes))
+            out.append(MemoryOperand(op.name, self.space_names[code], nbytes, op.name in sem.writes,
+                                     op.cluster is not None))
         return out
 
     # ------------------------------------------------------------------ tensor instructions
-    def tensor(self, insn: isa.Insn, instr: isa.Instruction, unit: str, latency: int, cycles: int) -> Plan:
+    def tensor(self, pc: int, insn: isa.Insn, instr: isa.Instruction, unit: str, latency: int,
+               cycles: int) -> Plan:
         """The plan of a tensor instruction: a DMA copy holds the ports of the spaces it copies between."""
         spec = self.spec
         f = insn.values
@@ -300,23 +308,43 @@ class Decoder:
         dt = np.dtype(DTYPES[types["T"]].numpy) if "T" in types else None
         moves: tuple[tuple[str, int], ...] = ()
         ports: tuple[tuple[str, int], ...] = ()
+        clustered = [op for op in instr.operands if op.cluster is not None]
+        if clustered:
+            self.check_clusters(pc, insn, instr, clustered)
         if unit == "dma":
             operands = self.memory_operands(insn, instr)
-            sources = [op.space for op in operands if not op.written]
-            moves = tuple((f"{src}->{dst.space}", dst.nbytes) for dst in operands if dst.written
-                          for src in sources)
-            for move, nbytes in moves:
-                ports += self.ports(move.split("->"), nbytes)
+            for src in (op for op in operands if not op.written):
+                for dst in (op for op in operands if op.written):
+                    moves += ((f"{src.space}->{dst.space}", dst.nbytes),)
+                    local = {op.space for op in (src, dst) if not op.remote}
+                    ports += self.ports(local, dst.nbytes, tuple(op.name for op in (src, dst) if op.remote))
         duration = latency + max([cycles] + [c for _, c in ports]) - 1
         env = spec.scalar_env(f, types)
         addresses = tuple((op.name, compile_scalar(op.addr, env)) for op in instr.operands
                           if op.kind == "tensor" and not isinstance(op.addr, Name))
+        clusters = tuple((op.name, compile_scalar(op.cluster, env)) for op in clustered)
         rules = tuple(compile_scalar(c.rule, env) for c in instr.constraints if reads_operands(c))
-        record = TensorOp(TENSOR, self.fast_path(instr), f, dt, bool(ports), addresses, rules,
-                          bool(addresses or rules), self.footprint(insn, instr))
+        # the fast paths address the issuing core's memories: an operand in another cluster's SMEM takes the
+        # spec's semantics (functional.operand_views reads its cluster)
+        fast = None if clustered else self.fast_path(instr)
+        record = TensorOp(TENSOR, fast, f, dt, bool(ports) or bool(clustered), addresses, rules,
+                          bool(addresses or rules or clusters), self.footprint(insn, instr), clusters)
         if instr.timing.asynchronous:
             return Plan(record, unit, 1, cycles, moves, ports, background=duration)
         return Plan(record, unit, duration, cycles, moves, ports)
+
+    def check_clusters(self, pc: int, insn: isa.Insn, instr: isa.Instruction, clustered) -> None:
+        """Refuse an operand ``cluster`` this machine does not run: on a space of which clusters have no copy
+        each (only SMEM has), or on an asynchronous instruction (its outstanding bytes would lie in another
+        cluster, where the core's hazard checks do not look)."""
+        for op in clustered:
+            code = insn[op.space] if op.space_is_field else self.spec.spaces[op.space].id
+            if self.space_names[code] != "SMEM":
+                self.refuse(pc, insn, f"operand '{op.name}' names a cluster, but it lies in "
+                            f"{self.space_names[code]}, of which clusters have no copy each (SMEM has)")
+        if instr.timing.asynchronous:
+            self.refuse(pc, insn, f"operand '{clustered[0].name}' names a cluster, and this machine runs a "
+                        "copy to or from another cluster's SMEM synchronously (not 'async')")
 
     def footprint(self, insn: isa.Insn, instr: isa.Instruction) -> tuple[Footprint, ...]:
         """Each memory operand's span in bytes, first to last element (its strides, the spec's or row-major),

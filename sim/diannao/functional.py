@@ -50,13 +50,14 @@ class CardMemory:
         self.wmem = [np.zeros(sizes["WMEM"], np.uint8) for _ in range(cores)]
         self.names = {s.id: name for name, s in spec.spaces.items()}  # space code -> "GMEM", ...
 
-    def space(self, code: int, core: int) -> np.ndarray:
-        """The memory that space ``code`` means for global core index ``core``."""
+    def space(self, code: int, core: int, cluster: int | None = None) -> np.ndarray:
+        """The memory that space ``code`` means for global core index ``core``; with ``cluster``, the copy
+        of SMEM of that cluster (an operand's ``cluster``; the decoder allows it on SMEM only)."""
         name = self.names[code]
         if name == "GMEM":
             return self.gmem
         if name == "SMEM":
-            return self.smem[core // self.cores_per_cluster]
+            return self.smem[core // self.cores_per_cluster if cluster is None else cluster]
         return self.nmem[core] if name == "NMEM" else self.wmem[core]
 
 
@@ -84,7 +85,11 @@ def operand_views(spec: isa.ISA, insn: isa.Insn, memory: CardMemory, core: int,
         else:
             elem_strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
         addr = int(evaluate(op.addr, env))
-        mem = memory.space(_space_code(spec, op, fields), core)
+        cluster = None if op.cluster is None else int(evaluate(op.cluster, env))
+        if cluster is not None and not 0 <= cluster < len(memory.smem):
+            raise IndexError(f"operand '{op.name}' is in cluster {cluster}, but the card has clusters 0 to "
+                             f"{len(memory.smem) - 1}")
+        mem = memory.space(_space_code(spec, op, fields), core, cluster)
         last = addr + sum((n - 1) * s for n, s in zip(shape, elem_strides, strict=True)) * dt.itemsize
         if min(shape, default=1) > 0 and (addr < 0 or last + dt.itemsize > mem.size):
             raise IndexError(f"operand '{op.name}' ({shape} {dt} at byte {addr}) reaches outside its memory "

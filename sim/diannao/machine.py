@@ -26,6 +26,9 @@ something shared: a copy or scalar access to GMEM or SMEM, a barrier, halt. So s
 global time order (cores in id order on ties), which makes the functional result and the timing
 deterministic, and the cost of simulating grows with instructions, not cycles.
 
+Clusters: an operand whose spec names a ``cluster`` (``memcpyc``: Cambricon's SRAM2SRAM into another cluster)
+lies in that cluster's SMEM and holds its SMEM port; such an instruction runs the spec's semantics.
+
 Shared bandwidth: GMEM has one port for the whole card and each cluster's SMEM one port, serving requests
 in the order they come (sim/core/ports.py: a request that fits in a gap before a transfer promised for later
 is served in it). A transfer holds every port it uses for ``ceil(bytes / port bytes per cycle)`` cycles; it
@@ -240,10 +243,13 @@ class _Machine:
         raise self.error(CONSTRAINT_ERRORS.get(v.kind, ConstraintError), core, pc, f"{v.detail}{more}",
                          v.rule)
 
-    def reserve(self, core: int, ports: tuple[tuple[str, int], ...], now: int) -> int:
-        """Take every port of ``ports`` (the card's GMEM port, this core's cluster's SMEM port) at the first
-        cycle from ``now`` on when all are free (sim/core/ports.py); return it."""
-        held = [(name if name == "gmem" else f"smem{core // self.cpc}", cycles) for name, cycles in ports]
+    def reserve(self, core: int, ports: tuple[tuple[str, int], ...], now: int,
+                fields: dict[str, int] | None = None) -> int:
+        """Take every port of ``ports`` (the card's GMEM port, this core's cluster's SMEM port, the SMEM port
+        of the cluster an operand names: "smem:<operand>", its cluster in ``fields``) at the first cycle from
+        ``now`` on when all are free (sim/core/ports.py); return it."""
+        held = [(name if name == "gmem" else f"smem{core // self.cpc}" if name == "smem" else
+                 f"smem{fields[name[5:] + '.cluster']}", cycles) for name, cycles in ports]
         return self.ports.reserve(held, now, self.env.now)
 
     def scalar_run(self, core: int, until: int) -> None:
@@ -417,7 +423,7 @@ class _Machine:
         units = self.units[core]
         if units and units.get(plan.unit, 0) > t:   # behind the unit's asynchronous work
             ready = units[plan.unit]
-        start = (yield from self.when_ports(core, plan, t, ready)) if op.shared else ready
+        start = (yield from self.when_ports(core, plan, t, ready, fields)) if op.shared else ready
         self.run_tensor(core, pc, op, fields, R)
         self.stalled[core] += start - t
         end = start + self.costs[pc]
@@ -425,12 +431,12 @@ class _Machine:
             self.trace_tensor(core, pc, t, start, end)
         return end
 
-    def when_ports(self, core: int, plan, t: int, ready: int):
+    def when_ports(self, core: int, plan, t: int, ready: int, fields: dict[str, int] | None = None):
         """The cycle a transfer asked for at the core's cycle ``t`` starts: from ``ready`` on, when its shared
         ports are free (asked in global time order: the core waits for simulated time to reach ``t``)."""
         if t > self.env.now:
             yield self.env.timeout(t - self.env.now)
-        return self.reserve(core, plan.ports, ready)
+        return self.reserve(core, plan.ports, ready, fields)
 
     def issue(self, core: int, pc: int, op: TensorOp, fields: dict[str, int], R: list[int], t: int):
         """Issue the asynchronous instruction at ``pc`` at the core's cycle ``t``: its unit starts it when
@@ -438,7 +444,7 @@ class _Machine:
         the core goes on."""
         plan, units = self.plans[pc], self.units[core]
         ready = max(t, units.get(plan.unit, 0))
-        start = (yield from self.when_ports(core, plan, t, ready)) if op.shared else ready
+        start = (yield from self.when_ports(core, plan, t, ready, fields)) if op.shared else ready
         self.run_tensor(core, pc, op, fields, R)
         units[plan.unit] = end = start + plan.background
         self.pending[core].append(Pending(pc, *spans(op, fields)))
@@ -505,6 +511,11 @@ class _Machine:
         fields = dict(op.fields)
         for name, address in op.addresses:
             fields[name] = int(address(tensors))
+        for name, cluster in op.clusters:
+            fields[f"{name}.cluster"] = which = int(cluster(tensors))
+            if not 0 <= which < len(self.memory.smem):
+                raise self.error(OutOfBoundsError, core, pc, f"operand '{name}' is in cluster {which}, but "
+                                 f"the card has clusters 0 to {len(self.memory.smem) - 1}")
         return fields
 
     def run_tensor(self, core: int, pc: int, op: TensorOp, fields: dict[str, int], R: list[int]) -> None:

@@ -61,6 +61,7 @@ EXPECTED: dict[str, tuple[str, str, str, int | None]] = {
     "unknown_memory_space": ("vsum", "operands.a.space",
                              "unknown memory space 'SMEM'; spaces are GMEM, NMEM", None),
     "unknown_format": ("vsum", "format", "unknown format 'vector'; formats are vec", None),
+    "cluster_undefined_name": ("vrelu", "operands.dst.cluster", "undefined name 'q'", 1),
     "indistinguishable_instructions": ("vsum", "fixed",
                                        "instructions 'vrelu' and 'vsum' cannot be told apart", None),
     "constraint_undefined_name": ("vrelu", "constraints[0].rule", "undefined name 'ALIGN'", 7),

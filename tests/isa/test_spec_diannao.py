@@ -892,6 +892,9 @@ VALID = {
 VALID["vreq"] = dict(dst=0, a=4096, n=1024, s=8, lo=-128, hi=127)
 # the asynchronous copies have their synchronous twins' fields and rules
 VALID["memcpy_async"], VALID["memcpyr_async"] = VALID["memcpy"], VALID["memcpyr"]
+# SMEM R1 + 64 -> SMEM R2 - 64 of cluster R0 = 0
+VALID["memcpyc"] = dict(rd=2, rs1=1, rc=0, dst_off=-64, src_off=64, len=256, count=4, dst_stride=256,
+                        src_stride=1024)
 
 
 # registers for the rules that read them (memcpyr's base addresses: R1 = 0 in NMEM, R2 = 4160 in GMEM)

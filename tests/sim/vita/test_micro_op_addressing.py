@@ -5,6 +5,7 @@ field."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -235,3 +236,19 @@ def test_an_asynchronous_instruction_is_refused_by_name_with_the_reason():
     with pytest.raises(VitaUnsupportedError, match="cannot run 'ALU_MAX': its timing is 'async'") as info:
         simulate(isa.Program(spec, [alu, spec.insn("FINISH")]), np.zeros(1 << 12, np.uint8), CFG)
     assert info.value.pc == 0
+
+
+def test_an_operand_in_another_cluster_is_refused_by_name():
+    """A ``cluster`` (the copy of a per-cluster space an operand lies in, DianNao's memcpyc) means nothing on
+    a machine without clusters: refused, naming the operand."""
+    base = isa.load_isa("vita")
+    instr = base.instruction("ALU_MAX")
+    tensor = next(k for k, op in enumerate(instr.operands) if op.kind == "tensor")
+    operands = list(instr.operands)
+    cluster = isa.lang.tree.Name("uop_end", "field", "int")
+    operands[tensor] = dataclasses.replace(operands[tensor], cluster=cluster)
+    spec = dataclasses.replace(base, instructions={**base.instructions, "ALU_MAX": dataclasses.replace(
+        instr, operands=tuple(operands))})
+    plan = plan_spec(spec)["ALU_MAX"]
+    assert plan.action is None
+    assert f"operand '{operands[tensor].name}' names a cluster" in plan.reason
