@@ -18,7 +18,8 @@ Targets:
   the SMEM tiles its cluster shares (the two-level tiling of Sec. V), and pipeline the tile loops a schedule
   marks (``double_buffer``: the next tile's copies issued asynchronously while the core computes, TVM's
   InjectDoubleBuffer; consecutive SMEM tiles' shared rows copied on chip, ``reuse_rows``), and fill a buffer
-  that is read part by part as it is read (``stream_copies``: a conv's weights by kernel rows).
+  that is read part by part as it is read (``stream_copies``: a conv's weights by kernel rows), and load what
+  every cluster fills alike once for the card, sending it between the clusters' SMEMs (``share_card``).
   ``compiler.backend.diannao`` turns the
   result into an SPMD program. ``skip`` drops passes by name (``loop_partition``, ``preprocess``) to measure
   what each one buys.
@@ -66,6 +67,7 @@ from compiler.passes import (
     lift_alloc,
     loop_partition,
     preprocess,
+    share_card,
     share_smem,
     simplify,
     stream_copies,
@@ -122,6 +124,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("share_smem", share_smem, "flat"),
         Pass("double_buffer", double_buffer, "flat", spec=True),
         Pass("stream_copies", stream_copies, "flat", spec=True),
+        Pass("share_card", share_card, "flat", spec=True),
     ),
     "vita": (
         Pass("simplify", simplify, "loop-ir"),
@@ -147,7 +150,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     ),
 }
 PIPELINES["arm"] = PIPELINES["cpu"]   # UNIT's flow is the same; only the spec (and LLVM's triple) differ
-OPTIONAL = frozenset({"loop_partition", "preprocess", "double_buffer", "stream_copies"})
+OPTIONAL = frozenset({"loop_partition", "preprocess", "double_buffer", "stream_copies", "share_card"})
 
 Dump = Callable[[str, ir.PrimFunc], None]
 

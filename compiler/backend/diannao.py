@@ -38,6 +38,10 @@ Accepted IR (anything else raises ``LoweringError`` naming the node):
   every core filling its own copy would);
   ``Attr("cluster_prefetch")`` (``double_buffer``): the same without the barriers;
   ``Attr("cluster_sync")``: the body (a wait), then a cluster barrier;
+  ``Attr("card_fill")`` (``share_card``): a barrier of every core, the fill split among every launched core,
+  each copying its part into its cluster's SMEM and sending it on to the other clusters' (the spec's cluster
+  copy, ``memcpyc``), and a second barrier of every core; the buffer must lie at one SMEM address wherever it
+  is card filled. A fill that does not split into copies alone is lowered as a cluster fill;
 - the spec's ``wait`` instruction (group ``wait``); an asynchronous copy (``memcpy``'s asynchronous twin,
   from ``double_buffer``) becomes memcpyr's asynchronous twin, as ``memcpy`` becomes ``memcpyr``;
 - scalar ``Store``/``Load`` and expressions: see compiler/backend/diannao_scalar.py;
@@ -56,7 +60,7 @@ nor is the prologue, which loads the float constants of all scalar code into F r
 The output is deterministic: the same IR gives the same program text.
 
 Non-Goals: register spilling (running out of registers is a LoweringError), instruction scheduling,
-strength reduction of addresses, barriers other than those of a cluster fill.
+strength reduction of addresses, barriers other than those of a cluster or card fill.
 """
 
 from __future__ import annotations
@@ -74,8 +78,9 @@ from compiler.backend.diannao_scalar import Binding, Place, Scalar, Val, float_b
 from compiler.errors import InterpError, LoweringError, VerifyError
 from compiler.interp.tensor_insn import bind_types
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRVisitor, fields_of, post_order_visit
+from compiler.ir.functor import IRVisitor, fields_of, marked_insn, post_order_visit
 from compiler.passes.double_buffer import CLUSTER_PREFETCH, CLUSTER_SYNC, async_twin
+from compiler.passes.share_card import CARD_FILL, cluster_copy, cluster_register
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 from compiler.passes.tensorize import space_of
 from compiler.verify import verify
@@ -259,6 +264,9 @@ class _Codegen:
         self.copy_reg = spec.instruction("memcpyr")
         self.copy_async = async_twin(spec, spec.instruction("memcpy"))
         self.copy_reg_async = async_twin(spec, self.copy_reg)
+        # a card fill's parts go to the other clusters with the spec's cluster copy (``share_card``)
+        self.send = cluster_copy(spec)
+        self.card_bases: dict[str, int] = {}   # each card-filled buffer's SMEM address, the same everywhere
 
     def run(self) -> DiannaoKernel:
         func = self.func
@@ -362,6 +370,9 @@ class _Codegen:
             self.stmt(s.body)
             self.code.emit("barrier", scope="CLUSTER")
             return
+        if s.key == CARD_FILL:
+            self._card_fill(s)
+            return
         with self.code.marking(s.key.startswith("pragma_")):
             self.stmt(s.body)
 
@@ -373,8 +384,16 @@ class _Codegen:
         if barriers:
             self.code.emit("barrier", scope="CLUSTER")
         parts = split_fill(s.body, self.cluster_cores, self.spec.params["VECTOR_ALIGN"]) or [[s.body]]
-        core, done = self.s.take(), Label()
+        core = self.s.take()
         self.code.emit("rdid", rd=core, which="CORE_ID")
+        self._by_core(core, parts, lambda c, part: self.stmt(ir.seq(*part)))
+        self.s.free(Val(core, temp=True))
+        if barriers:
+            self.code.emit("barrier", scope="CLUSTER")
+
+    def _by_core(self, core: int, parts: list, emit) -> None:
+        """``emit(c, parts[c])`` run by the core whose index (in register ``core``) is ``c``."""
+        done = Label()
         for c, part in enumerate(parts):
             skip = Label()
             if c:
@@ -384,13 +403,77 @@ class _Codegen:
                 self.s.free(Val(other, temp=True))
             else:
                 self.code.emit("bne", rs1=core, rs2=self.zero, target=skip)
-            self.stmt(ir.seq(*part))   # ``core`` stays taken until every part is placed
+            emit(c, part)   # ``core`` stays taken until every part is placed
             self.code.emit("jmp", target=done)
             self.code.place(skip)
         self.code.place(done)
+
+    def _card_fill(self, s: ir.Attr) -> None:
+        """Barrier of every core; the fill split among every launched core (``split_fill``), each core's part
+        copied into its cluster's SMEM and sent to the other clusters' copies of the buffer (the spec's
+        cluster copy, to cluster + 1, + 2, ... in turn, so that the clusters' ports share the sends);
+        barrier of every core. A fill that does not split so into copies alone is a cluster fill."""
+        if "core" not in self.open or not self.clusters:
+            raise LoweringError(f"{_first_line(s)}: a card fill must be inside the core- and cluster-bound "
+                                "loops")
+        clusters = self.clusters
+        parts = split_fill(s.body, clusters * self.cpc, self.spec.params["VECTOR_ALIGN"])
+        copies = None if parts is None else [[marked_insn(x) for x in part] for part in parts]
+        if self.send is None or clusters < 2 or self.cluster_cores != self.cpc or copies is None or \
+                any(i is None or not _sendable(i) for part in copies for i in part):
+            self._cluster_fill(s)
+            return
+        buffer = next(r.buffer for r in copies[0][0].regions if r.operand == "dst") if copies[0] else None
+        if buffer is not None:
+            self._card_base(s, buffer)
+        self.code.emit("barrier", scope="ALL")
+        core, other = self.s.take(), self.s.take()
+        self.code.emit("rdid", rd=core, which="CLUSTER_ID")
+        self.code.emit("rdid", rd=other, which="CORE_DIM")
+        self.code.emit("mul", rd=core, rs1=core, rs2=other)
+        self.code.emit("rdid", rd=other, which="CORE_ID")
+        self.code.emit("add", rd=core, rs1=core, rs2=other)
+        self.s.free(Val(other, temp=True))
+
+        def part(c: int, stmts: list[ir.Stmt]) -> None:
+            self.stmt(ir.seq(*stmts))
+            for k in range(1, clusters):
+                for insn in copies[c]:
+                    self._send(insn, (c // self.cpc + k) % clusters)
+        self._by_core(core, parts, part)
         self.s.free(Val(core, temp=True))
-        if barriers:
-            self.code.emit("barrier", scope="CLUSTER")
+        self.code.emit("barrier", scope="ALL")
+
+    def _card_base(self, s: ir.Attr, buffer: ir.Buffer) -> None:
+        """Check that ``buffer`` lies at one SMEM address wherever it is card filled (a send writes the
+        other clusters' copies at the sender's address)."""
+        place = self.s.places[buffer]
+        if place.reg != self.zero:
+            raise LoweringError(f"{_first_line(s)}: a card-filled buffer must be cluster-shared (a fixed "
+                                f"SMEM address), but {buffer.name} is addressed through a register")
+        base = self.card_bases.setdefault(buffer.name, place.base)
+        if base != place.base:
+            raise LoweringError(f"{_first_line(s)}: {buffer.name} lies at SMEM {place.base} here but at "
+                                f"{base} where another cluster fills it: a send would miss it")
+
+    def _send(self, copy: ir.TensorInsn, cluster: int) -> None:
+        """The rows ``copy`` wrote into this cluster's SMEM, copied to the same place in ``cluster``'s."""
+        fmt, f = self.send, {x.name: x.value.value for x in copy.fields}
+        dst = next(r for r in copy.regions if r.operand == "dst")
+        stride = min(fmt.field("dst_stride").hi, fmt.field("src_stride").hi)
+        pieces = split_copy(f["len"], f["count"], f["dst_stride"], f["dst_stride"], fmt.field("len").hi,
+                            fmt.field("count").hi, stride)
+        with self.code.setting_up():
+            base = self._copy_base(dst, max(p.dst for p in pieces), fmt.field("dst_off"))
+            to = self.s.take()
+            self.code.emit("li", rd=to, imm=cluster)
+            for p in pieces:
+                fields = {"rd": base[0], "rs1": base[0], cluster_register(fmt): to,
+                          "dst_off": base[1] + p.dst, "src_off": base[1] + p.dst, "len": p.length,
+                          "count": p.count, "dst_stride": p.dst_stride, "src_stride": p.dst_stride}
+                self._check(str(copy), fmt.name, fields)
+                self.code.emit(fmt.name, **fields)
+            self.s.free(base[2], Val(to, temp=True))
 
     def _Evaluate(self, s: ir.Evaluate) -> None:
         if not isinstance(s.value, ir.IntImm | ir.FloatImm):
@@ -699,3 +782,11 @@ class _Codegen:
             return reg, off, temp
         v = self.s.plus(temp if temp is not None else Val(reg), off)
         return v.reg, 0, v
+
+
+def _sendable(insn: ir.TensorInsn) -> bool:
+    """A copy into SMEM whose row fields are constants (a card fill's part, sent on as it is)."""
+    dst = next((r for r in insn.regions if r.operand == "dst"), None)
+    fields = {x.name: x.value for x in insn.fields}
+    return dst is not None and dst.buffer.scope == "smem" and \
+        all(isinstance(fields.get(k), ir.IntImm) for k in ("len", "count", "dst_stride"))

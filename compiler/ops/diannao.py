@@ -24,7 +24,13 @@ from compiler import ops, te
 from compiler.errors import ScheduleError
 from compiler.ir import nodes as ir
 from compiler.ops import nn
-from compiler.ops.diannao_conv_plans import ConvPlan, conv_plan, conv_plans, rows_covered  # noqa: F401 (API)
+from compiler.ops.diannao_conv_plans import (  # noqa: F401 (API)
+    ConvPlan,
+    card_shared,
+    conv_plan,
+    conv_plans,
+    rows_covered,
+)
 from compiler.ops.diannao_tiles import (
     constant_vector,
     fill_constants,
@@ -37,6 +43,7 @@ from compiler.ops.diannao_vector import constants_of, vector_choose
 from compiler.ops.elementwise import cover_stages, flatten
 from compiler.passes.cover import Cover, Selected, Step, in_place, key, strip_noop_casts
 from compiler.passes.double_buffer import can_double_buffer
+from compiler.passes.share_card import cluster_copy
 from compiler.passes.tensorize import SCALAR_MARK
 from compiler.schedule import Schedule, create_schedule
 
@@ -280,7 +287,10 @@ def conv2d(h: int, w: int, cin: int, cout: int, k: int = 3, stride: int = 1, pad
     xs = s.cache_read(xp, "smem", [reader]) if plan.sub_rows else None
     xn = s.cache_read(xs if xs is not None else xp, "nmem", [reader])
     weights = split.wk if split else conv   # what reads the weights from GMEM (or SMEM)
-    ws = s.cache_read(wb, "smem", [weights]) if plan.sub_rows > 1 else None   # a cluster's cores share them
+    # a cluster's cores share them, or every cluster needs them (``share_card`` sends them between clusters)
+    staged = plan.sub_rows and card_shared(plan.sub_rows, plan.row_groups, plan.cluster_groups,
+                                          cluster_copy(spec) is not None)
+    ws = s.cache_read(wb, "smem", [weights]) if staged else None
     if split:
         wn = split.wk
         s[wn].set_scope("wmem")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import isa
 from compiler.errors import ScheduleError
 from compiler.ops import nn
+from compiler.passes.share_card import cluster_copy
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def conv_plans(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: in
         raise ScheduleError(f"DianNao conv: cout = {cout} is not a multiple of CONV_BLOCK = {block}")
     field = spec.instruction("conv").field
     layer = _Layer(h, w, cin, cout, k, stride, pad, itemsize, p, max_rows=field("h").hi,
-                   max_channels=field("cout").hi)
+                   max_channels=field("cout").hi, card=cluster_copy(spec) is not None)
     plans = [*_private_plans(layer, cores), *_shared_plans(layer, cores)]
     if not plans:
         raise ScheduleError(f"DianNao conv: no split of {cores} cores fits the weights "
@@ -114,6 +115,7 @@ class _Layer:
     p: dict
     max_rows: int  # input rows one conv instruction can take (its h field)
     max_channels: int  # output channels one conv instruction can take (its cout field)
+    card: bool = False  # the spec has a copy between clusters' SMEMs (``share_card`` loads weights once)
 
     @property
     def oh(self) -> int:
@@ -291,9 +293,9 @@ def _shared_cuts(layer: _Layer, rg: int, ccg: int, cg: int, share: int):
     weights = layer.weights(ccg * cg)
     if channels > layer.max_channels:
         return   # more output channels than one conv instruction computes
-    staged = weights * cg if weights is not None and rs > 1 else 0   # the cluster's weights, in SMEM
     if weights is None:
         return
+    staged = weights * cg if card_shared(rs, rg, ccg, layer.card) else 0   # the cluster's weights, in SMEM
     # SMEM tiles of every size that divides the share (a short last SMEM tile would part a cluster's cores:
     # no tile could be shared), largest first (of equal estimates the first listed is chosen); small ones
     # cost little since reuse_rows copies their halo on chip
@@ -325,21 +327,34 @@ def _shared_estimate(layer: _Layer, cut: tuple[int, int, int, int], weights: int
     first = layer.gmem(clusters * layer.input_bytes(smem_rows))   # every cluster's first SMEM tile
     fill = layer.gmem(clusters * layer.new_input_bytes(smem_rows))   # and each later one
     nmem = layer.smem(per_cluster * layer.in_rows(tile) * layer.row_bytes)   # a step's NMEM fills
-    wmem = layer.smem(per_cluster * weights) if rs > 1 else 0.0
-    loaded = rg * layer.weight_bytes if staged else clusters * per_cluster * weights
-    startup = layer.gmem(loaded) + wmem + first + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
+    wmem = layer.smem(per_cluster * weights) if staged else 0.0
+    card = staged and rg > 1 and ccg == 1 and layer.card   # loaded once, a part per cluster, sent on
+    loaded = layer.weight_bytes if card else \
+        rg * layer.weight_bytes if staged else clusters * per_cluster * weights
+    # a card fill: each cluster's SMEM port takes its part in, sends it to the others and takes theirs in
+    sent = layer.smem(layer.weight_bytes * (2 * rg - 1) / rg) if card else 0.0
+    startup = layer.gmem(loaded) + sent + wmem + first + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
     if split:   # the weights stream in by kernel rows: from SMEM where the cluster stages them, else GMEM
         startup -= layer.streamed(wmem if staged else layer.gmem(loaded), step)
     if rows <= tile and smem_tiles > 1:
         startup += fill   # a core's one NMEM tile per SMEM tile: the second SMEM tile before the first conv
     waits = (smem_tiles - 1) * (max(0.0, fill - step) + p["BARRIER_LATENCY"]) + steps * max(0.0, nmem - step)
-    traffic = rg * layer.weight_bytes * (1 if staged else rs) + _output_bytes(layer) + \
+    traffic = loaded if staged else rg * layer.weight_bytes * rs
+    traffic += _output_bytes(layer) + \
         clusters * (layer.input_bytes(smem_rows) + (smem_tiles - 1) * layer.new_input_bytes(smem_rows))
     queue = steps * (p["SMEM_LATENCY"] + layer.smem(layer.in_rows(tile) * layer.row_bytes) +
                      p["GMEM_LATENCY"] + layer.gmem(tile * _output_row_bytes(layer, channels))) + \
         smem_tiles * (p["GMEM_LATENCY"] + layer.gmem(layer.new_input_bytes(smem_rows) / per_cluster))
     drain = clusters * per_cluster * tile * _output_row_bytes(layer, channels)
     return _pipelined(layer, startup, steps, step, waits, traffic, queue, drain)
+
+
+def card_shared(sub_rows: int, row_groups: int, cluster_groups: int, card: bool) -> bool:
+    """Whether a cluster-shared cut stages its weights in SMEM: where several of a cluster's cores compute
+    the same channels (``sub_rows`` > 1), or where every cluster needs the same weights (``row_groups`` > 1
+    clusters of one channel group) and the spec can send them between clusters (``card``: ``share_card``
+    then loads them through GMEM once)."""
+    return sub_rows > 1 or (card and row_groups > 1 and cluster_groups == 1)
 
 
 def sub_rows_fit(oh: int, clusters: int, smem_rows: int, sub_rows: int) -> bool:

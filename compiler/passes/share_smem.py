@@ -78,7 +78,7 @@ class _Share(IRMutator):
 
     def mutate_IfThenElse(self, s: ir.IfThenElse) -> ir.Stmt:
         then_case, else_case = self._branches(s, self.aligned)
-        if self.aligned and self._depends(s.cond) and _fills(then_case) != _fills(else_case):
+        if self.aligned and self._depends(s.cond) and fills_text(then_case) != fills_text(else_case):
             # the cores of a cluster part ways: their copies stay private
             then_case, else_case = self._branches(s, False)
         if then_case is s.then_case and else_case is s.else_case:
@@ -113,23 +113,23 @@ class _Share(IRMutator):
 _SHARING_THREADS = frozenset().union(*SHARED_SCOPES.values())
 
 
-def _fills(stmt: ir.Stmt | None) -> tuple[str, ...]:
-    """The shared fills ``stmt`` runs, with the loops and conditions around them, as text: two statements
-    with the same text run the same fills (so the same barriers) in the same order."""
+def fills_text(stmt: ir.Stmt | None, key: str = CLUSTER_FILL) -> tuple[str, ...]:
+    """The fills marked ``key`` that ``stmt`` runs, with the loops and conditions around them, as text: two
+    statements with the same text run the same fills (so the same barriers) in the same order."""
     if stmt is None:
         return ()
-    if isinstance(stmt, ir.Attr) and stmt.key == CLUSTER_FILL:
+    if isinstance(stmt, ir.Attr) and stmt.key == key:
         return (str(stmt),)
     if isinstance(stmt, ir.Seq):
-        return tuple(line for x in stmt.stmts for line in _fills(x))
+        return tuple(line for x in stmt.stmts for line in fills_text(x, key))
     if isinstance(stmt, ir.For):
-        inner = _fills(stmt.body)
+        inner = fills_text(stmt.body, key)
         return (f"for {stmt.var.name} in [{stmt.min}, +{stmt.extent}):", *inner, "end") if inner else ()
     if isinstance(stmt, ir.IfThenElse):
-        then_case, else_case = _fills(stmt.then_case), _fills(stmt.else_case)
+        then_case, else_case = fills_text(stmt.then_case, key), fills_text(stmt.else_case, key)
         return (f"if {stmt.cond}:", *then_case, "else:", *else_case, "end") if then_case or else_case else ()
     if isinstance(stmt, ir.Allocate | ir.Attr | ir.Let):
-        return _fills(stmt.body)
+        return fills_text(stmt.body, key)
     return ()
 
 

@@ -1,0 +1,140 @@
+"""share_card: a cluster fill whose values are the same in every cluster crosses GMEM once for the card, each
+cluster loading a part and sending it to the others' SMEM (Cambricon's SRAM2SRAM with a destination cluster,
+anchors §3.2; the DianNao spec's ``memcpyc``).
+
+``share_smem`` lets a cluster's cores fill a shared SMEM tile once per cluster (``Attr("cluster_fill")``).
+Where the fill mentions no variable of the loop bound to "cluster" (a conv's weights when the clusters take
+row groups: every cluster loads all of them), each cluster loading it moves the same bytes through the one
+GMEM port once per cluster. This pass marks such a fill ``Attr("card_fill", name, fill)`` instead: the
+backend splits it among every launched core (``compiler.backend.diannao_fill.split_fill``), each core
+sends its part to the other clusters' copies of the buffer with the spec's cluster copy, between barriers of
+every core (compiler/backend/diannao.py).
+
+A cluster fill becomes a card fill when all of these hold, and stays as it is otherwise:
+
+1. the spec has a cluster copy (``cluster_copy``: a synchronous copy whose written operand names a
+   ``cluster``, with memcpyr's fields and a register field for the cluster);
+2. it lies inside a loop bound to "cluster" of two or more clusters;
+3. its statements mention no variable of that loop, nor a ``Let`` that depends on one: every cluster fills
+   the same bytes;
+4. every cluster runs the card fills, and their barriers, alike: the loops between the cluster loop and the
+   fill do not depend on the cluster, and a condition that does (loop partitioning splits the cluster loop
+   where the first or last cluster's rows differ) has the same card fills, under the same loops, on every
+   path through it.
+
+Precondition: after ``share_smem`` (and ``double_buffer``, ``stream_copies``, which know cluster fills only).
+Postcondition: the same function with marks renamed; the IR means every core filling its own copy, as
+before, so the interpreter gives the same results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import isa
+from compiler.ir import nodes as ir
+from compiler.ir.functor import IRMutator, free_vars
+from compiler.passes.share_smem import CLUSTER_FILL
+from isa.lang.tree import Access
+
+CARD_FILL = "card_fill"
+
+
+def share_card(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
+    """Mark the cluster fills every cluster makes alike as card fills (module docstring)."""
+    if cluster_copy(spec) is None:
+        return func
+    body = _Share().mutate(func.body)
+    return func if body is func.body else dataclasses.replace(func, body=body)
+
+
+def cluster_copy(spec: isa.ISA) -> isa.Instruction | None:
+    """The spec's synchronous copy into another cluster's SMEM (its written operand names a ``cluster``;
+    DianNao's ``memcpyc``), or None."""
+    for instr in spec.instructions.values():
+        if instr.group != "dma" or instr.timing.asynchronous:
+            continue
+        clustered = [op for op in instr.operands if op.cluster is not None]
+        if len(clustered) == 1 and clustered[0].name in instr.typed_semantics({}).writes and \
+                cluster_register(instr) is not None:
+            return instr
+    return None
+
+
+def cluster_register(instr: isa.Instruction) -> str | None:
+    """The field of ``instr`` whose register names the destination cluster (``cluster = "R[rc]"``)."""
+    (op,) = [op for op in instr.operands if op.cluster is not None]
+    if not isinstance(op.cluster, Access) or len(op.cluster.indices) != 1:
+        return None
+    name = getattr(op.cluster.indices[0], "id", None)
+    return name if name in {f.name for f in instr.fields} else None
+
+
+class _Share(IRMutator):
+    def __init__(self) -> None:
+        self.cluster_vars: set[ir.Var] = set()
+        self.aligned = False   # inside a cluster loop of 2+ clusters, no cluster-dependent control since
+
+    def _depends(self, *exprs: ir.Expr) -> bool:
+        return any(free_vars(e) & self.cluster_vars for e in exprs)
+
+    def _under(self, aligned: bool, stmt: ir.Stmt) -> ir.Stmt:
+        outer, self.aligned = self.aligned, aligned
+        try:
+            return self.mutate(stmt)
+        finally:
+            self.aligned = outer
+
+    def mutate_For(self, s: ir.For) -> ir.Stmt:
+        if s.thread == "cluster":
+            self.cluster_vars.add(s.var)
+            many = isinstance(s.extent, ir.IntImm) and s.extent.value >= 2
+            body = self._under(many, s.body)
+        else:
+            body = self._under(self.aligned and not self._depends(s.min, s.extent), s.body)
+        return s if body is s.body else dataclasses.replace(s, body=body)
+
+    def mutate_IfThenElse(self, s: ir.IfThenElse) -> ir.Stmt:
+        aligned = self.aligned
+        then_case, else_case = self._branches(s, aligned)
+        if aligned and self._depends(s.cond) and _card_fills(then_case) != _card_fills(else_case):
+            then_case, else_case = self._branches(s, False)   # the clusters part ways: fills stay theirs
+        if then_case is s.then_case and else_case is s.else_case:
+            return s
+        return ir.IfThenElse(s.cond, then_case, else_case)
+
+    def _branches(self, s: ir.IfThenElse, aligned: bool) -> tuple[ir.Stmt, ir.Stmt | None]:
+        return (self._under(aligned, s.then_case),
+                None if s.else_case is None else self._under(aligned, s.else_case))
+
+    def mutate_Let(self, s: ir.Let) -> ir.Stmt:
+        if self._depends(s.value):
+            self.cluster_vars.add(s.var)
+        body = self.mutate(s.body)
+        return s if body is s.body else dataclasses.replace(s, body=body)
+
+    def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
+        if s.key == CLUSTER_FILL and self.aligned and not free_vars(s.body) & self.cluster_vars:
+            return ir.Attr(CARD_FILL, s.value, s.body)
+        return self.generic_mutate(s)
+
+
+def _card_fills(stmt: ir.Stmt | None) -> tuple[str, ...]:
+    """The card fills ``stmt`` runs, with the loops around them, as text; a condition whose branches run the
+    same ones is no condition for them (so nested pieces of a partitioned cluster loop compare as equal)."""
+    if stmt is None:
+        return ()
+    if isinstance(stmt, ir.Attr) and stmt.key == CARD_FILL:
+        return (str(stmt),)
+    if isinstance(stmt, ir.Seq):
+        return tuple(line for x in stmt.stmts for line in _card_fills(x))
+    if isinstance(stmt, ir.For):
+        inner = _card_fills(stmt.body)
+        return (f"for {stmt.var.name} in [{stmt.min}, +{stmt.extent}):", *inner, "end") if inner else ()
+    if isinstance(stmt, ir.IfThenElse):
+        then_case, else_case = _card_fills(stmt.then_case), _card_fills(stmt.else_case)
+        return then_case if then_case == else_case else (f"if {stmt.cond}:", *then_case, "else:", *else_case,
+                                                         "end")
+    if isinstance(stmt, ir.Allocate | ir.Attr | ir.Let):
+        return _card_fills(stmt.body)
+    return ()
