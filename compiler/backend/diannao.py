@@ -73,12 +73,12 @@ from dataclasses import dataclass
 import isa
 from compiler.arith import Interval, simplify
 from compiler.backend.diannao_emit import TENSOR_GROUPS, Code, Label, Late, RegisterFile
-from compiler.backend.diannao_fill import split_fill
+from compiler.backend.diannao_fill import Written, split_fill, written_rows
 from compiler.backend.diannao_scalar import Binding, Place, Scalar, Val, float_bits
 from compiler.errors import InterpError, LoweringError, VerifyError
 from compiler.interp.tensor_insn import bind_types
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRVisitor, fields_of, marked_insn, post_order_visit
+from compiler.ir.functor import IRVisitor, fields_of, post_order_visit
 from compiler.passes.double_buffer import CLUSTER_PREFETCH, CLUSTER_SYNC, async_twin
 from compiler.passes.share_card import CARD_FILL, cluster_copy, cluster_register
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
@@ -410,22 +410,22 @@ class _Codegen:
 
     def _card_fill(self, s: ir.Attr) -> None:
         """Barrier of every core; the fill split among every launched core (``split_fill``), each core's part
-        copied into its cluster's SMEM and sent to the other clusters' copies of the buffer (the spec's
+        written into its cluster's SMEM and sent to the other clusters' copies of the buffer (the spec's
         cluster copy, to cluster + 1, + 2, ... in turn, so that the clusters' ports share the sends);
-        barrier of every core. A fill that does not split so into copies alone is a cluster fill."""
+        barrier of every core. A fill that does not split so (``written_rows``) is a cluster fill."""
         if "core" not in self.open or not self.clusters:
             raise LoweringError(f"{_first_line(s)}: a card fill must be inside the core- and cluster-bound "
                                 "loops")
         clusters = self.clusters
         parts = split_fill(s.body, clusters * self.cpc, self.spec.params["VECTOR_ALIGN"])
-        copies = None if parts is None else [[marked_insn(x) for x in part] for part in parts]
-        if self.send is None or clusters < 2 or self.cluster_cores != self.cpc or copies is None or \
-                any(i is None or not _sendable(i) for part in copies for i in part):
+        sent = None if parts is None else [written_rows(part) for part in parts]
+        if self.send is None or clusters < 2 or self.cluster_cores != self.cpc or sent is None or \
+                None in sent:
             self._cluster_fill(s)
             return
-        buffer = next(r.buffer for r in copies[0][0].regions if r.operand == "dst") if copies[0] else None
-        if buffer is not None:
-            self._card_base(s, buffer)
+        for rows in sent:
+            for w in rows:
+                self._card_base(s, w.region.buffer)
         self.code.emit("barrier", scope="ALL")
         core, other = self.s.take(), self.s.take()
         self.code.emit("rdid", rd=core, which="CLUSTER_ID")
@@ -438,8 +438,8 @@ class _Codegen:
         def part(c: int, stmts: list[ir.Stmt]) -> None:
             self.stmt(ir.seq(*stmts))
             for k in range(1, clusters):
-                for insn in copies[c]:
-                    self._send(insn, (c // self.cpc + k) % clusters)
+                for w in sent[c]:
+                    self._send(w, (c // self.cpc + k) % clusters, _first_line(s))
         self._by_core(core, parts, part)
         self.s.free(Val(core, temp=True))
         self.code.emit("barrier", scope="ALL")
@@ -456,22 +456,21 @@ class _Codegen:
             raise LoweringError(f"{_first_line(s)}: {buffer.name} lies at SMEM {place.base} here but at "
                                 f"{base} where another cluster fills it: a send would miss it")
 
-    def _send(self, copy: ir.TensorInsn, cluster: int) -> None:
-        """The rows ``copy`` wrote into this cluster's SMEM, copied to the same place in ``cluster``'s."""
-        fmt, f = self.send, {x.name: x.value.value for x in copy.fields}
-        dst = next(r for r in copy.regions if r.operand == "dst")
+    def _send(self, rows: Written, cluster: int, what: str) -> None:
+        """``rows`` of this cluster's SMEM copied to the same place in ``cluster``'s."""
+        fmt = self.send
         stride = min(fmt.field("dst_stride").hi, fmt.field("src_stride").hi)
-        pieces = split_copy(f["len"], f["count"], f["dst_stride"], f["dst_stride"], fmt.field("len").hi,
+        pieces = split_copy(rows.length, rows.count, rows.stride, rows.stride, fmt.field("len").hi,
                             fmt.field("count").hi, stride)
         with self.code.setting_up():
-            base = self._copy_base(dst, max(p.dst for p in pieces), fmt.field("dst_off"))
+            base = self._copy_base(rows.region, max(p.dst for p in pieces), fmt.field("dst_off"))
             to = self.s.take()
             self.code.emit("li", rd=to, imm=cluster)
             for p in pieces:
                 fields = {"rd": base[0], "rs1": base[0], cluster_register(fmt): to,
                           "dst_off": base[1] + p.dst, "src_off": base[1] + p.dst, "len": p.length,
                           "count": p.count, "dst_stride": p.dst_stride, "src_stride": p.dst_stride}
-                self._check(str(copy), fmt.name, fields)
+                self._check(what, fmt.name, fields)
                 self.code.emit(fmt.name, **fields)
             self.s.free(base[2], Val(to, temp=True))
 
@@ -783,10 +782,3 @@ class _Codegen:
         v = self.s.plus(temp if temp is not None else Val(reg), off)
         return v.reg, 0, v
 
-
-def _sendable(insn: ir.TensorInsn) -> bool:
-    """A copy into SMEM whose row fields are constants (a card fill's part, sent on as it is)."""
-    dst = next((r for r in insn.regions if r.operand == "dst"), None)
-    fields = {x.name: x.value for x in insn.fields}
-    return dst is not None and dst.buffer.scope == "smem" and \
-        all(isinstance(fields.get(k), ir.IntImm) for k in ("len", "count", "dst_stride"))

@@ -7,6 +7,7 @@ share of the copy's rows, and the zero fill of exactly the bytes between its row
 each core zeroes what it then copies into, in order, and no two cores write one byte).
 
     parts = split_fill(body, cores=4, align=64)   # one list of statements per core, or None
+    sent = written_rows(parts[k])                   # what part k writes (a card fill sends it on)
 
 Shapes split: a copy alone (rows; one row: its bytes), copies whose rows follow each other (rows), or a
 zero fill of the whole range followed by such copies into it (preprocess's padding: ``vzero`` + ``memcpy``;
@@ -37,6 +38,41 @@ def split_fill(body: ir.Stmt, cores: int, align: int) -> list[list[ir.Stmt]] | N
     if len(insns) >= 2 and all(_is_copy(i) for i in insns):
         return _split_rows(stmts, insns, cores)
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """Rows a part of a fill writes in its buffer: ``count`` rows of ``length`` bytes, ``stride`` apart, from
+    ``region`` (a card fill sends them on as they are)."""
+
+    region: ir.Region
+    length: int
+    count: int
+    stride: int
+
+
+def written_rows(part: list[ir.Stmt]) -> list[Written] | None:
+    """What one part of ``split_fill`` writes into SMEM: its zero fill's bytes (its copies land inside them),
+    or its copies' rows; None for anything else."""
+    insns = [marked_insn(x) for x in part]
+    if any(i is None for i in insns) or any(not _in_smem(i) for i in insns):
+        return None
+    if insns and _is_zero(insns[0]) and all(_is_copy(i) for i in insns[1:]):
+        n = _constant(insns[0], "n")
+        return None if n is None else [Written(insns[0].regions[0], n, 1, n)]
+    out = []
+    for insn in insns:
+        f = _fields(insn) if _is_copy(insn) else None
+        if f is None:
+            return None
+        out.append(Written(next(r for r in insn.regions if r.operand == "dst"), f["len"], f["count"],
+                           f["dst_stride"]))
+    return out
+
+
+def _in_smem(insn: ir.TensorInsn) -> bool:
+    dst = next((r for r in insn.regions if r.operand == "dst"), None)
+    return dst is not None and dst.buffer.scope == "smem"
 
 
 def _split_rows(stmts: list[ir.Stmt], copies: list[ir.TensorInsn], cores: int) -> list[list[ir.Stmt]] | None:
