@@ -18,8 +18,9 @@ Targets:
   the SMEM tiles its cluster shares (the two-level tiling of Sec. V), and pipeline the tile loops a schedule
   marks (``double_buffer``: the next tile's copies issued asynchronously while the core computes, TVM's
   InjectDoubleBuffer; consecutive SMEM tiles' shared rows copied on chip, ``reuse_rows``), and fill a buffer
-  that is read part by part as it is read (``stream_copies``: a conv's weights by kernel rows), and load what
-  every cluster fills alike once for the card, sending it between the clusters' SMEMs (``share_card``).
+  that is read part by part as it is read (``stream_copies``: a conv's weights by kernel rows), issue a
+  pipeline's first tile fill before the copies that precede it (``hoist_fill``), and load what every cluster
+  fills alike once for the card, sending it between the clusters' SMEMs (``share_card``).
   ``compiler.backend.diannao`` turns the
   result into an SPMD program. ``skip`` drops passes by name (``loop_partition``, ``preprocess``) to measure
   what each one buys.
@@ -60,6 +61,7 @@ from compiler.passes import (
     flatten,
     fold_padding,
     fuse_reduction_ends,
+    hoist_fill,
     inject_dma,
     inject_sync,
     inject_virtual_thread,
@@ -124,6 +126,7 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("share_smem", share_smem, "flat"),
         Pass("double_buffer", double_buffer, "flat", spec=True),
         Pass("stream_copies", stream_copies, "flat", spec=True),
+        Pass("hoist_fill", hoist_fill, "flat", spec=True),
         Pass("share_card", share_card, "flat", spec=True),
     ),
     "vita": (
@@ -150,7 +153,8 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     ),
 }
 PIPELINES["arm"] = PIPELINES["cpu"]   # UNIT's flow is the same; only the spec (and LLVM's triple) differ
-OPTIONAL = frozenset({"loop_partition", "preprocess", "double_buffer", "stream_copies", "share_card"})
+OPTIONAL = frozenset({"loop_partition", "preprocess", "double_buffer", "stream_copies", "hoist_fill",
+                      "share_card"})
 
 Dump = Callable[[str, ir.PrimFunc], None]
 

@@ -13,7 +13,8 @@ from isa.lazy import lazy_names
 
 #: each public name -> the module that defines it
 _HOMES = {name: name for name in (
-    "check_token_order", "double_buffer", "flatten", "fuse_reduction_ends", "inject_dma", "inject_sync",
+    "check_token_order", "double_buffer", "flatten", "fuse_reduction_ends", "hoist_fill", "inject_dma",
+    "inject_sync",
     "inject_virtual_thread", "inplace", "lift_alloc", "loop_partition", "narrow_output", "place_output",
     "preprocess", "share_card", "share_smem", "simplify", "stream_copies", "tensorize", "tensorize_registers",
     "tensorize_tiles")} | {

@@ -158,12 +158,12 @@ class _Tile:
             buffers, inner = allocations(stmt)
             self.buffers = {b.name: b for b in buffers}
             self.fill, self.compute, self.drain = self._split(_stmts(inner))
-        compute_reads = {b for x in self.compute for b in _reads_of(x)}
-        if clash := compute_reads & {b for x in self.drain for b in _writes_of(x)}:
+        compute_reads = {b for x in self.compute for b in buffers_read(x)}
+        if clash := compute_reads & {b for x in self.drain for b in buffers_written(x)}:
             raise LoweringError(f"double_buffer: {self.where}: the drain writes {sorted(clash)[0]}, which "
                                 "the compute reads")
-        fill_reads = {b for x in self.fill for b in _reads_of(x)}
-        if clash := fill_reads & {b for x in (*self.compute, *self.drain) for b in _writes_of(x)}:
+        fill_reads = {b for x in self.fill for b in buffers_read(x)}
+        if clash := fill_reads & {b for x in (*self.compute, *self.drain) for b in buffers_written(x)}:
             raise LoweringError(f"double_buffer: {self.where}: the tile writes {sorted(clash)[0]}, which the "
                                 "next tile's fill reads")
 
@@ -197,12 +197,12 @@ def _stmts(stmt: ir.Stmt) -> list[ir.Stmt]:
     return list(stmt.stmts) if isinstance(stmt, ir.Seq) else [stmt]
 
 
-def _writes_of(stmt: ir.Stmt) -> set[str]:
+def buffers_written(stmt: ir.Stmt) -> set[str]:
     """The buffers ``stmt`` stores to or writes through a tensor instruction, by name."""
     return {b.name for b in stored_buffers(stmt)}
 
 
-def _reads_of(stmt: ir.Stmt) -> set[str]:
+def buffers_read(stmt: ir.Stmt) -> set[str]:
     """The buffers ``stmt`` loads from or reads through a tensor instruction, by name."""
     found = {load.buffer.name for load in loads_in(stmt)}
     post_order_visit(stmt, lambda x: found.update(_reads(x)) if isinstance(x, ir.TensorInsn) else None)
@@ -280,7 +280,8 @@ class _Pipeline:
         self.shared = tiles[0].shared
         names = {}
         for t in tiles:   # the buffers the fill writes and the drain reads; a shared tile's SMEM buffer
-            doubled = {b for x in t.fill for b in _writes_of(x)} | {b for x in t.drain for b in _reads_of(x)}
+            doubled = {b for x in t.fill for b in buffers_written(x)} | \
+                {b for x in t.drain for b in buffers_read(x)}
             for name in (n for n in t.buffers if n in doubled):   # in the order of the allocations
                 size = max(t.buffers[name].size, names[name].size if name in names else 0)
                 names[name] = ir.Buffer(name, (size,), t.buffers[name].dtype, t.buffers[name].scope)
@@ -360,10 +361,10 @@ class _Pipeline:
         rename = _Rebuffer({tile.buffers[name]: copies[parity] for name, copies in self.copies.items()
                             if name in tile.buffers})
         out = [rename.mutate(x) for x in tile.at(k, stmts)]
-        return _asynchronous(self.spec, out) if asynchronous else out
+        return asynchronous_copies(self.spec, out) if asynchronous else out
 
 
-def _asynchronous(spec: isa.ISA, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+def asynchronous_copies(spec: isa.ISA, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     """``stmts`` with the copies that end them issued asynchronously (a zero fill before them stays)."""
     first = len(stmts)
     while first > 0 and _is_copy(stmts[first - 1]):
@@ -422,11 +423,12 @@ def _two_level(spec: isa.ISA, outer: list[_Tile]) -> ir.Stmt | None:
     def cluster(key: str, p: int, stmts: list[ir.Stmt]) -> ir.Stmt:
         return ir.Attr(key, smem[p].name, ir.seq(*stmts))
     head = [cluster(CLUSTER_FILL, 0, fills[0])]
-    after_first = [cluster(CLUSTER_PREFETCH, 1, _asynchronous(spec, fills[1]))] if len(fills) > 1 else []
+    after_first = [cluster(CLUSTER_PREFETCH, 1, asynchronous_copies(spec, fills[1]))] if len(fills) > 1 \
+        else []
     hooks = {}
     for i, at in enumerate(last[:-1]):
-        refill = [cluster(CLUSTER_PREFETCH, i % 2, _asynchronous(spec, fills[i + 2]))] if i + 2 < len(fills) \
-            else []
+        refill = [cluster(CLUSTER_PREFETCH, i % 2, asynchronous_copies(spec, fills[i + 2]))] \
+            if i + 2 < len(fills) else []
         hooks[at] = ([cluster(CLUSTER_SYNC, (i + 1) % 2, [pipeline.wait])], refill)
     stmt = pipeline.build(head, after_first, hooks)
     for buf in reversed(smem):

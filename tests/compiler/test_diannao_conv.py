@@ -227,7 +227,9 @@ def _check_shared_cut(case, note) -> None:
     for (_, before), (name, after) in zip(funcs, funcs[1:], strict=False):
         assert_same_results(before, after, name, seeds=1, rtol=1e-5 if name == "tensorize" else 0.0)
     assert unmatched(final, SPEC) == []
-    assert "cluster_fill" in str(final)
+    # the tile filled once per cluster (a fill, or a prefetch hoisted above the weights' copy: hoist_fill), or
+    # once for the card (share_card)
+    assert any(mark in str(final) for mark in ("cluster_fill", "cluster_prefetch", "card_fill"))
     # on the card, where one core per cluster fills the tile: bit-exact for int8, within f32's bound
     rng = np.random.default_rng(0)
     if dtype == "int8":

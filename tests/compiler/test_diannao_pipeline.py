@@ -74,13 +74,15 @@ def test_dividing_shapes_need_neither_pass() -> None:
 
 def test_only_optional_passes_may_be_skipped() -> None:
     names = [p.name for p in passes_for("diannao", ("preprocess",))]
-    assert names[-5:] == ["tensorize", "share_smem", "double_buffer", "stream_copies", "share_card"]
+    assert names[-6:] == ["tensorize", "share_smem", "double_buffer", "stream_copies", "hoist_fill",
+                          "share_card"]
     assert "fold_padding" not in names
-    names = [p.name for p in passes_for("diannao", ("double_buffer", "stream_copies", "share_card"))]
+    names = [p.name for p in passes_for("diannao", ("double_buffer", "stream_copies", "hoist_fill",
+                                                    "share_card"))]
     assert names[-2:] == ["tensorize", "share_smem"]
     with pytest.raises(LoweringError, match="cannot skip pass 'tensorize'; optional passes: "
-                                            "double_buffer, loop_partition, preprocess, share_card, "
-                                            "stream_copies"):
+                                            "double_buffer, hoist_fill, loop_partition, preprocess, "
+                                            "share_card, stream_copies"):
         passes_for("diannao", ("tensorize",))
 
 

@@ -1,0 +1,121 @@
+"""hoist_fill: a cluster-shared tile's first fill is issued before the synchronous copies that precede its
+allocation, so that it crosses the memory port while they run (a conv's first SMEM tile of input rows
+beside its weights' copy into WMEM: the GMEM port was idle while the cores copied their weights).
+
+    cluster_fill(W)                              cluster_fill(W)
+    copy Wn <- W                                 alloc T:
+    alloc T:                        becomes        cluster_prefetch(T): zero T; copy_async T <- X
+      cluster_fill(T): zero T; copy T <- X         copy Wn <- W
+      rest                                         cluster_sync(T): wait
+                                                   rest
+
+The fill is split among the cluster's cores as a prefetch (``double_buffer``'s ``cluster_prefetch``: no
+barriers), its copies issued asynchronously (a zero fill before them stays synchronous); the copies run; the
+cores wait for their parts and meet at the barrier that closed the fill (``cluster_sync``).
+
+When: the statements before the allocation nest (up to the statement before them, which ends at a barrier:
+a cluster or card fill) are synchronous copies that touch no buffer the nest allocates; the nest's first
+statement is the cluster fill of a buffer it allocates (so no core read the buffer before: the barrier that
+opened the fill has nothing to wait for that the barrier before the copies did not); and the fill reads
+nothing the copies write.
+
+Why it computes the same: the fill and the copies touch disjoint buffers, so their order does not matter;
+the interpreter runs asynchronous copies at once and waits as nothing; the DianNao simulator checks every
+access against the outstanding copies (``HazardError``).
+
+Precondition: after ``double_buffer`` (whose pipelines open with such a fill) and ``stream_copies``.
+Postcondition: the same function; a spec without an asynchronous copy or a wait leaves it as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import isa
+from compiler.ir import nodes as ir
+from compiler.ir.functor import IRMutator
+from compiler.passes.double_buffer import (
+    CLUSTER_PREFETCH,
+    CLUSTER_SYNC,
+    asynchronous_copies,
+    buffers_read,
+    buffers_written,
+    wait_instruction,
+)
+from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
+
+
+def hoist_fill(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
+    """Issue each first tile fill of the module docstring's shape before the copies that precede it."""
+    wait = wait_instruction(spec)
+    if wait is None:
+        return func
+    body = _Hoist(spec, ir.TensorInsn(spec, wait.name, (), ())).mutate(func.body)
+    return func if body is func.body else dataclasses.replace(func, body=body)
+
+
+class _Hoist(IRMutator):
+    def __init__(self, spec: isa.ISA, wait: ir.TensorInsn) -> None:
+        self.spec, self.wait = spec, wait
+
+    def mutate_Seq(self, s: ir.Seq) -> ir.Stmt:
+        stmts = [self.mutate(x) for x in s.stmts]
+        for i, stmt in enumerate(stmts):
+            j = i
+            while j > 0 and self._copy(stmts[j - 1]):
+                j -= 1
+            if i > j > 0 and _ends_at_barrier(stmts[j - 1]):
+                hoisted = self._hoisted(stmt, stmts[j:i])
+                if hoisted is not None:
+                    stmts[j:i + 1] = [hoisted]
+                    return self.mutate_Seq(ir.Seq(tuple(stmts)))
+        changed = any(a is not b for a, b in zip(stmts, s.stmts, strict=True))
+        return ir.Seq(tuple(stmts)) if changed else s
+
+    def _copy(self, stmt: ir.Stmt) -> bool:
+        """A synchronous copy under its marks alone (not a fill: those hold barriers)."""
+        inner = stmt
+        while isinstance(inner, ir.Attr) and inner.key.startswith("pragma_"):
+            inner = inner.body
+        if not isinstance(inner, ir.TensorInsn) or self.spec.instruction(inner.name).timing.asynchronous:
+            return False
+        return asynchronous_copies(self.spec, [stmt]) != [stmt]
+
+    def _hoisted(self, nest: ir.Stmt, copies: list[ir.Stmt]) -> ir.Stmt | None:
+        """``nest`` with its first fill issued before ``copies`` (module docstring), or None."""
+        allocated: set[str] = set()
+        inner = nest
+        while isinstance(inner, ir.Allocate) or (isinstance(inner, ir.Attr) and inner.key == CLUSTER_SHARED):
+            if isinstance(inner, ir.Allocate):
+                allocated.add(inner.buffer.name)
+            inner = inner.body
+        if inner is nest:
+            return None
+        stmts = list(inner.stmts) if isinstance(inner, ir.Seq) else [inner]
+        fill = stmts[0]
+        if not (isinstance(fill, ir.Attr) and fill.key == CLUSTER_FILL and fill.value in allocated):
+            return None
+        touched = set().union(*(buffers_read(c) | buffers_written(c) for c in copies))
+        if touched & allocated or buffers_read(fill) & set().union(*(buffers_written(c) for c in copies)):
+            return None
+        parts = list(fill.body.stmts) if isinstance(fill.body, ir.Seq) else [fill.body]
+        issued = asynchronous_copies(self.spec, parts)
+        if issued == parts:
+            return None   # nothing the spec can issue asynchronously
+        body = ir.seq(ir.Attr(CLUSTER_PREFETCH, fill.value, ir.seq(*issued)), *copies,
+                      ir.Attr(CLUSTER_SYNC, fill.value, self.wait), *stmts[1:])
+        return _rebuilt(nest, body)
+
+
+def _ends_at_barrier(stmt: ir.Stmt) -> bool:
+    """A cluster fill (which the backend closes with a barrier; a card fill too, after ``share_card``)."""
+    return isinstance(stmt, ir.Attr) and stmt.key == CLUSTER_FILL
+
+
+def _rebuilt(nest: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
+    """The allocations and marks of ``nest`` around ``body``."""
+    if isinstance(nest, ir.Allocate):
+        return ir.Allocate(nest.buffer, _rebuilt(nest.body, body))
+    if isinstance(nest, ir.Attr) and nest.key == CLUSTER_SHARED:
+        return ir.Attr(nest.key, nest.value, _rebuilt(nest.body, body))
+    return body
