@@ -333,9 +333,11 @@ def _shared_estimate(layer: _Layer, cut: tuple[int, int, int, int], weights: int
         rg * layer.weight_bytes if staged else clusters * per_cluster * weights
     # a card fill: each cluster's SMEM port takes its part in, sends it to the others and takes theirs in
     sent = layer.smem(layer.weight_bytes * (2 * rg - 1) / rg) if card else 0.0
-    startup = layer.gmem(loaded) + sent + wmem + first + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
-    if split:   # the weights stream in by kernel rows: from SMEM where the cluster stages them, else GMEM
-        startup -= layer.streamed(wmem if staged else layer.gmem(loaded), step)
+    # the first SMEM tile crosses the GMEM port while the cores copy their weights into WMEM (``hoist_fill``)
+    startup = layer.gmem(loaded) + sent + max(wmem, first) + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
+    if split:   # the weights stream in by kernel rows: from SMEM where the cluster stages them (what the
+        # first tile's fill does not hide), else GMEM
+        startup -= layer.streamed(max(0.0, wmem - first) if staged else layer.gmem(loaded), step)
     if rows <= tile and smem_tiles > 1:
         startup += fill   # a core's one NMEM tile per SMEM tile: the second SMEM tile before the first conv
     waits = (smem_tiles - 1) * (max(0.0, fill - step) + p["BARRIER_LATENCY"]) + steps * max(0.0, nmem - step)
