@@ -18,9 +18,9 @@ Targets:
   the SMEM tiles its cluster shares (the two-level tiling of Sec. V), and pipeline the tile loops a schedule
   marks (``double_buffer``: the next tile's copies issued asynchronously while the core computes, TVM's
   InjectDoubleBuffer; consecutive SMEM tiles' shared rows copied on chip, ``reuse_rows``), and fill a buffer
-  that is read part by part as it is read (``stream_copies``: a conv's weights by kernel rows), issue a
-  pipeline's first tile fill before the copies that precede it (``hoist_fill``), and load what every cluster
-  fills alike once for the card, sending it between the clusters' SMEMs (``share_card``).
+  that is read part by part as it is read (``stream_copies``: a conv's weights by kernel rows), load what
+  every cluster fills alike once for the card, sending it between the clusters' SMEMs (``share_card``), and
+  issue a pipeline's first tile fill before the copies that precede it (``hoist_fill``).
   ``compiler.backend.diannao`` turns the
   result into an SPMD program. ``skip`` drops passes by name (``loop_partition``, ``preprocess``) to measure
   what each one buys.
@@ -126,8 +126,8 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
         Pass("share_smem", share_smem, "flat"),
         Pass("double_buffer", double_buffer, "flat", spec=True),
         Pass("stream_copies", stream_copies, "flat", spec=True),
-        Pass("hoist_fill", hoist_fill, "flat", spec=True),
         Pass("share_card", share_card, "flat", spec=True),
+        Pass("hoist_fill", hoist_fill, "flat", spec=True),
     ),
     "vita": (
         Pass("simplify", simplify, "loop-ir"),

@@ -23,7 +23,11 @@ Why it computes the same: the fill and the copies touch disjoint buffers, so the
 the interpreter runs asynchronous copies at once and waits as nothing; the DianNao simulator checks every
 access against the outstanding copies (``HazardError``).
 
-Precondition: after ``double_buffer`` (whose pipelines open with such a fill) and ``stream_copies``.
+A card fill (``share_card``, which runs first: a tile every cluster fills alike crosses GMEM once instead)
+is not hoisted.
+
+Precondition: after ``double_buffer`` (whose pipelines open with such a fill), ``stream_copies`` and
+``share_card``.
 Postcondition: the same function; a spec without an asynchronous copy or a wait leaves it as it is.
 """
 
@@ -42,6 +46,7 @@ from compiler.passes.double_buffer import (
     buffers_written,
     wait_instruction,
 )
+from compiler.passes.share_card import CARD_FILL
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 
 
@@ -108,8 +113,8 @@ class _Hoist(IRMutator):
 
 
 def _ends_at_barrier(stmt: ir.Stmt) -> bool:
-    """A cluster fill (which the backend closes with a barrier; a card fill too, after ``share_card``)."""
-    return isinstance(stmt, ir.Attr) and stmt.key == CLUSTER_FILL
+    """A cluster or card fill (the backend closes each with a barrier)."""
+    return isinstance(stmt, ir.Attr) and stmt.key in (CLUSTER_FILL, CARD_FILL)
 
 
 def _rebuilt(nest: ir.Stmt, body: ir.Stmt) -> ir.Stmt:

@@ -22,7 +22,8 @@ A cluster fill becomes a card fill when all of these hold, and stays as it is ot
    where the first or last cluster's rows differ) has the same card fills, under the same loops, on every
    path through it.
 
-Precondition: after ``share_smem`` (and ``double_buffer``, ``stream_copies``, which know cluster fills only).
+Precondition: after ``share_smem`` (and ``double_buffer``, ``stream_copies``, which know cluster fills only;
+``hoist_fill`` runs after it and leaves card fills where they are).
 Postcondition: the same function with marks renamed; the IR means every core filling its own copy, as
 before, so the interpreter gives the same results.
 """
