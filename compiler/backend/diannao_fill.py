@@ -12,7 +12,9 @@ each core zeroes what it then copies into, in order, and no two cores write one 
 Shapes split: a copy alone (rows; one row: its bytes), copies whose rows follow each other (rows), or a
 zero fill of the whole range followed by such copies into it (preprocess's padding: ``vzero`` + ``memcpy``;
 the rows of the tile before come first where ``reuse_rows`` took them from it) whose row boundaries fall on
-``align`` bytes (the zero fill's alignment). Anything else is None, and one core fills the tile.
+``align`` bytes (the zero fill's alignment); with fewer rows than cores, such a fill splits by ``align``-ed
+runs of its zeroed bytes instead (each core zeroes its run and copies the pieces of rows in it). Anything
+else is None, and one core fills the tile.
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def _split_zero_and_copies(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cor
     if not _consecutive(fs, dsts):
         return None
     count = sum(x["count"] for x in fs)
+    if count < cores:   # fewer rows than cores: each core takes bytes of the zeroed range instead
+        return _split_bytes(stmts, insns, fs, (z, n), cores, align)
     first, offset = divmod(d0 - z0, stride) if stride else (0, 0)   # the tile row of the first copied row
     if offset + f["len"] > stride or d0 < z0 or \
             d0 + (count - 1) * stride + f["len"] > z0 + n:
@@ -149,6 +153,32 @@ def _split_zero_and_copies(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], cor
             zeroed = _shifted(zero, {"n": cuts[k + 1] - cuts[k]}, cuts[k] - z0, None)
             part.append(with_marks(stmts[0], zeroed))
         parts.append(part + _rows_of(stmts[1:], copies, fs, lo, hi))
+    return parts
+
+
+def _split_bytes(stmts: list[ir.Stmt], insns: list[ir.TensorInsn], fs: list[dict[str, int]],
+                 zeroed: tuple[tuple[ir.Buffer, int], int], cores: int, align: int) -> list[list[ir.Stmt]]:
+    """A zero fill and copies into the zeroed range, split into ``cores`` runs of ``align``-aligned bytes of
+    that range: each core zeroes its run and copies the pieces of rows that fall in it (one row each)."""
+    ((_, z0), n), zero = zeroed, insns[0]
+    step = -(-n // cores // align) * align or align
+    parts = []
+    for lo in range(z0, z0 + cores * step, step):
+        hi = min(lo + step, z0 + n)
+        if hi <= lo:
+            parts.append([])
+            continue
+        part = [with_marks(stmts[0], _shifted(zero, {"n": hi - lo}, lo - z0, None))]
+        for stmt, copy, f in zip(stmts[1:], insns[1:], fs, strict=True):
+            start = _byte_region(copy, "dst")[1]
+            for r in range(f["count"]):
+                row = start + r * f["dst_stride"]
+                a, b = max(lo, row), min(hi, row + f["len"])
+                if b > a:
+                    piece = _shifted(copy, {"count": 1, "len": b - a}, a - start,
+                                     r * f["src_stride"] + a - row)
+                    part.append(with_marks(stmt, piece))
+        parts.append(part)
     return parts
 
 

@@ -63,10 +63,23 @@ def test_no_two_cores_zero_the_same_byte_and_each_copies_inside_its_zeroes():
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
 
 
-def test_fewer_rows_than_cores_leave_the_last_cores_the_zero_fill_of_the_rest():
+def test_fewer_rows_than_cores_split_the_zeroed_bytes_evenly():
+    """3 rows for 4 cores: each core zeroes a run of 64-byte-aligned bytes of the tile (none left idle) and
+    copies the pieces of rows in its run."""
     parts = split_fill(seq(*fill(rows=3)), 4, 64)
-    assert [len(p) for p in parts] == [2, 2, 2, 1]
     assert np.array_equal(smem_after([x for part in parts for x in part]), smem_after(fill(rows=3)))
+    assert np.array_equal(smem_after([x for part in reversed(parts) for x in part]), smem_after(fill(rows=3)))
+    runs = []
+    for part in parts:
+        zero, *pieces = (x.body for x in part)
+        lo = zero.regions[0].offset.value * 4
+        hi = lo + next(f.value.value for f in zero.fields if f.name == "n")
+        runs.append((lo, hi))
+        for c in pieces:   # one row piece each, inside the run
+            f = {x.name: x.value.value for x in c.fields}
+            first = c.regions[0].offset.value * 4
+            assert f["count"] == 1 and lo <= first and first + f["len"] <= hi
+    assert [lo for lo, _ in runs] == [0, 704, 1408, 2112] and runs[-1][1] == 11 * STRIDE
 
 
 def test_fills_it_cannot_split_stay_whole():
