@@ -210,6 +210,17 @@ def timing_of(spec: ISA, insn: Insn) -> tuple[str | None, int | None, int | None
     return found
 
 
+def engine_of(spec: ISA, insn: Insn) -> int:
+    """The engine of its unit that runs ``insn`` (its timing's ``engine``; 0 without one)."""
+    engine = spec.instruction(insn.name).timing.engine
+    if engine is None:
+        return 0
+    value = int(evaluate(engine, spec.scalar_env(insn.values, spec.types_of(insn))))
+    if value < 0:
+        raise ValueError(f"{insn.name}: its timing's engine is {value}; engines are numbered from 0")
+    return value
+
+
 # Programs repeat an instruction with other addresses, and a rule or a timing expression reads a few of its
 # fields: their results are kept per spec, by the values of the names they read (and the instance's types).
 # A spec is keyed by identity and held, so that its id is not reused while its results are kept.

@@ -33,7 +33,7 @@ _INSN_KEYS = {"summary", "format", "fixed", "types", "operands", "indices", "sem
               "intrinsic_accumulator"}
 _OPERAND_KEYS = {"name", "kind", "space", "dtype", "shape", "strides", "addr", "cluster", "doc"}
 _CONSTRAINT_KEYS = {"kind", "rule", "message"}
-_TIMING_KEYS = {"unit", "latency", "cycles", "doc", "async"}
+_TIMING_KEYS = {"unit", "latency", "cycles", "doc", "async", "engine"}
 
 
 class InstructionLoader(SpecReader):
@@ -367,7 +367,14 @@ class InstructionLoader(SpecReader):
         if asynchronous and unit is None:
             raise self.error("an 'async' instruction needs the 'unit' that runs it in the background",
                              "timing.async")
-        return Timing(unit, latency, cycles, raw.get("doc", ""), asynchronous)
+        engine = self.expr(raw["engine"], "timing.engine", scalars=scalars, types=tv) if "engine" in raw \
+            else None
+        if engine is not None and unit is None:
+            raise self.error("an 'engine' is one of a unit's engines: it needs the 'unit'", "timing.engine")
+        value = self.constant_value(engine)
+        if value is not None and value < 0:
+            raise self.error(f"'engine' must not be negative, but it is {value}", "timing.engine")
+        return Timing(unit, latency, cycles, raw.get("doc", ""), asynchronous, engine)
 
     def check_decodable(self, instructions: dict[str, Instruction], insn_bits: int | None) -> None:
         """Two encodable instructions must differ in some fixed bit, or a word could decode to both."""

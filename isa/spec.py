@@ -129,13 +129,18 @@ class Timing:
 
     ``asynchronous`` (the key ``async``): the instruction is issued to its unit's queue and the issuing core
     goes on; the unit runs it in the background (latency and cycles are the unit's), and the program waits
-    for it with an instruction of group ``wait`` before it touches what the instruction reads or writes."""
+    for it with an instruction of group ``wait`` before it touches what the instruction reads or writes.
+
+    ``engine``: which of the unit's engines runs an instance; a unit's engines run their work side by side."""
 
     unit: str | None = None
     latency: Expr | None = None
     cycles: Expr | None = None
     doc: str = ""
     asynchronous: bool = False
+    # which of the unit's engines runs an instance (an expression over fields; None: engine 0). A unit's
+    # engines run side by side, each its own queue (Cambricon's IO-DMA and Move-DMA, anchors §3.2)
+    engine: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,6 +215,12 @@ class Plan:
     moves: tuple[tuple[str, int], ...] = ()   # ("GMEM->NMEM", bytes) per execution
     ports: tuple[tuple[str, int], ...] = ()   # ("gmem" | "smem" | "smem:<operand>", cycles held) per run
     background: int = 0        # an asynchronous instruction: its unit's cycles (``cycles`` is the issue)
+    engine: int = 0            # which of the unit's engines runs it (the timing's ``engine``)
+
+    @property
+    def queue(self) -> str:
+        """The queue it waits in and occupies: its unit's, or its engine's past the first ("dma1")."""
+        return f"{self.unit}{self.engine}" if self.engine else self.unit
 
     @property
     def tensor(self) -> bool:
@@ -329,9 +335,10 @@ class Decoder:
         fast = None if clustered else self.fast_path(instr)
         record = TensorOp(TENSOR, fast, f, dt, bool(ports) or bool(clustered), addresses, rules,
                           bool(addresses or rules or clusters), self.footprint(insn, instr), clusters)
+        engine = isa.engine_of(spec, insn)
         if instr.timing.asynchronous:
-            return Plan(record, unit, 1, cycles, moves, ports, background=duration)
-        return Plan(record, unit, duration, cycles, moves, ports)
+            return Plan(record, unit, 1, cycles, moves, ports, background=duration, engine=engine)
+        return Plan(record, unit, duration, cycles, moves, ports, engine=engine)
 
     def check_clusters(self, pc: int, insn: isa.Insn, instr: isa.Instruction, clustered) -> None:
         """Refuse an operand ``cluster`` this machine does not run: on a space of which clusters have no copy

@@ -37,14 +37,15 @@ latency of the slowest level and its own transfer time (the per-core DMA rate of
 whichever is slower).
 
 Asynchronous instructions (timing ``async``, e.g. ``memcpyr_async``): the core spends one cycle issuing and
-goes on; the instruction's unit (the core's DMA engine) runs its work one after another, each from when the
+goes on; the instruction's unit (its engine: the timing's ``engine``, the DMA unit's IO engine for GMEM copies
+and its move engine for on-chip ones) runs its work one after another, each from when the
 unit is free, taking what the synchronous instruction would (its ports are promised when it is issued, in
-global time order, from the cycle the unit starts it on). A synchronous instruction of the same unit starts
-after the unit's queued work. ``wait`` (group ``wait``) advances the core to the end of all its asynchronous
-work (stalled). The data move when the instruction is issued; that equals moving them at the end because,
-until its ``wait``, the core must not read or write an outstanding instruction's written operands nor write
-what it reads, and must not reach a barrier or halt or run a scalar access the simulator cannot check
-(``HazardError``, naming both pcs): each such program is an error, whatever the timing.
+global time order, from the cycle the unit starts it on). A synchronous instruction of the same unit (and
+engine) starts after that engine's queued work. ``wait`` (group ``wait``) advances the core to the end of all
+its asynchronous work (stalled). The data move when the instruction is issued; that equals moving them at
+the end because, until its ``wait``, the core must not read or write an outstanding instruction's written
+operands nor write what it reads, and must not reach a barrier or halt or run a scalar access the simulator
+cannot check (``HazardError``, naming both pcs): each such program is an error, whatever the timing.
 
 Errors (sim/diannao/errors.py) name the core, pc, instruction and rule: a broken spec constraint on a tensor
 instruction (checked on its first execution), a scalar access out of bounds, running past the end, more
@@ -421,8 +422,8 @@ class _Machine:
             return (yield from self.issue(core, pc, op, fields, R, t))
         ready = t
         units = self.units[core]
-        if units and units.get(plan.unit, 0) > t:   # behind the unit's asynchronous work
-            ready = units[plan.unit]
+        if units and units.get(plan.queue, 0) > t:   # behind its engine's asynchronous work
+            ready = units[plan.queue]
         start = (yield from self.when_ports(core, plan, t, ready, fields)) if op.shared else ready
         self.run_tensor(core, pc, op, fields, R)
         self.stalled[core] += start - t
@@ -443,15 +444,15 @@ class _Machine:
         free (and its ports are), its data move now, and it is outstanding until a wait; return the cycle
         the core goes on."""
         plan, units = self.plans[pc], self.units[core]
-        ready = max(t, units.get(plan.unit, 0))
+        ready = max(t, units.get(plan.queue, 0))
         start = (yield from self.when_ports(core, plan, t, ready, fields)) if op.shared else ready
         self.run_tensor(core, pc, op, fields, R)
-        units[plan.unit] = end = start + plan.background
+        units[plan.queue] = end = start + plan.background
         self.pending[core].append(Pending(pc, *spans(op, fields)))
         if self.tracing:
             self.scalar_run(core, t)
             what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
-            self.trace.append((f"core {core} {plan.unit.upper()}", what, start, end, "instruction"))
+            self.trace.append((f"core {core} {plan.queue.upper()}", what, start, end, "instruction"))
             self.trace.append((f"core {core}", what, t, t + plan.cycles, "instruction"))
             self.last_event[core] = t + plan.cycles
         return t + plan.cycles
@@ -537,7 +538,8 @@ class _Machine:
             self.trace.append((track, "wait for the memory port", t, start, "stall"))
         what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
         if self.plans[pc].unit == "dma":
-            self.trace.append((f"core {core} DMA", what, start, end, "instruction"))
+            engine = f"core {core} {self.plans[pc].queue.upper()}"
+            self.trace.append((engine, what, start, end, "instruction"))
         self.trace.append((track, what, start, end, "instruction"))
         self.last_event[core] = end
 

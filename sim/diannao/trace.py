@@ -12,9 +12,10 @@ from sim.diannao.machine import DiannaoResult
 
 
 def _track_order(name: str) -> tuple[int, int]:
-    """core 3 -> (3, 0), core 3 DMA -> (3, 1): each core's DMA track right below the core's."""
-    m = re.match(r"core (\d+)( DMA)?$", name)
-    return (int(m.group(1)), 1 if m.group(2) else 0) if m else (1 << 30, 0)
+    """core 3 -> (3, 0), core 3 DMA -> (3, 1), core 3 DMA1 -> (3, 2): each core's DMA engines' tracks right
+    below the core's."""
+    m = re.match(r"core (\d+)( DMA(\d*))?$", name)
+    return (int(m.group(1)), 1 + int(m.group(3) or 0) if m.group(2) else 0) if m else (1 << 30, 0)
 
 
 def chrome_trace(result: DiannaoResult) -> dict:

@@ -81,6 +81,9 @@ def _plan(spec: isa.ISA, instr: isa.Instruction) -> InsnPlan:
         action, reason, missing = None, ("its timing is 'async', which the VITA machine does not model: each "
                                          "of its units already runs its own queue, ordered by dependence "
                                          "tokens"), None
+    elif instr.timing.engine is not None:
+        action, reason, missing = None, ("its timing names an 'engine', which the VITA machine does not "
+                                         "model: each of its units is one queue"), None
     clustered = [op.name for op in instr.operands if op.cluster is not None]
     if clustered and unit in UNITS:
         action, reason, missing = None, (f"operand '{clustered[0]}' names a cluster ('cluster'), and the "

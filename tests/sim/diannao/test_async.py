@@ -78,6 +78,24 @@ def test_the_dma_unit_runs_its_copies_one_after_another():
     assert two.cycles == 2 * gmem_copy_cycles(ROW) + 1 + 1
 
 
+def local_copy_cycles(nbytes: int) -> int:
+    """A copy between a core's own memories: latency, then its rows at the local DMA rate."""
+    return P["LOCAL_LATENCY"] + ceil_div(nbytes, P["DMA_LOCAL_BYTES_PER_CYCLE"]) - 1
+
+
+def test_a_gmem_copy_and_an_on_chip_copy_run_side_by_side_on_the_two_engines():
+    """The spec's ``engine``: a GMEM copy runs on the DMA unit's engine 0 (IO-DMA), an on-chip one on engine
+    1 (Move-DMA); each engine runs its own queue, so the second copy does not wait for the first."""
+    on_chip = copy("memcpy_async", dst_space="NMEM", src_space="NMEM", dst=2 * ROW, src=3 * ROW)
+    both, _ = launch(copy("memcpy_async"), on_chip, "wait", "halt", trace=True)
+    assert 1 + local_copy_cycles(ROW) < gmem_copy_cycles(ROW)
+    assert both.cycles == gmem_copy_cycles(ROW) + 1 + 1   # the wait ends with the longer copy
+    tracks = {track for track, *_ in both.trace}
+    assert {"core 0 DMA", "core 0 DMA1"} <= tracks
+    sync_behind, _ = launch(copy("memcpy_async"), on_chip.replace("memcpy_async", "memcpy"), "wait", "halt")
+    assert sync_behind.cycles == gmem_copy_cycles(ROW) + 1 + 1   # not queued behind the GMEM copy
+
+
 def test_a_synchronous_copy_waits_for_the_units_queued_copies():
     result, _ = launch(copy("memcpy_async"), copy(dst=ROW, src=ROW), "wait", "halt")
     assert result.cycles == 2 * gmem_copy_cycles(ROW) + 1 + 1

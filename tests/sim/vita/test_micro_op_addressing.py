@@ -238,6 +238,13 @@ def test_an_asynchronous_instruction_is_refused_by_name_with_the_reason():
     assert info.value.pc == 0
 
 
+def test_an_engine_is_refused_by_name_with_the_reason():
+    spec = isa.load_spec_text('[isa]\nname = "vita"\nextends = "vita"\nsummary = "two ALUs"\n'
+                              '[instructions.ALU_MAX]\ntiming = { engine = 1 }\n', "engine_alu.toml")
+    plan = plan_spec(spec)["ALU_MAX"]
+    assert plan.action is None and "names an 'engine', which the VITA machine does not model" in plan.reason
+
+
 def test_an_operand_in_another_cluster_is_refused_by_name():
     """A ``cluster`` (the copy of a per-cluster space an operand lies in, DianNao's memcpyc) means nothing on
     a machine without clusters: refused, naming the operand."""
