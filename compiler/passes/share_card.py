@@ -34,8 +34,8 @@ import dataclasses
 
 import isa
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator, free_vars
-from compiler.passes.share_smem import CLUSTER_FILL
+from compiler.ir.functor import free_vars
+from compiler.passes.share_smem import CLUSTER_FILL, AlignedFills
 from isa.lang.tree import Access
 
 CARD_FILL = "card_fill"
@@ -71,51 +71,17 @@ def cluster_register(instr: isa.Instruction) -> str | None:
     return name if name in {f.name for f in instr.fields} else None
 
 
-class _Share(IRMutator):
-    def __init__(self) -> None:
-        self.cluster_vars: set[ir.Var] = set()
-        self.aligned = False   # inside a cluster loop of 2+ clusters, no cluster-dependent control since
+class _Share(AlignedFills):
+    threads = frozenset({"cluster"})
 
-    def _depends(self, *exprs: ir.Expr) -> bool:
-        return any(free_vars(e) & self.cluster_vars for e in exprs)
+    def entered(self, s: ir.For) -> bool:   # two or more clusters to share with
+        return isinstance(s.extent, ir.IntImm) and s.extent.value >= 2
 
-    def _under(self, aligned: bool, stmt: ir.Stmt) -> ir.Stmt:
-        outer, self.aligned = self.aligned, aligned
-        try:
-            return self.mutate(stmt)
-        finally:
-            self.aligned = outer
-
-    def mutate_For(self, s: ir.For) -> ir.Stmt:
-        if s.thread == "cluster":
-            self.cluster_vars.add(s.var)
-            many = isinstance(s.extent, ir.IntImm) and s.extent.value >= 2
-            body = self._under(many, s.body)
-        else:
-            body = self._under(self.aligned and not self._depends(s.min, s.extent), s.body)
-        return s if body is s.body else dataclasses.replace(s, body=body)
-
-    def mutate_IfThenElse(self, s: ir.IfThenElse) -> ir.Stmt:
-        aligned = self.aligned
-        then_case, else_case = self._branches(s, aligned)
-        if aligned and self._depends(s.cond) and _card_fills(then_case) != _card_fills(else_case):
-            then_case, else_case = self._branches(s, False)   # the clusters part ways: fills stay theirs
-        if then_case is s.then_case and else_case is s.else_case:
-            return s
-        return ir.IfThenElse(s.cond, then_case, else_case)
-
-    def _branches(self, s: ir.IfThenElse, aligned: bool) -> tuple[ir.Stmt, ir.Stmt | None]:
-        return (self._under(aligned, s.then_case),
-                None if s.else_case is None else self._under(aligned, s.else_case))
-
-    def mutate_Let(self, s: ir.Let) -> ir.Stmt:
-        if self._depends(s.value):
-            self.cluster_vars.add(s.var)
-        body = self.mutate(s.body)
-        return s if body is s.body else dataclasses.replace(s, body=body)
+    def fills(self, stmt: ir.Stmt | None) -> tuple[str, ...]:
+        return _card_fills(stmt)
 
     def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
-        if s.key == CLUSTER_FILL and self.aligned and not free_vars(s.body) & self.cluster_vars:
+        if s.key == CLUSTER_FILL and self.aligned and not free_vars(s.body) & self.thread_vars:
             return ir.Attr(CARD_FILL, s.value, s.body)
         return self.generic_mutate(s)
 

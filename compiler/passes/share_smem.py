@@ -53,13 +53,29 @@ def share_smem(func: ir.PrimFunc) -> ir.PrimFunc:
     return func if body is func.body else dataclasses.replace(func, body=body)
 
 
-class _Share(IRMutator):
+class AlignedFills(IRMutator):
+    """A walk that knows whether every thread of a group runs the statement at hand alike: inside a loop bound
+    to one of ``threads`` (that ``entered`` accepts), with no control since that depends on the group's
+    threads (a loop's bounds; a condition, unless ``fills`` finds the same fills on both branches, in which
+    case the threads part ways only where nothing is shared). ``share_smem`` (the cores of a cluster) and
+    ``share_card`` (the clusters of the card) share it."""
+
+    threads: frozenset[str] = frozenset()
+
     def __init__(self) -> None:
-        self.core_vars: set[ir.Var] = set()  # variables of "core"-bound loops and Lets that depend on them
-        self.aligned = False                 # inside a core loop, with no core-dependent control since it
+        self.thread_vars: set[ir.Var] = set()   # variables of the bound loops and Lets that depend on them
+        self.aligned = False                    # inside such a loop, no thread-dependent control since it
+
+    def entered(self, s: ir.For) -> bool:
+        """Whether the threads of the bound loop ``s`` run its body alike (override to require more)."""
+        return True
+
+    def fills(self, stmt: ir.Stmt | None) -> tuple[str, ...]:
+        """The shared fills ``stmt`` runs, as text (two branches alike run the same ones)."""
+        return fills_text(stmt)
 
     def _depends(self, *exprs: ir.Expr) -> bool:
-        return any(free_vars(e) & self.core_vars for e in exprs)
+        return any(free_vars(e) & self.thread_vars for e in exprs)
 
     def _under(self, aligned: bool, stmt: ir.Stmt) -> ir.Stmt:
         outer, self.aligned = self.aligned, aligned
@@ -69,17 +85,17 @@ class _Share(IRMutator):
             self.aligned = outer
 
     def mutate_For(self, s: ir.For) -> ir.Stmt:
-        if s.thread in _SHARING_THREADS:
-            self.core_vars.add(s.var)
-            body = self._under(True, s.body)
+        if s.thread in self.threads:
+            self.thread_vars.add(s.var)
+            body = self._under(self.entered(s), s.body)
         else:
             body = self._under(self.aligned and not self._depends(s.min, s.extent), s.body)
         return s if body is s.body else dataclasses.replace(s, body=body)
 
     def mutate_IfThenElse(self, s: ir.IfThenElse) -> ir.Stmt:
         then_case, else_case = self._branches(s, self.aligned)
-        if self.aligned and self._depends(s.cond) and fills_text(then_case) != fills_text(else_case):
-            # the cores of a cluster part ways: their copies stay private
+        if self.aligned and self._depends(s.cond) and self.fills(then_case) != self.fills(else_case):
+            # the threads part ways: their fills stay their own
             then_case, else_case = self._branches(s, False)
         if then_case is s.then_case and else_case is s.else_case:
             return s
@@ -91,9 +107,13 @@ class _Share(IRMutator):
 
     def mutate_Let(self, s: ir.Let) -> ir.Stmt:
         if self._depends(s.value):
-            self.core_vars.add(s.var)
+            self.thread_vars.add(s.var)
         body = self.mutate(s.body)
         return s if body is s.body else dataclasses.replace(s, body=body)
+
+
+class _Share(AlignedFills):
+    threads = frozenset().union(*SHARED_SCOPES.values())   # the threads that share an "smem" buffer
 
     def mutate_Allocate(self, s: ir.Allocate) -> ir.Stmt:
         body = self.mutate(s.body)
@@ -101,7 +121,7 @@ class _Share(IRMutator):
         if buffer.scope in SHARED_SCOPES and self.aligned:
             inner_buffers, inner = allocations(body)   # the fill may open inside other allocations
             split = _fill_prefix(inner, buffer)
-            if split is not None and not free_vars(split[0]) & self.core_vars:
+            if split is not None and not free_vars(split[0]) & self.thread_vars:
                 fill, rest = split
                 body = ir.seq(ir.Attr(CLUSTER_FILL, buffer.name, fill), *rest)
                 for other in reversed(inner_buffers):
@@ -110,7 +130,6 @@ class _Share(IRMutator):
         return s if body is s.body else ir.Allocate(buffer, body)
 
 
-_SHARING_THREADS = frozenset().union(*SHARED_SCOPES.values())
 
 
 def fills_text(stmt: ir.Stmt | None, key: str = CLUSTER_FILL) -> tuple[str, ...]:

@@ -17,15 +17,10 @@ from compiler.interp import run
 from compiler.ir import (
     Allocate,
     Attr,
-    Buffer,
-    For,
-    ForKind,
     IfThenElse,
     PrimFunc,
     Stmt,
     Var,
-    const,
-    dtypes,
     seq,
 )
 from compiler.ir.functor import post_order_visit
@@ -36,19 +31,11 @@ from compiler.passes.share_smem import CLUSTER_FILL, share_smem
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from tandem.flows.diannao import conv2d_matches, run_kernel
-from tests.compiler.test_share_smem import copy
+from tests.compiler.test_share_smem import bound, copy, vec
 
 SPEC = isa.load_isa("diannao")
 TARGET = Target("diannao", SPEC)
 N = 16  # int32 elements of the shared tile
-
-
-def vec(name: str, n: int, scope: str = "global") -> Buffer:
-    return Buffer(name, (n,), dtypes.dtype("int32"), scope)
-
-
-def bound(var: Var, n: int, thread: str, body: Stmt) -> For:
-    return For(var, const(0), const(n), body, ForKind.THREAD_BINDING, thread)
 
 
 def keys(func: PrimFunc) -> list[tuple[str, str]]:
