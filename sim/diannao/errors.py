@@ -81,3 +81,15 @@ CONSTRAINT_ERRORS: dict[str, type[ConstraintError]] = {
     "space": MemorySpaceError,
     "capacity": ScratchpadOverflowError,
 }
+
+
+def core_ranges(cores: list[int]) -> str:
+    """'cores 0-3, 5' for [0, 1, 2, 3, 5]."""
+    spans: list[list[int]] = []
+    for c in cores:
+        if spans and spans[-1][1] == c - 1:
+            spans[-1][1] = c
+        else:
+            spans.append([c, c])
+    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+    return f"core{'s' if len(cores) > 1 else ''} {text}"

@@ -26,10 +26,8 @@ something shared: a copy or scalar access to GMEM or SMEM, a barrier, halt. So s
 global time order (cores in id order on ties), which makes the functional result and the timing
 deterministic, and the cost of simulating grows with instructions, not cycles.
 
-Clusters: an operand whose spec names a ``cluster`` (``memcpyc``: Cambricon's SRAM2SRAM into another cluster)
-lies in that cluster's SMEM and holds its SMEM port; such an instruction runs the spec's semantics.
-
-Shared bandwidth: GMEM has one port for the whole card and each cluster's SMEM one port, serving requests
+Shared bandwidth: GMEM has one port for the whole card and each cluster's SMEM one port (an operand whose spec
+names a ``cluster``, ``memcpyc``'s, lies in that cluster's SMEM and holds its port), serving requests
 in the order they come (sim/core/ports.py: a request that fits in a gap before a transfer promised for later
 is served in it). A transfer holds every port it uses for ``ceil(bytes / port bytes per cycle)`` cycles; it
 starts when all are free, and waiting for them counts as stalled. Its data arrive after the
@@ -79,6 +77,7 @@ from sim.diannao.errors import (
     LaunchError,
     OutOfBoundsError,
     RunawayLoopError,
+    core_ranges,
 )
 from sim.diannao.functional import CardMemory, execute_generic
 from sim.diannao.hazards import RULE, Pending, conflict, spans
@@ -512,11 +511,11 @@ class _Machine:
         fields = dict(op.fields)
         for name, address in op.addresses:
             fields[name] = int(address(tensors))
-        for name, cluster in op.clusters:
-            fields[f"{name}.cluster"] = which = int(cluster(tensors))
-            if not 0 <= which < len(self.memory.smem):
-                raise self.error(OutOfBoundsError, core, pc, f"operand '{name}' is in cluster {which}, but "
-                                 f"the card has clusters 0 to {len(self.memory.smem) - 1}")
+        for name, cluster in op.clusters:   # before its ports are taken: a cluster outside the card has none
+            if not 0 <= (which := int(cluster(tensors))) < len(self.memory.smem):
+                raise self.error(OutOfBoundsError, core, pc, f"operand '{name}' is in cluster {which}, "
+                                 f"but the card has clusters 0 to {len(self.memory.smem) - 1}")
+            fields[f"{name}.cluster"] = which
         return fields
 
     def run_tensor(self, core: int, pc: int, op: TensorOp, fields: dict[str, int], R: list[int]) -> None:
@@ -537,9 +536,9 @@ class _Machine:
         if start > t:
             self.trace.append((track, "wait for the memory port", t, start, "stall"))
         what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
-        if self.plans[pc].unit == "dma":
-            engine = f"core {core} {self.plans[pc].queue.upper()}"
-            self.trace.append((engine, what, start, end, "instruction"))
+        if self.plans[pc].unit == "dma":   # its engine's track
+            self.trace.append((f"core {core} {self.plans[pc].queue.upper()}", what, start, end,
+                               "instruction"))
         self.trace.append((track, what, start, end, "instruction"))
         self.last_event[core] = end
 
@@ -625,8 +624,8 @@ class _Machine:
                     other = self.waiting[m][0]
                     what = f"cluster {other[1]}'s barrier" if other[0] == "cluster" else "the card barrier"
                     missing.append(f"core {m} waits at {what} (pc {self.waiting[m][1]})")
-            parts[_ranges(cores)] = (f"wait at the barrier of {scope} (pc {', '.join(map(str, pcs))}), but "
-                                     f"{'; '.join(missing)}")
+            at = ", ".join(map(str, pcs))
+            parts[core_ranges(cores)] = f"wait at the barrier of {scope} (pc {at}), but {'; '.join(missing)}"
         first = min(self.waiting)
         error = BarrierDeadlockError(deadlock_message(self.env.now, parts, "barrier deadlock"),
                                      core=first, pc=self.waiting[first][1],
@@ -678,18 +677,6 @@ class _Machine:
             scalar_instructions=sum(s.scalar_instructions for s in stats),
             bytes_moved=dict(sorted(moved.items())), clock_mhz=self.config.clock_mhz, trace=trace,
             executed=tuple(map(sum, zip(*(self.hits[c] for c in self.launched), strict=True))))
-
-
-def _ranges(cores: list[int]) -> str:
-    """'cores 0-3, 5' for [0, 1, 2, 3, 5]."""
-    spans: list[list[int]] = []
-    for c in cores:
-        if spans and spans[-1][1] == c - 1:
-            spans[-1][1] = c
-        else:
-            spans.append([c, c])
-    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
-    return f"core{'s' if len(cores) > 1 else ''} {text}"
 
 
 # ----------------------------------------------------------------------------------------------- host side
