@@ -146,6 +146,8 @@ def _operand(op: isa.Operand) -> str:
     text = f"{op.name}: {op.dtype}[{shape}]"
     if op.space is not None:
         text += f" @{op.space}"
+    if op.cluster is not None:
+        text += f" of cluster {to_text(op.cluster)}"
     if op.kind != "tensor":
         text += f" ({op.kind})"
     return text
@@ -154,7 +156,9 @@ def _operand(op: isa.Operand) -> str:
 def _timing(t: isa.Timing) -> str:
     parts = []
     if t.unit is not None:
-        parts.append(f"unit {t.unit}")
+        parts.append(f"unit {t.unit}" + (" (async)" if t.asynchronous else ""))
+    if t.engine is not None:
+        parts.append(f"engine {_text(t.engine)}")
     if t.latency is not None:
         parts.append(f"latency {_text(t.latency)}")
     if t.cycles is not None:

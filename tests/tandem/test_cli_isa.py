@@ -196,6 +196,17 @@ def test_show_accepts_a_path_to_a_spec_file() -> None:
     assert f"source: {VALID}" in result.output
 
 
+def test_show_prints_an_operands_cluster_and_an_async_instructions_engine() -> None:
+    """What the simulator runs them by: the cluster whose SMEM ``memcpyc`` writes, the DMA engine a copy
+    takes, whether it is issued asynchronously."""
+    copy = invoke("isa", "show", "diannao", "-i", "memcpyc")
+    assert copy.exit_code == 0, copy.output
+    assert "dst: u8[count, len] @SMEM of cluster R[rc]" in copy.output and "engine 1" in copy.output
+    queued = invoke("isa", "show", "diannao", "-i", "memcpyr_async")
+    assert "unit dma (async)" in queued.output
+    assert "engine select(dst_space == GMEM or src_space == GMEM, 0, 1)" in queued.output
+
+
 @pytest.mark.parametrize("name", isa.builtin_specs())
 def test_show_each_real_builtin_spec_lists_all_its_instructions(name: str) -> None:
     spec = isa.load_isa(name)
