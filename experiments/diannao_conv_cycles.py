@@ -39,8 +39,8 @@ LAYERS = tuple(((hw, hw, cin), cout) for hw, cin, cout in SEED001_CONV)   # 3x3,
 QUICK_LAYERS = (((14, 14, 32), 32),)
 CORES, SEED, DTYPE = 16, 0, "float32"
 UNITS = ("tfu", "dma", "vfu", "scalar", "ctrl")
-CAUSES = ("barrier", "async wait", "GMEM->WMEM", "GMEM->SMEM", "GMEM->NMEM", "SMEM->NMEM", "NMEM->GMEM",
-          "other")
+CAUSES = ("barrier", "async wait", "GMEM->WMEM", "GMEM->SMEM", "GMEM->NMEM", "SMEM->NMEM", "SMEM->WMEM",
+          "SMEM->SMEM", "NMEM->GMEM", "other")
 COPY = re.compile(r"dst_space=(?P<dst>\w+), src_space=(?P<src>\w+)")
 COLUMNS = ("layer", "shape", "cout", "plan", "cores", "cycles", "roofline", "roofline_pct", "estimate",
            *(f"{u}_pct" for u in (*UNITS, "other")), "async_dma_pct", "stalled_pct",
@@ -94,7 +94,8 @@ def stalls(result) -> dict[str, int]:
             pending[track] = pending.get(track, 0) + end - begin
         elif kind == "instruction" and pending.get(track):
             found = COPY.search(what)
-            cause = f"{found['src']}->{found['dst']}" if found else "other"
+            cause = f"{found['src']}->{found['dst']}" if found else \
+                "SMEM->SMEM" if ": memcpyc " in what else "other"   # (memcpyc's spaces are fixed: no fields)
             causes[cause if cause in causes else "other"] += pending.pop(track)
     return causes
 
