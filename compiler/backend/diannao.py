@@ -384,8 +384,7 @@ class _Codegen:
         if barriers:
             self.code.emit("barrier", scope="CLUSTER")
         parts = split_fill(s.body, self.cluster_cores, self.spec.params["VECTOR_ALIGN"]) or [[s.body]]
-        core = self.s.take()
-        self.code.emit("rdid", rd=core, which="CORE_ID")
+        core = self._core_index(card=False)
         self._by_core(core, parts, lambda c, part: self.stmt(ir.seq(*part)))
         self.s.free(Val(core, temp=True))
         if barriers:
@@ -427,13 +426,7 @@ class _Codegen:
             for w in rows:
                 self._card_base(s, w.region.buffer)
         self.code.emit("barrier", scope="ALL")
-        core, other = self.s.take(), self.s.take()
-        self.code.emit("rdid", rd=core, which="CLUSTER_ID")
-        self.code.emit("rdid", rd=other, which="CORE_DIM")
-        self.code.emit("mul", rd=core, rs1=core, rs2=other)
-        self.code.emit("rdid", rd=other, which="CORE_ID")
-        self.code.emit("add", rd=core, rs1=core, rs2=other)
-        self.s.free(Val(other, temp=True))
+        core = self._core_index(card=True)
 
         def part(c: int, stmts: list[ir.Stmt]) -> None:
             self.stmt(ir.seq(*stmts))
@@ -443,6 +436,20 @@ class _Codegen:
         self._by_core(core, parts, part)
         self.s.free(Val(core, temp=True))
         self.code.emit("barrier", scope="ALL")
+
+    def _core_index(self, card: bool) -> int:
+        """A register taken and set to this core's index in its cluster (CORE_ID) or, with ``card``, on the
+        card (CLUSTER_ID * CORE_DIM + CORE_ID)."""
+        reg = self.s.take()
+        self.code.emit("rdid", rd=reg, which="CORE_ID")
+        if card:
+            cluster, dim = self.s.take(), self.s.take()
+            self.code.emit("rdid", rd=cluster, which="CLUSTER_ID")
+            self.code.emit("rdid", rd=dim, which="CORE_DIM")
+            self.code.emit("mul", rd=cluster, rs1=cluster, rs2=dim)
+            self.code.emit("add", rd=reg, rs1=reg, rs2=cluster)
+            self.s.free(Val(cluster, temp=True), Val(dim, temp=True))
+        return reg
 
     def _card_base(self, s: ir.Attr, buffer: ir.Buffer) -> None:
         """Check that ``buffer`` lies at one SMEM address wherever it is card filled (a send writes the
@@ -607,15 +614,8 @@ class _Codegen:
                                 "clusters)")
         else:
             self._launch(name, n)
-        reg = self.s.take()
-        self.code.emit("rdid", rd=reg, which="CORE_ID")
-        if not self.clusters and n > self.cpc:  # several clusters: add CLUSTER_ID * CORE_DIM
-            cluster, dim = self.s.take(), self.s.take()
-            self.code.emit("rdid", rd=cluster, which="CLUSTER_ID")
-            self.code.emit("rdid", rd=dim, which="CORE_DIM")
-            self.code.emit("mul", rd=cluster, rs1=cluster, rs2=dim)
-            self.code.emit("add", rd=reg, rs1=reg, rs2=cluster)
-            self.s.free(Val(cluster, temp=True), Val(dim, temp=True))
+        # several clusters: the global core index CLUSTER_ID * CORE_DIM + CORE_ID
+        reg = self._core_index(card=not self.clusters and n > self.cpc)
         self.cluster_cores = min(n, self.cpc)
         self._open("core", s.var, Binding(reg), Interval(0, n - 1), s.body)
         self.s.free(Val(reg, temp=True))
@@ -781,4 +781,3 @@ class _Codegen:
             return reg, off, temp
         v = self.s.plus(temp if temp is not None else Val(reg), off)
         return v.reg, 0, v
-

@@ -367,12 +367,12 @@ class _Pipeline:
 def asynchronous_copies(spec: isa.ISA, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     """``stmts`` with the copies that end them issued asynchronously (a zero fill before them stays)."""
     first = len(stmts)
-    while first > 0 and _is_copy(stmts[first - 1]):
+    while first > 0 and is_async_copy(stmts[first - 1]):
         first -= 1
     return stmts[:first] + [_Async(spec).mutate(x) for x in stmts[first:]]
 
 
-def _is_copy(stmt: ir.Stmt) -> bool:
+def is_async_copy(stmt: ir.Stmt) -> bool:
     """A tensor instruction (under its marks) that is a copy the spec can issue asynchronously."""
     insn = marked_insn(stmt)
     return insn is not None and _copy_like(insn)
@@ -384,7 +384,7 @@ def _after_first_copy(stmts: list[ir.Stmt], extra: ir.Stmt) -> list[ir.Stmt]:
     if stmts and isinstance(stmts[0], ir.Allocate):
         inner = _after_first_copy(_stmts(stmts[0].body), extra)
         return [ir.Allocate(stmts[0].buffer, ir.seq(*inner)), *stmts[1:]]
-    if stmts and _is_copy(stmts[0]):
+    if stmts and is_async_copy(stmts[0]):
         return [stmts[0], extra, *stmts[1:]]
     return [extra, *stmts]
 

@@ -44,6 +44,7 @@ from compiler.passes.double_buffer import (
     asynchronous_copies,
     buffers_read,
     buffers_written,
+    is_async_copy,
     wait_instruction,
 )
 from compiler.passes.share_card import CARD_FILL
@@ -82,9 +83,8 @@ class _Hoist(IRMutator):
         inner = stmt
         while isinstance(inner, ir.Attr) and inner.key.startswith("pragma_"):
             inner = inner.body
-        if not isinstance(inner, ir.TensorInsn) or self.spec.instruction(inner.name).timing.asynchronous:
-            return False
-        return asynchronous_copies(self.spec, [stmt]) != [stmt]
+        return isinstance(inner, ir.TensorInsn) and is_async_copy(inner) and \
+            not self.spec.instruction(inner.name).timing.asynchronous
 
     def _hoisted(self, nest: ir.Stmt, copies: list[ir.Stmt]) -> ir.Stmt | None:
         """``nest`` with its first fill issued before ``copies`` (module docstring), or None."""
@@ -104,10 +104,10 @@ class _Hoist(IRMutator):
         if touched & allocated or buffers_read(fill) & set().union(*(buffers_written(c) for c in copies)):
             return None
         parts = list(fill.body.stmts) if isinstance(fill.body, ir.Seq) else [fill.body]
-        issued = asynchronous_copies(self.spec, parts)
-        if issued == parts:
+        if not any(is_async_copy(p) for p in parts):
             return None   # nothing the spec can issue asynchronously
-        body = ir.seq(ir.Attr(CLUSTER_PREFETCH, fill.value, ir.seq(*issued)), *copies,
+        body = ir.seq(ir.Attr(CLUSTER_PREFETCH, fill.value, ir.seq(*asynchronous_copies(self.spec, parts))),
+                      *copies,
                       ir.Attr(CLUSTER_SYNC, fill.value, self.wait), *stmts[1:])
         return _rebuilt(nest, body)
 
