@@ -13,7 +13,7 @@ every core (compiler/backend/diannao.py).
 A cluster fill becomes a card fill when all of these hold, and stays as it is otherwise:
 
 1. the spec has a cluster copy (``cluster_copy``: a synchronous copy whose written operand names a
-   ``cluster``, with memcpyr's fields and a register field for the cluster);
+   ``cluster``, with memcpyr's fields, ``SEND_FIELDS``, and a register field for the cluster);
 2. it lies inside a loop bound to "cluster" of two or more clusters;
 3. its statements mention no variable of that loop, nor a ``Let`` that depends on one: every cluster fills
    the same bytes;
@@ -39,6 +39,8 @@ from compiler.passes.share_smem import CLUSTER_FILL, AlignedFills
 from isa.lang.tree import Access
 
 CARD_FILL = "card_fill"
+#: the fields the DianNao backend sets on a cluster copy, as on memcpyr (and the cluster's register field)
+SEND_FIELDS = frozenset({"rd", "rs1", "dst_off", "src_off", "len", "count", "dst_stride", "src_stride"})
 
 
 def share_card(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
@@ -57,7 +59,7 @@ def cluster_copy(spec: isa.ISA) -> isa.Instruction | None:
             continue
         clustered = [op for op in instr.operands if op.cluster is not None]
         if len(clustered) == 1 and clustered[0].name in instr.typed_semantics({}).writes and \
-                cluster_register(instr) is not None:
+                cluster_register(instr) is not None and SEND_FIELDS <= {f.name for f in instr.fields}:
             return instr
     return None
 

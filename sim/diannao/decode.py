@@ -254,9 +254,10 @@ class Decoder:
         latency, cycles = latency or 1, max(cycles or 1, 1)
         if instr.group in TENSOR_GROUPS:
             return self.tensor(pc, insn, instr, unit, latency, cycles)
-        if instr.timing.asynchronous:
-            self.refuse(pc, insn, f"its timing is 'async', which this machine runs for tensor instructions "
-                        f"({', '.join(TENSOR_GROUPS)}), not for group {instr.group!r}")
+        for key, given in (("async", instr.timing.asynchronous), ("engine", instr.timing.engine is not None)):
+            if given:   # the units with queues (and engines) are those of tensor instructions
+                self.refuse(pc, insn, f"its timing has '{key}', which this machine runs for tensor "
+                            f"instructions ({', '.join(TENSOR_GROUPS)}), not for group {instr.group!r}")
         if instr.group in ("sync", "wait", "control"):
             if instr.statements:
                 self.refuse(pc, insn, f"group {instr.group!r} has no semantics, but this one has some")
@@ -335,7 +336,10 @@ class Decoder:
         fast = None if clustered else self.fast_path(instr)
         record = TensorOp(TENSOR, fast, f, dt, bool(ports) or bool(clustered), addresses, rules,
                           bool(addresses or rules or clusters), self.footprint(insn, instr), clusters)
-        engine = isa.engine_of(spec, insn)
+        try:
+            engine = isa.engine_of(spec, insn)
+        except ValueError as e:
+            self.refuse(pc, insn, str(e))
         if instr.timing.asynchronous:
             return Plan(record, unit, 1, cycles, moves, ports, background=duration, engine=engine)
         return Plan(record, unit, duration, cycles, moves, ports, engine=engine)

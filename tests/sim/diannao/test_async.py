@@ -187,5 +187,20 @@ def test_a_scalar_instruction_cannot_be_asynchronous(tmp_path):
     path.write_text('[isa]\nname = "diannao"\nsummary = "x"\nextends = "diannao"\n'
                     '[instructions.add]\ntiming = { async = true }\n')
     spec = CONFIG.spec_for(isa.load_spec_file(path))
-    with pytest.raises(LaunchError, match="its timing is 'async', which this machine runs for tensor"):
+    with pytest.raises(LaunchError, match="its timing has 'async', which this machine runs for tensor"):
         Card(CONFIG, spec=spec).launch(isa.assemble(".isa diannao\n.text\nadd r1, r1, r1\nhalt\n", isa=spec))
+
+
+def test_an_engine_on_a_scalar_instruction_or_one_below_zero_is_refused_by_name(tmp_path):
+    """``engine`` picks one of a unit's queues: the scalar unit has none to pick from, and engines count
+    from 0 (an expression the loader cannot fold is checked when the instruction is decoded)."""
+    path = tmp_path / "engines.toml"
+    path.write_text('[isa]\nname = "diannao"\nsummary = "x"\nextends = "diannao"\n'
+                    '[instructions.add]\ntiming = { engine = 1 }\n'
+                    '[instructions.memcpy.timing]\nengine = "select(len > 8, 0, len - 9)"\n')
+    spec = CONFIG.spec_for(isa.load_spec_file(path))
+    with pytest.raises(LaunchError, match="pc 0 .*its timing has 'engine', which this machine runs for"):
+        Card(CONFIG, spec=spec).launch(isa.assemble(".isa diannao\n.text\nadd r1, r1, r1\nhalt\n", isa=spec))
+    with pytest.raises(LaunchError, match="engine is -5; engines are numbered from 0"):
+        Card(CONFIG, spec=spec).launch(isa.assemble(".isa diannao\n.text\n" + copy(length=4) + "\nhalt\n",
+                                                    isa=spec))
