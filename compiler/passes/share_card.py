@@ -20,7 +20,12 @@ A cluster fill becomes a card fill when all of these hold, and stays as it is ot
 4. every cluster runs the card fills, and their barriers, alike: the loops between the cluster loop and the
    fill do not depend on the cluster, and a condition that does (loop partitioning splits the cluster loop
    where the first or last cluster's rows differ) has the same card fills, under the same loops, on every
-   path through it.
+   path through it;
+5. it pays, by the spec's timing: the GMEM time of the copies the other clusters no longer make (the fill's
+   copies' cycles, K - 1 times over for K clusters) is at least ``PAYS`` times what the card fill adds on
+   the way (two barriers of every core, and a core's K - 1 sends one after another, each at least the cluster
+   copy's latency). Measured: GoogLeNet's 8x8 layers (as PyTorch exports it), whose 10 KB first tiles lost
+   ~900 cycles each as card fills; Table II's weights (147 KB and more) save thousands.
 
 Precondition: after ``share_smem`` (and ``double_buffer``, ``stream_copies``, which know cluster fills only;
 ``hoist_fill`` runs after it and leaves card fills where they are).
@@ -34,11 +39,14 @@ import dataclasses
 
 import isa
 from compiler.ir import nodes as ir
-from compiler.ir.functor import free_vars
+from compiler.ir.functor import free_vars, post_order_visit
 from compiler.passes.share_smem import CLUSTER_FILL, AlignedFills
+from isa.lang.scalar import evaluate
 from isa.lang.tree import Access
 
 CARD_FILL = "card_fill"
+#: how many times the GMEM time a card fill saves must exceed the latency it adds (rule 5)
+PAYS = 4
 #: the fields the DianNao backend sets on a cluster copy, as on memcpyr (and the cluster's register field)
 SEND_FIELDS = frozenset({"rd", "rs1", "dst_off", "src_off", "len", "count", "dst_stride", "src_stride"})
 
@@ -47,7 +55,7 @@ def share_card(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Mark the cluster fills every cluster makes alike as card fills (module docstring)."""
     if cluster_copy(spec) is None:
         return func
-    body = _Share().mutate(func.body)
+    body = _Share(spec).mutate(func.body)
     return func if body is func.body else dataclasses.replace(func, body=body)
 
 
@@ -76,16 +84,38 @@ def cluster_register(instr: isa.Instruction) -> str | None:
 class _Share(AlignedFills):
     threads = frozenset({"cluster"})
 
+    def __init__(self, spec: isa.ISA) -> None:
+        super().__init__()
+        self.spec, self.clusters = spec, 0
+
     def entered(self, s: ir.For) -> bool:   # two or more clusters to share with
-        return isinstance(s.extent, ir.IntImm) and s.extent.value >= 2
+        self.clusters = s.extent.value if isinstance(s.extent, ir.IntImm) else 0
+        return self.clusters >= 2
 
     def fills(self, stmt: ir.Stmt | None) -> tuple[str, ...]:
         return _card_fills(stmt)
 
     def mutate_Attr(self, s: ir.Attr) -> ir.Stmt:
-        if s.key == CLUSTER_FILL and self.aligned and not free_vars(s.body) & self.thread_vars:
+        if s.key == CLUSTER_FILL and self.aligned and not free_vars(s.body) & self.thread_vars and \
+                self._pays(s.body):
             return ir.Attr(CARD_FILL, s.value, s.body)
         return self.generic_mutate(s)
+
+    def _pays(self, fill: ir.Stmt) -> bool:
+        """Rule 5 of the module docstring, from the spec's timing of the fill's copies, its cluster copy and
+        its barrier (a fill whose copies' timing cannot be read is not shared)."""
+        spec, others = self.spec, self.clusters - 1
+        copies = []
+        post_order_visit(fill, lambda x: copies.append(x) if isinstance(x, ir.TensorInsn) else None)
+        try:
+            saved = others * sum(_cycles(spec, insn) for insn in copies)
+        except (KeyError, ValueError, isa.ISAError):
+            return False
+        barrier = next((i for i in spec.instructions.values() if i.group == "sync"), None)
+        send = cluster_copy(spec)
+        added = 2 * _constant(spec, barrier.timing.latency if barrier else None) + \
+            others * _constant(spec, send.timing.latency)
+        return saved >= PAYS * added
 
 
 def _card_fills(stmt: ir.Stmt | None) -> tuple[str, ...]:
@@ -107,3 +137,18 @@ def _card_fills(stmt: ir.Stmt | None) -> tuple[str, ...]:
     if isinstance(stmt, ir.Allocate | ir.Attr | ir.Let):
         return _card_fills(stmt.body)
     return ()
+
+
+def _cycles(spec: isa.ISA, insn: ir.TensorInsn) -> int:
+    """An IR instruction's cycles by its spec's timing expression, on its fields (constant; addresses count
+    as 0, and a field wider than its encoding is fine: the backend splits such a copy)."""
+    instr = spec.instruction(insn.name)
+    fields = {f.name: 0 for f in instr.fields} | {f.name: f.value.value for f in insn.fields}
+    types = {name: insn.regions[0].buffer.dtype.short for name in instr.types}
+    cycles = instr.timing.cycles
+    return 0 if cycles is None else int(evaluate(cycles, spec.scalar_env(fields, types)))
+
+
+def _constant(spec: isa.ISA, e) -> int:
+    """A timing expression that reads parameters alone (a latency), evaluated; 0 for none."""
+    return 0 if e is None else int(evaluate(e, spec.scalar_env({}, {})))

@@ -10,13 +10,14 @@ import numpy as np
 import isa
 from compiler.backend.diannao import codegen
 from compiler.interp import run
-from compiler.ir import Allocate, Attr, Buffer, InsnField, PrimFunc, Region, TensorInsn, Var, const, seq
+from compiler.ir import Allocate, Attr, Buffer, PrimFunc, TensorInsn, Var, seq
 from compiler.ir.printer import format_node
 from compiler.passes.double_buffer import CLUSTER_PREFETCH, CLUSTER_SYNC
 from compiler.passes.hoist_fill import hoist_fill
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 from tandem.flows.diannao import run_kernel
-from tests.compiler.test_share_smem import SPACE, bound, vec
+from tests.compiler.test_share_smem import bound, vec
+from tests.compiler.test_share_smem import copy as share_smem_copy
 
 SPEC = isa.load_isa("diannao")
 N = 16 * 64   # int32 elements per buffer
@@ -26,13 +27,7 @@ T, TN = vec("T", N, "smem"), vec("T.nmem", N, "nmem")
 
 
 def copy(dst: Buffer, dst_off, src: Buffer, src_off) -> TensorInsn:
-    """``N`` int32 elements from ``src`` to ``dst`` (offsets in elements)."""
-    spaces = {"global": "GMEM", "smem": "SMEM", "nmem": "NMEM"}
-    fields = {"dst_space": SPACE[spaces[dst.scope]], "src_space": SPACE[spaces[src.scope]], "len": 4 * N,
-              "count": 1, "dst_stride": 0, "src_stride": 0}
-    return TensorInsn(SPEC, "memcpy", tuple(InsnField(k, const(v)) for k, v in fields.items()),
-                      (Region("dst", dst, const(dst_off) if isinstance(dst_off, int) else dst_off),
-                       Region("src", src, const(src_off) if isinstance(src_off, int) else src_off)))
+    return share_smem_copy(dst, dst_off, src, src_off, N)
 
 
 def kernel(first_copy=None) -> PrimFunc:

@@ -31,11 +31,16 @@ from compiler.passes.share_smem import CLUSTER_FILL, share_smem
 from compiler.pipeline import compile_func
 from compiler.target import Target
 from tandem.flows.diannao import conv2d_matches, run_kernel
-from tests.compiler.test_share_smem import bound, copy, vec
+from tests.compiler.test_share_smem import bound, vec
+from tests.compiler.test_share_smem import copy as copy_n
 
 SPEC = isa.load_isa("diannao")
 TARGET = Target("diannao", SPEC)
-N = 16  # int32 elements of the shared tile
+N = 16000  # int32 elements of the shared tile: 64 KB, enough for a card fill to pay (rule 5)
+
+
+def copy(dst, dst_off, src, src_off):
+    return copy_n(dst, dst_off, src, src_off, N)
 
 
 def keys(func: PrimFunc) -> list[tuple[str, str]]:
@@ -105,22 +110,31 @@ def test_a_spec_without_a_cluster_copy_keeps_cluster_fills() -> None:
 
 
 def test_a_conv_whose_clusters_take_row_groups_loads_its_weights_once_and_keeps_the_result() -> None:
-    """Four clusters of two channel groups x two sub-rows: the weights staged in SMEM are the same in every
-    cluster; with ``share_card`` they cross GMEM once, and the result is numpy's, bit for bit."""
+    """Four clusters of two channel groups x two sub-rows: the weights staged in SMEM (36 KB, enough to pay
+    for sending them) are the same in every cluster; with ``share_card`` they cross GMEM once, and the
+    result is numpy's, bit for bit."""
     plan = dops.ConvPlan(oh=16, ow=16, row_groups=4, cout_groups=2, tile_rows=1, estimate=0, sub_rows=2,
                          smem_rows=2)
-    d = dops.conv2d(16, 16, 32, 32, 3, 1, 1, "int8", 16, plan=plan, spec=SPEC)
+    d = dops.conv2d(16, 16, 64, 64, 3, 1, 1, "int8", 16, plan=plan, spec=SPEC)
     rng = np.random.default_rng(5)
-    x = rng.integers(-128, 128, (16, 16, 32), dtype=np.int8)
-    wt = rng.integers(-128, 128, (32, 3, 3, 32), dtype=np.int8)
+    x = rng.integers(-128, 128, (16, 16, 64), dtype=np.int8)
+    wt = rng.integers(-128, 128, (64, 3, 3, 64), dtype=np.int8)
     moved = {}
     for skip in ((), ("share_card",)):
         func = compile_func(lower(d.schedule, list(d.args), "conv"), TARGET, skip=skip)
         assert (CARD_FILL, "Wb.smem") in keys(func) or skip
         result, outs = run_kernel(codegen(func, SPEC), [x, dops.block_weights(wt.transpose(1, 2, 3, 0)),
-                                                        np.zeros((16, 16, 32), np.int32)])
+                                                        np.zeros((16, 16, 64), np.int32)])
         assert conv2d_matches(outs[-1], x, wt, 1, 1), skip
         moved[skip] = result.bytes_moved
     weight_bytes = wt.size
     assert moved[("share_card",)]["GMEM->SMEM"] - moved[()]["GMEM->SMEM"] == 3 * weight_bytes
     assert moved[()]["SMEM->SMEM"] - moved[("share_card",)].get("SMEM->SMEM", 0) == 3 * weight_bytes
+
+
+def test_a_fill_too_small_to_pay_for_its_sends_stays_the_clusters() -> None:
+    """Rule 5: a 4 KB fill saves 3 x 64 cycles of GMEM, less than four times the two barriers and three sends'
+    latencies a card fill adds (GoogLeNet's 8x8 layers lost ~900 cycles each to such card fills)."""
+    small = share_smem(PrimFunc("small", (A, B), bound(cl, 4, "cluster", bound(tid, 4, "core", Allocate(
+        S, seq(copy_n(S, 0, A, 0, 1024), copy_n(B, (cl * 4 + tid) * N, S, 0, 1024)))))))
+    assert keys(share_card(small, SPEC)) == [(CLUSTER_FILL, "S")]

@@ -51,9 +51,10 @@ def vec(name: str, n: int, scope: str = "global") -> Buffer:
     return Buffer(name, (n,), dtypes.dtype("int32"), scope)
 
 
-def copy(dst: Buffer, dst_off, src: Buffer, src_off) -> TensorInsn:
+def copy(dst: Buffer, dst_off, src: Buffer, src_off, n: int = N) -> TensorInsn:
+    """``n`` int32 elements from ``src`` to ``dst`` (offsets in elements)."""
     spaces = {"global": "GMEM", "smem": "SMEM", "nmem": "NMEM"}
-    fields = {"dst_space": SPACE[spaces[dst.scope]], "src_space": SPACE[spaces[src.scope]], "len": 4 * N,
+    fields = {"dst_space": SPACE[spaces[dst.scope]], "src_space": SPACE[spaces[src.scope]], "len": 4 * n,
               "count": 1, "dst_stride": 0, "src_stride": 0}
     return TensorInsn(SPEC, "memcpy", tuple(InsnField(k, const(v)) for k, v in fields.items()),
                       (Region("dst", dst, _expr(dst_off)), Region("src", src, _expr(src_off))))
