@@ -411,16 +411,23 @@ class _Codegen:
         """Barrier of every core; the fill split among every launched core (``split_fill``), each core's part
         written into its cluster's SMEM and sent to the other clusters' copies of the buffer (the spec's
         cluster copy, to cluster + 1, + 2, ... in turn, so that the clusters' ports share the sends);
-        barrier of every core. A fill that does not split so (``written_rows``) is a cluster fill."""
+        barrier of every core. A fill that does not split so (``written_rows``) is a cluster fill. Prefetches
+        the fill carries (``hoist_fill``) are issued after a core's part and before its sends."""
         if "core" not in self.open or not self.clusters:
             raise LoweringError(f"{_first_line(s)}: a card fill must be inside the core- and cluster-bound "
                                 "loops")
+        body = list(s.body.stmts) if isinstance(s.body, ir.Seq) else [s.body]
+        cut = len(body)
+        while cut and isinstance(body[cut - 1], ir.Attr) and body[cut - 1].key == CLUSTER_PREFETCH:
+            cut -= 1
+        fill, carried = ir.seq(*body[:cut]), body[cut:]
         clusters = self.clusters
-        parts = split_fill(s.body, clusters * self.cpc, self.spec.params["VECTOR_ALIGN"])
+        parts = split_fill(fill, clusters * self.cpc, self.spec.params["VECTOR_ALIGN"])
         sent = None if parts is None else [written_rows(part) for part in parts]
         if self.send is None or clusters < 2 or self.cluster_cores != self.cpc or sent is None or \
                 None in sent:
-            self._cluster_fill(s)
+            self._cluster_fill(ir.Attr(CLUSTER_FILL, s.value, fill))
+            self.stmt(ir.seq(*carried))
             return
         for rows in sent:
             for w in rows:
@@ -428,12 +435,12 @@ class _Codegen:
         self.code.emit("barrier", scope="ALL")
         core = self._core_index(card=True)
 
-        def part(c: int, stmts: list[ir.Stmt]) -> None:
-            self.stmt(ir.seq(*stmts))
+        def send(c: int, rows: list[Written]) -> None:
             for k in range(1, clusters):
-                for w in sent[c]:
+                for w in rows:
                     self._send(w, (c // self.cpc + k) % clusters, _first_line(s))
-        self._by_core(core, parts, part)
+        self._by_core(core, parts, lambda c, stmts: (self.stmt(ir.seq(*stmts)), send(c, sent[c])))
+        self.stmt(ir.seq(*carried))
         self.s.free(Val(core, temp=True))
         self.code.emit("barrier", scope="ALL")
 

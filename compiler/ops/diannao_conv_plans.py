@@ -333,8 +333,11 @@ def _shared_estimate(layer: _Layer, cut: tuple[int, int, int, int], weights: int
         rg * layer.weight_bytes if staged else clusters * per_cluster * weights
     # a card fill: each cluster's SMEM port takes its part in, sends it to the others and takes theirs in
     sent = layer.smem(layer.weight_bytes * (2 * rg - 1) / rg) if card else 0.0
-    # the first SMEM tile crosses the GMEM port while the cores copy their weights into WMEM (``hoist_fill``)
-    startup = layer.gmem(loaded) + sent + max(wmem, first) + nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
+    # the first SMEM tile crosses the GMEM port while the cores copy their weights into WMEM (``hoist_fill``),
+    # and while they send them, where they are card filled
+    startup = layer.gmem(loaded) + max(sent + wmem, first) if card else \
+        layer.gmem(loaded) + max(wmem, first)
+    startup += nmem + p["GMEM_LATENCY"] + p["SMEM_LATENCY"]
     if split:   # the weights stream in by kernel rows: from SMEM where the cluster stages them (what the
         # first tile's fill does not hide), else GMEM
         startup -= layer.streamed(max(0.0, wmem - first) if staged else layer.gmem(loaded), step)

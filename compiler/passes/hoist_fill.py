@@ -24,7 +24,32 @@ the interpreter runs asynchronous copies at once and waits as nothing; the DianN
 access against the outstanding copies (``HazardError``).
 
 A card fill (``share_card``, which runs first: a tile every cluster fills alike crosses GMEM once instead)
-is not hoisted.
+is not hoisted. Where the statement before the copies is a card fill, the prefetch goes further: into the
+card fill, after its statements, which the backend issues after a core loads its part and before it sends it
+to the other clusters (the GMEM port carries the tile while the clusters' SMEM ports carry the sends; the
+card fill's closing barrier leaves the tile's copies outstanding, which the DianNao simulator checks for every
+core). The card fill then moves into the tile's allocations:
+
+    card_fill(W): copy W <- G                    alloc T:
+    copy Wn <- W                                   card_fill(W): copy W <- G; cluster_prefetch(T): ...
+    alloc T:                        becomes        copy Wn <- W
+      cluster_fill(T): ...                         cluster_sync(T): wait
+      rest                                         rest
+
+when neither writes what the other reads or writes.
+
+The next tile's fill, where it comes soon after (the first prefetch of the statements after the first fill:
+a pipeline whose cores wait for two tiles before they compute), starts the same way: the parts of it that
+write only buffers the nest allocates and nothing before it touched, read nothing the nest writes, and touch
+no element of a part they pass (constant spans), are issued by each core when its part of the first tile is
+in, before the first tile's barrier (the GMEM port goes on to the next tile's rows instead of idling while
+the cores meet and copy their first NMEM tiles); the rest (the halo rows copied from the first tile) stays:
+
+    cluster_sync(T): wait                        cluster_sync(T): wait
+    ...                                            cluster_prefetch(U): zero U; copy U <- X
+    cluster_prefetch(U): zero U         becomes  ...
+                         copy U <- T             cluster_prefetch(U): copy U <- T
+                         copy U <- X
 
 Precondition: after ``double_buffer`` (whose pipelines open with such a fill), ``stream_copies`` and
 ``share_card``.
@@ -36,8 +61,9 @@ from __future__ import annotations
 import dataclasses
 
 import isa
+from compiler.interp.tensor_insn import operand_span, written_operands
 from compiler.ir import nodes as ir
-from compiler.ir.functor import IRMutator
+from compiler.ir.functor import IRMutator, marked_insn
 from compiler.passes.double_buffer import (
     CLUSTER_PREFETCH,
     CLUSTER_SYNC,
@@ -73,7 +99,11 @@ class _Hoist(IRMutator):
             if i > j > 0 and _ends_at_barrier(stmts[j - 1]):
                 hoisted = self._hoisted(stmt, stmts[j:i])
                 if hoisted is not None:
-                    stmts[j:i + 1] = [hoisted]
+                    carried = _carried(stmts[j - 1], hoisted)
+                    if carried is None:
+                        stmts[j:i + 1] = [hoisted]
+                    else:
+                        stmts[j - 1:i + 1] = [carried]
                     return self.mutate_Seq(ir.Seq(tuple(stmts)))
         changed = any(a is not b for a, b in zip(stmts, s.stmts, strict=True))
         return ir.Seq(tuple(stmts)) if changed else s
@@ -106,10 +136,78 @@ class _Hoist(IRMutator):
         parts = list(fill.body.stmts) if isinstance(fill.body, ir.Seq) else [fill.body]
         if not any(is_async_copy(p) for p in parts):
             return None   # nothing the spec can issue asynchronously
-        body = ir.seq(ir.Attr(CLUSTER_PREFETCH, fill.value, ir.seq(*asynchronous_copies(self.spec, parts))),
-                      *copies,
-                      ir.Attr(CLUSTER_SYNC, fill.value, self.wait), *stmts[1:])
-        return _rebuilt(nest, body)
+        prefetch = ir.Attr(CLUSTER_PREFETCH, fill.value, ir.seq(*asynchronous_copies(self.spec, parts)))
+        sync, rest = ir.Attr(CLUSTER_SYNC, fill.value, self.wait), stmts[1:]
+        k = next((k for k, x in enumerate(rest) if isinstance(x, ir.Attr) and x.key == CLUSTER_PREFETCH),
+                 None)
+        if k is not None:
+            passed = [prefetch, *copies, *rest[:k]]
+            early, late = _early(rest[k], passed, allocated, buffers_written(inner) | _written(copies))
+            if early:
+                sync = ir.Attr(CLUSTER_SYNC, fill.value,
+                               ir.seq(self.wait, ir.Attr(CLUSTER_PREFETCH, rest[k].value, ir.seq(*early))))
+                rest[k:k + 1] = [ir.Attr(CLUSTER_PREFETCH, rest[k].value, ir.seq(*late))] if late else []
+        return _rebuilt(nest, ir.seq(prefetch, *copies, sync, *rest))
+
+
+def _early(prefetch: ir.Attr, passed: list[ir.Stmt], allocated: set[str],
+           written: set[str]) -> tuple[list[ir.Stmt], list[ir.Stmt]]:
+    """The parts of ``prefetch`` that may be issued before the statements ``passed`` (module docstring): each
+    writes only buffers of ``allocated`` that ``passed`` do not touch, reads none of ``written``, and is
+    apart from every part it passes; and the rest, in their order."""
+    parts = list(prefetch.body.stmts) if isinstance(prefetch.body, ir.Seq) else [prefetch.body]
+    touched = _touched(passed)
+    early: list[ir.Stmt] = []
+    late: list[ir.Stmt] = []
+    for part in parts:
+        writes = buffers_written(part)
+        if marked_insn(part) is not None and writes <= allocated - touched and \
+                not buffers_read(part) & written and all(_apart(part, other) for other in late):
+            early.append(part)
+        else:
+            late.append(part)
+    return early, late
+
+
+def _touched(stmts: list[ir.Stmt]) -> set[str]:
+    return set().union(*(buffers_read(x) | buffers_written(x) for x in stmts))
+
+
+def _written(stmts: list[ir.Stmt]) -> set[str]:
+    return set().union(*(buffers_written(x) for x in stmts))
+
+
+def _apart(a: ir.Stmt, b: ir.Stmt) -> bool:
+    """Whether single instructions ``a`` and ``b`` touch no element in common that either writes (constant
+    spans; a buffer both touch with a span not constant is not apart)."""
+    x, y = marked_insn(a), marked_insn(b)
+    if x is None or y is None:
+        return False
+    wx, wy = set(written_operands(x)), set(written_operands(y))
+    for rx in x.regions:
+        for ry in y.regions:
+            if rx.buffer.name != ry.buffer.name or (rx.operand not in wx and ry.operand not in wy):
+                continue
+            sx, sy = operand_span(x, rx.operand), operand_span(y, ry.operand)
+            if sx is None or sy is None or (sx[0] < sy[1] and sy[0] < sx[1]):
+                return False
+    return True
+
+
+def _carried(card: ir.Stmt, nest: ir.Stmt) -> ir.Stmt | None:
+    """``nest`` (allocations around a prefetch, copies, ...) with card fill ``card`` carrying its prefetch
+    (module docstring), or None where ``card`` is no card fill or shares a buffer with the prefetch."""
+    if not (isinstance(card, ir.Attr) and card.key == CARD_FILL):
+        return None
+    inner = nest
+    while isinstance(inner, ir.Allocate) or (isinstance(inner, ir.Attr) and inner.key == CLUSTER_SHARED):
+        inner = inner.body
+    prefetch, *rest = inner.stmts
+    written = buffers_written(prefetch)
+    if buffers_written(card) & (buffers_read(prefetch) | written) or buffers_read(card) & written:
+        return None
+    carrying = ir.Attr(CARD_FILL, card.value, ir.seq(card.body, prefetch))
+    return _rebuilt(nest, ir.seq(carrying, *rest))
 
 
 def _ends_at_barrier(stmt: ir.Stmt) -> bool:

@@ -173,6 +173,7 @@ class Footprint(NamedTuple):
     space: int
     extent: int
     written: bool
+    cluster: str | None = None   # in the SMEM of the cluster ``fields[cluster]`` (an operand's ``cluster``)
 
 
 class Barrier(NamedTuple):
@@ -377,7 +378,8 @@ class Decoder:
             extent = 0 if 0 in shape else last + 1
             code = insn[op.space] if op.space_is_field else self.spec.spaces[op.space].id
             key = op.addr.id if isinstance(op.addr, Name) else op.name
-            out.append(Footprint(key, code, extent * size, op.name in written))
+            out.append(Footprint(key, code, extent * size, op.name in written,
+                                 None if op.cluster is None else f"{op.name}.cluster"))
         return tuple(out)
 
     def fast_path(self, instr: isa.Instruction) -> Callable | None:

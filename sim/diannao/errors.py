@@ -93,3 +93,30 @@ def core_ranges(cores: list[int]) -> str:
             spans.append([c, c])
     text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
     return f"core{'s' if len(cores) > 1 else ''} {text}"
+
+
+def barrier_waits(waiting: dict[int, tuple[tuple, int]], barriers: dict[tuple, tuple[tuple[int, ...], dict]],
+                  halted: dict[int, tuple[int, int]]) -> dict[str, str]:
+    """What the cores of a barrier deadlock wait for, by core range: ``waiting`` (core -> (barrier key, pc)),
+    ``barriers`` (key -> (its members, arrived core -> pc)), ``halted`` (core -> (cycle, pc))."""
+    parts: dict[str, str] = {}
+    by_barrier: dict[tuple, list[int]] = {}
+    for core, (key, _pc) in sorted(waiting.items()):
+        by_barrier.setdefault(key, []).append(core)
+    for key, cores in by_barrier.items():
+        members, arrived = barriers[key]
+        scope = f"cluster {key[1]}" if key[0] == "cluster" else "every core"
+        pcs = sorted({arrived[c] for c in cores})
+        missing = []
+        for m in members:
+            if m in arrived:
+                continue
+            if m in halted:
+                missing.append(f"core {m} halted at pc {halted[m][1]}")
+            elif m in waiting:
+                other = waiting[m][0]
+                what = f"cluster {other[1]}'s barrier" if other[0] == "cluster" else "the card barrier"
+                missing.append(f"core {m} waits at {what} (pc {waiting[m][1]})")
+        at = ", ".join(map(str, pcs))
+        parts[core_ranges(cores)] = f"wait at the barrier of {scope} (pc {at}), but {'; '.join(missing)}"
+    return parts

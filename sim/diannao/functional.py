@@ -60,6 +60,12 @@ class CardMemory:
             return self.smem[core // self.cores_per_cluster if cluster is None else cluster]
         return self.nmem[core] if name == "NMEM" else self.wmem[core]
 
+    def home(self, code: int, core: int) -> tuple[int, int]:
+        """Which copy of space ``code`` global core ``core`` addresses, as ``space`` picks it: (code, 0 for
+        GMEM, its cluster for SMEM, the core for NMEM and WMEM)."""
+        name = self.names[code]
+        return code, 0 if name == "GMEM" else core // self.cores_per_cluster if name == "SMEM" else core
+
 
 def _space_code(spec: isa.ISA, op: isa.Operand, fields: dict[str, int]) -> int:
     return fields[op.space] if op.space_is_field else spec.spaces[op.space].id

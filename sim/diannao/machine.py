@@ -30,7 +30,8 @@ Shared bandwidth: GMEM has one port for the whole card and each cluster's SMEM o
 names a ``cluster``, ``memcpyc``'s, lies in that cluster's SMEM and holds its port), serving requests
 in the order they come (sim/core/ports.py: a request that fits in a gap before a transfer promised for later
 is served in it). A transfer holds every port it uses for ``ceil(bytes / port bytes per cycle)`` cycles; it
-starts when all are free, and waiting for them counts as stalled. Its data arrive after the
+starts when all are free (one that holds one port may take its cycles in the gaps between promised
+transfers), and waiting for them counts as stalled. Its data arrive after the
 latency of the slowest level and its own transfer time (the per-core DMA rate of the spec, or the port's,
 whichever is slower).
 
@@ -42,8 +43,9 @@ global time order, from the cycle the unit starts it on). A synchronous instruct
 engine) starts after that engine's queued work. ``wait`` (group ``wait``) advances the core to the end of all
 its asynchronous work (stalled). The data move when the instruction is issued; that equals moving them at
 the end because, until its ``wait``, the core must not read or write an outstanding instruction's written
-operands nor write what it reads, and must not reach a barrier or halt or run a scalar access the simulator
-cannot check (``HazardError``, naming both pcs): each such program is an error, whatever the timing.
+operands nor write what it reads, and must not halt or run a scalar access the simulator cannot check; work
+outstanding at a barrier binds every core so until it ends (``HazardError``, naming both pcs; sim/diannao/
+hazards.py): each such program is an error, whatever the timing.
 
 Errors (sim/diannao/errors.py) name the core, pc, instruction and rule: a broken spec constraint on a tensor
 instruction (checked on its first execution), a scalar access out of bounds, running past the end, more
@@ -77,10 +79,10 @@ from sim.diannao.errors import (
     LaunchError,
     OutOfBoundsError,
     RunawayLoopError,
-    core_ranges,
+    barrier_waits,
 )
 from sim.diannao.functional import CardMemory, execute_generic
-from sim.diannao.hazards import RULE, Pending, conflict, spans
+from sim.diannao.hazards import RULE, Pending, conflict, describe, spans
 from sim.diannao.scalar import (
     ADDI,
     BARRIER,
@@ -202,6 +204,9 @@ class _Machine:
         # per core: the cycle each unit with asynchronous work is free again, and the work not waited for
         self.units: dict[int, dict[str, int]] = {c: {} for c in self.launched}
         self.pending: dict[int, list[Pending]] = {c: [] for c in self.launched}
+        # the work cores left outstanding at a barrier, until it ends (sim/diannao/hazards.py)
+        self.released: list[Pending] = []
+        self.homes = {c: {code: memory.home(code, c) for code in self.spaces} for c in self.launched}
 
     # ------------------------------------------------------------------ helpers
     def where(self, core: int, pc: int) -> str:
@@ -250,7 +255,7 @@ class _Machine:
         ``now`` on when all are free (sim/core/ports.py); return it."""
         held = [(name if name == "gmem" else f"smem{core // self.cpc}" if name == "smem" else
                  f"smem{fields[name[5:] + '.cluster']}", cycles) for name, cycles in ports]
-        return self.ports.reserve(held, now, self.env.now)
+        return self.ports.reserve(held, now, self.env.now, split=True)
 
     def scalar_run(self, core: int, until: int) -> None:
         if until > self.last_event[core]:
@@ -317,9 +322,11 @@ class _Machine:
                 if addr < 0 or addr + op.element.size > mem.size:
                     raise self.out_of_bounds(core, pc, op, R, mem.size)
                 if pending:
-                    self.access_hazards(core, pc, op, addr)
+                    self.access_hazards(core, pc, op, addr, pending)
                 if op.shared:
                     t = yield from self.take_ports(core, pc, t)
+                    if self.released:
+                        self.access_hazards(core, pc, op, addr, self.others(core, t - costs[pc]))
                 if k == FLOAD:   # the commonest access and float op inline; the others in scalar.py
                     F[op.reg] = op.element.unpack_from(mem, addr)[0]
                 else:
@@ -349,21 +356,33 @@ class _Machine:
 
     def control(self, core: int, pc: int, kind: int, op, t: int):
         """A barrier, wait or halt at ``pc`` (cost included in ``t``); return the cycle the core goes on
-        (None after a halt). A barrier or halt with asynchronous work outstanding is a hazard."""
+        (None after a halt). A halt with asynchronous work outstanding is a hazard; a barrier releases it to
+        every core's checks (``release``)."""
         if kind == WAIT:
             return self.wait(core, pc, t)
-        if self.pending[core]:
-            raise self.outstanding(core, pc, "reaches a barrier" if kind == BARRIER else "halts")
         if kind == BARRIER:
             return (yield from self.barrier(core, pc, op, t))
+        if self.pending[core]:
+            raise self.outstanding(core, pc, "halts")
         yield from self.halt(core, pc, t)
         return None
 
-    def access_hazards(self, core: int, pc: int, op: ScalarAccess, addr: int) -> None:
-        """Check the scalar load or store at ``pc`` of ``addr`` against the outstanding asynchronous work."""
-        span = ((op.space, addr, addr + op.element.size),)
+    def access_hazards(self, core: int, pc: int, op: ScalarAccess, addr: int, pending: list[Pending]) -> None:
+        """Check the scalar load or store at ``pc`` of ``addr`` against the asynchronous work ``pending``."""
+        span = ((self.homes[core][op.space], addr, addr + op.element.size),)
         written = op.kind in (STORE, FSTORE)
-        self.check_hazards(core, pc, self.pending[core], () if written else span, span if written else ())
+        self.check_hazards(core, pc, pending, () if written else span, span if written else ())
+
+    def release(self, core: int, now: int) -> None:
+        """The work ``core`` has outstanding at a barrier at ``now`` becomes every core's concern until it
+        ends (sim/diannao/hazards.py)."""
+        self.released = [p for p in self.released if p.core != core and p.end > now] + \
+            [p for p in self.pending[core] if p.end > now]
+
+    def others(self, core: int, start: int) -> list[Pending]:
+        """The work other cores left outstanding at a barrier that has not ended by ``start``."""
+        self.released = [p for p in self.released if p.end > self.env.now]
+        return [p for p in self.released if p.core != core and p.end > start]
 
     def failures(self, core: int, R: list[int], mems: dict) -> tuple:
         """What a compiled block calls to fail on ``core``: out of bounds at a pc, and out of budget at a
@@ -394,7 +413,7 @@ class _Machine:
     def generic(self, core: int, pc: int, op: GenericScalar, R: list[int], F: list[float],
                 ids: tuple[int, ...]) -> int:
         """Run the scalar instruction at ``pc`` through the spec's semantics; return the next pc."""
-        if op.memory and self.pending[core]:
+        if op.memory and (self.pending[core] or (self.released and self.others(core, self.env.now))):
             raise self.outstanding(core, pc, "runs a scalar instruction with memory operands the simulator "
                                    "does not check against them")
         try:
@@ -414,8 +433,7 @@ class _Machine:
         fields = self.resolve(core, pc, op, R) if op.dynamic else op.fields
         pending = self.pending[core]
         if pending:
-            reads, writes = spans(op, fields)
-            self.check_hazards(core, pc, pending, reads, writes)
+            self.check_hazards(core, pc, pending, *spans(op, fields, self.homes[core]))
         plan = self.plans[pc]
         if plan.background:
             return (yield from self.issue(core, pc, op, fields, R, t))
@@ -424,6 +442,8 @@ class _Machine:
         if units and units.get(plan.queue, 0) > t:   # behind its engine's asynchronous work
             ready = units[plan.queue]
         start = (yield from self.when_ports(core, plan, t, ready, fields)) if op.shared else ready
+        if self.released and op.shared:
+            self.check_hazards(core, pc, self.others(core, start), *spans(op, fields, self.homes[core]))
         self.run_tensor(core, pc, op, fields, R)
         self.stalled[core] += start - t
         end = start + self.costs[pc]
@@ -445,9 +465,12 @@ class _Machine:
         plan, units = self.plans[pc], self.units[core]
         ready = max(t, units.get(plan.queue, 0))
         start = (yield from self.when_ports(core, plan, t, ready, fields)) if op.shared else ready
+        reads, writes = spans(op, fields, self.homes[core])
+        if self.released and op.shared:
+            self.check_hazards(core, pc, self.others(core, start), reads, writes)
         self.run_tensor(core, pc, op, fields, R)
         units[plan.queue] = end = start + plan.background
-        self.pending[core].append(Pending(pc, *spans(op, fields)))
+        self.pending[core].append(Pending(pc, reads, writes, core, end))
         if self.tracing:
             self.scalar_run(core, t)
             what = f"{pc}: {format_insn(self.spec, self.program.insns[pc])}"
@@ -483,11 +506,8 @@ class _Machine:
         ``pc``) that the core's outstanding asynchronous work forbids (sim/diannao/hazards.py)."""
         found = conflict(pending, reads, writes)
         if found is not None:
-            (_, lo, hi), (_, lo2, hi2), name = found.mine, found.theirs, self.spaces[found.mine[0]]
             other = format_insn(self.spec, self.program.insns[found.pending.pc])
-            raise self.error(HazardError, core, pc, f"{found.verb} {name}[{lo}, {hi}) while the asynchronous "
-                             f"instruction at pc {found.pending.pc} ({other}) still {found.does} "
-                             f"{name}[{lo2}, {hi2}): wait for it first", RULE)
+            raise self.error(HazardError, core, pc, *describe(found, core, self.spaces, other))
 
     def outstanding(self, core: int, pc: int, what: str) -> HazardError:
         """The error of a core that ``what`` (reaches a barrier, halts, ...) with asynchronous work not
@@ -550,6 +570,8 @@ class _Machine:
             yield self.env.timeout(t - self.env.now)
         if self.tracing:
             self.scalar_run(core, t)
+        if self.pending[core]:
+            self.release(core, t)
         last_arrival, release = yield from self.arrive(core, pc, op.scope, t)
         self.stalled[core] += last_arrival - t
         if self.tracing:
@@ -606,26 +628,8 @@ class _Machine:
         return self.result()
 
     def deadlock(self) -> BarrierDeadlockError:
-        parts: dict[str, str] = {}
-        by_barrier: dict[tuple, list[int]] = {}
-        for core, (key, _pc) in sorted(self.waiting.items()):
-            by_barrier.setdefault(key, []).append(core)
-        for key, cores in by_barrier.items():
-            b = self.barriers[key]
-            scope = f"cluster {key[1]}" if key[0] == "cluster" else "every core"
-            pcs = sorted({b.arrived[c] for c in cores})
-            missing = []
-            for m in b.members:
-                if m in b.arrived:
-                    continue
-                if m in self.halted:
-                    missing.append(f"core {m} halted at pc {self.halted[m][1]}")
-                elif m in self.waiting:
-                    other = self.waiting[m][0]
-                    what = f"cluster {other[1]}'s barrier" if other[0] == "cluster" else "the card barrier"
-                    missing.append(f"core {m} waits at {what} (pc {self.waiting[m][1]})")
-            at = ", ".join(map(str, pcs))
-            parts[core_ranges(cores)] = f"wait at the barrier of {scope} (pc {at}), but {'; '.join(missing)}"
+        parts = barrier_waits(self.waiting, {key: (b.members, b.arrived) for key, b in self.barriers.items()},
+                              self.halted)
         first = min(self.waiting)
         error = BarrierDeadlockError(deadlock_message(self.env.now, parts, "barrier deadlock"),
                                      core=first, pc=self.waiting[first][1],

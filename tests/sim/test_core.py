@@ -37,6 +37,24 @@ def test_a_request_fits_in_a_gap_before_a_transfer_promised_for_later():
     assert ports.free_at == {"gmem": 170, "smem0": 190}
 
 
+def test_a_split_request_on_one_port_takes_its_cycles_in_the_gaps_between_promised_transfers():
+    ports = Ports(["gmem", "smem0"])
+    for start in (100, 200, 300):   # GMEM->SMEM copies promised: SMEM busy 100..110, 200..210, 300..310
+        assert ports.reserve([("gmem", 20), ("smem0", 10)], now=start, horizon=0) == start
+    # 150 cycles of SMEM from 50: 50..100, 110..200, then 10 more from 210: ends at 220, reported from 70
+    assert ports.reserve([("smem0", 150)], now=50, horizon=50, split=True) == 220 - 150
+    assert ports.busy["smem0"][:4] == [(50, 100), (100, 110), (110, 200), (200, 210)]
+    # unsplit, the same request waits for a gap of its whole length: after the last promise
+    whole = Ports(["gmem", "smem0"])
+    for start in (100, 200, 300):
+        whole.reserve([("gmem", 20), ("smem0", 10)], now=start, horizon=0)
+    assert whole.reserve([("smem0", 150)], now=50, horizon=50) == 310
+    # a request that holds two ports is never split (both free together for 50 cycles first from 220);
+    # one with no gap ahead takes one piece
+    assert ports.reserve([("gmem", 50), ("smem0", 50)], now=60, horizon=0, split=True) == 220
+    assert ports.reserve([("gmem", 5)], now=400, split=True) == 400
+
+
 def test_intervals_that_ended_by_the_horizon_are_forgotten():
     ports = Ports(["gmem"])
     for now in range(0, 1000, 10):

@@ -171,10 +171,45 @@ def test_scalar_accesses_are_checked_also_inside_compiled_loops():
                   "li r1, 7", "st r1, r0, NMEM, 64", "wait", "halt").pc == 2
 
 
-def test_a_barrier_or_halt_with_outstanding_copies_is_a_hazard():
-    e = hazard(copy("memcpy_async"), "barrier CLUSTER", "halt", cores=4)
-    assert "reaches a barrier with asynchronous work outstanding (issued at pc 0)" in str(e)
-    assert "halts with asynchronous work outstanding" in str(hazard(copy("memcpy_async"), "halt"))
+def test_a_halt_with_outstanding_copies_is_a_hazard():
+    assert "halts with asynchronous work outstanding (issued at pc 0)" in str(hazard(copy("memcpy_async"),
+                                                                                    "halt"))
+    assert "halts with asynchronous work" in str(hazard(copy("memcpy_async"), "barrier CLUSTER", "halt",
+                                                        cores=4))
+
+
+# core 0 of each cluster fills SMEM[0, ROW) asynchronously and meets the others at a barrier without waiting;
+# after it, every core runs ``after`` (which may jump to ``tail``), core 0 waits for its copy
+def released(*after: str):
+    return ["rdid r3, CORE_ID", "bne r3, r0, meet", copy("memcpy_async", dst_space="SMEM"), "meet:",
+            "barrier CLUSTER", *after, "tail:", "bne r3, r0, done", "wait", "done:", "halt"]
+
+
+def test_work_outstanding_at_a_barrier_binds_every_core_until_it_ends():
+    """A barrier does not wait for the asynchronous work of the cores that meet there: another core that reads
+    what it writes before it ends is an error naming both cores' instructions."""
+    read = copy("memcpy", dst_space="NMEM", src_space="SMEM", dst=0, src=ROW - 4, length=4)
+    e = hazard(*released("beq r3, r0, tail", read), cores=4)
+    assert e.core == 1 and e.insn.startswith("memcpy dst_space=NMEM, src_space=SMEM")
+    assert f"reads SMEM of cluster 0[{ROW - 4}, {ROW})" in str(e)
+    assert "pc 2 (memcpy_async" in str(e) and "of core 0, outstanding at a barrier" in str(e)
+    assert e.rule.startswith("asynchronous work outstanding at a barrier")
+    # bytes it does not touch, and its own core's accesses until the wait, are as before
+    launch(*released(copy("memcpy", dst_space="NMEM", src_space="SMEM", src=ROW, length=4)), cores=4)
+    assert "wait for it first" in str(hazard(*released(read), cores=4))   # core 0 itself is checked first
+
+
+def test_after_it_ends_or_in_another_clusters_smem_the_bytes_are_free():
+    read = copy("memcpy", dst_space="NMEM", src_space="SMEM", dst=0, src=0, length=4)
+    # core 1 computes first (longer than the copy runs), then reads: the copy has ended
+    assert conv_cycles() > gmem_copy_cycles(ROW)
+    result, _ = launch(*released("beq r3, r0, tail", CONV, read), cores=4)
+    assert result.cycles > conv_cycles()
+    # cluster 1's core 4 reads its own cluster's SMEM at the same address while cluster 0's copy runs
+    program = released("rdid r4, CLUSTER_ID", "beq r4, r0, tail", "beq r3, r0, tail", read)
+    other = ["rdid r3, CORE_ID", "rdid r4, CLUSTER_ID", "bne r4, r0, meet", "bne r3, r0, meet",
+             copy("memcpy_async", dst_space="SMEM"), "meet:", *program[4:]]
+    launch(*other, cores=8)
 
 
 def test_after_a_wait_everything_is_allowed_again():
