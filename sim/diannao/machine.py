@@ -324,9 +324,7 @@ class _Machine:
                 if pending:
                     self.access_hazards(core, pc, op, addr, pending)
                 if op.shared:
-                    t = yield from self.take_ports(core, pc, t)
-                    if self.released:
-                        self.access_hazards(core, pc, op, addr, self.others(core, t - costs[pc]))
+                    t = yield from self.take_ports(core, pc, t, (op, addr))
                 if k == FLOAD:   # the commonest access and float op inline; the others in scalar.py
                     F[op.reg] = op.element.unpack_from(mem, addr)[0]
                 else:
@@ -394,15 +392,17 @@ class _Machine:
             raise self.runaway(core, at)
         return out_of_bounds, runaway
 
-    def take_ports(self, core: int, pc: int, t: int):
+    def take_ports(self, core: int, pc: int, t: int, access: tuple[ScalarAccess, int] | None = None):
         """Start the shared access at ``pc`` in global time order: wait until the core's clock (``t`` less the
         instruction's cost), then for every port it holds; return the cycle it ends (its wait counts as
-        stalled)."""
+        stalled). A scalar ``access`` (its op and address) is checked against work released at barriers."""
         cost = self.costs[pc]
         t -= cost
         if t > self.env.now:
             yield self.env.timeout(t - self.env.now)
         start = self.reserve(core, self.plans[pc].ports, t)
+        if access is not None and self.released:
+            self.access_hazards(core, pc, *access, self.others(core, start))
         if self.tracing and start > t:
             self.scalar_run(core, t)
             self.trace.append((f"core {core}", "wait for the memory port", t, start, "stall"))
@@ -510,8 +510,8 @@ class _Machine:
             raise self.error(HazardError, core, pc, *describe(found, core, self.spaces, other))
 
     def outstanding(self, core: int, pc: int, what: str) -> HazardError:
-        """The error of a core that ``what`` (reaches a barrier, halts, ...) with asynchronous work not
-        waited for."""
+        """The error of a core that ``what`` (halts, runs an unchecked scalar access) with asynchronous
+        work not waited for."""
         pcs = ", ".join(str(p.pc) for p in self.pending[core])
         return self.error(HazardError, core, pc, f"{what} with asynchronous work outstanding (issued at pc "
                           f"{pcs}): wait for it first", RULE)

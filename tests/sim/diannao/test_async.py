@@ -197,6 +197,8 @@ def test_work_outstanding_at_a_barrier_binds_every_core_until_it_ends():
     # bytes it does not touch, and its own core's accesses until the wait, are as before
     launch(*released(copy("memcpy", dst_space="NMEM", src_space="SMEM", src=ROW, length=4)), cores=4)
     assert "wait for it first" in str(hazard(*released(read), cores=4))   # core 0 itself is checked first
+    e = hazard(*released("beq r3, r0, tail", "ld r1, r0, SMEM, 64"), cores=4)   # a scalar load as well
+    assert e.insn.startswith("ld") and "reads SMEM of cluster 0[64, 68)" in str(e) and "of core 0" in str(e)
 
 
 def test_after_it_ends_or_in_another_clusters_smem_the_bytes_are_free():
