@@ -63,6 +63,10 @@ def operand_span(insn: n.TensorInsn, operand: str) -> tuple[int, int] | None:
     return region.offset.value, region.offset.value + -(-extent // elem)
 
 
+def spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether element spans [first, end) ``a`` and ``b`` (``operand_span``'s) share an element."""
+    return a[0] < b[1] and b[0] < a[1]
+
 
 def bind_types(s: n.TensorInsn, instr: isa.Instruction, text: str) -> dict[str, str]:
     """Each type variable bound to the dtype of the buffers of the regions whose operands have that type."""

@@ -97,6 +97,13 @@ def wait_instruction(spec: isa.ISA) -> isa.Instruction | None:
     return None
 
 
+def wait_statement(spec: isa.ISA) -> ir.TensorInsn | None:
+    """The statement that waits for a core's asynchronous copies (``wait_instruction``), if ``spec`` has
+    one."""
+    instr = wait_instruction(spec)
+    return None if instr is None else ir.TensorInsn(spec, instr.name, (), ())
+
+
 def double_buffer(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Pipeline every loop marked ``pragma_double_buffer`` (see the module docstring). A marked loop whose
     tiles have another shape runs as it is, its mark removed, and the reason is kept in the function's
@@ -270,10 +277,10 @@ class _Pipeline:
 
     def __init__(self, spec: isa.ISA, tiles: list[_Tile]) -> None:
         self.spec, self.tiles = spec, tiles
-        wait = wait_instruction(spec)
+        wait = wait_statement(spec)
         if wait is None:
             raise LoweringError(f"double_buffer: {spec.name} has no instruction of group 'wait'")
-        self.wait = ir.TensorInsn(spec, wait.name, (), ())
+        self.wait = wait
         if len({t.shared for t in tiles}) > 1:
             raise LoweringError(f"double_buffer: {tiles[0].where}: some pieces of the loop share their tile "
                                 "with the cluster and some do not")

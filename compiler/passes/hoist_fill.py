@@ -61,7 +61,7 @@ from __future__ import annotations
 import dataclasses
 
 import isa
-from compiler.interp.tensor_insn import operand_span, written_operands
+from compiler.interp.tensor_insn import operand_span, spans_overlap, written_operands
 from compiler.ir import nodes as ir
 from compiler.ir.functor import IRMutator, marked_insn
 from compiler.passes.double_buffer import (
@@ -71,7 +71,7 @@ from compiler.passes.double_buffer import (
     buffers_read,
     buffers_written,
     is_async_copy,
-    wait_instruction,
+    wait_statement,
 )
 from compiler.passes.share_card import CARD_FILL
 from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
@@ -79,10 +79,10 @@ from compiler.passes.share_smem import CLUSTER_FILL, CLUSTER_SHARED
 
 def hoist_fill(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Issue each first tile fill of the module docstring's shape before the copies that precede it."""
-    wait = wait_instruction(spec)
+    wait = wait_statement(spec)
     if wait is None:
         return func
-    body = _Hoist(spec, ir.TensorInsn(spec, wait.name, (), ())).mutate(func.body)
+    body = _Hoist(spec, wait).mutate(func.body)
     return func if body is func.body else dataclasses.replace(func, body=body)
 
 
@@ -152,9 +152,10 @@ class _Hoist(IRMutator):
 
 def _early(prefetch: ir.Attr, passed: list[ir.Stmt], allocated: set[str],
            written: set[str]) -> tuple[list[ir.Stmt], list[ir.Stmt]]:
-    """The parts of ``prefetch`` that may be issued before the statements ``passed`` (module docstring): each
-    writes only buffers of ``allocated`` that ``passed`` do not touch, reads none of ``written``, and is
-    apart from every part it passes; and the rest, in their order."""
+    """The parts of ``prefetch`` that may be issued before the barrier that closes the first tile (module
+    docstring): each writes only buffers of ``allocated`` that none of ``passed`` (every statement since the
+    barrier before the first tile, through the one before ``prefetch``) touches, reads none of ``written``,
+    and is apart from every part it passes; and the rest, in their order."""
     parts = list(prefetch.body.stmts) if isinstance(prefetch.body, ir.Seq) else [prefetch.body]
     touched = _touched(passed)
     early: list[ir.Stmt] = []
@@ -189,7 +190,7 @@ def _apart(a: ir.Stmt, b: ir.Stmt) -> bool:
             if rx.buffer.name != ry.buffer.name or (rx.operand not in wx and ry.operand not in wy):
                 continue
             sx, sy = operand_span(x, rx.operand), operand_span(y, ry.operand)
-            if sx is None or sy is None or (sx[0] < sy[1] and sy[0] < sx[1]):
+            if sx is None or sy is None or spans_overlap(sx, sy):
                 return False
     return True
 

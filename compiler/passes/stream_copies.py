@@ -42,7 +42,7 @@ import dataclasses
 
 import isa
 from compiler.interp.args import stored_buffers
-from compiler.interp.tensor_insn import operand_span, read_operands, written_operands
+from compiler.interp.tensor_insn import operand_span, read_operands, spans_overlap, written_operands
 from compiler.ir import nodes as ir
 from compiler.ir.functor import (
     IRMutator,
@@ -52,16 +52,16 @@ from compiler.ir.functor import (
     post_order_visit,
     with_marks,
 )
-from compiler.passes.double_buffer import async_twin, substituted, wait_instruction
+from compiler.passes.double_buffer import async_twin, substituted, wait_statement
 from compiler.passes.share_smem import CLUSTER_FILL
 
 
 def stream_copies(func: ir.PrimFunc, spec: isa.ISA) -> ir.PrimFunc:
     """Fill each buffer of the module docstring's shape as it is read."""
-    wait = wait_instruction(spec)
+    wait = wait_statement(spec)
     if wait is None:
         return func
-    body = _Streamer(spec, ir.TensorInsn(spec, wait.name, (), ())).mutate(func.body)
+    body = _Streamer(spec, wait).mutate(func.body)
     return func if body is func.body else ir.PrimFunc(func.name, func.params, body, func.attrs)
 
 
@@ -100,8 +100,9 @@ def _leading_copies(stmts: list[ir.Stmt], buffer: ir.Buffer) -> tuple[list[_Piec
     for k, stmt in enumerate(stmts):
         stmts_run = _unrolled(stmt)
         found = [_piece(x, buffer) for x in stmts_run] if stmts_run is not None else [None]
-        if not found or None in found or any(_overlaps(p.span, q.span) for p in found for q in pieces) or \
-                any(_overlaps(p.span, q.span) for i, p in enumerate(found) for q in found[:i]):
+        if not found or None in found or \
+                any(spans_overlap(p.span, q.span) for p in found for q in pieces) or \
+                any(spans_overlap(p.span, q.span) for i, p in enumerate(found) for q in found[:i]):
             return pieces, stmts[k:]
         pieces += found
     return pieces, []
@@ -143,10 +144,6 @@ def _piece(stmt: ir.Stmt, buffer: ir.Buffer) -> _Piece | None:
         return None
     span = operand_span(insn, written[0])
     return _Piece(stmt, insn, span) if span is not None else None
-
-
-def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    return a[0] < b[1] and b[0] < a[1]
 
 
 class _Schedule:
@@ -217,7 +214,7 @@ class _Schedule:
         spans = [operand_span(insn, r.operand) for r in reads]
         if writes or None in spans:
             return [*self.finish(), stmt] if self.started else None
-        parts = [k for k, p in enumerate(self.pieces) if any(_overlaps(p.span, s) for s in spans)]
+        parts = [k for k, p in enumerate(self.pieces) if any(spans_overlap(p.span, s) for s in spans)]
         if not parts:
             return [stmt]
         if not self.started:

@@ -173,7 +173,7 @@ class Footprint(NamedTuple):
     space: int
     extent: int
     written: bool
-    cluster: str | None = None   # in the SMEM of the cluster ``fields[cluster]`` (an operand's ``cluster``)
+    cluster: str | None   # in the SMEM of the cluster ``fields[cluster]`` (an operand's ``cluster``), or None
 
 
 class Barrier(NamedTuple):

@@ -37,8 +37,8 @@ class Pending(NamedTuple):
     pc: int
     reads: tuple[Span, ...]
     writes: tuple[Span, ...]
-    core: int = 0
-    end: int = 0
+    core: int
+    end: int
 
 
 class Conflict(NamedTuple):
